@@ -1,0 +1,196 @@
+//! MongoDB error codes and the one error type that crosses crate boundaries.
+//!
+//! Every error a client can see carries mongod's numeric `code` and its `codeName`.
+//! The table below is the single place those pairs live, so a reply can never
+//! pair a code with the wrong name. Crates below the server (query, storage)
+//! produce [`MongoError`] values directly; the server turns them into reply
+//! documents.
+
+use std::fmt;
+
+macro_rules! error_codes {
+    ($( $variant:ident = $code:literal ),* $(,)?) => {
+        /// A MongoDB error code, named as mongod names it (`codeName`).
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        #[non_exhaustive]
+        pub enum ErrorCode {
+            $( $variant, )*
+            /// A code this table does not name (for example a numeric code taken from
+            /// a client's failpoint). Its name is reported as `Location<code>`.
+            Other(i32),
+        }
+
+        impl ErrorCode {
+            /// The numeric code as mongod sends it.
+            pub fn code(self) -> i32 {
+                match self {
+                    $( ErrorCode::$variant => $code, )*
+                    ErrorCode::Other(c) => c,
+                }
+            }
+
+            /// The `codeName` mongod sends with this code.
+            pub fn name(self) -> std::borrow::Cow<'static, str> {
+                match self {
+                    $( ErrorCode::$variant => std::borrow::Cow::Borrowed(stringify!($variant)), )*
+                    ErrorCode::Other(c) => std::borrow::Cow::Owned(format!("Location{c}")),
+                }
+            }
+
+            /// Looks a numeric code up in the table.
+            pub fn from_code(code: i32) -> ErrorCode {
+                match code {
+                    $( $code => ErrorCode::$variant, )*
+                    c => ErrorCode::Other(c),
+                }
+            }
+        }
+    };
+}
+
+// Codes and names as in mongod's src/mongo/base/error_codes.yml. Keep sorted by code.
+error_codes! {
+    InternalError = 1,
+    BadValue = 2,
+    NoSuchKey = 4,
+    Unauthorized = 13,
+    TypeMismatch = 14,
+    Overflow = 15,
+    InvalidLength = 16,
+    IllegalOperation = 20,
+    EmptyArrayOperation = 21,
+    InvalidBSON = 22,
+    LockTimeout = 24,
+    NamespaceNotFound = 26,
+    IndexNotFound = 27,
+    PathNotViable = 28,
+    NonExistentPath = 29,
+    InvalidPath = 30,
+    ConflictingUpdateOperators = 40,
+    CursorNotFound = 43,
+    NamespaceExists = 48,
+    MaxTimeMSExpired = 50,
+    DollarPrefixedFieldName = 52,
+    InvalidIdField = 53,
+    NotSingleValueField = 54,
+    InvalidDBRef = 55,
+    EmptyFieldName = 56,
+    DottedFieldName = 57,
+    CommandNotFound = 59,
+    ImmutableField = 66,
+    CannotCreateIndex = 67,
+    IndexAlreadyExists = 68,
+    InvalidOptions = 72,
+    InvalidNamespace = 73,
+    IndexOptionsConflict = 85,
+    IndexKeySpecsConflict = 86,
+    CommandNotSupported = 115,
+    NotImplemented = 238,
+    CannotIndexParallelArrays = 171,
+    InvalidIndexSpecificationOption = 197,
+    QueryFeatureNotAllowed = 224,
+    CommandFailed = 125,
+    NoSuchTransaction = 251,
+    ExceededMemoryLimit = 146,
+    OperationNotSupportedInTransaction = 263,
+    InvalidUUID = 207,
+    InterruptedAtShutdown = 11600,
+    DuplicateKey = 11000,
+    BSONObjectTooLarge = 10334,
+    Location15974 = 15974,
+    Location16020 = 16020,
+    Location17276 = 17276,
+    Location31253 = 31253,
+    Location31254 = 31254,
+    Location40324 = 40324,
+    Location40352 = 40352,
+    InvalidPipelineOperator = 168,
+    FailedToParse = 9,
+    UnknownError = 8,
+    OutOfDiskSpace = 14031,
+    ProtocolError = 17,
+    IncompatibleServerVersion = 177,
+    ClientMarkedKilled = 46841,
+}
+
+impl fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}({})", self.name(), self.code())
+    }
+}
+
+/// An error a client may see: mongod's code, its name, and a message.
+///
+/// `Internal` errors are bugs in BisonDB, not the client's fault; they still
+/// become an `InternalError` reply rather than a panic.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MongoError {
+    pub code: ErrorCode,
+    pub message: String,
+}
+
+impl MongoError {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        MongoError { code, message: message.into() }
+    }
+
+    /// Code 2, `BadValue`.
+    pub fn bad_value(message: impl Into<String>) -> Self {
+        Self::new(ErrorCode::BadValue, message)
+    }
+
+    /// Code 14, `TypeMismatch`.
+    pub fn type_mismatch(message: impl Into<String>) -> Self {
+        Self::new(ErrorCode::TypeMismatch, message)
+    }
+
+    /// Code 9, `FailedToParse`.
+    pub fn failed_to_parse(message: impl Into<String>) -> Self {
+        Self::new(ErrorCode::FailedToParse, message)
+    }
+
+    /// Code 1, `InternalError`: an invariant of BisonDB was broken. Report it as a bug.
+    pub fn internal(message: impl Into<String>) -> Self {
+        Self::new(ErrorCode::InternalError, format!("BisonDB internal error (please report this bug): {}", message.into()))
+    }
+
+    /// A numbered location error (`Location<code>`), as mongod uses for many parse errors.
+    pub fn location(code: i32, message: impl Into<String>) -> Self {
+        Self::new(ErrorCode::from_code(code), message)
+    }
+}
+
+impl fmt::Display for MongoError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} ({}): {}", self.code.name(), self.code.code(), self.message)
+    }
+}
+
+impl std::error::Error for MongoError {}
+
+/// Result alias used across the crates.
+pub type MongoResult<T> = Result<T, MongoError>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_match_mongod() {
+        assert_eq!(ErrorCode::BadValue.code(), 2);
+        assert_eq!(ErrorCode::BadValue.name(), "BadValue");
+        assert_eq!(ErrorCode::from_code(11000), ErrorCode::DuplicateKey);
+        assert_eq!(ErrorCode::from_code(59).name(), "CommandNotFound");
+        assert_eq!(ErrorCode::from_code(123456).name(), "Location123456");
+        assert_eq!(ErrorCode::Location40324.name(), "Location40324");
+    }
+
+    #[test]
+    fn codes_are_unique() {
+        let all = (0..100_000).map(ErrorCode::from_code).filter(|c| !matches!(c, ErrorCode::Other(_)));
+        let mut seen = std::collections::HashSet::new();
+        for c in all {
+            assert!(seen.insert(c), "duplicate {c}");
+        }
+    }
+}
