@@ -1,2 +1,3 @@
 //! placeholder
 pub mod compare;
+pub mod path;
