@@ -111,6 +111,9 @@ error_codes! {
     ProtocolError = 17,
     IncompatibleServerVersion = 177,
     ClientMarkedKilled = 46841,
+    QueryExceededMemoryLimitNoDiskUseAllowed = 292,
+    UnsupportedOpQueryCommand = 352,
+    APIStrictError = 323,
 }
 
 impl fmt::Display for ErrorCode {
