@@ -1,9 +1,11 @@
 //! The single error type of the wire layer.
 //!
 //! Every variant describes why bytes from the network could not be turned into a
-//! request (or why a reply could not be encoded). The server answers none of them
-//! with a reply: a framing error leaves the stream in an unknown state, so the
-//! caller drops the connection, as mongod does.
+//! request (or why a reply could not be encoded). Errors from the codec leave the
+//! stream position unknown, so the caller must drop the connection. Errors from
+//! [`crate::decode_frame`] concern one complete message: the stream is still in
+//! sync, and the caller may either drop the connection or answer with an error
+//! (for example `InvalidBSON` for [`WireError::InvalidBson`]).
 
 /// Why a message could not be framed, decoded or encoded.
 #[derive(Debug, thiserror::Error)]
