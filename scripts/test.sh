@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# BisonDB's full test run (the README's test command):
+#   1. cargo test --workspace                (all Rust tests)
+#   2. cargo build --release -p bisondb      (the server the compat suite starts)
+#   3. .venv with pymongo + pytest           (tests/compat/requirements.txt)
+#   4. mongosh + the Node.js driver          (tests/compat/node, npm ci)
+#   5. pytest tests/compat                   (real clients against the server)
+# Exits non-zero if anything failed. Installs are skipped when already done, so
+# a second run only pays for the tests.
+#
+# Arguments are passed to pytest, e.g. `bash scripts/test.sh -k crud -x`.
+# Environment:
+#   SKIP_CARGO_TEST=1   skip step 1 (the compat suite still runs)
+#   PYTHON=python3.11   interpreter used to create .venv (default python3)
+#   BISONDB_ENGINE      storage engine for the compat suite (default inMemory)
+set -uo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+
+COMPAT="$ROOT/tests/compat"
+NODE_DIR="$COMPAT/node"
+VENV="$ROOT/.venv"
+PYTHON="${PYTHON:-python3}"
+TARGET_DIR="${CARGO_TARGET_DIR:-$ROOT/target}"
+case "$TARGET_DIR" in /*) ;; *) TARGET_DIR="$ROOT/$TARGET_DIR" ;; esac
+
+step() { printf '\n==> %s\n' "$*"; }
+die() { printf '\nscripts/test.sh: %s\n' "$*" >&2; exit 1; }
+
+hash_of() { sha256sum "$@" | sha256sum | cut -d' ' -f1; }
+
+failures=()
+
+# -- 1. Rust tests ------------------------------------------------------------
+if [ "${SKIP_CARGO_TEST:-0}" != "1" ]; then
+  step "cargo test --workspace"
+  # A failing Rust test must not hide the compat suite's results: note it and
+  # go on; the exit status reports it at the end.
+  if ! cargo test --workspace; then
+    failures+=("cargo test --workspace")
+  fi
+fi
+
+# -- 2. Release server binary ---------------------------------------------------
+step "cargo build --release -p bisondb"
+cargo build --release -p bisondb || die "cargo build --release -p bisondb failed"
+BISONDB_BIN="${BISONDB_BIN:-$TARGET_DIR/release/bisondb}"
+[ -x "$BISONDB_BIN" ] || die "no server binary at $BISONDB_BIN"
+export BISONDB_BIN
+
+# -- 3. Python venv ------------------------------------------------------------
+step "python venv ($VENV)"
+if [ ! -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c 'import sys' 2>/dev/null; then
+  rm -rf "$VENV"
+  "$PYTHON" -m venv "$VENV" || die "could not create $VENV with $PYTHON (on Debian: apt-get install python3-venv)"
+fi
+req_stamp="$VENV/.bisondb-requirements.sha256"
+req_hash="$(hash_of "$COMPAT/requirements.txt")"
+if [ "$(cat "$req_stamp" 2>/dev/null)" != "$req_hash" ]; then
+  "$VENV/bin/python" -m pip install --disable-pip-version-check -q -r "$COMPAT/requirements.txt" \
+    || die "pip install -r tests/compat/requirements.txt failed"
+  echo "$req_hash" > "$req_stamp"
+fi
+"$VENV/bin/python" -c 'import pymongo, pytest; print("pymongo", pymongo.version, "/ pytest", pytest.__version__)' \
+  || die "the venv lacks pymongo or pytest"
+
+# -- 4. mongosh and the Node.js driver -------------------------------------------
+step "mongosh + mongodb driver (npm, $NODE_DIR)"
+command -v node >/dev/null || die "node is not installed (Node.js 20 or newer is needed)"
+command -v npm >/dev/null || die "npm is not installed"
+npm_stamp="$NODE_DIR/node_modules/.bisondb-lock.sha256"
+npm_hash="$(hash_of "$NODE_DIR/package.json" "$NODE_DIR/package-lock.json")"
+if [ "$(cat "$npm_stamp" 2>/dev/null)" != "$npm_hash" ] \
+  || [ ! -x "$NODE_DIR/node_modules/.bin/mongosh" ] \
+  || [ ! -f "$NODE_DIR/node_modules/mongodb/package.json" ]; then
+  # --ignore-scripts: the optional native add-ons (kerberos, DNS, machine id)
+  # would try to fetch Node headers; mongosh and the driver work without them.
+  (cd "$NODE_DIR" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error) \
+    || die "npm ci in tests/compat/node failed"
+  echo "$npm_hash" > "$npm_stamp"
+fi
+mongosh_version="$("$NODE_DIR/node_modules/.bin/mongosh" --version)" || die "mongosh does not run"
+echo "node $(node --version), mongosh $mongosh_version"
+
+# -- 5. Compatibility suite -----------------------------------------------------
+step "pytest tests/compat (server: $BISONDB_BIN, engine: ${BISONDB_ENGINE:-inMemory})"
+# The clients were installed above, so a missing one is a failure, not a skip.
+export BISONDB_REQUIRE_CLIENTS=1
+export MONGOSH="$NODE_DIR/node_modules/.bin/mongosh"
+# Never reach for an already running server by accident.
+unset BISONDB_URI BISONDB_SOCKET_URI
+"$VENV/bin/python" -m pytest "$COMPAT" "$@"
+status=$?
+if [ $status -ne 0 ]; then
+  failures+=("pytest tests/compat (exit $status)")
+fi
+
+if [ ${#failures[@]} -ne 0 ]; then
+  printf 'scripts/test.sh: FAILED: %s\n' "${failures[@]}" >&2
+  exit 1
+fi

@@ -1,0 +1,267 @@
+"""Fixtures for BisonDB's compatibility suite.
+
+The suite drives a real `bisondb` server with real MongoDB clients (pymongo,
+mongosh, the Node.js driver). One server is started per pytest session and is
+reached over both TCP and its Unix domain socket; every test that takes the
+``uri`` or ``client`` fixture runs once per transport.
+
+Environment:
+  BISONDB_BIN         server binary (default: <repo>/target/release/bisondb,
+                      or $CARGO_TARGET_DIR/release/bisondb)
+  BISONDB_ENGINE      value of --storageEngine (default: inMemory)
+  BISONDB_URI         use an already running server at this URI instead of
+                      starting one (TCP transport only, unless
+                      BISONDB_SOCKET_URI is set too)
+  BISONDB_SOCKET_URI  with BISONDB_URI: the running server's socket URI
+  BISONDB_REQUIRE_CLIENTS=1
+                      fail (instead of skip) when mongosh or the Node.js
+                      driver is missing; scripts/test.sh sets it because it
+                      installs them
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.parse
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from pymongo import MongoClient
+from pymongo.errors import PyMongoError
+
+COMPAT_DIR = Path(__file__).resolve().parent
+REPO_ROOT = COMPAT_DIR.parent.parent
+NODE_DIR = COMPAT_DIR / "node"
+
+STARTUP_TIMEOUT_S = 20.0
+SHUTDOWN_TIMEOUT_S = 10.0
+TRANSPORTS = ("tcp", "unix")
+
+
+@dataclass
+class Server:
+    """Where the session's server can be reached."""
+
+    tcp_uri: str
+    socket_uri: str | None
+    # None when the suite runs against a server it did not start.
+    process: subprocess.Popen | None = None
+    log_path: Path | None = None
+
+    def uri(self, transport: str) -> str | None:
+        return self.tcp_uri if transport == "tcp" else self.socket_uri
+
+    def log_tail(self, limit: int = 8000) -> str:
+        if self.log_path is None or not self.log_path.exists():
+            return "(no server log)"
+        text = self.log_path.read_text(errors="replace")
+        return text[-limit:]
+
+
+def default_binary() -> Path:
+    override = os.environ.get("BISONDB_BIN")
+    if override:
+        return Path(override)
+    target = Path(os.environ.get("CARGO_TARGET_DIR", REPO_ROOT / "target"))
+    if not target.is_absolute():
+        target = REPO_ROOT / target
+    return target / "release" / "bisondb"
+
+
+def free_tcp_port() -> int:
+    # The port is released before the server binds it; a collision is possible
+    # but unlikely, and shows up as a clear startup failure with the log.
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def socket_uri_for(path: str) -> str:
+    return "mongodb://" + urllib.parse.quote_plus(path) + "/"
+
+
+def _can_connect(family: int, address) -> bool:
+    with socket.socket(family, socket.SOCK_STREAM) as s:
+        s.settimeout(0.5)
+        try:
+            s.connect(address)
+            return True
+        except OSError:
+            return False
+
+
+def _ping(uri: str) -> None:
+    client = MongoClient(uri, serverSelectionTimeoutMS=2000, connectTimeoutMS=2000)
+    try:
+        reply = client.admin.command("ping")
+        if reply.get("ok") != 1:
+            raise RuntimeError(f"ping replied {reply!r}")
+    finally:
+        client.close()
+
+
+def _stop(process: subprocess.Popen) -> int | None:
+    if process.poll() is not None:
+        return process.returncode
+    process.send_signal(signal.SIGTERM)
+    try:
+        return process.wait(timeout=SHUTDOWN_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        return process.wait(timeout=SHUTDOWN_TIMEOUT_S)
+
+
+def start_server(binary: Path, engine: str, workdir: Path, sockdir: Path) -> Server:
+    """Start `bisondb` and return once it answers ping on both transports."""
+    if not binary.exists():
+        pytest.fail(
+            f"server binary {binary} not found: run `cargo build --release -p bisondb` "
+            "or set BISONDB_BIN (or BISONDB_URI to use a running server)",
+            pytrace=False,
+        )
+    port = free_tcp_port()
+    dbpath = workdir / "db"
+    dbpath.mkdir()
+    sock_path = str(sockdir / f"bisondb-{port}.sock")
+    log_path = workdir / "bisondb.log"
+    argv = [
+        str(binary),
+        "--port", str(port),
+        "--bind_ip", "127.0.0.1",
+        "--dbpath", str(dbpath),
+        "--storageEngine", engine,
+        "--unixSocketPrefix", str(sockdir),
+    ]
+    log = open(log_path, "wb")
+    process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    log.close()
+    server = Server(
+        tcp_uri=f"mongodb://127.0.0.1:{port}/",
+        socket_uri=socket_uri_for(sock_path),
+        process=process,
+        log_path=log_path,
+    )
+
+    deadline = time.monotonic() + STARTUP_TIMEOUT_S
+    last_error = "never accepted a connection"
+    while True:
+        if process.poll() is not None:
+            pytest.fail(
+                f"bisondb exited with status {process.returncode} during startup\n"
+                f"command: {' '.join(argv)}\n--- server log ---\n{server.log_tail()}",
+                pytrace=False,
+            )
+        if _can_connect(socket.AF_INET, ("127.0.0.1", port)) and _can_connect(socket.AF_UNIX, sock_path):
+            try:
+                _ping(server.tcp_uri)
+                _ping(server.socket_uri)
+                return server
+            except (PyMongoError, RuntimeError) as exc:
+                last_error = f"ping failed: {exc}"
+        else:
+            last_error = f"TCP port {port} or socket {sock_path} not accepting connections"
+        if time.monotonic() > deadline:
+            _stop(process)
+            pytest.fail(
+                f"bisondb not ready after {STARTUP_TIMEOUT_S:.0f}s ({last_error})\n"
+                f"command: {' '.join(argv)}\n--- server log ---\n{server.log_tail()}",
+                pytrace=False,
+            )
+        time.sleep(0.1)
+
+
+@pytest.fixture(scope="session")
+def bisondb_server():
+    """The session's server: started here unless BISONDB_URI names one."""
+    external = os.environ.get("BISONDB_URI")
+    if external:
+        yield Server(tcp_uri=external, socket_uri=os.environ.get("BISONDB_SOCKET_URI") or None)
+        return
+
+    engine = os.environ.get("BISONDB_ENGINE", "inMemory")
+    workdir = Path(tempfile.mkdtemp(prefix="bisondb-compat-"))
+    # Unix socket paths are limited to ~107 bytes, so the socket directory is
+    # kept short and directly under /tmp whatever TMPDIR says.
+    sockdir = Path(tempfile.mkdtemp(prefix="bdb", dir="/tmp"))
+    server = start_server(default_binary(), engine, workdir, sockdir)
+    try:
+        yield server
+    finally:
+        status = _stop(server.process)
+        # A crash during the run must not go unnoticed even if every test that
+        # ran before it passed; SIGTERM (-15) is the shutdown we asked for.
+        if status not in (0, -signal.SIGTERM):
+            sys.stderr.write(
+                f"\nbisondb exited with status {status}\n--- server log ---\n{server.log_tail()}\n"
+            )
+        shutil.rmtree(workdir, ignore_errors=True)
+        shutil.rmtree(sockdir, ignore_errors=True)
+
+
+@pytest.fixture(params=TRANSPORTS)
+def transport(request) -> str:
+    return request.param
+
+
+@pytest.fixture
+def uri(bisondb_server: Server, transport: str) -> str:
+    """The server's URI for this test's transport (TCP, then the Unix socket)."""
+    value = bisondb_server.uri(transport)
+    if value is None:
+        pytest.skip(f"no {transport} URI for the external server (set BISONDB_SOCKET_URI)")
+    return value
+
+
+@pytest.fixture
+def client(uri: str):
+    c = MongoClient(uri, serverSelectionTimeoutMS=10000)
+    try:
+        yield c
+    finally:
+        c.close()
+
+
+@pytest.fixture
+def db(client, request, transport):
+    """A database of this test's own, empty at the start."""
+    # Database names may not contain '.', ' ', '/', '\\', '"', '$' and must be
+    # under 64 bytes.
+    raw = f"compat_{request.node.originalname}_{transport}"
+    name = re.sub(r"[^A-Za-z0-9_]", "_", raw)[:60]
+    client.drop_database(name)
+    yield client[name]
+    client.drop_database(name)
+
+
+def with_database(uri: str, database: str) -> str:
+    """`uri` with its path set to `database` (for clients that take one URI)."""
+    parts = urllib.parse.urlsplit(uri)
+    return urllib.parse.urlunsplit((parts.scheme, parts.netloc, "/" + database, parts.query, parts.fragment))
+
+
+def require_client(executable: Path | None, what: str, why: str) -> Path:
+    """Return the client's path, or skip (fail under BISONDB_REQUIRE_CLIENTS)."""
+    if executable is not None and executable.exists():
+        return executable
+    message = f"{what} not available: {why}"
+    if os.environ.get("BISONDB_REQUIRE_CLIENTS") == "1":
+        pytest.fail(message + " (BISONDB_REQUIRE_CLIENTS=1)", pytrace=False)
+    print(message)
+    pytest.skip(message)
+
+
+def client_env() -> dict:
+    """Environment for mongosh/node children: no telemetry or update checks."""
+    env = dict(os.environ)
+    env.setdefault("DO_NOT_TRACK", "1")
+    env.setdefault("MONGOSH_SKIP_NODE_VERSION_CHECK", "1")
+    return env
