@@ -1,1 +1,24 @@
-//! placeholder
+//! Storage for BisonDB: the engine-neutral [`Engine`] trait, the engines, and
+//! everything written once above it (catalog, the `_id`-clustered document store,
+//! the order-preserving key encoding, per-collection counts and sizes).
+//!
+//! This crate knows nothing about the wire protocol; it speaks raw BSON documents
+//! and [`StorageError`] (convertible into `MongoError` with mongod's codes).
+
+mod bignum;
+mod catalog;
+#[cfg(any(test, feature = "conformance"))]
+pub mod conformance;
+pub mod engine;
+pub mod error;
+pub mod keycode;
+mod layout;
+pub mod memory;
+mod store;
+
+pub use catalog::{CollectionInfo, DbStats, Storage};
+pub use engine::{BatchOp, Durability, Engine, Snapshot, WriteBatch};
+pub use error::StorageError;
+pub use keycode::{encode_id, encode_value};
+pub use memory::MemoryEngine;
+pub use store::{id_of, Collection, DocIter, InsertOutcome, Modify, ModifyResult};

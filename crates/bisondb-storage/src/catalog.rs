@@ -1,0 +1,506 @@
+//! The catalog: which databases and collections exist, their ids, UUIDs and
+//! options, persisted in the engine so a persistent engine reopens with them.
+//!
+//! Locking: catalog changes (create, drop, rename) are serialized by one DDL
+//! mutex, which is rare and never taken on the data path; lookups read a
+//! `RwLock`ed map; each collection has its own write lock (in
+//! [`crate::store`]), so inserts into different collections never contend.
+//! Lock order is DDL, then a collection's write lock, then the map.
+
+use std::collections::BTreeMap;
+use std::ops::Bound;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use bson::{Binary, Bson, Document, RawDocumentBuf, Uuid};
+use parking_lot::{Mutex, RwLock};
+
+use crate::engine::{Durability, Engine, WriteBatch};
+use crate::error::StorageError;
+use crate::layout;
+use crate::store::Collection;
+
+/// Catalog format version written in the meta record.
+const FORMAT_VERSION: i32 = 1;
+
+/// How many keys one cleanup batch deletes when a collection is dropped.
+const DROP_CHUNK: usize = 4096;
+
+/// What `listCollections` reports about one collection.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CollectionInfo {
+    pub name: String,
+    pub options: Document,
+    pub uuid: Uuid,
+    /// `"collection"` (views and timeseries are not implemented).
+    pub kind: &'static str,
+}
+
+/// What `dbStats` reports.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct DbStats {
+    pub collections: u64,
+    pub objects: u64,
+    /// Sum of the BSON sizes of all documents.
+    pub data_size: u64,
+    /// The engine's on-disk size apportioned to this database by data size.
+    pub storage_size: u64,
+    /// One `_id` index per collection (secondary indexes are not implemented yet).
+    pub indexes: u64,
+}
+
+/// Shared state of one collection; every [`Collection`] handle points at it.
+pub(crate) struct CollState {
+    pub(crate) id: u64,
+    pub(crate) options: Document,
+    pub(crate) uuid: Uuid,
+    /// Serializes read-check-write on this collection only.
+    pub(crate) write_lock: Mutex<()>,
+    pub(crate) count: AtomicU64,
+    pub(crate) data_size: AtomicU64,
+    /// Set (under `write_lock`) when the collection is dropped, so stale handles
+    /// stop writing keys nobody will clean up.
+    pub(crate) dropped: AtomicBool,
+}
+
+type Key = (String, String);
+
+struct Inner {
+    engine: Arc<dyn Engine>,
+    collections: RwLock<BTreeMap<Key, Arc<CollState>>>,
+    /// Serializes catalog changes; holds the next collection id.
+    ddl: Mutex<u64>,
+}
+
+/// A handle on the whole store; cheap to clone and shareable across threads.
+#[derive(Clone)]
+pub struct Storage {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Storage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Storage")
+            .field("engine", &self.inner.engine.name())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Storage {
+    /// Opens the store over `engine`, loading the catalog it holds (empty for a new
+    /// engine) and finishing any drop a crash interrupted.
+    pub fn open(engine: Arc<dyn Engine>) -> Result<Storage, StorageError> {
+        let snap = engine.snapshot();
+        let mut next_id = match snap.get(&layout::meta_key())? {
+            Some(bytes) => parse_meta(&bytes)?,
+            None => 1,
+        };
+        let mut collections = BTreeMap::new();
+        let (start, end) = (layout::entry_prefix(), layout::pending_drop_prefix());
+        let entries = snap.scan(
+            Bound::Included(&start),
+            Bound::Excluded(&end),
+            false,
+            usize::MAX,
+        )?;
+        for (_, value) in entries {
+            let (db, name, state) = parse_entry(&value)?;
+            let (count, size) = match snap.get(&layout::stats_key(state.id))? {
+                Some(v) => layout::decode_stats(&v)?,
+                None => (0, 0),
+            };
+            state.count.store(count, Ordering::Relaxed);
+            state.data_size.store(size, Ordering::Relaxed);
+            next_id = next_id.max(state.id.saturating_add(1));
+            collections.insert((db, name), Arc::new(state));
+        }
+        let pending_end = crate::engine::prefix_successor(&end);
+        let pending = snap.scan(
+            Bound::Included(&end),
+            pending_end
+                .as_deref()
+                .map_or(Bound::Unbounded, Bound::Excluded),
+            false,
+            usize::MAX,
+        )?;
+        for (key, _) in pending {
+            let id = layout::pending_drop_id(&key)?;
+            next_id = next_id.max(id.saturating_add(1));
+            purge_collection_keys(engine.as_ref(), id)?;
+        }
+        tracing::debug!(
+            engine = engine.name(),
+            collections = collections.len(),
+            "storage opened"
+        );
+        Ok(Storage {
+            inner: Arc::new(Inner {
+                engine,
+                collections: RwLock::new(collections),
+                ddl: Mutex::new(next_id),
+            }),
+        })
+    }
+
+    /// The engine's name (`"inMemory"`, ...).
+    pub fn engine_name(&self) -> &'static str {
+        self.inner.engine.name()
+    }
+
+    /// The engine below this store.
+    pub fn engine(&self) -> &Arc<dyn Engine> {
+        &self.inner.engine
+    }
+
+    /// Database names, sorted; a database exists while it has a collection.
+    pub fn list_databases(&self) -> Vec<String> {
+        let map = self.inner.collections.read();
+        let mut out: Vec<String> = Vec::new();
+        for (db, _) in map.keys() {
+            if out.last() != Some(db) {
+                out.push(db.clone());
+            }
+        }
+        out
+    }
+
+    /// The collections of `db`, sorted by name.
+    pub fn list_collections(&self, db: &str) -> Vec<CollectionInfo> {
+        self.collections_of(db)
+            .into_iter()
+            .map(|c| c.info())
+            .collect()
+    }
+
+    fn collections_of(&self, db: &str) -> Vec<Collection> {
+        let map = self.inner.collections.read();
+        map.range((db.to_string(), String::new())..)
+            .take_while(|((d, _), _)| d == db)
+            .map(|((d, n), s)| Collection::new(self.inner.engine.clone(), s.clone(), d, n))
+            .collect()
+    }
+
+    /// A handle on `db.name`, if it exists.
+    pub fn collection(&self, db: &str, name: &str) -> Option<Collection> {
+        let map = self.inner.collections.read();
+        map.get(&(db.to_string(), name.to_string()))
+            .map(|s| Collection::new(self.inner.engine.clone(), s.clone(), db, name))
+    }
+
+    /// Creates `db.name`; `NamespaceExists` if it is already there.
+    pub fn create_collection(
+        &self,
+        db: &str,
+        name: &str,
+        options: Document,
+    ) -> Result<Collection, StorageError> {
+        check_names(db, name)?;
+        let mut next_id = self.inner.ddl.lock();
+        if self.collection(db, name).is_some() {
+            return Err(StorageError::NamespaceExists(format!("{db}.{name}")));
+        }
+        self.create_locked(&mut next_id, db, name, options)
+    }
+
+    /// The collection `db.name`, created with default options if missing (implicit
+    /// creation by insert and upsert). Concurrent callers get the same collection.
+    pub fn get_or_create_collection(
+        &self,
+        db: &str,
+        name: &str,
+    ) -> Result<Collection, StorageError> {
+        if let Some(c) = self.collection(db, name) {
+            return Ok(c);
+        }
+        check_names(db, name)?;
+        let mut next_id = self.inner.ddl.lock();
+        if let Some(c) = self.collection(db, name) {
+            return Ok(c);
+        }
+        self.create_locked(&mut next_id, db, name, Document::new())
+    }
+
+    fn create_locked(
+        &self,
+        next_id: &mut u64,
+        db: &str,
+        name: &str,
+        options: Document,
+    ) -> Result<Collection, StorageError> {
+        let id = *next_id;
+        let new_next = id
+            .checked_add(1)
+            .ok_or_else(|| StorageError::Internal("collection ids exhausted".into()))?;
+        let state = CollState {
+            id,
+            options,
+            uuid: Uuid::new(),
+            write_lock: Mutex::new(()),
+            count: AtomicU64::new(0),
+            data_size: AtomicU64::new(0),
+            dropped: AtomicBool::new(false),
+        };
+        let mut batch = WriteBatch::new();
+        batch.put(layout::meta_key(), encode_meta(new_next)?);
+        batch.put(layout::entry_key(db, name), encode_entry(db, name, &state)?);
+        batch.put(layout::stats_key(id), layout::encode_stats(0, 0));
+        self.inner.engine.write(batch, Durability::Buffered)?;
+        *next_id = new_next;
+        let state = Arc::new(state);
+        self.inner
+            .collections
+            .write()
+            .insert((db.to_string(), name.to_string()), state.clone());
+        tracing::debug!(db, name, id, "collection created");
+        Ok(Collection::new(self.inner.engine.clone(), state, db, name))
+    }
+
+    /// Drops `db.name` and all its documents; `false` if it did not exist.
+    pub fn drop_collection(&self, db: &str, name: &str) -> Result<bool, StorageError> {
+        let _ddl = self.inner.ddl.lock();
+        self.drop_locked(db, name)
+    }
+
+    fn drop_locked(&self, db: &str, name: &str) -> Result<bool, StorageError> {
+        let key = (db.to_string(), name.to_string());
+        let Some(state) = self.inner.collections.read().get(&key).cloned() else {
+            return Ok(false);
+        };
+        {
+            // Waits for in-flight writes; later writes through stale handles see
+            // `dropped` and fail instead of leaving orphan keys.
+            let _w = state.write_lock.lock();
+            let mut batch = WriteBatch::new();
+            batch.delete(layout::entry_key(db, name));
+            batch.delete(layout::stats_key(state.id));
+            batch.put(layout::pending_drop_key(state.id), Vec::new());
+            self.inner.engine.write(batch, Durability::Buffered)?;
+            state.dropped.store(true, Ordering::SeqCst);
+            self.inner.collections.write().remove(&key);
+        }
+        purge_collection_keys(self.inner.engine.as_ref(), state.id)?;
+        tracing::debug!(db, name, id = state.id, "collection dropped");
+        Ok(true)
+    }
+
+    /// Drops every collection of `db` (a no-op when it has none).
+    pub fn drop_database(&self, db: &str) -> Result<(), StorageError> {
+        let _ddl = self.inner.ddl.lock();
+        let names: Vec<String> = self
+            .collections_of(db)
+            .into_iter()
+            .map(|c| c.name().to_string())
+            .collect();
+        for name in names {
+            self.drop_locked(db, &name)?;
+        }
+        Ok(())
+    }
+
+    /// Renames `from_db.from` to `to_db.to`, keeping its documents, UUID and
+    /// options. An existing target is dropped when `drop_target`, otherwise the
+    /// rename fails with `NamespaceExists`.
+    pub fn rename_collection(
+        &self,
+        from_db: &str,
+        from: &str,
+        to_db: &str,
+        to: &str,
+        drop_target: bool,
+    ) -> Result<(), StorageError> {
+        check_names(to_db, to)?;
+        let _ddl = self.inner.ddl.lock();
+        let from_key = (from_db.to_string(), from.to_string());
+        let to_key = (to_db.to_string(), to.to_string());
+        let Some(state) = self.inner.collections.read().get(&from_key).cloned() else {
+            return Err(StorageError::NamespaceNotFound(format!("{from_db}.{from}")));
+        };
+        if from_key == to_key {
+            return Err(StorageError::IllegalOperation(
+                "Can't rename a collection to itself".into(),
+            ));
+        }
+        if self.inner.collections.read().contains_key(&to_key) {
+            if !drop_target {
+                return Err(StorageError::NamespaceExists(format!("{to_db}.{to}")));
+            }
+            self.drop_locked(to_db, to)?;
+        }
+        let _w = state.write_lock.lock();
+        let mut batch = WriteBatch::new();
+        batch.delete(layout::entry_key(from_db, from));
+        batch.put(
+            layout::entry_key(to_db, to),
+            encode_entry(to_db, to, &state)?,
+        );
+        self.inner.engine.write(batch, Durability::Buffered)?;
+        let mut map = self.inner.collections.write();
+        map.remove(&from_key);
+        map.insert(to_key, state.clone());
+        Ok(())
+    }
+
+    /// Durability barrier for everything written so far.
+    pub fn sync(&self) -> Result<(), StorageError> {
+        self.inner.engine.sync()
+    }
+
+    /// Counts and sizes for `dbStats`; all zero for a missing database.
+    pub fn database_stats(&self, db: &str) -> DbStats {
+        let (mut stats, mut total_data) = (DbStats::default(), 0u64);
+        for (key, state) in self.inner.collections.read().iter() {
+            let size = state.data_size.load(Ordering::Relaxed);
+            total_data = total_data.saturating_add(size);
+            if key.0 == db {
+                stats.collections += 1;
+                stats.indexes += 1;
+                stats.objects = stats
+                    .objects
+                    .saturating_add(state.count.load(Ordering::Relaxed));
+                stats.data_size = stats.data_size.saturating_add(size);
+            }
+        }
+        let on_disk = self.inner.engine.size_on_disk();
+        if total_data > 0 {
+            let share = u128::from(on_disk) * u128::from(stats.data_size) / u128::from(total_data);
+            stats.storage_size = u64::try_from(share).unwrap_or(u64::MAX);
+        }
+        stats
+    }
+}
+
+/// Names the catalog key layout cannot represent. Full namespace validation
+/// (mongod's rules and messages) belongs to the server.
+fn check_names(db: &str, name: &str) -> Result<(), StorageError> {
+    if db.is_empty() || db.contains(['\0', '.']) {
+        return Err(StorageError::InvalidArgument(format!(
+            "Invalid database name: '{db}'"
+        )));
+    }
+    if name.is_empty() || name.contains('\0') {
+        return Err(StorageError::InvalidArgument(format!(
+            "Invalid collection name: '{name}'"
+        )));
+    }
+    Ok(())
+}
+
+/// Deletes every document and the stats of collection `id`, then its pending-drop
+/// marker, in bounded batches (a crash midway is finished by the next `open`).
+fn purge_collection_keys(engine: &dyn Engine, id: u64) -> Result<(), StorageError> {
+    let (start, end) = layout::doc_range(id);
+    loop {
+        let snap = engine.snapshot();
+        let chunk = snap.scan(
+            Bound::Included(&start),
+            Bound::Excluded(&end),
+            false,
+            DROP_CHUNK,
+        )?;
+        if chunk.is_empty() {
+            break;
+        }
+        let mut batch = WriteBatch::with_capacity(chunk.len());
+        for (k, _) in chunk {
+            batch.delete(k);
+        }
+        engine.write(batch, Durability::Buffered)?;
+    }
+    let mut batch = WriteBatch::new();
+    batch.delete(layout::stats_key(id));
+    batch.delete(layout::pending_drop_key(id));
+    engine.write(batch, Durability::Buffered)
+}
+
+fn to_bytes(doc: &Document) -> Result<Vec<u8>, StorageError> {
+    RawDocumentBuf::try_from(doc)
+        .map(RawDocumentBuf::into_bytes)
+        .map_err(|e| StorageError::Internal(format!("cannot encode catalog record: {e}")))
+}
+
+fn from_bytes(bytes: &[u8]) -> Result<Document, StorageError> {
+    RawDocumentBuf::from_bytes(bytes.to_vec())
+        .ok()
+        .and_then(|raw| Document::try_from(raw).ok())
+        .ok_or_else(|| StorageError::Corrupt("undecodable catalog record".into()))
+}
+
+fn encode_meta(next_id: u64) -> Result<Vec<u8>, StorageError> {
+    let mut doc = Document::new();
+    doc.insert("version", FORMAT_VERSION);
+    doc.insert(
+        "nextId",
+        i64::try_from(next_id)
+            .map_err(|_| StorageError::Internal("collection id overflow".into()))?,
+    );
+    to_bytes(&doc)
+}
+
+fn parse_meta(bytes: &[u8]) -> Result<u64, StorageError> {
+    let doc = from_bytes(bytes)?;
+    match doc.get_i32("version") {
+        Ok(FORMAT_VERSION) => {}
+        Ok(v) => {
+            return Err(StorageError::Corrupt(format!(
+                "unsupported catalog format version {v}"
+            )))
+        }
+        Err(_) => return Err(StorageError::Corrupt("catalog meta without version".into())),
+    }
+    doc.get_i64("nextId")
+        .ok()
+        .and_then(|n| u64::try_from(n).ok())
+        .ok_or_else(|| StorageError::Corrupt("catalog meta without nextId".into()))
+}
+
+fn encode_entry(db: &str, name: &str, state: &CollState) -> Result<Vec<u8>, StorageError> {
+    let mut doc = Document::new();
+    doc.insert("db", db);
+    doc.insert("name", name);
+    doc.insert(
+        "id",
+        i64::try_from(state.id)
+            .map_err(|_| StorageError::Internal("collection id overflow".into()))?,
+    );
+    doc.insert("uuid", Bson::Binary(Binary::from(state.uuid)));
+    doc.insert("options", state.options.clone());
+    to_bytes(&doc)
+}
+
+fn parse_entry(bytes: &[u8]) -> Result<(String, String, CollState), StorageError> {
+    let doc = from_bytes(bytes)?;
+    let corrupt = |what: &str| StorageError::Corrupt(format!("catalog entry without valid {what}"));
+    let db = doc.get_str("db").map_err(|_| corrupt("db"))?.to_string();
+    let name = doc
+        .get_str("name")
+        .map_err(|_| corrupt("name"))?
+        .to_string();
+    let id = doc
+        .get_i64("id")
+        .ok()
+        .and_then(|i| u64::try_from(i).ok())
+        .ok_or_else(|| corrupt("id"))?;
+    let uuid = match doc.get("uuid") {
+        Some(Bson::Binary(b)) => <[u8; 16]>::try_from(b.bytes.as_slice())
+            .map(Uuid::from_bytes)
+            .map_err(|_| corrupt("uuid"))?,
+        _ => return Err(corrupt("uuid")),
+    };
+    let options = doc
+        .get_document("options")
+        .map_err(|_| corrupt("options"))?
+        .clone();
+    let state = CollState {
+        id,
+        options,
+        uuid,
+        write_lock: Mutex::new(()),
+        count: AtomicU64::new(0),
+        data_size: AtomicU64::new(0),
+        dropped: AtomicBool::new(false),
+    };
+    Ok((db, name, state))
+}
+
+#[cfg(test)]
+mod tests;

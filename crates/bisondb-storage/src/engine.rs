@@ -1,0 +1,167 @@
+//! The engine-neutral storage contract: an ordered byte-key/byte-value store with
+//! atomic write batches, consistent snapshots and a durability barrier.
+//!
+//! Everything above this trait (catalog, documents, indexes) is written once. The
+//! contract is deliberately small so that an LSM tree (fjall), the in-memory model,
+//! or a remote ordered transactional store can all implement it: nothing here
+//! assumes a local file, a single process, or a particular iterator lifetime.
+//! Range reads return owned chunks (`scan` with a `limit`) so callers can hold an
+//! `Arc<dyn Snapshot>` and re-seek, which keeps cursors `'static`.
+
+use std::ops::Bound;
+use std::sync::Arc;
+
+use crate::error::StorageError;
+
+/// How durable a write must be before [`Engine::write`] returns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Durability {
+    /// The write is visible to later snapshots; it reaches stable storage with the
+    /// engine's background flush (mongod's default `j: false` behaviour).
+    #[default]
+    Buffered,
+    /// Return only once the write is durable (`j: true`). Engines may share one
+    /// sync between concurrent writers (group commit).
+    Sync,
+}
+
+/// One operation inside a [`WriteBatch`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BatchOp {
+    /// Set `key` to `value`.
+    Put(Vec<u8>, Vec<u8>),
+    /// Remove `key` (no error when absent).
+    Delete(Vec<u8>),
+}
+
+/// A set of puts and deletes applied atomically, in insertion order (a later
+/// operation on the same key wins).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WriteBatch {
+    ops: Vec<BatchOp>,
+}
+
+impl WriteBatch {
+    /// An empty batch.
+    pub fn new() -> Self {
+        WriteBatch { ops: Vec::new() }
+    }
+
+    /// An empty batch with room for `n` operations, to avoid regrowth on bulk inserts.
+    pub fn with_capacity(n: usize) -> Self {
+        WriteBatch {
+            ops: Vec::with_capacity(n),
+        }
+    }
+
+    /// Queues `key = value`.
+    pub fn put(&mut self, key: Vec<u8>, value: Vec<u8>) {
+        self.ops.push(BatchOp::Put(key, value));
+    }
+
+    /// Queues the removal of `key`.
+    pub fn delete(&mut self, key: Vec<u8>) {
+        self.ops.push(BatchOp::Delete(key));
+    }
+
+    /// Number of queued operations.
+    pub fn len(&self) -> usize {
+        self.ops.len()
+    }
+
+    /// True when nothing is queued.
+    pub fn is_empty(&self) -> bool {
+        self.ops.is_empty()
+    }
+
+    /// The queued operations, in order.
+    pub fn ops(&self) -> &[BatchOp] {
+        &self.ops
+    }
+
+    /// Consumes the batch, yielding its operations in order.
+    pub fn into_ops(self) -> Vec<BatchOp> {
+        self.ops
+    }
+}
+
+/// An ordered key-value store (keys compare as unsigned bytes).
+pub trait Engine: Send + Sync + 'static {
+    /// A short name for diagnostics and `serverStatus` (`"inMemory"`, `"lsm"`, ...).
+    fn name(&self) -> &'static str;
+
+    /// A consistent point-in-time view: later writes are never visible through it.
+    fn snapshot(&self) -> Arc<dyn Snapshot>;
+
+    /// Applies every operation of `batch` atomically: after a crash either all of
+    /// them are present or none is. An empty batch is a no-op (but still honours
+    /// `Durability::Sync` as a barrier for earlier writes).
+    fn write(&self, batch: WriteBatch, durability: Durability) -> Result<(), StorageError>;
+
+    /// Durability barrier: every write that returned before this call is durable
+    /// when it returns. A no-op for engines without stable storage.
+    fn sync(&self) -> Result<(), StorageError>;
+
+    /// Bytes used on stable storage (0 for memory).
+    fn size_on_disk(&self) -> u64;
+}
+
+/// A read-only, point-in-time view of an [`Engine`].
+pub trait Snapshot: Send + Sync {
+    /// The value stored under `key`, if any.
+    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, StorageError>;
+
+    /// Up to `limit` entries with key in the range given by `start` and `end`,
+    /// ascending; or descending when `reverse` (then scanning from the top of the
+    /// range down). `limit == 0` returns nothing.
+    fn scan(
+        &self,
+        start: Bound<&[u8]>,
+        end: Bound<&[u8]>,
+        reverse: bool,
+        limit: usize,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>, StorageError>;
+}
+
+/// The smallest key strictly greater than every key that starts with `prefix`,
+/// or `None` when no such key exists (the prefix is all `0xFF`). Used to turn
+/// "all keys with this prefix" into a half-open range.
+pub fn prefix_successor(prefix: &[u8]) -> Option<Vec<u8>> {
+    let mut out = prefix.to_vec();
+    while let Some(last) = out.pop() {
+        if last != 0xFF {
+            out.push(last.wrapping_add(1));
+            return Some(out);
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prefix_successor_table() {
+        let cases: &[(&[u8], Option<&[u8]>)] = &[
+            (b"", None),
+            (&[0x01], Some(&[0x02])),
+            (&[0x01, 0xFF], Some(&[0x02])),
+            (&[0xFF, 0xFF], None),
+            (&[0x00, 0x05, 0xFF, 0xFF], Some(&[0x00, 0x06])),
+        ];
+        for (input, want) in cases {
+            assert_eq!(prefix_successor(input).as_deref(), *want, "input {input:?}");
+        }
+    }
+
+    #[test]
+    fn batch_records_ops_in_order() {
+        let mut b = WriteBatch::new();
+        assert!(b.is_empty());
+        b.put(b"a".to_vec(), b"1".to_vec());
+        b.delete(b"a".to_vec());
+        assert_eq!(b.len(), 2);
+        assert_eq!(b.ops()[1], BatchOp::Delete(b"a".to_vec()));
+    }
+}

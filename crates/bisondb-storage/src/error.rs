@@ -1,0 +1,219 @@
+//! Storage errors and their translation into mongod's error codes.
+//!
+//! Storage keeps its own small error enum (rather than returning `MongoError`
+//! directly) because the server needs structured data from some of them: a
+//! duplicate key reply carries `keyPattern` and `keyValue` next to the message.
+
+use bisondb_error::{ErrorCode, MongoError};
+use bson::{Bson, Document};
+
+/// What went wrong below the command layer.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum StorageError {
+    /// A unique index (the clustered `_id` one or a secondary index) already holds the key.
+    #[error("{}", duplicate_key_message(.namespace, .index_name, .key_value))]
+    DuplicateKey {
+        /// `db.collection` the write went to.
+        namespace: String,
+        /// Name of the violated index (`_id_` for the primary key).
+        index_name: String,
+        /// The index key pattern, e.g. `{_id: 1}`.
+        key_pattern: Document,
+        /// The offending key, e.g. `{_id: 1}`.
+        key_value: Document,
+    },
+    /// The collection (or view) already exists.
+    #[error("Collection {0} already exists.")]
+    NamespaceExists(String),
+    /// The collection does not exist.
+    #[error("ns not found: {0}")]
+    NamespaceNotFound(String),
+    /// The backend failed to read or write.
+    #[error("storage I/O error: {0}")]
+    Io(String),
+    /// Stored bytes do not decode; never caused by the client.
+    #[error("storage corruption detected: {0}")]
+    Corrupt(String),
+    /// The backend is out of space.
+    #[error("storage is full")]
+    Full,
+    /// The operation is not allowed (e.g. renaming a collection to itself).
+    #[error("{0}")]
+    IllegalOperation(String),
+    /// The caller passed something storage cannot accept.
+    #[error("{0}")]
+    InvalidArgument(String),
+    /// A broken invariant inside storage.
+    #[error("{0}")]
+    Internal(String),
+}
+
+impl StorageError {
+    /// The duplicate-key error for the clustered `_id` index of `namespace`.
+    pub fn duplicate_id(namespace: &str, id: Bson) -> StorageError {
+        let mut key_pattern = Document::new();
+        key_pattern.insert("_id", 1i32);
+        let mut key_value = Document::new();
+        key_value.insert("_id", id);
+        StorageError::DuplicateKey {
+            namespace: namespace.to_string(),
+            index_name: "_id_".to_string(),
+            key_pattern,
+            key_value,
+        }
+    }
+
+    /// The mongod error code this error maps to.
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            StorageError::DuplicateKey { .. } => ErrorCode::DuplicateKey,
+            StorageError::NamespaceExists(_) => ErrorCode::NamespaceExists,
+            StorageError::NamespaceNotFound(_) => ErrorCode::NamespaceNotFound,
+            StorageError::Full => ErrorCode::OutOfDiskSpace,
+            StorageError::InvalidArgument(_) => ErrorCode::BadValue,
+            StorageError::IllegalOperation(_) => ErrorCode::IllegalOperation,
+            StorageError::Io(_) | StorageError::Corrupt(_) | StorageError::Internal(_) => {
+                ErrorCode::InternalError
+            }
+        }
+    }
+}
+
+impl From<StorageError> for MongoError {
+    fn from(e: StorageError) -> MongoError {
+        match &e {
+            StorageError::Internal(m) => MongoError::internal(m.clone()),
+            _ => MongoError::new(e.code(), e.to_string()),
+        }
+    }
+}
+
+/// `E11000 duplicate key error collection: db.coll index: _id_ dup key: { _id: 1 }`,
+/// the exact shape mongod uses (drivers and tests match on it).
+fn duplicate_key_message(namespace: &str, index_name: &str, key_value: &Document) -> String {
+    format!(
+        "E11000 duplicate key error collection: {namespace} index: {index_name} dup key: {}",
+        shell_format_document(key_value)
+    )
+}
+
+/// Formats a document the way mongod prints keys in error messages: unquoted
+/// field names, `ObjectId('..')`, doubles with a decimal point.
+pub fn shell_format_document(doc: &Document) -> String {
+    if doc.is_empty() {
+        return "{}".to_string();
+    }
+    let fields: Vec<String> = doc
+        .iter()
+        .map(|(k, v)| format!("{k}: {}", shell_format_value(v)))
+        .collect();
+    format!("{{ {} }}", fields.join(", "))
+}
+
+fn shell_format_value(v: &Bson) -> String {
+    match v {
+        Bson::Int32(i) => i.to_string(),
+        Bson::Int64(i) => i.to_string(),
+        Bson::Double(d) => {
+            if d.is_finite() && d.fract() == 0.0 && d.abs() < 1e15 {
+                format!("{d:.1}")
+            } else {
+                d.to_string()
+            }
+        }
+        Bson::String(s) => format!("{s:?}"),
+        Bson::ObjectId(o) => format!("ObjectId('{}')", o.to_hex()),
+        Bson::Boolean(b) => b.to_string(),
+        Bson::Null => "null".to_string(),
+        Bson::Document(d) => shell_format_document(d),
+        Bson::Array(a) => {
+            let items: Vec<String> = a.iter().map(shell_format_value).collect();
+            if items.is_empty() {
+                "[]".to_string()
+            } else {
+                format!("[ {} ]", items.join(", "))
+            }
+        }
+        Bson::Decimal128(d) => format!("{d}"),
+        other => other.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bson::oid::ObjectId;
+
+    #[test]
+    fn duplicate_key_message_matches_mongod() {
+        let cases: Vec<(Bson, &str)> = vec![
+            (Bson::Int32(1), "{ _id: 1 }"),
+            (Bson::Double(1.0), "{ _id: 1.0 }"),
+            (Bson::Double(1.5), "{ _id: 1.5 }"),
+            (Bson::String("a".into()), "{ _id: \"a\" }"),
+            (
+                Bson::ObjectId(ObjectId::parse_str("5f1d7f5e8b3e4a1b2c3d4e5f").unwrap_or_default()),
+                "{ _id: ObjectId('5f1d7f5e8b3e4a1b2c3d4e5f') }",
+            ),
+        ];
+        for (id, shown) in cases {
+            let e = StorageError::duplicate_id("db.coll", id);
+            let m: MongoError = e.clone().into();
+            assert_eq!(m.code, ErrorCode::DuplicateKey);
+            assert_eq!(m.code.code(), 11000);
+            assert_eq!(
+                m.message,
+                format!(
+                    "E11000 duplicate key error collection: db.coll index: _id_ dup key: {shown}"
+                )
+            );
+        }
+    }
+
+    #[test]
+    fn codes_match_mongod() {
+        let cases = [
+            (
+                StorageError::NamespaceExists("a.b".into()),
+                48,
+                "NamespaceExists",
+            ),
+            (
+                StorageError::NamespaceNotFound("a.b".into()),
+                26,
+                "NamespaceNotFound",
+            ),
+            (StorageError::Full, 14031, "OutOfDiskSpace"),
+            (StorageError::InvalidArgument("x".into()), 2, "BadValue"),
+            (
+                StorageError::IllegalOperation("x".into()),
+                20,
+                "IllegalOperation",
+            ),
+            (StorageError::Io("x".into()), 1, "InternalError"),
+            (StorageError::Internal("x".into()), 1, "InternalError"),
+        ];
+        for (e, code, name) in cases {
+            let m: MongoError = e.into();
+            assert_eq!(m.code.code(), code);
+            assert_eq!(m.code.name(), name);
+        }
+    }
+
+    #[test]
+    fn key_pattern_and_value_stay_accessible() {
+        match StorageError::duplicate_id("d.c", Bson::Int64(7)) {
+            StorageError::DuplicateKey {
+                key_pattern,
+                key_value,
+                index_name,
+                ..
+            } => {
+                assert_eq!(key_pattern, bson::doc! {"_id": 1});
+                assert_eq!(key_value, bson::doc! {"_id": 7i64});
+                assert_eq!(index_name, "_id_");
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+}

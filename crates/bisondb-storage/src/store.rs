@@ -1,0 +1,469 @@
+//! The document store: documents clustered by `_id` inside their collection,
+//! with the collection's count and data size kept exact on every write.
+//!
+//! Each write to a collection runs under that collection's write lock, checks
+//! what it must against a snapshot taken under the lock (duplicate `_id`s, the
+//! current document), and commits the documents together with the updated stats
+//! record in one atomic engine batch. Readers never take the lock: they read
+//! snapshots, and iterators own theirs, so they are `'static` and `Send`.
+
+use std::collections::HashSet;
+use std::ops::Bound;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use bisondb_error::{ErrorCode, MongoError};
+use bson::{Bson, RawBsonRef, RawDocument, RawDocumentBuf, Uuid};
+
+use crate::catalog::{CollState, CollectionInfo};
+use crate::engine::{Durability, Engine, Snapshot, WriteBatch};
+use crate::error::StorageError;
+use crate::keycode::encode_id;
+use crate::layout;
+
+/// Documents fetched per engine scan by [`DocIter`].
+const SCAN_CHUNK: usize = 256;
+
+/// The `_id` of a document: its first field when the document is laid out as
+/// stored documents are, otherwise found by name.
+pub fn id_of(doc: &RawDocument) -> Option<RawBsonRef<'_>> {
+    if let Some(Ok((key, value))) = doc.iter().next() {
+        if key.as_str() == "_id" {
+            return Some(value);
+        }
+    }
+    doc.get("_id").ok().flatten()
+}
+
+/// Result of [`Collection::insert_many`].
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct InsertOutcome {
+    /// How many documents were inserted.
+    pub inserted: usize,
+    /// `(index in the input, error)`, ascending by index.
+    pub errors: Vec<(usize, StorageError)>,
+}
+
+/// What a [`Collection::modify`] callback decides to do with the document.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Modify {
+    /// Leave it as it is.
+    Keep,
+    /// Replace the existing document (its `_id` must not change).
+    Replace(RawDocumentBuf),
+    /// Remove the existing document.
+    Delete,
+    /// Insert this document; only valid when none exists (upsert). Its `_id` must
+    /// be the one passed to `modify`.
+    Insert(RawDocumentBuf),
+}
+
+/// What [`Collection::modify`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ModifyResult {
+    /// No document had that `_id` and nothing was inserted.
+    NotFound,
+    /// The document exists and was kept.
+    Unchanged,
+    Replaced,
+    Deleted,
+    Inserted,
+}
+
+/// A cheap handle on one collection.
+#[derive(Clone)]
+pub struct Collection {
+    engine: Arc<dyn Engine>,
+    state: Arc<CollState>,
+    /// `db.name`, as it was named when this handle was obtained.
+    ns: Arc<str>,
+    db_len: usize,
+}
+
+impl std::fmt::Debug for Collection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Collection")
+            .field("ns", &self.ns)
+            .field("id", &self.state.id)
+            .finish()
+    }
+}
+
+impl Collection {
+    pub(crate) fn new(
+        engine: Arc<dyn Engine>,
+        state: Arc<CollState>,
+        db: &str,
+        name: &str,
+    ) -> Collection {
+        Collection {
+            engine,
+            state,
+            ns: Arc::from(format!("{db}.{name}")),
+            db_len: db.len(),
+        }
+    }
+
+    /// `db.collection`.
+    pub fn namespace(&self) -> &str {
+        &self.ns
+    }
+
+    /// The database name.
+    pub fn db(&self) -> &str {
+        self.ns.get(..self.db_len).unwrap_or_default()
+    }
+
+    /// The collection name (without the database).
+    pub fn name(&self) -> &str {
+        self.ns.get(self.db_len + 1..).unwrap_or_default()
+    }
+
+    /// The collection's UUID (stable across renames).
+    pub fn uuid(&self) -> Uuid {
+        self.state.uuid
+    }
+
+    /// What `listCollections` shows.
+    pub fn info(&self) -> CollectionInfo {
+        CollectionInfo {
+            name: self.name().to_string(),
+            options: self.state.options.clone(),
+            uuid: self.state.uuid,
+            kind: "collection",
+        }
+    }
+
+    /// Number of documents, O(1).
+    pub fn count(&self) -> u64 {
+        self.state.count.load(Ordering::Acquire)
+    }
+
+    /// Sum of the BSON sizes of the documents, O(1).
+    pub fn data_size(&self) -> u64 {
+        self.state.data_size.load(Ordering::Acquire)
+    }
+
+    /// A point-in-time view of the whole engine, for reads that must agree.
+    pub fn snapshot(&self) -> Arc<dyn Snapshot> {
+        self.engine.snapshot()
+    }
+
+    fn check_live(&self) -> Result<(), StorageError> {
+        if self.state.dropped.load(Ordering::SeqCst) {
+            return Err(StorageError::NamespaceNotFound(self.ns.to_string()));
+        }
+        Ok(())
+    }
+
+    fn duplicate(&self, id: RawBsonRef<'_>) -> StorageError {
+        StorageError::duplicate_id(&self.ns, Bson::try_from(id).unwrap_or(Bson::Null))
+    }
+
+    /// Inserts documents that were already validated and each carry an `_id`
+    /// (normally as their first field). With `ordered`, stops at the first error
+    /// and later documents are not attempted. All accepted documents of one call,
+    /// plus the updated count/size record, go to the engine as one atomic batch.
+    pub fn insert_many(
+        &self,
+        docs: &[&RawDocument],
+        ordered: bool,
+        durability: Durability,
+    ) -> InsertOutcome {
+        let mut out = InsertOutcome::default();
+        let _w = self.state.write_lock.lock();
+        if let Err(e) = self.check_live() {
+            let failing = if ordered {
+                docs.len().min(1)
+            } else {
+                docs.len()
+            };
+            out.errors = (0..failing).map(|i| (i, e.clone())).collect();
+            return out;
+        }
+        let snap = self.engine.snapshot();
+        let mut batch = WriteBatch::with_capacity(docs.len() + 1);
+        // Keys already queued in this call; one document needs no set.
+        let mut queued: HashSet<Vec<u8>> = HashSet::new();
+        let mut accepted: Vec<usize> = Vec::with_capacity(docs.len());
+        let mut added_size = 0u64;
+        for (i, doc) in docs.iter().enumerate() {
+            match self.prepare_insert(snap.as_ref(), doc, &mut queued, docs.len() > 1) {
+                Ok(key) => {
+                    added_size = added_size.saturating_add(doc.as_bytes().len() as u64);
+                    batch.put(key, doc.as_bytes().to_vec());
+                    accepted.push(i);
+                }
+                Err(e) => {
+                    out.errors.push((i, e));
+                    if ordered {
+                        break;
+                    }
+                }
+            }
+        }
+        if accepted.is_empty() {
+            return out;
+        }
+        let count = self.count().saturating_add(accepted.len() as u64);
+        let size = self.data_size().saturating_add(added_size);
+        batch.put(
+            layout::stats_key(self.state.id),
+            layout::encode_stats(count, size),
+        );
+        match self.engine.write(batch, durability) {
+            Ok(()) => {
+                self.state.count.store(count, Ordering::Release);
+                self.state.data_size.store(size, Ordering::Release);
+                out.inserted = accepted.len();
+            }
+            Err(e) => {
+                // Nothing of the batch was applied: every accepted document failed.
+                if ordered {
+                    out.errors = accepted.first().map(|&i| vec![(i, e)]).unwrap_or_default();
+                } else {
+                    out.errors
+                        .extend(accepted.into_iter().map(|i| (i, e.clone())));
+                    out.errors.sort_by_key(|(i, _)| *i);
+                }
+            }
+        }
+        out
+    }
+
+    fn prepare_insert(
+        &self,
+        snap: &dyn Snapshot,
+        doc: &RawDocument,
+        queued: &mut HashSet<Vec<u8>>,
+        track: bool,
+    ) -> Result<Vec<u8>, StorageError> {
+        let id = id_of(doc)
+            .ok_or_else(|| StorageError::InvalidArgument("document has no _id field".into()))?;
+        let key = layout::doc_key(self.state.id, &encode_id(id));
+        if (track && queued.contains(&key)) || snap.get(&key)?.is_some() {
+            return Err(self.duplicate(id));
+        }
+        if track {
+            queued.insert(key.clone());
+        }
+        Ok(key)
+    }
+
+    /// The document with this `_id`, if any.
+    pub fn get(&self, id: RawBsonRef<'_>) -> Result<Option<RawDocumentBuf>, StorageError> {
+        let key = layout::doc_key(self.state.id, &encode_id(id));
+        self.engine
+            .snapshot()
+            .get(&key)?
+            .map(decode_doc)
+            .transpose()
+    }
+
+    /// Atomic read-modify-write of one document by `_id` under the collection's
+    /// write lock: `f` sees the current document (`None` if absent) and decides.
+    /// Errors from `f` are returned unchanged and nothing is written.
+    pub fn modify(
+        &self,
+        id: RawBsonRef<'_>,
+        durability: Durability,
+        f: &mut dyn FnMut(Option<&RawDocument>) -> Result<Modify, MongoError>,
+    ) -> Result<ModifyResult, MongoError> {
+        let _w = self.state.write_lock.lock();
+        self.check_live()?;
+        let encoded = encode_id(id);
+        let key = layout::doc_key(self.state.id, &encoded);
+        let current = self
+            .engine
+            .snapshot()
+            .get(&key)?
+            .map(decode_doc)
+            .transpose()?;
+        let decision = f(current.as_deref())?;
+        let (count, size) = (self.count(), self.data_size());
+        let mut batch = WriteBatch::with_capacity(2);
+        let (result, count, size) = match (decision, current) {
+            (Modify::Keep, None) | (Modify::Delete, None) => return Ok(ModifyResult::NotFound),
+            (Modify::Keep, Some(_)) => return Ok(ModifyResult::Unchanged),
+            (Modify::Delete, Some(old)) => {
+                batch.delete(key);
+                (
+                    ModifyResult::Deleted,
+                    count.saturating_sub(1),
+                    size.saturating_sub(old.as_bytes().len() as u64),
+                )
+            }
+            (Modify::Replace(_), None) => {
+                return Err(MongoError::internal(format!(
+                    "replace of a missing document in {}",
+                    self.ns
+                )));
+            }
+            (Modify::Replace(new), Some(old)) => {
+                if !same_id(&new, &encoded) {
+                    return Err(MongoError::new(
+                        ErrorCode::ImmutableField,
+                        "Performing an update on the path '_id' would modify the immutable field '_id'",
+                    ));
+                }
+                let size = size
+                    .saturating_sub(old.as_bytes().len() as u64)
+                    .saturating_add(new.as_bytes().len() as u64);
+                batch.put(key, new.into_bytes());
+                (ModifyResult::Replaced, count, size)
+            }
+            (Modify::Insert(_), Some(_)) => return Err(self.duplicate(id).into()),
+            (Modify::Insert(new), None) => {
+                if !same_id(&new, &encoded) {
+                    return Err(MongoError::internal(format!(
+                        "upserted document's _id differs from the one it was stored under in {}",
+                        self.ns
+                    )));
+                }
+                let size = size.saturating_add(new.as_bytes().len() as u64);
+                batch.put(key, new.into_bytes());
+                (ModifyResult::Inserted, count.saturating_add(1), size)
+            }
+        };
+        batch.put(
+            layout::stats_key(self.state.id),
+            layout::encode_stats(count, size),
+        );
+        self.engine.write(batch, durability)?;
+        self.state.count.store(count, Ordering::Release);
+        self.state.data_size.store(size, Ordering::Release);
+        Ok(result)
+    }
+
+    /// Deletes the document with this `_id`; `false` if there was none.
+    pub fn delete(&self, id: RawBsonRef<'_>, durability: Durability) -> Result<bool, StorageError> {
+        let _w = self.state.write_lock.lock();
+        self.check_live()?;
+        let key = layout::doc_key(self.state.id, &encode_id(id));
+        let Some(old) = self.engine.snapshot().get(&key)? else {
+            return Ok(false);
+        };
+        let count = self.count().saturating_sub(1);
+        let size = self.data_size().saturating_sub(old.len() as u64);
+        let mut batch = WriteBatch::with_capacity(2);
+        batch.delete(key);
+        batch.put(
+            layout::stats_key(self.state.id),
+            layout::encode_stats(count, size),
+        );
+        self.engine.write(batch, durability)?;
+        self.state.count.store(count, Ordering::Release);
+        self.state.data_size.store(size, Ordering::Release);
+        Ok(true)
+    }
+
+    /// Every document in `_id` order (descending when `reverse`), from a snapshot
+    /// taken now.
+    pub fn scan(&self, reverse: bool) -> DocIter {
+        self.scan_ids(Bound::Unbounded, Bound::Unbounded, reverse)
+    }
+
+    /// Documents whose `_id` lies between the bounds (BSON order), ascending or
+    /// descending, from a snapshot taken now.
+    pub fn scan_ids(
+        &self,
+        start: Bound<RawBsonRef<'_>>,
+        end: Bound<RawBsonRef<'_>>,
+        reverse: bool,
+    ) -> DocIter {
+        self.scan_ids_in(self.engine.snapshot(), start, end, reverse)
+    }
+
+    /// Like [`Collection::scan_ids`], reading from a snapshot the caller already holds.
+    pub fn scan_ids_in(
+        &self,
+        snapshot: Arc<dyn Snapshot>,
+        start: Bound<RawBsonRef<'_>>,
+        end: Bound<RawBsonRef<'_>>,
+        reverse: bool,
+    ) -> DocIter {
+        let (lo, hi) = layout::doc_range(self.state.id);
+        let id = self.state.id;
+        let key = |v: RawBsonRef<'_>| layout::doc_key(id, &encode_id(v));
+        let start = match start {
+            Bound::Included(v) => Bound::Included(key(v)),
+            Bound::Excluded(v) => Bound::Excluded(key(v)),
+            Bound::Unbounded => Bound::Included(lo),
+        };
+        let end = match end {
+            Bound::Included(v) => Bound::Included(key(v)),
+            Bound::Excluded(v) => Bound::Excluded(key(v)),
+            Bound::Unbounded => Bound::Excluded(hi),
+        };
+        DocIter {
+            snapshot,
+            start,
+            end,
+            reverse,
+            buffer: Vec::new().into_iter(),
+            exhausted: false,
+        }
+    }
+}
+
+fn decode_doc(bytes: Vec<u8>) -> Result<RawDocumentBuf, StorageError> {
+    RawDocumentBuf::from_bytes(bytes)
+        .map_err(|e| StorageError::Corrupt(format!("stored document: {e}")))
+}
+
+fn same_id(doc: &RawDocument, encoded: &[u8]) -> bool {
+    id_of(doc).is_some_and(|id| encode_id(id) == encoded)
+}
+
+/// Documents of one collection in `_id` order, read in chunks from a snapshot
+/// the iterator owns (re-seeking after the last key of each chunk).
+pub struct DocIter {
+    snapshot: Arc<dyn Snapshot>,
+    start: Bound<Vec<u8>>,
+    end: Bound<Vec<u8>>,
+    reverse: bool,
+    buffer: std::vec::IntoIter<(Vec<u8>, Vec<u8>)>,
+    exhausted: bool,
+}
+
+impl DocIter {
+    fn refill(&mut self) -> Result<(), StorageError> {
+        let start = self.start.as_ref().map(Vec::as_slice);
+        let end = self.end.as_ref().map(Vec::as_slice);
+        let chunk = self.snapshot.scan(start, end, self.reverse, SCAN_CHUNK)?;
+        if chunk.len() < SCAN_CHUNK {
+            self.exhausted = true;
+        }
+        if let Some((last, _)) = chunk.last() {
+            if self.reverse {
+                self.end = Bound::Excluded(last.clone());
+            } else {
+                self.start = Bound::Excluded(last.clone());
+            }
+        }
+        self.buffer = chunk.into_iter();
+        Ok(())
+    }
+}
+
+impl Iterator for DocIter {
+    type Item = Result<RawDocumentBuf, StorageError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            if let Some((_, value)) = self.buffer.next() {
+                return Some(decode_doc(value));
+            }
+            if self.exhausted {
+                return None;
+            }
+            if let Err(e) = self.refill() {
+                self.exhausted = true;
+                return Some(Err(e));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
