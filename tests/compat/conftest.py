@@ -192,17 +192,19 @@ def bisondb_server():
     # Unix socket paths are limited to ~107 bytes, so the socket directory is
     # kept short and directly under /tmp whatever TMPDIR says.
     sockdir = Path(tempfile.mkdtemp(prefix="bdb", dir="/tmp"))
-    server = start_server(default_binary(), engine, workdir, sockdir)
+    server = None
     try:
+        server = start_server(default_binary(), engine, workdir, sockdir)
         yield server
     finally:
-        status = _stop(server.process)
-        # A crash during the run must not go unnoticed even if every test that
-        # ran before it passed; SIGTERM (-15) is the shutdown we asked for.
-        if status not in (0, -signal.SIGTERM):
-            sys.stderr.write(
-                f"\nbisondb exited with status {status}\n--- server log ---\n{server.log_tail()}\n"
-            )
+        if server is not None:
+            status = _stop(server.process)
+            # A crash during the run must not go unnoticed even if every test
+            # that ran before it passed; SIGTERM is the shutdown we asked for.
+            if status not in (0, -signal.SIGTERM):
+                sys.stderr.write(
+                    f"\nbisondb exited with status {status}\n--- server log ---\n{server.log_tail()}\n"
+                )
         shutil.rmtree(workdir, ignore_errors=True)
         shutil.rmtree(sockdir, ignore_errors=True)
 
