@@ -1,1 +1,184 @@
-fn main() {}
+//! The `bisondb` binary: `bisondb [serve] [mongod-style flags]` starts the server.
+//! Argument wiring only; the meaning of every setting lives in `bisondb-server`.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use bisondb_server::config::{parse_octal, split_ips};
+use bisondb_server::{Server, ServerConfig};
+use clap::{Args, Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "bisondb", version, about = "BisonDB: a MongoDB-compatible document database server")]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Cmd>,
+    #[command(flatten)]
+    serve: ServeArgs,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Run the server (the default).
+    Serve(ServeArgs),
+}
+
+#[derive(Args, Clone, Default)]
+struct ServeArgs {
+    /// TCP port to listen on [default: 27017].
+    #[arg(long)]
+    port: Option<u16>,
+    /// Comma-separated addresses to bind [default: 127.0.0.1].
+    #[arg(long = "bind_ip")]
+    bind_ip: Option<String>,
+    /// Bind to all IPv4 addresses.
+    #[arg(long = "bind_ip_all")]
+    bind_ip_all: bool,
+    /// Directory for data files [default: ./data].
+    #[arg(long)]
+    dbpath: Option<PathBuf>,
+    /// Storage engine [default: inMemory].
+    #[arg(long = "storageEngine")]
+    storage_engine: Option<String>,
+    /// Directory for the Unix domain socket [default: /tmp].
+    #[arg(long = "unixSocketPrefix")]
+    unix_socket_prefix: Option<PathBuf>,
+    /// Do not listen on a Unix domain socket.
+    #[arg(long)]
+    nounixsocket: bool,
+    /// Permissions of the Unix socket file, octal [default: 0700].
+    #[arg(long = "filePermissions")]
+    file_permissions: Option<String>,
+    /// Maximum simultaneous connections.
+    #[arg(long = "maxConns")]
+    max_conns: Option<usize>,
+    /// A mongod-style YAML configuration file; flags override it.
+    #[arg(long, short = 'f')]
+    config: Option<PathBuf>,
+    /// Log less.
+    #[arg(long)]
+    quiet: bool,
+    /// Write the log to this file instead of standard output.
+    #[arg(long)]
+    logpath: Option<PathBuf>,
+}
+
+fn build_config(a: &ServeArgs) -> Result<ServerConfig, String> {
+    let mut c = ServerConfig { argv: std::env::args().collect(), ..Default::default() };
+    if let Some(f) = &a.config {
+        c.apply_yaml_file(f).map_err(|e| e.message)?;
+    }
+    if let Some(p) = a.port {
+        c.port = p;
+    }
+    if let Some(ip) = &a.bind_ip {
+        c.bind_ip = split_ips(ip);
+    }
+    if a.bind_ip_all {
+        c.bind_ip = vec!["0.0.0.0".to_string()];
+    }
+    if let Some(d) = &a.dbpath {
+        c.dbpath = d.clone();
+    }
+    if let Some(e) = &a.storage_engine {
+        c.storage_engine = e.clone();
+    }
+    if let Some(p) = &a.unix_socket_prefix {
+        c.unix_socket_prefix = p.clone();
+    }
+    if a.nounixsocket {
+        c.unix_socket = false;
+    }
+    if let Some(m) = &a.file_permissions {
+        c.file_permissions = parse_octal(m).ok_or_else(|| format!("--filePermissions {m} is not an octal mode"))?;
+    }
+    if let Some(m) = a.max_conns {
+        c.max_conns = m;
+    }
+    if a.quiet {
+        c.quiet = true;
+    }
+    if let Some(l) = &a.logpath {
+        c.logpath = Some(l.clone());
+    }
+    c.validate().map_err(|e| e.message)?;
+    Ok(c)
+}
+
+fn init_logging(c: &ServerConfig) -> Result<(), String> {
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    use tracing_subscriber::EnvFilter;
+    let default = if c.quiet { "warn" } else { "info" };
+    let filter = EnvFilter::try_from_env("BISONDB_LOG").unwrap_or_else(|_| EnvFilter::new(default));
+    let registry = tracing_subscriber::registry().with(filter).with(bisondb_server::logbuf::LogBufferLayer);
+    match &c.logpath {
+        Some(path) => {
+            let file = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .map_err(|e| format!("cannot open log file {}: {e}", path.display()))?;
+            registry.with(tracing_subscriber::fmt::layer().with_ansi(false).with_writer(std::sync::Mutex::new(file))).init();
+        }
+        None => registry.with(tracing_subscriber::fmt::layer()).init(),
+    }
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let args = match cli.command {
+        Some(Cmd::Serve(a)) => a,
+        None => cli.serve,
+    };
+    let config = match build_config(&args) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("bisondb: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    if let Err(e) = init_logging(&config) {
+        eprintln!("bisondb: {e}");
+        return ExitCode::from(2);
+    }
+    let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("bisondb: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    rt.block_on(async move {
+        let server = match Server::start(config).await {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::error!("{}", e.message);
+                eprintln!("bisondb: {}", e.message);
+                return ExitCode::from(48);
+            }
+        };
+        let state = server.state.clone();
+        tokio::spawn(async move {
+            wait_for_signal().await;
+            tracing::info!("signal received, shutting down");
+            state.request_shutdown();
+        });
+        server.wait().await;
+        ExitCode::SUCCESS
+    })
+}
+
+async fn wait_for_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) else {
+        // Without signal handlers the server still stops through the shutdown command.
+        std::future::pending::<()>().await;
+        return;
+    };
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
+    }
+}
