@@ -237,7 +237,7 @@ def db(client, request, transport):
     """A database of this test's own, empty at the start."""
     # Database names may not contain '.', ' ', '/', '\\', '"', '$' and must be
     # under 64 bytes.
-    raw = f"compat_{request.node.originalname}_{transport}"
+    raw = f"compat_{transport}_{request.node.originalname}"
     name = re.sub(r"[^A-Za-z0-9_]", "_", raw)[:60]
     client.drop_database(name)
     yield client[name]

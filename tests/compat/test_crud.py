@@ -504,10 +504,14 @@ def test_create_collection_twice(db):
     assert created.name == "once"
     with pytest.raises(CollectionInvalid):
         db.create_collection("once")
+    # mongod 7+ (SERVER-60064): create with identical options is a no-op
+    # success; with different options it is NamespaceExists.
+    assert db.command("create", "once")["ok"] == 1
     with pytest.raises(OperationFailure) as info:
-        db.command("create", "once")
+        db.command("create", "once", capped=True, size=4096)
     assert info.value.code == 48
     assert info.value.details["codeName"] == "NamespaceExists"
+    assert db.list_collection_names() == ["once"]
 
 
 def test_drop_collection(db):
