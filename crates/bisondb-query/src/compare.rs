@@ -621,7 +621,7 @@ mod tests {
             ),
             (
                 Bson::Int64(i64::MAX),
-                Bson::Double(9.223_372_036_854_775_807e18),
+                Bson::Double(9_223_372_036_854_775_808.0),
                 Less,
             ),
             (Bson::Double(0.1), dec("0.1"), Equal),

@@ -1,3 +1,4 @@
 //! placeholder
 pub mod compare;
 pub mod path;
+pub mod matcher;

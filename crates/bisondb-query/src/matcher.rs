@@ -1,0 +1,879 @@
+//! Query filter matching (`find`, `update`, `delete`, `$match`).
+//!
+//! A filter is parsed once into a [`Matcher`] tree, so per-document work is only
+//! path lookups and comparisons. Semantics follow mongod: a predicate on a path
+//! matches if any value reached through arrays satisfies it (leaf arrays are
+//! also looked into, one level deep), a missing path behaves as null for
+//! equality, comparisons stay inside one canonical type bracket, and `$ne` /
+//! `$nin` / `$not` are plain negations of the positive predicate.
+
+use std::cmp::Ordering;
+
+use bisondb_error::{ErrorCode, MongoError, MongoResult};
+use bson::raw::{RawBsonRef, RawDocument};
+use bson::spec::ElementType;
+use bson::{Bson, Document, RawDocumentBuf};
+
+use crate::compare::{compare_bson, compare_raw_bson, is_numeric_type, type_rank, NumKey};
+use crate::path::lookup_raw;
+
+/// Operators mongod has that BisonDB recognises but does not implement yet,
+/// in either the top-level or the field position. Sorted, so it can be searched.
+pub const NOT_IMPLEMENTED_OPERATORS: &[&str] = &[
+    "$bitsAllClear",
+    "$bitsAllSet",
+    "$bitsAnyClear",
+    "$bitsAnySet",
+    "$box",
+    "$center",
+    "$centerSphere",
+    "$expr",
+    "$geoIntersects",
+    "$geoWithin",
+    "$geometry",
+    "$jsonSchema",
+    "$maxDistance",
+    "$minDistance",
+    "$near",
+    "$nearSphere",
+    "$polygon",
+    "$sampleRate",
+    "$text",
+    "$where",
+    "$within",
+];
+
+/// Filters nested deeper than this are rejected (mongod's limit), which also
+/// bounds recursion while parsing and matching.
+const MAX_DEPTH: usize = 100;
+
+fn not_implemented(op: &str) -> MongoError {
+    MongoError::new(
+        ErrorCode::NotImplemented,
+        format!("{op} is not supported by BisonDB yet"),
+    )
+}
+
+fn is_not_implemented(op: &str) -> bool {
+    NOT_IMPLEMENTED_OPERATORS.binary_search(&op).is_ok()
+}
+
+/// A parsed query filter. Cheap to clone; safe to share between threads.
+#[derive(Debug, Clone)]
+pub struct Matcher {
+    root: Expr,
+}
+
+#[derive(Debug, Clone)]
+enum Expr {
+    And(Vec<Expr>),
+    Or(Vec<Expr>),
+    Nor(Vec<Expr>),
+    Path(String, PathOp),
+    Const(bool),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum CmpOp {
+    Lt,
+    Lte,
+    Gt,
+    Gte,
+}
+
+/// A compiled `$regex`, keeping the source for equality with stored regex values.
+#[derive(Debug, Clone)]
+struct Re {
+    pattern: String,
+    options: String,
+    re: regex::Regex,
+}
+
+/// `$in` operands: plain values sorted in BSON order for binary search, regexes apart.
+#[derive(Debug, Clone)]
+struct InList {
+    values: Vec<Bson>,
+    regexes: Vec<Re>,
+    has_null: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum TypeSel {
+    Number,
+    Exact(ElementType),
+}
+
+#[derive(Debug, Clone)]
+enum PathOp {
+    // Element-wise predicates: tested against each reached value and each
+    // element of a reached array.
+    Eq(Bson),
+    Cmp(CmpOp, Bson),
+    In(InList),
+    Regex(Re),
+    Type(Vec<TypeSel>),
+    Mod(i64, i64),
+    // Predicates on the reached values themselves.
+    Exists(bool),
+    Size(i64),
+    /// `$all`; an empty list matches nothing.
+    All(Vec<PathOp>),
+    ElemMatchValue(Vec<PathOp>),
+    ElemMatchObject(Box<Expr>),
+    /// Negation of the conjunction of the operators.
+    Not(Vec<PathOp>),
+    And(Vec<PathOp>),
+}
+
+// ---------------------------------------------------------------------------
+// Matching
+// ---------------------------------------------------------------------------
+
+impl Matcher {
+    /// Parses a raw filter document.
+    pub fn parse(filter: &RawDocument) -> MongoResult<Matcher> {
+        let doc = Document::try_from(filter)
+            .map_err(|e| MongoError::new(ErrorCode::InvalidBSON, format!("invalid filter: {e}")))?;
+        Matcher::parse_doc(&doc)
+    }
+
+    /// Parses an owned filter document.
+    pub fn parse_doc(filter: &Document) -> MongoResult<Matcher> {
+        Ok(Matcher {
+            root: parse_top(filter, 0)?,
+        })
+    }
+
+    /// Whether the document satisfies the filter.
+    pub fn matches(&self, doc: &RawDocument) -> bool {
+        self.root.matches(doc)
+    }
+
+    /// Whether an owned document satisfies the filter (serializes it first).
+    pub fn matches_doc(&self, doc: &Document) -> bool {
+        match RawDocumentBuf::try_from(doc) {
+            Ok(raw) => self.matches(&raw),
+            Err(_) => false,
+        }
+    }
+
+    /// Whether the filter matches everything (`{}` or only `$comment`).
+    pub fn is_empty(&self) -> bool {
+        matches!(&self.root, Expr::And(v) if v.is_empty())
+    }
+
+    /// Top-level equality constraints (`{a: 1}`, `{a: {$eq: 1}}`, and the same
+    /// inside a top-level `$and`), used to seed upserted documents.
+    pub fn equality_fields(&self) -> Vec<(String, Bson)> {
+        let mut out = Vec::new();
+        collect_equalities(&self.root, &mut out);
+        out
+    }
+
+    /// The `_id` value if the filter is exactly an equality on `_id` (a point lookup).
+    pub fn id_equality(&self) -> Option<Bson> {
+        let Expr::And(children) = &self.root else {
+            return None;
+        };
+        let [Expr::Path(path, PathOp::Eq(v))] = children.as_slice() else {
+            return None;
+        };
+        if path != "_id" {
+            return None;
+        }
+        match v {
+            Bson::Array(_) | Bson::RegularExpression(_) | Bson::Undefined => None,
+            other => Some(other.clone()),
+        }
+    }
+}
+
+fn collect_equalities(e: &Expr, out: &mut Vec<(String, Bson)>) {
+    match e {
+        Expr::And(children) => {
+            for c in children {
+                collect_equalities(c, out);
+            }
+        }
+        Expr::Path(path, op) => collect_op_equalities(path, op, out),
+        _ => {}
+    }
+}
+
+fn collect_op_equalities(path: &str, op: &PathOp, out: &mut Vec<(String, Bson)>) {
+    match op {
+        PathOp::Eq(v) => out.push((path.to_string(), v.clone())),
+        PathOp::And(ops) => {
+            for o in ops {
+                collect_op_equalities(path, o, out);
+            }
+        }
+        _ => {}
+    }
+}
+
+impl Expr {
+    fn matches(&self, doc: &RawDocument) -> bool {
+        match self {
+            Expr::And(v) => v.iter().all(|e| e.matches(doc)),
+            Expr::Or(v) => v.iter().any(|e| e.matches(doc)),
+            Expr::Nor(v) => !v.iter().any(|e| e.matches(doc)),
+            Expr::Const(b) => *b,
+            Expr::Path(path, op) => {
+                let mut vals = Vec::new();
+                let info = lookup_raw(doc, path, &mut vals);
+                op.matches_values(&vals, info.missing)
+            }
+        }
+    }
+}
+
+/// Calls `f` on each reached value and on each element of reached arrays.
+fn any_candidate(vals: &[RawBsonRef<'_>], f: &dyn Fn(RawBsonRef<'_>) -> bool) -> bool {
+    vals.iter().any(|v| {
+        f(*v)
+            || match v {
+                RawBsonRef::Array(a) => a.into_iter().flatten().any(f),
+                _ => false,
+            }
+    })
+}
+
+fn num_to_i64_trunc(v: RawBsonRef<'_>) -> Option<i64> {
+    match v {
+        RawBsonRef::Int32(i) => Some(i64::from(i)),
+        RawBsonRef::Int64(i) => Some(i),
+        RawBsonRef::Double(d) if d.is_finite() => Some(d.trunc() as i64),
+        RawBsonRef::Decimal128(d) => d
+            .to_string()
+            .parse::<f64>()
+            .ok()
+            .filter(|f| f.is_finite())
+            .map(|f| f.trunc() as i64),
+        _ => None,
+    }
+}
+
+impl Re {
+    fn matches_value(&self, v: RawBsonRef<'_>) -> bool {
+        match v {
+            RawBsonRef::String(s) | RawBsonRef::Symbol(s) => self.re.is_match(s),
+            RawBsonRef::RegularExpression(r) => {
+                r.pattern.as_str() == self.pattern && r.options.as_str() == self.options
+            }
+            _ => false,
+        }
+    }
+}
+
+impl InList {
+    fn contains(&self, v: RawBsonRef<'_>) -> bool {
+        self.values
+            .binary_search_by(|probe| compare_raw_bson(v, probe).reverse())
+            .is_ok()
+            || self.regexes.iter().any(|r| r.matches_value(v))
+    }
+}
+
+impl PathOp {
+    /// Element-wise test of one value, without looking into arrays.
+    fn test_one(&self, v: RawBsonRef<'_>) -> bool {
+        match self {
+            PathOp::Eq(x) => compare_raw_bson(v, x) == Ordering::Equal,
+            PathOp::Cmp(op, x) => {
+                let bound = matches!(x, Bson::MinKey | Bson::MaxKey);
+                if !bound && type_rank(v.element_type()) != type_rank(x.element_type()) {
+                    return false;
+                }
+                let o = compare_raw_bson(v, x);
+                match op {
+                    CmpOp::Lt => o == Ordering::Less,
+                    CmpOp::Lte => o != Ordering::Greater,
+                    CmpOp::Gt => o == Ordering::Greater,
+                    CmpOp::Gte => o != Ordering::Less,
+                }
+            }
+            PathOp::In(list) => list.contains(v),
+            PathOp::Regex(re) => re.matches_value(v),
+            PathOp::Type(sels) => {
+                let t = v.element_type();
+                sels.iter().any(|s| match s {
+                    TypeSel::Number => is_numeric_type(t),
+                    TypeSel::Exact(e) => *e == t,
+                })
+            }
+            PathOp::Mod(div, rem) => match num_to_i64_trunc(v) {
+                Some(n) => n.checked_rem(*div).unwrap_or(0) == *rem,
+                None => false,
+            },
+            other => other.matches_values(&[v], false),
+        }
+    }
+
+    /// Whether a missing path satisfies an element-wise predicate (missing acts as null).
+    fn matches_missing(&self) -> bool {
+        match self {
+            PathOp::Eq(x) => matches!(x, Bson::Null),
+            PathOp::Cmp(op, x) => match x {
+                Bson::Null => matches!(op, CmpOp::Lte | CmpOp::Gte),
+                Bson::MinKey => matches!(op, CmpOp::Gt | CmpOp::Gte),
+                Bson::MaxKey => matches!(op, CmpOp::Lt | CmpOp::Lte),
+                _ => false,
+            },
+            PathOp::In(list) => list.has_null,
+            _ => false,
+        }
+    }
+
+    fn is_element_wise(&self) -> bool {
+        matches!(
+            self,
+            PathOp::Eq(_)
+                | PathOp::Cmp(..)
+                | PathOp::In(_)
+                | PathOp::Regex(_)
+                | PathOp::Type(_)
+                | PathOp::Mod(..)
+        )
+    }
+
+    /// Whether the values a path reached (plus a "missing" branch) satisfy the predicate.
+    fn matches_values(&self, vals: &[RawBsonRef<'_>], missing: bool) -> bool {
+        if self.is_element_wise() {
+            return any_candidate(vals, &|v| self.test_one(v))
+                || (missing && self.matches_missing());
+        }
+        match self {
+            PathOp::Exists(want) => vals.is_empty() != *want,
+            PathOp::Size(n) => vals.iter().any(|v| match v {
+                RawBsonRef::Array(a) => {
+                    i64::try_from(a.into_iter().count()).is_ok_and(|len| len == *n)
+                }
+                _ => false,
+            }),
+            PathOp::All(items) => {
+                !items.is_empty() && items.iter().all(|i| i.matches_values(vals, missing))
+            }
+            PathOp::ElemMatchValue(ops) => {
+                each_array_element(vals, &|e| ops.iter().all(|op| op.matches_single(e)))
+            }
+            PathOp::ElemMatchObject(expr) => each_array_element(vals, &|e| match e {
+                RawBsonRef::Document(d) => expr.matches(d),
+                _ => false,
+            }),
+            PathOp::Not(ops) => !ops.iter().all(|op| op.matches_values(vals, missing)),
+            PathOp::And(ops) => ops.iter().all(|op| op.matches_values(vals, missing)),
+            _ => false,
+        }
+    }
+
+    /// Test of one array element inside a value-form `$elemMatch`: predicates
+    /// apply to the element itself, without looking into it if it is an array.
+    fn matches_single(&self, e: RawBsonRef<'_>) -> bool {
+        match self {
+            PathOp::Exists(want) => *want,
+            PathOp::Not(ops) => !ops.iter().all(|op| op.matches_single(e)),
+            PathOp::And(ops) => ops.iter().all(|op| op.matches_single(e)),
+            op if op.is_element_wise() => op.test_one(e),
+            op => op.matches_values(&[e], false),
+        }
+    }
+}
+
+fn each_array_element(vals: &[RawBsonRef<'_>], f: &dyn Fn(RawBsonRef<'_>) -> bool) -> bool {
+    vals.iter().any(|v| match v {
+        RawBsonRef::Array(a) => a.into_iter().flatten().any(f),
+        _ => false,
+    })
+}
+
+// ---------------------------------------------------------------------------
+// Parsing
+// ---------------------------------------------------------------------------
+
+fn depth_check(depth: usize) -> MongoResult<()> {
+    if depth > MAX_DEPTH {
+        return Err(MongoError::bad_value(format!(
+            "exceeded maximum query tree depth of {MAX_DEPTH}"
+        )));
+    }
+    Ok(())
+}
+
+fn parse_top(doc: &Document, depth: usize) -> MongoResult<Expr> {
+    depth_check(depth)?;
+    let mut children = Vec::new();
+    for (k, v) in doc {
+        if k.starts_with('$') {
+            match k.as_str() {
+                "$and" | "$or" | "$nor" => {
+                    let list = parse_logical_list(k, v, depth)?;
+                    children.push(match k.as_str() {
+                        "$and" => Expr::And(list),
+                        "$or" => Expr::Or(list),
+                        _ => Expr::Nor(list),
+                    });
+                }
+                "$comment" => {}
+                "$alwaysTrue" => children.push(Expr::Const(true)),
+                "$alwaysFalse" => children.push(Expr::Const(false)),
+                name if is_not_implemented(name) => return Err(not_implemented(name)),
+                name => {
+                    return Err(MongoError::bad_value(format!(
+                        "unknown top level operator: {name}. If you have a field name that starts \
+                         with a '$' symbol, consider using $getField or $setField."
+                    )))
+                }
+            }
+        } else {
+            children.push(Expr::Path(k.clone(), parse_field_value(k, v, depth)?));
+        }
+    }
+    Ok(Expr::And(children))
+}
+
+fn parse_logical_list(op: &str, v: &Bson, depth: usize) -> MongoResult<Vec<Expr>> {
+    let Bson::Array(items) = v else {
+        return Err(MongoError::bad_value(format!("{op} must be an array")));
+    };
+    if items.is_empty() {
+        return Err(MongoError::bad_value(
+            "$and/$or/$nor must be a nonempty array",
+        ));
+    }
+    items
+        .iter()
+        .map(|item| match item {
+            Bson::Document(d) => parse_top(d, depth + 1),
+            _ => Err(MongoError::bad_value(
+                "$or/$and/$nor entries need to be full objects",
+            )),
+        })
+        .collect()
+}
+
+/// A document operand is an operator expression when its first key starts with
+/// `$` and is not a DBRef field.
+fn is_operator_doc(d: &Document) -> bool {
+    match d.keys().next() {
+        Some(k) => k.starts_with('$') && !matches!(k.as_str(), "$ref" | "$id" | "$db"),
+        None => false,
+    }
+}
+
+fn parse_field_value(path: &str, v: &Bson, depth: usize) -> MongoResult<PathOp> {
+    match v {
+        Bson::Document(d) if is_operator_doc(d) => parse_ops(path, d, depth),
+        Bson::RegularExpression(r) => Ok(PathOp::Regex(compile_regex(
+            r.pattern.as_str(),
+            r.options.as_str(),
+        )?)),
+        Bson::Undefined => Err(MongoError::bad_value("cannot compare to undefined")),
+        other => Ok(PathOp::Eq(other.clone())),
+    }
+}
+
+fn parse_ops(path: &str, d: &Document, depth: usize) -> MongoResult<PathOp> {
+    depth_check(depth)?;
+    let mut ops = Vec::new();
+    let mut regex: Option<(String, String)> = None;
+    let mut options: Option<String> = None;
+    for (k, v) in d {
+        let op = match k.as_str() {
+            "$eq" => {
+                if matches!(v, Bson::Undefined) {
+                    return Err(MongoError::bad_value("cannot compare to undefined"));
+                }
+                PathOp::Eq(v.clone())
+            }
+            "$ne" => {
+                if matches!(v, Bson::RegularExpression(_)) {
+                    return Err(MongoError::bad_value("Can't have regex as arg to $ne."));
+                }
+                if matches!(v, Bson::Undefined) {
+                    return Err(MongoError::bad_value("cannot compare to undefined"));
+                }
+                PathOp::Not(vec![PathOp::Eq(v.clone())])
+            }
+            "$gt" | "$gte" | "$lt" | "$lte" => {
+                if matches!(v, Bson::RegularExpression(_)) {
+                    return Err(MongoError::bad_value(format!(
+                        "Can't have RegEx as arg to predicate over field '{path}'."
+                    )));
+                }
+                if matches!(v, Bson::Undefined) {
+                    return Err(MongoError::bad_value("cannot compare to undefined"));
+                }
+                let op = match k.as_str() {
+                    "$gt" => CmpOp::Gt,
+                    "$gte" => CmpOp::Gte,
+                    "$lt" => CmpOp::Lt,
+                    _ => CmpOp::Lte,
+                };
+                PathOp::Cmp(op, v.clone())
+            }
+            "$in" => PathOp::In(parse_in_list(v, "$in")?),
+            "$nin" => PathOp::Not(vec![PathOp::In(parse_in_list(v, "$nin")?)]),
+            "$exists" => PathOp::Exists(truthy(v)),
+            "$type" => PathOp::Type(parse_type_list(v)?),
+            "$size" => PathOp::Size(parse_size(v)?),
+            "$mod" => parse_mod(v)?,
+            "$all" => parse_all(path, v, depth)?,
+            "$elemMatch" => parse_elem_match(v, depth)?,
+            "$not" => parse_not(path, v, depth)?,
+            "$regex" => {
+                regex = Some(match v {
+                    Bson::String(s) => (s.clone(), String::new()),
+                    Bson::RegularExpression(r) => (
+                        r.pattern.as_str().to_string(),
+                        r.options.as_str().to_string(),
+                    ),
+                    _ => return Err(MongoError::bad_value("$regex has to be a string")),
+                });
+                continue;
+            }
+            "$options" => {
+                let Bson::String(s) = v else {
+                    return Err(MongoError::bad_value("$options has to be a string"));
+                };
+                options = Some(s.clone());
+                continue;
+            }
+            name if is_not_implemented(name) => return Err(not_implemented(name)),
+            name => return Err(MongoError::bad_value(format!("unknown operator: {name}"))),
+        };
+        ops.push(op);
+    }
+    match (regex, options) {
+        (Some((pattern, flags)), opts) => {
+            let flags = match opts {
+                Some(_) if !flags.is_empty() => {
+                    return Err(MongoError::bad_value(
+                        "options set in both $regex and $options",
+                    ));
+                }
+                Some(o) => o,
+                None => flags,
+            };
+            ops.push(PathOp::Regex(compile_regex(&pattern, &flags)?));
+        }
+        (None, Some(_)) => return Err(MongoError::bad_value("$options needs a $regex")),
+        (None, None) => {}
+    }
+    Ok(if ops.len() == 1 {
+        ops.pop().unwrap_or(PathOp::And(Vec::new()))
+    } else {
+        PathOp::And(ops)
+    })
+}
+
+fn truthy(v: &Bson) -> bool {
+    match v {
+        Bson::Boolean(b) => *b,
+        Bson::Null | Bson::Undefined => false,
+        other => match NumKey::of_bson(other) {
+            Some(n) => n != NumKey::from_i64(0),
+            None => true,
+        },
+    }
+}
+
+fn parse_in_list(v: &Bson, op: &str) -> MongoResult<InList> {
+    let Bson::Array(items) = v else {
+        return Err(MongoError::bad_value(format!("{op} needs an array")));
+    };
+    let mut list = InList {
+        values: Vec::new(),
+        regexes: Vec::new(),
+        has_null: false,
+    };
+    for item in items {
+        match item {
+            Bson::RegularExpression(r) => list
+                .regexes
+                .push(compile_regex(r.pattern.as_str(), r.options.as_str())?),
+            Bson::Document(d) if is_operator_doc(d) => {
+                return Err(MongoError::bad_value(format!("cannot nest $ under {op}")))
+            }
+            Bson::Undefined => {
+                return Err(MongoError::bad_value(
+                    "InMatchExpression equality cannot be undefined",
+                ))
+            }
+            other => {
+                if matches!(other, Bson::Null) {
+                    list.has_null = true;
+                }
+                list.values.push(other.clone());
+            }
+        }
+    }
+    list.values.sort_by(compare_bson);
+    list.values
+        .dedup_by(|a, b| compare_bson(a, b) == Ordering::Equal);
+    Ok(list)
+}
+
+const TYPE_ALIASES: &[(&str, ElementType)] = &[
+    ("array", ElementType::Array),
+    ("binData", ElementType::Binary),
+    ("bool", ElementType::Boolean),
+    ("date", ElementType::DateTime),
+    ("dbPointer", ElementType::DbPointer),
+    ("decimal", ElementType::Decimal128),
+    ("double", ElementType::Double),
+    ("int", ElementType::Int32),
+    ("javascript", ElementType::JavaScriptCode),
+    ("javascriptWithScope", ElementType::JavaScriptCodeWithScope),
+    ("long", ElementType::Int64),
+    ("maxKey", ElementType::MaxKey),
+    ("minKey", ElementType::MinKey),
+    ("null", ElementType::Null),
+    ("object", ElementType::EmbeddedDocument),
+    ("objectId", ElementType::ObjectId),
+    ("regex", ElementType::RegularExpression),
+    ("string", ElementType::String),
+    ("symbol", ElementType::Symbol),
+    ("timestamp", ElementType::Timestamp),
+    ("undefined", ElementType::Undefined),
+];
+
+fn parse_type_sel(v: &Bson) -> MongoResult<TypeSel> {
+    match v {
+        Bson::String(s) => {
+            if s == "number" {
+                return Ok(TypeSel::Number);
+            }
+            TYPE_ALIASES
+                .iter()
+                .find(|(name, _)| name == s)
+                .map(|(_, t)| TypeSel::Exact(*t))
+                .ok_or_else(|| MongoError::bad_value(format!("Unknown type name alias: {s}")))
+        }
+        other => {
+            let code = match other {
+                Bson::Int32(i) => Some(i64::from(*i)),
+                Bson::Int64(i) => Some(*i),
+                Bson::Double(d) if d.fract() == 0.0 && d.abs() < 1e9 => Some(*d as i64),
+                Bson::Double(_) | Bson::Decimal128(_) => None,
+                _ => {
+                    return Err(MongoError::type_mismatch(
+                        "type must be represented as a number or a string",
+                    ))
+                }
+            };
+            code.and_then(|c| {
+                u8::try_from(c)
+                    .ok()
+                    .or(if c == -1 { Some(0xFF) } else { None })
+            })
+            .and_then(ElementType::from)
+            .map(TypeSel::Exact)
+            .ok_or_else(|| MongoError::bad_value(format!("Invalid numerical type code: {other}")))
+        }
+    }
+}
+
+fn parse_type_list(v: &Bson) -> MongoResult<Vec<TypeSel>> {
+    match v {
+        Bson::Array(items) => items.iter().map(parse_type_sel).collect(),
+        other => Ok(vec![parse_type_sel(other)?]),
+    }
+}
+
+fn parse_size(v: &Bson) -> MongoResult<i64> {
+    let f = match v {
+        Bson::Int32(i) => return non_negative(i64::from(*i)),
+        Bson::Int64(i) => return non_negative(*i),
+        Bson::Double(d) => *d,
+        Bson::Decimal128(d) => d.to_string().parse::<f64>().unwrap_or(f64::NAN),
+        _ => return Err(MongoError::bad_value("$size needs a number")),
+    };
+    if f.is_nan() || f.fract() != 0.0 {
+        return Err(MongoError::bad_value("$size must be a whole number"));
+    }
+    if f < 0.0 {
+        return Err(MongoError::bad_value("$size may not be negative"));
+    }
+    // Beyond i64 no array can have that size anyway.
+    Ok(if f >= 9.2e18 { i64::MAX } else { f as i64 })
+}
+
+fn non_negative(n: i64) -> MongoResult<i64> {
+    if n < 0 {
+        Err(MongoError::bad_value("$size may not be negative"))
+    } else {
+        Ok(n)
+    }
+}
+
+fn parse_mod(v: &Bson) -> MongoResult<PathOp> {
+    let Bson::Array(items) = v else {
+        return Err(MongoError::bad_value("malformed mod, needs to be an array"));
+    };
+    let (div, rem) = match items.as_slice() {
+        [] | [_] => return Err(MongoError::bad_value("malformed mod, not enough elements")),
+        [d, r] => (d, r),
+        _ => return Err(MongoError::bad_value("malformed mod, too many elements")),
+    };
+    let to_i64 = |b: &Bson, what: &str| -> MongoResult<i64> {
+        let f = match b {
+            Bson::Int32(i) => return Ok(i64::from(*i)),
+            Bson::Int64(i) => return Ok(*i),
+            Bson::Double(d) => *d,
+            Bson::Decimal128(d) => d.to_string().parse::<f64>().unwrap_or(f64::NAN),
+            _ => {
+                return Err(MongoError::bad_value(format!(
+                    "malformed mod, {what} not a number"
+                )))
+            }
+        };
+        if !f.is_finite() {
+            return Err(MongoError::bad_value(format!(
+                "malformed mod, {what} value is invalid :: caused by :: {f} is not a finite number"
+            )));
+        }
+        let t = f.trunc();
+        // 2^63 is exactly representable; i64 covers [-2^63, 2^63).
+        let lim = -(i64::MIN as f64);
+        if !(-lim..lim).contains(&t) {
+            return Err(MongoError::bad_value(format!(
+                "malformed mod, {what} value is invalid :: caused by :: Out of bounds coercing to integral value"
+            )));
+        }
+        Ok(t as i64)
+    };
+    let d = to_i64(div, "divisor")?;
+    let r = to_i64(rem, "remainder")?;
+    if d == 0 {
+        return Err(MongoError::bad_value("divisor cannot be 0"));
+    }
+    Ok(PathOp::Mod(d, r))
+}
+
+fn parse_all(path: &str, v: &Bson, depth: usize) -> MongoResult<PathOp> {
+    let Bson::Array(items) = v else {
+        return Err(MongoError::bad_value("$all needs an array"));
+    };
+    let is_elem = |b: &Bson| matches!(b, Bson::Document(d) if d.keys().next().map(String::as_str) == Some("$elemMatch"));
+    let first_is_elem = items.first().is_some_and(is_elem);
+    let mut ops = Vec::new();
+    for item in items {
+        if is_elem(item) != first_is_elem {
+            return Err(MongoError::bad_value(
+                "$all/$elemMatch has to be consistent",
+            ));
+        }
+        match item {
+            Bson::Document(d) if first_is_elem => ops.push(parse_ops(path, d, depth + 1)?),
+            Bson::Document(d) if is_operator_doc(d) => {
+                return Err(MongoError::bad_value("no $ expressions in $all"))
+            }
+            Bson::RegularExpression(r) => ops.push(PathOp::Regex(compile_regex(
+                r.pattern.as_str(),
+                r.options.as_str(),
+            )?)),
+            other => ops.push(PathOp::Eq(other.clone())),
+        }
+    }
+    Ok(PathOp::All(ops))
+}
+
+/// Top-level operators that make an `$elemMatch` argument the object form.
+fn is_top_level_operator(k: &str) -> bool {
+    matches!(
+        k,
+        "$and"
+            | "$or"
+            | "$nor"
+            | "$where"
+            | "$expr"
+            | "$text"
+            | "$comment"
+            | "$jsonSchema"
+            | "$alwaysTrue"
+            | "$alwaysFalse"
+            | "$sampleRate"
+    )
+}
+
+fn parse_elem_match(v: &Bson, depth: usize) -> MongoResult<PathOp> {
+    let Bson::Document(d) = v else {
+        return Err(MongoError::bad_value("$elemMatch needs an Object"));
+    };
+    let value_form = d
+        .keys()
+        .next()
+        .is_some_and(|k| k.starts_with('$') && !is_top_level_operator(k));
+    if value_form {
+        Ok(PathOp::ElemMatchValue(match parse_ops("", d, depth + 1)? {
+            PathOp::And(ops) => ops,
+            op => vec![op],
+        }))
+    } else {
+        Ok(PathOp::ElemMatchObject(Box::new(parse_top(d, depth + 1)?)))
+    }
+}
+
+fn parse_not(path: &str, v: &Bson, depth: usize) -> MongoResult<PathOp> {
+    match v {
+        Bson::RegularExpression(r) => Ok(PathOp::Not(vec![PathOp::Regex(compile_regex(
+            r.pattern.as_str(),
+            r.options.as_str(),
+        )?)])),
+        Bson::Document(d) => {
+            if d.is_empty() {
+                return Err(MongoError::bad_value("$not cannot be empty"));
+            }
+            if !is_operator_doc(d) {
+                let first = d.keys().next().map(String::as_str).unwrap_or_default();
+                return Err(MongoError::bad_value(format!("unknown operator: {first}")));
+            }
+            Ok(PathOp::Not(match parse_ops(path, d, depth + 1)? {
+                PathOp::And(ops) => ops,
+                op => vec![op],
+            }))
+        }
+        _ => Err(MongoError::bad_value("$not needs a regex or a document")),
+    }
+}
+
+/// Compiles a MongoDB (PCRE-style) regex with its option letters.
+fn compile_regex(pattern: &str, options: &str) -> MongoResult<Re> {
+    let mut builder = regex::RegexBuilder::new(pattern);
+    for c in options.chars() {
+        match c {
+            'i' => {
+                builder.case_insensitive(true);
+            }
+            'm' => {
+                builder.multi_line(true);
+            }
+            's' => {
+                builder.dot_matches_new_line(true);
+            }
+            'x' => {
+                builder.ignore_whitespace(true);
+            }
+            // Locale and unicode flags change nothing for this engine.
+            'l' | 'u' => {}
+            other => {
+                return Err(MongoError::location(
+                    51108,
+                    format!("invalid flag in regex options: {other}"),
+                ))
+            }
+        }
+    }
+    let re = builder
+        .build()
+        .map_err(|e| MongoError::location(51091, format!("Regular expression is invalid: {e}")))?;
+    Ok(Re {
+        pattern: pattern.to_string(),
+        options: options.to_string(),
+        re,
+    })
+}
+
+#[cfg(test)]
+mod tests;
