@@ -2,3 +2,4 @@
 pub mod compare;
 pub mod path;
 pub mod matcher;
+pub mod sort;
