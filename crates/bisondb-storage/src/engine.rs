@@ -85,6 +85,9 @@ impl WriteBatch {
     }
 }
 
+/// One key and its value, as returned by [`Snapshot::scan`].
+pub type KeyValue = (Vec<u8>, Vec<u8>);
+
 /// An ordered key-value store (keys compare as unsigned bytes).
 pub trait Engine: Send + Sync + 'static {
     /// A short name for diagnostics and `serverStatus` (`"inMemory"`, `"lsm"`, ...).
@@ -120,7 +123,7 @@ pub trait Snapshot: Send + Sync {
         end: Bound<&[u8]>,
         reverse: bool,
         limit: usize,
-    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>, StorageError>;
+    ) -> Result<Vec<KeyValue>, StorageError>;
 }
 
 /// The smallest key strictly greater than every key that starts with `prefix`,

@@ -11,17 +11,8 @@ use bson::{Bson, Document};
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum StorageError {
     /// A unique index (the clustered `_id` one or a secondary index) already holds the key.
-    #[error("{}", duplicate_key_message(.namespace, .index_name, .key_value))]
-    DuplicateKey {
-        /// `db.collection` the write went to.
-        namespace: String,
-        /// Name of the violated index (`_id_` for the primary key).
-        index_name: String,
-        /// The index key pattern, e.g. `{_id: 1}`.
-        key_pattern: Document,
-        /// The offending key, e.g. `{_id: 1}`.
-        key_value: Document,
-    },
+    #[error("{}", duplicate_key_message(&.0.namespace, &.0.index_name, &.0.key_value))]
+    DuplicateKey(Box<DuplicateKeyInfo>),
     /// The collection (or view) already exists.
     #[error("Collection {0} already exists.")]
     NamespaceExists(String),
@@ -48,6 +39,20 @@ pub enum StorageError {
     Internal(String),
 }
 
+/// What the server needs to build a duplicate-key write error
+/// (`keyPattern` and `keyValue` sit next to the message in the reply).
+#[derive(Debug, Clone, PartialEq)]
+pub struct DuplicateKeyInfo {
+    /// `db.collection` the write went to.
+    pub namespace: String,
+    /// Name of the violated index (`_id_` for the primary key).
+    pub index_name: String,
+    /// The index key pattern, e.g. `{_id: 1}`.
+    pub key_pattern: Document,
+    /// The offending key, e.g. `{_id: 1}`.
+    pub key_value: Document,
+}
+
 impl StorageError {
     /// The duplicate-key error for the clustered `_id` index of `namespace`.
     pub fn duplicate_id(namespace: &str, id: Bson) -> StorageError {
@@ -55,18 +60,18 @@ impl StorageError {
         key_pattern.insert("_id", 1i32);
         let mut key_value = Document::new();
         key_value.insert("_id", id);
-        StorageError::DuplicateKey {
+        StorageError::DuplicateKey(Box::new(DuplicateKeyInfo {
             namespace: namespace.to_string(),
             index_name: "_id_".to_string(),
             key_pattern,
             key_value,
-        }
+        }))
     }
 
     /// The mongod error code this error maps to.
     pub fn code(&self) -> ErrorCode {
         match self {
-            StorageError::DuplicateKey { .. } => ErrorCode::DuplicateKey,
+            StorageError::DuplicateKey(_) => ErrorCode::DuplicateKey,
             StorageError::NamespaceExists(_) => ErrorCode::NamespaceExists,
             StorageError::NamespaceNotFound(_) => ErrorCode::NamespaceNotFound,
             StorageError::Full => ErrorCode::OutOfDiskSpace,
@@ -203,15 +208,10 @@ mod tests {
     #[test]
     fn key_pattern_and_value_stay_accessible() {
         match StorageError::duplicate_id("d.c", Bson::Int64(7)) {
-            StorageError::DuplicateKey {
-                key_pattern,
-                key_value,
-                index_name,
-                ..
-            } => {
-                assert_eq!(key_pattern, bson::doc! {"_id": 1});
-                assert_eq!(key_value, bson::doc! {"_id": 7i64});
-                assert_eq!(index_name, "_id_");
+            StorageError::DuplicateKey(info) => {
+                assert_eq!(info.key_pattern, bson::doc! {"_id": 1});
+                assert_eq!(info.key_value, bson::doc! {"_id": 7i64});
+                assert_eq!(info.index_name, "_id_");
             }
             other => panic!("unexpected {other:?}"),
         }

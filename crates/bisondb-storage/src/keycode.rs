@@ -273,7 +273,7 @@ impl Number {
         }
         let mut q = biased_exp - 6176;
         // Trailing zeros only change the representation (1.0 vs 1), not the value.
-        while q < 0 && coefficient % 10 == 0 {
+        while q < 0 && coefficient.is_multiple_of(10) {
             coefficient /= 10;
             q += 1;
         }
@@ -286,7 +286,7 @@ impl Number {
         let k = q.unsigned_abs();
         // c / 10^k = (c / 5^k) × 2^-k; exact when 5^k divides c.
         if let Some(p) = 5u128.checked_pow(k) {
-            if coefficient % p == 0 {
+            if coefficient.is_multiple_of(p) {
                 return Number::Finite(Finite::from_u128(negative, coefficient / p, -(k as i32)));
             }
         }

@@ -17,8 +17,8 @@ pub mod memory;
 mod store;
 
 pub use catalog::{CollectionInfo, DbStats, Storage};
-pub use engine::{BatchOp, Durability, Engine, Snapshot, WriteBatch};
-pub use error::StorageError;
+pub use engine::{BatchOp, Durability, Engine, KeyValue, Snapshot, WriteBatch};
+pub use error::{DuplicateKeyInfo, StorageError};
 pub use keycode::{encode_id, encode_value};
 pub use memory::MemoryEngine;
 pub use store::{id_of, Collection, DocIter, InsertOutcome, Modify, ModifyResult};

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use imbl::OrdMap;
 use parking_lot::RwLock;
 
-use crate::engine::{BatchOp, Durability, Engine, Snapshot, WriteBatch};
+use crate::engine::{BatchOp, Durability, Engine, KeyValue, Snapshot, WriteBatch};
 use crate::error::StorageError;
 
 type Map = OrdMap<Vec<u8>, Vec<u8>>;
@@ -89,7 +89,7 @@ impl Snapshot for MemorySnapshot {
         end: Bound<&[u8]>,
         reverse: bool,
         limit: usize,
-    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>, StorageError> {
+    ) -> Result<Vec<KeyValue>, StorageError> {
         if limit == 0 || range_is_empty(start, end) {
             return Ok(Vec::new());
         }
@@ -146,12 +146,13 @@ mod tests {
 
     #[test]
     fn inverted_ranges_are_empty() {
-        let cases: &[(Bound<&[u8]>, Bound<&[u8]>, bool)] = &[
+        type Case<'a> = (Bound<&'a [u8]>, Bound<&'a [u8]>, bool);
+        let cases: &[Case<'_>] = &[
             (Bound::Included(b"b"), Bound::Excluded(b"a"), true),
             (Bound::Included(b"a"), Bound::Excluded(b"a"), true),
             (Bound::Included(b"a"), Bound::Included(b"a"), false),
             (Bound::Excluded(b"a"), Bound::Included(b"a"), true),
-            (Bound::Unbounded, Bound::Excluded(b""), false),
+            (Bound::Unbounded, Bound::Excluded(b"a"), false),
         ];
         for (s, e, want) in cases {
             assert_eq!(range_is_empty(*s, *e), *want, "{s:?} {e:?}");

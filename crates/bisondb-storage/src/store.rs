@@ -119,6 +119,12 @@ impl Collection {
         self.ns.get(self.db_len + 1..).unwrap_or_default()
     }
 
+    /// The internal collection id (tests check ids are never reused).
+    #[cfg(test)]
+    pub(crate) fn debug_id(&self) -> u64 {
+        self.state.id
+    }
+
     /// The collection's UUID (stable across renames).
     pub fn uuid(&self) -> Uuid {
         self.state.uuid

@@ -24,7 +24,9 @@ fn enc(v: &Bson) -> Vec<u8> {
 }
 
 fn dec(s: &str) -> Bson {
-    Bson::Decimal128(Decimal128::from_str(s).unwrap_or_else(|e| panic!("bad decimal literal {s}: {e}")))
+    Bson::Decimal128(
+        Decimal128::from_str(s).unwrap_or_else(|e| panic!("bad decimal literal {s}: {e}")),
+    )
 }
 
 fn rank(b: &Bson) -> u8 {
@@ -55,7 +57,11 @@ fn rank(b: &Bson) -> u8 {
 enum Exact {
     NaN,
     NegInf,
-    Finite { negative: bool, digits: Vec<u8>, exp: i64 },
+    Finite {
+        negative: bool,
+        digits: Vec<u8>,
+        exp: i64,
+    },
     PosInf,
 }
 
@@ -66,15 +72,31 @@ fn parse_exact(s: &str) -> Exact {
     };
     match body {
         "NaN" => return Exact::NaN,
-        "Infinity" | "inf" => return if negative { Exact::NegInf } else { Exact::PosInf },
+        "Infinity" | "inf" => {
+            return if negative {
+                Exact::NegInf
+            } else {
+                Exact::PosInf
+            }
+        }
         _ => {}
     }
     let (mantissa, exp10) = match body.find(['e', 'E']) {
-        Some(p) => (&body[..p], body[p + 1..].trim_start_matches('+').parse::<i64>().unwrap_or(0)),
+        Some(p) => (
+            &body[..p],
+            body[p + 1..]
+                .trim_start_matches('+')
+                .parse::<i64>()
+                .unwrap_or(0),
+        ),
         None => (body, 0),
     };
     let (int_part, frac_part) = mantissa.split_once('.').unwrap_or((mantissa, ""));
-    let mut digits: Vec<u8> = int_part.bytes().chain(frac_part.bytes()).map(|b| b - b'0').collect();
+    let mut digits: Vec<u8> = int_part
+        .bytes()
+        .chain(frac_part.bytes())
+        .map(|b| b - b'0')
+        .collect();
     // value = 0.digits × 10^(len(int_part) + exp10)
     let mut exp = int_part.len() as i64 + exp10;
     while digits.first() == Some(&0) {
@@ -85,9 +107,17 @@ fn parse_exact(s: &str) -> Exact {
         digits.pop();
     }
     if digits.is_empty() {
-        return Exact::Finite { negative: false, digits, exp: 0 };
+        return Exact::Finite {
+            negative: false,
+            digits,
+            exp: 0,
+        };
     }
-    Exact::Finite { negative, digits, exp }
+    Exact::Finite {
+        negative,
+        digits,
+        exp,
+    }
 }
 
 fn exact(b: &Bson) -> Exact {
@@ -115,8 +145,16 @@ fn cmp_exact(a: &Exact, b: &Exact) -> Ordering {
     }
     match (a, b) {
         (
-            Exact::Finite { negative: n1, digits: d1, exp: e1 },
-            Exact::Finite { negative: n2, digits: d2, exp: e2 },
+            Exact::Finite {
+                negative: n1,
+                digits: d1,
+                exp: e1,
+            },
+            Exact::Finite {
+                negative: n2,
+                digits: d2,
+                exp: e2,
+            },
         ) if class(a) == class(b) && !d1.is_empty() => {
             let magnitude = e1.cmp(e2).then_with(|| d1.cmp(d2));
             if *n1 && *n2 {
@@ -131,7 +169,10 @@ fn cmp_exact(a: &Exact, b: &Exact) -> Ordering {
 
 fn cmp_doc(a: &Document, b: &Document) -> Ordering {
     for ((k1, v1), (k2, v2)) in a.iter().zip(b.iter()) {
-        let o = rank(v1).cmp(&rank(v2)).then_with(|| k1.as_bytes().cmp(k2.as_bytes())).then_with(|| cmp_bson(v1, v2));
+        let o = rank(v1)
+            .cmp(&rank(v2))
+            .then_with(|| k1.as_bytes().cmp(k2.as_bytes()))
+            .then_with(|| cmp_bson(v1, v2));
         if o != Ordering::Equal {
             return o;
         }
@@ -141,7 +182,9 @@ fn cmp_doc(a: &Document, b: &Document) -> Ordering {
 
 fn cmp_bson(a: &Bson, b: &Bson) -> Ordering {
     rank(a).cmp(&rank(b)).then_with(|| match (a, b) {
-        (Bson::String(x) | Bson::Symbol(x), Bson::String(y) | Bson::Symbol(y)) => x.as_bytes().cmp(y.as_bytes()),
+        (Bson::String(x) | Bson::Symbol(x), Bson::String(y) | Bson::Symbol(y)) => {
+            x.as_bytes().cmp(y.as_bytes())
+        }
         (Bson::Document(x), Bson::Document(y)) => cmp_doc(x, y),
         (Bson::Array(x), Bson::Array(y)) => {
             for (v1, v2) in x.iter().zip(y.iter()) {
@@ -161,16 +204,20 @@ fn cmp_bson(a: &Bson, b: &Bson) -> Ordering {
         (Bson::ObjectId(x), Bson::ObjectId(y)) => x.bytes().cmp(&y.bytes()),
         (Bson::Boolean(x), Bson::Boolean(y)) => x.cmp(y),
         (Bson::DateTime(x), Bson::DateTime(y)) => x.timestamp_millis().cmp(&y.timestamp_millis()),
-        (Bson::Timestamp(x), Bson::Timestamp(y)) => (x.time, x.increment).cmp(&(y.time, y.increment)),
+        (Bson::Timestamp(x), Bson::Timestamp(y)) => {
+            (x.time, x.increment).cmp(&(y.time, y.increment))
+        }
         (Bson::RegularExpression(x), Bson::RegularExpression(y)) => x
             .pattern
             .as_str()
             .cmp(y.pattern.as_str())
             .then_with(|| x.options.as_str().cmp(y.options.as_str())),
         (Bson::JavaScriptCode(x), Bson::JavaScriptCode(y)) => x.as_bytes().cmp(y.as_bytes()),
-        (Bson::JavaScriptCodeWithScope(x), Bson::JavaScriptCodeWithScope(y)) => {
-            x.code.as_bytes().cmp(y.code.as_bytes()).then_with(|| cmp_doc(&x.scope, &y.scope))
-        }
+        (Bson::JavaScriptCodeWithScope(x), Bson::JavaScriptCodeWithScope(y)) => x
+            .code
+            .as_bytes()
+            .cmp(y.code.as_bytes())
+            .then_with(|| cmp_doc(&x.scope, &y.scope)),
         _ if rank(a) == 3 => cmp_exact(&exact(a), &exact(b)),
         _ => Ordering::Equal,
     })
@@ -179,7 +226,11 @@ fn cmp_bson(a: &Bson, b: &Bson) -> Ordering {
 fn assert_consistent(a: &Bson, b: &Bson) {
     let want = cmp_bson(a, b);
     let (ea, eb) = (enc(a), enc(b));
-    assert_eq!(ea.cmp(&eb), want, "a={a:?} b={b:?} ea={ea:02x?} eb={eb:02x?}");
+    assert_eq!(
+        ea.cmp(&eb),
+        want,
+        "a={a:?} b={b:?} ea={ea:02x?} eb={eb:02x?}"
+    );
     if want == Ordering::Equal {
         assert_eq!(ea, eb, "equal values must encode identically: {a:?} {b:?}");
     }
@@ -281,10 +332,26 @@ fn number_pool_is_consistent_pairwise() {
 #[test]
 fn equal_numbers_share_one_encoding() {
     let groups: Vec<Vec<Bson>> = vec![
-        vec![Bson::Int32(1), Bson::Int64(1), Bson::Double(1.0), dec("1"), dec("1.00"), dec("0.001E+3")],
-        vec![Bson::Int32(0), Bson::Double(-0.0), dec("-0"), dec("0E-6176")],
+        vec![
+            Bson::Int32(1),
+            Bson::Int64(1),
+            Bson::Double(1.0),
+            dec("1"),
+            dec("1.00"),
+            dec("0.001E+3"),
+        ],
+        vec![
+            Bson::Int32(0),
+            Bson::Double(-0.0),
+            dec("-0"),
+            dec("0E-6176"),
+        ],
         vec![Bson::Double(f64::NAN), dec("NaN"), dec("-NaN")],
-        vec![Bson::Int64(i64::MIN), Bson::Double(-9_223_372_036_854_775_808.0), dec("-9223372036854775808")],
+        vec![
+            Bson::Int64(i64::MIN),
+            Bson::Double(-9_223_372_036_854_775_808.0),
+            dec("-9223372036854775808"),
+        ],
         vec![Bson::Double(0.5), dec("0.5000")],
         vec![Bson::Double(f64::INFINITY), dec("Infinity")],
     ];
@@ -321,23 +388,44 @@ fn mixed_type_order_follows_the_manual() {
         Bson::Array(vec![]),
         Bson::Array(vec![Bson::Int32(1)]),
         Bson::Array(vec![Bson::Int32(1), Bson::Null]),
-        Bson::Binary(Binary { subtype: BinarySubtype::UserDefined(0x80), bytes: vec![] }),
-        Bson::Binary(Binary { subtype: BinarySubtype::Generic, bytes: vec![9] }),
-        Bson::Binary(Binary { subtype: BinarySubtype::Function, bytes: vec![0] }),
-        Bson::Binary(Binary { subtype: BinarySubtype::Generic, bytes: vec![0, 0] }),
+        Bson::Binary(Binary {
+            subtype: BinarySubtype::UserDefined(0x80),
+            bytes: vec![],
+        }),
+        Bson::Binary(Binary {
+            subtype: BinarySubtype::Generic,
+            bytes: vec![9],
+        }),
+        Bson::Binary(Binary {
+            subtype: BinarySubtype::Function,
+            bytes: vec![0],
+        }),
+        Bson::Binary(Binary {
+            subtype: BinarySubtype::Generic,
+            bytes: vec![0, 0],
+        }),
         Bson::ObjectId(oid),
         Bson::Boolean(false),
         Bson::Boolean(true),
         Bson::DateTime(DateTime::from_millis(i64::MIN)),
         Bson::DateTime(DateTime::from_millis(-1)),
         Bson::DateTime(DateTime::from_millis(0)),
-        Bson::Timestamp(Timestamp { time: 0, increment: 5 }),
-        Bson::Timestamp(Timestamp { time: 1, increment: 0 }),
+        Bson::Timestamp(Timestamp {
+            time: 0,
+            increment: 5,
+        }),
+        Bson::Timestamp(Timestamp {
+            time: 1,
+            increment: 0,
+        }),
         regex("a", ""),
         regex("a", "i"),
         regex("ab", ""),
         Bson::JavaScriptCode("x".into()),
-        Bson::JavaScriptCodeWithScope(JavaScriptCodeWithScope { code: "x".into(), scope: bson::doc! {"a": 1} }),
+        Bson::JavaScriptCodeWithScope(JavaScriptCodeWithScope {
+            code: "x".into(),
+            scope: bson::doc! {"a": 1},
+        }),
         Bson::MaxKey,
     ];
     for (i, a) in ascending.iter().enumerate() {
@@ -370,7 +458,12 @@ fn db_pointer_doc(ns: &str, oid_byte: u8) -> bson::RawDocumentBuf {
 
 #[test]
 fn db_pointers_order_by_size_then_bytes() {
-    let ascending = [db_pointer_doc("zz", 9), db_pointer_doc("aaa", 0), db_pointer_doc("aaa", 1), db_pointer_doc("b.c", 0)];
+    let ascending = [
+        db_pointer_doc("zz", 9),
+        db_pointer_doc("aaa", 0),
+        db_pointer_doc("aaa", 1),
+        db_pointer_doc("b.c", 0),
+    ];
     let keys: Vec<Vec<u8>> = ascending
         .iter()
         .map(|d| match d.get("v") {
@@ -381,25 +474,42 @@ fn db_pointers_order_by_size_then_bytes() {
     for w in keys.windows(2) {
         assert!(w[0] < w[1], "{:02x?} !< {:02x?}", w[0], w[1]);
     }
-    assert!(keys[0] > enc(&Bson::RegularExpression(Regex {
-        pattern: CString::try_from("zzz").unwrap_or_else(|_| panic!()),
-        options: CString::try_from("").unwrap_or_else(|_| panic!()),
-    })));
+    assert!(
+        keys[0]
+            > enc(&Bson::RegularExpression(Regex {
+                pattern: CString::try_from("zzz").unwrap_or_else(|_| panic!()),
+                options: CString::try_from("").unwrap_or_else(|_| panic!()),
+            }))
+    );
     assert!(keys[3] < enc(&Bson::JavaScriptCode(String::new())));
 }
 
 #[test]
 fn fraction_code_is_prefix_free_and_ordered() {
-    let cases: &[(u128, bool)] =
-        &[(0, false), (0, true), (1, false), (1 << 127, false), (1 << 127, true), (u128::MAX, false), (u128::MAX, true)];
+    let cases: &[(u128, bool)] = &[
+        (0, false),
+        (0, true),
+        (1, false),
+        (1 << 127, false),
+        (1 << 127, true),
+        (u128::MAX, false),
+        (u128::MAX, true),
+    ];
     for &(f1, s1) in cases {
         for &(f2, s2) in cases {
             let (mut a, mut b) = (Vec::new(), Vec::new());
             encode_fraction(f1, s1, &mut a);
             encode_fraction(f2, s2, &mut b);
-            assert_eq!(a.cmp(&b), (f1, s1).cmp(&(f2, s2)), "{f1:x}/{s1} vs {f2:x}/{s2}");
+            assert_eq!(
+                a.cmp(&b),
+                (f1, s1).cmp(&(f2, s2)),
+                "{f1:x}/{s1} vs {f2:x}/{s2}"
+            );
             if a != b {
-                assert!(!b.starts_with(&a) && !a.starts_with(&b), "codes must be prefix-free");
+                assert!(
+                    !b.starts_with(&a) && !a.starts_with(&b),
+                    "codes must be prefix-free"
+                );
             }
         }
     }
@@ -407,11 +517,21 @@ fn fraction_code_is_prefix_free_and_ordered() {
 
 #[test]
 fn strings_with_nuls_and_prefixes_order_bytewise() {
-    let ascending = ["", "\0", "\0\0", "\0a", "a", "a\0", "a\0\0", "a\u{1}", "ab", "b", "é"];
+    let ascending = [
+        "", "\0", "\0\0", "\0a", "a", "a\0", "a\0\0", "a\u{1}", "ab", "b", "é",
+    ];
     for w in ascending.windows(2) {
-        assert!(enc(&Bson::String(w[0].into())) < enc(&Bson::String(w[1].into())), "{:?} < {:?}", w[0], w[1]);
+        assert!(
+            enc(&Bson::String(w[0].into())) < enc(&Bson::String(w[1].into())),
+            "{:?} < {:?}",
+            w[0],
+            w[1]
+        );
     }
-    assert_eq!(enc(&Bson::Symbol("x".into())), enc(&Bson::String("x".into())));
+    assert_eq!(
+        enc(&Bson::Symbol("x".into())),
+        enc(&Bson::String("x".into()))
+    );
 }
 
 #[test]
@@ -429,12 +549,54 @@ fn nested_values_stay_self_delimiting() {
 #[test]
 fn reference_parser_reads_exact_forms() {
     let cases = [
-        ("0", Exact::Finite { negative: false, digits: vec![], exp: 0 }),
-        ("-0.0", Exact::Finite { negative: false, digits: vec![], exp: 0 }),
-        ("12.50", Exact::Finite { negative: false, digits: vec![1, 2, 5], exp: 2 }),
-        ("-1.5E-3", Exact::Finite { negative: true, digits: vec![1, 5], exp: -2 }),
-        ("0.001", Exact::Finite { negative: false, digits: vec![1], exp: -2 }),
-        ("1e+2", Exact::Finite { negative: false, digits: vec![1], exp: 3 }),
+        (
+            "0",
+            Exact::Finite {
+                negative: false,
+                digits: vec![],
+                exp: 0,
+            },
+        ),
+        (
+            "-0.0",
+            Exact::Finite {
+                negative: false,
+                digits: vec![],
+                exp: 0,
+            },
+        ),
+        (
+            "12.50",
+            Exact::Finite {
+                negative: false,
+                digits: vec![1, 2, 5],
+                exp: 2,
+            },
+        ),
+        (
+            "-1.5E-3",
+            Exact::Finite {
+                negative: true,
+                digits: vec![1, 5],
+                exp: -2,
+            },
+        ),
+        (
+            "0.001",
+            Exact::Finite {
+                negative: false,
+                digits: vec![1],
+                exp: -2,
+            },
+        ),
+        (
+            "1e+2",
+            Exact::Finite {
+                negative: false,
+                digits: vec![1],
+                exp: 3,
+            },
+        ),
         ("-Infinity", Exact::NegInf),
         ("NaN", Exact::NaN),
     ];
@@ -460,11 +622,20 @@ fn arb_number() -> impl Strategy<Value = Bson> {
 }
 
 fn arb_leaf() -> impl Strategy<Value = Bson> {
-    let text = || proptest::collection::vec(proptest::sample::select(vec!['a', 'b', '\0', 'é', '\u{1}']), 0..4)
-        .prop_map(|cs| cs.into_iter().collect::<String>());
+    let text = || {
+        proptest::collection::vec(
+            proptest::sample::select(vec!['a', 'b', '\0', 'é', '\u{1}']),
+            0..4,
+        )
+        .prop_map(|cs| cs.into_iter().collect::<String>())
+    };
     let cstring = || {
-        proptest::collection::vec(proptest::sample::select(vec!['a', 'b', 'i']), 0..3)
-            .prop_map(|cs| CString::try_from(cs.into_iter().collect::<String>()).unwrap_or_else(|_| panic!("no NUL")))
+        proptest::collection::vec(proptest::sample::select(vec!['a', 'b', 'i']), 0..3).prop_map(
+            |cs| {
+                CString::try_from(cs.into_iter().collect::<String>())
+                    .unwrap_or_else(|_| panic!("no NUL"))
+            },
+        )
     };
     prop_oneof![
         6 => arb_number(),

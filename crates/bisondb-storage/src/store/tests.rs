@@ -1,1 +1,561 @@
 use super::*;
+use crate::catalog::Storage;
+use crate::memory::MemoryEngine;
+use bson::oid::ObjectId;
+use bson::{rawdoc, Decimal128};
+use std::str::FromStr;
+use std::sync::atomic::AtomicBool;
+
+fn open() -> Storage {
+    Storage::open(MemoryEngine::shared()).unwrap_or_else(|e| panic!("open: {e}"))
+}
+
+fn coll(s: &Storage) -> Collection {
+    s.get_or_create_collection("db", "c")
+        .unwrap_or_else(|e| panic!("create: {e}"))
+}
+
+fn doc_with_id(id: Bson) -> RawDocumentBuf {
+    let mut d = bson::Document::new();
+    d.insert("_id", id);
+    d.insert("pad", "xyz");
+    RawDocumentBuf::try_from(&d).unwrap_or_else(|e| panic!("doc: {e}"))
+}
+
+fn insert(c: &Collection, docs: &[RawDocumentBuf], ordered: bool) -> InsertOutcome {
+    let refs: Vec<&RawDocument> = docs.iter().map(|d| d.as_ref()).collect();
+    c.insert_many(&refs, ordered, Durability::Buffered)
+}
+
+fn ids(c: &Collection, reverse: bool) -> Vec<Bson> {
+    c.scan(reverse)
+        .map(|d| {
+            let d = d.unwrap_or_else(|e| panic!("scan: {e}"));
+            id_of(&d)
+                .and_then(|v| Bson::try_from(v).ok())
+                .unwrap_or(Bson::Undefined)
+        })
+        .collect()
+}
+
+fn dec(s: &str) -> Bson {
+    Bson::Decimal128(Decimal128::from_str(s).unwrap_or_else(|e| panic!("{s}: {e}")))
+}
+
+fn total_size(docs: &[RawDocumentBuf]) -> u64 {
+    docs.iter().map(|d| d.as_bytes().len() as u64).sum()
+}
+
+#[test]
+fn id_of_prefers_first_field_and_falls_back_to_lookup() {
+    let first = rawdoc! {"_id": 1, "a": 2};
+    let later = rawdoc! {"a": 2, "_id": "x"};
+    let none = rawdoc! {"a": 2};
+    assert_eq!(id_of(&first), Some(RawBsonRef::Int32(1)));
+    assert_eq!(id_of(&later), Some(RawBsonRef::String("x")));
+    assert_eq!(id_of(&none), None);
+}
+
+#[test]
+fn scan_returns_documents_in_bson_order_of_id() {
+    let s = open();
+    let c = coll(&s);
+    let oid = ObjectId::from_bytes([7; 12]);
+    // Inserted shuffled; expected order is BSON order.
+    let shuffled = vec![
+        Bson::String("b".into()),
+        Bson::Boolean(true),
+        Bson::Int32(3),
+        Bson::ObjectId(oid),
+        Bson::Double(1.5),
+        Bson::Document(bson::doc! {"a": 1}),
+        Bson::Null,
+        Bson::String("a".into()),
+        Bson::MinKey,
+        Bson::Int64(-10),
+        Bson::MaxKey,
+        dec("2.5"),
+    ];
+    let docs: Vec<RawDocumentBuf> = shuffled.iter().cloned().map(doc_with_id).collect();
+    let out = insert(&c, &docs, true);
+    assert_eq!(out.inserted, docs.len());
+    assert!(out.errors.is_empty());
+    let want = vec![
+        Bson::MinKey,
+        Bson::Null,
+        Bson::Int64(-10),
+        Bson::Double(1.5),
+        dec("2.5"),
+        Bson::Int32(3),
+        Bson::String("a".into()),
+        Bson::String("b".into()),
+        Bson::Document(bson::doc! {"a": 1}),
+        Bson::ObjectId(oid),
+        Bson::Boolean(true),
+        Bson::MaxKey,
+    ];
+    assert_eq!(ids(&c, false), want);
+    let mut reversed = want.clone();
+    reversed.reverse();
+    assert_eq!(ids(&c, true), reversed);
+    // get by an equal value of another numeric type finds the stored document.
+    let got = c.get(RawBsonRef::Int64(3)).ok().flatten();
+    assert_eq!(
+        got.as_ref().and_then(|d| id_of(d)),
+        Some(RawBsonRef::Int32(3))
+    );
+    assert_eq!(c.get(RawBsonRef::Int32(4)).ok(), Some(None));
+}
+
+#[test]
+fn duplicate_ids_within_and_across_batches() {
+    struct Case {
+        name: &'static str,
+        ids: Vec<Bson>,
+        ordered: bool,
+        inserted: usize,
+        failed: Vec<usize>,
+        count_after: u64,
+    }
+    let cases = vec![
+        Case {
+            name: "1 vs 1.0 in one ordered batch stops at the duplicate",
+            ids: vec![Bson::Int32(1), Bson::Double(1.0), Bson::Int32(2)],
+            ordered: true,
+            inserted: 1,
+            failed: vec![1],
+            count_after: 1,
+        },
+        Case {
+            name: "unordered keeps going",
+            ids: vec![
+                Bson::Int32(1),
+                Bson::Int64(1),
+                Bson::Int32(2),
+                dec("1.00"),
+                Bson::Int32(3),
+            ],
+            ordered: false,
+            inserted: 3,
+            failed: vec![1, 3],
+            count_after: 3,
+        },
+        Case {
+            name: "distinct strings and numbers do not collide",
+            ids: vec![Bson::String("1".into()), Bson::Int32(1), Bson::Double(1.5)],
+            ordered: true,
+            inserted: 3,
+            failed: vec![],
+            count_after: 3,
+        },
+    ];
+    for case in cases {
+        let s = open();
+        let c = coll(&s);
+        let docs: Vec<RawDocumentBuf> = case.ids.iter().cloned().map(doc_with_id).collect();
+        let out = insert(&c, &docs, case.ordered);
+        assert_eq!(out.inserted, case.inserted, "{}", case.name);
+        assert_eq!(
+            out.errors.iter().map(|(i, _)| *i).collect::<Vec<_>>(),
+            case.failed,
+            "{}",
+            case.name
+        );
+        assert!(
+            out.errors
+                .iter()
+                .all(|(_, e)| matches!(e, StorageError::DuplicateKey(_))),
+            "{}: {:?}",
+            case.name,
+            out.errors
+        );
+        assert_eq!(c.count(), case.count_after, "{}", case.name);
+    }
+
+    // Across batches: the stored 1 blocks 1i64 / 1.0 / decimal 1 later.
+    let s = open();
+    let c = coll(&s);
+    assert_eq!(insert(&c, &[doc_with_id(Bson::Int32(1))], true).inserted, 1);
+    for dup in [Bson::Int64(1), Bson::Double(1.0), dec("1")] {
+        let out = insert(&c, &[doc_with_id(dup.clone())], true);
+        assert_eq!(out.inserted, 0, "{dup:?}");
+        match out.errors.first() {
+            Some((0, StorageError::DuplicateKey(info))) => {
+                assert_eq!(info.key_pattern, bson::doc! {"_id": 1});
+                assert_eq!(
+                    info.key_value.get("_id"),
+                    Some(&dup),
+                    "reports the value the client sent"
+                );
+                assert_eq!(info.namespace, "db.c");
+            }
+            other => panic!("expected duplicate key, got {other:?}"),
+        }
+    }
+    let msg = MongoError::from(StorageError::duplicate_id("db.c", Bson::Int32(1))).message;
+    assert_eq!(
+        msg,
+        "E11000 duplicate key error collection: db.c index: _id_ dup key: { _id: 1 }"
+    );
+    assert_eq!(c.count(), 1);
+}
+
+#[test]
+fn documents_without_id_are_rejected_not_panicked() {
+    let s = open();
+    let c = coll(&s);
+    let out = c.insert_many(&[rawdoc! {"a": 1}.as_ref()], true, Durability::Sync);
+    assert_eq!(out.inserted, 0);
+    assert!(matches!(
+        out.errors.as_slice(),
+        [(0, StorageError::InvalidArgument(_))]
+    ));
+    assert_eq!(c.count(), 0);
+}
+
+#[test]
+fn counts_and_sizes_follow_every_write() {
+    let s = open();
+    let c = coll(&s);
+    let docs: Vec<RawDocumentBuf> = (0..10).map(|i| doc_with_id(Bson::Int32(i))).collect();
+    assert_eq!(insert(&c, &docs, true).inserted, 10);
+    assert_eq!((c.count(), c.data_size()), (10, total_size(&docs)));
+
+    // Replace with a bigger document.
+    let bigger = rawdoc! {"_id": 3, "pad": "a much longer padding string"};
+    let grow = (bigger.as_bytes().len() - docs[3].as_bytes().len()) as u64;
+    let r = c.modify(RawBsonRef::Int32(3), Durability::Buffered, &mut |cur| {
+        assert!(cur.is_some());
+        Ok(Modify::Replace(bigger.clone()))
+    });
+    assert_eq!(r.ok(), Some(ModifyResult::Replaced));
+    assert_eq!((c.count(), c.data_size()), (10, total_size(&docs) + grow));
+    assert_eq!(
+        c.get(RawBsonRef::Double(3.0)).ok().flatten().as_ref(),
+        Some(&bigger)
+    );
+
+    // Delete through modify and through delete.
+    let r = c.modify(RawBsonRef::Int32(0), Durability::Buffered, &mut |_| {
+        Ok(Modify::Delete)
+    });
+    assert_eq!(r.ok(), Some(ModifyResult::Deleted));
+    assert_eq!(
+        c.delete(RawBsonRef::Int64(1), Durability::Sync).ok(),
+        Some(true)
+    );
+    assert_eq!(
+        c.delete(RawBsonRef::Int64(1), Durability::Sync).ok(),
+        Some(false)
+    );
+    let removed = total_size(&docs[..2]);
+    assert_eq!(
+        (c.count(), c.data_size()),
+        (8, total_size(&docs) + grow - removed)
+    );
+
+    // Upsert through modify.
+    let new = rawdoc! {"_id": 100, "x": 1};
+    let r = c.modify(RawBsonRef::Int32(100), Durability::Buffered, &mut |cur| {
+        assert!(cur.is_none());
+        Ok(Modify::Insert(new.clone()))
+    });
+    assert_eq!(r.ok(), Some(ModifyResult::Inserted));
+    assert_eq!(c.count(), 9);
+    let size_now = c.data_size();
+
+    // The stats record is what a reopen sees.
+    let reopened = Storage::open(s.engine().clone()).unwrap_or_else(|e| panic!("{e}"));
+    let again = reopened
+        .collection("db", "c")
+        .unwrap_or_else(|| panic!("lost collection"));
+    assert_eq!((again.count(), again.data_size()), (9, size_now));
+
+    // Rename keeps them; drop removes everything.
+    assert!(s.rename_collection("db", "c", "db2", "d", false).is_ok());
+    let renamed = s
+        .collection("db2", "d")
+        .unwrap_or_else(|| panic!("rename lost it"));
+    assert_eq!((renamed.count(), renamed.data_size()), (9, size_now));
+    assert_eq!(s.drop_collection("db2", "d").ok(), Some(true));
+    let fresh = s
+        .get_or_create_collection("db2", "d")
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!((fresh.count(), fresh.data_size()), (0, 0));
+    assert_eq!(
+        fresh.scan(false).count(),
+        0,
+        "a recreated collection never sees old documents"
+    );
+}
+
+#[test]
+fn modify_semantics() {
+    let s = open();
+    let c = coll(&s);
+    assert_eq!(insert(&c, &[doc_with_id(Bson::Int32(1))], true).inserted, 1);
+    let keep_missing = c.modify(RawBsonRef::Int32(2), Durability::Buffered, &mut |_| {
+        Ok(Modify::Keep)
+    });
+    assert_eq!(keep_missing.ok(), Some(ModifyResult::NotFound));
+    let delete_missing = c.modify(RawBsonRef::Int32(2), Durability::Buffered, &mut |_| {
+        Ok(Modify::Delete)
+    });
+    assert_eq!(delete_missing.ok(), Some(ModifyResult::NotFound));
+    let keep = c.modify(RawBsonRef::Double(1.0), Durability::Buffered, &mut |_| {
+        Ok(Modify::Keep)
+    });
+    assert_eq!(keep.ok(), Some(ModifyResult::Unchanged));
+
+    // Errors from the callback pass through and nothing changes.
+    let before = (c.count(), c.data_size());
+    let err = c.modify(RawBsonRef::Int32(1), Durability::Buffered, &mut |_| {
+        Err(MongoError::bad_value("no"))
+    });
+    assert_eq!(err.err().map(|e| e.code), Some(ErrorCode::BadValue));
+    assert_eq!((c.count(), c.data_size()), before);
+
+    // _id is immutable.
+    let moved = c.modify(RawBsonRef::Int32(1), Durability::Buffered, &mut |_| {
+        Ok(Modify::Replace(rawdoc! {"_id": 2}))
+    });
+    assert_eq!(moved.err().map(|e| e.code), Some(ErrorCode::ImmutableField));
+    // but an equal _id of another numeric type is the same _id.
+    let same = c.modify(RawBsonRef::Int32(1), Durability::Buffered, &mut |_| {
+        Ok(Modify::Replace(rawdoc! {"_id": 1.0, "v": 2}))
+    });
+    assert_eq!(same.ok(), Some(ModifyResult::Replaced));
+
+    // Insert over an existing document is a duplicate key.
+    let dup = c.modify(RawBsonRef::Int32(1), Durability::Buffered, &mut |_| {
+        Ok(Modify::Insert(rawdoc! {"_id": 1}))
+    });
+    assert_eq!(dup.err().map(|e| e.code), Some(ErrorCode::DuplicateKey));
+    assert_eq!(c.count(), 1);
+}
+
+#[test]
+fn concurrent_inserters_keep_exact_counts() {
+    let s = open();
+    let c = coll(&s);
+    let threads: Vec<_> = (0..4)
+        .map(|t| {
+            let c = c.clone();
+            std::thread::spawn(move || {
+                let mut inserted = 0usize;
+                for i in 0..200 {
+                    // Unique ids plus a shared id every thread races for.
+                    let docs = [
+                        doc_with_id(Bson::Int32(t * 10_000 + i)),
+                        doc_with_id(Bson::Int64(i64::from(i))),
+                    ];
+                    inserted += insert(&c, &docs, false).inserted;
+                }
+                inserted
+            })
+        })
+        .collect();
+    let total: usize = threads.into_iter().map(|h| h.join().unwrap_or(0)).sum();
+    // 4 × 200 unique + 200 shared ids 0..200 (ids t*10000+i overlap shared ones only for t = 0).
+    let expected_distinct = {
+        let mut set = std::collections::BTreeSet::new();
+        for t in 0..4 {
+            for i in 0..200i64 {
+                set.insert(t * 10_000 + i);
+                set.insert(i);
+            }
+        }
+        set.len()
+    };
+    assert_eq!(total, expected_distinct);
+    assert_eq!(c.count(), expected_distinct as u64);
+    assert_eq!(c.scan(false).count(), expected_distinct);
+}
+
+#[test]
+fn concurrent_implicit_creation_yields_one_collection() {
+    let s = open();
+    let handles: Vec<_> = (0..4)
+        .map(|_| {
+            let s = s.clone();
+            std::thread::spawn(move || {
+                s.get_or_create_collection("db", "race")
+                    .map(|c| c.uuid())
+                    .ok()
+            })
+        })
+        .collect();
+    let uuids: Vec<_> = handles
+        .into_iter()
+        .map(|h| h.join().ok().flatten())
+        .collect();
+    assert!(
+        uuids.iter().all(|u| u.is_some() && *u == uuids[0]),
+        "{uuids:?}"
+    );
+    assert_eq!(s.list_collections("db").len(), 1);
+}
+
+#[test]
+fn iterators_are_static_send_and_see_their_snapshot() {
+    fn assert_static_send<T: Send + 'static>(_: &T) {}
+    let s = open();
+    let c = coll(&s);
+    let docs: Vec<RawDocumentBuf> = (0..1000)
+        .rev()
+        .map(|i| doc_with_id(Bson::Int32(i)))
+        .collect();
+    assert_eq!(insert(&c, &docs, true).inserted, 1000);
+    let iter = c.scan(false);
+    assert_static_send(&iter);
+    // Writes after the iterator was created are not visible through it.
+    assert_eq!(
+        insert(&c, &[doc_with_id(Bson::Int32(5000))], true).inserted,
+        1
+    );
+    assert!(c.delete(RawBsonRef::Int32(0), Durability::Buffered).is_ok());
+    let seen: Vec<i32> = std::thread::spawn(move || {
+        iter.filter_map(|d| d.ok().and_then(|d| id_of(&d).and_then(|v| v.as_i32())))
+            .collect()
+    })
+    .join()
+    .unwrap_or_default();
+    assert_eq!(seen, (0..1000).collect::<Vec<_>>());
+    let back: Vec<i32> = c
+        .scan(true)
+        .filter_map(|d| d.ok().and_then(|d| id_of(&d).and_then(|v| v.as_i32())))
+        .take(3)
+        .collect();
+    assert_eq!(back, vec![5000, 999, 998]);
+}
+
+#[test]
+fn id_range_scans() {
+    let s = open();
+    let c = coll(&s);
+    let docs: Vec<RawDocumentBuf> = (0..10).map(|i| doc_with_id(Bson::Int32(i))).collect();
+    assert_eq!(insert(&c, &docs, true).inserted, 10);
+    let run =
+        |start: Bound<RawBsonRef<'_>>, end: Bound<RawBsonRef<'_>>, reverse: bool| -> Vec<i32> {
+            c.scan_ids(start, end, reverse)
+                .filter_map(|d| d.ok().and_then(|d| id_of(&d).and_then(|v| v.as_i32())))
+                .collect()
+        };
+    use Bound::*;
+    assert_eq!(
+        run(
+            Included(RawBsonRef::Double(2.5)),
+            Excluded(RawBsonRef::Int64(5)),
+            false
+        ),
+        vec![3, 4]
+    );
+    assert_eq!(
+        run(Excluded(RawBsonRef::Int32(7)), Unbounded, false),
+        vec![8, 9]
+    );
+    assert_eq!(
+        run(Unbounded, Included(RawBsonRef::Int32(2)), true),
+        vec![2, 1, 0]
+    );
+    assert_eq!(
+        run(
+            Included(RawBsonRef::Int32(5)),
+            Excluded(RawBsonRef::Int32(3)),
+            false
+        ),
+        Vec::<i32>::new()
+    );
+    // A string bound sorts after every number.
+    assert_eq!(
+        run(Unbounded, Excluded(RawBsonRef::String("")), false).len(),
+        10
+    );
+}
+
+#[test]
+fn stale_handle_after_drop_cannot_write() {
+    let s = open();
+    let c = coll(&s);
+    assert_eq!(s.drop_collection("db", "c").ok(), Some(true));
+    let out = insert(
+        &c,
+        &[doc_with_id(Bson::Int32(1)), doc_with_id(Bson::Int32(2))],
+        false,
+    );
+    assert_eq!(out.inserted, 0);
+    assert!(out
+        .errors
+        .iter()
+        .all(|(_, e)| matches!(e, StorageError::NamespaceNotFound(_))));
+    assert_eq!(out.errors.len(), 2);
+    assert!(c
+        .delete(RawBsonRef::Int32(1), Durability::Buffered)
+        .is_err());
+    let fresh = coll(&s);
+    assert_eq!(fresh.count(), 0);
+}
+
+/// A memory engine whose writes can be made to fail.
+struct Flaky {
+    inner: MemoryEngine,
+    fail: AtomicBool,
+}
+
+impl Engine for Flaky {
+    fn name(&self) -> &'static str {
+        "flaky"
+    }
+    fn snapshot(&self) -> Arc<dyn Snapshot> {
+        self.inner.snapshot()
+    }
+    fn write(&self, batch: WriteBatch, durability: Durability) -> Result<(), StorageError> {
+        if self.fail.load(Ordering::SeqCst) {
+            return Err(StorageError::Io("disk on fire".into()));
+        }
+        self.inner.write(batch, durability)
+    }
+    fn sync(&self) -> Result<(), StorageError> {
+        Ok(())
+    }
+    fn size_on_disk(&self) -> u64 {
+        0
+    }
+}
+
+#[test]
+fn failed_engine_write_inserts_nothing() {
+    let engine = Arc::new(Flaky {
+        inner: MemoryEngine::new(),
+        fail: AtomicBool::new(false),
+    });
+    let s = Storage::open(engine.clone()).unwrap_or_else(|e| panic!("{e}"));
+    let c = coll(&s);
+    engine.fail.store(true, Ordering::SeqCst);
+    let docs = [
+        doc_with_id(Bson::Int32(1)),
+        doc_with_id(Bson::Int32(1)),
+        doc_with_id(Bson::Int32(2)),
+    ];
+    let unordered = insert(&c, &docs, false);
+    assert_eq!(unordered.inserted, 0);
+    let failed: Vec<(usize, bool)> = unordered
+        .errors
+        .iter()
+        .map(|(i, e)| (*i, matches!(e, StorageError::Io(_))))
+        .collect();
+    assert_eq!(failed, vec![(0, true), (1, false), (2, true)]);
+    let ordered = insert(&c, &docs, true);
+    assert_eq!(
+        ordered.errors.len(),
+        1,
+        "ordered reports only the first failure"
+    );
+    assert!(matches!(
+        ordered.errors.first(),
+        Some((0, StorageError::Io(_)))
+    ));
+    assert_eq!(c.count(), 0);
+    engine.fail.store(false, Ordering::SeqCst);
+    assert_eq!(insert(&c, &docs, false).inserted, 2);
+}
