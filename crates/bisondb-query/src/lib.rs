@@ -3,3 +3,4 @@ pub mod compare;
 pub mod path;
 pub mod matcher;
 pub mod sort;
+pub mod projection;

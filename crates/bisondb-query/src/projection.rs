@@ -1,0 +1,585 @@
+//! Find projections (`{a: 1, "b.c": 1}`, `{a: 0}`, `$slice`, `$elemMatch`).
+//!
+//! A projection is parsed into a tree of path components. Inclusion
+//! projections copy only the named paths (plus `_id` unless excluded), keeping
+//! the input document's field order; exclusion projections copy everything
+//! except the named paths. Through arrays the tree applies to each embedded
+//! document, as mongod does. `$slice` does not decide the mode by itself.
+
+use bisondb_error::{ErrorCode, MongoError, MongoResult};
+use bson::raw::RawDocument;
+use bson::{doc, Bson, Document, RawDocumentBuf};
+
+use crate::compare::NumKey;
+use crate::matcher::Matcher;
+
+/// A parsed find projection.
+#[derive(Debug, Clone)]
+pub struct Projection {
+    root: Node,
+    inclusion: bool,
+    include_id: bool,
+}
+
+#[derive(Debug, Clone, Default)]
+struct Node {
+    children: Vec<(String, Child)>,
+}
+
+#[derive(Debug, Clone)]
+enum Child {
+    Leaf(Leaf),
+    Sub(Node),
+}
+
+#[derive(Debug, Clone)]
+enum Leaf {
+    Include,
+    Exclude,
+    /// `$slice`: optional skip, then limit (negative limit without skip counts from the end).
+    Slice(Option<i64>, i64),
+    /// `$elemMatch`: a matcher over `{x: <array>}` testing one element at a time.
+    ElemMatch(Box<Matcher>),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Inclusion,
+    Exclusion,
+    Neutral,
+}
+
+fn not_implemented(what: &str) -> MongoError {
+    MongoError::new(
+        ErrorCode::NotImplemented,
+        format!("{what} is not supported by BisonDB yet"),
+    )
+}
+
+fn truthy(v: &Bson) -> Option<bool> {
+    match v {
+        Bson::Boolean(b) => Some(*b),
+        other => NumKey::of_bson(other).map(|n| n != NumKey::from_i64(0)),
+    }
+}
+
+fn slice_int(v: &Bson) -> Option<i64> {
+    match v {
+        Bson::Int32(i) => Some(i64::from(*i)),
+        Bson::Int64(i) => Some(*i),
+        Bson::Double(d) if d.is_finite() => Some(d.trunc().clamp(-9.0e18, 9.0e18) as i64),
+        _ => None,
+    }
+}
+
+fn parse_slice(v: &Bson) -> MongoResult<Leaf> {
+    match v {
+        Bson::Array(items) => {
+            let [skip, limit] = items.as_slice() else {
+                return Err(MongoError::location(
+                    28724,
+                    "First argument to $slice must be an array of 2 numbers",
+                ));
+            };
+            let (Some(skip), Some(limit)) = (slice_int(skip), slice_int(limit)) else {
+                return Err(MongoError::location(
+                    28724,
+                    "First argument to $slice must be an array of 2 numbers",
+                ));
+            };
+            if limit <= 0 {
+                return Err(MongoError::location(28724, "$slice limit must be positive"));
+            }
+            Ok(Leaf::Slice(Some(skip), limit))
+        }
+        other => match slice_int(other) {
+            Some(n) => Ok(Leaf::Slice(None, n)),
+            None => Err(MongoError::location(
+                28724,
+                "$slice only supports numbers and [skip, limit] arrays",
+            )),
+        },
+    }
+}
+
+fn check_path(path: &str) -> MongoResult<()> {
+    for part in path.split('.') {
+        if part.is_empty() {
+            return Err(MongoError::location(
+                15998,
+                "FieldPath field names may not be empty strings.",
+            ));
+        }
+        if part == "$" {
+            return Err(not_implemented("The positional projection operator '$'"));
+        }
+        if part.starts_with('$') {
+            return Err(MongoError::location(
+                16410,
+                "FieldPath field names may not start with '$'. Consider using $getField or $setField.",
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Flattens a spec (including nested sub-projections like `{a: {b: 1}}`)
+/// into `(path, leaf)` pairs in spec order.
+fn flatten(spec: &Document, prefix: &str, out: &mut Vec<(String, Leaf)>) -> MongoResult<()> {
+    for (k, v) in spec {
+        let path = if prefix.is_empty() {
+            k.clone()
+        } else {
+            format!("{prefix}.{k}")
+        };
+        if let Some(inclusion) = truthy(v) {
+            check_path(&path)?;
+            out.push((
+                path,
+                if inclusion {
+                    Leaf::Include
+                } else {
+                    Leaf::Exclude
+                },
+            ));
+            continue;
+        }
+        match v {
+            Bson::Document(d) => {
+                let Some(first) = d.keys().next() else {
+                    return Err(MongoError::location(
+                        51270,
+                        format!(
+                            "An empty sub-projection is not a valid value. Found empty object at path {path}"
+                        ),
+                    ));
+                };
+                if !first.starts_with('$') {
+                    flatten(d, &path, out)?;
+                    continue;
+                }
+                check_path(&path)?;
+                if d.len() != 1 {
+                    return Err(not_implemented(&format!(
+                        "The projection expression for field '{path}'"
+                    )));
+                }
+                match (first.as_str(), d.get(first)) {
+                    ("$slice", Some(arg)) => out.push((path, parse_slice(arg)?)),
+                    ("$elemMatch", Some(arg)) => {
+                        if path.contains('.') {
+                            return Err(MongoError::bad_value(
+                                "Cannot use $elemMatch projection on a nested field.",
+                            ));
+                        }
+                        let Bson::Document(_) = arg else {
+                            return Err(MongoError::bad_value(
+                                "elemMatch: Invalid argument, object required.",
+                            ));
+                        };
+                        let m = Matcher::parse_doc(&doc! {"x": {"$elemMatch": arg.clone()}})?;
+                        out.push((path, Leaf::ElemMatch(Box::new(m))));
+                    }
+                    ("$meta", _) => return Err(not_implemented("$meta projection")),
+                    (op, _) => {
+                        return Err(not_implemented(&format!(
+                            "The projection expression operator {op}"
+                        )))
+                    }
+                }
+            }
+            _ => {
+                check_path(&path)?;
+                return Err(not_implemented(&format!(
+                    "The projection expression for field '{path}'"
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+impl Node {
+    /// Inserts a leaf at a path, reporting collisions with earlier paths.
+    fn insert(&mut self, full: &str, parts: &[&str], leaf: Leaf) -> MongoResult<()> {
+        let Some((first, rest)) = parts.split_first() else {
+            return Ok(());
+        };
+        let pos = self.children.iter().position(|(k, _)| k == first);
+        match (pos, rest.is_empty()) {
+            (None, true) => {
+                self.children.push((first.to_string(), Child::Leaf(leaf)));
+                Ok(())
+            }
+            (None, false) => {
+                let mut sub = Node::default();
+                sub.insert(full, rest, leaf)?;
+                self.children.push((first.to_string(), Child::Sub(sub)));
+                Ok(())
+            }
+            (Some(i), _) => match self.children.get_mut(i) {
+                Some((_, Child::Sub(sub))) if !rest.is_empty() => sub.insert(full, rest, leaf),
+                Some((_, Child::Leaf(_))) if !rest.is_empty() => Err(MongoError::location(
+                    31250,
+                    format!(
+                        "Path collision at {full} remaining portion {}",
+                        rest.join(".")
+                    ),
+                )),
+                _ => Err(MongoError::location(
+                    31250,
+                    format!("Path collision at {full}"),
+                )),
+            },
+        }
+    }
+
+    fn get(&self, name: &str) -> Option<&Child> {
+        self.children
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, c)| c)
+    }
+}
+
+impl Projection {
+    /// Parses a projection document.
+    pub fn parse(spec: &Document) -> MongoResult<Projection> {
+        let mut flat = Vec::new();
+        flatten(spec, "", &mut flat)?;
+        let mut kind = Kind::Neutral;
+        let mut include_id = true;
+        let mut id_explicitly_included = false;
+        let mut root = Node::default();
+        for (path, leaf) in flat {
+            if path == "_id" {
+                match leaf {
+                    Leaf::Include => {
+                        include_id = true;
+                        id_explicitly_included = true;
+                        continue;
+                    }
+                    Leaf::Exclude => {
+                        include_id = false;
+                        continue;
+                    }
+                    _ => {}
+                }
+            }
+            let leaf_kind = match leaf {
+                Leaf::Include | Leaf::ElemMatch(_) => Kind::Inclusion,
+                Leaf::Exclude => Kind::Exclusion,
+                Leaf::Slice(..) => Kind::Neutral,
+            };
+            match (kind, leaf_kind) {
+                (Kind::Inclusion, Kind::Exclusion) => {
+                    return Err(MongoError::location(
+                        31254,
+                        format!("Cannot do exclusion on field {path} in inclusion projection"),
+                    ))
+                }
+                (Kind::Exclusion, Kind::Inclusion) => {
+                    return Err(MongoError::location(
+                        31253,
+                        format!("Cannot do inclusion on field {path} in exclusion projection"),
+                    ))
+                }
+                (Kind::Neutral, k) => kind = k,
+                _ => {}
+            }
+            let parts: Vec<&str> = path.split('.').collect();
+            root.insert(&path, &parts, leaf)?;
+        }
+        let inclusion = match kind {
+            Kind::Inclusion => true,
+            Kind::Exclusion => false,
+            // Only `{_id: 1}` (possibly with `$slice`s) is an inclusion projection.
+            Kind::Neutral => id_explicitly_included && root.children.is_empty(),
+        };
+        Ok(Projection {
+            root,
+            inclusion,
+            include_id,
+        })
+    }
+
+    /// Whether this is an inclusion projection.
+    pub fn is_inclusion(&self) -> bool {
+        self.inclusion
+    }
+
+    /// Applies the projection to an owned document.
+    pub fn apply(&self, doc: &Document) -> MongoResult<Document> {
+        let mut out = Document::new();
+        for (k, v) in doc {
+            let child = self.root.get(k);
+            if k == "_id" && child.is_none() {
+                if self.include_id {
+                    out.insert(k.clone(), v.clone());
+                }
+                continue;
+            }
+            if let Some(nv) = self.apply_field(child, v)? {
+                out.insert(k.clone(), nv);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Applies the projection to a raw document.
+    pub fn apply_raw(&self, doc: &RawDocument) -> MongoResult<RawDocumentBuf> {
+        let owned = Document::try_from(doc)
+            .map_err(|e| MongoError::new(ErrorCode::InvalidBSON, e.to_string()))?;
+        let projected = self.apply(&owned)?;
+        RawDocumentBuf::try_from(&projected)
+            .map_err(|e| MongoError::new(ErrorCode::InvalidBSON, e.to_string()))
+    }
+
+    /// Projects one field value given its spec node; `None` drops the field.
+    fn apply_field(&self, child: Option<&Child>, v: &Bson) -> MongoResult<Option<Bson>> {
+        match child {
+            None => Ok(if self.inclusion {
+                None
+            } else {
+                Some(v.clone())
+            }),
+            Some(Child::Leaf(leaf)) => Ok(apply_leaf(leaf, v)),
+            Some(Child::Sub(node)) => Ok(self.apply_sub(node, v)),
+        }
+    }
+
+    /// Applies a subtree to a value: documents recurse, arrays map over their
+    /// elements; scalars are dropped by inclusion and kept by exclusion.
+    fn apply_sub(&self, node: &Node, v: &Bson) -> Option<Bson> {
+        match v {
+            Bson::Document(d) => {
+                let mut out = Document::new();
+                for (k, fv) in d {
+                    let r = match node.get(k) {
+                        None => {
+                            if self.inclusion {
+                                None
+                            } else {
+                                Some(fv.clone())
+                            }
+                        }
+                        Some(Child::Leaf(leaf)) => apply_leaf(leaf, fv),
+                        Some(Child::Sub(sub)) => self.apply_sub(sub, fv),
+                    };
+                    if let Some(r) = r {
+                        out.insert(k.clone(), r);
+                    }
+                }
+                Some(Bson::Document(out))
+            }
+            Bson::Array(items) => Some(Bson::Array(
+                items
+                    .iter()
+                    .filter_map(|e| match e {
+                        Bson::Document(_) | Bson::Array(_) => self.apply_sub(node, e),
+                        other if !self.inclusion => Some(other.clone()),
+                        _ => None,
+                    })
+                    .collect(),
+            )),
+            other => {
+                if self.inclusion {
+                    None
+                } else {
+                    Some(other.clone())
+                }
+            }
+        }
+    }
+}
+
+fn apply_leaf(leaf: &Leaf, v: &Bson) -> Option<Bson> {
+    match leaf {
+        Leaf::Include => Some(v.clone()),
+        Leaf::Exclude => None,
+        Leaf::Slice(skip, limit) => Some(match v {
+            Bson::Array(items) => Bson::Array(slice(items, *skip, *limit)),
+            other => other.clone(),
+        }),
+        Leaf::ElemMatch(m) => {
+            let Bson::Array(items) = v else {
+                return None;
+            };
+            items
+                .iter()
+                .find(|e| m.matches_doc(&doc! {"x": [(*e).clone()]}))
+                .map(|e| Bson::Array(vec![e.clone()]))
+        }
+    }
+}
+
+fn slice(items: &[Bson], skip: Option<i64>, limit: i64) -> Vec<Bson> {
+    let len = i64::try_from(items.len()).unwrap_or(i64::MAX);
+    let (start, count) = match skip {
+        None if limit >= 0 => (0, limit),
+        None => (len.saturating_add(limit).max(0), len),
+        Some(s) if s < 0 => (len.saturating_add(s).max(0), limit),
+        Some(s) => (s.min(len), limit),
+    };
+    let start = usize::try_from(start).unwrap_or(usize::MAX);
+    let count = usize::try_from(count).unwrap_or(usize::MAX);
+    items.iter().skip(start).take(count).cloned().collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bson::doc;
+
+    #[test]
+    fn apply_table() {
+        let d = doc! {
+            "_id": 1, "a": 1, "b": {"c": 2, "d": 3}, "e": [{"f": 1, "g": 2}, {"f": 3}, 7, [{"f": 4, "g": 5}]],
+            "s": [1, 2, 3, 4, 5]
+        };
+        let cases: Vec<(Document, Document)> = vec![
+            (doc! {}, d.clone()),
+            (doc! {"a": 1}, doc! {"_id": 1, "a": 1}),
+            (doc! {"a": true, "_id": 0}, doc! {"a": 1}),
+            (doc! {"_id": 1}, doc! {"_id": 1}),
+            (doc! {"_id": 0}, {
+                let mut x = d.clone();
+                x.remove("_id");
+                x
+            }),
+            (doc! {"b.c": 1}, doc! {"_id": 1, "b": {"c": 2}}),
+            (doc! {"b": {"c": 1}}, doc! {"_id": 1, "b": {"c": 2}}),
+            (doc! {"b.x": 1}, doc! {"_id": 1, "b": {}}),
+            (doc! {"a.x": 1}, doc! {"_id": 1}),
+            (
+                doc! {"e.f": 1},
+                doc! {"_id": 1, "e": [{"f": 1}, {"f": 3}, [{"f": 4}]]},
+            ),
+            (
+                doc! {"e.f": 0, "s": 0, "b": 0},
+                doc! {"_id": 1, "a": 1, "e": [{"g": 2}, {}, 7, [{"g": 5}]]},
+            ),
+            (
+                doc! {"b.c": 0, "_id": 0, "e": 0, "s": 0},
+                doc! {"a": 1, "b": {"d": 3}},
+            ),
+            // Output order follows the document, not the projection.
+            (
+                doc! {"b": 1, "a": 1},
+                doc! {"_id": 1, "a": 1, "b": {"c": 2, "d": 3}},
+            ),
+            (
+                doc! {"s": {"$slice": 2}, "a": 1},
+                doc! {"_id": 1, "a": 1, "s": [1, 2]},
+            ),
+            (
+                doc! {"s": {"$slice": -2}, "_id": 0, "a": 1},
+                doc! {"a": 1, "s": [4, 5]},
+            ),
+            (
+                doc! {"s": {"$slice": [1, 2]}, "a": 1},
+                doc! {"_id": 1, "a": 1, "s": [2, 3]},
+            ),
+            (
+                doc! {"s": {"$slice": [-2, 5]}, "a": 1},
+                doc! {"_id": 1, "a": 1, "s": [4, 5]},
+            ),
+            (
+                doc! {"s": {"$slice": [9, 1]}, "a": 1},
+                doc! {"_id": 1, "a": 1, "s": []},
+            ),
+            (
+                doc! {"a": {"$slice": 1}, "_id": 0, "b": 0, "e": 0, "s": 0},
+                doc! {"a": 1},
+            ),
+            (
+                doc! {"e": {"$elemMatch": {"f": {"$gt": 1}}}},
+                doc! {"_id": 1, "e": [{"f": 3}]},
+            ),
+            (doc! {"e": {"$elemMatch": {"f": 99}}}, doc! {"_id": 1}),
+        ];
+        for (spec, want) in cases {
+            let p = Projection::parse(&spec).unwrap_or_else(|e| panic!("{spec}: {e}"));
+            assert_eq!(p.apply(&d).unwrap(), want, "{spec}");
+            let raw = RawDocumentBuf::try_from(&d).unwrap();
+            let got = Document::try_from(p.apply_raw(&raw).unwrap().as_ref()).unwrap();
+            assert_eq!(got, want, "raw {spec}");
+        }
+        // A $slice-only projection keeps every other field.
+        let p = Projection::parse(&doc! {"s": {"$slice": 1}}).unwrap();
+        let got = p.apply(&d).unwrap();
+        assert_eq!(got.get("s"), Some(&bson::bson!([1])));
+        assert_eq!(got.len(), d.len());
+    }
+
+    #[test]
+    fn error_table() {
+        let cases: Vec<(Document, i32, &str)> = vec![
+            (
+                doc! {"a": 1, "b": 0},
+                31254,
+                "Cannot do exclusion on field b in inclusion projection",
+            ),
+            (
+                doc! {"a": 0, "b": 1},
+                31253,
+                "Cannot do inclusion on field b in exclusion projection",
+            ),
+            (
+                doc! {"a": 1, "a.b": 1},
+                31250,
+                "Path collision at a.b remaining portion b",
+            ),
+            (doc! {"a.b": 1, "a": 1}, 31250, "Path collision at a"),
+            (
+                doc! {"a.b": 0, "a": {"b": 0}},
+                31250,
+                "Path collision at a.b",
+            ),
+            (doc! {"a.$": 1}, 238, "positional projection operator"),
+            (doc! {"a": "$b"}, 238, "projection expression"),
+            (doc! {"a": {"$literal": 1}}, 238, "$literal"),
+            (doc! {"a": {"$meta": "textScore"}}, 238, "$meta"),
+            (
+                doc! {"a": {"$slice": "x"}},
+                28724,
+                "$slice only supports numbers",
+            ),
+            (
+                doc! {"a": {"$slice": [1, 0]}},
+                28724,
+                "$slice limit must be positive",
+            ),
+            (doc! {"a.b": {"$elemMatch": {"c": 1}}}, 2, "nested field"),
+            (doc! {"a": {"$elemMatch": 1}}, 2, "object required"),
+            (doc! {"a": {}}, 51270, "empty sub-projection"),
+            (doc! {"a..b": 1}, 15998, "empty strings"),
+            (doc! {"$a": 1}, 16410, "may not start with '$'"),
+        ];
+        for (spec, code, msg) in cases {
+            let e = Projection::parse(&spec).expect_err(&spec.to_string());
+            assert_eq!(e.code.code(), code, "{spec}: {e}");
+            assert!(e.message.contains(msg), "{spec}: {}", e.message);
+        }
+    }
+
+    #[test]
+    fn mode_detection() {
+        let cases: Vec<(Document, bool)> = vec![
+            (doc! {}, false),
+            (doc! {"_id": 0}, false),
+            (doc! {"_id": 1}, true),
+            (doc! {"_id": 0, "a": 1}, true),
+            (doc! {"_id": 1, "a": 0}, false),
+            (doc! {"a": {"$slice": 1}}, false),
+            (doc! {"a": {"$elemMatch": {"b": 1}}}, true),
+        ];
+        for (spec, inclusion) in cases {
+            assert_eq!(
+                Projection::parse(&spec).unwrap().is_inclusion(),
+                inclusion,
+                "{spec}"
+            );
+        }
+    }
+}
