@@ -86,6 +86,7 @@ error_codes! {
     IndexKeySpecsConflict = 86,
     CommandNotSupported = 115,
     NotImplemented = 238,
+    ConversionFailure = 241,
     CannotIndexParallelArrays = 171,
     InvalidIndexSpecificationOption = 197,
     QueryFeatureNotAllowed = 224,
