@@ -373,28 +373,38 @@ fn encode_number(n: &Number, out: &mut Vec<u8>) {
         Number::NaN => out.push(class::NAN),
         Number::Zero => out.push(class::ZERO),
         Number::Infinite { negative } => {
-            let mut body = INFINITE_EXP.to_be_bytes().to_vec();
-            body.push(0);
-            push_signed(*negative, body, out);
+            let body = push_class(*negative, out);
+            out.extend_from_slice(&INFINITE_EXP.to_be_bytes());
+            out.push(0);
+            invert_if_negative(*negative, body, out);
         }
         Number::Finite(f) => {
+            let body = push_class(f.negative, out);
             // Finite exponents lie within about ±20 600 (Decimal128 extremes).
             let biased = (f.exp + 0x8000).clamp(0, i32::from(INFINITE_EXP) - 1) as u16;
-            let mut body = biased.to_be_bytes().to_vec();
-            encode_fraction(f.frac, f.sticky, &mut body);
-            push_signed(f.negative, body, out);
+            out.extend_from_slice(&biased.to_be_bytes());
+            encode_fraction(f.frac, f.sticky, out);
+            invert_if_negative(f.negative, body, out);
         }
     }
 }
 
-/// Negative numbers sort by decreasing magnitude: invert their (prefix-free) body.
-fn push_signed(negative: bool, body: Vec<u8>, out: &mut Vec<u8>) {
-    if negative {
-        out.push(class::NEGATIVE);
-        out.extend(body.into_iter().map(|b| !b));
+/// Pushes the sign class and returns where the body starts.
+fn push_class(negative: bool, out: &mut Vec<u8>) -> usize {
+    out.push(if negative {
+        class::NEGATIVE
     } else {
-        out.push(class::POSITIVE);
-        out.extend(body);
+        class::POSITIVE
+    });
+    out.len()
+}
+
+/// Negative numbers sort by decreasing magnitude: invert their (prefix-free) body.
+fn invert_if_negative(negative: bool, body_start: usize, out: &mut [u8]) {
+    if negative {
+        if let Some(body) = out.get_mut(body_start..) {
+            body.iter_mut().for_each(|b| *b = !*b);
+        }
     }
 }
 

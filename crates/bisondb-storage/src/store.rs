@@ -42,6 +42,9 @@ pub struct InsertOutcome {
     pub inserted: usize,
     /// `(index in the input, error)`, ascending by index.
     pub errors: Vec<(usize, StorageError)>,
+    /// Set when the documents were inserted but the requested sync failed
+    /// (mongod reports this as a write concern error).
+    pub durability_error: Option<StorageError>,
 }
 
 /// What a [`Collection::modify`] callback decides to do with the document.
@@ -170,12 +173,23 @@ impl Collection {
     /// (normally as their first field). With `ordered`, stops at the first error
     /// and later documents are not attempted. All accepted documents of one call,
     /// plus the updated count/size record, go to the engine as one atomic batch.
+    ///
+    /// With `Durability::Sync` the engine is synced after the collection lock is
+    /// released, so concurrent writers to one collection can share a sync.
     pub fn insert_many(
         &self,
         docs: &[&RawDocument],
         ordered: bool,
         durability: Durability,
     ) -> InsertOutcome {
+        let mut out = self.insert_locked(docs, ordered);
+        if durability == Durability::Sync && out.inserted > 0 {
+            out.durability_error = self.engine.sync().err();
+        }
+        out
+    }
+
+    fn insert_locked(&self, docs: &[&RawDocument], ordered: bool) -> InsertOutcome {
         let mut out = InsertOutcome::default();
         let _w = self.state.write_lock.lock();
         if let Err(e) = self.check_live() {
@@ -217,7 +231,7 @@ impl Collection {
             layout::stats_key(self.state.id),
             layout::encode_stats(count, size),
         );
-        match self.engine.write(batch, durability) {
+        match self.engine.write(batch, Durability::Buffered) {
             Ok(()) => {
                 self.state.count.store(count, Ordering::Release);
                 self.state.data_size.store(size, Ordering::Release);
@@ -273,6 +287,22 @@ impl Collection {
         &self,
         id: RawBsonRef<'_>,
         durability: Durability,
+        f: &mut dyn FnMut(Option<&RawDocument>) -> Result<Modify, MongoError>,
+    ) -> Result<ModifyResult, MongoError> {
+        let result = self.modify_locked(id, f)?;
+        let wrote = matches!(
+            result,
+            ModifyResult::Replaced | ModifyResult::Deleted | ModifyResult::Inserted
+        );
+        if wrote && durability == Durability::Sync {
+            self.engine.sync()?;
+        }
+        Ok(result)
+    }
+
+    fn modify_locked(
+        &self,
+        id: RawBsonRef<'_>,
         f: &mut dyn FnMut(Option<&RawDocument>) -> Result<Modify, MongoError>,
     ) -> Result<ModifyResult, MongoError> {
         let _w = self.state.write_lock.lock();
@@ -331,18 +361,38 @@ impl Collection {
                 (ModifyResult::Inserted, count.saturating_add(1), size)
             }
         };
+        self.commit_locked(batch, count, size)?;
+        Ok(result)
+    }
+
+    /// Writes `batch` with the collection's new stats record and publishes the
+    /// new stats; the caller holds the write lock.
+    fn commit_locked(
+        &self,
+        mut batch: WriteBatch,
+        count: u64,
+        size: u64,
+    ) -> Result<(), StorageError> {
         batch.put(
             layout::stats_key(self.state.id),
             layout::encode_stats(count, size),
         );
-        self.engine.write(batch, durability)?;
+        self.engine.write(batch, Durability::Buffered)?;
         self.state.count.store(count, Ordering::Release);
         self.state.data_size.store(size, Ordering::Release);
-        Ok(result)
+        Ok(())
     }
 
     /// Deletes the document with this `_id`; `false` if there was none.
     pub fn delete(&self, id: RawBsonRef<'_>, durability: Durability) -> Result<bool, StorageError> {
+        let deleted = self.delete_locked(id)?;
+        if deleted && durability == Durability::Sync {
+            self.engine.sync()?;
+        }
+        Ok(deleted)
+    }
+
+    fn delete_locked(&self, id: RawBsonRef<'_>) -> Result<bool, StorageError> {
         let _w = self.state.write_lock.lock();
         self.check_live()?;
         let key = layout::doc_key(self.state.id, &encode_id(id));
@@ -353,13 +403,7 @@ impl Collection {
         let size = self.data_size().saturating_sub(old.len() as u64);
         let mut batch = WriteBatch::with_capacity(2);
         batch.delete(key);
-        batch.put(
-            layout::stats_key(self.state.id),
-            layout::encode_stats(count, size),
-        );
-        self.engine.write(batch, durability)?;
-        self.state.count.store(count, Ordering::Release);
-        self.state.data_size.store(size, Ordering::Release);
+        self.commit_locked(batch, count, size)?;
         Ok(true)
     }
 

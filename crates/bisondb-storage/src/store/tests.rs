@@ -497,9 +497,12 @@ fn stale_handle_after_drop_cannot_write() {
 }
 
 /// A memory engine whose writes can be made to fail.
+#[derive(Default)]
 struct Flaky {
     inner: MemoryEngine,
     fail: AtomicBool,
+    fail_sync: AtomicBool,
+    syncs: std::sync::atomic::AtomicUsize,
 }
 
 impl Engine for Flaky {
@@ -516,6 +519,10 @@ impl Engine for Flaky {
         self.inner.write(batch, durability)
     }
     fn sync(&self) -> Result<(), StorageError> {
+        self.syncs.fetch_add(1, Ordering::SeqCst);
+        if self.fail_sync.load(Ordering::SeqCst) {
+            return Err(StorageError::Io("fsync failed".into()));
+        }
         Ok(())
     }
     fn size_on_disk(&self) -> u64 {
@@ -525,10 +532,7 @@ impl Engine for Flaky {
 
 #[test]
 fn failed_engine_write_inserts_nothing() {
-    let engine = Arc::new(Flaky {
-        inner: MemoryEngine::new(),
-        fail: AtomicBool::new(false),
-    });
+    let engine = Arc::new(Flaky::default());
     let s = Storage::open(engine.clone()).unwrap_or_else(|e| panic!("{e}"));
     let c = coll(&s);
     engine.fail.store(true, Ordering::SeqCst);
@@ -558,4 +562,43 @@ fn failed_engine_write_inserts_nothing() {
     assert_eq!(c.count(), 0);
     engine.fail.store(false, Ordering::SeqCst);
     assert_eq!(insert(&c, &docs, false).inserted, 2);
+}
+
+#[test]
+fn sync_durability_syncs_after_the_write_and_only_when_something_changed() {
+    let engine = Arc::new(Flaky::default());
+    let s = Storage::open(engine.clone()).unwrap_or_else(|e| panic!("{e}"));
+    let c = coll(&s);
+    let syncs = || engine.syncs.load(Ordering::SeqCst);
+    let one = [doc_with_id(Bson::Int32(1))];
+    let refs: Vec<&RawDocument> = one.iter().map(|d| d.as_ref()).collect();
+    assert_eq!(c.insert_many(&refs, true, Durability::Buffered).inserted, 1);
+    assert_eq!(syncs(), 0);
+    let two = [doc_with_id(Bson::Int32(2))];
+    let refs2: Vec<&RawDocument> = two.iter().map(|d| d.as_ref()).collect();
+    assert_eq!(c.insert_many(&refs2, true, Durability::Sync).inserted, 1);
+    assert_eq!(syncs(), 1);
+    // A rejected duplicate writes nothing, so there is nothing to sync.
+    assert_eq!(c.insert_many(&refs2, true, Durability::Sync).inserted, 0);
+    assert_eq!(syncs(), 1);
+    let keep = c.modify(RawBsonRef::Int32(1), Durability::Sync, &mut |_| {
+        Ok(Modify::Keep)
+    });
+    assert_eq!(keep.ok(), Some(ModifyResult::Unchanged));
+    assert_eq!(syncs(), 1);
+    assert_eq!(
+        c.delete(RawBsonRef::Int32(1), Durability::Sync).ok(),
+        Some(true)
+    );
+    assert_eq!(syncs(), 2);
+
+    // A failed sync after a successful write is reported separately.
+    engine.fail_sync.store(true, Ordering::SeqCst);
+    let three = [doc_with_id(Bson::Int32(3))];
+    let refs3: Vec<&RawDocument> = three.iter().map(|d| d.as_ref()).collect();
+    let out = c.insert_many(&refs3, true, Durability::Sync);
+    assert_eq!(out.inserted, 1);
+    assert!(out.errors.is_empty());
+    assert!(matches!(out.durability_error, Some(StorageError::Io(_))));
+    assert_eq!(c.count(), 2);
 }
