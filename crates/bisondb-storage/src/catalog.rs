@@ -89,6 +89,9 @@ impl std::fmt::Debug for Storage {
 impl Storage {
     /// Opens the store over `engine`, loading the catalog it holds (empty for a new
     /// engine) and finishing any drop a crash interrupted.
+    ///
+    /// Counts and per-collection locks live in the returned handle, so only one
+    /// `Storage` may write to an engine at a time; clone the handle to share it.
     pub fn open(engine: Arc<dyn Engine>) -> Result<Storage, StorageError> {
         let snap = engine.snapshot();
         let mut next_id = match snap.get(&layout::meta_key())? {
@@ -257,49 +260,64 @@ impl Storage {
 
     /// Drops `db.name` and all its documents; `false` if it did not exist.
     pub fn drop_collection(&self, db: &str, name: &str) -> Result<bool, StorageError> {
-        let _ddl = self.inner.ddl.lock();
-        self.drop_locked(db, name)
+        let dropped = {
+            let _ddl = self.inner.ddl.lock();
+            self.unlink_locked(db, name)?
+        };
+        // Deleting the documents can take a while; other catalog changes need not
+        // wait for it (the id is never reused, and `open` finishes it after a crash).
+        match dropped {
+            Some(id) => purge_collection_keys(self.inner.engine.as_ref(), id).map(|()| true),
+            None => Ok(false),
+        }
     }
 
-    fn drop_locked(&self, db: &str, name: &str) -> Result<bool, StorageError> {
+    /// The catalog half of a drop, under the DDL lock: the collection disappears
+    /// atomically and a pending-drop marker records that its keys must go.
+    /// Returns the id whose keys the caller must purge.
+    fn unlink_locked(&self, db: &str, name: &str) -> Result<Option<u64>, StorageError> {
         let key = (db.to_string(), name.to_string());
         let Some(state) = self.inner.collections.read().get(&key).cloned() else {
-            return Ok(false);
+            return Ok(None);
         };
-        {
-            // Waits for in-flight writes; later writes through stale handles see
-            // `dropped` and fail instead of leaving orphan keys.
-            let _w = state.write_lock.lock();
-            let mut batch = WriteBatch::new();
-            batch.delete(layout::entry_key(db, name));
-            batch.delete(layout::stats_key(state.id));
-            batch.put(layout::pending_drop_key(state.id), Vec::new());
-            self.inner.engine.write(batch, Durability::Buffered)?;
-            state.dropped.store(true, Ordering::SeqCst);
-            self.inner.collections.write().remove(&key);
-        }
-        purge_collection_keys(self.inner.engine.as_ref(), state.id)?;
+        // Waits for in-flight writes; later writes through stale handles see
+        // `dropped` and fail instead of leaving orphan keys.
+        let _w = state.write_lock.lock();
+        let mut batch = WriteBatch::new();
+        batch.delete(layout::entry_key(db, name));
+        mark_dropped(&mut batch, state.id);
+        self.inner.engine.write(batch, Durability::Buffered)?;
+        state.dropped.store(true, Ordering::SeqCst);
+        self.inner.collections.write().remove(&key);
         tracing::debug!(db, name, id = state.id, "collection dropped");
-        Ok(true)
+        Ok(Some(state.id))
     }
 
     /// Drops every collection of `db` (a no-op when it has none).
     pub fn drop_database(&self, db: &str) -> Result<(), StorageError> {
-        let _ddl = self.inner.ddl.lock();
-        let names: Vec<String> = self
-            .collections_of(db)
-            .into_iter()
-            .map(|c| c.name().to_string())
-            .collect();
-        for name in names {
-            self.drop_locked(db, &name)?;
+        let ids = {
+            let _ddl = self.inner.ddl.lock();
+            let names: Vec<String> = self
+                .collections_of(db)
+                .into_iter()
+                .map(|c| c.name().to_string())
+                .collect();
+            let mut ids = Vec::with_capacity(names.len());
+            for name in names {
+                ids.extend(self.unlink_locked(db, &name)?);
+            }
+            ids
+        };
+        for id in ids {
+            purge_collection_keys(self.inner.engine.as_ref(), id)?;
         }
         Ok(())
     }
 
     /// Renames `from_db.from` to `to_db.to`, keeping its documents, UUID and
-    /// options. An existing target is dropped when `drop_target`, otherwise the
-    /// rename fails with `NamespaceExists`.
+    /// options. An existing target is dropped when `drop_target` (in the same
+    /// atomic catalog write as the rename), otherwise the rename fails with
+    /// `NamespaceExists`.
     pub fn rename_collection(
         &self,
         from_db: &str,
@@ -309,10 +327,31 @@ impl Storage {
         drop_target: bool,
     ) -> Result<(), StorageError> {
         check_names(to_db, to)?;
-        let _ddl = self.inner.ddl.lock();
+        let replaced = {
+            let _ddl = self.inner.ddl.lock();
+            self.rename_locked(from_db, from, to_db, to, drop_target)?
+        };
+        if let Some(id) = replaced {
+            purge_collection_keys(self.inner.engine.as_ref(), id)?;
+        }
+        Ok(())
+    }
+
+    fn rename_locked(
+        &self,
+        from_db: &str,
+        from: &str,
+        to_db: &str,
+        to: &str,
+        drop_target: bool,
+    ) -> Result<Option<u64>, StorageError> {
         let from_key = (from_db.to_string(), from.to_string());
         let to_key = (to_db.to_string(), to.to_string());
-        let Some(state) = self.inner.collections.read().get(&from_key).cloned() else {
+        let (source, target) = {
+            let map = self.inner.collections.read();
+            (map.get(&from_key).cloned(), map.get(&to_key).cloned())
+        };
+        let Some(source) = source else {
             return Err(StorageError::NamespaceNotFound(format!("{from_db}.{from}")));
         };
         if from_key == to_key {
@@ -320,24 +359,29 @@ impl Storage {
                 "Can't rename a collection to itself".into(),
             ));
         }
-        if self.inner.collections.read().contains_key(&to_key) {
-            if !drop_target {
-                return Err(StorageError::NamespaceExists(format!("{to_db}.{to}")));
-            }
-            self.drop_locked(to_db, to)?;
+        if target.is_some() && !drop_target {
+            return Err(StorageError::NamespaceExists(format!("{to_db}.{to}")));
         }
-        let _w = state.write_lock.lock();
+        // Both write locks: writers only ever hold one, so this cannot deadlock.
+        let _target_lock = target.as_ref().map(|t| t.write_lock.lock());
+        let _source_lock = source.write_lock.lock();
         let mut batch = WriteBatch::new();
+        if let Some(t) = &target {
+            mark_dropped(&mut batch, t.id);
+        }
         batch.delete(layout::entry_key(from_db, from));
         batch.put(
             layout::entry_key(to_db, to),
-            encode_entry(to_db, to, &state)?,
+            encode_entry(to_db, to, &source)?,
         );
         self.inner.engine.write(batch, Durability::Buffered)?;
+        if let Some(t) = &target {
+            t.dropped.store(true, Ordering::SeqCst);
+        }
         let mut map = self.inner.collections.write();
         map.remove(&from_key);
-        map.insert(to_key, state.clone());
-        Ok(())
+        map.insert(to_key, source.clone());
+        Ok(target.as_ref().map(|t| t.id))
     }
 
     /// Durability barrier for everything written so far.
@@ -383,6 +427,13 @@ fn check_names(db: &str, name: &str) -> Result<(), StorageError> {
         )));
     }
     Ok(())
+}
+
+/// Queues the removal of collection `id`'s stats and a marker saying its
+/// documents still have to be purged.
+fn mark_dropped(batch: &mut WriteBatch, id: u64) {
+    batch.delete(layout::stats_key(id));
+    batch.put(layout::pending_drop_key(id), Vec::new());
 }
 
 /// Deletes every document and the stats of collection `id`, then its pending-drop

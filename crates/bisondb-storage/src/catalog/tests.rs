@@ -1,3 +1,6 @@
+//! Catalog behaviour: names, conflicts, drops (including interrupted ones),
+//! renames, stats and reopening over the same engine.
+
 use super::*;
 use crate::memory::MemoryEngine;
 use bson::{doc, rawdoc, RawDocument};
@@ -117,7 +120,8 @@ fn drop_removes_keys_and_database_disappears_with_last_collection() {
 
 #[test]
 fn rename_cases() {
-    let s = open_on(&MemoryEngine::shared());
+    let engine = MemoryEngine::shared();
+    let s = open_on(&engine);
     let src = s
         .get_or_create_collection("d", "src")
         .unwrap_or_else(|e| panic!("{e}"));
@@ -146,6 +150,12 @@ fn rename_cases() {
     assert_eq!(moved.uuid(), src.uuid(), "rename keeps the uuid");
     assert_eq!(moved.count(), 4, "the dropped target's documents are gone");
     assert_eq!(moved.scan(false).count(), 4);
+    assert_eq!(
+        keys_with_prefix(&engine, &[0x01]).len(),
+        4,
+        "target's documents purged"
+    );
+    assert!(keys_with_prefix(&engine, &layout::pending_drop_prefix()).is_empty());
     assert!(s.collection("d", "src").is_none());
     assert_eq!(s.list_databases(), vec!["d2".to_string()]);
     // Writes through the old handle land in the renamed collection (same id).

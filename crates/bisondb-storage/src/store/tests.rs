@@ -1,3 +1,6 @@
+//! Document store behaviour: `_id` order, duplicates across numeric types,
+//! exact counts and sizes, concurrency, snapshots, failures and durability.
+
 use super::*;
 use crate::catalog::Storage;
 use crate::memory::MemoryEngine;
