@@ -157,6 +157,17 @@ impl Matcher {
         }
     }
 
+    /// For a document the filter matches, the index of the array element that
+    /// made a path predicate match, in the first array met along that
+    /// predicate's path (mongod's "elemMatchKey", used by the positional
+    /// projection `a.$`). `None` when no array was involved or nothing matched.
+    pub fn elem_match_key(&self, doc: &RawDocument) -> Option<usize> {
+        if !self.root.matches(doc) {
+            return None;
+        }
+        self.root.elem_match_key(doc)
+    }
+
     /// Whether the filter matches everything (`{}` or only `$comment`).
     pub fn is_empty(&self) -> bool {
         matches!(&self.root, Expr::And(v) if v.is_empty())
@@ -225,6 +236,50 @@ impl Expr {
                 op.matches_values(&vals, info.missing)
             }
         }
+    }
+}
+
+impl Expr {
+    /// See [`Matcher::elem_match_key`]; only called on a matching subtree.
+    fn elem_match_key(&self, doc: &RawDocument) -> Option<usize> {
+        match self {
+            Expr::And(v) => v.iter().find_map(|e| e.elem_match_key(doc)),
+            Expr::Or(v) => v
+                .iter()
+                .filter(|e| e.matches(doc))
+                .find_map(|e| e.elem_match_key(doc)),
+            Expr::Nor(_) | Expr::Const(_) => None,
+            Expr::Path(path, op) => path_elem_match_key(doc, path, op),
+        }
+    }
+}
+
+fn path_elem_match_key(doc: &RawDocument, path: &str, op: &PathOp) -> Option<usize> {
+    let parts: Vec<&str> = path.split('.').collect();
+    let mut cur = RawBsonRef::Document(doc);
+    for (i, part) in parts.iter().enumerate() {
+        cur = match cur {
+            RawBsonRef::Document(d) => d.get(part).ok()??,
+            RawBsonRef::Array(a) => {
+                let rest = parts.get(i..).unwrap_or_default().join(".");
+                return a.into_iter().flatten().position(|e| match e {
+                    RawBsonRef::Document(d) => {
+                        let mut vals = Vec::new();
+                        let info = lookup_raw(d, &rest, &mut vals);
+                        op.matches_values(&vals, info.missing)
+                    }
+                    _ => false,
+                });
+            }
+            _ => return None,
+        };
+    }
+    match cur {
+        RawBsonRef::Array(a) => a
+            .into_iter()
+            .flatten()
+            .position(|e| op.matches_leaf_element(e)),
+        _ => None,
     }
 }
 
@@ -364,6 +419,20 @@ impl PathOp {
             PathOp::Not(ops) => !ops.iter().all(|op| op.matches_values(vals, missing)),
             PathOp::And(ops) => ops.iter().all(|op| op.matches_values(vals, missing)),
             _ => false,
+        }
+    }
+
+    /// Whether one element of a leaf array satisfies the predicate on its own
+    /// (for `$elemMatch`, the element is what the sub-filter is tested against).
+    fn matches_leaf_element(&self, e: RawBsonRef<'_>) -> bool {
+        match self {
+            PathOp::ElemMatchObject(expr) => match e {
+                RawBsonRef::Document(d) => expr.matches(d),
+                _ => false,
+            },
+            PathOp::ElemMatchValue(ops) => ops.iter().all(|op| op.matches_single(e)),
+            PathOp::And(ops) => ops.iter().all(|op| op.matches_leaf_element(e)),
+            op => op.matches_values(&[e], false),
         }
     }
 
@@ -662,10 +731,11 @@ fn parse_type_sel(v: &Bson) -> MongoResult<TypeSel> {
                     ))
                 }
             };
-            code.and_then(|c| {
-                u8::try_from(c)
-                    .ok()
-                    .or(if c == -1 { Some(0xFF) } else { None })
+            // MinKey's tag byte is 0xFF but its type code is -1; 255 itself is not a code.
+            code.and_then(|c| match c {
+                -1 => Some(0xFF),
+                255 => None,
+                c => u8::try_from(c).ok(),
             })
             .and_then(ElementType::from)
             .map(TypeSel::Exact)

@@ -19,6 +19,9 @@ pub struct Projection {
     root: Node,
     inclusion: bool,
     include_id: bool,
+    /// The query filter, needed only by the positional operator `a.$`.
+    filter: Option<Matcher>,
+    has_positional: bool,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -40,6 +43,8 @@ enum Leaf {
     Slice(Option<i64>, i64),
     /// `$elemMatch`: a matcher over `{x: <array>}` testing one element at a time.
     ElemMatch(Box<Matcher>),
+    /// `a.$`: the array element the query matched.
+    Positional,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -110,9 +115,6 @@ fn check_path(path: &str) -> MongoResult<()> {
                 "FieldPath field names may not be empty strings.",
             ));
         }
-        if part == "$" {
-            return Err(not_implemented("The positional projection operator '$'"));
-        }
         if part.starts_with('$') {
             return Err(MongoError::location(
                 16410,
@@ -132,6 +134,24 @@ fn flatten(spec: &Document, prefix: &str, out: &mut Vec<(String, Leaf)>) -> Mong
         } else {
             format!("{prefix}.{k}")
         };
+        if let Some(array_path) = path.strip_suffix(".$") {
+            check_path(array_path)?;
+            if truthy(v) != Some(true) {
+                return Err(MongoError::bad_value(format!(
+                    "Cannot exclude array elements with the positional operator: {path}"
+                )));
+            }
+            out.push((array_path.to_string(), Leaf::Positional));
+            continue;
+        }
+        if path.split('.').any(|p| p == "$") {
+            return Err(MongoError::location(
+                31394,
+                format!(
+                    "Positional projection '{path}' may only be used at the end of a path, for example: a.b.$"
+                ),
+            ));
+        }
         if let Some(inclusion) = truthy(v) {
             check_path(&path)?;
             out.push((
@@ -243,13 +263,26 @@ impl Node {
 }
 
 impl Projection {
-    /// Parses a projection document.
+    /// Parses a projection document. A positional projection (`a.$`) parsed
+    /// this way has no query to take the element from and fails when applied,
+    /// as mongod does for a query that matched no array element; use
+    /// [`Projection::parse_with_filter`] for `find`.
     pub fn parse(spec: &Document) -> MongoResult<Projection> {
+        Projection::parse_inner(spec, None)
+    }
+
+    /// Parses a projection for a query with this filter (needed by `a.$`).
+    pub fn parse_with_filter(spec: &Document, filter: &Matcher) -> MongoResult<Projection> {
+        Projection::parse_inner(spec, Some(filter))
+    }
+
+    fn parse_inner(spec: &Document, filter: Option<&Matcher>) -> MongoResult<Projection> {
         let mut flat = Vec::new();
         flatten(spec, "", &mut flat)?;
         let mut kind = Kind::Neutral;
         let mut include_id = true;
         let mut id_explicitly_included = false;
+        let mut has_positional = false;
         let mut root = Node::default();
         for (path, leaf) in flat {
             if path == "_id" {
@@ -266,8 +299,17 @@ impl Projection {
                     _ => {}
                 }
             }
+            if matches!(leaf, Leaf::Positional) {
+                if has_positional {
+                    return Err(MongoError::location(
+                        31276,
+                        "Cannot specify more than one positional projection per query.",
+                    ));
+                }
+                has_positional = true;
+            }
             let leaf_kind = match leaf {
-                Leaf::Include | Leaf::ElemMatch(_) => Kind::Inclusion,
+                Leaf::Include | Leaf::ElemMatch(_) | Leaf::Positional => Kind::Inclusion,
                 Leaf::Exclude => Kind::Exclusion,
                 Leaf::Slice(..) => Kind::Neutral,
             };
@@ -300,6 +342,12 @@ impl Projection {
             root,
             inclusion,
             include_id,
+            filter: if has_positional {
+                filter.cloned()
+            } else {
+                None
+            },
+            has_positional,
         })
     }
 
@@ -310,6 +358,19 @@ impl Projection {
 
     /// Applies the projection to an owned document.
     pub fn apply(&self, doc: &Document) -> MongoResult<Document> {
+        let key = if self.has_positional {
+            let raw = RawDocumentBuf::try_from(doc)
+                .map_err(|e| MongoError::new(ErrorCode::InvalidBSON, e.to_string()))?;
+            let key = self.filter.as_ref().and_then(|f| f.elem_match_key(&raw));
+            Some(key.ok_or_else(|| {
+                MongoError::location(
+                    51246,
+                    "positional operator '.$' couldn't find a matching element in the array",
+                )
+            })?)
+        } else {
+            None
+        };
         let mut out = Document::new();
         for (k, v) in doc {
             let child = self.root.get(k);
@@ -319,7 +380,7 @@ impl Projection {
                 }
                 continue;
             }
-            if let Some(nv) = self.apply_field(child, v)? {
+            if let Some(nv) = self.apply_field(child, v, key)? {
                 out.insert(k.clone(), nv);
             }
         }
@@ -336,22 +397,27 @@ impl Projection {
     }
 
     /// Projects one field value given its spec node; `None` drops the field.
-    fn apply_field(&self, child: Option<&Child>, v: &Bson) -> MongoResult<Option<Bson>> {
+    fn apply_field(
+        &self,
+        child: Option<&Child>,
+        v: &Bson,
+        key: Option<usize>,
+    ) -> MongoResult<Option<Bson>> {
         match child {
             None => Ok(if self.inclusion {
                 None
             } else {
                 Some(v.clone())
             }),
-            Some(Child::Leaf(leaf)) => Ok(apply_leaf(leaf, v)),
-            Some(Child::Sub(node)) => Ok(self.apply_sub(node, v)),
+            Some(Child::Leaf(leaf)) => apply_leaf(leaf, v, key),
+            Some(Child::Sub(node)) => self.apply_sub(node, v, key),
         }
     }
 
     /// Applies a subtree to a value: documents recurse, arrays map over their
     /// elements; scalars are dropped by inclusion and kept by exclusion.
-    fn apply_sub(&self, node: &Node, v: &Bson) -> Option<Bson> {
-        match v {
+    fn apply_sub(&self, node: &Node, v: &Bson, key: Option<usize>) -> MongoResult<Option<Bson>> {
+        Ok(match v {
             Bson::Document(d) => {
                 let mut out = Document::new();
                 for (k, fv) in d {
@@ -363,8 +429,8 @@ impl Projection {
                                 Some(fv.clone())
                             }
                         }
-                        Some(Child::Leaf(leaf)) => apply_leaf(leaf, fv),
-                        Some(Child::Sub(sub)) => self.apply_sub(sub, fv),
+                        Some(Child::Leaf(leaf)) => apply_leaf(leaf, fv, key)?,
+                        Some(Child::Sub(sub)) => self.apply_sub(sub, fv, key)?,
                     };
                     if let Some(r) = r {
                         out.insert(k.clone(), r);
@@ -372,16 +438,18 @@ impl Projection {
                 }
                 Some(Bson::Document(out))
             }
-            Bson::Array(items) => Some(Bson::Array(
-                items
-                    .iter()
-                    .filter_map(|e| match e {
-                        Bson::Document(_) | Bson::Array(_) => self.apply_sub(node, e),
+            Bson::Array(items) => {
+                let mut out = Vec::with_capacity(items.len());
+                for e in items {
+                    let r = match e {
+                        Bson::Document(_) | Bson::Array(_) => self.apply_sub(node, e, key)?,
                         other if !self.inclusion => Some(other.clone()),
                         _ => None,
-                    })
-                    .collect(),
-            )),
+                    };
+                    out.extend(r);
+                }
+                Some(Bson::Array(out))
+            }
             other => {
                 if self.inclusion {
                     None
@@ -389,12 +457,24 @@ impl Projection {
                     Some(other.clone())
                 }
             }
-        }
+        })
     }
 }
 
-fn apply_leaf(leaf: &Leaf, v: &Bson) -> Option<Bson> {
-    match leaf {
+fn apply_leaf(leaf: &Leaf, v: &Bson, key: Option<usize>) -> MongoResult<Option<Bson>> {
+    Ok(match leaf {
+        Leaf::Positional => match (v, key) {
+            (Bson::Array(items), Some(i)) => match items.get(i) {
+                Some(e) => Some(Bson::Array(vec![e.clone()])),
+                None => {
+                    return Err(MongoError::location(
+                        51247,
+                        "positional operator '.$' element mismatch",
+                    ))
+                }
+            },
+            (other, _) => Some(other.clone()),
+        },
         Leaf::Include => Some(v.clone()),
         Leaf::Exclude => None,
         Leaf::Slice(skip, limit) => Some(match v {
@@ -403,14 +483,14 @@ fn apply_leaf(leaf: &Leaf, v: &Bson) -> Option<Bson> {
         }),
         Leaf::ElemMatch(m) => {
             let Bson::Array(items) = v else {
-                return None;
+                return Ok(None);
             };
             items
                 .iter()
                 .find(|e| m.matches_doc(&doc! {"x": [(*e).clone()]}))
                 .map(|e| Bson::Array(vec![e.clone()]))
         }
-    }
+    })
 }
 
 fn slice(items: &[Bson], skip: Option<i64>, limit: i64) -> Vec<Bson> {
@@ -536,7 +616,9 @@ mod tests {
                 31250,
                 "Path collision at a.b",
             ),
-            (doc! {"a.$": 1}, 238, "positional projection operator"),
+            (doc! {"a.$.b": 1}, 31394, "may only be used at the end"),
+            (doc! {"a.$": 1, "b.$": 1}, 31276, "more than one positional"),
+            (doc! {"a.$": 0}, 2, "Cannot exclude array elements"),
             (doc! {"a": "$b"}, 238, "projection expression"),
             (doc! {"a": {"$literal": 1}}, 238, "$literal"),
             (doc! {"a": {"$meta": "textScore"}}, 238, "$meta"),
@@ -561,6 +643,62 @@ mod tests {
             assert_eq!(e.code.code(), code, "{spec}: {e}");
             assert!(e.message.contains(msg), "{spec}: {}", e.message);
         }
+    }
+
+    #[test]
+    fn positional() {
+        let d = doc! {"_id": 1, "e": [{"f": 1}, {"f": 3}], "s": [1, 5, 9], "n": {"t": [7, 8]}};
+        let cases: Vec<(Document, Document, Document)> = vec![
+            (
+                doc! {"e.f": 3},
+                doc! {"e.$": 1},
+                doc! {"_id": 1, "e": [{"f": 3}]},
+            ),
+            (
+                doc! {"s": {"$gt": 3}},
+                doc! {"s.$": 1},
+                doc! {"_id": 1, "s": [5]},
+            ),
+            (
+                doc! {"x": {"$exists": false}, "s": 9},
+                doc! {"s.$": 1, "_id": 0},
+                doc! {"s": [9]},
+            ),
+            (
+                doc! {"n.t": 8},
+                doc! {"n.t.$": 1},
+                doc! {"_id": 1, "n": {"t": [8]}},
+            ),
+            (
+                doc! {"$or": [{"s": 100}, {"e": {"$elemMatch": {"f": 3}}}]},
+                doc! {"e.$": 1},
+                doc! {"_id": 1, "e": [{"f": 3}]},
+            ),
+        ];
+        for (filter, spec, want) in cases {
+            let m = Matcher::parse_doc(&filter).unwrap();
+            assert!(m.matches_doc(&d), "{filter}");
+            let p = Projection::parse_with_filter(&spec, &m).unwrap();
+            assert_eq!(p.apply(&d).unwrap(), want, "{filter} {spec}");
+        }
+        // No array element matched (or no filter at all): mongod's error 51246.
+        let p = Projection::parse(&doc! {"s.$": 1}).unwrap();
+        assert_eq!(p.apply(&d).unwrap_err().code.code(), 51246);
+        let m = Matcher::parse_doc(&doc! {"_id": 1}).unwrap();
+        let p = Projection::parse_with_filter(&doc! {"s.$": 1}, &m).unwrap();
+        assert_eq!(p.apply(&d).unwrap_err().code.code(), 51246);
+    }
+
+    #[test]
+    fn nested_slice_in_inclusion() {
+        // The manual's example: other fields of the embedded document are dropped.
+        let d = doc! {"_id": 1, "item": "socks", "qty": 100,
+        "details": {"colors": ["blue", "red"], "sizes": ["S", "M"]}};
+        let p = Projection::parse(&doc! {"qty": 1, "details.colors": {"$slice": 1}}).unwrap();
+        assert_eq!(
+            p.apply(&d).unwrap(),
+            doc! {"_id": 1, "qty": 100, "details": {"colors": ["blue"]}}
+        );
     }
 
     #[test]

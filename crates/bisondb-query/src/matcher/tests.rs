@@ -450,6 +450,11 @@ fn parse_errors() {
             "Invalid numerical type code: 99",
         ),
         (
+            doc! {"a": {"$type": 255}},
+            2,
+            "Invalid numerical type code: 255",
+        ),
+        (
             doc! {"a": {"$type": {}}},
             14,
             "type must be represented as a number or a string",
@@ -536,4 +541,29 @@ fn helpers() {
 fn matcher_is_send_sync_clone() {
     fn assert_traits<T: Send + Sync + Clone>() {}
     assert_traits::<Matcher>();
+}
+
+#[test]
+fn elem_match_key_table() {
+    let cases: Vec<(Document, Document, Option<usize>)> = vec![
+        (doc! {"a.b": 2}, doc! {"a": [{"b": 1}, {"b": 2}]}, Some(1)),
+        (doc! {"a": {"$gt": 4}}, doc! {"a": [1, 5, 6]}, Some(1)),
+        (
+            doc! {"a": {"$elemMatch": {"b": 1}}},
+            doc! {"a": [{"b": 0}, {"b": 1}]},
+            Some(1),
+        ),
+        (
+            doc! {"x": 1, "a": 6},
+            doc! {"x": 1, "a": [1, 5, 6]},
+            Some(2),
+        ),
+        (doc! {"x": 1}, doc! {"x": 1}, None),
+        (doc! {"a": 9}, doc! {"a": [1]}, None),
+    ];
+    for (filter, d, want) in cases {
+        let m = Matcher::parse_doc(&filter).unwrap();
+        let raw = RawDocumentBuf::try_from(&d).unwrap();
+        assert_eq!(m.elem_match_key(&raw), want, "{filter} on {d}");
+    }
 }
