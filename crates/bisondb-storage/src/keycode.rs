@@ -381,7 +381,10 @@ fn encode_number(n: &Number, out: &mut Vec<u8>) {
         Number::Finite(f) => {
             let body = push_class(f.negative, out);
             // Finite exponents lie within about ±20 600 (Decimal128 extremes).
-            let biased = (f.exp + 0x8000).clamp(0, i32::from(INFINITE_EXP) - 1) as u16;
+            let biased = f
+                .exp
+                .saturating_add(0x8000)
+                .clamp(0, i32::from(INFINITE_EXP) - 1) as u16;
             out.extend_from_slice(&biased.to_be_bytes());
             encode_fraction(f.frac, f.sticky, out);
             invert_if_negative(f.negative, body, out);

@@ -76,6 +76,15 @@ pub(crate) fn doc_key(id: u64, encoded_id: &[u8]) -> Vec<u8> {
     k
 }
 
+/// The key of the document whose `_id` is `value`, encoded in place.
+pub(crate) fn doc_key_for(id: u64, value: bson::RawBsonRef<'_>) -> Vec<u8> {
+    let mut k = Vec::with_capacity(9 + 16);
+    k.push(DOCS);
+    k.extend_from_slice(&id.to_be_bytes());
+    crate::keycode::encode_value(value, &mut k);
+    k
+}
+
 /// `[start, end)` covering every document key of collection `id`.
 pub(crate) fn doc_range(id: u64) -> (Vec<u8>, Vec<u8>) {
     let start = doc_prefix(id);
@@ -142,6 +151,8 @@ mod tests {
         assert!(stats_key(0) > doc_key(u64::MAX, &[0xFF]));
         assert!(meta_key() < entry_prefix() && entry_prefix() < pending_drop_prefix());
         assert_eq!(pending_drop_id(&pending_drop_key(42)).ok(), Some(42));
+        let v = bson::RawBsonRef::Int32(5);
+        assert_eq!(doc_key_for(7, v), doc_key(7, &crate::keycode::encode_id(v)));
     }
 
     #[test]

@@ -260,7 +260,7 @@ impl Collection {
     ) -> Result<Vec<u8>, StorageError> {
         let id = id_of(doc)
             .ok_or_else(|| StorageError::InvalidArgument("document has no _id field".into()))?;
-        let key = layout::doc_key(self.state.id, &encode_id(id));
+        let key = layout::doc_key_for(self.state.id, id);
         if (track && queued.contains(&key)) || snap.get(&key)?.is_some() {
             return Err(self.duplicate(id));
         }
@@ -272,7 +272,7 @@ impl Collection {
 
     /// The document with this `_id`, if any.
     pub fn get(&self, id: RawBsonRef<'_>) -> Result<Option<RawDocumentBuf>, StorageError> {
-        let key = layout::doc_key(self.state.id, &encode_id(id));
+        let key = layout::doc_key_for(self.state.id, id);
         self.engine
             .snapshot()
             .get(&key)?
@@ -395,7 +395,7 @@ impl Collection {
     fn delete_locked(&self, id: RawBsonRef<'_>) -> Result<bool, StorageError> {
         let _w = self.state.write_lock.lock();
         self.check_live()?;
-        let key = layout::doc_key(self.state.id, &encode_id(id));
+        let key = layout::doc_key_for(self.state.id, id);
         let Some(old) = self.engine.snapshot().get(&key)? else {
             return Ok(false);
         };
@@ -434,7 +434,7 @@ impl Collection {
     ) -> DocIter {
         let (lo, hi) = layout::doc_range(self.state.id);
         let id = self.state.id;
-        let key = |v: RawBsonRef<'_>| layout::doc_key(id, &encode_id(v));
+        let key = |v: RawBsonRef<'_>| layout::doc_key_for(id, v);
         let start = match start {
             Bound::Included(v) => Bound::Included(key(v)),
             Bound::Excluded(v) => Bound::Excluded(key(v)),
