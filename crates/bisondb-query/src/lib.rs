@@ -4,3 +4,5 @@ pub mod path;
 pub mod matcher;
 pub mod sort;
 pub mod projection;
+pub mod expr;
+pub mod update;

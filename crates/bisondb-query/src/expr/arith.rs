@@ -1,0 +1,508 @@
+//! Arithmetic expressions (`$add` ... `$log10`) and the expression forms of
+//! `$sum`, `$avg`, `$min` and `$max`.
+
+use super::value::{
+    decimal_unsupported, is_number, nullish, num_add, num_mul, num_sub, type_name, LongOverflow,
+    Num,
+};
+use super::{arg, cmp_values, Ctx, Expr, Value};
+use bisondb_error::{MongoError, MongoResult};
+use bson::{Bson, DateTime};
+use std::cmp::Ordering;
+
+fn num(v: &Bson, op: &str) -> MongoResult<Option<Num>> {
+    if matches!(v, Bson::Decimal128(_)) {
+        return Err(decimal_unsupported(op));
+    }
+    Ok(Num::from_bson(v))
+}
+
+pub(super) fn eval(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
+    match name {
+        "$add" => add(args, cx),
+        "$multiply" => {
+            let mut acc = Num::I32(1);
+            let mut null = false;
+            for a in args {
+                match cx.ev(a)? {
+                    v if nullish(v.as_ref()) => null = true,
+                    Some(v) => match num(&v, name)? {
+                        Some(n) => {
+                            acc = num_mul(acc, n, LongOverflow::ToDouble)
+                                .unwrap_or(Num::F64(f64::NAN))
+                        }
+                        None => {
+                            return Err(MongoError::location(
+                                16555,
+                                format!(
+                                    "$multiply only supports numeric types, not {}",
+                                    type_name(&v)
+                                ),
+                            ))
+                        }
+                    },
+                    None => null = true,
+                }
+            }
+            Ok(Some(if null { Bson::Null } else { acc.to_bson() }))
+        }
+        "$subtract" => {
+            let a = cx.ev(arg(args, 0)?)?;
+            let b = cx.ev(arg(args, 1)?)?;
+            let (Some(a), Some(b)) = (a, b) else {
+                return Ok(Some(Bson::Null));
+            };
+            if nullish(Some(&a)) || nullish(Some(&b)) {
+                return Ok(Some(Bson::Null));
+            }
+            let r = match (&a, &b) {
+                (Bson::DateTime(x), Bson::DateTime(y)) => {
+                    Bson::Int64(x.timestamp_millis().wrapping_sub(y.timestamp_millis()))
+                }
+                (Bson::DateTime(x), n) if is_number(n) => {
+                    let ms = match num(n, name)? {
+                        Some(Num::F64(d)) => d.round() as i64,
+                        Some(Num::I32(i)) => i64::from(i),
+                        Some(Num::I64(i)) => i,
+                        None => 0,
+                    };
+                    Bson::DateTime(DateTime::from_millis(x.timestamp_millis().wrapping_sub(ms)))
+                }
+                _ => match (num(&a, name)?, num(&b, name)?) {
+                    (Some(x), Some(y)) => num_sub(x, y).to_bson(),
+                    _ => {
+                        return Err(MongoError::location(
+                            16556,
+                            format!("can't $subtract {} from {}", type_name(&b), type_name(&a)),
+                        ))
+                    }
+                },
+            };
+            Ok(Some(r))
+        }
+        "$divide" => {
+            let (a, b) = two_numbers(
+                name,
+                args,
+                cx,
+                16609,
+                "$divide only supports numeric types, not",
+            )?;
+            let Some((a, b)) = a.zip(b) else {
+                return Ok(Some(Bson::Null));
+            };
+            if b.is_zero() {
+                return Err(MongoError::location(16608, "can't $divide by zero"));
+            }
+            Ok(Some(Bson::Double(a.as_f64() / b.as_f64())))
+        }
+        "$mod" => {
+            let (a, b) = two_numbers(
+                name,
+                args,
+                cx,
+                16611,
+                "$mod only supports numeric types, not",
+            )?;
+            let Some((a, b)) = a.zip(b) else {
+                return Ok(Some(Bson::Null));
+            };
+            if b.is_zero() {
+                return Err(MongoError::location(16610, "can't $mod by zero"));
+            }
+            Ok(Some(match (a, b) {
+                (Num::I32(x), Num::I32(y)) => Bson::Int32(x.wrapping_rem(y)),
+                (Num::F64(_), _) | (_, Num::F64(_)) => Bson::Double(a.as_f64() % b.as_f64()),
+                _ => Bson::Int64(as_i64(a).wrapping_rem(as_i64(b))),
+            }))
+        }
+        "$pow" => {
+            let a = cx.ev(arg(args, 0)?)?;
+            let b = cx.ev(arg(args, 1)?)?;
+            if nullish(a.as_ref()) || nullish(b.as_ref()) {
+                return Ok(Some(Bson::Null));
+            }
+            let (Some(a), Some(b)) = (a, b) else {
+                return Ok(Some(Bson::Null));
+            };
+            let base = num(&a, name)?.ok_or_else(|| {
+                MongoError::location(
+                    28762,
+                    format!("$pow's base must be numeric, not {}", type_name(&a)),
+                )
+            })?;
+            let exp = num(&b, name)?.ok_or_else(|| {
+                MongoError::location(
+                    28763,
+                    format!("$pow's exponent must be numeric, not {}", type_name(&b)),
+                )
+            })?;
+            if base.is_zero() && exp.as_f64() < 0.0 {
+                return Err(MongoError::location(
+                    28764,
+                    "$pow cannot take a base of 0 and a negative exponent",
+                ));
+            }
+            Ok(Some(pow(base, exp)))
+        }
+        "$log" => {
+            let (a, b) = two_numbers(
+                name,
+                args,
+                cx,
+                28756,
+                "$log's argument must be numeric, not",
+            )?;
+            let Some((a, b)) = a.zip(b) else {
+                return Ok(Some(Bson::Null));
+            };
+            let (x, base) = (a.as_f64(), b.as_f64());
+            if x <= 0.0 || x.is_nan() {
+                return Err(MongoError::location(
+                    28758,
+                    format!("$log's argument must be a positive number, but is {x}"),
+                ));
+            }
+            if base <= 0.0 || base == 1.0 || base.is_nan() {
+                return Err(MongoError::location(
+                    28759,
+                    format!("$log's base must be a positive number not equal to 1, but is {base}"),
+                ));
+            }
+            Ok(Some(Bson::Double(x.ln() / base.ln())))
+        }
+        "$sum" | "$avg" | "$min" | "$max" => group_like(name, args, cx),
+        _ => unary(name, args, cx),
+    }
+}
+
+fn as_i64(n: Num) -> i64 {
+    match n {
+        Num::I32(i) => i64::from(i),
+        Num::I64(i) => i,
+        Num::F64(d) => d as i64,
+    }
+}
+
+fn two_numbers(
+    name: &str,
+    args: &[Expr],
+    cx: &Ctx,
+    code: i32,
+    prefix: &str,
+) -> MongoResult<(Option<Num>, Option<Num>)> {
+    let a = cx.ev(arg(args, 0)?)?;
+    let b = cx.ev(arg(args, 1)?)?;
+    if nullish(a.as_ref()) || nullish(b.as_ref()) {
+        return Ok((None, None));
+    }
+    let (Some(av), Some(bv)) = (&a, &b) else {
+        return Ok((None, None));
+    };
+    match (num(av, name)?, num(bv, name)?) {
+        (Some(x), Some(y)) => Ok((Some(x), Some(y))),
+        _ => Err(MongoError::location(
+            code,
+            format!("{prefix} {} and {}", type_name(av), type_name(bv)),
+        )),
+    }
+}
+
+fn add(args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
+    let mut acc = Num::I32(0);
+    let mut date: Option<i64> = None;
+    for a in args {
+        let v = cx.ev(a)?;
+        let Some(v) = v.filter(|v| !nullish(Some(v))) else {
+            return Ok(Some(Bson::Null));
+        };
+        match v {
+            Bson::DateTime(d) => {
+                if date.is_some() {
+                    return Err(MongoError::location(
+                        16612,
+                        "only one date allowed in an $add expression",
+                    ));
+                }
+                date = Some(d.timestamp_millis());
+            }
+            other => match num(&other, "$add")? {
+                Some(n) => {
+                    acc = num_add(acc, n, LongOverflow::ToDouble).unwrap_or(Num::F64(f64::NAN))
+                }
+                None => {
+                    return Err(MongoError::location(
+                        16554,
+                        format!(
+                            "$add only supports numeric or date types, not {}",
+                            type_name(&other)
+                        ),
+                    ))
+                }
+            },
+        }
+    }
+    Ok(Some(match date {
+        Some(ms) => {
+            let delta = match acc {
+                Num::F64(d) => d.round() as i64,
+                n => as_i64(n),
+            };
+            Bson::DateTime(DateTime::from_millis(ms.wrapping_add(delta)))
+        }
+        None => acc.to_bson(),
+    }))
+}
+
+fn pow(base: Num, exp: Num) -> Bson {
+    if let (Some(b), Num::I32(_) | Num::I64(_)) = (int_of(base), exp) {
+        let e = as_i64(exp);
+        if e >= 0 {
+            if let Ok(e32) = u32::try_from(e) {
+                if let Some(r) = b.checked_pow(e32) {
+                    return match (base, exp) {
+                        (Num::I32(_), Num::I32(_)) => Num::from_i64_narrow(r).to_bson(),
+                        _ => Bson::Int64(r),
+                    };
+                }
+            }
+        } else if b == 1 || b == -1 {
+            let r = if b == -1 && e % 2 != 0 { -1 } else { 1 };
+            return match (base, exp) {
+                (Num::I32(_), Num::I32(_)) => Bson::Int32(r as i32),
+                _ => Bson::Int64(r),
+            };
+        }
+    }
+    Bson::Double(base.as_f64().powf(exp.as_f64()))
+}
+
+fn int_of(n: Num) -> Option<i64> {
+    match n {
+        Num::I32(i) => Some(i64::from(i)),
+        Num::I64(i) => Some(i),
+        Num::F64(_) => None,
+    }
+}
+
+fn unary(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
+    let v = cx.ev(arg(args, 0)?)?;
+    if nullish(v.as_ref()) {
+        return Ok(Some(Bson::Null));
+    }
+    let Some(v) = v else {
+        return Ok(Some(Bson::Null));
+    };
+    let Some(n) = num(&v, name)? else {
+        let code = match name {
+            "$sqrt" => 28715,
+            "$exp" => 28765,
+            "$ln" => 28765,
+            "$log10" => 28765,
+            "$round" | "$trunc" => 51081,
+            _ => 28765,
+        };
+        return Err(MongoError::location(
+            code,
+            format!("{name} only supports numeric types, not {}", type_name(&v)),
+        ));
+    };
+    let place = match args.get(1) {
+        Some(p) => match cx.ev(p)? {
+            None | Some(Bson::Null) | Some(Bson::Undefined) => return Ok(Some(Bson::Null)),
+            Some(p) => match num(&p, name)? {
+                Some(Num::F64(d)) if d.fract() != 0.0 => {
+                    return Err(MongoError::location(
+                        51082,
+                        format!("precision argument to {name} must be a integral value"),
+                    ))
+                }
+                Some(pn) => {
+                    let place = as_i64(pn);
+                    if !(-20..=100).contains(&place) {
+                        return Err(MongoError::location(
+                            51083,
+                            format!("cannot apply {name} with precision value {place} value must be in [-20, 100]"),
+                        ));
+                    }
+                    place
+                }
+                None => {
+                    return Err(MongoError::location(
+                        51082,
+                        format!(
+                            "precision argument to {name} must be a integral value, got {}",
+                            type_name(&p)
+                        ),
+                    ))
+                }
+            },
+        },
+        None => 0,
+    };
+    let f = n.as_f64();
+    Ok(Some(match name {
+        "$abs" => match n {
+            Num::I32(i) => match i.checked_abs() {
+                Some(a) => Bson::Int32(a),
+                None => Bson::Int64(i64::from(i).abs()),
+            },
+            Num::I64(i) => match i.checked_abs() {
+                Some(a) => Bson::Int64(a),
+                None => {
+                    return Err(MongoError::location(
+                        28680,
+                        "can't take $abs of long long min",
+                    ))
+                }
+            },
+            Num::F64(d) => Bson::Double(d.abs()),
+        },
+        "$ceil" => float_only(n, f.ceil()),
+        "$floor" => float_only(n, f.floor()),
+        "$round" | "$trunc" => round(n, place, name == "$round"),
+        "$sqrt" => {
+            if f < 0.0 {
+                return Err(MongoError::location(
+                    28714,
+                    "$sqrt's argument must be greater than or equal to 0",
+                ));
+            }
+            Bson::Double(f.sqrt())
+        }
+        "$exp" => Bson::Double(f.exp()),
+        "$ln" => {
+            if f <= 0.0 || f.is_nan() {
+                return Err(MongoError::location(
+                    28766,
+                    format!(
+                        "$ln's argument must be a positive number, but is {}",
+                        super::render_value(&Some(v))
+                    ),
+                ));
+            }
+            Bson::Double(f.ln())
+        }
+        "$log10" => {
+            if f <= 0.0 || f.is_nan() {
+                return Err(MongoError::location(
+                    28761,
+                    format!(
+                        "$log10's argument must be a positive number, but is {}",
+                        super::render_value(&Some(v))
+                    ),
+                ));
+            }
+            Bson::Double(f.log10())
+        }
+        other => {
+            return Err(MongoError::internal(format!(
+                "unhandled arithmetic operator {other}"
+            )))
+        }
+    }))
+}
+
+fn float_only(n: Num, f: f64) -> Bson {
+    match n {
+        Num::F64(_) => Bson::Double(f),
+        other => other.to_bson(),
+    }
+}
+
+/// Rounds (half to even, as mongod does) or truncates to `place` decimal digits.
+fn round(n: Num, place: i64, half_even: bool) -> Bson {
+    let apply = |x: f64| {
+        if half_even {
+            x.round_ties_even()
+        } else {
+            x.trunc()
+        }
+    };
+    match n {
+        Num::F64(d) => {
+            let scale = 10f64.powi(place as i32);
+            if place >= 0 {
+                Bson::Double(apply(d * scale) / scale)
+            } else {
+                let s = 10f64.powi((-place) as i32);
+                Bson::Double(apply(d / s) * s)
+            }
+        }
+        Num::I32(_) | Num::I64(_) if place >= 0 => n.to_bson(),
+        _ => {
+            let i = as_i64(n);
+            let s = 10i128.pow(u32::try_from(-place).unwrap_or(0).min(30));
+            let q = i128::from(i) / s;
+            let r = i128::from(i) % s;
+            let mut q2 = q;
+            if half_even {
+                let twice = r.abs() * 2;
+                if twice > s || (twice == s && q % 2 != 0) {
+                    q2 = q + r.signum();
+                }
+            }
+            let out = q2 * s;
+            match n {
+                Num::I32(_) => match i32::try_from(out) {
+                    Ok(v) => Bson::Int32(v),
+                    Err(_) => i64::try_from(out).map_or(Bson::Double(out as f64), Bson::Int64),
+                },
+                _ => i64::try_from(out).map_or(Bson::Double(out as f64), Bson::Int64),
+            }
+        }
+    }
+}
+
+/// `$sum`, `$avg`, `$min`, `$max` as expressions: over one array argument's
+/// elements, or over the arguments themselves.
+fn group_like(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
+    let mut vals: Vec<Bson> = Vec::new();
+    if let [single] = args {
+        match cx.ev(single)? {
+            Some(Bson::Array(a)) => vals = a,
+            Some(v) => vals.push(v),
+            None => {}
+        }
+    } else {
+        for a in args {
+            if let Some(v) = cx.ev(a)? {
+                vals.push(v);
+            }
+        }
+    }
+    match name {
+        "$sum" | "$avg" => {
+            let mut acc = Num::I32(0);
+            let mut count = 0u64;
+            for v in &vals {
+                if let Some(n) = num(v, name)? {
+                    acc = num_add(acc, n, LongOverflow::ToDouble).unwrap_or(Num::F64(f64::NAN));
+                    count += 1;
+                }
+            }
+            if name == "$sum" {
+                Ok(Some(acc.to_bson()))
+            } else if count == 0 {
+                Ok(Some(Bson::Null))
+            } else {
+                Ok(Some(Bson::Double(acc.as_f64() / count as f64)))
+            }
+        }
+        _ => {
+            let want = if name == "$min" {
+                Ordering::Less
+            } else {
+                Ordering::Greater
+            };
+            let mut best: Value = None;
+            for v in vals.into_iter().filter(|v| !nullish(Some(v))) {
+                let cand = Some(v);
+                if best.is_none() || cmp_values(&cand, &best) == want {
+                    best = cand;
+                }
+            }
+            Ok(Some(best.unwrap_or(Bson::Null)))
+        }
+    }
+}

@@ -1,0 +1,360 @@
+//! Array expressions, including the variable-binding `$map`, `$filter` and
+//! `$reduce`.
+
+use super::value::{nullish, render, truthy, type_name, type_name_opt};
+use super::{arg, Ctx, Expr, Value};
+use crate::compare::values_equal_bson;
+use bisondb_error::{ErrorCode, MongoError, MongoResult};
+use bson::Bson;
+
+/// mongod caps `$range` output at its 64 MiB expression memory limit; with
+/// its 16-byte values that is this many elements.
+const MAX_RANGE_ELEMENTS: i64 = 64 * 1024 * 1024 / 16;
+
+fn int32_of(v: &Bson) -> Option<i32> {
+    match v {
+        Bson::Int32(i) => Some(*i),
+        Bson::Int64(i) => i32::try_from(*i).ok(),
+        Bson::Double(d)
+            if d.fract() == 0.0 && *d >= f64::from(i32::MIN) && *d <= f64::from(i32::MAX) =>
+        {
+            Some(*d as i32)
+        }
+        _ => None,
+    }
+}
+
+fn is_numeric(v: &Bson) -> bool {
+    super::value::is_number(v)
+}
+
+pub(super) fn eval(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
+    match name {
+        "$size" => match cx.ev(arg(args, 0)?)? {
+            Some(Bson::Array(a)) => Ok(Some(Bson::Int32(
+                i32::try_from(a.len()).unwrap_or(i32::MAX),
+            ))),
+            other => Err(MongoError::location(
+                17124,
+                format!(
+                    "The argument to $size must be an array, but was of type: {}",
+                    type_name_opt(other.as_ref())
+                ),
+            )),
+        },
+        "$isArray" => Ok(Some(Bson::Boolean(matches!(
+            cx.ev(arg(args, 0)?)?,
+            Some(Bson::Array(_))
+        )))),
+        "$arrayElemAt" => {
+            let a = cx.ev(arg(args, 0)?)?;
+            let i = cx.ev(arg(args, 1)?)?;
+            if nullish(a.as_ref()) || nullish(i.as_ref()) {
+                return Ok(Some(Bson::Null));
+            }
+            let Some(Bson::Array(a)) = a else {
+                return Err(MongoError::location(
+                    28689,
+                    format!(
+                        "$arrayElemAt's first argument must be an array, but is {}",
+                        type_name_opt(a.as_ref())
+                    ),
+                ));
+            };
+            let Some(iv) = i else {
+                return Ok(Some(Bson::Null));
+            };
+            if !is_numeric(&iv) {
+                return Err(MongoError::location(
+                    28690,
+                    format!(
+                        "$arrayElemAt's second argument must be a numeric value, but is {}",
+                        type_name(&iv)
+                    ),
+                ));
+            }
+            let Some(idx) = int32_of(&iv) else {
+                return Err(MongoError::location(
+                    28691,
+                    format!("$arrayElemAt's second argument must be representable as a 32-bit integer: {}", render(&iv)),
+                ));
+            };
+            Ok(elem_at(&a, i64::from(idx)))
+        }
+        "$first" | "$last" => {
+            let a = cx.ev(arg(args, 0)?)?;
+            if nullish(a.as_ref()) {
+                return Ok(Some(Bson::Null));
+            }
+            match a {
+                Some(Bson::Array(a)) => Ok(elem_at(&a, if name == "$first" { 0 } else { -1 })),
+                other => Err(MongoError::location(
+                    28689,
+                    format!(
+                        "{name}'s argument must be an array, but is {}",
+                        type_name_opt(other.as_ref())
+                    ),
+                )),
+            }
+        }
+        "$in" => {
+            let x = cx.ev(arg(args, 0)?)?;
+            match cx.ev(arg(args, 1)?)? {
+                Some(Bson::Array(a)) => Ok(Some(Bson::Boolean(match x {
+                    Some(x) => a.iter().any(|e| values_equal_bson(e, &x)),
+                    None => false,
+                }))),
+                other => Err(MongoError::location(
+                    40081,
+                    format!(
+                        "$in requires an array as a second argument, found: {}",
+                        type_name_opt(other.as_ref())
+                    ),
+                )),
+            }
+        }
+        "$concatArrays" => {
+            let mut out = Vec::new();
+            for a in args {
+                match cx.ev(a)? {
+                    Some(Bson::Array(x)) => out.extend(x),
+                    v if nullish(v.as_ref()) => return Ok(Some(Bson::Null)),
+                    Some(v) => {
+                        return Err(MongoError::location(
+                            28664,
+                            format!("$concatArrays only supports arrays, not {}", type_name(&v)),
+                        ))
+                    }
+                    None => return Ok(Some(Bson::Null)),
+                }
+            }
+            Ok(Some(Bson::Array(out)))
+        }
+        "$reverseArray" => match cx.ev(arg(args, 0)?)? {
+            Some(Bson::Array(mut a)) => {
+                a.reverse();
+                Ok(Some(Bson::Array(a)))
+            }
+            v if nullish(v.as_ref()) => Ok(Some(Bson::Null)),
+            other => Err(MongoError::location(
+                34435,
+                format!(
+                    "The argument to $reverseArray must be an array, but was of type: {}",
+                    type_name_opt(other.as_ref())
+                ),
+            )),
+        },
+        "$slice" => slice(args, cx),
+        "$range" => range(args, cx),
+        "$map" | "$filter" => map_filter(name, args, cx),
+        "$reduce" => {
+            let input = cx.ev(arg(args, 0)?)?;
+            if nullish(input.as_ref()) {
+                return Ok(Some(Bson::Null));
+            }
+            let Some(Bson::Array(items)) = input else {
+                return Err(MongoError::location(
+                    40080,
+                    format!(
+                        "$reduce requires that 'input' be an array, found: {}",
+                        super::render_value(&input)
+                    ),
+                ));
+            };
+            let mut acc = cx.ev(arg(args, 1)?)?.unwrap_or(Bson::Null);
+            let body = arg(args, 2)?;
+            for item in items {
+                let vars = cx
+                    .vars
+                    .child(vec![("value".to_string(), acc), ("this".to_string(), item)]);
+                acc = body.eval(cx.root, &vars)?.unwrap_or(Bson::Null);
+            }
+            Ok(Some(acc))
+        }
+        other => Err(MongoError::internal(format!(
+            "unhandled array operator {other}"
+        ))),
+    }
+}
+
+fn elem_at(a: &[Bson], idx: i64) -> Value {
+    let len = i64::try_from(a.len()).unwrap_or(i64::MAX);
+    let i = if idx < 0 { len + idx } else { idx };
+    if i < 0 {
+        return None;
+    }
+    usize::try_from(i).ok().and_then(|i| a.get(i)).cloned()
+}
+
+fn slice(args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
+    let a = cx.ev(arg(args, 0)?)?;
+    let mut nums = Vec::with_capacity(2);
+    for e in args.iter().skip(1) {
+        nums.push(cx.ev(e)?);
+    }
+    if nullish(a.as_ref()) || nums.iter().any(|n| nullish(n.as_ref())) {
+        return Ok(Some(Bson::Null));
+    }
+    let Some(Bson::Array(a)) = a else {
+        return Err(MongoError::location(
+            28724,
+            format!(
+                "First argument to $slice must be an array, but is of type: {}",
+                type_name_opt(a.as_ref())
+            ),
+        ));
+    };
+    let mut ints = Vec::with_capacity(2);
+    for (i, n) in nums.iter().enumerate() {
+        let ord = if i == 0 { "Second" } else { "Third" };
+        let Some(n) = n else {
+            return Ok(Some(Bson::Null));
+        };
+        if !is_numeric(n) {
+            return Err(MongoError::location(
+                if i == 0 { 28725 } else { 28727 },
+                format!(
+                    "{ord} argument to $slice must be a numeric value, but is of type: {}",
+                    type_name(n)
+                ),
+            ));
+        }
+        let v = int32_of(n).ok_or_else(|| {
+            MongoError::location(
+                if i == 0 { 28726 } else { 28728 },
+                format!(
+                    "{ord} argument to $slice can't be represented as a 32-bit integer: {}",
+                    render(n)
+                ),
+            )
+        })?;
+        ints.push(i64::from(v));
+    }
+    let len = i64::try_from(a.len()).unwrap_or(i64::MAX);
+    let (start, count) = match ints.as_slice() {
+        [n] if *n >= 0 => (0, *n),
+        [n] => ((len + n).max(0), len),
+        [pos, n] => {
+            if *n <= 0 {
+                return Err(MongoError::location(
+                    28729,
+                    format!("Third argument to $slice must be positive: {n}"),
+                ));
+            }
+            let start = if *pos < 0 {
+                (len + pos).max(0)
+            } else {
+                (*pos).min(len)
+            };
+            (start, *n)
+        }
+        _ => return Err(MongoError::internal("$slice arity")),
+    };
+    let start = usize::try_from(start).unwrap_or(a.len());
+    let count = usize::try_from(count).unwrap_or(0);
+    Ok(Some(Bson::Array(
+        a.into_iter().skip(start).take(count).collect(),
+    )))
+}
+
+fn range(args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
+    let names = ["starting value", "ending value", "step value"];
+    let codes = [(34443, 34444), (34445, 34446), (34447, 34448)];
+    let mut vals = [0i64, 0, 1];
+    for (i, e) in args.iter().enumerate().take(3) {
+        let v = cx.ev(e)?;
+        let (c_num, c_int) = codes.get(i).copied().unwrap_or((34443, 34444));
+        let what = names.get(i).copied().unwrap_or("value");
+        let tn = type_name_opt(v.as_ref());
+        let Some(v) = v.filter(is_numeric) else {
+            return Err(MongoError::location(
+                c_num,
+                format!("$range requires a numeric {what}, found value of type: {tn}"),
+            ));
+        };
+        let n = int32_of(&v).ok_or_else(|| {
+            MongoError::location(
+                c_int,
+                format!("$range requires a {what} that can be represented as a 32-bit integer, found value: {}", render(&v)),
+            )
+        })?;
+        if let Some(slot) = vals.get_mut(i) {
+            *slot = i64::from(n);
+        }
+    }
+    let [start, end, step] = vals;
+    if step == 0 {
+        return Err(MongoError::location(
+            34449,
+            "$range requires a non-zero step value",
+        ));
+    }
+    let count = if (step > 0 && end > start) || (step < 0 && end < start) {
+        (end - start + step - step.signum()) / step
+    } else {
+        0
+    };
+    if count > MAX_RANGE_ELEMENTS {
+        return Err(MongoError::new(
+            ErrorCode::ExceededMemoryLimit,
+            format!("$range would use too much memory ({} bytes) and cannot spill to disk. Memory limit: 67108864 bytes", count * 16),
+        ));
+    }
+    let mut out = Vec::with_capacity(usize::try_from(count).unwrap_or(0));
+    let mut cur = start;
+    for _ in 0..count {
+        out.push(Bson::Int32(i32::try_from(cur).unwrap_or(i32::MAX)));
+        cur += step;
+    }
+    Ok(Some(Bson::Array(out)))
+}
+
+fn map_filter(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
+    let input = cx.ev(arg(args, 0)?)?;
+    if nullish(input.as_ref()) {
+        return Ok(Some(Bson::Null));
+    }
+    let Some(Bson::Array(items)) = input else {
+        let code = if name == "$map" { 16883 } else { 28651 };
+        return Err(MongoError::location(
+            code,
+            format!(
+                "input to {name} must be an array not {}",
+                type_name_opt(input.as_ref())
+            ),
+        ));
+    };
+    let Expr::Literal(Bson::String(var)) = arg(args, 1)? else {
+        return Err(MongoError::internal("map/filter variable name"));
+    };
+    let body = arg(args, 2)?;
+    let limit = match cx.ev(arg(args, 3)?)? {
+        None | Some(Bson::Null) => None,
+        Some(v) => match int32_of(&v) {
+            Some(n) if n > 0 => Some(usize::try_from(n).unwrap_or(usize::MAX)),
+            _ => {
+                return Err(MongoError::location(
+                    327391,
+                    format!("$filter: limit must be represented as a 32-bit integral value and greater than 0: {}", render(&v)),
+                ))
+            }
+        },
+    };
+    let mut out = Vec::with_capacity(items.len());
+    for item in items {
+        if limit.is_some_and(|l| out.len() >= l) {
+            break;
+        }
+        let vars = cx.vars.child(vec![(var.clone(), item)]);
+        let r = body.eval(cx.root, &vars)?;
+        if name == "$map" {
+            out.push(r.unwrap_or(Bson::Null));
+        } else if truthy(r.as_ref()) {
+            // The binding owns the element; take it back out of the scope.
+            if let Some((_, v)) = vars.into_frame().pop() {
+                out.push(v);
+            }
+        }
+    }
+    Ok(Some(Bson::Array(out)))
+}

@@ -1,0 +1,249 @@
+//! `$type`, `$isNumber` and the conversions `$toString`, `$toInt`,
+//! `$toLong`, `$toDouble`, `$toBool` and `$convert`.
+
+use super::string::double_to_string;
+use super::value::{civil_from_days, nullish, type_name};
+use super::{arg, Ctx, Expr, Value};
+use bisondb_error::{ErrorCode, MongoError, MongoResult};
+use bson::{Bson, DateTime};
+
+/// A date as mongod prints it: ISO-8601 in UTC with milliseconds.
+pub(crate) fn date_to_string(d: DateTime) -> String {
+    let ms = d.timestamp_millis();
+    let days = ms.div_euclid(86_400_000);
+    let rem = ms.rem_euclid(86_400_000);
+    let (y, m, day) = civil_from_days(days);
+    format!(
+        "{y:04}-{m:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
+        rem / 3_600_000,
+        rem / 60_000 % 60,
+        rem / 1000 % 60,
+        rem % 1000
+    )
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Target {
+    Double,
+    String,
+    Bool,
+    Int,
+    Long,
+}
+
+fn target_of(v: &Bson) -> MongoResult<Target> {
+    let name = match v {
+        Bson::String(s) => s.as_str(),
+        Bson::Int32(_) | Bson::Int64(_) | Bson::Double(_) => {
+            match super::value::Num::from_bson(v)
+                .map(super::value::Num::as_f64)
+                .filter(|x| x.fract() == 0.0 && x.abs() < 1e6)
+                .map(|x| x as i64)
+            {
+                Some(1) => "double",
+                Some(2) => "string",
+                Some(8) => "bool",
+                Some(16) => "int",
+                Some(18) => "long",
+                Some(7) => "objectId",
+                Some(9) => "date",
+                Some(19) => "decimal",
+                _ => {
+                    return Err(MongoError::failed_to_parse(format!(
+                    "In $convert, numeric value for 'to' does not correspond to a BSON type: {}",
+                    super::value::render(v)
+                )))
+                }
+            }
+        }
+        other => {
+            return Err(MongoError::failed_to_parse(format!(
+                "$convert's 'to' argument must be a string or number, but is {}",
+                type_name(other)
+            )))
+        }
+    };
+    Ok(match name {
+        "double" => Target::Double,
+        "string" => Target::String,
+        "bool" => Target::Bool,
+        "int" => Target::Int,
+        "long" => Target::Long,
+        "objectId" | "date" | "decimal" | "binData" => {
+            return Err(MongoError::new(
+                ErrorCode::NotImplemented,
+                format!("$convert to '{name}' is not supported by BisonDB yet"),
+            ))
+        }
+        other => return Err(MongoError::bad_value(format!("Unknown type name: {other}"))),
+    })
+}
+
+fn conversion_failure(msg: String) -> MongoError {
+    MongoError::new(ErrorCode::ConversionFailure, msg)
+}
+
+fn unsupported(from: &Bson, to: &str) -> MongoError {
+    conversion_failure(format!(
+        "Unsupported conversion from {} to {to} in $convert with no onError value",
+        type_name(from)
+    ))
+}
+
+fn float_to_int(d: f64, to_long: bool) -> MongoResult<Bson> {
+    if d.is_nan() {
+        return Err(conversion_failure(
+            "Attempt to convert NaN value to integer type in $convert with no onError value".into(),
+        ));
+    }
+    let t = d.trunc();
+    let fits = if to_long {
+        (-9.223_372_036_854_776e18..9.223_372_036_854_776e18).contains(&t)
+    } else {
+        t >= f64::from(i32::MIN) && t <= f64::from(i32::MAX)
+    };
+    if !fits || d.is_infinite() {
+        return Err(conversion_failure(format!(
+            "Conversion would overflow target type in $convert with no onError value: {}",
+            double_to_string(d)
+        )));
+    }
+    Ok(if to_long {
+        Bson::Int64(t as i64)
+    } else {
+        Bson::Int32(t as i32)
+    })
+}
+
+fn parse_int_str(s: &str, to_long: bool) -> MongoResult<Bson> {
+    let fail = || {
+        conversion_failure(format!(
+            "Failed to parse number '{s}' in $convert with no onError value: Did not consume whole string."
+        ))
+    };
+    let n: i64 = s.parse().map_err(|_| fail())?;
+    if to_long {
+        Ok(Bson::Int64(n))
+    } else {
+        i32::try_from(n).map(Bson::Int32).map_err(|_| {
+            conversion_failure(format!(
+                "Failed to parse number '{s}' in $convert with no onError value: Overflow"
+            ))
+        })
+    }
+}
+
+fn convert(v: &Bson, to: Target) -> MongoResult<Bson> {
+    match to {
+        Target::Bool => Ok(Bson::Boolean(match v {
+            Bson::Boolean(b) => *b,
+            Bson::Int32(i) => *i != 0,
+            Bson::Int64(i) => *i != 0,
+            Bson::Double(d) => *d != 0.0,
+            Bson::Decimal128(d) => super::value::dec_to_f64(d) != 0.0,
+            _ => true,
+        })),
+        Target::String => Ok(Bson::String(match v {
+            Bson::String(s) => s.clone(),
+            Bson::Boolean(b) => b.to_string(),
+            Bson::Int32(i) => i.to_string(),
+            Bson::Int64(i) => i.to_string(),
+            Bson::Double(d) => double_to_string(*d),
+            Bson::Decimal128(d) => d.to_string(),
+            Bson::ObjectId(o) => o.to_hex(),
+            Bson::DateTime(d) => date_to_string(*d),
+            other => return Err(unsupported(other, "string")),
+        })),
+        Target::Double => Ok(Bson::Double(match v {
+            Bson::Boolean(b) => f64::from(u8::from(*b)),
+            Bson::Int32(i) => f64::from(*i),
+            Bson::Int64(i) => *i as f64,
+            Bson::Double(d) => *d,
+            Bson::Decimal128(d) => super::value::dec_to_f64(d),
+            Bson::DateTime(d) => d.timestamp_millis() as f64,
+            Bson::String(s) => s.trim().parse::<f64>().ok().filter(|_| !s.is_empty()).ok_or_else(|| {
+                conversion_failure(format!(
+                    "Failed to parse number '{s}' in $convert with no onError value: Did not consume whole string."
+                ))
+            })?,
+            other => return Err(unsupported(other, "double")),
+        })),
+        Target::Int | Target::Long => {
+            let to_long = to == Target::Long;
+            match v {
+                Bson::Boolean(b) => Ok(if to_long { Bson::Int64(i64::from(*b)) } else { Bson::Int32(i32::from(*b)) }),
+                Bson::Int32(i) => Ok(if to_long { Bson::Int64(i64::from(*i)) } else { Bson::Int32(*i) }),
+                Bson::Int64(i) => {
+                    if to_long {
+                        Ok(Bson::Int64(*i))
+                    } else {
+                        i32::try_from(*i).map(Bson::Int32).map_err(|_| {
+                            conversion_failure(format!(
+                                "Conversion would overflow target type in $convert with no onError value: {i}"
+                            ))
+                        })
+                    }
+                }
+                Bson::Double(d) => float_to_int(*d, to_long),
+                Bson::Decimal128(d) => float_to_int(super::value::dec_to_f64(d), to_long),
+                Bson::DateTime(d) if to_long => Ok(Bson::Int64(d.timestamp_millis())),
+                Bson::String(s) => parse_int_str(s, to_long),
+                other => Err(unsupported(other, if to_long { "long" } else { "int" })),
+            }
+        }
+    }
+}
+
+pub(super) fn eval(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
+    match name {
+        "$type" => Ok(Some(Bson::String(
+            super::value::type_name_opt(cx.ev(arg(args, 0)?)?.as_ref()).to_string(),
+        ))),
+        "$isNumber" => Ok(Some(Bson::Boolean(
+            cx.ev(arg(args, 0)?)?
+                .as_ref()
+                .is_some_and(super::value::is_number),
+        ))),
+        "$convert" => {
+            let input = cx.ev(arg(args, 0)?)?;
+            let has_on_error = matches!(arg(args, 4)?, Expr::Literal(Bson::Boolean(true)));
+            let has_on_null = matches!(arg(args, 5)?, Expr::Literal(Bson::Boolean(true)));
+            let to = cx.ev(arg(args, 1)?)?;
+            if nullish(input.as_ref()) {
+                return if has_on_null {
+                    cx.ev(arg(args, 3)?)
+                } else {
+                    Ok(Some(Bson::Null))
+                };
+            }
+            let Some(to) = to.filter(|t| !nullish(Some(t))) else {
+                return Ok(Some(Bson::Null));
+            };
+            let target = target_of(&to)?;
+            let Some(input) = input else {
+                return Ok(Some(Bson::Null));
+            };
+            match convert(&input, target) {
+                Ok(v) => Ok(Some(v)),
+                Err(e) if has_on_error && e.code == ErrorCode::ConversionFailure => {
+                    cx.ev(arg(args, 2)?)
+                }
+                Err(e) => Err(e),
+            }
+        }
+        _ => {
+            let target = match name {
+                "$toString" => Target::String,
+                "$toInt" => Target::Int,
+                "$toLong" => Target::Long,
+                "$toDouble" => Target::Double,
+                _ => Target::Bool,
+            };
+            match cx.ev(arg(args, 0)?)? {
+                v if nullish(v.as_ref()) => Ok(Some(Bson::Null)),
+                Some(v) => convert(&v, target).map(Some),
+                None => Ok(Some(Bson::Null)),
+            }
+        }
+    }
+}

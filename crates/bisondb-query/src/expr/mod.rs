@@ -1,0 +1,996 @@
+//! Aggregation expressions: parsed once from BSON, evaluated per document.
+//!
+//! Every operator is an [`Expr::Call`] whose arguments are kept unevaluated,
+//! so operators that are lazy (`$cond`, `$and`, `$ifNull`, `$switch`) or bind
+//! variables (`$let`, `$map`, `$filter`, `$reduce`) need no special variant.
+//! Evaluation returns `Option<Bson>`: `None` is a missing value, which differs
+//! from null (missing fields are dropped by `$project`, `$$REMOVE` is missing).
+
+mod arith;
+mod array;
+mod convert;
+mod date;
+mod object;
+mod string;
+pub mod value;
+
+use crate::compare::compare_bson;
+use crate::path::get_path_bson_fanout;
+use bisondb_error::{ErrorCode, MongoError, MongoResult};
+use bson::{doc, Bson, DateTime, Document};
+use std::cmp::Ordering;
+use value::{render, truthy};
+
+/// The result of evaluating an expression: `None` is a missing value.
+pub type Value = Option<Bson>;
+
+/// A parsed aggregation expression.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Expr {
+    /// A constant.
+    Literal(Bson),
+    /// A missing value (`$$REMOVE`, or an optional argument not given).
+    Missing,
+    /// `"$a.b"`: a path into `$$CURRENT`.
+    Field(String),
+    /// `"$$name"` or `"$$name.a.b"`.
+    Var { name: String, path: Option<String> },
+    /// `{a: <expr>, b: <expr>}`.
+    Object(Vec<(String, Expr)>),
+    /// `[<expr>, ...]`.
+    Array(Vec<Expr>),
+    /// `{$op: args}` with its arguments unevaluated.
+    Call(&'static str, Vec<Expr>),
+}
+
+/// Variable bindings visible to an expression, innermost frame first.
+#[derive(Debug)]
+pub struct Vars<'a> {
+    parent: Option<&'a Vars<'a>>,
+    frame: Vec<(String, Bson)>,
+    now: DateTime,
+}
+
+impl Default for Vars<'static> {
+    fn default() -> Self {
+        Vars::new()
+    }
+}
+
+impl Vars<'static> {
+    /// Top-level bindings; `$$NOW` is fixed when this is created, so one
+    /// command sees one time.
+    pub fn new() -> Vars<'static> {
+        Vars {
+            parent: None,
+            frame: Vec::new(),
+            now: DateTime::now(),
+        }
+    }
+
+    /// Top-level bindings with a given `$$NOW` (tests, or a command-wide clock).
+    pub fn with_now(now: DateTime) -> Vars<'static> {
+        Vars {
+            parent: None,
+            frame: Vec::new(),
+            now,
+        }
+    }
+}
+
+impl<'a> Vars<'a> {
+    /// A nested scope adding `bindings` (used by `$let`, `$map`, ...).
+    pub fn child(&'a self, bindings: Vec<(String, Bson)>) -> Vars<'a> {
+        Vars {
+            parent: Some(self),
+            frame: bindings,
+            now: self.now,
+        }
+    }
+
+    fn get(&self, name: &str) -> Option<&Bson> {
+        let mut cur = Some(self);
+        while let Some(v) = cur {
+            if let Some((_, b)) = v.frame.iter().rev().find(|(n, _)| n == name) {
+                return Some(b);
+            }
+            cur = v.parent;
+        }
+        None
+    }
+
+    pub fn now(&self) -> DateTime {
+        self.now
+    }
+
+    fn into_frame(self) -> Vec<(String, Bson)> {
+        self.frame
+    }
+}
+
+/// Variables in scope while parsing, to reject undefined ones as mongod does.
+#[derive(Debug, Default)]
+pub(crate) struct Scope {
+    names: Vec<String>,
+}
+
+impl Scope {
+    fn defined(&self, name: &str) -> bool {
+        matches!(name, "ROOT" | "CURRENT" | "REMOVE" | "NOW")
+            || self.names.iter().any(|n| n == name)
+    }
+}
+
+/// Operators implemented here: name and how to parse the argument.
+#[derive(Clone, Copy)]
+enum Args {
+    /// Positional, with inclusive bounds on the count.
+    N(usize, usize),
+    /// The operator parses its own argument shape.
+    Custom,
+}
+
+/// Sorted by name (binary searched).
+const OPERATORS: &[(&str, Args)] = &[
+    ("$abs", Args::N(1, 1)),
+    ("$add", Args::N(0, usize::MAX)),
+    ("$and", Args::N(0, usize::MAX)),
+    ("$arrayElemAt", Args::N(2, 2)),
+    ("$arrayToObject", Args::N(1, 1)),
+    ("$avg", Args::N(1, usize::MAX)),
+    ("$ceil", Args::N(1, 1)),
+    ("$cmp", Args::N(2, 2)),
+    ("$concat", Args::N(0, usize::MAX)),
+    ("$concatArrays", Args::N(0, usize::MAX)),
+    ("$cond", Args::Custom),
+    ("$convert", Args::Custom),
+    ("$dayOfMonth", Args::Custom),
+    ("$dayOfWeek", Args::Custom),
+    ("$dayOfYear", Args::Custom),
+    ("$divide", Args::N(2, 2)),
+    ("$eq", Args::N(2, 2)),
+    ("$exp", Args::N(1, 1)),
+    ("$filter", Args::Custom),
+    ("$first", Args::N(1, 1)),
+    ("$floor", Args::N(1, 1)),
+    ("$getField", Args::Custom),
+    ("$gt", Args::N(2, 2)),
+    ("$gte", Args::N(2, 2)),
+    ("$hour", Args::Custom),
+    ("$ifNull", Args::N(2, usize::MAX)),
+    ("$in", Args::N(2, 2)),
+    ("$indexOfBytes", Args::N(2, 4)),
+    ("$isArray", Args::N(1, 1)),
+    ("$isNumber", Args::N(1, 1)),
+    ("$last", Args::N(1, 1)),
+    ("$let", Args::Custom),
+    ("$literal", Args::Custom),
+    ("$ln", Args::N(1, 1)),
+    ("$log", Args::N(2, 2)),
+    ("$log10", Args::N(1, 1)),
+    ("$lt", Args::N(2, 2)),
+    ("$lte", Args::N(2, 2)),
+    ("$ltrim", Args::Custom),
+    ("$map", Args::Custom),
+    ("$max", Args::N(1, usize::MAX)),
+    ("$mergeObjects", Args::N(0, usize::MAX)),
+    ("$millisecond", Args::Custom),
+    ("$min", Args::N(1, usize::MAX)),
+    ("$minute", Args::Custom),
+    ("$mod", Args::N(2, 2)),
+    ("$month", Args::Custom),
+    ("$multiply", Args::N(0, usize::MAX)),
+    ("$ne", Args::N(2, 2)),
+    ("$not", Args::N(1, 1)),
+    ("$objectToArray", Args::N(1, 1)),
+    ("$or", Args::N(0, usize::MAX)),
+    ("$pow", Args::N(2, 2)),
+    ("$range", Args::N(2, 3)),
+    ("$reduce", Args::Custom),
+    ("$reverseArray", Args::N(1, 1)),
+    ("$round", Args::N(1, 2)),
+    ("$rtrim", Args::Custom),
+    ("$second", Args::Custom),
+    ("$size", Args::N(1, 1)),
+    ("$slice", Args::N(2, 3)),
+    ("$split", Args::N(2, 2)),
+    ("$sqrt", Args::N(1, 1)),
+    ("$strLenBytes", Args::N(1, 1)),
+    ("$strLenCP", Args::N(1, 1)),
+    ("$strcasecmp", Args::N(2, 2)),
+    ("$substr", Args::N(3, 3)),
+    ("$substrBytes", Args::N(3, 3)),
+    ("$substrCP", Args::N(3, 3)),
+    ("$subtract", Args::N(2, 2)),
+    ("$sum", Args::N(1, usize::MAX)),
+    ("$switch", Args::Custom),
+    ("$toBool", Args::N(1, 1)),
+    ("$toDouble", Args::N(1, 1)),
+    ("$toInt", Args::N(1, 1)),
+    ("$toLong", Args::N(1, 1)),
+    ("$toLower", Args::N(1, 1)),
+    ("$toString", Args::N(1, 1)),
+    ("$toUpper", Args::N(1, 1)),
+    ("$trim", Args::Custom),
+    ("$trunc", Args::N(1, 2)),
+    ("$type", Args::N(1, 1)),
+    ("$week", Args::Custom),
+    ("$year", Args::Custom),
+];
+
+/// mongod expression operators BisonDB does not implement yet. Sorted.
+const NOT_IMPLEMENTED: &[&str] = &[
+    "$acos",
+    "$acosh",
+    "$allElementsTrue",
+    "$anyElementTrue",
+    "$asin",
+    "$asinh",
+    "$atan",
+    "$atan2",
+    "$atanh",
+    "$binarySize",
+    "$bitAnd",
+    "$bitNot",
+    "$bitOr",
+    "$bitXor",
+    "$bsonSize",
+    "$cos",
+    "$cosh",
+    "$dateAdd",
+    "$dateDiff",
+    "$dateFromParts",
+    "$dateFromString",
+    "$dateSubtract",
+    "$dateToParts",
+    "$dateToString",
+    "$dateTrunc",
+    "$degreesToRadians",
+    "$firstN",
+    "$function",
+    "$indexOfArray",
+    "$indexOfCP",
+    "$isoDayOfWeek",
+    "$isoWeek",
+    "$isoWeekYear",
+    "$lastN",
+    "$maxN",
+    "$median",
+    "$meta",
+    "$minN",
+    "$percentile",
+    "$radiansToDegrees",
+    "$rand",
+    "$regexFind",
+    "$regexFindAll",
+    "$regexMatch",
+    "$replaceAll",
+    "$replaceOne",
+    "$sampleRate",
+    "$setDifference",
+    "$setEquals",
+    "$setField",
+    "$setIntersection",
+    "$setIsSubset",
+    "$setUnion",
+    "$sin",
+    "$sinh",
+    "$sortArray",
+    "$stdDevPop",
+    "$stdDevSamp",
+    "$tan",
+    "$tanh",
+    "$toDate",
+    "$toDecimal",
+    "$toHashedIndexKey",
+    "$toObjectId",
+    "$tsIncrement",
+    "$tsSecond",
+    "$unsetField",
+    "$zip",
+];
+
+fn lookup_op(name: &str) -> Option<(&'static str, Args)> {
+    OPERATORS
+        .binary_search_by(|(n, _)| n.cmp(&name))
+        .ok()
+        .and_then(|i| OPERATORS.get(i).copied())
+}
+
+/// Validates a field path used as `"$a.b"` (without the `$`).
+fn check_field_path(path: &str) -> MongoResult<()> {
+    if path.is_empty() {
+        return Err(MongoError::location(
+            16872,
+            "'$' by itself is not a valid FieldPath",
+        ));
+    }
+    for p in path.split('.') {
+        if p.is_empty() {
+            return Err(MongoError::location(
+                15998,
+                "FieldPath field names may not be empty strings.",
+            ));
+        }
+        if p.starts_with('$') {
+            return Err(MongoError::location(
+                16410,
+                "FieldPath field names may not start with '$'. Consider using $getField or $setField.",
+            ));
+        }
+        if p.contains('\0') {
+            return Err(MongoError::location(
+                16411,
+                "FieldPath field names may not contain '\0'.",
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Validates a user variable name (`$let`, `as` of `$map`/`$filter`).
+pub(crate) fn check_var_name(name: &str) -> MongoResult<()> {
+    let mut chars = name.chars();
+    let Some(first) = chars.next() else {
+        return Err(MongoError::location(
+            16866,
+            "empty variable names are not allowed",
+        ));
+    };
+    if !first.is_ascii_lowercase() && first.is_ascii() {
+        return Err(MongoError::location(
+            16867,
+            format!("'{name}' starts with an invalid character for a user variable name"),
+        ));
+    }
+    if let Some(bad) = chars.find(|c| !(c.is_ascii_alphanumeric() || *c == '_' || !c.is_ascii())) {
+        return Err(MongoError::location(
+            16868,
+            format!("'{name}' contains an invalid character for a variable name: '{bad}'"),
+        ));
+    }
+    Ok(())
+}
+
+impl Expr {
+    /// Parses an expression.
+    pub fn parse(v: &Bson) -> MongoResult<Expr> {
+        Self::parse_in(v, &mut Scope::default())
+    }
+
+    /// Parses an expression with user variables already in scope.
+    pub(crate) fn parse_in(v: &Bson, scope: &mut Scope) -> MongoResult<Expr> {
+        match v {
+            Bson::String(s) if s.starts_with("$$") => Self::parse_var(&s[2..], scope),
+            Bson::String(s) if s.starts_with('$') => {
+                check_field_path(&s[1..])?;
+                Ok(Expr::Field(s[1..].to_string()))
+            }
+            Bson::Document(d) => Self::parse_doc(d, scope),
+            Bson::Array(a) => Ok(Expr::Array(
+                a.iter()
+                    .map(|x| Self::parse_in(x, scope))
+                    .collect::<MongoResult<_>>()?,
+            )),
+            other => Ok(Expr::Literal(other.clone())),
+        }
+    }
+
+    fn parse_var(s: &str, scope: &Scope) -> MongoResult<Expr> {
+        let (name, path) = match s.split_once('.') {
+            Some((n, p)) => (n, Some(p)),
+            None => (s, None),
+        };
+        if let Some(p) = path {
+            check_field_path(p)?;
+        }
+        if name.is_empty() {
+            return Err(MongoError::location(
+                16869,
+                "empty variable names are not allowed",
+            ));
+        }
+        if !scope.defined(name) {
+            if matches!(
+                name,
+                "CLUSTER_TIME" | "SEARCH_META" | "USER_ROLES" | "SEARCH_SCORE"
+            ) {
+                return Err(MongoError::new(
+                    ErrorCode::NotImplemented,
+                    format!("The variable $${name} is not supported by BisonDB yet"),
+                ));
+            }
+            return Err(MongoError::location(
+                17276,
+                format!("Use of undefined variable: {name}"),
+            ));
+        }
+        if name == "REMOVE" && path.is_none() {
+            return Ok(Expr::Missing);
+        }
+        Ok(Expr::Var {
+            name: name.to_string(),
+            path: path.map(str::to_string),
+        })
+    }
+
+    fn parse_doc(d: &Document, scope: &mut Scope) -> MongoResult<Expr> {
+        let Some(first) = d.keys().next() else {
+            return Ok(Expr::Literal(Bson::Document(Document::new())));
+        };
+        if first.starts_with('$') {
+            if d.len() != 1 {
+                return Err(MongoError::location(
+                    15983,
+                    format!(
+                        "an expression specification must contain exactly one field, the name of the expression. Found {} fields in {}",
+                        d.len(),
+                        value::render_doc(d)
+                    ),
+                ));
+            }
+            let arg = d
+                .get(first)
+                .ok_or_else(|| MongoError::internal("first key vanished"))?;
+            return Self::parse_call(first, arg, scope);
+        }
+        let mut fields = Vec::with_capacity(d.len());
+        for (k, v) in d {
+            if k.starts_with('$') {
+                return Err(MongoError::location(
+                    16404,
+                    format!("FieldPath field names may not start with '$'. Found: {k}"),
+                ));
+            }
+            if k.contains('.') {
+                return Err(MongoError::location(
+                    16412,
+                    format!("FieldPath field names may not contain '.'. Found: {k}"),
+                ));
+            }
+            if k.is_empty() {
+                return Err(MongoError::location(
+                    16410,
+                    "FieldPath field names may not be empty strings.",
+                ));
+            }
+            fields.push((k.clone(), Self::parse_in(v, scope)?));
+        }
+        Ok(Expr::Object(fields))
+    }
+
+    fn parse_call(name: &str, arg: &Bson, scope: &mut Scope) -> MongoResult<Expr> {
+        let Some((name, args)) = lookup_op(name) else {
+            if NOT_IMPLEMENTED.binary_search(&name).is_ok() {
+                return Err(MongoError::new(
+                    ErrorCode::NotImplemented,
+                    format!("Expression {name} is not supported by BisonDB yet"),
+                ));
+            }
+            return Err(MongoError::new(
+                ErrorCode::InvalidPipelineOperator,
+                format!("Unrecognized expression '{name}'"),
+            ));
+        };
+        match args {
+            Args::N(min, max) => {
+                let parsed: Vec<Expr> = match arg {
+                    Bson::Array(a) => a
+                        .iter()
+                        .map(|x| Self::parse_in(x, scope))
+                        .collect::<MongoResult<_>>()?,
+                    other => vec![Self::parse_in(other, scope)?],
+                };
+                check_arity(name, parsed.len(), min, max)?;
+                Ok(Expr::Call(name, parsed))
+            }
+            Args::Custom => parse_custom(name, arg, scope),
+        }
+    }
+
+    /// True when the expression is a constant.
+    pub fn is_literal(&self) -> bool {
+        matches!(self, Expr::Literal(_))
+    }
+
+    /// Evaluates against `root` (also `$$CURRENT` unless rebound).
+    pub fn eval(&self, root: &Document, vars: &Vars) -> MongoResult<Value> {
+        match self {
+            Expr::Literal(v) => Ok(Some(v.clone())),
+            Expr::Missing => Ok(None),
+            Expr::Field(p) => Ok(match vars.get("CURRENT") {
+                Some(cur) => sub_path(cur, p),
+                None => get_path_bson_fanout(root, p),
+            }),
+            Expr::Var { name, path } => {
+                let base: Bson = match name.as_str() {
+                    "ROOT" => Bson::Document(root.clone()),
+                    "NOW" => Bson::DateTime(vars.now),
+                    "CURRENT" => match vars.get("CURRENT") {
+                        Some(v) => v.clone(),
+                        None => Bson::Document(root.clone()),
+                    },
+                    "REMOVE" => return Ok(None),
+                    n => match vars.get(n) {
+                        Some(v) => v.clone(),
+                        None => {
+                            return Err(MongoError::location(
+                                17276,
+                                format!("Use of undefined variable: {n}"),
+                            ))
+                        }
+                    },
+                };
+                Ok(match path {
+                    Some(p) => sub_path(&base, p),
+                    None => Some(base),
+                })
+            }
+            Expr::Object(fields) => {
+                let mut out = Document::new();
+                for (k, e) in fields {
+                    if let Some(v) = e.eval(root, vars)? {
+                        out.insert(k.clone(), v);
+                    }
+                }
+                Ok(Some(Bson::Document(out)))
+            }
+            Expr::Array(items) => {
+                let mut out = Vec::with_capacity(items.len());
+                for e in items {
+                    out.push(e.eval(root, vars)?.unwrap_or(Bson::Null));
+                }
+                Ok(Some(Bson::Array(out)))
+            }
+            Expr::Call(name, args) => eval_call(name, args, &Ctx { root, vars }),
+        }
+    }
+}
+
+/// Follows a dotted path into an arbitrary value with aggregation fan-out.
+fn sub_path(base: &Bson, path: &str) -> Value {
+    match base {
+        Bson::Document(d) => get_path_bson_fanout(d, path),
+        Bson::Array(_) => get_path_bson_fanout(&doc! {"v": base.clone()}, &format!("v.{path}")),
+        _ => None,
+    }
+}
+
+fn check_arity(name: &str, n: usize, min: usize, max: usize) -> MongoResult<()> {
+    if n >= min && n <= max {
+        return Ok(());
+    }
+    if name == "$ifNull" {
+        return Err(MongoError::location(
+            1257300,
+            format!("$ifNull needs at least two arguments, had: {n}"),
+        ));
+    }
+    let msg = if min == max {
+        format!("Expression {name} takes exactly {min} arguments. {n} were passed in.")
+    } else if n < min {
+        format!("Expression {name} takes at least {min} arguments, and at most {max}. {n} were passed in.")
+    } else {
+        format!("Expression {name} takes at most {max} arguments. {n} were passed in.")
+    };
+    Err(MongoError::location(16020, msg))
+}
+
+/// Evaluation context passed to operator implementations.
+pub(crate) struct Ctx<'a, 'v> {
+    pub root: &'a Document,
+    pub vars: &'a Vars<'v>,
+}
+
+impl Ctx<'_, '_> {
+    pub fn ev(&self, e: &Expr) -> MongoResult<Value> {
+        e.eval(self.root, self.vars)
+    }
+}
+
+fn named_args<'a>(
+    op: &str,
+    arg: &'a Bson,
+    allowed: &[&str],
+    not_object: (i32, &str),
+    unknown: (i32, &str),
+) -> MongoResult<&'a Document> {
+    let Bson::Document(d) = arg else {
+        return Err(MongoError::location(
+            not_object.0,
+            format!("{}{}", not_object.1, value::type_name(arg)),
+        ));
+    };
+    for k in d.keys() {
+        if !allowed.contains(&k.as_str()) {
+            return Err(MongoError::location(unknown.0, format!("{}{k}", unknown.1)));
+        }
+    }
+    let _ = op;
+    Ok(d)
+}
+
+fn parse_opt(d: &Document, key: &str, scope: &mut Scope) -> MongoResult<Expr> {
+    match d.get(key) {
+        Some(v) => Expr::parse_in(v, scope),
+        None => Ok(Expr::Missing),
+    }
+}
+
+fn require(d: &Document, key: &str, code: i32, msg: &str, scope: &mut Scope) -> MongoResult<Expr> {
+    match d.get(key) {
+        Some(v) => Expr::parse_in(v, scope),
+        None => Err(MongoError::location(code, msg.to_string())),
+    }
+}
+
+/// Parses a body with extra variables in scope.
+fn parse_with_vars(v: &Bson, names: &[String], scope: &mut Scope) -> MongoResult<Expr> {
+    let before = scope.names.len();
+    scope.names.extend(names.iter().cloned());
+    let r = Expr::parse_in(v, scope);
+    scope.names.truncate(before);
+    r
+}
+
+fn parse_custom(name: &'static str, arg: &Bson, scope: &mut Scope) -> MongoResult<Expr> {
+    match name {
+        "$literal" => Ok(Expr::Literal(arg.clone())),
+        "$cond" => match arg {
+            Bson::Document(d) => {
+                for k in d.keys() {
+                    if !matches!(k.as_str(), "if" | "then" | "else") {
+                        return Err(MongoError::location(17083, format!("Unrecognized parameter to $cond: {k}")));
+                    }
+                }
+                let i = require(d, "if", 17080, "Missing 'if' parameter to $cond", scope)?;
+                let t = require(d, "then", 17081, "Missing 'then' parameter to $cond", scope)?;
+                let e = require(d, "else", 17082, "Missing 'else' parameter to $cond", scope)?;
+                Ok(Expr::Call(name, vec![i, t, e]))
+            }
+            Bson::Array(a) => {
+                check_arity(name, a.len(), 3, 3)?;
+                Ok(Expr::Call(name, a.iter().map(|x| Expr::parse_in(x, scope)).collect::<MongoResult<_>>()?))
+            }
+            other => {
+                check_arity(name, 1, 3, 3)?;
+                Ok(Expr::Call(name, vec![Expr::parse_in(other, scope)?]))
+            }
+        },
+        "$switch" => {
+            let d = named_args(
+                name,
+                arg,
+                &["branches", "default"],
+                (40060, "$switch requires an object as an argument, found: "),
+                (40067, "$switch found an unknown argument: "),
+            )?;
+            let branches = match d.get("branches") {
+                Some(Bson::Array(a)) => a,
+                Some(other) => {
+                    return Err(MongoError::location(
+                        40061,
+                        format!("$switch expected an array for 'branches', found: {}", value::type_name(other)),
+                    ))
+                }
+                None => return Err(MongoError::location(40068, "$switch requires at least one branch.")),
+            };
+            let mut args = Vec::with_capacity(branches.len() * 2 + 1);
+            for b in branches {
+                let Bson::Document(bd) = b else {
+                    return Err(MongoError::location(
+                        40062,
+                        format!("$switch expected each branch to be an object, found: {}", value::type_name(b)),
+                    ));
+                };
+                for k in bd.keys() {
+                    if k != "case" && k != "then" {
+                        return Err(MongoError::location(40063, format!("$switch found an unknown argument to a branch: {k}")));
+                    }
+                }
+                args.push(require(bd, "case", 40064, "$switch requires each branch have a 'case' expression", scope)?);
+                args.push(require(bd, "then", 40065, "$switch requires each branch have a 'then' expression.", scope)?);
+            }
+            if args.is_empty() {
+                return Err(MongoError::location(40068, "$switch requires at least one branch."));
+            }
+            if d.contains_key("default") {
+                args.push(parse_opt(d, "default", scope)?);
+            }
+            Ok(Expr::Call(name, args))
+        }
+        "$let" => {
+            let d = named_args(
+                name,
+                arg,
+                &["vars", "in"],
+                (16874, "$let only supports an object as its argument, found: "),
+                (16875, "Unrecognized parameter to $let: "),
+            )?;
+            let Some(Bson::Document(vars)) = d.get("vars") else {
+                return Err(MongoError::location(16876, "Missing 'vars' parameter to $let"));
+            };
+            let Some(body) = d.get("in") else {
+                return Err(MongoError::location(16877, "Missing 'in' parameter to $let"));
+            };
+            let mut args = Vec::with_capacity(vars.len() * 2 + 1);
+            let mut names = Vec::with_capacity(vars.len());
+            for (k, v) in vars {
+                check_var_name(k)?;
+                args.push(Expr::Literal(Bson::String(k.clone())));
+                args.push(Expr::parse_in(v, scope)?);
+                names.push(k.clone());
+            }
+            args.push(parse_with_vars(body, &names, scope)?);
+            Ok(Expr::Call(name, args))
+        }
+        "$map" | "$filter" => {
+            let (allowed, code_obj, code_unknown): (&[&str], i32, i32) = if name == "$map" {
+                (&["input", "as", "in"], 16878, 16879)
+            } else {
+                (&["input", "as", "cond", "limit"], 28646, 28647)
+            };
+            let d = named_args(
+                name,
+                arg,
+                allowed,
+                (code_obj, &format!("{name} only supports an object as its argument, found: ")),
+                (code_unknown, &format!("Unrecognized parameter to {name}: ")),
+            )?;
+            let input = require(d, "input", 28648, &format!("Missing 'input' parameter to {name}"), scope)?;
+            let var = match d.get("as") {
+                Some(Bson::String(s)) => {
+                    check_var_name(s)?;
+                    s.clone()
+                }
+                Some(other) => {
+                    return Err(MongoError::location(
+                        16866,
+                        format!("{name} 'as' must be a string, found: {}", value::type_name(other)),
+                    ))
+                }
+                None => "this".to_string(),
+            };
+            let body_key = if name == "$map" { "in" } else { "cond" };
+            let Some(body) = d.get(body_key) else {
+                return Err(MongoError::location(28649, format!("Missing '{body_key}' parameter to {name}")));
+            };
+            let body = parse_with_vars(body, std::slice::from_ref(&var), scope)?;
+            let limit = parse_opt(d, "limit", scope)?;
+            Ok(Expr::Call(name, vec![input, Expr::Literal(Bson::String(var)), body, limit]))
+        }
+        "$reduce" => {
+            let d = named_args(
+                name,
+                arg,
+                &["input", "initialValue", "in"],
+                (40075, "$reduce requires an object as an argument, found: "),
+                (40076, "$reduce found an unknown argument: "),
+            )?;
+            let input = require(d, "input", 40077, "$reduce requires 'input' to be specified", scope)?;
+            let init = require(d, "initialValue", 40078, "$reduce requires 'initialValue' to be specified", scope)?;
+            let Some(body) = d.get("in") else {
+                return Err(MongoError::location(40079, "$reduce requires 'in' to be specified"));
+            };
+            let body = parse_with_vars(body, &["value".to_string(), "this".to_string()], scope)?;
+            Ok(Expr::Call(name, vec![input, init, body]))
+        }
+        "$convert" => {
+            let d = named_args(
+                name,
+                arg,
+                &["input", "to", "onError", "onNull", "format", "base", "byteOrder"],
+                (
+                    ErrorCode::FailedToParse.code(),
+                    "$convert expects an object of named arguments but found: ",
+                ),
+                (ErrorCode::FailedToParse.code(), "$convert found an unknown argument: "),
+            )
+            .map_err(|e| MongoError::failed_to_parse(e.message))?;
+            for k in ["format", "base", "byteOrder"] {
+                if d.contains_key(k) {
+                    return Err(MongoError::new(
+                        ErrorCode::NotImplemented,
+                        format!("$convert's '{k}' argument is not supported by BisonDB yet"),
+                    ));
+                }
+            }
+            let input = match d.get("input") {
+                Some(v) => Expr::parse_in(v, scope)?,
+                None => return Err(MongoError::failed_to_parse("Missing 'input' parameter to $convert")),
+            };
+            let to = match d.get("to") {
+                Some(v) => Expr::parse_in(v, scope)?,
+                None => return Err(MongoError::failed_to_parse("Missing 'to' parameter to $convert")),
+            };
+            let on_error = parse_opt(d, "onError", scope)?;
+            let on_null = parse_opt(d, "onNull", scope)?;
+            let has_err = Expr::Literal(Bson::Boolean(d.contains_key("onError")));
+            let has_null = Expr::Literal(Bson::Boolean(d.contains_key("onNull")));
+            Ok(Expr::Call(name, vec![input, to, on_error, on_null, has_err, has_null]))
+        }
+        "$trim" | "$ltrim" | "$rtrim" => {
+            let d = named_args(
+                name,
+                arg,
+                &["input", "chars"],
+                (50696, &format!("{name} requires an object as an argument, found: ")),
+                (50694, &format!("{name} found an unknown argument: ")),
+            )?;
+            let input = require(d, "input", 50695, &format!("{name} requires an 'input' field"), scope)?;
+            let chars = parse_opt(d, "chars", scope)?;
+            Ok(Expr::Call(name, vec![input, chars]))
+        }
+        "$getField" => match arg {
+            Bson::Document(d) if d.contains_key("field") => {
+                for k in d.keys() {
+                    if k != "field" && k != "input" {
+                        return Err(MongoError::location(3041701, format!("$getField found an unknown argument: {k}")));
+                    }
+                }
+                let field = Expr::parse_in(d.get("field").unwrap_or(&Bson::Null), scope)?;
+                if !matches!(field, Expr::Literal(Bson::String(_))) {
+                    return Err(MongoError::location(
+                        5654602,
+                        "$getField requires 'field' to evaluate to a constant, but got a non-constant argument",
+                    ));
+                }
+                let input = match d.get("input") {
+                    Some(v) => Expr::parse_in(v, scope)?,
+                    None => Expr::Var { name: "CURRENT".into(), path: None },
+                };
+                Ok(Expr::Call(name, vec![field, input]))
+            }
+            Bson::String(s) if !s.starts_with('$') => {
+                Ok(Expr::Call(name, vec![Expr::Literal(arg.clone()), Expr::Var { name: "CURRENT".into(), path: None }]))
+            }
+            _ => Err(MongoError::location(
+                3041702,
+                "$getField requires 'field' to evaluate to a constant, but got a non-constant argument",
+            )),
+        },
+        // Date part operators: `<date>`, `[<date>]` or `{date, timezone}`.
+        _ => {
+            let (date, tz) = match arg {
+                Bson::Document(d) if d.contains_key("date") => {
+                    for k in d.keys() {
+                        if k != "date" && k != "timezone" {
+                            return Err(MongoError::location(40535, format!("unrecognized option to {name}: \"{k}\"")));
+                        }
+                    }
+                    (require(d, "date", 40539, "missing 'date' argument", scope)?, parse_opt(d, "timezone", scope)?)
+                }
+                Bson::Array(a) => {
+                    check_arity(name, a.len(), 1, 1)?;
+                    (Expr::parse_in(a.first().unwrap_or(&Bson::Null), scope)?, Expr::Missing)
+                }
+                other => (Expr::parse_in(other, scope)?, Expr::Missing),
+            };
+            Ok(Expr::Call(name, vec![date, tz]))
+        }
+    }
+}
+
+fn arg(args: &[Expr], i: usize) -> MongoResult<&Expr> {
+    args.get(i)
+        .ok_or_else(|| MongoError::internal("expression argument count checked at parse"))
+}
+
+/// Compares two possibly-missing values; missing sorts before everything.
+pub(crate) fn cmp_values(a: &Value, b: &Value) -> Ordering {
+    match (a, b) {
+        (None, None) => Ordering::Equal,
+        (None, Some(_)) => Ordering::Less,
+        (Some(_), None) => Ordering::Greater,
+        (Some(x), Some(y)) => compare_bson(x, y),
+    }
+}
+
+fn eval_call(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
+    match name {
+        "$and" => {
+            for a in args {
+                if !truthy(cx.ev(a)?.as_ref()) {
+                    return Ok(Some(Bson::Boolean(false)));
+                }
+            }
+            Ok(Some(Bson::Boolean(true)))
+        }
+        "$or" => {
+            for a in args {
+                if truthy(cx.ev(a)?.as_ref()) {
+                    return Ok(Some(Bson::Boolean(true)));
+                }
+            }
+            Ok(Some(Bson::Boolean(false)))
+        }
+        "$not" => Ok(Some(Bson::Boolean(!truthy(cx.ev(arg(args, 0)?)?.as_ref())))),
+        "$cmp" | "$eq" | "$ne" | "$gt" | "$gte" | "$lt" | "$lte" => {
+            let a = cx.ev(arg(args, 0)?)?;
+            let b = cx.ev(arg(args, 1)?)?;
+            let o = cmp_values(&a, &b);
+            Ok(Some(match name {
+                "$cmp" => Bson::Int32(match o {
+                    Ordering::Less => -1,
+                    Ordering::Equal => 0,
+                    Ordering::Greater => 1,
+                }),
+                "$eq" => Bson::Boolean(o == Ordering::Equal),
+                "$ne" => Bson::Boolean(o != Ordering::Equal),
+                "$gt" => Bson::Boolean(o == Ordering::Greater),
+                "$gte" => Bson::Boolean(o != Ordering::Less),
+                "$lt" => Bson::Boolean(o == Ordering::Less),
+                _ => Bson::Boolean(o != Ordering::Greater),
+            }))
+        }
+        "$cond" => {
+            let c = truthy(cx.ev(arg(args, 0)?)?.as_ref());
+            cx.ev(arg(args, if c { 1 } else { 2 })?)
+        }
+        "$ifNull" => {
+            let (last, rest) = args
+                .split_last()
+                .ok_or_else(|| MongoError::internal("$ifNull arity"))?;
+            for a in rest {
+                let v = cx.ev(a)?;
+                if !value::nullish(v.as_ref()) {
+                    return Ok(v);
+                }
+            }
+            cx.ev(last)
+        }
+        "$switch" => {
+            let mut chunks = args.chunks_exact(2);
+            for pair in chunks.by_ref() {
+                if let [case, then] = pair {
+                    if truthy(cx.ev(case)?.as_ref()) {
+                        return cx.ev(then);
+                    }
+                }
+            }
+            match chunks.remainder() {
+                [default] => cx.ev(default),
+                _ => Err(MongoError::location(
+                    40066,
+                    "$switch could not find a matching branch for an input, and no default was specified.",
+                )),
+            }
+        }
+        "$let" => {
+            let (body, pairs) = args
+                .split_last()
+                .ok_or_else(|| MongoError::internal("$let arity"))?;
+            let mut bindings = Vec::with_capacity(pairs.len() / 2);
+            for pair in pairs.chunks_exact(2) {
+                if let [Expr::Literal(Bson::String(n)), e] = pair {
+                    bindings.push((n.clone(), cx.ev(e)?.unwrap_or(Bson::Null)));
+                }
+            }
+            let vars = cx.vars.child(bindings);
+            body.eval(cx.root, &vars)
+        }
+        "$map" | "$filter" | "$reduce" | "$size" | "$arrayElemAt" | "$first" | "$last" | "$in"
+        | "$isArray" | "$concatArrays" | "$slice" | "$range" | "$reverseArray" => {
+            array::eval(name, args, cx)
+        }
+        "$concat" | "$toLower" | "$toUpper" | "$substr" | "$substrBytes" | "$substrCP"
+        | "$strLenBytes" | "$strLenCP" | "$split" | "$trim" | "$ltrim" | "$rtrim"
+        | "$indexOfBytes" | "$strcasecmp" => string::eval(name, args, cx),
+        "$type" | "$toString" | "$toInt" | "$toLong" | "$toDouble" | "$toBool" | "$convert"
+        | "$isNumber" => convert::eval(name, args, cx),
+        "$year" | "$month" | "$dayOfMonth" | "$hour" | "$minute" | "$second" | "$millisecond"
+        | "$dayOfWeek" | "$dayOfYear" | "$week" => date::eval(name, args, cx),
+        "$mergeObjects" | "$getField" | "$objectToArray" | "$arrayToObject" => {
+            object::eval(name, args, cx)
+        }
+        _ => arith::eval(name, args, cx),
+    }
+}
+
+/// Renders a value for messages (`missing` when absent).
+pub(crate) fn render_value(v: &Value) -> String {
+    v.as_ref().map_or_else(|| "missing".to_string(), render)
+}
+
+#[cfg(test)]
+mod tests;

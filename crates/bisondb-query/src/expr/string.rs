@@ -1,0 +1,342 @@
+//! String expressions. Indexes are in UTF-8 bytes for the `Bytes` variants
+//! and in code points for the `CP` variants, as in mongod.
+
+use super::value::{nullish, type_name, type_name_opt};
+use super::{arg, Ctx, Expr, Value};
+use bisondb_error::{MongoError, MongoResult};
+use bson::Bson;
+
+/// mongod's string coercion for `$toLower`, `$toUpper`, `$substr*`, `$strcasecmp`.
+pub(crate) fn coerce_to_string(v: &Value, code: i32) -> MongoResult<String> {
+    Ok(match v {
+        None | Some(Bson::Null) | Some(Bson::Undefined) => String::new(),
+        Some(Bson::String(s)) | Some(Bson::Symbol(s)) => s.clone(),
+        Some(Bson::Int32(i)) => i.to_string(),
+        Some(Bson::Int64(i)) => i.to_string(),
+        Some(Bson::Double(d)) => double_to_string(*d),
+        Some(Bson::Decimal128(d)) => d.to_string(),
+        Some(Bson::DateTime(d)) => super::convert::date_to_string(*d),
+        Some(Bson::Timestamp(t)) => format!("Timestamp({}, {})", t.time, t.increment),
+        Some(other) => {
+            return Err(MongoError::location(
+                code,
+                format!(
+                    "can't convert from BSON type {} to String",
+                    type_name(other)
+                ),
+            ))
+        }
+    })
+}
+
+/// A double as mongod's `$toString` prints it (`1`, `1.5`, `1e+20`).
+pub(crate) fn double_to_string(d: f64) -> String {
+    if d.is_nan() {
+        "NaN".to_string()
+    } else if d.is_infinite() {
+        if d > 0.0 {
+            "Infinity".to_string()
+        } else {
+            "-Infinity".to_string()
+        }
+    } else if d != 0.0 && (d.abs() >= 1e15 || d.abs() < 1e-4) {
+        let e = format!("{d:e}");
+        match e.split_once('e') {
+            Some((m, x)) if !x.starts_with('-') => format!("{m}e+{x}"),
+            _ => e,
+        }
+    } else {
+        format!("{d}")
+    }
+}
+
+fn int_arg(v: &Value, op: &str, what: &str, code: i32) -> MongoResult<i64> {
+    match v {
+        Some(Bson::Int32(i)) => Ok(i64::from(*i)),
+        Some(Bson::Int64(i)) => Ok(*i),
+        Some(Bson::Double(d)) if d.fract() == 0.0 && d.is_finite() => Ok(*d as i64),
+        Some(Bson::Double(_)) => Ok(i64::MIN),
+        other => Err(MongoError::location(
+            code,
+            format!(
+                "{op}: {what} must be a numeric type (is BSON type {})",
+                type_name_opt(other.as_ref())
+            ),
+        )),
+    }
+}
+
+pub(super) fn eval(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
+    match name {
+        "$concat" => {
+            let mut out = String::new();
+            let mut null = false;
+            for a in args {
+                match cx.ev(a)? {
+                    Some(Bson::String(s)) => out.push_str(&s),
+                    v if nullish(v.as_ref()) => null = true,
+                    Some(v) => {
+                        return Err(MongoError::location(
+                            16702,
+                            format!("$concat only supports strings, not {}", type_name(&v)),
+                        ))
+                    }
+                    None => null = true,
+                }
+            }
+            Ok(Some(if null { Bson::Null } else { Bson::String(out) }))
+        }
+        "$toLower" | "$toUpper" => {
+            let s = coerce_to_string(&cx.ev(arg(args, 0)?)?, 16007)?;
+            // mongod changes case of ASCII letters only.
+            Ok(Some(Bson::String(if name == "$toLower" {
+                s.to_ascii_lowercase()
+            } else {
+                s.to_ascii_uppercase()
+            })))
+        }
+        "$substr" | "$substrBytes" => {
+            let s = coerce_to_string(&cx.ev(arg(args, 0)?)?, 16007)?;
+            let start = int_arg(
+                &cx.ev(arg(args, 1)?)?,
+                "$substrBytes",
+                "starting index",
+                16034,
+            )?;
+            let len = int_arg(&cx.ev(arg(args, 2)?)?, "$substrBytes", "length", 16035)?;
+            if start < 0 {
+                return Err(MongoError::location(
+                    50752,
+                    format!("$substrBytes: starting index must be non-negative (got: {start})"),
+                ));
+            }
+            let bytes = s.as_bytes();
+            let start = usize::try_from(start)
+                .unwrap_or(usize::MAX)
+                .min(bytes.len());
+            if !s.is_char_boundary(start) {
+                return Err(MongoError::location(
+                    28656,
+                    "$substrBytes:  Invalid range, starting index is a UTF-8 continuation byte.",
+                ));
+            }
+            let end = if len < 0 {
+                bytes.len()
+            } else {
+                start
+                    .saturating_add(usize::try_from(len).unwrap_or(usize::MAX))
+                    .min(bytes.len())
+            };
+            if !s.is_char_boundary(end) {
+                return Err(MongoError::location(
+                    28657,
+                    "$substrBytes:  Invalid range, ending index is in the middle of a UTF-8 character.",
+                ));
+            }
+            Ok(Some(Bson::String(
+                s.get(start..end).unwrap_or("").to_string(),
+            )))
+        }
+        "$substrCP" => {
+            let s = coerce_to_string(&cx.ev(arg(args, 0)?)?, 16007)?;
+            let start = int_arg(&cx.ev(arg(args, 1)?)?, "$substrCP", "starting index", 34450)?;
+            let len = int_arg(&cx.ev(arg(args, 2)?)?, "$substrCP", "length", 34452)?;
+            if start < 0 {
+                return Err(MongoError::location(
+                    34455,
+                    "$substrCP: the starting index must be nonnegative integer.",
+                ));
+            }
+            if len < 0 {
+                return Err(MongoError::location(
+                    34454,
+                    "$substrCP: length must be a nonnegative integer.",
+                ));
+            }
+            let out: String = s
+                .chars()
+                .skip(usize::try_from(start).unwrap_or(usize::MAX))
+                .take(usize::try_from(len).unwrap_or(usize::MAX))
+                .collect();
+            Ok(Some(Bson::String(out)))
+        }
+        "$strLenBytes" | "$strLenCP" => match cx.ev(arg(args, 0)?)? {
+            Some(Bson::String(s)) => {
+                let n = if name == "$strLenBytes" {
+                    s.len()
+                } else {
+                    s.chars().count()
+                };
+                Ok(Some(Bson::Int32(i32::try_from(n).unwrap_or(i32::MAX))))
+            }
+            other => Err(MongoError::location(
+                if name == "$strLenBytes" { 34473 } else { 34471 },
+                format!(
+                    "{name} requires a string argument, found: {}",
+                    type_name_opt(other.as_ref())
+                ),
+            )),
+        },
+        "$split" => {
+            let s = cx.ev(arg(args, 0)?)?;
+            let d = cx.ev(arg(args, 1)?)?;
+            if nullish(s.as_ref()) || nullish(d.as_ref()) {
+                return Ok(Some(Bson::Null));
+            }
+            let Some(Bson::String(s)) = s else {
+                return Err(MongoError::location(
+                    40085,
+                    format!(
+                        "$split requires an expression that evaluates to a string as a first argument, found: {}",
+                        type_name_opt(s.as_ref())
+                    ),
+                ));
+            };
+            let Some(Bson::String(d)) = d else {
+                return Err(MongoError::location(
+                    40086,
+                    format!(
+                        "$split requires an expression that evaluates to a string as a second argument, found: {}",
+                        type_name_opt(d.as_ref())
+                    ),
+                ));
+            };
+            if d.is_empty() {
+                return Err(MongoError::location(
+                    40087,
+                    "$split requires a non-empty separator",
+                ));
+            }
+            Ok(Some(Bson::Array(
+                s.split(d.as_str())
+                    .map(|p| Bson::String(p.to_string()))
+                    .collect(),
+            )))
+        }
+        "$trim" | "$ltrim" | "$rtrim" => {
+            let input = cx.ev(arg(args, 0)?)?;
+            if nullish(input.as_ref()) {
+                return Ok(Some(Bson::Null));
+            }
+            let Some(Bson::String(s)) = input else {
+                return Err(MongoError::location(
+                    50699,
+                    format!(
+                        "{name} requires its input to be a string, got {} (of type {}) instead.",
+                        super::render_value(&input),
+                        type_name_opt(input.as_ref())
+                    ),
+                ));
+            };
+            let chars = cx.ev(arg(args, 1)?)?;
+            let set: Option<Vec<char>> = match chars {
+                None => None,
+                Some(Bson::Null) | Some(Bson::Undefined) => return Ok(Some(Bson::Null)),
+                Some(Bson::String(c)) => Some(c.chars().collect()),
+                Some(other) => {
+                    return Err(MongoError::location(
+                        50700,
+                        format!(
+                            "{name} requires 'chars' to be a string, got {} (of type {}) instead.",
+                            super::value::render(&other),
+                            type_name(&other)
+                        ),
+                    ))
+                }
+            };
+            let is_trim = |c: char| match &set {
+                Some(set) => set.contains(&c),
+                None => c == '\0' || c.is_whitespace(),
+            };
+            let out = match name {
+                "$ltrim" => s.trim_start_matches(is_trim),
+                "$rtrim" => s.trim_end_matches(is_trim),
+                _ => s.trim_matches(is_trim),
+            };
+            Ok(Some(Bson::String(out.to_string())))
+        }
+        "$indexOfBytes" => {
+            let s = cx.ev(arg(args, 0)?)?;
+            if nullish(s.as_ref()) {
+                return Ok(Some(Bson::Null));
+            }
+            let Some(Bson::String(s)) = s else {
+                return Err(MongoError::location(
+                    40091,
+                    format!(
+                        "$indexOfBytes requires a string as the first argument, found: {}",
+                        type_name_opt(s.as_ref())
+                    ),
+                ));
+            };
+            let sub = cx.ev(arg(args, 1)?)?;
+            let Some(Bson::String(sub)) = sub else {
+                return Err(MongoError::location(
+                    40092,
+                    format!(
+                        "$indexOfBytes requires a string as the second argument, found: {}",
+                        type_name_opt(sub.as_ref())
+                    ),
+                ));
+            };
+            let mut bounds = [0usize, s.len()];
+            for (i, slot) in bounds.iter_mut().enumerate() {
+                if let Some(e) = args.get(i + 2) {
+                    let v = cx.ev(e)?;
+                    let n = match v {
+                        Some(Bson::Int32(x)) => i64::from(x),
+                        Some(Bson::Int64(x)) => x,
+                        Some(Bson::Double(d)) if d.fract() == 0.0 => d as i64,
+                        _ => {
+                            return Err(MongoError::location(
+                                40096,
+                                format!(
+                                    "$indexOfBytes requires an integral {} index, found a value of type: {}",
+                                    if i == 0 { "starting" } else { "ending" },
+                                    type_name_opt(v.as_ref())
+                                ),
+                            ))
+                        }
+                    };
+                    if n < 0 {
+                        return Err(MongoError::location(
+                            40097,
+                            format!(
+                                "$indexOfBytes requires a nonnegative {} index, found: {n}",
+                                if i == 0 { "start" } else { "end" }
+                            ),
+                        ));
+                    }
+                    *slot = usize::try_from(n).unwrap_or(usize::MAX);
+                }
+            }
+            let [start, end] = bounds;
+            let end = end.min(s.len());
+            if start > end {
+                return Ok(Some(Bson::Int32(-1)));
+            }
+            let hay = s.as_bytes().get(start..end).unwrap_or_default();
+            let needle = sub.as_bytes();
+            let found = if needle.is_empty() {
+                Some(0)
+            } else {
+                hay.windows(needle.len()).position(|w| w == needle)
+            };
+            Ok(Some(Bson::Int32(found.map_or(-1, |p| {
+                i32::try_from(p + start).unwrap_or(i32::MAX)
+            }))))
+        }
+        "$strcasecmp" => {
+            let a = coerce_to_string(&cx.ev(arg(args, 0)?)?, 16007)?.to_ascii_uppercase();
+            let b = coerce_to_string(&cx.ev(arg(args, 1)?)?, 16007)?.to_ascii_uppercase();
+            Ok(Some(Bson::Int32(match a.cmp(&b) {
+                std::cmp::Ordering::Less => -1,
+                std::cmp::Ordering::Equal => 0,
+                std::cmp::Ordering::Greater => 1,
+            })))
+        }
+        other => Err(MongoError::internal(format!(
+            "unhandled string operator {other}"
+        ))),
+    }
+}

@@ -1,0 +1,651 @@
+//! Table tests for expression parsing and every operator group.
+
+use super::*;
+use bson::{doc, oid::ObjectId};
+
+fn input() -> Document {
+    doc! {
+        "_id": 1,
+        "a": 5,
+        "b": 2.5,
+        "s": "Hello World",
+        "n": null,
+        "arr": [1, 2, 3],
+        "docs": [{"x": 1}, {"x": 2}, {"y": 3}],
+        "o": {"p": {"q": 7}},
+        // 2012-04-22T01:09:53.123Z, a Sunday.
+        "d": DateTime::from_millis(1_335_056_993_123),
+        "big": i64::MAX,
+        "i32max": i32::MAX,
+    }
+}
+
+fn eval_doc(e: Bson) -> MongoResult<Value> {
+    let expr = Expr::parse(&e)?;
+    expr.eval(&input(), &Vars::new())
+}
+
+fn check(cases: Vec<(Bson, Option<Bson>)>) {
+    for (e, want) in cases {
+        let got = eval_doc(e.clone()).unwrap_or_else(|err| panic!("{e}: {err}"));
+        assert_eq!(got, want, "{e}");
+    }
+}
+
+fn check_err(cases: Vec<(Bson, i32, &str)>) {
+    for (e, code, msg) in cases {
+        let err = eval_doc(e.clone()).expect_err(&e.to_string());
+        assert_eq!(err.code.code(), code, "{e}: {err}");
+        assert!(
+            err.message.contains(msg),
+            "{e}: got {:?}, want {msg:?}",
+            err.message
+        );
+    }
+}
+
+fn b(v: impl Into<Bson>) -> Option<Bson> {
+    Some(v.into())
+}
+
+#[test]
+fn paths_variables_and_literals() {
+    check(vec![
+        (Bson::from("$a"), b(5)),
+        (Bson::from("$o.p.q"), b(7)),
+        (
+            Bson::from("$docs.x"),
+            b(vec![Bson::Int32(1), Bson::Int32(2)]),
+        ),
+        (Bson::from("$nope"), None),
+        (Bson::from("$$ROOT.a"), b(5)),
+        (Bson::from("$$CURRENT.o.p"), b(doc! {"q": 7})),
+        (Bson::from("$$REMOVE"), None),
+        (Bson::Int32(3), b(3)),
+        (Bson::from(doc! {"$literal": "$a"}), b("$a")),
+        (
+            Bson::from(doc! {"x": "$a", "y": "$nope", "z": [1, "$nope"]}),
+            b(doc! {"x": 5, "z": [1, null]}),
+        ),
+        (
+            Bson::from(doc! {"$let": {"vars": {"v": "$a"}, "in": {"$multiply": ["$$v", 2]}}}),
+            b(10),
+        ),
+    ]);
+    let now = DateTime::from_millis(42);
+    let v = Expr::parse(&Bson::from("$$NOW"))
+        .unwrap()
+        .eval(&doc! {}, &Vars::with_now(now))
+        .unwrap();
+    assert_eq!(v, b(now));
+}
+
+#[test]
+fn arithmetic() {
+    check(vec![
+        (Bson::from(doc! {"$add": [1, 2]}), b(3)),
+        (
+            Bson::from(doc! {"$add": ["$i32max", 1]}),
+            b(i64::from(i32::MAX) + 1),
+        ),
+        (
+            Bson::from(doc! {"$add": ["$big", 1]}),
+            b(i64::MAX as f64 + 1.0),
+        ),
+        (Bson::from(doc! {"$add": ["$a", "$b"]}), b(7.5)),
+        (Bson::from(doc! {"$add": ["$a", "$n"]}), b(Bson::Null)),
+        (
+            Bson::from(doc! {"$add": ["$d", 1000]}),
+            b(DateTime::from_millis(1_335_056_994_123)),
+        ),
+        (Bson::from(doc! {"$subtract": ["$a", 7]}), b(-2)),
+        (Bson::from(doc! {"$subtract": ["$d", "$d"]}), b(0_i64)),
+        (Bson::from(doc! {"$multiply": [2, 3, 0.5]}), b(3.0)),
+        (Bson::from(doc! {"$divide": [5, 2]}), b(2.5)),
+        (Bson::from(doc! {"$divide": [4, 2]}), b(2.0)),
+        (Bson::from(doc! {"$mod": [7, 3]}), b(1)),
+        (Bson::from(doc! {"$mod": [7.5, 2]}), b(1.5)),
+        (Bson::from(doc! {"$abs": -3}), b(3)),
+        (Bson::from(doc! {"$abs": i32::MIN}), b(-i64::from(i32::MIN))),
+        (Bson::from(doc! {"$ceil": 1.2}), b(2.0)),
+        (Bson::from(doc! {"$floor": -1.2}), b(-2.0)),
+        (Bson::from(doc! {"$ceil": 4}), b(4)),
+        (Bson::from(doc! {"$round": [2.5, 0]}), b(2.0)),
+        (Bson::from(doc! {"$round": [3.5]}), b(4.0)),
+        (Bson::from(doc! {"$round": [1.2345, 2]}), b(1.23)),
+        (Bson::from(doc! {"$round": [1250, -2]}), b(1200)),
+        (Bson::from(doc! {"$trunc": [-1.7]}), b(-1.0)),
+        (Bson::from(doc! {"$sqrt": 16}), b(4.0)),
+        (Bson::from(doc! {"$pow": [2, 10]}), b(1024)),
+        (Bson::from(doc! {"$pow": [2, -1]}), b(0.5)),
+        (Bson::from(doc! {"$exp": 0}), b(1.0)),
+        (Bson::from(doc! {"$ln": 1}), b(0.0)),
+        (Bson::from(doc! {"$log": [8, 2]}), b(3.0)),
+        (Bson::from(doc! {"$log10": 1000}), b(3.0)),
+        (Bson::from(doc! {"$sum": ["$arr"]}), b(6)),
+        (Bson::from(doc! {"$avg": [1, 2, "x"]}), b(1.5)),
+        (Bson::from(doc! {"$max": "$arr"}), b(3)),
+        (Bson::from(doc! {"$min": [4, null, 2]}), b(2)),
+    ]);
+    check_err(vec![
+        (
+            Bson::from(doc! {"$divide": [1, 0]}),
+            16608,
+            "can't $divide by zero",
+        ),
+        (
+            Bson::from(doc! {"$mod": [1, 0]}),
+            16610,
+            "can't $mod by zero",
+        ),
+        (
+            Bson::from(doc! {"$add": [1, "x"]}),
+            16554,
+            "$add only supports numeric or date types, not string",
+        ),
+        (
+            Bson::from(doc! {"$subtract": ["x", 1]}),
+            16556,
+            "can't $subtract int from string",
+        ),
+        (
+            Bson::from(doc! {"$multiply": [1, "x"]}),
+            16555,
+            "$multiply only supports numeric types, not string",
+        ),
+        (
+            Bson::from(doc! {"$divide": ["x", 1]}),
+            16609,
+            "$divide only supports numeric types, not string and int",
+        ),
+        (
+            Bson::from(doc! {"$sqrt": -1}),
+            28714,
+            "greater than or equal to 0",
+        ),
+        (
+            Bson::from(doc! {"$ln": 0}),
+            28766,
+            "$ln's argument must be a positive number",
+        ),
+        (
+            Bson::from(doc! {"$pow": [0, -1]}),
+            28764,
+            "base of 0 and a negative exponent",
+        ),
+        (
+            Bson::from(doc! {"$abs": "x"}),
+            28765,
+            "$abs only supports numeric types, not string",
+        ),
+        (
+            Bson::from(doc! {"$add": ["$d", "$d"]}),
+            16612,
+            "only one date allowed",
+        ),
+    ]);
+}
+
+#[test]
+fn comparison_boolean_conditional() {
+    check(vec![
+        (Bson::from(doc! {"$cmp": [1, 2]}), b(-1)),
+        (Bson::from(doc! {"$cmp": ["b", "a"]}), b(1)),
+        (Bson::from(doc! {"$eq": [1, 1.0]}), b(true)),
+        (Bson::from(doc! {"$eq": ["$nope", null]}), b(false)),
+        (Bson::from(doc! {"$ne": ["$a", 5]}), b(false)),
+        (Bson::from(doc! {"$gt": ["$a", 4]}), b(true)),
+        (Bson::from(doc! {"$gte": ["$a", 5]}), b(true)),
+        (Bson::from(doc! {"$lt": ["$a", "x"]}), b(true)),
+        (Bson::from(doc! {"$lte": [null, 0]}), b(true)),
+        (Bson::from(doc! {"$and": [1, "$a", true]}), b(true)),
+        (Bson::from(doc! {"$and": [1, 0]}), b(false)),
+        (Bson::from(doc! {"$and": []}), b(true)),
+        (Bson::from(doc! {"$or": [0, "$n", "$nope"]}), b(false)),
+        (Bson::from(doc! {"$or": [0, []]}), b(true)),
+        (Bson::from(doc! {"$not": [0]}), b(true)),
+        (
+            Bson::from(doc! {"$cond": [{"$gt": ["$a", 1]}, "big", "small"]}),
+            b("big"),
+        ),
+        (
+            Bson::from(doc! {"$cond": {"if": "$n", "then": 1, "else": 2}}),
+            b(2),
+        ),
+        (
+            Bson::from(doc! {"$ifNull": ["$nope", "$n", "dflt"]}),
+            b("dflt"),
+        ),
+        (Bson::from(doc! {"$ifNull": ["$a", 0]}), b(5)),
+        (
+            Bson::from(
+                doc! {"$switch": {"branches": [{"case": {"$eq": ["$a", 1]}, "then": "one"}, {"case": {"$eq": ["$a", 5]}, "then": "five"}], "default": "other"}},
+            ),
+            b("five"),
+        ),
+        (
+            Bson::from(
+                doc! {"$switch": {"branches": [{"case": false, "then": 1}], "default": "d"}},
+            ),
+            b("d"),
+        ),
+    ]);
+    check_err(vec![
+        (
+            Bson::from(doc! {"$switch": {"branches": [{"case": false, "then": 1}]}}),
+            40066,
+            "could not find a matching branch",
+        ),
+        (
+            Bson::from(doc! {"$cond": [1, 2]}),
+            16020,
+            "Expression $cond takes exactly 3 arguments. 2 were passed in.",
+        ),
+        (
+            Bson::from(doc! {"$cond": {"then": 1, "else": 2}}),
+            17080,
+            "Missing 'if' parameter to $cond",
+        ),
+        (
+            Bson::from(doc! {"$eq": [1]}),
+            16020,
+            "Expression $eq takes exactly 2 arguments. 1 were passed in.",
+        ),
+        (
+            Bson::from(doc! {"$ifNull": [1]}),
+            1257300,
+            "$ifNull needs at least two arguments",
+        ),
+    ]);
+}
+
+#[test]
+fn strings() {
+    check(vec![
+        (
+            Bson::from(doc! {"$concat": ["a", "-", "$s"]}),
+            b("a-Hello World"),
+        ),
+        (Bson::from(doc! {"$concat": ["a", "$nope"]}), b(Bson::Null)),
+        (Bson::from(doc! {"$toLower": "$s"}), b("hello world")),
+        (Bson::from(doc! {"$toUpper": "$a"}), b("5")),
+        (Bson::from(doc! {"$toUpper": "$nope"}), b("")),
+        (Bson::from(doc! {"$substr": ["$s", 0, 5]}), b("Hello")),
+        (Bson::from(doc! {"$substrBytes": ["$s", 6, -1]}), b("World")),
+        (Bson::from(doc! {"$substrCP": ["héllo", 1, 3]}), b("éll")),
+        (Bson::from(doc! {"$strLenBytes": "héllo"}), b(6)),
+        (Bson::from(doc! {"$strLenCP": "héllo"}), b(5)),
+        (
+            Bson::from(doc! {"$split": ["a,b,,c", ","]}),
+            b(vec!["a", "b", "", "c"]),
+        ),
+        (Bson::from(doc! {"$trim": {"input": "  x  "}}), b("x")),
+        (
+            Bson::from(doc! {"$ltrim": {"input": "xxaxx", "chars": "x"}}),
+            b("axx"),
+        ),
+        (
+            Bson::from(doc! {"$rtrim": {"input": "xxaxx", "chars": "x"}}),
+            b("xxa"),
+        ),
+        (Bson::from(doc! {"$indexOfBytes": ["$s", "o"]}), b(4)),
+        (Bson::from(doc! {"$indexOfBytes": ["$s", "o", 5]}), b(7)),
+        (Bson::from(doc! {"$indexOfBytes": ["$s", "z"]}), b(-1)),
+        (
+            Bson::from(doc! {"$indexOfBytes": ["$n", "z"]}),
+            b(Bson::Null),
+        ),
+        (Bson::from(doc! {"$strcasecmp": ["abc", "ABC"]}), b(0)),
+        (Bson::from(doc! {"$strcasecmp": ["abd", "ABC"]}), b(1)),
+    ]);
+    check_err(vec![
+        (
+            Bson::from(doc! {"$concat": ["a", 1]}),
+            16702,
+            "$concat only supports strings, not int",
+        ),
+        (
+            Bson::from(doc! {"$strLenBytes": 1}),
+            34473,
+            "$strLenBytes requires a string argument, found: int",
+        ),
+        (
+            Bson::from(doc! {"$split": ["a", ""]}),
+            40087,
+            "$split requires a non-empty separator",
+        ),
+        (Bson::from(doc! {"$split": [1, ","]}), 40085, "found: int"),
+        (
+            Bson::from(doc! {"$trim": {"input": 1}}),
+            50699,
+            "$trim requires its input to be a string",
+        ),
+        (
+            Bson::from(doc! {"$trim": {"chars": "x"}}),
+            50695,
+            "$trim requires an 'input' field",
+        ),
+        (
+            Bson::from(doc! {"$substrBytes": ["é", 1, 1]}),
+            28656,
+            "continuation byte",
+        ),
+        (
+            Bson::from(doc! {"$toLower": [[1]]}),
+            16007,
+            "can't convert from BSON type array to String",
+        ),
+    ]);
+}
+
+#[test]
+fn arrays() {
+    check(vec![
+        (Bson::from(doc! {"$size": "$arr"}), b(3)),
+        (Bson::from(doc! {"$arrayElemAt": ["$arr", 1]}), b(2)),
+        (Bson::from(doc! {"$arrayElemAt": ["$arr", -1]}), b(3)),
+        (Bson::from(doc! {"$arrayElemAt": ["$arr", 9]}), None),
+        (Bson::from(doc! {"$first": "$arr"}), b(1)),
+        (Bson::from(doc! {"$last": "$arr"}), b(3)),
+        (Bson::from(doc! {"$first": [[]]}), None),
+        (Bson::from(doc! {"$in": [2, "$arr"]}), b(true)),
+        (Bson::from(doc! {"$in": [2.0, "$arr"]}), b(true)),
+        (Bson::from(doc! {"$isArray": "$arr"}), b(true)),
+        (Bson::from(doc! {"$isArray": ["$a"]}), b(false)),
+        (
+            Bson::from(doc! {"$concatArrays": ["$arr", [4]]}),
+            b(vec![1, 2, 3, 4]),
+        ),
+        (
+            Bson::from(doc! {"$concatArrays": ["$arr", "$nope"]}),
+            b(Bson::Null),
+        ),
+        (Bson::from(doc! {"$slice": ["$arr", 2]}), b(vec![1, 2])),
+        (Bson::from(doc! {"$slice": ["$arr", -2]}), b(vec![2, 3])),
+        (Bson::from(doc! {"$slice": ["$arr", 1, 5]}), b(vec![2, 3])),
+        (Bson::from(doc! {"$slice": ["$arr", -1, 1]}), b(vec![3])),
+        (Bson::from(doc! {"$range": [0, 5, 2]}), b(vec![0, 2, 4])),
+        (Bson::from(doc! {"$range": [5, 0, -2]}), b(vec![5, 3, 1])),
+        (Bson::from(doc! {"$range": [0, 0]}), b(Vec::<Bson>::new())),
+        (Bson::from(doc! {"$reverseArray": "$arr"}), b(vec![3, 2, 1])),
+        (
+            Bson::from(doc! {"$filter": {"input": "$arr", "cond": {"$gte": ["$$this", 2]}}}),
+            b(vec![2, 3]),
+        ),
+        (
+            Bson::from(
+                doc! {"$filter": {"input": "$arr", "as": "x", "cond": {"$gte": ["$$x", 2]}, "limit": 1}},
+            ),
+            b(vec![2]),
+        ),
+        (
+            Bson::from(
+                doc! {"$map": {"input": "$arr", "as": "x", "in": {"$multiply": ["$$x", "$a"]}}},
+            ),
+            b(vec![5, 10, 15]),
+        ),
+        (
+            Bson::from(doc! {"$map": {"input": "$docs", "in": "$$this.x"}}),
+            b(vec![Bson::Int32(1), Bson::Int32(2), Bson::Null]),
+        ),
+        (
+            Bson::from(
+                doc! {"$reduce": {"input": "$arr", "initialValue": 0, "in": {"$add": ["$$value", "$$this"]}}},
+            ),
+            b(6),
+        ),
+        (
+            Bson::from(doc! {"$map": {"input": "$nope", "in": 1}}),
+            b(Bson::Null),
+        ),
+    ]);
+    check_err(vec![
+        (
+            Bson::from(doc! {"$size": "$a"}),
+            17124,
+            "The argument to $size must be an array, but was of type: int",
+        ),
+        (
+            Bson::from(doc! {"$size": "$nope"}),
+            17124,
+            "but was of type: missing",
+        ),
+        (
+            Bson::from(doc! {"$arrayElemAt": ["$a", 0]}),
+            28689,
+            "$arrayElemAt's first argument must be an array",
+        ),
+        (
+            Bson::from(doc! {"$in": [1, "$a"]}),
+            40081,
+            "$in requires an array as a second argument, found: int",
+        ),
+        (
+            Bson::from(doc! {"$range": [0, 1, 0]}),
+            34449,
+            "$range requires a non-zero step value",
+        ),
+        (
+            Bson::from(doc! {"$filter": {"input": "$a", "cond": true}}),
+            28651,
+            "input to $filter must be an array not int",
+        ),
+        (
+            Bson::from(doc! {"$map": {"input": "$arr", "in": "$$y"}}),
+            17276,
+            "Use of undefined variable: y",
+        ),
+        (
+            Bson::from(doc! {"$slice": ["$a", 1]}),
+            28724,
+            "First argument to $slice must be an array",
+        ),
+    ]);
+}
+
+#[test]
+fn types_and_conversions() {
+    let oid = ObjectId::parse_str("5298a5a03b3f4220588fe57c").unwrap();
+    check(vec![
+        (Bson::from(doc! {"$type": "$a"}), b("int")),
+        (Bson::from(doc! {"$type": "$nope"}), b("missing")),
+        (Bson::from(doc! {"$type": "$o"}), b("object")),
+        (Bson::from(doc! {"$toString": 1.5}), b("1.5")),
+        (Bson::from(doc! {"$toString": 2.0}), b("2")),
+        (
+            Bson::from(doc! {"$toString": "$d"}),
+            b("2012-04-22T01:09:53.123Z"),
+        ),
+        (
+            Bson::from(doc! {"$toString": oid}),
+            b("5298a5a03b3f4220588fe57c"),
+        ),
+        (Bson::from(doc! {"$toString": "$nope"}), b(Bson::Null)),
+        (Bson::from(doc! {"$toInt": "42"}), b(42)),
+        (Bson::from(doc! {"$toInt": 4.9}), b(4)),
+        (Bson::from(doc! {"$toInt": true}), b(1)),
+        (Bson::from(doc! {"$toLong": "$d"}), b(1_335_056_993_123_i64)),
+        (Bson::from(doc! {"$toDouble": "2.5"}), b(2.5)),
+        (Bson::from(doc! {"$toBool": 0}), b(false)),
+        (Bson::from(doc! {"$toBool": "false"}), b(true)),
+        (
+            Bson::from(doc! {"$convert": {"input": "x", "to": "int", "onError": -1}}),
+            b(-1),
+        ),
+        (
+            Bson::from(doc! {"$convert": {"input": "$nope", "to": "int", "onNull": 0}}),
+            b(0),
+        ),
+        (
+            Bson::from(doc! {"$convert": {"input": "7", "to": 16}}),
+            b(7),
+        ),
+        (Bson::from(doc! {"$isNumber": "$b"}), b(true)),
+    ]);
+    check_err(vec![
+        (
+            Bson::from(doc! {"$toInt": "x"}),
+            241,
+            "Failed to parse number 'x'",
+        ),
+        (
+            Bson::from(doc! {"$toInt": "$big"}),
+            241,
+            "Conversion would overflow target type",
+        ),
+        (
+            Bson::from(doc! {"$toInt": [[1]]}),
+            241,
+            "Unsupported conversion from array to int",
+        ),
+        (
+            Bson::from(doc! {"$convert": {"input": 1, "to": "decimal"}}),
+            238,
+            "not supported by BisonDB yet",
+        ),
+    ]);
+}
+
+#[test]
+fn dates() {
+    check(vec![
+        (Bson::from(doc! {"$year": "$d"}), b(2012)),
+        (Bson::from(doc! {"$month": "$d"}), b(4)),
+        (Bson::from(doc! {"$dayOfMonth": "$d"}), b(22)),
+        (Bson::from(doc! {"$hour": "$d"}), b(1)),
+        (Bson::from(doc! {"$minute": "$d"}), b(9)),
+        (Bson::from(doc! {"$second": "$d"}), b(53)),
+        (Bson::from(doc! {"$millisecond": "$d"}), b(123)),
+        (Bson::from(doc! {"$dayOfWeek": "$d"}), b(1)),
+        (Bson::from(doc! {"$dayOfYear": "$d"}), b(113)),
+        (Bson::from(doc! {"$week": "$d"}), b(17)),
+        (Bson::from(doc! {"$year": ["$d"]}), b(2012)),
+        (
+            Bson::from(doc! {"$hour": {"date": "$d", "timezone": "+05:30"}}),
+            b(6),
+        ),
+        (
+            Bson::from(doc! {"$hour": {"date": "$d", "timezone": "UTC"}}),
+            b(1),
+        ),
+        (Bson::from(doc! {"$year": "$nope"}), b(Bson::Null)),
+        (
+            Bson::from(doc! {"$week": DateTime::from_millis(1_325_376_000_000)}),
+            b(1),
+        ),
+        (
+            Bson::from(doc! {"$week": DateTime::from_millis(1_293_840_000_000)}),
+            b(0),
+        ),
+    ]);
+    check_err(vec![
+        (
+            Bson::from(doc! {"$year": "$s"}),
+            16006,
+            "can't convert from BSON type string to Date",
+        ),
+        (
+            Bson::from(doc! {"$hour": {"date": "$d", "timezone": "Europe/Paris"}}),
+            238,
+            "not supported by BisonDB yet",
+        ),
+    ]);
+}
+
+#[test]
+fn objects() {
+    check(vec![
+        (
+            Bson::from(doc! {"$mergeObjects": [{"a": 1, "b": 1}, "$nope", {"b": 2, "c": 3}]}),
+            b(doc! {"a": 1, "b": 2, "c": 3}),
+        ),
+        (Bson::from(doc! {"$getField": "a"}), b(5)),
+        (
+            Bson::from(doc! {"$getField": {"field": "q", "input": "$o.p"}}),
+            b(7),
+        ),
+        (
+            Bson::from(doc! {"$getField": {"field": "zz", "input": "$o"}}),
+            None,
+        ),
+        (
+            Bson::from(doc! {"$objectToArray": "$o.p"}),
+            b(vec![doc! {"k": "q", "v": 7}]),
+        ),
+        (
+            Bson::from(doc! {"$arrayToObject": [[["a", 1], ["b", 2]]]}),
+            b(doc! {"a": 1, "b": 2}),
+        ),
+        (
+            Bson::from(doc! {"$arrayToObject": [[{"k": "a", "v": 1}]]}),
+            b(doc! {"a": 1}),
+        ),
+    ]);
+    check_err(vec![
+        (
+            Bson::from(doc! {"$mergeObjects": [1]}),
+            40400,
+            "$mergeObjects requires object inputs",
+        ),
+        (
+            Bson::from(doc! {"$objectToArray": 1}),
+            40390,
+            "$objectToArray requires a document input, found: int",
+        ),
+        (
+            Bson::from(doc! {"$arrayToObject": [[["a", 1, 2]]]}),
+            40397,
+            "array of size 2 arrays",
+        ),
+    ]);
+}
+
+#[test]
+fn parse_errors() {
+    check_err(vec![
+        (
+            Bson::from(doc! {"$foo": 1}),
+            168,
+            "Unrecognized expression '$foo'",
+        ),
+        (
+            Bson::from(doc! {"$zip": 1}),
+            238,
+            "Expression $zip is not supported by BisonDB yet",
+        ),
+        (
+            Bson::from(doc! {"$add": [1], "x": 1}),
+            15983,
+            "an expression specification must contain exactly one field",
+        ),
+        (
+            Bson::from("$"),
+            16872,
+            "'$' by itself is not a valid FieldPath",
+        ),
+        (
+            Bson::from("$a..b"),
+            15998,
+            "FieldPath field names may not be empty strings.",
+        ),
+        (
+            Bson::from("$$undefinedVar"),
+            17276,
+            "Use of undefined variable: undefinedVar",
+        ),
+        (
+            Bson::from(doc! {"$let": {"vars": {"Bad": 1}, "in": 1}}),
+            16867,
+            "starts with an invalid character",
+        ),
+    ]);
+}
+
+#[test]
+fn operator_tables_are_sorted_and_disjoint() {
+    assert!(OPERATORS.windows(2).all(|w| w[0].0 < w[1].0));
+    assert!(NOT_IMPLEMENTED.windows(2).all(|w| w[0] < w[1]));
+    for n in NOT_IMPLEMENTED {
+        assert!(lookup_op(n).is_none(), "{n} is in both tables");
+    }
+}
