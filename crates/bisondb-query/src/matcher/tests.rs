@@ -567,3 +567,117 @@ fn elem_match_key_table() {
         assert_eq!(m.elem_match_key(&raw), want, "{filter} on {d}");
     }
 }
+
+mod props {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn arb_scalar() -> impl Strategy<Value = Bson> {
+        prop_oneof![
+            Just(Bson::Null),
+            Just(Bson::MinKey),
+            Just(Bson::MaxKey),
+            (-3i32..3).prop_map(Bson::Int32),
+            (-3i64..3).prop_map(Bson::Int64),
+            (-6i32..6).prop_map(|i| Bson::Double(f64::from(i) / 2.0)),
+            Just(Bson::Double(f64::NAN)),
+            "[ab]{0,2}".prop_map(Bson::String),
+            any::<bool>().prop_map(Bson::Boolean),
+        ]
+    }
+
+    fn arb_value() -> impl Strategy<Value = Bson> {
+        arb_scalar().prop_recursive(2, 6, 3, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..3).prop_map(Bson::Array),
+                prop::collection::vec(("[bc]", inner), 0..2).prop_map(|kv| {
+                    let mut d = Document::new();
+                    for (k, v) in kv {
+                        d.insert(k, v);
+                    }
+                    Bson::Document(d)
+                }),
+            ]
+        })
+    }
+
+    fn arb_doc() -> impl Strategy<Value = Document> {
+        prop::option::of(arb_value()).prop_map(|v| match v {
+            Some(v) => doc! {"a": v},
+            None => doc! {"z": 1},
+        })
+    }
+
+    fn m(f: Document) -> Matcher {
+        Matcher::parse_doc(&f).unwrap()
+    }
+
+    const OPS: &[&str] = &[
+        "$eq",
+        "$ne",
+        "$gt",
+        "$gte",
+        "$lt",
+        "$lte",
+        "$in",
+        "$nin",
+        "$all",
+        "$exists",
+        "$type",
+        "$size",
+        "$mod",
+        "$elemMatch",
+        "$not",
+        "$regex",
+        "$options",
+        "$and",
+        "$or",
+        "$nor",
+        "$foo",
+        "$expr",
+        "$comment",
+    ];
+
+    proptest! {
+        #[test]
+        fn negations_are_complements(d in arb_doc(), x in arb_value()) {
+            prop_assume!(!matches!(&x, Bson::Document(inner) if inner.keys().next().is_some_and(|k| k.starts_with('$'))));
+            let eq = m(doc! {"a": {"$eq": x.clone()}}).matches_doc(&d);
+            let ne = m(doc! {"a": {"$ne": x.clone()}}).matches_doc(&d);
+            prop_assert_eq!(eq, !ne);
+            let list = Bson::Array(vec![x.clone(), Bson::Int32(7)]);
+            let inn = m(doc! {"a": {"$in": list.clone()}}).matches_doc(&d);
+            let nin = m(doc! {"a": {"$nin": list}}).matches_doc(&d);
+            prop_assert_eq!(inn, !nin);
+            let gt = m(doc! {"a": {"$gt": x.clone()}}).matches_doc(&d);
+            let not_gt = m(doc! {"a": {"$not": {"$gt": x.clone()}}}).matches_doc(&d);
+            prop_assert_eq!(gt, !not_gt);
+        }
+
+        #[test]
+        fn gte_is_gt_or_eq_on_scalars(v in arb_scalar(), x in arb_scalar()) {
+            prop_assume!(!matches!(x, Bson::Null | Bson::MinKey | Bson::MaxKey));
+            let d = doc! {"a": v};
+            let gte = m(doc! {"a": {"$gte": x.clone()}}).matches_doc(&d);
+            let gt = m(doc! {"a": {"$gt": x.clone()}}).matches_doc(&d);
+            let eq = m(doc! {"a": x.clone()}).matches_doc(&d);
+            prop_assert_eq!(gte, gt || eq);
+        }
+
+        #[test]
+        fn random_filters_never_panic(
+            op in prop::sample::select(OPS),
+            arg in arb_value(),
+            d in arb_doc(),
+            top in any::<bool>(),
+        ) {
+            let f = if top { doc! {op: arg} } else { doc! {"a": {op: arg}} };
+            if let Ok(matcher) = Matcher::parse_doc(&f) {
+                let raw = RawDocumentBuf::try_from(&d).unwrap();
+                let r = matcher.matches(&raw);
+                prop_assert_eq!(r, matcher.matches_doc(&d));
+                let _ = matcher.elem_match_key(&raw);
+            }
+        }
+    }
+}
