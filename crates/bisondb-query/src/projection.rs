@@ -11,6 +11,7 @@ use bson::raw::RawDocument;
 use bson::{doc, Bson, Document, RawDocumentBuf};
 
 use crate::compare::NumKey;
+use crate::expr::{Expr, Vars};
 use crate::matcher::Matcher;
 
 /// A parsed find projection.
@@ -45,6 +46,8 @@ enum Leaf {
     ElemMatch(Box<Matcher>),
     /// `a.$`: the array element the query matched.
     Positional,
+    /// A computed field (an aggregation expression).
+    Computed(Expr),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -179,10 +182,9 @@ fn flatten(spec: &Document, prefix: &str, out: &mut Vec<(String, Leaf)>) -> Mong
                     continue;
                 }
                 check_path(&path)?;
-                if d.len() != 1 {
-                    return Err(not_implemented(&format!(
-                        "The projection expression for field '{path}'"
-                    )));
+                if d.len() != 1 || !matches!(first.as_str(), "$slice" | "$elemMatch" | "$meta") {
+                    out.push((path, Leaf::Computed(Expr::parse(v)?)));
+                    continue;
                 }
                 match (first.as_str(), d.get(first)) {
                     ("$slice", Some(arg)) => out.push((path, parse_slice(arg)?)),
@@ -201,18 +203,12 @@ fn flatten(spec: &Document, prefix: &str, out: &mut Vec<(String, Leaf)>) -> Mong
                         out.push((path, Leaf::ElemMatch(Box::new(m))));
                     }
                     ("$meta", _) => return Err(not_implemented("$meta projection")),
-                    (op, _) => {
-                        return Err(not_implemented(&format!(
-                            "The projection expression operator {op}"
-                        )))
-                    }
+                    _ => out.push((path, Leaf::Computed(Expr::parse(v)?))),
                 }
             }
             _ => {
                 check_path(&path)?;
-                return Err(not_implemented(&format!(
-                    "The projection expression for field '{path}'"
-                )));
+                out.push((path, Leaf::Computed(Expr::parse(v)?)));
             }
         }
     }
@@ -252,6 +248,15 @@ impl Node {
                 )),
             },
         }
+    }
+
+    /// Whether this subtree computes any field (and so creates documents).
+    fn has_computed(&self) -> bool {
+        self.children.iter().any(|(_, c)| match c {
+            Child::Leaf(Leaf::Computed(_)) => true,
+            Child::Leaf(_) => false,
+            Child::Sub(sub) => sub.has_computed(),
+        })
     }
 
     fn get(&self, name: &str) -> Option<&Child> {
@@ -309,7 +314,9 @@ impl Projection {
                 has_positional = true;
             }
             let leaf_kind = match leaf {
-                Leaf::Include | Leaf::ElemMatch(_) | Leaf::Positional => Kind::Inclusion,
+                Leaf::Include | Leaf::ElemMatch(_) | Leaf::Positional | Leaf::Computed(_) => {
+                    Kind::Inclusion
+                }
                 Leaf::Exclude => Kind::Exclusion,
                 Leaf::Slice(..) => Kind::Neutral,
             };
@@ -371,20 +378,8 @@ impl Projection {
         } else {
             None
         };
-        let mut out = Document::new();
-        for (k, v) in doc {
-            let child = self.root.get(k);
-            if k == "_id" && child.is_none() {
-                if self.include_id {
-                    out.insert(k.clone(), v.clone());
-                }
-                continue;
-            }
-            if let Some(nv) = self.apply_field(child, v, key)? {
-                out.insert(k.clone(), nv);
-            }
-        }
-        Ok(out)
+        let ctx = Ctx { root: doc, key };
+        self.project_doc(&self.root, doc, &ctx, true)
     }
 
     /// Applies the projection to a raw document.
@@ -396,53 +391,75 @@ impl Projection {
             .map_err(|e| MongoError::new(ErrorCode::InvalidBSON, e.to_string()))
     }
 
-    /// Projects one field value given its spec node; `None` drops the field.
-    fn apply_field(
+    /// Projects one (sub)document: its fields in document order, then the
+    /// computed fields of this level in spec order (as mongod's `$project`).
+    fn project_doc(
         &self,
-        child: Option<&Child>,
-        v: &Bson,
-        key: Option<usize>,
-    ) -> MongoResult<Option<Bson>> {
-        match child {
-            None => Ok(if self.inclusion {
-                None
-            } else {
-                Some(v.clone())
-            }),
-            Some(Child::Leaf(leaf)) => apply_leaf(leaf, v, key),
-            Some(Child::Sub(node)) => self.apply_sub(node, v, key),
+        node: &Node,
+        d: &Document,
+        ctx: &Ctx<'_>,
+        top: bool,
+    ) -> MongoResult<Document> {
+        let mut out = Document::new();
+        for (k, fv) in d {
+            let child = node.get(k);
+            if top && k == "_id" && child.is_none() {
+                if self.include_id {
+                    out.insert(k.clone(), fv.clone());
+                }
+                continue;
+            }
+            let r = match child {
+                None => {
+                    if self.inclusion {
+                        None
+                    } else {
+                        Some(fv.clone())
+                    }
+                }
+                // Added after the document's own fields.
+                Some(Child::Leaf(Leaf::Computed(_))) => None,
+                Some(Child::Leaf(leaf)) => apply_leaf(leaf, fv, ctx.key)?,
+                Some(Child::Sub(sub)) => self.apply_sub(sub, fv, ctx)?,
+            };
+            if let Some(r) = r {
+                out.insert(k.clone(), r);
+            }
         }
+        for (k, child) in &node.children {
+            match child {
+                Child::Leaf(Leaf::Computed(e)) => {
+                    if let Some(v) = e.eval(ctx.root, &Vars::new())? {
+                        out.insert(k.clone(), v);
+                    }
+                }
+                Child::Sub(sub) if sub.has_computed() && !d.contains_key(k) => {
+                    let v = self.project_doc(sub, &Document::new(), ctx, false)?;
+                    out.insert(k.clone(), v);
+                }
+                _ => {}
+            }
+        }
+        Ok(out)
     }
 
     /// Applies a subtree to a value: documents recurse, arrays map over their
-    /// elements; scalars are dropped by inclusion and kept by exclusion.
-    fn apply_sub(&self, node: &Node, v: &Bson, key: Option<usize>) -> MongoResult<Option<Bson>> {
+    /// elements; scalars are dropped by inclusion (replaced by a document when
+    /// the subtree computes fields) and kept by exclusion.
+    fn apply_sub(&self, node: &Node, v: &Bson, ctx: &Ctx<'_>) -> MongoResult<Option<Bson>> {
         Ok(match v {
-            Bson::Document(d) => {
-                let mut out = Document::new();
-                for (k, fv) in d {
-                    let r = match node.get(k) {
-                        None => {
-                            if self.inclusion {
-                                None
-                            } else {
-                                Some(fv.clone())
-                            }
-                        }
-                        Some(Child::Leaf(leaf)) => apply_leaf(leaf, fv, key)?,
-                        Some(Child::Sub(sub)) => self.apply_sub(sub, fv, key)?,
-                    };
-                    if let Some(r) = r {
-                        out.insert(k.clone(), r);
-                    }
-                }
-                Some(Bson::Document(out))
-            }
+            Bson::Document(d) => Some(Bson::Document(self.project_doc(node, d, ctx, false)?)),
             Bson::Array(items) => {
                 let mut out = Vec::with_capacity(items.len());
                 for e in items {
                     let r = match e {
-                        Bson::Document(_) | Bson::Array(_) => self.apply_sub(node, e, key)?,
+                        Bson::Document(_) | Bson::Array(_) => self.apply_sub(node, e, ctx)?,
+                        _ if node.has_computed() => Some(Bson::Document(self.project_doc(
+                            node,
+                            &Document::new(),
+                            ctx,
+                            false,
+                        )?)),
                         other if !self.inclusion => Some(other.clone()),
                         _ => None,
                     };
@@ -450,6 +467,12 @@ impl Projection {
                 }
                 Some(Bson::Array(out))
             }
+            _ if node.has_computed() => Some(Bson::Document(self.project_doc(
+                node,
+                &Document::new(),
+                ctx,
+                false,
+            )?)),
             other => {
                 if self.inclusion {
                     None
@@ -459,6 +482,14 @@ impl Projection {
             }
         })
     }
+}
+
+/// Per-document state shared by the recursive projection.
+struct Ctx<'a> {
+    /// The whole input document, for computed fields (`$$ROOT`).
+    root: &'a Document,
+    /// The array index the query matched, for `a.$`.
+    key: Option<usize>,
 }
 
 fn apply_leaf(leaf: &Leaf, v: &Bson, key: Option<usize>) -> MongoResult<Option<Bson>> {
@@ -476,6 +507,8 @@ fn apply_leaf(leaf: &Leaf, v: &Bson, key: Option<usize>) -> MongoResult<Option<B
             (other, _) => Some(other.clone()),
         },
         Leaf::Include => Some(v.clone()),
+        // Evaluated by `project_doc`, which has the whole document.
+        Leaf::Computed(_) => None,
         Leaf::Exclude => None,
         Leaf::Slice(skip, limit) => Some(match v {
             Bson::Array(items) => Bson::Array(slice(items, *skip, *limit)),
@@ -619,8 +652,16 @@ mod tests {
             (doc! {"a.$.b": 1}, 31394, "may only be used at the end"),
             (doc! {"a.$": 1, "b.$": 1}, 31276, "more than one positional"),
             (doc! {"a.$": 0}, 2, "Cannot exclude array elements"),
-            (doc! {"a": "$b"}, 238, "projection expression"),
-            (doc! {"a": {"$literal": 1}}, 238, "$literal"),
+            (
+                doc! {"a": 0, "b": "$c"},
+                31253,
+                "Cannot do inclusion on field b",
+            ),
+            (
+                doc! {"b": "$c", "a": 0},
+                31254,
+                "Cannot do exclusion on field a",
+            ),
             (doc! {"a": {"$meta": "textScore"}}, 238, "$meta"),
             (
                 doc! {"a": {"$slice": "x"}},
@@ -699,6 +740,42 @@ mod tests {
             p.apply(&d).unwrap(),
             doc! {"_id": 1, "qty": 100, "details": {"colors": ["blue"]}}
         );
+    }
+
+    #[test]
+    fn computed_fields() {
+        let d = doc! {"_id": 1, "a": 2, "b": {"c": 3, "d": 4}, "e": [{"f": 1}, {"f": 2}, 9]};
+        let cases: Vec<(Document, Document)> = vec![
+            // Computed fields come after the document's own fields, in spec order.
+            (doc! {"x": "$a", "a": 1}, doc! {"_id": 1, "a": 2, "x": 2}),
+            (doc! {"a": {"$literal": 7}}, doc! {"_id": 1, "a": 7}),
+            (doc! {"s": "lit", "_id": 0}, doc! {"s": "lit"}),
+            (doc! {"n": null, "_id": 0}, doc! {"n": null}),
+            (doc! {"z": "$missing", "_id": 0}, doc! {}),
+            (
+                doc! {"y": {"$add": ["$a", "$b.c"]}, "_id": 0},
+                doc! {"y": 5},
+            ),
+            (doc! {"b.z": "$a", "_id": 0}, doc! {"b": {"z": 2}}),
+            (
+                doc! {"b": {"c": 1, "z": "$a"}, "_id": 0},
+                doc! {"b": {"c": 3, "z": 2}},
+            ),
+            (doc! {"q.r": "$a", "_id": 0}, doc! {"q": {"r": 2}}),
+            (doc! {"a.r": 1, "_id": 0}, doc! {}),
+            (doc! {"a.r": "$_id", "_id": 0}, doc! {"a": {"r": 1}}),
+            (
+                doc! {"e.g": "$a", "_id": 0},
+                doc! {"e": [{"g": 2}, {"g": 2}, {"g": 2}]},
+            ),
+            (doc! {"arr": ["$a", 1], "_id": 0}, doc! {"arr": [2, 1]}),
+        ];
+        for (spec, want) in cases {
+            let p = Projection::parse(&spec).unwrap_or_else(|e| panic!("{spec}: {e}"));
+            assert!(p.is_inclusion(), "{spec}");
+            assert_eq!(p.apply(&d).unwrap(), want, "{spec}");
+        }
+        assert!(Projection::parse(&doc! {"a": {"$noSuchOp": 1}}).is_err());
     }
 
     #[test]
