@@ -15,6 +15,8 @@ use bson::spec::ElementType;
 use bson::{Bson, Document, RawDocumentBuf};
 
 use crate::compare::{compare_bson, compare_raw_bson, is_numeric_type, type_rank, NumKey};
+use crate::expr::value::truthy as agg_truthy;
+use crate::expr::{Expr as AggExpr, Vars};
 use crate::path::lookup_raw;
 
 /// Operators mongod has that BisonDB recognises but does not implement yet,
@@ -27,7 +29,6 @@ pub const NOT_IMPLEMENTED_OPERATORS: &[&str] = &[
     "$box",
     "$center",
     "$centerSphere",
-    "$expr",
     "$geoIntersects",
     "$geoWithin",
     "$geometry",
@@ -71,6 +72,8 @@ enum Expr {
     Nor(Vec<Expr>),
     Path(String, PathOp),
     Const(bool),
+    /// `$expr`: an aggregation expression evaluated against the whole document.
+    Agg(Box<AggExpr>),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -140,13 +143,20 @@ impl Matcher {
     /// Parses an owned filter document.
     pub fn parse_doc(filter: &Document) -> MongoResult<Matcher> {
         Ok(Matcher {
-            root: parse_top(filter, 0)?,
+            root: parse_top(filter, 0, false)?,
         })
     }
 
-    /// Whether the document satisfies the filter.
+    /// Whether the document satisfies the filter. An error while evaluating
+    /// `$expr` counts as "no match"; use [`Matcher::try_matches`] to see it.
     pub fn matches(&self, doc: &RawDocument) -> bool {
         self.root.matches(doc)
+    }
+
+    /// Like [`Matcher::matches`], but reports errors raised by `$expr`
+    /// evaluation (mongod fails the whole operation with them).
+    pub fn try_matches(&self, doc: &RawDocument) -> MongoResult<bool> {
+        self.root.try_matches(doc)
     }
 
     /// Whether an owned document satisfies the filter (serializes it first).
@@ -225,17 +235,47 @@ fn collect_op_equalities(path: &str, op: &PathOp, out: &mut Vec<(String, Bson)>)
 
 impl Expr {
     fn matches(&self, doc: &RawDocument) -> bool {
-        match self {
-            Expr::And(v) => v.iter().all(|e| e.matches(doc)),
-            Expr::Or(v) => v.iter().any(|e| e.matches(doc)),
-            Expr::Nor(v) => !v.iter().any(|e| e.matches(doc)),
+        self.try_matches(doc).unwrap_or(false)
+    }
+
+    fn try_matches(&self, doc: &RawDocument) -> MongoResult<bool> {
+        Ok(match self {
+            Expr::And(v) => {
+                for e in v {
+                    if !e.try_matches(doc)? {
+                        return Ok(false);
+                    }
+                }
+                true
+            }
+            Expr::Or(v) => {
+                for e in v {
+                    if e.try_matches(doc)? {
+                        return Ok(true);
+                    }
+                }
+                false
+            }
+            Expr::Nor(v) => {
+                for e in v {
+                    if e.try_matches(doc)? {
+                        return Ok(false);
+                    }
+                }
+                true
+            }
             Expr::Const(b) => *b,
             Expr::Path(path, op) => {
                 let mut vals = Vec::new();
                 let info = lookup_raw(doc, path, &mut vals);
                 op.matches_values(&vals, info.missing)
             }
-        }
+            Expr::Agg(e) => {
+                let owned = Document::try_from(doc)
+                    .map_err(|e| MongoError::new(ErrorCode::InvalidBSON, e.to_string()))?;
+                agg_truthy(e.eval(&owned, &Vars::new())?.as_ref())
+            }
+        })
     }
 }
 
@@ -248,7 +288,7 @@ impl Expr {
                 .iter()
                 .filter(|e| e.matches(doc))
                 .find_map(|e| e.elem_match_key(doc)),
-            Expr::Nor(_) | Expr::Const(_) => None,
+            Expr::Nor(_) | Expr::Const(_) | Expr::Agg(_) => None,
             Expr::Path(path, op) => path_elem_match_key(doc, path, op),
         }
     }
@@ -469,14 +509,16 @@ fn depth_check(depth: usize) -> MongoResult<()> {
     Ok(())
 }
 
-fn parse_top(doc: &Document, depth: usize) -> MongoResult<Expr> {
+/// Parses a filter document; `in_elem_match` is set below an object-form
+/// `$elemMatch`, where `$expr` is not allowed (it sees only the top document).
+fn parse_top(doc: &Document, depth: usize, in_elem_match: bool) -> MongoResult<Expr> {
     depth_check(depth)?;
     let mut children = Vec::new();
     for (k, v) in doc {
         if k.starts_with('$') {
             match k.as_str() {
                 "$and" | "$or" | "$nor" => {
-                    let list = parse_logical_list(k, v, depth)?;
+                    let list = parse_logical_list(k, v, depth, in_elem_match)?;
                     children.push(match k.as_str() {
                         "$and" => Expr::And(list),
                         "$or" => Expr::Or(list),
@@ -486,6 +528,14 @@ fn parse_top(doc: &Document, depth: usize) -> MongoResult<Expr> {
                 "$comment" => {}
                 "$alwaysTrue" => children.push(Expr::Const(true)),
                 "$alwaysFalse" => children.push(Expr::Const(false)),
+                "$expr" => {
+                    if in_elem_match {
+                        return Err(MongoError::bad_value(
+                            "$expr can only be applied to the top-level document",
+                        ));
+                    }
+                    children.push(Expr::Agg(Box::new(AggExpr::parse(v)?)));
+                }
                 name if is_not_implemented(name) => return Err(not_implemented(name)),
                 name => {
                     return Err(MongoError::bad_value(format!(
@@ -501,7 +551,12 @@ fn parse_top(doc: &Document, depth: usize) -> MongoResult<Expr> {
     Ok(Expr::And(children))
 }
 
-fn parse_logical_list(op: &str, v: &Bson, depth: usize) -> MongoResult<Vec<Expr>> {
+fn parse_logical_list(
+    op: &str,
+    v: &Bson,
+    depth: usize,
+    in_elem_match: bool,
+) -> MongoResult<Vec<Expr>> {
     let Bson::Array(items) = v else {
         return Err(MongoError::bad_value(format!("{op} must be an array")));
     };
@@ -513,7 +568,7 @@ fn parse_logical_list(op: &str, v: &Bson, depth: usize) -> MongoResult<Vec<Expr>
     items
         .iter()
         .map(|item| match item {
-            Bson::Document(d) => parse_top(d, depth + 1),
+            Bson::Document(d) => parse_top(d, depth + 1, in_elem_match),
             _ => Err(MongoError::bad_value(
                 "$or/$and/$nor entries need to be full objects",
             )),
@@ -881,7 +936,11 @@ fn parse_elem_match(v: &Bson, depth: usize) -> MongoResult<PathOp> {
             op => vec![op],
         }))
     } else {
-        Ok(PathOp::ElemMatchObject(Box::new(parse_top(d, depth + 1)?)))
+        Ok(PathOp::ElemMatchObject(Box::new(parse_top(
+            d,
+            depth + 1,
+            true,
+        )?)))
     }
 }
 

@@ -361,10 +361,16 @@ fn parse_errors() {
         (doc! {"a": {"$foo": 1}}, 2, "unknown operator: $foo"),
         (doc! {"$foo": 1}, 2, "unknown top level operator: $foo"),
         (
-            doc! {"$expr": {"$eq": ["$a", 1]}},
+            doc! {"$jsonSchema": {}},
             238,
-            "$expr is not supported by BisonDB yet",
+            "$jsonSchema is not supported by BisonDB yet",
         ),
+        (
+            doc! {"a": {"$elemMatch": {"$expr": {"$eq": ["$b", 1]}}}},
+            2,
+            "$expr can only be applied to the top-level document",
+        ),
+        (doc! {"$expr": {"$noSuchOp": 1}}, 168, ""),
         (doc! {"$where": "true"}, 238, "$where is not supported"),
         (
             doc! {"$text": {"$search": "x"}},
@@ -680,4 +686,36 @@ mod props {
             }
         }
     }
+}
+
+#[test]
+fn expr_filters() {
+    check(&[
+        (
+            doc! {"$expr": {"$gt": ["$a", "$b"]}},
+            doc! {"a": 3, "b": 2},
+            true,
+        ),
+        (
+            doc! {"$expr": {"$gt": ["$a", "$b"]}},
+            doc! {"a": 1, "b": 2},
+            false,
+        ),
+        (doc! {"$expr": "$flag"}, doc! {"flag": 0}, false),
+        (doc! {"$expr": "$flag"}, doc! {"flag": "x"}, true),
+        (doc! {"$expr": "$flag"}, doc! {}, false),
+        (
+            doc! {"$or": [{"a": 5}, {"$expr": {"$eq": ["$a", "$b"]}}]},
+            doc! {"a": 2, "b": 2},
+            true,
+        ),
+        (doc! {"x": 1, "$expr": true}, doc! {"x": 2}, false),
+    ]);
+    // Evaluation errors surface through try_matches and count as no match.
+    let m = Matcher::parse_doc(&doc! {"$expr": {"$divide": [1, "$z"]}}).unwrap();
+    let raw = RawDocumentBuf::try_from(&doc! {"z": 0}).unwrap();
+    assert!(m.try_matches(&raw).is_err());
+    assert!(!m.matches(&raw));
+    let ok = RawDocumentBuf::try_from(&doc! {"z": 2}).unwrap();
+    assert_eq!(m.try_matches(&ok), Ok(true));
 }
