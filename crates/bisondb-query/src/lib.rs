@@ -6,3 +6,4 @@ pub mod sort;
 pub mod projection;
 pub mod expr;
 pub mod update;
+pub mod agg;

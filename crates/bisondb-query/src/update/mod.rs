@@ -262,15 +262,17 @@ impl UpdateSpec {
     }
 }
 
-fn pipeline_parse_check(_stages: &[Document]) -> MongoResult<()> {
-    Err(MongoError::new(
-        ErrorCode::NotImplemented,
-        "pipeline-style updates are not supported by BisonDB yet",
-    ))
+fn pipeline_parse_check(stages: &[Document]) -> MongoResult<()> {
+    crate::agg::Pipeline::parse(stages).map(|_| ())
 }
 
-fn run_pipeline(_stages: &[Document], _doc: Document) -> Option<MongoResult<Document>> {
-    None
+fn run_pipeline(stages: &[Document], doc: Document) -> Option<MongoResult<Document>> {
+    let pipeline = match crate::agg::Pipeline::parse(stages) {
+        Ok(p) => p,
+        Err(e) => return Some(Err(e)),
+    };
+    let input: crate::agg::DocStream = Box::new(std::iter::once(Ok(doc)));
+    pipeline.run(input).next()
 }
 
 fn replace(old: &Document, replacement: &Document) -> MongoResult<Document> {

@@ -401,3 +401,32 @@ fn upsert_seed_from_equalities() {
     let e = upsert_seed(&[("a".into(), Bson::Int32(1)), ("a".into(), Bson::Int32(2))]).unwrap_err();
     assert_eq!(e.code, ErrorCode::NotSingleValueField);
 }
+
+#[test]
+fn pipeline_updates() {
+    let spec = UpdateSpec::parse_pipeline(&[
+        doc! {"$set": {"total": {"$add": ["$a", "$b"]}}},
+        doc! {"$unset": "b"},
+    ])
+    .unwrap();
+    assert!(!spec.is_replacement());
+    let mut d = doc! {"_id": 1, "a": 2, "b": 3};
+    assert!(spec.apply(&mut d, false).unwrap());
+    assert_eq!(d, doc! {"_id": 1, "a": 2, "total": 5});
+
+    let spec = UpdateSpec::parse_pipeline(&[doc! {"$replaceWith": {"x": "$a"}}]).unwrap();
+    let mut d = doc! {"_id": 1, "a": 2};
+    spec.apply(&mut d, false).unwrap();
+    assert_eq!(d, doc! {"_id": 1, "x": 2});
+
+    let spec = UpdateSpec::parse_pipeline(&[doc! {"$set": {"_id": 9}}]).unwrap();
+    let e = spec.apply(&mut doc! {"_id": 1}, false).unwrap_err();
+    assert_eq!(e.code, ErrorCode::ImmutableField);
+
+    let e = UpdateSpec::parse_pipeline(&[doc! {"$match": {}}]).unwrap_err();
+    assert_eq!(e.code, ErrorCode::InvalidOptions);
+    assert_eq!(
+        e.message,
+        "$match is not allowed to be used within an update"
+    );
+}

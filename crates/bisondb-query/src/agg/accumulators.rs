@@ -1,0 +1,436 @@
+//! `$group` accumulators: parsing (`{$sum: <expr>}`) and per-group state.
+
+use super::key::key_of;
+use crate::compare::compare_bson;
+use crate::expr::value::{decimal_unsupported, nullish, num_add, type_name_opt, LongOverflow, Num};
+use crate::expr::{Expr, Value};
+use bisondb_error::{ErrorCode, MongoError, MongoResult};
+use bson::{Bson, Document};
+use std::cmp::Ordering;
+use std::collections::HashSet;
+
+/// An accumulator operator.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AccOp {
+    Sum,
+    Avg,
+    Min,
+    Max,
+    First,
+    Last,
+    Push,
+    AddToSet,
+    StdDevPop,
+    StdDevSamp,
+    MergeObjects,
+}
+
+/// Accumulators implemented, sorted by name. `$count` is `$sum: 1`.
+const ACCUMULATORS: &[(&str, Option<AccOp>)] = &[
+    ("$addToSet", Some(AccOp::AddToSet)),
+    ("$avg", Some(AccOp::Avg)),
+    ("$count", None),
+    ("$first", Some(AccOp::First)),
+    ("$last", Some(AccOp::Last)),
+    ("$max", Some(AccOp::Max)),
+    ("$mergeObjects", Some(AccOp::MergeObjects)),
+    ("$min", Some(AccOp::Min)),
+    ("$push", Some(AccOp::Push)),
+    ("$stdDevPop", Some(AccOp::StdDevPop)),
+    ("$stdDevSamp", Some(AccOp::StdDevSamp)),
+    ("$sum", Some(AccOp::Sum)),
+];
+
+/// mongod accumulators BisonDB does not implement yet, sorted.
+const NOT_IMPLEMENTED: &[&str] = &[
+    "$accumulator",
+    "$bottom",
+    "$bottomN",
+    "$firstN",
+    "$lastN",
+    "$maxN",
+    "$median",
+    "$minN",
+    "$percentile",
+    "$top",
+    "$topN",
+];
+
+/// A parsed accumulator: operator and argument expression.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Accumulator {
+    pub op: AccOp,
+    pub arg: Expr,
+}
+
+impl Accumulator {
+    /// Parses the value of one `$group` output field.
+    pub fn parse(field: &str, spec: &Bson) -> MongoResult<Accumulator> {
+        let Bson::Document(d) = spec else {
+            return Err(MongoError::location(
+                40234,
+                format!("The field '{field}' must be an accumulator object"),
+            ));
+        };
+        let mut it = d.iter();
+        let (name, arg) = match (it.next(), it.next()) {
+            (Some(kv), None) => kv,
+            (None, _) => {
+                return Err(MongoError::location(
+                    40234,
+                    format!("The field '{field}' must be an accumulator object"),
+                ))
+            }
+            (Some(_), Some(_)) => {
+                return Err(MongoError::location(
+                    40238,
+                    format!("The field '{field}' must specify one accumulator"),
+                ))
+            }
+        };
+        if !name.starts_with('$') {
+            return Err(MongoError::location(
+                40234,
+                format!("The field '{field}' must be an accumulator object"),
+            ));
+        }
+        match ACCUMULATORS.binary_search_by(|(n, _)| n.cmp(&name.as_str())) {
+            Ok(i) => match ACCUMULATORS.get(i).and_then(|(_, op)| *op) {
+                Some(op) => {
+                    if matches!(arg, Bson::Array(_)) {
+                        return Err(MongoError::location(
+                            40237,
+                            format!("The {name} accumulator is a unary operator"),
+                        ));
+                    }
+                    Ok(Accumulator {
+                        op,
+                        arg: Expr::parse(arg)?,
+                    })
+                }
+                None => {
+                    if !matches!(arg, Bson::Document(a) if a.is_empty()) {
+                        return Err(MongoError::bad_value(
+                            "$count takes no arguments, i.e. $count:{}",
+                        ));
+                    }
+                    Ok(Accumulator {
+                        op: AccOp::Sum,
+                        arg: Expr::Literal(Bson::Int32(1)),
+                    })
+                }
+            },
+            Err(_) if NOT_IMPLEMENTED.binary_search(&name.as_str()).is_ok() => {
+                Err(MongoError::new(
+                    ErrorCode::NotImplemented,
+                    format!("Accumulator {name} is not supported by BisonDB yet"),
+                ))
+            }
+            Err(_) => Err(MongoError::location(
+                15952,
+                format!("unknown group operator '{name}'"),
+            )),
+        }
+    }
+
+    /// A fresh state for a new group.
+    pub fn new_state(&self) -> AccState {
+        match self.op {
+            AccOp::Sum => AccState::Sum(Num::I32(0)),
+            AccOp::Avg => AccState::Avg {
+                sum: Num::I32(0),
+                count: 0,
+            },
+            AccOp::Min | AccOp::Max => AccState::Extreme(None),
+            AccOp::First => AccState::First(None),
+            AccOp::Last => AccState::Last(Bson::Null),
+            AccOp::Push => AccState::Push(Vec::new()),
+            AccOp::AddToSet => AccState::Set(Vec::new(), HashSet::new()),
+            AccOp::StdDevPop | AccOp::StdDevSamp => AccState::StdDev {
+                count: 0,
+                mean: 0.0,
+                m2: 0.0,
+            },
+            AccOp::MergeObjects => AccState::Merge(Document::new()),
+        }
+    }
+}
+
+/// Running state of one accumulator in one group.
+#[derive(Debug, Clone)]
+pub enum AccState {
+    Sum(Num),
+    Avg { sum: Num, count: u64 },
+    Extreme(Option<Bson>),
+    First(Option<Bson>),
+    Last(Bson),
+    Push(Vec<Bson>),
+    Set(Vec<Bson>, HashSet<Vec<u8>>),
+    StdDev { count: u64, mean: f64, m2: f64 },
+    Merge(Document),
+}
+
+fn number(v: &Value, op: &str) -> MongoResult<Option<Num>> {
+    match v {
+        Some(Bson::Decimal128(_)) => Err(decimal_unsupported(op)),
+        Some(b) => Ok(Num::from_bson(b)),
+        None => Ok(None),
+    }
+}
+
+impl AccState {
+    /// Folds one evaluated argument into the state.
+    pub fn add(&mut self, op: AccOp, v: Value) -> MongoResult<()> {
+        match self {
+            AccState::Sum(acc) => {
+                if let Some(n) = number(&v, "$sum")? {
+                    *acc = num_add(*acc, n, LongOverflow::ToDouble).unwrap_or(Num::F64(f64::NAN));
+                }
+            }
+            AccState::Avg { sum, count } => {
+                if let Some(n) = number(&v, "$avg")? {
+                    *sum = num_add(*sum, n, LongOverflow::ToDouble).unwrap_or(Num::F64(f64::NAN));
+                    *count += 1;
+                }
+            }
+            AccState::Extreme(best) => {
+                if let Some(v) = v.filter(|x| !nullish(Some(x))) {
+                    let want = if op == AccOp::Min {
+                        Ordering::Less
+                    } else {
+                        Ordering::Greater
+                    };
+                    let replace = match best {
+                        Some(b) => compare_bson(&v, b) == want,
+                        None => true,
+                    };
+                    if replace {
+                        *best = Some(v);
+                    }
+                }
+            }
+            AccState::First(first) => {
+                if first.is_none() {
+                    *first = Some(v.unwrap_or(Bson::Null));
+                }
+            }
+            AccState::Last(last) => *last = v.unwrap_or(Bson::Null),
+            AccState::Push(items) => {
+                if let Some(v) = v {
+                    items.push(v);
+                }
+            }
+            AccState::Set(items, seen) => {
+                if let Some(v) = v {
+                    if seen.insert(key_of(Some(&v))) {
+                        items.push(v);
+                    }
+                }
+            }
+            AccState::StdDev { count, mean, m2 } => {
+                let name = if op == AccOp::StdDevPop {
+                    "$stdDevPop"
+                } else {
+                    "$stdDevSamp"
+                };
+                if let Some(n) = number(&v, name)? {
+                    // Welford's online update keeps the variance numerically stable.
+                    let x = n.as_f64();
+                    *count += 1;
+                    let delta = x - *mean;
+                    *mean += delta / *count as f64;
+                    *m2 += delta * (x - *mean);
+                }
+            }
+            AccState::Merge(out) => match v {
+                Some(Bson::Document(d)) => crate::expr::merge_objects_into(out, d),
+                other if nullish(other.as_ref()) => {}
+                other => {
+                    return Err(MongoError::location(
+                        40400,
+                        format!(
+                            "$mergeObjects requires object inputs, but input {} is of type {}",
+                            crate::expr::render_value(&other),
+                            type_name_opt(other.as_ref())
+                        ),
+                    ))
+                }
+            },
+        }
+        Ok(())
+    }
+
+    /// The accumulated result.
+    pub fn finish(self, op: AccOp) -> Bson {
+        match self {
+            AccState::Sum(acc) => acc.to_bson(),
+            AccState::Avg { sum, count } => {
+                if count == 0 {
+                    Bson::Null
+                } else {
+                    Bson::Double(sum.as_f64() / count as f64)
+                }
+            }
+            AccState::Extreme(best) => best.unwrap_or(Bson::Null),
+            AccState::First(first) => first.unwrap_or(Bson::Null),
+            AccState::Last(last) => last,
+            AccState::Push(items) | AccState::Set(items, _) => Bson::Array(items),
+            AccState::StdDev { count, m2, .. } => {
+                let n = if op == AccOp::StdDevPop {
+                    count
+                } else {
+                    count.saturating_sub(1)
+                };
+                if n == 0 {
+                    Bson::Null
+                } else {
+                    Bson::Double((m2 / n as f64).sqrt())
+                }
+            }
+            AccState::Merge(d) => Bson::Document(d),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bson::doc;
+
+    fn run(spec: Bson, inputs: Vec<Value>) -> MongoResult<Bson> {
+        let acc = Accumulator::parse("f", &spec)?;
+        let mut st = acc.new_state();
+        for v in inputs {
+            st.add(acc.op, v)?;
+        }
+        Ok(st.finish(acc.op))
+    }
+
+    fn s(v: impl Into<Bson>) -> Value {
+        Some(v.into())
+    }
+
+    #[test]
+    fn accumulator_table() {
+        let cases: Vec<(Bson, Vec<Value>, Bson)> = vec![
+            (
+                doc! {"$sum": "$x"}.into(),
+                vec![s(1), s(2), s("x"), None],
+                Bson::Int32(3),
+            ),
+            (
+                doc! {"$sum": "$x"}.into(),
+                vec![s(i32::MAX), s(1)],
+                Bson::Int64(i64::from(i32::MAX) + 1),
+            ),
+            (
+                doc! {"$sum": "$x"}.into(),
+                vec![s(1), s(0.5)],
+                Bson::Double(1.5),
+            ),
+            (doc! {"$sum": "$x"}.into(), vec![], Bson::Int32(0)),
+            (doc! {"$count": {}}.into(), vec![s(1), s(1)], Bson::Int32(2)),
+            (
+                doc! {"$avg": "$x"}.into(),
+                vec![s(1), s(2), s(Bson::Null)],
+                Bson::Double(1.5),
+            ),
+            (doc! {"$avg": "$x"}.into(), vec![s("a")], Bson::Null),
+            (
+                doc! {"$min": "$x"}.into(),
+                vec![s(3), s(Bson::Null), s(1), None],
+                Bson::Int32(1),
+            ),
+            (
+                doc! {"$max": "$x"}.into(),
+                vec![s(3), s("a"), s(1)],
+                Bson::String("a".into()),
+            ),
+            (doc! {"$max": "$x"}.into(), vec![None], Bson::Null),
+            (doc! {"$first": "$x"}.into(), vec![None, s(2)], Bson::Null),
+            (
+                doc! {"$first": "$x"}.into(),
+                vec![s(1), s(2)],
+                Bson::Int32(1),
+            ),
+            (
+                doc! {"$last": "$x"}.into(),
+                vec![s(1), s(2)],
+                Bson::Int32(2),
+            ),
+            (
+                doc! {"$push": "$x"}.into(),
+                vec![s(1), None, s(Bson::Null)],
+                Bson::Array(vec![Bson::Int32(1), Bson::Null]),
+            ),
+            (
+                doc! {"$addToSet": "$x"}.into(),
+                vec![s(1), s(1.0), s(2)],
+                Bson::Array(vec![Bson::Int32(1), Bson::Int32(2)]),
+            ),
+            (
+                doc! {"$stdDevPop": "$x"}.into(),
+                vec![s(2), s(4), s(4), s(4), s(5), s(5), s(7), s(9)],
+                Bson::Double(2.0),
+            ),
+            (doc! {"$stdDevSamp": "$x"}.into(), vec![s(1)], Bson::Null),
+            (
+                doc! {"$stdDevSamp": "$x"}.into(),
+                vec![s(1), s(3)],
+                Bson::Double(2f64.sqrt()),
+            ),
+            (
+                doc! {"$mergeObjects": "$x"}.into(),
+                vec![s(doc! {"a": 1}), s(Bson::Null), s(doc! {"a": 2, "b": 3})],
+                Bson::Document(doc! {"a": 2, "b": 3}),
+            ),
+        ];
+        for (spec, inputs, want) in cases {
+            assert_eq!(run(spec.clone(), inputs).unwrap(), want, "{spec}");
+        }
+    }
+
+    #[test]
+    fn accumulator_errors() {
+        let cases: Vec<(Bson, i32, &str)> = vec![
+            (
+                doc! {"$foo": 1}.into(),
+                15952,
+                "unknown group operator '$foo'",
+            ),
+            (
+                Bson::Int32(1),
+                40234,
+                "The field 'f' must be an accumulator object",
+            ),
+            (
+                doc! {"$sum": 1, "$avg": 1}.into(),
+                40238,
+                "must specify one accumulator",
+            ),
+            (
+                doc! {"$topN": {}}.into(),
+                238,
+                "Accumulator $topN is not supported by BisonDB yet",
+            ),
+            (
+                doc! {"$sum": [1, 2]}.into(),
+                40237,
+                "The $sum accumulator is a unary operator",
+            ),
+        ];
+        for (spec, code, msg) in cases {
+            let e = run(spec.clone(), vec![]).expect_err(&spec.to_string());
+            assert_eq!(e.code.code(), code, "{spec}: {e}");
+            assert!(e.message.contains(msg), "{spec}: {}", e.message);
+        }
+        let e = run(doc! {"$mergeObjects": "$x"}.into(), vec![s(1)]).unwrap_err();
+        assert_eq!(e.code.code(), 40400);
+    }
+
+    #[test]
+    fn tables_sorted() {
+        assert!(ACCUMULATORS.windows(2).all(|w| w[0].0 < w[1].0));
+        assert!(NOT_IMPLEMENTED.windows(2).all(|w| w[0] < w[1]));
+    }
+}

@@ -1,0 +1,155 @@
+//! Canonical byte keys for grouping and set membership: two values get the
+//! same key exactly when mongod treats them as equal for `$group` and
+//! `$addToSet` (so 1, 1L and 1.0 group together, and null with missing).
+
+use bson::Bson;
+
+fn put_str(out: &mut Vec<u8>, s: &str) {
+    out.extend_from_slice(&(s.len() as u64).to_le_bytes());
+    out.extend_from_slice(s.as_bytes());
+}
+
+fn put_num(out: &mut Vec<u8>, d: f64) {
+    // Integral doubles in i64 range share the integer encoding.
+    if d.fract() == 0.0 && (-9.223_372_036_854_776e18..9.223_372_036_854_776e18).contains(&d) {
+        out.push(b'I');
+        out.extend_from_slice(&(d as i64).to_le_bytes());
+    } else if d.is_nan() {
+        out.push(b'N');
+    } else {
+        out.push(b'F');
+        out.extend_from_slice(&d.to_bits().to_le_bytes());
+    }
+}
+
+/// Appends the canonical key of `v` (`None` = missing, keyed like null).
+pub fn canonical_key(v: Option<&Bson>, out: &mut Vec<u8>) {
+    let Some(v) = v else {
+        out.push(b'n');
+        return;
+    };
+    match v {
+        Bson::Null => out.push(b'n'),
+        Bson::Undefined => out.push(b'u'),
+        Bson::MinKey => out.push(b'<'),
+        Bson::MaxKey => out.push(b'>'),
+        Bson::Int32(i) => {
+            out.push(b'I');
+            out.extend_from_slice(&i64::from(*i).to_le_bytes());
+        }
+        Bson::Int64(i) => {
+            out.push(b'I');
+            out.extend_from_slice(&i.to_le_bytes());
+        }
+        Bson::Double(d) => put_num(out, *d),
+        Bson::Decimal128(d) => match d.to_string().parse::<f64>() {
+            Ok(f) => put_num(out, f),
+            Err(_) => {
+                out.push(b'M');
+                put_str(out, &d.to_string());
+            }
+        },
+        Bson::String(s) | Bson::Symbol(s) => {
+            out.push(b's');
+            put_str(out, s);
+        }
+        Bson::Document(d) => {
+            out.push(b'o');
+            for (k, v) in d {
+                out.push(1);
+                put_str(out, k);
+                canonical_key(Some(v), out);
+            }
+            out.push(0);
+        }
+        Bson::Array(a) => {
+            out.push(b'a');
+            for x in a {
+                out.push(1);
+                canonical_key(Some(x), out);
+            }
+            out.push(0);
+        }
+        Bson::Boolean(b) => {
+            out.push(b'b');
+            out.push(u8::from(*b));
+        }
+        Bson::DateTime(d) => {
+            out.push(b'd');
+            out.extend_from_slice(&d.timestamp_millis().to_le_bytes());
+        }
+        Bson::Timestamp(t) => {
+            out.push(b't');
+            out.extend_from_slice(&t.time.to_le_bytes());
+            out.extend_from_slice(&t.increment.to_le_bytes());
+        }
+        Bson::ObjectId(o) => {
+            out.push(b'O');
+            out.extend_from_slice(&o.bytes());
+        }
+        Bson::Binary(b) => {
+            out.push(b'B');
+            out.push(u8::from(b.subtype));
+            out.extend_from_slice(&(b.bytes.len() as u64).to_le_bytes());
+            out.extend_from_slice(&b.bytes);
+        }
+        Bson::RegularExpression(r) => {
+            out.push(b'r');
+            put_str(out, &r.pattern.to_string());
+            put_str(out, &r.options.to_string());
+        }
+        other => {
+            // Rare types (code, code with scope, DBPointer): their display
+            // form identifies them.
+            out.push(b'x');
+            put_str(out, &other.to_string());
+        }
+    }
+}
+
+/// The canonical key of one value.
+pub fn key_of(v: Option<&Bson>) -> Vec<u8> {
+    let mut out = Vec::new();
+    canonical_key(v, &mut out);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bson::doc;
+
+    #[test]
+    fn equal_values_share_keys() {
+        let same = [
+            (Bson::Int32(1), Bson::Double(1.0)),
+            (Bson::Int64(1), Bson::Int32(1)),
+            (Bson::Null, Bson::Null),
+            (
+                Bson::Document(doc! {"a": 1}),
+                Bson::Document(doc! {"a": 1.0}),
+            ),
+            (
+                Bson::Array(vec![Bson::Int32(2)]),
+                Bson::Array(vec![Bson::Int64(2)]),
+            ),
+            (Bson::Double(0.0), Bson::Double(-0.0)),
+        ];
+        for (a, b) in same {
+            assert_eq!(key_of(Some(&a)), key_of(Some(&b)), "{a} vs {b}");
+        }
+        assert_eq!(key_of(None), key_of(Some(&Bson::Null)));
+        let different = [
+            (Bson::Int32(1), Bson::String("1".into())),
+            (
+                Bson::Document(doc! {"a": 1, "b": 2}),
+                Bson::Document(doc! {"b": 2, "a": 1}),
+            ),
+            (Bson::Double(1.5), Bson::Int32(1)),
+            (Bson::Array(vec![]), Bson::Null),
+        ];
+        for (a, b) in different {
+            assert_ne!(key_of(Some(&a)), key_of(Some(&b)), "{a} vs {b}");
+        }
+    }
+}

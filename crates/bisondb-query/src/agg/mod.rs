@@ -1,0 +1,218 @@
+//! Aggregation pipelines: parsing stage specifications and running them as a
+//! chain of iterators over documents.
+//!
+//! Stages live one per file in `stages/` and are registered in one sorted
+//! table ([`STAGES`]); mongod stage names BisonDB does not build yet are in a
+//! second table so they fail with NotImplemented rather than as unknown.
+//! Streaming stages pull one document at a time; blocking ones (`$group`,
+//! `$sort`, `$count`) drain their input on the first pull.
+
+pub mod accumulators;
+pub(crate) mod key;
+mod stages;
+
+use bisondb_error::{ErrorCode, MongoError, MongoResult};
+use bson::{Bson, DateTime, Document};
+use std::fmt::Debug;
+
+/// A stream of documents (or the first error) flowing between stages.
+pub type DocStream = Box<dyn Iterator<Item = MongoResult<Document>> + Send>;
+
+/// One parsed stage.
+pub(crate) trait Stage: Debug + Send {
+    /// Wraps the input stream. `now` is the pipeline's `$$NOW`.
+    fn run(self: Box<Self>, input: DocStream, now: DateTime) -> DocStream;
+
+    /// For `$limit`: its value, so a preceding `$sort` can keep only the top k.
+    fn limit_value(&self) -> Option<u64> {
+        None
+    }
+
+    /// For `$sort`: accepts a top-k bound from a following `$limit`.
+    fn set_top_k(&mut self, _k: u64) -> bool {
+        false
+    }
+
+    /// For `$match`: its filter.
+    fn match_filter(&self) -> Option<&Document> {
+        None
+    }
+}
+
+type ParseFn = fn(&Bson) -> MongoResult<Vec<Box<dyn Stage>>>;
+
+/// Stages BisonDB implements, sorted by name.
+const STAGES: &[(&str, ParseFn)] = &[
+    ("$addFields", stages::add_fields::parse),
+    ("$count", stages::count::parse),
+    ("$group", stages::group::parse),
+    ("$limit", stages::limit::parse),
+    ("$match", stages::match_::parse),
+    ("$project", stages::project::parse),
+    ("$replaceRoot", stages::replace_root::parse_replace_root),
+    ("$replaceWith", stages::replace_root::parse_replace_with),
+    ("$set", stages::add_fields::parse_set),
+    ("$skip", stages::skip::parse),
+    ("$sort", stages::sort::parse),
+    ("$sortByCount", stages::sort_by_count::parse),
+    ("$unset", stages::unset::parse),
+    ("$unwind", stages::unwind::parse),
+];
+
+/// mongod stages not built yet, sorted.
+const NOT_IMPLEMENTED_STAGES: &[&str] = &[
+    "$bucket",
+    "$bucketAuto",
+    "$changeStream",
+    "$changeStreamSplitLargeEvent",
+    "$collStats",
+    "$currentOp",
+    "$densify",
+    "$documents",
+    "$facet",
+    "$fill",
+    "$geoNear",
+    "$graphLookup",
+    "$indexStats",
+    "$listLocalSessions",
+    "$listSampledQueries",
+    "$listSearchIndexes",
+    "$listSessions",
+    "$lookup",
+    "$merge",
+    "$out",
+    "$planCacheStats",
+    "$querySettings",
+    "$redact",
+    "$sample",
+    "$search",
+    "$searchMeta",
+    "$setWindowFields",
+    "$shardedDataDistribution",
+    "$unionWith",
+    "$vectorSearch",
+];
+
+/// A parsed aggregation pipeline.
+#[derive(Debug)]
+pub struct Pipeline {
+    stages: Vec<Box<dyn Stage>>,
+    now: DateTime,
+}
+
+impl Pipeline {
+    /// Parses the stages of an `aggregate` command's `pipeline`.
+    pub fn parse(stages: &[Document]) -> MongoResult<Pipeline> {
+        let mut out: Vec<Box<dyn Stage>> = Vec::with_capacity(stages.len());
+        for spec in stages {
+            let mut it = spec.iter();
+            let (Some((name, arg)), None) = (it.next(), it.next()) else {
+                return Err(MongoError::location(
+                    40323,
+                    "A pipeline stage specification object must contain exactly one field.",
+                ));
+            };
+            match STAGES.binary_search_by(|(n, _)| n.cmp(&name.as_str())) {
+                Ok(i) => {
+                    let parse = STAGES
+                        .get(i)
+                        .map(|(_, f)| *f)
+                        .ok_or_else(|| MongoError::internal("stage table"))?;
+                    out.extend(parse(arg)?);
+                }
+                Err(_) if NOT_IMPLEMENTED_STAGES.binary_search(&name.as_str()).is_ok() => {
+                    return Err(MongoError::new(
+                        ErrorCode::NotImplemented,
+                        format!("{name} is not supported by BisonDB yet"),
+                    ));
+                }
+                Err(_) => {
+                    return Err(MongoError::location(
+                        40324,
+                        format!("Unrecognized pipeline stage name: '{name}'"),
+                    ));
+                }
+            }
+        }
+        // $sort directly followed by $limit only needs the top k documents.
+        for i in 1..out.len() {
+            let k = out.get(i).and_then(|s| s.limit_value());
+            if let (Some(k), Some(prev)) = (k, out.get_mut(i - 1)) {
+                prev.set_top_k(k);
+            }
+        }
+        Ok(Pipeline {
+            stages: out,
+            now: DateTime::now(),
+        })
+    }
+
+    /// The filter of a leading `$match`, so the caller can filter during the scan.
+    pub fn leading_match(&self) -> Option<&Document> {
+        self.stages.first().and_then(|s| s.match_filter())
+    }
+
+    /// Uses `now` as `$$NOW` instead of the parse time.
+    pub fn with_now(mut self, now: DateTime) -> Pipeline {
+        self.now = now;
+        self
+    }
+
+    /// Number of stages after parsing (`$sortByCount` counts as two).
+    pub fn len(&self) -> usize {
+        self.stages.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.stages.is_empty()
+    }
+
+    /// Builds the streaming pipeline over `input`. The returned stream ends
+    /// after the first error.
+    pub fn run(self, input: DocStream) -> DocStream {
+        let now = self.now;
+        let mut stream = input;
+        for st in self.stages {
+            stream = st.run(stream, now);
+        }
+        Box::new(FuseOnError {
+            inner: stream,
+            failed: false,
+        })
+    }
+}
+
+struct FuseOnError {
+    inner: DocStream,
+    failed: bool,
+}
+
+impl Iterator for FuseOnError {
+    type Item = MongoResult<Document>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.failed {
+            return None;
+        }
+        let r = self.inner.next();
+        if matches!(r, Some(Err(_))) {
+            self.failed = true;
+        }
+        r
+    }
+}
+
+/// Turns a value into a `Document` input for a stage that needs an object spec.
+pub(crate) fn spec_doc(
+    arg: &Bson,
+    code: i32,
+    msg: impl FnOnce(&Bson) -> String,
+) -> MongoResult<&Document> {
+    match arg {
+        Bson::Document(d) => Ok(d),
+        other => Err(MongoError::location(code, msg(other))),
+    }
+}
+
+#[cfg(test)]
+mod tests;

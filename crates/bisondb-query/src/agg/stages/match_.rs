@@ -1,0 +1,37 @@
+//! `$match`: filters documents with the query matcher.
+
+use crate::agg::{spec_doc, DocStream, Stage};
+use crate::matcher::Matcher;
+use bisondb_error::MongoResult;
+use bson::{Bson, DateTime, Document};
+
+#[derive(Debug)]
+pub(crate) struct MatchStage {
+    filter: Document,
+    matcher: Matcher,
+}
+
+pub(crate) fn parse(arg: &Bson) -> MongoResult<Vec<Box<dyn Stage>>> {
+    let filter = spec_doc(arg, 15959, |_| {
+        "the match filter must be an expression in an object".to_string()
+    })?;
+    let matcher = Matcher::parse_doc(filter)?;
+    Ok(vec![Box::new(MatchStage {
+        filter: filter.clone(),
+        matcher,
+    })])
+}
+
+impl Stage for MatchStage {
+    fn run(self: Box<Self>, input: DocStream, _now: DateTime) -> DocStream {
+        let m = self.matcher;
+        Box::new(input.filter(move |r| match r {
+            Ok(d) => m.matches_doc(d),
+            Err(_) => true,
+        }))
+    }
+
+    fn match_filter(&self) -> Option<&Document> {
+        Some(&self.filter)
+    }
+}

@@ -1,0 +1,93 @@
+//! `$sort`: a blocking, stable sort. Followed directly by `$limit k`, it keeps
+//! only the best k documents seen so far (bounded memory).
+
+use crate::agg::{spec_doc, DocStream, Stage};
+use crate::sort::SortSpec;
+use bisondb_error::{MongoError, MongoResult};
+use bson::{Bson, DateTime, Document, RawDocumentBuf};
+use std::cmp::Ordering;
+
+#[derive(Debug)]
+pub(crate) struct SortStage {
+    spec: SortSpec,
+    top_k: Option<u64>,
+}
+
+pub(crate) fn parse(arg: &Bson) -> MongoResult<Vec<Box<dyn Stage>>> {
+    let spec = spec_doc(arg, 15973, |_| {
+        "the $sort key specification must be an object".to_string()
+    })?;
+    Ok(vec![Box::new(SortStage::new(spec)?)])
+}
+
+impl SortStage {
+    pub(crate) fn new(spec: &Document) -> MongoResult<SortStage> {
+        if spec.is_empty() {
+            return Err(MongoError::location(
+                15976,
+                "$sort stage must have at least one sort key",
+            ));
+        }
+        Ok(SortStage {
+            spec: SortSpec::parse(spec)?,
+            top_k: None,
+        })
+    }
+}
+
+/// A document with its sort key extracted once.
+struct Keyed {
+    key: Vec<Bson>,
+    doc: Document,
+}
+
+fn sort_all(spec: &SortSpec, input: DocStream, top_k: Option<u64>) -> MongoResult<Vec<Document>> {
+    let k = top_k.and_then(|k| usize::try_from(k).ok());
+    let mut buf: Vec<Keyed> = Vec::new();
+    let cmp = |a: &Keyed, b: &Keyed| -> Ordering { spec.compare_keys(&a.key, &b.key) };
+    for r in input {
+        let doc = r?;
+        let raw = RawDocumentBuf::try_from(&doc).map_err(|e| {
+            MongoError::internal(format!("document cannot be encoded for sorting: {e}"))
+        })?;
+        buf.push(Keyed {
+            key: spec.sort_key(&raw),
+            doc,
+        });
+        // Top-k: trim when the buffer doubles, so the cost stays O(n log k).
+        if let Some(k) = k {
+            if buf.len() >= k.saturating_mul(2).max(64) {
+                buf.sort_by(cmp);
+                buf.truncate(k);
+            }
+        }
+    }
+    buf.sort_by(cmp);
+    if let Some(k) = k {
+        buf.truncate(k);
+    }
+    Ok(buf.into_iter().map(|x| x.doc).collect())
+}
+
+impl Stage for SortStage {
+    fn run(self: Box<Self>, input: DocStream, _now: DateTime) -> DocStream {
+        let spec = self.spec;
+        let top_k = self.top_k;
+        let mut input = Some(input);
+        let mut out: std::vec::IntoIter<Document> = Vec::new().into_iter();
+        Box::new(std::iter::from_fn(move || {
+            if let Some(inp) = input.take() {
+                match sort_all(&spec, inp, top_k) {
+                    Ok(v) => out = v.into_iter(),
+                    Err(e) => return Some(Err(e)),
+                }
+            }
+            out.next().map(Ok)
+        }))
+    }
+
+    fn set_top_k(&mut self, k: u64) -> bool {
+        self.top_k = Some(self.top_k.map_or(k, |old| old.min(k)));
+        true
+    }
+}

@@ -1,0 +1,573 @@
+//! Stage-by-stage tables and whole-pipeline tests.
+
+use super::*;
+use bson::{doc, oid::ObjectId};
+
+fn run(stages: Vec<Document>, input: Vec<Document>) -> MongoResult<Vec<Document>> {
+    let p = Pipeline::parse(&stages)?;
+    let stream: DocStream = Box::new(input.into_iter().map(Ok));
+    p.run(stream).collect()
+}
+
+fn check(cases: Vec<(Vec<Document>, Vec<Document>, Vec<Document>)>) {
+    for (stages, input, want) in cases {
+        let got = run(stages.clone(), input).unwrap_or_else(|e| panic!("{stages:?}: {e}"));
+        assert_eq!(got, want, "{stages:?}");
+        for (g, w) in got.iter().zip(&want) {
+            assert_eq!(
+                g.keys().collect::<Vec<_>>(),
+                w.keys().collect::<Vec<_>>(),
+                "field order for {stages:?}"
+            );
+        }
+    }
+}
+
+fn check_err(cases: Vec<(Vec<Document>, Vec<Document>, i32, &str)>) {
+    for (stages, input, code, msg) in cases {
+        let e = run(stages.clone(), input).expect_err(&format!("{stages:?}"));
+        assert_eq!(e.code.code(), code, "{stages:?}: {e}");
+        assert!(
+            e.message.contains(msg),
+            "{stages:?}: got {:?}, want {msg:?}",
+            e.message
+        );
+    }
+}
+
+fn people() -> Vec<Document> {
+    vec![
+        doc! {"_id": 1, "name": "ann", "age": 30, "city": "Oslo", "tags": ["a", "b"]},
+        doc! {"_id": 2, "name": "bob", "age": 25, "city": "Rome", "tags": []},
+        doc! {"_id": 3, "name": "cy", "age": 35, "city": "Oslo"},
+        doc! {"_id": 4, "name": "di", "age": 25.0, "city": "Rome", "tags": "solo"},
+    ]
+}
+
+#[test]
+fn match_skip_limit_count() {
+    check(vec![
+        (
+            vec![doc! {"$match": {"city": "Oslo"}}],
+            people(),
+            vec![people()[0].clone(), people()[2].clone()],
+        ),
+        (vec![doc! {"$skip": 3}], people(), vec![people()[3].clone()]),
+        (
+            vec![doc! {"$limit": 1}],
+            people(),
+            vec![people()[0].clone()],
+        ),
+        (vec![doc! {"$count": "n"}], people(), vec![doc! {"n": 4}]),
+        (
+            vec![doc! {"$match": {"city": "Nowhere"}}, doc! {"$count": "n"}],
+            people(),
+            vec![],
+        ),
+    ]);
+}
+
+#[test]
+fn project_stage() {
+    let d = vec![doc! {"_id": 1, "a": 1, "b": {"c": 2, "d": 3}, "e": [{"c": 1, "x": 0}, 5]}];
+    check(vec![
+        (
+            vec![doc! {"$project": {"a": 1}}],
+            d.clone(),
+            vec![doc! {"_id": 1, "a": 1}],
+        ),
+        (
+            vec![doc! {"$project": {"a": 1, "_id": 0}}],
+            d.clone(),
+            vec![doc! {"a": 1}],
+        ),
+        (
+            vec![doc! {"$project": {"b.c": 1}}],
+            d.clone(),
+            vec![doc! {"_id": 1, "b": {"c": 2}}],
+        ),
+        (
+            vec![doc! {"$project": {"e.c": 1}}],
+            d.clone(),
+            vec![doc! {"_id": 1, "e": [{"c": 1}]}],
+        ),
+        (
+            vec![doc! {"$project": {"b": 0, "e": 0}}],
+            d.clone(),
+            vec![doc! {"_id": 1, "a": 1}],
+        ),
+        (
+            vec![doc! {"$project": {"b.d": 0, "_id": 0, "e": 0}}],
+            d.clone(),
+            vec![doc! {"a": 1, "b": {"c": 2}}],
+        ),
+        (
+            vec![
+                doc! {"$project": {"sum": {"$add": ["$a", "$b.c"]}, "a": 1, "lit": {"$literal": 1}, "s": "$b.d"}},
+            ],
+            d.clone(),
+            vec![doc! {"_id": 1, "a": 1, "sum": 3, "lit": 1, "s": 3}],
+        ),
+        (
+            vec![doc! {"$project": {"x": "$missing", "a": 1}}],
+            d.clone(),
+            vec![doc! {"_id": 1, "a": 1}],
+        ),
+        (
+            vec![doc! {"$project": {"_id": "$a", "k": "$b.c"}}],
+            d.clone(),
+            vec![doc! {"_id": 1, "k": 2}],
+        ),
+        (
+            vec![doc! {"$project": {"n.m": {"$literal": 7}}}],
+            d.clone(),
+            vec![doc! {"_id": 1, "n": {"m": 7}}],
+        ),
+        (
+            vec![doc! {"$unset": ["b", "e"]}],
+            d.clone(),
+            vec![doc! {"_id": 1, "a": 1}],
+        ),
+        (
+            vec![doc! {"$unset": "e.x"}],
+            d.clone(),
+            vec![doc! {"_id": 1, "a": 1, "b": {"c": 2, "d": 3}, "e": [{"c": 1}, 5]}],
+        ),
+    ]);
+    check_err(vec![
+        (
+            vec![doc! {"$project": {}}],
+            vec![],
+            51272,
+            "projection specification must have at least one field",
+        ),
+        (
+            vec![doc! {"$project": {"a": 1, "b": 0}}],
+            vec![],
+            31254,
+            "Cannot do exclusion on field b in inclusion projection",
+        ),
+        (
+            vec![doc! {"$project": {"a": 0, "b": 1}}],
+            vec![],
+            31253,
+            "Cannot do inclusion on field b in exclusion projection",
+        ),
+        (
+            vec![doc! {"$project": {"a": 0, "b": "$x"}}],
+            vec![],
+            31252,
+            "Cannot use expression other than $meta",
+        ),
+        (
+            vec![doc! {"$project": {"a": 1, "a.b": 1}}],
+            vec![],
+            31250,
+            "Path collision at a.b",
+        ),
+        (
+            vec![doc! {"$project": 1}],
+            vec![],
+            15969,
+            "$project specification must be an object",
+        ),
+        (
+            vec![doc! {"$unset": 1}],
+            vec![],
+            31002,
+            "$unset specification must be a string or an array",
+        ),
+    ]);
+}
+
+#[test]
+fn add_fields_and_replace_root() {
+    let d = vec![doc! {"_id": 1, "a": 1, "o": {"x": 1}, "arr": [{"x": 1}, {"x": 2}]}];
+    check(vec![
+        (
+            vec![doc! {"$addFields": {"b": {"$add": ["$a", 1]}, "a": 10}}],
+            d.clone(),
+            vec![doc! {"_id": 1, "a": 10, "o": {"x": 1}, "arr": [{"x": 1}, {"x": 2}], "b": 2}],
+        ),
+        (
+            vec![doc! {"$set": {"o.y": "$a", "arr.z": 0}}],
+            d.clone(),
+            vec![
+                doc! {"_id": 1, "a": 1, "o": {"x": 1, "y": 1}, "arr": [{"x": 1, "z": 0}, {"x": 2, "z": 0}]},
+            ],
+        ),
+        (
+            vec![doc! {"$set": {"o": {"w": 5}}}],
+            d.clone(),
+            vec![doc! {"_id": 1, "a": 1, "o": {"x": 1, "w": 5}, "arr": [{"x": 1}, {"x": 2}]}],
+        ),
+        (
+            vec![doc! {"$set": {"a": "$$REMOVE"}}],
+            d.clone(),
+            vec![doc! {"_id": 1, "o": {"x": 1}, "arr": [{"x": 1}, {"x": 2}]}],
+        ),
+        (
+            vec![doc! {"$replaceRoot": {"newRoot": "$o"}}],
+            d.clone(),
+            vec![doc! {"x": 1}],
+        ),
+        (
+            vec![doc! {"$replaceWith": {"$mergeObjects": ["$o", {"id": "$_id"}]}}],
+            d.clone(),
+            vec![doc! {"x": 1, "id": 1}],
+        ),
+    ]);
+    check_err(vec![
+        (vec![doc! {"$replaceRoot": {"newRoot": "$a"}}], d.clone(), 40228, "'newRoot' expression must evaluate to an object, but resulting value was: 1. Type of resulting value: 'int'"),
+        (vec![doc! {"$replaceRoot": {"newRoot": "$nope"}}], d.clone(), 40228, "resulting value was: MISSING"),
+        (vec![doc! {"$replaceRoot": {}}], vec![], 40231, "no newRoot specified"),
+        (vec![doc! {"$addFields": 1}], vec![], 40272, "$addFields specification stage must be an object"),
+    ]);
+}
+
+#[test]
+fn unwind_stage() {
+    check(vec![
+        (
+            vec![doc! {"$unwind": "$tags"}],
+            people(),
+            vec![
+                doc! {"_id": 1, "name": "ann", "age": 30, "city": "Oslo", "tags": "a"},
+                doc! {"_id": 1, "name": "ann", "age": 30, "city": "Oslo", "tags": "b"},
+                doc! {"_id": 4, "name": "di", "age": 25.0, "city": "Rome", "tags": "solo"},
+            ],
+        ),
+        (
+            vec![
+                doc! {"$unwind": {"path": "$tags", "includeArrayIndex": "i", "preserveNullAndEmptyArrays": true}},
+                doc! {"$project": {"tags": 1, "i": 1}},
+            ],
+            people(),
+            vec![
+                doc! {"_id": 1, "tags": "a", "i": 0_i64},
+                doc! {"_id": 1, "tags": "b", "i": 1_i64},
+                doc! {"_id": 2, "tags": [], "i": null},
+                doc! {"_id": 3, "i": null},
+                doc! {"_id": 4, "tags": "solo", "i": null},
+            ],
+        ),
+        (
+            vec![doc! {"$unwind": "$o.l"}],
+            vec![doc! {"_id": 1, "o": {"l": [1, 2], "k": 0}}],
+            vec![
+                doc! {"_id": 1, "o": {"l": 1, "k": 0}},
+                doc! {"_id": 1, "o": {"l": 2, "k": 0}},
+            ],
+        ),
+    ]);
+    check_err(vec![
+        (
+            vec![doc! {"$unwind": "tags"}],
+            vec![],
+            28818,
+            "path option to $unwind stage should be prefixed with a '$': tags",
+        ),
+        (
+            vec![doc! {"$unwind": 1}],
+            vec![],
+            15981,
+            "expected either a string or an object",
+        ),
+        (
+            vec![doc! {"$unwind": {"path": "$a", "bogus": 1}}],
+            vec![],
+            28811,
+            "unrecognized option to $unwind stage: bogus",
+        ),
+        (
+            vec![doc! {"$unwind": {"includeArrayIndex": "i"}}],
+            vec![],
+            28812,
+            "no path specified to $unwind stage",
+        ),
+        (
+            vec![doc! {"$unwind": {"path": "$a", "preserveNullAndEmptyArrays": 1}}],
+            vec![],
+            28809,
+            "expected a boolean",
+        ),
+    ]);
+}
+
+#[test]
+fn group_stage() {
+    check(vec![
+        (
+            vec![doc! {"$group": {"_id": "$age", "n": {"$sum": 1}, "names": {"$push": "$name"}}}],
+            people(),
+            vec![
+                doc! {"_id": 30, "n": 1, "names": ["ann"]},
+                doc! {"_id": 25, "n": 2, "names": ["bob", "di"]},
+                doc! {"_id": 35, "n": 1, "names": ["cy"]},
+            ],
+        ),
+        (
+            vec![
+                doc! {"$group": {"_id": null, "avg": {"$avg": "$age"}, "min": {"$min": "$age"}, "max": {"$max": "$name"}, "c": {"$count": {}}}},
+            ],
+            people(),
+            vec![doc! {"_id": null, "avg": 28.75, "min": 25, "max": "di", "c": 4}],
+        ),
+        (
+            vec![
+                doc! {"$group": {"_id": {"c": "$city"}, "first": {"$first": "$name"}, "last": {"$last": "$name"}, "set": {"$addToSet": "$age"}}},
+            ],
+            people(),
+            vec![
+                doc! {"_id": {"c": "Oslo"}, "first": "ann", "last": "cy", "set": [30, 35]},
+                doc! {"_id": {"c": "Rome"}, "first": "bob", "last": "di", "set": [25]},
+            ],
+        ),
+        (
+            vec![doc! {"$group": {"_id": "$nope"}}],
+            people(),
+            vec![doc! {"_id": null}],
+        ),
+        (
+            vec![doc! {"$group": {"_id": 1, "n": {"$sum": 1}}}],
+            vec![],
+            vec![],
+        ),
+    ]);
+    check_err(vec![
+        (
+            vec![doc! {"$group": {"n": {"$sum": 1}}}],
+            vec![],
+            15955,
+            "a group specification must include an _id",
+        ),
+        (
+            vec![doc! {"$group": {"_id": 1, "n": {"$foo": 1}}}],
+            vec![],
+            15952,
+            "unknown group operator '$foo'",
+        ),
+        (
+            vec![doc! {"$group": {"_id": 1, "n": 1}}],
+            vec![],
+            40234,
+            "The field 'n' must be an accumulator object",
+        ),
+        (
+            vec![doc! {"$group": {"_id": 1, "a.b": {"$sum": 1}}}],
+            vec![],
+            40235,
+            "The field name 'a.b' cannot contain '.'",
+        ),
+        (
+            vec![doc! {"$group": 1}],
+            vec![],
+            15947,
+            "a group's fields must be specified in an object",
+        ),
+    ]);
+}
+
+#[test]
+fn sort_and_sort_by_count() {
+    let ids = |docs: Vec<Document>| {
+        docs.iter()
+            .map(|d| d.get("_id").cloned().unwrap_or(Bson::Null))
+            .collect::<Vec<_>>()
+    };
+    let got = run(vec![doc! {"$sort": {"age": 1, "_id": -1}}], people()).unwrap();
+    assert_eq!(
+        ids(got),
+        vec![
+            Bson::Int32(4),
+            Bson::Int32(2),
+            Bson::Int32(1),
+            Bson::Int32(3)
+        ]
+    );
+    // $sort + $limit keeps only the top k, same answer as a full sort.
+    let many: Vec<Document> = (0..500)
+        .map(|i| doc! {"_id": i, "v": (i * 37) % 101})
+        .collect();
+    let top = run(
+        vec![doc! {"$sort": {"v": -1, "_id": 1}}, doc! {"$limit": 3}],
+        many.clone(),
+    )
+    .unwrap();
+    let mut full = run(vec![doc! {"$sort": {"v": -1, "_id": 1}}], many).unwrap();
+    full.truncate(3);
+    assert_eq!(top, full);
+    assert_eq!(top.len(), 3);
+    check(vec![(
+        vec![doc! {"$sortByCount": "$city"}],
+        vec![
+            doc! {"city": "Rome"},
+            doc! {"city": "Oslo"},
+            doc! {"city": "Rome"},
+        ],
+        vec![
+            doc! {"_id": "Rome", "count": 2},
+            doc! {"_id": "Oslo", "count": 1},
+        ],
+    )]);
+    check_err(vec![
+        (
+            vec![doc! {"$sort": 1}],
+            vec![],
+            15973,
+            "the $sort key specification must be an object",
+        ),
+        (
+            vec![doc! {"$sort": {}}],
+            vec![],
+            15976,
+            "$sort stage must have at least one sort key",
+        ),
+        (
+            vec![doc! {"$sortByCount": "city"}],
+            vec![],
+            40147,
+            "the sortByCount field must be defined as a $-prefixed path or an expression",
+        ),
+    ]);
+}
+
+#[test]
+fn pipeline_parse_errors() {
+    check_err(vec![
+        (
+            vec![doc! {"$foo": 1}],
+            vec![],
+            40324,
+            "Unrecognized pipeline stage name: '$foo'",
+        ),
+        (
+            vec![doc! {"$lookup": {}}],
+            vec![],
+            238,
+            "$lookup is not supported by BisonDB yet",
+        ),
+        (
+            vec![doc! {"$match": {}, "$limit": 1}],
+            vec![],
+            40323,
+            "must contain exactly one field",
+        ),
+        (
+            vec![doc! {}],
+            vec![],
+            40323,
+            "must contain exactly one field",
+        ),
+        (
+            vec![doc! {"$limit": 0}],
+            vec![],
+            15958,
+            "Expected a positive number",
+        ),
+        (
+            vec![doc! {"$limit": "x"}],
+            vec![],
+            15957,
+            "Expected a number",
+        ),
+        (
+            vec![doc! {"$skip": -1}],
+            vec![],
+            15956,
+            "Expected a non-negative number",
+        ),
+        (
+            vec![doc! {"$count": ""}],
+            vec![],
+            40157,
+            "the count field must be a non-empty string",
+        ),
+        (
+            vec![doc! {"$count": "a.b"}],
+            vec![],
+            40160,
+            "the count field cannot contain '.'",
+        ),
+        (
+            vec![doc! {"$match": 1}],
+            vec![],
+            15959,
+            "the match filter must be an expression in an object",
+        ),
+    ]);
+}
+
+#[test]
+fn runtime_error_ends_the_stream() {
+    let p = Pipeline::parse(&[doc! {"$project": {"x": {"$divide": [1, "$d"]}}}]).unwrap();
+    let input: DocStream = Box::new(
+        vec![doc! {"d": 1}, doc! {"d": 0}, doc! {"d": 2}]
+            .into_iter()
+            .map(Ok),
+    );
+    let out: Vec<_> = p.run(input).collect();
+    assert_eq!(out.len(), 2);
+    assert!(out[0].is_ok());
+    assert_eq!(out[1].as_ref().map_err(|e| e.code.code()), Err(16608));
+}
+
+#[test]
+fn leading_match_and_tables() {
+    let p = Pipeline::parse(&[doc! {"$match": {"a": 1}}, doc! {"$limit": 2}]).unwrap();
+    assert_eq!(p.leading_match(), Some(&doc! {"a": 1}));
+    assert_eq!(p.len(), 2);
+    let p = Pipeline::parse(&[doc! {"$limit": 2}, doc! {"$match": {"a": 1}}]).unwrap();
+    assert_eq!(p.leading_match(), None);
+    assert!(STAGES.windows(2).all(|w| w[0].0 < w[1].0));
+    assert!(NOT_IMPLEMENTED_STAGES.windows(2).all(|w| w[0] < w[1]));
+    for n in NOT_IMPLEMENTED_STAGES {
+        assert!(STAGES.iter().all(|(s, _)| s != n), "{n} in both tables");
+    }
+}
+
+/// The analysis from seed 003: random time-series events
+/// `{created_on: <date>, value: <double>}` grouped by day and hour with the
+/// average, minimum and maximum value.
+#[test]
+fn seed_003_time_series_analysis() {
+    let base = 1_335_056_993_000_i64; // 2012-04-22T01:09:53Z
+    let hour = 3_600_000_i64;
+    let events: Vec<(i64, f64)> = vec![
+        (base, 0.25),
+        (base + 10 * 60_000, 0.75),
+        (base + hour, 0.5),
+        (base + 24 * hour, 0.125),
+        (base + 24 * hour + 1000, 0.375),
+    ];
+    let input: Vec<Document> = events
+        .iter()
+        .map(|(ms, v)| doc! {"_id": ObjectId::new(), "created_on": DateTime::from_millis(*ms), "value": *v})
+        .collect();
+    let pipeline = vec![
+        doc! {"$match": {"created_on": {"$gte": DateTime::from_millis(base - hour)}}},
+        doc! {"$group": {
+            "_id": {
+                "year": {"$year": "$created_on"},
+                "month": {"$month": "$created_on"},
+                "day": {"$dayOfMonth": "$created_on"},
+                "hour": {"$hour": "$created_on"},
+            },
+            "count": {"$sum": 1},
+            "avg": {"$avg": "$value"},
+            "min": {"$min": "$value"},
+            "max": {"$max": "$value"},
+        }},
+        doc! {"$sort": {"_id": 1}},
+    ];
+    let got = run(pipeline, input).unwrap();
+    let key = |d: u32, h: u32| doc! {"year": 2012, "month": 4, "day": d as i32, "hour": h as i32};
+    assert_eq!(
+        got,
+        vec![
+            doc! {"_id": key(22, 1), "count": 2, "avg": 0.5, "min": 0.25, "max": 0.75},
+            doc! {"_id": key(22, 2), "count": 1, "avg": 0.5, "min": 0.5, "max": 0.5},
+            doc! {"_id": key(23, 1), "count": 2, "avg": 0.25, "min": 0.125, "max": 0.375},
+        ]
+    );
+}
