@@ -1,1 +1,25 @@
-//! placeholder
+//! The BisonDB server: listeners, the connection loop, the command registry and
+//! one module per command, cursors, and the mapping of errors to mongod's replies.
+//!
+//! Request flow: [`server`] accepts a TCP or Unix-socket connection and hands it to
+//! [`connection`], which frames messages with `bisondb-wire`, turns each into a
+//! [`request::CommandRequest`], and asks the [`registry`] for the command's handler.
+//! Handlers live in [`commands`], one file each; they parse, execute against
+//! [`state::ServerState`] (storage, cursors, counters), and return a reply document.
+
+pub mod args;
+pub mod commands;
+pub mod config;
+pub mod connection;
+pub mod cursor;
+pub mod logbuf;
+pub mod plan;
+pub mod registry;
+pub mod reply;
+pub mod request;
+pub mod server;
+pub mod state;
+pub mod write;
+
+pub use config::ServerConfig;
+pub use server::{RunningServer, Server};

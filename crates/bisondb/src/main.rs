@@ -9,7 +9,11 @@ use bisondb_server::{Server, ServerConfig};
 use clap::{Args, Parser, Subcommand};
 
 #[derive(Parser)]
-#[command(name = "bisondb", version, about = "BisonDB: a MongoDB-compatible document database server")]
+#[command(
+    name = "bisondb",
+    version,
+    about = "BisonDB: a MongoDB-compatible document database server"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Option<Cmd>,
@@ -64,7 +68,10 @@ struct ServeArgs {
 }
 
 fn build_config(a: &ServeArgs) -> Result<ServerConfig, String> {
-    let mut c = ServerConfig { argv: std::env::args().collect(), ..Default::default() };
+    let mut c = ServerConfig {
+        argv: std::env::args().collect(),
+        ..Default::default()
+    };
     if let Some(f) = &a.config {
         c.apply_yaml_file(f).map_err(|e| e.message)?;
     }
@@ -90,7 +97,8 @@ fn build_config(a: &ServeArgs) -> Result<ServerConfig, String> {
         c.unix_socket = false;
     }
     if let Some(m) = &a.file_permissions {
-        c.file_permissions = parse_octal(m).ok_or_else(|| format!("--filePermissions {m} is not an octal mode"))?;
+        c.file_permissions =
+            parse_octal(m).ok_or_else(|| format!("--filePermissions {m} is not an octal mode"))?;
     }
     if let Some(m) = a.max_conns {
         c.max_conns = m;
@@ -111,7 +119,9 @@ fn init_logging(c: &ServerConfig) -> Result<(), String> {
     use tracing_subscriber::EnvFilter;
     let default = if c.quiet { "warn" } else { "info" };
     let filter = EnvFilter::try_from_env("BISONDB_LOG").unwrap_or_else(|_| EnvFilter::new(default));
-    let registry = tracing_subscriber::registry().with(filter).with(bisondb_server::logbuf::LogBufferLayer);
+    let registry = tracing_subscriber::registry()
+        .with(filter)
+        .with(bisondb_server::logbuf::LogBufferLayer);
     match &c.logpath {
         Some(path) => {
             let file = std::fs::OpenOptions::new()
@@ -119,7 +129,13 @@ fn init_logging(c: &ServerConfig) -> Result<(), String> {
                 .append(true)
                 .open(path)
                 .map_err(|e| format!("cannot open log file {}: {e}", path.display()))?;
-            registry.with(tracing_subscriber::fmt::layer().with_ansi(false).with_writer(std::sync::Mutex::new(file))).init();
+            registry
+                .with(
+                    tracing_subscriber::fmt::layer()
+                        .with_ansi(false)
+                        .with_writer(std::sync::Mutex::new(file)),
+                )
+                .init();
         }
         None => registry.with(tracing_subscriber::fmt::layer()).init(),
     }
@@ -143,7 +159,10 @@ fn main() -> ExitCode {
         eprintln!("bisondb: {e}");
         return ExitCode::from(2);
     }
-    let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("bisondb: cannot start the async runtime: {e}");
@@ -172,7 +191,10 @@ fn main() -> ExitCode {
 
 async fn wait_for_signal() {
     use tokio::signal::unix::{signal, SignalKind};
-    let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) else {
+    let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
         // Without signal handlers the server still stops through the shutdown command.
         std::future::pending::<()>().await;
         return;

@@ -1,0 +1,37 @@
+//! `connectionStatus`: who is authenticated on this connection. BisonDB has no
+//! authentication yet (see docs/COMPATIBILITY.md), so the lists are empty.
+
+use bisondb_error::MongoResult;
+use bson::{doc, RawDocumentBuf};
+
+use super::{Command, Context};
+use crate::args;
+use crate::reply;
+use crate::request::CommandRequest;
+
+pub struct ConnectionStatus {
+    show_privileges: bool,
+}
+
+impl Command for ConnectionStatus {
+    fn parse(req: &CommandRequest<'_>) -> MongoResult<Self> {
+        let mut show_privileges = false;
+        for el in req.body.iter() {
+            let (k, v) = el.map_err(crate::request::invalid_bson)?;
+            match k.as_str() {
+                "connectionStatus" => {}
+                "showPrivileges" => show_privileges = args::as_bool(req.name, k.as_str(), v)?,
+                other => args::check_known(req.name, other, &[])?,
+            }
+        }
+        Ok(ConnectionStatus { show_privileges })
+    }
+
+    fn execute(self, _ctx: &mut Context<'_>) -> MongoResult<RawDocumentBuf> {
+        let mut auth = doc! {"authenticatedUsers": [], "authenticatedUserRoles": []};
+        if self.show_privileges {
+            auth.insert("authenticatedUserPrivileges", bson::Bson::Array(vec![]));
+        }
+        reply::ok(doc! {"authInfo": auth})
+    }
+}

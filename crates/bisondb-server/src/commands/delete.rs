@@ -1,0 +1,121 @@
+//! `delete`: a list of delete statements (`q`, `limit` 0 = all or 1 = one).
+
+use bisondb_error::{ErrorCode, MongoError, MongoResult};
+use bisondb_query::matcher::Matcher;
+use bson::{doc, Bson, RawDocument, RawDocumentBuf};
+
+use super::util::{self, WriteConcern};
+use super::Context;
+use crate::args;
+use crate::reply;
+use crate::request::CommandRequest;
+use crate::state::OpCounters;
+use crate::write;
+
+pub struct Delete<'a> {
+    db: String,
+    coll: String,
+    statements: Vec<&'a RawDocument>,
+    ordered: bool,
+    wc: WriteConcern,
+}
+
+fn parse_statement(d: &RawDocument) -> MongoResult<(Matcher, bool)> {
+    let cmd = "delete";
+    let mut q = None;
+    let mut limit = None;
+    for el in d.iter() {
+        let (k, v) = el.map_err(crate::request::invalid_bson)?;
+        match k.as_str() {
+            "q" => q = Some(Matcher::parse(args::as_doc(cmd, "deletes.q", v)?)?),
+            "limit" => {
+                let l = args::as_i64(cmd, "deletes.limit", v)?;
+                if l != 0 && l != 1 {
+                    return Err(MongoError::failed_to_parse(format!(
+                        "The limit field in delete objects must be 0 or 1. Got {l}"
+                    )));
+                }
+                limit = Some(l);
+            }
+            "hint" => super::find::check_hint(v)?,
+            "collation" => super::find::check_collation(cmd, v)?,
+            other => return Err(args::unknown_field("DeleteOpEntry", other)),
+        }
+    }
+    let q = q.ok_or_else(|| args::missing_field("delete.deletes", "q"))?;
+    let limit = limit.ok_or_else(|| args::missing_field("delete.deletes", "limit"))?;
+    Ok((q, limit == 0))
+}
+
+impl<'a> Delete<'a> {
+    pub fn parse(req: &CommandRequest<'a>) -> MongoResult<Self> {
+        let n = req.name;
+        let mut coll = None;
+        let mut ordered = true;
+        for el in req.body.iter() {
+            let (k, v) = el.map_err(crate::request::invalid_bson)?;
+            match k.as_str() {
+                "delete" => coll = Some(args::collection_name(n, v)?.to_string()),
+                "ordered" => ordered = args::as_bool(n, "ordered", v)?,
+                "deletes" => {}
+                "let" => {
+                    args::as_doc(n, "let", v)?;
+                }
+                other => args::check_known(n, other, &[])?,
+            }
+        }
+        let coll = coll.ok_or_else(|| args::missing_field(n, "delete"))?;
+        let statements = req
+            .documents("deletes")?
+            .ok_or_else(|| args::missing_field(n, "deletes"))?;
+        if statements.is_empty() || statements.len() > 100_000 {
+            return Err(MongoError::new(
+                ErrorCode::InvalidLength,
+                format!(
+                    "Write batch sizes must be between 1 and 100000. Got {} operations.",
+                    statements.len()
+                ),
+            ));
+        }
+        let wc = util::write_concern(n, req.body)?;
+        Ok(Delete {
+            db: req.db.clone(),
+            coll,
+            statements,
+            ordered,
+            wc,
+        })
+    }
+
+    pub fn execute(self, ctx: &mut Context<'_>) -> MongoResult<RawDocumentBuf> {
+        let coll = ctx.state.storage.collection(&self.db, &self.coll);
+        let mut n = 0u64;
+        let mut errors: Vec<Bson> = Vec::new();
+        for (i, raw) in self.statements.iter().enumerate() {
+            let outcome = parse_statement(raw).and_then(|(m, multi)| {
+                write::delete(coll.as_ref(), &m, None, multi, self.wc.durability, false)
+            });
+            match outcome {
+                Ok((k, _)) => {
+                    n += k;
+                    OpCounters::add(&ctx.state.opcounters.delete, k);
+                }
+                Err(e) => {
+                    errors.push(Bson::Document(reply::write_error(i, &e, None)));
+                    if self.ordered {
+                        break;
+                    }
+                }
+            }
+        }
+        let mut r = doc! {"n": reply::count(n)};
+        if !errors.is_empty() {
+            r.insert("writeErrors", errors);
+        }
+        reply::ok(r)
+    }
+}
+
+pub fn handle(req: &CommandRequest<'_>, ctx: &mut Context<'_>) -> MongoResult<RawDocumentBuf> {
+    Delete::parse(req)?.execute(ctx)
+}

@@ -1,0 +1,134 @@
+//! `distinct`: the distinct values of a field among matching documents, arrays
+//! unwound one level, in BSON order.
+
+use bisondb_error::{MongoError, MongoResult};
+use bisondb_query::compare::compare_bson;
+use bisondb_query::matcher::Matcher;
+use bson::{doc, Bson, Document, RawDocumentBuf};
+
+use super::{Command, Context};
+use crate::args;
+use crate::plan;
+use crate::reply;
+use crate::request::CommandRequest;
+
+pub struct Distinct {
+    db: String,
+    coll: String,
+    key: String,
+    query: Matcher,
+}
+
+impl Command for Distinct {
+    fn parse(req: &CommandRequest<'_>) -> MongoResult<Self> {
+        let n = req.name;
+        let mut coll = None;
+        let mut key = None;
+        let mut query = Matcher::parse_doc(&Document::new())?;
+        for el in req.body.iter() {
+            let (k, v) = el.map_err(crate::request::invalid_bson)?;
+            match k.as_str() {
+                "distinct" => coll = Some(args::collection_name(n, v)?.to_string()),
+                "key" => key = Some(args::as_str(n, "key", v)?.to_string()),
+                "query" => {
+                    if !matches!(v, bson::RawBsonRef::Null) {
+                        query = Matcher::parse(args::as_doc(n, "query", v)?)?;
+                    }
+                }
+                "collation" => super::find::check_collation(n, v)?,
+                "hint" => super::find::check_hint(v)?,
+                other => args::check_known(n, other, &[])?,
+            }
+        }
+        let coll = coll.ok_or_else(|| args::missing_field(n, "distinct"))?;
+        let key = key.ok_or_else(|| args::missing_field(n, "key"))?;
+        if key.is_empty() {
+            return Err(MongoError::bad_value(
+                "FieldPath cannot be constructed with empty string",
+            ));
+        }
+        Ok(Distinct {
+            db: req.db.clone(),
+            coll,
+            key,
+            query,
+        })
+    }
+
+    fn execute(self, ctx: &mut Context<'_>) -> MongoResult<RawDocumentBuf> {
+        let coll = ctx.state.storage.collection(&self.db, &self.coll);
+        let mut values: Vec<Bson> = Vec::new();
+        for d in plan::matching(coll.as_ref(), &self.query)? {
+            let d = args::to_document(&d?)?;
+            let mut found = Vec::new();
+            collect_values(&Bson::Document(d), &self.key, &mut found);
+            for v in found {
+                match v {
+                    Bson::Array(items) => values.extend(items),
+                    other => values.push(other),
+                }
+            }
+        }
+        values.sort_by(compare_bson);
+        values.dedup_by(|a, b| compare_bson(a, b) == std::cmp::Ordering::Equal);
+        let bytes: usize = values.iter().map(|v| bson_size_estimate(v)).sum();
+        if bytes > bisondb_wire::MAX_BSON_OBJECT_SIZE {
+            return Err(MongoError::new(
+                bisondb_error::ErrorCode::BSONObjectTooLarge,
+                "distinct too big, 16mb cap",
+            ));
+        }
+        reply::ok(doc! {"values": values})
+    }
+}
+
+/// Values at a dotted path, descending into arrays of documents as mongod's
+/// distinct does.
+fn collect_values(v: &Bson, path: &str, out: &mut Vec<Bson>) {
+    let (head, rest) = match path.split_once('.') {
+        Some((h, r)) => (h, Some(r)),
+        None => (path, None),
+    };
+    match v {
+        Bson::Document(d) => {
+            if let Some(child) = d.get(head) {
+                match rest {
+                    None => out.push(child.clone()),
+                    Some(r) => collect_values(child, r, out),
+                }
+            }
+        }
+        Bson::Array(items) => {
+            if let Ok(i) = head.parse::<usize>() {
+                if let Some(child) = items.get(i) {
+                    match rest {
+                        None => out.push(child.clone()),
+                        Some(r) => collect_values(child, r, out),
+                    }
+                    return;
+                }
+            }
+            for item in items {
+                if let Bson::Document(_) = item {
+                    collect_values(item, path, out);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+fn bson_size_estimate(v: &Bson) -> usize {
+    match v {
+        Bson::String(s) => s.len() + 8,
+        Bson::Document(d) => {
+            d.iter()
+                .map(|(k, v)| k.len() + 2 + bson_size_estimate(v))
+                .sum::<usize>()
+                + 5
+        }
+        Bson::Array(a) => a.iter().map(bson_size_estimate).sum::<usize>() + 5,
+        Bson::Binary(b) => b.bytes.len() + 8,
+        _ => 16,
+    }
+}

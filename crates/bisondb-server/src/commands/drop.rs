@@ -1,0 +1,44 @@
+//! `drop`: removes a collection and its cursors. Dropping a missing collection
+//! succeeds, as in mongod 7+.
+
+use bisondb_error::MongoResult;
+use bson::{doc, RawDocumentBuf};
+
+use super::{util, Command, Context};
+use crate::args;
+use crate::reply;
+use crate::request::CommandRequest;
+
+pub struct Drop {
+    db: String,
+    coll: String,
+}
+
+impl Command for Drop {
+    fn parse(req: &CommandRequest<'_>) -> MongoResult<Self> {
+        let mut coll = None;
+        for el in req.body.iter() {
+            let (k, v) = el.map_err(crate::request::invalid_bson)?;
+            match k.as_str() {
+                "drop" => coll = Some(args::collection_name(req.name, v)?.to_string()),
+                other => args::check_known(req.name, other, &[])?,
+            }
+        }
+        let coll = coll.ok_or_else(|| args::missing_field(req.name, "drop"))?;
+        Ok(Drop {
+            db: req.db.clone(),
+            coll,
+        })
+    }
+
+    fn execute(self, ctx: &mut Context<'_>) -> MongoResult<RawDocumentBuf> {
+        let ns = util::ns(&self.db, &self.coll);
+        let existed = ctx.state.storage.drop_collection(&self.db, &self.coll)?;
+        ctx.state.cursors.kill_namespace(&ns);
+        if existed {
+            reply::ok(doc! {"nIndexesWas": 1, "ns": ns})
+        } else {
+            reply::ok(doc! {})
+        }
+    }
+}

@@ -1,0 +1,29 @@
+//! `dropDatabase`: removes every collection of the database.
+
+use bisondb_error::MongoResult;
+use bson::{doc, RawDocumentBuf};
+
+use super::{Command, Context};
+use crate::args;
+use crate::reply;
+use crate::request::CommandRequest;
+
+pub struct DropDatabase {
+    db: String,
+}
+
+impl Command for DropDatabase {
+    fn parse(req: &CommandRequest<'_>) -> MongoResult<Self> {
+        for el in req.body.iter() {
+            let (k, _) = el.map_err(crate::request::invalid_bson)?;
+            args::check_known(req.name, k.as_str(), &["dropDatabase"])?;
+        }
+        Ok(DropDatabase { db: req.db.clone() })
+    }
+
+    fn execute(self, ctx: &mut Context<'_>) -> MongoResult<RawDocumentBuf> {
+        ctx.state.storage.drop_database(&self.db)?;
+        ctx.state.cursors.kill_database(&self.db);
+        reply::ok(doc! {"dropped": self.db})
+    }
+}

@@ -1,0 +1,39 @@
+//! `endSessions`: the client is done with these logical sessions; their cursors die.
+
+use bisondb_error::MongoResult;
+use bson::{doc, RawBsonRef, RawDocumentBuf};
+
+use super::{Command, Context};
+use crate::args;
+use crate::reply;
+use crate::request::CommandRequest;
+
+pub struct EndSessions {
+    lsids: Vec<bson::Document>,
+}
+
+impl Command for EndSessions {
+    fn parse(req: &CommandRequest<'_>) -> MongoResult<Self> {
+        let v = req
+            .body
+            .get("endSessions")
+            .map_err(crate::request::invalid_bson)?;
+        let arr = match v {
+            Some(v) => args::as_array(req.name, "endSessions", v)?,
+            None => return Err(args::missing_field(req.name, "endSessions")),
+        };
+        let mut lsids = Vec::new();
+        for item in arr {
+            match item.map_err(crate::request::invalid_bson)? {
+                RawBsonRef::Document(d) => lsids.push(args::to_document(d)?),
+                other => return Err(args::wrong_type(req.name, "endSessions", other, "object")),
+            }
+        }
+        Ok(EndSessions { lsids })
+    }
+
+    fn execute(self, ctx: &mut Context<'_>) -> MongoResult<RawDocumentBuf> {
+        ctx.state.cursors.kill_sessions(&self.lsids);
+        reply::ok(doc! {})
+    }
+}

@@ -1,0 +1,208 @@
+//! `find`: filter, sort, skip, limit, projection, and the first batch of a cursor.
+
+use bisondb_error::{ErrorCode, MongoError, MongoResult};
+use bisondb_query::matcher::Matcher;
+use bisondb_query::projection::Projection;
+use bisondb_query::sort::SortSpec;
+use bson::{Document, RawBsonRef, RawDocumentBuf};
+
+use super::{util, Command, Context};
+use crate::args;
+use crate::cursor::{Cursor, DocSource, DEFAULT_FIRST_BATCH};
+use crate::plan;
+use crate::request::CommandRequest;
+use crate::state::OpCounters;
+
+pub struct Find {
+    db: String,
+    coll: String,
+    filter: Matcher,
+    projection: Option<Projection>,
+    sort: Option<SortSpec>,
+    skip: u64,
+    limit: Option<u64>,
+    batch_size: Option<usize>,
+    single_batch: bool,
+    allow_disk_use: bool,
+    no_cursor_timeout: bool,
+    lsid: Option<Document>,
+}
+
+const KNOWN: &[&str] = &[
+    "allowDiskUse",
+    "allowPartialResults",
+    "awaitData",
+    "batchSize",
+    "collation",
+    "filter",
+    "find",
+    "hint",
+    "let",
+    "limit",
+    "max",
+    "min",
+    "noCursorTimeout",
+    "oplogReplay",
+    "projection",
+    "readOnce",
+    "returnKey",
+    "showRecordId",
+    "singleBatch",
+    "skip",
+    "sort",
+    "tailable",
+    "term",
+];
+
+impl Command for Find {
+    fn parse(req: &CommandRequest<'_>) -> MongoResult<Self> {
+        let n = req.name;
+        let mut f = Find {
+            db: req.db.clone(),
+            coll: String::new(),
+            filter: Matcher::parse_doc(&Document::new())?,
+            projection: None,
+            sort: None,
+            skip: 0,
+            limit: None,
+            batch_size: None,
+            single_batch: false,
+            allow_disk_use: false,
+            no_cursor_timeout: false,
+            lsid: None,
+        };
+        let mut have_coll = false;
+        for el in req.body.iter() {
+            let (k, v) = el.map_err(crate::request::invalid_bson)?;
+            match k.as_str() {
+                "find" => {
+                    f.coll = args::collection_name(n, v)?.to_string();
+                    have_coll = true;
+                }
+                "filter" => f.filter = Matcher::parse(args::as_doc(n, "filter", v)?)?,
+                "projection" => {
+                    let p = args::to_document(args::as_doc(n, "projection", v)?)?;
+                    if !p.is_empty() {
+                        f.projection = Some(Projection::parse(&p)?);
+                    }
+                }
+                "sort" => {
+                    let s = args::to_document(args::as_doc(n, "sort", v)?)?;
+                    if !s.is_empty() {
+                        f.sort = Some(SortSpec::parse(&s)?);
+                    }
+                }
+                "skip" => f.skip = args::as_non_negative(n, "skip", v)? as u64,
+                "limit" => {
+                    let l = args::as_non_negative(n, "limit", v)?;
+                    f.limit = (l > 0).then_some(l as u64);
+                }
+                "batchSize" => {
+                    f.batch_size = Some(args::as_non_negative(n, "batchSize", v)? as usize)
+                }
+                "singleBatch" => f.single_batch = args::as_bool(n, "singleBatch", v)?,
+                "allowDiskUse" => f.allow_disk_use = args::as_bool(n, "allowDiskUse", v)?,
+                "noCursorTimeout" => f.no_cursor_timeout = args::as_bool(n, "noCursorTimeout", v)?,
+                "hint" => check_hint(v)?,
+                "collation" => check_collation(n, v)?,
+                "tailable" | "awaitData" => {
+                    if args::as_bool(n, k.as_str(), v)? {
+                        return Err(MongoError::new(
+                            ErrorCode::BadValue,
+                            "error processing query: tailable cursor requested on non capped collection",
+                        ));
+                    }
+                }
+                "min" | "max" | "returnKey" | "showRecordId" => {
+                    let used = match v {
+                        RawBsonRef::Document(d) => !d.is_empty(),
+                        other => args::as_bool(n, k.as_str(), other)?,
+                    };
+                    if used {
+                        return Err(MongoError::new(
+                            ErrorCode::NotImplemented,
+                            format!(
+                                "find option '{}' is not supported by BisonDB yet",
+                                k.as_str()
+                            ),
+                        ));
+                    }
+                }
+                "lsid" => f.lsid = Some(args::to_document(args::as_doc(n, "lsid", v)?)?),
+                "let" => {
+                    args::as_doc(n, "let", v)?;
+                }
+                other => args::check_known(n, other, KNOWN)?,
+            }
+        }
+        if !have_coll {
+            return Err(args::missing_field(n, "find"));
+        }
+        Ok(f)
+    }
+
+    fn execute(self, ctx: &mut Context<'_>) -> MongoResult<RawDocumentBuf> {
+        OpCounters::add(&ctx.state.opcounters.query, 1);
+        let ns = util::ns(&self.db, &self.coll);
+        let coll = ctx.state.storage.collection(&self.db, &self.coll);
+        let src = plan::matching(coll.as_ref(), &self.filter)?;
+        let src: DocSource = match &self.sort {
+            Some(spec) => {
+                let keep = self.limit.map(|l| l.saturating_add(self.skip) as usize);
+                let sorted = plan::sort(src, spec, keep, self.allow_disk_use)?;
+                Box::new(sorted.into_iter().map(Ok))
+            }
+            None => src,
+        };
+        let src: DocSource = if self.skip > 0 {
+            Box::new(src.skip(self.skip as usize))
+        } else {
+            src
+        };
+        let src: DocSource = match self.projection {
+            Some(p) => Box::new(src.map(move |d| d.and_then(|d| p.apply_raw(&d)))),
+            None => src,
+        };
+        let mut cursor = Cursor::new(ns.clone(), src, self.limit);
+        cursor.no_timeout = self.no_cursor_timeout;
+        cursor.lsid = self.lsid;
+        let first = self.batch_size.unwrap_or(DEFAULT_FIRST_BATCH);
+        let batch = cursor.next_batch(Some(first))?;
+        util::finish_first_batch(ctx.state, &ns, cursor, batch, self.single_batch)
+    }
+}
+
+/// Without secondary indexes, the only hints that name an index are the `_id` index
+/// and `$natural`; anything else is mongod's "bad hint" error.
+pub fn check_hint(v: RawBsonRef<'_>) -> MongoResult<()> {
+    let ok = match v {
+        RawBsonRef::String(name) => name == "_id_",
+        RawBsonRef::Document(d) => {
+            let keys: Vec<_> = d
+                .iter()
+                .filter_map(Result::ok)
+                .map(|(k, _)| k.as_str().to_string())
+                .collect();
+            keys.is_empty() || keys == ["_id"] || keys == ["$natural"]
+        }
+        _ => false,
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(MongoError::bad_value("error processing query: planner returned error :: caused by :: hint provided does not correspond to an existing index"))
+    }
+}
+
+/// Only the simple (binary) collation exists in BisonDB so far.
+pub fn check_collation(cmd: &str, v: RawBsonRef<'_>) -> MongoResult<()> {
+    let d = args::as_doc(cmd, "collation", v)?;
+    match d.get("locale") {
+        Ok(Some(RawBsonRef::String("simple"))) => Ok(()),
+        _ if d.is_empty() => Ok(()),
+        _ => Err(MongoError::new(
+            ErrorCode::NotImplemented,
+            "collation other than {locale: 'simple'} is not supported by BisonDB yet",
+        )),
+    }
+}

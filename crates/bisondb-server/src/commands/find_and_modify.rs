@@ -1,0 +1,174 @@
+//! `findAndModify`: update (or remove) one document chosen by `query` and `sort`, and
+//! return it as it was before or, with `new: true`, after the change.
+
+use bisondb_error::{MongoError, MongoResult};
+use bisondb_query::matcher::Matcher;
+use bisondb_query::projection::Projection;
+use bisondb_query::sort::SortSpec;
+use bisondb_query::update::UpdateSpec;
+use bson::{doc, Bson, Document, RawDocumentBuf};
+
+use super::util::{self, WriteConcern};
+use super::{Command, Context};
+use crate::args;
+use crate::reply;
+use crate::request::CommandRequest;
+use crate::state::OpCounters;
+use crate::write;
+
+pub struct FindAndModify {
+    db: String,
+    coll: String,
+    query: Matcher,
+    sort: Option<SortSpec>,
+    remove: bool,
+    update: Option<UpdateSpec>,
+    new: bool,
+    fields: Option<Projection>,
+    upsert: bool,
+    wc: WriteConcern,
+}
+
+impl Command for FindAndModify {
+    fn parse(req: &CommandRequest<'_>) -> MongoResult<Self> {
+        let n = req.name;
+        let mut f = FindAndModify {
+            db: req.db.clone(),
+            coll: String::new(),
+            query: Matcher::parse_doc(&Document::new())?,
+            sort: None,
+            remove: false,
+            update: None,
+            new: false,
+            fields: None,
+            upsert: false,
+            wc: util::write_concern(n, req.body)?,
+        };
+        let mut have_coll = false;
+        for el in req.body.iter() {
+            let (k, v) = el.map_err(crate::request::invalid_bson)?;
+            match k.as_str() {
+                "findAndModify" | "findandmodify" => {
+                    f.coll = args::collection_name(n, v)?.to_string();
+                    have_coll = true;
+                }
+                "query" => f.query = Matcher::parse(args::as_doc(n, "query", v)?)?,
+                "sort" => {
+                    let s = args::to_document(args::as_doc(n, "sort", v)?)?;
+                    if !s.is_empty() {
+                        f.sort = Some(SortSpec::parse(&s)?);
+                    }
+                }
+                "remove" => f.remove = args::as_bool(n, "remove", v)?,
+                "update" => {
+                    let spec = super::update::parse_update_spec(n, "update", v)?;
+                    super::update::check_replacement(&spec)?;
+                    f.update = Some(spec);
+                }
+                "new" => f.new = args::as_bool(n, "new", v)?,
+                "fields" => {
+                    let p = args::to_document(args::as_doc(n, "fields", v)?)?;
+                    if !p.is_empty() {
+                        f.fields = Some(Projection::parse(&p)?);
+                    }
+                }
+                "upsert" => f.upsert = args::as_bool(n, "upsert", v)?,
+                "hint" => super::find::check_hint(v)?,
+                "collation" => super::find::check_collation(n, v)?,
+                "arrayFilters" => {
+                    if !args::as_array(n, "arrayFilters", v)?.is_empty() {
+                        return Err(MongoError::new(
+                            bisondb_error::ErrorCode::NotImplemented,
+                            "arrayFilters are not supported by BisonDB yet",
+                        ));
+                    }
+                }
+                "bypassDocumentValidation" => {}
+                "let" => {
+                    args::as_doc(n, "let", v)?;
+                }
+                other => args::check_known(n, other, &[])?,
+            }
+        }
+        if !have_coll {
+            return Err(args::missing_field(n, "findAndModify"));
+        }
+        match (f.remove, &f.update) {
+            (true, Some(_)) => {
+                return Err(MongoError::failed_to_parse("Cannot specify both an update and remove=true"))
+            }
+            (false, None) => {
+                return Err(MongoError::failed_to_parse("Either an update or remove=true must be specified"))
+            }
+            (true, None) if f.upsert => {
+                return Err(MongoError::failed_to_parse("Cannot specify both upsert=true and remove=true"))
+            }
+            (true, None) if f.new => {
+                return Err(MongoError::failed_to_parse(
+                    "Cannot specify both new=true and remove=true; 'remove' always returns the deleted document",
+                ))
+            }
+            _ => {}
+        }
+        Ok(f)
+    }
+
+    fn execute(self, ctx: &mut Context<'_>) -> MongoResult<RawDocumentBuf> {
+        let project = |d: Option<Document>| -> MongoResult<Bson> {
+            match (d, &self.fields) {
+                (None, _) => Ok(Bson::Null),
+                (Some(d), Some(p)) => Ok(Bson::Document(p.apply(&d)?)),
+                (Some(d), None) => Ok(Bson::Document(d)),
+            }
+        };
+        if self.remove {
+            let coll = ctx.state.storage.collection(&self.db, &self.coll);
+            let (n, image) = write::delete(
+                coll.as_ref(),
+                &self.query,
+                self.sort.as_ref(),
+                false,
+                self.wc.durability,
+                true,
+            )?;
+            OpCounters::add(&ctx.state.opcounters.delete, n);
+            return reply::ok(
+                doc! {"lastErrorObject": {"n": reply::count(n)}, "value": project(image)?},
+            );
+        }
+        let spec = self
+            .update
+            .as_ref()
+            .ok_or_else(|| MongoError::internal("findAndModify without update"))?;
+        let r = write::update(
+            &ctx.state.storage,
+            &self.db,
+            &self.coll,
+            &self.query,
+            spec,
+            self.sort.as_ref(),
+            false,
+            self.upsert,
+            self.wc.durability,
+            true,
+        )?;
+        OpCounters::add(&ctx.state.opcounters.update, 1);
+        let mut leo = doc! {"n": reply::count(r.matched + u64::from(r.upserted_id.is_some()))};
+        leo.insert("updatedExisting", r.matched > 0);
+        let value = if r.upserted_id.is_some() {
+            if self.new {
+                project(r.after)?
+            } else {
+                Bson::Null
+            }
+        } else if self.new {
+            project(r.after)?
+        } else {
+            project(r.before)?
+        };
+        if let Some(id) = r.upserted_id {
+            leo.insert("upserted", id);
+        }
+        reply::ok(doc! {"lastErrorObject": leo, "value": value})
+    }
+}

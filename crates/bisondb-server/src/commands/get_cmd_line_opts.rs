@@ -1,0 +1,38 @@
+//! `getCmdLineOpts`: the command line and the options as parsed, in mongod's shape.
+
+use bisondb_error::MongoResult;
+use bson::{doc, RawDocumentBuf};
+
+use super::{Command, Context};
+use crate::reply;
+use crate::request::CommandRequest;
+
+pub struct GetCmdLineOpts;
+
+impl Command for GetCmdLineOpts {
+    fn parse(_req: &CommandRequest<'_>) -> MongoResult<Self> {
+        Ok(GetCmdLineOpts)
+    }
+
+    fn execute(self, ctx: &mut Context<'_>) -> MongoResult<RawDocumentBuf> {
+        let c = &ctx.state.config;
+        let port = ctx.state.bound_port.get().copied().unwrap_or(c.port);
+        reply::ok(doc! {
+            "argv": c.argv.clone(),
+            "parsed": {
+                "net": {
+                    "port": i32::from(port),
+                    "bindIp": c.bind_ip.join(","),
+                    "maxIncomingConnections": c.max_conns as i64,
+                    "unixDomainSocket": {
+                        "enabled": c.unix_socket,
+                        "pathPrefix": c.unix_socket_prefix.display().to_string(),
+                        "filePermissions": c.file_permissions as i32,
+                    },
+                },
+                "storage": {"dbPath": c.dbpath.display().to_string(), "engine": c.storage_engine.clone()},
+                "systemLog": {"quiet": c.quiet},
+            },
+        })
+    }
+}

@@ -1,0 +1,60 @@
+//! `getMore`: the next batch of an open cursor.
+
+use bisondb_error::MongoResult;
+use bson::{RawBsonRef, RawDocumentBuf};
+
+use super::{util, Command, Context};
+use crate::args;
+use crate::request::CommandRequest;
+use crate::state::OpCounters;
+
+pub struct GetMore {
+    id: i64,
+    ns: String,
+    batch_size: Option<usize>,
+}
+
+impl Command for GetMore {
+    fn parse(req: &CommandRequest<'_>) -> MongoResult<Self> {
+        let n = req.name;
+        let mut id = None;
+        let mut coll = None;
+        let mut batch_size = None;
+        for el in req.body.iter() {
+            let (k, v) = el.map_err(crate::request::invalid_bson)?;
+            match k.as_str() {
+                "getMore" => match v {
+                    RawBsonRef::Int64(i) => id = Some(i),
+                    other => return Err(args::wrong_type(n, "getMore", other, "long")),
+                },
+                "collection" => coll = Some(args::collection_name(n, v)?.to_string()),
+                "batchSize" => {
+                    let b = args::as_non_negative(n, "batchSize", v)? as usize;
+                    batch_size = (b > 0).then_some(b);
+                }
+                "maxTimeMS" | "term" | "lastKnownCommittedOpTime" => {}
+                other => args::check_known(n, other, &[])?,
+            }
+        }
+        let id = id.ok_or_else(|| args::missing_field(n, "getMore"))?;
+        let coll = coll.ok_or_else(|| args::missing_field(n, "collection"))?;
+        Ok(GetMore {
+            id,
+            ns: util::ns(&req.db, &coll),
+            batch_size,
+        })
+    }
+
+    fn execute(self, ctx: &mut Context<'_>) -> MongoResult<RawDocumentBuf> {
+        OpCounters::add(&ctx.state.opcounters.getmore, 1);
+        let mut cursor = ctx.state.cursors.take(self.id, &self.ns)?;
+        let batch = cursor.next_batch(self.batch_size)?;
+        let id = if batch.exhausted {
+            0
+        } else {
+            ctx.state.cursors.restore(self.id, cursor);
+            self.id
+        };
+        util::cursor_reply(&self.ns, id, batch.docs, false)
+    }
+}

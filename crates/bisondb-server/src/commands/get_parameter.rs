@@ -1,0 +1,105 @@
+//! `getParameter`: server parameters by name, or all of them with `'*'`.
+
+use bisondb_error::{ErrorCode, MongoError, MongoResult};
+use bson::{doc, Bson, Document, RawBsonRef, RawDocumentBuf};
+
+use super::{Command, Context};
+use crate::reply;
+use crate::request::CommandRequest;
+
+/// The parameters BisonDB has, with their values. Sorted by name.
+fn parameters() -> Vec<(&'static str, Bson)> {
+    vec![
+        ("authenticationMechanisms", Bson::Array(vec![])),
+        (
+            "cursorTimeoutMillis",
+            Bson::Int64(crate::cursor::IDLE_TIMEOUT.as_millis() as i64),
+        ),
+        (
+            "featureCompatibilityVersion",
+            Bson::Document(doc! {"version": "8.0"}),
+        ),
+        (
+            "internalQueryMaxBlockingSortMemoryUsageBytes",
+            Bson::Int64(100 * 1024 * 1024),
+        ),
+        ("logLevel", Bson::Int32(0)),
+        ("maxBSONDepth", Bson::Int32(200)),
+        ("quiet", Bson::Boolean(false)),
+        ("requireApiVersion", Bson::Boolean(false)),
+        ("transactionLifetimeLimitSeconds", Bson::Int32(60)),
+        ("ttlMonitorSleepSecs", Bson::Int32(60)),
+    ]
+}
+
+pub struct GetParameter {
+    all: bool,
+    names: Vec<String>,
+}
+
+impl Command for GetParameter {
+    fn parse(req: &CommandRequest<'_>) -> MongoResult<Self> {
+        let mut all = false;
+        let mut names = Vec::new();
+        for el in req.body.iter() {
+            let (k, v) = el.map_err(crate::request::invalid_bson)?;
+            let k = k.as_str();
+            if k == "getParameter" {
+                match v {
+                    RawBsonRef::String("*") => all = true,
+                    RawBsonRef::Document(d) => {
+                        if let Ok(Some(RawBsonRef::Boolean(true))) = d.get("allParameters") {
+                            all = true;
+                        }
+                    }
+                    _ => {}
+                }
+            } else if !crate::args::is_generic_arg(k) {
+                names.push(k.to_string());
+            }
+        }
+        Ok(GetParameter { all, names })
+    }
+
+    fn execute(self, _ctx: &mut Context<'_>) -> MongoResult<RawDocumentBuf> {
+        let params = parameters();
+        let mut out = Document::new();
+        if self.all {
+            for (k, v) in params {
+                out.insert(k, v);
+            }
+        } else {
+            if self.names.is_empty() {
+                return Err(MongoError::new(
+                    ErrorCode::InvalidOptions,
+                    "no option found to get",
+                ));
+            }
+            for name in &self.names {
+                match params.iter().find(|(k, _)| k == name) {
+                    Some((k, v)) => {
+                        out.insert(*k, v.clone());
+                    }
+                    None => {
+                        return Err(MongoError::new(
+                            ErrorCode::InvalidOptions,
+                            format!("no option found to get: '{name}' is not a server parameter BisonDB knows"),
+                        ))
+                    }
+                }
+            }
+        }
+        reply::ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn table_sorted() {
+        let p = super::parameters();
+        for w in p.windows(2) {
+            assert!(w[0].0 < w[1].0);
+        }
+    }
+}

@@ -1,0 +1,123 @@
+//! `hello` (and the legacy `isMaster` / `ismaster`): the handshake every driver sends
+//! first. Reports a writable standalone with mongod 8.0's limits, records the client
+//! metadata, and agrees on wire compression.
+
+use bisondb_error::{MongoError, MongoResult};
+use bson::{doc, Bson, DateTime, RawBsonRef, RawDocumentBuf};
+
+use super::{Command, Context};
+use crate::args;
+use crate::connection::supported_compressor;
+use crate::reply;
+use crate::request::CommandRequest;
+
+/// MongoDB 8.0's wire version.
+pub const MAX_WIRE_VERSION: i32 = 25;
+
+pub struct Hello {
+    legacy: bool,
+    hello_ok: bool,
+    compression: Vec<String>,
+    client: Option<bson::Document>,
+}
+
+impl Command for Hello {
+    fn parse(req: &CommandRequest<'_>) -> MongoResult<Self> {
+        let legacy = req.name != "hello";
+        let mut h = Hello {
+            legacy,
+            hello_ok: false,
+            compression: Vec::new(),
+            client: None,
+        };
+        for el in req.body.iter() {
+            let (k, v) = el.map_err(crate::request::invalid_bson)?;
+            match k.as_str() {
+                "helloOk" => h.hello_ok = args::as_bool(req.name, "helloOk", v)?,
+                "compression" => {
+                    for c in args::as_array(req.name, "compression", v)? {
+                        match c.map_err(crate::request::invalid_bson)? {
+                            RawBsonRef::String(s) => h.compression.push(s.to_string()),
+                            other => {
+                                return Err(args::wrong_type(
+                                    req.name,
+                                    "compression",
+                                    other,
+                                    "string",
+                                ))
+                            }
+                        }
+                    }
+                }
+                "client" => {
+                    h.client = Some(args::to_document(args::as_doc(req.name, "client", v)?)?)
+                }
+                // Everything else (saslSupportedMechs, topologyVersion, maxAwaitTimeMS,
+                // loadBalanced, backpressure, ...) concerns replica sets, auth or newer
+                // driver features; the handshake must never fail on a field a newer
+                // driver adds, so they are accepted and ignored.
+                _ => {}
+            }
+        }
+        Ok(h)
+    }
+
+    fn execute(self, ctx: &mut Context<'_>) -> MongoResult<RawDocumentBuf> {
+        if let Some(client) = self.client {
+            if ctx.conn.client_metadata.is_some() {
+                return Err(MongoError::new(
+                    bisondb_error::ErrorCode::Other(186),
+                    "The client metadata document may only be sent in the first hello",
+                ));
+            }
+            ctx.conn.client_metadata = Some(client);
+            // Compression is agreed in the first handshake only.
+            ctx.conn.compressors = self
+                .compression
+                .iter()
+                .filter_map(|c| supported_compressor(c))
+                .collect();
+        }
+        let mut d = doc! {};
+        if self.legacy {
+            d.insert("ismaster", true);
+        } else {
+            d.insert("isWritablePrimary", true);
+        }
+        if self.hello_ok {
+            d.insert("helloOk", true);
+        }
+        d.insert(
+            "topologyVersion",
+            doc! {"processId": process_id(), "counter": 0i64},
+        );
+        d.insert(
+            "maxBsonObjectSize",
+            bisondb_wire::MAX_BSON_OBJECT_SIZE as i32,
+        );
+        d.insert("maxMessageSizeBytes", bisondb_wire::MAX_MESSAGE_SIZE as i32);
+        d.insert("maxWriteBatchSize", 100_000i32);
+        d.insert("localTime", DateTime::now());
+        d.insert("logicalSessionTimeoutMinutes", 30i32);
+        d.insert("connectionId", Bson::Int64(ctx.conn.id));
+        d.insert("minWireVersion", 0i32);
+        d.insert("maxWireVersion", MAX_WIRE_VERSION);
+        d.insert("readOnly", false);
+        if !ctx.conn.compressors.is_empty() {
+            let names: Vec<Bson> = ctx
+                .conn
+                .compressors
+                .iter()
+                .map(|c| Bson::String(c.name().to_string()))
+                .collect();
+            d.insert("compression", names);
+        }
+        reply::ok(d)
+    }
+}
+
+/// One ObjectId per server process, as mongod's topologyVersion.processId.
+fn process_id() -> bson::oid::ObjectId {
+    static ID: std::sync::OnceLock<bson::oid::ObjectId> = std::sync::OnceLock::new();
+    *ID.get_or_init(bson::oid::ObjectId::new)
+}

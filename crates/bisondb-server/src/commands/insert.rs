@@ -1,0 +1,155 @@
+//! `insert`: validates each document, adds `_id` where missing, and hands the raw
+//! bytes to storage in one batch. Documents are never parsed into owned values here.
+
+use std::borrow::Cow;
+
+use bisondb_error::{MongoError, MongoResult};
+use bson::{doc, Bson, RawDocument, RawDocumentBuf};
+
+use super::util::{self, WriteConcern};
+use super::Context;
+use crate::args;
+use crate::reply;
+use crate::request::CommandRequest;
+use crate::state::OpCounters;
+
+pub struct Insert<'a> {
+    db: String,
+    coll: String,
+    docs: Vec<&'a RawDocument>,
+    ordered: bool,
+    wc: WriteConcern,
+}
+
+const KNOWN: &[&str] = &[
+    "insert",
+    "documents",
+    "ordered",
+    "bypassDocumentValidation",
+    "let",
+];
+
+impl<'a> Insert<'a> {
+    pub fn parse(req: &CommandRequest<'a>) -> MongoResult<Self> {
+        let mut coll = None;
+        let mut ordered = true;
+        for el in req.body.iter() {
+            let (k, v) = el.map_err(crate::request::invalid_bson)?;
+            match k.as_str() {
+                "insert" => coll = Some(args::collection_name(req.name, v)?.to_string()),
+                "ordered" => ordered = args::as_bool(req.name, "ordered", v)?,
+                "bypassDocumentValidation" | "documents" => {}
+                "let" => {
+                    args::as_doc(req.name, "let", v)?;
+                }
+                other => args::check_known(req.name, other, KNOWN)?,
+            }
+        }
+        let coll = coll.ok_or_else(|| args::missing_field(req.name, "insert"))?;
+        let docs = req
+            .documents("documents")?
+            .ok_or_else(|| args::missing_field(req.name, "documents"))?;
+        if docs.len() > 100_000 {
+            return Err(MongoError::new(
+                bisondb_error::ErrorCode::InvalidLength,
+                format!(
+                    "Write batch sizes must be between 1 and 100000. Got {} operations.",
+                    docs.len()
+                ),
+            ));
+        }
+        if docs.is_empty() {
+            return Err(MongoError::new(
+                bisondb_error::ErrorCode::InvalidLength,
+                "Write batch sizes must be between 1 and 100000. Got 0 operations.",
+            ));
+        }
+        let wc = util::write_concern(req.name, req.body)?;
+        Ok(Insert {
+            db: req.db.clone(),
+            coll,
+            docs,
+            ordered,
+            wc,
+        })
+    }
+
+    pub fn execute(self, ctx: &mut Context<'_>) -> MongoResult<RawDocumentBuf> {
+        let db = self.db.as_str();
+        if self.coll.starts_with("system.") {
+            return Err(MongoError::new(
+                bisondb_error::ErrorCode::InvalidNamespace,
+                format!(
+                    "Invalid namespace specified '{db}.{}': cannot write to system collections",
+                    self.coll
+                ),
+            ));
+        }
+        let coll = ctx
+            .state
+            .storage
+            .get_or_create_collection(db, &self.coll)
+            .map_err(MongoError::from)?;
+        // Validation failures become writeErrors at their index, like mongod's.
+        let mut prepared: Vec<Cow<'_, RawDocument>> = Vec::with_capacity(self.docs.len());
+        let mut positions: Vec<usize> = Vec::with_capacity(self.docs.len());
+        let mut errors: Vec<(usize, MongoError, Option<bson::Document>)> = Vec::new();
+        for (i, d) in self.docs.iter().enumerate() {
+            match util::prepare_for_insert(d) {
+                Ok(p) => {
+                    prepared.push(p);
+                    positions.push(i);
+                }
+                Err(e) => {
+                    errors.push((i, e, None));
+                    if self.ordered {
+                        break;
+                    }
+                }
+            }
+        }
+        let refs: Vec<&RawDocument> = prepared.iter().map(|c| c.as_ref()).collect();
+        let outcome = coll.insert_many(&refs, self.ordered, self.wc.durability);
+        let mut inserted = outcome.inserted;
+        let wc_error = outcome.durability_error.map(MongoError::from);
+        for (j, e) in outcome.errors {
+            let idx = positions.get(j).copied().unwrap_or(j);
+            let details = util::storage_error_details(&e);
+            errors.push((idx, MongoError::from(e), details));
+        }
+        if self.ordered {
+            // Storage stopped at its first failure; a validation failure earlier still wins.
+            errors.sort_by_key(|(i, _, _)| *i);
+            if let Some((first, _, _)) = errors.first() {
+                let first = *first;
+                errors.truncate(1);
+                inserted = inserted.min(first);
+            }
+        } else {
+            errors.sort_by_key(|(i, _, _)| *i);
+        }
+        OpCounters::add(&ctx.state.opcounters.insert, inserted as u64);
+        let mut r = doc! {"n": reply::count(inserted as u64)};
+        if !errors.is_empty() {
+            let list: Vec<Bson> = errors
+                .into_iter()
+                .map(|(i, e, extra)| Bson::Document(reply::write_error(i, &e, extra)))
+                .collect();
+            r.insert("writeErrors", list);
+        }
+        if let Some(e) = wc_error {
+            // The documents are written but the requested sync failed.
+            r.insert(
+                "writeConcernError",
+                doc! {"code": e.code.code(), "codeName": e.code.name().into_owned(), "errmsg": e.message},
+            );
+        }
+        reply::ok(r)
+    }
+}
+
+/// The registry's entry point. Insert borrows the request's documents, so it is
+/// wired by hand rather than through [`super::run`].
+pub fn handle(req: &CommandRequest<'_>, ctx: &mut Context<'_>) -> MongoResult<RawDocumentBuf> {
+    Insert::parse(req)?.execute(ctx)
+}

@@ -1,0 +1,83 @@
+//! `listCollections`: the collections of a database as a cursor, with filter and
+//! `nameOnly`.
+
+use bisondb_error::MongoResult;
+use bisondb_query::matcher::Matcher;
+use bson::{doc, Bson, Document, RawDocumentBuf};
+
+use super::{util, Command, Context};
+use crate::args;
+use crate::cursor::{Cursor, DocSource};
+use crate::request::CommandRequest;
+
+pub struct ListCollections {
+    db: String,
+    filter: Option<Matcher>,
+    name_only: bool,
+    batch_size: Option<usize>,
+}
+
+impl Command for ListCollections {
+    fn parse(req: &CommandRequest<'_>) -> MongoResult<Self> {
+        let n = req.name;
+        let mut l = ListCollections {
+            db: req.db.clone(),
+            filter: None,
+            name_only: false,
+            batch_size: None,
+        };
+        for el in req.body.iter() {
+            let (k, v) = el.map_err(crate::request::invalid_bson)?;
+            match k.as_str() {
+                "listCollections" => {}
+                "filter" => {
+                    if !matches!(v, bson::RawBsonRef::Null) {
+                        l.filter = Some(Matcher::parse(args::as_doc(n, "filter", v)?)?);
+                    }
+                }
+                "nameOnly" => l.name_only = args::as_bool(n, "nameOnly", v)?,
+                "authorizedCollections" | "includePendingDrops" => {
+                    args::as_bool(n, k.as_str(), v)?;
+                }
+                "cursor" => {
+                    let c = args::as_doc(n, "cursor", v)?;
+                    if let Some(b) = c.get("batchSize").map_err(crate::request::invalid_bson)? {
+                        l.batch_size =
+                            Some(args::as_non_negative(n, "cursor.batchSize", b)? as usize);
+                    }
+                }
+                other => args::check_known(n, other, &[])?,
+            }
+        }
+        Ok(l)
+    }
+
+    fn execute(self, ctx: &mut Context<'_>) -> MongoResult<RawDocumentBuf> {
+        let mut out: Vec<RawDocumentBuf> = Vec::new();
+        for info in ctx.state.storage.list_collections(&self.db) {
+            let full: Document = doc! {
+                "name": info.name.clone(),
+                "type": info.kind,
+                "options": info.options.clone(),
+                "info": {"readOnly": false, "uuid": Bson::from(info.uuid)},
+                "idIndex": util::id_index_spec(),
+            };
+            if let Some(f) = &self.filter {
+                if !f.matches_doc(&full) {
+                    continue;
+                }
+            }
+            let entry = if self.name_only {
+                doc! {"name": info.name, "type": info.kind}
+            } else {
+                full
+            };
+            out.push(crate::reply::to_raw(&entry)?);
+        }
+        let ns = util::ns(&self.db, "$cmd.listCollections");
+        let src: DocSource = Box::new(out.into_iter().map(Ok));
+        let mut cursor = Cursor::new(ns.clone(), src, None);
+        let batch = cursor.next_batch(self.batch_size)?;
+        util::finish_first_batch(ctx.state, &ns, cursor, batch, false)
+    }
+}

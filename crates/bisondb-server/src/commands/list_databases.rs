@@ -1,0 +1,67 @@
+//! `listDatabases`: every database with its size on disk.
+
+use bisondb_error::MongoResult;
+use bisondb_query::matcher::Matcher;
+use bson::{doc, Bson, Document, RawDocumentBuf};
+
+use super::{Command, Context};
+use crate::args;
+use crate::reply;
+use crate::request::CommandRequest;
+
+pub struct ListDatabases {
+    filter: Option<Matcher>,
+    name_only: bool,
+}
+
+impl Command for ListDatabases {
+    fn parse(req: &CommandRequest<'_>) -> MongoResult<Self> {
+        let n = req.name;
+        let mut l = ListDatabases {
+            filter: None,
+            name_only: false,
+        };
+        for el in req.body.iter() {
+            let (k, v) = el.map_err(crate::request::invalid_bson)?;
+            match k.as_str() {
+                "listDatabases" => {}
+                "filter" => l.filter = Some(Matcher::parse(args::as_doc(n, "filter", v)?)?),
+                "nameOnly" => l.name_only = args::as_bool(n, "nameOnly", v)?,
+                "authorizedDatabases" => {
+                    args::as_bool(n, "authorizedDatabases", v)?;
+                }
+                other => args::check_known(n, other, &[])?,
+            }
+        }
+        Ok(l)
+    }
+
+    fn execute(self, ctx: &mut Context<'_>) -> MongoResult<RawDocumentBuf> {
+        let storage = &ctx.state.storage;
+        let mut list = Vec::new();
+        let mut total: u64 = 0;
+        for name in storage.list_databases() {
+            let stats = storage.database_stats(&name);
+            let size = stats.storage_size;
+            let entry: Document = if self.name_only {
+                doc! {"name": name}
+            } else {
+                doc! {"name": name, "sizeOnDisk": size as i64, "empty": stats.objects == 0}
+            };
+            if let Some(f) = &self.filter {
+                if !f.matches_doc(&entry) {
+                    continue;
+                }
+            }
+            total = total.saturating_add(size);
+            list.push(Bson::Document(entry));
+        }
+        if self.name_only {
+            reply::ok(doc! {"databases": list})
+        } else {
+            reply::ok(
+                doc! {"databases": list, "totalSize": total as i64, "totalSizeMb": (total / (1024 * 1024)) as i64},
+            )
+        }
+    }
+}

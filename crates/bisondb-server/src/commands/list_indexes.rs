@@ -1,0 +1,60 @@
+//! `listIndexes`: the indexes of a collection as a cursor. Every collection has the
+//! `_id_` index (documents are clustered by `_id`); secondary indexes come later.
+
+use bisondb_error::{ErrorCode, MongoError, MongoResult};
+use bson::RawDocumentBuf;
+
+use super::{util, Command, Context};
+use crate::args;
+use crate::cursor::{Cursor, DocSource};
+use crate::request::CommandRequest;
+
+pub struct ListIndexes {
+    db: String,
+    coll: String,
+    batch_size: Option<usize>,
+}
+
+impl Command for ListIndexes {
+    fn parse(req: &CommandRequest<'_>) -> MongoResult<Self> {
+        let n = req.name;
+        let mut coll = None;
+        let mut batch_size = None;
+        for el in req.body.iter() {
+            let (k, v) = el.map_err(crate::request::invalid_bson)?;
+            match k.as_str() {
+                "listIndexes" => coll = Some(args::collection_name(n, v)?.to_string()),
+                "cursor" => {
+                    let c = args::as_doc(n, "cursor", v)?;
+                    if let Some(b) = c.get("batchSize").map_err(crate::request::invalid_bson)? {
+                        batch_size =
+                            Some(args::as_non_negative(n, "cursor.batchSize", b)? as usize);
+                    }
+                }
+                "includeBuildUUIDs" | "includeIndexBuildInfo" => {}
+                other => args::check_known(n, other, &[])?,
+            }
+        }
+        let coll = coll.ok_or_else(|| args::missing_field(n, "listIndexes"))?;
+        Ok(ListIndexes {
+            db: req.db.clone(),
+            coll,
+            batch_size,
+        })
+    }
+
+    fn execute(self, ctx: &mut Context<'_>) -> MongoResult<RawDocumentBuf> {
+        let ns = util::ns(&self.db, &self.coll);
+        if ctx.state.storage.collection(&self.db, &self.coll).is_none() {
+            return Err(MongoError::new(
+                ErrorCode::NamespaceNotFound,
+                format!("ns does not exist: {ns}"),
+            ));
+        }
+        let specs = vec![crate::reply::to_raw(&util::id_index_spec())?];
+        let src: DocSource = Box::new(specs.into_iter().map(Ok));
+        let mut cursor = Cursor::new(ns.clone(), src, None);
+        let batch = cursor.next_batch(self.batch_size)?;
+        util::finish_first_batch(ctx.state, &ns, cursor, batch, false)
+    }
+}

@@ -1,0 +1,206 @@
+//! `update`: a list of update statements (`q`, `u`, `multi`, `upsert`, ...), applied in
+//! order; `ordered` stops at the first failing statement.
+
+use bisondb_error::{ErrorCode, MongoError, MongoResult};
+use bisondb_query::matcher::Matcher;
+use bisondb_query::update::UpdateSpec;
+use bson::{doc, Bson, Document, RawBsonRef, RawDocument, RawDocumentBuf};
+
+use super::util::{self, WriteConcern};
+use super::Context;
+use crate::args;
+use crate::reply;
+use crate::request::CommandRequest;
+use crate::state::OpCounters;
+use crate::write;
+
+pub struct Statement {
+    pub filter: Matcher,
+    pub update: UpdateSpec,
+    pub multi: bool,
+    pub upsert: bool,
+}
+
+pub struct Update<'a> {
+    db: String,
+    coll: String,
+    statements: Vec<&'a RawDocument>,
+    ordered: bool,
+    wc: WriteConcern,
+}
+
+/// Parses the `u` field: a document (replacement or operators) or a pipeline.
+pub fn parse_update_spec(cmd: &str, field: &str, v: RawBsonRef<'_>) -> MongoResult<UpdateSpec> {
+    match v {
+        RawBsonRef::Document(d) => UpdateSpec::parse(&args::to_document(d)?),
+        RawBsonRef::Array(a) => {
+            let mut stages = Vec::new();
+            for s in a {
+                match s.map_err(crate::request::invalid_bson)? {
+                    RawBsonRef::Document(d) => stages.push(args::to_document(d)?),
+                    other => return Err(args::wrong_type(cmd, field, other, "object")),
+                }
+            }
+            UpdateSpec::parse_pipeline(&stages)
+        }
+        other => Err(args::wrong_type(cmd, field, other, "[object, array]")),
+    }
+}
+
+/// Replacement documents may not hold top-level `$` fields (operators belong elsewhere).
+pub fn check_replacement(spec: &UpdateSpec) -> MongoResult<()> {
+    if let UpdateSpec::Replacement(r) = spec {
+        if let Some(k) = r.keys().find(|k| k.starts_with('$')) {
+            return Err(MongoError::new(
+                ErrorCode::DollarPrefixedFieldName,
+                format!("The dollar ($) prefixed field '{k}' in '{k}' is not allowed in the context of an update's replacement document. Consider using an aggregation pipeline with $replaceWith."),
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn parse_statement(cmd: &str, d: &RawDocument) -> MongoResult<Statement> {
+    let mut q = None;
+    let mut u = None;
+    let mut multi = false;
+    let mut upsert = false;
+    for el in d.iter() {
+        let (k, v) = el.map_err(crate::request::invalid_bson)?;
+        match k.as_str() {
+            "q" => q = Some(Matcher::parse(args::as_doc(cmd, "updates.q", v)?)?),
+            "u" => u = Some(parse_update_spec(cmd, "updates.u", v)?),
+            "multi" => multi = args::as_bool(cmd, "updates.multi", v)?,
+            "upsert" => upsert = args::as_bool(cmd, "updates.upsert", v)?,
+            "hint" => super::find::check_hint(v)?,
+            "collation" => super::find::check_collation(cmd, v)?,
+            "arrayFilters" => {
+                if !args::as_array(cmd, "updates.arrayFilters", v)?.is_empty() {
+                    return Err(MongoError::new(
+                        ErrorCode::NotImplemented,
+                        "arrayFilters are not supported by BisonDB yet",
+                    ));
+                }
+            }
+            "c" => {
+                args::as_doc(cmd, "updates.c", v)?;
+            }
+            "sort" => {
+                return Err(MongoError::new(
+                    ErrorCode::NotImplemented,
+                    "update with sort is not supported by BisonDB yet",
+                ))
+            }
+            other => return Err(args::unknown_field("UpdateOpEntry", other)),
+        }
+    }
+    let filter = q.ok_or_else(|| args::missing_field("update.updates", "q"))?;
+    let update = u.ok_or_else(|| args::missing_field("update.updates", "u"))?;
+    check_replacement(&update)?;
+    if multi && update.is_replacement() {
+        return Err(MongoError::failed_to_parse(
+            "multi update is not supported for replacement-style update",
+        ));
+    }
+    Ok(Statement {
+        filter,
+        update,
+        multi,
+        upsert,
+    })
+}
+
+impl<'a> Update<'a> {
+    pub fn parse(req: &CommandRequest<'a>) -> MongoResult<Self> {
+        let n = req.name;
+        let mut coll = None;
+        let mut ordered = true;
+        for el in req.body.iter() {
+            let (k, v) = el.map_err(crate::request::invalid_bson)?;
+            match k.as_str() {
+                "update" => coll = Some(args::collection_name(n, v)?.to_string()),
+                "ordered" => ordered = args::as_bool(n, "ordered", v)?,
+                "updates" | "bypassDocumentValidation" => {}
+                "let" => {
+                    args::as_doc(n, "let", v)?;
+                }
+                other => args::check_known(n, other, &[])?,
+            }
+        }
+        let coll = coll.ok_or_else(|| args::missing_field(n, "update"))?;
+        let statements = req
+            .documents("updates")?
+            .ok_or_else(|| args::missing_field(n, "updates"))?;
+        if statements.is_empty() || statements.len() > 100_000 {
+            return Err(MongoError::new(
+                ErrorCode::InvalidLength,
+                format!(
+                    "Write batch sizes must be between 1 and 100000. Got {} operations.",
+                    statements.len()
+                ),
+            ));
+        }
+        let wc = util::write_concern(n, req.body)?;
+        Ok(Update {
+            db: req.db.clone(),
+            coll,
+            statements,
+            ordered,
+            wc,
+        })
+    }
+
+    pub fn execute(self, ctx: &mut Context<'_>) -> MongoResult<RawDocumentBuf> {
+        let mut matched = 0u64;
+        let mut modified = 0u64;
+        let mut upserted: Vec<Bson> = Vec::new();
+        let mut errors: Vec<Bson> = Vec::new();
+        for (i, raw) in self.statements.iter().enumerate() {
+            let outcome = parse_statement("update", raw).and_then(|s| {
+                write::update(
+                    &ctx.state.storage,
+                    &self.db,
+                    &self.coll,
+                    &s.filter,
+                    &s.update,
+                    None,
+                    s.multi,
+                    s.upsert,
+                    self.wc.durability,
+                    false,
+                )
+            });
+            OpCounters::add(&ctx.state.opcounters.update, 1);
+            match outcome {
+                Ok(r) => {
+                    matched += r.matched;
+                    modified += r.modified;
+                    if let Some(id) = r.upserted_id {
+                        upserted.push(Bson::Document(doc! {"index": i as i32, "_id": id}));
+                    }
+                }
+                Err(e) => {
+                    errors.push(Bson::Document(reply::write_error(i, &e, None)));
+                    if self.ordered {
+                        break;
+                    }
+                }
+            }
+        }
+        let mut r: Document = doc! {
+            "n": reply::count(matched + upserted.len() as u64),
+            "nModified": reply::count(modified),
+        };
+        if !upserted.is_empty() {
+            r.insert("upserted", upserted);
+        }
+        if !errors.is_empty() {
+            r.insert("writeErrors", errors);
+        }
+        reply::ok(r)
+    }
+}
+
+pub fn handle(req: &CommandRequest<'_>, ctx: &mut Context<'_>) -> MongoResult<RawDocumentBuf> {
+    Update::parse(req)?.execute(ctx)
+}

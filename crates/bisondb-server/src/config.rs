@@ -1,0 +1,241 @@
+//! Server configuration: mongod-compatible settings, from flags and/or a YAML file.
+//!
+//! The binary crate parses flags; this module owns the meaning of every setting and
+//! the YAML keys mongod uses (`net.port`, `storage.dbPath`, ...), so a mongod config
+//! file for the supported settings works unchanged.
+
+use std::path::{Path, PathBuf};
+
+use bisondb_error::{ErrorCode, MongoError, MongoResult};
+
+/// The storage engines BisonDB offers, by the names `--storageEngine` accepts.
+pub const ENGINES: &[&str] = &["inMemory"];
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServerConfig {
+    pub port: u16,
+    /// Addresses to listen on; empty means no TCP listener.
+    pub bind_ip: Vec<String>,
+    pub dbpath: PathBuf,
+    pub storage_engine: String,
+    pub unix_socket: bool,
+    pub unix_socket_prefix: PathBuf,
+    pub file_permissions: u32,
+    pub max_conns: usize,
+    pub quiet: bool,
+    pub logpath: Option<PathBuf>,
+    /// The command line as given, for `getCmdLineOpts`.
+    pub argv: Vec<String>,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            port: 27017,
+            bind_ip: vec!["127.0.0.1".to_string()],
+            dbpath: PathBuf::from("./data"),
+            storage_engine: "inMemory".to_string(),
+            unix_socket: true,
+            unix_socket_prefix: PathBuf::from("/tmp"),
+            file_permissions: 0o700,
+            max_conns: 1_000_000,
+            quiet: false,
+            logpath: None,
+            argv: Vec::new(),
+        }
+    }
+}
+
+impl ServerConfig {
+    /// Path of the Unix domain socket, mongod's naming with our product name.
+    pub fn socket_path(&self, port: u16) -> PathBuf {
+        self.unix_socket_prefix.join(format!("bisondb-{port}.sock"))
+    }
+
+    /// Checks settings that can be wrong independently of the machine.
+    pub fn validate(&self) -> MongoResult<()> {
+        if !ENGINES.contains(&self.storage_engine.as_str()) {
+            let known = ENGINES.join(", ");
+            let hint = match self.storage_engine.as_str() {
+                "mmapv1" => {
+                    " (MMAPv1 was removed from MongoDB in 4.2 and does not exist in BisonDB)"
+                }
+                _ => "",
+            };
+            return Err(MongoError::new(
+                ErrorCode::InvalidOptions,
+                format!(
+                    "unknown storage engine '{}'{hint}; available engines: {known}",
+                    self.storage_engine
+                ),
+            ));
+        }
+        if self.file_permissions > 0o777 {
+            return Err(MongoError::bad_value(format!(
+                "--filePermissions {:o} is not a valid octal permission mode",
+                self.file_permissions
+            )));
+        }
+        Ok(())
+    }
+
+    /// Applies the settings of a mongod-style YAML configuration file on top of `self`.
+    pub fn apply_yaml_file(&mut self, path: &Path) -> MongoResult<()> {
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            MongoError::bad_value(format!("cannot read config file {}: {e}", path.display()))
+        })?;
+        self.apply_yaml(&text)
+    }
+
+    /// Applies the settings of a YAML document (see [`Self::apply_yaml_file`]).
+    pub fn apply_yaml(&mut self, text: &str) -> MongoResult<()> {
+        let root: serde_yaml::Value = serde_yaml::from_str(text)
+            .map_err(|e| MongoError::failed_to_parse(format!("invalid YAML config file: {e}")))?;
+        let get = |path: &str| -> Option<&serde_yaml::Value> {
+            let mut v = &root;
+            for part in path.split('.') {
+                v = v.get(part)?;
+            }
+            Some(v)
+        };
+        let bad = |key: &str, want: &str| {
+            MongoError::bad_value(format!("config file: '{key}' must be {want}"))
+        };
+        if let Some(v) = get("net.port") {
+            let p = v
+                .as_u64()
+                .and_then(|p| u16::try_from(p).ok())
+                .ok_or_else(|| bad("net.port", "a port number"))?;
+            self.port = p;
+        }
+        if let Some(v) = get("net.bindIp") {
+            let s = v
+                .as_str()
+                .ok_or_else(|| bad("net.bindIp", "a comma-separated string"))?;
+            self.bind_ip = split_ips(s);
+        }
+        if let Some(v) = get("net.bindIpAll") {
+            if v.as_bool()
+                .ok_or_else(|| bad("net.bindIpAll", "a boolean"))?
+            {
+                self.bind_ip = vec!["0.0.0.0".to_string()];
+            }
+        }
+        if let Some(v) = get("net.maxIncomingConnections") {
+            self.max_conns = v
+                .as_u64()
+                .and_then(|n| usize::try_from(n).ok())
+                .ok_or_else(|| bad("net.maxIncomingConnections", "a positive integer"))?;
+        }
+        if let Some(v) = get("net.unixDomainSocket.enabled") {
+            self.unix_socket = v
+                .as_bool()
+                .ok_or_else(|| bad("net.unixDomainSocket.enabled", "a boolean"))?;
+        }
+        if let Some(v) = get("net.unixDomainSocket.pathPrefix") {
+            let s = v
+                .as_str()
+                .ok_or_else(|| bad("net.unixDomainSocket.pathPrefix", "a path"))?;
+            self.unix_socket_prefix = PathBuf::from(s);
+        }
+        if let Some(v) = get("net.unixDomainSocket.filePermissions") {
+            // YAML reads 0700 as the decimal 700 or octal 448 depending on the writer;
+            // mongod treats the value as octal digits, so read the digits as octal.
+            let digits = match v {
+                serde_yaml::Value::Number(n) => n.to_string(),
+                serde_yaml::Value::String(s) => s.clone(),
+                _ => return Err(bad("net.unixDomainSocket.filePermissions", "an octal mode")),
+            };
+            self.file_permissions = parse_octal(&digits)
+                .ok_or_else(|| bad("net.unixDomainSocket.filePermissions", "an octal mode"))?;
+        }
+        if let Some(v) = get("storage.dbPath") {
+            let s = v.as_str().ok_or_else(|| bad("storage.dbPath", "a path"))?;
+            self.dbpath = PathBuf::from(s);
+        }
+        if let Some(v) = get("storage.engine") {
+            let s = v
+                .as_str()
+                .ok_or_else(|| bad("storage.engine", "an engine name"))?;
+            self.storage_engine = s.to_string();
+        }
+        if let Some(v) = get("systemLog.quiet") {
+            self.quiet = v
+                .as_bool()
+                .ok_or_else(|| bad("systemLog.quiet", "a boolean"))?;
+        }
+        if let Some(v) = get("systemLog.path") {
+            let s = v.as_str().ok_or_else(|| bad("systemLog.path", "a path"))?;
+            self.logpath = Some(PathBuf::from(s));
+        }
+        Ok(())
+    }
+}
+
+/// Splits mongod's comma-separated `bindIp` list.
+pub fn split_ips(s: &str) -> Vec<String> {
+    s.split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+/// Parses a permission mode written as octal digits (`0700`, `700`).
+pub fn parse_octal(s: &str) -> Option<u32> {
+    let s = s.trim();
+    if s.is_empty() || !s.bytes().all(|b| (b'0'..=b'7').contains(&b)) {
+        return None;
+    }
+    u32::from_str_radix(s, 8).ok().filter(|m| *m <= 0o777)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn yaml_keys_as_mongod() {
+        let mut c = ServerConfig::default();
+        c.apply_yaml(
+            "net:\n  port: 28000\n  bindIp: 127.0.0.1,::1\n  unixDomainSocket:\n    enabled: false\n    pathPrefix: /var/run\n    filePermissions: 0755\nstorage:\n  dbPath: /srv/db\n  engine: inMemory\n",
+        )
+        .unwrap();
+        assert_eq!(c.port, 28000);
+        assert_eq!(c.bind_ip, vec!["127.0.0.1", "::1"]);
+        assert!(!c.unix_socket);
+        assert_eq!(c.unix_socket_prefix, PathBuf::from("/var/run"));
+        assert_eq!(c.file_permissions, 0o755);
+        assert_eq!(c.dbpath, PathBuf::from("/srv/db"));
+        assert_eq!(
+            c.socket_path(28000),
+            PathBuf::from("/var/run/bisondb-28000.sock")
+        );
+    }
+
+    #[test]
+    fn bad_yaml_is_an_error() {
+        let mut c = ServerConfig::default();
+        assert!(c.apply_yaml("net:\n  port: hello\n").is_err());
+        assert!(c.apply_yaml("net: [\n").is_err());
+    }
+
+    #[test]
+    fn mmapv1_is_refused_with_the_list() {
+        let c = ServerConfig {
+            storage_engine: "mmapv1".into(),
+            ..Default::default()
+        };
+        let e = c.validate().unwrap_err();
+        assert!(e.message.contains("mmapv1"), "{}", e.message);
+        assert!(e.message.contains("inMemory"), "{}", e.message);
+    }
+
+    #[test]
+    fn octal() {
+        assert_eq!(parse_octal("0700"), Some(0o700));
+        assert_eq!(parse_octal("666"), Some(0o666));
+        assert_eq!(parse_octal("8"), None);
+        assert_eq!(parse_octal("07777"), None);
+    }
+}

@@ -1,0 +1,235 @@
+//! The per-connection loop: frame, decode, dispatch, reply.
+//!
+//! A malformed message (bad framing, bad checksum, undecodable sections) closes only
+//! this connection; a well-formed message carrying a bad command gets an error reply.
+//! A panic inside a command is caught and answered as an InternalError, so a BisonDB
+//! bug never takes a connection, or the server, down with it.
+
+use std::panic::AssertUnwindSafe;
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::Arc;
+
+use bisondb_error::{ErrorCode, MongoError, MongoResult};
+use bisondb_wire::{
+    decode_frame, encode_op_msg, encode_op_reply, Compressor, Incoming, MessageCodec, Request,
+};
+use bson::{RawBsonRef, RawDocument, RawDocumentBuf};
+use futures::{SinkExt, StreamExt};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio_util::codec::Framed;
+
+use crate::commands::{ConnectionInfo, Context};
+use crate::registry;
+use crate::reply;
+use crate::request::{CommandRequest, Sequence};
+use crate::state::{OpCounters, ServerState};
+
+static NEXT_REQUEST_ID: AtomicI32 = AtomicI32::new(1);
+
+fn next_request_id() -> i32 {
+    NEXT_REQUEST_ID.fetch_add(1, Ordering::Relaxed) & i32::MAX
+}
+
+/// Commands whose replies are never compressed (the compression spec's list).
+const NEVER_COMPRESSED: &[&str] = &[
+    "authenticate",
+    "copydb",
+    "copydbSaslStart",
+    "copydbgetnonce",
+    "createUser",
+    "getnonce",
+    "hello",
+    "isMaster",
+    "ismaster",
+    "saslContinue",
+    "saslStart",
+    "updateUser",
+];
+
+/// Serves one client until it disconnects, sends garbage, or the server stops.
+pub async fn serve<S>(stream: S, state: Arc<ServerState>, peer: String)
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    let mut conn = ConnectionInfo {
+        id: state.next_connection_id(),
+        peer,
+        ..Default::default()
+    };
+    tracing::debug!(conn = conn.id, peer = %conn.peer, "connection accepted");
+    let mut framed = Framed::new(stream, MessageCodec::new());
+    loop {
+        if state.is_shutting_down() {
+            break;
+        }
+        let frame = tokio::select! {
+            f = framed.next() => f,
+            _ = state.shutdown.notified() => break,
+        };
+        let frame = match frame {
+            None => break,
+            Some(Ok(f)) => f,
+            Some(Err(e)) => {
+                tracing::info!(conn = conn.id, error = %e, "closing connection: malformed message");
+                break;
+            }
+        };
+        let incoming = match decode_frame(frame) {
+            Ok(m) => m,
+            Err(e) => {
+                tracing::info!(conn = conn.id, error = %e, "closing connection: malformed message");
+                break;
+            }
+        };
+        let reply = handle(incoming, &state, &mut conn);
+        match reply {
+            Ok(Some(bytes)) => {
+                if let Err(e) = framed.send(bytes).await {
+                    tracing::debug!(conn = conn.id, error = %e, "write failed");
+                    break;
+                }
+            }
+            Ok(None) => {}
+            Err(e) => {
+                tracing::warn!(conn = conn.id, error = %e, "closing connection: could not encode reply");
+                break;
+            }
+        }
+    }
+    tracing::debug!(conn = conn.id, "connection closed");
+}
+
+/// Handles one decoded message; `None` when no reply is due (moreToCome).
+fn handle(
+    incoming: Incoming,
+    state: &Arc<ServerState>,
+    conn: &mut ConnectionInfo,
+) -> Result<Option<bytes::Bytes>, bisondb_wire::WireError> {
+    let request_id = incoming.header.request_id;
+    match &incoming.request {
+        Request::Msg(msg) => {
+            let sequences: Vec<Sequence<'_>> = msg
+                .sequences()
+                .iter()
+                .map(|s| Sequence {
+                    identifier: s.identifier(),
+                    documents: s.documents().collect(),
+                })
+                .collect();
+            let (name, reply) = match CommandRequest::from_msg(msg.body(), sequences) {
+                Ok(req) => {
+                    let name = req.name.to_string();
+                    (name, run_command(&req, state, conn))
+                }
+                Err(e) => (String::new(), error_reply(&e)),
+            };
+            if msg.more_to_come() {
+                return Ok(None);
+            }
+            let compressor = incoming
+                .compressor
+                .filter(|_| !NEVER_COMPRESSED.contains(&name.as_str()));
+            encode_op_msg(next_request_id(), request_id, 0, &reply, compressor).map(Some)
+        }
+        Request::Query(q) => {
+            let reply = legacy_query(&q.full_collection_name, &q.query, state, conn);
+            encode_op_reply(
+                next_request_id(),
+                request_id,
+                8, /* AwaitCapable */
+                0,
+                0,
+                &[&reply],
+            )
+            .map(Some)
+        }
+    }
+}
+
+/// OP_QUERY survives only for the first handshake of old drivers: mongod 6+ answers
+/// nothing but hello/isMaster this way.
+fn legacy_query(
+    ns: &str,
+    query: &RawDocument,
+    state: &Arc<ServerState>,
+    conn: &mut ConnectionInfo,
+) -> RawDocumentBuf {
+    let Some(db) = ns.strip_suffix(".$cmd") else {
+        return error_reply(&MongoError::location(
+            5739101,
+            format!("OP_QUERY is no longer supported for queries on '{ns}'. The client driver may require an upgrade."),
+        ));
+    };
+    // Drivers may wrap the command as {$query: {...}, $readPreference: ...}.
+    let body = match query.get("$query") {
+        Ok(Some(RawBsonRef::Document(d))) => d,
+        _ => query,
+    };
+    match CommandRequest::from_body(body, db) {
+        Ok(req) if matches!(req.name, "hello" | "isMaster" | "ismaster") => {
+            run_command(&req, state, conn)
+        }
+        Ok(req) => error_reply(&MongoError::location(
+            352,
+            format!(
+                "Unsupported OP_QUERY command: {}. The client driver may require an upgrade.",
+                req.name
+            ),
+        )),
+        Err(e) => error_reply(&e),
+    }
+}
+
+fn run_command(
+    req: &CommandRequest<'_>,
+    state: &Arc<ServerState>,
+    conn: &mut ConnectionInfo,
+) -> RawDocumentBuf {
+    OpCounters::add(&state.opcounters.command, 1);
+    let mut ctx = Context { state, conn };
+    let result: MongoResult<RawDocumentBuf> =
+        match std::panic::catch_unwind(AssertUnwindSafe(|| registry::dispatch(req, &mut ctx))) {
+            Ok(r) => r,
+            Err(panic) => {
+                let what = panic
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| panic.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "unknown panic".to_string());
+                tracing::error!(command = req.name, panic = %what, "command panicked");
+                Err(MongoError::internal(format!(
+                    "command '{}' panicked: {what}",
+                    req.name
+                )))
+            }
+        };
+    match result {
+        Ok(doc) => doc,
+        Err(e) => {
+            if e.code == ErrorCode::InternalError {
+                tracing::error!(command = req.name, error = %e, "internal error");
+            }
+            error_reply(&e)
+        }
+    }
+}
+
+fn error_reply(e: &MongoError) -> RawDocumentBuf {
+    let doc = reply::error_document(e);
+    match RawDocumentBuf::try_from(&doc) {
+        Ok(d) => d,
+        // Only an error message with a NUL byte could fail; strip it rather than drop the reply.
+        Err(_) => {
+            let clean = MongoError::new(e.code, e.message.replace('\0', "\\0"));
+            RawDocumentBuf::try_from(&reply::error_document(&clean)).unwrap_or_default()
+        }
+    }
+}
+
+/// The compressors this server offers, by mongod's names.
+pub fn supported_compressor(name: &str) -> Option<Compressor> {
+    match Compressor::from_name(name) {
+        Some(Compressor::Noop) | None => None,
+        some => some,
+    }
+}

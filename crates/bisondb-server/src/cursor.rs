@@ -1,0 +1,255 @@
+//! Server-side cursors: the rest of a result after the first batch.
+//!
+//! A cursor owns a `'static` iterator (a storage scan owns its snapshot), so a getMore
+//! continues where the last batch stopped without re-running the query. Batches follow
+//! mongod: 101 documents by default in the first batch, otherwise as many as fit in
+//! 16 MiB; idle cursors are reaped after 10 minutes.
+
+use std::collections::HashMap;
+use std::iter::Peekable;
+use std::time::{Duration, Instant};
+
+use bisondb_error::{ErrorCode, MongoError, MongoResult};
+use bson::{RawArrayBuf, RawDocumentBuf};
+use parking_lot::Mutex;
+
+/// The documents a cursor will still produce.
+pub type DocSource = Box<dyn Iterator<Item = MongoResult<RawDocumentBuf>> + Send>;
+
+/// mongod's default size of a first batch when the client sets none.
+pub const DEFAULT_FIRST_BATCH: usize = 101;
+/// A batch stops growing once it holds this many bytes of documents.
+pub const MAX_BATCH_BYTES: usize = 16 * 1024 * 1024;
+/// mongod's `cursorTimeoutMillis` default.
+pub const IDLE_TIMEOUT: Duration = Duration::from_secs(600);
+
+pub struct Cursor {
+    pub ns: String,
+    source: Peekable<DocSource>,
+    /// Documents still allowed by the query's `limit`, if any.
+    remaining: Option<u64>,
+    last_used: Instant,
+    pub no_timeout: bool,
+    /// The connection that owns it, for killing cursors when the session ends.
+    pub lsid: Option<bson::Document>,
+}
+
+/// One batch of results and whether the source is exhausted.
+pub struct Batch {
+    pub docs: RawArrayBuf,
+    pub exhausted: bool,
+}
+
+impl Cursor {
+    pub fn new(ns: String, source: DocSource, limit: Option<u64>) -> Cursor {
+        Cursor {
+            ns,
+            source: source.peekable(),
+            remaining: limit,
+            last_used: Instant::now(),
+            no_timeout: false,
+            lsid: None,
+        }
+    }
+
+    /// Fills a batch of at most `max_docs` documents (None = as many as fit).
+    pub fn next_batch(&mut self, max_docs: Option<usize>) -> MongoResult<Batch> {
+        self.last_used = Instant::now();
+        let mut docs = RawArrayBuf::new();
+        let mut n = 0usize;
+        let mut bytes = 0usize;
+        loop {
+            if self.remaining == Some(0) {
+                return Ok(Batch {
+                    docs,
+                    exhausted: true,
+                });
+            }
+            if max_docs.is_some_and(|m| n >= m) {
+                break;
+            }
+            let size = match self.source.peek() {
+                None => {
+                    return Ok(Batch {
+                        docs,
+                        exhausted: true,
+                    })
+                }
+                Some(Err(_)) => {
+                    // Surface the error; the cursor is dropped by the caller.
+                    return match self.source.next() {
+                        Some(Err(e)) => Err(e),
+                        _ => Err(MongoError::internal("cursor error vanished")),
+                    };
+                }
+                Some(Ok(d)) => d.as_bytes().len(),
+            };
+            if n > 0 && bytes.saturating_add(size) > MAX_BATCH_BYTES {
+                break;
+            }
+            if let Some(Ok(doc)) = self.source.next() {
+                docs.push(doc);
+                n += 1;
+                bytes = bytes.saturating_add(size);
+                if let Some(r) = self.remaining.as_mut() {
+                    *r -= 1;
+                }
+            }
+        }
+        let exhausted = self.remaining == Some(0) || self.source.peek().is_none();
+        Ok(Batch { docs, exhausted })
+    }
+}
+
+/// All open cursors of the server.
+#[derive(Default)]
+pub struct CursorManager {
+    cursors: Mutex<HashMap<i64, Cursor>>,
+}
+
+impl CursorManager {
+    /// Stores a cursor and returns its new id (positive, never 0).
+    pub fn register(&self, cursor: Cursor) -> i64 {
+        let mut map = self.cursors.lock();
+        loop {
+            let id = (rand::random::<u64>() >> 2) as i64;
+            if id != 0 && !map.contains_key(&id) {
+                map.insert(id, cursor);
+                return id;
+            }
+        }
+    }
+
+    /// Takes a cursor out for a getMore; it must be put back with [`Self::restore`] if not exhausted.
+    pub fn take(&self, id: i64, ns: &str) -> MongoResult<Cursor> {
+        let mut map = self.cursors.lock();
+        match map.get(&id) {
+            None => Err(MongoError::new(ErrorCode::CursorNotFound, format!("cursor id {id} not found"))),
+            Some(c) if c.ns != ns => Err(MongoError::new(
+                ErrorCode::Unauthorized,
+                format!("Requested getMore on namespace '{ns}', but cursor belongs to a different namespace {}", c.ns),
+            )),
+            Some(_) => map.remove(&id).ok_or_else(|| MongoError::internal("cursor vanished under lock")),
+        }
+    }
+
+    pub fn restore(&self, id: i64, cursor: Cursor) {
+        self.cursors.lock().insert(id, cursor);
+    }
+
+    /// Kills the given ids; returns (killed, not found).
+    pub fn kill(&self, ids: &[i64]) -> (Vec<i64>, Vec<i64>) {
+        let mut map = self.cursors.lock();
+        let mut killed = Vec::new();
+        let mut missing = Vec::new();
+        for id in ids {
+            if map.remove(id).is_some() {
+                killed.push(*id);
+            } else {
+                missing.push(*id);
+            }
+        }
+        (killed, missing)
+    }
+
+    /// Kills every cursor on a namespace (drop, rename).
+    pub fn kill_namespace(&self, ns: &str) {
+        self.cursors.lock().retain(|_, c| c.ns != ns);
+    }
+
+    /// Kills every cursor of a database.
+    pub fn kill_database(&self, db: &str) {
+        self.cursors
+            .lock()
+            .retain(|_, c| c.ns.split_once('.').map(|(d, _)| d) != Some(db));
+    }
+
+    /// Kills cursors opened under any of the given logical sessions (endSessions).
+    pub fn kill_sessions(&self, lsids: &[bson::Document]) {
+        self.cursors
+            .lock()
+            .retain(|_, c| c.lsid.as_ref().is_none_or(|l| !lsids.contains(l)));
+    }
+
+    /// Removes cursors idle longer than `timeout`; returns how many.
+    pub fn reap(&self, timeout: Duration) -> usize {
+        let now = Instant::now();
+        let mut map = self.cursors.lock();
+        let before = map.len();
+        map.retain(|_, c| c.no_timeout || now.duration_since(c.last_used) < timeout);
+        before - map.len()
+    }
+
+    pub fn len(&self) -> usize {
+        self.cursors.lock().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bson::rawdoc;
+
+    fn source(n: i32) -> DocSource {
+        Box::new((0..n).map(|i| Ok(rawdoc! {"_id": i})))
+    }
+
+    #[test]
+    fn batches_respect_size_and_limit() {
+        let mut c = Cursor::new("d.c".into(), source(250), None);
+        let b = c.next_batch(Some(101)).unwrap();
+        assert_eq!(b.docs.into_iter().count(), 101);
+        assert!(!b.exhausted);
+        let b = c.next_batch(None).unwrap();
+        assert_eq!(b.docs.into_iter().count(), 149);
+        assert!(b.exhausted);
+
+        let mut c = Cursor::new("d.c".into(), source(250), Some(10));
+        let b = c.next_batch(Some(4)).unwrap();
+        assert!(!b.exhausted);
+        let b = c.next_batch(None).unwrap();
+        assert_eq!(b.docs.into_iter().count(), 6);
+        assert!(b.exhausted);
+    }
+
+    #[test]
+    fn exact_end_is_exhausted() {
+        let mut c = Cursor::new("d.c".into(), source(5), None);
+        let b = c.next_batch(Some(5)).unwrap();
+        assert!(
+            b.exhausted,
+            "a batch that drains the source closes the cursor"
+        );
+    }
+
+    #[test]
+    fn manager_lifecycle() {
+        let m = CursorManager::default();
+        let id = m.register(Cursor::new("d.c".into(), source(3), None));
+        assert!(id > 0);
+        assert!(m.take(id, "d.other").is_err());
+        let c = m.take(id, "d.c").unwrap();
+        assert_eq!(
+            m.take(id, "d.c").unwrap_err().code,
+            ErrorCode::CursorNotFound
+        );
+        m.restore(id, c);
+        assert_eq!(m.kill(&[id, 42]), (vec![id], vec![42]));
+        assert!(m.is_empty());
+    }
+
+    #[test]
+    fn reaper_spares_no_timeout() {
+        let m = CursorManager::default();
+        m.register(Cursor::new("d.c".into(), source(3), None));
+        let mut keep = Cursor::new("d.c".into(), source(3), None);
+        keep.no_timeout = true;
+        m.register(keep);
+        assert_eq!(m.reap(Duration::ZERO), 1);
+        assert_eq!(m.len(), 1);
+    }
+}

@@ -1,0 +1,51 @@
+//! Reply documents: the `ok: 0` error shape, `ok: 1` success, write errors, and
+//! conversion of owned documents to the raw bytes sent on the wire.
+
+use bisondb_error::{MongoError, MongoResult};
+use bson::{doc, Bson, Document, RawDocumentBuf};
+
+/// mongod's error reply: `{ok: 0, errmsg, code, codeName}`.
+pub fn error_document(e: &MongoError) -> Document {
+    doc! {
+        "ok": 0.0,
+        "errmsg": e.message.clone(),
+        "code": e.code.code(),
+        "codeName": e.code.name().into_owned(),
+    }
+}
+
+/// Serializes a reply; a reply that can't be serialized is a BisonDB bug.
+pub fn to_raw(doc: &Document) -> MongoResult<RawDocumentBuf> {
+    RawDocumentBuf::try_from(doc)
+        .map_err(|e| MongoError::internal(format!("reply is not valid BSON: {e}")))
+}
+
+/// `{...fields, ok: 1}`.
+pub fn ok(mut fields: Document) -> MongoResult<RawDocumentBuf> {
+    fields.insert("ok", 1.0);
+    to_raw(&fields)
+}
+
+/// One entry of a write command's `writeErrors` array.
+pub fn write_error(index: usize, e: &MongoError, extra: Option<Document>) -> Document {
+    let mut d = doc! {
+        "index": index as i64,
+        "code": e.code.code(),
+        "codeName": e.code.name().into_owned(),
+        "errmsg": e.message.clone(),
+    };
+    if let Some(extra) = extra {
+        for (k, v) in extra {
+            d.insert(k, v);
+        }
+    }
+    d
+}
+
+/// Whole numbers go out as int32 when they fit, as mongod does for counters.
+pub fn count(n: u64) -> Bson {
+    match i32::try_from(n) {
+        Ok(i) => Bson::Int32(i),
+        Err(_) => Bson::Int64(i64::try_from(n).unwrap_or(i64::MAX)),
+    }
+}

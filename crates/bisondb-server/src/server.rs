@@ -1,0 +1,251 @@
+//! Start-up and shutdown: open storage, bind TCP and Unix-socket listeners, accept
+//! connections (bounded by `maxConns`), reap idle cursors, and clean up on exit.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bisondb_error::{ErrorCode, MongoError, MongoResult};
+use bisondb_storage::memory::MemoryEngine;
+use bisondb_storage::{Engine, Storage};
+use tokio::net::{TcpListener, UnixListener};
+use tokio::sync::Semaphore;
+use tokio::task::JoinHandle;
+
+use crate::config::ServerConfig;
+use crate::connection;
+use crate::cursor::IDLE_TIMEOUT;
+use crate::state::ServerState;
+
+pub struct Server;
+
+/// A server that is accepting connections.
+pub struct RunningServer {
+    pub state: Arc<ServerState>,
+    /// The TCP addresses bound (port 0 in the config resolves to a real port here).
+    pub tcp_addrs: Vec<SocketAddr>,
+    pub socket_path: Option<PathBuf>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl Server {
+    /// Opens storage and binds every listener; returns once connections can be accepted.
+    pub async fn start(config: ServerConfig) -> MongoResult<RunningServer> {
+        config.validate()?;
+        let engine: Arc<dyn Engine> = match config.storage_engine.as_str() {
+            "inMemory" => Arc::new(MemoryEngine::new()),
+            other => {
+                return Err(MongoError::new(
+                    ErrorCode::InvalidOptions,
+                    format!("unknown storage engine '{other}'"),
+                ))
+            }
+        };
+        let storage = Storage::open(engine).map_err(MongoError::from)?;
+
+        let mut listeners = Vec::new();
+        for ip in &config.bind_ip {
+            let addr = format!("{}:{}", bracket_ipv6(ip), config.port);
+            let l = TcpListener::bind(&addr)
+                .await
+                .map_err(|e| io_error(format!("cannot listen on {addr}: {e}")))?;
+            listeners.push(l);
+        }
+        let tcp_addrs: Vec<SocketAddr> = listeners
+            .iter()
+            .filter_map(|l| l.local_addr().ok())
+            .collect();
+        // With --port 0 every listener must share the first one's resolved port.
+        let port = tcp_addrs.first().map(|a| a.port()).unwrap_or(config.port);
+
+        let unix = if config.unix_socket {
+            let path = config.socket_path(port);
+            Some((bind_unix(&path, config.file_permissions)?, path))
+        } else {
+            None
+        };
+
+        let state = ServerState::new(config, storage);
+        let _ = state.bound_port.set(port);
+        let conns = Arc::new(Semaphore::new(
+            state.config.max_conns.min(Semaphore::MAX_PERMITS),
+        ));
+        let mut tasks = Vec::new();
+        for l in listeners {
+            let (state, conns) = (state.clone(), conns.clone());
+            tasks.push(tokio::spawn(async move {
+                loop {
+                    let accepted = tokio::select! {
+                        a = l.accept() => a,
+                        _ = state.shutdown.notified() => break,
+                    };
+                    match accepted {
+                        Ok((stream, peer)) => {
+                            let _ = stream.set_nodelay(true);
+                            spawn_connection(stream, peer.to_string(), &state, &conns);
+                        }
+                        Err(e) => {
+                            tracing::warn!(error = %e, "accept failed");
+                            tokio::time::sleep(Duration::from_millis(10)).await;
+                        }
+                    }
+                    if state.is_shutting_down() {
+                        break;
+                    }
+                }
+            }));
+        }
+        let socket_path = unix.as_ref().map(|(_, p)| p.clone());
+        if let Some((l, path)) = unix {
+            let (state, conns) = (state.clone(), conns.clone());
+            tasks.push(tokio::spawn(async move {
+                let peer = format!("unix:{}", path.display());
+                loop {
+                    let accepted = tokio::select! {
+                        a = l.accept() => a,
+                        _ = state.shutdown.notified() => break,
+                    };
+                    match accepted {
+                        Ok((stream, _)) => spawn_connection(stream, peer.clone(), &state, &conns),
+                        Err(e) => {
+                            tracing::warn!(error = %e, "accept failed");
+                            tokio::time::sleep(Duration::from_millis(10)).await;
+                        }
+                    }
+                    if state.is_shutting_down() {
+                        break;
+                    }
+                }
+            }));
+        }
+        {
+            let state = state.clone();
+            tasks.push(tokio::spawn(async move {
+                let mut tick = tokio::time::interval(Duration::from_secs(60));
+                loop {
+                    tokio::select! {
+                        _ = tick.tick() => {
+                            let n = state.cursors.reap(IDLE_TIMEOUT);
+                            if n > 0 {
+                                tracing::info!(cursors = n, "reaped idle cursors");
+                            }
+                        }
+                        _ = state.shutdown.notified() => break,
+                    }
+                    if state.is_shutting_down() {
+                        break;
+                    }
+                }
+            }));
+        }
+        for a in &tcp_addrs {
+            tracing::info!(address = %a, "waiting for connections");
+        }
+        if let Some(p) = &socket_path {
+            tracing::info!(socket = %p.display(), "waiting for connections");
+        }
+        Ok(RunningServer {
+            state,
+            tcp_addrs,
+            socket_path,
+            tasks,
+        })
+    }
+}
+
+impl RunningServer {
+    /// The TCP port actually bound.
+    pub fn port(&self) -> u16 {
+        self.tcp_addrs
+            .first()
+            .map(|a| a.port())
+            .unwrap_or(self.state.config.port)
+    }
+
+    /// Asks the server to stop (as the `shutdown` command or a signal does).
+    pub fn shutdown(&self) {
+        self.state.request_shutdown();
+    }
+
+    /// Waits until shutdown is requested, then stops listeners, syncs storage and
+    /// removes the socket file.
+    pub async fn wait(self) {
+        while !self.state.is_shutting_down() {
+            let notified = self.state.shutdown.notified();
+            if self.state.is_shutting_down() {
+                break;
+            }
+            notified.await;
+        }
+        for t in &self.tasks {
+            t.abort();
+        }
+        for t in self.tasks {
+            let _ = t.await;
+        }
+        if let Err(e) = self.state.storage.sync() {
+            tracing::error!(error = %e, "final sync failed");
+        }
+        if let Some(p) = &self.socket_path {
+            let _ = std::fs::remove_file(p);
+        }
+        tracing::info!("shutdown complete");
+    }
+}
+
+fn spawn_connection<S>(stream: S, peer: String, state: &Arc<ServerState>, conns: &Arc<Semaphore>)
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let Ok(permit) = conns.clone().try_acquire_owned() else {
+        tracing::warn!(peer = %peer, max = state.config.max_conns, "connection refused because too many open connections");
+        return;
+    };
+    let state = state.clone();
+    tokio::spawn(async move {
+        use std::sync::atomic::Ordering;
+        state.connections_current.fetch_add(1, Ordering::Relaxed);
+        state.connections_total.fetch_add(1, Ordering::Relaxed);
+        connection::serve(stream, state.clone(), peer).await;
+        state.connections_current.fetch_sub(1, Ordering::Relaxed);
+        drop(permit);
+    });
+}
+
+/// Binds the Unix socket, replacing a stale file left by a killed server but never
+/// stealing the socket of a live one.
+fn bind_unix(path: &std::path::Path, mode: u32) -> MongoResult<UnixListener> {
+    if path.exists() {
+        if std::os::unix::net::UnixStream::connect(path).is_ok() {
+            return Err(io_error(format!(
+                "another server is already listening on {}; stop it or choose another --port / --unixSocketPrefix",
+                path.display()
+            )));
+        }
+        std::fs::remove_file(path).map_err(|e| {
+            io_error(format!(
+                "cannot remove stale socket file {}: {e}",
+                path.display()
+            ))
+        })?;
+    }
+    let l = UnixListener::bind(path)
+        .map_err(|e| io_error(format!("cannot listen on {}: {e}", path.display())))?;
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+        .map_err(|e| io_error(format!("cannot set permissions on {}: {e}", path.display())))?;
+    Ok(l)
+}
+
+fn bracket_ipv6(ip: &str) -> String {
+    if ip.contains(':') && !ip.starts_with('[') {
+        format!("[{ip}]")
+    } else {
+        ip.to_string()
+    }
+}
+
+fn io_error(msg: String) -> MongoError {
+    MongoError::new(ErrorCode::Other(98), msg)
+}

@@ -1,0 +1,78 @@
+//! State shared by every connection: storage, cursors, counters, configuration.
+
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Instant, SystemTime};
+
+use bisondb_storage::Storage;
+use tokio::sync::Notify;
+
+use crate::config::ServerConfig;
+use crate::cursor::CursorManager;
+
+/// mongod's `opcounters` section of serverStatus.
+#[derive(Default)]
+pub struct OpCounters {
+    pub insert: AtomicU64,
+    pub query: AtomicU64,
+    pub update: AtomicU64,
+    pub delete: AtomicU64,
+    pub getmore: AtomicU64,
+    pub command: AtomicU64,
+}
+
+impl OpCounters {
+    pub fn add(counter: &AtomicU64, n: u64) {
+        counter.fetch_add(n, Ordering::Relaxed);
+    }
+}
+
+pub struct ServerState {
+    pub config: ServerConfig,
+    pub storage: Storage,
+    pub cursors: CursorManager,
+    pub opcounters: OpCounters,
+    pub started: Instant,
+    pub started_at: SystemTime,
+    pub connections_current: AtomicU64,
+    pub connections_total: AtomicU64,
+    next_connection_id: AtomicI64,
+    /// Set by the `shutdown` command or a signal; listeners stop accepting.
+    pub shutting_down: AtomicBool,
+    pub shutdown: Notify,
+    /// Addresses actually bound (port 0 resolves here), for diagnostics.
+    pub bound_port: std::sync::OnceLock<u16>,
+}
+
+impl ServerState {
+    pub fn new(config: ServerConfig, storage: Storage) -> Arc<ServerState> {
+        Arc::new(ServerState {
+            config,
+            storage,
+            cursors: CursorManager::default(),
+            opcounters: OpCounters::default(),
+            started: Instant::now(),
+            started_at: SystemTime::now(),
+            connections_current: AtomicU64::new(0),
+            connections_total: AtomicU64::new(0),
+            next_connection_id: AtomicI64::new(1),
+            shutting_down: AtomicBool::new(false),
+            shutdown: Notify::new(),
+            bound_port: std::sync::OnceLock::new(),
+        })
+    }
+
+    pub fn next_connection_id(&self) -> i64 {
+        self.next_connection_id.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Asks every listener and connection to stop.
+    pub fn request_shutdown(&self) {
+        self.shutting_down.store(true, Ordering::SeqCst);
+        self.shutdown.notify_waiters();
+    }
+
+    pub fn is_shutting_down(&self) -> bool {
+        self.shutting_down.load(Ordering::SeqCst)
+    }
+}
