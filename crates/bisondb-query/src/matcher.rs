@@ -22,10 +22,6 @@ use crate::path::lookup_raw;
 /// Operators mongod has that BisonDB recognises but does not implement yet,
 /// in either the top-level or the field position. Sorted, so it can be searched.
 pub const NOT_IMPLEMENTED_OPERATORS: &[&str] = &[
-    "$bitsAllClear",
-    "$bitsAllSet",
-    "$bitsAnyClear",
-    "$bitsAnySet",
     "$box",
     "$center",
     "$centerSphere",
@@ -101,6 +97,24 @@ struct InList {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum BitsTest {
+    AllSet,
+    AnySet,
+    AllClear,
+    AnyClear,
+}
+
+/// The bit positions a `$bits*` operator tests.
+#[derive(Debug, Clone)]
+enum BitMask {
+    /// Explicit positions (from a position list or a numeric mask).
+    Positions(Vec<u64>),
+    /// A BinData mask, kept as bytes so a large mask costs no more memory
+    /// than the filter itself (little-endian: byte 0 holds bits 0..8).
+    Bytes(Vec<u8>),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum TypeSel {
     Number,
     Exact(ElementType),
@@ -116,6 +130,7 @@ enum PathOp {
     Regex(Re),
     Type(Vec<TypeSel>),
     Mod(i64, i64),
+    Bits(BitsTest, BitMask),
     // Predicates on the reached values themselves.
     Exists(bool),
     Size(i64),
@@ -397,6 +412,7 @@ impl PathOp {
                     TypeSel::Exact(e) => *e == t,
                 })
             }
+            PathOp::Bits(test, mask) => bits_match(*test, mask, v),
             PathOp::Mod(div, rem) => match num_to_i64_trunc(v) {
                 Some(n) => n.checked_rem(*div).unwrap_or(0) == *rem,
                 None => false,
@@ -429,6 +445,7 @@ impl PathOp {
                 | PathOp::Regex(_)
                 | PathOp::Type(_)
                 | PathOp::Mod(..)
+                | PathOp::Bits(..)
         )
     }
 
@@ -642,6 +659,10 @@ fn parse_ops(path: &str, d: &Document, depth: usize) -> MongoResult<PathOp> {
             "$type" => PathOp::Type(parse_type_list(v)?),
             "$size" => PathOp::Size(parse_size(v)?),
             "$mod" => parse_mod(v)?,
+            "$bitsAllSet" => PathOp::Bits(BitsTest::AllSet, parse_bitmask(k, v)?),
+            "$bitsAnySet" => PathOp::Bits(BitsTest::AnySet, parse_bitmask(k, v)?),
+            "$bitsAllClear" => PathOp::Bits(BitsTest::AllClear, parse_bitmask(k, v)?),
+            "$bitsAnyClear" => PathOp::Bits(BitsTest::AnyClear, parse_bitmask(k, v)?),
             "$all" => parse_all(path, v, depth)?,
             "$elemMatch" => parse_elem_match(v, depth)?,
             "$not" => parse_not(path, v, depth)?,
@@ -689,6 +710,117 @@ fn parse_ops(path: &str, d: &Document, depth: usize) -> MongoResult<PathOp> {
     } else {
         PathOp::And(ops)
     })
+}
+
+/// The value side of a bit test: an integral number (sign-extended beyond
+/// bit 63) or BinData bytes (zero beyond their length).
+enum BitSource<'a> {
+    Int(i64),
+    Bytes(&'a [u8]),
+}
+
+impl BitSource<'_> {
+    fn bit(&self, pos: u64) -> bool {
+        match self {
+            BitSource::Int(n) => {
+                if pos < 64 {
+                    (n >> pos) & 1 == 1
+                } else {
+                    *n < 0
+                }
+            }
+            BitSource::Bytes(b) => usize::try_from(pos / 8)
+                .ok()
+                .and_then(|i| b.get(i))
+                .is_some_and(|byte| (byte >> (pos % 8)) & 1 == 1),
+        }
+    }
+}
+
+fn bits_match(test: BitsTest, mask: &BitMask, v: RawBsonRef<'_>) -> bool {
+    let src = match v {
+        RawBsonRef::Int32(i) => BitSource::Int(i64::from(i)),
+        RawBsonRef::Int64(i) => BitSource::Int(i),
+        RawBsonRef::Double(d) => {
+            // Only values exactly representable as a signed 64-bit integer take part.
+            let lim = -(i64::MIN as f64);
+            if d.fract() != 0.0 || !(-lim..lim).contains(&d) {
+                return false;
+            }
+            BitSource::Int(d as i64)
+        }
+        RawBsonRef::Decimal128(d) => match d.to_string().parse::<f64>() {
+            Ok(f) if f.fract() == 0.0 && f.abs() < 9.0e18 => BitSource::Int(f as i64),
+            _ => return false,
+        },
+        RawBsonRef::Binary(b) => BitSource::Bytes(b.bytes),
+        _ => return false,
+    };
+    let mut positions: Box<dyn Iterator<Item = u64> + '_> = match mask {
+        BitMask::Positions(p) => Box::new(p.iter().copied()),
+        BitMask::Bytes(bytes) => Box::new(bytes.iter().enumerate().flat_map(|(i, byte)| {
+            (0..8u64)
+                .filter(move |j| (byte >> j) & 1 == 1)
+                .map(move |j| (i as u64) * 8 + j)
+        })),
+    };
+    match test {
+        BitsTest::AllSet => positions.all(|p| src.bit(p)),
+        BitsTest::AnySet => positions.any(|p| src.bit(p)),
+        BitsTest::AllClear => positions.all(|p| !src.bit(p)),
+        BitsTest::AnyClear => positions.any(|p| !src.bit(p)),
+    }
+}
+
+fn parse_bitmask(op: &str, v: &Bson) -> MongoResult<BitMask> {
+    let whole = |b: &Bson| -> Option<i64> {
+        match b {
+            Bson::Int32(i) => Some(i64::from(*i)),
+            Bson::Int64(i) => Some(*i),
+            Bson::Double(d) if d.fract() == 0.0 && d.abs() < 9.2e18 => Some(*d as i64),
+            Bson::Decimal128(d) => d
+                .to_string()
+                .parse::<f64>()
+                .ok()
+                .filter(|f| f.fract() == 0.0 && f.abs() < 9.2e18)
+                .map(|f| f as i64),
+            _ => None,
+        }
+    };
+    match v {
+        Bson::Binary(b) => Ok(BitMask::Bytes(b.bytes.clone())),
+        Bson::Array(items) => {
+            let mut positions = Vec::with_capacity(items.len());
+            for item in items {
+                let Some(p) = whole(item) else {
+                    return Err(MongoError::bad_value(format!(
+                        "bit positions must be an integer but got: {item}"
+                    )));
+                };
+                let p = u64::try_from(p).map_err(|_| {
+                    MongoError::bad_value(format!("bit positions must be >= 0 but got: {p}"))
+                })?;
+                positions.push(p);
+            }
+            Ok(BitMask::Positions(positions))
+        }
+        other if NumKey::of_bson(other).is_some() => {
+            let n = whole(other).ok_or_else(|| {
+                MongoError::bad_value(format!("{op} cannot represent {other} as a 64-bit integer"))
+            })?;
+            if n < 0 {
+                return Err(MongoError::bad_value(format!(
+                    "{op} bitmask must be a non-negative integer, but got: {other}"
+                )));
+            }
+            Ok(BitMask::Positions(
+                (0..63u64).filter(|p| (n >> p) & 1 == 1).collect(),
+            ))
+        }
+        other => Err(MongoError::bad_value(format!(
+            "{op} takes an Array, a number, or a BinData but received: {op}: {other}"
+        ))),
+    }
 }
 
 fn truthy(v: &Bson) -> bool {

@@ -382,11 +382,23 @@ fn parse_errors() {
             238,
             "$geoWithin is not supported",
         ),
+        (doc! {"a": {"$bitsAllSet": -1}}, 2, "non-negative"),
         (
-            doc! {"a": {"$bitsAllSet": 1}},
-            238,
-            "$bitsAllSet is not supported",
+            doc! {"a": {"$bitsAnySet": [-1]}},
+            2,
+            "bit positions must be >= 0",
         ),
+        (
+            doc! {"a": {"$bitsAnySet": [1.5]}},
+            2,
+            "bit positions must be an integer",
+        ),
+        (
+            doc! {"a": {"$bitsAllClear": "x"}},
+            2,
+            "takes an Array, a number, or a BinData",
+        ),
+        (doc! {"a": {"$near": [0, 0]}}, 238, "$near is not supported"),
         (doc! {"a": {"$in": 1}}, 2, "$in needs an array"),
         (doc! {"a": {"$nin": {}}}, 2, "$nin needs an array"),
         (
@@ -718,4 +730,58 @@ fn expr_filters() {
     assert!(!m.matches(&raw));
     let ok = RawDocumentBuf::try_from(&doc! {"z": 2}).unwrap();
     assert_eq!(m.try_matches(&ok), Ok(true));
+}
+
+#[test]
+fn bit_operators() {
+    let bin = |b: &[u8]| {
+        Bson::Binary(bson::Binary {
+            subtype: bson::spec::BinarySubtype::Generic,
+            bytes: b.to_vec(),
+        })
+    };
+    check(&[
+        (doc! {"a": {"$bitsAllSet": [1, 5]}}, doc! {"a": 54}, true),
+        (doc! {"a": {"$bitsAllSet": [1, 5]}}, doc! {"a": 20}, false),
+        (doc! {"a": {"$bitsAllSet": 50}}, doc! {"a": 54}, true),
+        (doc! {"a": {"$bitsAllSet": 50}}, doc! {"a": 54.0}, true),
+        (doc! {"a": {"$bitsAllSet": 50}}, doc! {"a": 54.5}, false),
+        (doc! {"a": {"$bitsAnySet": [1, 5]}}, doc! {"a": 20}, false),
+        (doc! {"a": {"$bitsAnySet": [2]}}, doc! {"a": 20i64}, true),
+        (doc! {"a": {"$bitsAllClear": [1, 5]}}, doc! {"a": 20}, true),
+        (doc! {"a": {"$bitsAllClear": [1, 5]}}, doc! {"a": 54}, false),
+        (doc! {"a": {"$bitsAnyClear": [1, 5]}}, doc! {"a": 54}, false),
+        (doc! {"a": {"$bitsAnyClear": [0, 1]}}, doc! {"a": 54}, true),
+        (doc! {"a": {"$bitsAllSet": [200]}}, doc! {"a": -1}, true),
+        (doc! {"a": {"$bitsAllSet": [200]}}, doc! {"a": 1}, false),
+        (
+            doc! {"a": {"$bitsAllSet": [1, 2]}},
+            doc! {"a": bin(&[0x66])},
+            true,
+        ),
+        (
+            doc! {"a": {"$bitsAllSet": [0]}},
+            doc! {"a": bin(&[0x66])},
+            false,
+        ),
+        (
+            doc! {"a": {"$bitsAllClear": [100]}},
+            doc! {"a": bin(&[0xff])},
+            true,
+        ),
+        (
+            doc! {"a": {"$bitsAllSet": bin(&[0x02])}},
+            doc! {"a": 54},
+            true,
+        ),
+        (
+            doc! {"a": {"$bitsAllSet": bin(&[0x00, 0x01])}},
+            doc! {"a": 256},
+            true,
+        ),
+        (doc! {"a": {"$bitsAllClear": [0]}}, doc! {"a": "x"}, false),
+        (doc! {"a": {"$bitsAnySet": [0]}}, doc! {"a": [2, 3]}, true),
+        (doc! {"a": {"$bitsAllSet": []}}, doc! {"a": 0}, true),
+        (doc! {"a": {"$bitsAnySet": []}}, doc! {"a": 7}, false),
+    ]);
 }
