@@ -987,6 +987,11 @@ fn eval_call(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
     }
 }
 
+/// Merges `d` into `out` as `$mergeObjects` does (later fields win in place).
+pub(crate) fn merge_objects_into(out: &mut Document, d: Document) {
+    object::merge_into(out, d);
+}
+
 /// Renders a value for messages (`missing` when absent).
 pub(crate) fn render_value(v: &Value) -> String {
     v.as_ref().map_or_else(|| "missing".to_string(), render)
