@@ -242,6 +242,91 @@ pub(crate) fn cmp_num(a: NumKey, b: NumKey) -> Ordering {
     }
 }
 
+/// A number as stored, for fast comparisons that avoid building a [`NumKey`]
+/// (which formats non-integral doubles) unless a decimal is involved.
+#[derive(Debug, Clone, Copy)]
+enum NumView {
+    Int(i64),
+    Double(f64),
+    Decimal(Decimal128),
+}
+
+impl NumView {
+    fn of_raw(v: &RawBsonRef<'_>) -> Option<NumView> {
+        match *v {
+            RawBsonRef::Int32(i) => Some(NumView::Int(i64::from(i))),
+            RawBsonRef::Int64(i) => Some(NumView::Int(i)),
+            RawBsonRef::Double(d) => Some(NumView::Double(d)),
+            RawBsonRef::Decimal128(d) => Some(NumView::Decimal(d)),
+            _ => None,
+        }
+    }
+
+    fn of_bson(v: &Bson) -> Option<NumView> {
+        match *v {
+            Bson::Int32(i) => Some(NumView::Int(i64::from(i))),
+            Bson::Int64(i) => Some(NumView::Int(i)),
+            Bson::Double(d) => Some(NumView::Double(d)),
+            Bson::Decimal128(d) => Some(NumView::Decimal(d)),
+            _ => None,
+        }
+    }
+
+    fn key(self) -> NumKey {
+        match self {
+            NumView::Int(i) => NumKey::from_i64(i),
+            NumView::Double(d) => NumKey::from_f64(d),
+            NumView::Decimal(d) => NumKey::from_decimal(d),
+        }
+    }
+}
+
+/// Exact comparison of an integer with a double (NaN sorts lowest).
+fn cmp_int_double(i: i64, d: f64) -> Ordering {
+    if d.is_nan() {
+        return Ordering::Greater;
+    }
+    // 2^63 is exactly representable; i64 covers [-2^63, 2^63).
+    let lim = -(i64::MIN as f64);
+    if d >= lim {
+        return Ordering::Less;
+    }
+    if d < -lim {
+        return Ordering::Greater;
+    }
+    let t = d.trunc();
+    // In range and integral, so the cast is exact.
+    match i.cmp(&(t as i64)) {
+        Ordering::Equal => {
+            let f = d - t;
+            if f > 0.0 {
+                Ordering::Less
+            } else if f < 0.0 {
+                Ordering::Greater
+            } else {
+                Ordering::Equal
+            }
+        }
+        o => o,
+    }
+}
+
+fn cmp_num_view(a: NumView, b: NumView) -> Ordering {
+    match (a, b) {
+        (NumView::Int(x), NumView::Int(y)) => x.cmp(&y),
+        (NumView::Double(x), NumView::Double(y)) => match (x.is_nan(), y.is_nan()) {
+            (true, true) => Ordering::Equal,
+            (true, false) => Ordering::Less,
+            (false, true) => Ordering::Greater,
+            // Neither is NaN, so this is total; -0 == 0.
+            (false, false) => x.partial_cmp(&y).unwrap_or(Ordering::Equal),
+        },
+        (NumView::Int(x), NumView::Double(y)) => cmp_int_double(x, y),
+        (NumView::Double(x), NumView::Int(y)) => cmp_int_double(y, x).reverse(),
+        _ => cmp_num(a.key(), b.key()),
+    }
+}
+
 // ---------------------------------------------------------------------------
 // Shared scalar helpers
 // ---------------------------------------------------------------------------
@@ -342,8 +427,8 @@ pub fn compare_raw(a: RawBsonRef<'_>, b: RawBsonRef<'_>) -> Ordering {
             (Some(x), Some(y)) => cmp_dbpointer(&x, &y),
             _ => Ordering::Equal,
         },
-        _ => match (NumKey::of_raw(&a), NumKey::of_raw(&b)) {
-            (Some(x), Some(y)) => cmp_num(x, y),
+        _ => match (NumView::of_raw(&a), NumView::of_raw(&b)) {
+            (Some(x), Some(y)) => cmp_num_view(x, y),
             // MinKey, MaxKey, Null, Undefined: one value per rank.
             _ => Ordering::Equal,
         },
@@ -443,8 +528,8 @@ pub fn compare_bson(a: &Bson, b: &Bson) -> Ordering {
             .cmp(y.code.as_bytes())
             .then_with(|| compare_docs(&x.scope, &y.scope)),
         (B::DbPointer(x), B::DbPointer(y)) => cmp_dbpointer(x, y),
-        _ => match (NumKey::of_bson(a), NumKey::of_bson(b)) {
-            (Some(x), Some(y)) => cmp_num(x, y),
+        _ => match (NumView::of_bson(a), NumView::of_bson(b)) {
+            (Some(x), Some(y)) => cmp_num_view(x, y),
             _ => Ordering::Equal,
         },
     }
@@ -502,8 +587,8 @@ pub fn compare_raw_bson(a: RawBsonRef<'_>, b: &Bson) -> Ordering {
     if ra != rb {
         return ra.cmp(&rb);
     }
-    if let (Some(x), Some(y)) = (NumKey::of_raw(&a), NumKey::of_bson(b)) {
-        return cmp_num(x, y);
+    if let (Some(x), Some(y)) = (NumView::of_raw(&a), NumView::of_bson(b)) {
+        return cmp_num_view(x, y);
     }
     match (a, b) {
         (RawBsonRef::String(x) | RawBsonRef::Symbol(x), Bson::String(y) | Bson::Symbol(y)) => {
@@ -773,7 +858,29 @@ mod tests {
         })
     }
 
+    fn arb_num_view() -> impl Strategy<Value = NumView> {
+        prop_oneof![
+            any::<i64>().prop_map(NumView::Int),
+            (-10i64..10).prop_map(NumView::Int),
+            any::<f64>().prop_map(NumView::Double),
+            (-40i32..40).prop_map(|i| NumView::Double(f64::from(i) / 4.0)),
+            prop_oneof![
+                Just(f64::NAN),
+                Just(-0.0),
+                Just(9_223_372_036_854_775_808.0),
+                Just(-9_223_372_036_854_775_808.0),
+                Just(f64::INFINITY),
+            ]
+            .prop_map(NumView::Double),
+        ]
+    }
+
     proptest! {
+        #[test]
+        fn fast_numeric_paths_agree_with_exact_keys(a in arb_num_view(), b in arb_num_view()) {
+            prop_assert_eq!(cmp_num_view(a, b), cmp_num(a.key(), b.key()), "{:?} vs {:?}", a, b);
+        }
+
         #[test]
         fn raw_and_owned_agree(a in arb_bson(), b in arb_bson()) {
             let o = cmp_both(&a, &b);
