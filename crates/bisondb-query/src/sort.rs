@@ -141,6 +141,14 @@ impl SortSpec {
 /// The sort key of one field: the minimum (ascending) or maximum (descending)
 /// of the reached values, looking one level into arrays. `None` means null.
 fn field_key<'a>(doc: &'a RawDocument, path: &str, ascending: bool) -> Option<RawBsonRef<'a>> {
+    // Common case, without allocating: a top-level scalar field or a missing one.
+    if !path.contains('.') {
+        match doc.get(path) {
+            Ok(Some(RawBsonRef::Array(_))) => {}
+            Ok(Some(v)) => return Some(v),
+            _ => return None,
+        }
+    }
     let mut vals = Vec::new();
     let info = lookup_raw(doc, path, &mut vals);
     let mut best: Option<RawBsonRef<'a>> = None;
