@@ -280,6 +280,11 @@ impl Expr {
                 true
             }
             Expr::Const(b) => *b,
+            // A top-level field needs no fan-out (and no allocation).
+            Expr::Path(path, op) if !path.contains('.') => match doc.get(path) {
+                Ok(Some(v)) => op.matches_values(&[v], false),
+                _ => op.matches_values(&[], true),
+            },
             Expr::Path(path, op) => {
                 let mut vals = Vec::new();
                 let info = lookup_raw(doc, path, &mut vals);
