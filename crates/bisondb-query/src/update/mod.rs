@@ -11,6 +11,7 @@ mod arith;
 mod array;
 mod fields;
 pub mod path;
+mod positional;
 
 use crate::expr::value::render;
 use bisondb_error::{ErrorCode, MongoError, MongoResult};
@@ -44,11 +45,11 @@ impl FieldPath {
                     format!("The update path '{path}' contains an empty field name, which is not allowed."),
                 ));
             }
-            if p == "$" || p.starts_with("$[") {
-                return Err(MongoError::new(
-                    ErrorCode::NotImplemented,
-                    format!("The positional operator '{p}' in update path '{path}' is not supported by BisonDB yet"),
-                ));
+            if let positional::Component::Filtered(id) = positional::classify(p) {
+                positional::check_identifier(id, path)?;
+            }
+            if positional::is_positional(p) {
+                continue;
             }
             if p.starts_with('$') {
                 return Err(MongoError::new(
@@ -63,6 +64,10 @@ impl FieldPath {
             dotted: path.to_string(),
             parts,
         })
+    }
+
+    fn has_positional(&self) -> bool {
+        self.parts.iter().any(|p| positional::is_positional(p))
     }
 
     fn is_prefix_of(&self, other: &FieldPath) -> bool {
@@ -121,6 +126,7 @@ pub(crate) struct Ctx {
 #[derive(Debug, Clone)]
 pub struct OperatorUpdate {
     ops: Vec<(FieldPath, OpKind)>,
+    array_filters: Vec<positional::ArrayFilter>,
 }
 
 /// A parsed update: a replacement document, operators, or a pipeline.
@@ -154,6 +160,15 @@ impl UpdateSpec {
     /// operator update (every key must then be a modifier); otherwise it is a
     /// replacement (the server rejects `$`-prefixed top-level fields in it).
     pub fn parse(update: &Document) -> MongoResult<UpdateSpec> {
+        Self::parse_with_array_filters(update, &[])
+    }
+
+    /// Like [`UpdateSpec::parse`], with the update's `arrayFilters` for
+    /// `$[<identifier>]` paths. Every filter must be used by some path.
+    pub fn parse_with_array_filters(
+        update: &Document,
+        array_filters: &[Document],
+    ) -> MongoResult<UpdateSpec> {
         let is_ops = update.keys().next().is_some_and(|k| k.starts_with('$'));
         if !is_ops {
             return Ok(UpdateSpec::Replacement(update.clone()));
@@ -180,7 +195,9 @@ impl UpdateSpec {
         }
         check_conflicts(&ops)?;
         ops.sort_by(|a, b| cmp_paths(&a.0, &b.0));
-        Ok(UpdateSpec::Operators(OperatorUpdate { ops }))
+        let array_filters = positional::parse_array_filters(array_filters)?;
+        check_positional(&ops, &array_filters, update)?;
+        Ok(UpdateSpec::Operators(OperatorUpdate { ops, array_filters }))
     }
 
     /// Parses a pipeline-style update (an array of stages). Only the stages
@@ -218,6 +235,17 @@ impl UpdateSpec {
     /// then). Returns whether the document changed. On error `doc` is left
     /// untouched.
     pub fn apply(&self, doc: &mut Document, inserting: bool) -> MongoResult<bool> {
+        self.apply_with_query(doc, inserting, None)
+    }
+
+    /// Like [`UpdateSpec::apply`]; `query` is the update's filter, which the
+    /// positional `$` operator needs to find the matched array element.
+    pub fn apply_with_query(
+        &self,
+        doc: &mut Document,
+        inserting: bool,
+        query: Option<&crate::matcher::Matcher>,
+    ) -> MongoResult<bool> {
         let old_id = doc.get("_id").cloned();
         let id_desc = match &old_id {
             Some(v) => format!("{{_id: {}}}", render(v)),
@@ -229,7 +257,13 @@ impl UpdateSpec {
                 let mut work = doc.clone();
                 let ctx = Ctx { inserting, id_desc };
                 for (fp, kind) in &ops.ops {
-                    apply_op(&mut work, fp, kind, &ctx)?;
+                    if fp.has_positional() {
+                        for concrete in positional::expand(&work, fp, query, &ops.array_filters)? {
+                            apply_op(&mut work, &concrete, kind, &ctx)?;
+                        }
+                    } else {
+                        apply_op(&mut work, fp, kind, &ctx)?;
+                    }
                 }
                 check_id_unchanged(old_id.as_ref(), &work)?;
                 work
@@ -308,6 +342,68 @@ fn check_id_unchanged(old: Option<&Bson>, new: &Document) -> MongoResult<()> {
                 "Performing an update on the path '_id' would modify the immutable field '_id'",
             ));
         }
+    }
+    Ok(())
+}
+
+fn check_positional(
+    ops: &[(FieldPath, OpKind)],
+    filters: &[positional::ArrayFilter],
+    update: &Document,
+) -> MongoResult<()> {
+    let mut used = vec![false; filters.len()];
+    for (fp, kind) in ops {
+        let mut paths = vec![fp];
+        if let OpKind::Rename(to) = kind {
+            paths.push(to);
+        }
+        for p in paths {
+            if p.parts
+                .first()
+                .is_some_and(|c| positional::is_positional(c))
+            {
+                return Err(MongoError::bad_value(format!(
+                    "Cannot have positional (i.e. '$') element in the first position in path '{}'",
+                    p.dotted
+                )));
+            }
+            if p.parts.iter().filter(|c| *c == "$").count() > 1 {
+                return Err(MongoError::bad_value(format!(
+                    "Too many positional (i.e. '$') elements found in path '{}'",
+                    p.dotted
+                )));
+            }
+            if matches!(kind, OpKind::Rename(_)) && p.has_positional() {
+                return Err(MongoError::bad_value(format!(
+                    "The source field for $rename may not be dynamic: {}",
+                    p.dotted
+                )));
+            }
+            for c in &p.parts {
+                if let positional::Component::Filtered(id) = positional::classify(c) {
+                    match filters.iter().position(|f| f.id == id) {
+                        Some(i) => {
+                            if let Some(u) = used.get_mut(i) {
+                                *u = true;
+                            }
+                        }
+                        None => {
+                            return Err(MongoError::bad_value(format!(
+                                "No array filter found for identifier '{id}' in path '{}'",
+                                p.dotted
+                            )))
+                        }
+                    }
+                }
+            }
+        }
+    }
+    if let Some(i) = used.iter().position(|u| !u) {
+        let id = filters.get(i).map_or("", |f| f.id.as_str());
+        return Err(MongoError::failed_to_parse(format!(
+            "The array filter for identifier '{id}' was not used in the update {}",
+            crate::expr::value::render_doc(update)
+        )));
     }
     Ok(())
 }

@@ -369,7 +369,9 @@ fn errors() {
         (doc! {"_id": 1}, doc! {"$rename": {"a": 1}}, ErrorCode::BadValue, "The 'to' field for $rename must be a string"),
         (doc! {"_id": 1, "a": 5}, doc! {"$set": {"a.b": 1}}, ErrorCode::PathNotViable, "Cannot create field 'b' in element {a: 5}"),
         (doc! {"_id": 1}, doc! {"$set": {"a..b": 1}}, ErrorCode::EmptyFieldName, "contains an empty field name"),
-        (doc! {"_id": 1}, doc! {"$set": {"a.$": 1}}, ErrorCode::NotImplemented, "positional operator"),
+        (doc! {"_id": 1}, doc! {"$set": {"a.$": 1}}, ErrorCode::BadValue, "The positional operator did not find the match needed from the query."),
+        (doc! {"_id": 1}, doc! {"$set": {"$[].a": 1}}, ErrorCode::BadValue, "Cannot have positional (i.e. '$') element in the first position"),
+        (doc! {"_id": 1, "a": 1}, doc! {"$set": {"a.$[]": 1}}, ErrorCode::BadValue, "Cannot apply array updates to non-array element a: 1"),
         (doc! {"_id": 1}, doc! {"$bit": {"a": {"and": 1.5}}}, ErrorCode::BadValue, "The $bit modifier field must be an Integer"),
         (doc! {"_id": 1}, doc! {"$bit": {"a": {"nand": 1}}}, ErrorCode::BadValue, "only supports 'and', 'or', and 'xor'"),
         (doc! {"_id": 1, "a": "s"}, doc! {"$bit": {"a": {"and": 1}}}, ErrorCode::BadValue, "Cannot apply $bit to a value of non-integral type"),
@@ -428,5 +430,83 @@ fn pipeline_updates() {
     assert_eq!(
         e.message,
         "$match is not allowed to be used within an update"
+    );
+}
+
+#[test]
+fn positional_paths() {
+    use crate::matcher::Matcher;
+    // `$`: the element the query matched.
+    let spec = UpdateSpec::parse(&doc! {"$set": {"items.$.qty": 9}}).unwrap();
+    let query = Matcher::parse_doc(&doc! {"items.id": 2}).unwrap();
+    let mut d = doc! {"_id": 1, "items": [{"id": 1, "qty": 1}, {"id": 2, "qty": 1}]};
+    assert!(spec.apply_with_query(&mut d, false, Some(&query)).unwrap());
+    assert_eq!(
+        d,
+        doc! {"_id": 1, "items": [{"id": 1, "qty": 1}, {"id": 2, "qty": 9}]}
+    );
+    let e = spec.apply(&mut d, false).unwrap_err();
+    assert_eq!(
+        e.message,
+        "The positional operator did not find the match needed from the query."
+    );
+    let unrelated = Matcher::parse_doc(&doc! {"_id": 1}).unwrap();
+    assert!(spec
+        .apply_with_query(&mut d, false, Some(&unrelated))
+        .is_err());
+
+    // `$[]`: every element.
+    ok_cases(vec![
+        (
+            doc! {"_id": 1, "a": [1, 2]},
+            doc! {"$inc": {"a.$[]": 10}},
+            doc! {"_id": 1, "a": [11, 12]},
+        ),
+        (
+            doc! {"_id": 1, "a": [{"b": 1}, {}]},
+            doc! {"$set": {"a.$[].c": 0}},
+            doc! {"_id": 1, "a": [{"b": 1, "c": 0}, {"c": 0}]},
+        ),
+    ]);
+
+    // `$[id]` with arrayFilters.
+    let spec = UpdateSpec::parse_with_array_filters(
+        &doc! {"$set": {"grades.$[g].ok": true}},
+        &[doc! {"g.score": {"$gte": 80}}],
+    )
+    .unwrap();
+    let mut d = doc! {"_id": 1, "grades": [{"score": 90}, {"score": 50}, {"score": 85}]};
+    spec.apply(&mut d, false).unwrap();
+    assert_eq!(
+        d,
+        doc! {"_id": 1, "grades": [{"score": 90, "ok": true}, {"score": 50}, {"score": 85, "ok": true}]}
+    );
+    let spec = UpdateSpec::parse_with_array_filters(
+        &doc! {"$mul": {"v.$[x]": 2}},
+        &[doc! {"x": {"$lt": 3}}],
+    )
+    .unwrap();
+    let mut d = doc! {"_id": 1, "v": [1, 5, 2]};
+    spec.apply(&mut d, false).unwrap();
+    assert_eq!(d, doc! {"_id": 1, "v": [2, 5, 4]});
+
+    let e = UpdateSpec::parse_with_array_filters(&doc! {"$set": {"a.$[y]": 1}}, &[]).unwrap_err();
+    assert_eq!(
+        e.message,
+        "No array filter found for identifier 'y' in path 'a.$[y]'"
+    );
+    let e = UpdateSpec::parse_with_array_filters(&doc! {"$set": {"a": 1}}, &[doc! {"x": 1}])
+        .unwrap_err();
+    assert_eq!(e.code, ErrorCode::FailedToParse);
+    assert!(e
+        .message
+        .starts_with("The array filter for identifier 'x' was not used in the update"));
+    let e = UpdateSpec::parse(&doc! {"$set": {"a.$[]": 1}})
+        .unwrap()
+        .apply(&mut doc! {"_id": 1}, false)
+        .unwrap_err();
+    assert_eq!(
+        e.message,
+        "The path 'a' must exist in the document in order to apply array updates."
     );
 }
