@@ -84,6 +84,7 @@ error_codes! {
     InvalidNamespace = 73,
     IndexOptionsConflict = 85,
     IndexKeySpecsConflict = 86,
+    DBPathInUse = 98,
     CommandNotSupported = 115,
     NotImplemented = 238,
     ConversionFailure = 241,

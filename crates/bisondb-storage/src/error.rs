@@ -26,8 +26,14 @@ pub enum StorageError {
     #[error("storage corruption detected: {0}")]
     Corrupt(String),
     /// The backend is out of space.
-    #[error("storage is full")]
+    #[error("storage is full: no space left on the device holding the dbpath")]
     Full,
+    /// Another process owns the dbpath (its lock file is locked).
+    #[error("{0}")]
+    DbPathInUse(String),
+    /// The dbpath was created by another storage engine.
+    #[error("{0}")]
+    EngineMismatch(String),
     /// The operation is not allowed (e.g. renaming a collection to itself).
     #[error("{0}")]
     IllegalOperation(String),
@@ -75,6 +81,9 @@ impl StorageError {
             StorageError::NamespaceExists(_) => ErrorCode::NamespaceExists,
             StorageError::NamespaceNotFound(_) => ErrorCode::NamespaceNotFound,
             StorageError::Full => ErrorCode::OutOfDiskSpace,
+            StorageError::DbPathInUse(_) => ErrorCode::DBPathInUse,
+            // mongod reports this one with a bare location code (28662).
+            StorageError::EngineMismatch(_) => ErrorCode::Other(28662),
             StorageError::InvalidArgument(_) => ErrorCode::BadValue,
             StorageError::IllegalOperation(_) => ErrorCode::IllegalOperation,
             StorageError::Io(_) | StorageError::Corrupt(_) | StorageError::Internal(_) => {
@@ -196,6 +205,12 @@ mod tests {
                 "IllegalOperation",
             ),
             (StorageError::Io("x".into()), 1, "InternalError"),
+            (StorageError::DbPathInUse("x".into()), 98, "DBPathInUse"),
+            (
+                StorageError::EngineMismatch("x".into()),
+                28662,
+                "Location28662",
+            ),
             (StorageError::Internal("x".into()), 1, "InternalError"),
         ];
         for (e, code, name) in cases {

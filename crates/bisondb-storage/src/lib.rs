@@ -9,10 +9,12 @@ mod bignum;
 mod catalog;
 #[cfg(any(test, feature = "conformance"))]
 pub mod conformance;
+pub mod dbpath;
 pub mod engine;
 pub mod error;
 pub mod keycode;
 mod layout;
+pub mod lsm;
 pub mod memory;
 mod store;
 
@@ -20,5 +22,6 @@ pub use catalog::{CollectionInfo, DbStats, Storage};
 pub use engine::{BatchOp, Durability, Engine, KeyValue, Snapshot, WriteBatch};
 pub use error::{DuplicateKeyInfo, StorageError};
 pub use keycode::{encode_id, encode_value};
+pub use lsm::{LsmEngine, LsmOptions};
 pub use memory::MemoryEngine;
 pub use store::{id_of, Collection, DocIter, InsertOutcome, Modify, ModifyResult};

@@ -1,0 +1,637 @@
+//! The persistent engine (`--storageEngine lsm`, the default): an LSM tree from the
+//! `fjall` crate (pure Rust, LZ4-compressed data blocks) behind [`Engine`].
+//!
+//! Files: the dbpath holds `mongod.lock` and `storage.bson` (see [`crate::dbpath`])
+//! and a `lsm/` directory that belongs to fjall (its journal and table files).
+//!
+//! Durability follows mongod: every commit reaches the operating system at once
+//! (so a killed process loses nothing), and the journal is fsynced in the
+//! background at least every `journal_commit_interval` (so a power loss loses at
+//! most that window). [`Durability::Sync`] writes wait for an fsync that started
+//! after they committed; concurrent waiters share one fsync (group commit): one
+//! caller becomes the leader and syncs, the others sleep until a sync that covers
+//! them has finished.
+//!
+//! Faults: fjall refuses every write after a failed journal write or fsync (its
+//! "poisoned" state), because the journal tail is then unknown. Reads keep working
+//! from memory and the table files. The background thread then waits until the
+//! disk accepts a probe write again and no snapshot holds the old instance, and
+//! reopens the files: fjall's recovery cuts the journal back to its last whole
+//! batch, so nothing acknowledged is lost and writes work again.
+
+use std::collections::HashSet;
+use std::io::Write;
+use std::ops::Bound;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use fjall::config::CompressionPolicy;
+use fjall::{CompressionType, Database, Keyspace, KeyspaceCreateOptions, PersistMode, Readable};
+use parking_lot::RwLock;
+
+use crate::dbpath::{self, DbPathLock};
+use crate::engine::{BatchOp, Durability, Engine, KeyValue, Snapshot, WriteBatch};
+use crate::error::StorageError;
+use crate::memory::range_is_empty;
+
+/// The engine name recorded in the dbpath and reported by [`Engine::name`].
+pub const ENGINE_NAME: &str = "lsm";
+
+/// mongod's default `storage.journal.commitIntervalMs`.
+pub const DEFAULT_JOURNAL_COMMIT_INTERVAL: Duration = Duration::from_millis(100);
+
+/// The range mongod accepts for `--journalCommitInterval`, in milliseconds.
+pub const JOURNAL_COMMIT_INTERVAL_RANGE_MS: std::ops::RangeInclusive<u64> = 1..=500;
+
+/// Sub-directory of the dbpath that fjall owns.
+const DATA_DIR: &str = "lsm";
+
+/// The one fjall keyspace holding BisonDB's whole key space.
+const KEYSPACE: &str = "main";
+
+/// Bytes written (and removed) to check that the disk takes writes again before
+/// reopening after a failure; a reopen itself writes a little.
+const PROBE_BYTES: usize = 1 << 20;
+
+/// Settings of an [`LsmEngine`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LsmOptions {
+    /// How often buffered writes are synced to disk at the latest.
+    pub journal_commit_interval: Duration,
+}
+
+impl Default for LsmOptions {
+    fn default() -> Self {
+        LsmOptions {
+            journal_commit_interval: DEFAULT_JOURNAL_COMMIT_INTERVAL,
+        }
+    }
+}
+
+impl LsmOptions {
+    /// Options with `--journalCommitInterval ms`; mongod accepts 1 to 500.
+    pub fn with_journal_commit_interval_ms(ms: u64) -> Result<LsmOptions, StorageError> {
+        if !JOURNAL_COMMIT_INTERVAL_RANGE_MS.contains(&ms) {
+            return Err(StorageError::InvalidArgument(format!(
+                "journalCommitInterval must be between 1 and 500 milliseconds, got {ms}"
+            )));
+        }
+        Ok(LsmOptions {
+            journal_commit_interval: Duration::from_millis(ms),
+        })
+    }
+}
+
+/// An open fjall instance. Snapshots hold it, so it outlives a reopen until the
+/// last reader lets go.
+struct Open {
+    db: Database,
+    ks: Keyspace,
+}
+
+/// Group-commit bookkeeping, under one mutex.
+#[derive(Default)]
+struct SyncState {
+    /// Number of syncs started so far; the one running (if any) has this number.
+    started: u64,
+    /// Number of syncs finished (successfully or not).
+    finished: u64,
+    /// Number of the last sync that succeeded.
+    last_ok: u64,
+    running: bool,
+    last_error: Option<StorageError>,
+}
+
+struct Shared {
+    dbpath: PathBuf,
+    data_dir: PathBuf,
+    open: RwLock<Option<Arc<Open>>>,
+    /// Set when fjall refused a write; the flusher then reopens the files.
+    failed: AtomicBool,
+    /// The error that started the failure, so later refusals say what happened.
+    failure: parking_lot::Mutex<Option<StorageError>>,
+    /// Incremented on every reopen after a failure.
+    generation: AtomicU64,
+    /// Batches committed so far.
+    commits: AtomicU64,
+    /// `commits` as read at the start of the last successful sync: every batch up
+    /// to that count is durable.
+    durable_commits: AtomicU64,
+    sync: Mutex<SyncState>,
+    sync_done: Condvar,
+    stop: Mutex<bool>,
+    stop_signal: Condvar,
+    lock: Arc<DbPathLock>,
+}
+
+/// The persistent [`Engine`].
+pub struct LsmEngine {
+    shared: Arc<Shared>,
+    flusher: parking_lot::Mutex<Option<JoinHandle<()>>>,
+}
+
+impl std::fmt::Debug for LsmEngine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LsmEngine")
+            .field("dbpath", &self.shared.dbpath)
+            .finish_non_exhaustive()
+    }
+}
+
+impl LsmEngine {
+    /// Opens (creating if needed) the engine in `dbpath`: takes the dbpath lock,
+    /// checks the recorded engine, recovers the journal, and starts the background
+    /// journal flusher.
+    pub fn open(dbpath: &Path, options: LsmOptions) -> Result<LsmEngine, StorageError> {
+        let lock = Arc::new(dbpath::claim(dbpath, ENGINE_NAME)?);
+        let data_dir = dbpath.join(DATA_DIR);
+        let open = open_fjall(&data_dir, dbpath)?;
+        let shared = Arc::new(Shared {
+            dbpath: dbpath.to_path_buf(),
+            data_dir,
+            open: RwLock::new(Some(Arc::new(open))),
+            failed: AtomicBool::new(false),
+            failure: parking_lot::Mutex::new(None),
+            generation: AtomicU64::new(0),
+            commits: AtomicU64::new(0),
+            durable_commits: AtomicU64::new(0),
+            sync: Mutex::new(SyncState::default()),
+            sync_done: Condvar::new(),
+            stop: Mutex::new(false),
+            stop_signal: Condvar::new(),
+            lock,
+        });
+        let interval = options
+            .journal_commit_interval
+            .max(Duration::from_millis(1));
+        let worker = shared.clone();
+        let flusher = std::thread::Builder::new()
+            .name("bisondb-journal".into())
+            .spawn(move || worker.run_flusher(interval))
+            .map_err(|e| StorageError::Io(format!("cannot start the journal flusher: {e}")))?;
+        tracing::info!(dbpath = %dbpath.display(), "lsm storage engine opened");
+        Ok(LsmEngine {
+            shared,
+            flusher: parking_lot::Mutex::new(Some(flusher)),
+        })
+    }
+
+    /// The engine behind the `Arc<dyn Engine>` that `Storage::open` takes.
+    pub fn open_shared(
+        dbpath: &Path,
+        options: LsmOptions,
+    ) -> Result<Arc<dyn Engine>, StorageError> {
+        Ok(Arc::new(LsmEngine::open(dbpath, options)?))
+    }
+
+    /// The dbpath this engine owns.
+    pub fn dbpath(&self) -> &Path {
+        self.shared.lock.dbpath()
+    }
+
+    /// How many times the engine reopened its files after a write failure.
+    pub fn recoveries(&self) -> u64 {
+        self.shared.generation.load(Ordering::Acquire)
+    }
+
+    /// Stops the background flusher, syncs everything and releases the files (once
+    /// no snapshot holds them any more). Later writes fail; idempotent.
+    pub fn close(&self) -> Result<(), StorageError> {
+        self.stop_flusher();
+        let result = self.shared.sync_all_now();
+        // Dropping the last handle on the fjall instance joins its workers; a
+        // snapshot still alive defers that to its own drop.
+        self.shared.open.write().take();
+        result
+    }
+
+    fn stop_flusher(&self) {
+        if let Ok(mut stop) = self.shared.stop.lock() {
+            *stop = true;
+        }
+        self.shared.stop_signal.notify_all();
+        if let Some(handle) = self.flusher.lock().take() {
+            if handle.join().is_err() {
+                tracing::error!("the journal flusher thread panicked");
+            }
+        }
+    }
+
+    /// Flushes memtables and compacts everything into one sorted run, so a
+    /// measurement of the size on disk sees the engine settled.
+    pub fn settle(&self) -> Result<(), StorageError> {
+        let open = self.shared.current()?;
+        open.ks
+            .rotate_memtable_and_wait()
+            .map_err(|e| map_fjall(e, "flush"))?;
+        open.ks
+            .major_compact()
+            .map_err(|e| map_fjall(e, "compaction"))?;
+        self.shared.sync_all_now()
+    }
+}
+
+impl Drop for LsmEngine {
+    fn drop(&mut self) {
+        if let Err(e) = self.close() {
+            tracing::error!(error = %e, "lsm storage engine did not close cleanly");
+        }
+    }
+}
+
+fn open_fjall(data_dir: &Path, dbpath: &Path) -> Result<Open, StorageError> {
+    let db = Database::builder(data_dir).open().map_err(|e| match e {
+        fjall::Error::Locked => StorageError::DbPathInUse(format!(
+            "the data files in {} are in use by another BisonDB instance",
+            dbpath.display()
+        )),
+        e => map_fjall(e, "open"),
+    })?;
+    let ks = db
+        .keyspace(KEYSPACE, || {
+            KeyspaceCreateOptions::default()
+                .data_block_compression_policy(CompressionPolicy::all(CompressionType::Lz4))
+        })
+        .map_err(|e| map_fjall(e, "open"))?;
+    Ok(Open { db, ks })
+}
+
+/// Translates a fjall error; a full disk becomes [`StorageError::Full`].
+fn map_fjall(e: fjall::Error, what: &str) -> StorageError {
+    match e {
+        fjall::Error::Io(io) | fjall::Error::Storage(fjall::LsmError::Io(io)) => {
+            dbpath::io_error(io, format!("lsm {what}"))
+        }
+        fjall::Error::Poisoned => StorageError::Io(format!(
+            "lsm {what}: the engine refuses writes after an earlier I/O failure"
+        )),
+        fjall::Error::Decompress(_)
+        | fjall::Error::InvalidTrailer
+        | fjall::Error::InvalidTag(_)
+        | fjall::Error::JournalRecovery(_)
+        | fjall::Error::Unrecoverable
+        | fjall::Error::Storage(_) => StorageError::Corrupt(format!("lsm {what}: {e:?}")),
+        other => StorageError::Io(format!("lsm {what}: {other:?}")),
+    }
+}
+
+impl Shared {
+    fn current(&self) -> Result<Arc<Open>, StorageError> {
+        if self.failed.load(Ordering::Acquire) {
+            return Err(self.failure_error());
+        }
+        self.open
+            .read()
+            .clone()
+            .ok_or_else(|| StorageError::Io("the lsm storage engine is closed".into()))
+    }
+
+    fn failure_error(&self) -> StorageError {
+        self.failure.lock().clone().unwrap_or_else(|| {
+            StorageError::Io("lsm: the engine refuses writes after an earlier I/O failure".into())
+        })
+    }
+
+    /// Records a failed commit or sync: fjall now refuses writes until reopened.
+    fn fail(&self, e: fjall::Error, what: &str) -> StorageError {
+        let err = map_fjall(e, what);
+        let mut failure = self.failure.lock();
+        if !self.failed.load(Ordering::Acquire) {
+            tracing::error!(error = %err, "lsm write failed; writes are refused until the disk recovers");
+            *failure = Some(err.clone());
+            self.failed.store(true, Ordering::Release);
+            // The first error is the cause; later "poisoned" ones only echo it.
+            return err;
+        }
+        failure.clone().unwrap_or(err)
+    }
+
+    fn commit(&self, batch: WriteBatch) -> Result<(), StorageError> {
+        let open = self.current()?;
+        let ops = last_op_per_key(batch.into_ops());
+        let mut b = open.db.batch();
+        for op in ops {
+            match op {
+                BatchOp::Put(k, v) => b.insert(&open.ks, stored_key(&k)?, v),
+                BatchOp::Delete(k) => b.remove(&open.ks, stored_key(&k)?),
+            }
+        }
+        b.commit().map_err(|e| self.fail(e, "write"))?;
+        self.commits.fetch_add(1, Ordering::AcqRel);
+        Ok(())
+    }
+
+    /// The group-commit barrier: returns once a sync that started after this call
+    /// has succeeded (or fails with the error of the syncs that covered it).
+    fn sync(&self) -> Result<(), StorageError> {
+        if self.commits.load(Ordering::Acquire) <= self.durable_commits.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let poisoned = |_| StorageError::Internal("lsm sync state lock poisoned".into());
+        let mut st = self.sync.lock().map_err(poisoned)?;
+        // A sync already running may have started before our commit; we need one
+        // that starts after now.
+        let target = st.started.saturating_add(1);
+        loop {
+            if st.last_ok >= target {
+                return Ok(());
+            }
+            if st.finished >= target {
+                return Err(st
+                    .last_error
+                    .clone()
+                    .unwrap_or_else(|| StorageError::Io("lsm sync failed".into())));
+            }
+            if st.running {
+                st = self.sync_done.wait(st).map_err(poisoned)?;
+                continue;
+            }
+            st.running = true;
+            st.started = st.started.saturating_add(1);
+            let me = st.started;
+            drop(st);
+            let result = self.sync_all_now();
+            st = self.sync.lock().map_err(poisoned)?;
+            st.running = false;
+            st.finished = me;
+            match &result {
+                Ok(()) => st.last_ok = me,
+                Err(e) => st.last_error = Some(e.clone()),
+            }
+            self.sync_done.notify_all();
+        }
+    }
+
+    /// One fsync of the journal (the caller arranges the sharing).
+    fn sync_all_now(&self) -> Result<(), StorageError> {
+        let covered = self.commits.load(Ordering::Acquire);
+        let open = self.current()?;
+        open.db
+            .persist(PersistMode::SyncAll)
+            .map_err(|e| self.fail(e, "journal sync"))?;
+        self.durable_commits.fetch_max(covered, Ordering::AcqRel);
+        Ok(())
+    }
+
+    fn run_flusher(&self, interval: Duration) {
+        let Ok(mut stop) = self.stop.lock() else {
+            return;
+        };
+        loop {
+            stop = match self.stop_signal.wait_timeout(stop, interval) {
+                Ok((guard, _)) => guard,
+                Err(_) => return,
+            };
+            if *stop {
+                return;
+            }
+            if self.failed.load(Ordering::Acquire) {
+                self.try_recover();
+            } else if let Err(e) = self.sync() {
+                tracing::warn!(error = %e, "background journal sync failed");
+            }
+        }
+    }
+
+    /// Reopens the files after a failure, once the disk takes writes and no
+    /// snapshot still uses the old instance (fjall's lock file forbids two).
+    fn try_recover(&self) {
+        if let Err(e) = probe_writable(&self.data_dir) {
+            tracing::debug!(error = %e, "lsm still cannot write; recovery postponed");
+            return;
+        }
+        let mut slot = self.open.write();
+        let Some(old) = slot.take() else {
+            return;
+        };
+        if Arc::strong_count(&old) > 1 {
+            // Open cursors still read from it; try again on the next tick.
+            *slot = Some(old);
+            return;
+        }
+        drop(old);
+        match open_fjall(&self.data_dir, &self.dbpath) {
+            Ok(open) => {
+                // Writes committed before the failure may sit in journals that
+                // were never fsynced; flushing them into (synced) tables makes
+                // them as durable as a sync would have.
+                if let Err(e) = open.ks.rotate_memtable_and_wait() {
+                    tracing::warn!(error = ?e, "flush after reopen failed; will retry");
+                    return;
+                }
+                *slot = Some(Arc::new(open));
+                self.generation.fetch_add(1, Ordering::AcqRel);
+                *self.failure.lock() = None;
+                self.failed.store(false, Ordering::Release);
+                tracing::warn!(dbpath = %self.dbpath.display(), "lsm engine reopened after a write failure; writes are accepted again");
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "lsm engine could not reopen its files; will retry");
+            }
+        }
+    }
+}
+
+/// fjall rejects empty keys (the contract allows them), so every stored key
+/// carries this byte in front; a constant prefix keeps the byte order.
+const KEY_PREFIX: u8 = 0;
+
+/// The longest key fjall takes, minus our prefix.
+pub const MAX_KEY_LEN: usize = u16::MAX as usize - 1;
+
+/// `key` as stored: prefixed, and refused (rather than letting fjall panic) when
+/// too long, which a client can cause with a huge `_id`.
+fn stored_key(key: &[u8]) -> Result<Vec<u8>, StorageError> {
+    if key.len() > MAX_KEY_LEN {
+        return Err(StorageError::InvalidArgument(format!(
+            "key too large to store: {} bytes, the lsm engine accepts at most {MAX_KEY_LEN} \
+             (is the _id that large?)",
+            key.len()
+        )));
+    }
+    Ok(prefixed(key))
+}
+
+fn prefixed(key: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(key.len().saturating_add(1));
+    out.push(KEY_PREFIX);
+    out.extend_from_slice(key);
+    out
+}
+
+/// A scan bound in stored form. A bound longer than any storable key still
+/// orders correctly once prefixed, so there is no length check here.
+fn stored_bound(b: Bound<&[u8]>) -> Bound<Vec<u8>> {
+    match b {
+        Bound::Included(k) => Bound::Included(prefixed(k)),
+        Bound::Excluded(k) => Bound::Excluded(prefixed(k)),
+        Bound::Unbounded => Bound::Unbounded,
+    }
+}
+
+/// Writes, syncs and removes a probe file in `dir`.
+fn probe_writable(dir: &Path) -> std::io::Result<()> {
+    let path = dir.join(".bisondb-space-probe");
+    let result = (|| {
+        let mut f = std::fs::File::create(&path)?;
+        f.write_all(&[0u8; PROBE_BYTES])?;
+        f.sync_all()
+    })();
+    let _ = std::fs::remove_file(&path);
+    result
+}
+
+/// Keeps only the last operation on each key: fjall stamps a whole batch with one
+/// sequence number, so two operations on one key in a batch would be ambiguous.
+fn last_op_per_key(ops: Vec<BatchOp>) -> Vec<BatchOp> {
+    if ops.len() < 2 {
+        return ops;
+    }
+    fn key(op: &BatchOp) -> &[u8] {
+        match op {
+            BatchOp::Put(k, _) | BatchOp::Delete(k) => k,
+        }
+    }
+    let mut seen: HashSet<&[u8]> = HashSet::with_capacity(ops.len());
+    let keep: Vec<bool> = ops.iter().rev().map(|op| seen.insert(key(op))).collect();
+    if keep.iter().all(|k| *k) {
+        return ops;
+    }
+    ops.into_iter()
+        .zip(keep.into_iter().rev())
+        .filter_map(|(op, k)| k.then_some(op))
+        .collect()
+}
+
+impl Engine for LsmEngine {
+    fn name(&self) -> &'static str {
+        ENGINE_NAME
+    }
+
+    fn snapshot(&self) -> Arc<dyn Snapshot> {
+        match self.shared.open.read().clone() {
+            Some(open) => Arc::new(LsmSnapshot {
+                snap: open.db.snapshot(),
+                open,
+            }),
+            None => Arc::new(ClosedSnapshot),
+        }
+    }
+
+    fn write(&self, batch: WriteBatch, durability: Durability) -> Result<(), StorageError> {
+        if !batch.is_empty() {
+            self.shared.commit(batch)?;
+        }
+        if durability == Durability::Sync {
+            self.shared.sync()?;
+        }
+        Ok(())
+    }
+
+    fn sync(&self) -> Result<(), StorageError> {
+        self.shared.sync()
+    }
+
+    fn size_on_disk(&self) -> u64 {
+        let from_fjall = self
+            .shared
+            .open
+            .read()
+            .as_ref()
+            .and_then(|o| o.db.disk_space().ok());
+        from_fjall.unwrap_or_else(|| dir_size(&self.shared.data_dir))
+    }
+}
+
+/// Total size of the regular files under `dir` (0 for what cannot be read).
+fn dir_size(dir: &Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    entries
+        .filter_map(Result::ok)
+        .map(|entry| match entry.file_type() {
+            Ok(t) if t.is_dir() => dir_size(&entry.path()),
+            Ok(t) if t.is_file() => entry.metadata().map(|m| m.len()).unwrap_or(0),
+            _ => 0,
+        })
+        .fold(0u64, u64::saturating_add)
+}
+
+/// A point-in-time view: a fjall snapshot plus the instance it reads from.
+struct LsmSnapshot {
+    snap: fjall::Snapshot,
+    open: Arc<Open>,
+}
+
+impl Snapshot for LsmSnapshot {
+    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, StorageError> {
+        if key.len() > MAX_KEY_LEN {
+            return Ok(None);
+        }
+        self.snap
+            .get(&self.open.ks, prefixed(key))
+            .map(|v| v.map(|v| v.to_vec()))
+            .map_err(|e| map_fjall(e, "read"))
+    }
+
+    fn scan(
+        &self,
+        start: Bound<&[u8]>,
+        end: Bound<&[u8]>,
+        reverse: bool,
+        limit: usize,
+    ) -> Result<Vec<KeyValue>, StorageError> {
+        if limit == 0 || range_is_empty(start, end) {
+            return Ok(Vec::new());
+        }
+        let range = (stored_bound(start), stored_bound(end));
+        let iter = self.snap.range::<Vec<u8>, _>(&self.open.ks, range);
+        let mut out = Vec::with_capacity(limit.min(256));
+        let mut push = |guard: fjall::Guard| -> Result<bool, StorageError> {
+            let (k, v) = guard.into_inner().map_err(|e| map_fjall(e, "scan"))?;
+            let key = k.get(1..).unwrap_or_default().to_vec();
+            out.push((key, v.to_vec()));
+            Ok(out.len() < limit)
+        };
+        if reverse {
+            for guard in iter.rev() {
+                if !push(guard)? {
+                    break;
+                }
+            }
+        } else {
+            for guard in iter {
+                if !push(guard)? {
+                    break;
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// What a snapshot of a closed engine reads: an error, never stale emptiness.
+struct ClosedSnapshot;
+
+impl Snapshot for ClosedSnapshot {
+    fn get(&self, _key: &[u8]) -> Result<Option<Vec<u8>>, StorageError> {
+        Err(StorageError::Io("the lsm storage engine is closed".into()))
+    }
+
+    fn scan(
+        &self,
+        _start: Bound<&[u8]>,
+        _end: Bound<&[u8]>,
+        _reverse: bool,
+        _limit: usize,
+    ) -> Result<Vec<KeyValue>, StorageError> {
+        Err(StorageError::Io("the lsm storage engine is closed".into()))
+    }
+}
+
+#[cfg(test)]
+mod tests;
