@@ -149,10 +149,25 @@ enum PathOp {
 
 impl Matcher {
     /// Parses a raw filter document.
+    ///
+    /// Top-level fields are read from the raw bytes, so a filter that repeats
+    /// a field (`{a: {$gt: 1}, a: {$lt: 5}}`, possible on the wire though not in
+    /// an owned `Document`) keeps every predicate, ANDed, as mongod does.
     pub fn parse(filter: &RawDocument) -> MongoResult<Matcher> {
-        let doc = Document::try_from(filter)
-            .map_err(|e| MongoError::new(ErrorCode::InvalidBSON, format!("invalid filter: {e}")))?;
-        Matcher::parse_doc(&doc)
+        let invalid = |e: bson::error::Error| {
+            MongoError::new(ErrorCode::InvalidBSON, format!("invalid filter: {e}"))
+        };
+        let mut entries = Vec::new();
+        for item in filter {
+            let (k, v) = item.map_err(invalid)?;
+            let v = Bson::try_from(v).map_err(|e| {
+                MongoError::new(ErrorCode::InvalidBSON, format!("invalid filter: {e}"))
+            })?;
+            entries.push((k.as_str().to_string(), v));
+        }
+        Ok(Matcher {
+            root: parse_entries(entries.iter().map(|(k, v)| (k, v)), 0, false)?,
+        })
     }
 
     /// Parses an owned filter document.
@@ -534,9 +549,17 @@ fn depth_check(depth: usize) -> MongoResult<()> {
 /// Parses a filter document; `in_elem_match` is set below an object-form
 /// `$elemMatch`, where `$expr` is not allowed (it sees only the top document).
 fn parse_top(doc: &Document, depth: usize, in_elem_match: bool) -> MongoResult<Expr> {
+    parse_entries(doc.iter(), depth, in_elem_match)
+}
+
+fn parse_entries<'a>(
+    entries: impl Iterator<Item = (&'a String, &'a Bson)>,
+    depth: usize,
+    in_elem_match: bool,
+) -> MongoResult<Expr> {
     depth_check(depth)?;
     let mut children = Vec::new();
-    for (k, v) in doc {
+    for (k, v) in entries {
         if k.starts_with('$') {
             match k.as_str() {
                 "$and" | "$or" | "$nor" => {

@@ -785,3 +785,21 @@ fn bit_operators() {
         (doc! {"a": {"$bitsAnySet": []}}, doc! {"a": 7}, false),
     ]);
 }
+
+#[test]
+fn repeated_top_level_fields_are_anded() {
+    // An owned Document cannot hold a key twice, so build the raw bytes directly.
+    let mut raw = RawDocumentBuf::new();
+    raw.append(
+        <&bson::raw::CStr>::try_from("a").unwrap(),
+        RawDocumentBuf::try_from(&doc! {"$gt": 1}).unwrap(),
+    );
+    raw.append(
+        <&bson::raw::CStr>::try_from("a").unwrap(),
+        RawDocumentBuf::try_from(&doc! {"$lt": 5}).unwrap(),
+    );
+    let m = Matcher::parse(&raw).unwrap();
+    assert!(m.matches_doc(&doc! {"a": 3}));
+    assert!(!m.matches_doc(&doc! {"a": 7}));
+    assert!(!m.matches_doc(&doc! {"a": 0}));
+}
