@@ -1127,9 +1127,44 @@ fn parse_not(path: &str, v: &Bson, depth: usize) -> MongoResult<PathOp> {
     }
 }
 
+/// Rewrites the PCRE escapes the `regex` crate lacks but clients commonly
+/// send: `\Q...\E` (quote a literal run) and `\Z` (end, or before a final
+/// newline). Everything else is passed through unchanged.
+fn translate_pcre(pattern: &str) -> String {
+    let mut out = String::with_capacity(pattern.len());
+    let mut chars = pattern.chars();
+    while let Some(c) = chars.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        match chars.next() {
+            Some('Q') => {
+                let rest = chars.as_str();
+                let (quoted, after) = match rest.find("\\E") {
+                    Some(i) => (
+                        rest.get(..i).unwrap_or(rest),
+                        rest.get(i + 2..).unwrap_or(""),
+                    ),
+                    None => (rest, ""),
+                };
+                out.push_str(&regex::escape(quoted));
+                chars = after.chars();
+            }
+            Some('Z') => out.push_str("(?:\\n?\\z)"),
+            Some(other) => {
+                out.push('\\');
+                out.push(other);
+            }
+            None => out.push('\\'),
+        }
+    }
+    out
+}
+
 /// Compiles a MongoDB (PCRE-style) regex with its option letters.
 fn compile_regex(pattern: &str, options: &str) -> MongoResult<Re> {
-    let mut builder = regex::RegexBuilder::new(pattern);
+    let mut builder = regex::RegexBuilder::new(&translate_pcre(pattern));
     for c in options.chars() {
         match c {
             'i' => {

@@ -803,3 +803,24 @@ fn repeated_top_level_fields_are_anded() {
     assert!(!m.matches_doc(&doc! {"a": 7}));
     assert!(!m.matches_doc(&doc! {"a": 0}));
 }
+
+#[test]
+fn pcre_escapes_are_translated() {
+    check(&[
+        (
+            doc! {"a": {"$regex": r"^\Qa.b\E$"}},
+            doc! {"a": "a.b"},
+            true,
+        ),
+        (
+            doc! {"a": {"$regex": r"^\Qa.b\E$"}},
+            doc! {"a": "acb"},
+            false,
+        ),
+        (doc! {"a": {"$regex": r"\Q(x"}}, doc! {"a": "1(x"}, true),
+        (doc! {"a": {"$regex": r"b\Z"}}, doc! {"a": "ab\n"}, true),
+        (doc! {"a": {"$regex": r"b\Z"}}, doc! {"a": "ab"}, true),
+        (doc! {"a": {"$regex": r"b\Z"}}, doc! {"a": "abc"}, false),
+        (doc! {"a": {"$regex": r"a\\Q"}}, doc! {"a": r"a\Q"}, true),
+    ]);
+}
