@@ -129,17 +129,6 @@ impl NumKey {
         NumKey::finite(neg, coeff, exp_bits - 6176)
     }
 
-    /// Numeric value of a raw element, if it is a number.
-    pub(crate) fn of_raw(v: &RawBsonRef<'_>) -> Option<NumKey> {
-        match *v {
-            RawBsonRef::Int32(i) => Some(NumKey::from_i64(i64::from(i))),
-            RawBsonRef::Int64(i) => Some(NumKey::from_i64(i)),
-            RawBsonRef::Double(d) => Some(NumKey::from_f64(d)),
-            RawBsonRef::Decimal128(d) => Some(NumKey::from_decimal(d)),
-            _ => None,
-        }
-    }
-
     /// Numeric value of an owned element, if it is a number.
     pub(crate) fn of_bson(v: &Bson) -> Option<NumKey> {
         match *v {
