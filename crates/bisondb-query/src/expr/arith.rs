@@ -171,7 +171,72 @@ pub(super) fn eval(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
             }
             Ok(Some(Bson::Double(x.ln() / base.ln())))
         }
-        "$sum" | "$avg" | "$min" | "$max" => group_like(name, args, cx),
+        "$sum" | "$avg" | "$min" | "$max" | "$stdDevPop" | "$stdDevSamp" => {
+            group_like(name, args, cx)
+        }
+        "$bitAnd" | "$bitOr" | "$bitXor" => {
+            let mut acc: Option<Num> = None;
+            for a in args {
+                let v = cx.ev(a)?;
+                if nullish(v.as_ref()) {
+                    return Ok(Some(Bson::Null));
+                }
+                let n = match v {
+                    Some(Bson::Int32(i)) => Num::I32(i),
+                    Some(Bson::Int64(i)) => Num::I64(i),
+                    other => {
+                        return Err(MongoError::location(
+                            28765,
+                            format!(
+                                "{name} only supports int and long operands, not {}",
+                                super::value::type_name_opt(other.as_ref())
+                            ),
+                        ))
+                    }
+                };
+                acc = Some(match acc {
+                    None => n,
+                    Some(prev) => bit_combine(name, prev, n),
+                });
+            }
+            Ok(Some(
+                acc.unwrap_or(if name == "$bitAnd" {
+                    Num::I32(-1)
+                } else {
+                    Num::I32(0)
+                })
+                .to_bson(),
+            ))
+        }
+        "$bitNot" => match cx.ev(arg(args, 0)?)? {
+            Some(Bson::Int32(i)) => Ok(Some(Bson::Int32(!i))),
+            Some(Bson::Int64(i)) => Ok(Some(Bson::Int64(!i))),
+            v if nullish(v.as_ref()) => Ok(Some(Bson::Null)),
+            other => Err(MongoError::location(
+                28765,
+                format!(
+                    "$bitNot only supports int and long, not: {}",
+                    super::value::type_name_opt(other.as_ref())
+                ),
+            )),
+        },
+        "$atan2" => {
+            let (a, b) = two_numbers(
+                name,
+                args,
+                cx,
+                51044,
+                "$atan2 only supports numeric types, not",
+            )?;
+            let Some((a, b)) = a.zip(b) else {
+                return Ok(Some(Bson::Null));
+            };
+            Ok(Some(Bson::Double(a.as_f64().atan2(b.as_f64()))))
+        }
+        "$sin" | "$cos" | "$tan" | "$asin" | "$acos" | "$atan" | "$sinh" | "$cosh" | "$tanh"
+        | "$asinh" | "$acosh" | "$atanh" | "$degreesToRadians" | "$radiansToDegrees" => {
+            trig(name, args, cx)
+        }
         _ => unary(name, args, cx),
     }
 }
@@ -472,6 +537,24 @@ fn group_like(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
         }
     }
     match name {
+        "$stdDevPop" | "$stdDevSamp" => {
+            let xs: Vec<f64> = vals
+                .iter()
+                .filter_map(|v| Num::from_bson(v).map(Num::as_f64))
+                .collect();
+            let n = xs.len();
+            let denom = if name == "$stdDevPop" {
+                n
+            } else {
+                n.saturating_sub(1)
+            };
+            if denom == 0 {
+                return Ok(Some(Bson::Null));
+            }
+            let mean = xs.iter().sum::<f64>() / n as f64;
+            let var = xs.iter().map(|x| (x - mean) * (x - mean)).sum::<f64>() / denom as f64;
+            Ok(Some(Bson::Double(var.sqrt())))
+        }
         "$sum" | "$avg" => {
             let mut acc = Num::I32(0);
             let mut count = 0u64;
@@ -505,4 +588,60 @@ fn group_like(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
             Ok(Some(best.unwrap_or(Bson::Null)))
         }
     }
+}
+
+fn bit_combine(name: &str, a: Num, b: Num) -> Num {
+    let f = |x: i64, y: i64| match name {
+        "$bitAnd" => x & y,
+        "$bitOr" => x | y,
+        _ => x ^ y,
+    };
+    match (a, b) {
+        (Num::I32(x), Num::I32(y)) => Num::I32(f(i64::from(x), i64::from(y)) as i32),
+        _ => Num::I64(f(as_i64(a), as_i64(b))),
+    }
+}
+
+fn trig(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
+    let v = cx.ev(arg(args, 0)?)?;
+    if nullish(v.as_ref()) {
+        return Ok(Some(Bson::Null));
+    }
+    let Some(v) = v else {
+        return Ok(Some(Bson::Null));
+    };
+    let Some(n) = num(&v, name)? else {
+        return Err(MongoError::location(
+            28765,
+            format!("{name} only supports numeric types, not {}", type_name(&v)),
+        ));
+    };
+    let x = n.as_f64();
+    let bounded = |lo: f64, hi: f64| -> MongoResult<f64> {
+        if x.is_nan() || (lo..=hi).contains(&x) {
+            Ok(x)
+        } else {
+            Err(MongoError::location(
+                50989,
+                format!("cannot apply {name} to {x}, value must be in [{lo},{hi}]"),
+            ))
+        }
+    };
+    let r = match name {
+        "$sin" => x.sin(),
+        "$cos" => x.cos(),
+        "$tan" => x.tan(),
+        "$asin" => bounded(-1.0, 1.0)?.asin(),
+        "$acos" => bounded(-1.0, 1.0)?.acos(),
+        "$atan" => x.atan(),
+        "$sinh" => x.sinh(),
+        "$cosh" => x.cosh(),
+        "$tanh" => x.tanh(),
+        "$asinh" => x.asinh(),
+        "$acosh" => bounded(1.0, f64::INFINITY)?.acosh(),
+        "$atanh" => bounded(-1.0, 1.0)?.atanh(),
+        "$degreesToRadians" => x.to_radians(),
+        _ => x.to_degrees(),
+    };
+    Ok(Some(Bson::Double(r)))
 }

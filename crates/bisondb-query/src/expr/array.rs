@@ -171,10 +171,369 @@ pub(super) fn eval(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
             }
             Ok(Some(acc))
         }
+        "$indexOfArray" => index_of_array(args, cx),
+        "$setUnion" | "$setIntersection" | "$setDifference" | "$setEquals" | "$setIsSubset" => {
+            set_op(name, args, cx)
+        }
+        "$allElementsTrue" | "$anyElementTrue" => match cx.ev(arg(args, 0)?)? {
+            Some(Bson::Array(a)) => Ok(Some(Bson::Boolean(if name == "$allElementsTrue" {
+                a.iter().all(|x| truthy(Some(x)))
+            } else {
+                a.iter().any(|x| truthy(Some(x)))
+            }))),
+            other => Err(MongoError::location(
+                if name == "$allElementsTrue" {
+                    17040
+                } else {
+                    17041
+                },
+                format!(
+                    "{name}'s argument must be an array, but is {}",
+                    type_name_opt(other.as_ref())
+                ),
+            )),
+        },
+        "$zip" => zip(args, cx),
+        "$sortArray" => sort_array(args, cx),
+        "$firstN" | "$lastN" | "$maxN" | "$minN" => n_elements(name, args, cx),
         other => Err(MongoError::internal(format!(
             "unhandled array operator {other}"
         ))),
     }
+}
+
+fn index_of_array(args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
+    let a = cx.ev(arg(args, 0)?)?;
+    if nullish(a.as_ref()) {
+        return Ok(Some(Bson::Null));
+    }
+    let Some(Bson::Array(a)) = a else {
+        return Err(MongoError::location(
+            40090,
+            format!(
+                "$indexOfArray requires an array as a first argument, found: {}",
+                type_name_opt(a.as_ref())
+            ),
+        ));
+    };
+    let x = cx.ev(arg(args, 1)?)?;
+    let mut bounds = [0usize, a.len()];
+    for (i, slot) in bounds.iter_mut().enumerate() {
+        if let Some(e) = args.get(i + 2) {
+            let v = cx.ev(e)?;
+            let n = v.as_ref().and_then(int32_of).ok_or_else(|| {
+                MongoError::location(
+                    40096,
+                    format!(
+                        "$indexOfArray requires an integral {} index, found a value of type: {}",
+                        if i == 0 { "starting" } else { "ending" },
+                        type_name_opt(v.as_ref())
+                    ),
+                )
+            })?;
+            if n < 0 {
+                return Err(MongoError::location(
+                    40097,
+                    format!(
+                        "$indexOfArray requires a nonnegative {} index, found: {n}",
+                        if i == 0 { "start" } else { "end" }
+                    ),
+                ));
+            }
+            *slot = usize::try_from(n).unwrap_or(usize::MAX);
+        }
+    }
+    let [start, end] = bounds;
+    let end = end.min(a.len());
+    let found = match &x {
+        Some(x) if start < end => a
+            .get(start..end)
+            .and_then(|s| s.iter().position(|e| values_equal_bson(e, x))),
+        _ => None,
+    };
+    Ok(Some(Bson::Int32(found.map_or(-1, |p| {
+        i32::try_from(p + start).unwrap_or(i32::MAX)
+    }))))
+}
+
+fn dedup(items: impl IntoIterator<Item = Bson>) -> Vec<Bson> {
+    let mut seen = std::collections::HashSet::new();
+    items
+        .into_iter()
+        .filter(|x| seen.insert(crate::agg::key::key_of(Some(x))))
+        .collect()
+}
+
+fn contains(set: &[Bson], x: &Bson) -> bool {
+    set.iter().any(|e| values_equal_bson(e, x))
+}
+
+fn set_op(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
+    let mut arrays = Vec::with_capacity(args.len());
+    for (i, e) in args.iter().enumerate() {
+        let v = cx.ev(e)?;
+        match v {
+            Some(Bson::Array(a)) => arrays.push(a),
+            v if nullish(v.as_ref())
+                && matches!(name, "$setUnion" | "$setIntersection" | "$setDifference") =>
+            {
+                return Ok(Some(Bson::Null));
+            }
+            other => {
+                let ty = type_name_opt(other.as_ref());
+                let which = if i == 0 { "First" } else { "Second" };
+                let (code, msg) = match name {
+                    "$setUnion" => (17043, format!("All operands of $setUnion must be arrays. One argument is of type: {ty}")),
+                    "$setIntersection" => {
+                        (17047, format!("All operands of $setIntersection must be arrays. One argument is of type: {ty}"))
+                    }
+                    "$setEquals" => (17044, format!("All operands of $setEquals must be arrays. One argument is of type: {ty}")),
+                    "$setDifference" => (
+                        if i == 0 { 17048 } else { 17049 },
+                        format!("both operands of $setDifference must be arrays. {which} argument is of type: {ty}"),
+                    ),
+                    _ => (
+                        if i == 0 { 17046 } else { 17042 },
+                        format!("both operands of $setIsSubset must be arrays. {which} argument is of type: {ty}"),
+                    ),
+                };
+                return Err(MongoError::location(code, msg));
+            }
+        }
+    }
+    let mut it = arrays.into_iter();
+    let first = it.next().unwrap_or_default();
+    Ok(Some(match name {
+        "$setUnion" => Bson::Array(dedup(first.into_iter().chain(it.flatten()))),
+        "$setIntersection" => {
+            let rest: Vec<Vec<Bson>> = it.collect();
+            Bson::Array(dedup(
+                first
+                    .into_iter()
+                    .filter(|x| rest.iter().all(|r| contains(r, x))),
+            ))
+        }
+        "$setDifference" => {
+            let other = it.next().unwrap_or_default();
+            Bson::Array(dedup(first.into_iter().filter(|x| !contains(&other, x))))
+        }
+        "$setEquals" => {
+            let base = dedup(first);
+            Bson::Boolean(it.all(|a| {
+                let a = dedup(a);
+                a.len() == base.len() && a.iter().all(|x| contains(&base, x))
+            }))
+        }
+        _ => {
+            let other = it.next().unwrap_or_default();
+            Bson::Boolean(first.iter().all(|x| contains(&other, x)))
+        }
+    }))
+}
+
+fn zip(args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
+    let inputs = match arg(args, 0)? {
+        Expr::Array(items) => items,
+        _ => {
+            return Err(MongoError::location(
+                34460,
+                "inputs must be an array of expressions",
+            ))
+        }
+    };
+    let longest = match cx.ev(arg(args, 1)?)? {
+        None => false,
+        Some(Bson::Boolean(b)) => b,
+        Some(other) => {
+            return Err(MongoError::location(
+                34463,
+                format!(
+                    "useLongestLength must be a bool, found {}",
+                    type_name(&other)
+                ),
+            ))
+        }
+    };
+    let defaults = match cx.ev(arg(args, 2)?)? {
+        None => None,
+        Some(Bson::Array(d)) => {
+            if !longest {
+                return Err(MongoError::location(
+                    34466,
+                    "cannot specify defaults unless useLongestLength is true",
+                ));
+            }
+            if d.len() != inputs.len() {
+                return Err(MongoError::location(
+                    34467,
+                    "defaults and inputs must have the same length",
+                ));
+            }
+            Some(d)
+        }
+        Some(other) => {
+            return Err(MongoError::location(
+                34462,
+                format!(
+                    "defaults must be an array of expressions, found {}",
+                    type_name(&other)
+                ),
+            ))
+        }
+    };
+    let mut arrays = Vec::with_capacity(inputs.len());
+    for e in inputs {
+        match cx.ev(e)? {
+            Some(Bson::Array(a)) => arrays.push(a),
+            Some(other) if !nullish(Some(&other)) => {
+                return Err(MongoError::location(
+                    34468,
+                    format!(
+                        "$zip found a non-array expression in input: {}",
+                        render(&other)
+                    ),
+                ))
+            }
+            _ => return Ok(Some(Bson::Null)),
+        }
+    }
+    let lens = arrays.iter().map(Vec::len);
+    let len = if longest { lens.max() } else { lens.min() }.unwrap_or(0);
+    let mut out = Vec::with_capacity(len);
+    for i in 0..len {
+        let row: Vec<Bson> = arrays
+            .iter()
+            .enumerate()
+            .map(|(j, a)| {
+                a.get(i).cloned().unwrap_or_else(|| {
+                    defaults
+                        .as_ref()
+                        .and_then(|d| d.get(j))
+                        .cloned()
+                        .unwrap_or(Bson::Null)
+                })
+            })
+            .collect();
+        out.push(Bson::Array(row));
+    }
+    Ok(Some(Bson::Array(out)))
+}
+
+fn sort_dir(v: &Bson) -> Option<bool> {
+    match v {
+        Bson::Int32(1) | Bson::Int64(1) => Some(true),
+        Bson::Int32(-1) | Bson::Int64(-1) => Some(false),
+        Bson::Double(x) if *x == 1.0 || *x == -1.0 => Some(*x > 0.0),
+        _ => None,
+    }
+}
+
+fn sort_array(args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
+    let input = cx.ev(arg(args, 0)?)?;
+    let Expr::Literal(spec) = arg(args, 1)? else {
+        return Err(MongoError::internal("$sortArray sortBy is a literal"));
+    };
+    let fields: Vec<(String, bool)> = match spec {
+        Bson::Document(d) if !d.is_empty() => {
+            let mut f = Vec::with_capacity(d.len());
+            for (k, v) in d {
+                let asc = sort_dir(v).ok_or_else(|| {
+                    MongoError::location(2942506, "$sortArray sortBy values must be 1 or -1")
+                })?;
+                f.push((k.clone(), asc));
+            }
+            f
+        }
+        other => match sort_dir(other) {
+            Some(asc) => vec![(String::new(), asc)],
+            None => {
+                return Err(MongoError::location(
+                    2942505,
+                    "$sortArray requires 'sortBy' to be 1, -1, or a non-empty object",
+                ))
+            }
+        },
+    };
+    let mut items = match input {
+        Some(Bson::Array(a)) => a,
+        v if nullish(v.as_ref()) => return Ok(Some(Bson::Null)),
+        other => {
+            return Err(MongoError::location(
+                2942504,
+                format!(
+                    "The input argument to $sortArray must be an array, but was of type: {}",
+                    type_name_opt(other.as_ref())
+                ),
+            ))
+        }
+    };
+    let key = |v: &Bson, path: &str| -> Bson {
+        if path.is_empty() {
+            return v.clone();
+        }
+        match v {
+            Bson::Document(d) => crate::path::get_path_bson(d, path)
+                .cloned()
+                .unwrap_or(Bson::Null),
+            _ => Bson::Null,
+        }
+    };
+    items.sort_by(|a, b| {
+        for (path, asc) in &fields {
+            let o = crate::compare::compare_bson(&key(a, path), &key(b, path));
+            let o = if *asc { o } else { o.reverse() };
+            if o != std::cmp::Ordering::Equal {
+                return o;
+            }
+        }
+        std::cmp::Ordering::Equal
+    });
+    Ok(Some(Bson::Array(items)))
+}
+
+fn n_elements(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
+    let nv = cx.ev(arg(args, 1)?)?;
+    let n = match nv.as_ref().and_then(int32_of) {
+        Some(n) if n > 0 => usize::try_from(n).unwrap_or(usize::MAX),
+        _ => {
+            return Err(MongoError::location(
+                5787908,
+                format!(
+                    "Value for 'n' must be a positive integral value, found: {}",
+                    super::render_value(&nv)
+                ),
+            ))
+        }
+    };
+    let items = match cx.ev(arg(args, 0)?)? {
+        Some(Bson::Array(a)) => a,
+        v if nullish(v.as_ref()) => return Ok(Some(Bson::Null)),
+        other => {
+            return Err(MongoError::location(
+                5154700,
+                format!(
+                    "Input to {name} must be an array, but was of type: {}",
+                    type_name_opt(other.as_ref())
+                ),
+            ))
+        }
+    };
+    Ok(Some(Bson::Array(match name {
+        "$firstN" => items.into_iter().take(n).collect(),
+        "$lastN" => {
+            let skip = items.len().saturating_sub(n);
+            items.into_iter().skip(skip).collect()
+        }
+        _ => {
+            let mut v: Vec<Bson> = items.into_iter().filter(|x| !nullish(Some(x))).collect();
+            v.sort_by(crate::compare::compare_bson);
+            if name == "$maxN" {
+                v.reverse();
+            }
+            v.truncate(n);
+            v
+        }
+    })))
 }
 
 fn elem_at(a: &[Bson], idx: i64) -> Value {

@@ -2,7 +2,7 @@
 //! `$toLong`, `$toDouble`, `$toBool` and `$convert`.
 
 use super::string::double_to_string;
-use super::value::{civil_from_days, nullish, type_name};
+use super::value::{civil_from_days, days_from_civil, nullish, type_name};
 use super::{arg, Ctx, Expr, Value};
 use bisondb_error::{ErrorCode, MongoError, MongoResult};
 use bson::{Bson, DateTime};
@@ -29,6 +29,8 @@ enum Target {
     Bool,
     Int,
     Long,
+    Date,
+    ObjectId,
 }
 
 fn target_of(v: &Bson) -> MongoResult<Target> {
@@ -69,7 +71,9 @@ fn target_of(v: &Bson) -> MongoResult<Target> {
         "bool" => Target::Bool,
         "int" => Target::Int,
         "long" => Target::Long,
-        "objectId" | "date" | "decimal" | "binData" => {
+        "date" => Target::Date,
+        "objectId" => Target::ObjectId,
+        "decimal" | "binData" => {
             return Err(MongoError::new(
                 ErrorCode::NotImplemented,
                 format!("$convert to '{name}' is not supported by BisonDB yet"),
@@ -133,8 +137,106 @@ fn parse_int_str(s: &str, to_long: bool) -> MongoResult<Bson> {
     }
 }
 
+/// Parses the ISO-8601 forms mongod's `$toDate` accepts: a date, optionally
+/// followed by `T` (or a space) and a time with optional fraction and zone.
+fn parse_date_string(s: &str) -> Option<i64> {
+    let b = s.trim().as_bytes();
+    let num = |from: usize, len: usize| -> Option<i64> {
+        let part = b.get(from..from + len)?;
+        if !part.iter().all(u8::is_ascii_digit) {
+            return None;
+        }
+        std::str::from_utf8(part).ok()?.parse().ok()
+    };
+    let year = num(0, 4)?;
+    if b.get(4) != Some(&b'-') || b.get(7) != Some(&b'-') {
+        return None;
+    }
+    let month = u32::try_from(num(5, 2)?)
+        .ok()
+        .filter(|m| (1..=12).contains(m))?;
+    let day = u32::try_from(num(8, 2)?)
+        .ok()
+        .filter(|d| (1..=31).contains(d))?;
+    let mut ms = days_from_civil(year, month, day) * 86_400_000;
+    let mut i = 10;
+    if matches!(b.get(i), Some(b'T') | Some(b' ')) {
+        let h = num(i + 1, 2)?;
+        if b.get(i + 3) != Some(&b':') {
+            return None;
+        }
+        let m = num(i + 4, 2)?;
+        ms += h * 3_600_000 + m * 60_000;
+        i += 6;
+        if b.get(i) == Some(&b':') {
+            ms += num(i + 1, 2)? * 1000;
+            i += 3;
+            if b.get(i) == Some(&b'.') {
+                let start = i + 1;
+                let mut end = start;
+                while b.get(end).is_some_and(u8::is_ascii_digit) {
+                    end += 1;
+                }
+                let frac = std::str::from_utf8(b.get(start..end)?).ok()?;
+                if frac.is_empty() {
+                    return None;
+                }
+                let padded: String = frac.chars().chain("000".chars()).take(3).collect();
+                ms += padded.parse::<i64>().ok()?;
+                i = end;
+            }
+        }
+    }
+    match b.get(i) {
+        None => Some(ms),
+        Some(b'Z') if i + 1 == b.len() => Some(ms),
+        Some(sign @ (b'+' | b'-')) => {
+            let rest: Vec<u8> = b
+                .get(i + 1..)?
+                .iter()
+                .copied()
+                .filter(|c| *c != b':')
+                .collect();
+            if rest.len() != 4 && rest.len() != 2 {
+                return None;
+            }
+            let hh: i64 = std::str::from_utf8(rest.get(0..2)?).ok()?.parse().ok()?;
+            let mm: i64 = if rest.len() == 4 {
+                std::str::from_utf8(rest.get(2..4)?).ok()?.parse().ok()?
+            } else {
+                0
+            };
+            let off = hh * 3_600_000 + mm * 60_000;
+            Some(if *sign == b'+' { ms - off } else { ms + off })
+        }
+        _ => None,
+    }
+}
+
 fn convert(v: &Bson, to: Target) -> MongoResult<Bson> {
     match to {
+        Target::Date => Ok(Bson::DateTime(DateTime::from_millis(match v {
+            Bson::DateTime(d) => d.timestamp_millis(),
+            Bson::Int64(i) => *i,
+            Bson::Int32(i) => i64::from(*i),
+            Bson::Double(d) if d.is_finite() => *d as i64,
+            Bson::Timestamp(t) => i64::from(t.time) * 1000,
+            Bson::ObjectId(o) => o.timestamp().timestamp_millis(),
+            Bson::String(s) => parse_date_string(s).ok_or_else(|| {
+                conversion_failure(format!("Error parsing date string '{s}' in $convert with no onError value"))
+            })?,
+            other => return Err(unsupported(other, "date")),
+        }))),
+        Target::ObjectId => match v {
+            Bson::ObjectId(o) => Ok(Bson::ObjectId(*o)),
+            Bson::String(s) => bson::oid::ObjectId::parse_str(s).map(Bson::ObjectId).map_err(|_| {
+                conversion_failure(format!(
+                    "Failed to parse objectId '{s}' in $convert with no onError value: Invalid string length for parsing to OID, expected 24 but found {}",
+                    s.len()
+                ))
+            }),
+            other => Err(unsupported(other, "objectId")),
+        },
         Target::Bool => Ok(Bson::Boolean(match v {
             Bson::Boolean(b) => *b,
             Bson::Int32(i) => *i != 0,
@@ -231,8 +333,59 @@ pub(super) fn eval(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
                 Err(e) => Err(e),
             }
         }
+        "$bsonSize" => match cx.ev(arg(args, 0)?)? {
+            Some(Bson::Document(d)) => {
+                let raw = bson::RawDocumentBuf::try_from(&d).map_err(|e| {
+                    MongoError::internal(format!("document cannot be encoded: {e}"))
+                })?;
+                Ok(Some(Bson::Int32(
+                    i32::try_from(raw.as_bytes().len()).unwrap_or(i32::MAX),
+                )))
+            }
+            v if nullish(v.as_ref()) => Ok(Some(Bson::Null)),
+            other => Err(MongoError::location(
+                31393,
+                format!(
+                    "$bsonSize requires a document input, found: {}",
+                    super::value::type_name_opt(other.as_ref())
+                ),
+            )),
+        },
+        "$binarySize" => match cx.ev(arg(args, 0)?)? {
+            Some(Bson::String(s)) => Ok(Some(Bson::Int32(
+                i32::try_from(s.len()).unwrap_or(i32::MAX),
+            ))),
+            Some(Bson::Binary(b)) => Ok(Some(Bson::Int32(
+                i32::try_from(b.bytes.len()).unwrap_or(i32::MAX),
+            ))),
+            v if nullish(v.as_ref()) => Ok(Some(Bson::Null)),
+            other => Err(MongoError::location(
+                51276,
+                format!(
+                    "$binarySize requires a string or BinData argument, found: {}",
+                    super::value::type_name_opt(other.as_ref())
+                ),
+            )),
+        },
+        "$tsSecond" | "$tsIncrement" => match cx.ev(arg(args, 0)?)? {
+            Some(Bson::Timestamp(t)) => Ok(Some(Bson::Int64(i64::from(if name == "$tsSecond" {
+                t.time
+            } else {
+                t.increment
+            })))),
+            v if nullish(v.as_ref()) => Ok(Some(Bson::Null)),
+            other => Err(MongoError::location(
+                5687301,
+                format!(
+                    "Argument to {name} must be a timestamp, but is {}",
+                    super::value::type_name_opt(other.as_ref())
+                ),
+            )),
+        },
         _ => {
             let target = match name {
+                "$toDate" => Target::Date,
+                "$toObjectId" => Target::ObjectId,
                 "$toString" => Target::String,
                 "$toInt" => Target::Int,
                 "$toLong" => Target::Long,

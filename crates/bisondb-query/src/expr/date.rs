@@ -110,3 +110,565 @@ pub(super) fn eval(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
     };
     Ok(Some(Bson::Int32(i32::try_from(v).unwrap_or(i32::MAX))))
 }
+
+/// Broken-down UTC (or offset-shifted) time.
+struct Parts {
+    year: i64,
+    month: u32,
+    day: u32,
+    hour: i64,
+    minute: i64,
+    second: i64,
+    millis: i64,
+    /// 0 = Sunday.
+    dow0: i64,
+    /// 0-based day of the year.
+    doy0: i64,
+}
+
+fn parts_of(ms: i64) -> Parts {
+    let days = ms.div_euclid(86_400_000);
+    let rem = ms.rem_euclid(86_400_000);
+    let (year, month, day) = civil_from_days(days);
+    Parts {
+        year,
+        month,
+        day,
+        hour: rem / 3_600_000,
+        minute: rem / 60_000 % 60,
+        second: rem / 1000 % 60,
+        millis: rem % 1000,
+        dow0: (days + 4).rem_euclid(7),
+        doy0: days - days_from_civil(year, 1, 1),
+    }
+}
+
+fn is_leap(y: i64) -> bool {
+    (y % 4 == 0 && y % 100 != 0) || y % 400 == 0
+}
+
+/// ISO-8601 weeks in a year: 53 when it starts on a Thursday (or a
+/// Wednesday in a leap year).
+fn iso_weeks_in_year(y: i64) -> i64 {
+    let jan1_dow0 = (days_from_civil(y, 1, 1) + 4).rem_euclid(7);
+    if jan1_dow0 == 4 || (jan1_dow0 == 3 && is_leap(y)) {
+        53
+    } else {
+        52
+    }
+}
+
+/// (ISO week-numbering year, ISO week, ISO weekday 1 = Monday).
+fn iso_parts(p: &Parts) -> (i64, i64, i64) {
+    let iso_dow = (p.dow0 + 6) % 7 + 1;
+    let week = (p.doy0 + 1 - iso_dow + 10) / 7;
+    if week < 1 {
+        (p.year - 1, iso_weeks_in_year(p.year - 1), iso_dow)
+    } else if week > iso_weeks_in_year(p.year) {
+        (p.year + 1, 1, iso_dow)
+    } else {
+        (p.year, week, iso_dow)
+    }
+}
+
+/// `$isoDayOfWeek`, `$isoWeek`, `$isoWeekYear` (same argument forms as `$year`).
+pub(super) fn eval_iso(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
+    let Some(ms) = date_arg(args, cx, name)? else {
+        return Ok(Some(Bson::Null));
+    };
+    let (y, w, d) = iso_parts(&parts_of(ms));
+    let v = match name {
+        "$isoDayOfWeek" => d,
+        "$isoWeek" => w,
+        _ => y,
+    };
+    Ok(Some(Bson::Int32(i32::try_from(v).unwrap_or(i32::MAX))))
+}
+
+/// Evaluates `[date, timezone]` into offset-shifted milliseconds (`None` for null).
+fn date_arg(args: &[Expr], cx: &Ctx, name: &str) -> MongoResult<Option<i64>> {
+    let Some(offset) = tz_arg(args.get(1), cx)? else {
+        return Ok(None);
+    };
+    let d = cx.ev(arg(args, 0)?)?;
+    if nullish(d.as_ref()) {
+        return Ok(None);
+    }
+    let ms = d.as_ref().and_then(date_millis).ok_or_else(|| {
+        MongoError::location(
+            16006,
+            format!(
+                "can't convert from BSON type {} to Date",
+                type_name_opt(d.as_ref())
+            ),
+        )
+    })?;
+    let _ = name;
+    Ok(Some(ms.saturating_add(offset)))
+}
+
+/// The offset of an optional timezone argument; `None` when it is null.
+fn tz_arg(e: Option<&Expr>, cx: &Ctx) -> MongoResult<Option<i64>> {
+    match e {
+        None | Some(Expr::Missing) => Ok(Some(0)),
+        Some(e) => match cx.ev(e)? {
+            v if nullish(v.as_ref()) => Ok(None),
+            Some(Bson::String(tz)) => tz_offset_ms(&tz).map(Some),
+            Some(other) => Err(MongoError::location(
+                40517,
+                format!(
+                    "timezone must evaluate to a string, found {}",
+                    type_name(&other)
+                ),
+            )),
+            None => Ok(None),
+        },
+    }
+}
+
+const DEFAULT_FORMAT: &str = "%Y-%m-%dT%H:%M:%S.%LZ";
+
+fn format_date(fmt: &str, ms: i64, offset_ms: i64) -> MongoResult<String> {
+    use std::fmt::Write as _;
+    let p = parts_of(ms);
+    let mut out = String::with_capacity(fmt.len() + 8);
+    let mut chars = fmt.chars();
+    while let Some(c) = chars.next() {
+        if c != '%' {
+            out.push(c);
+            continue;
+        }
+        let Some(spec) = chars.next() else {
+            return Err(MongoError::location(
+                18535,
+                "Unmatched '%' at end of format string",
+            ));
+        };
+        let (iso_y, iso_w, iso_d) = iso_parts(&p);
+        let _ = match spec {
+            'Y' => write!(out, "{:04}", p.year),
+            'm' => write!(out, "{:02}", p.month),
+            'd' => write!(out, "{:02}", p.day),
+            'H' => write!(out, "{:02}", p.hour),
+            'M' => write!(out, "{:02}", p.minute),
+            'S' => write!(out, "{:02}", p.second),
+            'L' => write!(out, "{:03}", p.millis),
+            'j' => write!(out, "{:03}", p.doy0 + 1),
+            'w' => write!(out, "{}", p.dow0 + 1),
+            'u' => write!(out, "{iso_d}"),
+            'U' => write!(out, "{:02}", (p.doy0 + 7 - p.dow0) / 7),
+            'V' => write!(out, "{iso_w:02}"),
+            'G' => write!(out, "{iso_y:04}"),
+            'z' => {
+                let sign = if offset_ms < 0 { '-' } else { '+' };
+                let m = offset_ms.abs() / 60_000;
+                write!(out, "{sign}{:02}{:02}", m / 60, m % 60)
+            }
+            'Z' => write!(out, "{}", offset_ms / 60_000),
+            '%' => write!(out, "%"),
+            other => {
+                return Err(MongoError::location(
+                    18536,
+                    format!("Invalid format character '%{other}' in format string"),
+                ));
+            }
+        };
+    }
+    Ok(out)
+}
+
+/// Adds calendar months, clamping the day to the target month's length.
+fn add_months(ms: i64, months: i64) -> i64 {
+    let p = parts_of(ms);
+    let total = p.year * 12 + i64::from(p.month) - 1 + months;
+    let (y, m) = (total.div_euclid(12), (total.rem_euclid(12) + 1) as u32);
+    let next = if m == 12 {
+        days_from_civil(y + 1, 1, 1)
+    } else {
+        days_from_civil(y, m + 1, 1)
+    };
+    let month_len = next - days_from_civil(y, m, 1);
+    let day = i64::from(p.day).min(month_len);
+    let days = days_from_civil(y, m, 1) + day - 1;
+    days * 86_400_000 + ms.rem_euclid(86_400_000)
+}
+
+fn unit_ms(unit: &str) -> Option<i64> {
+    Some(match unit {
+        "millisecond" => 1,
+        "second" => 1000,
+        "minute" => 60_000,
+        "hour" => 3_600_000,
+        "day" => 86_400_000,
+        "week" => 7 * 86_400_000,
+        _ => return None,
+    })
+}
+
+fn unit_arg(v: Value, name: &str) -> MongoResult<Option<String>> {
+    match v {
+        Some(Bson::String(u)) => {
+            if unit_ms(&u).is_some() || matches!(u.as_str(), "month" | "quarter" | "year") {
+                Ok(Some(u))
+            } else {
+                Err(MongoError::bad_value(format!(
+                    "{name}: unknown time unit value: {u}"
+                )))
+            }
+        }
+        v if nullish(v.as_ref()) => Ok(None),
+        Some(other) => Err(MongoError::bad_value(format!(
+            "{name} requires 'unit' to be a string, but got {}",
+            type_name(&other)
+        ))),
+        None => Ok(None),
+    }
+}
+
+fn start_of_week(v: Value, name: &str) -> MongoResult<Option<i64>> {
+    let s = match v {
+        None => return Ok(Some(0)),
+        Some(Bson::String(s)) => s.to_ascii_lowercase(),
+        v if nullish(v.as_ref()) => return Ok(None),
+        Some(other) => {
+            return Err(MongoError::bad_value(format!(
+                "{name} requires 'startOfWeek' to be a string, but got {}",
+                type_name(&other)
+            )))
+        }
+    };
+    let days = [
+        "sunday",
+        "monday",
+        "tuesday",
+        "wednesday",
+        "thursday",
+        "friday",
+        "saturday",
+    ];
+    match days
+        .iter()
+        .position(|d| *d == s || d.get(..3) == Some(s.as_str()))
+    {
+        Some(i) => Ok(Some(i as i64)),
+        None => Err(MongoError::bad_value(format!(
+            "{name} parameter 'startOfWeek' value cannot be recognized as a day of a week: {s}"
+        ))),
+    }
+}
+
+fn int_of(v: &Bson) -> Option<i64> {
+    match v {
+        Bson::Int32(i) => Some(i64::from(*i)),
+        Bson::Int64(i) => Some(*i),
+        Bson::Double(d) if d.fract() == 0.0 && d.abs() < 9.0e18 => Some(*d as i64),
+        _ => None,
+    }
+}
+
+/// Evaluates the named-argument date operators. `args` follow the order of
+/// the operator's entry in the named-argument table.
+pub(super) fn eval_named(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
+    match name {
+        "$dateToString" => {
+            // date, format, timezone, onNull
+            let d = cx.ev(arg(args, 0)?)?;
+            let fmt = match cx.ev(arg(args, 1)?)? {
+                None => DEFAULT_FORMAT.to_string(),
+                Some(Bson::String(f)) => f,
+                v if nullish(v.as_ref()) => return Ok(Some(Bson::Null)),
+                Some(other) => {
+                    return Err(MongoError::location(
+                        18533,
+                        format!(
+                        "$dateToString requires that 'format' be a string, found: {} with value {}",
+                        type_name(&other),
+                        super::value::render(&other)
+                    ),
+                    ))
+                }
+            };
+            let Some(offset) = tz_arg(args.get(2), cx)? else {
+                return Ok(Some(Bson::Null));
+            };
+            if nullish(d.as_ref()) {
+                return match arg(args, 3)? {
+                    Expr::Missing => Ok(Some(Bson::Null)),
+                    e => cx.ev(e),
+                };
+            }
+            let ms = d.as_ref().and_then(date_millis).ok_or_else(|| {
+                MongoError::location(
+                    16006,
+                    format!(
+                        "can't convert from BSON type {} to Date",
+                        type_name_opt(d.as_ref())
+                    ),
+                )
+            })?;
+            format_date(&fmt, ms.saturating_add(offset), offset).map(|s| Some(Bson::String(s)))
+        }
+        "$dateFromParts" => date_from_parts(args, cx),
+        "$dateAdd" | "$dateSubtract" => {
+            // startDate, unit, amount, timezone
+            let start = cx.ev(arg(args, 0)?)?;
+            let unit = unit_arg(cx.ev(arg(args, 1)?)?, name)?;
+            let amount = cx.ev(arg(args, 2)?)?;
+            let Some(offset) = tz_arg(args.get(3), cx)? else {
+                return Ok(Some(Bson::Null));
+            };
+            if nullish(start.as_ref()) || nullish(amount.as_ref()) {
+                return Ok(Some(Bson::Null));
+            }
+            let Some(unit) = unit else {
+                return Ok(Some(Bson::Null));
+            };
+            let ms = start.as_ref().and_then(date_millis).ok_or_else(|| {
+                MongoError::location(
+                    5166403,
+                    format!("{name} requires startDate to be convertible to a date"),
+                )
+            })?;
+            let Some(mut n) = amount.as_ref().and_then(int_of) else {
+                return Err(MongoError::location(
+                    5166402,
+                    format!("{name} expects integer amount of time units"),
+                ));
+            };
+            if name == "$dateSubtract" {
+                n = n.checked_neg().ok_or_else(|| {
+                    MongoError::location(
+                        5166406,
+                        format!("invalid {name} 'amount' parameter value: {n}"),
+                    )
+                })?;
+            }
+            let local = ms.saturating_add(offset);
+            let out = match unit.as_str() {
+                "month" => add_months(local, n),
+                "quarter" => add_months(local, n.saturating_mul(3)),
+                "year" => add_months(local, n.saturating_mul(12)),
+                u => local.saturating_add(n.saturating_mul(unit_ms(u).unwrap_or(0))),
+            } - offset;
+            Ok(Some(Bson::DateTime(bson::DateTime::from_millis(out))))
+        }
+        "$dateDiff" => {
+            // startDate, endDate, unit, timezone, startOfWeek
+            let a = cx.ev(arg(args, 0)?)?;
+            let b = cx.ev(arg(args, 1)?)?;
+            let unit = unit_arg(cx.ev(arg(args, 2)?)?, name)?;
+            let Some(offset) = tz_arg(args.get(3), cx)? else {
+                return Ok(Some(Bson::Null));
+            };
+            let Some(sow) = start_of_week(cx.ev(arg(args, 4)?)?, name)? else {
+                return Ok(Some(Bson::Null));
+            };
+            if nullish(a.as_ref()) || nullish(b.as_ref()) {
+                return Ok(Some(Bson::Null));
+            }
+            let Some(unit) = unit else {
+                return Ok(Some(Bson::Null));
+            };
+            let to_ms = |v: &Value, which: &str| {
+                v.as_ref().and_then(date_millis).ok_or_else(|| {
+                    MongoError::location(
+                        5166307,
+                        format!(
+                            "{name} requires '{which}' to be a date, but got {}",
+                            type_name_opt(v.as_ref())
+                        ),
+                    )
+                })
+            };
+            let (x, y) = (
+                to_ms(&a, "startDate")? + offset,
+                to_ms(&b, "endDate")? + offset,
+            );
+            let months = |ms: i64| {
+                let p = parts_of(ms);
+                p.year * 12 + i64::from(p.month) - 1
+            };
+            let diff = match unit.as_str() {
+                "year" => parts_of(y).year - parts_of(x).year,
+                "quarter" => months(y).div_euclid(3) - months(x).div_euclid(3),
+                "month" => months(y) - months(x),
+                // Weeks are counted by crossed week starts (startOfWeek, Sunday by default).
+                "week" => {
+                    let wk = |ms: i64| (ms.div_euclid(86_400_000) + 4 - sow).div_euclid(7);
+                    wk(y) - wk(x)
+                }
+                u => {
+                    let step = unit_ms(u).unwrap_or(1);
+                    y.div_euclid(step) - x.div_euclid(step)
+                }
+            };
+            Ok(Some(Bson::Int64(diff)))
+        }
+        "$dateTrunc" => {
+            // date, unit, binSize, timezone, startOfWeek
+            let d = cx.ev(arg(args, 0)?)?;
+            let unit = unit_arg(cx.ev(arg(args, 1)?)?, name)?;
+            let bin = match cx.ev(arg(args, 2)?)? {
+                None => 1,
+                v if nullish(v.as_ref()) => return Ok(Some(Bson::Null)),
+                Some(v) => match int_of(&v) {
+                    Some(n) if n > 0 => n,
+                    _ => {
+                        return Err(MongoError::location(
+                            5439017,
+                            format!("$dateTrunc requires 'binSize' to be a 64-bit integer greater than 0, but got value '{}' of type {}", super::value::render(&v), type_name(&v)),
+                        ))
+                    }
+                },
+            };
+            let Some(offset) = tz_arg(args.get(3), cx)? else {
+                return Ok(Some(Bson::Null));
+            };
+            let Some(sow) = start_of_week(cx.ev(arg(args, 4)?)?, name)? else {
+                return Ok(Some(Bson::Null));
+            };
+            if nullish(d.as_ref()) {
+                return Ok(Some(Bson::Null));
+            }
+            let Some(unit) = unit else {
+                return Ok(Some(Bson::Null));
+            };
+            let ms = d.as_ref().and_then(date_millis).ok_or_else(|| {
+                MongoError::location(
+                    5439012,
+                    format!(
+                        "$dateTrunc requires 'date' to be a date, but got {}",
+                        type_name_opt(d.as_ref())
+                    ),
+                )
+            })? + offset;
+            // Bins are counted from 2000-01-01T00:00:00 (for weeks, from the
+            // first startOfWeek on or after it), as mongod does.
+            let reference = days_from_civil(2000, 1, 1) * 86_400_000;
+            let out = match unit.as_str() {
+                "year" | "quarter" | "month" => {
+                    let per = match unit.as_str() {
+                        "year" => 12,
+                        "quarter" => 3,
+                        _ => 1,
+                    } * bin;
+                    let p = parts_of(ms);
+                    let m = (p.year - 2000) * 12 + i64::from(p.month) - 1;
+                    let start = m.div_euclid(per) * per;
+                    add_months(reference, start)
+                }
+                "week" => {
+                    let ref_dow0 = (days_from_civil(2000, 1, 1) + 4).rem_euclid(7);
+                    let week_ref = reference + (sow - ref_dow0).rem_euclid(7) * 86_400_000;
+                    let step = 7 * 86_400_000 * bin;
+                    week_ref + (ms - week_ref).div_euclid(step) * step
+                }
+                u => {
+                    let step = unit_ms(u).unwrap_or(1).saturating_mul(bin);
+                    reference + (ms - reference).div_euclid(step) * step
+                }
+            } - offset;
+            Ok(Some(Bson::DateTime(bson::DateTime::from_millis(out))))
+        }
+        other => Err(MongoError::internal(format!(
+            "unhandled date operator {other}"
+        ))),
+    }
+}
+
+const PART_NAMES: [&str; 10] = [
+    "year",
+    "month",
+    "day",
+    "hour",
+    "minute",
+    "second",
+    "millisecond",
+    "isoWeekYear",
+    "isoWeek",
+    "isoDayOfWeek",
+];
+
+fn date_from_parts(args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
+    let mut vals: [Option<i64>; 10] = [None; 10];
+    for (i, slot) in vals.iter_mut().enumerate() {
+        let e = arg(args, i)?;
+        if matches!(e, Expr::Missing) {
+            continue;
+        }
+        let v = cx.ev(e)?;
+        if nullish(v.as_ref()) {
+            return Ok(Some(Bson::Null));
+        }
+        let pname = PART_NAMES.get(i).copied().unwrap_or("");
+        let n = v.as_ref().and_then(int_of).ok_or_else(|| {
+            MongoError::location(
+                40515,
+                format!(
+                    "'{pname}' must evaluate to an integer, found {} with value {}",
+                    type_name_opt(v.as_ref()),
+                    super::render_value(&v)
+                ),
+            )
+        })?;
+        let (lo, hi) = if i == 0 || i == 7 {
+            (1, 9999)
+        } else {
+            (-32768, 32767)
+        };
+        if n < lo || n > hi {
+            let code = if i == 0 || i == 7 { 40523 } else { 31034 };
+            return Err(MongoError::location(code, format!("'{pname}' must evaluate to a value in the range [{lo}, {hi}]; value {n} is not in range")));
+        }
+        *slot = Some(n);
+    }
+    let Some(offset) = tz_arg(args.get(10), cx)? else {
+        return Ok(Some(Bson::Null));
+    };
+    let [year, month, day, hour, minute, second, milli, iso_year, iso_week, iso_dow] = vals;
+    let days = match (year, iso_year) {
+        (Some(_), Some(_)) => {
+            return Err(MongoError::location(
+                40489,
+                "$dateFromParts does not allow mixing natural dates with ISO dates",
+            ))
+        }
+        (Some(y), None) => {
+            if iso_week.is_some() || iso_dow.is_some() {
+                return Err(MongoError::location(
+                    40489,
+                    "$dateFromParts does not allow mixing natural dates with ISO dates",
+                ));
+            }
+            let m = month.unwrap_or(1) - 1;
+            let (y, m) = (y + m.div_euclid(12), (m.rem_euclid(12) + 1) as u32);
+            days_from_civil(y, m, 1) + day.unwrap_or(1) - 1
+        }
+        (None, Some(iy)) => {
+            if month.is_some() || day.is_some() {
+                return Err(MongoError::location(
+                    40489,
+                    "$dateFromParts does not allow mixing natural dates with ISO dates",
+                ));
+            }
+            // ISO week 1 contains January 4th.
+            let jan4 = days_from_civil(iy, 1, 4);
+            let jan4_iso_dow = (jan4 + 4 + 6).rem_euclid(7) + 1;
+            let week1_monday = jan4 - (jan4_iso_dow - 1);
+            week1_monday + (iso_week.unwrap_or(1) - 1) * 7 + iso_dow.unwrap_or(1) - 1
+        }
+        (None, None) => {
+            return Err(MongoError::location(
+                40516,
+                "$dateFromParts requires either 'year' or 'isoWeekYear' to be present",
+            ))
+        }
+    };
+    let ms = days * 86_400_000
+        + hour.unwrap_or(0) * 3_600_000
+        + minute.unwrap_or(0) * 60_000
+        + second.unwrap_or(0) * 1000
+        + milli.unwrap_or(0)
+        - offset;
+    Ok(Some(Bson::DateTime(bson::DateTime::from_millis(ms))))
+}

@@ -41,6 +41,9 @@ pub enum Expr {
     Array(Vec<Expr>),
     /// `{$op: args}` with its arguments unevaluated.
     Call(&'static str, Vec<Expr>),
+    /// A regular expression compiled at parse time (constant `regex` of
+    /// `$regexMatch` and friends).
+    Regex(string::CompiledRegex),
 }
 
 /// Variable bindings visible to an expression, innermost frame first.
@@ -133,25 +136,50 @@ enum Args {
 /// Sorted by name (binary searched).
 const OPERATORS: &[(&str, Args)] = &[
     ("$abs", Args::N(1, 1)),
+    ("$acos", Args::N(1, 1)),
+    ("$acosh", Args::N(1, 1)),
     ("$add", Args::N(0, usize::MAX)),
+    ("$allElementsTrue", Args::N(1, 1)),
     ("$and", Args::N(0, usize::MAX)),
+    ("$anyElementTrue", Args::N(1, 1)),
     ("$arrayElemAt", Args::N(2, 2)),
     ("$arrayToObject", Args::N(1, 1)),
+    ("$asin", Args::N(1, 1)),
+    ("$asinh", Args::N(1, 1)),
+    ("$atan", Args::N(1, 1)),
+    ("$atan2", Args::N(2, 2)),
+    ("$atanh", Args::N(1, 1)),
     ("$avg", Args::N(1, usize::MAX)),
+    ("$binarySize", Args::N(1, 1)),
+    ("$bitAnd", Args::N(0, usize::MAX)),
+    ("$bitNot", Args::N(1, 1)),
+    ("$bitOr", Args::N(0, usize::MAX)),
+    ("$bitXor", Args::N(0, usize::MAX)),
+    ("$bsonSize", Args::N(1, 1)),
     ("$ceil", Args::N(1, 1)),
     ("$cmp", Args::N(2, 2)),
     ("$concat", Args::N(0, usize::MAX)),
     ("$concatArrays", Args::N(0, usize::MAX)),
     ("$cond", Args::Custom),
     ("$convert", Args::Custom),
+    ("$cos", Args::N(1, 1)),
+    ("$cosh", Args::N(1, 1)),
+    ("$dateAdd", Args::Custom),
+    ("$dateDiff", Args::Custom),
+    ("$dateFromParts", Args::Custom),
+    ("$dateSubtract", Args::Custom),
+    ("$dateToString", Args::Custom),
+    ("$dateTrunc", Args::Custom),
     ("$dayOfMonth", Args::Custom),
     ("$dayOfWeek", Args::Custom),
     ("$dayOfYear", Args::Custom),
+    ("$degreesToRadians", Args::N(1, 1)),
     ("$divide", Args::N(2, 2)),
     ("$eq", Args::N(2, 2)),
     ("$exp", Args::N(1, 1)),
     ("$filter", Args::Custom),
     ("$first", Args::N(1, 1)),
+    ("$firstN", Args::Custom),
     ("$floor", Args::N(1, 1)),
     ("$getField", Args::Custom),
     ("$gt", Args::N(2, 2)),
@@ -159,10 +187,16 @@ const OPERATORS: &[(&str, Args)] = &[
     ("$hour", Args::Custom),
     ("$ifNull", Args::N(2, usize::MAX)),
     ("$in", Args::N(2, 2)),
+    ("$indexOfArray", Args::N(2, 4)),
     ("$indexOfBytes", Args::N(2, 4)),
+    ("$indexOfCP", Args::N(2, 4)),
     ("$isArray", Args::N(1, 1)),
     ("$isNumber", Args::N(1, 1)),
+    ("$isoDayOfWeek", Args::Custom),
+    ("$isoWeek", Args::Custom),
+    ("$isoWeekYear", Args::Custom),
     ("$last", Args::N(1, 1)),
+    ("$lastN", Args::Custom),
     ("$let", Args::Custom),
     ("$literal", Args::Custom),
     ("$ln", Args::N(1, 1)),
@@ -173,9 +207,11 @@ const OPERATORS: &[(&str, Args)] = &[
     ("$ltrim", Args::Custom),
     ("$map", Args::Custom),
     ("$max", Args::N(1, usize::MAX)),
+    ("$maxN", Args::Custom),
     ("$mergeObjects", Args::N(0, usize::MAX)),
     ("$millisecond", Args::Custom),
     ("$min", Args::N(1, usize::MAX)),
+    ("$minN", Args::Custom),
     ("$minute", Args::Custom),
     ("$mod", Args::N(2, 2)),
     ("$month", Args::Custom),
@@ -185,16 +221,33 @@ const OPERATORS: &[(&str, Args)] = &[
     ("$objectToArray", Args::N(1, 1)),
     ("$or", Args::N(0, usize::MAX)),
     ("$pow", Args::N(2, 2)),
+    ("$radiansToDegrees", Args::N(1, 1)),
     ("$range", Args::N(2, 3)),
     ("$reduce", Args::Custom),
+    ("$regexFind", Args::Custom),
+    ("$regexFindAll", Args::Custom),
+    ("$regexMatch", Args::Custom),
+    ("$replaceAll", Args::Custom),
+    ("$replaceOne", Args::Custom),
     ("$reverseArray", Args::N(1, 1)),
     ("$round", Args::N(1, 2)),
     ("$rtrim", Args::Custom),
     ("$second", Args::Custom),
+    ("$setDifference", Args::N(2, 2)),
+    ("$setEquals", Args::N(2, usize::MAX)),
+    ("$setField", Args::Custom),
+    ("$setIntersection", Args::N(0, usize::MAX)),
+    ("$setIsSubset", Args::N(2, 2)),
+    ("$setUnion", Args::N(0, usize::MAX)),
+    ("$sin", Args::N(1, 1)),
+    ("$sinh", Args::N(1, 1)),
     ("$size", Args::N(1, 1)),
     ("$slice", Args::N(2, 3)),
+    ("$sortArray", Args::Custom),
     ("$split", Args::N(2, 2)),
     ("$sqrt", Args::N(1, 1)),
+    ("$stdDevPop", Args::N(1, usize::MAX)),
+    ("$stdDevSamp", Args::N(1, usize::MAX)),
     ("$strLenBytes", Args::N(1, 1)),
     ("$strLenCP", Args::N(1, 1)),
     ("$strcasecmp", Args::N(2, 2)),
@@ -204,90 +257,40 @@ const OPERATORS: &[(&str, Args)] = &[
     ("$subtract", Args::N(2, 2)),
     ("$sum", Args::N(1, usize::MAX)),
     ("$switch", Args::Custom),
+    ("$tan", Args::N(1, 1)),
+    ("$tanh", Args::N(1, 1)),
     ("$toBool", Args::N(1, 1)),
+    ("$toDate", Args::N(1, 1)),
     ("$toDouble", Args::N(1, 1)),
     ("$toInt", Args::N(1, 1)),
     ("$toLong", Args::N(1, 1)),
     ("$toLower", Args::N(1, 1)),
+    ("$toObjectId", Args::N(1, 1)),
     ("$toString", Args::N(1, 1)),
     ("$toUpper", Args::N(1, 1)),
     ("$trim", Args::Custom),
     ("$trunc", Args::N(1, 2)),
+    ("$tsIncrement", Args::N(1, 1)),
+    ("$tsSecond", Args::N(1, 1)),
     ("$type", Args::N(1, 1)),
+    ("$unsetField", Args::Custom),
     ("$week", Args::Custom),
     ("$year", Args::Custom),
+    ("$zip", Args::Custom),
 ];
 
 /// mongod expression operators BisonDB does not implement yet. Sorted.
 const NOT_IMPLEMENTED: &[&str] = &[
-    "$acos",
-    "$acosh",
-    "$allElementsTrue",
-    "$anyElementTrue",
-    "$asin",
-    "$asinh",
-    "$atan",
-    "$atan2",
-    "$atanh",
-    "$binarySize",
-    "$bitAnd",
-    "$bitNot",
-    "$bitOr",
-    "$bitXor",
-    "$bsonSize",
-    "$cos",
-    "$cosh",
-    "$dateAdd",
-    "$dateDiff",
-    "$dateFromParts",
     "$dateFromString",
-    "$dateSubtract",
     "$dateToParts",
-    "$dateToString",
-    "$dateTrunc",
-    "$degreesToRadians",
-    "$firstN",
     "$function",
-    "$indexOfArray",
-    "$indexOfCP",
-    "$isoDayOfWeek",
-    "$isoWeek",
-    "$isoWeekYear",
-    "$lastN",
-    "$maxN",
     "$median",
     "$meta",
-    "$minN",
     "$percentile",
-    "$radiansToDegrees",
     "$rand",
-    "$regexFind",
-    "$regexFindAll",
-    "$regexMatch",
-    "$replaceAll",
-    "$replaceOne",
     "$sampleRate",
-    "$setDifference",
-    "$setEquals",
-    "$setField",
-    "$setIntersection",
-    "$setIsSubset",
-    "$setUnion",
-    "$sin",
-    "$sinh",
-    "$sortArray",
-    "$stdDevPop",
-    "$stdDevSamp",
-    "$tan",
-    "$tanh",
-    "$toDate",
     "$toDecimal",
     "$toHashedIndexKey",
-    "$toObjectId",
-    "$tsIncrement",
-    "$tsSecond",
-    "$unsetField",
-    "$zip",
 ];
 
 fn lookup_op(name: &str) -> Option<(&'static str, Args)> {
@@ -543,6 +546,7 @@ impl Expr {
                 Ok(Some(Bson::Array(out)))
             }
             Expr::Call(name, args) => eval_call(name, args, &Ctx { root, vars }),
+            Expr::Regex(r) => Ok(Some(Bson::String(r.pattern().to_string()))),
         }
     }
 }
@@ -633,7 +637,151 @@ fn parse_with_vars(v: &Bson, names: &[String], scope: &mut Scope) -> MongoResult
     r
 }
 
+/// Operators taking only named arguments: name, argument names (their order
+/// is the order of the parsed arguments), required ones.
+const NAMED: &[(&str, &[&str], &[&str])] = &[
+    (
+        "$dateAdd",
+        &["startDate", "unit", "amount", "timezone"],
+        &["startDate", "unit", "amount"],
+    ),
+    (
+        "$dateDiff",
+        &["startDate", "endDate", "unit", "timezone", "startOfWeek"],
+        &["startDate", "endDate", "unit"],
+    ),
+    (
+        "$dateFromParts",
+        &[
+            "year",
+            "month",
+            "day",
+            "hour",
+            "minute",
+            "second",
+            "millisecond",
+            "isoWeekYear",
+            "isoWeek",
+            "isoDayOfWeek",
+            "timezone",
+        ],
+        &[],
+    ),
+    (
+        "$dateSubtract",
+        &["startDate", "unit", "amount", "timezone"],
+        &["startDate", "unit", "amount"],
+    ),
+    (
+        "$dateToString",
+        &["date", "format", "timezone", "onNull"],
+        &["date"],
+    ),
+    (
+        "$dateTrunc",
+        &["date", "unit", "binSize", "timezone", "startOfWeek"],
+        &["date", "unit"],
+    ),
+    ("$firstN", &["input", "n"], &["input", "n"]),
+    ("$lastN", &["input", "n"], &["input", "n"]),
+    ("$maxN", &["input", "n"], &["input", "n"]),
+    ("$minN", &["input", "n"], &["input", "n"]),
+    (
+        "$regexFind",
+        &["input", "regex", "options"],
+        &["input", "regex"],
+    ),
+    (
+        "$regexFindAll",
+        &["input", "regex", "options"],
+        &["input", "regex"],
+    ),
+    (
+        "$regexMatch",
+        &["input", "regex", "options"],
+        &["input", "regex"],
+    ),
+    (
+        "$replaceAll",
+        &["input", "find", "replacement"],
+        &["input", "find", "replacement"],
+    ),
+    (
+        "$replaceOne",
+        &["input", "find", "replacement"],
+        &["input", "find", "replacement"],
+    ),
+    (
+        "$setField",
+        &["field", "input", "value"],
+        &["field", "input", "value"],
+    ),
+    ("$sortArray", &["input", "sortBy"], &["input", "sortBy"]),
+    ("$unsetField", &["field", "input"], &["field", "input"]),
+    (
+        "$zip",
+        &["inputs", "useLongestLength", "defaults"],
+        &["inputs"],
+    ),
+];
+
+fn parse_named_op(
+    name: &'static str,
+    arg: &Bson,
+    allowed: &[&str],
+    required: &[&str],
+    scope: &mut Scope,
+) -> MongoResult<Expr> {
+    let Bson::Document(d) = arg else {
+        return Err(MongoError::failed_to_parse(format!(
+            "{name} only supports an object as its argument, found: {}",
+            value::type_name(arg)
+        )));
+    };
+    for k in d.keys() {
+        if !allowed.contains(&k.as_str()) {
+            return Err(MongoError::failed_to_parse(format!(
+                "Unrecognized argument to {name}: {k}"
+            )));
+        }
+    }
+    for k in required {
+        if !d.contains_key(*k) {
+            return Err(MongoError::failed_to_parse(format!(
+                "Missing '{k}' parameter to {name}"
+            )));
+        }
+    }
+    let mut args = Vec::with_capacity(allowed.len());
+    for k in allowed {
+        let e = match (name, *k, d.get(*k)) {
+            // Sort specs and constant field names are not expressions.
+            ("$sortArray", "sortBy", Some(v)) => Expr::Literal(v.clone()),
+            ("$setField" | "$unsetField", "field", Some(v)) => {
+                let e = Expr::parse_in(v, scope)?;
+                if !matches!(e, Expr::Literal(Bson::String(_))) {
+                    return Err(MongoError::location(
+                        4161106,
+                        format!("{name} requires 'field' to evaluate to type String"),
+                    ));
+                }
+                e
+            }
+            (_, _, Some(v)) => Expr::parse_in(v, scope)?,
+            (_, _, None) => Expr::Missing,
+        };
+        args.push(e);
+    }
+    if matches!(name, "$regexMatch" | "$regexFind" | "$regexFindAll") {
+        string::precompile_regex(name, &mut args)?;
+    }
+    Ok(Expr::Call(name, args))
+}
+
 fn parse_custom(name: &'static str, arg: &Bson, scope: &mut Scope) -> MongoResult<Expr> {
+    if let Some((_, allowed, required)) = NAMED.iter().find(|(n, _, _)| *n == name) {
+        return parse_named_op(name, arg, allowed, required, scope);
+    }
     match name {
         "$literal" => Ok(Expr::Literal(arg.clone())),
         "$cond" => match arg {
@@ -970,9 +1118,19 @@ fn eval_call(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
             body.eval(cx.root, &vars)
         }
         "$map" | "$filter" | "$reduce" | "$size" | "$arrayElemAt" | "$first" | "$last" | "$in"
-        | "$isArray" | "$concatArrays" | "$slice" | "$range" | "$reverseArray" => {
-            array::eval(name, args, cx)
+        | "$isArray" | "$concatArrays" | "$slice" | "$range" | "$reverseArray"
+        | "$indexOfArray" | "$setUnion" | "$setIntersection" | "$setDifference" | "$setEquals"
+        | "$setIsSubset" | "$allElementsTrue" | "$anyElementTrue" | "$zip" | "$sortArray"
+        | "$firstN" | "$lastN" | "$maxN" | "$minN" => array::eval(name, args, cx),
+        "$dateToString" | "$dateFromParts" | "$dateAdd" | "$dateSubtract" | "$dateDiff"
+        | "$dateTrunc" => date::eval_named(name, args, cx),
+        "$isoDayOfWeek" | "$isoWeek" | "$isoWeekYear" => date::eval_iso(name, args, cx),
+        "$indexOfCP" | "$replaceOne" | "$replaceAll" | "$regexMatch" | "$regexFind"
+        | "$regexFindAll" => string::eval(name, args, cx),
+        "$toDate" | "$toObjectId" | "$bsonSize" | "$binarySize" | "$tsSecond" | "$tsIncrement" => {
+            convert::eval(name, args, cx)
         }
+        "$setField" | "$unsetField" => object::eval(name, args, cx),
         "$concat" | "$toLower" | "$toUpper" | "$substr" | "$substrBytes" | "$substrCP"
         | "$strLenBytes" | "$strLenCP" | "$split" | "$trim" | "$ltrim" | "$rtrim"
         | "$indexOfBytes" | "$strcasecmp" => string::eval(name, args, cx),

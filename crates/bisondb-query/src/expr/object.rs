@@ -72,6 +72,37 @@ pub(super) fn eval(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
                 ),
             )),
         },
+        "$setField" | "$unsetField" => {
+            let Expr::Literal(Bson::String(field)) = arg(args, 0)? else {
+                return Err(MongoError::internal("$setField field checked at parse"));
+            };
+            match cx.ev(arg(args, 1)?)? {
+                Some(Bson::Document(mut d)) => {
+                    let v = if name == "$setField" {
+                        cx.ev(arg(args, 2)?)?
+                    } else {
+                        None
+                    };
+                    match v {
+                        Some(v) => {
+                            d.insert(field.clone(), v);
+                        }
+                        None => {
+                            d.remove(field);
+                        }
+                    }
+                    Ok(Some(Bson::Document(d)))
+                }
+                v if nullish(v.as_ref()) => Ok(Some(Bson::Null)),
+                other => Err(MongoError::location(
+                    4161105,
+                    format!(
+                        "{name} requires 'input' to evaluate to type Object, but got {}",
+                        type_name_opt(other.as_ref())
+                    ),
+                )),
+            }
+        }
         other => Err(MongoError::internal(format!(
             "unhandled object operator {other}"
         ))),

@@ -335,8 +335,283 @@ pub(super) fn eval(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
                 std::cmp::Ordering::Greater => 1,
             })))
         }
+        "$indexOfCP" => index_of_cp(args, cx),
+        "$replaceOne" | "$replaceAll" => {
+            let mut vals: Vec<Option<String>> = Vec::with_capacity(3);
+            for (i, what) in ["input", "find", "replacement"].iter().enumerate() {
+                match cx.ev(arg(args, i)?)? {
+                    Some(Bson::String(s)) => vals.push(Some(s)),
+                    v if nullish(v.as_ref()) => vals.push(None),
+                    Some(other) => {
+                        return Err(MongoError::location(
+                            51746,
+                            format!(
+                                "{name} requires that '{what}' be a string, found: {}",
+                                super::value::render(&other)
+                            ),
+                        ))
+                    }
+                    None => vals.push(None),
+                }
+            }
+            let (Some(Some(input)), Some(Some(find)), Some(Some(rep))) =
+                (vals.first(), vals.get(1), vals.get(2))
+            else {
+                return Ok(Some(Bson::Null));
+            };
+            Ok(Some(Bson::String(if name == "$replaceOne" {
+                input.replacen(find.as_str(), rep, 1)
+            } else {
+                input.replace(find.as_str(), rep)
+            })))
+        }
+        "$regexMatch" | "$regexFind" | "$regexFindAll" => regex_op(name, args, cx),
         other => Err(MongoError::internal(format!(
             "unhandled string operator {other}"
         ))),
+    }
+}
+
+fn index_of_cp(args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
+    let s = cx.ev(arg(args, 0)?)?;
+    if nullish(s.as_ref()) {
+        return Ok(Some(Bson::Null));
+    }
+    let Some(Bson::String(s)) = s else {
+        return Err(MongoError::location(
+            40093,
+            format!(
+                "$indexOfCP requires a string as the first argument, found: {}",
+                type_name_opt(s.as_ref())
+            ),
+        ));
+    };
+    let sub = cx.ev(arg(args, 1)?)?;
+    let Some(Bson::String(sub)) = sub else {
+        return Err(MongoError::location(
+            40094,
+            format!(
+                "$indexOfCP requires a string as the second argument, found: {}",
+                type_name_opt(sub.as_ref())
+            ),
+        ));
+    };
+    let chars: Vec<char> = s.chars().collect();
+    let needle: Vec<char> = sub.chars().collect();
+    let mut bounds = [0usize, chars.len()];
+    for (i, slot) in bounds.iter_mut().enumerate() {
+        if let Some(e) = args.get(i + 2) {
+            let v = cx.ev(e)?;
+            let n = match v {
+                Some(Bson::Int32(x)) => i64::from(x),
+                Some(Bson::Int64(x)) => x,
+                Some(Bson::Double(d)) if d.fract() == 0.0 => d as i64,
+                _ => {
+                    return Err(MongoError::location(
+                        40096,
+                        format!(
+                            "$indexOfCP requires an integral {} index, found a value of type: {}",
+                            if i == 0 { "starting" } else { "ending" },
+                            type_name_opt(v.as_ref())
+                        ),
+                    ))
+                }
+            };
+            if n < 0 {
+                return Err(MongoError::location(
+                    40097,
+                    format!(
+                        "$indexOfCP requires a nonnegative {} index, found: {n}",
+                        if i == 0 { "start" } else { "end" }
+                    ),
+                ));
+            }
+            *slot = usize::try_from(n).unwrap_or(usize::MAX);
+        }
+    }
+    let [start, end] = bounds;
+    let end = end.min(chars.len());
+    if start > end {
+        return Ok(Some(Bson::Int32(-1)));
+    }
+    let hay = chars.get(start..end).unwrap_or_default();
+    let found = if needle.is_empty() {
+        Some(0)
+    } else {
+        hay.windows(needle.len())
+            .position(|w| w == needle.as_slice())
+    };
+    Ok(Some(Bson::Int32(found.map_or(-1, |p| {
+        i32::try_from(p + start).unwrap_or(i32::MAX)
+    }))))
+}
+
+/// A regex compiled once at parse time; equality is by source.
+#[derive(Debug, Clone)]
+pub struct CompiledRegex(std::sync::Arc<regex::Regex>);
+
+impl CompiledRegex {
+    pub fn pattern(&self) -> &str {
+        self.0.as_str()
+    }
+}
+
+impl PartialEq for CompiledRegex {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.as_str() == other.0.as_str()
+    }
+}
+
+fn build_regex(name: &str, pattern: &str, opts: &str) -> MongoResult<regex::Regex> {
+    let mut flags = String::new();
+    for c in opts.chars() {
+        match c {
+            'i' | 'm' | 's' | 'x' => {
+                if !flags.contains(c) {
+                    flags.push(c);
+                }
+            }
+            other => {
+                return Err(MongoError::location(
+                    51108,
+                    format!("{name} invalid flag in regex options: {other}"),
+                ));
+            }
+        }
+    }
+    let src = if flags.is_empty() {
+        pattern.to_string()
+    } else {
+        format!("(?{flags}){pattern}")
+    };
+    regex::Regex::new(&src)
+        .map_err(|e| MongoError::location(51111, format!("Invalid Regex in {name}: {e}")))
+}
+
+/// Pattern and options from the `regex` and `options` values.
+fn regex_source(name: &str, re: &Bson, opts: &Value) -> MongoResult<(String, String)> {
+    let opt_str = match opts {
+        None | Some(Bson::Null) | Some(Bson::Undefined) => None,
+        Some(Bson::String(o)) => Some(o.clone()),
+        Some(other) => {
+            return Err(MongoError::location(
+                51106,
+                format!(
+                    "{name} needs 'options' to be of type string, found: {}",
+                    type_name(other)
+                ),
+            ))
+        }
+    };
+    match re {
+        Bson::String(p) => Ok((p.clone(), opt_str.unwrap_or_default())),
+        Bson::RegularExpression(r) => {
+            let own = r.options.to_string();
+            if !own.is_empty() && opt_str.as_deref().is_some_and(|o| !o.is_empty()) {
+                return Err(MongoError::location(
+                    51107,
+                    format!("{name} found regex option(s) specified in both 'regex' and 'option' fields"),
+                ));
+            }
+            Ok((
+                r.pattern.to_string(),
+                if own.is_empty() {
+                    opt_str.unwrap_or_default()
+                } else {
+                    own
+                },
+            ))
+        }
+        other => Err(MongoError::location(
+            51105,
+            format!(
+                "{name} needs 'regex' to be of type string or regex, found: {}",
+                type_name(other)
+            ),
+        )),
+    }
+}
+
+/// Compiles a constant `regex` argument once, at parse time.
+pub(super) fn precompile_regex(name: &str, args: &mut [Expr]) -> MongoResult<()> {
+    let opts = match args.get(2) {
+        Some(Expr::Missing) | None => None,
+        Some(Expr::Literal(v)) => Some(v.clone()),
+        Some(_) => return Ok(()),
+    };
+    if let Some(slot) = args.get_mut(1) {
+        if let Expr::Literal(re) = slot {
+            if nullish(Some(re)) {
+                return Ok(());
+            }
+            let (p, o) = regex_source(name, re, &opts)?;
+            *slot = Expr::Regex(CompiledRegex(std::sync::Arc::new(build_regex(
+                name, &p, &o,
+            )?)));
+        }
+    }
+    Ok(())
+}
+
+fn match_doc(s: &str, caps: &regex::Captures<'_>) -> Bson {
+    let m = caps.get(0);
+    // mongod reports the match position in code points.
+    let idx = m.map_or(0, |m| s.get(..m.start()).map_or(0, |p| p.chars().count()));
+    let captures: Vec<Bson> = caps
+        .iter()
+        .skip(1)
+        .map(|g| g.map_or(Bson::Null, |g| Bson::String(g.as_str().to_string())))
+        .collect();
+    Bson::Document(bson::doc! {
+        "match": m.map_or("", |m| m.as_str()),
+        "idx": i32::try_from(idx).unwrap_or(i32::MAX),
+        "captures": captures,
+    })
+}
+
+fn regex_op(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
+    let input = cx.ev(arg(args, 0)?)?;
+    let compiled;
+    let re: &regex::Regex = match arg(args, 1)? {
+        Expr::Regex(r) => &r.0,
+        e => {
+            let v = cx.ev(e)?;
+            let Some(v) = v.filter(|v| !nullish(Some(v))) else {
+                return Ok(Some(null_result(name)));
+            };
+            let opts = cx.ev(arg(args, 2)?)?;
+            let (p, o) = regex_source(name, &v, &opts)?;
+            compiled = build_regex(name, &p, &o)?;
+            &compiled
+        }
+    };
+    let s = match input {
+        Some(Bson::String(s)) => s,
+        v if nullish(v.as_ref()) => return Ok(Some(null_result(name))),
+        other => {
+            return Err(MongoError::location(
+                51104,
+                format!(
+                    "{name} needs 'input' to be of type string, found: {}",
+                    type_name_opt(other.as_ref())
+                ),
+            ))
+        }
+    };
+    Ok(Some(match name {
+        "$regexMatch" => Bson::Boolean(re.is_match(&s)),
+        "$regexFind" => match re.captures(&s) {
+            Some(c) => match_doc(&s, &c),
+            None => Bson::Null,
+        },
+        _ => Bson::Array(re.captures_iter(&s).map(|c| match_doc(&s, &c)).collect()),
+    }))
+}
+
+fn null_result(name: &str) -> Bson {
+    match name {
+        "$regexMatch" => Bson::Boolean(false),
+        "$regexFindAll" => Bson::Array(Vec::new()),
+        _ => Bson::Null,
     }
 }
