@@ -1,0 +1,266 @@
+//! Counting, distinct and the aggregation pipeline through the driver.
+
+mod common;
+
+use bson::{doc, Bson, Document};
+use common::*;
+use mongodb::Collection;
+
+async fn sales(coll: &Collection<Document>) {
+    coll.insert_many(vec![
+        doc! {"_id": 1, "item": "apple", "qty": 5, "price": 1.0, "tags": ["fruit", "red"], "store": "n"},
+        doc! {"_id": 2, "item": "pear", "qty": 2, "price": 2.0, "tags": ["fruit"], "store": "n"},
+        doc! {"_id": 3, "item": "apple", "qty": 1, "price": 1.5, "tags": ["red"], "store": "s"},
+        doc! {"_id": 4, "item": "kale", "qty": 7, "price": 3.0, "tags": [], "store": "s"},
+        doc! {"_id": 5, "item": "pear", "qty": 4, "price": 2.5, "store": "s"},
+    ])
+    .await
+    .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn counts_and_distinct() {
+    let ts = start().await;
+    for (t, client) in ts.clients() {
+        let coll = client.database("agg").collection::<Document>(t);
+        sales(&coll).await;
+        assert_eq!(coll.count_documents(doc! {}).await.unwrap(), 5, "{t}");
+        assert_eq!(
+            coll.count_documents(doc! {"item": "apple"}).await.unwrap(),
+            2,
+            "{t}"
+        );
+        assert_eq!(
+            coll.count_documents(doc! {"qty": {"$gt": 100}})
+                .await
+                .unwrap(),
+            0,
+            "{t}"
+        );
+        assert_eq!(coll.estimated_document_count().await.unwrap(), 5, "{t}");
+
+        let items = coll.distinct("item", doc! {}).await.unwrap();
+        assert_eq!(
+            items,
+            vec![Bson::from("apple"), Bson::from("kale"), Bson::from("pear")],
+            "{t}"
+        );
+        // Arrays are unwound, duplicates removed, values sorted.
+        let tags = coll.distinct("tags", doc! {}).await.unwrap();
+        assert_eq!(tags, vec![Bson::from("fruit"), Bson::from("red")], "{t}");
+        let filtered = coll.distinct("qty", doc! {"store": "s"}).await.unwrap();
+        assert_eq!(
+            filtered,
+            vec![Bson::Int32(1), Bson::Int32(4), Bson::Int32(7)],
+            "{t}"
+        );
+        assert!(
+            coll.distinct("nothing", doc! {}).await.unwrap().is_empty(),
+            "{t}"
+        );
+
+        let raw = client
+            .database("agg")
+            .run_command(doc! {"count": t, "query": {"store": "n"}})
+            .await
+            .unwrap();
+        assert_eq!(num(&raw, "n"), 2, "{t}: {raw}");
+        let raw = client
+            .database("agg")
+            .run_command(doc! {"count": t, "skip": 1, "limit": 2})
+            .await
+            .unwrap();
+        assert_eq!(num(&raw, "n"), 2, "{t}: {raw}");
+        let missing = client
+            .database("agg")
+            .run_command(doc! {"count": "nope"})
+            .await
+            .unwrap();
+        assert_eq!(num(&missing, "n"), 0, "{t}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn distinct_mixed_types_sorted_in_bson_order() {
+    let ts = start().await;
+    let coll = ts.unix.database("agg").collection::<Document>("mixed");
+    coll.insert_many(vec![
+        doc! {"v": "b"},
+        doc! {"v": 2},
+        doc! {"v": 2.0},
+        doc! {"v": [1, "a", 2]},
+        doc! {"v": Bson::Null},
+        doc! {"x": 1},
+    ])
+    .await
+    .unwrap();
+    let got = coll.distinct("v", doc! {}).await.unwrap();
+    assert_eq!(got.len(), 5, "null, 1, 2 (once), a, b: {got:?}");
+    assert_eq!(got[0], Bson::Null);
+    assert!(is_num(&got[1], 1.0) && is_num(&got[2], 2.0), "{got:?}");
+    assert_eq!(&got[3..], &[Bson::from("a"), Bson::from("b")], "{got:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pipeline_stages() {
+    let ts = start().await;
+    for (t, client) in ts.clients() {
+        let coll = client.database("agg").collection::<Document>(t);
+        sales(&coll).await;
+
+        let grouped = collect(
+            coll.aggregate(vec![
+                doc! {"$match": {"qty": {"$gte": 2}}},
+                doc! {"$group": {
+                    "_id": "$item",
+                    "total": {"$sum": "$qty"},
+                    "n": {"$sum": 1},
+                    "avg": {"$avg": "$price"},
+                    "lo": {"$min": "$price"},
+                    "hi": {"$max": "$price"},
+                    "stores": {"$push": "$store"},
+                    "uniq": {"$addToSet": "$store"},
+                }},
+                doc! {"$sort": {"_id": 1}},
+            ])
+            .await
+            .unwrap(),
+        )
+        .await;
+        assert_eq!(
+            field(&grouped, "_id"),
+            vec![Bson::from("apple"), Bson::from("kale"), Bson::from("pear")],
+            "{t}"
+        );
+        let pear = &grouped[2];
+        assert!(is_num(pear.get("total").unwrap(), 6.0), "{t}: {pear}");
+        assert!(is_num(pear.get("n").unwrap(), 2.0), "{t}: {pear}");
+        assert_eq!(float(pear, "avg"), 2.25, "{t}: {pear}");
+        assert_eq!(
+            (float(pear, "lo"), float(pear, "hi")),
+            (2.0, 2.5),
+            "{t}: {pear}"
+        );
+        assert_eq!(
+            pear.get_array("stores").unwrap(),
+            &vec![Bson::from("n"), Bson::from("s")],
+            "{t}: {pear}"
+        );
+        assert_eq!(pear.get_array("uniq").unwrap().len(), 2, "{t}: {pear}");
+        let apple = &grouped[0];
+        assert!(
+            is_num(apple.get("total").unwrap(), 5.0),
+            "{t}: qty 1 filtered out: {apple}"
+        );
+
+        let shaped = collect(
+            coll.aggregate(vec![
+                doc! {"$project": {"item": 1, "qty": 1, "_id": 0}},
+                doc! {"$addFields": {"double": {"$multiply": ["$qty", 2]}}},
+                doc! {"$sort": {"qty": -1}},
+                doc! {"$skip": 1},
+                doc! {"$limit": 2},
+            ])
+            .await
+            .unwrap(),
+        )
+        .await;
+        assert_eq!(
+            shaped,
+            vec![
+                doc! {"item": "apple", "qty": 5, "double": 10},
+                doc! {"item": "pear", "qty": 4, "double": 8}
+            ],
+            "{t}"
+        );
+
+        let unwound = collect(
+            coll.aggregate(vec![
+                doc! {"$unwind": "$tags"},
+                doc! {"$sort": {"_id": 1, "tags": 1}},
+                doc! {"$project": {"tags": 1}},
+            ])
+            .await
+            .unwrap(),
+        )
+        .await;
+        assert_eq!(
+            unwound.len(),
+            4,
+            "{t}: empty and missing arrays produce nothing: {unwound:?}"
+        );
+        assert_eq!(unwound[0], doc! {"_id": 1, "tags": "fruit"}, "{t}");
+        assert_eq!(unwound[1], doc! {"_id": 1, "tags": "red"}, "{t}");
+
+        let counted = collect(
+            coll.aggregate(vec![
+                doc! {"$match": {"store": "s"}},
+                doc! {"$count": "howMany"},
+            ])
+            .await
+            .unwrap(),
+        )
+        .await;
+        assert_eq!(counted.len(), 1);
+        assert!(
+            is_num(counted[0].get("howMany").unwrap(), 3.0),
+            "{t}: {counted:?}"
+        );
+
+        let total = collect(
+            coll.aggregate(vec![
+                doc! {"$group": {"_id": Bson::Null, "q": {"$sum": "$qty"}}},
+            ])
+            .await
+            .unwrap(),
+        )
+        .await;
+        assert_eq!(total.len(), 1);
+        assert!(is_num(total[0].get("q").unwrap(), 19.0), "{t}: {total:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn aggregate_cursor_batches_and_unknown_stage() {
+    let ts = start().await;
+    for (t, client) in ts.clients() {
+        let db = client.database("agg");
+        let coll = db.collection::<Document>(t);
+        coll.insert_many((0..250).map(|i| doc! {"_id": i}))
+            .await
+            .unwrap();
+        let all = collect(
+            coll.aggregate(vec![doc! {"$sort": {"_id": -1}}])
+                .batch_size(30)
+                .await
+                .unwrap(),
+        )
+        .await;
+        assert_eq!(all.len(), 250, "{t}");
+        assert!(is_num(all[0].get("_id").unwrap(), 249.0));
+
+        let r = db
+            .run_command(doc! {"aggregate": t, "pipeline": [], "cursor": {}})
+            .await
+            .unwrap();
+        let c = r.get_document("cursor").unwrap();
+        assert_eq!(
+            c.get_array("firstBatch").unwrap().len(),
+            101,
+            "{t}: default first batch"
+        );
+        assert_ne!(c.get_i64("id").unwrap(), 0);
+
+        let e = expect_code(coll.aggregate(vec![doc! {"$frobnicate": {}}]).await, 40324);
+        assert!(
+            error_message(&e).contains("$frobnicate"),
+            "{t}: {}",
+            error_message(&e)
+        );
+        assert_eq!(
+            coll.count_documents(doc! {}).await.unwrap(),
+            250,
+            "{t}: client still works"
+        );
+    }
+}

@@ -1,0 +1,309 @@
+//! Shared helpers for the integration tests: start an in-memory server on a free
+//! TCP port and a private Unix socket, connect official-driver clients over both
+//! transports, read error codes out of driver errors, and speak raw OP_MSG for the
+//! tests that must control the bytes on the wire.
+//!
+//! Each test starts its own server so tests can run in parallel without sharing
+//! counters, cursors or collections.
+
+// Every test binary compiles this module but uses only part of it.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use bisondb_server::{RunningServer, Server, ServerConfig};
+use bson::{Bson, Document, RawDocumentBuf};
+use mongodb::error::{Error, ErrorKind, WriteFailure};
+use mongodb::Client;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// How long a raw-socket read may wait before the test calls the server hung.
+pub const IO_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A running server with a driver client per transport. Keep it alive for the
+/// whole test: dropping the temp dir removes the socket directory.
+pub struct TestServer {
+    pub server: RunningServer,
+    pub dir: tempfile::TempDir,
+    pub tcp: Client,
+    pub unix: Client,
+    pub tcp_uri: String,
+    pub unix_uri: String,
+}
+
+impl TestServer {
+    /// Both clients, labelled, for tests that run the same checks on each transport.
+    pub fn clients(&self) -> [(&'static str, &Client); 2] {
+        [("tcp", &self.tcp), ("unix", &self.unix)]
+    }
+
+    pub fn socket_path(&self) -> PathBuf {
+        self.server
+            .socket_path
+            .clone()
+            .expect("test servers always have a Unix socket")
+    }
+
+    /// A fresh TCP client with extra URI options (e.g. `compressors=zstd`).
+    pub async fn tcp_client_with(&self, options: &str) -> Client {
+        let uri = format!("{}&{options}", self.tcp_uri);
+        Client::with_uri_str(&uri)
+            .await
+            .expect("client options parse")
+    }
+
+    /// A fresh Unix-socket client with extra URI options.
+    pub async fn unix_client_with(&self, options: &str) -> Client {
+        let uri = format!("{}&{options}", self.unix_uri);
+        Client::with_uri_str(&uri)
+            .await
+            .expect("client options parse")
+    }
+
+    /// A raw TCP connection to the server, for hand-built messages.
+    pub async fn raw_tcp(&self) -> TcpStream {
+        TcpStream::connect(("127.0.0.1", self.server.port()))
+            .await
+            .expect("connect")
+    }
+}
+
+/// The configuration every test server uses: in memory, port 0, socket in `dir`.
+pub fn config(dir: &Path) -> ServerConfig {
+    ServerConfig {
+        port: 0,
+        bind_ip: vec!["127.0.0.1".into()],
+        unix_socket_prefix: dir.to_path_buf(),
+        dbpath: dir.join("db"),
+        storage_engine: "inMemory".into(),
+        ..Default::default()
+    }
+}
+
+/// The driver URI for a Unix socket: the path percent-encoded as the host.
+pub fn socket_uri(path: &Path) -> String {
+    let encoded: String = path
+        .to_string_lossy()
+        .bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                (b as char).to_string()
+            }
+            other => format!("%{other:02X}"),
+        })
+        .collect();
+    format!("mongodb://{encoded}/?serverSelectionTimeoutMS=5000")
+}
+
+pub fn tcp_uri(port: u16) -> String {
+    format!("mongodb://127.0.0.1:{port}/?serverSelectionTimeoutMS=5000")
+}
+
+/// Starts a server and connects a client over each transport.
+pub async fn start() -> TestServer {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = match Server::start(config(dir.path())).await {
+        Ok(s) => s,
+        Err(e) => panic!("server failed to start: {} ({:?})", e.message, e.code),
+    };
+    let tcp_uri = tcp_uri(server.port());
+    let socket = server
+        .socket_path
+        .clone()
+        .expect("unix socket enabled by default");
+    let unix_uri = socket_uri(&socket);
+    let tcp = Client::with_uri_str(&tcp_uri).await.expect("tcp client");
+    let unix = Client::with_uri_str(&unix_uri).await.expect("unix client");
+    TestServer {
+        server,
+        dir,
+        tcp,
+        unix,
+        tcp_uri,
+        unix_uri,
+    }
+}
+
+/// The server error code carried by a driver error: a command error, a single
+/// write error, or the first write error of an insert_many.
+pub fn error_code(e: &Error) -> Option<i32> {
+    match e.kind.as_ref() {
+        ErrorKind::Command(c) => Some(c.code),
+        ErrorKind::Write(WriteFailure::WriteError(w)) => Some(w.code),
+        ErrorKind::InsertMany(im) => im
+            .write_errors
+            .as_ref()
+            .and_then(|v| v.first())
+            .map(|w| w.code),
+        _ => None,
+    }
+}
+
+/// The server's error message carried by a driver error, as [`error_code`].
+pub fn error_message(e: &Error) -> String {
+    match e.kind.as_ref() {
+        ErrorKind::Command(c) => c.message.clone(),
+        ErrorKind::Write(WriteFailure::WriteError(w)) => w.message.clone(),
+        ErrorKind::InsertMany(im) => im
+            .write_errors
+            .as_ref()
+            .and_then(|v| v.first())
+            .map(|w| w.message.clone())
+            .unwrap_or_default(),
+        other => format!("{other}"),
+    }
+}
+
+/// The codeName of a command error.
+pub fn error_code_name(e: &Error) -> Option<String> {
+    match e.kind.as_ref() {
+        ErrorKind::Command(c) => Some(c.code_name.clone()),
+        ErrorKind::Write(WriteFailure::WriteError(w)) => w.code_name.clone(),
+        _ => None,
+    }
+}
+
+/// Asserts `result` failed with server code `code` and returns the error.
+#[track_caller]
+pub fn expect_code<T: std::fmt::Debug>(result: mongodb::error::Result<T>, code: i32) -> Error {
+    match result {
+        Ok(v) => panic!("expected error code {code}, got success: {v:?}"),
+        Err(e) => {
+            assert_eq!(error_code(&e), Some(code), "wrong error: {e}");
+            e
+        }
+    }
+}
+
+/// A numeric field of a reply as i64 (mongod mixes int32, int64 and double).
+#[track_caller]
+pub fn num(doc: &Document, key: &str) -> i64 {
+    match doc.get(key) {
+        Some(Bson::Int32(n)) => i64::from(*n),
+        Some(Bson::Int64(n)) => *n,
+        Some(Bson::Double(f)) => *f as i64,
+        other => panic!("field {key} is not a number: {other:?} in {doc}"),
+    }
+}
+
+/// A numeric field of a reply as f64.
+#[track_caller]
+pub fn float(doc: &Document, key: &str) -> f64 {
+    match doc.get(key) {
+        Some(Bson::Int32(n)) => f64::from(*n),
+        Some(Bson::Int64(n)) => *n as f64,
+        Some(Bson::Double(f)) => *f,
+        other => panic!("field {key} is not a number: {other:?} in {doc}"),
+    }
+}
+
+/// Whether a Bson value is the number `n`, whatever its numeric type.
+pub fn is_num(v: &Bson, n: f64) -> bool {
+    match v {
+        Bson::Int32(i) => f64::from(*i) == n,
+        Bson::Int64(i) => *i as f64 == n,
+        Bson::Double(f) => *f == n,
+        _ => false,
+    }
+}
+
+/// Collects a driver cursor into a vector.
+pub async fn collect(cursor: mongodb::Cursor<Document>) -> Vec<Document> {
+    use futures::TryStreamExt;
+    cursor.try_collect().await.expect("cursor iteration")
+}
+
+/// Values of field `key` of each document, in order.
+pub fn field(docs: &[Document], key: &str) -> Vec<Bson> {
+    docs.iter()
+        .map(|d| d.get(key).cloned().unwrap_or(Bson::Null))
+        .collect()
+}
+
+// ---- raw wire protocol -----------------------------------------------------
+
+/// Sends one OP_MSG built from `body` (which must carry `$db`).
+pub async fn send_msg(stream: &mut TcpStream, request_id: i32, body: &Document) {
+    let raw = RawDocumentBuf::try_from(body).expect("body to raw");
+    let bytes = bisondb_wire::encode_op_msg(request_id, 0, 0, &raw, None).expect("encode");
+    stream.write_all(&bytes).await.expect("write");
+}
+
+/// Reads one reply (OP_MSG, possibly inside OP_COMPRESSED) and returns its body
+/// and the compressor it came in; panics on EOF or timeout.
+pub async fn read_reply_with_compressor(
+    stream: &mut TcpStream,
+) -> (Document, Option<bisondb_wire::Compressor>) {
+    tokio::time::timeout(IO_TIMEOUT, async {
+        let mut header = [0u8; 16];
+        stream.read_exact(&mut header).await.expect("reply header");
+        let len = i32::from_le_bytes([header[0], header[1], header[2], header[3]]);
+        let len = usize::try_from(len).expect("positive length");
+        assert!(len > 21, "reply too short: {len}");
+        let mut message = header.to_vec();
+        message.resize(len, 0);
+        stream
+            .read_exact(&mut message[16..])
+            .await
+            .expect("reply body");
+        let frame = bisondb_wire::Frame::parse(bytes::Bytes::from(message)).expect("reply frame");
+        let incoming = bisondb_wire::decode_frame(frame).expect("reply decodes");
+        match incoming.request {
+            bisondb_wire::Request::Msg(m) => (
+                Document::try_from(m.body()).expect("reply document"),
+                incoming.compressor,
+            ),
+            other => panic!("expected an OP_MSG reply, got {other:?}"),
+        }
+    })
+    .await
+    .expect("reply within timeout")
+}
+
+/// Reads one reply and returns its body.
+pub async fn read_reply(stream: &mut TcpStream) -> Document {
+    read_reply_with_compressor(stream).await.0
+}
+
+/// Sends a command on a raw connection and reads its reply.
+pub async fn raw_command(stream: &mut TcpStream, body: Document) -> Document {
+    send_msg(stream, 1, &body).await;
+    read_reply(stream).await
+}
+
+/// Waits until the server closes `stream` (EOF or reset). Returns false if the
+/// connection is still open after the timeout or the server sent data instead.
+pub async fn closed_by_server(stream: &mut TcpStream) -> bool {
+    let mut buf = [0u8; 64];
+    match tokio::time::timeout(IO_TIMEOUT, stream.read(&mut buf)).await {
+        Ok(Ok(0)) => true,
+        Ok(Ok(_)) => false,
+        Ok(Err(_)) => true,
+        Err(_) => false,
+    }
+}
+
+/// A message header as bytes.
+pub fn header(len: i32, request_id: i32, op: i32) -> Vec<u8> {
+    let mut h = Vec::with_capacity(16);
+    h.extend_from_slice(&len.to_le_bytes());
+    h.extend_from_slice(&request_id.to_le_bytes());
+    h.extend_from_slice(&0i32.to_le_bytes());
+    h.extend_from_slice(&op.to_le_bytes());
+    h
+}
+
+/// Counts with the `count` command rather than the driver's `count_documents`
+/// (an aggregation), so tests outside aggregate.rs do not depend on `aggregate`.
+pub async fn count(coll: &mongodb::Collection<Document>, filter: Document) -> u64 {
+    let ns = coll.namespace();
+    let r = coll
+        .client()
+        .database(&ns.db)
+        .run_command(bson::doc! {"count": ns.coll.as_str(), "query": filter})
+        .await
+        .expect("count command");
+    u64::try_from(num(&r, "n")).expect("non-negative count")
+}

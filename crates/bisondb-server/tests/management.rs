@@ -1,0 +1,293 @@
+//! Databases and collections: listing, create, drop, rename, dropDatabase,
+//! listIndexes, and the dbStats/collStats numbers.
+
+mod common;
+
+use bson::{doc, Document};
+use common::*;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn list_databases_and_collections() {
+    let ts = start().await;
+    for (t, client) in ts.clients() {
+        let (d1, d2) = (format!("m1_{t}"), format!("m2_{t}"));
+        client
+            .database(&d1)
+            .collection::<Document>("a")
+            .insert_one(doc! {"x": 1})
+            .await
+            .unwrap();
+        client
+            .database(&d2)
+            .collection::<Document>("b")
+            .insert_one(doc! {"x": 1})
+            .await
+            .unwrap();
+        let names = client.list_database_names().await.unwrap();
+        assert!(names.contains(&d1) && names.contains(&d2), "{t}: {names:?}");
+
+        let db = client.database(&d1);
+        db.create_collection("c").await.unwrap();
+        db.collection::<Document>("b")
+            .insert_one(doc! {})
+            .await
+            .unwrap();
+        let mut colls = db.list_collection_names().await.unwrap();
+        colls.sort();
+        assert_eq!(colls, vec!["a", "b", "c"], "{t}");
+        let filtered = db
+            .list_collection_names()
+            .filter(doc! {"name": "b"})
+            .await
+            .unwrap();
+        assert_eq!(filtered, vec!["b"], "{t}");
+        let filtered = db
+            .list_collection_names()
+            .filter(doc! {"name": {"$in": ["a", "c", "zz"]}})
+            .await
+            .unwrap();
+        assert_eq!(filtered.len(), 2, "{t}: {filtered:?}");
+
+        let specs = collect_specs(&db).await;
+        let a = specs
+            .iter()
+            .find(|s| s.get_str("name").ok() == Some("a"))
+            .expect("a listed");
+        assert_eq!(a.get_str("type").ok(), Some("collection"), "{t}: {a}");
+
+        client.database(&d2).drop().await.unwrap();
+        let names = client.list_database_names().await.unwrap();
+        assert!(
+            !names.contains(&d2),
+            "{t}: dropped database still listed: {names:?}"
+        );
+        assert!(names.contains(&d1));
+    }
+}
+
+async fn collect_specs(db: &mongodb::Database) -> Vec<Document> {
+    let r = db.run_command(doc! {"listCollections": 1}).await.unwrap();
+    let c = r.get_document("cursor").unwrap();
+    assert_eq!(c.get_i64("id").ok(), Some(0));
+    c.get_array("firstBatch")
+        .unwrap()
+        .iter()
+        .map(|b| b.as_document().unwrap().clone())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn create_twice_and_drop() {
+    let ts = start().await;
+    for (t, client) in ts.clients() {
+        let db = client.database(&format!("cr_{t}"));
+        db.create_collection("c").await.unwrap();
+        let e = expect_code(db.create_collection("c").await, 48);
+        assert_eq!(
+            error_code_name(&e).as_deref(),
+            Some("NamespaceExists"),
+            "{t}"
+        );
+
+        db.collection::<Document>("c")
+            .insert_one(doc! {"x": 1})
+            .await
+            .unwrap();
+        db.collection::<Document>("c").drop().await.unwrap();
+        assert!(db.list_collection_names().await.unwrap().is_empty(), "{t}");
+        assert_eq!(count(&db.collection::<Document>("c"), doc! {}).await, 0);
+
+        // mongod 7+ answers ok to dropping a missing collection; send it raw since
+        // the driver would hide a NamespaceNotFound.
+        let r = db
+            .run_command(doc! {"drop": "never_existed"})
+            .await
+            .unwrap();
+        assert!(is_num(r.get("ok").unwrap(), 1.0), "{t}: {r}");
+        db.create_collection("c").await.unwrap();
+        assert_eq!(
+            db.list_collection_names().await.unwrap(),
+            vec!["c"],
+            "{t}: re-creatable after drop"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rename_collection() {
+    let ts = start().await;
+    for (t, client) in ts.clients() {
+        let dbn = format!("rn_{t}");
+        let db = client.database(&dbn);
+        let admin = client.database("admin");
+        db.collection::<Document>("a")
+            .insert_many((0..3).map(|i| doc! {"_id": i}))
+            .await
+            .unwrap();
+        db.collection::<Document>("b")
+            .insert_one(doc! {"_id": "b"})
+            .await
+            .unwrap();
+
+        let e = expect_code(
+            admin
+                .run_command(
+                    doc! {"renameCollection": format!("{dbn}.a"), "to": format!("{dbn}.b")},
+                )
+                .await,
+            48,
+        );
+        assert!(
+            error_message(&e).contains("exists"),
+            "{t}: {}",
+            error_message(&e)
+        );
+
+        admin
+            .run_command(doc! {"renameCollection": format!("{dbn}.a"), "to": format!("{dbn}.b"), "dropTarget": true})
+            .await
+            .unwrap();
+        let b = db.collection::<Document>("b");
+        assert_eq!(
+            count(&b, doc! {}).await,
+            3,
+            "{t}: b now holds a's documents"
+        );
+        assert!(
+            b.find_one(doc! {"_id": "b"}).await.unwrap().is_none(),
+            "{t}: old target dropped"
+        );
+        assert_eq!(db.list_collection_names().await.unwrap(), vec!["b"], "{t}");
+
+        admin
+            .run_command(doc! {"renameCollection": format!("{dbn}.b"), "to": format!("{dbn}.c")})
+            .await
+            .unwrap();
+        assert_eq!(
+            count(&db.collection::<Document>("c"), doc! {}).await,
+            3,
+            "{t}"
+        );
+        assert_eq!(db.list_collection_names().await.unwrap(), vec!["c"], "{t}");
+
+        expect_code(
+            admin
+                .run_command(
+                    doc! {"renameCollection": format!("{dbn}.missing"), "to": format!("{dbn}.x")},
+                )
+                .await,
+            26,
+        );
+        // renameCollection is an admin command.
+        expect_code(
+            db.run_command(doc! {"renameCollection": format!("{dbn}.c"), "to": format!("{dbn}.d")})
+                .await,
+            13,
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn drop_database_and_list_indexes() {
+    let ts = start().await;
+    for (t, client) in ts.clients() {
+        let db = client.database(&format!("dd_{t}"));
+        let coll = db.collection::<Document>("c");
+        coll.insert_one(doc! {"x": 1}).await.unwrap();
+        assert_eq!(coll.list_index_names().await.unwrap(), vec!["_id_"], "{t}");
+        let r = db.run_command(doc! {"listIndexes": "c"}).await.unwrap();
+        let idx = r
+            .get_document("cursor")
+            .unwrap()
+            .get_array("firstBatch")
+            .unwrap();
+        assert_eq!(idx.len(), 1);
+        let id = idx[0].as_document().unwrap();
+        assert_eq!(
+            id.get_document("key").unwrap(),
+            &doc! {"_id": 1},
+            "{t}: {id}"
+        );
+        assert_eq!(id.get_str("name").ok(), Some("_id_"));
+        assert_eq!(num(id, "v"), 2, "{t}: {id}");
+        expect_code(db.run_command(doc! {"listIndexes": "missing"}).await, 26);
+
+        let r = db.run_command(doc! {"dropDatabase": 1}).await.unwrap();
+        assert!(is_num(r.get("ok").unwrap(), 1.0), "{t}: {r}");
+        assert!(db.list_collection_names().await.unwrap().is_empty(), "{t}");
+        assert_eq!(count(&coll, doc! {}).await, 0, "{t}");
+        assert!(
+            !client
+                .list_database_names()
+                .await
+                .unwrap()
+                .contains(&format!("dd_{t}")),
+            "{t}"
+        );
+        // Dropping it again is fine.
+        db.drop().await.unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn db_stats_and_coll_stats() {
+    // {_id: int32, s: 100-char string} is 4 + 9 + 108 + 1 = 122 BSON bytes.
+    const DOC: i64 = 122;
+    let ts = start().await;
+    for (t, client) in ts.clients() {
+        let db = client.database(&format!("st_{t}"));
+        let docs: Vec<Document> = (0..100)
+            .map(|i| doc! {"_id": i, "s": "x".repeat(100)})
+            .collect();
+        assert_eq!(docs[0].to_vec().unwrap().len() as i64, DOC);
+        db.collection::<Document>("c")
+            .insert_many(docs)
+            .await
+            .unwrap();
+        db.create_collection("empty").await.unwrap();
+
+        let cs = db.run_command(doc! {"collStats": "c"}).await.unwrap();
+        assert_eq!(num(&cs, "count"), 100, "{t}: {cs}");
+        assert_eq!(num(&cs, "size"), 100 * DOC, "{t}: {cs}");
+        assert_eq!(num(&cs, "avgObjSize"), DOC, "{t}: {cs}");
+        assert!(num(&cs, "storageSize") >= 0, "{t}: {cs}");
+        assert_eq!(num(&cs, "nindexes"), 1, "{t}: {cs}");
+        assert_eq!(num(&cs, "scaleFactor"), 1, "{t}: {cs}");
+        assert_eq!(cs.get_str("ns").ok(), Some(format!("st_{t}.c").as_str()));
+
+        let scaled = db
+            .run_command(doc! {"collStats": "c", "scale": 1024})
+            .await
+            .unwrap();
+        assert_eq!(num(&scaled, "size"), 100 * DOC / 1024, "{t}: {scaled}");
+        assert_eq!(num(&scaled, "scaleFactor"), 1024, "{t}");
+        assert_eq!(num(&scaled, "count"), 100, "{t}: count is not scaled");
+
+        let ds = db.run_command(doc! {"dbStats": 1}).await.unwrap();
+        assert_eq!(num(&ds, "collections"), 2, "{t}: {ds}");
+        assert_eq!(num(&ds, "objects"), 100, "{t}: {ds}");
+        assert_eq!(num(&ds, "dataSize"), 100 * DOC, "{t}: {ds}");
+        assert_eq!(float(&ds, "avgObjSize"), DOC as f64, "{t}: {ds}");
+        assert_eq!(num(&ds, "indexes"), 2, "{t}: {ds}");
+        assert!(num(&ds, "storageSize") >= 0);
+        assert_eq!(num(&ds, "scaleFactor"), 1);
+        let ds = db
+            .run_command(doc! {"dbStats": 1, "scale": 1024})
+            .await
+            .unwrap();
+        assert_eq!(num(&ds, "dataSize"), 100 * DOC / 1024, "{t}: {ds}");
+        assert_eq!(num(&ds, "scaleFactor"), 1024, "{t}");
+
+        expect_code(db.run_command(doc! {"dbStats": 1, "scale": 0}).await, 2);
+        let empty = client
+            .database("nothing_here")
+            .run_command(doc! {"dbStats": 1})
+            .await
+            .unwrap();
+        assert_eq!(
+            (num(&empty, "collections"), num(&empty, "objects")),
+            (0, 0),
+            "{t}: {empty}"
+        );
+    }
+}
