@@ -14,14 +14,45 @@ mod stages;
 use bisondb_error::{ErrorCode, MongoError, MongoResult};
 use bson::{Bson, DateTime, Document};
 use std::fmt::Debug;
+use std::sync::Arc;
 
 /// A stream of documents (or the first error) flowing between stages.
 pub type DocStream = Box<dyn Iterator<Item = MongoResult<Document>> + Send>;
 
+/// Gives stages that read other collections (`$lookup`, `$unionWith`) the
+/// documents of a collection of the same database. Implemented by the server
+/// over its storage; a missing collection reads as empty.
+pub trait CollectionReader: Send + Sync {
+    fn read(&self, collection: &str) -> MongoResult<DocStream>;
+}
+
+/// What every stage gets when the pipeline is built.
+#[derive(Clone)]
+pub struct RunCtx {
+    /// The pipeline's `$$NOW`.
+    pub now: DateTime,
+    pub reader: Option<Arc<dyn CollectionReader>>,
+}
+
+impl RunCtx {
+    /// Reads a foreign collection, or fails when no reader was supplied.
+    pub(crate) fn read(&self, collection: &str, stage: &str) -> MongoResult<DocStream> {
+        match &self.reader {
+            Some(r) => r.read(collection),
+            None => Err(MongoError::internal(format!(
+                "{stage} ran without a collection reader"
+            ))),
+        }
+    }
+}
+
 /// One parsed stage.
 pub(crate) trait Stage: Debug + Send {
-    /// Wraps the input stream. `now` is the pipeline's `$$NOW`.
-    fn run(self: Box<Self>, input: DocStream, now: DateTime) -> DocStream;
+    /// Wraps the input stream.
+    fn run(self: Box<Self>, input: DocStream, cx: &RunCtx) -> DocStream;
+
+    /// Collections this stage (or its sub-pipelines) reads.
+    fn foreign_collections(&self, _out: &mut Vec<String>) {}
 
     /// For `$limit`: its value, so a preceding `$sort` can keep only the top k.
     fn limit_value(&self) -> Option<u64> {
@@ -44,24 +75,28 @@ type ParseFn = fn(&Bson) -> MongoResult<Vec<Box<dyn Stage>>>;
 /// Stages BisonDB implements, sorted by name.
 const STAGES: &[(&str, ParseFn)] = &[
     ("$addFields", stages::add_fields::parse),
+    ("$bucket", stages::bucket::parse),
     ("$count", stages::count::parse),
+    ("$facet", stages::facet::parse),
     ("$group", stages::group::parse),
     ("$limit", stages::limit::parse),
+    ("$lookup", stages::lookup::parse),
     ("$match", stages::match_::parse),
     ("$project", stages::project::parse),
     ("$replaceRoot", stages::replace_root::parse_replace_root),
     ("$replaceWith", stages::replace_root::parse_replace_with),
+    ("$sample", stages::sample::parse),
     ("$set", stages::add_fields::parse_set),
     ("$skip", stages::skip::parse),
     ("$sort", stages::sort::parse),
     ("$sortByCount", stages::sort_by_count::parse),
+    ("$unionWith", stages::union_with::parse),
     ("$unset", stages::unset::parse),
     ("$unwind", stages::unwind::parse),
 ];
 
 /// mongod stages not built yet, sorted.
 const NOT_IMPLEMENTED_STAGES: &[&str] = &[
-    "$bucket",
     "$bucketAuto",
     "$changeStream",
     "$changeStreamSplitLargeEvent",
@@ -69,7 +104,6 @@ const NOT_IMPLEMENTED_STAGES: &[&str] = &[
     "$currentOp",
     "$densify",
     "$documents",
-    "$facet",
     "$fill",
     "$geoNear",
     "$graphLookup",
@@ -78,18 +112,15 @@ const NOT_IMPLEMENTED_STAGES: &[&str] = &[
     "$listSampledQueries",
     "$listSearchIndexes",
     "$listSessions",
-    "$lookup",
     "$merge",
     "$out",
     "$planCacheStats",
     "$querySettings",
     "$redact",
-    "$sample",
     "$search",
     "$searchMeta",
     "$setWindowFields",
     "$shardedDataDistribution",
-    "$unionWith",
     "$vectorSearch",
 ];
 
@@ -168,17 +199,47 @@ impl Pipeline {
     }
 
     /// Builds the streaming pipeline over `input`. The returned stream ends
-    /// after the first error.
+    /// after the first error. Stages that read other collections fail; use
+    /// [`Pipeline::run_with_reader`] for those.
     pub fn run(self, input: DocStream) -> DocStream {
-        let now = self.now;
-        let mut stream = input;
-        for st in self.stages {
-            stream = st.run(stream, now);
-        }
+        self.run_with_reader(input, None)
+    }
+
+    /// Like [`Pipeline::run`], with access to the database's other
+    /// collections for `$lookup` and `$unionWith`.
+    pub fn run_with_reader(
+        self,
+        input: DocStream,
+        reader: Option<Arc<dyn CollectionReader>>,
+    ) -> DocStream {
+        let cx = RunCtx {
+            now: self.now,
+            reader,
+        };
         Box::new(FuseOnError {
-            inner: stream,
+            inner: self.run_stages(input, &cx),
             failed: false,
         })
+    }
+
+    pub(crate) fn run_stages(self, input: DocStream, cx: &RunCtx) -> DocStream {
+        let mut stream = input;
+        for st in self.stages {
+            stream = st.run(stream, cx);
+        }
+        stream
+    }
+
+    /// The collections `$lookup`/`$unionWith` stages read (for the server's
+    /// authorization and existence checks).
+    pub fn foreign_collections(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for st in &self.stages {
+            st.foreign_collections(&mut out);
+        }
+        out.sort();
+        out.dedup();
+        out
     }
 }
 

@@ -2,6 +2,7 @@
 
 use super::*;
 use bson::{doc, oid::ObjectId};
+use std::sync::Arc;
 
 fn run(stages: Vec<Document>, input: Vec<Document>) -> MongoResult<Vec<Document>> {
     let p = Pipeline::parse(&stages)?;
@@ -442,10 +443,10 @@ fn pipeline_parse_errors() {
             "Unrecognized pipeline stage name: '$foo'",
         ),
         (
-            vec![doc! {"$lookup": {}}],
+            vec![doc! {"$graphLookup": {}}],
             vec![],
             238,
-            "$lookup is not supported by BisonDB yet",
+            "$graphLookup is not supported by BisonDB yet",
         ),
         (
             vec![doc! {"$match": {}, "$limit": 1}],
@@ -570,4 +571,249 @@ fn seed_003_time_series_analysis() {
             doc! {"_id": key(23, 1), "count": 2, "avg": 0.25, "min": 0.125, "max": 0.375},
         ]
     );
+}
+
+/// A reader over fixed collections, standing in for the server's storage.
+struct FixedReader(Vec<(String, Vec<Document>)>);
+
+impl CollectionReader for FixedReader {
+    fn read(&self, collection: &str) -> MongoResult<DocStream> {
+        let docs = self
+            .0
+            .iter()
+            .find(|(n, _)| n == collection)
+            .map(|(_, d)| d.clone())
+            .unwrap_or_default();
+        Ok(Box::new(docs.into_iter().map(Ok)))
+    }
+}
+
+fn run_with(
+    stages: Vec<Document>,
+    input: Vec<Document>,
+    colls: Vec<(&str, Vec<Document>)>,
+) -> MongoResult<Vec<Document>> {
+    let p = Pipeline::parse(&stages)?;
+    let reader: Arc<dyn CollectionReader> = Arc::new(FixedReader(
+        colls.into_iter().map(|(n, d)| (n.to_string(), d)).collect(),
+    ));
+    let stream: DocStream = Box::new(input.into_iter().map(Ok));
+    p.run_with_reader(stream, Some(reader)).collect()
+}
+
+#[test]
+fn lookup_stage() {
+    let orders = vec![
+        doc! {"_id": 1, "item": "a", "qty": 2},
+        doc! {"_id": 2, "item": ["b", "c"]},
+        doc! {"_id": 3},
+    ];
+    let items = vec![
+        doc! {"_id": "x", "sku": "a", "price": 5},
+        doc! {"_id": "y", "sku": "b"},
+        doc! {"_id": "z", "sku": ["c", "d"]},
+        doc! {"_id": "w"},
+    ];
+    let got = run_with(
+        vec![doc! {"$lookup": {"from": "items", "localField": "item", "foreignField": "sku", "as": "found"}}],
+        orders.clone(),
+        vec![("items", items.clone())],
+    )
+    .unwrap();
+    let found = |d: &Document| -> Vec<Bson> {
+        d.get_array("found")
+            .map(|a| {
+                a.iter()
+                    .map(|x| {
+                        x.as_document()
+                            .and_then(|x| x.get("_id"))
+                            .cloned()
+                            .unwrap_or(Bson::Null)
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    assert_eq!(found(&got[0]), vec![Bson::from("x")]);
+    assert_eq!(found(&got[1]), vec![Bson::from("y"), Bson::from("z")]);
+    // A missing local field matches foreign documents without the field.
+    assert_eq!(found(&got[2]), vec![Bson::from("w")]);
+
+    let got = run_with(
+        vec![doc! {"$lookup": {"from": "items", "pipeline": [{"$match": {"price": {"$gt": 1}}}, {"$project": {"_id": 1}}], "as": "cheap"}}],
+        vec![doc! {"_id": 1}],
+        vec![("items", items.clone())],
+    )
+    .unwrap();
+    assert_eq!(got, vec![doc! {"_id": 1, "cheap": [{"_id": "x"}]}]);
+
+    let got = run_with(
+        vec![doc! {"$lookup": {"from": "nothing", "localField": "item", "foreignField": "sku", "as": "f"}}],
+        vec![doc! {"_id": 1, "item": "a"}],
+        vec![],
+    )
+    .unwrap();
+    assert_eq!(got, vec![doc! {"_id": 1, "item": "a", "f": []}]);
+
+    let p = Pipeline::parse(&[
+        doc! {"$lookup": {"from": "items", "localField": "a", "foreignField": "b", "as": "c"}},
+        doc! {"$unionWith": "more"},
+    ])
+    .unwrap();
+    assert_eq!(
+        p.foreign_collections(),
+        vec!["items".to_string(), "more".to_string()]
+    );
+
+    check_err(vec![
+        (
+            vec![doc! {"$lookup": {"from": "x", "localField": "a", "as": "c"}}],
+            vec![],
+            9,
+            "requires either 'pipeline' or both 'localField' and 'foreignField'",
+        ),
+        (
+            vec![doc! {"$lookup": {"from": "x", "localField": "a", "foreignField": "b"}}],
+            vec![],
+            9,
+            "must specify 'as' field for a $lookup",
+        ),
+        (
+            vec![doc! {"$lookup": {"from": "x", "let": {}, "pipeline": [], "as": "c"}}],
+            vec![],
+            238,
+            "'let' variables is not supported",
+        ),
+        (
+            vec![doc! {"$lookup": {"from": "x", "bogus": 1, "as": "c"}}],
+            vec![],
+            9,
+            "unknown argument to $lookup: bogus",
+        ),
+    ]);
+    // Without a reader, $lookup reports the missing wiring rather than joining nothing.
+    let e = run(
+        vec![doc! {"$lookup": {"from": "x", "localField": "a", "foreignField": "b", "as": "c"}}],
+        vec![doc! {}],
+    )
+    .unwrap_err();
+    assert_eq!(e.code, ErrorCode::InternalError);
+}
+
+#[test]
+fn union_with_and_facet() {
+    let got = run_with(
+        vec![doc! {"$unionWith": {"coll": "b", "pipeline": [{"$project": {"_id": 0, "v": 1}}]}}],
+        vec![doc! {"_id": 1}],
+        vec![("b", vec![doc! {"_id": 9, "v": 2}])],
+    )
+    .unwrap();
+    assert_eq!(got, vec![doc! {"_id": 1}, doc! {"v": 2}]);
+    check(vec![(
+        vec![
+            doc! {"$facet": {"n": [{"$count": "c"}], "top": [{"$sort": {"age": -1}}, {"$limit": 1}, {"$project": {"name": 1, "_id": 0}}]}},
+        ],
+        people(),
+        vec![doc! {"n": [{"c": 4}], "top": [{"name": "cy"}]}],
+    )]);
+    check_err(vec![
+        (
+            vec![doc! {"$facet": {}}],
+            vec![],
+            40169,
+            "the $facet specification must be a non-empty object",
+        ),
+        (
+            vec![doc! {"$facet": {"a": 1}}],
+            vec![],
+            40170,
+            "arguments to $facet must be arrays",
+        ),
+        (
+            vec![doc! {"$facet": {"a": [{"$facet": {"b": []}}]}}],
+            vec![],
+            40600,
+            "$facet is not allowed to be used within a $facet stage",
+        ),
+    ]);
+}
+
+#[test]
+fn bucket_and_sample() {
+    check(vec![
+        (
+            vec![doc! {"$bucket": {"groupBy": "$age", "boundaries": [20, 30, 40]}}],
+            people(),
+            vec![doc! {"_id": 20, "count": 2}, doc! {"_id": 30, "count": 2}],
+        ),
+        (
+            vec![
+                doc! {"$bucket": {"groupBy": "$age", "boundaries": [26, 40], "default": "other", "output": {"names": {"$push": "$name"}}}},
+            ],
+            people(),
+            vec![
+                doc! {"_id": 26, "names": ["ann", "cy"]},
+                doc! {"_id": "other", "names": ["bob", "di"]},
+            ],
+        ),
+    ]);
+    check_err(vec![
+        (
+            vec![doc! {"$bucket": {"groupBy": "$age", "boundaries": [26, 40]}}],
+            people(),
+            40066,
+            "could not find a matching branch",
+        ),
+        (
+            vec![doc! {"$bucket": {"groupBy": "$age", "boundaries": [40, 26]}}],
+            vec![],
+            40194,
+            "must be sorted in ascending order",
+        ),
+        (
+            vec![doc! {"$bucket": {"groupBy": "$age", "boundaries": [1, "a"]}}],
+            vec![],
+            40193,
+            "must have the same type",
+        ),
+        (
+            vec![doc! {"$bucket": {"boundaries": [1, 2]}}],
+            vec![],
+            40198,
+            "$bucket requires 'groupBy' and 'boundaries' to be specified.",
+        ),
+        (
+            vec![doc! {"$bucket": {"groupBy": "$a", "boundaries": [1, 5], "default": 3}}],
+            vec![],
+            40199,
+            "'default' field must be less than the lowest boundary",
+        ),
+    ]);
+    let many: Vec<Document> = (0..100).map(|i| doc! {"_id": i}).collect();
+    let got = run(vec![doc! {"$sample": {"size": 10}}], many.clone()).unwrap();
+    assert_eq!(got.len(), 10);
+    let mut ids: Vec<i32> = got.iter().filter_map(|d| d.get_i32("_id").ok()).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!(ids.len(), 10, "sampled documents are distinct");
+    assert_eq!(
+        run(vec![doc! {"$sample": {"size": 500}}], many)
+            .unwrap()
+            .len(),
+        100
+    );
+    check_err(vec![
+        (
+            vec![doc! {"$sample": {"size": -1}}],
+            vec![],
+            28747,
+            "must not be negative",
+        ),
+        (
+            vec![doc! {"$sample": {}}],
+            vec![],
+            28749,
+            "$sample stage must specify a size",
+        ),
+    ]);
 }

@@ -3,10 +3,10 @@
 //! specs (`{a: {b: <expr>}}` or `"a.b"`) merge into embedded documents and
 //! apply to each document of an array. `$$REMOVE` removes the field.
 
-use crate::agg::{DocStream, Stage};
+use crate::agg::{DocStream, RunCtx, Stage};
 use crate::expr::{Expr, Vars};
 use bisondb_error::{MongoError, MongoResult};
-use bson::{Bson, DateTime, Document};
+use bson::{Bson, Document};
 
 #[derive(Debug, Clone, PartialEq)]
 enum Item {
@@ -159,7 +159,8 @@ fn apply_array(
 }
 
 impl Stage for AddFieldsStage {
-    fn run(self: Box<Self>, input: DocStream, now: DateTime) -> DocStream {
+    fn run(self: Box<Self>, input: DocStream, cx: &RunCtx) -> DocStream {
+        let now = cx.now;
         let vars = Vars::with_now(now);
         let fields = self.fields;
         super::map_docs(input, move |doc| {

@@ -1,8 +1,8 @@
 //! `$count`: one document `{<name>: <number of inputs>}` (none for no input).
 
-use crate::agg::{DocStream, Stage};
+use crate::agg::{DocStream, RunCtx, Stage};
 use bisondb_error::{MongoError, MongoResult};
-use bson::{Bson, DateTime, Document};
+use bson::{Bson, Document};
 
 #[derive(Debug)]
 pub(crate) struct CountStage {
@@ -40,7 +40,7 @@ pub(crate) fn parse(arg: &Bson) -> MongoResult<Vec<Box<dyn Stage>>> {
 }
 
 impl Stage for CountStage {
-    fn run(self: Box<Self>, input: DocStream, _now: DateTime) -> DocStream {
+    fn run(self: Box<Self>, input: DocStream, _cx: &RunCtx) -> DocStream {
         let field = self.field;
         let mut input = Some(input);
         Box::new(std::iter::from_fn(move || {

@@ -4,7 +4,7 @@
 
 use crate::agg::accumulators::{AccState, Accumulator};
 use crate::agg::key::key_of;
-use crate::agg::{spec_doc, DocStream, Stage};
+use crate::agg::{spec_doc, DocStream, RunCtx, Stage};
 use crate::expr::{Expr, Vars};
 use bisondb_error::{MongoError, MongoResult};
 use bson::{Bson, DateTime, Document};
@@ -104,7 +104,8 @@ fn group_all(stage: &GroupStage, input: DocStream, now: DateTime) -> MongoResult
 }
 
 impl Stage for GroupStage {
-    fn run(self: Box<Self>, input: DocStream, now: DateTime) -> DocStream {
+    fn run(self: Box<Self>, input: DocStream, cx: &RunCtx) -> DocStream {
+        let now = cx.now;
         let mut input = Some(input);
         let mut out: std::vec::IntoIter<Document> = Vec::new().into_iter();
         Box::new(std::iter::from_fn(move || {

@@ -1,9 +1,9 @@
 //! `$limit`: passes the first n documents, then stops pulling its input.
 
 use super::integral_arg;
-use crate::agg::{DocStream, Stage};
+use crate::agg::{DocStream, RunCtx, Stage};
 use bisondb_error::{MongoError, MongoResult};
-use bson::{Bson, DateTime, Document};
+use bson::{Bson, Document};
 
 #[derive(Debug)]
 pub(crate) struct LimitStage {
@@ -49,7 +49,7 @@ impl Iterator for Limit {
 }
 
 impl Stage for LimitStage {
-    fn run(self: Box<Self>, input: DocStream, _now: DateTime) -> DocStream {
+    fn run(self: Box<Self>, input: DocStream, _cx: &RunCtx) -> DocStream {
         Box::new(Limit {
             inner: input,
             left: self.n,

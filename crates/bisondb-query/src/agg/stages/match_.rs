@@ -1,9 +1,9 @@
 //! `$match`: filters documents with the query matcher.
 
-use crate::agg::{spec_doc, DocStream, Stage};
+use crate::agg::{spec_doc, DocStream, RunCtx, Stage};
 use crate::matcher::Matcher;
 use bisondb_error::MongoResult;
-use bson::{Bson, DateTime, Document};
+use bson::{Bson, Document};
 
 #[derive(Debug)]
 pub(crate) struct MatchStage {
@@ -23,7 +23,7 @@ pub(crate) fn parse(arg: &Bson) -> MongoResult<Vec<Box<dyn Stage>>> {
 }
 
 impl Stage for MatchStage {
-    fn run(self: Box<Self>, input: DocStream, _now: DateTime) -> DocStream {
+    fn run(self: Box<Self>, input: DocStream, _cx: &RunCtx) -> DocStream {
         let m = self.matcher;
         Box::new(input.filter(move |r| match r {
             Ok(d) => m.matches_doc(d),

@@ -2,15 +2,20 @@
 //! stage table in `agg/mod.rs` points at.
 
 pub(crate) mod add_fields;
+pub(crate) mod bucket;
 pub(crate) mod count;
+pub(crate) mod facet;
 pub(crate) mod group;
 pub(crate) mod limit;
+pub(crate) mod lookup;
 pub(crate) mod match_;
 pub(crate) mod project;
 pub(crate) mod replace_root;
+pub(crate) mod sample;
 pub(crate) mod skip;
 pub(crate) mod sort;
 pub(crate) mod sort_by_count;
+pub(crate) mod union_with;
 pub(crate) mod unset;
 pub(crate) mod unwind;
 

@@ -5,10 +5,10 @@
 //! Output order follows mongod: in an inclusion projection the kept fields
 //! appear in the input document's order, then computed fields in spec order.
 
-use crate::agg::{spec_doc, DocStream, Stage};
+use crate::agg::{spec_doc, DocStream, RunCtx, Stage};
 use crate::expr::{Expr, Vars};
 use bisondb_error::{MongoError, MongoResult};
-use bson::{Bson, DateTime, Document};
+use bson::{Bson, Document};
 
 /// One field of a projection tree.
 #[derive(Debug, Clone, PartialEq)]
@@ -406,7 +406,8 @@ pub(crate) fn parse(arg: &Bson) -> MongoResult<Vec<Box<dyn Stage>>> {
 }
 
 impl Stage for ProjectStage {
-    fn run(self: Box<Self>, input: DocStream, now: DateTime) -> DocStream {
+    fn run(self: Box<Self>, input: DocStream, cx: &RunCtx) -> DocStream {
+        let now = cx.now;
         let vars = Vars::with_now(now);
         let proj = self.proj;
         super::map_docs(input, move |d| proj.apply(&d, &vars))

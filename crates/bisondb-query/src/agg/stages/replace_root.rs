@@ -1,10 +1,10 @@
 //! `$replaceRoot: {newRoot: <expr>}` and `$replaceWith: <expr>`.
 
-use crate::agg::{DocStream, Stage};
+use crate::agg::{DocStream, RunCtx, Stage};
 use crate::expr::value::{render, render_doc, type_name};
 use crate::expr::{Expr, Vars};
 use bisondb_error::{MongoError, MongoResult};
-use bson::{Bson, DateTime};
+use bson::Bson;
 
 #[derive(Debug)]
 pub(crate) struct ReplaceRootStage {
@@ -44,7 +44,8 @@ pub(crate) fn parse_replace_with(arg: &Bson) -> MongoResult<Vec<Box<dyn Stage>>>
 }
 
 impl Stage for ReplaceRootStage {
-    fn run(self: Box<Self>, input: DocStream, now: DateTime) -> DocStream {
+    fn run(self: Box<Self>, input: DocStream, cx: &RunCtx) -> DocStream {
+        let now = cx.now;
         let vars = Vars::with_now(now);
         let e = self.new_root;
         super::map_docs(input, move |doc| match e.eval(&doc, &vars)? {

@@ -1,9 +1,9 @@
 //! `$skip`: drops the first n documents.
 
 use super::integral_arg;
-use crate::agg::{DocStream, Stage};
+use crate::agg::{DocStream, RunCtx, Stage};
 use bisondb_error::{MongoError, MongoResult};
-use bson::{Bson, DateTime};
+use bson::Bson;
 
 #[derive(Debug)]
 pub(crate) struct SkipStage {
@@ -29,7 +29,7 @@ pub(crate) fn parse(arg: &Bson) -> MongoResult<Vec<Box<dyn Stage>>> {
 }
 
 impl Stage for SkipStage {
-    fn run(self: Box<Self>, input: DocStream, _now: DateTime) -> DocStream {
+    fn run(self: Box<Self>, input: DocStream, _cx: &RunCtx) -> DocStream {
         let mut left = self.n;
         Box::new(input.filter(move |r| {
             if r.is_ok() && left > 0 {

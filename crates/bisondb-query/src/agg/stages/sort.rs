@@ -1,10 +1,10 @@
 //! `$sort`: a blocking, stable sort. Followed directly by `$limit k`, it keeps
 //! only the best k documents seen so far (bounded memory).
 
-use crate::agg::{spec_doc, DocStream, Stage};
+use crate::agg::{spec_doc, DocStream, RunCtx, Stage};
 use crate::sort::SortSpec;
 use bisondb_error::{MongoError, MongoResult};
-use bson::{Bson, DateTime, Document, RawDocumentBuf};
+use bson::{Bson, Document, RawDocumentBuf};
 use std::cmp::Ordering;
 
 #[derive(Debug)]
@@ -70,7 +70,7 @@ fn sort_all(spec: &SortSpec, input: DocStream, top_k: Option<u64>) -> MongoResul
 }
 
 impl Stage for SortStage {
-    fn run(self: Box<Self>, input: DocStream, _now: DateTime) -> DocStream {
+    fn run(self: Box<Self>, input: DocStream, _cx: &RunCtx) -> DocStream {
         let spec = self.spec;
         let top_k = self.top_k;
         let mut input = Some(input);

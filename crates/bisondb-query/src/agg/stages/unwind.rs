@@ -1,9 +1,9 @@
 //! `$unwind`: one output document per array element.
 
-use crate::agg::{DocStream, Stage};
+use crate::agg::{DocStream, RunCtx, Stage};
 use crate::expr::value::type_name;
 use bisondb_error::{MongoError, MongoResult};
-use bson::{Bson, DateTime, Document};
+use bson::{Bson, Document};
 
 #[derive(Debug)]
 pub(crate) struct UnwindStage {
@@ -166,7 +166,7 @@ impl UnwindStage {
 }
 
 impl Stage for UnwindStage {
-    fn run(self: Box<Self>, input: DocStream, _now: DateTime) -> DocStream {
+    fn run(self: Box<Self>, input: DocStream, _cx: &RunCtx) -> DocStream {
         Box::new(input.flat_map(move |r| match r {
             Ok(d) => self.unwind(d),
             Err(e) => vec![Err(e)],

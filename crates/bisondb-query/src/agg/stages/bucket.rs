@@ -1,0 +1,221 @@
+//! `$bucket`: groups documents into ranges of `groupBy` values given by
+//! sorted `boundaries` (lower bound inclusive), plus an optional `default`
+//! bucket; each bucket's `_id` is its lower bound.
+
+use crate::agg::accumulators::{AccOp, AccState, Accumulator};
+use crate::agg::{DocStream, RunCtx, Stage};
+use crate::compare::compare_bson;
+use crate::expr::value::{is_number, render, type_name};
+use crate::expr::{Expr, Vars};
+use bisondb_error::{MongoError, MongoResult};
+use bson::{Bson, Document};
+use std::cmp::Ordering;
+
+#[derive(Debug)]
+pub(crate) struct BucketStage {
+    group_by: Expr,
+    boundaries: Vec<Bson>,
+    default: Option<Bson>,
+    output: Vec<(String, Accumulator)>,
+}
+
+fn same_type(a: &Bson, b: &Bson) -> bool {
+    (is_number(a) && is_number(b)) || std::mem::discriminant(a) == std::mem::discriminant(b)
+}
+
+pub(crate) fn parse(arg: &Bson) -> MongoResult<Vec<Box<dyn Stage>>> {
+    let Bson::Document(spec) = arg else {
+        return Err(MongoError::location(
+            40201,
+            format!(
+                "Argument to $bucket stage must be an object, but found type: {}",
+                type_name(arg)
+            ),
+        ));
+    };
+    let (mut group_by, mut boundaries, mut default, mut output) = (None, None, None, None);
+    for (k, v) in spec {
+        match k.as_str() {
+            "groupBy" => {
+                let ok = matches!(v, Bson::String(s) if s.starts_with('$'))
+                    || matches!(v, Bson::Document(d) if d.keys().next().is_some_and(|f| f.starts_with('$')));
+                if !ok {
+                    return Err(MongoError::location(
+                        40202,
+                        format!("The $bucket 'groupBy' field must be defined as a $-prefixed path or an expression, but found: {}", render(v)),
+                    ));
+                }
+                group_by = Some(Expr::parse(v)?);
+            }
+            "boundaries" => match v {
+                Bson::Array(a) if a.len() > 1 => boundaries = Some(a.clone()),
+                _ => {
+                    return Err(MongoError::location(
+                        40200,
+                        format!(
+                        "The $bucket 'boundaries' field must be an array of values. But found: {}",
+                        render(v)
+                    ),
+                    ))
+                }
+            },
+            "default" => default = Some(v.clone()),
+            "output" => match v {
+                Bson::Document(d) => {
+                    let mut out = Vec::with_capacity(d.len());
+                    for (name, acc) in d {
+                        out.push((name.clone(), Accumulator::parse(name, acc)?));
+                    }
+                    output = Some(out);
+                }
+                _ => {
+                    return Err(MongoError::location(
+                        40196,
+                        format!(
+                            "The $bucket 'output' field must be an object, but found type: {}",
+                            type_name(v)
+                        ),
+                    ))
+                }
+            },
+            other => {
+                return Err(MongoError::location(
+                    40197,
+                    format!("Unrecognized option to $bucket: {other}."),
+                ))
+            }
+        }
+    }
+    let (Some(group_by), Some(boundaries)) = (group_by, boundaries) else {
+        return Err(MongoError::location(
+            40198,
+            "$bucket requires 'groupBy' and 'boundaries' to be specified.",
+        ));
+    };
+    for w in boundaries.windows(2) {
+        if let [a, b] = w {
+            if !same_type(a, b) {
+                return Err(MongoError::location(
+                    40193,
+                    format!(
+                        "All values in the the 'boundaries' option to $bucket must have the same type. Found conflicting types {} and {}.",
+                        type_name(a),
+                        type_name(b)
+                    ),
+                ));
+            }
+            if compare_bson(a, b) != Ordering::Less {
+                return Err(MongoError::location(
+                    40194,
+                    format!("The 'boundaries' option to $bucket must be sorted in ascending order, but elements {} and {} are not in ascending order", render(a), render(b)),
+                ));
+            }
+        }
+    }
+    if let (Some(d), Some(first), Some(last)) = (&default, boundaries.first(), boundaries.last()) {
+        let inside =
+            compare_bson(d, first) != Ordering::Less && compare_bson(d, last) == Ordering::Less;
+        if inside && same_type(d, first) {
+            return Err(MongoError::location(
+                40199,
+                "The $bucket 'default' field must be less than the lowest boundary or greater than or equal to the highest boundary.",
+            ));
+        }
+    }
+    let output = output.unwrap_or_else(|| {
+        vec![(
+            "count".to_string(),
+            Accumulator {
+                op: AccOp::Sum,
+                arg: Expr::Literal(Bson::Int32(1)),
+            },
+        )]
+    });
+    Ok(vec![Box::new(BucketStage {
+        group_by,
+        boundaries,
+        default,
+        output,
+    })])
+}
+
+impl BucketStage {
+    /// Bucket index for a value; `boundaries.len() - 1` is the default bucket.
+    fn bucket_of(&self, v: &Bson) -> Option<usize> {
+        let first = self.boundaries.first()?;
+        let last = self.boundaries.last()?;
+        if !same_type(v, first)
+            || compare_bson(v, first) == Ordering::Less
+            || compare_bson(v, last) != Ordering::Less
+        {
+            return None;
+        }
+        // The last boundary not above v.
+        let pos = self
+            .boundaries
+            .partition_point(|b| compare_bson(b, v) != Ordering::Greater);
+        pos.checked_sub(1)
+    }
+
+    fn bucket_all(&self, input: DocStream, cx: &RunCtx) -> MongoResult<Vec<Document>> {
+        let vars = Vars::with_now(cx.now);
+        let n = self.boundaries.len().saturating_sub(1);
+        // Slot n holds the default bucket.
+        let mut states: Vec<Option<Vec<AccState>>> = vec![None; n + 1];
+        for r in input {
+            let doc = r?;
+            let v = self.group_by.eval(&doc, &vars)?.unwrap_or(Bson::Null);
+            let slot = match self.bucket_of(&v) {
+                Some(i) => i,
+                None if self.default.is_some() => n,
+                None => {
+                    return Err(MongoError::location(
+                        40066,
+                        "$switch could not find a matching branch for an input, and no default was specified.",
+                    ))
+                }
+            };
+            let st = states
+                .get_mut(slot)
+                .ok_or_else(|| MongoError::internal("bucket slot"))?;
+            let st =
+                st.get_or_insert_with(|| self.output.iter().map(|(_, a)| a.new_state()).collect());
+            for ((_, acc), s) in self.output.iter().zip(st.iter_mut()) {
+                s.add(acc.op, acc.arg.eval(&doc, &vars)?)?;
+            }
+        }
+        let mut out = Vec::new();
+        for (i, st) in states.into_iter().enumerate() {
+            let Some(st) = st else { continue };
+            let id = if i == n {
+                self.default.clone().unwrap_or(Bson::Null)
+            } else {
+                self.boundaries.get(i).cloned().unwrap_or(Bson::Null)
+            };
+            let mut d = Document::new();
+            d.insert("_id", id);
+            for ((name, acc), s) in self.output.iter().zip(st) {
+                d.insert(name.clone(), s.finish(acc.op));
+            }
+            out.push(d);
+        }
+        Ok(out)
+    }
+}
+
+impl Stage for BucketStage {
+    fn run(self: Box<Self>, input: DocStream, cx: &RunCtx) -> DocStream {
+        let cx = cx.clone();
+        let mut input = Some(input);
+        let mut out: std::vec::IntoIter<Document> = Vec::new().into_iter();
+        Box::new(std::iter::from_fn(move || {
+            if let Some(inp) = input.take() {
+                match self.bucket_all(inp, &cx) {
+                    Ok(v) => out = v.into_iter(),
+                    Err(e) => return Some(Err(e)),
+                }
+            }
+            out.next().map(Ok)
+        }))
+    }
+}

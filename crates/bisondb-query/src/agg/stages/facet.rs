@@ -1,0 +1,118 @@
+//! `$facet`: runs several sub-pipelines over the same input and returns one
+//! document with each sub-pipeline's results as an array.
+
+use crate::agg::{DocStream, Pipeline, RunCtx, Stage};
+use crate::expr::value::type_name;
+use bisondb_error::{MongoError, MongoResult};
+use bson::{Bson, Document};
+
+/// Stages mongod refuses inside `$facet`.
+const FORBIDDEN: &[&str] = &[
+    "$collStats",
+    "$facet",
+    "$geoNear",
+    "$indexStats",
+    "$merge",
+    "$out",
+    "$planCacheStats",
+    "$search",
+];
+
+#[derive(Debug)]
+pub(crate) struct FacetStage {
+    facets: Vec<(String, Vec<Document>)>,
+}
+
+pub(crate) fn parse(arg: &Bson) -> MongoResult<Vec<Box<dyn Stage>>> {
+    let Bson::Document(spec) = arg else {
+        return Err(MongoError::location(
+            15955,
+            format!(
+                "the $facet specification must be a non-empty object, but found: {}",
+                type_name(arg)
+            ),
+        ));
+    };
+    if spec.is_empty() {
+        return Err(MongoError::location(
+            40169,
+            "the $facet specification must be a non-empty object",
+        ));
+    }
+    let mut facets = Vec::with_capacity(spec.len());
+    for (name, v) in spec {
+        if name.is_empty() || name.starts_with('$') || name.contains('.') {
+            return Err(MongoError::location(
+                40172,
+                format!(
+                    "$facet field names may not be empty, start with '$', or contain '.': {name}"
+                ),
+            ));
+        }
+        let Bson::Array(stages) = v else {
+            return Err(MongoError::location(
+                40170,
+                format!(
+                    "arguments to $facet must be arrays, {name} is type {}",
+                    type_name(v)
+                ),
+            ));
+        };
+        let mut docs = Vec::with_capacity(stages.len());
+        for st in stages {
+            let Bson::Document(d) = st else {
+                return Err(MongoError::location(40171, format!("subpipeline of $facet must be an array of objects, {name} has a non-object element")));
+            };
+            if let Some(k) = d.keys().next() {
+                if FORBIDDEN.contains(&k.as_str()) {
+                    return Err(MongoError::location(
+                        40600,
+                        format!("{k} is not allowed to be used within a $facet stage"),
+                    ));
+                }
+            }
+            docs.push(d.clone());
+        }
+        Pipeline::parse(&docs)?;
+        facets.push((name.clone(), docs));
+    }
+    Ok(vec![Box::new(FacetStage { facets })])
+}
+
+fn facet_all(
+    facets: &[(String, Vec<Document>)],
+    input: DocStream,
+    cx: &RunCtx,
+) -> MongoResult<Document> {
+    let docs: Vec<Document> = input.collect::<MongoResult<_>>()?;
+    let mut out = Document::new();
+    for (name, stages) in facets {
+        let p = Pipeline::parse(stages)?;
+        let sub: DocStream = Box::new(docs.clone().into_iter().map(Ok));
+        let results: Vec<Document> = p.run_stages(sub, cx).collect::<MongoResult<_>>()?;
+        out.insert(
+            name.clone(),
+            Bson::Array(results.into_iter().map(Bson::Document).collect()),
+        );
+    }
+    Ok(out)
+}
+
+impl Stage for FacetStage {
+    fn run(self: Box<Self>, input: DocStream, cx: &RunCtx) -> DocStream {
+        let cx = cx.clone();
+        let mut input = Some(input);
+        Box::new(std::iter::from_fn(move || {
+            let inp = input.take()?;
+            Some(facet_all(&self.facets, inp, &cx))
+        }))
+    }
+
+    fn foreign_collections(&self, out: &mut Vec<String>) {
+        for (_, stages) in &self.facets {
+            if let Ok(p) = Pipeline::parse(stages) {
+                out.extend(p.foreign_collections());
+            }
+        }
+    }
+}

@@ -1,0 +1,284 @@
+//! `$lookup`: joins each input document with documents of another collection
+//! of the same database. Supported: the equality form (`localField` /
+//! `foreignField`), an uncorrelated `pipeline`, and both together. `let`
+//! (correlated sub-pipelines) is not supported yet.
+
+use crate::agg::key::key_of;
+use crate::agg::{DocStream, Pipeline, RunCtx, Stage};
+use crate::expr::value::type_name;
+use crate::update::path::{parse_index, set_path, split};
+use bisondb_error::{ErrorCode, MongoError, MongoResult};
+use bson::{Bson, Document};
+use std::collections::HashMap;
+
+#[derive(Debug)]
+pub(crate) struct LookupStage {
+    from: String,
+    local: Option<String>,
+    foreign: Option<Vec<String>>,
+    as_path: Vec<String>,
+    pipeline: Option<Vec<Document>>,
+}
+
+fn field_string(v: &Bson, what: &str) -> MongoResult<String> {
+    match v {
+        Bson::String(s)
+            if !s.is_empty() && !s.starts_with('$') && !s.split('.').any(str::is_empty) =>
+        {
+            Ok(s.clone())
+        }
+        Bson::String(s) => Err(MongoError::failed_to_parse(format!(
+            "$lookup argument '{what}: \"{s}\"' is not a valid field path"
+        ))),
+        other => Err(MongoError::failed_to_parse(format!(
+            "$lookup argument '{what}' must be a string, found {}: {other}",
+            type_name(other)
+        ))),
+    }
+}
+
+pub(crate) fn parse(arg: &Bson) -> MongoResult<Vec<Box<dyn Stage>>> {
+    let Bson::Document(spec) = arg else {
+        return Err(MongoError::failed_to_parse(format!(
+            "the $lookup stage specification must be an object, but found {}",
+            type_name(arg)
+        )));
+    };
+    let (mut from, mut local, mut foreign, mut as_field, mut pipeline) =
+        (None, None, None, None, None);
+    for (k, v) in spec {
+        match k.as_str() {
+            "from" => match v {
+                Bson::String(s) => from = Some(s.clone()),
+                Bson::Document(_) => {
+                    return Err(MongoError::new(
+                        ErrorCode::NotImplemented,
+                        "$lookup from another database is not supported by BisonDB yet",
+                    ))
+                }
+                other => {
+                    return Err(MongoError::failed_to_parse(format!(
+                        "$lookup 'from' field must be a string, found {}",
+                        type_name(other)
+                    )))
+                }
+            },
+            "localField" => local = Some(field_string(v, k)?),
+            "foreignField" => foreign = Some(field_string(v, k)?),
+            "as" => as_field = Some(field_string(v, k)?),
+            "let" => {
+                return Err(MongoError::new(
+                    ErrorCode::NotImplemented,
+                    "$lookup with 'let' variables is not supported by BisonDB yet",
+                ))
+            }
+            "pipeline" => {
+                let Bson::Array(stages) = v else {
+                    return Err(MongoError::failed_to_parse(
+                        "$lookup 'pipeline' must be an array of stages",
+                    ));
+                };
+                let mut docs = Vec::with_capacity(stages.len());
+                for st in stages {
+                    match st {
+                        Bson::Document(d) => docs.push(d.clone()),
+                        _ => {
+                            return Err(MongoError::failed_to_parse(
+                                "$lookup 'pipeline' must be an array of stages",
+                            ))
+                        }
+                    }
+                }
+                Pipeline::parse(&docs)?;
+                pipeline = Some(docs);
+            }
+            other => {
+                return Err(MongoError::failed_to_parse(format!(
+                    "unknown argument to $lookup: {other}"
+                )))
+            }
+        }
+    }
+    let as_field = as_field
+        .ok_or_else(|| MongoError::failed_to_parse("must specify 'as' field for a $lookup"))?;
+    let from =
+        from.ok_or_else(|| MongoError::failed_to_parse("must specify 'from' field for a $lookup"))?;
+    match (&local, &foreign, &pipeline) {
+        (Some(_), Some(_), _) | (None, None, Some(_)) => {}
+        _ => {
+            return Err(MongoError::failed_to_parse(
+                "$lookup requires either 'pipeline' or both 'localField' and 'foreignField' to be specified",
+            ))
+        }
+    }
+    Ok(vec![Box::new(LookupStage {
+        from,
+        local,
+        foreign: foreign.as_deref().map(split),
+        as_path: split(&as_field),
+        pipeline,
+    })])
+}
+
+/// Values a query equality on `parts` can match in `v`: reached values, and
+/// for arrays also their elements (query semantics). Missing reads as null.
+fn collect(v: &Bson, parts: &[String], out: &mut Vec<Bson>) {
+    let Some((first, rest)) = parts.split_first() else {
+        if let Bson::Array(a) = v {
+            out.extend(a.iter().cloned());
+        }
+        out.push(v.clone());
+        return;
+    };
+    match v {
+        Bson::Document(d) => match d.get(first) {
+            Some(x) => collect(x, rest, out),
+            None => out.push(Bson::Null),
+        },
+        Bson::Array(a) => {
+            if let Some(x) = parse_index(first).and_then(|i| a.get(i)) {
+                collect(x, rest, out);
+            }
+            for e in a {
+                if matches!(e, Bson::Document(_)) {
+                    collect(e, parts, out);
+                }
+            }
+        }
+        _ => out.push(Bson::Null),
+    }
+}
+
+fn foreign_keys(doc: &Document, parts: &[String]) -> Vec<Vec<u8>> {
+    let mut vals = Vec::new();
+    collect(&Bson::Document(doc.clone()), parts, &mut vals);
+    let mut keys: Vec<Vec<u8>> = vals.iter().map(|v| key_of(Some(v))).collect();
+    keys.sort();
+    keys.dedup();
+    keys
+}
+
+fn local_keys(doc: &Document, local: &str) -> Vec<Vec<u8>> {
+    let v = crate::path::get_path_bson_fanout(doc, local);
+    let mut keys: Vec<Vec<u8>> = match &v {
+        Some(Bson::Array(a)) if !a.is_empty() => a.iter().map(|x| key_of(Some(x))).collect(),
+        Some(Bson::Array(_)) => vec![key_of(None)],
+        other => vec![key_of(other.as_ref())],
+    };
+    keys.sort();
+    keys.dedup();
+    keys
+}
+
+struct Joined {
+    foreign: Vec<Document>,
+    index: HashMap<Vec<u8>, Vec<usize>>,
+    uncorrelated: Option<Vec<Bson>>,
+}
+
+impl LookupStage {
+    fn prepare(&self, cx: &RunCtx) -> MongoResult<Joined> {
+        let foreign: Vec<Document> = cx
+            .read(&self.from, "$lookup")?
+            .collect::<MongoResult<_>>()?;
+        let mut index: HashMap<Vec<u8>, Vec<usize>> = HashMap::new();
+        let mut uncorrelated = None;
+        match (&self.foreign, &self.pipeline) {
+            (Some(parts), _) => {
+                for (i, d) in foreign.iter().enumerate() {
+                    for k in foreign_keys(d, parts) {
+                        index.entry(k).or_default().push(i);
+                    }
+                }
+            }
+            (None, Some(stages)) => {
+                uncorrelated = Some(
+                    run_sub(stages, foreign.clone(), cx)?
+                        .into_iter()
+                        .map(Bson::Document)
+                        .collect(),
+                );
+            }
+            (None, None) => {}
+        }
+        Ok(Joined {
+            foreign,
+            index,
+            uncorrelated,
+        })
+    }
+
+    fn join(&self, mut doc: Document, j: &Joined, cx: &RunCtx) -> MongoResult<Document> {
+        let matches: Vec<Bson> = if let Some(u) = &j.uncorrelated {
+            u.clone()
+        } else {
+            let mut idx: Vec<usize> = Vec::new();
+            if let Some(local) = &self.local {
+                for k in local_keys(&doc, local) {
+                    if let Some(v) = j.index.get(&k) {
+                        idx.extend(v);
+                    }
+                }
+            }
+            idx.sort_unstable();
+            idx.dedup();
+            let docs: Vec<Document> = idx
+                .into_iter()
+                .filter_map(|i| j.foreign.get(i).cloned())
+                .collect();
+            match &self.pipeline {
+                Some(stages) => run_sub(stages, docs, cx)?,
+                None => docs,
+            }
+            .into_iter()
+            .map(Bson::Document)
+            .collect()
+        };
+        set_path(&mut doc, &self.as_path, Bson::Array(matches))?;
+        Ok(doc)
+    }
+}
+
+fn run_sub(stages: &[Document], docs: Vec<Document>, cx: &RunCtx) -> MongoResult<Vec<Document>> {
+    let p = Pipeline::parse(stages)?;
+    let input: DocStream = Box::new(docs.into_iter().map(Ok));
+    p.run_stages(input, cx).collect()
+}
+
+impl Stage for LookupStage {
+    fn run(self: Box<Self>, input: DocStream, cx: &RunCtx) -> DocStream {
+        let cx = cx.clone();
+        let mut joined: Option<Joined> = None;
+        let mut input = input;
+        let mut failed = false;
+        Box::new(std::iter::from_fn(move || {
+            if failed {
+                return None;
+            }
+            let doc = match input.next()? {
+                Ok(d) => d,
+                Err(e) => return Some(Err(e)),
+            };
+            if joined.is_none() {
+                match self.prepare(&cx) {
+                    Ok(j) => joined = Some(j),
+                    Err(e) => {
+                        failed = true;
+                        return Some(Err(e));
+                    }
+                }
+            }
+            let j = joined.as_ref()?;
+            Some(self.join(doc, j, &cx))
+        }))
+    }
+
+    fn foreign_collections(&self, out: &mut Vec<String>) {
+        out.push(self.from.clone());
+        if let Some(stages) = &self.pipeline {
+            if let Ok(p) = Pipeline::parse(stages) {
+                out.extend(p.foreign_collections());
+            }
+        }
+    }
+}
