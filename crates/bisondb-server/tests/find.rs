@@ -502,3 +502,79 @@ async fn find_on_missing_collection_is_empty() {
         .unwrap();
     assert!(none.is_none());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn get_more_on_another_collection_is_refused() {
+    let ts = start().await;
+    let db = ts.tcp.database("cur");
+    thousand(&db, "a").await;
+    let r = db
+        .run_command(doc! {"find": "a", "batchSize": 2})
+        .await
+        .unwrap();
+    let (id, _, _) = cursor_of(&r);
+    let e = expect_code(
+        db.run_command(doc! {"getMore": id, "collection": "b"})
+            .await,
+        13,
+    );
+    assert!(error_message(&e).contains("cur.a"), "{}", error_message(&e));
+    // The refused getMore leaves the cursor usable from its own collection.
+    let r = db
+        .run_command(doc! {"getMore": id, "collection": "a", "batchSize": 3})
+        .await
+        .unwrap();
+    let (same, n, _) = cursor_of(&r);
+    assert_eq!((same, n), (id, 3));
+    let batch = r
+        .get_document("cursor")
+        .unwrap()
+        .get_array("nextBatch")
+        .unwrap();
+    assert!(
+        is_num(batch[0].as_document().unwrap().get("_id").unwrap(), 2.0),
+        "continues after the first batch"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn more_filter_shapes() {
+    let ts = start().await;
+    let coll = ts.unix.database("flt").collection::<Document>("more");
+    fixture(&coll).await;
+    let re = |p: &str| {
+        Bson::RegularExpression(Regex {
+            pattern: p.to_string().try_into().unwrap(),
+            options: String::new().try_into().unwrap(),
+        })
+    };
+    let cases: Vec<(Document, Vec<i64>)> = vec![
+        (doc! {"tags": {"$elemMatch": {"$eq": "green"}}}, vec![4]),
+        (doc! {"b": {"$in": [re("^xy"), "y"]}}, vec![2, 3]),
+        (doc! {"b": {"$not": re("^x")}}, vec![2, 4, 5]),
+        (doc! {"tags": {"$all": []}}, vec![]),
+        (doc! {"arr": {"$size": 1}}, vec![2, 4]),
+        (doc! {"n": {"v": 10}}, vec![2]),
+        (doc! {"n": {"v": 10, "w": 1}}, vec![]),
+        (
+            doc! {"_id": {"$gt": 2}, "a": {"$type": ["string", "double"]}},
+            vec![4, 5],
+        ),
+        (doc! {"arr.k": {"$gt": 1, "$lt": 3}}, vec![1]),
+        (doc! {"tags": {"$exists": true, "$ne": []}}, vec![1, 2, 4]),
+        (
+            doc! {"$and": [{"$or": [{"a": 1}, {"a": 2}]}, {"$or": [{"b": "y"}, {"b": "z"}]}]},
+            vec![2],
+        ),
+    ];
+    for (filter, want) in &cases {
+        let got = collect(
+            coll.find(filter.clone())
+                .sort(doc! {"_id": 1})
+                .await
+                .unwrap(),
+        )
+        .await;
+        assert_eq!(&ids(&got), want, "filter {filter}");
+    }
+}

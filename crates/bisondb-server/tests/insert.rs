@@ -284,3 +284,68 @@ async fn dollar_prefixed_top_level_fields_are_accepted() {
     assert!(is_num(got.get("$price").unwrap(), 5.0), "{got}");
     assert!(is_num(got.get("a.b").unwrap(), 1.0), "{got}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn invalid_batches_and_namespaces() {
+    let ts = start().await;
+    let db = ts.tcp.database("inv");
+    let e = expect_code(
+        db.run_command(doc! {"insert": "c", "documents": []}).await,
+        16,
+    );
+    assert!(error_message(&e).contains("Got 0"), "{}", error_message(&e));
+    let e = expect_code(
+        db.run_command(doc! {"insert": "system.foo", "documents": [{"a": 1}]})
+            .await,
+        73,
+    );
+    assert_eq!(error_code_name(&e).as_deref(), Some("InvalidNamespace"));
+    expect_code(
+        db.run_command(doc! {"insert": "", "documents": [{"a": 1}]})
+            .await,
+        73,
+    );
+    assert!(
+        db.list_collection_names().await.unwrap().is_empty(),
+        "nothing created"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn raw_document_sequence_and_write_concern() {
+    let ts = start().await;
+    let mut raw = ts.raw_tcp().await;
+    let body = bson::RawDocumentBuf::try_from(
+        &doc! {"insert": "seq", "writeConcern": {"w": 1, "j": true}, "$db": "ins"},
+    )
+    .unwrap();
+    let docs: Vec<bson::RawDocumentBuf> = (0..3)
+        .map(|i| bson::RawDocumentBuf::try_from(&doc! {"_id": i, "v": i * 10}).unwrap())
+        .collect();
+    let refs: Vec<&bson::RawDocument> = docs.iter().map(|d| d.as_ref()).collect();
+    let msg =
+        bisondb_wire::encode_op_msg_with_sequences(1, 0, 0, &body, &[("documents", &refs)], None)
+            .unwrap();
+    tokio::io::AsyncWriteExt::write_all(&mut raw, &msg)
+        .await
+        .unwrap();
+    let r = read_reply(&mut raw).await;
+    assert_eq!(num(&r, "n"), 3, "{r}");
+    assert!(!r.contains_key("writeErrors"), "{r}");
+    let coll = ts.unix.database("ins").collection::<Document>("seq");
+    let got = coll.find_one(doc! {"_id": 2}).await.unwrap().unwrap();
+    assert_eq!(got, doc! {"_id": 2, "v": 20});
+
+    // w > 1 cannot be satisfied without replication.
+    let r = ts
+        .tcp
+        .database("ins")
+        .run_command(doc! {"insert": "seq", "documents": [{"_id": 9}], "writeConcern": {"w": 2}})
+        .await;
+    assert!(r.is_err(), "w: 2 on a standalone must fail: {r:?}");
+    assert_eq!(
+        count(&coll, doc! {}).await,
+        3,
+        "the w: 2 insert did not happen"
+    );
+}

@@ -215,3 +215,67 @@ async fn eight_concurrent_inserters() {
     let ids = coll.distinct("_id", doc! {}).await.unwrap();
     assert_eq!(ids.len(), 8000, "every generated _id is unique");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn socket_file_has_mongod_default_permissions() {
+    use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+    let ts = start().await;
+    let meta = std::fs::metadata(ts.socket_path()).unwrap();
+    assert!(meta.file_type().is_socket());
+    assert_eq!(meta.permissions().mode() & 0o777, 0o700);
+    let name = ts
+        .socket_path()
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .to_string();
+    assert_eq!(name, format!("bisondb-{}.sock", ts.server.port()));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_over_max_conns_are_closed() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = config(dir.path());
+    cfg.max_conns = 2;
+    let server = match Server::start(cfg).await {
+        Ok(s) => s,
+        Err(e) => panic!("{}", e.message),
+    };
+    let port = server.port();
+    let mut a = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .unwrap();
+    let mut b = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .unwrap();
+    for s in [&mut a, &mut b] {
+        let r = raw_command(s, doc! {"ping": 1, "$db": "admin"}).await;
+        assert!(is_num(r.get("ok").unwrap(), 1.0));
+    }
+    let mut c = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .unwrap();
+    assert!(
+        closed_by_server(&mut c).await,
+        "the third connection is refused"
+    );
+    // Freeing a slot lets a new connection in.
+    drop(a);
+    let mut ok = false;
+    for _ in 0..50 {
+        let mut d = tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .unwrap();
+        send_msg(&mut d, 1, &doc! {"ping": 1, "$db": "admin"}).await;
+        let mut buf = [0u8; 4];
+        use tokio::io::AsyncReadExt;
+        if let Ok(Ok(4)) = tokio::time::timeout(Duration::from_secs(2), d.read(&mut buf)).await {
+            ok = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(ok, "a slot freed by a closed connection is reused");
+    let r = raw_command(&mut b, doc! {"ping": 1, "$db": "admin"}).await;
+    assert!(is_num(r.get("ok").unwrap(), 1.0));
+}

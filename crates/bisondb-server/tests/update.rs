@@ -455,3 +455,87 @@ async fn find_one_and_replace_and_delete_with_sort() {
         assert_eq!(count(&coll, doc! {}).await, 1, "{t}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn raw_find_and_modify_reply_shape() {
+    let ts = start().await;
+    let db = ts.tcp.database("fam");
+    seeded(&db.collection::<Document>("c")).await;
+    let r = db
+        .run_command(doc! {"findAndModify": "c", "query": {"_id": 2}, "update": {"$inc": {"n": 1}}, "new": true})
+        .await
+        .unwrap();
+    let leo = r.get_document("lastErrorObject").unwrap();
+    assert_eq!(num(leo, "n"), 1, "{r}");
+    assert_eq!(leo.get_bool("updatedExisting").ok(), Some(true), "{r}");
+    assert!(
+        is_num(r.get_document("value").unwrap().get("n").unwrap(), 3.0),
+        "{r}"
+    );
+
+    let r = db
+        .run_command(doc! {"findAndModify": "c", "query": {"_id": 9}, "update": {"$set": {"x": 1}}, "upsert": true})
+        .await
+        .unwrap();
+    let leo = r.get_document("lastErrorObject").unwrap();
+    assert_eq!(leo.get_bool("updatedExisting").ok(), Some(false), "{r}");
+    assert!(is_num(leo.get("upserted").unwrap(), 9.0), "{r}");
+    assert_eq!(
+        r.get("value"),
+        Some(&Bson::Null),
+        "old image of an upsert is null: {r}"
+    );
+
+    let r = db
+        .run_command(doc! {"findAndModify": "c", "query": {"_id": 1}, "remove": true})
+        .await
+        .unwrap();
+    assert_eq!(
+        num(r.get_document("lastErrorObject").unwrap(), "n"),
+        1,
+        "{r}"
+    );
+    assert!(is_num(
+        r.get_document("value").unwrap().get("_id").unwrap(),
+        1.0
+    ));
+
+    let r = db
+        .run_command(doc! {"findAndModify": "c", "query": {"_id": 1}, "remove": true})
+        .await
+        .unwrap();
+    assert_eq!(
+        num(r.get_document("lastErrorObject").unwrap(), "n"),
+        0,
+        "{r}"
+    );
+    assert_eq!(r.get("value"), Some(&Bson::Null));
+
+    // remove and update together are refused.
+    let res = db
+        .run_command(
+            doc! {"findAndModify": "c", "query": {}, "remove": true, "update": {"$set": {"a": 1}}},
+        )
+        .await;
+    assert!(res.is_err(), "{res:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn raw_delete_limits() {
+    let ts = start().await;
+    let db = ts.unix.database("del");
+    let coll = db.collection::<Document>("c");
+    coll.insert_many((0..6).map(|i| doc! {"_id": i, "k": i % 2}))
+        .await
+        .unwrap();
+    let r = db
+        .run_command(doc! {"delete": "c", "deletes": [
+            {"q": {"k": 0}, "limit": 1},
+            {"q": {"k": 1}, "limit": 0},
+        ]})
+        .await
+        .unwrap();
+    assert_eq!(num(&r, "n"), 4, "1 + 3: {r}");
+    assert_eq!(count(&coll, doc! {}).await, 2);
+    assert_eq!(count(&coll, doc! {"k": 0}).await, 2);
+}
