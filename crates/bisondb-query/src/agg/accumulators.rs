@@ -3,9 +3,10 @@
 use super::key::key_of;
 use crate::compare::compare_bson;
 use crate::expr::value::{decimal_unsupported, nullish, num_add, type_name_opt, LongOverflow, Num};
-use crate::expr::{Expr, Value};
+use crate::expr::{Expr, Value, Vars};
+use crate::sort::SortSpec;
 use bisondb_error::{ErrorCode, MongoError, MongoResult};
-use bson::{Bson, Document};
+use bson::{Bson, Document, RawDocumentBuf};
 use std::cmp::Ordering;
 use std::collections::HashSet;
 
@@ -23,44 +24,64 @@ pub enum AccOp {
     StdDevPop,
     StdDevSamp,
     MergeObjects,
+    FirstN,
+    LastN,
+    MaxN,
+    MinN,
+    Top,
+    Bottom,
+    TopN,
+    BottomN,
+    Median,
+    Percentile,
 }
 
 /// Accumulators implemented, sorted by name. `$count` is `$sum: 1`.
 const ACCUMULATORS: &[(&str, Option<AccOp>)] = &[
     ("$addToSet", Some(AccOp::AddToSet)),
     ("$avg", Some(AccOp::Avg)),
+    ("$bottom", Some(AccOp::Bottom)),
+    ("$bottomN", Some(AccOp::BottomN)),
     ("$count", None),
     ("$first", Some(AccOp::First)),
+    ("$firstN", Some(AccOp::FirstN)),
     ("$last", Some(AccOp::Last)),
+    ("$lastN", Some(AccOp::LastN)),
     ("$max", Some(AccOp::Max)),
+    ("$maxN", Some(AccOp::MaxN)),
+    ("$median", Some(AccOp::Median)),
     ("$mergeObjects", Some(AccOp::MergeObjects)),
     ("$min", Some(AccOp::Min)),
+    ("$minN", Some(AccOp::MinN)),
+    ("$percentile", Some(AccOp::Percentile)),
     ("$push", Some(AccOp::Push)),
     ("$stdDevPop", Some(AccOp::StdDevPop)),
     ("$stdDevSamp", Some(AccOp::StdDevSamp)),
     ("$sum", Some(AccOp::Sum)),
+    ("$top", Some(AccOp::Top)),
+    ("$topN", Some(AccOp::TopN)),
 ];
 
 /// mongod accumulators BisonDB does not implement yet, sorted.
-const NOT_IMPLEMENTED: &[&str] = &[
-    "$accumulator",
-    "$bottom",
-    "$bottomN",
-    "$firstN",
-    "$lastN",
-    "$maxN",
-    "$median",
-    "$minN",
-    "$percentile",
-    "$top",
-    "$topN",
-];
+const NOT_IMPLEMENTED: &[&str] = &["$accumulator", "$concatArrays", "$setUnion"];
 
 /// A parsed accumulator: operator and argument expression.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Accumulator {
     pub op: AccOp,
     pub arg: Expr,
+    pub params: AccParams,
+}
+
+/// Extra arguments of the N-element, ranked and percentile accumulators.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct AccParams {
+    /// `n` of `$firstN`, `$topN`, ...
+    pub n: usize,
+    /// `sortBy` of `$top`/`$bottom` and their N forms.
+    pub sort: Option<SortSpec>,
+    /// Percentiles of `$percentile` (0.5 for `$median`).
+    pub p: Vec<f64>,
 }
 
 impl Accumulator {
@@ -96,6 +117,7 @@ impl Accumulator {
         }
         match ACCUMULATORS.binary_search_by(|(n, _)| n.cmp(&name.as_str())) {
             Ok(i) => match ACCUMULATORS.get(i).and_then(|(_, op)| *op) {
+                Some(op) if is_object_form(op) => parse_object_form(name, op, arg),
                 Some(op) => {
                     if matches!(arg, Bson::Array(_)) {
                         return Err(MongoError::location(
@@ -103,10 +125,7 @@ impl Accumulator {
                             format!("The {name} accumulator is a unary operator"),
                         ));
                     }
-                    Ok(Accumulator {
-                        op,
-                        arg: Expr::parse(arg)?,
-                    })
+                    Ok(Accumulator::new(op, Expr::parse(arg)?))
                 }
                 None => {
                     if !matches!(arg, Bson::Document(a) if a.is_empty()) {
@@ -114,10 +133,7 @@ impl Accumulator {
                             "$count takes no arguments, i.e. $count:{}",
                         ));
                     }
-                    Ok(Accumulator {
-                        op: AccOp::Sum,
-                        arg: Expr::Literal(Bson::Int32(1)),
-                    })
+                    Ok(Accumulator::new(AccOp::Sum, Expr::Literal(Bson::Int32(1))))
                 }
             },
             Err(_) if NOT_IMPLEMENTED.binary_search(&name.as_str()).is_ok() => {
@@ -133,9 +149,58 @@ impl Accumulator {
         }
     }
 
+    /// An accumulator without extra parameters.
+    pub fn new(op: AccOp, arg: Expr) -> Accumulator {
+        Accumulator {
+            op,
+            arg,
+            params: AccParams::default(),
+        }
+    }
+
+    /// Evaluates the argument for `doc` and folds it into `state`.
+    pub fn accumulate(&self, state: &mut AccState, doc: &Document, vars: &Vars) -> MongoResult<()> {
+        let v = self.arg.eval(doc, vars)?;
+        if let AccState::Ranked {
+            items,
+            n,
+            sort,
+            bottom,
+        } = state
+        {
+            let raw = RawDocumentBuf::try_from(doc).map_err(|e| {
+                MongoError::internal(format!("document cannot be encoded for sorting: {e}"))
+            })?;
+            items.push((sort.sort_key(&raw), v.unwrap_or(Bson::Null)));
+            // Keep memory bounded: trim to the best n once the buffer doubles.
+            if items.len() > n.saturating_mul(2).max(64) {
+                trim_ranked(items, *n, sort, *bottom);
+            }
+            return Ok(());
+        }
+        state.add(self.op, v)
+    }
+
     /// A fresh state for a new group.
     pub fn new_state(&self) -> AccState {
+        let n = self.params.n;
         match self.op {
+            AccOp::FirstN => AccState::FirstN(Vec::new(), n),
+            AccOp::LastN => AccState::LastN(std::collections::VecDeque::new(), n),
+            AccOp::MaxN | AccOp::MinN => AccState::Extremes(Vec::new(), n),
+            AccOp::Top | AccOp::Bottom | AccOp::TopN | AccOp::BottomN => AccState::Ranked {
+                items: Vec::new(),
+                n: if matches!(self.op, AccOp::Top | AccOp::Bottom) {
+                    1
+                } else {
+                    n
+                },
+                sort: self.params.sort.clone().unwrap_or_default(),
+                bottom: matches!(self.op, AccOp::Bottom | AccOp::BottomN),
+            },
+            AccOp::Median | AccOp::Percentile => {
+                AccState::Quantiles(Vec::new(), self.params.p.clone())
+            }
             AccOp::Sum => AccState::Sum(Num::I32(0)),
             AccOp::Avg => AccState::Avg {
                 sum: Num::I32(0),
@@ -160,14 +225,157 @@ impl Accumulator {
 #[derive(Debug, Clone)]
 pub enum AccState {
     Sum(Num),
-    Avg { sum: Num, count: u64 },
+    Avg {
+        sum: Num,
+        count: u64,
+    },
     Extreme(Option<Bson>),
     First(Option<Bson>),
     Last(Bson),
     Push(Vec<Bson>),
     Set(Vec<Bson>, HashSet<Vec<u8>>),
-    StdDev { count: u64, mean: f64, m2: f64 },
+    StdDev {
+        count: u64,
+        mean: f64,
+        m2: f64,
+    },
     Merge(Document),
+    FirstN(Vec<Bson>, usize),
+    LastN(std::collections::VecDeque<Bson>, usize),
+    Extremes(Vec<Bson>, usize),
+    /// Sort key and output value of each document seen (`$top`...).
+    Ranked {
+        items: Vec<(Vec<Bson>, Bson)>,
+        n: usize,
+        sort: SortSpec,
+        bottom: bool,
+    },
+    Quantiles(Vec<f64>, Vec<f64>),
+}
+
+fn is_object_form(op: AccOp) -> bool {
+    matches!(
+        op,
+        AccOp::FirstN
+            | AccOp::LastN
+            | AccOp::MaxN
+            | AccOp::MinN
+            | AccOp::Top
+            | AccOp::Bottom
+            | AccOp::TopN
+            | AccOp::BottomN
+            | AccOp::Median
+            | AccOp::Percentile
+    )
+}
+
+fn parse_object_form(name: &str, op: AccOp, arg: &Bson) -> MongoResult<Accumulator> {
+    let Bson::Document(d) = arg else {
+        return Err(MongoError::location(
+            5787801,
+            format!("specification must be an object; found {name}: {arg}"),
+        ));
+    };
+    let (allowed, required): (&[&str], &[&str]) = match op {
+        AccOp::FirstN | AccOp::LastN | AccOp::MaxN | AccOp::MinN => {
+            (&["input", "n"], &["input", "n"])
+        }
+        AccOp::Top | AccOp::Bottom => (&["sortBy", "output"], &["sortBy", "output"]),
+        AccOp::TopN | AccOp::BottomN => (&["n", "sortBy", "output"], &["n", "sortBy", "output"]),
+        AccOp::Median => (&["input", "method"], &["input", "method"]),
+        _ => (&["input", "p", "method"], &["input", "p", "method"]),
+    };
+    for k in d.keys() {
+        if !allowed.contains(&k.as_str()) {
+            return Err(MongoError::location(
+                5787901,
+                format!("Unknown argument to {name} '{k}'"),
+            ));
+        }
+    }
+    for k in required {
+        if !d.contains_key(*k) {
+            return Err(MongoError::location(
+                40414,
+                format!("BSON field '{name}.{k}' is missing but a required field"),
+            ));
+        }
+    }
+    let mut params = AccParams::default();
+    if let Some(n) = d.get("n") {
+        params.n = match n {
+            Bson::Int32(i) if *i > 0 => usize::try_from(*i).unwrap_or(1),
+            Bson::Int64(i) if *i > 0 => usize::try_from(*i).unwrap_or(usize::MAX),
+            Bson::Double(x) if *x > 0.0 && x.fract() == 0.0 => *x as usize,
+            other => {
+                return Err(MongoError::location(
+                    5787908,
+                    format!("Value for 'n' must be a positive integral value, found: {other}"),
+                ))
+            }
+        };
+    }
+    if let Some(sort) = d.get("sortBy") {
+        let Bson::Document(spec) = sort else {
+            return Err(MongoError::location(
+                5788604,
+                format!("expected 'sortBy' to be an object, found: {sort}"),
+            ));
+        };
+        params.sort = Some(SortSpec::parse(spec)?);
+    }
+    if let Some(method) = d.get("method") {
+        if method != &Bson::String("approximate".into()) {
+            return Err(MongoError::bad_value(format!(
+                "Currently only 'approximate' can be used as percentile 'method', found {method}"
+            )));
+        }
+    }
+    params.p = match (op, d.get("p")) {
+        (AccOp::Median, _) => vec![0.5],
+        (_, Some(Bson::Array(ps))) if !ps.is_empty() => {
+            let mut out = Vec::with_capacity(ps.len());
+            for p in ps {
+                match Num::from_bson(p).map(Num::as_f64) {
+                    Some(x) if (0.0..=1.0).contains(&x) => out.push(x),
+                    _ => {
+                        return Err(MongoError::location(
+                            7750301,
+                            format!("The $percentile 'p' field must be an array of numbers from [0.0, 1.0], but found: {p}"),
+                        ))
+                    }
+                }
+            }
+            out
+        }
+        (_, Some(other)) => {
+            return Err(MongoError::location(
+                7750301,
+                format!("The $percentile 'p' field must be an array of numbers from [0.0, 1.0], but found: {other}"),
+            ))
+        }
+        (_, None) => Vec::new(),
+    };
+    let arg_src = d
+        .get("output")
+        .or_else(|| d.get("input"))
+        .unwrap_or(&Bson::Null);
+    Ok(Accumulator {
+        op,
+        arg: Expr::parse(arg_src)?,
+        params,
+    })
+}
+
+/// Keeps the n best entries in sort order (the last n for `$bottom`).
+fn trim_ranked(items: &mut Vec<(Vec<Bson>, Bson)>, n: usize, sort: &SortSpec, bottom: bool) {
+    items.sort_by(|a, b| sort.compare_keys(&a.0, &b.0));
+    if bottom {
+        let skip = items.len().saturating_sub(n);
+        items.drain(..skip);
+    } else {
+        items.truncate(n);
+    }
 }
 
 fn number(v: &Value, op: &str) -> MongoResult<Option<Num>> {
@@ -242,6 +450,32 @@ impl AccState {
                     *m2 += delta * (x - *mean);
                 }
             }
+            AccState::FirstN(items, n) => {
+                if items.len() < *n {
+                    items.push(v.unwrap_or(Bson::Null));
+                }
+            }
+            AccState::LastN(items, n) => {
+                items.push_back(v.unwrap_or(Bson::Null));
+                if items.len() > *n {
+                    items.pop_front();
+                }
+            }
+            AccState::Extremes(items, n) => {
+                if let Some(v) = v.filter(|x| !nullish(Some(x))) {
+                    items.push(v);
+                    if items.len() > n.saturating_mul(2).max(64) {
+                        sort_extremes(items, op == AccOp::MaxN);
+                        items.truncate(*n);
+                    }
+                }
+            }
+            AccState::Ranked { items, .. } => items.push((Vec::new(), v.unwrap_or(Bson::Null))),
+            AccState::Quantiles(vals, _) => {
+                if let Some(n) = number(&v, "$percentile")? {
+                    vals.push(n.as_f64());
+                }
+            }
             AccState::Merge(out) => match v {
                 Some(Bson::Document(d)) => crate::expr::merge_objects_into(out, d),
                 other if nullish(other.as_ref()) => {}
@@ -288,8 +522,57 @@ impl AccState {
                 }
             }
             AccState::Merge(d) => Bson::Document(d),
+            AccState::FirstN(items, _) => Bson::Array(items),
+            AccState::LastN(items, _) => Bson::Array(items.into_iter().collect()),
+            AccState::Extremes(mut items, n) => {
+                sort_extremes(&mut items, op == AccOp::MaxN);
+                items.truncate(n);
+                Bson::Array(items)
+            }
+            AccState::Ranked {
+                mut items,
+                n,
+                sort,
+                bottom,
+            } => {
+                trim_ranked(&mut items, n, &sort, bottom);
+                let mut out: Vec<Bson> = items.into_iter().map(|(_, v)| v).collect();
+                if matches!(op, AccOp::Top | AccOp::Bottom) {
+                    out.pop().unwrap_or(Bson::Null)
+                } else {
+                    Bson::Array(out)
+                }
+            }
+            AccState::Quantiles(mut vals, ps) => {
+                vals.sort_by(f64::total_cmp);
+                // Discrete percentiles: the smallest value with at least p of
+                // the data at or below it.
+                let pick = |p: f64| -> Bson {
+                    if vals.is_empty() {
+                        return Bson::Null;
+                    }
+                    let rank = (p * vals.len() as f64).ceil() as usize;
+                    vals.get(rank.saturating_sub(1).min(vals.len() - 1))
+                        .map_or(Bson::Null, |x| Bson::Double(*x))
+                };
+                if op == AccOp::Median {
+                    pick(0.5)
+                } else {
+                    Bson::Array(ps.into_iter().map(pick).collect())
+                }
+            }
         }
     }
+}
+
+fn sort_extremes(items: &mut [Bson], max: bool) {
+    items.sort_by(|a, b| {
+        if max {
+            compare_bson(b, a)
+        } else {
+            compare_bson(a, b)
+        }
+    });
 }
 
 #[cfg(test)]
@@ -409,9 +692,9 @@ mod tests {
                 "must specify one accumulator",
             ),
             (
-                doc! {"$topN": {}}.into(),
+                doc! {"$accumulator": {}}.into(),
                 238,
-                "Accumulator $topN is not supported by BisonDB yet",
+                "Accumulator $accumulator is not supported by BisonDB yet",
             ),
             (
                 doc! {"$sum": [1, 2]}.into(),

@@ -817,3 +817,70 @@ fn bucket_and_sample() {
         ),
     ]);
 }
+
+#[test]
+fn ranked_and_n_accumulators() {
+    let scores = vec![
+        doc! {"g": 1, "p": "a", "s": 10},
+        doc! {"g": 1, "p": "b", "s": 30},
+        doc! {"g": 1, "p": "c", "s": 20},
+        doc! {"g": 1, "p": "d"},
+    ];
+    check(vec![(
+        vec![doc! {"$group": {
+            "_id": "$g",
+            "top": {"$top": {"sortBy": {"s": -1}, "output": "$p"}},
+            "bottom": {"$bottom": {"sortBy": {"s": -1}, "output": ["$p", "$s"]}},
+            "top2": {"$topN": {"n": 2, "sortBy": {"s": -1}, "output": "$p"}},
+            "bottom2": {"$bottomN": {"n": 2, "sortBy": {"s": -1}, "output": "$p"}},
+            "first2": {"$firstN": {"input": "$s", "n": 2}},
+            "last2": {"$lastN": {"input": "$s", "n": 2}},
+            "max2": {"$maxN": {"input": "$s", "n": 2}},
+            "min2": {"$minN": {"input": "$s", "n": 5}},
+            "median": {"$median": {"input": "$s", "method": "approximate"}},
+            "pct": {"$percentile": {"input": "$s", "p": [0.0, 0.5, 1.0], "method": "approximate"}},
+        }}],
+        scores,
+        vec![doc! {
+            "_id": 1,
+            "top": "b",
+            "bottom": ["d", null],
+            "top2": ["b", "c"],
+            "bottom2": ["a", "d"],
+            "first2": [10, 30],
+            "last2": [20, null],
+            "max2": [30, 20],
+            "min2": [10, 20, 30],
+            "median": 20.0,
+            "pct": [10.0, 20.0, 30.0],
+        }],
+    )]);
+    check_err(vec![
+        (
+            vec![doc! {"$group": {"_id": 1, "x": {"$topN": {"sortBy": {"s": 1}, "output": "$p"}}}}],
+            vec![],
+            40414,
+            "'$topN.n' is missing",
+        ),
+        (
+            vec![doc! {"$group": {"_id": 1, "x": {"$firstN": {"input": "$s", "n": 0}}}}],
+            vec![],
+            5787908,
+            "must be a positive integral value",
+        ),
+        (
+            vec![doc! {"$group": {"_id": 1, "x": {"$median": {"input": "$s", "method": "exact"}}}}],
+            vec![],
+            2,
+            "only 'approximate'",
+        ),
+        (
+            vec![
+                doc! {"$group": {"_id": 1, "x": {"$percentile": {"input": "$s", "p": [2], "method": "approximate"}}}},
+            ],
+            vec![],
+            7750301,
+            "'p' field must be an array of numbers",
+        ),
+    ]);
+}

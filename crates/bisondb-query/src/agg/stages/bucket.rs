@@ -125,10 +125,7 @@ pub(crate) fn parse(arg: &Bson) -> MongoResult<Vec<Box<dyn Stage>>> {
     let output = output.unwrap_or_else(|| {
         vec![(
             "count".to_string(),
-            Accumulator {
-                op: AccOp::Sum,
-                arg: Expr::Literal(Bson::Int32(1)),
-            },
+            Accumulator::new(AccOp::Sum, Expr::Literal(Bson::Int32(1))),
         )]
     });
     Ok(vec![Box::new(BucketStage {
@@ -181,7 +178,7 @@ impl BucketStage {
             let st =
                 st.get_or_insert_with(|| self.output.iter().map(|(_, a)| a.new_state()).collect());
             for ((_, acc), s) in self.output.iter().zip(st.iter_mut()) {
-                s.add(acc.op, acc.arg.eval(&doc, &vars)?)?;
+                acc.accumulate(s, &doc, &vars)?;
             }
         }
         let mut out = Vec::new();

@@ -86,8 +86,7 @@ fn group_all(stage: &GroupStage, input: DocStream, now: DateTime) -> MongoResult
             .get_mut(slot)
             .ok_or_else(|| MongoError::internal("group index out of range"))?;
         for ((_, acc), st) in stage.fields.iter().zip(g.states.iter_mut()) {
-            let v = acc.arg.eval(&doc, &vars)?;
-            st.add(acc.op, v)?;
+            acc.accumulate(st, &doc, &vars)?;
         }
     }
     Ok(groups

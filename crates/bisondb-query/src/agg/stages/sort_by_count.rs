@@ -22,10 +22,7 @@ pub(crate) fn parse(arg: &Bson) -> MongoResult<Vec<Box<dyn Stage>>> {
         ));
     }
     let id = Expr::parse(arg)?;
-    let count = Accumulator {
-        op: AccOp::Sum,
-        arg: Expr::Literal(Bson::Int32(1)),
-    };
+    let count = Accumulator::new(AccOp::Sum, Expr::Literal(Bson::Int32(1)));
     Ok(vec![
         Box::new(GroupStage::new(id, vec![("count".to_string(), count)])),
         Box::new(SortStage::new(&doc! {"count": -1})?),
