@@ -19,7 +19,8 @@ async fn sales(coll: &Collection<Document>) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn counts_and_distinct() {
+async fn count_documents_runs_an_aggregation() {
+    // The driver's count_documents is a $match + $group pipeline.
     let ts = start().await;
     for (t, client) in ts.clients() {
         let coll = client.database("agg").collection::<Document>(t);
@@ -37,6 +38,22 @@ async fn counts_and_distinct() {
             0,
             "{t}"
         );
+        let skipped = coll
+            .count_documents(doc! {})
+            .skip(1)
+            .limit(3)
+            .await
+            .unwrap();
+        assert_eq!(skipped, 3, "{t}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn estimated_count_distinct_and_count_command() {
+    let ts = start().await;
+    for (t, client) in ts.clients() {
+        let coll = client.database("agg").collection::<Document>(t);
+        sales(&coll).await;
         assert_eq!(coll.estimated_document_count().await.unwrap(), 5, "{t}");
 
         let items = coll.distinct("item", doc! {}).await.unwrap();
