@@ -679,10 +679,10 @@ fn lookup_stage() {
             "must specify 'as' field for a $lookup",
         ),
         (
-            vec![doc! {"$lookup": {"from": "x", "let": {}, "pipeline": [], "as": "c"}}],
+            vec![doc! {"$lookup": {"from": "x", "let": {"Bad": 1}, "pipeline": [], "as": "c"}}],
             vec![],
-            238,
-            "'let' variables is not supported",
+            16867,
+            "starts with an invalid character",
         ),
         (
             vec![doc! {"$lookup": {"from": "x", "bogus": 1, "as": "c"}}],
@@ -883,4 +883,38 @@ fn ranked_and_n_accumulators() {
             "'p' field must be an array of numbers",
         ),
     ]);
+}
+
+#[test]
+fn lookup_with_let() {
+    let orders = vec![
+        doc! {"_id": 1, "item": "a", "min": 3},
+        doc! {"_id": 2, "item": "b", "min": 0},
+    ];
+    let stock = vec![
+        doc! {"_id": 10, "sku": "a", "qty": 5},
+        doc! {"_id": 11, "sku": "a", "qty": 1},
+        doc! {"_id": 12, "sku": "b", "qty": 2},
+    ];
+    let got = run_with(
+        vec![doc! {"$lookup": {
+            "from": "stock",
+            "let": {"it": "$item", "lo": "$min"},
+            "pipeline": [
+                {"$match": {"$expr": {"$and": [{"$eq": ["$sku", "$$it"]}, {"$gte": ["$qty", "$$lo"]}]}}},
+                {"$project": {"_id": 1}},
+            ],
+            "as": "ok",
+        }}],
+        orders,
+        vec![("stock", stock)],
+    )
+    .unwrap();
+    assert_eq!(
+        got,
+        vec![
+            doc! {"_id": 1, "item": "a", "min": 3, "ok": [{"_id": 10}]},
+            doc! {"_id": 2, "item": "b", "min": 0, "ok": [{"_id": 12}]},
+        ]
+    );
 }

@@ -6,6 +6,7 @@
 use crate::agg::key::key_of;
 use crate::agg::{DocStream, Pipeline, RunCtx, Stage};
 use crate::expr::value::type_name;
+use crate::expr::{check_var_name, Expr, Vars};
 use crate::update::path::{parse_index, set_path, split};
 use bisondb_error::{ErrorCode, MongoError, MongoResult};
 use bson::{Bson, Document};
@@ -18,6 +19,8 @@ pub(crate) struct LookupStage {
     foreign: Option<Vec<String>>,
     as_path: Vec<String>,
     pipeline: Option<Vec<Document>>,
+    /// `let` variables, substituted into the sub-pipeline per input document.
+    lets: Vec<(String, Expr)>,
 }
 
 fn field_string(v: &Bson, what: &str) -> MongoResult<String> {
@@ -46,6 +49,7 @@ pub(crate) fn parse(arg: &Bson) -> MongoResult<Vec<Box<dyn Stage>>> {
     };
     let (mut from, mut local, mut foreign, mut as_field, mut pipeline) =
         (None, None, None, None, None);
+    let mut lets: Vec<(String, Expr)> = Vec::new();
     for (k, v) in spec {
         match k.as_str() {
             "from" => match v {
@@ -67,10 +71,16 @@ pub(crate) fn parse(arg: &Bson) -> MongoResult<Vec<Box<dyn Stage>>> {
             "foreignField" => foreign = Some(field_string(v, k)?),
             "as" => as_field = Some(field_string(v, k)?),
             "let" => {
-                return Err(MongoError::new(
-                    ErrorCode::NotImplemented,
-                    "$lookup with 'let' variables is not supported by BisonDB yet",
-                ))
+                let Bson::Document(vars) = v else {
+                    return Err(MongoError::failed_to_parse(format!(
+                        "$lookup argument 'let' must be an object, is type {}",
+                        type_name(v)
+                    )));
+                };
+                for (name, e) in vars {
+                    check_var_name(name)?;
+                    lets.push((name.clone(), Expr::parse(e)?));
+                }
             }
             "pipeline" => {
                 let Bson::Array(stages) = v else {
@@ -89,7 +99,6 @@ pub(crate) fn parse(arg: &Bson) -> MongoResult<Vec<Box<dyn Stage>>> {
                         }
                     }
                 }
-                Pipeline::parse(&docs)?;
                 pipeline = Some(docs);
             }
             other => {
@@ -111,13 +120,70 @@ pub(crate) fn parse(arg: &Bson) -> MongoResult<Vec<Box<dyn Stage>>> {
             ))
         }
     }
+    if let Some(stages) = &pipeline {
+        // Validate now, with the variables standing in as nulls.
+        let probe: Vec<(String, Option<Bson>)> = lets
+            .iter()
+            .map(|(n, _)| (n.clone(), Some(Bson::Null)))
+            .collect();
+        Pipeline::parse(&substitute_stages(stages, &probe))?;
+    }
     Ok(vec![Box::new(LookupStage {
         from,
         local,
         foreign: foreign.as_deref().map(split),
         as_path: split(&as_field),
         pipeline,
+        lets,
     })])
+}
+
+/// Replaces `$$name` and `$$name.path` strings by the variables' values (as
+/// `$literal`), which is how `let` variables reach the sub-pipeline.
+fn substitute(v: &Bson, vals: &[(String, Option<Bson>)]) -> Bson {
+    match v {
+        Bson::String(s) if s.starts_with("$$") => {
+            let body = &s[2..];
+            let (name, path) = match body.split_once('.') {
+                Some((n, p)) => (n, Some(p)),
+                None => (body, None),
+            };
+            let Some((_, val)) = vals.iter().find(|(n, _)| n == name) else {
+                return v.clone();
+            };
+            let resolved = match (val, path) {
+                (Some(Bson::Document(d)), Some(p)) => crate::path::get_path_bson_fanout(d, p),
+                (Some(Bson::Array(a)), Some(p)) => crate::path::get_path_bson_fanout(
+                    &bson::doc! {"v": a.clone()},
+                    &format!("v.{p}"),
+                ),
+                (_, Some(_)) => None,
+                (val, None) => val.clone(),
+            };
+            match resolved {
+                Some(x) => Bson::Document(bson::doc! {"$literal": x}),
+                None => Bson::String("$$REMOVE".to_string()),
+            }
+        }
+        Bson::Document(d) => Bson::Document(
+            d.iter()
+                .map(|(k, x)| (k.clone(), substitute(x, vals)))
+                .collect(),
+        ),
+        Bson::Array(a) => Bson::Array(a.iter().map(|x| substitute(x, vals)).collect()),
+        other => other.clone(),
+    }
+}
+
+fn substitute_stages(stages: &[Document], vals: &[(String, Option<Bson>)]) -> Vec<Document> {
+    stages
+        .iter()
+        .map(|d| {
+            d.iter()
+                .map(|(k, x)| (k.clone(), substitute(x, vals)))
+                .collect()
+        })
+        .collect()
 }
 
 /// Values a query equality on `parts` can match in `v`: reached values, and
@@ -191,7 +257,7 @@ impl LookupStage {
                     }
                 }
             }
-            (None, Some(stages)) => {
+            (None, Some(stages)) if self.lets.is_empty() => {
                 uncorrelated = Some(
                     run_sub(stages, foreign.clone(), cx)?
                         .into_iter()
@@ -199,7 +265,7 @@ impl LookupStage {
                         .collect(),
                 );
             }
-            (None, None) => {}
+            _ => {}
         }
         Ok(Joined {
             foreign,
@@ -219,6 +285,8 @@ impl LookupStage {
                         idx.extend(v);
                     }
                 }
+            } else {
+                idx.extend(0..j.foreign.len());
             }
             idx.sort_unstable();
             idx.dedup();
@@ -227,6 +295,14 @@ impl LookupStage {
                 .filter_map(|i| j.foreign.get(i).cloned())
                 .collect();
             match &self.pipeline {
+                Some(stages) if !self.lets.is_empty() => {
+                    let vars = Vars::with_now(cx.now);
+                    let mut vals = Vec::with_capacity(self.lets.len());
+                    for (n, e) in &self.lets {
+                        vals.push((n.clone(), e.eval(&doc, &vars)?));
+                    }
+                    run_sub(&substitute_stages(stages, &vals), docs, cx)?
+                }
                 Some(stages) => run_sub(stages, docs, cx)?,
                 None => docs,
             }
