@@ -443,10 +443,10 @@ fn pipeline_parse_errors() {
             "Unrecognized pipeline stage name: '$foo'",
         ),
         (
-            vec![doc! {"$graphLookup": {}}],
+            vec![doc! {"$densify": {}}],
             vec![],
             238,
-            "$graphLookup is not supported by BisonDB yet",
+            "$densify is not supported by BisonDB yet",
         ),
         (
             vec![doc! {"$match": {}, "$limit": 1}],
@@ -917,4 +917,70 @@ fn lookup_with_let() {
             doc! {"_id": 2, "item": "b", "min": 0, "ok": [{"_id": 12}]},
         ]
     );
+}
+
+#[test]
+fn graph_lookup_stage() {
+    let employees = vec![
+        doc! {"_id": 1, "name": "Dev"},
+        doc! {"_id": 2, "name": "Eliot", "reportsTo": "Dev"},
+        doc! {"_id": 3, "name": "Ron", "reportsTo": "Eliot"},
+        doc! {"_id": 4, "name": "Andrew", "reportsTo": "Eliot"},
+        doc! {"_id": 5, "name": "Asya", "reportsTo": "Ron"},
+    ];
+    let got = run_with(
+        vec![
+            doc! {"$match": {"name": "Asya"}},
+            doc! {"$graphLookup": {
+                "from": "employees",
+                "startWith": "$reportsTo",
+                "connectFromField": "reportsTo",
+                "connectToField": "name",
+                "as": "chain",
+                "depthField": "d",
+            }},
+            doc! {"$project": {"chain.name": 1, "chain.d": 1, "_id": 0}},
+        ],
+        employees.clone(),
+        vec![("employees", employees.clone())],
+    )
+    .unwrap();
+    assert_eq!(
+        got,
+        vec![
+            doc! {"chain": [{"name": "Ron", "d": 0_i64}, {"name": "Eliot", "d": 1_i64}, {"name": "Dev", "d": 2_i64}]}
+        ]
+    );
+    let got = run_with(
+        vec![
+            doc! {"$match": {"name": "Asya"}},
+            doc! {"$graphLookup": {"from": "employees", "startWith": "$reportsTo", "connectFromField": "reportsTo", "connectToField": "name", "as": "chain", "maxDepth": 0}},
+        ],
+        employees.clone(),
+        vec![("employees", employees)],
+    )
+    .unwrap();
+    assert_eq!(got[0].get_array("chain").map(Vec::len).ok(), Some(1));
+    check_err(vec![
+        (
+            vec![
+                doc! {"$graphLookup": {"from": "e", "startWith": "$a", "connectFromField": "a", "connectToField": "b"}},
+            ],
+            vec![],
+            40105,
+            "missing 'as' option",
+        ),
+        (
+            vec![doc! {"$graphLookup": {"from": "e", "bogus": 1}}],
+            vec![],
+            40104,
+            "Unknown argument to $graphLookup: bogus",
+        ),
+        (
+            vec![doc! {"$graphLookup": {"maxDepth": -1}}],
+            vec![],
+            40101,
+            "maxDepth requires a nonnegative argument",
+        ),
+    ]);
 }

@@ -215,7 +215,8 @@ fn collect(v: &Bson, parts: &[String], out: &mut Vec<Bson>) {
     }
 }
 
-fn foreign_keys(doc: &Document, parts: &[String]) -> Vec<Vec<u8>> {
+/// Canonical keys a query equality on `parts` matches in `doc`.
+pub(crate) fn equality_keys(doc: &Document, parts: &[String]) -> Vec<Vec<u8>> {
     let mut vals = Vec::new();
     collect(&Bson::Document(doc.clone()), parts, &mut vals);
     let mut keys: Vec<Vec<u8>> = vals.iter().map(|v| key_of(Some(v))).collect();
@@ -225,11 +226,16 @@ fn foreign_keys(doc: &Document, parts: &[String]) -> Vec<Vec<u8>> {
 }
 
 fn local_keys(doc: &Document, local: &str) -> Vec<Vec<u8>> {
-    let v = crate::path::get_path_bson_fanout(doc, local);
-    let mut keys: Vec<Vec<u8>> = match &v {
+    value_keys(crate::path::get_path_bson_fanout(doc, local).as_ref())
+}
+
+/// Keys to look up for a local value: each element of an array (missing
+/// and empty arrays look up null).
+pub(crate) fn value_keys(v: Option<&Bson>) -> Vec<Vec<u8>> {
+    let mut keys: Vec<Vec<u8>> = match v {
         Some(Bson::Array(a)) if !a.is_empty() => a.iter().map(|x| key_of(Some(x))).collect(),
         Some(Bson::Array(_)) => vec![key_of(None)],
-        other => vec![key_of(other.as_ref())],
+        other => vec![key_of(other)],
     };
     keys.sort();
     keys.dedup();
@@ -252,7 +258,7 @@ impl LookupStage {
         match (&self.foreign, &self.pipeline) {
             (Some(parts), _) => {
                 for (i, d) in foreign.iter().enumerate() {
-                    for k in foreign_keys(d, parts) {
+                    for k in equality_keys(d, parts) {
                         index.entry(k).or_default().push(i);
                     }
                 }

@@ -5,6 +5,7 @@ pub(crate) mod add_fields;
 pub(crate) mod bucket;
 pub(crate) mod count;
 pub(crate) mod facet;
+pub(crate) mod graph_lookup;
 pub(crate) mod group;
 pub(crate) mod limit;
 pub(crate) mod lookup;
