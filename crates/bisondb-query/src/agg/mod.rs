@@ -88,6 +88,7 @@ const STAGES: &[(&str, ParseFn)] = &[
     ("$replaceWith", stages::replace_root::parse_replace_with),
     ("$sample", stages::sample::parse),
     ("$set", stages::add_fields::parse_set),
+    ("$setWindowFields", stages::set_window_fields::parse),
     ("$skip", stages::skip::parse),
     ("$sort", stages::sort::parse),
     ("$sortByCount", stages::sort_by_count::parse),
@@ -119,7 +120,6 @@ const NOT_IMPLEMENTED_STAGES: &[&str] = &[
     "$redact",
     "$search",
     "$searchMeta",
-    "$setWindowFields",
     "$shardedDataDistribution",
     "$vectorSearch",
 ];

@@ -984,3 +984,86 @@ fn graph_lookup_stage() {
         ),
     ]);
 }
+
+#[test]
+fn set_window_fields_stage() {
+    let sales = vec![
+        doc! {"_id": 1, "st": "A", "day": 1, "amt": 10},
+        doc! {"_id": 2, "st": "B", "day": 1, "amt": 5},
+        doc! {"_id": 3, "st": "A", "day": 2, "amt": 20},
+        doc! {"_id": 4, "st": "A", "day": 3, "amt": 20},
+        doc! {"_id": 5, "st": "B", "day": 2, "amt": 7},
+    ];
+    let got = run(
+        vec![
+            doc! {"$setWindowFields": {
+                "partitionBy": "$st",
+                "sortBy": {"day": 1},
+                "output": {
+                    "cum": {"$sum": "$amt", "window": {"documents": ["unbounded", "current"]}},
+                    "total": {"$sum": "$amt"},
+                    "mov": {"$avg": "$amt", "window": {"documents": [-1, 0]}},
+                    "near": {"$sum": "$amt", "window": {"range": [-1, 1]}},
+                    "n": {"$documentNumber": {}},
+                    "prev": {"$shift": {"output": "$amt", "by": -1, "default": 0}},
+                },
+            }},
+            doc! {"$project": {"st": 0, "day": 0, "amt": 0}},
+        ],
+        sales,
+    )
+    .unwrap();
+    assert_eq!(
+        got,
+        vec![
+            doc! {"_id": 1, "cum": 10, "total": 50, "mov": 10.0, "near": 30, "n": 1, "prev": 0},
+            doc! {"_id": 3, "cum": 30, "total": 50, "mov": 15.0, "near": 50, "n": 2, "prev": 10},
+            doc! {"_id": 4, "cum": 50, "total": 50, "mov": 20.0, "near": 40, "n": 3, "prev": 20},
+            doc! {"_id": 2, "cum": 5, "total": 12, "mov": 5.0, "near": 12, "n": 1, "prev": 0},
+            doc! {"_id": 5, "cum": 12, "total": 12, "mov": 6.0, "near": 12, "n": 2, "prev": 5},
+        ]
+    );
+    let ranks = run(
+        vec![
+            doc! {"$setWindowFields": {"sortBy": {"s": -1}, "output": {"r": {"$rank": {}}, "d": {"$denseRank": {}}, "l": {"$locf": "$v"}}}},
+            doc! {"$project": {"_id": 1, "r": 1, "d": 1, "l": 1}},
+        ],
+        vec![doc! {"_id": 1, "s": 5, "v": 1}, doc! {"_id": 2, "s": 9}, doc! {"_id": 3, "s": 5}, doc! {"_id": 4, "s": 1, "v": 7}],
+    )
+    .unwrap();
+    assert_eq!(
+        ranks,
+        vec![
+            doc! {"_id": 2, "r": 1, "d": 1, "l": null},
+            doc! {"_id": 1, "r": 2, "d": 2, "l": 1},
+            doc! {"_id": 3, "r": 2, "d": 2, "l": 1},
+            doc! {"_id": 4, "r": 4, "d": 3, "l": 7},
+        ]
+    );
+    check_err(vec![
+        (
+            vec![doc! {"$setWindowFields": {"output": {"r": {"$rank": {}}}}}],
+            vec![],
+            5371602,
+            "require a sortBy",
+        ),
+        (
+            vec![doc! {"$setWindowFields": {"sortBy": {"a": 1}}}],
+            vec![],
+            40414,
+            "'$setWindowFields.output' is missing",
+        ),
+        (
+            vec![doc! {"$setWindowFields": {"output": {"x": {"$derivative": {}}}}}],
+            vec![],
+            238,
+            "Window function $derivative is not supported",
+        ),
+        (
+            vec![doc! {"$setWindowFields": {"output": {"x": {"$foo": 1}}}}],
+            vec![],
+            9,
+            "Unrecognized window function, $foo",
+        ),
+    ]);
+}

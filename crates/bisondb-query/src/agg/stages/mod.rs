@@ -13,6 +13,7 @@ pub(crate) mod match_;
 pub(crate) mod project;
 pub(crate) mod replace_root;
 pub(crate) mod sample;
+pub(crate) mod set_window_fields;
 pub(crate) mod skip;
 pub(crate) mod sort;
 pub(crate) mod sort_by_count;
