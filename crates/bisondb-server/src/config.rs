@@ -9,7 +9,11 @@ use std::path::{Path, PathBuf};
 use bisondb_error::{ErrorCode, MongoError, MongoResult};
 
 /// The storage engines BisonDB offers, by the names `--storageEngine` accepts.
-pub const ENGINES: &[&str] = &["inMemory"];
+pub const ENGINES: &[&str] = &["inMemory", "lsm"];
+
+/// Other names `--storageEngine` accepts, and the engine each one means
+/// (`wiredTiger` so that mongod configuration files keep working).
+pub const ENGINE_ALIASES: &[(&str, &str)] = &[("wiredTiger", "lsm")];
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct ServerConfig {
@@ -18,6 +22,9 @@ pub struct ServerConfig {
     pub bind_ip: Vec<String>,
     pub dbpath: PathBuf,
     pub storage_engine: String,
+    /// `storage.journal.commitIntervalMs`: the longest a buffered write waits
+    /// for its journal sync (1 to 500, mongod's default 100).
+    pub journal_commit_interval_ms: u64,
     pub unix_socket: bool,
     pub unix_socket_prefix: PathBuf,
     pub file_permissions: u32,
@@ -34,7 +41,8 @@ impl Default for ServerConfig {
             port: 27017,
             bind_ip: vec!["127.0.0.1".to_string()],
             dbpath: PathBuf::from("./data"),
-            storage_engine: "inMemory".to_string(),
+            storage_engine: "lsm".to_string(),
+            journal_commit_interval_ms: 100,
             unix_socket: true,
             unix_socket_prefix: PathBuf::from("/tmp"),
             file_permissions: 0o700,
@@ -52,9 +60,24 @@ impl ServerConfig {
         self.unix_socket_prefix.join(format!("bisondb-{port}.sock"))
     }
 
+    /// The engine `storage_engine` names, with aliases resolved (`wiredTiger` is `lsm`).
+    pub fn resolved_storage_engine(&self) -> &str {
+        let name = self.storage_engine.as_str();
+        ENGINE_ALIASES
+            .iter()
+            .find(|(alias, _)| *alias == name)
+            .map_or(name, |(_, engine)| engine)
+    }
+
     /// Checks settings that can be wrong independently of the machine.
     pub fn validate(&self) -> MongoResult<()> {
-        if !ENGINES.contains(&self.storage_engine.as_str()) {
+        if !(1..=500).contains(&self.journal_commit_interval_ms) {
+            return Err(MongoError::bad_value(format!(
+                "storage.journal.commitIntervalMs must be between 1 and 500, got {}",
+                self.journal_commit_interval_ms
+            )));
+        }
+        if !ENGINES.contains(&self.resolved_storage_engine()) {
             let known = ENGINES.join(", ");
             let hint = match self.storage_engine.as_str() {
                 "mmapv1" => {
@@ -159,6 +182,14 @@ impl ServerConfig {
                 .ok_or_else(|| bad("storage.engine", "an engine name"))?;
             self.storage_engine = s.to_string();
         }
+        if let Some(v) = get("storage.journal.commitIntervalMs") {
+            self.journal_commit_interval_ms = v.as_u64().ok_or_else(|| {
+                bad(
+                    "storage.journal.commitIntervalMs",
+                    "a number of milliseconds",
+                )
+            })?;
+        }
         if let Some(v) = get("systemLog.quiet") {
             self.quiet = v
                 .as_bool()
@@ -229,6 +260,40 @@ mod tests {
         let e = c.validate().unwrap_err();
         assert!(e.message.contains("mmapv1"), "{}", e.message);
         assert!(e.message.contains("inMemory"), "{}", e.message);
+    }
+
+    #[test]
+    fn engines_aliases_and_journal_interval() {
+        assert_eq!(
+            ServerConfig::default().storage_engine,
+            "lsm",
+            "lsm is the default"
+        );
+        let cases: &[(&str, u64, Option<&str>)] = &[
+            ("lsm", 100, Some("lsm")),
+            ("wiredTiger", 100, Some("lsm")),
+            ("inMemory", 1, Some("inMemory")),
+            ("lsm", 500, Some("lsm")),
+            ("lsm", 0, None),
+            ("lsm", 501, None),
+            ("rocksdb", 100, None),
+        ];
+        for (engine, ms, want) in cases {
+            let c = ServerConfig {
+                storage_engine: engine.to_string(),
+                journal_commit_interval_ms: *ms,
+                ..Default::default()
+            };
+            assert_eq!(c.validate().is_ok(), want.is_some(), "{engine} {ms}");
+            if let Some(w) = want {
+                assert_eq!(c.resolved_storage_engine(), *w);
+            }
+        }
+        let mut c = ServerConfig::default();
+        c.apply_yaml("storage:\n  engine: wiredTiger\n  journal:\n    commitIntervalMs: 50\n")
+            .unwrap();
+        assert_eq!(c.journal_commit_interval_ms, 50);
+        assert_eq!(c.resolved_storage_engine(), "lsm");
     }
 
     #[test]

@@ -204,8 +204,12 @@ fn run_command(
             }
         };
     match result {
-        Ok(doc) => doc,
+        Ok(doc) => {
+            tracing::debug!(conn = conn.id, db = %req.db, command = req.name, "command ok");
+            doc
+        }
         Err(e) => {
+            tracing::debug!(conn = conn.id, db = %req.db, command = req.name, code = e.code.code(), error = %e.message, body = %bson::Document::try_from(req.body).map(|d| d.to_string()).unwrap_or_default(), "command failed");
             if e.code == ErrorCode::InternalError {
                 tracing::error!(command = req.name, error = %e, "internal error");
             }

@@ -28,7 +28,13 @@ pub fn matching(coll: Option<&Collection>, matcher: &Matcher) -> MongoResult<Doc
     let m = matcher.clone();
     let all = m.is_empty();
     Ok(Box::new(coll.scan(false).filter_map(move |r| match r {
-        Ok(d) => (all || m.matches(&d)).then_some(Ok(d)),
+        Ok(d) if all => Some(Ok(d)),
+        // $expr may fail to evaluate; mongod fails the operation rather than skip the document.
+        Ok(d) => match m.try_matches(&d) {
+            Ok(true) => Some(Ok(d)),
+            Ok(false) => None,
+            Err(e) => Some(Err(e)),
+        },
         Err(e) => Some(Err(MongoError::from(e))),
     })))
 }

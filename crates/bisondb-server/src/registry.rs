@@ -43,6 +43,11 @@ use commands::*;
 /// Sorted by name (byte order); a unit test keeps it so.
 pub static COMMANDS: &[CommandSpec] = &[
     cmd(
+        "aggregate",
+        run::<aggregate::Aggregate>,
+        "run an aggregation pipeline",
+    ),
+    cmd(
         "buildInfo",
         run::<build_info::BuildInfo>,
         "version and build details",

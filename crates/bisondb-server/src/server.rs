@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use bisondb_error::{ErrorCode, MongoError, MongoResult};
 use bisondb_storage::memory::MemoryEngine;
-use bisondb_storage::{Engine, Storage};
+use bisondb_storage::{Engine, LsmEngine, LsmOptions, Storage};
 use tokio::net::{TcpListener, UnixListener};
 use tokio::sync::Semaphore;
 use tokio::task::JoinHandle;
@@ -29,12 +29,41 @@ pub struct RunningServer {
     tasks: Vec<JoinHandle<()>>,
 }
 
+/// Opens the persistent engine in `--dbpath` (creating the directory) off the
+/// async threads: recovering the journal can take a while.
+async fn open_lsm(config: &ServerConfig) -> MongoResult<Arc<dyn Engine>> {
+    let options = LsmOptions::with_journal_commit_interval_ms(config.journal_commit_interval_ms)
+        .map_err(MongoError::from)?;
+    let dbpath = config.dbpath.clone();
+    let opened = tokio::task::spawn_blocking(move || LsmEngine::open_shared(&dbpath, options))
+        .await
+        .map_err(|e| MongoError::internal(format!("opening the lsm storage engine: {e}")))?;
+    opened.map_err(|e| {
+        MongoError::new(
+            e.code(),
+            format!(
+                "cannot start the lsm storage engine in {}: {e}",
+                config.dbpath.display()
+            ),
+        )
+    })
+}
+
 impl Server {
     /// Opens storage and binds every listener; returns once connections can be accepted.
     pub async fn start(config: ServerConfig) -> MongoResult<RunningServer> {
         config.validate()?;
-        let engine: Arc<dyn Engine> = match config.storage_engine.as_str() {
+        if config.resolved_storage_engine() != config.storage_engine {
+            tracing::info!(
+                "storage engine '{}' is an alias of '{}'; using '{}'",
+                config.storage_engine,
+                config.resolved_storage_engine(),
+                config.resolved_storage_engine()
+            );
+        }
+        let engine: Arc<dyn Engine> = match config.resolved_storage_engine() {
             "inMemory" => Arc::new(MemoryEngine::new()),
+            "lsm" => open_lsm(&config).await?,
             other => {
                 return Err(MongoError::new(
                     ErrorCode::InvalidOptions,

@@ -41,9 +41,12 @@ struct ServeArgs {
     /// Directory for data files [default: ./data].
     #[arg(long)]
     dbpath: Option<PathBuf>,
-    /// Storage engine [default: inMemory].
+    /// Storage engine: lsm (persistent; wiredTiger is an alias) or inMemory [default: lsm].
     #[arg(long = "storageEngine")]
     storage_engine: Option<String>,
+    /// Longest time in milliseconds between journal syncs, 1 to 500 [default: 100].
+    #[arg(long = "journalCommitInterval")]
+    journal_commit_interval: Option<u64>,
     /// Directory for the Unix domain socket [default: /tmp].
     #[arg(long = "unixSocketPrefix")]
     unix_socket_prefix: Option<PathBuf>,
@@ -89,6 +92,9 @@ fn build_config(a: &ServeArgs) -> Result<ServerConfig, String> {
     }
     if let Some(e) = &a.storage_engine {
         c.storage_engine = e.clone();
+    }
+    if let Some(ms) = a.journal_commit_interval {
+        c.journal_commit_interval_ms = ms;
     }
     if let Some(p) = &a.unix_socket_prefix {
         c.unix_socket_prefix = p.clone();
@@ -137,7 +143,13 @@ fn init_logging(c: &ServerConfig) -> Result<(), String> {
                 )
                 .init();
         }
-        None => registry.with(tracing_subscriber::fmt::layer()).init(),
+        None => {
+            use std::io::IsTerminal;
+            let ansi = std::io::stdout().is_terminal();
+            registry
+                .with(tracing_subscriber::fmt::layer().with_ansi(ansi))
+                .init()
+        }
     }
     Ok(())
 }

@@ -17,7 +17,7 @@ pub struct Find {
     db: String,
     coll: String,
     filter: Matcher,
-    projection: Option<Projection>,
+    projection: Option<Document>,
     sort: Option<SortSpec>,
     skip: u64,
     limit: Option<u64>,
@@ -83,7 +83,7 @@ impl Command for Find {
                 "projection" => {
                     let p = args::to_document(args::as_doc(n, "projection", v)?)?;
                     if !p.is_empty() {
-                        f.projection = Some(Projection::parse(&p)?);
+                        f.projection = Some(p);
                     }
                 }
                 "sort" => {
@@ -138,6 +138,10 @@ impl Command for Find {
         if !have_coll {
             return Err(args::missing_field(n, "find"));
         }
+        // Parsed after the loop: a positional projection (`a.$`) needs the filter.
+        if let Some(p) = &f.projection {
+            Projection::parse_with_filter(p, &f.filter)?;
+        }
         Ok(f)
     }
 
@@ -159,8 +163,11 @@ impl Command for Find {
         } else {
             src
         };
-        let src: DocSource = match self.projection {
-            Some(p) => Box::new(src.map(move |d| d.and_then(|d| p.apply_raw(&d)))),
+        let src: DocSource = match &self.projection {
+            Some(p) => {
+                let p = Projection::parse_with_filter(p, &self.filter)?;
+                Box::new(src.map(move |d| d.and_then(|d| p.apply_raw(&d))))
+            }
             None => src,
         };
         let mut cursor = Cursor::new(ns.clone(), src, self.limit);

@@ -24,7 +24,7 @@ pub struct FindAndModify {
     remove: bool,
     update: Option<UpdateSpec>,
     new: bool,
-    fields: Option<Projection>,
+    fields: Option<Document>,
     upsert: bool,
     wc: WriteConcern,
 }
@@ -69,7 +69,7 @@ impl Command for FindAndModify {
                 "fields" => {
                     let p = args::to_document(args::as_doc(n, "fields", v)?)?;
                     if !p.is_empty() {
-                        f.fields = Some(Projection::parse(&p)?);
+                        f.fields = Some(p);
                     }
                 }
                 "upsert" => f.upsert = args::as_bool(n, "upsert", v)?,
@@ -93,6 +93,9 @@ impl Command for FindAndModify {
         if !have_coll {
             return Err(args::missing_field(n, "findAndModify"));
         }
+        if let Some(p) = &f.fields {
+            Projection::parse_with_filter(p, &f.query)?;
+        }
         match (f.remove, &f.update) {
             (true, Some(_)) => {
                 return Err(MongoError::failed_to_parse("Cannot specify both an update and remove=true"))
@@ -114,8 +117,12 @@ impl Command for FindAndModify {
     }
 
     fn execute(self, ctx: &mut Context<'_>) -> MongoResult<RawDocumentBuf> {
+        let fields = match &self.fields {
+            Some(p) => Some(Projection::parse_with_filter(p, &self.query)?),
+            None => None,
+        };
         let project = |d: Option<Document>| -> MongoResult<Bson> {
-            match (d, &self.fields) {
+            match (d, &fields) {
                 (None, _) => Ok(Bson::Null),
                 (Some(d), Some(p)) => Ok(Bson::Document(p.apply(&d)?)),
                 (Some(d), None) => Ok(Bson::Document(d)),

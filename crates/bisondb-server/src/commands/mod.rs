@@ -11,6 +11,7 @@ use bson::RawDocumentBuf;
 use crate::request::CommandRequest;
 use crate::state::ServerState;
 
+pub mod aggregate;
 pub mod build_info;
 pub mod coll_stats;
 pub mod connection_status;

@@ -58,12 +58,14 @@ pub fn write_concern(cmd: &str, body: &RawDocument) -> MongoResult<WriteConcern>
                     wc.unacknowledged = n == 0;
                 }
                 RawBsonRef::String("majority") => wc.durability = Durability::Sync,
-                RawBsonRef::String(tag) => return Err(MongoError::new(
-                    ErrorCode::Other(79),
-                    format!(
+                RawBsonRef::String(tag) => {
+                    return Err(MongoError::new(
+                        ErrorCode::Other(79),
+                        format!(
                         "No write concern mode named '{tag}' found in replica set configuration"
                     ),
-                )),
+                    ))
+                }
                 RawBsonRef::Document(_) => {}
                 other => {
                     return Err(args::wrong_type(

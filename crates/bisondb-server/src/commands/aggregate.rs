@@ -1,0 +1,140 @@
+//! `aggregate`: runs a pipeline from `bisondb-query` over a collection and returns a
+//! cursor. A leading `$match` filters during the scan.
+
+use bisondb_error::{ErrorCode, MongoError, MongoResult};
+use std::sync::Arc;
+
+use bisondb_query::agg::{CollectionReader, DocStream, Pipeline};
+use bisondb_query::matcher::Matcher;
+use bson::{Document, RawBsonRef, RawDocumentBuf};
+
+use super::{util, Command, Context};
+use crate::args;
+use crate::cursor::{Cursor, DocSource, DEFAULT_FIRST_BATCH};
+use crate::plan;
+use crate::request::CommandRequest;
+use crate::state::OpCounters;
+
+pub struct Aggregate {
+    db: String,
+    coll: String,
+    pipeline: Pipeline,
+    batch_size: Option<usize>,
+    lsid: Option<Document>,
+}
+
+impl Command for Aggregate {
+    fn parse(req: &CommandRequest<'_>) -> MongoResult<Self> {
+        let n = req.name;
+        let mut coll = None;
+        let mut stages = None;
+        let mut batch_size = None;
+        let mut have_cursor = false;
+        let mut lsid = None;
+        for el in req.body.iter() {
+            let (k, v) = el.map_err(crate::request::invalid_bson)?;
+            match k.as_str() {
+                "aggregate" => match v {
+                    RawBsonRef::String(_) => coll = Some(args::collection_name(n, v)?.to_string()),
+                    _ => {
+                        return Err(MongoError::new(
+                            ErrorCode::NotImplemented,
+                            "database-level aggregation ({aggregate: 1}) is not supported by BisonDB yet",
+                        ))
+                    }
+                },
+                "pipeline" => {
+                    let mut list = Vec::new();
+                    for s in args::as_array(n, "pipeline", v)? {
+                        match s.map_err(crate::request::invalid_bson)? {
+                            RawBsonRef::Document(d) => list.push(args::to_document(d)?),
+                            other => return Err(args::wrong_type(n, "pipeline", other, "object")),
+                        }
+                    }
+                    stages = Some(list);
+                }
+                "cursor" => {
+                    have_cursor = true;
+                    let c = args::as_doc(n, "cursor", v)?;
+                    for el in c.iter() {
+                        let (ck, cv) = el.map_err(crate::request::invalid_bson)?;
+                        match ck.as_str() {
+                            "batchSize" => batch_size = Some(args::as_non_negative(n, "cursor.batchSize", cv)? as usize),
+                            other => return Err(args::unknown_field("aggregate.cursor", other)),
+                        }
+                    }
+                }
+                "explain" => {
+                    if args::as_bool(n, "explain", v)? {
+                        return Err(MongoError::new(ErrorCode::NotImplemented, "explain is not supported by BisonDB yet"));
+                    }
+                }
+                "hint" => super::find::check_hint(v)?,
+                "collation" => super::find::check_collation(n, v)?,
+                "allowDiskUse" | "bypassDocumentValidation" => {
+                    args::as_bool(n, k.as_str(), v)?;
+                }
+                "lsid" => lsid = Some(args::to_document(args::as_doc(n, "lsid", v)?)?),
+                "let" => {
+                    args::as_doc(n, "let", v)?;
+                }
+                other => args::check_known(n, other, &[])?,
+            }
+        }
+        let coll = coll.ok_or_else(|| args::missing_field(n, "aggregate"))?;
+        let stages = stages.ok_or_else(|| args::missing_field(n, "pipeline"))?;
+        if !have_cursor {
+            return Err(MongoError::failed_to_parse(
+                "The 'cursor' option is required, except for aggregate with the explain argument",
+            ));
+        }
+        let pipeline = Pipeline::parse(&stages)?;
+        Ok(Aggregate {
+            db: req.db.clone(),
+            coll,
+            pipeline,
+            batch_size,
+            lsid,
+        })
+    }
+
+    fn execute(self, ctx: &mut Context<'_>) -> MongoResult<RawDocumentBuf> {
+        OpCounters::add(&ctx.state.opcounters.command, 0);
+        let ns = util::ns(&self.db, &self.coll);
+        let coll = ctx.state.storage.collection(&self.db, &self.coll);
+        let matcher = match self.pipeline.leading_match() {
+            Some(f) => Matcher::parse_doc(f)?,
+            None => Matcher::parse_doc(&Document::new())?,
+        };
+        let scan = plan::matching(coll.as_ref(), &matcher)?;
+        let input: DocStream = Box::new(scan.map(|r| r.and_then(|d| args::to_document(&d))));
+        let reader: Arc<dyn CollectionReader> = Arc::new(StorageReader {
+            storage: ctx.state.storage.clone(),
+            db: self.db.clone(),
+        });
+        let output = self.pipeline.run_with_reader(input, Some(reader));
+        let src: DocSource = Box::new(output.map(|r| r.and_then(|d| crate::reply::to_raw(&d))));
+        let mut cursor = Cursor::new(ns.clone(), src, None);
+        cursor.lsid = self.lsid;
+        let batch = cursor.next_batch(Some(self.batch_size.unwrap_or(DEFAULT_FIRST_BATCH)))?;
+        util::finish_first_batch(ctx.state, &ns, cursor, batch, false)
+    }
+}
+
+/// Lets `$lookup`, `$graphLookup` and `$unionWith` read other collections of the
+/// same database (each read is a fresh snapshot scan).
+struct StorageReader {
+    storage: bisondb_storage::Storage,
+    db: String,
+}
+
+impl CollectionReader for StorageReader {
+    fn read(&self, collection: &str) -> MongoResult<DocStream> {
+        let coll = self.storage.collection(&self.db, collection);
+        let all = Matcher::parse_doc(&Document::new())?;
+        let scan = plan::matching(coll.as_ref(), &all)?;
+        Ok(Box::new(
+            scan.map(|r| r.and_then(|d| args::to_document(&d))),
+        ))
+    }
+}
