@@ -1067,3 +1067,31 @@ fn set_window_fields_stage() {
         ),
     ]);
 }
+
+#[test]
+fn redact_stage() {
+    let d = vec![doc! {
+        "_id": 1,
+        "level": 1,
+        "sub": {"level": 5, "secret": true},
+        "list": [{"level": 1, "x": 1}, {"level": 9}, 3],
+    }];
+    let got = run(
+        vec![doc! {"$redact": {"$cond": {"if": {"$gt": [{"$ifNull": ["$level", 0]}, 4]}, "then": "$$PRUNE", "else": "$$DESCEND"}}}],
+        d.clone(),
+    )
+    .unwrap();
+    assert_eq!(
+        got,
+        vec![doc! {"_id": 1, "level": 1, "list": [{"level": 1, "x": 1}, 3]}]
+    );
+    let none = run(vec![doc! {"$redact": "$$PRUNE"}], d.clone()).unwrap();
+    assert!(none.is_empty());
+    assert_eq!(run(vec![doc! {"$redact": "$$KEEP"}], d.clone()).unwrap(), d);
+    check_err(vec![(
+        vec![doc! {"$redact": "x"}],
+        d,
+        17053,
+        "$redact's expression should not return anything aside from",
+    )]);
+}

@@ -119,8 +119,10 @@ pub(crate) struct Scope {
 
 impl Scope {
     fn defined(&self, name: &str) -> bool {
-        matches!(name, "ROOT" | "CURRENT" | "REMOVE" | "NOW")
-            || self.names.iter().any(|n| n == name)
+        matches!(
+            name,
+            "ROOT" | "CURRENT" | "REMOVE" | "NOW" | "DESCEND" | "PRUNE" | "KEEP"
+        ) || self.names.iter().any(|n| n == name)
     }
 }
 
@@ -514,6 +516,10 @@ impl Expr {
                         None => Bson::Document(root.clone()),
                     },
                     "REMOVE" => return Ok(None),
+                    // $redact's decisions.
+                    "DESCEND" => Bson::String("descend".into()),
+                    "PRUNE" => Bson::String("prune".into()),
+                    "KEEP" => Bson::String("keep".into()),
                     n => match vars.get(n) {
                         Some(v) => v.clone(),
                         None => {

@@ -653,36 +653,116 @@ fn operator_tables_are_sorted_and_disjoint() {
 #[test]
 fn more_dates() {
     check(vec![
-        (Bson::from(doc! {"$dateToString": {"date": "$d"}}), b("2012-04-22T01:09:53.123Z")),
-        (Bson::from(doc! {"$dateToString": {"date": "$d", "format": "%Y/%m/%d %H:%M:%S %j %w %U %u %V %G %%"}}), b("2012/04/22 01:09:53 113 1 17 7 16 2012 %")),
-        (Bson::from(doc! {"$dateToString": {"date": "$d", "format": "%H:%M %z", "timezone": "-02:00"}}), b("23:09 -0200")),
-        (Bson::from(doc! {"$dateToString": {"date": "$nope", "onNull": "none"}}), b("none")),
+        (
+            Bson::from(doc! {"$dateToString": {"date": "$d"}}),
+            b("2012-04-22T01:09:53.123Z"),
+        ),
+        (
+            Bson::from(
+                doc! {"$dateToString": {"date": "$d", "format": "%Y/%m/%d %H:%M:%S %j %w %U %u %V %G %%"}},
+            ),
+            b("2012/04/22 01:09:53 113 1 17 7 16 2012 %"),
+        ),
+        (
+            Bson::from(
+                doc! {"$dateToString": {"date": "$d", "format": "%H:%M %z", "timezone": "-02:00"}},
+            ),
+            b("23:09 -0200"),
+        ),
+        (
+            Bson::from(doc! {"$dateToString": {"date": "$nope", "onNull": "none"}}),
+            b("none"),
+        ),
         (Bson::from(doc! {"$isoWeek": "$d"}), b(16)),
         (Bson::from(doc! {"$isoDayOfWeek": "$d"}), b(7)),
-        (Bson::from(doc! {"$isoWeekYear": DateTime::from_millis(1_325_376_000_000)}), b(2011)),
-        (Bson::from(doc! {"$dateFromParts": {"year": 2012, "month": 4, "day": 22, "hour": 1}}), b(DateTime::from_millis(1_335_056_400_000))),
-        (Bson::from(doc! {"$dateFromParts": {"year": 2011, "month": 13, "day": 1}}), b(DateTime::from_millis(1_325_376_000_000))),
-        (Bson::from(doc! {"$dateFromParts": {"isoWeekYear": 2012, "isoWeek": 16, "isoDayOfWeek": 7}}), b(DateTime::from_millis(1_335_052_800_000))),
-        (Bson::from(doc! {"$dateAdd": {"startDate": "$d", "unit": "hour", "amount": 2}}), b(DateTime::from_millis(1_335_056_993_123 + 7_200_000))),
         (
-            Bson::from(doc! {"$dateAdd": {"startDate": DateTime::from_millis(1_327_968_000_000), "unit": "month", "amount": 1}}),
+            Bson::from(doc! {"$isoWeekYear": DateTime::from_millis(1_325_376_000_000)}),
+            b(2011),
+        ),
+        (
+            Bson::from(doc! {"$dateFromParts": {"year": 2012, "month": 4, "day": 22, "hour": 1}}),
+            b(DateTime::from_millis(1_335_056_400_000)),
+        ),
+        (
+            Bson::from(doc! {"$dateFromParts": {"year": 2011, "month": 13, "day": 1}}),
+            b(DateTime::from_millis(1_325_376_000_000)),
+        ),
+        (
+            Bson::from(
+                doc! {"$dateFromParts": {"isoWeekYear": 2012, "isoWeek": 16, "isoDayOfWeek": 7}},
+            ),
+            b(DateTime::from_millis(1_335_052_800_000)),
+        ),
+        (
+            Bson::from(doc! {"$dateAdd": {"startDate": "$d", "unit": "hour", "amount": 2}}),
+            b(DateTime::from_millis(1_335_056_993_123 + 7_200_000)),
+        ),
+        (
+            Bson::from(
+                doc! {"$dateAdd": {"startDate": DateTime::from_millis(1_327_968_000_000), "unit": "month", "amount": 1}},
+            ),
             b(DateTime::from_millis(1_330_473_600_000)),
         ),
-        (Bson::from(doc! {"$dateSubtract": {"startDate": "$d", "unit": "day", "amount": 1}}), b(DateTime::from_millis(1_335_056_993_123 - 86_400_000))),
-        (Bson::from(doc! {"$dateDiff": {"startDate": DateTime::from_millis(1_325_376_000_000), "endDate": "$d", "unit": "month"}}), b(3_i64)),
-        (Bson::from(doc! {"$dateDiff": {"startDate": "$d", "endDate": "$d", "unit": "day"}}), b(0_i64)),
-        (Bson::from(doc! {"$dateTrunc": {"date": "$d", "unit": "hour"}}), b(DateTime::from_millis(1_335_056_400_000))),
-        (Bson::from(doc! {"$dateTrunc": {"date": "$d", "unit": "month"}}), b(DateTime::from_millis(1_333_238_400_000))),
-        (Bson::from(doc! {"$dateTrunc": {"date": "$d", "unit": "week"}}), b(DateTime::from_millis(1_335_052_800_000))),
-        (Bson::from(doc! {"$toDate": "2012-04-22T01:09:53.123Z"}), b(DateTime::from_millis(1_335_056_993_123))),
-        (Bson::from(doc! {"$toDate": "2012-04-22T03:09:53+02:00"}), b(DateTime::from_millis(1_335_056_993_000))),
-        (Bson::from(doc! {"$toDate": 1_335_056_993_123_i64}), b(DateTime::from_millis(1_335_056_993_123))),
+        (
+            Bson::from(doc! {"$dateSubtract": {"startDate": "$d", "unit": "day", "amount": 1}}),
+            b(DateTime::from_millis(1_335_056_993_123 - 86_400_000)),
+        ),
+        (
+            Bson::from(
+                doc! {"$dateDiff": {"startDate": DateTime::from_millis(1_325_376_000_000), "endDate": "$d", "unit": "month"}},
+            ),
+            b(3_i64),
+        ),
+        (
+            Bson::from(doc! {"$dateDiff": {"startDate": "$d", "endDate": "$d", "unit": "day"}}),
+            b(0_i64),
+        ),
+        (
+            Bson::from(doc! {"$dateTrunc": {"date": "$d", "unit": "hour"}}),
+            b(DateTime::from_millis(1_335_056_400_000)),
+        ),
+        (
+            Bson::from(doc! {"$dateTrunc": {"date": "$d", "unit": "month"}}),
+            b(DateTime::from_millis(1_333_238_400_000)),
+        ),
+        (
+            Bson::from(doc! {"$dateTrunc": {"date": "$d", "unit": "week"}}),
+            b(DateTime::from_millis(1_335_052_800_000)),
+        ),
+        (
+            Bson::from(doc! {"$toDate": "2012-04-22T01:09:53.123Z"}),
+            b(DateTime::from_millis(1_335_056_993_123)),
+        ),
+        (
+            Bson::from(doc! {"$toDate": "2012-04-22T03:09:53+02:00"}),
+            b(DateTime::from_millis(1_335_056_993_000)),
+        ),
+        (
+            Bson::from(doc! {"$toDate": 1_335_056_993_123_i64}),
+            b(DateTime::from_millis(1_335_056_993_123)),
+        ),
     ]);
     check_err(vec![
-        (Bson::from(doc! {"$dateToString": {"date": "$d", "format": "%Q"}}), 18536, "Invalid format character '%Q' in format string"),
-        (Bson::from(doc! {"$dateToString": {"format": "%Y"}}), 9, "Missing 'date' parameter to $dateToString"),
-        (Bson::from(doc! {"$dateFromParts": {"month": 1}}), 40516, "requires either 'year' or 'isoWeekYear'"),
-        (Bson::from(doc! {"$toDate": "junk"}), 241, "Error parsing date string 'junk'"),
+        (
+            Bson::from(doc! {"$dateToString": {"date": "$d", "format": "%Q"}}),
+            18536,
+            "Invalid format character '%Q' in format string",
+        ),
+        (
+            Bson::from(doc! {"$dateToString": {"format": "%Y"}}),
+            9,
+            "Missing 'date' parameter to $dateToString",
+        ),
+        (
+            Bson::from(doc! {"$dateFromParts": {"month": 1}}),
+            40516,
+            "requires either 'year' or 'isoWeekYear'",
+        ),
+        (
+            Bson::from(doc! {"$toDate": "junk"}),
+            241,
+            "Error parsing date string 'junk'",
+        ),
     ]);
 }
 
@@ -690,24 +770,64 @@ fn more_dates() {
 fn more_strings_and_regex() {
     check(vec![
         (Bson::from(doc! {"$indexOfCP": ["héllo", "l"]}), b(2)),
-        (Bson::from(doc! {"$replaceOne": {"input": "a-b-c", "find": "-", "replacement": "+"}}), b("a+b-c")),
-        (Bson::from(doc! {"$replaceAll": {"input": "a-b-c", "find": "-", "replacement": "+"}}), b("a+b+c")),
-        (Bson::from(doc! {"$replaceAll": {"input": "$nope", "find": "-", "replacement": "+"}}), b(Bson::Null)),
-        (Bson::from(doc! {"$regexMatch": {"input": "$s", "regex": "^hello", "options": "i"}}), b(true)),
-        (Bson::from(doc! {"$regexMatch": {"input": "$s", "regex": "^hello"}}), b(false)),
-        (Bson::from(doc! {"$regexMatch": {"input": "$nope", "regex": "x"}}), b(false)),
+        (
+            Bson::from(doc! {"$replaceOne": {"input": "a-b-c", "find": "-", "replacement": "+"}}),
+            b("a+b-c"),
+        ),
+        (
+            Bson::from(doc! {"$replaceAll": {"input": "a-b-c", "find": "-", "replacement": "+"}}),
+            b("a+b+c"),
+        ),
+        (
+            Bson::from(doc! {"$replaceAll": {"input": "$nope", "find": "-", "replacement": "+"}}),
+            b(Bson::Null),
+        ),
+        (
+            Bson::from(doc! {"$regexMatch": {"input": "$s", "regex": "^hello", "options": "i"}}),
+            b(true),
+        ),
+        (
+            Bson::from(doc! {"$regexMatch": {"input": "$s", "regex": "^hello"}}),
+            b(false),
+        ),
+        (
+            Bson::from(doc! {"$regexMatch": {"input": "$nope", "regex": "x"}}),
+            b(false),
+        ),
         (
             Bson::from(doc! {"$regexFind": {"input": "$s", "regex": "(o)(x)?"}}),
             b(doc! {"match": "o", "idx": 4, "captures": ["o", null]}),
         ),
-        (Bson::from(doc! {"$size": {"$regexFindAll": {"input": "$s", "regex": "o"}}}), b(2)),
-        (Bson::from(doc! {"$regexFind": {"input": "$s", "regex": "zzz"}}), b(Bson::Null)),
+        (
+            Bson::from(doc! {"$size": {"$regexFindAll": {"input": "$s", "regex": "o"}}}),
+            b(2),
+        ),
+        (
+            Bson::from(doc! {"$regexFind": {"input": "$s", "regex": "zzz"}}),
+            b(Bson::Null),
+        ),
     ]);
     check_err(vec![
-        (Bson::from(doc! {"$regexMatch": {"input": 1, "regex": "x"}}), 51104, "$regexMatch needs 'input' to be of type string"),
-        (Bson::from(doc! {"$regexMatch": {"input": "x", "regex": "("}}), 51111, "Invalid Regex in $regexMatch"),
-        (Bson::from(doc! {"$regexMatch": {"input": "x", "regex": "a", "options": "q"}}), 51108, "invalid flag in regex options: q"),
-        (Bson::from(doc! {"$replaceAll": {"input": "x", "find": 1, "replacement": "y"}}), 51746, "requires that 'find' be a string"),
+        (
+            Bson::from(doc! {"$regexMatch": {"input": 1, "regex": "x"}}),
+            51104,
+            "$regexMatch needs 'input' to be of type string",
+        ),
+        (
+            Bson::from(doc! {"$regexMatch": {"input": "x", "regex": "("}}),
+            51111,
+            "Invalid Regex in $regexMatch",
+        ),
+        (
+            Bson::from(doc! {"$regexMatch": {"input": "x", "regex": "a", "options": "q"}}),
+            51108,
+            "invalid flag in regex options: q",
+        ),
+        (
+            Bson::from(doc! {"$replaceAll": {"input": "x", "find": 1, "replacement": "y"}}),
+            51746,
+            "requires that 'find' be a string",
+        ),
     ]);
 }
 
@@ -716,40 +836,116 @@ fn more_arrays_sets_math_objects() {
     check(vec![
         (Bson::from(doc! {"$indexOfArray": ["$arr", 2]}), b(1)),
         (Bson::from(doc! {"$indexOfArray": ["$arr", 9]}), b(-1)),
-        (Bson::from(doc! {"$setUnion": [[1, 2], [2, 3]]}), b(vec![1, 2, 3])),
-        (Bson::from(doc! {"$setIntersection": [[1, 2, 2], [2, 3]]}), b(vec![2])),
-        (Bson::from(doc! {"$setDifference": [[1, 2, 3], [2]]}), b(vec![1, 3])),
-        (Bson::from(doc! {"$setEquals": [[1, 2, 2], [2, 1]]}), b(true)),
-        (Bson::from(doc! {"$setIsSubset": [[1], [2, 1]]}), b(true)),
-        (Bson::from(doc! {"$allElementsTrue": [[1, true, "x"]]}), b(true)),
-        (Bson::from(doc! {"$anyElementTrue": [[0, false, null]]}), b(false)),
-        (Bson::from(doc! {"$zip": {"inputs": [[1, 2], ["a"]]}}), b(vec![Bson::Array(vec![Bson::Int32(1), Bson::from("a")])])),
         (
-            Bson::from(doc! {"$zip": {"inputs": [[1, 2], ["a"]], "useLongestLength": true, "defaults": [0, "z"]}}),
-            b(vec![Bson::Array(vec![Bson::Int32(1), Bson::from("a")]), Bson::Array(vec![Bson::Int32(2), Bson::from("z")])]),
+            Bson::from(doc! {"$setUnion": [[1, 2], [2, 3]]}),
+            b(vec![1, 2, 3]),
         ),
-        (Bson::from(doc! {"$sortArray": {"input": [3, 1, 2], "sortBy": -1}}), b(vec![3, 2, 1])),
-        (Bson::from(doc! {"$sortArray": {"input": "$docs", "sortBy": {"x": -1}}}), b(vec![doc! {"x": 2}, doc! {"x": 1}, doc! {"y": 3}])),
-        (Bson::from(doc! {"$firstN": {"input": "$arr", "n": 2}}), b(vec![1, 2])),
-        (Bson::from(doc! {"$lastN": {"input": "$arr", "n": 2}}), b(vec![2, 3])),
-        (Bson::from(doc! {"$maxN": {"input": [1, null, 5, 3], "n": 2}}), b(vec![5, 3])),
-        (Bson::from(doc! {"$minN": {"input": [4, 1, 5], "n": 1}}), b(vec![1])),
-        (Bson::from(doc! {"$stdDevPop": [[2, 4, 4, 4, 5, 5, 7, 9]]}), b(2.0)),
+        (
+            Bson::from(doc! {"$setIntersection": [[1, 2, 2], [2, 3]]}),
+            b(vec![2]),
+        ),
+        (
+            Bson::from(doc! {"$setDifference": [[1, 2, 3], [2]]}),
+            b(vec![1, 3]),
+        ),
+        (
+            Bson::from(doc! {"$setEquals": [[1, 2, 2], [2, 1]]}),
+            b(true),
+        ),
+        (Bson::from(doc! {"$setIsSubset": [[1], [2, 1]]}), b(true)),
+        (
+            Bson::from(doc! {"$allElementsTrue": [[1, true, "x"]]}),
+            b(true),
+        ),
+        (
+            Bson::from(doc! {"$anyElementTrue": [[0, false, null]]}),
+            b(false),
+        ),
+        (
+            Bson::from(doc! {"$zip": {"inputs": [[1, 2], ["a"]]}}),
+            b(vec![Bson::Array(vec![Bson::Int32(1), Bson::from("a")])]),
+        ),
+        (
+            Bson::from(
+                doc! {"$zip": {"inputs": [[1, 2], ["a"]], "useLongestLength": true, "defaults": [0, "z"]}},
+            ),
+            b(vec![
+                Bson::Array(vec![Bson::Int32(1), Bson::from("a")]),
+                Bson::Array(vec![Bson::Int32(2), Bson::from("z")]),
+            ]),
+        ),
+        (
+            Bson::from(doc! {"$sortArray": {"input": [3, 1, 2], "sortBy": -1}}),
+            b(vec![3, 2, 1]),
+        ),
+        (
+            Bson::from(doc! {"$sortArray": {"input": "$docs", "sortBy": {"x": -1}}}),
+            b(vec![doc! {"x": 2}, doc! {"x": 1}, doc! {"y": 3}]),
+        ),
+        (
+            Bson::from(doc! {"$firstN": {"input": "$arr", "n": 2}}),
+            b(vec![1, 2]),
+        ),
+        (
+            Bson::from(doc! {"$lastN": {"input": "$arr", "n": 2}}),
+            b(vec![2, 3]),
+        ),
+        (
+            Bson::from(doc! {"$maxN": {"input": [1, null, 5, 3], "n": 2}}),
+            b(vec![5, 3]),
+        ),
+        (
+            Bson::from(doc! {"$minN": {"input": [4, 1, 5], "n": 1}}),
+            b(vec![1]),
+        ),
+        (
+            Bson::from(doc! {"$stdDevPop": [[2, 4, 4, 4, 5, 5, 7, 9]]}),
+            b(2.0),
+        ),
         (Bson::from(doc! {"$bitAnd": [12, 10]}), b(8)),
         (Bson::from(doc! {"$bitOr": [12, 10_i64]}), b(14_i64)),
         (Bson::from(doc! {"$bitNot": 0}), b(-1)),
         (Bson::from(doc! {"$cos": 0}), b(1.0)),
-        (Bson::from(doc! {"$radiansToDegrees": std::f64::consts::PI}), b(180.0)),
-        (Bson::from(doc! {"$setField": {"field": "n", "input": "$o.p", "value": 1}}), b(doc! {"q": 7, "n": 1})),
-        (Bson::from(doc! {"$unsetField": {"field": "q", "input": "$o.p"}}), b(doc! {})),
+        (
+            Bson::from(doc! {"$radiansToDegrees": std::f64::consts::PI}),
+            b(180.0),
+        ),
+        (
+            Bson::from(doc! {"$setField": {"field": "n", "input": "$o.p", "value": 1}}),
+            b(doc! {"q": 7, "n": 1}),
+        ),
+        (
+            Bson::from(doc! {"$unsetField": {"field": "q", "input": "$o.p"}}),
+            b(doc! {}),
+        ),
         (Bson::from(doc! {"$bsonSize": {"$literal": {}}}), b(5)),
         (Bson::from(doc! {"$binarySize": "abc"}), b(3)),
     ]);
     check_err(vec![
-        (Bson::from(doc! {"$setUnion": [[1], 2]}), 17043, "All operands of $setUnion must be arrays"),
-        (Bson::from(doc! {"$indexOfArray": [1, 2]}), 40090, "$indexOfArray requires an array as a first argument"),
-        (Bson::from(doc! {"$firstN": {"input": "$arr", "n": 0}}), 5787908, "Value for 'n' must be a positive integral value"),
-        (Bson::from(doc! {"$asin": 2}), 50989, "cannot apply $asin to 2"),
-        (Bson::from(doc! {"$sortArray": {"input": [1], "sortBy": 2}}), 2942505, "requires 'sortBy'"),
+        (
+            Bson::from(doc! {"$setUnion": [[1], 2]}),
+            17043,
+            "All operands of $setUnion must be arrays",
+        ),
+        (
+            Bson::from(doc! {"$indexOfArray": [1, 2]}),
+            40090,
+            "$indexOfArray requires an array as a first argument",
+        ),
+        (
+            Bson::from(doc! {"$firstN": {"input": "$arr", "n": 0}}),
+            5787908,
+            "Value for 'n' must be a positive integral value",
+        ),
+        (
+            Bson::from(doc! {"$asin": 2}),
+            50989,
+            "cannot apply $asin to 2",
+        ),
+        (
+            Bson::from(doc! {"$sortArray": {"input": [1], "sortBy": 2}}),
+            2942505,
+            "requires 'sortBy'",
+        ),
     ]);
 }

@@ -11,6 +11,7 @@ pub(crate) mod limit;
 pub(crate) mod lookup;
 pub(crate) mod match_;
 pub(crate) mod project;
+pub(crate) mod redact;
 pub(crate) mod replace_root;
 pub(crate) mod sample;
 pub(crate) mod set_window_fields;
