@@ -34,6 +34,12 @@ pub struct Cursor {
     pub lsid: Option<bson::Document>,
 }
 
+impl std::fmt::Debug for Cursor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cursor").field("ns", &self.ns).field("remaining", &self.remaining).finish_non_exhaustive()
+    }
+}
+
 /// One batch of results and whether the source is exhausted.
 pub struct Batch {
     pub docs: RawArrayBuf,
