@@ -139,7 +139,7 @@ fn parse_int_str(s: &str, to_long: bool) -> MongoResult<Bson> {
 
 /// Parses the ISO-8601 forms mongod's `$toDate` accepts: a date, optionally
 /// followed by `T` (or a space) and a time with optional fraction and zone.
-fn parse_date_string(s: &str) -> Option<i64> {
+pub(crate) fn parse_date_string(s: &str) -> Option<i64> {
     let b = s.trim().as_bytes();
     let num = |from: usize, len: usize| -> Option<i64> {
         let part = b.get(from..from + len)?;

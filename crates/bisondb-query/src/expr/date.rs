@@ -570,10 +570,217 @@ pub(super) fn eval_named(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Val
             } - offset;
             Ok(Some(Bson::DateTime(bson::DateTime::from_millis(out))))
         }
+        "$dateToParts" => {
+            // date, timezone, iso8601
+            let d = cx.ev(arg(args, 0)?)?;
+            let Some(offset) = tz_arg(args.get(1), cx)? else {
+                return Ok(Some(Bson::Null));
+            };
+            let iso = match cx.ev(arg(args, 2)?)? {
+                None => false,
+                Some(Bson::Boolean(b)) => b,
+                v if nullish(v.as_ref()) => return Ok(Some(Bson::Null)),
+                Some(other) => {
+                    return Err(MongoError::location(
+                        40521,
+                        format!(
+                            "iso8601 must evaluate to a bool, found {}",
+                            type_name(&other)
+                        ),
+                    ))
+                }
+            };
+            if nullish(d.as_ref()) {
+                return Ok(Some(Bson::Null));
+            }
+            let ms = d.as_ref().and_then(date_millis).ok_or_else(|| {
+                MongoError::location(
+                    16006,
+                    format!(
+                        "can't convert from BSON type {} to Date",
+                        type_name_opt(d.as_ref())
+                    ),
+                )
+            })?;
+            let p = parts_of(ms.saturating_add(offset));
+            let i = |v: i64| Bson::Int32(i32::try_from(v).unwrap_or(i32::MAX));
+            let mut out = bson::Document::new();
+            if iso {
+                let (y, w, dow) = iso_parts(&p);
+                out.insert("isoWeekYear", i(y));
+                out.insert("isoWeek", i(w));
+                out.insert("isoDayOfWeek", i(dow));
+            } else {
+                out.insert("year", i(p.year));
+                out.insert("month", i(i64::from(p.month)));
+                out.insert("day", i(i64::from(p.day)));
+            }
+            out.insert("hour", i(p.hour));
+            out.insert("minute", i(p.minute));
+            out.insert("second", i(p.second));
+            out.insert("millisecond", i(p.millis));
+            Ok(Some(Bson::Document(out)))
+        }
+        "$dateFromString" => {
+            // dateString, format, timezone, onError, onNull
+            let s = cx.ev(arg(args, 0)?)?;
+            let fmt = match cx.ev(arg(args, 1)?)? {
+                None => None,
+                Some(Bson::String(f)) => Some(f),
+                v if nullish(v.as_ref()) => return Ok(Some(Bson::Null)),
+                Some(other) => {
+                    return Err(MongoError::location(
+                        40684,
+                        format!("$dateFromString requires that 'format' be a string, found: {} with value {}", type_name(&other), super::value::render(&other)),
+                    ))
+                }
+            };
+            let Some(offset) = tz_arg(args.get(2), cx)? else {
+                return Ok(Some(Bson::Null));
+            };
+            let s = match s {
+                Some(Bson::String(s)) => s,
+                v if nullish(v.as_ref()) => {
+                    return match arg(args, 4)? {
+                        Expr::Missing => Ok(Some(Bson::Null)),
+                        e => cx.ev(e),
+                    }
+                }
+                Some(other) => {
+                    let e = MongoError::new(
+                        ErrorCode::ConversionFailure,
+                        format!("$dateFromString requires that 'dateString' be a string, found: {} with value {}", type_name(&other), super::value::render(&other)),
+                    );
+                    return match arg(args, 3)? {
+                        Expr::Missing => Err(e),
+                        on_error => cx.ev(on_error),
+                    };
+                }
+                None => return Ok(Some(Bson::Null)),
+            };
+            let parsed = match &fmt {
+                None => super::convert::parse_date_string(&s).map(|ms| (ms, has_zone(&s))),
+                Some(f) => parse_with_format(&s, f),
+            };
+            match parsed {
+                Some((ms, zoned)) => {
+                    let ms = if zoned { ms } else { ms - offset };
+                    Ok(Some(Bson::DateTime(bson::DateTime::from_millis(ms))))
+                }
+                None => {
+                    let e = MongoError::new(
+                        ErrorCode::ConversionFailure,
+                        format!("Error parsing date string '{s}'"),
+                    );
+                    match arg(args, 3)? {
+                        Expr::Missing => Err(e),
+                        on_error => cx.ev(on_error),
+                    }
+                }
+            }
+        }
         other => Err(MongoError::internal(format!(
             "unhandled date operator {other}"
         ))),
     }
+}
+
+/// True when an ISO date string carries its own offset or `Z`.
+fn has_zone(s: &str) -> bool {
+    let t = s.trim();
+    t.ends_with('Z')
+        || t.get(10..).is_some_and(|rest| {
+            rest.contains('+') || rest.get(1..).is_some_and(|r| r.contains('-'))
+        })
+}
+
+/// Parses `s` with a `$dateToString`-style format. Returns milliseconds and
+/// whether the string carried its own zone (`%z`/`%Z`).
+fn parse_with_format(s: &str, fmt: &str) -> Option<(i64, bool)> {
+    let b = s.as_bytes();
+    let mut pos = 0usize;
+    let (mut y, mut mo, mut d, mut h, mut mi, mut se, mut ms) =
+        (1970i64, 1i64, 1i64, 0i64, 0i64, 0i64, 0i64);
+    let mut zone: Option<i64> = None;
+    let digits = |pos: &mut usize, max: usize| -> Option<i64> {
+        let start = *pos;
+        while *pos < b.len() && *pos - start < max && b.get(*pos).is_some_and(u8::is_ascii_digit) {
+            *pos += 1;
+        }
+        if *pos == start {
+            return None;
+        }
+        std::str::from_utf8(b.get(start..*pos)?).ok()?.parse().ok()
+    };
+    let mut chars = fmt.chars();
+    while let Some(c) = chars.next() {
+        if c != '%' {
+            let mut buf = [0u8; 4];
+            let lit = c.encode_utf8(&mut buf).as_bytes();
+            if b.get(pos..pos + lit.len()) != Some(lit) {
+                return None;
+            }
+            pos += lit.len();
+            continue;
+        }
+        match chars.next()? {
+            'Y' => y = digits(&mut pos, 4)?,
+            'm' => mo = digits(&mut pos, 2)?,
+            'd' => d = digits(&mut pos, 2)?,
+            'H' => h = digits(&mut pos, 2)?,
+            'M' => mi = digits(&mut pos, 2)?,
+            'S' => se = digits(&mut pos, 2)?,
+            'L' => ms = digits(&mut pos, 3)?,
+            'z' => {
+                let sign = match b.get(pos)? {
+                    b'+' => 1,
+                    b'-' => -1,
+                    _ => return None,
+                };
+                pos += 1;
+                let hh = digits(&mut pos, 2)?;
+                if b.get(pos) == Some(&b':') {
+                    pos += 1;
+                }
+                let mm = digits(&mut pos, 2)?;
+                zone = Some(sign * (hh * 3_600_000 + mm * 60_000));
+            }
+            'Z' => {
+                let sign = if b.get(pos) == Some(&b'-') {
+                    pos += 1;
+                    -1
+                } else {
+                    if b.get(pos) == Some(&b'+') {
+                        pos += 1;
+                    }
+                    1
+                };
+                zone = Some(sign * digits(&mut pos, 4)? * 60_000);
+            }
+            '%' => {
+                if b.get(pos) != Some(&b'%') {
+                    return None;
+                }
+                pos += 1;
+            }
+            _ => return None,
+        }
+    }
+    if pos != b.len()
+        || !(1..=12).contains(&mo)
+        || !(1..=31).contains(&d)
+        || h > 23
+        || mi > 59
+        || se > 59
+    {
+        return None;
+    }
+    let days = days_from_civil(y, u32::try_from(mo).ok()?, u32::try_from(d).ok()?);
+    let local = days * 86_400_000 + h * 3_600_000 + mi * 60_000 + se * 1000 + ms;
+    Some(match zone {
+        Some(z) => (local - z, true),
+        None => (local, false),
+    })
 }
 
 const PART_NAMES: [&str; 10] = [

@@ -169,7 +169,9 @@ const OPERATORS: &[(&str, Args)] = &[
     ("$dateAdd", Args::Custom),
     ("$dateDiff", Args::Custom),
     ("$dateFromParts", Args::Custom),
+    ("$dateFromString", Args::Custom),
     ("$dateSubtract", Args::Custom),
+    ("$dateToParts", Args::Custom),
     ("$dateToString", Args::Custom),
     ("$dateTrunc", Args::Custom),
     ("$dayOfMonth", Args::Custom),
@@ -224,6 +226,7 @@ const OPERATORS: &[(&str, Args)] = &[
     ("$or", Args::N(0, usize::MAX)),
     ("$pow", Args::N(2, 2)),
     ("$radiansToDegrees", Args::N(1, 1)),
+    ("$rand", Args::Custom),
     ("$range", Args::N(2, 3)),
     ("$reduce", Args::Custom),
     ("$regexFind", Args::Custom),
@@ -283,13 +286,10 @@ const OPERATORS: &[(&str, Args)] = &[
 
 /// mongod expression operators BisonDB does not implement yet. Sorted.
 const NOT_IMPLEMENTED: &[&str] = &[
-    "$dateFromString",
-    "$dateToParts",
     "$function",
     "$median",
     "$meta",
     "$percentile",
-    "$rand",
     "$sampleRate",
     "$toDecimal",
     "$toHashedIndexKey",
@@ -679,6 +679,12 @@ const NAMED: &[(&str, &[&str], &[&str])] = &[
         &["startDate", "unit", "amount"],
     ),
     (
+        "$dateFromString",
+        &["dateString", "format", "timezone", "onError", "onNull"],
+        &["dateString"],
+    ),
+    ("$dateToParts", &["date", "timezone", "iso8601"], &["date"]),
+    (
         "$dateToString",
         &["date", "format", "timezone", "onNull"],
         &["date"],
@@ -790,6 +796,10 @@ fn parse_custom(name: &'static str, arg: &Bson, scope: &mut Scope) -> MongoResul
     }
     match name {
         "$literal" => Ok(Expr::Literal(arg.clone())),
+        "$rand" => match arg {
+            Bson::Document(d) if d.is_empty() => Ok(Expr::Call(name, Vec::new())),
+            _ => Err(MongoError::location(3040501, "$rand does not currently accept arguments")),
+        },
         "$cond" => match arg {
             Bson::Document(d) => {
                 for k in d.keys() {
@@ -1129,7 +1139,7 @@ fn eval_call(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
         | "$setIsSubset" | "$allElementsTrue" | "$anyElementTrue" | "$zip" | "$sortArray"
         | "$firstN" | "$lastN" | "$maxN" | "$minN" => array::eval(name, args, cx),
         "$dateToString" | "$dateFromParts" | "$dateAdd" | "$dateSubtract" | "$dateDiff"
-        | "$dateTrunc" => date::eval_named(name, args, cx),
+        | "$dateTrunc" | "$dateToParts" | "$dateFromString" => date::eval_named(name, args, cx),
         "$isoDayOfWeek" | "$isoWeek" | "$isoWeekYear" => date::eval_iso(name, args, cx),
         "$indexOfCP" | "$replaceOne" | "$replaceAll" | "$regexMatch" | "$regexFind"
         | "$regexFindAll" => string::eval(name, args, cx),
@@ -1137,6 +1147,7 @@ fn eval_call(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
             convert::eval(name, args, cx)
         }
         "$setField" | "$unsetField" => object::eval(name, args, cx),
+        "$rand" => Ok(Some(Bson::Double(rand_unit()))),
         "$concat" | "$toLower" | "$toUpper" | "$substr" | "$substrBytes" | "$substrCP"
         | "$strLenBytes" | "$strLenCP" | "$split" | "$trim" | "$ltrim" | "$rtrim"
         | "$indexOfBytes" | "$strcasecmp" => string::eval(name, args, cx),
@@ -1154,6 +1165,16 @@ fn eval_call(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
 /// Merges `d` into `out` as `$mergeObjects` does (later fields win in place).
 pub(crate) fn merge_objects_into(out: &mut Document, d: Document) {
     object::merge_into(out, d);
+}
+
+/// A uniformly distributed double in [0, 1) for `$rand`, drawn from the
+/// standard library's randomly keyed hasher (no extra dependency).
+fn rand_unit() -> f64 {
+    use std::hash::{BuildHasher, Hasher};
+    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
+    (h.finish() >> 11) as f64 / (1u64 << 53) as f64
 }
 
 /// Renders a value for messages (`missing` when absent).

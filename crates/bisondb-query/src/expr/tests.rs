@@ -609,9 +609,9 @@ fn parse_errors() {
             "Unrecognized expression '$foo'",
         ),
         (
-            Bson::from(doc! {"$rand": {}}),
+            Bson::from(doc! {"$meta": "textScore"}),
             238,
-            "Expression $rand is not supported by BisonDB yet",
+            "Expression $meta is not supported by BisonDB yet",
         ),
         (
             Bson::from(doc! {"$add": [1], "x": 1}),
@@ -948,4 +948,57 @@ fn more_arrays_sets_math_objects() {
             "requires 'sortBy'",
         ),
     ]);
+}
+
+#[test]
+fn date_parts_and_parsing() {
+    check(vec![
+        (
+            Bson::from(doc! {"$dateToParts": {"date": "$d"}}),
+            b(
+                doc! {"year": 2012, "month": 4, "day": 22, "hour": 1, "minute": 9, "second": 53, "millisecond": 123},
+            ),
+        ),
+        (
+            Bson::from(doc! {"$dateToParts": {"date": "$d", "iso8601": true}}),
+            b(
+                doc! {"isoWeekYear": 2012, "isoWeek": 16, "isoDayOfWeek": 7, "hour": 1, "minute": 9, "second": 53, "millisecond": 123},
+            ),
+        ),
+        (
+            Bson::from(doc! {"$dateFromString": {"dateString": "2012-04-22T01:09:53.123Z"}}),
+            b(DateTime::from_millis(1_335_056_993_123)),
+        ),
+        (
+            Bson::from(
+                doc! {"$dateFromString": {"dateString": "2012-04-22T03:09:53", "timezone": "+02:00"}},
+            ),
+            b(DateTime::from_millis(1_335_056_993_000)),
+        ),
+        (
+            Bson::from(
+                doc! {"$dateFromString": {"dateString": "22/04/2012 01:09", "format": "%d/%m/%Y %H:%M"}},
+            ),
+            b(DateTime::from_millis(1_335_056_940_000)),
+        ),
+        (
+            Bson::from(doc! {"$dateFromString": {"dateString": "nope", "onError": "bad"}}),
+            b("bad"),
+        ),
+        (
+            Bson::from(doc! {"$dateFromString": {"dateString": "$nothing", "onNull": "none"}}),
+            b("none"),
+        ),
+    ]);
+    check_err(vec![(
+        Bson::from(doc! {"$dateFromString": {"dateString": "nope"}}),
+        241,
+        "Error parsing date string 'nope'",
+    )]);
+    let r = eval_doc(Bson::from(doc! {"$rand": {}})).unwrap();
+    assert!(matches!(r, Some(Bson::Double(x)) if (0.0..1.0).contains(&x)));
+    assert_ne!(
+        eval_doc(Bson::from(doc! {"$rand": {}})).unwrap(),
+        eval_doc(Bson::from(doc! {"$rand": {}})).unwrap()
+    );
 }
