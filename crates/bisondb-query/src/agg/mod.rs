@@ -9,6 +9,7 @@
 
 pub mod accumulators;
 pub(crate) mod key;
+pub mod output;
 mod stages;
 
 use bisondb_error::{ErrorCode, MongoError, MongoResult};
@@ -114,8 +115,6 @@ const NOT_IMPLEMENTED_STAGES: &[&str] = &[
     "$listSampledQueries",
     "$listSearchIndexes",
     "$listSessions",
-    "$merge",
-    "$out",
     "$planCacheStats",
     "$querySettings",
     "$search",
@@ -129,13 +128,15 @@ const NOT_IMPLEMENTED_STAGES: &[&str] = &[
 pub struct Pipeline {
     stages: Vec<Box<dyn Stage>>,
     now: DateTime,
+    output: Option<output::OutputStage>,
 }
 
 impl Pipeline {
     /// Parses the stages of an `aggregate` command's `pipeline`.
     pub fn parse(stages: &[Document]) -> MongoResult<Pipeline> {
         let mut out: Vec<Box<dyn Stage>> = Vec::with_capacity(stages.len());
-        for spec in stages {
+        let mut output = None;
+        for (pos, spec) in stages.iter().enumerate() {
             let mut it = spec.iter();
             let (Some((name, arg)), None) = (it.next(), it.next()) else {
                 return Err(MongoError::location(
@@ -143,6 +144,16 @@ impl Pipeline {
                     "A pipeline stage specification object must contain exactly one field.",
                 ));
             };
+            if name == "$out" || name == "$merge" {
+                if pos + 1 != stages.len() {
+                    return Err(MongoError::location(
+                        40601,
+                        format!("{name} can only be the final stage in the pipeline"),
+                    ));
+                }
+                output = Some(output::OutputStage::parse(name, arg)?);
+                continue;
+            }
             match STAGES.binary_search_by(|(n, _)| n.cmp(&name.as_str())) {
                 Ok(i) => {
                     let parse = STAGES
@@ -175,6 +186,7 @@ impl Pipeline {
         Ok(Pipeline {
             stages: out,
             now: DateTime::now(),
+            output,
         })
     }
 

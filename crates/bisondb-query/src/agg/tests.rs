@@ -1095,3 +1095,109 @@ fn redact_stage() {
         "$redact's expression should not return anything aside from",
     )]);
 }
+
+#[test]
+fn out_and_merge() {
+    use super::output::{MergeAction, OutputStage, WhenMatched, WhenNotMatched};
+    let p = Pipeline::parse(&[doc! {"$match": {}}, doc! {"$out": "target"}]).unwrap();
+    assert_eq!(
+        p.output(),
+        Some(&OutputStage::Out {
+            db: None,
+            coll: "target".into()
+        })
+    );
+    assert_eq!(p.len(), 1);
+    let p = Pipeline::parse(&[doc! {"$merge": {"into": {"db": "d", "coll": "c"}, "on": "k", "whenMatched": "replace", "whenNotMatched": "discard"}}]).unwrap();
+    assert_eq!(
+        p.output(),
+        Some(&OutputStage::Merge {
+            db: Some("d".into()),
+            coll: "c".into(),
+            on: vec!["k".into()],
+            when_matched: WhenMatched::Replace,
+            when_not_matched: WhenNotMatched::Discard,
+        })
+    );
+    let out = p.output().unwrap();
+    assert_eq!(
+        out.merge_one(None, doc! {"k": 1}).unwrap(),
+        MergeAction::Discard
+    );
+    assert_eq!(
+        out.merge_one(
+            Some(&doc! {"_id": 7, "k": 1, "old": 1}),
+            doc! {"_id": 8, "k": 1, "new": 2}
+        )
+        .unwrap(),
+        MergeAction::Replace(doc! {"_id": 7, "k": 1, "new": 2})
+    );
+    let merge = OutputStage::parse("$merge", &Bson::from("c")).unwrap();
+    assert_eq!(
+        merge
+            .merge_one(
+                Some(&doc! {"_id": 1, "a": 1, "b": 1}),
+                doc! {"_id": 1, "b": 2, "c": 3}
+            )
+            .unwrap(),
+        MergeAction::Replace(doc! {"_id": 1, "a": 1, "b": 2, "c": 3})
+    );
+    let piped = OutputStage::parse(
+        "$merge",
+        &Bson::from(doc! {"into": "c", "whenMatched": [{"$set": {"total": {"$add": ["$total", "$$new.total"]}}}]}),
+    )
+    .unwrap();
+    assert_eq!(
+        piped
+            .merge_one(
+                Some(&doc! {"_id": 1, "total": 5}),
+                doc! {"_id": 1, "total": 3}
+            )
+            .unwrap(),
+        MergeAction::Replace(doc! {"_id": 1, "total": 8})
+    );
+    let fail = OutputStage::parse(
+        "$merge",
+        &Bson::from(doc! {"into": "c", "whenMatched": "fail", "whenNotMatched": "fail"}),
+    )
+    .unwrap();
+    assert_eq!(
+        fail.merge_one(Some(&doc! {"_id": 1}), doc! {"_id": 1})
+            .unwrap_err()
+            .code,
+        ErrorCode::DuplicateKey
+    );
+    assert_eq!(
+        fail.merge_one(None, doc! {"_id": 1})
+            .unwrap_err()
+            .code
+            .code(),
+        13113
+    );
+    check_err(vec![
+        (
+            vec![doc! {"$out": "x"}, doc! {"$match": {}}],
+            vec![],
+            40601,
+            "$out can only be the final stage in the pipeline",
+        ),
+        (
+            vec![doc! {"$merge": {"on": "a"}}],
+            vec![],
+            40414,
+            "'$merge.into' is missing",
+        ),
+        (
+            vec![doc! {"$merge": {"into": "c", "whenMatched": "nope"}}],
+            vec![],
+            2,
+            "Enumeration value 'nope'",
+        ),
+        (
+            vec![doc! {"$lookup": {"from": "x", "pipeline": [{"$out": "y"}], "as": "z"}}],
+            vec![],
+            51047,
+            "not allowed to be used within a $lookup stage",
+        ),
+    ]);
+}

@@ -126,7 +126,15 @@ pub(crate) fn parse(arg: &Bson) -> MongoResult<Vec<Box<dyn Stage>>> {
             .iter()
             .map(|(n, _)| (n.clone(), Some(Bson::Null)))
             .collect();
-        Pipeline::parse(&substitute_stages(stages, &probe))?;
+        if Pipeline::parse(&substitute_stages(stages, &probe))?
+            .output()
+            .is_some()
+        {
+            return Err(MongoError::location(
+                51047,
+                "$out and $merge are not allowed to be used within a $lookup stage",
+            ));
+        }
     }
     Ok(vec![Box::new(LookupStage {
         from,
@@ -175,7 +183,10 @@ fn substitute(v: &Bson, vals: &[(String, Option<Bson>)]) -> Bson {
     }
 }
 
-fn substitute_stages(stages: &[Document], vals: &[(String, Option<Bson>)]) -> Vec<Document> {
+pub(crate) fn substitute_stages(
+    stages: &[Document],
+    vals: &[(String, Option<Bson>)],
+) -> Vec<Document> {
     stages
         .iter()
         .map(|d| {

@@ -62,7 +62,12 @@ pub(crate) fn parse(arg: &Bson) -> MongoResult<Vec<Box<dyn Stage>>> {
             )))
         }
     };
-    Pipeline::parse(&pipeline)?;
+    if Pipeline::parse(&pipeline)?.output().is_some() {
+        return Err(MongoError::location(
+            31441,
+            "$out and $merge are not allowed to be used within a $unionWith stage",
+        ));
+    }
     Ok(vec![Box::new(UnionWithStage { coll, pipeline })])
 }
 
