@@ -77,7 +77,9 @@ type ParseFn = fn(&Bson) -> MongoResult<Vec<Box<dyn Stage>>>;
 const STAGES: &[(&str, ParseFn)] = &[
     ("$addFields", stages::add_fields::parse),
     ("$bucket", stages::bucket::parse),
+    ("$bucketAuto", stages::bucket_auto::parse),
     ("$count", stages::count::parse),
+    ("$documents", stages::documents::parse),
     ("$facet", stages::facet::parse),
     ("$graphLookup", stages::graph_lookup::parse),
     ("$group", stages::group::parse),
@@ -101,13 +103,11 @@ const STAGES: &[(&str, ParseFn)] = &[
 
 /// mongod stages not built yet, sorted.
 const NOT_IMPLEMENTED_STAGES: &[&str] = &[
-    "$bucketAuto",
     "$changeStream",
     "$changeStreamSplitLargeEvent",
     "$collStats",
     "$currentOp",
     "$densify",
-    "$documents",
     "$fill",
     "$geoNear",
     "$indexStats",
@@ -144,6 +144,12 @@ impl Pipeline {
                     "A pipeline stage specification object must contain exactly one field.",
                 ));
             };
+            if name == "$documents" && pos != 0 {
+                return Err(MongoError::location(
+                    40602,
+                    "$documents is only valid as the first stage in a pipeline",
+                ));
+            }
             if name == "$out" || name == "$merge" {
                 if pos + 1 != stages.len() {
                     return Err(MongoError::location(

@@ -1201,3 +1201,54 @@ fn out_and_merge() {
         ),
     ]);
 }
+
+#[test]
+fn bucket_auto_and_documents() {
+    let input: Vec<Document> = [1, 2, 2, 3, 4, 5, 6, 7]
+        .iter()
+        .map(|v| doc! {"v": *v})
+        .collect();
+    check(vec![(
+        vec![doc! {"$bucketAuto": {"groupBy": "$v", "buckets": 3}}],
+        input,
+        vec![
+            doc! {"_id": {"min": 1, "max": 3}, "count": 3},
+            doc! {"_id": {"min": 3, "max": 6}, "count": 3},
+            doc! {"_id": {"min": 6, "max": 7}, "count": 2},
+        ],
+    )]);
+    check(vec![(
+        vec![
+            doc! {"$documents": [{"a": 1}, {"a": 2}]},
+            doc! {"$match": {"a": 2}},
+        ],
+        vec![doc! {"ignored": true}],
+        vec![doc! {"a": 2}],
+    )]);
+    check_err(vec![
+        (
+            vec![doc! {"$bucketAuto": {"groupBy": "$v"}}],
+            vec![],
+            40246,
+            "requires 'groupBy' and 'buckets'",
+        ),
+        (
+            vec![doc! {"$bucketAuto": {"groupBy": "$v", "buckets": 0}}],
+            vec![],
+            40243,
+            "must be greater than 0",
+        ),
+        (
+            vec![doc! {"$match": {}}, doc! {"$documents": []}],
+            vec![],
+            40602,
+            "only valid as the first stage",
+        ),
+        (
+            vec![doc! {"$documents": 1}],
+            vec![],
+            5858203,
+            "an array is expected",
+        ),
+    ]);
+}

@@ -3,7 +3,9 @@
 
 pub(crate) mod add_fields;
 pub(crate) mod bucket;
+pub(crate) mod bucket_auto;
 pub(crate) mod count;
+pub(crate) mod documents;
 pub(crate) mod facet;
 pub(crate) mod graph_lookup;
 pub(crate) mod group;
