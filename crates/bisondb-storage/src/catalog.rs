@@ -61,6 +61,8 @@ pub(crate) struct CollState {
     /// Set (under `write_lock`) when the collection is dropped, so stale handles
     /// stop writing keys nobody will clean up.
     pub(crate) dropped: AtomicBool,
+    /// The [`Engine::generation`] `count` and `data_size` were read under.
+    pub(crate) stats_generation: AtomicU64,
 }
 
 type Key = (String, String);
@@ -114,6 +116,9 @@ impl Storage {
             };
             state.count.store(count, Ordering::Relaxed);
             state.data_size.store(size, Ordering::Relaxed);
+            state
+                .stats_generation
+                .store(engine.generation(), Ordering::Relaxed);
             next_id = next_id.max(state.id.saturating_add(1));
             collections.insert((db, name), Arc::new(state));
         }
@@ -242,6 +247,7 @@ impl Storage {
             count: AtomicU64::new(0),
             data_size: AtomicU64::new(0),
             dropped: AtomicBool::new(false),
+            stats_generation: AtomicU64::new(self.inner.engine.generation()),
         };
         let mut batch = WriteBatch::new();
         batch.put(layout::meta_key(), encode_meta(new_next)?);
@@ -549,6 +555,7 @@ fn parse_entry(bytes: &[u8]) -> Result<(String, String, CollState), StorageError
         count: AtomicU64::new(0),
         data_size: AtomicU64::new(0),
         dropped: AtomicBool::new(false),
+        stats_generation: AtomicU64::new(0),
     };
     Ok((db, name, state))
 }

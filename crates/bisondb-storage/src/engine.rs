@@ -107,6 +107,14 @@ pub trait Engine: Send + Sync + 'static {
 
     /// Bytes used on stable storage (0 for memory).
     fn size_on_disk(&self) -> u64;
+
+    /// A number that changes whenever the engine reopened its files underneath
+    /// its users (after a write fault). A batch whose write reported an error
+    /// may then have been applied after all, so state cached from earlier reads
+    /// (document counts) must be read again. Engines that never reopen keep 0.
+    fn generation(&self) -> u64 {
+        0
+    }
 }
 
 /// A read-only, point-in-time view of an [`Engine`].

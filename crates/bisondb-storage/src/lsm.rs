@@ -204,7 +204,9 @@ impl LsmEngine {
         let result = self.shared.sync_all_now();
         // Dropping the last handle on the fjall instance joins its workers; a
         // snapshot still alive defers that to its own drop.
-        self.shared.open.write().take();
+        if self.shared.open.write().take().is_some() {
+            tracing::info!(dbpath = %self.shared.dbpath.display(), "lsm storage engine closed");
+        }
         result
     }
 
@@ -533,6 +535,10 @@ impl Engine for LsmEngine {
 
     fn sync(&self) -> Result<(), StorageError> {
         self.shared.sync()
+    }
+
+    fn generation(&self) -> u64 {
+        self.shared.generation.load(Ordering::Acquire)
     }
 
     fn size_on_disk(&self) -> u64 {

@@ -165,6 +165,35 @@ impl Collection {
         Ok(())
     }
 
+    /// Under the write lock: checks the collection still exists, takes the
+    /// snapshot the write reads from (held until the write is done), and makes
+    /// the cached count and size current.
+    ///
+    /// After the engine reopened its files following a fault, a batch reported
+    /// as failed may have been applied after all; the stats record travels in the
+    /// same batch as the documents, so it is the truth to reload. The generation
+    /// is read after the snapshot is taken: an engine reopens only once nothing
+    /// holds a snapshot of the old files, so the snapshot pins the generation
+    /// until this write has been committed or refused.
+    fn writable_snapshot_locked(&self) -> Result<Arc<dyn Snapshot>, StorageError> {
+        self.check_live()?;
+        let snap = self.engine.snapshot();
+        let generation = self.engine.generation();
+        if self.state.stats_generation.load(Ordering::Acquire) == generation {
+            return Ok(snap);
+        }
+        let (count, size) = match snap.get(&layout::stats_key(self.state.id))? {
+            Some(v) => layout::decode_stats(&v)?,
+            None => (0, 0),
+        };
+        self.state.count.store(count, Ordering::Release);
+        self.state.data_size.store(size, Ordering::Release);
+        self.state
+            .stats_generation
+            .store(generation, Ordering::Release);
+        Ok(snap)
+    }
+
     fn duplicate(&self, id: RawBsonRef<'_>) -> StorageError {
         StorageError::duplicate_id(&self.ns, Bson::try_from(id).unwrap_or(Bson::Null))
     }
@@ -192,16 +221,18 @@ impl Collection {
     fn insert_locked(&self, docs: &[&RawDocument], ordered: bool) -> InsertOutcome {
         let mut out = InsertOutcome::default();
         let _w = self.state.write_lock.lock();
-        if let Err(e) = self.check_live() {
-            let failing = if ordered {
-                docs.len().min(1)
-            } else {
-                docs.len()
-            };
-            out.errors = (0..failing).map(|i| (i, e.clone())).collect();
-            return out;
-        }
-        let snap = self.engine.snapshot();
+        let snap = match self.writable_snapshot_locked() {
+            Ok(snap) => snap,
+            Err(e) => {
+                let failing = if ordered {
+                    docs.len().min(1)
+                } else {
+                    docs.len()
+                };
+                out.errors = (0..failing).map(|i| (i, e.clone())).collect();
+                return out;
+            }
+        };
         let mut batch = WriteBatch::with_capacity(docs.len() + 1);
         // Keys already queued in this call; one document needs no set.
         let mut queued: HashSet<Vec<u8>> = HashSet::new();
@@ -306,15 +337,10 @@ impl Collection {
         f: &mut dyn FnMut(Option<&RawDocument>) -> Result<Modify, MongoError>,
     ) -> Result<ModifyResult, MongoError> {
         let _w = self.state.write_lock.lock();
-        self.check_live()?;
+        let snap = self.writable_snapshot_locked()?;
         let encoded = encode_id(id);
         let key = layout::doc_key(self.state.id, &encoded);
-        let current = self
-            .engine
-            .snapshot()
-            .get(&key)?
-            .map(decode_doc)
-            .transpose()?;
+        let current = snap.get(&key)?.map(decode_doc).transpose()?;
         let decision = f(current.as_deref())?;
         let (count, size) = (self.count(), self.data_size());
         let mut batch = WriteBatch::with_capacity(2);
@@ -394,9 +420,9 @@ impl Collection {
 
     fn delete_locked(&self, id: RawBsonRef<'_>) -> Result<bool, StorageError> {
         let _w = self.state.write_lock.lock();
-        self.check_live()?;
+        let snap = self.writable_snapshot_locked()?;
         let key = layout::doc_key_for(self.state.id, id);
-        let Some(old) = self.engine.snapshot().get(&key)? else {
+        let Some(old) = snap.get(&key)? else {
             return Ok(false);
         };
         let count = self.count().saturating_sub(1);
