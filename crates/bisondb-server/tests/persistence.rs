@@ -27,6 +27,22 @@ async fn start_lsm(dir: &Path, dbpath: &Path) -> (RunningServer, Client) {
     (server, client)
 }
 
+/// Starts on a dbpath a previous in-process server just released, retrying while
+/// the dbpath lock is still held (see `dbpath_is_free_once_wait_returns`).
+async fn restart_lsm(dir: &Path, dbpath: &Path) -> (RunningServer, Client) {
+    for _ in 0..100 {
+        match Server::start(lsm_config(dir, dbpath)).await {
+            Ok(server) => {
+                let client = Client::with_uri_str(tcp_uri(server.port())).await.unwrap();
+                return (server, client);
+            }
+            Err(e) if e.code.code() == 98 => tokio::time::sleep(Duration::from_millis(50)).await,
+            Err(e) => panic!("lsm server failed to restart: {} ({:?})", e.message, e.code),
+        }
+    }
+    panic!("the dbpath lock was never released");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn data_survives_a_clean_restart() {
     let dir = tempfile::tempdir().unwrap();
@@ -64,7 +80,7 @@ async fn data_survives_a_clean_restart() {
         .await
         .expect("shutdown completes");
 
-    let (server, client) = start_lsm(dir.path(), &dbpath).await;
+    let (server, client) = restart_lsm(dir.path(), &dbpath).await;
     let db = client.database("keep");
     let coll = db.collection::<Document>("c");
     assert_eq!(count(&coll, doc! {}).await, 400);
@@ -110,4 +126,35 @@ async fn second_server_on_the_same_dbpath_fails() {
     server.shutdown();
     drop(client);
     server.wait().await;
+}
+
+/// `RunningServer::wait()` must leave the dbpath reusable: an in-process restart
+/// (tests, embedding) right after it returns must not find the lock still held.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dbpath_is_free_once_wait_returns() {
+    let dir = tempfile::tempdir().unwrap();
+    let dbpath = dir.path().join("data");
+    // Several cycles, so a race that loses only sometimes still shows.
+    for cycle in 0..10u64 {
+        let server = match Server::start(lsm_config(dir.path(), &dbpath)).await {
+            Ok(s) => s,
+            Err(e) => panic!(
+                "cycle {cycle}: restart right after wait() failed: {} ({:?})",
+                e.message, e.code
+            ),
+        };
+        let client = Client::with_uri_str(tcp_uri(server.port())).await.unwrap();
+        let coll = client.database("cyc").collection::<Document>("c");
+        coll.insert_one(doc! {"cycle": cycle as i64}).await.unwrap();
+        assert_eq!(count(&coll, doc! {}).await, cycle + 1);
+        // An idle connection left open at shutdown, as real clients do.
+        let mut idle = tokio::net::TcpStream::connect(("127.0.0.1", server.port()))
+            .await
+            .unwrap();
+        let r = raw_command(&mut idle, doc! {"ping": 1, "$db": "admin"}).await;
+        assert!(is_num(r.get("ok").unwrap(), 1.0));
+        drop(client);
+        server.shutdown();
+        server.wait().await;
+    }
 }
