@@ -278,9 +278,15 @@ fn format_date(fmt: &str, ms: i64, offset_ms: i64) -> MongoResult<String> {
 }
 
 /// Adds calendar months, clamping the day to the target month's length.
-fn add_months(ms: i64, months: i64) -> i64 {
+/// Adds calendar months, clamping the day to the target month's length.
+/// `None` when the result leaves the representable range.
+fn add_months(ms: i64, months: i64) -> Option<i64> {
     let p = parts_of(ms);
-    let total = p.year * 12 + i64::from(p.month) - 1 + months;
+    let total = (p.year * 12 + i64::from(p.month) - 1).checked_add(months)?;
+    // Stay far inside the range where the calendar arithmetic cannot overflow.
+    if total.abs() > 12 * 300_000_000 {
+        return None;
+    }
     let (y, m) = (total.div_euclid(12), (total.rem_euclid(12) + 1) as u32);
     let next = if m == 12 {
         days_from_civil(y + 1, 1, 1)
@@ -290,7 +296,18 @@ fn add_months(ms: i64, months: i64) -> i64 {
     let month_len = next - days_from_civil(y, m, 1);
     let day = i64::from(p.day).min(month_len);
     let days = days_from_civil(y, m, 1) + day - 1;
-    days * 86_400_000 + ms.rem_euclid(86_400_000)
+    days.checked_mul(86_400_000)?
+        .checked_add(ms.rem_euclid(86_400_000))
+}
+
+/// Start of the `step`-sized bin (counted from `origin`) containing `ms`.
+fn floor_to(ms: i64, origin: i64, step: i64) -> Option<i64> {
+    let (ms, origin, step) = (i128::from(ms), i128::from(origin), i128::from(step));
+    i64::try_from(origin + (ms - origin).div_euclid(step) * step).ok()
+}
+
+fn date_overflow(name: &str) -> MongoError {
+    MongoError::location(5166406, format!("{name} overflowed"))
 }
 
 fn unit_ms(unit: &str) -> Option<i64> {
@@ -445,11 +462,16 @@ pub(super) fn eval_named(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Val
             }
             let local = ms.saturating_add(offset);
             let out = match unit.as_str() {
-                "month" => add_months(local, n),
-                "quarter" => add_months(local, n.saturating_mul(3)),
-                "year" => add_months(local, n.saturating_mul(12)),
+                "month" => add_months(local, n).ok_or_else(|| date_overflow(name))?,
+                "quarter" => {
+                    add_months(local, n.saturating_mul(3)).ok_or_else(|| date_overflow(name))?
+                }
+                "year" => {
+                    add_months(local, n.saturating_mul(12)).ok_or_else(|| date_overflow(name))?
+                }
                 u => local.saturating_add(n.saturating_mul(unit_ms(u).unwrap_or(0))),
-            } - offset;
+            }
+            .saturating_sub(offset);
             Ok(Some(Bson::DateTime(bson::DateTime::from_millis(out))))
         }
         "$dateDiff" => {
@@ -481,8 +503,8 @@ pub(super) fn eval_named(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Val
                 })
             };
             let (x, y) = (
-                to_ms(&a, "startDate")? + offset,
-                to_ms(&b, "endDate")? + offset,
+                to_ms(&a, "startDate")?.saturating_add(offset),
+                to_ms(&b, "endDate")?.saturating_add(offset),
             );
             let months = |ms: i64| {
                 let p = parts_of(ms);
@@ -533,41 +555,47 @@ pub(super) fn eval_named(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Val
             let Some(unit) = unit else {
                 return Ok(Some(Bson::Null));
             };
-            let ms = d.as_ref().and_then(date_millis).ok_or_else(|| {
-                MongoError::location(
-                    5439012,
-                    format!(
-                        "$dateTrunc requires 'date' to be a date, but got {}",
-                        type_name_opt(d.as_ref())
-                    ),
-                )
-            })? + offset;
+            let ms = d
+                .as_ref()
+                .and_then(date_millis)
+                .ok_or_else(|| {
+                    MongoError::location(
+                        5439012,
+                        format!(
+                            "$dateTrunc requires 'date' to be a date, but got {}",
+                            type_name_opt(d.as_ref())
+                        ),
+                    )
+                })?
+                .saturating_add(offset);
             // Bins are counted from 2000-01-01T00:00:00 (for weeks, from the
             // first startOfWeek on or after it), as mongod does.
             let reference = days_from_civil(2000, 1, 1) * 86_400_000;
             let out = match unit.as_str() {
                 "year" | "quarter" | "month" => {
                     let per = match unit.as_str() {
-                        "year" => 12,
+                        "year" => 12_i64,
                         "quarter" => 3,
                         _ => 1,
-                    } * bin;
+                    }
+                    .saturating_mul(bin);
                     let p = parts_of(ms);
                     let m = (p.year - 2000) * 12 + i64::from(p.month) - 1;
-                    let start = m.div_euclid(per) * per;
-                    add_months(reference, start)
+                    let start = m.div_euclid(per).saturating_mul(per);
+                    add_months(reference, start).ok_or_else(|| date_overflow(name))?
                 }
                 "week" => {
                     let ref_dow0 = (days_from_civil(2000, 1, 1) + 4).rem_euclid(7);
                     let week_ref = reference + (sow - ref_dow0).rem_euclid(7) * 86_400_000;
-                    let step = 7 * 86_400_000 * bin;
-                    week_ref + (ms - week_ref).div_euclid(step) * step
+                    let step = (7 * 86_400_000_i64).saturating_mul(bin);
+                    floor_to(ms, week_ref, step).ok_or_else(|| date_overflow(name))?
                 }
                 u => {
                     let step = unit_ms(u).unwrap_or(1).saturating_mul(bin);
-                    reference + (ms - reference).div_euclid(step) * step
+                    floor_to(ms, reference, step).ok_or_else(|| date_overflow(name))?
                 }
-            } - offset;
+            }
+            .saturating_sub(offset);
             Ok(Some(Bson::DateTime(bson::DateTime::from_millis(out))))
         }
         "$dateToParts" => {

@@ -115,7 +115,11 @@ impl<'a> Vars<'a> {
 #[derive(Debug, Default)]
 pub(crate) struct Scope {
     names: Vec<String>,
+    depth: usize,
 }
+
+/// Deepest expression nesting accepted (mongod's BSON depth limit is 200).
+const MAX_PARSE_DEPTH: usize = 200;
 
 impl Scope {
     fn defined(&self, name: &str) -> bool {
@@ -365,6 +369,20 @@ impl Expr {
 
     /// Parses an expression with user variables already in scope.
     pub(crate) fn parse_in(v: &Bson, scope: &mut Scope) -> MongoResult<Expr> {
+        // Bound recursion on client-supplied nesting (mongod caps BSON depth too).
+        if scope.depth >= MAX_PARSE_DEPTH {
+            return Err(MongoError::new(
+                ErrorCode::Overflow,
+                format!("expression nesting exceeds the maximum depth of {MAX_PARSE_DEPTH}"),
+            ));
+        }
+        scope.depth += 1;
+        let r = Self::parse_in_inner(v, scope);
+        scope.depth -= 1;
+        r
+    }
+
+    fn parse_in_inner(v: &Bson, scope: &mut Scope) -> MongoResult<Expr> {
         match v {
             Bson::String(s) if s.starts_with("$$") => Self::parse_var(&s[2..], scope),
             Bson::String(s) if s.starts_with('$') => {

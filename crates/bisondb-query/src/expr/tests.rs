@@ -1002,3 +1002,18 @@ fn date_parts_and_parsing() {
         eval_doc(Bson::from(doc! {"$rand": {}})).unwrap()
     );
 }
+
+#[test]
+fn deep_nesting_is_rejected_not_overflowed() {
+    let mut v = Bson::Int32(1);
+    for _ in 0..1_000 {
+        v = Bson::Document(doc! {"$abs": v});
+    }
+    let e = Expr::parse(&v).unwrap_err();
+    assert_eq!(e.code, ErrorCode::Overflow);
+    let mut ok = Bson::Int32(-1);
+    for _ in 0..50 {
+        ok = Bson::Document(doc! {"$abs": ok});
+    }
+    assert!(Expr::parse(&ok).is_ok());
+}

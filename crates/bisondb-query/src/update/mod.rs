@@ -21,6 +21,10 @@ use std::cmp::Ordering;
 pub(crate) use arith::{BitOp, NumArg};
 pub(crate) use array::{PullCond, PushSpec};
 
+/// Longest dotted path accepted: deeper documents exceed BSON's nesting
+/// limit anyway, and the bound keeps path recursion shallow.
+const MAX_PATH_PARTS: usize = 200;
+
 /// A dotted field path as written in the update, with its components.
 #[derive(Debug, Clone, PartialEq)]
 pub struct FieldPath {
@@ -38,6 +42,12 @@ impl FieldPath {
             ));
         }
         let parts = path::split(path);
+        if parts.len() > MAX_PATH_PARTS {
+            return Err(MongoError::bad_value(format!(
+                "The update path '{}...' has more than {MAX_PATH_PARTS} components",
+                path.chars().take(64).collect::<String>()
+            )));
+        }
         for p in &parts {
             if p.is_empty() {
                 return Err(MongoError::new(

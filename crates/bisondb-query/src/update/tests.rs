@@ -510,3 +510,28 @@ fn positional_paths() {
         "The path 'a' must exist in the document in order to apply array updates."
     );
 }
+
+#[test]
+fn long_paths_and_date_overflow_fail_cleanly() {
+    let deep = vec!["a"; 5000].join(".");
+    let e = UpdateSpec::parse(&doc! {"$set": {deep: 1}}).unwrap_err();
+    assert_eq!(e.code, ErrorCode::BadValue);
+    // Extreme dates from clients must error, not overflow.
+    let expr = crate::expr::Expr::parse(&Bson::from(
+        doc! {"$dateAdd": {"startDate": "$d", "unit": "year", "amount": i64::MAX}},
+    ))
+    .unwrap();
+    let d = doc! {"d": bson::DateTime::from_millis(i64::MAX)};
+    assert!(expr.eval(&d, &crate::expr::Vars::new()).is_err());
+    let trunc = crate::expr::Expr::parse(&Bson::from(
+        doc! {"$dateTrunc": {"date": "$d", "unit": "week", "binSize": i64::MAX}},
+    ))
+    .unwrap();
+    let _ = trunc.eval(
+        &doc! {"d": bson::DateTime::from_millis(i64::MIN)},
+        &crate::expr::Vars::new(),
+    );
+    let diff = crate::expr::Expr::parse(&Bson::from(doc! {"$dateDiff": {"startDate": "$a", "endDate": "$b", "unit": "day", "timezone": "+10:00"}})).unwrap();
+    let r = diff.eval(&doc! {"a": bson::DateTime::from_millis(i64::MIN), "b": bson::DateTime::from_millis(i64::MAX)}, &crate::expr::Vars::new());
+    assert!(r.is_ok());
+}
