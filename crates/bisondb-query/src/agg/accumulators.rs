@@ -2,7 +2,7 @@
 
 use super::key::key_of;
 use crate::compare::compare_bson;
-use crate::expr::value::{decimal_unsupported, nullish, num_add, type_name_opt, LongOverflow, Num};
+use crate::expr::value::{decimal_unsupported, nullish, type_name_opt, Num, Summer};
 use crate::expr::{Expr, Value, Vars};
 use crate::sort::SortSpec;
 use bisondb_error::{ErrorCode, MongoError, MongoResult};
@@ -201,11 +201,8 @@ impl Accumulator {
             AccOp::Median | AccOp::Percentile => {
                 AccState::Quantiles(Vec::new(), self.params.p.clone())
             }
-            AccOp::Sum => AccState::Sum(Num::I32(0)),
-            AccOp::Avg => AccState::Avg {
-                sum: Num::I32(0),
-                count: 0,
-            },
+            AccOp::Sum => AccState::Sum(Summer::default()),
+            AccOp::Avg => AccState::Avg(Summer::default()),
             AccOp::Min | AccOp::Max => AccState::Extreme(None),
             AccOp::First => AccState::First(None),
             AccOp::Last => AccState::Last(Bson::Null),
@@ -224,11 +221,8 @@ impl Accumulator {
 /// Running state of one accumulator in one group.
 #[derive(Debug, Clone)]
 pub enum AccState {
-    Sum(Num),
-    Avg {
-        sum: Num,
-        count: u64,
-    },
+    Sum(Summer),
+    Avg(Summer),
     Extreme(Option<Bson>),
     First(Option<Bson>),
     Last(Bson),
@@ -390,15 +384,9 @@ impl AccState {
     /// Folds one evaluated argument into the state.
     pub fn add(&mut self, op: AccOp, v: Value) -> MongoResult<()> {
         match self {
-            AccState::Sum(acc) => {
-                if let Some(n) = number(&v, "$sum")? {
-                    *acc = num_add(*acc, n, LongOverflow::ToDouble).unwrap_or(Num::F64(f64::NAN));
-                }
-            }
-            AccState::Avg { sum, count } => {
-                if let Some(n) = number(&v, "$avg")? {
-                    *sum = num_add(*sum, n, LongOverflow::ToDouble).unwrap_or(Num::F64(f64::NAN));
-                    *count += 1;
+            AccState::Sum(acc) | AccState::Avg(acc) => {
+                if let Some(n) = number(&v, if op == AccOp::Avg { "$avg" } else { "$sum" })? {
+                    acc.add(n);
                 }
             }
             AccState::Extreme(best) => {
@@ -497,14 +485,8 @@ impl AccState {
     /// The accumulated result.
     pub fn finish(self, op: AccOp) -> Bson {
         match self {
-            AccState::Sum(acc) => acc.to_bson(),
-            AccState::Avg { sum, count } => {
-                if count == 0 {
-                    Bson::Null
-                } else {
-                    Bson::Double(sum.as_f64() / count as f64)
-                }
-            }
+            AccState::Sum(acc) => acc.total().to_bson(),
+            AccState::Avg(acc) => acc.mean().map_or(Bson::Null, Bson::Double),
             AccState::Extreme(best) => best.unwrap_or(Bson::Null),
             AccState::First(first) => first.unwrap_or(Bson::Null),
             AccState::Last(last) => last,

@@ -556,20 +556,16 @@ fn group_like(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
             Ok(Some(Bson::Double(var.sqrt())))
         }
         "$sum" | "$avg" => {
-            let mut acc = Num::I32(0);
-            let mut count = 0u64;
+            let mut acc = super::value::Summer::default();
             for v in &vals {
                 if let Some(n) = num(v, name)? {
-                    acc = num_add(acc, n, LongOverflow::ToDouble).unwrap_or(Num::F64(f64::NAN));
-                    count += 1;
+                    acc.add(n);
                 }
             }
             if name == "$sum" {
-                Ok(Some(acc.to_bson()))
-            } else if count == 0 {
-                Ok(Some(Bson::Null))
+                Ok(Some(acc.total().to_bson()))
             } else {
-                Ok(Some(Bson::Double(acc.as_f64() / count as f64)))
+                Ok(Some(acc.mean().map_or(Bson::Null, Bson::Double)))
             }
         }
         _ => {

@@ -305,6 +305,82 @@ pub fn num_or_decimal_err(v: &Bson, op: &str) -> MongoResult<Option<Num>> {
     Ok(Num::from_bson(v))
 }
 
+/// Sums numbers the way `$sum`/`$avg` do: integers exactly (int widening to
+/// long, long overflowing to double) and doubles with compensated
+/// (Neumaier) summation, so a sum of many doubles rounds like mongod's
+/// double-double accumulator instead of drifting.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Summer {
+    ints: i128,
+    sum: f64,
+    comp: f64,
+    saw_long: bool,
+    saw_double: bool,
+    count: u64,
+}
+
+impl Summer {
+    pub fn add(&mut self, n: Num) {
+        self.count += 1;
+        match n {
+            Num::I32(i) => self.ints += i128::from(i),
+            Num::I64(i) => {
+                self.ints += i128::from(i);
+                self.saw_long = true;
+            }
+            Num::F64(x) => {
+                self.saw_double = true;
+                self.add_f(x);
+            }
+        }
+    }
+
+    fn add_f(&mut self, x: f64) {
+        if !x.is_finite() || !self.sum.is_finite() {
+            self.sum += x;
+            return;
+        }
+        let t = self.sum + x;
+        if self.sum.abs() >= x.abs() {
+            self.comp += (self.sum - t) + x;
+        } else {
+            self.comp += (x - t) + self.sum;
+        }
+        self.sum = t;
+    }
+
+    fn double_total(&self) -> f64 {
+        if !self.sum.is_finite() {
+            return self.sum;
+        }
+        let mut s = *self;
+        s.add_f(self.ints as f64);
+        s.sum + s.comp
+    }
+
+    /// Number of values added.
+    pub fn count(&self) -> u64 {
+        self.count
+    }
+
+    /// The sum with mongod's result type.
+    pub fn total(&self) -> Num {
+        if self.saw_double {
+            return Num::F64(self.double_total());
+        }
+        match (i32::try_from(self.ints), i64::try_from(self.ints)) {
+            (Ok(v), _) if !self.saw_long => Num::I32(v),
+            (_, Ok(v)) => Num::I64(v),
+            _ => Num::F64(self.ints as f64),
+        }
+    }
+
+    /// The mean, or `None` when nothing was added.
+    pub fn mean(&self) -> Option<f64> {
+        (self.count > 0).then(|| self.double_total() / self.count as f64)
+    }
+}
+
 /// Days since 1970-01-01 to (year, month 1-12, day 1-31) in the proleptic
 /// Gregorian calendar (the usual era-based civil-from-days arithmetic).
 pub fn civil_from_days(z: i64) -> (i64, u32, u32) {
@@ -376,6 +452,28 @@ mod tests {
             num_sub(Num::I32(i32::MIN), Num::I32(1)),
             Num::I64(i64::from(i32::MIN) - 1)
         );
+    }
+
+    #[test]
+    fn compensated_sums() {
+        let mut s = Summer::default();
+        for _ in 0..10 {
+            s.add(Num::F64(0.1));
+        }
+        assert_eq!(s.total(), Num::F64(1.0));
+        let mut s = Summer::default();
+        s.add(Num::I32(i32::MAX));
+        s.add(Num::I32(1));
+        assert_eq!(s.total(), Num::I64(i64::from(i32::MAX) + 1));
+        let mut s = Summer::default();
+        s.add(Num::I64(i64::MAX));
+        s.add(Num::I64(1));
+        assert_eq!(s.total(), Num::F64(i64::MAX as f64 + 1.0));
+        let mut s = Summer::default();
+        s.add(Num::I32(1));
+        s.add(Num::I32(2));
+        assert_eq!((s.total(), s.mean()), (Num::I32(3), Some(1.5)));
+        assert_eq!(Summer::default().mean(), None);
     }
 
     #[test]

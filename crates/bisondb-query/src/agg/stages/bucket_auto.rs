@@ -62,24 +62,24 @@ pub(crate) fn parse(arg: &Bson) -> MongoResult<Vec<Box<dyn Stage>>> {
                 }
                 buckets = Some(usize::try_from(n).unwrap_or(1));
             }
-            "output" => {
-                match v {
-                    Bson::Document(d) => {
-                        let mut out = Vec::with_capacity(d.len());
-                        for (name, acc) in d {
-                            out.push((name.clone(), Accumulator::parse(name, acc)?));
-                        }
-                        output = Some(out);
+            "output" => match v {
+                Bson::Document(d) => {
+                    let mut out = Vec::with_capacity(d.len());
+                    for (name, acc) in d {
+                        out.push((name.clone(), Accumulator::parse(name, acc)?));
                     }
-                    other => return Err(MongoError::location(
+                    output = Some(out);
+                }
+                other => {
+                    return Err(MongoError::location(
                         40244,
                         format!(
                             "The $bucketAuto 'output' field must be an object, but found type: {}",
                             type_name(other)
                         ),
-                    )),
+                    ))
                 }
-            }
+            },
             "granularity" => {
                 return Err(MongoError::new(
                     ErrorCode::NotImplemented,
