@@ -81,6 +81,7 @@ const STAGES: &[(&str, ParseFn)] = &[
     ("$count", stages::count::parse),
     ("$documents", stages::documents::parse),
     ("$facet", stages::facet::parse),
+    ("$fill", stages::fill::parse),
     ("$graphLookup", stages::graph_lookup::parse),
     ("$group", stages::group::parse),
     ("$limit", stages::limit::parse),
@@ -108,7 +109,6 @@ const NOT_IMPLEMENTED_STAGES: &[&str] = &[
     "$collStats",
     "$currentOp",
     "$densify",
-    "$fill",
     "$geoNear",
     "$indexStats",
     "$listLocalSessions",
@@ -194,6 +194,16 @@ impl Pipeline {
             now: DateTime::now(),
             output,
         })
+    }
+
+    /// Removes a leading `$match` and returns its filter, for a caller that
+    /// applies it during the scan itself (avoids matching every document twice).
+    pub fn take_leading_match(&mut self) -> Option<Document> {
+        let filter = self.leading_match()?.clone();
+        if !self.stages.is_empty() {
+            self.stages.remove(0);
+        }
+        Some(filter)
     }
 
     /// The filter of a leading `$match`, so the caller can filter during the scan.

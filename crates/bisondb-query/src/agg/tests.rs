@@ -518,8 +518,19 @@ fn leading_match_and_tables() {
     let p = Pipeline::parse(&[doc! {"$match": {"a": 1}}, doc! {"$limit": 2}]).unwrap();
     assert_eq!(p.leading_match(), Some(&doc! {"a": 1}));
     assert_eq!(p.len(), 2);
-    let p = Pipeline::parse(&[doc! {"$limit": 2}, doc! {"$match": {"a": 1}}]).unwrap();
+    let mut p = Pipeline::parse(&[doc! {"$limit": 2}, doc! {"$match": {"a": 1}}]).unwrap();
     assert_eq!(p.leading_match(), None);
+    assert_eq!(p.take_leading_match(), None);
+    let mut p = Pipeline::parse(&[doc! {"$match": {"a": 1}}, doc! {"$limit": 1}]).unwrap();
+    assert_eq!(p.take_leading_match(), Some(doc! {"a": 1}));
+    assert_eq!(p.len(), 1);
+    // The caller filtered already: the rest of the pipeline runs unfiltered.
+    let out: Vec<_> = p
+        .run(Box::new(
+            vec![doc! {"a": 2}, doc! {"a": 3}].into_iter().map(Ok),
+        ))
+        .collect();
+    assert_eq!(out.len(), 1);
     assert!(STAGES.windows(2).all(|w| w[0].0 < w[1].0));
     assert!(NOT_IMPLEMENTED_STAGES.windows(2).all(|w| w[0] < w[1]));
     for n in NOT_IMPLEMENTED_STAGES {
@@ -1249,6 +1260,48 @@ fn bucket_auto_and_documents() {
             vec![],
             5858203,
             "an array is expected",
+        ),
+    ]);
+}
+
+#[test]
+fn fill_stage() {
+    let input = vec![
+        doc! {"_id": 1, "t": 1, "v": 10, "s": "a"},
+        doc! {"_id": 2, "t": 2, "v": null},
+        doc! {"_id": 3, "t": 4, "s": "b"},
+        doc! {"_id": 4, "t": 5, "v": 40},
+    ];
+    check(vec![(
+        vec![
+            doc! {"$fill": {"sortBy": {"t": 1}, "output": {"v": {"method": "linear"}, "s": {"method": "locf"}, "z": {"value": 0}}}},
+        ],
+        input,
+        vec![
+            doc! {"_id": 1, "t": 1, "v": 10, "s": "a", "z": 0},
+            doc! {"_id": 2, "t": 2, "v": 17.5, "s": "a", "z": 0},
+            doc! {"_id": 3, "t": 4, "s": "b", "v": 32.5, "z": 0},
+            doc! {"_id": 4, "t": 5, "v": 40, "s": "b", "z": 0},
+        ],
+    )]);
+    check_err(vec![
+        (
+            vec![doc! {"$fill": {"output": {"v": {"method": "linear"}}}}],
+            vec![],
+            6050201,
+            "requires a sortBy",
+        ),
+        (
+            vec![doc! {"$fill": {"sortBy": {"t": 1}}}],
+            vec![],
+            40414,
+            "'$fill.output' is missing",
+        ),
+        (
+            vec![doc! {"$fill": {"output": {"v": {"method": "x"}}}}],
+            vec![],
+            6050203,
+            "Exactly one of 'value' and 'method'",
         ),
     ]);
 }

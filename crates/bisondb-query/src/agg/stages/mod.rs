@@ -7,6 +7,7 @@ pub(crate) mod bucket_auto;
 pub(crate) mod count;
 pub(crate) mod documents;
 pub(crate) mod facet;
+pub(crate) mod fill;
 pub(crate) mod graph_lookup;
 pub(crate) mod group;
 pub(crate) mod limit;
