@@ -4,6 +4,7 @@
 //! document after 1,000,000 time-series and 1,000,000 seed-000 profile documents.
 //!
 //! Run: `cargo run --release -p bisondb-storage --example lsm_bench [-- <dir>]`
+//! (Unix only: sizes are allocated blocks, as `du` counts them.)
 //! (`<dir>` defaults to a temporary directory; it must not exist or be empty).
 //! Figures go to stdout; nothing is asserted (timing belongs here, not in tests).
 
@@ -72,14 +73,17 @@ fn rate(n: usize, d: Duration) -> String {
     format!("{:.0}/s", n as f64 / d.as_secs_f64().max(1e-9))
 }
 
-/// `du`-style apparent size of every file under `dir`.
+/// What `du` reports: bytes allocated to the files under `dir`.
 fn du(dir: &Path) -> u64 {
     std::fs::read_dir(dir)
         .map(|rd| {
             rd.filter_map(Result::ok)
                 .map(|e| match e.file_type() {
                     Ok(t) if t.is_dir() => du(&e.path()),
-                    Ok(_) => e.metadata().map(|m| m.len()).unwrap_or(0),
+                    Ok(_) => e
+                        .metadata()
+                        .map(|m| std::os::unix::fs::MetadataExt::blocks(&m) * 512)
+                        .unwrap_or(0),
                     Err(_) => 0,
                 })
                 .sum()
@@ -178,6 +182,7 @@ fn main() {
     single_commits(&root, Durability::Sync, 2_000, 1);
     single_commits(&root, Durability::Sync, 20_000, 8);
     single_commits(&root, Durability::Buffered, 200_000, 1);
+    single_commits(&root, Durability::Buffered, 200_000, 2);
     let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
     bulk(&root, "timeseries", &mut |_| time_series(&mut rng), BATCH);
     bulk(&root, "profile", &mut profile, BATCH);

@@ -28,7 +28,7 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use fjall::config::CompressionPolicy;
+use fjall::config::{BlockSizePolicy, CompressionPolicy, RestartIntervalPolicy};
 use fjall::{CompressionType, Database, Keyspace, KeyspaceCreateOptions, PersistMode, Readable};
 use parking_lot::RwLock;
 
@@ -51,6 +51,18 @@ const DATA_DIR: &str = "lsm";
 
 /// The one fjall keyspace holding BisonDB's whole key space.
 const KEYSPACE: &str = "main";
+
+/// Data block size. LZ4 only finds repeats inside one block, and documents of a
+/// collection repeat their field names: measured on 1,000,000 documents, 32 KiB
+/// blocks store the seed-000 profile document in 20 B instead of 44 B (4 KiB,
+/// fjall's default) and the seed-003 time-series document in 27 B instead of
+/// 30 B, at no measurable cost to batch inserts. Point reads decompress a whole
+/// block, but inserts of new `_id`s are answered by the bloom filter first.
+const DATA_BLOCK_BYTES: u32 = 32 * 1024;
+
+/// Keys between full (not prefix-truncated) keys inside a data block; keys of a
+/// collection share their collection-id prefix, so sparse restarts save space.
+const RESTART_INTERVAL: u8 = 32;
 
 /// Bytes written (and removed) to check that the disk takes writes again before
 /// reopening after a failure; a reopen itself writes a little.
@@ -256,6 +268,8 @@ fn open_fjall(data_dir: &Path, dbpath: &Path) -> Result<Open, StorageError> {
         .keyspace(KEYSPACE, || {
             KeyspaceCreateOptions::default()
                 .data_block_compression_policy(CompressionPolicy::all(CompressionType::Lz4))
+                .data_block_size_policy(BlockSizePolicy::all(DATA_BLOCK_BYTES))
+                .data_block_restart_interval_policy(RestartIntervalPolicy::all(RESTART_INTERVAL))
         })
         .map_err(|e| map_fjall(e, "open"))?;
     Ok(Open { db, ks })
@@ -541,18 +555,15 @@ impl Engine for LsmEngine {
         self.shared.generation.load(Ordering::Acquire)
     }
 
+    /// The space the files really occupy (what `du` shows): fjall pre-sizes its
+    /// journal to 64 MiB as a sparse file, so apparent file lengths (and fjall's
+    /// own `disk_space`) would overstate a small database many times over.
     fn size_on_disk(&self) -> u64 {
-        let from_fjall = self
-            .shared
-            .open
-            .read()
-            .as_ref()
-            .and_then(|o| o.db.disk_space().ok());
-        from_fjall.unwrap_or_else(|| dir_size(&self.shared.data_dir))
+        dir_size(&self.shared.data_dir)
     }
 }
 
-/// Total size of the regular files under `dir` (0 for what cannot be read).
+/// Bytes allocated to the regular files under `dir` (0 for what cannot be read).
 fn dir_size(dir: &Path) -> u64 {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return 0;
@@ -561,10 +572,22 @@ fn dir_size(dir: &Path) -> u64 {
         .filter_map(Result::ok)
         .map(|entry| match entry.file_type() {
             Ok(t) if t.is_dir() => dir_size(&entry.path()),
-            Ok(t) if t.is_file() => entry.metadata().map(|m| m.len()).unwrap_or(0),
+            Ok(t) if t.is_file() => entry.metadata().map(|m| allocated(&m)).unwrap_or(0),
             _ => 0,
         })
         .fold(0u64, u64::saturating_add)
+}
+
+#[cfg(unix)]
+fn allocated(m: &std::fs::Metadata) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    // st_blocks counts 512-byte units whatever the file system's block size.
+    m.blocks().saturating_mul(512)
+}
+
+#[cfg(not(unix))]
+fn allocated(m: &std::fs::Metadata) -> u64 {
+    m.len()
 }
 
 /// A point-in-time view: a fjall snapshot plus the instance it reads from.
