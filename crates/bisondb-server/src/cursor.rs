@@ -36,7 +36,10 @@ pub struct Cursor {
 
 impl std::fmt::Debug for Cursor {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Cursor").field("ns", &self.ns).field("remaining", &self.remaining).finish_non_exhaustive()
+        f.debug_struct("Cursor")
+            .field("ns", &self.ns)
+            .field("remaining", &self.remaining)
+            .finish_non_exhaustive()
     }
 }
 

@@ -12,6 +12,7 @@ use bisondb_storage::{Engine, LsmEngine, LsmOptions, Storage};
 use tokio::net::{TcpListener, UnixListener};
 use tokio::sync::Semaphore;
 use tokio::task::JoinHandle;
+use tokio_util::task::TaskTracker;
 
 use crate::config::ServerConfig;
 use crate::connection;
@@ -27,6 +28,9 @@ pub struct RunningServer {
     pub tcp_addrs: Vec<SocketAddr>,
     pub socket_path: Option<PathBuf>,
     tasks: Vec<JoinHandle<()>>,
+    /// Every connection task, so shutdown can wait until none holds the state
+    /// (and with it the storage engine and its dbpath lock).
+    connections: TaskTracker,
 }
 
 /// Opens the persistent engine in `--dbpath` (creating the directory) off the
@@ -100,9 +104,10 @@ impl Server {
         let conns = Arc::new(Semaphore::new(
             state.config.max_conns.min(Semaphore::MAX_PERMITS),
         ));
+        let tracker = TaskTracker::new();
         let mut tasks = Vec::new();
         for l in listeners {
-            let (state, conns) = (state.clone(), conns.clone());
+            let (state, conns, tracker) = (state.clone(), conns.clone(), tracker.clone());
             tasks.push(tokio::spawn(async move {
                 loop {
                     let accepted = tokio::select! {
@@ -112,7 +117,7 @@ impl Server {
                     match accepted {
                         Ok((stream, peer)) => {
                             let _ = stream.set_nodelay(true);
-                            spawn_connection(stream, peer.to_string(), &state, &conns);
+                            spawn_connection(stream, peer.to_string(), &state, &conns, &tracker);
                         }
                         Err(e) => {
                             tracing::warn!(error = %e, "accept failed");
@@ -127,7 +132,7 @@ impl Server {
         }
         let socket_path = unix.as_ref().map(|(_, p)| p.clone());
         if let Some((l, path)) = unix {
-            let (state, conns) = (state.clone(), conns.clone());
+            let (state, conns, tracker) = (state.clone(), conns.clone(), tracker.clone());
             tasks.push(tokio::spawn(async move {
                 let peer = format!("unix:{}", path.display());
                 loop {
@@ -136,7 +141,9 @@ impl Server {
                         _ = state.shutdown.notified() => break,
                     };
                     match accepted {
-                        Ok((stream, _)) => spawn_connection(stream, peer.clone(), &state, &conns),
+                        Ok((stream, _)) => {
+                            spawn_connection(stream, peer.clone(), &state, &conns, &tracker)
+                        }
                         Err(e) => {
                             tracing::warn!(error = %e, "accept failed");
                             tokio::time::sleep(Duration::from_millis(10)).await;
@@ -179,6 +186,7 @@ impl Server {
             tcp_addrs,
             socket_path,
             tasks,
+            connections: tracker,
         })
     }
 }
@@ -213,6 +221,14 @@ impl RunningServer {
         for t in self.tasks {
             let _ = t.await;
         }
+        // Connections notice the shutdown at their next read; give them a moment.
+        self.connections.close();
+        if tokio::time::timeout(Duration::from_secs(10), self.connections.wait())
+            .await
+            .is_err()
+        {
+            tracing::warn!("some connections did not close within 10 s of shutdown");
+        }
         if let Err(e) = self.state.storage.sync() {
             tracing::error!(error = %e, "final sync failed");
         }
@@ -223,8 +239,13 @@ impl RunningServer {
     }
 }
 
-fn spawn_connection<S>(stream: S, peer: String, state: &Arc<ServerState>, conns: &Arc<Semaphore>)
-where
+fn spawn_connection<S>(
+    stream: S,
+    peer: String,
+    state: &Arc<ServerState>,
+    conns: &Arc<Semaphore>,
+    tracker: &TaskTracker,
+) where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
     let Ok(permit) = conns.clone().try_acquire_owned() else {
@@ -232,7 +253,7 @@ where
         return;
     };
     let state = state.clone();
-    tokio::spawn(async move {
+    tracker.spawn(async move {
         use std::sync::atomic::Ordering;
         state.connections_current.fetch_add(1, Ordering::Relaxed);
         state.connections_total.fetch_add(1, Ordering::Relaxed);

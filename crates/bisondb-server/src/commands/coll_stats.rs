@@ -54,7 +54,7 @@ impl Command for CollStats {
             (db.storage_size as u128 * size as u128 / db.data_size as u128) as u64
         };
         let sc = |n: u64| (n / self.scale) as i64;
-        let avg = if count == 0 { 0 } else { size / count };
+        let avg = size.checked_div(count).unwrap_or(0);
         reply::ok(doc! {
             "ns": ns,
             "size": sc(size),

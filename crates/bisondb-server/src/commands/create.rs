@@ -81,6 +81,12 @@ impl Command for Create {
     }
 
     fn execute(self, ctx: &mut Context<'_>) -> MongoResult<RawDocumentBuf> {
+        // mongod 7+: creating an existing collection with the same options is a no-op.
+        if let Some(existing) = ctx.state.storage.collection(&self.db, &self.coll) {
+            if existing.info().options == self.options {
+                return reply::ok(doc! {});
+            }
+        }
         match ctx
             .state
             .storage

@@ -71,7 +71,7 @@ impl Command for Distinct {
         }
         values.sort_by(compare_bson);
         values.dedup_by(|a, b| compare_bson(a, b) == std::cmp::Ordering::Equal);
-        let bytes: usize = values.iter().map(|v| bson_size_estimate(v)).sum();
+        let bytes: usize = values.iter().map(bson_size_estimate).sum();
         if bytes > bisondb_wire::MAX_BSON_OBJECT_SIZE {
             return Err(MongoError::new(
                 bisondb_error::ErrorCode::BSONObjectTooLarge,
