@@ -443,10 +443,10 @@ fn pipeline_parse_errors() {
             "Unrecognized pipeline stage name: '$foo'",
         ),
         (
-            vec![doc! {"$densify": {}}],
+            vec![doc! {"$changeStream": {}}],
             vec![],
             238,
-            "$densify is not supported by BisonDB yet",
+            "$changeStream is not supported by BisonDB yet",
         ),
         (
             vec![doc! {"$match": {}, "$limit": 1}],
@@ -1302,6 +1302,71 @@ fn fill_stage() {
             vec![],
             6050203,
             "Exactly one of 'value' and 'method'",
+        ),
+    ]);
+}
+
+#[test]
+fn densify_stage() {
+    check(vec![
+        (
+            vec![doc! {"$densify": {"field": "v", "range": {"step": 2, "bounds": "full"}}}],
+            vec![doc! {"v": 1}, doc! {"v": 6}, doc! {"x": 0}],
+            vec![
+                doc! {"x": 0},
+                doc! {"v": 1},
+                doc! {"v": 3},
+                doc! {"v": 5},
+                doc! {"v": 6},
+            ],
+        ),
+        (
+            vec![
+                doc! {"$densify": {"field": "v", "partitionByFields": ["p"], "range": {"step": 1, "bounds": "partition"}}},
+            ],
+            vec![
+                doc! {"p": "a", "v": 1},
+                doc! {"p": "b", "v": 5},
+                doc! {"p": "a", "v": 3},
+            ],
+            vec![
+                doc! {"p": "a", "v": 1},
+                doc! {"p": "a", "v": 2},
+                doc! {"p": "a", "v": 3},
+                doc! {"p": "b", "v": 5},
+            ],
+        ),
+        (
+            vec![
+                doc! {"$densify": {"field": "t", "range": {"step": 1, "unit": "hour", "bounds": [DateTime::from_millis(0), DateTime::from_millis(7_200_000)]}}},
+            ],
+            vec![doc! {"t": DateTime::from_millis(3_600_000), "x": 1}],
+            vec![
+                doc! {"t": DateTime::from_millis(0)},
+                doc! {"t": DateTime::from_millis(3_600_000), "x": 1},
+            ],
+        ),
+    ]);
+    check_err(vec![
+        (
+            vec![doc! {"$densify": {"field": "v", "range": {"step": 0, "bounds": "full"}}}],
+            vec![],
+            5733401,
+            "strictly positive",
+        ),
+        (
+            vec![doc! {"$densify": {"field": "v", "range": {"step": 1e-9, "bounds": [0, 1]}}}],
+            vec![doc! {"v": 0}],
+            5897900,
+            "over the limit",
+        ),
+        (
+            vec![
+                doc! {"$densify": {"field": "v", "range": {"step": 1, "unit": "month", "bounds": "full"}}},
+            ],
+            vec![],
+            238,
+            "not supported by BisonDB yet",
         ),
     ]);
 }

@@ -86,13 +86,15 @@ pub(crate) fn parse(arg: &Bson) -> MongoResult<Vec<Box<dyn Stage>>> {
                 }
                 outputs = Some(out);
             }
-            (other, v) => return Err(MongoError::location(
-                40415,
-                format!(
+            (other, v) => {
+                return Err(MongoError::location(
+                    40415,
+                    format!(
                     "BSON field '$fill.{other}' is an unknown field or has the wrong type '{}'.",
                     type_name(v)
                 ),
-            )),
+                ))
+            }
         }
     }
     let outputs = outputs.ok_or_else(|| {

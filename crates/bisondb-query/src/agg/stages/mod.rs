@@ -5,6 +5,7 @@ pub(crate) mod add_fields;
 pub(crate) mod bucket;
 pub(crate) mod bucket_auto;
 pub(crate) mod count;
+pub(crate) mod densify;
 pub(crate) mod documents;
 pub(crate) mod facet;
 pub(crate) mod fill;

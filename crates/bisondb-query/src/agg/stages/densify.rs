@@ -1,0 +1,279 @@
+//! `$densify`: inserts documents so that `field` takes every `step`-spaced
+//! value over a range (`full`, per `partition`, or explicit bounds), per
+//! partition. Numeric fields, and dates with fixed-length units (millisecond
+//! to week); calendar units (month, quarter, year) are not supported yet.
+
+use crate::agg::key::key_of;
+use crate::agg::{DocStream, RunCtx, Stage};
+use crate::expr::value::{type_name, Num};
+use crate::update::path::{set_path, split};
+use bisondb_error::{ErrorCode, MongoError, MongoResult};
+use bson::{Bson, DateTime, Document};
+use std::collections::HashMap;
+
+/// mongod's cap on documents one `$densify` may generate.
+const MAX_GENERATED: usize = 500_000;
+
+#[derive(Debug, Clone, PartialEq)]
+enum Bounds {
+    Full,
+    Partition,
+    Explicit(f64, f64),
+}
+
+#[derive(Debug)]
+pub(crate) struct DensifyStage {
+    field: String,
+    partition_fields: Vec<String>,
+    step: f64,
+    /// Milliseconds per unit for date fields.
+    unit_ms: Option<f64>,
+    bounds: Bounds,
+}
+
+fn unit_ms(u: &str) -> MongoResult<f64> {
+    Ok(match u {
+        "millisecond" => 1.0,
+        "second" => 1000.0,
+        "minute" => 60_000.0,
+        "hour" => 3_600_000.0,
+        "day" => 86_400_000.0,
+        "week" => 604_800_000.0,
+        "month" | "quarter" | "year" => {
+            return Err(MongoError::new(
+                ErrorCode::NotImplemented,
+                format!("$densify with unit '{u}' is not supported by BisonDB yet"),
+            ))
+        }
+        other => {
+            return Err(MongoError::bad_value(format!(
+                "unknown time unit value: {other}"
+            )))
+        }
+    })
+}
+
+fn as_number(v: &Bson) -> Option<f64> {
+    match v {
+        Bson::DateTime(d) => Some(d.timestamp_millis() as f64),
+        other => Num::from_bson(other).map(Num::as_f64),
+    }
+}
+
+pub(crate) fn parse(arg: &Bson) -> MongoResult<Vec<Box<dyn Stage>>> {
+    let Bson::Document(spec) = arg else {
+        return Err(MongoError::location(
+            5733400,
+            format!(
+                "$densify specification must be an object, found {}",
+                type_name(arg)
+            ),
+        ));
+    };
+    let (mut field, mut partition_fields, mut range) = (None, Vec::new(), None);
+    for (k, v) in spec {
+        match (k.as_str(), v) {
+            ("field", Bson::String(s)) if !s.is_empty() && !s.starts_with('$') => {
+                field = Some(s.clone())
+            }
+            ("partitionByFields", Bson::Array(a)) => {
+                for f in a {
+                    match f {
+                        Bson::String(s) => partition_fields.push(s.clone()),
+                        _ => {
+                            return Err(MongoError::type_mismatch(
+                                "$densify partitionByFields must be an array of strings",
+                            ))
+                        }
+                    }
+                }
+            }
+            ("range", Bson::Document(d)) => range = Some(d.clone()),
+            (other, v) => return Err(MongoError::location(
+                40415,
+                format!(
+                    "BSON field '$densify.{other}' is an unknown field or has the wrong type '{}'.",
+                    type_name(v)
+                ),
+            )),
+        }
+    }
+    let field = field.ok_or_else(|| {
+        MongoError::location(
+            40414,
+            "BSON field '$densify.field' is missing but a required field",
+        )
+    })?;
+    let range = range.ok_or_else(|| {
+        MongoError::location(
+            40414,
+            "BSON field '$densify.range' is missing but a required field",
+        )
+    })?;
+    let step = range
+        .get("step")
+        .and_then(|s| Num::from_bson(s).map(Num::as_f64))
+        .ok_or_else(|| {
+            MongoError::location(
+                40414,
+                "BSON field '$densify.range.step' is missing but a required field",
+            )
+        })?;
+    if step <= 0.0 || !step.is_finite() {
+        return Err(MongoError::location(
+            5733401,
+            "the step parameter in a range statement must be a strictly positive numeric value",
+        ));
+    }
+    let unit = match range.get("unit") {
+        None => None,
+        Some(Bson::String(u)) => Some(unit_ms(u)?),
+        Some(other) => {
+            return Err(MongoError::type_mismatch(format!(
+                "$densify unit must be a string, found {}",
+                type_name(other)
+            )))
+        }
+    };
+    if unit.is_some() && step.fract() != 0.0 {
+        return Err(MongoError::location(5733402, "The step parameter in a range satement must be a whole number when densifying a date range"));
+    }
+    let bounds = match range.get("bounds") {
+        Some(Bson::String(s)) if s == "full" => Bounds::Full,
+        Some(Bson::String(s)) if s == "partition" => Bounds::Partition,
+        Some(Bson::Array(a)) if a.len() == 2 => {
+            let (Some(lo), Some(hi)) = (a.first().and_then(as_number), a.get(1).and_then(as_number)) else {
+                return Err(MongoError::location(5733403, "a bounding array in a range statement must contain two numeric or date values"));
+            };
+            if lo > hi {
+                return Err(MongoError::location(5733402, "the lower bound of a range must be less than or equal to the upper bound"));
+            }
+            Bounds::Explicit(lo, hi)
+        }
+        _ => return Err(MongoError::location(5946802, "the bounds in a range statement must be the string 'full', 'partition', or an ascending array of two numbers or two dates")),
+    };
+    Ok(vec![Box::new(DensifyStage {
+        field,
+        partition_fields,
+        step,
+        unit_ms: unit,
+        bounds,
+    })])
+}
+
+impl DensifyStage {
+    fn make_value(&self, x: f64, like_date: bool) -> Bson {
+        if like_date {
+            Bson::DateTime(DateTime::from_millis(x as i64))
+        } else if x.fract() == 0.0 && x.abs() < 2f64.powi(31) {
+            Bson::Int32(x as i32)
+        } else if x.fract() == 0.0 && x.abs() < 9.0e15 {
+            Bson::Int64(x as i64)
+        } else {
+            Bson::Double(x)
+        }
+    }
+
+    fn run_all(&self, input: DocStream) -> MongoResult<Vec<Document>> {
+        let docs: Vec<Document> = input.collect::<MongoResult<_>>()?;
+        let step = self.step * self.unit_ms.unwrap_or(1.0);
+        let like_date = self.unit_ms.is_some();
+        let value_of =
+            |d: &Document| crate::path::get_path_bson(d, &self.field).and_then(as_number);
+        // Partition, remembering each partition's field values.
+        let mut order: Vec<(Document, Vec<Document>)> = Vec::new();
+        let mut index: HashMap<Vec<u8>, usize> = HashMap::new();
+        let mut passthrough = Vec::new();
+        let (mut gmin, mut gmax) = (f64::INFINITY, f64::NEG_INFINITY);
+        for d in docs {
+            let Some(x) = value_of(&d) else {
+                passthrough.push(d);
+                continue;
+            };
+            gmin = gmin.min(x);
+            gmax = gmax.max(x);
+            let mut key = Document::new();
+            for f in &self.partition_fields {
+                if let Some(v) = crate::path::get_path_bson(&d, f) {
+                    key.insert(f.clone(), v.clone());
+                }
+            }
+            let slot = *index
+                .entry(key_of(Some(&Bson::Document(key.clone()))))
+                .or_insert_with(|| {
+                    order.push((key, Vec::new()));
+                    order.len() - 1
+                });
+            if let Some((_, v)) = order.get_mut(slot) {
+                v.push(d);
+            }
+        }
+        let mut out = passthrough;
+        let mut generated = 0usize;
+        for (key, mut part) in order {
+            part.sort_by(|a, b| match (value_of(a), value_of(b)) {
+                (Some(x), Some(y)) => x.total_cmp(&y),
+                _ => std::cmp::Ordering::Equal,
+            });
+            let (pmin, pmax) = part
+                .iter()
+                .filter_map(value_of)
+                .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), x| {
+                    (lo.min(x), hi.max(x))
+                });
+            // Explicit bounds are half-open; full/partition include the max.
+            let (start, end, inclusive) = match self.bounds {
+                Bounds::Full => (gmin, gmax, true),
+                Bounds::Partition => (pmin, pmax, true),
+                Bounds::Explicit(lo, hi) => (lo, hi, false),
+            };
+            let mut existing = part.into_iter().peekable();
+            let mut k: f64 = 0.0;
+            loop {
+                let x = start + k * step;
+                if x > end || (!inclusive && x >= end) || !x.is_finite() {
+                    break;
+                }
+                // Emit existing documents up to and including x.
+                let mut present = false;
+                while let Some(d) = existing.next_if(|d| value_of(d).is_some_and(|v| v <= x)) {
+                    if value_of(&d).is_some_and(|v| v == x) {
+                        present = true;
+                    }
+                    out.push(d);
+                }
+                if !present {
+                    generated += 1;
+                    if generated > MAX_GENERATED {
+                        return Err(MongoError::location(
+                            5897900,
+                            format!("Generated {generated} documents in $densify, which is over the limit of {MAX_GENERATED}. Increase the 'internalQueryMaxAllowedDensifyDocs' parameter to allow more generated documents"),
+                        ));
+                    }
+                    let mut g = key.clone();
+                    set_path(&mut g, &split(&self.field), self.make_value(x, like_date))?;
+                    out.push(g);
+                }
+                k += 1.0;
+            }
+            out.extend(existing);
+        }
+        Ok(out)
+    }
+}
+
+impl Stage for DensifyStage {
+    fn run(self: Box<Self>, input: DocStream, _cx: &RunCtx) -> DocStream {
+        let mut input = Some(input);
+        let mut out: std::vec::IntoIter<Document> = Vec::new().into_iter();
+        Box::new(std::iter::from_fn(move || {
+            if let Some(inp) = input.take() {
+                match self.run_all(inp) {
+                    Ok(v) => out = v.into_iter(),
+                    Err(e) => return Some(Err(e)),
+                }
+            }
+            out.next().map(Ok)
+        }))
+    }
+}
