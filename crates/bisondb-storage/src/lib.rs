@@ -1,6 +1,8 @@
-//! Storage for BisonDB: the engine-neutral [`Engine`] trait, the engines, and
-//! everything written once above it (catalog, the `_id`-clustered document store,
-//! the order-preserving key encoding, per-collection counts and sizes).
+//! Storage for BisonDB: the engine-neutral [`Engine`] trait, the engines
+//! ([`MemoryEngine`], the reference model, and [`LsmEngine`], the persistent
+//! default on fjall), and everything written once above it (catalog, the
+//! `_id`-clustered document store, the order-preserving key encoding,
+//! per-collection counts and sizes, dbpath ownership).
 //!
 //! This crate knows nothing about the wire protocol; it speaks raw BSON documents
 //! and [`StorageError`] (convertible into `MongoError` with mongod's codes).

@@ -393,15 +393,18 @@ impl Shared {
     }
 
     fn run_flusher(&self, interval: Duration) {
-        let Ok(mut stop) = self.stop.lock() else {
-            return;
-        };
         loop {
-            stop = match self.stop_signal.wait_timeout(stop, interval) {
-                Ok((guard, _)) => guard,
-                Err(_) => return,
+            // The stop flag's lock is released before the work below, so `close`
+            // never waits for more than the sync already running.
+            let stopped = match self.stop.lock() {
+                Ok(guard) if *guard => true,
+                Ok(guard) => match self.stop_signal.wait_timeout(guard, interval) {
+                    Ok((guard, _)) => *guard,
+                    Err(_) => true,
+                },
+                Err(_) => true,
             };
-            if *stop {
+            if stopped {
                 return;
             }
             if self.failed.load(Ordering::Acquire) {
