@@ -89,13 +89,15 @@ pub(crate) fn parse(arg: &Bson) -> MongoResult<Vec<Box<dyn Stage>>> {
                 }
             }
             ("range", Bson::Document(d)) => range = Some(d.clone()),
-            (other, v) => return Err(MongoError::location(
-                40415,
-                format!(
+            (other, v) => {
+                return Err(MongoError::location(
+                    40415,
+                    format!(
                     "BSON field '$densify.{other}' is an unknown field or has the wrong type '{}'.",
                     type_name(v)
                 ),
-            )),
+                ))
+            }
         }
     }
     let field = field.ok_or_else(|| {
