@@ -1,9 +1,9 @@
 //! placeholder
-pub mod compare;
-pub mod path;
-pub mod matcher;
-pub mod sort;
-pub mod projection;
-pub mod expr;
-pub mod update;
 pub mod agg;
+pub mod compare;
+pub mod expr;
+pub mod matcher;
+pub mod path;
+pub mod projection;
+pub mod sort;
+pub mod update;
