@@ -743,3 +743,40 @@ fn store_on_a_full_disk_refuses_inserts_serves_reads_and_keeps_counts_exact() {
         .flatten()
         .is_some());
 }
+
+#[test]
+fn random_batches_match_the_model_across_reopens() {
+    use std::collections::BTreeMap;
+    for seed in 1..=4u64 {
+        let dir = tempdir();
+        let mut model: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
+        let mut engine = open(dir.path());
+        let ops = conformance::random_ops(seed.wrapping_mul(0xD1B5_4A32_D192_ED03), 400);
+        for (step, op) in ops.iter().enumerate() {
+            if let conformance::Op::Write(entries) = op {
+                let mut b = WriteBatch::new();
+                for (k, v) in entries {
+                    match v {
+                        Some(v) => {
+                            b.put(k.clone(), v.clone());
+                            model.insert(k.clone(), v.clone());
+                        }
+                        None => {
+                            b.delete(k.clone());
+                            model.remove(k);
+                        }
+                    }
+                }
+                assert!(engine.write(b, Durability::Buffered).is_ok(), "step {step}");
+            }
+            if step % 97 == 96 {
+                drop(engine);
+                engine = open(dir.path());
+                let want: Vec<KeyValue> = model.clone().into_iter().collect();
+                assert_eq!(all(&engine), want, "seed {seed} step {step} after reopen");
+            }
+        }
+        let want: Vec<KeyValue> = model.into_iter().collect();
+        assert_eq!(all(&engine), want, "seed {seed} at the end");
+    }
+}
