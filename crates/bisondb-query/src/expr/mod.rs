@@ -1201,4 +1201,6 @@ pub(crate) fn render_value(v: &Value) -> String {
 }
 
 #[cfg(test)]
+mod fuzz_tests;
+#[cfg(test)]
 mod tests;
