@@ -11,6 +11,9 @@ use bson::Bson;
 /// its 16-byte values that is this many elements.
 const MAX_RANGE_ELEMENTS: i64 = 64 * 1024 * 1024 / 16;
 
+/// The same bound for arrays built by `$concatArrays`.
+const MAX_ARRAY_ELEMENTS: usize = 64 * 1024 * 1024 / 16;
+
 fn int32_of(v: &Bson) -> Option<i32> {
     match v {
         Bson::Int32(i) => Some(*i),
@@ -117,7 +120,16 @@ pub(super) fn eval(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
             let mut out = Vec::new();
             for a in args {
                 match cx.ev(a)? {
-                    Some(Bson::Array(x)) => out.extend(x),
+                    Some(Bson::Array(x)) => {
+                        // Repeated doubling (e.g. inside $reduce) must not exhaust memory.
+                        if out.len().saturating_add(x.len()) > MAX_ARRAY_ELEMENTS {
+                            return Err(MongoError::new(
+                                ErrorCode::ExceededMemoryLimit,
+                                format!("$concatArrays would produce more than {MAX_ARRAY_ELEMENTS} elements"),
+                            ));
+                        }
+                        out.extend(x)
+                    }
                     v if nullish(v.as_ref()) => return Ok(Some(Bson::Null)),
                     Some(v) => {
                         return Err(MongoError::location(

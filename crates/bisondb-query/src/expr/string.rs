@@ -6,6 +6,20 @@ use super::{arg, Ctx, Expr, Value};
 use bisondb_error::{MongoError, MongoResult};
 use bson::Bson;
 
+/// Strings longer than a BSON document can hold are refused before they
+/// are built.
+const MAX_STRING_BYTES: usize = 16 * 1024 * 1024;
+
+fn check_len(len: usize, op: &str) -> MongoResult<()> {
+    if len > MAX_STRING_BYTES {
+        return Err(MongoError::location(
+            16493,
+            format!("string from {op} is too long: more than {MAX_STRING_BYTES} bytes"),
+        ));
+    }
+    Ok(())
+}
+
 /// mongod's string coercion for `$toLower`, `$toUpper`, `$substr*`, `$strcasecmp`.
 pub(crate) fn coerce_to_string(v: &Value, code: i32) -> MongoResult<String> {
     Ok(match v {
@@ -73,7 +87,10 @@ pub(super) fn eval(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
             let mut null = false;
             for a in args {
                 match cx.ev(a)? {
-                    Some(Bson::String(s)) => out.push_str(&s),
+                    Some(Bson::String(s)) => {
+                        check_len(out.len().saturating_add(s.len()), "$concat")?;
+                        out.push_str(&s)
+                    }
                     v if nullish(v.as_ref()) => null = true,
                     Some(v) => {
                         return Err(MongoError::location(
@@ -359,6 +376,15 @@ pub(super) fn eval(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
             else {
                 return Ok(Some(Bson::Null));
             };
+            let hits = if name == "$replaceOne" {
+                usize::from(input.contains(find.as_str()))
+            } else {
+                input.matches(find.as_str()).count()
+            };
+            check_len(
+                input.len().saturating_add(hits.saturating_mul(rep.len())),
+                name,
+            )?;
             Ok(Some(Bson::String(if name == "$replaceOne" {
                 input.replacen(find.as_str(), rep, 1)
             } else {

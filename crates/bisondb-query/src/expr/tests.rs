@@ -1017,3 +1017,22 @@ fn deep_nesting_is_rejected_not_overflowed() {
     }
     assert!(Expr::parse(&ok).is_ok());
 }
+
+#[test]
+fn oversized_strings_are_refused() {
+    let big = "x".repeat(9 * 1024 * 1024);
+    check_err(vec![
+        (
+            Bson::from(doc! {"$concat": [big.clone(), big]}),
+            16493,
+            "string from $concat is too long",
+        ),
+        (
+            Bson::from(
+                doc! {"$replaceAll": {"input": "y".repeat(1000), "find": "", "replacement": "z".repeat(20_000)}},
+            ),
+            16493,
+            "string from $replaceAll is too long",
+        ),
+    ]);
+}
