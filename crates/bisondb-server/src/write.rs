@@ -89,7 +89,7 @@ pub fn update(
                 res.matched += 1;
                 let before = to_doc(cur)?;
                 let mut after = before.clone();
-                let changed = spec.apply(&mut after, false)?;
+                let changed = spec.apply_with_query(&mut after, false, Some(matcher))?;
                 let action = if changed {
                     res.modified += 1;
                     Modify::Replace(util::prepare_owned(&after)?)
@@ -118,7 +118,7 @@ pub fn update(
             }
             _ => {
                 let mut d = upsert_seed(&matcher.equality_fields())?;
-                spec.apply(&mut d, true)?;
+                spec.apply_with_query(&mut d, true, Some(matcher))?;
                 d
             }
         };

@@ -89,6 +89,13 @@ impl Command for Aggregate {
             ));
         }
         let pipeline = Pipeline::parse(&stages)?;
+        if pipeline.output().is_some() {
+            // Parsed but not written yet: refuse rather than return results unwritten.
+            return Err(MongoError::new(
+                ErrorCode::NotImplemented,
+                "$out and $merge are not supported by BisonDB yet (see docs/COMPATIBILITY.md)",
+            ));
+        }
         Ok(Aggregate {
             db: req.db.clone(),
             coll,

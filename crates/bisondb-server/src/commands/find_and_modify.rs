@@ -45,6 +45,8 @@ impl Command for FindAndModify {
             wc: util::write_concern(n, req.body)?,
         };
         let mut have_coll = false;
+        let mut update_raw = None;
+        let mut array_filters = Vec::new();
         for el in req.body.iter() {
             let (k, v) = el.map_err(crate::request::invalid_bson)?;
             match k.as_str() {
@@ -60,11 +62,7 @@ impl Command for FindAndModify {
                     }
                 }
                 "remove" => f.remove = args::as_bool(n, "remove", v)?,
-                "update" => {
-                    let spec = super::update::parse_update_spec(n, "update", v)?;
-                    super::update::check_replacement(&spec)?;
-                    f.update = Some(spec);
-                }
+                "update" => update_raw = Some(v),
                 "new" => f.new = args::as_bool(n, "new", v)?,
                 "fields" => {
                     let p = args::to_document(args::as_doc(n, "fields", v)?)?;
@@ -75,14 +73,7 @@ impl Command for FindAndModify {
                 "upsert" => f.upsert = args::as_bool(n, "upsert", v)?,
                 "hint" => super::find::check_hint(v)?,
                 "collation" => super::find::check_collation(n, v)?,
-                "arrayFilters" => {
-                    if !args::as_array(n, "arrayFilters", v)?.is_empty() {
-                        return Err(MongoError::new(
-                            bisondb_error::ErrorCode::NotImplemented,
-                            "arrayFilters are not supported by BisonDB yet",
-                        ));
-                    }
-                }
+                "arrayFilters" => array_filters = super::update::parse_array_filters(n, v)?,
                 "bypassDocumentValidation" => {}
                 "let" => {
                     args::as_doc(n, "let", v)?;
@@ -92,6 +83,11 @@ impl Command for FindAndModify {
         }
         if !have_coll {
             return Err(args::missing_field(n, "findAndModify"));
+        }
+        if let Some(v) = update_raw {
+            let spec = super::update::parse_update_spec(n, "update", v, &array_filters)?;
+            super::update::check_replacement(&spec)?;
+            f.update = Some(spec);
         }
         if let Some(p) = &f.fields {
             Projection::parse_with_filter(p, &f.query)?;

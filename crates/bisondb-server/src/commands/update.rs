@@ -30,9 +30,16 @@ pub struct Update<'a> {
 }
 
 /// Parses the `u` field: a document (replacement or operators) or a pipeline.
-pub fn parse_update_spec(cmd: &str, field: &str, v: RawBsonRef<'_>) -> MongoResult<UpdateSpec> {
+pub fn parse_update_spec(
+    cmd: &str,
+    field: &str,
+    v: RawBsonRef<'_>,
+    array_filters: &[Document],
+) -> MongoResult<UpdateSpec> {
     match v {
-        RawBsonRef::Document(d) => UpdateSpec::parse(&args::to_document(d)?),
+        RawBsonRef::Document(d) => {
+            UpdateSpec::parse_with_array_filters(&args::to_document(d)?, array_filters)
+        }
         RawBsonRef::Array(a) => {
             let mut stages = Vec::new();
             for s in a {
@@ -65,23 +72,17 @@ fn parse_statement(cmd: &str, d: &RawDocument) -> MongoResult<Statement> {
     let mut u = None;
     let mut multi = false;
     let mut upsert = false;
+    let mut array_filters = Vec::new();
     for el in d.iter() {
         let (k, v) = el.map_err(crate::request::invalid_bson)?;
         match k.as_str() {
             "q" => q = Some(Matcher::parse(args::as_doc(cmd, "updates.q", v)?)?),
-            "u" => u = Some(parse_update_spec(cmd, "updates.u", v)?),
+            "u" => u = Some(v),
             "multi" => multi = args::as_bool(cmd, "updates.multi", v)?,
             "upsert" => upsert = args::as_bool(cmd, "updates.upsert", v)?,
             "hint" => super::find::check_hint(v)?,
             "collation" => super::find::check_collation(cmd, v)?,
-            "arrayFilters" => {
-                if !args::as_array(cmd, "updates.arrayFilters", v)?.is_empty() {
-                    return Err(MongoError::new(
-                        ErrorCode::NotImplemented,
-                        "arrayFilters are not supported by BisonDB yet",
-                    ));
-                }
-            }
+            "arrayFilters" => array_filters = parse_array_filters(cmd, v)?,
             "c" => {
                 args::as_doc(cmd, "updates.c", v)?;
             }
@@ -95,7 +96,8 @@ fn parse_statement(cmd: &str, d: &RawDocument) -> MongoResult<Statement> {
         }
     }
     let filter = q.ok_or_else(|| args::missing_field("update.updates", "q"))?;
-    let update = u.ok_or_else(|| args::missing_field("update.updates", "u"))?;
+    let u = u.ok_or_else(|| args::missing_field("update.updates", "u"))?;
+    let update = parse_update_spec(cmd, "updates.u", u, &array_filters)?;
     check_replacement(&update)?;
     if multi && update.is_replacement() {
         return Err(MongoError::failed_to_parse(
@@ -108,6 +110,18 @@ fn parse_statement(cmd: &str, d: &RawDocument) -> MongoResult<Statement> {
         multi,
         upsert,
     })
+}
+
+/// Reads `arrayFilters`: a list of filter documents for `$[<identifier>]`.
+pub fn parse_array_filters(cmd: &str, v: RawBsonRef<'_>) -> MongoResult<Vec<Document>> {
+    let mut out = Vec::new();
+    for f in args::as_array(cmd, "arrayFilters", v)? {
+        match f.map_err(crate::request::invalid_bson)? {
+            RawBsonRef::Document(d) => out.push(args::to_document(d)?),
+            other => return Err(args::wrong_type(cmd, "arrayFilters", other, "object")),
+        }
+    }
+    Ok(out)
 }
 
 impl<'a> Update<'a> {
