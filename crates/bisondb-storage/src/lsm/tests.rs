@@ -780,3 +780,28 @@ fn random_batches_match_the_model_across_reopens() {
         assert_eq!(all(&engine), want, "seed {seed} at the end");
     }
 }
+
+#[test]
+fn oversized_keys_are_refused_not_panicked() {
+    let dir = tempdir();
+    let e = open(dir.path());
+    let cases = [
+        (MAX_KEY_LEN, true),
+        (MAX_KEY_LEN + 1, false),
+        (1 << 20, false),
+    ];
+    for (len, ok) in cases {
+        let key = vec![0x42u8; len];
+        let mut b = WriteBatch::new();
+        b.put(key.clone(), b"v".to_vec());
+        let got = e.write(b, Durability::Buffered);
+        assert_eq!(got.is_ok(), ok, "len {len}: {got:?}");
+        if !ok {
+            assert!(matches!(got, Err(StorageError::InvalidArgument(_))));
+        }
+        let read = e.snapshot().get(&key).ok().flatten();
+        assert_eq!(read.is_some(), ok, "len {len}");
+    }
+    // A refused key does not poison the engine.
+    put(&e, b"after", b"1", Durability::Sync);
+}
