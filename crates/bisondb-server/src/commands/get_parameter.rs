@@ -15,6 +15,8 @@ fn parameters() -> Vec<(&'static str, Bson)> {
             "cursorTimeoutMillis",
             Bson::Int64(crate::cursor::IDLE_TIMEOUT.as_millis() as i64),
         ),
+        // No test-only commands (failpoints) exist; clients read this to skip such tests.
+        ("enableTestCommands", Bson::Boolean(false)),
         (
             "featureCompatibilityVersion",
             Bson::Document(doc! {"version": "8.0"}),
