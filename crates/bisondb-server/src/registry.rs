@@ -117,6 +117,11 @@ pub static COMMANDS: &[CommandSpec] = &[
         "alias of findAndModify",
     ),
     admin(
+        "fsync",
+        run::<fsync::Fsync>,
+        "flush the storage engine's log to disk",
+    ),
+    admin(
         "getCmdLineOpts",
         run::<get_cmd_line_opts::GetCmdLineOpts>,
         "the server's command line and parsed options",
@@ -214,7 +219,6 @@ pub static UNSUPPORTED: &[&str] = &[
     "dropUser",
     "explain",
     "filemd5",
-    "fsync",
     "fsyncUnlock",
     "getDefaultRWConcern",
     "grantRolesToUser",

@@ -50,17 +50,32 @@ async fn error_codes_and_recovery() {
         );
         still_works(t, client).await;
 
-        let e = expect_code(admin.run_command(doc! {"fsync": 1}).await, 115);
+        let e = expect_code(db.run_command(doc! {"validate": "c"}).await, 115);
         assert_eq!(
             error_code_name(&e).as_deref(),
             Some("CommandNotSupported"),
             "{t}"
         );
         assert!(
-            error_message(&e).contains("fsync"),
+            error_message(&e).contains("validate"),
             "{t}: {}",
             error_message(&e)
         );
+        still_works(t, client).await;
+
+        // fsync flushes the engine; its backup lock is refused by name.
+        let r = admin.run_command(doc! {"fsync": 1}).await.unwrap();
+        assert_eq!(r.get_f64("ok").ok(), Some(1.0), "{t}: {r}");
+        let e = expect_code(
+            admin.run_command(doc! {"fsync": 1, "lock": true}).await,
+            238,
+        );
+        assert!(
+            error_message(&e).contains("lock"),
+            "{t}: {}",
+            error_message(&e)
+        );
+        expect_code(db.run_command(doc! {"fsync": 1}).await, 13);
         still_works(t, client).await;
 
         let e = expect_code(db.run_command(doc! {"explain": {"find": "c"}}).await, 115);

@@ -75,9 +75,7 @@ impl Command for Aggregate {
                     args::as_bool(n, k.as_str(), v)?;
                 }
                 "lsid" => lsid = Some(args::to_document(args::as_doc(n, "lsid", v)?)?),
-                "let" => {
-                    args::as_doc(n, "let", v)?;
-                }
+                "let" => util::reject_let(n, v)?,
                 other => args::check_known(n, other, &[])?,
             }
         }

@@ -58,9 +58,7 @@ impl<'a> Delete<'a> {
                 "delete" => coll = Some(args::collection_name(n, v)?.to_string()),
                 "ordered" => ordered = args::as_bool(n, "ordered", v)?,
                 "deletes" => {}
-                "let" => {
-                    args::as_doc(n, "let", v)?;
-                }
+                "let" => util::reject_let(n, v)?,
                 other => args::check_known(n, other, &[])?,
             }
         }

@@ -129,9 +129,7 @@ impl Command for Find {
                     }
                 }
                 "lsid" => f.lsid = Some(args::to_document(args::as_doc(n, "lsid", v)?)?),
-                "let" => {
-                    args::as_doc(n, "let", v)?;
-                }
+                "let" => util::reject_let(n, v)?,
                 other => args::check_known(n, other, KNOWN)?,
             }
         }

@@ -75,9 +75,7 @@ impl Command for FindAndModify {
                 "collation" => super::find::check_collation(n, v)?,
                 "arrayFilters" => array_filters = super::update::parse_array_filters(n, v)?,
                 "bypassDocumentValidation" => {}
-                "let" => {
-                    args::as_doc(n, "let", v)?;
-                }
+                "let" => util::reject_let(n, v)?,
                 other => args::check_known(n, other, &[])?,
             }
         }

@@ -27,6 +27,7 @@ pub mod drop_indexes;
 pub mod end_sessions;
 pub mod find;
 pub mod find_and_modify;
+pub mod fsync;
 pub mod get_cmd_line_opts;
 pub mod get_log;
 pub mod get_more;

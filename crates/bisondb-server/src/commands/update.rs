@@ -135,9 +135,7 @@ impl<'a> Update<'a> {
                 "update" => coll = Some(args::collection_name(n, v)?.to_string()),
                 "ordered" => ordered = args::as_bool(n, "ordered", v)?,
                 "updates" | "bypassDocumentValidation" => {}
-                "let" => {
-                    args::as_doc(n, "let", v)?;
-                }
+                "let" => util::reject_let(n, v)?,
                 other => args::check_known(n, other, &[])?,
             }
         }

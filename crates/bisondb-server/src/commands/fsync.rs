@@ -1,0 +1,38 @@
+//! `fsync`: forces the storage engine's log to disk. `lock: true` (blocking writes
+//! for backups) is not supported.
+
+use bisondb_error::{ErrorCode, MongoError, MongoResult};
+use bson::{doc, RawDocumentBuf};
+
+use super::{Command, Context};
+use crate::args;
+use crate::reply;
+use crate::request::CommandRequest;
+
+pub struct Fsync;
+
+impl Command for Fsync {
+    fn parse(req: &CommandRequest<'_>) -> MongoResult<Self> {
+        for el in req.body.iter() {
+            let (k, v) = el.map_err(crate::request::invalid_bson)?;
+            match k.as_str() {
+                "fsync" | "async" => {}
+                "lock" => {
+                    if args::as_bool(req.name, "lock", v)? {
+                        return Err(MongoError::new(
+                            ErrorCode::NotImplemented,
+                            "fsync with lock: true is not supported by BisonDB yet",
+                        ));
+                    }
+                }
+                other => args::check_known(req.name, other, &[])?,
+            }
+        }
+        Ok(Fsync)
+    }
+
+    fn execute(self, ctx: &mut Context<'_>) -> MongoResult<RawDocumentBuf> {
+        ctx.state.storage.sync()?;
+        reply::ok(doc! {"numFiles": 1})
+    }
+}
