@@ -1,0 +1,357 @@
+//! Command-line arguments of `bisondb bench` and their validation into a [`Plan`].
+//! Validation is separate from parsing so that impossible combinations (a batch of 0,
+//! `--processes` on a read workload) fail before anything connects.
+
+use std::path::PathBuf;
+
+use clap::{Args, ValueEnum};
+use mongodb::options::{Acknowledgment, WriteConcern};
+
+/// The seed benchmarks, named after what they replay.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Workload {
+    /// Seed 000: one `insert` command per profile document, one client.
+    ProfileSingle,
+    /// Seed 000: the same documents from N concurrent clients (default 8).
+    ProfilePool,
+    /// Seed 003: `{created_on, value}` documents in batches of `--batch` (default 5000).
+    TimeseriesBatch,
+    /// Seed 003's analysis: per-day and per-hour avg/min/max of `value`, over the
+    /// collection and over one month.
+    TimeseriesAggregate,
+}
+
+impl Workload {
+    /// The kebab-case name used on the command line and in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Workload::ProfileSingle => "profile-single",
+            Workload::ProfilePool => "profile-pool",
+            Workload::TimeseriesBatch => "timeseries-batch",
+            Workload::TimeseriesAggregate => "timeseries-aggregate",
+        }
+    }
+}
+
+/// `bisondb bench`: replay the seed insert benchmarks against any MongoDB-compatible URI.
+#[derive(Args, Clone, Debug)]
+#[command(
+    after_help = "Targets: a mongodb:// URI (TCP, or a Unix socket such as \
+mongodb://%2Ftmp%2Fbisondb-27017.sock), or `wire-limit` / `wire-limit-socket`: a \
+built-in responder that acknowledges every command without storing, i.e. the \
+client-and-protocol ceiling of this machine."
+)]
+pub struct BenchArgs {
+    /// What to replay.
+    #[arg(value_enum)]
+    pub workload: Workload,
+    /// Target URI, or wire-limit / wire-limit-socket.
+    #[arg(long, default_value = "mongodb://127.0.0.1:27017")]
+    pub uri: String,
+    /// Documents to insert (timeseries-aggregate: to load when the collection is empty)
+    /// [default: 100000 for profile-*, 1000000 for timeseries-*].
+    #[arg(long)]
+    pub docs: Option<u64>,
+    /// Concurrent clients per process [default: 8 for profile-pool, else 1].
+    #[arg(long)]
+    pub clients: Option<usize>,
+    /// Separate OS processes, each inserting its share (as seed 003 did with Python).
+    #[arg(long, default_value_t = 1)]
+    pub processes: usize,
+    /// Documents per insert command for timeseries-*.
+    #[arg(long, default_value_t = 5000)]
+    pub batch: usize,
+    /// Write concern as `w=1,j=true` (w: a number, `majority` or a tag).
+    #[arg(long = "write-concern")]
+    pub write_concern: Option<String>,
+    /// Write concern w (alternative to --write-concern).
+    #[arg(long)]
+    pub w: Option<String>,
+    /// Write concern j (alternative to --write-concern).
+    #[arg(long)]
+    pub j: Option<bool>,
+    /// Drop the collection first (and before every run of a comparison).
+    #[arg(long)]
+    pub drop: bool,
+    /// Run the same workload against a second target, alternating A B A B.
+    #[arg(long)]
+    pub compare: Option<String>,
+    /// Runs per target with --compare.
+    #[arg(long, default_value_t = 3)]
+    pub runs: usize,
+    /// Database to use.
+    #[arg(long, default_value = "bench")]
+    pub db: String,
+    /// Collection to use [default: the workload's seed name: single, multiple, randomData].
+    #[arg(long)]
+    pub collection: Option<String>,
+    /// Print the results as JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+    /// Write throughput over time and the latency distribution to this SVG file.
+    #[arg(long)]
+    pub plot: Option<PathBuf>,
+    /// Internal: run as a child of --processes, reporting on stdout.
+    #[arg(long, hide = true)]
+    pub worker: bool,
+    /// Internal: first document id of this worker's share.
+    #[arg(long, hide = true, default_value_t = 0)]
+    pub worker_offset: u64,
+}
+
+/// A validated run description.
+#[derive(Clone, Debug)]
+pub struct Plan {
+    pub workload: Workload,
+    pub uri: String,
+    pub compare: Option<String>,
+    pub docs: u64,
+    pub clients: usize,
+    pub processes: usize,
+    pub batch: usize,
+    pub write_concern: Option<WriteConcern>,
+    /// The write concern as given, to hand on to worker processes.
+    pub write_concern_arg: Option<String>,
+    pub drop: bool,
+    pub runs: usize,
+    pub db: String,
+    pub collection: String,
+    pub json: bool,
+    pub plot: Option<PathBuf>,
+    pub worker: bool,
+    pub worker_offset: u64,
+}
+
+/// Parses `w=1,j=true` (either key optional, any order).
+pub fn parse_write_concern(s: &str) -> Result<WriteConcern, String> {
+    let mut w = None;
+    let mut j = None;
+    for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let (k, v) = part
+            .split_once('=')
+            .ok_or_else(|| format!("--write-concern: expected key=value, got `{part}`"))?;
+        match k.trim() {
+            "w" => w = Some(v.trim().to_string()),
+            "j" => j = Some(parse_bool(v.trim())?),
+            other => return Err(format!("--write-concern: unknown key `{other}` (use w, j)")),
+        }
+    }
+    build_write_concern(w.as_deref(), j)
+}
+
+fn parse_bool(s: &str) -> Result<bool, String> {
+    match s {
+        "true" | "1" => Ok(true),
+        "false" | "0" => Ok(false),
+        _ => Err(format!("j must be true or false, got `{s}`")),
+    }
+}
+
+fn build_write_concern(w: Option<&str>, j: Option<bool>) -> Result<WriteConcern, String> {
+    let mut wc = WriteConcern::default();
+    if let Some(w) = w {
+        wc.w = Some(match w {
+            "" => return Err("w must not be empty".into()),
+            "majority" => Acknowledgment::Majority,
+            n if n.bytes().all(|b| b.is_ascii_digit()) => Acknowledgment::Nodes(
+                n.parse::<u32>()
+                    .map_err(|_| format!("w `{n}` is out of range"))?,
+            ),
+            tag => Acknowledgment::Custom(tag.to_string()),
+        });
+    }
+    wc.journal = j;
+    Ok(wc)
+}
+
+impl BenchArgs {
+    /// Checks the arguments and fills in the workload's defaults.
+    pub fn plan(&self) -> Result<Plan, String> {
+        let w = self.workload;
+        if self.batch == 0 {
+            return Err("--batch must be at least 1".into());
+        }
+        if self.batch > 100_000 {
+            return Err("--batch must be at most 100000 (maxWriteBatchSize)".into());
+        }
+        if self.processes == 0 {
+            return Err("--processes must be at least 1".into());
+        }
+        if self.runs == 0 {
+            return Err("--runs must be at least 1".into());
+        }
+        let clients = match (w, self.clients) {
+            (_, Some(0)) => return Err("--clients must be at least 1".into()),
+            (Workload::ProfileSingle, Some(n)) if n != 1 => {
+                return Err("profile-single uses one client; use profile-pool for more".into())
+            }
+            (Workload::TimeseriesAggregate, Some(n)) if n != 1 => {
+                return Err("timeseries-aggregate runs its queries from one client".into())
+            }
+            (_, Some(n)) => n,
+            (Workload::ProfilePool, None) => 8,
+            (_, None) => 1,
+        };
+        if w == Workload::TimeseriesAggregate && self.processes != 1 {
+            return Err("--processes applies to the insert workloads".into());
+        }
+        let docs = self.docs.unwrap_or(match w {
+            Workload::ProfileSingle | Workload::ProfilePool => 100_000,
+            _ => 1_000_000,
+        });
+        if docs == 0 {
+            return Err("--docs must be at least 1".into());
+        }
+        let write_concern_arg = match (&self.write_concern, &self.w, self.j) {
+            (Some(_), Some(_), _) | (Some(_), _, Some(_)) => {
+                return Err("give either --write-concern or --w/--j, not both".into())
+            }
+            (Some(s), None, None) => Some(s.clone()),
+            (None, None, None) => None,
+            (None, w, j) => Some(
+                [
+                    w.as_ref().map(|w| format!("w={w}")),
+                    j.map(|j| format!("j={j}")),
+                ]
+                .into_iter()
+                .flatten()
+                .collect::<Vec<_>>()
+                .join(","),
+            ),
+        };
+        let write_concern = write_concern_arg
+            .as_deref()
+            .map(parse_write_concern)
+            .transpose()?;
+        if self.uri.is_empty() || self.compare.as_deref() == Some("") {
+            return Err("a target URI must not be empty".into());
+        }
+        let collection = self.collection.clone().unwrap_or_else(|| {
+            match w {
+                Workload::ProfileSingle => "single",
+                Workload::ProfilePool => "multiple",
+                _ => "randomData",
+            }
+            .to_string()
+        });
+        Ok(Plan {
+            workload: w,
+            uri: self.uri.clone(),
+            compare: self.compare.clone(),
+            docs,
+            clients,
+            processes: self.processes,
+            batch: self.batch,
+            write_concern,
+            write_concern_arg,
+            drop: self.drop,
+            runs: if self.compare.is_some() { self.runs } else { 1 },
+            db: self.db.clone(),
+            collection,
+            json: self.json,
+            plot: self.plot.clone(),
+            worker: self.worker,
+            worker_offset: self.worker_offset,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct T {
+        #[command(flatten)]
+        a: BenchArgs,
+    }
+
+    fn plan(args: &[&str]) -> Result<Plan, String> {
+        let t = T::try_parse_from(std::iter::once("bench").chain(args.iter().copied()))
+            .map_err(|e| e.to_string())?;
+        t.a.plan()
+    }
+
+    #[test]
+    fn rejects_bad_combinations() {
+        let cases: &[(&[&str], &str)] = &[
+            (
+                &["timeseries-batch", "--batch", "0"],
+                "--batch must be at least 1",
+            ),
+            (&["timeseries-batch", "--batch", "100001"], "at most 100000"),
+            (
+                &["profile-pool", "--clients", "0"],
+                "--clients must be at least 1",
+            ),
+            (
+                &["profile-single", "--clients", "4"],
+                "profile-single uses one client",
+            ),
+            (
+                &["profile-single", "--processes", "0"],
+                "--processes must be at least 1",
+            ),
+            (
+                &["timeseries-aggregate", "--processes", "2"],
+                "--processes applies",
+            ),
+            (
+                &["profile-single", "--docs", "0"],
+                "--docs must be at least 1",
+            ),
+            (
+                &["profile-single", "--compare", "x", "--runs", "0"],
+                "--runs must be",
+            ),
+            (
+                &["profile-single", "--write-concern", "w=1", "--j", "true"],
+                "either",
+            ),
+            (&["profile-single", "--write-concern", "x=1"], "unknown key"),
+            (
+                &["profile-single", "--write-concern", "j=maybe"],
+                "true or false",
+            ),
+            (&["profile-single", "--write-concern", "w1"], "key=value"),
+            (&["profile-single", "--w", "99999999999"], "out of range"),
+            (&["nosuch"], "invalid value"),
+        ];
+        for (args, want) in cases {
+            let err = plan(args).expect_err(&format!("{args:?} should fail"));
+            assert!(err.contains(want), "{args:?}: {err}");
+        }
+    }
+
+    #[test]
+    fn defaults_per_workload() {
+        let p = plan(&["profile-pool"]).unwrap();
+        assert_eq!(
+            (p.clients, p.docs, p.collection.as_str()),
+            (8, 100_000, "multiple")
+        );
+        let p = plan(&["timeseries-batch"]).unwrap();
+        assert_eq!((p.clients, p.docs, p.batch), (1, 1_000_000, 5000));
+        assert_eq!(p.collection, "randomData");
+        assert_eq!(p.uri, "mongodb://127.0.0.1:27017");
+        assert_eq!(p.runs, 1, "without --compare there is one run");
+        let p = plan(&["profile-single", "--compare", "wire-limit"]).unwrap();
+        assert_eq!(p.runs, 3);
+    }
+
+    #[test]
+    fn write_concern_forms_agree() {
+        let a = plan(&["profile-single", "--w", "1", "--j", "true"]).unwrap();
+        let b = plan(&["profile-single", "--write-concern", "w=1,j=true"]).unwrap();
+        assert_eq!(a.write_concern, b.write_concern);
+        let wc = a.write_concern.unwrap();
+        assert_eq!(wc.w, Some(Acknowledgment::Nodes(1)));
+        assert_eq!(wc.journal, Some(true));
+        let m = parse_write_concern("w=majority").unwrap();
+        assert_eq!(m.w, Some(Acknowledgment::Majority));
+        assert_eq!(m.journal, None);
+        assert!(plan(&["profile-single"]).unwrap().write_concern.is_none());
+    }
+}

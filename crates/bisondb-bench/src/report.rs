@@ -1,0 +1,345 @@
+//! Results of runs and their presentation: the human table, the JSON document, and the
+//! medians and ratio of a comparison.
+
+use hdrhistogram::Histogram;
+use serde::{Deserialize, Serialize};
+
+/// Latency summary in microseconds, from an HDR histogram (3 significant digits).
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct Latency {
+    pub p50_us: u64,
+    pub p95_us: u64,
+    pub p99_us: u64,
+    pub max_us: u64,
+    pub mean_us: f64,
+}
+
+impl Latency {
+    pub fn from_histogram(h: &Histogram<u64>) -> Latency {
+        if h.is_empty() {
+            return Latency::default();
+        }
+        Latency {
+            p50_us: h.value_at_quantile(0.50),
+            p95_us: h.value_at_quantile(0.95),
+            p99_us: h.value_at_quantile(0.99),
+            max_us: h.max(),
+            mean_us: h.mean(),
+        }
+    }
+}
+
+/// Timing of one aggregation pipeline of `timeseries-aggregate`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct QueryTime {
+    pub name: String,
+    pub groups: u64,
+    pub ms: f64,
+}
+
+/// One run of one workload against one target.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct RunResult {
+    pub workload: String,
+    /// The target as given (`wire-limit`, or the URI).
+    pub target: String,
+    /// Documents inserted (for timeseries-aggregate: documents in the collection).
+    pub docs: u64,
+    /// Commands timed: inserts, batches or pipelines.
+    pub ops: u64,
+    pub clients: usize,
+    pub processes: usize,
+    pub seconds: f64,
+    /// Documents per second (for timeseries-aggregate: documents scanned per second).
+    pub docs_per_sec: f64,
+    /// Latency of one timed command.
+    pub latency: Latency,
+    /// dbStats storageSize / objects, when the target reports a storage size.
+    pub bytes_per_doc: Option<f64>,
+    pub storage_size: Option<f64>,
+    pub objects: Option<f64>,
+    pub queries: Vec<QueryTime>,
+    /// (seconds since start, documents per second over the preceding interval).
+    pub timeline: Vec<(f64, f64)>,
+    /// (latency in microseconds, count) as recorded, for the distribution plot and for
+    /// merging the histograms of worker processes.
+    pub latency_counts: Vec<(u64, u64)>,
+}
+
+/// Histogram bounds: 1 µs to 1 hour keeps 3 significant digits in a few KiB.
+pub fn new_histogram() -> Histogram<u64> {
+    // Constant, valid bounds: this cannot fail.
+    #[allow(clippy::expect_used)]
+    Histogram::new_with_bounds(1, 3_600_000_000, 3).expect("valid histogram bounds")
+}
+
+/// Records a duration, clamped into the histogram's range rather than dropped.
+pub fn record(h: &mut Histogram<u64>, us: u64) {
+    let v = us.clamp(1, h.high());
+    let _ = h.record(v);
+}
+
+pub fn histogram_counts(h: &Histogram<u64>) -> Vec<(u64, u64)> {
+    h.iter_recorded()
+        .map(|v| (v.value_iterated_to(), v.count_at_value()))
+        .collect()
+}
+
+pub fn histogram_from_counts(c: &[(u64, u64)]) -> Histogram<u64> {
+    let mut h = new_histogram();
+    for &(v, n) in c {
+        let _ = h.record_n(v.clamp(1, h.high()), n);
+    }
+    h
+}
+
+/// Medians of a comparison and the ratio B/A of the median throughputs.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Comparison {
+    pub a: String,
+    pub b: String,
+    pub runs: usize,
+    pub a_median_docs_per_sec: f64,
+    pub b_median_docs_per_sec: f64,
+    pub a_median_p50_us: u64,
+    pub b_median_p50_us: u64,
+    /// b / a: above 1 means B is faster.
+    pub ratio: f64,
+}
+
+pub fn median(mut v: Vec<f64>) -> f64 {
+    if v.is_empty() {
+        return 0.0;
+    }
+    v.sort_by(|a, b| a.total_cmp(b));
+    let m = v.len() / 2;
+    if v.len() % 2 == 1 {
+        v[m]
+    } else {
+        (v[m - 1] + v[m]) / 2.0
+    }
+}
+
+pub fn compare(a: &str, b: &str, results: &[RunResult]) -> Comparison {
+    fn pick<'a>(rs: &'a [RunResult], t: &'a str) -> impl Iterator<Item = &'a RunResult> {
+        rs.iter().filter(move |r| r.target == t)
+    }
+    let ta = median(pick(results, a).map(|r| r.docs_per_sec).collect());
+    let tb = median(pick(results, b).map(|r| r.docs_per_sec).collect());
+    let la = median(pick(results, a).map(|r| r.latency.p50_us as f64).collect());
+    let lb = median(pick(results, b).map(|r| r.latency.p50_us as f64).collect());
+    Comparison {
+        a: a.to_string(),
+        b: b.to_string(),
+        runs: pick(results, a).count(),
+        a_median_docs_per_sec: ta,
+        b_median_docs_per_sec: tb,
+        a_median_p50_us: la as u64,
+        b_median_p50_us: lb as u64,
+        ratio: if ta > 0.0 { tb / ta } else { 0.0 },
+    }
+}
+
+/// The whole output of one `bisondb bench` invocation.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Report {
+    pub results: Vec<RunResult>,
+    pub comparison: Option<Comparison>,
+}
+
+impl Report {
+    /// JSON without the raw series unless asked: they make the document large.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"))
+    }
+
+    pub fn table(&self) -> String {
+        let mut rows = vec![[
+            "run",
+            "target",
+            "docs",
+            "seconds",
+            "docs/s",
+            "p50 µs",
+            "p95 µs",
+            "p99 µs",
+            "max µs",
+            "bytes/doc",
+        ]
+        .map(String::from)];
+        let multi = self.results.len() > 1;
+        for (i, r) in self.results.iter().enumerate() {
+            rows.push([
+                if multi {
+                    format!("{}", i + 1)
+                } else {
+                    "1".into()
+                },
+                short_target(&r.target),
+                r.docs.to_string(),
+                format!("{:.2}", r.seconds),
+                format!("{:.0}", r.docs_per_sec),
+                r.latency.p50_us.to_string(),
+                r.latency.p95_us.to_string(),
+                r.latency.p99_us.to_string(),
+                r.latency.max_us.to_string(),
+                r.bytes_per_doc
+                    .map(|b| format!("{b:.1}"))
+                    .unwrap_or_else(|| "-".into()),
+            ]);
+        }
+        let widths: Vec<usize> = (0..rows[0].len())
+            .map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
+            .collect();
+        let mut out = String::new();
+        if let Some(r) = self.results.first() {
+            out.push_str(&format!(
+                "{}: {} client(s) x {} process(es)\n",
+                r.workload, r.clients, r.processes
+            ));
+        }
+        for row in &rows {
+            let cells: Vec<String> = row
+                .iter()
+                .zip(&widths)
+                .enumerate()
+                .map(|(c, (s, w))| {
+                    if c < 2 {
+                        format!("{s:<w$}")
+                    } else {
+                        format!("{s:>w$}")
+                    }
+                })
+                .collect();
+            out.push_str(cells.join("  ").trim_end());
+            out.push('\n');
+        }
+        for r in &self.results {
+            for q in &r.queries {
+                out.push_str(&format!(
+                    "  {} {}: {} groups in {:.1} ms\n",
+                    short_target(&r.target),
+                    q.name,
+                    q.groups,
+                    q.ms
+                ));
+            }
+        }
+        if let Some(c) = &self.comparison {
+            out.push_str(&format!(
+                "median of {} runs: A {} {:.0} docs/s (p50 {} µs), B {} {:.0} docs/s (p50 {} µs)\n",
+                c.runs,
+                short_target(&c.a),
+                c.a_median_docs_per_sec,
+                c.a_median_p50_us,
+                short_target(&c.b),
+                c.b_median_docs_per_sec,
+                c.b_median_p50_us
+            ));
+            out.push_str(&format!("ratio B/A: {:.3}x\n", c.ratio));
+        }
+        out
+    }
+}
+
+/// Keeps the table narrow: the scheme adds nothing.
+fn short_target(t: &str) -> String {
+    t.strip_prefix("mongodb://").unwrap_or(t).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn result(target: &str, rate: f64, p50: u64) -> RunResult {
+        RunResult {
+            workload: "profile-single".into(),
+            target: target.into(),
+            docs: 10,
+            ops: 10,
+            clients: 1,
+            processes: 1,
+            seconds: 1.0,
+            docs_per_sec: rate,
+            latency: Latency {
+                p50_us: p50,
+                p95_us: p50,
+                p99_us: p50,
+                max_us: p50,
+                mean_us: p50 as f64,
+            },
+            bytes_per_doc: None,
+            storage_size: None,
+            objects: None,
+            queries: vec![],
+            timeline: vec![],
+            latency_counts: vec![],
+        }
+    }
+
+    #[test]
+    fn medians() {
+        for (v, m) in [
+            (vec![], 0.0),
+            (vec![3.0], 3.0),
+            (vec![3.0, 1.0, 2.0], 2.0),
+            (vec![4.0, 1.0, 2.0, 3.0], 2.5),
+        ] {
+            assert_eq!(median(v.clone()), m, "{v:?}");
+        }
+    }
+
+    #[test]
+    fn comparison_ratio_uses_medians() {
+        let rs = vec![
+            result("a", 100.0, 10),
+            result("b", 150.0, 5),
+            result("a", 300.0, 20),
+            result("b", 200.0, 6),
+            result("a", 200.0, 30),
+            result("b", 1000.0, 7),
+        ];
+        let c = compare("a", "b", &rs);
+        assert_eq!(c.runs, 3);
+        assert_eq!(c.a_median_docs_per_sec, 200.0);
+        assert_eq!(c.b_median_docs_per_sec, 200.0);
+        assert_eq!(c.ratio, 1.0);
+        assert_eq!((c.a_median_p50_us, c.b_median_p50_us), (20, 6));
+    }
+
+    #[test]
+    fn histogram_round_trip_and_percentiles() {
+        let mut h = new_histogram();
+        for v in 1..=1000u64 {
+            record(&mut h, v);
+        }
+        record(&mut h, 0); // clamped to 1, not lost
+        let l = Latency::from_histogram(&h);
+        assert!(l.p50_us <= l.p95_us && l.p95_us <= l.p99_us && l.p99_us <= l.max_us);
+        assert!((499..=501).contains(&l.p50_us), "{}", l.p50_us);
+        let back = histogram_from_counts(&histogram_counts(&h));
+        assert_eq!(back.len(), 1001);
+        assert_eq!(Latency::from_histogram(&back), l);
+    }
+
+    #[test]
+    fn table_and_json_shapes() {
+        let mut r = result("mongodb://127.0.0.1:1", 1234.4, 42);
+        r.bytes_per_doc = Some(55.55);
+        let rep = Report {
+            results: vec![r.clone(), result("wire-limit", 2000.0, 10)],
+            comparison: Some(compare("mongodb://127.0.0.1:1", "wire-limit", &[r])),
+        };
+        let t = rep.table();
+        assert!(
+            t.contains("127.0.0.1:1") && !t.contains("mongodb://"),
+            "{t}"
+        );
+        assert!(t.contains("1234"), "{t}");
+        assert!(t.contains("55.5") || t.contains("55.6"), "{t}");
+        assert!(t.contains("ratio B/A"), "{t}");
+        let v: serde_json::Value = serde_json::from_str(&rep.to_json()).unwrap();
+        assert_eq!(v["results"][1]["target"], "wire-limit");
+        assert_eq!(v["results"][0]["latency"]["p50_us"], 42);
+    }
+}

@@ -1,0 +1,576 @@
+//! The workloads: seed documents, the timed loops, worker processes, and the sampler
+//! that turns a shared counter into throughput over time and the progress bar.
+
+use std::process::Stdio;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bson::{doc, Bson, DateTime, Document};
+use futures::TryStreamExt;
+use hdrhistogram::Histogram;
+use indicatif::ProgressBar;
+use mongodb::options::{ClientOptions, CollectionOptions};
+use mongodb::{Client, Collection, Database};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use tokio::io::{AsyncBufReadExt, BufReader};
+
+use crate::args::{Plan, Workload};
+use crate::report::{
+    histogram_counts, histogram_from_counts, new_histogram, record, Latency, QueryTime, RunResult,
+};
+
+/// 2012-01-01T00:00:00Z and 2013-01-01T00:00:00Z in milliseconds: seed 003's date range.
+pub const YEAR_2012_MS: (i64, i64) = (1_325_376_000_000, 1_356_998_400_000);
+/// How often throughput is sampled for the timeline and the progress bar.
+const SAMPLE_EVERY: Duration = Duration::from_millis(250);
+
+/// Seed 000's document, field for field.
+pub fn profile_doc(id: u64) -> Document {
+    doc! {
+        "name": "Huidong Tian",
+        "title": "PhD",
+        "id": i64::try_from(id).unwrap_or(i64::MAX),
+        "des": "I am a data scientist focusing on Python and R",
+        "other": "As for why the book was created, a theory which has gained considerable interest, although still controversial is Persian imperial authorisation. ",
+    }
+}
+
+/// Seed 003's document: a random instant in 2012 (UTC) and a random value in [0, 1).
+pub fn timeseries_doc(rng: &mut impl Rng) -> Document {
+    let (lo, hi) = YEAR_2012_MS;
+    doc! {
+        "created_on": DateTime::from_millis(rng.random_range(lo..hi)),
+        "value": rng.random::<f64>(),
+    }
+}
+
+/// Seed 003's analysis: (name, pipeline). Grouping on $year/$month/$dayOfMonth/$hour
+/// rather than $dateTrunc keeps the pipelines valid on servers older than 5.0.
+pub fn aggregate_pipelines() -> Vec<(&'static str, Vec<Document>)> {
+    let day = doc! {
+        "year": {"$year": "$created_on"},
+        "month": {"$month": "$created_on"},
+        "day": {"$dayOfMonth": "$created_on"},
+    };
+    let mut hour = day.clone();
+    hour.insert("hour", doc! {"$hour": "$created_on"});
+    let group = |key: &Document| {
+        vec![
+            doc! {"$group": {
+                "_id": key.clone(),
+                "count": {"$sum": 1},
+                "avg": {"$avg": "$value"},
+                "min": {"$min": "$value"},
+                "max": {"$max": "$value"},
+            }},
+            doc! {"$sort": {"_id": 1}},
+        ]
+    };
+    let month = doc! {"$match": {"created_on": {
+        "$gte": DateTime::from_millis(1_328_054_400_000), // 2012-02-01
+        "$lt": DateTime::from_millis(1_330_560_000_000),  // 2012-03-01
+    }}};
+    let in_month = |key: &Document| {
+        let mut p = vec![month.clone()];
+        p.extend(group(key));
+        p
+    };
+    vec![
+        ("per-day", group(&day)),
+        ("per-hour", group(&hour)),
+        ("per-day, February", in_month(&day)),
+        ("per-hour, February", in_month(&hour)),
+    ]
+}
+
+/// A target to run against: its label in reports and the URI the driver connects to.
+#[derive(Clone, Debug)]
+pub struct Target {
+    pub label: String,
+    pub uri: String,
+}
+
+/// What a timed phase hands back.
+struct Phase {
+    docs: u64,
+    ops: u64,
+    hist: Histogram<u64>,
+    queries: Vec<QueryTime>,
+}
+
+pub async fn connect(plan: &Plan, uri: &str) -> Result<(Client, Database), String> {
+    let mut opts = ClientOptions::parse(uri)
+        .await
+        .map_err(|e| format!("{uri}: {e}"))?;
+    opts.app_name = Some("bisondb-bench".into());
+    // One connection per concurrent client, so the pool never queues a client.
+    let want = u32::try_from(plan.clients).unwrap_or(u32::MAX).max(10);
+    opts.max_pool_size = Some(want);
+    if opts.server_selection_timeout.is_none() {
+        opts.server_selection_timeout = Some(Duration::from_secs(5));
+    }
+    let client = Client::with_options(opts).map_err(|e| format!("{uri}: {e}"))?;
+    let db = client.database(&plan.db);
+    // Connect (and handshake) before the clock starts.
+    db.run_command(doc! {"ping": 1})
+        .await
+        .map_err(|e| format!("{uri}: {e}"))?;
+    Ok((client, db))
+}
+
+fn collection(plan: &Plan, db: &Database) -> Collection<Document> {
+    let opts = CollectionOptions::builder()
+        .write_concern(plan.write_concern.clone())
+        .build();
+    db.collection_with_options(&plan.collection, opts)
+}
+
+/// Runs the workload once against `target` in this process (or, with
+/// `--processes N`, in N children) and measures it.
+pub async fn run_once(
+    plan: &Plan,
+    target: &Target,
+    bar: &ProgressBar,
+) -> Result<RunResult, String> {
+    let (_client, db) = connect(plan, &target.uri).await?;
+    let coll = collection(plan, &db);
+    if plan.drop && !plan.worker {
+        coll.drop().await.map_err(|e| format!("drop: {e}"))?;
+    }
+    if plan.workload == Workload::TimeseriesAggregate {
+        let have = coll
+            .estimated_document_count()
+            .await
+            .map_err(|e| format!("count: {e}"))?;
+        if have == 0 {
+            bar.set_message("loading");
+            let done = Arc::new(AtomicU64::new(0));
+            bar.set_length(plan.docs);
+            let s = Sampler::start(done.clone(), bar.clone(), false);
+            batches(plan, &coll, plan.docs, &done).await?;
+            s.stop().await;
+        }
+    }
+    let done = Arc::new(AtomicU64::new(0));
+    bar.set_position(0);
+    bar.set_message(target.label.clone());
+    let total = match plan.workload {
+        Workload::TimeseriesAggregate => aggregate_pipelines().len() as u64,
+        _ => plan.docs,
+    };
+    bar.set_length(total);
+    let sampler = Sampler::start(done.clone(), bar.clone(), plan.worker);
+    let start = Instant::now();
+    let phase = if plan.processes > 1 && !plan.worker {
+        spawn_workers(plan, target, &done).await
+    } else {
+        match plan.workload {
+            Workload::ProfileSingle | Workload::ProfilePool => profile(plan, &coll, &done).await,
+            Workload::TimeseriesBatch => batches(plan, &coll, plan.docs, &done).await,
+            Workload::TimeseriesAggregate => aggregate(&coll, &done).await,
+        }
+    };
+    let seconds = start.elapsed().as_secs_f64();
+    let timeline = sampler.stop().await;
+    let phase = phase?;
+    bar.finish_and_clear();
+    let (storage_size, objects) = if plan.worker {
+        (None, None)
+    } else {
+        db_stats(&db).await
+    };
+    let bytes_per_doc = match (storage_size, objects) {
+        (Some(s), Some(o)) if o > 0.0 => Some(s / o),
+        _ => None,
+    };
+    let scanned = if plan.workload == Workload::TimeseriesAggregate {
+        phase.docs.saturating_mul(phase.ops)
+    } else {
+        phase.docs
+    };
+    Ok(RunResult {
+        workload: plan.workload.name().into(),
+        target: target.label.clone(),
+        docs: phase.docs,
+        ops: phase.ops,
+        clients: plan.clients,
+        processes: plan.processes,
+        seconds,
+        docs_per_sec: if seconds > 0.0 {
+            scanned as f64 / seconds
+        } else {
+            0.0
+        },
+        latency: Latency::from_histogram(&phase.hist),
+        bytes_per_doc,
+        storage_size,
+        objects,
+        queries: phase.queries,
+        timeline,
+        latency_counts: histogram_counts(&phase.hist),
+    })
+}
+
+/// One `insert` per document from `clients` concurrent tasks sharing an id counter.
+async fn profile(
+    plan: &Plan,
+    coll: &Collection<Document>,
+    done: &Arc<AtomicU64>,
+) -> Result<Phase, String> {
+    let next = Arc::new(AtomicU64::new(0));
+    let mut tasks = Vec::with_capacity(plan.clients);
+    for _ in 0..plan.clients {
+        let (coll, next, done) = (coll.clone(), next.clone(), done.clone());
+        let (n, offset) = (plan.docs, plan.worker_offset);
+        tasks.push(tokio::spawn(async move {
+            let mut h = new_histogram();
+            loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                if i >= n {
+                    break;
+                }
+                let d = profile_doc(offset.saturating_add(i));
+                let t = Instant::now();
+                coll.insert_one(d)
+                    .await
+                    .map_err(|e| format!("insert: {e}"))?;
+                record(&mut h, t.elapsed().as_micros() as u64);
+                done.fetch_add(1, Ordering::Relaxed);
+            }
+            Ok::<_, String>(h)
+        }));
+    }
+    let hist = join_histograms(tasks).await?;
+    Ok(Phase {
+        docs: done.load(Ordering::Relaxed),
+        ops: hist.len(),
+        hist,
+        queries: vec![],
+    })
+}
+
+/// `docs` time-series documents in `--batch` batches from `clients` tasks; the
+/// documents are generated inside the timed loop, as the seed's scripts did.
+async fn batches(
+    plan: &Plan,
+    coll: &Collection<Document>,
+    docs: u64,
+    done: &Arc<AtomicU64>,
+) -> Result<Phase, String> {
+    let batch = plan.batch as u64;
+    let next = Arc::new(AtomicU64::new(0));
+    let mut tasks = Vec::with_capacity(plan.clients);
+    for _ in 0..plan.clients {
+        let (coll, next, done) = (coll.clone(), next.clone(), done.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut h = new_histogram();
+            let mut rng = StdRng::from_rng(&mut rand::rng());
+            let mut buf = Vec::with_capacity(batch as usize);
+            loop {
+                let first = next.fetch_add(batch, Ordering::Relaxed);
+                if first >= docs {
+                    break;
+                }
+                let n = batch.min(docs - first);
+                buf.clear();
+                buf.extend((0..n).map(|_| timeseries_doc(&mut rng)));
+                let t = Instant::now();
+                coll.insert_many(&buf)
+                    .await
+                    .map_err(|e| format!("insert: {e}"))?;
+                record(&mut h, t.elapsed().as_micros() as u64);
+                done.fetch_add(n, Ordering::Relaxed);
+            }
+            Ok::<_, String>(h)
+        }));
+    }
+    let hist = join_histograms(tasks).await?;
+    Ok(Phase {
+        docs: done.load(Ordering::Relaxed),
+        ops: hist.len(),
+        hist,
+        queries: vec![],
+    })
+}
+
+/// The four analysis pipelines, each timed to its last result.
+async fn aggregate(coll: &Collection<Document>, done: &Arc<AtomicU64>) -> Result<Phase, String> {
+    let docs = coll
+        .estimated_document_count()
+        .await
+        .map_err(|e| format!("count: {e}"))?;
+    let mut hist = new_histogram();
+    let mut queries = Vec::new();
+    for (name, pipeline) in aggregate_pipelines() {
+        let t = Instant::now();
+        let groups: Vec<Document> = coll
+            .aggregate(pipeline)
+            .await
+            .map_err(|e| format!("aggregate {name}: {e}"))?
+            .try_collect()
+            .await
+            .map_err(|e| format!("aggregate {name}: {e}"))?;
+        let el = t.elapsed();
+        record(&mut hist, el.as_micros() as u64);
+        done.fetch_add(1, Ordering::Relaxed);
+        queries.push(QueryTime {
+            name: name.into(),
+            groups: groups.len() as u64,
+            ms: el.as_secs_f64() * 1000.0,
+        });
+    }
+    Ok(Phase {
+        docs,
+        ops: queries.len() as u64,
+        hist,
+        queries,
+    })
+}
+
+async fn join_histograms(
+    tasks: Vec<tokio::task::JoinHandle<Result<Histogram<u64>, String>>>,
+) -> Result<Histogram<u64>, String> {
+    let mut hist = new_histogram();
+    let mut first_err = None;
+    for t in tasks {
+        match t.await {
+            Ok(Ok(h)) => {
+                let _ = hist.add(&h);
+            }
+            Ok(Err(e)) => {
+                first_err.get_or_insert(e);
+            }
+            Err(e) => {
+                first_err.get_or_insert(format!("client task failed: {e}"));
+            }
+        }
+    }
+    match first_err {
+        Some(e) => Err(e),
+        None => Ok(hist),
+    }
+}
+
+/// dbStats storageSize and objects, when the target reports them.
+async fn db_stats(db: &Database) -> (Option<f64>, Option<f64>) {
+    let Ok(s) = db.run_command(doc! {"dbStats": 1}).await else {
+        return (None, None);
+    };
+    let num = |k: &str| match s.get(k) {
+        Some(Bson::Int32(v)) => Some(f64::from(*v)),
+        Some(Bson::Int64(v)) => Some(*v as f64),
+        Some(Bson::Double(v)) => Some(*v),
+        _ => None,
+    };
+    (num("storageSize"), num("objects"))
+}
+
+/// The executable that re-runs this benchmark as a worker: `BISONDB_BENCH_EXE` when
+/// set (tests), else this process's own binary, which has the `bench` subcommand.
+fn worker_exe() -> Result<std::path::PathBuf, String> {
+    match std::env::var_os("BISONDB_BENCH_EXE") {
+        Some(p) => Ok(p.into()),
+        None => std::env::current_exe().map_err(|e| format!("cannot find own executable: {e}")),
+    }
+}
+
+/// Argument list for worker `i` of `plan.processes`, inserting `share` documents.
+pub fn worker_args(plan: &Plan, uri: &str, share: u64, offset: u64) -> Vec<String> {
+    let mut a = vec![
+        "bench".to_string(),
+        plan.workload.name().to_string(),
+        "--uri".into(),
+        uri.to_string(),
+        "--docs".into(),
+        share.to_string(),
+        "--batch".into(),
+        plan.batch.to_string(),
+        "--db".into(),
+        plan.db.clone(),
+        "--collection".into(),
+        plan.collection.clone(),
+        "--worker".into(),
+        "--worker-offset".into(),
+        offset.to_string(),
+    ];
+    if plan.workload != Workload::ProfileSingle {
+        a.extend(["--clients".into(), plan.clients.to_string()]);
+    }
+    if let Some(wc) = &plan.write_concern_arg {
+        a.extend(["--write-concern".into(), wc.clone()]);
+    }
+    a
+}
+
+/// Starts `plan.processes` workers, each inserting its share; their progress lines
+/// feed `done`, and their histograms are merged.
+async fn spawn_workers(
+    plan: &Plan,
+    target: &Target,
+    done: &Arc<AtomicU64>,
+) -> Result<Phase, String> {
+    let exe = worker_exe()?;
+    let n = plan.processes as u64;
+    let mut offset = 0u64;
+    let mut tasks = Vec::new();
+    for i in 0..n {
+        // The first workers take the remainder, as evenly as integers allow.
+        let share = plan.docs / n + u64::from(i < plan.docs % n);
+        let args = worker_args(plan, &target.uri, share, offset);
+        offset += share;
+        let mut child = tokio::process::Command::new(&exe)
+            .args(&args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| format!("cannot start worker {}: {e}", exe.display()))?;
+        let stdout = child
+            .stdout
+            .take()
+            .ok_or_else(|| "worker has no stdout".to_string())?;
+        let done = done.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut lines = BufReader::new(stdout).lines();
+            let mut last = 0u64;
+            let mut result = None;
+            while let Ok(Some(line)) = lines.next_line().await {
+                if let Some(p) = line.strip_prefix("progress ") {
+                    if let Ok(p) = p.trim().parse::<u64>() {
+                        done.fetch_add(p.saturating_sub(last), Ordering::Relaxed);
+                        last = last.max(p);
+                    }
+                } else if let Some(j) = line.strip_prefix("result ") {
+                    result = serde_json::from_str::<RunResult>(j).ok();
+                }
+            }
+            let status = child.wait().await.map_err(|e| e.to_string())?;
+            match result {
+                Some(r) if status.success() => {
+                    done.fetch_add(r.docs.saturating_sub(last), Ordering::Relaxed);
+                    Ok(r)
+                }
+                _ => Err(format!("worker {i} failed ({status})")),
+            }
+        }));
+    }
+    let mut hist = new_histogram();
+    let mut docs = 0u64;
+    let mut first_err = None;
+    for t in tasks {
+        match t.await {
+            Ok(Ok(r)) => {
+                docs = docs.saturating_add(r.docs);
+                let _ = hist.add(histogram_from_counts(&r.latency_counts));
+            }
+            Ok(Err(e)) => {
+                first_err.get_or_insert(e);
+            }
+            Err(e) => {
+                first_err.get_or_insert(e.to_string());
+            }
+        }
+    }
+    if let Some(e) = first_err {
+        return Err(e);
+    }
+    Ok(Phase {
+        docs,
+        ops: hist.len(),
+        hist,
+        queries: vec![],
+    })
+}
+
+/// Samples the shared counter: drives the progress bar, records the timeline, and in
+/// a worker prints `progress N` lines for the parent.
+struct Sampler {
+    stop: Arc<AtomicBool>,
+    task: tokio::task::JoinHandle<Vec<(f64, f64)>>,
+}
+
+impl Sampler {
+    fn start(done: Arc<AtomicU64>, bar: ProgressBar, print: bool) -> Sampler {
+        let stop = Arc::new(AtomicBool::new(false));
+        let s = stop.clone();
+        let task = tokio::spawn(async move {
+            let start = Instant::now();
+            let mut timeline = Vec::new();
+            let (mut last_t, mut last_n) = (0.0f64, 0u64);
+            let mut tick = tokio::time::interval(SAMPLE_EVERY);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            tick.tick().await;
+            loop {
+                tick.tick().await;
+                let stopping = s.load(Ordering::Relaxed);
+                let n = done.load(Ordering::Relaxed);
+                let t = start.elapsed().as_secs_f64();
+                let dt = t - last_t;
+                if dt > 0.0 && (n > last_n || !stopping) {
+                    timeline.push((t, (n - last_n.min(n)) as f64 / dt));
+                }
+                bar.set_position(n);
+                if print {
+                    println!("progress {n}");
+                }
+                (last_t, last_n) = (t, n);
+                if stopping {
+                    return timeline;
+                }
+            }
+        });
+        Sampler { stop, task }
+    }
+
+    async fn stop(self) -> Vec<(f64, f64)> {
+        self.stop.store(true, Ordering::Relaxed);
+        self.task.await.unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn profile_document_is_the_seeds() {
+        let d = profile_doc(7);
+        let keys: Vec<&str> = d.keys().map(String::as_str).collect();
+        assert_eq!(keys, ["name", "title", "id", "des", "other"]);
+        assert_eq!(d.get_i64("id").unwrap(), 7);
+        assert_eq!(d.get_str("title").unwrap(), "PhD");
+        assert!(d.get_str("other").unwrap().ends_with("authorisation. "));
+    }
+
+    #[test]
+    fn timeseries_documents_fall_in_2012() {
+        let mut rng = StdRng::seed_from_u64(1);
+        for _ in 0..1000 {
+            let d = timeseries_doc(&mut rng);
+            let ms = d.get_datetime("created_on").unwrap().timestamp_millis();
+            assert!((YEAR_2012_MS.0..YEAR_2012_MS.1).contains(&ms));
+            let v = d.get_f64("value").unwrap();
+            assert!((0.0..1.0).contains(&v));
+        }
+    }
+
+    #[test]
+    fn pipelines_group_by_day_and_hour() {
+        let p = aggregate_pipelines();
+        assert_eq!(p.len(), 4);
+        for (name, stages) in &p {
+            let g = stages
+                .iter()
+                .find_map(|s| s.get_document("$group").ok())
+                .unwrap();
+            let id = g.get_document("_id").unwrap();
+            assert_eq!(id.contains_key("hour"), name.contains("hour"), "{name}");
+            assert!(["avg", "min", "max"].iter().all(|k| g.contains_key(*k)));
+            let first = stages[0].keys().next().unwrap();
+            assert_eq!(first == "$match", name.contains("February"), "{name}");
+        }
+    }
+}
