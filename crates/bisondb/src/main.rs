@@ -1,4 +1,5 @@
-//! The `bisondb` binary: `bisondb [serve] [mongod-style flags]` starts the server.
+//! The `bisondb` binary: `bisondb [serve] [mongod-style flags]` starts the server;
+//! `bisondb bench WORKLOAD` runs the load generator.
 //! Argument wiring only; the meaning of every setting lives in `bisondb-server`.
 
 use std::path::PathBuf;
@@ -25,6 +26,8 @@ struct Cli {
 enum Cmd {
     /// Run the server (the default).
     Serve(ServeArgs),
+    /// Replay the seed insert benchmarks against any MongoDB-compatible URI.
+    Bench(bisondb_bench::BenchArgs),
 }
 
 #[derive(Args, Clone, Default)]
@@ -158,6 +161,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let args = match cli.command {
         Some(Cmd::Serve(a)) => a,
+        Some(Cmd::Bench(b)) => return bisondb_bench::run(b),
         None => cli.serve,
     };
     let config = match build_config(&args) {

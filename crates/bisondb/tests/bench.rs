@@ -1,0 +1,95 @@
+//! `bisondb bench` through the real binary against the built-in wire-limit target:
+//! the subcommand is wired, the table prints, `--processes` spawns workers of the same
+//! binary and their counts add up, and bad arguments exit with status 2.
+
+use std::process::Command;
+
+fn bisondb(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_bisondb"))
+        .args(args)
+        .output()
+        .expect("run bisondb")
+}
+
+#[test]
+fn bench_prints_a_table() {
+    let out = bisondb(&[
+        "bench",
+        "profile-single",
+        "--uri",
+        "wire-limit",
+        "--docs",
+        "200",
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("profile-single: 1 client(s) x 1 process(es)"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("docs/s") && stdout.contains("p99 µs"),
+        "{stdout}"
+    );
+    let row = stdout
+        .lines()
+        .find(|l| l.starts_with("1 "))
+        .expect("a result row");
+    let cells: Vec<&str> = row.split_whitespace().collect();
+    assert_eq!(cells[1], "wire-limit");
+    assert_eq!(cells[2], "200");
+    assert!(cells[4].parse::<f64>().unwrap() > 0.0, "{row}");
+}
+
+#[test]
+fn processes_split_the_documents_and_the_plot_is_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let svg = dir.path().join("ts.svg");
+    let out = bisondb(&[
+        "bench",
+        "timeseries-batch",
+        "--uri",
+        "wire-limit",
+        "--docs",
+        "20001",
+        "--batch",
+        "1000",
+        "--processes",
+        "2",
+        "--drop",
+        "--json",
+        "--plot",
+        svg.to_str().unwrap(),
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_str(&stdout).expect("JSON output");
+    let r = &v["results"][0];
+    assert_eq!(r["docs"], 20001);
+    assert_eq!(r["processes"], 2);
+    // 10001 + 10000 documents in batches of 1000: 11 + 10 insert commands.
+    assert_eq!(r["ops"], 21);
+    assert_eq!(r["objects"], 20001.0, "the responder saw every document");
+    assert!(r["docs_per_sec"].as_f64().unwrap() > 0.0);
+    assert!(std::fs::read_to_string(&svg).unwrap().contains("<svg"));
+}
+
+#[test]
+fn bad_arguments_exit_2() {
+    for args in [
+        &["bench", "timeseries-batch", "--batch", "0"][..],
+        &["bench", "profile-pool", "--clients", "0"][..],
+    ] {
+        let out = bisondb(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert!(String::from_utf8_lossy(&out.stderr).contains("must be at least 1"));
+    }
+}
