@@ -1,7 +1,8 @@
-//! Shared helpers for the integration tests: start an in-memory server on a free
-//! TCP port and a private Unix socket, connect official-driver clients over both
-//! transports, read error codes out of driver errors, and speak raw OP_MSG for the
-//! tests that must control the bytes on the wire.
+//! Shared helpers for the integration tests: start a server (in memory unless
+//! `BISONDB_TEST_ENGINE` says otherwise) on a free TCP port and a private Unix
+//! socket, connect official-driver clients over both transports, read error codes
+//! out of driver errors, and speak raw OP_MSG for the tests that must control the
+//! bytes on the wire.
 //!
 //! Each test starts its own server so tests can run in parallel without sharing
 //! counters, cursors or collections.
@@ -70,14 +71,22 @@ impl TestServer {
     }
 }
 
-/// The configuration every test server uses: in memory, port 0, socket in `dir`.
+/// The engine test servers use: `$BISONDB_TEST_ENGINE`, or `inMemory` (fast, no
+/// files). Running the suite with `BISONDB_TEST_ENGINE=lsm` checks that every
+/// command behaves the same on the persistent engine.
+pub fn test_engine() -> String {
+    std::env::var("BISONDB_TEST_ENGINE").unwrap_or_else(|_| "inMemory".into())
+}
+
+/// The configuration every test server uses: [`test_engine`], port 0, socket and
+/// dbpath (`dir/db`) in `dir`.
 pub fn config(dir: &Path) -> ServerConfig {
     ServerConfig {
         port: 0,
         bind_ip: vec!["127.0.0.1".into()],
         unix_socket_prefix: dir.to_path_buf(),
         dbpath: dir.join("db"),
-        storage_engine: "inMemory".into(),
+        storage_engine: test_engine(),
         ..Default::default()
     }
 }
