@@ -1,0 +1,1269 @@
+//! Runs one unified-format file against a server: requirements, entities,
+//! initial data, operations through the official driver, expected results,
+//! errors, command events and final collection contents.
+//!
+//! The Rust driver has no collection-level `bulkWrite`, so the runner sends the
+//! `insert`/`update`/`delete` batches itself, grouping consecutive requests of one
+//! kind the way drivers do. Features the project does not claim (sessions,
+//! transactions, fail points, the 8.0 client `bulkWrite`, non-command events) make
+//! a test *skipped* with the reason, never silently passed.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+
+use bson::{doc, Bson, Document};
+use futures::TryStreamExt;
+use mongodb::error::{Error, ErrorKind, WriteFailure};
+use mongodb::event::command::CommandEvent;
+use mongodb::event::EventHandler;
+use mongodb::options::{
+    ClientOptions, CollectionOptions, CountOptions, CreateCollectionOptions, DatabaseOptions,
+    DeleteOptions, DistinctOptions, EstimatedDocumentCountOptions, FindOneAndDeleteOptions,
+    FindOneAndReplaceOptions, FindOneAndUpdateOptions, FindOneOptions, FindOptions, IndexOptions,
+    InsertManyOptions, InsertOneOptions, ReplaceOptions, RunCursorCommandOptions, ServerApi,
+    ServerApiVersion, UpdateModifications, UpdateOptions,
+};
+use mongodb::{Client, Collection, Cursor, Database, IndexModel};
+use serde::de::DeserializeOwned;
+
+use super::extjson;
+use super::matching::matches;
+
+/// The version the runner compares `minServerVersion`/`maxServerVersion` against.
+const SERVER_VERSION: [u64; 3] = [8, 0, 0];
+
+/// Operations whose presence makes a test skipped, with the reason.
+const UNSUPPORTED_OPS: &[(&str, &str)] = &[
+    (
+        "failPoint",
+        "fail points are test-only commands BisonDB does not enable",
+    ),
+    (
+        "targetedFailPoint",
+        "fail points are test-only commands BisonDB does not enable",
+    ),
+    (
+        "clientBulkWrite",
+        "the 8.0 admin bulkWrite command is not implemented",
+    ),
+    ("withTransaction", "transactions are not supported"),
+    ("startTransaction", "transactions are not supported"),
+    (
+        "assertSameLsidOnLastTwoCommands",
+        "sessions are not modelled by the runner",
+    ),
+    (
+        "assertNumberConnectionsCheckedOut",
+        "connection-pool assertions are not modelled",
+    ),
+];
+
+/// What happened to one test.
+pub enum Outcome {
+    Passed,
+    Failed(String),
+    Skipped(String),
+}
+
+/// The outcome of every test of a file, by description.
+pub struct FileReport {
+    pub tests: Vec<(String, Outcome)>,
+}
+
+/// An operation's failure as the expectations see it.
+#[derive(Debug)]
+struct OpError {
+    client: bool,
+    code: Option<i32>,
+    code_name: Option<String>,
+    message: String,
+}
+
+impl From<Error> for OpError {
+    fn from(e: Error) -> Self {
+        let message = e.to_string();
+        let (client, code, code_name) = match &*e.kind {
+            ErrorKind::Command(c) => (false, Some(c.code), Some(c.code_name.clone())),
+            ErrorKind::Write(WriteFailure::WriteError(w)) => {
+                (false, Some(w.code), w.code_name.clone())
+            }
+            ErrorKind::Write(WriteFailure::WriteConcernError(w)) => {
+                (false, Some(w.code), Some(w.code_name.clone()))
+            }
+            ErrorKind::InsertMany(m) => {
+                let first = m.write_errors.as_ref().and_then(|w| w.first());
+                (
+                    false,
+                    first.map(|w| w.code),
+                    first.and_then(|w| w.code_name.clone()),
+                )
+            }
+            ErrorKind::BulkWrite(_) => (false, None, None),
+            ErrorKind::Io(_) | ErrorKind::InvalidResponse { .. } => (false, None, None),
+            _ => (true, None, None),
+        };
+        OpError {
+            client,
+            code,
+            code_name,
+            message,
+        }
+    }
+}
+
+fn client_err(message: impl Into<String>) -> OpError {
+    OpError {
+        client: true,
+        code: None,
+        code_name: None,
+        message: message.into(),
+    }
+}
+
+/// One observed command-monitoring event.
+#[derive(Clone, Debug)]
+struct Event {
+    kind: &'static str,
+    name: String,
+    db: String,
+    body: Document,
+}
+
+struct ClientEntity {
+    client: Client,
+    events: Arc<Mutex<Vec<Event>>>,
+}
+
+struct CollEntity {
+    coll: Collection<Document>,
+    unacknowledged: bool,
+}
+
+/// Everything `createEntities` and `saveResultAsEntity` produce for one test.
+#[derive(Default)]
+struct Entities {
+    clients: HashMap<String, ClientEntity>,
+    dbs: HashMap<String, Database>,
+    colls: HashMap<String, CollEntity>,
+    cursors: HashMap<String, Cursor<Document>>,
+    values: HashMap<String, Bson>,
+}
+
+/// Runs every test of `file` against the server at `uri`.
+pub async fn run_file(file: &serde_json::Value, uri: &str) -> FileReport {
+    let mut tests = Vec::new();
+    let Some(top) = file.as_object() else {
+        return FileReport { tests };
+    };
+    let file_doc = match extjson::to_document(top) {
+        Ok(d) => d,
+        Err(e) => {
+            tests.push((
+                "<file>".to_owned(),
+                Outcome::Failed(format!("bad extended JSON: {e}")),
+            ));
+            return FileReport { tests };
+        }
+    };
+    let file_skip = requirements_unmet(&file_doc);
+    let internal = match Client::with_uri_str(uri).await {
+        Ok(c) => c,
+        Err(e) => {
+            tests.push((
+                "<file>".to_owned(),
+                Outcome::Failed(format!("connect: {e}")),
+            ));
+            return FileReport { tests };
+        }
+    };
+    for test in file_doc.get_array("tests").cloned().unwrap_or_default() {
+        let Bson::Document(test) = test else { continue };
+        let desc = test.get_str("description").unwrap_or("?").to_owned();
+        let outcome = if let Some(reason) = &file_skip {
+            Outcome::Skipped(reason.clone())
+        } else if let Some(reason) = skip_reason(&file_doc, &test) {
+            Outcome::Skipped(reason)
+        } else {
+            match run_test(&file_doc, &test, uri, &internal).await {
+                Ok(()) => Outcome::Passed,
+                Err(e) => Outcome::Failed(e),
+            }
+        };
+        tests.push((desc, outcome));
+    }
+    FileReport { tests }
+}
+
+fn parse_version(s: &str) -> [u64; 3] {
+    let mut out = [0; 3];
+    for (slot, part) in out.iter_mut().zip(s.split('.')) {
+        *slot = part.parse().unwrap_or(0);
+    }
+    out
+}
+
+/// `None` when some entry of `runOnRequirements` fits a standalone 8.0 server.
+fn requirements_unmet(d: &Document) -> Option<String> {
+    let Ok(reqs) = d.get_array("runOnRequirements") else {
+        return None;
+    };
+    let mut reasons = Vec::new();
+    for r in reqs {
+        let Bson::Document(r) = r else { continue };
+        match requirement_unmet(r) {
+            None => return None,
+            Some(why) => reasons.push(why),
+        }
+    }
+    if reasons.is_empty() {
+        None
+    } else {
+        Some(reasons.join("; "))
+    }
+}
+
+fn requirement_unmet(r: &Document) -> Option<String> {
+    if let Ok(min) = r.get_str("minServerVersion") {
+        if parse_version(min) > SERVER_VERSION {
+            return Some(format!("needs server {min}"));
+        }
+    }
+    if let Ok(max) = r.get_str("maxServerVersion") {
+        if parse_version(max) < SERVER_VERSION {
+            return Some(format!("needs server <= {max}"));
+        }
+    }
+    if let Ok(tops) = r.get_array("topologies") {
+        if !tops.iter().any(|t| t.as_str() == Some("single")) {
+            return Some(format!("needs topology {}", Bson::Array(tops.clone())));
+        }
+    }
+    if r.get_str("serverless").ok() == Some("require") {
+        return Some("needs serverless".into());
+    }
+    if r.get_bool("auth").unwrap_or(false) {
+        return Some("needs auth".into());
+    }
+    if r.get_bool("csfle").unwrap_or(false) {
+        return Some("needs csfle".into());
+    }
+    if r.contains_key("serverParameters") {
+        return Some("needs server parameters".into());
+    }
+    None
+}
+
+/// Why a test cannot be run here, checked before any operation runs.
+fn skip_reason(file: &Document, test: &Document) -> Option<String> {
+    if let Ok(reason) = test.get_str("skipReason") {
+        return Some(reason.to_owned());
+    }
+    if let Some(r) = requirements_unmet(test) {
+        return Some(r);
+    }
+    let entities = file
+        .get_array("createEntities")
+        .cloned()
+        .unwrap_or_default();
+    let mut sessions = HashSet::new();
+    for e in &entities {
+        if let Some(d) = e.as_document() {
+            for kind in ["thread", "clientEncryption", "bucket"] {
+                if d.contains_key(kind) {
+                    return Some(format!("{kind} entities are not supported"));
+                }
+            }
+            if let Ok(s) = d.get_document("session") {
+                sessions.insert(s.get_str("id").unwrap_or_default().to_owned());
+            }
+        }
+    }
+    if test.to_string().contains("$$sessionLsid") {
+        return Some("sessions are not supported by the runner ($$sessionLsid)".into());
+    }
+    for op in test.get_array("operations").cloned().unwrap_or_default() {
+        let Some(op) = op.as_document() else { continue };
+        let name = op.get_str("name").unwrap_or_default();
+        if let Some((_, why)) = UNSUPPORTED_OPS.iter().find(|(n, _)| *n == name) {
+            return Some(format!("{name}: {why}"));
+        }
+        if op
+            .get_document("arguments")
+            .is_ok_and(|a| a.contains_key("session"))
+            || sessions.contains(op.get_str("object").unwrap_or_default())
+        {
+            return Some("sessions are not supported".into());
+        }
+    }
+    for exp in test.get_array("expectEvents").cloned().unwrap_or_default() {
+        let t = exp
+            .as_document()
+            .and_then(|d| d.get_str("eventType").ok())
+            .unwrap_or("command");
+        if t != "command" {
+            return Some(format!("{t} events are not observed"));
+        }
+    }
+    None
+}
+
+async fn run_test(
+    file: &Document,
+    test: &Document,
+    uri: &str,
+    internal: &Client,
+) -> Result<(), String> {
+    load_initial_data(file, internal).await?;
+    let mut ents = Entities::default();
+    create_entities(file, uri, &mut ents).await?;
+    for (i, op) in test
+        .get_array("operations")
+        .cloned()
+        .unwrap_or_default()
+        .iter()
+        .enumerate()
+    {
+        let Some(op) = op.as_document() else { continue };
+        run_operation(op, &mut ents)
+            .await
+            .map_err(|e| format!("operation {i} ({}): {e}", op.get_str("name").unwrap_or("?")))?;
+    }
+    if let Ok(expected) = test.get_array("expectEvents") {
+        check_events(expected, &ents)?;
+    }
+    if let Ok(outcome) = test.get_array("outcome") {
+        check_outcome(outcome, internal).await?;
+    }
+    Ok(())
+}
+
+async fn load_initial_data(file: &Document, internal: &Client) -> Result<(), String> {
+    for data in file.get_array("initialData").cloned().unwrap_or_default() {
+        let Bson::Document(data) = data else { continue };
+        let db = internal.database(data.get_str("databaseName").unwrap_or_default());
+        let name = data.get_str("collectionName").unwrap_or_default();
+        let coll = db.collection::<Document>(name);
+        coll.drop()
+            .await
+            .map_err(|e| format!("initialData drop: {e}"))?;
+        let docs: Vec<Document> = data
+            .get_array("documents")
+            .cloned()
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(|d| d.as_document().cloned())
+            .collect();
+        let create_opts: Option<CreateCollectionOptions> = options_from(
+            data.get_document("createOptions")
+                .cloned()
+                .unwrap_or_default(),
+            &[],
+        )
+        .map_err(|e| format!("initialData createOptions: {e}"))?;
+        if docs.is_empty() || create_opts.is_some() {
+            db.create_collection(name)
+                .with_options(create_opts)
+                .await
+                .map_err(|e| format!("initialData create: {e}"))?;
+        }
+        if !docs.is_empty() {
+            coll.insert_many(docs)
+                .await
+                .map_err(|e| format!("initialData insert: {e}"))?;
+        }
+    }
+    Ok(())
+}
+
+async fn create_entities(file: &Document, uri: &str, ents: &mut Entities) -> Result<(), String> {
+    for e in file
+        .get_array("createEntities")
+        .cloned()
+        .unwrap_or_default()
+    {
+        let Bson::Document(e) = e else { continue };
+        if let Ok(c) = e.get_document("client") {
+            let id = c.get_str("id").unwrap_or_default().to_owned();
+            let mut full_uri = uri.to_owned();
+            if let Ok(u) = c.get_document("uriOptions") {
+                for (k, v) in u {
+                    let v = match v {
+                        Bson::String(s) => s.clone(),
+                        other => other.to_string(),
+                    };
+                    full_uri.push_str(&format!("&{k}={v}"));
+                }
+            }
+            let mut opts = ClientOptions::parse(&full_uri)
+                .await
+                .map_err(|e| format!("client uri: {e}"))?;
+            if let Ok(api) = c.get_document("serverApi") {
+                let mut server_api = ServerApi::builder().version(ServerApiVersion::V1).build();
+                server_api.strict = api.get_bool("strict").ok();
+                server_api.deprecation_errors = api.get_bool("deprecationErrors").ok();
+                opts.server_api = Some(server_api);
+            }
+            let events = Arc::new(Mutex::new(Vec::new()));
+            let observe: HashSet<String> = c
+                .get_array("observeEvents")
+                .cloned()
+                .unwrap_or_default()
+                .iter()
+                .filter_map(|b| b.as_str().map(str::to_owned))
+                .collect();
+            let mut ignore: HashSet<String> = c
+                .get_array("ignoreCommandMonitoringEvents")
+                .cloned()
+                .unwrap_or_default()
+                .iter()
+                .filter_map(|b| b.as_str().map(str::to_owned))
+                .collect();
+            // The format says these are never observed unless a test asks for sensitive commands.
+            for n in [
+                "configureFailPoint",
+                "hello",
+                "isMaster",
+                "ismaster",
+                "saslStart",
+                "saslContinue",
+                "authenticate",
+                "getnonce",
+            ] {
+                ignore.insert(n.to_owned());
+            }
+            if !observe.is_empty() {
+                let sink = Arc::clone(&events);
+                opts.command_event_handler =
+                    Some(EventHandler::callback(move |ev: CommandEvent| {
+                        let (kind, name, db, body) = match ev {
+                            CommandEvent::Started(s) => {
+                                ("commandStartedEvent", s.command_name, s.db, s.command)
+                            }
+                            CommandEvent::Succeeded(s) => (
+                                "commandSucceededEvent",
+                                s.command_name,
+                                String::new(),
+                                s.reply,
+                            ),
+                            CommandEvent::Failed(f) => (
+                                "commandFailedEvent",
+                                f.command_name,
+                                String::new(),
+                                Document::new(),
+                            ),
+                            _ => return,
+                        };
+                        if observe.contains(kind) && !ignore.contains(&name) {
+                            if let Ok(mut v) = sink.lock() {
+                                v.push(Event {
+                                    kind,
+                                    name,
+                                    db,
+                                    body,
+                                });
+                            }
+                        }
+                    }));
+            }
+            let client = Client::with_options(opts).map_err(|e| format!("client: {e}"))?;
+            ents.clients.insert(id, ClientEntity { client, events });
+        } else if let Ok(d) = e.get_document("database") {
+            let client = ents
+                .clients
+                .get(d.get_str("client").unwrap_or_default())
+                .ok_or("database entity names an unknown client")?;
+            let opts: Option<DatabaseOptions> = options_from(
+                d.get_document("databaseOptions")
+                    .cloned()
+                    .unwrap_or_default(),
+                &[],
+            )?;
+            let db = client.client.database_with_options(
+                d.get_str("databaseName").unwrap_or_default(),
+                opts.unwrap_or_default(),
+            );
+            ents.dbs
+                .insert(d.get_str("id").unwrap_or_default().to_owned(), db);
+        } else if let Ok(c) = e.get_document("collection") {
+            let db = ents
+                .dbs
+                .get(c.get_str("database").unwrap_or_default())
+                .ok_or("collection entity names an unknown database")?;
+            let raw_opts = c
+                .get_document("collectionOptions")
+                .cloned()
+                .unwrap_or_default();
+            let unacknowledged = raw_opts
+                .get_document("writeConcern")
+                .is_ok_and(|w| matches!(w.get("w"), Some(Bson::Int32(0) | Bson::Int64(0))));
+            let opts: Option<CollectionOptions> = options_from(raw_opts, &[])?;
+            let coll = db.collection_with_options(
+                c.get_str("collectionName").unwrap_or_default(),
+                opts.unwrap_or_default(),
+            );
+            ents.colls.insert(
+                c.get_str("id").unwrap_or_default().to_owned(),
+                CollEntity {
+                    coll,
+                    unacknowledged,
+                },
+            );
+        } else if e.contains_key("session") {
+            // Tests that use a session are skipped before they run; the others ignore it.
+        } else {
+            return Err(format!("unsupported entity {e}"));
+        }
+    }
+    Ok(())
+}
+
+/// Deserializes driver options from the arguments that are not positional.
+fn options_from<T: DeserializeOwned>(
+    mut args: Document,
+    positional: &[&str],
+) -> Result<Option<T>, String> {
+    for p in positional {
+        args.remove(*p);
+    }
+    if args.is_empty() {
+        return Ok(None);
+    }
+    bson::deserialize_from_document(args)
+        .map(Some)
+        .map_err(|e| format!("options: {e}"))
+}
+
+async fn run_operation(op: &Document, ents: &mut Entities) -> Result<(), String> {
+    let name = op.get_str("name").unwrap_or_default();
+    let object = op.get_str("object").unwrap_or_default();
+    let args = op.get_document("arguments").cloned().unwrap_or_default();
+    let save_as = op.get_str("saveResultAsEntity").ok();
+    let result = execute(name, object, args, save_as, ents).await?;
+    if op.get_bool("ignoreResultAndError").unwrap_or(false) {
+        return Ok(());
+    }
+    if let Ok(expect) = op.get_document("expectError") {
+        return match result {
+            Ok(v) => Err(format!("expected an error, got {v:?}")),
+            Err(e) => check_error(expect, &e),
+        };
+    }
+    let value = result.map_err(|e| format!("unexpected error: {}", e.message))?;
+    if let Some(expected) = op.get("expectResult") {
+        matches(expected, value.as_ref(), true, &ents.values, "result")?;
+    }
+    if let (Ok(id), Some(v)) = (op.get_str("saveResultAsEntity"), value) {
+        ents.values.insert(id.to_owned(), v);
+    }
+    Ok(())
+}
+
+fn check_error(expect: &Document, e: &OpError) -> Result<(), String> {
+    if let Ok(client) = expect.get_bool("isClientError") {
+        if client != e.client {
+            return Err(format!("isClientError {client}, got {e:?}"));
+        }
+    }
+    if let Some(code) = expect.get("errorCode") {
+        let want = match code {
+            Bson::Int32(c) => Some(*c),
+            Bson::Int64(c) => i32::try_from(*c).ok(),
+            _ => None,
+        };
+        if want != e.code {
+            return Err(format!("errorCode {code}, got {e:?}"));
+        }
+    }
+    if let Ok(name) = expect.get_str("errorCodeName") {
+        if e.code_name.as_deref() != Some(name) {
+            return Err(format!("errorCodeName {name}, got {e:?}"));
+        }
+    }
+    if let Ok(sub) = expect.get_str("errorContains") {
+        if !e.message.to_lowercase().contains(&sub.to_lowercase()) {
+            return Err(format!("errorContains {sub:?}, got {e:?}"));
+        }
+    }
+    Ok(())
+}
+
+type OpResult = Result<Result<Option<Bson>, OpError>, String>;
+
+fn coll<'a>(ents: &'a Entities, id: &str) -> Result<&'a CollEntity, String> {
+    ents.colls
+        .get(id)
+        .ok_or_else(|| format!("no collection entity {id}"))
+}
+
+fn db<'a>(ents: &'a Entities, id: &str) -> Result<&'a Database, String> {
+    ents.dbs
+        .get(id)
+        .ok_or_else(|| format!("no database entity {id}"))
+}
+
+fn doc_arg(args: &Document, key: &str) -> Document {
+    args.get_document(key).cloned().unwrap_or_default()
+}
+
+fn docs_arg(args: &Document, key: &str) -> Vec<Document> {
+    args.get_array(key)
+        .cloned()
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|b| b.as_document().cloned())
+        .collect()
+}
+
+fn update_arg(args: &Document) -> UpdateModifications {
+    match args.get("update") {
+        Some(Bson::Array(_)) => UpdateModifications::Pipeline(docs_arg(args, "update")),
+        _ => UpdateModifications::Document(doc_arg(args, "update")),
+    }
+}
+
+fn update_result(r: mongodb::results::UpdateResult) -> Bson {
+    let mut d = doc! {
+        "matchedCount": r.matched_count as i64,
+        "modifiedCount": r.modified_count as i64,
+        "upsertedCount": i64::from(r.upserted_id.is_some()),
+    };
+    if let Some(id) = r.upserted_id {
+        d.insert("upsertedId", id);
+    }
+    Bson::Document(d)
+}
+
+fn opt_doc(d: Option<Document>) -> Option<Bson> {
+    Some(d.map_or(Bson::Null, Bson::Document))
+}
+
+/// Runs one operation: `Err` is a runner problem, `Ok(Err)` the operation's error.
+async fn execute(
+    name: &str,
+    object: &str,
+    args: Document,
+    save_as: Option<&str>,
+    ents: &mut Entities,
+) -> OpResult {
+    macro_rules! drv {
+        ($e:expr) => {
+            match $e {
+                Ok(v) => v,
+                Err(e) => return Ok(Err(OpError::from(e))),
+            }
+        };
+    }
+    if let Some(c) = ents
+        .colls
+        .get(object)
+        .filter(|c| c.unacknowledged && name != "bulkWrite")
+    {
+        return unacknowledged(name, c, args).await;
+    }
+    let filter = doc_arg(&args, "filter");
+    Ok(Ok(match name {
+        "insertOne" => {
+            let c = &coll(ents, object)?.coll;
+            let o: Option<InsertOneOptions> = options_from(args.clone(), &["document"])?;
+            let r = drv!(
+                c.insert_one(doc_arg(&args, "document"))
+                    .with_options(o)
+                    .await
+            );
+            Some(Bson::Document(doc! {"insertedId": r.inserted_id}))
+        }
+        "insertMany" => {
+            let c = &coll(ents, object)?.coll;
+            let o: Option<InsertManyOptions> = options_from(args.clone(), &["documents"])?;
+            let r = drv!(
+                c.insert_many(docs_arg(&args, "documents"))
+                    .with_options(o)
+                    .await
+            );
+            let mut ids = Document::new();
+            let mut keys: Vec<_> = r.inserted_ids.into_iter().collect();
+            keys.sort_by_key(|(k, _)| *k);
+            for (k, v) in keys {
+                ids.insert(k.to_string(), v);
+            }
+            Some(Bson::Document(doc! {"insertedIds": ids}))
+        }
+        "find" | "createFindCursor" => {
+            let c = &coll(ents, object)?.coll;
+            let o: Option<FindOptions> = options_from(args.clone(), &["filter"])?;
+            let cursor = drv!(c.find(filter).with_options(o).await);
+            if name == "createFindCursor" {
+                if let Some(id) = save_as {
+                    ents.cursors.insert(id.to_owned(), cursor);
+                }
+                return Ok(Ok(None));
+            }
+            let docs: Vec<Document> = drv!(cursor.try_collect().await);
+            Some(Bson::Array(docs.into_iter().map(Bson::Document).collect()))
+        }
+        "findOne" => {
+            let c = &coll(ents, object)?.coll;
+            let o: Option<FindOneOptions> = options_from(args.clone(), &["filter"])?;
+            opt_doc(drv!(c.find_one(filter).with_options(o).await))
+        }
+        "aggregate" => {
+            let pipeline = docs_arg(&args, "pipeline");
+            let o: Option<mongodb::options::AggregateOptions> =
+                options_from(args.clone(), &["pipeline"])?;
+            let cursor = if let Some(c) = ents.colls.get(object) {
+                drv!(c.coll.aggregate(pipeline).with_options(o).await)
+            } else {
+                drv!(db(ents, object)?.aggregate(pipeline).with_options(o).await)
+            };
+            let docs: Vec<Document> = drv!(cursor.try_collect().await);
+            Some(Bson::Array(docs.into_iter().map(Bson::Document).collect()))
+        }
+        "countDocuments" => {
+            let c = &coll(ents, object)?.coll;
+            let o: Option<CountOptions> = options_from(args.clone(), &["filter"])?;
+            Some(Bson::Int64(
+                drv!(c.count_documents(filter).with_options(o).await) as i64,
+            ))
+        }
+        "estimatedDocumentCount" => {
+            let c = &coll(ents, object)?.coll;
+            let o: Option<EstimatedDocumentCountOptions> = options_from(args.clone(), &[])?;
+            Some(Bson::Int64(
+                drv!(c.estimated_document_count().with_options(o).await) as i64,
+            ))
+        }
+        "count" => {
+            let c = &coll(ents, object)?.coll;
+            let mut cmd = doc! {"count": c.name(), "query": filter};
+            for k in ["limit", "skip", "collation", "hint", "comment"] {
+                if let Some(v) = args.get(k) {
+                    cmd.insert(k, v.clone());
+                }
+            }
+            let reply = drv!(
+                c.client()
+                    .database(c.namespace().db.as_str())
+                    .run_command(cmd)
+                    .await
+            );
+            reply.get("n").cloned()
+        }
+        "distinct" => {
+            let c = &coll(ents, object)?.coll;
+            let o: Option<DistinctOptions> = options_from(args.clone(), &["filter", "fieldName"])?;
+            let field = args.get_str("fieldName").unwrap_or_default();
+            Some(Bson::Array(drv!(
+                c.distinct(field, filter).with_options(o).await
+            )))
+        }
+        "updateOne" | "updateMany" => {
+            let c = &coll(ents, object)?.coll;
+            let o: Option<UpdateOptions> = options_from(args.clone(), &["filter", "update"])?;
+            let r = if name == "updateOne" {
+                drv!(
+                    c.update_one(filter, update_arg(&args))
+                        .with_options(o)
+                        .await
+                )
+            } else {
+                drv!(
+                    c.update_many(filter, update_arg(&args))
+                        .with_options(o)
+                        .await
+                )
+            };
+            Some(update_result(r))
+        }
+        "replaceOne" => {
+            let c = &coll(ents, object)?.coll;
+            let o: Option<ReplaceOptions> = options_from(args.clone(), &["filter", "replacement"])?;
+            let r = drv!(
+                c.replace_one(filter, doc_arg(&args, "replacement"))
+                    .with_options(o)
+                    .await
+            );
+            Some(update_result(r))
+        }
+        "deleteOne" | "deleteMany" => {
+            let c = &coll(ents, object)?.coll;
+            let o: Option<DeleteOptions> = options_from(args.clone(), &["filter"])?;
+            let r = if name == "deleteOne" {
+                drv!(c.delete_one(filter).with_options(o).await)
+            } else {
+                drv!(c.delete_many(filter).with_options(o).await)
+            };
+            Some(Bson::Document(
+                doc! {"deletedCount": r.deleted_count as i64},
+            ))
+        }
+        "findOneAndUpdate" => {
+            let c = &coll(ents, object)?.coll;
+            let o: Option<FindOneAndUpdateOptions> =
+                options_from(args.clone(), &["filter", "update"])?;
+            opt_doc(drv!(
+                c.find_one_and_update(filter, update_arg(&args))
+                    .with_options(o)
+                    .await
+            ))
+        }
+        "findOneAndReplace" => {
+            let c = &coll(ents, object)?.coll;
+            let o: Option<FindOneAndReplaceOptions> =
+                options_from(args.clone(), &["filter", "replacement"])?;
+            opt_doc(drv!(
+                c.find_one_and_replace(filter, doc_arg(&args, "replacement"))
+                    .with_options(o)
+                    .await
+            ))
+        }
+        "findOneAndDelete" => {
+            let c = &coll(ents, object)?.coll;
+            let o: Option<FindOneAndDeleteOptions> = options_from(args.clone(), &["filter"])?;
+            opt_doc(drv!(c.find_one_and_delete(filter).with_options(o).await))
+        }
+        "bulkWrite" => {
+            let c = coll(ents, object)?;
+            return bulk_write(c, &args).await;
+        }
+        "createCollection" => {
+            let d = db(ents, object)?;
+            let o: Option<CreateCollectionOptions> = options_from(args.clone(), &["collection"])?;
+            drv!(
+                d.create_collection(args.get_str("collection").unwrap_or_default())
+                    .with_options(o)
+                    .await
+            );
+            None
+        }
+        "dropCollection" => {
+            let d = db(ents, object)?;
+            drv!(
+                d.collection::<Document>(args.get_str("collection").unwrap_or_default())
+                    .drop()
+                    .await
+            );
+            None
+        }
+        "modifyCollection" => {
+            let d = db(ents, object)?;
+            let mut cmd = doc! {"collMod": args.get_str("collection").unwrap_or_default()};
+            for (k, v) in &args {
+                if k != "collection" {
+                    cmd.insert(k.clone(), v.clone());
+                }
+            }
+            Some(Bson::Document(drv!(d.run_command(cmd).await)))
+        }
+        "listCollections" | "listCollectionNames" => {
+            let d = db(ents, object)?;
+            let cmd = doc! {"listCollections": 1, "filter": filter};
+            let docs: Vec<Document> =
+                drv!(drv!(d.run_cursor_command(cmd).await).try_collect().await);
+            if name == "listCollectionNames" {
+                Some(Bson::Array(
+                    docs.iter().filter_map(|d| d.get("name").cloned()).collect(),
+                ))
+            } else {
+                Some(Bson::Array(docs.into_iter().map(Bson::Document).collect()))
+            }
+        }
+        "listDatabases" => {
+            let c = &ents.clients.get(object).ok_or("no client entity")?.client;
+            let reply = drv!(
+                c.database("admin")
+                    .run_command(doc! {"listDatabases": 1})
+                    .await
+            );
+            reply.get("databases").cloned()
+        }
+        "assertCollectionExists" | "assertCollectionNotExists" => {
+            let client = &ents.clients.values().next().ok_or("no client")?.client;
+            let names = drv!(
+                client
+                    .database(args.get_str("databaseName").unwrap_or_default())
+                    .list_collection_names()
+                    .await
+            );
+            let present = names
+                .iter()
+                .any(|n| Some(n.as_str()) == args.get_str("collectionName").ok());
+            if present != (name == "assertCollectionExists") {
+                return Err(format!("{name} failed: {names:?}"));
+            }
+            None
+        }
+        "createIndex" => {
+            let c = &coll(ents, object)?.coll;
+            let o: Option<IndexOptions> = options_from(args.clone(), &["keys"])?;
+            let model = IndexModel::builder()
+                .keys(doc_arg(&args, "keys"))
+                .options(o)
+                .build();
+            Some(Bson::String(drv!(c.create_index(model).await).index_name))
+        }
+        "dropIndex" => {
+            let c = &coll(ents, object)?.coll;
+            drv!(c.drop_index(args.get_str("name").unwrap_or_default()).await);
+            None
+        }
+        "listIndexes" => {
+            let c = &coll(ents, object)?.coll;
+            let d = c.client().database(c.namespace().db.as_str());
+            let cursor = drv!(d.run_cursor_command(doc! {"listIndexes": c.name()}).await);
+            let docs: Vec<Document> = drv!(cursor.try_collect().await);
+            Some(Bson::Array(docs.into_iter().map(Bson::Document).collect()))
+        }
+        "runCommand" => {
+            let d = db(ents, object)?;
+            Some(Bson::Document(drv!(
+                d.run_command(doc_arg(&args, "command")).await
+            )))
+        }
+        "runCursorCommand" | "createCommandCursor" => {
+            let d = db(ents, object)?;
+            let o: Option<RunCursorCommandOptions> =
+                options_from(args.clone(), &["command", "commandName", "cursorType"])?;
+            let cursor = drv!(
+                d.run_cursor_command(doc_arg(&args, "command"))
+                    .with_options(o)
+                    .await
+            );
+            if name == "createCommandCursor" {
+                if let Some(id) = save_as {
+                    ents.cursors.insert(id.to_owned(), cursor);
+                }
+                return Ok(Ok(None));
+            }
+            let docs: Vec<Document> = drv!(cursor.try_collect().await);
+            Some(Bson::Array(docs.into_iter().map(Bson::Document).collect()))
+        }
+        "iterateUntilDocumentOrError" | "iterateOnce" => {
+            let cursor = ents
+                .cursors
+                .get_mut(object)
+                .ok_or_else(|| format!("no cursor {object}"))?;
+            match drv!(cursor.try_next().await) {
+                Some(d) => Some(Bson::Document(d)),
+                None if name == "iterateOnce" => None,
+                None => return Err("cursor exhausted".into()),
+            }
+        }
+        "close" => {
+            ents.cursors.remove(object);
+            None
+        }
+        other => {
+            return Err(format!(
+                "operation {other} is not implemented by the runner"
+            ))
+        }
+    }))
+}
+
+/// Writes with `{w: 0}`: the Rust driver refuses unacknowledged write concerns, so
+/// the runner sends the command a driver would, and reports no result.
+async fn unacknowledged(name: &str, c: &CollEntity, args: Document) -> OpResult {
+    let request = match name {
+        "updateOne" | "updateMany" | "replaceOne" | "deleteOne" | "deleteMany" | "insertOne" => {
+            doc! {name: args}
+        }
+        "findOneAndUpdate" | "findOneAndReplace" | "findOneAndDelete" => {
+            let mut cmd = doc! {"findAndModify": c.coll.name(), "query": doc_arg(&args, "filter")};
+            match name {
+                "findOneAndUpdate" => {
+                    cmd.insert("update", args.get("update").cloned().unwrap_or(Bson::Null))
+                }
+                "findOneAndReplace" => cmd.insert(
+                    "update",
+                    args.get("replacement").cloned().unwrap_or(Bson::Null),
+                ),
+                _ => cmd.insert("remove", true),
+            };
+            for (k, v) in &args {
+                if !matches!(k.as_str(), "filter" | "update" | "replacement") {
+                    cmd.insert(k.clone(), v.clone());
+                }
+            }
+            cmd.insert("writeConcern", doc! {"w": 0});
+            let db = c.coll.client().database(c.coll.namespace().db.as_str());
+            return Ok(db
+                .run_command(cmd)
+                .await
+                .map(|_| None)
+                .map_err(OpError::from));
+        }
+        other => {
+            return Err(format!(
+                "{other} with an unacknowledged write concern is not implemented by the runner"
+            ))
+        }
+    };
+    let bulk = doc! {"requests": [request]};
+    Ok(bulk_write(c, &bulk).await?.map(|_| None))
+}
+
+/// The collection-level bulkWrite, sent as the write commands a driver would send.
+async fn bulk_write(c: &CollEntity, args: &Document) -> OpResult {
+    let requests = docs_arg(args, "requests");
+    let ordered = args.get_bool("ordered").unwrap_or(true);
+    if requests.is_empty() {
+        return Ok(Err(client_err("bulkWrite requires at least one request")));
+    }
+    // Group consecutive requests of one command kind, remembering global indexes.
+    let mut batches: Vec<(&'static str, Vec<(usize, Document)>)> = Vec::new();
+    let mut inserted_ids = Document::new();
+    for (i, req) in requests.iter().enumerate() {
+        let Some((kind, body)) = req.iter().next() else {
+            return Ok(Err(client_err("empty bulkWrite request")));
+        };
+        let body = body.as_document().cloned().unwrap_or_default();
+        let (cmd, entry) = match kind.as_str() {
+            "insertOne" => {
+                let mut d = doc_arg(&body, "document");
+                if !d.contains_key("_id") {
+                    let mut with_id = doc! {"_id": bson::oid::ObjectId::new()};
+                    with_id.extend(d);
+                    d = with_id;
+                }
+                inserted_ids.insert(i.to_string(), d.get("_id").cloned().unwrap_or(Bson::Null));
+                ("insert", d)
+            }
+            "updateOne" | "updateMany" | "replaceOne" => {
+                let (u, check) = if kind == "replaceOne" {
+                    (
+                        body.get("replacement").cloned().unwrap_or(Bson::Null),
+                        false,
+                    )
+                } else {
+                    (body.get("update").cloned().unwrap_or(Bson::Null), true)
+                };
+                match &u {
+                    Bson::Document(d) => {
+                        let dollar = d.keys().next().is_some_and(|k| k.starts_with('$'));
+                        if check && !dollar {
+                            return Ok(Err(client_err(
+                                "update document must contain only atomic modifiers",
+                            )));
+                        }
+                        if !check && d.keys().any(|k| k.starts_with('$')) {
+                            return Ok(Err(client_err(
+                                "replacement document must not contain atomic modifiers",
+                            )));
+                        }
+                        if check && d.is_empty() {
+                            return Ok(Err(client_err("update document must not be empty")));
+                        }
+                    }
+                    Bson::Array(_) if check => {}
+                    _ => return Ok(Err(client_err("invalid update"))),
+                }
+                let mut e = doc! {"q": doc_arg(&body, "filter"), "u": u};
+                for k in ["upsert", "arrayFilters", "collation", "hint", "sort"] {
+                    if let Some(v) = body.get(k) {
+                        e.insert(k, v.clone());
+                    }
+                }
+                e.insert("multi", kind == "updateMany");
+                ("update", e)
+            }
+            "deleteOne" | "deleteMany" => {
+                let mut e =
+                    doc! {"q": doc_arg(&body, "filter"), "limit": i32::from(kind == "deleteOne")};
+                for k in ["collation", "hint"] {
+                    if let Some(v) = body.get(k) {
+                        e.insert(k, v.clone());
+                    }
+                }
+                ("delete", e)
+            }
+            other => {
+                return Err(format!(
+                    "bulkWrite request {other} is not implemented by the runner"
+                ))
+            }
+        };
+        match batches.last_mut() {
+            Some((k, items)) if *k == cmd => items.push((i, entry)),
+            _ => batches.push((cmd, vec![(i, entry)])),
+        }
+    }
+    let database = c.coll.client().database(c.coll.namespace().db.as_str());
+    let (mut inserted, mut matched, mut modified, mut deleted, mut upserted) =
+        (0i64, 0i64, 0i64, 0i64, 0i64);
+    let mut upserted_ids = Document::new();
+    for (kind, items) in batches {
+        let list_key = match kind {
+            "insert" => "documents",
+            "update" => "updates",
+            _ => "deletes",
+        };
+        let mut cmd = doc! {kind: c.coll.name(), "ordered": ordered};
+        cmd.insert(
+            list_key,
+            items
+                .iter()
+                .map(|(_, d)| Bson::Document(d.clone()))
+                .collect::<Vec<_>>(),
+        );
+        for k in ["bypassDocumentValidation", "comment", "let"] {
+            if let Some(v) = args.get(k) {
+                if !(k == "let" && kind == "insert") {
+                    cmd.insert(k, v.clone());
+                }
+            }
+        }
+        if c.unacknowledged {
+            cmd.insert("writeConcern", doc! {"w": 0});
+        }
+        let reply = match database.run_command(cmd).await {
+            Ok(_) if c.unacknowledged => continue,
+            Ok(r) => r,
+            Err(e) => return Ok(Err(OpError::from(e))),
+        };
+        let n = reply.get("n").and_then(as_i64).unwrap_or(0);
+        match kind {
+            "insert" => inserted += n,
+            "delete" => deleted += n,
+            _ => {
+                let ups = reply.get_array("upserted").cloned().unwrap_or_default();
+                upserted += ups.len() as i64;
+                matched += n - ups.len() as i64;
+                modified += reply.get("nModified").and_then(as_i64).unwrap_or(0);
+                for u in ups {
+                    let Some(u) = u.as_document() else { continue };
+                    let local = u.get("index").and_then(as_i64).unwrap_or(0);
+                    let global = usize::try_from(local)
+                        .ok()
+                        .and_then(|l| items.get(l))
+                        .map(|(g, _)| *g);
+                    if let Some(g) = global {
+                        upserted_ids
+                            .insert(g.to_string(), u.get("_id").cloned().unwrap_or(Bson::Null));
+                    }
+                }
+            }
+        }
+        if let Ok(errs) = reply.get_array("writeErrors") {
+            let first = errs.first().and_then(Bson::as_document);
+            return Ok(Err(OpError {
+                client: false,
+                code: first
+                    .and_then(|d| d.get("code"))
+                    .and_then(as_i64)
+                    .and_then(|c| i32::try_from(c).ok()),
+                code_name: first
+                    .and_then(|d| d.get_str("codeName").ok())
+                    .map(str::to_owned),
+                message: first
+                    .and_then(|d| d.get_str("errmsg").ok())
+                    .unwrap_or("write error")
+                    .to_owned(),
+            }));
+        }
+    }
+    Ok(Ok(Some(Bson::Document(doc! {
+        "insertedCount": inserted,
+        "matchedCount": matched,
+        "modifiedCount": modified,
+        "deletedCount": deleted,
+        "upsertedCount": upserted,
+        "insertedIds": inserted_ids,
+        "upsertedIds": upserted_ids,
+    }))))
+}
+
+fn as_i64(b: &Bson) -> Option<i64> {
+    match b {
+        Bson::Int32(i) => Some(i64::from(*i)),
+        Bson::Int64(i) => Some(*i),
+        Bson::Double(d) => Some(*d as i64),
+        _ => None,
+    }
+}
+
+fn check_events(expected: &[Bson], ents: &Entities) -> Result<(), String> {
+    for exp in expected {
+        let Some(exp) = exp.as_document() else {
+            continue;
+        };
+        let id = exp.get_str("client").unwrap_or_default();
+        let client = ents
+            .clients
+            .get(id)
+            .ok_or_else(|| format!("no client {id}"))?;
+        let actual = client.events.lock().map(|v| v.clone()).unwrap_or_default();
+        let want = exp.get_array("events").cloned().unwrap_or_default();
+        let extra_ok = exp.get_bool("ignoreExtraEvents").unwrap_or(false);
+        if actual.len() < want.len() || (!extra_ok && actual.len() != want.len()) {
+            let names: Vec<_> = actual
+                .iter()
+                .map(|e| format!("{}:{}", e.kind, e.name))
+                .collect();
+            return Err(format!(
+                "expected {} events, got {}: {names:?}",
+                want.len(),
+                actual.len()
+            ));
+        }
+        for (i, (w, a)) in want.iter().zip(&actual).enumerate() {
+            let Some(w) = w.as_document() else { continue };
+            let Some((kind, spec)) = w.iter().next() else {
+                continue;
+            };
+            if kind != a.kind {
+                return Err(format!(
+                    "event {i}: expected {kind}, got {}:{}",
+                    a.kind, a.name
+                ));
+            }
+            let spec = spec.as_document().cloned().unwrap_or_default();
+            if let Ok(n) = spec.get_str("commandName") {
+                if n != a.name {
+                    return Err(format!("event {i}: expected command {n}, got {}", a.name));
+                }
+            }
+            if let Ok(n) = spec.get_str("databaseName") {
+                if n != a.db {
+                    return Err(format!("event {i}: expected database {n}, got {}", a.db));
+                }
+            }
+            let body_key = if kind == "commandStartedEvent" {
+                "command"
+            } else {
+                "reply"
+            };
+            if let Some(body) = spec.get(body_key) {
+                matches(
+                    body,
+                    Some(&Bson::Document(a.body.clone())),
+                    true,
+                    &ents.values,
+                    &format!("event[{i}].{body_key}"),
+                )?;
+            }
+        }
+    }
+    Ok(())
+}
+
+async fn check_outcome(outcome: &[Bson], internal: &Client) -> Result<(), String> {
+    for o in outcome {
+        let Some(o) = o.as_document() else { continue };
+        let coll = internal
+            .database(o.get_str("databaseName").unwrap_or_default())
+            .collection::<Document>(o.get_str("collectionName").unwrap_or_default());
+        let cursor = coll
+            .find(Document::new())
+            .sort(doc! {"_id": 1})
+            .await
+            .map_err(|e| format!("outcome find: {e}"))?;
+        let docs: Vec<Document> = cursor
+            .try_collect()
+            .await
+            .map_err(|e| format!("outcome find: {e}"))?;
+        let actual = Bson::Array(docs.into_iter().map(Bson::Document).collect());
+        let expected = Bson::Array(o.get_array("documents").cloned().unwrap_or_default());
+        matches(&expected, Some(&actual), false, &HashMap::new(), "outcome")?;
+    }
+    Ok(())
+}
