@@ -2,6 +2,7 @@
 pub mod agg;
 pub mod compare;
 pub mod expr;
+pub mod index_keys;
 pub mod matcher;
 pub mod path;
 pub mod projection;

@@ -19,6 +19,8 @@ use crate::expr::value::truthy as agg_truthy;
 use crate::expr::{Expr as AggExpr, Vars};
 use crate::path::lookup_raw;
 
+pub mod bounds;
+
 /// Operators mongod has that BisonDB recognises but does not implement yet,
 /// in either the top-level or the field position. Sorted, so it can be searched.
 pub const NOT_IMPLEMENTED_OPERATORS: &[&str] = &[

@@ -12,11 +12,13 @@ use std::ops::Bound;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
+use bisondb_error::{ErrorCode, MongoError};
 use bson::{Binary, Bson, Document, RawDocumentBuf, Uuid};
 use parking_lot::{Mutex, RwLock};
 
 use crate::engine::{Durability, Engine, WriteBatch};
-use crate::error::StorageError;
+use crate::error::{shell_format_document, StorageError};
+use crate::index::{self, IndexList, IndexSpec, IndexState};
 use crate::layout;
 use crate::store::Collection;
 
@@ -45,7 +47,7 @@ pub struct DbStats {
     pub data_size: u64,
     /// The engine's on-disk size apportioned to this database by data size.
     pub storage_size: u64,
-    /// One `_id` index per collection (secondary indexes are not implemented yet).
+    /// The `_id` index of each collection plus its secondary indexes.
     pub indexes: u64,
 }
 
@@ -63,6 +65,8 @@ pub(crate) struct CollState {
     pub(crate) dropped: AtomicBool,
     /// The [`Engine::generation`] `count` and `data_size` were read under.
     pub(crate) stats_generation: AtomicU64,
+    /// Secondary indexes; replaced (under `write_lock`) when one is created or dropped.
+    pub(crate) indexes: RwLock<IndexList>,
 }
 
 type Key = (String, String);
@@ -109,7 +113,16 @@ impl Storage {
             usize::MAX,
         )?;
         for (_, value) in entries {
-            let (db, name, state) = parse_entry(&value)?;
+            let (db, name, state, index_records) = parse_entry(&value)?;
+            let mut list = Vec::with_capacity(index_records.len());
+            for (ix_id, spec) in index_records {
+                let multikey = snap.get(&index::multikey_key(state.id, ix_id))?.is_some();
+                let ix = IndexState::new(ix_id, spec, multikey)
+                    .map_err(|e| StorageError::Corrupt(format!("stored index: {}", e.message)))?;
+                next_id = next_id.max(ix_id.saturating_add(1));
+                list.push(Arc::new(ix));
+            }
+            *state.indexes.write() = Arc::new(list);
             let (count, size) = match snap.get(&layout::stats_key(state.id))? {
                 Some(v) => layout::decode_stats(&v)?,
                 None => (0, 0),
@@ -248,6 +261,7 @@ impl Storage {
             data_size: AtomicU64::new(0),
             dropped: AtomicBool::new(false),
             stats_generation: AtomicU64::new(self.inner.engine.generation()),
+            indexes: RwLock::new(Arc::new(Vec::new())),
         };
         let mut batch = WriteBatch::new();
         batch.put(layout::meta_key(), encode_meta(new_next)?);
@@ -390,6 +404,114 @@ impl Storage {
         Ok(target.as_ref().map(|t| t.id))
     }
 
+    /// Creates a secondary index on `db.name` (creating the collection when
+    /// missing) and builds it over the existing documents. Returns `false`
+    /// when an identical index already exists. Conflicting definitions fail
+    /// with mongod's codes (85 IndexOptionsConflict, 86 IndexKeySpecsConflict);
+    /// a unique build over duplicates fails with 11000 and leaves nothing.
+    ///
+    /// Writers to the collection wait while the index builds, so the index
+    /// is complete the moment it becomes visible.
+    pub fn create_index(&self, db: &str, name: &str, spec: IndexSpec) -> Result<bool, MongoError> {
+        check_names(db, name)?;
+        let mut next_id = self.inner.ddl.lock();
+        let coll = match self.collection(db, name) {
+            Some(c) => c,
+            None => self.create_locked(&mut next_id, db, name, Document::new())?,
+        };
+        let state = coll.state().clone();
+        for ix in state.indexes.read().iter() {
+            if let Some(e) = conflict(&ix.spec, &spec)? {
+                return Err(e);
+            }
+            if ix.spec.name == spec.name {
+                return Ok(false);
+            }
+        }
+        let id = *next_id;
+        let new_next = id
+            .checked_add(1)
+            .ok_or_else(|| StorageError::Internal("ids exhausted".into()))?;
+        let ix = Arc::new(IndexState::new(id, spec, false)?);
+        let _w = state.write_lock.lock();
+        if state.dropped.load(Ordering::SeqCst) {
+            return Err(StorageError::NamespaceNotFound(format!("{db}.{name}")).into());
+        }
+        let multikey = match coll.build_index_locked(&ix) {
+            Ok(m) => m,
+            Err(e) => {
+                purge_range(self.inner.engine.as_ref(), index::index_range(state.id, id))?;
+                return Err(e.into());
+            }
+        };
+        ix.multikey.store(multikey, Ordering::Release);
+        let previous = state.indexes.read().clone();
+        let mut list = (*previous).clone();
+        list.push(ix);
+        *state.indexes.write() = Arc::new(list);
+        let mut batch = WriteBatch::new();
+        batch.put(layout::meta_key(), encode_meta(new_next)?);
+        let record = encode_entry(db, name, &state);
+        match record {
+            Ok(r) => batch.put(layout::entry_key(db, name), r),
+            Err(e) => {
+                *state.indexes.write() = previous;
+                return Err(e.into());
+            }
+        }
+        if multikey {
+            batch.put(index::multikey_key(state.id, id), Vec::new());
+        }
+        if let Err(e) = self.inner.engine.write(batch, Durability::Buffered) {
+            *state.indexes.write() = previous;
+            purge_range(self.inner.engine.as_ref(), index::index_range(state.id, id))?;
+            return Err(e.into());
+        }
+        *next_id = new_next;
+        tracing::debug!(db, name, index = id, "index created");
+        Ok(true)
+    }
+
+    /// Drops the secondary index `index_name` of `db.name`; `false` when there
+    /// is no such index.
+    pub fn drop_index(&self, db: &str, name: &str, index_name: &str) -> Result<bool, StorageError> {
+        let (coll_id, ix_id) = {
+            let _ddl = self.inner.ddl.lock();
+            let Some(coll) = self.collection(db, name) else {
+                return Err(StorageError::NamespaceNotFound(format!("{db}.{name}")));
+            };
+            let state = coll.state().clone();
+            let _w = state.write_lock.lock();
+            let previous = state.indexes.read().clone();
+            let Some(ix) = previous.iter().find(|i| i.spec.name == index_name).cloned() else {
+                return Ok(false);
+            };
+            let list: Vec<_> = previous.iter().filter(|i| i.id != ix.id).cloned().collect();
+            *state.indexes.write() = Arc::new(list);
+            let mut batch = WriteBatch::new();
+            match encode_entry(db, name, &state) {
+                Ok(r) => batch.put(layout::entry_key(db, name), r),
+                Err(e) => {
+                    *state.indexes.write() = previous;
+                    return Err(e);
+                }
+            }
+            batch.delete(index::multikey_key(state.id, ix.id));
+            if let Err(e) = self.inner.engine.write(batch, Durability::Buffered) {
+                *state.indexes.write() = previous;
+                return Err(e);
+            }
+            (state.id, ix.id)
+        };
+        // Readers that planned with the index before it went away may miss
+        // entries from here on; ids are never reused, so nothing else sees them.
+        purge_range(
+            self.inner.engine.as_ref(),
+            index::index_range(coll_id, ix_id),
+        )?;
+        Ok(true)
+    }
+
     /// Durability barrier for everything written so far.
     pub fn sync(&self) -> Result<(), StorageError> {
         self.inner.engine.sync()
@@ -403,7 +525,7 @@ impl Storage {
             total_data = total_data.saturating_add(size);
             if key.0 == db {
                 stats.collections += 1;
-                stats.indexes += 1;
+                stats.indexes += 1 + state.indexes.read().len() as u64;
                 stats.objects = stats
                     .objects
                     .saturating_add(state.count.load(Ordering::Relaxed));
@@ -417,6 +539,38 @@ impl Storage {
         }
         stats
     }
+}
+
+/// How a requested index clashes with an existing one, as mongod reports it;
+/// `None` when they are unrelated or identical.
+fn conflict(existing: &IndexSpec, requested: &IndexSpec) -> Result<Option<MongoError>, MongoError> {
+    let same_name = existing.name == requested.name;
+    let same_key = existing.same_key(requested);
+    let same_options = existing.same_options(requested);
+    let show = |s: &IndexSpec| shell_format_document(&s.to_document());
+    Ok(match (same_name, same_key, same_options) {
+        (true, true, true) | (false, false, _) => None,
+        (true, false, _) => Some(MongoError::new(
+            ErrorCode::IndexKeySpecsConflict,
+            format!(
+                "An existing index has the same name as the requested index. When index names are not specified, they are auto generated and can cause conflicts. Please refer to our documentation. Requested index: {}, existing index: {}",
+                show(requested),
+                show(existing)
+            ),
+        )),
+        (true, true, false) => Some(MongoError::new(
+            ErrorCode::IndexOptionsConflict,
+            format!(
+                "An equivalent index already exists with the same name but different options. Requested index: {}, existing index: {}",
+                show(requested),
+                show(existing)
+            ),
+        )),
+        (false, true, _) => Some(MongoError::new(
+            ErrorCode::IndexOptionsConflict,
+            format!("Index already exists with a different name: {}", existing.name),
+        )),
+    })
 }
 
 /// Names the catalog key layout cannot represent. Full namespace validation
@@ -445,7 +599,21 @@ fn mark_dropped(batch: &mut WriteBatch, id: u64) {
 /// Deletes every document and the stats of collection `id`, then its pending-drop
 /// marker, in bounded batches (a crash midway is finished by the next `open`).
 fn purge_collection_keys(engine: &dyn Engine, id: u64) -> Result<(), StorageError> {
-    let (start, end) = layout::doc_range(id);
+    purge_range(engine, layout::doc_range(id))?;
+    for range in index::collection_ranges(id) {
+        purge_range(engine, range)?;
+    }
+    let mut batch = WriteBatch::new();
+    batch.delete(layout::stats_key(id));
+    batch.delete(layout::pending_drop_key(id));
+    engine.write(batch, Durability::Buffered)
+}
+
+/// Deletes every key in `[start, end)` in bounded batches.
+pub(crate) fn purge_range(
+    engine: &dyn Engine,
+    (start, end): (Vec<u8>, Vec<u8>),
+) -> Result<(), StorageError> {
     loop {
         let snap = engine.snapshot();
         let chunk = snap.scan(
@@ -463,10 +631,7 @@ fn purge_collection_keys(engine: &dyn Engine, id: u64) -> Result<(), StorageErro
         }
         engine.write(batch, Durability::Buffered)?;
     }
-    let mut batch = WriteBatch::new();
-    batch.delete(layout::stats_key(id));
-    batch.delete(layout::pending_drop_key(id));
-    engine.write(batch, Durability::Buffered)
+    Ok(())
 }
 
 fn to_bytes(doc: &Document) -> Result<Vec<u8>, StorageError> {
@@ -521,10 +686,28 @@ fn encode_entry(db: &str, name: &str, state: &CollState) -> Result<Vec<u8>, Stor
     );
     doc.insert("uuid", Bson::Binary(Binary::from(state.uuid)));
     doc.insert("options", state.options.clone());
+    let mut list = Vec::new();
+    for ix in state.indexes.read().iter() {
+        let mut d = Document::new();
+        d.insert(
+            "id",
+            i64::try_from(ix.id).map_err(|_| StorageError::Internal("index id overflow".into()))?,
+        );
+        d.insert("spec", ix.spec.to_document());
+        list.push(Bson::Document(d));
+    }
+    if !list.is_empty() {
+        doc.insert("indexes", list);
+    }
     to_bytes(&doc)
 }
 
-fn parse_entry(bytes: &[u8]) -> Result<(String, String, CollState), StorageError> {
+/// A stored index definition: its id and spec.
+type IndexRecord = (u64, IndexSpec);
+
+fn parse_entry(
+    bytes: &[u8],
+) -> Result<(String, String, CollState, Vec<IndexRecord>), StorageError> {
     let doc = from_bytes(bytes)?;
     let corrupt = |what: &str| StorageError::Corrupt(format!("catalog entry without valid {what}"));
     let db = doc.get_str("db").map_err(|_| corrupt("db"))?.to_string();
@@ -547,6 +730,25 @@ fn parse_entry(bytes: &[u8]) -> Result<(String, String, CollState), StorageError
         .get_document("options")
         .map_err(|_| corrupt("options"))?
         .clone();
+    let mut index_records = Vec::new();
+    if let Ok(list) = doc.get_array("indexes") {
+        for item in list {
+            let Bson::Document(d) = item else {
+                return Err(corrupt("indexes"));
+            };
+            let id = d
+                .get_i64("id")
+                .ok()
+                .and_then(|i| u64::try_from(i).ok())
+                .ok_or_else(|| corrupt("index id"))?;
+            let spec = d
+                .get_document("spec")
+                .ok()
+                .and_then(IndexSpec::from_document)
+                .ok_or_else(|| corrupt("index spec"))?;
+            index_records.push((id, spec));
+        }
+    }
     let state = CollState {
         id,
         options,
@@ -556,8 +758,9 @@ fn parse_entry(bytes: &[u8]) -> Result<(String, String, CollState), StorageError
         data_size: AtomicU64::new(0),
         dropped: AtomicBool::new(false),
         stats_generation: AtomicU64::new(0),
+        indexes: RwLock::new(Arc::new(Vec::new())),
     };
-    Ok((db, name, state))
+    Ok((db, name, state, index_records))
 }
 
 #[cfg(test)]

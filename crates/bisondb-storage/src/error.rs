@@ -43,6 +43,9 @@ pub enum StorageError {
     /// A broken invariant inside storage.
     #[error("{0}")]
     Internal(String),
+    /// A client-facing error from index key generation (e.g. 171 parallel arrays).
+    #[error("{}", .0.message)]
+    Mongo(MongoError),
 }
 
 /// What the server needs to build a duplicate-key write error
@@ -86,6 +89,7 @@ impl StorageError {
             StorageError::EngineMismatch(_) => ErrorCode::Other(28662),
             StorageError::InvalidArgument(_) => ErrorCode::BadValue,
             StorageError::IllegalOperation(_) => ErrorCode::IllegalOperation,
+            StorageError::Mongo(e) => e.code,
             StorageError::Io(_) | StorageError::Corrupt(_) | StorageError::Internal(_) => {
                 ErrorCode::InternalError
             }
@@ -97,6 +101,7 @@ impl From<StorageError> for MongoError {
     fn from(e: StorageError) -> MongoError {
         match &e {
             StorageError::Internal(m) => MongoError::internal(m.clone()),
+            StorageError::Mongo(m) => m.clone(),
             _ => MongoError::new(e.code(), e.to_string()),
         }
     }

@@ -18,8 +18,10 @@ use bson::{Bson, RawBsonRef, RawDocument, RawDocumentBuf, Uuid};
 use crate::catalog::{CollState, CollectionInfo};
 use crate::engine::{Durability, Engine, Snapshot, WriteBatch};
 use crate::error::StorageError;
+use crate::index::{self, Entry, IndexInfo, IndexScan, IndexState};
 use crate::keycode::encode_id;
 use crate::layout;
+use bisondb_query::matcher::bounds::FieldBounds;
 
 /// Documents fetched per engine scan by [`DocIter`].
 const SCAN_CHUNK: usize = 256;
@@ -105,6 +107,16 @@ impl Collection {
             ns: Arc::from(format!("{db}.{name}")),
             db_len: db.len(),
         }
+    }
+
+    pub(crate) fn state(&self) -> &Arc<CollState> {
+        &self.state
+    }
+
+    /// The secondary indexes (the `_id` index is implicit: documents are
+    /// clustered by `_id`).
+    pub fn indexes(&self) -> Vec<IndexInfo> {
+        self.state.indexes.read().iter().map(|i| i.info()).collect()
     }
 
     /// `db.collection`.
@@ -233,16 +245,40 @@ impl Collection {
                 return out;
             }
         };
-        let mut batch = WriteBatch::with_capacity(docs.len() + 1);
+        let indexes = self.state.indexes.read().clone();
+        let mut batch = WriteBatch::with_capacity(docs.len() * (1 + indexes.len()) + 1);
         // Keys already queued in this call; one document needs no set.
         let mut queued: HashSet<Vec<u8>> = HashSet::new();
+        let mut queued_unique: HashSet<Vec<u8>> = HashSet::new();
         let mut accepted: Vec<usize> = Vec::with_capacity(docs.len());
         let mut added_size = 0u64;
+        let mut became_multikey: Vec<Arc<IndexState>> = Vec::new();
         for (i, doc) in docs.iter().enumerate() {
-            match self.prepare_insert(snap.as_ref(), doc, &mut queued, docs.len() > 1) {
-                Ok(key) => {
+            let prepared = self
+                .prepare_insert(snap.as_ref(), doc, &queued)
+                .and_then(|key| {
+                    if indexes.is_empty() {
+                        return Ok((key, IndexWrites::default()));
+                    }
+                    let encoded = key.get(9..).unwrap_or_default().to_vec();
+                    let w = self.index_writes(
+                        &indexes,
+                        snap.as_ref(),
+                        None,
+                        Some(doc),
+                        &encoded,
+                        &mut queued_unique,
+                    )?;
+                    Ok((key, w))
+                });
+            match prepared {
+                Ok((key, writes)) => {
+                    if docs.len() > 1 {
+                        queued.insert(key.clone());
+                    }
                     added_size = added_size.saturating_add(doc.as_bytes().len() as u64);
                     batch.put(key, doc.as_bytes().to_vec());
+                    writes.apply(self.state.id, &mut batch, &mut became_multikey);
                     accepted.push(i);
                 }
                 Err(e) => {
@@ -267,6 +303,9 @@ impl Collection {
                 self.state.count.store(count, Ordering::Release);
                 self.state.data_size.store(size, Ordering::Release);
                 out.inserted = accepted.len();
+                for ix in became_multikey {
+                    ix.multikey.store(true, Ordering::Release);
+                }
             }
             Err(e) => {
                 // Nothing of the batch was applied: every accepted document failed.
@@ -286,19 +325,150 @@ impl Collection {
         &self,
         snap: &dyn Snapshot,
         doc: &RawDocument,
-        queued: &mut HashSet<Vec<u8>>,
-        track: bool,
+        queued: &HashSet<Vec<u8>>,
     ) -> Result<Vec<u8>, StorageError> {
         let id = id_of(doc)
             .ok_or_else(|| StorageError::InvalidArgument("document has no _id field".into()))?;
         let key = layout::doc_key_for(self.state.id, id);
-        if (track && queued.contains(&key)) || snap.get(&key)?.is_some() {
+        if queued.contains(&key) || snap.get(&key)?.is_some() {
             return Err(self.duplicate(id));
         }
-        if track {
-            queued.insert(key.clone());
-        }
         Ok(key)
+    }
+
+    /// The index entries to delete (those of `old`) and to add (those of
+    /// `new`) for one document, checking unique indexes against `snap` and
+    /// against keys this batch already queued (`queued_unique`).
+    fn index_writes(
+        &self,
+        indexes: &[Arc<IndexState>],
+        snap: &dyn Snapshot,
+        old: Option<&RawDocument>,
+        new: Option<&RawDocument>,
+        encoded_id: &[u8],
+        queued_unique: &mut HashSet<Vec<u8>>,
+    ) -> Result<IndexWrites, StorageError> {
+        let mut w = IndexWrites::default();
+        for ix in indexes {
+            let old_entries = match old {
+                Some(d) => index::entries(ix, self.state.id, d, encoded_id)?.0,
+                None => Vec::new(),
+            };
+            let (new_entries, multikey) = match new {
+                Some(d) => index::entries(ix, self.state.id, d, encoded_id)?,
+                None => (Vec::new(), false),
+            };
+            let old_keys: HashSet<&[u8]> =
+                old_entries.iter().map(|(e, _)| e.key.as_slice()).collect();
+            let new_keys: HashSet<&[u8]> =
+                new_entries.iter().map(|(e, _)| e.key.as_slice()).collect();
+            for (e, _) in &old_entries {
+                if !new_keys.contains(e.key.as_slice()) {
+                    w.deletes.push(e.key.clone());
+                }
+            }
+            for (e, values) in &new_entries {
+                if old_keys.contains(e.key.as_slice()) {
+                    continue;
+                }
+                if ix.spec.unique {
+                    let taken = match snap.get(&e.key)? {
+                        Some(owner) => owner != encoded_id,
+                        None => false,
+                    };
+                    if taken || queued_unique.contains(&e.key) {
+                        return Err(index::duplicate(&self.ns, ix, values));
+                    }
+                }
+                w.puts.push(e.clone());
+            }
+            if multikey && !ix.multikey.load(Ordering::Acquire) {
+                w.multikey.push(ix.clone());
+            }
+        }
+        for e in &w.puts {
+            if indexes.iter().any(|ix| {
+                ix.spec.unique
+                    && e.key
+                        .starts_with(&index::index_prefix(self.state.id, ix.id))
+            }) {
+                queued_unique.insert(e.key.clone());
+            }
+        }
+        Ok(w)
+    }
+
+    /// Builds `ix` over every document, writing its entries in chunks (the
+    /// index is not in the catalog yet, so nobody reads them). The caller holds
+    /// the write lock and purges the index's range if this fails. Returns
+    /// whether the index is multikey.
+    pub(crate) fn build_index_locked(&self, ix: &IndexState) -> Result<bool, StorageError> {
+        const CHUNK: usize = 8192;
+        let snap = self.writable_snapshot_locked()?;
+        let mut multikey = false;
+        let mut batch = WriteBatch::with_capacity(CHUNK);
+        // Unique keys of the current chunk; earlier chunks are in the engine.
+        let mut pending: HashSet<Vec<u8>> = HashSet::new();
+        let mut written = self.engine.snapshot();
+        for doc in self.scan_ids_in(snap, Bound::Unbounded, Bound::Unbounded, false) {
+            let doc = doc?;
+            let id = id_of(&doc)
+                .ok_or_else(|| StorageError::Corrupt("stored document without _id".into()))?;
+            let encoded = encode_id(id);
+            let (entries, m) = index::entries(ix, self.state.id, &doc, &encoded)?;
+            multikey |= m;
+            for (e, values) in entries {
+                if ix.spec.unique {
+                    let taken = match written.get(&e.key)? {
+                        Some(owner) => owner != encoded,
+                        None => false,
+                    };
+                    if taken || !pending.insert(e.key.clone()) {
+                        return Err(index::duplicate(&self.ns, ix, &values));
+                    }
+                }
+                batch.put(e.key, e.value);
+            }
+            if batch.len() >= CHUNK {
+                let full = std::mem::replace(&mut batch, WriteBatch::with_capacity(CHUNK));
+                self.engine.write(full, Durability::Buffered)?;
+                pending.clear();
+                written = self.engine.snapshot();
+            }
+        }
+        if !batch.is_empty() {
+            self.engine.write(batch, Durability::Buffered)?;
+        }
+        Ok(multikey)
+    }
+
+    /// Index entries of index `name` within `bounds` (one per key field), in
+    /// index order or reversed, read from `snapshot`. `None` when there is no
+    /// such index.
+    pub fn index_scan(
+        &self,
+        snapshot: Arc<dyn Snapshot>,
+        name: &str,
+        bounds: &[FieldBounds],
+        reverse: bool,
+    ) -> Option<IndexScan> {
+        let list = self.state.indexes.read().clone();
+        let ix = list.iter().find(|i| i.spec.name == name)?;
+        let ranges = index::scan_ranges(self.state.id, ix, bounds);
+        let prefix_len = index::index_prefix(self.state.id, ix.id).len();
+        Some(IndexScan::new(snapshot, ranges, reverse, prefix_len))
+    }
+
+    /// The document whose encoded `_id` (as index entries hold it) is `encoded_id`.
+    pub fn fetch(
+        &self,
+        snapshot: &dyn Snapshot,
+        encoded_id: &[u8],
+    ) -> Result<Option<RawDocumentBuf>, StorageError> {
+        snapshot
+            .get(&layout::doc_key(self.state.id, encoded_id))?
+            .map(decode_doc)
+            .transpose()
     }
 
     /// The document with this `_id`, if any.
@@ -344,6 +514,35 @@ impl Collection {
         let decision = f(current.as_deref())?;
         let (count, size) = (self.count(), self.data_size());
         let mut batch = WriteBatch::with_capacity(2);
+        let indexes = self.state.indexes.read().clone();
+        let mut became_multikey = Vec::new();
+        if !indexes.is_empty() {
+            let new = match &decision {
+                Modify::Replace(d) | Modify::Insert(d) => Some(d.as_ref()),
+                Modify::Keep | Modify::Delete => None,
+            };
+            let old = match &decision {
+                Modify::Keep => None,
+                _ => current.as_deref(),
+            };
+            let applies = !matches!(
+                (&decision, &current),
+                (Modify::Keep, _)
+                    | (Modify::Delete | Modify::Replace(_), None)
+                    | (Modify::Insert(_), Some(_))
+            );
+            if applies {
+                let writes = self.index_writes(
+                    &indexes,
+                    snap.as_ref(),
+                    old,
+                    new,
+                    &encoded,
+                    &mut HashSet::new(),
+                )?;
+                writes.apply(self.state.id, &mut batch, &mut became_multikey);
+            }
+        }
         let (result, count, size) = match (decision, current) {
             (Modify::Keep, None) | (Modify::Delete, None) => return Ok(ModifyResult::NotFound),
             (Modify::Keep, Some(_)) => return Ok(ModifyResult::Unchanged),
@@ -388,6 +587,9 @@ impl Collection {
             }
         };
         self.commit_locked(batch, count, size)?;
+        for ix in became_multikey {
+            ix.multikey.store(true, Ordering::Release);
+        }
         Ok(result)
     }
 
@@ -428,6 +630,20 @@ impl Collection {
         let count = self.count().saturating_sub(1);
         let size = self.data_size().saturating_sub(old.len() as u64);
         let mut batch = WriteBatch::with_capacity(2);
+        let indexes = self.state.indexes.read().clone();
+        if !indexes.is_empty() {
+            let doc = decode_doc(old)?;
+            let encoded = encode_id(id);
+            let writes = self.index_writes(
+                &indexes,
+                snap.as_ref(),
+                Some(&doc),
+                None,
+                &encoded,
+                &mut HashSet::new(),
+            )?;
+            writes.apply(self.state.id, &mut batch, &mut Vec::new());
+        }
         batch.delete(key);
         self.commit_locked(batch, count, size)?;
         Ok(true)
@@ -478,6 +694,32 @@ impl Collection {
             reverse,
             buffer: Vec::new().into_iter(),
             exhausted: false,
+        }
+    }
+}
+
+/// Index changes for one document, queued into the document's batch.
+#[derive(Default)]
+struct IndexWrites {
+    deletes: Vec<Vec<u8>>,
+    puts: Vec<Entry>,
+    /// Indexes this document makes multikey.
+    multikey: Vec<Arc<IndexState>>,
+}
+
+impl IndexWrites {
+    fn apply(self, coll: u64, batch: &mut WriteBatch, became: &mut Vec<Arc<IndexState>>) {
+        for k in self.deletes {
+            batch.delete(k);
+        }
+        for e in self.puts {
+            batch.put(e.key, e.value);
+        }
+        for ix in self.multikey {
+            if !became.iter().any(|b| b.id == ix.id) {
+                batch.put(index::multikey_key(coll, ix.id), Vec::new());
+                became.push(ix);
+            }
         }
     }
 }

@@ -1,0 +1,362 @@
+//! Index key generation: which keys one document contributes to an index with
+//! a given key pattern.
+//!
+//! The values of each field come from the same path traversal the matcher uses
+//! ([`lookup_raw`]), so every value a query predicate can see is present in the
+//! index; that is what makes "scan the index bounds, then re-check the filter"
+//! return exactly what a collection scan returns. Like mongod:
+//! - a reached array contributes one key per element (an empty array the key
+//!   `undefined`), and such an index becomes multikey;
+//! - a missing field (or a branch of the traversal that ends early) is `null`;
+//! - a compound key is the cross product of the values of its fields; two fields
+//!   reaching different arrays are "parallel arrays" (code 171);
+//! - a sparse index skips documents missing every indexed field, and a partial
+//!   index skips documents its filter does not match.
+
+use std::collections::BTreeSet;
+
+use bisondb_error::{ErrorCode, MongoError, MongoResult};
+use bson::raw::{RawBsonRef, RawDocument};
+use bson::{Bson, Document, RawBson};
+
+use crate::compare::compare_raw;
+use crate::matcher::Matcher;
+use crate::path::{array_index, lookup_raw};
+
+/// More keys than this from one document fails the write instead of
+/// exhausting memory (mongod has no explicit cap; its cross products are
+/// bounded by the document size limit in practice).
+pub const MAX_KEYS_PER_DOCUMENT: usize = 100_000;
+
+/// One field of a key pattern.
+#[derive(Debug, Clone, PartialEq)]
+pub struct KeyField {
+    /// Dotted path.
+    pub path: String,
+    /// `-1` in the key pattern.
+    pub descending: bool,
+}
+
+/// A compiled index definition, as far as key generation needs it.
+#[derive(Debug, Clone)]
+pub struct KeyGenerator {
+    fields: Vec<KeyField>,
+    sparse: bool,
+    partial: Option<Matcher>,
+}
+
+/// The keys of one document.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct DocKeys {
+    /// Each key holds one value per field of the pattern; duplicates removed.
+    pub keys: Vec<Vec<RawBson>>,
+    /// Some field reached an array.
+    pub multikey: bool,
+}
+
+impl KeyGenerator {
+    /// A generator for `fields` (non-empty). The partial filter, if any, must
+    /// already be validated.
+    pub fn new(
+        fields: Vec<KeyField>,
+        sparse: bool,
+        partial: Option<&Document>,
+    ) -> MongoResult<KeyGenerator> {
+        if fields.is_empty() {
+            return Err(MongoError::new(
+                ErrorCode::CannotCreateIndex,
+                "Index keys cannot be empty.",
+            ));
+        }
+        let partial = partial.map(Matcher::parse_doc).transpose()?;
+        Ok(KeyGenerator {
+            fields,
+            sparse,
+            partial,
+        })
+    }
+
+    /// The fields of the key pattern, in order.
+    pub fn fields(&self) -> &[KeyField] {
+        &self.fields
+    }
+
+    /// The keys `doc` contributes (none when sparse or partial exclude it).
+    pub fn keys(&self, doc: &RawDocument) -> MongoResult<DocKeys> {
+        if let Some(p) = &self.partial {
+            if !p.matches(doc) {
+                return Ok(DocKeys::default());
+            }
+        }
+        let mut per_field: Vec<Vec<RawBsonRef<'_>>> = Vec::with_capacity(self.fields.len());
+        let mut array_paths: Vec<Vec<String>> = Vec::with_capacity(self.fields.len());
+        let mut multikey = false;
+        let mut all_missing = true;
+        for f in &self.fields {
+            let mut reached = Vec::new();
+            let info = lookup_raw(doc, &f.path, &mut reached);
+            if !reached.is_empty() {
+                all_missing = false;
+            }
+            let mut values: Vec<RawBsonRef<'_>> = Vec::with_capacity(reached.len() + 1);
+            let mut leaf_array = false;
+            for v in reached {
+                match v {
+                    RawBsonRef::Array(a) => {
+                        leaf_array = true;
+                        let before = values.len();
+                        values.extend(a.into_iter().flatten());
+                        if values.len() == before {
+                            values.push(RawBsonRef::Undefined);
+                        }
+                    }
+                    other => values.push(other),
+                }
+            }
+            if info.missing {
+                values.push(RawBsonRef::Null);
+            }
+            let paths = if info.traversed_array || leaf_array {
+                multikey = true;
+                arrays_along(doc, &f.path)
+            } else {
+                Vec::new()
+            };
+            values.sort_by(|a, b| compare_raw(*a, *b));
+            values.dedup_by(|a, b| compare_raw(*a, *b).is_eq());
+            per_field.push(values);
+            array_paths.push(paths);
+        }
+        if self.sparse && all_missing {
+            return Ok(DocKeys::default());
+        }
+        self.check_parallel(&array_paths)?;
+        let mut total = 1usize;
+        for v in &per_field {
+            total = total.saturating_mul(v.len().max(1));
+        }
+        if total > MAX_KEYS_PER_DOCUMENT {
+            return Err(MongoError::new(
+                ErrorCode::BadValue,
+                format!("a document would generate {total} keys in one index, over the limit of {MAX_KEYS_PER_DOCUMENT}"),
+            ));
+        }
+        let mut keys: Vec<Vec<RawBson>> = vec![Vec::with_capacity(self.fields.len())];
+        for values in &per_field {
+            let mut next = Vec::with_capacity(keys.len().saturating_mul(values.len()));
+            for k in &keys {
+                for v in values {
+                    let mut k2 = k.clone();
+                    k2.push(RawBson::from(*v));
+                    next.push(k2);
+                }
+            }
+            keys = next;
+        }
+        Ok(DocKeys { keys, multikey })
+    }
+
+    /// Two fields whose values come from different arrays cannot be indexed
+    /// together (the cross product would be meaningless); fields under one
+    /// shared array (`a.b`, `a.c`) can.
+    fn check_parallel(&self, array_paths: &[Vec<String>]) -> MongoResult<()> {
+        for (i, pi) in array_paths.iter().enumerate() {
+            for (j, pj) in array_paths.iter().enumerate().skip(i + 1) {
+                if pi.is_empty() || pj.is_empty() {
+                    continue;
+                }
+                let (Some(fi), Some(fj)) = (self.fields.get(i), self.fields.get(j)) else {
+                    continue;
+                };
+                let shared = pi.iter().all(|p| is_path_prefix(p, &fj.path))
+                    && pj.iter().all(|p| is_path_prefix(p, &fi.path));
+                if !shared {
+                    let name = |ps: &[String]| ps.first().cloned().unwrap_or_default();
+                    return Err(MongoError::new(
+                        ErrorCode::CannotIndexParallelArrays,
+                        format!(
+                            "cannot index parallel arrays [{}] [{}]",
+                            last_component(&name(pj)),
+                            last_component(&name(pi))
+                        ),
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+fn last_component(p: &str) -> &str {
+    p.rsplit('.').next().unwrap_or(p)
+}
+
+/// `a` is a prefix of `a.b` and of `a`, not of `ab`.
+fn is_path_prefix(prefix: &str, path: &str) -> bool {
+    path == prefix || (path.starts_with(prefix) && path.as_bytes().get(prefix.len()) == Some(&b'.'))
+}
+
+/// The path prefixes along `path` at which `doc` holds an array (for the
+/// parallel-arrays check), fanning out over arrays of documents.
+fn arrays_along(doc: &RawDocument, path: &str) -> Vec<String> {
+    let parts: Vec<&str> = path.split('.').collect();
+    let mut out = BTreeSet::new();
+    walk(RawBsonRef::Document(doc), &parts, 0, &mut out);
+    out.into_iter().collect()
+}
+
+fn walk(v: RawBsonRef<'_>, parts: &[&str], depth: usize, out: &mut BTreeSet<String>) {
+    let here = || parts.get(..depth).unwrap_or_default().join(".");
+    match v {
+        RawBsonRef::Array(a) => {
+            out.insert(here());
+            let Some(next) = parts.get(depth) else {
+                return;
+            };
+            if let Some(i) = array_index(next) {
+                if let Ok(Some(e)) = a.get(i) {
+                    walk(e, parts, depth + 1, out);
+                }
+            }
+            for e in a.into_iter().flatten() {
+                if let RawBsonRef::Document(d) = e {
+                    if let Ok(Some(x)) = d.get(*next) {
+                        walk(x, parts, depth + 1, out);
+                    }
+                }
+            }
+        }
+        RawBsonRef::Document(d) => {
+            if let Some(next) = parts.get(depth) {
+                if let Ok(Some(x)) = d.get(*next) {
+                    walk(x, parts, depth + 1, out);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Converts key values to a `{field: value}` document for error messages
+/// (`keyValue` of a duplicate key error).
+pub fn key_document(fields: &[KeyField], key: &[RawBson]) -> Document {
+    let mut d = Document::new();
+    for (f, v) in fields.iter().zip(key) {
+        d.insert(
+            f.path.clone(),
+            Bson::try_from(v.clone()).unwrap_or(Bson::Null),
+        );
+    }
+    d
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bson::{doc, rawdoc};
+
+    fn gen(fields: &[(&str, bool)], sparse: bool, partial: Option<Document>) -> KeyGenerator {
+        let fields = fields
+            .iter()
+            .map(|(p, d)| KeyField {
+                path: p.to_string(),
+                descending: *d,
+            })
+            .collect();
+        KeyGenerator::new(fields, sparse, partial.as_ref()).unwrap()
+    }
+
+    fn keys_of(g: &KeyGenerator, d: &bson::RawDocumentBuf) -> Vec<Vec<Bson>> {
+        g.keys(d)
+            .unwrap()
+            .keys
+            .into_iter()
+            .map(|k| k.into_iter().map(|v| Bson::try_from(v).unwrap()).collect())
+            .collect()
+    }
+
+    #[test]
+    fn single_field_table() {
+        let g = gen(&[("a.b", false)], false, None);
+        let cases: Vec<(bson::RawDocumentBuf, Vec<Bson>, bool)> = vec![
+            (rawdoc! {"a": {"b": 1}}, vec![Bson::Int32(1)], false),
+            (rawdoc! {"x": 1}, vec![Bson::Null], false),
+            (
+                rawdoc! {"a": [{"b": 2}, {"b": 1}, {"c": 1}]},
+                vec![Bson::Null, Bson::Int32(1), Bson::Int32(2)],
+                true,
+            ),
+            (
+                rawdoc! {"a": {"b": [3, 3, "x"]}},
+                vec![Bson::Int32(3), Bson::String("x".into())],
+                true,
+            ),
+            (rawdoc! {"a": {"b": []}}, vec![Bson::Undefined], true),
+            (
+                rawdoc! {"a": {"b": [[1, 2]]}},
+                vec![Bson::Array(vec![Bson::Int32(1), Bson::Int32(2)])],
+                true,
+            ),
+        ];
+        for (d, want, multi) in cases {
+            let got: Vec<Bson> = keys_of(&g, &d).into_iter().flatten().collect();
+            assert_eq!(got, want, "doc {d:?}");
+            assert_eq!(g.keys(&d).unwrap().multikey, multi, "doc {d:?}");
+        }
+    }
+
+    #[test]
+    fn compound_cross_product_and_parallel_arrays() {
+        let g = gen(&[("a", false), ("b", true)], false, None);
+        assert_eq!(
+            keys_of(&g, &rawdoc! {"a": [1, 2], "b": 5}),
+            vec![
+                vec![Bson::Int32(1), Bson::Int32(5)],
+                vec![Bson::Int32(2), Bson::Int32(5)]
+            ]
+        );
+        let err = g.keys(&rawdoc! {"a": [1], "b": [2]}).unwrap_err();
+        assert_eq!(err.code.code(), 171);
+        assert!(err.message.contains("cannot index parallel arrays"));
+        // One shared array is fine.
+        let shared = gen(&[("a.b", false), ("a.c", false)], false, None);
+        let k = shared
+            .keys(&rawdoc! {"a": [{"b": 1, "c": 2}, {"b": 3, "c": 4}]})
+            .unwrap();
+        assert_eq!(k.keys.len(), 4);
+        assert!(k.multikey);
+    }
+
+    #[test]
+    fn sparse_and_partial_exclude() {
+        let sparse = gen(&[("a", false), ("b", false)], true, None);
+        assert!(keys_of(&sparse, &rawdoc! {"c": 1}).is_empty());
+        assert_eq!(
+            keys_of(&sparse, &rawdoc! {"b": 1}),
+            vec![vec![Bson::Null, Bson::Int32(1)]]
+        );
+        let partial = gen(&[("a", false)], false, Some(doc! {"a": {"$gt": 5}}));
+        assert!(keys_of(&partial, &rawdoc! {"a": 1}).is_empty());
+        assert_eq!(keys_of(&partial, &rawdoc! {"a": 6}).len(), 1);
+    }
+
+    #[test]
+    fn too_many_keys_fail() {
+        let g = gen(&[("a.b", false), ("a.c", false)], false, None);
+        let items: Vec<Bson> = (0..400)
+            .map(|i| Bson::Document(doc! {"b": i, "c": i}))
+            .collect();
+        let d = bson::RawDocumentBuf::try_from(&doc! {"a": items}).unwrap();
+        assert!(g.keys(&d).is_err());
+    }
+
+    #[test]
+    fn key_document_names_fields() {
+        let fields = vec![KeyField {
+            path: "email".into(),
+            descending: false,
+        }];
+        let d = key_document(&fields, &[RawBson::String("a@b".into())]);
+        assert_eq!(d, doc! {"email": "a@b"});
+    }
+}

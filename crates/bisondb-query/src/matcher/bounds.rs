@@ -1,0 +1,529 @@
+//! Index bounds from a parsed filter: for one indexed path, the ordered list of
+//! value intervals that every matching document's index key must fall in.
+//!
+//! The contract is "superset": a document the filter matches always has a key
+//! inside the bounds, so scanning the bounds and re-checking the filter on the
+//! fetched documents returns exactly what a collection scan returns. Bounds are
+//! `exact` only when every key inside them belongs to a matching document
+//! (then a count may skip the fetch).
+//!
+//! Only predicates of the top-level conjunction constrain a path. On a multikey
+//! index two predicates on one path may be satisfied by different array
+//! elements, so their bounds are not intersected (mongod's rule): one predicate
+//! is used and the fetch re-checks the rest. `$elemMatch` on values is one
+//! element, so its operators do intersect.
+
+use std::cmp::Ordering;
+
+use bson::{Bson, Document};
+
+use super::{CmpOp, Expr, Matcher, PathOp};
+use crate::compare::compare_bson;
+
+/// An interval of BSON values in index order.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Interval {
+    pub lo: Bson,
+    pub lo_inclusive: bool,
+    pub hi: Bson,
+    pub hi_inclusive: bool,
+}
+
+impl Interval {
+    /// `[MinKey, MaxKey]`: every key.
+    pub fn full() -> Interval {
+        Interval {
+            lo: Bson::MinKey,
+            lo_inclusive: true,
+            hi: Bson::MaxKey,
+            hi_inclusive: true,
+        }
+    }
+
+    /// `[v, v]`.
+    pub fn point(v: Bson) -> Interval {
+        Interval {
+            lo: v.clone(),
+            lo_inclusive: true,
+            hi: v,
+            hi_inclusive: true,
+        }
+    }
+
+    fn range(lo: Bson, lo_inclusive: bool, hi: Bson, hi_inclusive: bool) -> Interval {
+        Interval {
+            lo,
+            lo_inclusive,
+            hi,
+            hi_inclusive,
+        }
+    }
+
+    /// True for `[MinKey, MaxKey]`.
+    pub fn is_full(&self) -> bool {
+        matches!(self.lo, Bson::MinKey)
+            && matches!(self.hi, Bson::MaxKey)
+            && self.lo_inclusive
+            && self.hi_inclusive
+    }
+
+    /// True for a single value.
+    pub fn is_point(&self) -> bool {
+        self.lo_inclusive && self.hi_inclusive && compare_bson(&self.lo, &self.hi).is_eq()
+    }
+
+    fn is_empty(&self) -> bool {
+        match compare_bson(&self.lo, &self.hi) {
+            Ordering::Greater => true,
+            Ordering::Equal => !(self.lo_inclusive && self.hi_inclusive),
+            Ordering::Less => false,
+        }
+    }
+
+    fn intersect(&self, other: &Interval) -> Option<Interval> {
+        let (lo, lo_inclusive) = match compare_bson(&self.lo, &other.lo) {
+            Ordering::Greater => (self.lo.clone(), self.lo_inclusive),
+            Ordering::Less => (other.lo.clone(), other.lo_inclusive),
+            Ordering::Equal => (self.lo.clone(), self.lo_inclusive && other.lo_inclusive),
+        };
+        let (hi, hi_inclusive) = match compare_bson(&self.hi, &other.hi) {
+            Ordering::Less => (self.hi.clone(), self.hi_inclusive),
+            Ordering::Greater => (other.hi.clone(), other.hi_inclusive),
+            Ordering::Equal => (self.hi.clone(), self.hi_inclusive && other.hi_inclusive),
+        };
+        let i = Interval::range(lo, lo_inclusive, hi, hi_inclusive);
+        (!i.is_empty()).then_some(i)
+    }
+
+    /// mongod's explain rendering: `[1, 1]`, `(5, inf.0]`, `["a", {})`.
+    pub fn display(&self) -> String {
+        format!(
+            "{}{}, {}{}",
+            if self.lo_inclusive { '[' } else { '(' },
+            show(&self.lo),
+            show(&self.hi),
+            if self.hi_inclusive { ']' } else { ')' },
+        )
+    }
+}
+
+fn show(v: &Bson) -> String {
+    match v {
+        Bson::MinKey => "MinKey".into(),
+        Bson::MaxKey => "MaxKey".into(),
+        Bson::Double(d) if d.is_infinite() => {
+            if *d > 0.0 {
+                "inf.0".into()
+            } else {
+                "-inf.0".into()
+            }
+        }
+        Bson::Double(d) if d.is_nan() => "nan.0".into(),
+        Bson::Double(d) if d.fract() == 0.0 && d.abs() < 1e15 => format!("{d:.1}"),
+        Bson::String(s) => format!("{s:?}"),
+        Bson::DateTime(d) => format!("new Date({})", d.timestamp_millis()),
+        Bson::ObjectId(o) => format!("ObjectId('{}')", o.to_hex()),
+        Bson::Undefined => "undefined".into(),
+        Bson::Null => "null".into(),
+        other => other.to_string(),
+    }
+}
+
+/// The bounds of one indexed path.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FieldBounds {
+    /// Sorted, non-overlapping; empty means nothing can match.
+    pub intervals: Vec<Interval>,
+    /// Every key inside the intervals belongs to a document the predicates on
+    /// this path match.
+    pub exact: bool,
+}
+
+impl FieldBounds {
+    /// No constraint: `[MinKey, MaxKey]`.
+    pub fn full() -> FieldBounds {
+        FieldBounds {
+            intervals: vec![Interval::full()],
+            exact: true,
+        }
+    }
+
+    /// True when the bounds constrain nothing.
+    pub fn is_full(&self) -> bool {
+        matches!(self.intervals.as_slice(), [i] if i.is_full())
+    }
+
+    /// True when every interval is a single value.
+    pub fn is_points(&self) -> bool {
+        self.intervals.iter().all(Interval::is_point)
+    }
+}
+
+/// The bounds the filter puts on `path` for an index that is (or may be)
+/// `multikey`.
+pub fn field_bounds(m: &Matcher, path: &str, multikey: bool) -> FieldBounds {
+    let mut preds: Vec<&PathOp> = Vec::new();
+    collect(&m.root, path, &mut preds);
+    if preds.is_empty() {
+        return FieldBounds::full();
+    }
+    let each: Vec<FieldBounds> = preds.into_iter().map(op_bounds).collect();
+    if multikey {
+        // One predicate only: prefer points, then any constraint.
+        let best = each
+            .iter()
+            .find(|b| b.is_points())
+            .or_else(|| each.iter().find(|b| !b.is_full()))
+            .cloned()
+            .unwrap_or_else(FieldBounds::full);
+        let exact = each.len() == 1 && best.exact;
+        return FieldBounds {
+            intervals: best.intervals,
+            exact,
+        };
+    }
+    let mut acc = FieldBounds::full();
+    for b in each {
+        acc = FieldBounds {
+            intervals: intersect_lists(&acc.intervals, &b.intervals),
+            exact: acc.exact && b.exact,
+        };
+    }
+    acc
+}
+
+/// The paths the top-level conjunction constrains, in filter order.
+pub fn constrained_paths(m: &Matcher) -> Vec<String> {
+    let mut out = Vec::new();
+    paths(&m.root, &mut out);
+    out
+}
+
+/// True when the filter is only a conjunction of path predicates on `paths`
+/// (nothing else, such as `$or` or `$expr`, that bounds could not express).
+pub fn only_predicates_on(m: &Matcher, paths: &[&str]) -> bool {
+    fn ok(e: &Expr, paths: &[&str]) -> bool {
+        match e {
+            Expr::And(v) => v.iter().all(|c| ok(c, paths)),
+            Expr::Path(p, _) => paths.contains(&p.as_str()),
+            _ => false,
+        }
+    }
+    ok(&m.root, paths)
+}
+
+/// Whether a document that matches `m` surely matches the partial filter
+/// `partial`: each top-level condition of `partial` appears verbatim among
+/// the top-level conditions of `filter` (mongod proves implication more
+/// cleverly; this conservative test never uses a partial index wrongly).
+pub fn implies(filter: &Document, partial: &Document) -> bool {
+    fn conds(d: &Document, out: &mut Vec<(String, Bson)>) {
+        for (k, v) in d {
+            if k == "$and" {
+                if let Bson::Array(a) = v {
+                    for x in a {
+                        if let Bson::Document(x) = x {
+                            conds(x, out);
+                        }
+                    }
+                }
+            } else {
+                out.push((k.clone(), v.clone()));
+            }
+        }
+    }
+    let (mut have, mut need) = (Vec::new(), Vec::new());
+    conds(filter, &mut have);
+    conds(partial, &mut need);
+    need.iter().all(|n| have.contains(n))
+}
+
+fn paths(e: &Expr, out: &mut Vec<String>) {
+    match e {
+        Expr::And(v) => v.iter().for_each(|c| paths(c, out)),
+        Expr::Path(p, _) if !out.contains(p) => out.push(p.clone()),
+        _ => {}
+    }
+}
+
+fn collect<'a>(e: &'a Expr, path: &str, out: &mut Vec<&'a PathOp>) {
+    match e {
+        Expr::And(v) => v.iter().for_each(|c| collect(c, path, out)),
+        Expr::Path(p, op) if p == path => match op {
+            PathOp::And(ops) => out.extend(ops.iter()),
+            other => out.push(other),
+        },
+        _ => {}
+    }
+}
+
+fn inexact(intervals: Vec<Interval>) -> FieldBounds {
+    FieldBounds {
+        intervals,
+        exact: false,
+    }
+}
+
+fn eq_bounds(v: &Bson) -> FieldBounds {
+    match v {
+        // The array itself (as an element of an outer array) or its first
+        // element (when the reached value is this array) is in the index.
+        Bson::Array(a) => {
+            let first = a.first().cloned().unwrap_or(Bson::Undefined);
+            inexact(union(vec![
+                Interval::point(first),
+                Interval::point(v.clone()),
+            ]))
+        }
+        Bson::Null | Bson::Undefined => inexact(union(vec![
+            Interval::point(Bson::Undefined),
+            Interval::point(Bson::Null),
+        ])),
+        Bson::RegularExpression(_) => inexact(vec![Interval::full()]),
+        other => FieldBounds {
+            intervals: vec![Interval::point(other.clone())],
+            exact: true,
+        },
+    }
+}
+
+/// The smallest and largest value of `v`'s comparison bracket, when the
+/// bracket has such values that the index can use.
+fn bracket(v: &Bson) -> Option<(Bson, bool, Bson, bool)> {
+    Some(match v {
+        Bson::Double(d) if d.is_nan() => return None,
+        // The matcher orders NaN below every number (and `$lt` matches it),
+        // so the number bracket starts at NaN.
+        Bson::Int32(_) | Bson::Int64(_) | Bson::Double(_) | Bson::Decimal128(_) => (
+            Bson::Double(f64::NAN),
+            true,
+            Bson::Double(f64::INFINITY),
+            true,
+        ),
+        Bson::String(_) | Bson::Symbol(_) => (
+            Bson::String(String::new()),
+            true,
+            Bson::Document(Document::new()),
+            false,
+        ),
+        Bson::DateTime(_) => (
+            Bson::DateTime(bson::DateTime::from_millis(i64::MIN)),
+            true,
+            Bson::DateTime(bson::DateTime::from_millis(i64::MAX)),
+            true,
+        ),
+        Bson::ObjectId(_) => (
+            Bson::ObjectId(bson::oid::ObjectId::from_bytes([0; 12])),
+            true,
+            Bson::ObjectId(bson::oid::ObjectId::from_bytes([0xFF; 12])),
+            true,
+        ),
+        Bson::Boolean(_) => (Bson::Boolean(false), true, Bson::Boolean(true), true),
+        Bson::Timestamp(_) => (
+            Bson::Timestamp(bson::Timestamp {
+                time: 0,
+                increment: 0,
+            }),
+            true,
+            Bson::Timestamp(bson::Timestamp {
+                time: u32::MAX,
+                increment: u32::MAX,
+            }),
+            true,
+        ),
+        _ => return None,
+    })
+}
+
+fn cmp_bounds(op: CmpOp, x: &Bson) -> FieldBounds {
+    let Some((lo, lo_inc, hi, hi_inc)) = bracket(x) else {
+        return inexact(vec![Interval::full()]);
+    };
+    let i = match op {
+        CmpOp::Gt => Interval::range(x.clone(), false, hi, hi_inc),
+        CmpOp::Gte => Interval::range(x.clone(), true, hi, hi_inc),
+        CmpOp::Lt => Interval::range(lo, lo_inc, x.clone(), false),
+        CmpOp::Lte => Interval::range(lo, lo_inc, x.clone(), true),
+    };
+    FieldBounds {
+        intervals: if i.is_empty() { Vec::new() } else { vec![i] },
+        exact: true,
+    }
+}
+
+fn op_bounds(op: &PathOp) -> FieldBounds {
+    match op {
+        PathOp::Eq(v) => eq_bounds(v),
+        PathOp::Cmp(c, x) => cmp_bounds(*c, x),
+        PathOp::In(list) => {
+            if !list.regexes.is_empty() {
+                return inexact(vec![Interval::full()]);
+            }
+            let mut all = Vec::new();
+            let mut exact = true;
+            for v in &list.values {
+                let b = eq_bounds(v);
+                exact &= b.exact;
+                all.extend(b.intervals);
+            }
+            FieldBounds {
+                intervals: union(all),
+                exact,
+            }
+        }
+        PathOp::All(ops) => match ops.first() {
+            Some(first) => inexact(op_bounds(first).intervals),
+            None => FieldBounds {
+                intervals: Vec::new(),
+                exact: true,
+            },
+        },
+        PathOp::ElemMatchValue(ops) => {
+            let mut acc = vec![Interval::full()];
+            for o in ops {
+                acc = intersect_lists(&acc, &op_bounds(o).intervals);
+            }
+            inexact(acc)
+        }
+        _ => inexact(vec![Interval::full()]),
+    }
+}
+
+/// Sorts and merges overlapping or touching intervals.
+fn union(mut v: Vec<Interval>) -> Vec<Interval> {
+    v.retain(|i| !i.is_empty());
+    v.sort_by(|a, b| compare_bson(&a.lo, &b.lo).then_with(|| b.lo_inclusive.cmp(&a.lo_inclusive)));
+    let mut out: Vec<Interval> = Vec::with_capacity(v.len());
+    for i in v {
+        if let Some(last) = out.last_mut() {
+            let o = compare_bson(&i.lo, &last.hi);
+            let touches = o == Ordering::Less
+                || (o == Ordering::Equal && (i.lo_inclusive || last.hi_inclusive));
+            if touches {
+                match compare_bson(&i.hi, &last.hi) {
+                    Ordering::Greater => {
+                        last.hi = i.hi;
+                        last.hi_inclusive = i.hi_inclusive;
+                    }
+                    Ordering::Equal => last.hi_inclusive |= i.hi_inclusive,
+                    Ordering::Less => {}
+                }
+                continue;
+            }
+        }
+        out.push(i);
+    }
+    out
+}
+
+fn intersect_lists(a: &[Interval], b: &[Interval]) -> Vec<Interval> {
+    let mut out = Vec::new();
+    for x in a {
+        for y in b {
+            out.extend(x.intersect(y));
+        }
+    }
+    union(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bson::doc;
+
+    fn fb(filter: Document, path: &str, multikey: bool) -> (Vec<String>, bool) {
+        let m = Matcher::parse_doc(&filter).unwrap();
+        let b = field_bounds(&m, path, multikey);
+        (b.intervals.iter().map(Interval::display).collect(), b.exact)
+    }
+
+    #[test]
+    fn bounds_table() {
+        let cases: Vec<(Document, bool, Vec<&str>, bool)> = vec![
+            (doc! {"a": 5}, false, vec!["[5, 5]"], true),
+            (doc! {"a": {"$gt": 5}}, false, vec!["(5, inf.0]"], true),
+            (
+                doc! {"a": {"$gt": 1, "$lte": 5}},
+                false,
+                vec!["(1, 5]"],
+                true,
+            ),
+            // Multikey: the two predicates may hold for different elements.
+            (
+                doc! {"a": {"$gt": 1, "$lte": 5}},
+                true,
+                vec!["(1, inf.0]"],
+                false,
+            ),
+            (
+                doc! {"a": {"$elemMatch": {"$gt": 1, "$lte": 5}}},
+                true,
+                vec!["(1, 5]"],
+                false,
+            ),
+            (
+                doc! {"a": {"$in": [3, 1, 3]}},
+                false,
+                vec!["[1, 1]", "[3, 3]"],
+                true,
+            ),
+            (doc! {"a": {"$lt": "m"}}, false, vec!["[\"\", \"m\")"], true),
+            (
+                doc! {"a": null},
+                false,
+                vec!["[undefined, undefined]", "[null, null]"],
+                false,
+            ),
+            (
+                doc! {"a": [2, 1]},
+                false,
+                vec!["[2, 2]", "[[2, 1], [2, 1]]"],
+                false,
+            ),
+            (
+                doc! {"a": {"$exists": true}},
+                false,
+                vec!["[MinKey, MaxKey]"],
+                false,
+            ),
+            (doc! {"b": 1}, false, vec!["[MinKey, MaxKey]"], true),
+            (doc! {"a": {"$gt": 5, "$lt": 2}}, false, vec![], true),
+            (
+                doc! {"$or": [{"a": 1}, {"a": 2}]},
+                false,
+                vec!["[MinKey, MaxKey]"],
+                true,
+            ),
+        ];
+        for (filter, multikey, want, exact) in cases {
+            let (got, got_exact) = fb(filter.clone(), "a", multikey);
+            assert_eq!(got, want, "filter {filter}");
+            assert_eq!(got_exact, exact, "exactness for {filter}");
+        }
+    }
+
+    #[test]
+    fn predicates_and_paths() {
+        let m = Matcher::parse_doc(&doc! {"a": 1, "b.c": {"$gt": 2}}).unwrap();
+        assert_eq!(
+            constrained_paths(&m),
+            vec!["a".to_string(), "b.c".to_string()]
+        );
+        assert!(only_predicates_on(&m, &["a", "b.c"]));
+        assert!(!only_predicates_on(&m, &["a"]));
+        let or = Matcher::parse_doc(&doc! {"$or": [{"a": 1}]}).unwrap();
+        assert!(!only_predicates_on(&or, &["a"]));
+    }
+
+    #[test]
+    fn partial_implication() {
+        let partial = doc! {"x": {"$gt": 5}};
+        assert!(implies(&doc! {"a": 1, "x": {"$gt": 5}}, &partial));
+        assert!(implies(
+            &doc! {"$and": [{"x": {"$gt": 5}}], "a": 1},
+            &partial
+        ));
+        assert!(!implies(&doc! {"a": 1}, &partial));
+        assert!(!implies(&doc! {"x": {"$gt": 4}}, &partial));
+    }
+}

@@ -1,0 +1,480 @@
+//! Secondary indexes: their definitions, the key layout of their entries, and
+//! scans over index bounds.
+//!
+//! ```text
+//! [0x03] coll:u64be index:u64be key [encode_id(_id)]  -> encode_id(_id)
+//! [0x04] coll:u64be index:u64be                       -> multikey marker
+//! ```
+//!
+//! `key` is the concatenation of the fields' `keycode::encode_value`s; a
+//! descending field has every byte of its component inverted, which reverses
+//! its order (the encoding is prefix-free, so inverted components stay
+//! prefix-free and concatenation keeps the lexicographic order per field).
+//! A unique index leaves `_id` out of the key, so a second document with the
+//! same key hits the same engine key; the value always names the document.
+//! Both regions start with the collection id, so dropping a collection purges
+//! its indexes with its documents, and index ids are never reused, so leftovers
+//! of an interrupted drop never surface in a new index.
+
+use std::ops::Bound;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use bisondb_error::MongoError;
+use bisondb_query::index_keys::{key_document, KeyField, KeyGenerator};
+use bisondb_query::matcher::bounds::{FieldBounds, Interval};
+use bson::{Bson, Document, RawBson, RawDocument};
+
+use crate::engine::{prefix_successor, Snapshot};
+use crate::error::{DuplicateKeyInfo, StorageError};
+use crate::keycode::encode_value;
+
+const ENTRIES: u8 = 0x03;
+const MULTIKEY: u8 = 0x04;
+
+/// Index entries fetched per engine scan.
+const SCAN_CHUNK: usize = 512;
+
+/// More scan ranges than this (from `$in` lists on several fields) fall back to
+/// ranges over the leading fields only.
+const MAX_RANGES: usize = 4096;
+
+/// A secondary index as `createIndexes` defines it and `listIndexes` shows it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct IndexSpec {
+    pub name: String,
+    /// The key pattern, e.g. `{created_on: 1}` or `{a: 1, "b.c": -1}`.
+    pub key: Document,
+    pub unique: bool,
+    pub sparse: bool,
+    pub partial_filter: Option<Document>,
+    pub expire_after_seconds: Option<i64>,
+    pub hidden: bool,
+}
+
+impl IndexSpec {
+    /// The fields of the key pattern: a negative number means descending.
+    pub fn fields(&self) -> Vec<KeyField> {
+        self.key
+            .iter()
+            .map(|(k, v)| KeyField {
+                path: k.clone(),
+                descending: match v {
+                    Bson::Int32(i) => *i < 0,
+                    Bson::Int64(i) => *i < 0,
+                    Bson::Double(d) => *d < 0.0,
+                    Bson::Decimal128(d) => d.to_string().starts_with('-'),
+                    _ => false,
+                },
+            })
+            .collect()
+    }
+
+    /// The spec as stored in the catalog (and shown by `listIndexes`, with `v`).
+    pub fn to_document(&self) -> Document {
+        let mut d = Document::new();
+        d.insert("v", 2i32);
+        d.insert("key", self.key.clone());
+        d.insert("name", self.name.clone());
+        if self.unique {
+            d.insert("unique", true);
+        }
+        if self.sparse {
+            d.insert("sparse", true);
+        }
+        if let Some(p) = &self.partial_filter {
+            d.insert("partialFilterExpression", p.clone());
+        }
+        if let Some(s) = self.expire_after_seconds {
+            d.insert("expireAfterSeconds", s);
+        }
+        if self.hidden {
+            d.insert("hidden", true);
+        }
+        d
+    }
+
+    /// Reads back what [`IndexSpec::to_document`] wrote.
+    pub fn from_document(d: &Document) -> Option<IndexSpec> {
+        Some(IndexSpec {
+            name: d.get_str("name").ok()?.to_string(),
+            key: d.get_document("key").ok()?.clone(),
+            unique: d.get_bool("unique").unwrap_or(false),
+            sparse: d.get_bool("sparse").unwrap_or(false),
+            partial_filter: d.get_document("partialFilterExpression").ok().cloned(),
+            expire_after_seconds: match d.get("expireAfterSeconds") {
+                Some(Bson::Int64(i)) => Some(*i),
+                Some(Bson::Int32(i)) => Some(i64::from(*i)),
+                _ => None,
+            },
+            hidden: d.get_bool("hidden").unwrap_or(false),
+        })
+    }
+
+    /// Same key pattern (field names, order and directions).
+    pub fn same_key(&self, other: &IndexSpec) -> bool {
+        self.fields() == other.fields()
+    }
+
+    /// Same options that change what the index holds or does.
+    pub fn same_options(&self, other: &IndexSpec) -> bool {
+        self.unique == other.unique
+            && self.sparse == other.sparse
+            && self.partial_filter == other.partial_filter
+            && self.expire_after_seconds == other.expire_after_seconds
+            && self.hidden == other.hidden
+    }
+}
+
+/// What the planner needs to know about one index.
+#[derive(Debug, Clone)]
+pub struct IndexInfo {
+    pub spec: IndexSpec,
+    pub fields: Vec<KeyField>,
+    /// Some document put more than one key in it (mongod never clears this).
+    pub multikey: bool,
+}
+
+/// One live index of a collection.
+pub(crate) struct IndexState {
+    pub(crate) id: u64,
+    pub(crate) spec: IndexSpec,
+    pub(crate) fields: Vec<KeyField>,
+    pub(crate) keygen: KeyGenerator,
+    pub(crate) multikey: AtomicBool,
+}
+
+impl std::fmt::Debug for IndexState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("IndexState")
+            .field("id", &self.id)
+            .field("name", &self.spec.name)
+            .finish_non_exhaustive()
+    }
+}
+
+impl IndexState {
+    pub(crate) fn new(id: u64, spec: IndexSpec, multikey: bool) -> Result<IndexState, MongoError> {
+        let fields = spec.fields();
+        let keygen = KeyGenerator::new(fields.clone(), spec.sparse, spec.partial_filter.as_ref())?;
+        Ok(IndexState {
+            id,
+            spec,
+            fields,
+            keygen,
+            multikey: AtomicBool::new(multikey),
+        })
+    }
+
+    pub(crate) fn info(&self) -> IndexInfo {
+        IndexInfo {
+            spec: self.spec.clone(),
+            fields: self.fields.clone(),
+            multikey: self.multikey.load(Ordering::Acquire),
+        }
+    }
+}
+
+/// The shared list of a collection's indexes; replaced whole on create/drop.
+pub(crate) type IndexList = Arc<Vec<Arc<IndexState>>>;
+
+fn push_u64(out: &mut Vec<u8>, v: u64) {
+    out.extend_from_slice(&v.to_be_bytes());
+}
+
+/// Every entry of index `index` of collection `coll` starts with this.
+pub(crate) fn index_prefix(coll: u64, index: u64) -> Vec<u8> {
+    let mut k = Vec::with_capacity(17);
+    k.push(ENTRIES);
+    push_u64(&mut k, coll);
+    push_u64(&mut k, index);
+    k
+}
+
+pub(crate) fn multikey_key(coll: u64, index: u64) -> Vec<u8> {
+    let mut k = Vec::with_capacity(17);
+    k.push(MULTIKEY);
+    push_u64(&mut k, coll);
+    push_u64(&mut k, index);
+    k
+}
+
+/// `[start, end)` ranges holding every index key and marker of collection `coll`.
+pub(crate) fn collection_ranges(coll: u64) -> Vec<(Vec<u8>, Vec<u8>)> {
+    [ENTRIES, MULTIKEY]
+        .into_iter()
+        .filter_map(|tag| {
+            let mut p = vec![tag];
+            push_u64(&mut p, coll);
+            prefix_successor(&p).map(|end| (p, end))
+        })
+        .collect()
+}
+
+/// `[start, end)` of one index's entries.
+pub(crate) fn index_range(coll: u64, index: u64) -> (Vec<u8>, Vec<u8>) {
+    let p = index_prefix(coll, index);
+    let end = prefix_successor(&p).unwrap_or_else(|| vec![MULTIKEY]);
+    (p, end)
+}
+
+fn encode_component(v: &RawBson, descending: bool, out: &mut Vec<u8>) {
+    let start = out.len();
+    encode_value(v.as_raw_bson_ref(), out);
+    if descending {
+        if let Some(tail) = out.get_mut(start..) {
+            tail.iter_mut().for_each(|b| *b = !*b);
+        }
+    }
+}
+
+fn encode_bound(v: &Bson, descending: bool, out: &mut Vec<u8>) {
+    match RawBson::try_from(v.clone()) {
+        Ok(raw) => encode_component(&raw, descending, out),
+        // Bounds are built from parsed filter values, which always convert.
+        Err(_) => encode_component(&RawBson::Null, descending, out),
+    }
+}
+
+/// One engine write an index needs for a document.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) struct Entry {
+    pub(crate) key: Vec<u8>,
+    pub(crate) value: Vec<u8>,
+}
+
+/// An entry with the key values it encodes.
+pub(crate) type KeyedEntry = (Entry, Vec<RawBson>);
+
+/// A byte range being scanned.
+type OpenRange = (Bound<Vec<u8>>, Bound<Vec<u8>>);
+
+/// The entries of `doc` (whose `_id` encodes to `encoded_id`) in index `ix`
+/// of collection `coll`, with the key values (for duplicate-key errors).
+pub(crate) fn entries(
+    ix: &IndexState,
+    coll: u64,
+    doc: &RawDocument,
+    encoded_id: &[u8],
+) -> Result<(Vec<KeyedEntry>, bool), StorageError> {
+    let keys = ix.keygen.keys(doc).map_err(StorageError::Mongo)?;
+    let prefix = index_prefix(coll, ix.id);
+    let mut out = Vec::with_capacity(keys.keys.len());
+    for values in keys.keys {
+        let mut key = prefix.clone();
+        for (v, f) in values.iter().zip(&ix.fields) {
+            encode_component(v, f.descending, &mut key);
+        }
+        if !ix.spec.unique {
+            key.extend_from_slice(encoded_id);
+        }
+        out.push((
+            Entry {
+                key,
+                value: encoded_id.to_vec(),
+            },
+            values,
+        ));
+    }
+    Ok((out, keys.multikey))
+}
+
+/// The duplicate-key error for `values` in unique index `ix`.
+pub(crate) fn duplicate(ns: &str, ix: &IndexState, values: &[RawBson]) -> StorageError {
+    StorageError::DuplicateKey(Box::new(DuplicateKeyInfo {
+        namespace: ns.to_string(),
+        index_name: ix.spec.name.clone(),
+        key_pattern: ix.spec.key.clone(),
+        key_value: key_document(&ix.fields, values),
+    }))
+}
+
+/// Engine key ranges `[start, end)` covering `bounds` (one per field of the
+/// key pattern), sorted and non-overlapping. Leading fields whose bounds are
+/// points extend the prefix; the first field with a range ends it (the fetch
+/// re-checks predicates on later fields).
+pub(crate) fn scan_ranges(
+    coll: u64,
+    ix: &IndexState,
+    bounds: &[FieldBounds],
+) -> Vec<(Vec<u8>, Vec<u8>)> {
+    let mut prefixes = vec![index_prefix(coll, ix.id)];
+    let mut ranges: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+    let mut done = false;
+    for (f, b) in ix.fields.iter().zip(bounds) {
+        if b.intervals.is_empty() {
+            return Vec::new();
+        }
+        if b.is_full() {
+            break;
+        }
+        let product = prefixes.len().saturating_mul(b.intervals.len());
+        if b.is_points() && product <= MAX_RANGES {
+            let mut next = Vec::with_capacity(product);
+            for p in &prefixes {
+                for i in &b.intervals {
+                    let mut k = p.clone();
+                    encode_bound(&i.lo, f.descending, &mut k);
+                    next.push(k);
+                }
+            }
+            prefixes = next;
+            continue;
+        }
+        if product > MAX_RANGES {
+            break;
+        }
+        for p in &prefixes {
+            for i in &b.intervals {
+                ranges.extend(interval_range(p, i, f.descending));
+            }
+        }
+        done = true;
+        break;
+    }
+    if !done {
+        for p in prefixes {
+            if let Some(end) = prefix_successor(&p) {
+                ranges.push((p, end));
+            }
+        }
+    }
+    merge(ranges)
+}
+
+fn interval_range(prefix: &[u8], i: &Interval, descending: bool) -> Option<(Vec<u8>, Vec<u8>)> {
+    if i.is_full() {
+        return prefix_successor(prefix).map(|end| (prefix.to_vec(), end));
+    }
+    let at = |v: &Bson| {
+        let mut k = prefix.to_vec();
+        encode_bound(v, descending, &mut k);
+        k
+    };
+    // In byte order a descending field runs from `hi` down to `lo`.
+    let ((first, first_inc), (last, last_inc)) = if descending {
+        ((&i.hi, i.hi_inclusive), (&i.lo, i.lo_inclusive))
+    } else {
+        ((&i.lo, i.lo_inclusive), (&i.hi, i.hi_inclusive))
+    };
+    let start = if first_inc {
+        at(first)
+    } else {
+        prefix_successor(&at(first))?
+    };
+    let end = if last_inc {
+        prefix_successor(&at(last))?
+    } else {
+        at(last)
+    };
+    (start < end).then_some((start, end))
+}
+
+fn merge(mut ranges: Vec<(Vec<u8>, Vec<u8>)>) -> Vec<(Vec<u8>, Vec<u8>)> {
+    ranges.sort();
+    let mut out: Vec<(Vec<u8>, Vec<u8>)> = Vec::with_capacity(ranges.len());
+    for (s, e) in ranges {
+        if let Some(last) = out.last_mut() {
+            if s <= last.1 {
+                if e > last.1 {
+                    last.1 = e;
+                }
+                continue;
+            }
+        }
+        out.push((s, e));
+    }
+    out
+}
+
+/// Walks index entries over a list of byte ranges (ascending, or descending
+/// when `reverse`), yielding the encoded `_id` each entry names. Counts the
+/// keys it examined.
+pub struct IndexScan {
+    snapshot: Arc<dyn Snapshot>,
+    ranges: std::vec::IntoIter<(Vec<u8>, Vec<u8>)>,
+    current: Option<OpenRange>,
+    reverse: bool,
+    buffer: std::vec::IntoIter<(Vec<u8>, Vec<u8>)>,
+    keys_examined: u64,
+    prefix_len: usize,
+}
+
+impl IndexScan {
+    pub(crate) fn new(
+        snapshot: Arc<dyn Snapshot>,
+        mut ranges: Vec<(Vec<u8>, Vec<u8>)>,
+        reverse: bool,
+        prefix_len: usize,
+    ) -> IndexScan {
+        if reverse {
+            ranges.reverse();
+        }
+        IndexScan {
+            snapshot,
+            ranges: ranges.into_iter(),
+            current: None,
+            reverse,
+            buffer: Vec::new().into_iter(),
+            keys_examined: 0,
+            prefix_len,
+        }
+    }
+
+    /// Index keys read so far.
+    pub fn keys_examined(&self) -> u64 {
+        self.keys_examined
+    }
+
+    /// The next entry as `(key bytes after the index prefix, encoded _id)`.
+    pub fn next_entry(&mut self) -> Option<Result<crate::KeyValue, StorageError>> {
+        loop {
+            if let Some((k, v)) = self.buffer.next() {
+                self.keys_examined = self.keys_examined.saturating_add(1);
+                let key = k.get(self.prefix_len..).unwrap_or_default().to_vec();
+                return Some(Ok((key, v)));
+            }
+            if self.current.is_none() {
+                let (s, e) = self.ranges.next()?;
+                self.current = Some((Bound::Included(s), Bound::Excluded(e)));
+            }
+            let Some((start, end)) = self.current.as_mut() else {
+                continue;
+            };
+            let chunk = match self.snapshot.scan(
+                start.as_ref().map(Vec::as_slice),
+                end.as_ref().map(Vec::as_slice),
+                self.reverse,
+                SCAN_CHUNK,
+            ) {
+                Ok(c) => c,
+                Err(e) => {
+                    self.current = None;
+                    self.ranges = Vec::new().into_iter();
+                    return Some(Err(e));
+                }
+            };
+            if chunk.len() < SCAN_CHUNK {
+                self.current = None;
+            } else if let Some((last, _)) = chunk.last() {
+                if self.reverse {
+                    *end = Bound::Excluded(last.clone());
+                } else {
+                    *start = Bound::Excluded(last.clone());
+                }
+            }
+            self.buffer = chunk.into_iter();
+        }
+    }
+}
+
+impl Iterator for IndexScan {
+    type Item = Result<Vec<u8>, StorageError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        self.next_entry().map(|r| r.map(|(_, id)| id))
+    }
+}
+
+#[cfg(test)]
+mod tests;

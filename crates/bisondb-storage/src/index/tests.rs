@@ -1,0 +1,543 @@
+//! Secondary indexes against a model: for random documents (arrays, nested
+//! documents, mixed types) and random filters, an index scan plus a re-check
+//! of the filter returns exactly what a collection scan returns, on both
+//! engines, after inserts, replacements and deletes. Plus unique enforcement
+//! under racing writers, builds, drops and reopening.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use bisondb_query::matcher::bounds::field_bounds;
+use bisondb_query::matcher::Matcher;
+use bson::{doc, Bson, Document, RawDocument, RawDocumentBuf};
+
+use crate::catalog::Storage;
+use crate::engine::{Durability, Engine};
+use crate::memory::MemoryEngine;
+use crate::store::{Collection, Modify};
+use crate::{id_of, LsmEngine, LsmOptions};
+
+use super::IndexSpec;
+
+/// xorshift64*: deterministic and dependency-free.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+fn scalar(r: &mut Rng) -> Bson {
+    match r.below(9) {
+        0 => Bson::Int32(r.below(6) as i32),
+        1 => Bson::Int64(r.below(6) as i64),
+        2 => Bson::Double(r.below(12) as f64 / 2.0),
+        3 => Bson::String(["", "a", "b", "ab"][r.below(4) as usize].to_string()),
+        4 => Bson::Null,
+        5 => Bson::Boolean(r.below(2) == 1),
+        6 => Bson::DateTime(bson::DateTime::from_millis(r.below(5) as i64 * 1000)),
+        7 => Bson::Document(doc! {"b": r.below(4) as i32}),
+        _ => Bson::Double(f64::NAN),
+    }
+}
+
+fn value(r: &mut Rng) -> Bson {
+    match r.below(6) {
+        0 => Bson::Array((0..r.below(4)).map(|_| scalar(r)).collect()),
+        1 => Bson::Array(
+            (0..r.below(3))
+                .map(|_| Bson::Document(doc! {"b": scalar(r)}))
+                .collect(),
+        ),
+        _ => scalar(r),
+    }
+}
+
+fn random_doc(r: &mut Rng, id: i32) -> RawDocumentBuf {
+    let mut d = doc! {"_id": id};
+    if r.below(5) != 0 {
+        d.insert("a", value(r));
+    }
+    if r.below(4) != 0 {
+        d.insert("c", scalar(r));
+    }
+    RawDocumentBuf::try_from(&d).unwrap_or_else(|e| panic!("doc: {e}"))
+}
+
+fn random_filter(r: &mut Rng) -> Document {
+    let path = ["a", "a.b", "c"][r.below(3) as usize];
+    let op = |r: &mut Rng| -> Bson {
+        match r.below(8) {
+            0 => scalar(r),
+            1 => Bson::Document(doc! {"$gt": scalar(r)}),
+            2 => Bson::Document(doc! {"$lte": scalar(r)}),
+            3 => Bson::Document(doc! {"$gte": scalar(r), "$lt": scalar(r)}),
+            4 => Bson::Document(doc! {"$in": [scalar(r), scalar(r), scalar(r)]}),
+            5 => Bson::Document(doc! {"$elemMatch": {"$gt": scalar(r), "$lt": scalar(r)}}),
+            6 => value(r),
+            _ => Bson::Document(doc! {"$ne": scalar(r)}),
+        }
+    };
+    let mut f = Document::new();
+    f.insert(path, op(r));
+    if r.below(3) == 0 {
+        let other = ["a", "c"][r.below(2) as usize];
+        if other != path {
+            f.insert(other, op(r));
+        }
+    }
+    f
+}
+
+fn specs() -> Vec<IndexSpec> {
+    let spec = |name: &str, key: Document| IndexSpec {
+        name: name.into(),
+        key,
+        unique: false,
+        sparse: false,
+        partial_filter: None,
+        expire_after_seconds: None,
+        hidden: false,
+    };
+    vec![
+        spec("a_1", doc! {"a": 1}),
+        spec("a_-1_c_1", doc! {"a": -1, "c": 1}),
+        spec("a.b_1", doc! {"a.b": 1}),
+        spec("c_-1_a_1", doc! {"c": -1, "a": 1}),
+    ]
+}
+
+fn ids_of(docs: impl Iterator<Item = RawDocumentBuf>) -> BTreeSet<String> {
+    docs.map(|d| {
+        id_of(&d)
+            .and_then(|v| Bson::try_from(v).ok())
+            .map(|b| b.to_string())
+            .unwrap_or_default()
+    })
+    .collect()
+}
+
+fn by_scan(c: &Collection, m: &Matcher) -> BTreeSet<String> {
+    ids_of(
+        c.scan(false)
+            .map(|d| d.unwrap_or_else(|e| panic!("{e}")))
+            .filter(|d| m.matches(d)),
+    )
+}
+
+fn by_index(c: &Collection, m: &Matcher, name: &str, reverse: bool) -> BTreeSet<String> {
+    let info = c
+        .indexes()
+        .into_iter()
+        .find(|i| i.spec.name == name)
+        .unwrap_or_else(|| panic!("no index {name}"));
+    let bounds: Vec<_> = info
+        .fields
+        .iter()
+        .map(|f| field_bounds(m, &f.path, info.multikey))
+        .collect();
+    let snap = c.snapshot();
+    let scan = c
+        .index_scan(snap.clone(), name, &bounds, reverse)
+        .unwrap_or_else(|| panic!("scan {name}"));
+    let mut out = Vec::new();
+    for id in scan {
+        let id = id.unwrap_or_else(|e| panic!("{e}"));
+        if let Some(d) = c
+            .fetch(snap.as_ref(), &id)
+            .unwrap_or_else(|e| panic!("{e}"))
+        {
+            if m.matches(&d) {
+                out.push(d);
+            }
+        }
+    }
+    ids_of(out.into_iter())
+}
+
+/// Every index holds exactly the keys its documents generate.
+fn check_consistent(c: &Collection) {
+    let snap = c.snapshot();
+    let state = c.state().clone();
+    for ix in state.indexes.read().iter() {
+        let mut want = BTreeSet::new();
+        for d in c.scan(false) {
+            let d = d.unwrap_or_else(|e| panic!("{e}"));
+            let enc = crate::keycode::encode_id(id_of(&d).unwrap_or(bson::RawBsonRef::Null));
+            for (e, _) in super::entries(ix, state.id, &d, &enc)
+                .unwrap_or_else(|e| panic!("{e}"))
+                .0
+            {
+                want.insert(e.key);
+            }
+        }
+        let (s, e) = super::index_range(state.id, ix.id);
+        let got: BTreeSet<Vec<u8>> = snap
+            .scan(
+                std::ops::Bound::Included(&s),
+                std::ops::Bound::Excluded(&e),
+                false,
+                usize::MAX,
+            )
+            .unwrap_or_else(|e| panic!("{e}"))
+            .into_iter()
+            .map(|(k, _)| k)
+            .collect();
+        assert_eq!(got, want, "entries of {}", ix.spec.name);
+    }
+}
+
+fn model_run(engine: Arc<dyn Engine>, seed: u64) {
+    let storage = Storage::open(engine).unwrap_or_else(|e| panic!("{e}"));
+    let mut r = Rng(seed);
+    // Half the indexes exist before the documents (maintained on insert), half
+    // are built over existing documents.
+    let all = specs();
+    let (early, late) = all.split_at(2);
+    for s in early {
+        storage
+            .create_index("db", "c", s.clone())
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+    let c = storage
+        .collection("db", "c")
+        .unwrap_or_else(|| panic!("coll"));
+    let mut n = 0;
+    let insert = |c: &Collection, r: &mut Rng, n: &mut i32| {
+        let docs: Vec<RawDocumentBuf> = (0..20)
+            .map(|_| {
+                *n += 1;
+                random_doc(r, *n)
+            })
+            .collect();
+        let refs: Vec<&RawDocument> = docs.iter().map(|d| d.as_ref()).collect();
+        let out = c.insert_many(&refs, false, Durability::Buffered);
+        // Parallel arrays are impossible here (only `a` holds arrays).
+        assert!(out.errors.is_empty(), "{:?}", out.errors);
+    };
+    for _ in 0..5 {
+        insert(&c, &mut r, &mut n);
+    }
+    for s in late {
+        storage
+            .create_index("db", "c", s.clone())
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+    for round in 0..6 {
+        insert(&c, &mut r, &mut n);
+        for _ in 0..15 {
+            let id = Bson::Int32(r.below(n as u64 + 1) as i32);
+            let raw = bson::RawBson::try_from(id.clone()).unwrap_or_else(|e| panic!("{e}"));
+            let replacement = {
+                let mut d = Document::try_from(random_doc(&mut r, 0).as_ref())
+                    .unwrap_or_else(|e| panic!("{e}"));
+                d.insert("_id", id);
+                RawDocumentBuf::try_from(&d).unwrap_or_else(|e| panic!("{e}"))
+            };
+            let delete = r.below(3) == 0;
+            c.modify(raw.as_raw_bson_ref(), Durability::Buffered, &mut |cur| {
+                Ok(match cur {
+                    None => Modify::Keep,
+                    Some(_) if delete => Modify::Delete,
+                    Some(_) => Modify::Replace(replacement.clone()),
+                })
+            })
+            .unwrap_or_else(|e| panic!("{e}"));
+        }
+        check_consistent(&c);
+        for _ in 0..40 {
+            let f = random_filter(&mut r);
+            let m = Matcher::parse_doc(&f).unwrap_or_else(|e| panic!("{e}"));
+            let want = by_scan(&c, &m);
+            for s in &all {
+                for reverse in [false, true] {
+                    assert_eq!(
+                        by_index(&c, &m, &s.name, reverse),
+                        want,
+                        "round {round} filter {f} index {} reverse {reverse}",
+                        s.name
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn index_results_equal_collection_scan_memory() {
+    for seed in 1..6 {
+        model_run(MemoryEngine::shared(), seed);
+    }
+}
+
+#[test]
+fn index_results_equal_collection_scan_lsm() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let engine =
+        LsmEngine::open(dir.path(), LsmOptions::default()).unwrap_or_else(|e| panic!("{e}"));
+    model_run(Arc::new(engine), 7);
+}
+
+fn unique(name: &str, key: Document) -> IndexSpec {
+    IndexSpec {
+        name: name.into(),
+        key,
+        unique: true,
+        sparse: false,
+        partial_filter: None,
+        expire_after_seconds: None,
+        hidden: false,
+    }
+}
+
+fn raw(d: Document) -> RawDocumentBuf {
+    RawDocumentBuf::try_from(&d).unwrap_or_else(|e| panic!("{e}"))
+}
+
+#[test]
+fn racing_unique_inserts_give_exactly_one_success() {
+    let storage = Storage::open(MemoryEngine::shared()).unwrap_or_else(|e| panic!("{e}"));
+    storage
+        .create_index("db", "u", unique("email_1", doc! {"email": 1}))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let c = storage
+        .collection("db", "u")
+        .unwrap_or_else(|| panic!("coll"));
+    for round in 0..200 {
+        let email = format!("user{round}@x");
+        let barrier = Arc::new(std::sync::Barrier::new(2));
+        let handles: Vec<_> = (0..2)
+            .map(|t| {
+                let (c, b, email) = (c.clone(), barrier.clone(), email.clone());
+                std::thread::spawn(move || {
+                    let d = raw(doc! {"_id": round * 2 + t, "email": email});
+                    b.wait();
+                    c.insert_many(&[d.as_ref()], true, Durability::Buffered)
+                })
+            })
+            .collect();
+        let outs: Vec<_> = handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_else(|_| panic!("thread")))
+            .collect();
+        let ok = outs.iter().filter(|o| o.inserted == 1).count();
+        assert_eq!(ok, 1, "round {round}");
+        let err = outs
+            .iter()
+            .find_map(|o| o.errors.first().map(|(_, e)| e.to_string()))
+            .unwrap_or_default();
+        assert_eq!(
+            err,
+            format!(
+                "E11000 duplicate key error collection: db.u index: email_1 dup key: {{ email: \"{email}\" }}"
+            )
+        );
+    }
+    assert_eq!(c.count(), 200);
+}
+
+#[test]
+fn unique_build_over_duplicates_fails_and_leaves_nothing() {
+    let storage = Storage::open(MemoryEngine::shared()).unwrap_or_else(|e| panic!("{e}"));
+    let c = storage
+        .get_or_create_collection("db", "d")
+        .unwrap_or_else(|e| panic!("{e}"));
+    let docs: Vec<RawDocumentBuf> = (0..20_000)
+        .map(|i| raw(doc! {"_id": i, "k": if i == 19_999 { 0 } else { i }}))
+        .collect();
+    let refs: Vec<&RawDocument> = docs.iter().map(|d| d.as_ref()).collect();
+    assert_eq!(
+        c.insert_many(&refs, true, Durability::Buffered).inserted,
+        20_000
+    );
+    let err = storage
+        .create_index("db", "d", unique("k_1", doc! {"k": 1}))
+        .err()
+        .unwrap_or_else(|| panic!("build should fail"));
+    assert_eq!(err.code.code(), 11000);
+    assert!(c.indexes().is_empty());
+    let snap = c.snapshot();
+    for (s, e) in super::collection_ranges(c.state().id) {
+        let left = snap
+            .scan(
+                std::ops::Bound::Included(&s),
+                std::ops::Bound::Excluded(&e),
+                false,
+                1,
+            )
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(left.is_empty(), "no index keys may remain");
+    }
+    // A non-unique build over the same data works and is complete.
+    let mut spec = unique("k_1", doc! {"k": 1});
+    spec.unique = false;
+    assert!(storage
+        .create_index("db", "d", spec)
+        .unwrap_or_else(|e| panic!("{e}")));
+    check_consistent(&c);
+}
+
+#[test]
+fn unique_updates_and_parallel_arrays_are_refused() {
+    let storage = Storage::open(MemoryEngine::shared()).unwrap_or_else(|e| panic!("{e}"));
+    storage
+        .create_index("db", "p", unique("x_1", doc! {"x": 1}))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let ab = IndexSpec {
+        unique: false,
+        ..unique("a_1_b_1", doc! {"a": 1, "b": 1})
+    };
+    storage
+        .create_index("db", "p", ab)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let c = storage
+        .collection("db", "p")
+        .unwrap_or_else(|| panic!("coll"));
+    let docs = [raw(doc! {"_id": 1, "x": 1}), raw(doc! {"_id": 2, "x": 2})];
+    let refs: Vec<&RawDocument> = docs.iter().map(|d| d.as_ref()).collect();
+    assert_eq!(c.insert_many(&refs, true, Durability::Buffered).inserted, 2);
+    let err = c
+        .modify(
+            bson::RawBsonRef::Int32(2),
+            Durability::Buffered,
+            &mut |_| Ok(Modify::Replace(raw(doc! {"_id": 2, "x": 1}))),
+        )
+        .err()
+        .unwrap_or_else(|| panic!("duplicate expected"));
+    assert_eq!(err.code.code(), 11000);
+    // Keeping its own key is fine.
+    c.modify(
+        bson::RawBsonRef::Int32(2),
+        Durability::Buffered,
+        &mut |_| Ok(Modify::Replace(raw(doc! {"_id": 2, "x": 2, "y": 1}))),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let bad = raw(doc! {"_id": 3, "a": [1], "b": [2]});
+    let out = c.insert_many(&[bad.as_ref()], true, Durability::Buffered);
+    let e: bisondb_error::MongoError = out.errors[0].1.clone().into();
+    assert_eq!(e.code.code(), 171);
+    assert_eq!(c.count(), 2);
+    check_consistent(&c);
+}
+
+#[test]
+fn conflicting_definitions_and_drop() {
+    let storage = Storage::open(MemoryEngine::shared()).unwrap_or_else(|e| panic!("{e}"));
+    let base = IndexSpec {
+        unique: false,
+        ..unique("a_1", doc! {"a": 1})
+    };
+    assert!(storage
+        .create_index("db", "x", base.clone())
+        .unwrap_or_else(|e| panic!("{e}")));
+    assert!(!storage
+        .create_index("db", "x", base.clone())
+        .unwrap_or_else(|e| panic!("{e}")));
+    let cases = [
+        (
+            IndexSpec {
+                key: doc! {"a": -1},
+                ..base.clone()
+            },
+            86,
+        ),
+        (
+            IndexSpec {
+                unique: true,
+                ..base.clone()
+            },
+            85,
+        ),
+        (
+            IndexSpec {
+                name: "other".into(),
+                ..base.clone()
+            },
+            85,
+        ),
+    ];
+    for (spec, code) in cases {
+        let e = storage
+            .create_index("db", "x", spec)
+            .err()
+            .unwrap_or_else(|| panic!("conflict"));
+        assert_eq!(e.code.code(), code, "{}", e.message);
+    }
+    let c = storage
+        .collection("db", "x")
+        .unwrap_or_else(|| panic!("coll"));
+    let d = raw(doc! {"_id": 1, "a": 1});
+    c.insert_many(&[d.as_ref()], true, Durability::Buffered);
+    assert!(storage
+        .drop_index("db", "x", "a_1")
+        .unwrap_or_else(|e| panic!("{e}")));
+    assert!(!storage
+        .drop_index("db", "x", "a_1")
+        .unwrap_or_else(|e| panic!("{e}")));
+    let snap = c.snapshot();
+    for (s, e) in super::collection_ranges(c.state().id) {
+        let left = snap
+            .scan(
+                std::ops::Bound::Included(&s),
+                std::ops::Bound::Excluded(&e),
+                false,
+                1,
+            )
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(left.is_empty());
+    }
+}
+
+#[test]
+fn reopen_keeps_indexes_and_multikey() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    {
+        let engine =
+            LsmEngine::open(dir.path(), LsmOptions::default()).unwrap_or_else(|e| panic!("{e}"));
+        let storage = Storage::open(Arc::new(engine)).unwrap_or_else(|e| panic!("{e}"));
+        let spec = IndexSpec {
+            sparse: true,
+            expire_after_seconds: Some(30),
+            ..unique("t_1", doc! {"t": 1})
+        };
+        storage
+            .create_index("db", "r", spec)
+            .unwrap_or_else(|e| panic!("{e}"));
+        let c = storage
+            .collection("db", "r")
+            .unwrap_or_else(|| panic!("coll"));
+        let d = raw(doc! {"_id": 1, "t": [1, 2]});
+        assert_eq!(
+            c.insert_many(&[d.as_ref()], true, Durability::Sync)
+                .inserted,
+            1
+        );
+        storage.sync().unwrap_or_else(|e| panic!("{e}"));
+    }
+    let engine =
+        LsmEngine::open(dir.path(), LsmOptions::default()).unwrap_or_else(|e| panic!("{e}"));
+    let storage = Storage::open(Arc::new(engine)).unwrap_or_else(|e| panic!("{e}"));
+    let c = storage
+        .collection("db", "r")
+        .unwrap_or_else(|| panic!("coll"));
+    let ix = c.indexes();
+    assert_eq!(ix.len(), 1);
+    assert_eq!(ix[0].spec.name, "t_1");
+    assert!(ix[0].spec.unique && ix[0].spec.sparse);
+    assert_eq!(ix[0].spec.expire_after_seconds, Some(30));
+    assert!(ix[0].multikey);
+    check_consistent(&c);
+    let dup = raw(doc! {"_id": 2, "t": 2});
+    let out = c.insert_many(&[dup.as_ref()], true, Durability::Buffered);
+    assert_eq!(
+        out.inserted, 0,
+        "the unique index is enforced after reopening"
+    );
+}
