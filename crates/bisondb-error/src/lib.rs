@@ -92,6 +92,8 @@ error_codes! {
     InvalidIndexSpecificationOption = 197,
     QueryFeatureNotAllowed = 224,
     CommandFailed = 125,
+    AmbiguousIndexKeyPattern = 132,
+    QueryPlanKilled = 175,
     NoSuchTransaction = 251,
     ExceededMemoryLimit = 146,
     OperationNotSupportedInTransaction = 263,

@@ -33,6 +33,8 @@ pub struct ServerConfig {
     pub logpath: Option<PathBuf>,
     /// The command line as given, for `getCmdLineOpts`.
     pub argv: Vec<String>,
+    /// Seconds between TTL monitor passes (mongod's `ttlMonitorSleepSecs`).
+    pub ttl_monitor_sleep_secs: u64,
 }
 
 impl Default for ServerConfig {
@@ -50,6 +52,7 @@ impl Default for ServerConfig {
             quiet: false,
             logpath: None,
             argv: Vec::new(),
+            ttl_monitor_sleep_secs: 60,
         }
     }
 }

@@ -19,6 +19,7 @@ pub mod reply;
 pub mod request;
 pub mod server;
 pub mod state;
+pub mod ttl;
 pub mod write;
 
 pub use config::ServerConfig;

@@ -1,42 +1,591 @@
-//! Turning a filter into a stream of matching documents.
+//! The query planner: turning a filter (and sort, and hint) into a stream of
+//! matching documents, and describing what ran for `explain`.
 //!
-//! Today there are two plans: a point lookup when the filter is an equality on `_id`
-//! (documents are clustered by `_id`), and a collection scan otherwise. Secondary
-//! indexes will add index scans here, behind the same interface.
+//! Access paths: a point lookup when the filter is an equality on `_id`
+//! (documents are clustered by `_id`), an index scan over the bounds the filter
+//! puts on an index's fields (then a fetch that re-checks the whole filter), or
+//! a collection scan. Among indexes the planner prefers the longest prefix of
+//! equalities, then a range on the next field, then an index whose order gives
+//! the requested sort (forward or backward) so no blocking sort is needed.
+//! Every access path counts the keys and documents it examined, so explain's
+//! `executionStats` report what actually happened.
 
-use bisondb_error::{MongoError, MongoResult};
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use bisondb_error::{ErrorCode, MongoError, MongoResult};
+use bisondb_query::matcher::bounds::{
+    constrained_paths, field_bounds, implies, only_predicates_on, FieldBounds,
+};
 use bisondb_query::matcher::Matcher;
-use bisondb_storage::Collection;
-use bson::{RawBson, RawDocumentBuf};
+use bisondb_query::sort::SortSpec;
+use bisondb_storage::{Collection, IndexInfo, IndexScan, Snapshot};
+use bson::{doc, Bson, Document, RawBson, RawBsonRef, RawDocumentBuf};
 
 use crate::cursor::DocSource;
 
-/// Documents of `coll` (None = the collection does not exist) that match `matcher`.
-pub fn matching(coll: Option<&Collection>, matcher: &Matcher) -> MongoResult<DocSource> {
+/// What the client asked the planner to use.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Hint {
+    Name(String),
+    Key(Document),
+    /// `{$natural: 1}` / `{$natural: -1}`: a collection scan in that direction.
+    Natural(bool),
+}
+
+impl Hint {
+    /// Parses a `hint` argument (an index name or a key pattern). An empty
+    /// document or string means no hint.
+    pub fn parse(v: RawBsonRef<'_>) -> MongoResult<Option<Hint>> {
+        match v {
+            RawBsonRef::String("") => Ok(None),
+            RawBsonRef::String(s) => Ok(Some(Hint::Name(s.to_string()))),
+            RawBsonRef::Document(d) => {
+                let d = crate::args::to_document(d)?;
+                if d.is_empty() {
+                    return Ok(None);
+                }
+                if let Some(v) = d.get("$natural") {
+                    let forward = !matches!(v, Bson::Int32(i) if *i < 0)
+                        && !matches!(v, Bson::Int64(i) if *i < 0)
+                        && !matches!(v, Bson::Double(x) if *x < 0.0);
+                    return Ok(Some(Hint::Natural(forward)));
+                }
+                Ok(Some(Hint::Key(d)))
+            }
+            _ => Err(MongoError::bad_value("hint must be a string or an object")),
+        }
+    }
+}
+
+fn bad_hint() -> MongoError {
+    MongoError::bad_value("error processing query: planner returned error :: caused by :: hint provided does not correspond to an existing index")
+}
+
+/// How the documents are reached.
+#[derive(Debug, Clone)]
+pub enum Access {
+    /// Nothing can match (the collection does not exist).
+    Empty,
+    IdLookup(Bson),
+    Collscan {
+        reverse: bool,
+    },
+    Ixscan {
+        index: IndexInfo,
+        bounds: Vec<FieldBounds>,
+        reverse: bool,
+    },
+}
+
+/// A chosen plan.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    pub access: Access,
+    /// The access path already returns documents in the requested sort order.
+    pub provides_sort: bool,
+    /// Counting index keys inside the bounds gives the exact number of
+    /// matching documents (no fetch needed).
+    pub count_exact: bool,
+}
+
+/// Keys and documents examined while a plan runs (shared with its iterator).
+#[derive(Debug, Default)]
+pub struct Stats {
+    pub keys_examined: AtomicU64,
+    pub docs_examined: AtomicU64,
+}
+
+impl Stats {
+    pub fn keys(&self) -> u64 {
+        self.keys_examined.load(Ordering::Relaxed)
+    }
+    pub fn docs(&self) -> u64 {
+        self.docs_examined.load(Ordering::Relaxed)
+    }
+}
+
+/// Same key pattern: same field names in the same order with the same
+/// directions (any numeric spelling).
+fn same_pattern(a: &Document, b: &Document) -> bool {
+    let dir = |v: &Bson| match v {
+        Bson::Int32(i) => Some(*i as f64),
+        Bson::Int64(i) => Some(*i as f64),
+        Bson::Double(d) => Some(*d),
+        _ => None,
+    };
+    a.len() == b.len()
+        && a.iter()
+            .zip(b.iter())
+            .all(|((ka, va), (kb, vb))| ka == kb && dir(va).is_some() && dir(va) == dir(vb))
+}
+
+/// Whether scanning `index` forward (`Some(false)`) or backward
+/// (`Some(true)`) yields `sort` order.
+fn sort_direction(index: &IndexInfo, sort: &SortSpec) -> Option<bool> {
+    let fields = sort.fields();
+    if fields.is_empty() || fields.len() > index.fields.len() || index.multikey {
+        return None;
+    }
+    let mut dir = None;
+    for ((path, asc), f) in fields.iter().zip(&index.fields) {
+        if path != &f.path {
+            return None;
+        }
+        let reverse = *asc == f.descending;
+        if *dir.get_or_insert(reverse) != reverse {
+            return None;
+        }
+    }
+    dir
+}
+
+/// Whether a sparse or partial index holds every document the filter can match.
+fn usable(index: &IndexInfo, bounds: &[FieldBounds], filter_doc: Option<&Document>) -> bool {
+    if let Some(p) = &index.spec.partial_filter {
+        match filter_doc {
+            Some(f) if implies(f, p) => {}
+            _ => return false,
+        }
+    }
+    if index.spec.sparse {
+        // A document missing every indexed field is absent; it cannot match
+        // when some field's bounds exclude null (what a missing field is).
+        let excludes_null = |b: &FieldBounds| {
+            !b.is_full()
+                && !b.intervals.iter().any(|i| {
+                    let probe = bisondb_query::matcher::bounds::Interval::point(Bson::Null);
+                    contains(i, &probe.lo)
+                })
+        };
+        if !bounds.iter().any(excludes_null) {
+            return false;
+        }
+    }
+    true
+}
+
+fn contains(i: &bisondb_query::matcher::bounds::Interval, v: &Bson) -> bool {
+    use bisondb_query::compare::compare_bson;
+    use std::cmp::Ordering::*;
+    let lo = match compare_bson(&i.lo, v) {
+        Less => true,
+        Equal => i.lo_inclusive,
+        Greater => false,
+    };
+    let hi = match compare_bson(v, &i.hi) {
+        Less => true,
+        Equal => i.hi_inclusive,
+        Greater => false,
+    };
+    lo && hi
+}
+
+fn bounds_for(index: &IndexInfo, m: &Matcher) -> Vec<FieldBounds> {
+    index
+        .fields
+        .iter()
+        .map(|f| field_bounds(m, &f.path, index.multikey))
+        .collect()
+}
+
+/// (equality prefix length, next field bounded): larger is better.
+fn score(bounds: &[FieldBounds]) -> (usize, bool) {
+    let points = bounds
+        .iter()
+        .take_while(|b| b.is_points() && !b.is_full())
+        .count();
+    let range = bounds.get(points).is_some_and(|b| !b.is_full());
+    (points, range)
+}
+
+fn count_exact(index: &IndexInfo, bounds: &[FieldBounds], m: &Matcher) -> bool {
+    if index.multikey || index.spec.sparse || index.spec.partial_filter.is_some() {
+        return false;
+    }
+    let paths: Vec<&str> = index.fields.iter().map(|f| f.path.as_str()).collect();
+    if !only_predicates_on(m, &paths) {
+        return false;
+    }
+    let mut product = 1usize;
+    let mut ranged = false;
+    for b in bounds {
+        if ranged {
+            if !b.is_full() {
+                return false;
+            }
+            continue;
+        }
+        if !b.exact {
+            return false;
+        }
+        if b.is_full() {
+            ranged = true;
+        } else if b.is_points() {
+            product = product.saturating_mul(b.intervals.len());
+        } else {
+            ranged = true;
+        }
+    }
+    product <= 4096
+}
+
+/// Chooses how to run a query on `coll`. `filter_doc` (the filter as sent)
+/// lets partial indexes be used when the filter implies their filter.
+pub fn choose(
+    coll: Option<&Collection>,
+    m: &Matcher,
+    filter_doc: Option<&Document>,
+    sort: Option<&SortSpec>,
+    hint: Option<&Hint>,
+) -> MongoResult<Plan> {
+    let plan = |access, provides_sort, count_exact| Plan {
+        access,
+        provides_sort,
+        count_exact,
+    };
+    let Some(coll) = coll else {
+        // mongod accepts any hint on a missing collection (nothing to scan).
+        return Ok(plan(Access::Empty, true, true));
+    };
+    let indexes = coll.indexes();
+    let ixscan = |ix: &IndexInfo, reverse: bool| {
+        let bounds = bounds_for(ix, m);
+        let exact = count_exact(ix, &bounds, m);
+        (
+            Access::Ixscan {
+                index: ix.clone(),
+                bounds,
+                reverse,
+            },
+            exact,
+        )
+    };
+    match hint {
+        Some(Hint::Natural(forward)) => {
+            return Ok(plan(Access::Collscan { reverse: !forward }, false, false))
+        }
+        Some(h) => {
+            let is_id = match h {
+                Hint::Name(n) => n == "_id_",
+                Hint::Key(k) => same_pattern(k, &doc! {"_id": 1}),
+                Hint::Natural(_) => false,
+            };
+            if is_id {
+                return Ok(plan(Access::Collscan { reverse: false }, false, false));
+            }
+            let found = indexes.iter().find(|ix| match h {
+                Hint::Name(n) => &ix.spec.name == n,
+                Hint::Key(k) => same_pattern(k, &ix.spec.key),
+                Hint::Natural(_) => false,
+            });
+            let Some(ix) = found.filter(|ix| !ix.spec.hidden) else {
+                return Err(bad_hint());
+            };
+            if let Some(p) = &ix.spec.partial_filter {
+                if !filter_doc.is_some_and(|f| implies(f, p)) {
+                    return Err(MongoError::bad_value("error processing query: planner returned error :: caused by :: hint provided does not correspond to an existing index (a partial index the filter does not imply cannot answer it)"));
+                }
+            }
+            let dir = sort.and_then(|s| sort_direction(ix, s));
+            let (access, exact) = ixscan(ix, dir.unwrap_or(false));
+            return Ok(plan(access, dir.is_some(), exact));
+        }
+        None => {}
+    }
+    if let Some(id) = m.id_equality() {
+        return Ok(plan(Access::IdLookup(id), true, false));
+    }
+    let mut best: Option<((usize, bool, bool, isize), &IndexInfo, Vec<FieldBounds>)> = None;
+    if !constrained_paths(m).is_empty() {
+        for ix in indexes.iter().filter(|ix| !ix.spec.hidden) {
+            let bounds = bounds_for(ix, m);
+            let (points, range) = score(&bounds);
+            if points == 0 && !range {
+                continue;
+            }
+            if !usable(ix, &bounds, filter_doc) {
+                continue;
+            }
+            let sorted = sort.is_some_and(|s| sort_direction(ix, s).is_some());
+            let key = (points, range, sorted, -(ix.fields.len() as isize));
+            if best.as_ref().is_none_or(|(k, _, _)| key > *k) {
+                best = Some((key, ix, bounds));
+            }
+        }
+    }
+    if let Some((_, ix, bounds)) = best {
+        let dir = sort.and_then(|s| sort_direction(ix, s));
+        let exact = count_exact(ix, &bounds, m);
+        return Ok(plan(
+            Access::Ixscan {
+                index: ix.clone(),
+                bounds,
+                reverse: dir.unwrap_or(false),
+            },
+            dir.is_some(),
+            exact,
+        ));
+    }
+    // No index narrows the filter: an index in sort order still saves the sort.
+    if let Some(s) = sort {
+        for ix in indexes
+            .iter()
+            .filter(|ix| !ix.spec.hidden && !ix.spec.sparse && ix.spec.partial_filter.is_none())
+        {
+            if let Some(reverse) = sort_direction(ix, s) {
+                let (access, _) = ixscan(ix, reverse);
+                return Ok(plan(access, true, false));
+            }
+        }
+        // `_id` order is the collection's own order.
+        if let [(path, asc)] = s.fields() {
+            if path == "_id" {
+                return Ok(plan(Access::Collscan { reverse: !asc }, true, false));
+            }
+        }
+    }
+    Ok(plan(Access::Collscan { reverse: false }, false, false))
+}
+
+/// Runs `plan`, yielding the documents that match `m` and counting what it
+/// examined into `stats`.
+pub fn execute(
+    coll: Option<&Collection>,
+    plan: &Plan,
+    m: &Matcher,
+    stats: Arc<Stats>,
+) -> MongoResult<DocSource> {
     let Some(coll) = coll else {
         return Ok(Box::new(std::iter::empty()));
     };
-    if let Some(id) = matcher.id_equality() {
-        let id = RawBson::try_from(id).map_err(crate::request::invalid_bson)?;
-        let found = coll.get(id.as_raw_bson_ref()).map_err(MongoError::from)?;
-        // The filter may hold more than the _id equality in future plans; re-check.
-        let m = matcher.clone();
-        return Ok(Box::new(
-            found.into_iter().filter(move |d| m.matches(d)).map(Ok),
-        ));
+    let m = m.clone();
+    match &plan.access {
+        Access::Empty => Ok(Box::new(std::iter::empty())),
+        Access::IdLookup(id) => {
+            let id = RawBson::try_from(id.clone()).map_err(crate::request::invalid_bson)?;
+            let found = coll.get(id.as_raw_bson_ref()).map_err(MongoError::from)?;
+            stats.keys_examined.fetch_add(1, Ordering::Relaxed);
+            stats
+                .docs_examined
+                .fetch_add(found.is_some() as u64, Ordering::Relaxed);
+            Ok(Box::new(
+                found.into_iter().filter(move |d| m.matches(d)).map(Ok),
+            ))
+        }
+        Access::Collscan { reverse } => {
+            let all = m.is_empty();
+            Ok(Box::new(coll.scan(*reverse).filter_map(move |r| {
+                if r.is_ok() {
+                    stats.docs_examined.fetch_add(1, Ordering::Relaxed);
+                }
+                match r {
+                    Ok(d) if all => Some(Ok(d)),
+                    // $expr may fail to evaluate; mongod fails the operation rather than skip the document.
+                    Ok(d) => match m.try_matches(&d) {
+                        Ok(true) => Some(Ok(d)),
+                        Ok(false) => None,
+                        Err(e) => Some(Err(e)),
+                    },
+                    Err(e) => Some(Err(MongoError::from(e))),
+                }
+            })))
+        }
+        Access::Ixscan {
+            index,
+            bounds,
+            reverse,
+        } => {
+            let snapshot = coll.snapshot();
+            let scan = coll
+                .index_scan(snapshot.clone(), &index.spec.name, bounds, *reverse)
+                .ok_or_else(|| {
+                    MongoError::new(
+                        ErrorCode::QueryPlanKilled,
+                        format!("index {} dropped during the query", index.spec.name),
+                    )
+                })?;
+            Ok(Box::new(Fetch {
+                coll: coll.clone(),
+                snapshot,
+                scan,
+                seen: index.multikey.then(HashSet::new),
+                matcher: m,
+                stats,
+            }))
+        }
     }
-    let m = matcher.clone();
-    let all = m.is_empty();
-    Ok(Box::new(coll.scan(false).filter_map(move |r| match r {
-        Ok(d) if all => Some(Ok(d)),
-        // $expr may fail to evaluate; mongod fails the operation rather than skip the document.
-        Ok(d) => match m.try_matches(&d) {
-            Ok(true) => Some(Ok(d)),
-            Ok(false) => None,
-            Err(e) => Some(Err(e)),
-        },
-        Err(e) => Some(Err(MongoError::from(e))),
-    })))
+}
+
+/// Counts the index keys inside the plan's bounds without fetching documents
+/// (valid when `plan.count_exact`).
+pub fn count_keys(coll: &Collection, plan: &Plan, stats: &Stats) -> MongoResult<u64> {
+    let Access::Ixscan {
+        index,
+        bounds,
+        reverse,
+    } = &plan.access
+    else {
+        return Err(MongoError::internal("count_keys without an index scan"));
+    };
+    let mut scan = coll
+        .index_scan(coll.snapshot(), &index.spec.name, bounds, *reverse)
+        .ok_or_else(|| MongoError::new(ErrorCode::QueryPlanKilled, "index dropped during count"))?;
+    let mut n = 0u64;
+    for r in scan.by_ref() {
+        r?;
+        n += 1;
+    }
+    stats
+        .keys_examined
+        .fetch_add(scan.keys_examined(), Ordering::Relaxed);
+    Ok(n)
+}
+
+/// Index scan then fetch: each entry's document is read from the scan's
+/// snapshot and re-checked against the whole filter (bounds are a superset).
+struct Fetch {
+    coll: Collection,
+    snapshot: Arc<dyn Snapshot>,
+    scan: IndexScan,
+    /// Multikey indexes can name a document once per array element.
+    seen: Option<HashSet<Vec<u8>>>,
+    matcher: Matcher,
+    stats: Arc<Stats>,
+}
+
+impl Iterator for Fetch {
+    type Item = MongoResult<RawDocumentBuf>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            let before = self.scan.keys_examined();
+            let id = self.scan.next();
+            let after = self.scan.keys_examined();
+            self.stats
+                .keys_examined
+                .fetch_add(after.saturating_sub(before), Ordering::Relaxed);
+            let id = match id? {
+                Ok(id) => id,
+                Err(e) => return Some(Err(e.into())),
+            };
+            if let Some(seen) = &mut self.seen {
+                if !seen.insert(id.clone()) {
+                    continue;
+                }
+            }
+            let doc = match self.coll.fetch(self.snapshot.as_ref(), &id) {
+                Ok(Some(d)) => d,
+                Ok(None) => continue,
+                Err(e) => return Some(Err(e.into())),
+            };
+            self.stats.docs_examined.fetch_add(1, Ordering::Relaxed);
+            match self.matcher.try_matches(&doc) {
+                Ok(true) => return Some(Ok(doc)),
+                Ok(false) => continue,
+                Err(e) => return Some(Err(e)),
+            }
+        }
+    }
+}
+
+/// Documents of `coll` (None = the collection does not exist) that match `matcher`,
+/// through the best plan the planner finds.
+pub fn matching(coll: Option<&Collection>, matcher: &Matcher) -> MongoResult<DocSource> {
+    let plan = choose(coll, matcher, None, None, None)?;
+    execute(coll, &plan, matcher, Arc::new(Stats::default()))
+}
+
+/// Like [`matching`], with the filter document so partial indexes can serve it.
+pub fn matching_doc(
+    coll: Option<&Collection>,
+    matcher: &Matcher,
+    filter: &Document,
+) -> MongoResult<DocSource> {
+    let plan = choose(coll, matcher, Some(filter), None, None)?;
+    execute(coll, &plan, matcher, Arc::new(Stats::default()))
+}
+
+/// The access part of explain's `winningPlan`.
+pub fn describe(plan: &Plan, filter: &Document, count_scan: bool) -> Document {
+    let filter_field = |d: &mut Document| {
+        if !filter.is_empty() {
+            d.insert("filter", filter.clone());
+        }
+    };
+    match &plan.access {
+        Access::Empty => doc! {"stage": "EOF"},
+        Access::IdLookup(_) => doc! {"stage": "IDHACK"},
+        Access::Collscan { reverse } => {
+            let mut d = doc! {"stage": "COLLSCAN"};
+            filter_field(&mut d);
+            d.insert("direction", if *reverse { "backward" } else { "forward" });
+            d
+        }
+        Access::Ixscan {
+            index,
+            bounds,
+            reverse,
+        } => {
+            let mut ib = Document::new();
+            for (f, b) in index.fields.iter().zip(bounds) {
+                let shown: Vec<Bson> = if *reverse != f.descending {
+                    b.intervals
+                        .iter()
+                        .rev()
+                        .map(|i| Bson::String(reversed(i)))
+                        .collect()
+                } else {
+                    b.intervals
+                        .iter()
+                        .map(|i| Bson::String(i.display()))
+                        .collect()
+                };
+                ib.insert(f.path.clone(), shown);
+            }
+            let mut multikey_paths = Document::new();
+            for f in &index.fields {
+                let v: Vec<Bson> = if index.multikey {
+                    vec![Bson::String(f.path.clone())]
+                } else {
+                    Vec::new()
+                };
+                multikey_paths.insert(f.path.clone(), v);
+            }
+            let scan = doc! {
+                "stage": if count_scan { "COUNT_SCAN" } else { "IXSCAN" },
+                "keyPattern": index.spec.key.clone(),
+                "indexName": index.spec.name.clone(),
+                "isMultiKey": index.multikey,
+                "multiKeyPaths": multikey_paths,
+                "isUnique": index.spec.unique,
+                "isSparse": index.spec.sparse,
+                "isPartial": index.spec.partial_filter.is_some(),
+                "indexVersion": 2,
+                "direction": if *reverse { "backward" } else { "forward" },
+                "indexBounds": ib,
+            };
+            if count_scan {
+                return scan;
+            }
+            let mut fetch = doc! {"stage": "FETCH"};
+            filter_field(&mut fetch);
+            fetch.insert("inputStage", scan);
+            fetch
+        }
+    }
+}
+
+/// An interval as a backward scan meets it: `[5, 1]` for `[1, 5]`.
+fn reversed(i: &bisondb_query::matcher::bounds::Interval) -> String {
+    let flipped = bisondb_query::matcher::bounds::Interval {
+        lo: i.hi.clone(),
+        lo_inclusive: i.hi_inclusive,
+        hi: i.lo.clone(),
+        hi_inclusive: i.lo_inclusive,
+    };
+    flipped.display()
 }
 
 /// Collects a source, failing on the first error.
@@ -82,4 +631,130 @@ pub fn sort(
         docs.truncate(k);
     }
     Ok(docs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bisondb_storage::{IndexSpec, MemoryEngine, Storage};
+
+    fn spec(name: &str, key: Document) -> IndexSpec {
+        IndexSpec {
+            name: name.into(),
+            key,
+            unique: false,
+            sparse: false,
+            partial_filter: None,
+            expire_after_seconds: None,
+            hidden: false,
+        }
+    }
+
+    fn setup() -> Collection {
+        let s = Storage::open(MemoryEngine::shared()).unwrap_or_else(|e| panic!("{e}"));
+        for (n, k) in [
+            ("a_1", doc! {"a": 1}),
+            ("a_1_b_-1", doc! {"a": 1, "b": -1}),
+            ("c_-1", doc! {"c": -1}),
+        ] {
+            s.create_index("db", "t", spec(n, k))
+                .unwrap_or_else(|e| panic!("{e}"));
+        }
+        let mut hidden = spec("h_1", doc! {"h": 1});
+        hidden.hidden = true;
+        s.create_index("db", "t", hidden)
+            .unwrap_or_else(|e| panic!("{e}"));
+        s.collection("db", "t").unwrap_or_else(|| panic!("coll"))
+    }
+
+    fn chosen(c: &Collection, filter: Document, sort: Option<Document>) -> String {
+        let m = Matcher::parse_doc(&filter).unwrap_or_else(|e| panic!("{e}"));
+        let sort = sort.map(|s| SortSpec::parse(&s).unwrap_or_else(|e| panic!("{e}")));
+        let p = choose(Some(c), &m, Some(&filter), sort.as_ref(), None)
+            .unwrap_or_else(|e| panic!("{e}"));
+        match p.access {
+            Access::Ixscan { index, reverse, .. } => format!(
+                "{}{}{}",
+                index.spec.name,
+                if reverse { " backward" } else { "" },
+                if p.provides_sort { " sorted" } else { "" }
+            ),
+            Access::Collscan { .. } => "COLLSCAN".into(),
+            Access::IdLookup(_) => "IDHACK".into(),
+            Access::Empty => "EOF".into(),
+        }
+    }
+
+    #[test]
+    fn planner_choices_table() {
+        let c = setup();
+        let cases: Vec<(Document, Option<Document>, &str)> = vec![
+            (doc! {"a": 1}, None, "a_1"),
+            (doc! {"a": 1, "b": 2}, None, "a_1_b_-1"),
+            (doc! {"a": {"$gt": 1}}, None, "a_1"),
+            (doc! {"a": {"$in": [1, 2]}}, None, "a_1"),
+            (doc! {"b": 1}, None, "COLLSCAN"),
+            (doc! {"h": 1}, None, "COLLSCAN"),
+            (doc! {"_id": 3}, None, "IDHACK"),
+            (doc! {}, Some(doc! {"c": 1}), "c_-1 backward sorted"),
+            (doc! {}, Some(doc! {"c": -1}), "c_-1 sorted"),
+            (doc! {"c": {"$gt": 1}}, Some(doc! {"c": -1}), "c_-1 sorted"),
+            (
+                doc! {},
+                Some(doc! {"a": -1, "b": 1}),
+                "a_1_b_-1 backward sorted",
+            ),
+            (doc! {}, Some(doc! {"b": 1}), "COLLSCAN"),
+            (doc! {"$or": [{"a": 1}, {"a": 2}]}, None, "COLLSCAN"),
+        ];
+        for (f, s, want) in cases {
+            assert_eq!(
+                chosen(&c, f.clone(), s.clone()),
+                want,
+                "filter {f} sort {s:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn hints_name_an_index_or_fail_with_code_2() {
+        let c = setup();
+        let m = Matcher::parse_doc(&doc! {}).unwrap_or_else(|e| panic!("{e}"));
+        let ok = [
+            Hint::Name("a_1".into()),
+            Hint::Key(doc! {"a": 1, "b": -1}),
+            Hint::Name("_id_".into()),
+            Hint::Natural(false),
+        ];
+        for h in ok {
+            assert!(choose(Some(&c), &m, None, None, Some(&h)).is_ok(), "{h:?}");
+        }
+        let bad = [
+            Hint::Name("nope".into()),
+            Hint::Key(doc! {"a": -1}),
+            Hint::Name("h_1".into()),
+        ];
+        for h in bad {
+            let e = choose(Some(&c), &m, None, None, Some(&h))
+                .err()
+                .unwrap_or_else(|| panic!("{h:?} should fail"));
+            assert_eq!(e.code.code(), 2);
+        }
+    }
+
+    #[test]
+    fn count_exactness() {
+        let c = setup();
+        let exact = |f: Document| {
+            let m = Matcher::parse_doc(&f).unwrap_or_else(|e| panic!("{e}"));
+            choose(Some(&c), &m, Some(&f), None, None)
+                .unwrap_or_else(|e| panic!("{e}"))
+                .count_exact
+        };
+        assert!(exact(doc! {"a": 1}));
+        assert!(exact(doc! {"a": {"$gte": 1, "$lt": 5}}));
+        assert!(!exact(doc! {"a": 1, "z": 1}));
+        assert!(!exact(doc! {"a": null}));
+        assert!(!exact(doc! {"a": {"$exists": true}}));
+    }
 }

@@ -76,7 +76,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     cmd(
         "createIndexes",
         run::<create_indexes::CreateIndexes>,
-        "create indexes (only the _id index so far)",
+        "create indexes",
     ),
     cmd(
         "dbStats",
@@ -104,6 +104,11 @@ pub static COMMANDS: &[CommandSpec] = &[
         "endSessions",
         run::<end_sessions::EndSessions>,
         "end logical sessions",
+    ),
+    cmd(
+        "explain",
+        run::<explain::Explain>,
+        "the query plan of a command, and its execution statistics",
     ),
     cmd("find", run::<find::Find>, "query documents"),
     cmd(
@@ -217,7 +222,6 @@ pub static UNSUPPORTED: &[&str] = &[
     "dropRole",
     "dropSearchIndex",
     "dropUser",
-    "explain",
     "filemd5",
     "fsyncUnlock",
     "getDefaultRWConcern",

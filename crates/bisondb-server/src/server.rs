@@ -175,6 +175,7 @@ impl Server {
                 }
             }));
         }
+        tasks.push(crate::ttl::spawn(state.clone()));
         for a in &tcp_addrs {
             tracing::info!(address = %a, "waiting for connections");
         }

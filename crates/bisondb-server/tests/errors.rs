@@ -78,9 +78,9 @@ async fn error_codes_and_recovery() {
         expect_code(db.run_command(doc! {"fsync": 1}).await, 13);
         still_works(t, client).await;
 
-        let e = expect_code(db.run_command(doc! {"explain": {"find": "c"}}).await, 115);
+        let e = expect_code(db.run_command(doc! {"validate": "c"}).await, 115);
         assert!(
-            error_message(&e).contains("explain"),
+            error_message(&e).contains("validate"),
             "{t}: {}",
             error_message(&e)
         );

@@ -21,6 +21,7 @@ pub struct Aggregate {
     pipeline: Pipeline,
     batch_size: Option<usize>,
     lsid: Option<Document>,
+    hint: Option<plan::Hint>,
 }
 
 impl Command for Aggregate {
@@ -31,6 +32,7 @@ impl Command for Aggregate {
         let mut batch_size = None;
         let mut have_cursor = false;
         let mut lsid = None;
+        let mut hint = None;
         for el in req.body.iter() {
             let (k, v) = el.map_err(crate::request::invalid_bson)?;
             match k.as_str() {
@@ -69,7 +71,7 @@ impl Command for Aggregate {
                         return Err(MongoError::new(ErrorCode::NotImplemented, "explain is not supported by BisonDB yet"));
                     }
                 }
-                "hint" => super::find::check_hint(v)?,
+                "hint" => hint = plan::Hint::parse(v)?,
                 "collation" => super::find::check_collation(n, v)?,
                 "allowDiskUse" | "bypassDocumentValidation" => {
                     args::as_bool(n, k.as_str(), v)?;
@@ -100,6 +102,7 @@ impl Command for Aggregate {
             pipeline,
             batch_size,
             lsid,
+            hint,
         })
     }
 
@@ -107,11 +110,18 @@ impl Command for Aggregate {
         OpCounters::add(&ctx.state.opcounters.command, 0);
         let ns = util::ns(&self.db, &self.coll);
         let coll = ctx.state.storage.collection(&self.db, &self.coll);
-        let matcher = match self.pipeline.leading_match() {
-            Some(f) => Matcher::parse_doc(f)?,
-            None => Matcher::parse_doc(&Document::new())?,
-        };
-        let scan = plan::matching(coll.as_ref(), &matcher)?;
+        let filter = self.pipeline.leading_match().cloned().unwrap_or_default();
+        let matcher = Matcher::parse_doc(&filter)?;
+        // The leading $match goes through the planner (indexes, hint); a
+        // following $sort still runs in the pipeline.
+        let chosen = plan::choose(
+            coll.as_ref(),
+            &matcher,
+            Some(&filter),
+            None,
+            self.hint.as_ref(),
+        )?;
+        let scan = plan::execute(coll.as_ref(), &chosen, &matcher, Default::default())?;
         let input: DocStream = Box::new(scan.map(|r| r.and_then(|d| args::to_document(&d))));
         let reader: Arc<dyn CollectionReader> = Arc::new(StorageReader {
             storage: ctx.state.storage.clone(),

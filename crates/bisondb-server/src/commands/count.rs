@@ -1,5 +1,7 @@
 //! `count`: documents matching a query. Without a query it reads the collection's
-//! maintained count, O(1) like mongod.
+//! maintained count, O(1) like mongod; when an index's bounds express the whole
+//! query exactly it counts index keys without fetching documents (mongod's
+//! COUNT_SCAN).
 
 use bisondb_error::MongoResult;
 use bisondb_query::matcher::Matcher;
@@ -16,6 +18,8 @@ pub struct Count {
     db: String,
     coll: String,
     query: Matcher,
+    query_doc: Document,
+    hint: Option<plan::Hint>,
     skip: u64,
     limit: Option<u64>,
 }
@@ -27,6 +31,8 @@ impl Command for Count {
             db: req.db.clone(),
             coll: String::new(),
             query: Matcher::parse_doc(&Document::new())?,
+            query_doc: Document::new(),
+            hint: None,
             skip: 0,
             limit: None,
         };
@@ -41,6 +47,7 @@ impl Command for Count {
                 "query" => {
                     if let bson::RawBsonRef::Document(d) = v {
                         c.query = Matcher::parse(d)?;
+                        c.query_doc = args::to_document(d)?;
                     } else if !matches!(v, bson::RawBsonRef::Null) {
                         return Err(args::wrong_type(n, "query", v, "object"));
                     }
@@ -51,7 +58,7 @@ impl Command for Count {
                     let l = args::as_i64(n, "limit", v)?.unsigned_abs();
                     c.limit = (l > 0).then_some(l);
                 }
-                "hint" => super::find::check_hint(v)?,
+                "hint" => c.hint = plan::Hint::parse(v)?,
                 "collation" => super::find::check_collation(n, v)?,
                 "fields" => {}
                 other => args::check_known(n, other, &[])?,
@@ -65,23 +72,87 @@ impl Command for Count {
 
     fn execute(self, ctx: &mut Context<'_>) -> MongoResult<RawDocumentBuf> {
         OpCounters::add(&ctx.state.opcounters.query, 1);
-        let coll = ctx.state.storage.collection(&self.db, &self.coll);
-        let total = match &coll {
-            None => 0,
-            Some(c) if self.query.is_empty() => c.count(),
-            Some(_) => {
-                let mut n = 0u64;
-                for d in plan::matching(coll.as_ref(), &self.query)? {
-                    d?;
-                    n += 1;
-                }
-                n
-            }
-        };
+        let (total, _, _) = self.run(ctx, std::sync::Arc::default())?;
         let mut n = total.saturating_sub(self.skip);
         if let Some(l) = self.limit {
             n = n.min(l);
         }
         reply::ok(doc! {"n": reply::count(n)})
+    }
+}
+
+impl Count {
+    /// The number of matching documents (before skip and limit), the plan,
+    /// and whether it counted index keys only.
+    fn run(
+        &self,
+        ctx: &mut Context<'_>,
+        stats: std::sync::Arc<plan::Stats>,
+    ) -> MongoResult<(u64, Option<plan::Plan>, bool)> {
+        let coll = ctx.state.storage.collection(&self.db, &self.coll);
+        let Some(c) = &coll else {
+            return Ok((0, None, false));
+        };
+        if self.query.is_empty() && self.hint.is_none() {
+            return Ok((c.count(), None, false));
+        }
+        let chosen = plan::choose(
+            coll.as_ref(),
+            &self.query,
+            Some(&self.query_doc),
+            None,
+            self.hint.as_ref(),
+        )?;
+        if chosen.count_exact && matches!(chosen.access, plan::Access::Ixscan { .. }) {
+            let n = plan::count_keys(c, &chosen, &stats)?;
+            return Ok((n, Some(chosen), true));
+        }
+        let mut n = 0u64;
+        for d in plan::execute(coll.as_ref(), &chosen, &self.query, stats)? {
+            d?;
+            n += 1;
+        }
+        Ok((n, Some(chosen), false))
+    }
+
+    /// `explain` of this count.
+    pub fn explain(
+        self,
+        ctx: &mut Context<'_>,
+        execute: bool,
+    ) -> MongoResult<(Document, Option<Document>)> {
+        let stats = std::sync::Arc::new(plan::Stats::default());
+        let started = std::time::Instant::now();
+        let (total, chosen, keys_only) = self.run(ctx, stats.clone())?;
+        let input = match &chosen {
+            Some(p) => plan::describe(p, &self.query_doc, keys_only),
+            None => doc! {"stage": "RECORD_STORE_FAST_COUNT"},
+        };
+        let tree = doc! {"stage": "COUNT", "inputStage": input};
+        let planner = doc! {
+            "namespace": crate::commands::util::ns(&self.db, &self.coll),
+            "parsedQuery": self.query_doc.clone(),
+            "indexFilterSet": false,
+            "winningPlan": tree.clone(),
+            "rejectedPlans": [],
+        };
+        if !execute {
+            return Ok((planner, None));
+        }
+        let mut n = total.saturating_sub(self.skip);
+        if let Some(l) = self.limit {
+            n = n.min(l);
+        }
+        let mut stages = tree;
+        stages.insert("nCounted", n as i64);
+        let exec = doc! {
+            "executionSuccess": true,
+            "nReturned": 0i64,
+            "executionTimeMillis": started.elapsed().as_millis() as i64,
+            "totalKeysExamined": stats.keys() as i64,
+            "totalDocsExamined": stats.docs() as i64,
+            "executionStages": stages,
+        };
+        Ok((planner, Some(exec)))
     }
 }

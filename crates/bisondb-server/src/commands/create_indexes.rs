@@ -1,9 +1,11 @@
-//! `createIndexes`: only the `_id` index exists so far, so a request for it succeeds
-//! (creating the collection if needed) and any other index fails with an error that
-//! names secondary indexes as not yet supported.
+//! `createIndexes`: validates each index specification as mongod does, then
+//! creates and builds the indexes one by one (creating the collection when it
+//! is missing). The `_id` index always exists; index types BisonDB lacks
+//! (text, geo, hashed, wildcard, non-simple collation) fail naming the type.
 
 use bisondb_error::{ErrorCode, MongoError, MongoResult};
-use bson::{doc, Bson, RawBsonRef, RawDocumentBuf};
+use bisondb_storage::IndexSpec;
+use bson::{doc, Bson, Document, RawBsonRef, RawDocumentBuf};
 
 use super::{Command, Context};
 use crate::args;
@@ -13,13 +15,33 @@ use crate::request::CommandRequest;
 pub struct CreateIndexes {
     db: String,
     coll: String,
+    /// `None` for a request of the `_id` index, which always exists.
+    specs: Vec<Option<IndexSpec>>,
 }
+
+/// Options an index specification may carry.
+const SPEC_FIELDS: &[&str] = &[
+    "background",
+    "collation",
+    "expireAfterSeconds",
+    "hidden",
+    "key",
+    "name",
+    "ns",
+    "partialFilterExpression",
+    "sparse",
+    "unique",
+    "v",
+];
+
+/// Key pattern values naming index types BisonDB does not implement.
+const UNSUPPORTED_TYPES: &[&str] = &["2d", "2dsphere", "geoHaystack", "hashed", "text"];
 
 impl Command for CreateIndexes {
     fn parse(req: &CommandRequest<'_>) -> MongoResult<Self> {
         let n = req.name;
         let mut coll = None;
-        let mut count = 0;
+        let mut specs = Vec::new();
         let mut have_indexes = false;
         for el in req.body.iter() {
             let (k, v) = el.map_err(crate::request::invalid_bson)?;
@@ -29,29 +51,10 @@ impl Command for CreateIndexes {
                     have_indexes = true;
                     for spec in args::as_array(n, "indexes", v)? {
                         let spec = match spec.map_err(crate::request::invalid_bson)? {
-                            RawBsonRef::Document(d) => d,
+                            RawBsonRef::Document(d) => args::to_document(d)?,
                             other => return Err(args::wrong_type(n, "indexes", other, "object")),
                         };
-                        let key = match spec.get("key").map_err(crate::request::invalid_bson)? {
-                            Some(RawBsonRef::Document(k)) => args::to_document(k)?,
-                            _ => {
-                                return Err(MongoError::failed_to_parse(
-                                    "Error in specification: the 'key' field is a required property of an index specification",
-                                ))
-                            }
-                        };
-                        let is_id = key.len() == 1
-                            && matches!(
-                                key.get("_id"),
-                                Some(Bson::Int32(1) | Bson::Int64(1) | Bson::Double(1.0))
-                            );
-                        if !is_id {
-                            return Err(MongoError::new(
-                                ErrorCode::NotImplemented,
-                                format!("secondary indexes are not supported by BisonDB yet (index key {key})"),
-                            ));
-                        }
-                        count += 1;
+                        specs.push(parse_spec(&spec)?);
                     }
                 }
                 "commitQuorum" => {}
@@ -62,7 +65,7 @@ impl Command for CreateIndexes {
         if !have_indexes {
             return Err(args::missing_field(n, "indexes"));
         }
-        if count == 0 {
+        if specs.is_empty() {
             return Err(MongoError::bad_value(
                 "Must specify at least one index to create",
             ));
@@ -70,19 +73,285 @@ impl Command for CreateIndexes {
         Ok(CreateIndexes {
             db: req.db.clone(),
             coll,
+            specs,
         })
     }
 
     fn execute(self, ctx: &mut Context<'_>) -> MongoResult<RawDocumentBuf> {
-        let existed = ctx.state.storage.collection(&self.db, &self.coll).is_some();
-        ctx.state
-            .storage
-            .get_or_create_collection(&self.db, &self.coll)?;
-        reply::ok(doc! {
-            "numIndexesBefore": 1,
-            "numIndexesAfter": 1,
-            "createdCollectionAutomatically": !existed,
-            "note": "all indexes already exist",
+        let storage = &ctx.state.storage;
+        let existing = storage.collection(&self.db, &self.coll);
+        let before = existing.as_ref().map_or(0, |c| c.indexes().len() + 1);
+        if existing.is_none() {
+            storage.get_or_create_collection(&self.db, &self.coll)?;
+        }
+        let mut created = 0;
+        for spec in self.specs.into_iter().flatten() {
+            if storage.create_index(&self.db, &self.coll, spec)? {
+                created += 1;
+            }
+        }
+        let after = storage
+            .collection(&self.db, &self.coll)
+            .map_or(1, |c| c.indexes().len() + 1);
+        let mut reply = doc! {
+            "numIndexesBefore": before.max(1) as i32,
+            "numIndexesAfter": after as i32,
+            "createdCollectionAutomatically": existing.is_none(),
+        };
+        if created == 0 {
+            reply.insert("note", "all indexes already exist");
+        }
+        reply::ok(reply)
+    }
+}
+
+fn spec_error(spec: &Document, why: &str) -> MongoError {
+    MongoError::new(
+        ErrorCode::CannotCreateIndex,
+        format!(
+            "Error in specification {} :: caused by :: {why}",
+            bisondb_storage::error::shell_format_document(spec)
+        ),
+    )
+}
+
+fn number(v: &Bson) -> Option<f64> {
+    match v {
+        Bson::Int32(i) => Some(f64::from(*i)),
+        Bson::Int64(i) => Some(*i as f64),
+        Bson::Double(d) => Some(*d),
+        Bson::Decimal128(d) => d.to_string().parse().ok(),
+        _ => None,
+    }
+}
+
+/// Default index name, as drivers and mongod build it: `a_1_b_-1`.
+pub fn default_name(key: &Document) -> String {
+    key.iter()
+        .map(|(k, v)| {
+            let v = match v {
+                Bson::String(s) => s.clone(),
+                Bson::Double(d) if d.fract() == 0.0 => format!("{}", *d as i64),
+                other => other.to_string(),
+            };
+            format!("{k}_{v}")
         })
+        .collect::<Vec<_>>()
+        .join("_")
+}
+
+/// Validates one specification; `None` for the `_id` index.
+fn parse_spec(spec: &Document) -> MongoResult<Option<IndexSpec>> {
+    for k in spec.keys() {
+        if !SPEC_FIELDS.contains(&k.as_str()) {
+            return Err(MongoError::new(
+                ErrorCode::InvalidIndexSpecificationOption,
+                format!(
+                    "The field '{k}' is not valid for an index specification. Specification: {}",
+                    bisondb_storage::error::shell_format_document(spec)
+                ),
+            ));
+        }
+    }
+    let key = match spec.get("key") {
+        Some(Bson::Document(k)) => k.clone(),
+        Some(_) => return Err(MongoError::type_mismatch("The 'key' field must be an object")),
+        None => {
+            return Err(MongoError::failed_to_parse(
+                "Error in specification: the 'key' field is a required property of an index specification",
+            ))
+        }
+    };
+    if key.is_empty() {
+        return Err(spec_error(spec, "Index keys cannot be empty."));
+    }
+    for (field, v) in &key {
+        if field.is_empty() {
+            return Err(spec_error(spec, "Index keys cannot be an empty field."));
+        }
+        if field == "$**" || field.ends_with(".$**") {
+            return Err(MongoError::new(
+                ErrorCode::NotImplemented,
+                "wildcard indexes are not supported by BisonDB yet",
+            ));
+        }
+        if field.starts_with('$') {
+            return Err(spec_error(
+                spec,
+                "Index key contains an illegal field name: field name starts with '$'.",
+            ));
+        }
+        match v {
+            Bson::String(t) if UNSUPPORTED_TYPES.contains(&t.as_str()) => {
+                return Err(MongoError::new(
+                    ErrorCode::NotImplemented,
+                    format!("{t} indexes are not supported by BisonDB yet"),
+                ))
+            }
+            Bson::String(t) => {
+                return Err(spec_error(spec, &format!("Unknown index plugin '{t}'")))
+            }
+            other => match number(other) {
+                Some(x) if x != 0.0 && !x.is_nan() => {}
+                Some(_) => {
+                    return Err(spec_error(
+                        spec,
+                        "Values in the index key pattern can't be 0.",
+                    ))
+                }
+                None => {
+                    return Err(spec_error(
+                        spec,
+                        &format!(
+                            "Values in v:2 index key pattern cannot be of type {}. Only numbers > 0, numbers < 0, and strings are allowed.",
+                            args::type_name(other.element_type())
+                        ),
+                    ))
+                }
+            },
+        }
+    }
+    let name = match spec.get("name") {
+        Some(Bson::String(s)) if !s.is_empty() => s.clone(),
+        Some(Bson::String(_)) => return Err(spec_error(spec, "index name cannot be empty")),
+        Some(_) => {
+            return Err(MongoError::type_mismatch(
+                "The 'name' field must be a string",
+            ))
+        }
+        None => default_name(&key),
+    };
+    let flag = |f: &str| -> MongoResult<bool> {
+        match spec.get(f) {
+            None => Ok(false),
+            Some(Bson::Boolean(b)) => Ok(*b),
+            Some(v) => number(v).map(|x| x != 0.0).ok_or_else(|| {
+                MongoError::type_mismatch(format!("The field '{f}' must be a boolean"))
+            }),
+        }
+    };
+    let (unique, sparse, hidden) = (flag("unique")?, flag("sparse")?, flag("hidden")?);
+    flag("background")?;
+    if let Some(c) = spec.get("collation") {
+        let simple = matches!(c, Bson::Document(d) if d.is_empty() || d.get_str("locale").ok() == Some("simple"));
+        if !simple {
+            return Err(MongoError::new(
+                ErrorCode::NotImplemented,
+                "indexes with a collation other than {locale: 'simple'} are not supported by BisonDB yet",
+            ));
+        }
+    }
+    let is_id = key.len() == 1 && key.get("_id").and_then(number) == Some(1.0);
+    if is_id {
+        if name != "_id_" && spec.contains_key("name") {
+            return Err(MongoError::new(
+                ErrorCode::IndexOptionsConflict,
+                "Index already exists with a different name: _id_",
+            ));
+        }
+        return Ok(None);
+    }
+    if name == "_id_" {
+        return Err(spec_error(
+            spec,
+            "The index name '_id_' is reserved for the _id index, which must have key pattern {_id: 1}, found key: ...",
+        ));
+    }
+    let partial_filter = match spec.get("partialFilterExpression") {
+        None => None,
+        Some(Bson::Document(d)) => {
+            if sparse {
+                return Err(spec_error(
+                    spec,
+                    "cannot mix \"partialFilterExpression\" and \"sparse\" options",
+                ));
+            }
+            bisondb_query::matcher::Matcher::parse_doc(d)?;
+            Some(d.clone())
+        }
+        Some(_) => {
+            return Err(MongoError::type_mismatch(
+                "The field 'partialFilterExpression' must be an object",
+            ))
+        }
+    };
+    let expire_after_seconds = match spec.get("expireAfterSeconds") {
+        None => None,
+        Some(v) => {
+            let Some(x) = number(v) else {
+                return Err(spec_error(
+                    spec,
+                    "TTL index 'expireAfterSeconds' option must be numeric",
+                ));
+            };
+            if !(0.0..=2_147_483_647.0).contains(&x) {
+                return Err(spec_error(
+                    spec,
+                    "TTL index 'expireAfterSeconds' option must be within an acceptable range, try a lower number",
+                ));
+            }
+            if key.len() > 1 {
+                return Err(spec_error(
+                    spec,
+                    "TTL indexes are single-field indexes, compound indexes do not support TTL.",
+                ));
+            }
+            Some(x as i64)
+        }
+    };
+    Ok(Some(IndexSpec {
+        name,
+        key,
+        unique,
+        sparse,
+        partial_filter,
+        expire_after_seconds,
+        hidden,
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spec_validation_table() {
+        let cases: Vec<(Document, Result<Option<&str>, i32>)> = vec![
+            (doc! {"key": {"a": 1}, "name": "a_1"}, Ok(Some("a_1"))),
+            (doc! {"key": {"a": 1, "b": -1}}, Ok(Some("a_1_b_-1"))),
+            (doc! {"key": {"_id": 1}, "name": "_id_"}, Ok(None)),
+            (doc! {"key": {"a": "text"}}, Err(238)),
+            (doc! {"key": {"a": "2dsphere"}}, Err(238)),
+            (doc! {"key": {"a": "hashed"}}, Err(238)),
+            (doc! {"key": {"$**": 1}}, Err(238)),
+            (
+                doc! {"key": {"a": 1}, "collation": {"locale": "fr"}},
+                Err(238),
+            ),
+            (doc! {"key": {"a": "bogus"}}, Err(67)),
+            (doc! {"key": {"a": 0}}, Err(67)),
+            (doc! {"key": {"a": {"x": 1}}}, Err(67)),
+            (doc! {"key": {}}, Err(67)),
+            (doc! {"key": {"a": 1}, "foo": 1}, Err(197)),
+            (
+                doc! {"key": {"a": 1, "b": 1}, "expireAfterSeconds": 5},
+                Err(67),
+            ),
+            (doc! {"key": {"a": 1}, "expireAfterSeconds": -1}, Err(67)),
+            (
+                doc! {"key": {"a": 1}, "sparse": true, "partialFilterExpression": {"a": 1}},
+                Err(67),
+            ),
+            (
+                doc! {"key": {"a": 1}, "background": true, "unique": true},
+                Ok(Some("a_1")),
+            ),
+        ];
+        for (spec, want) in cases {
+            let got = parse_spec(&spec)
+                .map(|s| s.map(|s| s.name))
+                .map_err(|e| e.code.code());
+            assert_eq!(got, want.map(|o| o.map(str::to_string)), "spec {spec}");
+        }
     }
 }

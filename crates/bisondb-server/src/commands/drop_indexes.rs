@@ -1,8 +1,8 @@
-//! `dropIndexes`: with only the `_id` index, `"*"` drops nothing, `_id_` is refused as
-//! mongod refuses it, and any other name is not found.
+//! `dropIndexes`: by name, by key pattern, a list of names, or `"*"` (every
+//! index but `_id_`). The `_id` index is refused as mongod refuses it.
 
 use bisondb_error::{ErrorCode, MongoError, MongoResult};
-use bson::{doc, RawBsonRef, RawDocumentBuf};
+use bson::{doc, Document, RawBsonRef, RawDocumentBuf};
 
 use super::{Command, Context};
 use crate::args;
@@ -17,8 +17,8 @@ pub struct DropIndexes {
 
 enum Target {
     All,
-    Id,
-    Other(String),
+    Names(Vec<String>),
+    Key(Document),
 }
 
 impl Command for DropIndexes {
@@ -35,26 +35,19 @@ impl Command for DropIndexes {
                 "index" => {
                     target = Some(match v {
                         RawBsonRef::String("*") => Target::All,
-                        RawBsonRef::String("_id_") => Target::Id,
-                        RawBsonRef::String(s) => Target::Other(s.to_string()),
-                        RawBsonRef::Document(d) => {
-                            let key = args::to_document(d)?;
-                            if key.len() == 1 && key.contains_key("_id") {
-                                Target::Id
-                            } else {
-                                Target::Other(format!("{key}"))
-                            }
-                        }
+                        RawBsonRef::String(s) => Target::Names(vec![s.to_string()]),
+                        RawBsonRef::Document(d) => Target::Key(args::to_document(d)?),
                         RawBsonRef::Array(a) => {
-                            let names: Vec<String> = a
-                                .into_iter()
-                                .filter_map(|x| x.ok().and_then(|x| x.as_str().map(str::to_string)))
-                                .collect();
-                            match names.iter().find(|n| n.as_str() != "_id_") {
-                                Some(other) => Target::Other(other.clone()),
-                                None if names.is_empty() => Target::All,
-                                None => Target::Id,
+                            let mut names = Vec::new();
+                            for x in a {
+                                match x.map_err(crate::request::invalid_bson)? {
+                                    RawBsonRef::String(s) => names.push(s.to_string()),
+                                    other => {
+                                        return Err(args::wrong_type(n, "index", other, "string"))
+                                    }
+                                }
                             }
+                            Target::Names(names)
                         }
                         other => {
                             return Err(args::wrong_type(
@@ -79,24 +72,84 @@ impl Command for DropIndexes {
     }
 
     fn execute(self, ctx: &mut Context<'_>) -> MongoResult<RawDocumentBuf> {
-        if ctx.state.storage.collection(&self.db, &self.coll).is_none() {
+        let storage = &ctx.state.storage;
+        let Some(coll) = storage.collection(&self.db, &self.coll) else {
             return Err(MongoError::new(
                 ErrorCode::NamespaceNotFound,
                 format!("ns not found {}.{}", self.db, self.coll),
             ));
-        }
-        match self.target {
-            Target::All => {
-                reply::ok(doc! {"nIndexesWas": 1, "msg": "non-_id indexes dropped for collection"})
+        };
+        let indexes = coll.indexes();
+        let was = indexes.len() as i32 + 1;
+        let all = matches!(self.target, Target::All);
+        let cannot_drop_id = || MongoError::new(ErrorCode::InvalidOptions, "cannot drop _id index");
+        let names: Vec<String> = match self.target {
+            Target::All => indexes.iter().map(|i| i.spec.name.clone()).collect(),
+            Target::Names(names) => {
+                // All or nothing: check every name before dropping any.
+                for name in &names {
+                    if name == "_id_" {
+                        return Err(cannot_drop_id());
+                    }
+                    if !indexes.iter().any(|i| &i.spec.name == name) {
+                        return Err(MongoError::new(
+                            ErrorCode::IndexNotFound,
+                            format!("index not found with name [{name}]"),
+                        ));
+                    }
+                }
+                names
             }
-            Target::Id => Err(MongoError::new(
-                ErrorCode::InvalidOptions,
-                "cannot drop _id index",
-            )),
-            Target::Other(name) => Err(MongoError::new(
-                ErrorCode::IndexNotFound,
-                format!("index not found with name [{name}]"),
-            )),
+            Target::Key(key) => {
+                if key.len() == 1 && key.contains_key("_id") {
+                    return Err(cannot_drop_id());
+                }
+                let probe = bisondb_storage::IndexSpec {
+                    name: String::new(),
+                    key: key.clone(),
+                    unique: false,
+                    sparse: false,
+                    partial_filter: None,
+                    expire_after_seconds: None,
+                    hidden: false,
+                };
+                let matching: Vec<String> = indexes
+                    .iter()
+                    .filter(|i| i.spec.same_key(&probe) && i.spec.key.keys().eq(key.keys()))
+                    .map(|i| i.spec.name.clone())
+                    .collect();
+                match matching.as_slice() {
+                    [] => {
+                        return Err(MongoError::new(
+                            ErrorCode::IndexNotFound,
+                            format!(
+                                "can't find index with key: {}",
+                                bisondb_storage::error::shell_format_document(&key)
+                            ),
+                        ))
+                    }
+                    [_] => matching,
+                    _ => {
+                        return Err(MongoError::new(
+                            ErrorCode::AmbiguousIndexKeyPattern,
+                            format!(
+                                "{} indexes found for key: {}, identify by name instead. Conflicting indexes: {}",
+                                matching.len(),
+                                bisondb_storage::error::shell_format_document(&key),
+                                matching.join(", ")
+                            ),
+                        ))
+                    }
+                }
+            }
+        };
+        for name in &names {
+            storage.drop_index(&self.db, &self.coll, name)?;
         }
+        let mut out = doc! {"nIndexesWas": was};
+        if all {
+            out.insert("msg", "non-_id indexes dropped for collection");
+        }
+        reply::ok(out)
     }
 }

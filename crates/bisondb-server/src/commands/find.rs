@@ -4,7 +4,9 @@ use bisondb_error::{ErrorCode, MongoError, MongoResult};
 use bisondb_query::matcher::Matcher;
 use bisondb_query::projection::Projection;
 use bisondb_query::sort::SortSpec;
-use bson::{Document, RawBsonRef, RawDocumentBuf};
+use std::sync::Arc;
+
+use bson::{doc, Document, RawBsonRef, RawDocumentBuf};
 
 use super::{util, Command, Context};
 use crate::args;
@@ -17,6 +19,8 @@ pub struct Find {
     db: String,
     coll: String,
     filter: Matcher,
+    filter_doc: Document,
+    hint: Option<plan::Hint>,
     projection: Option<Document>,
     sort: Option<SortSpec>,
     skip: u64,
@@ -61,6 +65,8 @@ impl Command for Find {
             db: req.db.clone(),
             coll: String::new(),
             filter: Matcher::parse_doc(&Document::new())?,
+            filter_doc: Document::new(),
+            hint: None,
             projection: None,
             sort: None,
             skip: 0,
@@ -103,7 +109,7 @@ impl Command for Find {
                 "singleBatch" => f.single_batch = args::as_bool(n, "singleBatch", v)?,
                 "allowDiskUse" => f.allow_disk_use = args::as_bool(n, "allowDiskUse", v)?,
                 "noCursorTimeout" => f.no_cursor_timeout = args::as_bool(n, "noCursorTimeout", v)?,
-                "hint" => check_hint(v)?,
+                "hint" => f.hint = plan::Hint::parse(v)?,
                 "collation" => check_collation(n, v)?,
                 "tailable" | "awaitData" => {
                     if args::as_bool(n, k.as_str(), v)? {
@@ -136,6 +142,10 @@ impl Command for Find {
         if !have_coll {
             return Err(args::missing_field(n, "find"));
         }
+        // The filter as sent: partial-index implication and explain's parsedQuery.
+        if let Ok(Some(RawBsonRef::Document(d))) = req.body.get("filter") {
+            f.filter_doc = args::to_document(d)?;
+        }
         // Parsed after the loop: a positional projection (`a.$`) needs the filter.
         if let Some(p) = &f.projection {
             Projection::parse_with_filter(p, &f.filter)?;
@@ -147,14 +157,39 @@ impl Command for Find {
         OpCounters::add(&ctx.state.opcounters.query, 1);
         let ns = util::ns(&self.db, &self.coll);
         let coll = ctx.state.storage.collection(&self.db, &self.coll);
-        let src = plan::matching(coll.as_ref(), &self.filter)?;
+        let (_, src) = self.source(coll.as_ref(), Arc::new(plan::Stats::default()))?;
+        let mut cursor = Cursor::new(ns.clone(), src, self.limit);
+        cursor.no_timeout = self.no_cursor_timeout;
+        cursor.lsid = self.lsid;
+        let first = self.batch_size.unwrap_or(DEFAULT_FIRST_BATCH);
+        let batch = cursor.next_batch(Some(first))?;
+        util::finish_first_batch(ctx.state, &ns, cursor, batch, self.single_batch)
+    }
+}
+
+impl Find {
+    /// Plans the query and builds the document stream (before the limit,
+    /// which the cursor applies).
+    fn source(
+        &self,
+        coll: Option<&bisondb_storage::Collection>,
+        stats: Arc<plan::Stats>,
+    ) -> MongoResult<(plan::Plan, DocSource)> {
+        let chosen = plan::choose(
+            coll,
+            &self.filter,
+            Some(&self.filter_doc),
+            self.sort.as_ref(),
+            self.hint.as_ref(),
+        )?;
+        let src = plan::execute(coll, &chosen, &self.filter, stats)?;
         let src: DocSource = match &self.sort {
-            Some(spec) => {
+            Some(spec) if !chosen.provides_sort => {
                 let keep = self.limit.map(|l| l.saturating_add(self.skip) as usize);
                 let sorted = plan::sort(src, spec, keep, self.allow_disk_use)?;
                 Box::new(sorted.into_iter().map(Ok))
             }
-            None => src,
+            _ => src,
         };
         let src: DocSource = if self.skip > 0 {
             Box::new(src.skip(self.skip as usize))
@@ -168,35 +203,84 @@ impl Command for Find {
             }
             None => src,
         };
-        let mut cursor = Cursor::new(ns.clone(), src, self.limit);
-        cursor.no_timeout = self.no_cursor_timeout;
-        cursor.lsid = self.lsid;
-        let first = self.batch_size.unwrap_or(DEFAULT_FIRST_BATCH);
-        let batch = cursor.next_batch(Some(first))?;
-        util::finish_first_batch(ctx.state, &ns, cursor, batch, self.single_batch)
+        Ok((chosen, src))
+    }
+
+    /// `explain` of this find: the plan tree, and with `execute` the
+    /// statistics of actually running it to completion.
+    pub fn explain(
+        self,
+        ctx: &mut Context<'_>,
+        execute: bool,
+    ) -> MongoResult<(Document, Option<Document>)> {
+        let coll = ctx.state.storage.collection(&self.db, &self.coll);
+        let stats = Arc::new(plan::Stats::default());
+        let started = std::time::Instant::now();
+        let (chosen, src) = self.source(coll.as_ref(), stats.clone())?;
+        let mut tree = plan::describe(&chosen, &self.filter_doc, false);
+        if let Some(s) = &self.sort {
+            if !chosen.provides_sort {
+                let mut pattern = Document::new();
+                for (k, asc) in s.fields() {
+                    pattern.insert(k.clone(), if *asc { 1 } else { -1 });
+                }
+                let mut d = doc! {"stage": "SORT", "sortPattern": pattern, "memLimit": plan::SORT_MEMORY_LIMIT as i64, "type": "simple"};
+                if let Some(l) = self.limit {
+                    d.insert("limitAmount", l as i64);
+                }
+                d.insert("inputStage", tree);
+                tree = d;
+            }
+        }
+        if self.skip > 0 {
+            tree = doc! {"stage": "SKIP", "skipAmount": self.skip as i64, "inputStage": tree};
+        }
+        if let Some(l) = self.limit {
+            tree = doc! {"stage": "LIMIT", "limitAmount": l as i64, "inputStage": tree};
+        }
+        if let Some(p) = &self.projection {
+            tree =
+                doc! {"stage": "PROJECTION_SIMPLE", "transformBy": p.clone(), "inputStage": tree};
+        }
+        let planner = doc! {
+            "namespace": util::ns(&self.db, &self.coll),
+            "parsedQuery": self.filter_doc.clone(),
+            "indexFilterSet": false,
+            "winningPlan": tree.clone(),
+            "rejectedPlans": [],
+        };
+        if !execute {
+            return Ok((planner, None));
+        }
+        let mut returned = 0u64;
+        let limit = self.limit.unwrap_or(u64::MAX);
+        for d in src {
+            if returned >= limit {
+                break;
+            }
+            d?;
+            returned += 1;
+        }
+        let mut stages = tree;
+        stages.insert("nReturned", returned as i64);
+        let exec = doc! {
+            "executionSuccess": true,
+            "nReturned": returned as i64,
+            "executionTimeMillis": started.elapsed().as_millis() as i64,
+            "totalKeysExamined": stats.keys() as i64,
+            "totalDocsExamined": stats.docs() as i64,
+            "executionStages": stages,
+        };
+        Ok((planner, Some(exec)))
     }
 }
 
-/// Without secondary indexes, the only hints that name an index are the `_id` index
-/// and `$natural`; anything else is mongod's "bad hint" error.
+/// Checks the shape of a `hint` (an index name or a key pattern). Whether it
+/// names an existing index is decided by the planner against the collection's
+/// indexes (`plan::choose`, error 2 otherwise); commands that do not plan
+/// through it accept any well-formed hint (a hint never changes results).
 pub fn check_hint(v: RawBsonRef<'_>) -> MongoResult<()> {
-    let ok = match v {
-        RawBsonRef::String(name) => name == "_id_",
-        RawBsonRef::Document(d) => {
-            let keys: Vec<_> = d
-                .iter()
-                .filter_map(Result::ok)
-                .map(|(k, _)| k.as_str().to_string())
-                .collect();
-            keys.is_empty() || keys == ["_id"] || keys == ["$natural"]
-        }
-        _ => false,
-    };
-    if ok {
-        Ok(())
-    } else {
-        Err(MongoError::bad_value("error processing query: planner returned error :: caused by :: hint provided does not correspond to an existing index"))
-    }
+    plan::Hint::parse(v).map(|_| ())
 }
 
 /// Only the simple (binary) collation exists in BisonDB so far.

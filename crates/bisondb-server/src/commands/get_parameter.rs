@@ -63,8 +63,14 @@ impl Command for GetParameter {
         Ok(GetParameter { all, names })
     }
 
-    fn execute(self, _ctx: &mut Context<'_>) -> MongoResult<RawDocumentBuf> {
-        let params = parameters();
+    fn execute(self, ctx: &mut Context<'_>) -> MongoResult<RawDocumentBuf> {
+        let mut params = parameters();
+        let ttl = i32::try_from(ctx.state.config.ttl_monitor_sleep_secs).unwrap_or(i32::MAX);
+        for (k, v) in params.iter_mut() {
+            if *k == "ttlMonitorSleepSecs" {
+                *v = Bson::Int32(ttl);
+            }
+        }
         let mut out = Document::new();
         if self.all {
             for (k, v) in params {

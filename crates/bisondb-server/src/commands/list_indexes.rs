@@ -1,5 +1,6 @@
-//! `listIndexes`: the indexes of a collection as a cursor. Every collection has the
-//! `_id_` index (documents are clustered by `_id`); secondary indexes come later.
+//! `listIndexes`: the indexes of a collection as a cursor, shaped as mongod shows
+//! them: the `_id_` index (documents are clustered by `_id`), then the secondary
+//! indexes in creation order.
 
 use bisondb_error::{ErrorCode, MongoError, MongoResult};
 use bson::RawDocumentBuf;
@@ -45,13 +46,16 @@ impl Command for ListIndexes {
 
     fn execute(self, ctx: &mut Context<'_>) -> MongoResult<RawDocumentBuf> {
         let ns = util::ns(&self.db, &self.coll);
-        if ctx.state.storage.collection(&self.db, &self.coll).is_none() {
+        let Some(coll) = ctx.state.storage.collection(&self.db, &self.coll) else {
             return Err(MongoError::new(
                 ErrorCode::NamespaceNotFound,
                 format!("ns does not exist: {ns}"),
             ));
+        };
+        let mut specs = vec![crate::reply::to_raw(&util::id_index_spec())?];
+        for ix in coll.indexes() {
+            specs.push(crate::reply::to_raw(&ix.spec.to_document())?);
         }
-        let specs = vec![crate::reply::to_raw(&util::id_index_spec())?];
         let src: DocSource = Box::new(specs.into_iter().map(Ok));
         let mut cursor = Cursor::new(ns.clone(), src, None);
         let batch = cursor.next_batch(self.batch_size)?;

@@ -25,6 +25,7 @@ pub mod drop;
 pub mod drop_database;
 pub mod drop_indexes;
 pub mod end_sessions;
+pub mod explain;
 pub mod find;
 pub mod find_and_modify;
 pub mod fsync;

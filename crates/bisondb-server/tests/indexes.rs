@@ -1,0 +1,487 @@
+//! Secondary indexes through the official driver: createIndexes / listIndexes /
+//! dropIndexes as mongod answers them, unique enforcement, builds over existing
+//! data, the planner and `explain`, hints, index-only counts, and the TTL
+//! monitor with a short interval.
+
+mod common;
+
+use std::time::Duration;
+
+use bisondb_server::Server;
+use bson::{doc, Bson, Document};
+use common::*;
+use mongodb::options::IndexOptions;
+use mongodb::IndexModel;
+
+fn get_doc<'a>(d: &'a Document, path: &str) -> &'a Document {
+    let mut cur = d;
+    for p in path.split('.') {
+        cur = cur
+            .get_document(p)
+            .unwrap_or_else(|_| panic!("no document at {path} in {d}"));
+    }
+    cur
+}
+
+#[tokio::test]
+async fn create_list_drop_like_mongod() {
+    let t = start().await;
+    let db = t.tcp.database("ix");
+    let r = db
+        .run_command(doc! {"createIndexes": "c", "indexes": [
+            {"key": {"a": 1}, "name": "a_1"},
+            {"key": {"b": -1, "c.d": 1}, "name": "b_-1_c.d_1", "unique": true, "background": true},
+            {"key": {"s": 1}, "name": "s_1", "sparse": true, "hidden": true},
+            {"key": {"p": 1}, "name": "p_1", "partialFilterExpression": {"p": {"$gt": 5}}},
+            {"key": {"t": 1}, "name": "t_1", "expireAfterSeconds": 3600},
+        ]})
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(num(&r, "numIndexesBefore"), 1);
+    assert_eq!(num(&r, "numIndexesAfter"), 6);
+    assert_eq!(
+        r.get_bool("createdCollectionAutomatically").ok(),
+        Some(true)
+    );
+    // Same request again: nothing new.
+    let again = db
+        .run_command(doc! {"createIndexes": "c", "indexes": [{"key": {"a": 1}, "name": "a_1"}]})
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        again.get_str("note").ok(),
+        Some("all indexes already exist")
+    );
+
+    let coll = db.collection::<Document>("c");
+    let listed = db
+        .run_command(doc! {"listIndexes": "c"})
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let batch = get_doc(&listed, "cursor")
+        .get_array("firstBatch")
+        .unwrap_or_else(|e| panic!("{e}"))
+        .clone();
+    let want = vec![
+        doc! {"v": 2, "key": {"_id": 1}, "name": "_id_"},
+        doc! {"v": 2, "key": {"a": 1}, "name": "a_1"},
+        doc! {"v": 2, "key": {"b": -1, "c.d": 1}, "name": "b_-1_c.d_1", "unique": true},
+        doc! {"v": 2, "key": {"s": 1}, "name": "s_1", "sparse": true, "hidden": true},
+        doc! {"v": 2, "key": {"p": 1}, "name": "p_1", "partialFilterExpression": {"p": {"$gt": 5}}},
+        doc! {"v": 2, "key": {"t": 1}, "name": "t_1", "expireAfterSeconds": 3600i64},
+    ];
+    let got: Vec<Document> = batch
+        .into_iter()
+        .filter_map(|b| b.as_document().cloned())
+        .collect();
+    assert_eq!(got, want);
+
+    // Errors as mongod gives them.
+    let cases: Vec<(Document, i32)> = vec![
+        (doc! {"key": {"a": "text"}, "name": "a_text"}, 238),
+        (doc! {"key": {"a": "2dsphere"}, "name": "g"}, 238),
+        (doc! {"key": {"a": "hashed"}, "name": "h"}, 238),
+        (doc! {"key": {"$**": 1}, "name": "w"}, 238),
+        (doc! {"key": {"a": -1}, "name": "a_1"}, 86),
+        (doc! {"key": {"a": 1}, "name": "other"}, 85),
+        (doc! {"key": {"a": 1}, "name": "a_1", "unique": true}, 85),
+        (doc! {"key": {"a": 1}, "name": "x", "bogus": 1}, 197),
+        (doc! {"key": {"a": "nope"}, "name": "x"}, 67),
+    ];
+    for (spec, code) in cases {
+        let e = expect_code(
+            db.run_command(doc! {"createIndexes": "c", "indexes": [spec.clone()]})
+                .await,
+            code,
+        );
+        assert!(!error_message(&e).is_empty(), "{spec}");
+    }
+
+    let e = expect_code(
+        db.run_command(doc! {"dropIndexes": "c", "index": "_id_"})
+            .await,
+        72,
+    );
+    assert_eq!(error_message(&e), "cannot drop _id index");
+    expect_code(
+        db.run_command(doc! {"dropIndexes": "c", "index": "missing"})
+            .await,
+        27,
+    );
+    let r = db
+        .run_command(doc! {"dropIndexes": "c", "index": {"a": 1}})
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(num(&r, "nIndexesWas"), 6);
+    db.run_command(doc! {"dropIndexes": "c", "index": ["s_1", "p_1"]})
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let r = db
+        .run_command(doc! {"dropIndexes": "c", "index": "*"})
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(num(&r, "nIndexesWas"), 3);
+    let names = coll
+        .list_index_names()
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(names, vec!["_id_".to_string()]);
+}
+
+#[tokio::test]
+async fn unique_index_enforced_and_built_over_existing_data() {
+    let t = start().await;
+    let coll = t.tcp.database("ix").collection::<Document>("u");
+    coll.insert_many((0..500).map(|i| doc! {"_id": i, "email": format!("u{i}@x"), "n": i % 7}))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    // A unique build over duplicates fails with 11000 and leaves no index.
+    let e = expect_code(
+        coll.create_index(
+            IndexModel::builder()
+                .keys(doc! {"n": 1})
+                .options(IndexOptions::builder().unique(true).build())
+                .build(),
+        )
+        .await,
+        11000,
+    );
+    assert!(
+        error_message(&e).contains("E11000"),
+        "{}",
+        error_message(&e)
+    );
+    assert_eq!(
+        coll.list_index_names()
+            .await
+            .unwrap_or_else(|e| panic!("{e}")),
+        vec!["_id_".to_string()]
+    );
+    coll.create_index(
+        IndexModel::builder()
+            .keys(doc! {"email": 1})
+            .options(IndexOptions::builder().unique(true).build())
+            .build(),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
+    let e = expect_code(
+        coll.insert_one(doc! {"_id": 1000, "email": "u3@x"}).await,
+        11000,
+    );
+    assert_eq!(
+        error_message(&e),
+        "E11000 duplicate key error collection: ix.u index: email_1 dup key: { email: \"u3@x\" }"
+    );
+    // The index answers queries built before it existed.
+    let found = collect(
+        coll.find(doc! {"email": "u42@x"})
+            .await
+            .unwrap_or_else(|e| panic!("{e}")),
+    )
+    .await;
+    assert_eq!(field(&found, "_id"), vec![Bson::Int32(42)]);
+    // An update that would duplicate is refused too.
+    expect_code(
+        coll.update_one(doc! {"_id": 1}, doc! {"$set": {"email": "u2@x"}})
+            .await,
+        11000,
+    );
+    // Racing inserts of one key: exactly one wins.
+    for round in 0..20 {
+        let email = format!("race{round}@x");
+        let (a, b) = tokio::join!(
+            coll.insert_one(doc! {"_id": 10_000 + round * 2, "email": email.clone()}),
+            coll.insert_one(doc! {"_id": 10_001 + round * 2, "email": email.clone()}),
+        );
+        assert_eq!(a.is_ok() as u8 + b.is_ok() as u8, 1, "round {round}");
+    }
+}
+
+async fn explain(db: &mongodb::Database, cmd: Document, verbosity: &str) -> Document {
+    db.run_command(doc! {"explain": cmd, "verbosity": verbosity})
+        .await
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
+#[tokio::test]
+async fn planner_and_explain_tell_what_ran() {
+    let t = start().await;
+    let db = t.tcp.database("ex");
+    let coll = db.collection::<Document>("ts");
+    coll.insert_many((0..1000).map(|i| doc! {"_id": i, "day": i % 100, "v": i}))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    coll.create_index(IndexModel::builder().keys(doc! {"day": 1}).build())
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+
+    // Equality: IXSCAN under FETCH, 10 keys and 10 documents examined.
+    let e = explain(
+        &db,
+        doc! {"find": "ts", "filter": {"day": 7}},
+        "executionStats",
+    )
+    .await;
+    let plan = get_doc(&e, "queryPlanner.winningPlan");
+    assert_eq!(plan.get_str("stage").ok(), Some("FETCH"));
+    let ix = get_doc(plan, "inputStage");
+    assert_eq!(ix.get_str("stage").ok(), Some("IXSCAN"));
+    assert_eq!(ix.get_str("indexName").ok(), Some("day_1"));
+    assert_eq!(ix.get_str("direction").ok(), Some("forward"));
+    assert_eq!(ix.get_document("keyPattern").ok(), Some(&doc! {"day": 1}));
+    assert_eq!(ix.get_bool("isMultiKey").ok(), Some(false));
+    assert_eq!(
+        get_doc(ix, "indexBounds").get_array("day").ok(),
+        Some(&vec![Bson::String("[7, 7]".into())])
+    );
+    let stats = get_doc(&e, "executionStats");
+    assert_eq!(num(stats, "nReturned"), 10);
+    assert_eq!(num(stats, "totalKeysExamined"), 10);
+    assert_eq!(num(stats, "totalDocsExamined"), 10);
+    assert!(stats.contains_key("executionTimeMillis"));
+
+    // Range with sort by the index backward, limit and projection: no SORT stage.
+    let e = explain(
+        &db,
+        doc! {"find": "ts", "filter": {"day": {"$gte": 10, "$lt": 12}}, "sort": {"day": -1}, "limit": 5, "projection": {"v": 1}},
+        "queryPlanner",
+    )
+    .await;
+    let plan = get_doc(&e, "queryPlanner.winningPlan");
+    assert_eq!(plan.get_str("stage").ok(), Some("PROJECTION_SIMPLE"));
+    assert_eq!(
+        get_doc(plan, "inputStage").get_str("stage").ok(),
+        Some("LIMIT")
+    );
+    let scan = get_doc(plan, "inputStage.inputStage.inputStage");
+    assert_eq!(scan.get_str("stage").ok(), Some("IXSCAN"));
+    assert_eq!(scan.get_str("direction").ok(), Some("backward"));
+    assert!(!e.contains_key("executionStats"));
+
+    // The results honour the order without a blocking sort.
+    let docs = collect(
+        coll.find(doc! {"day": {"$gte": 10, "$lt": 12}})
+            .sort(doc! {"day": -1})
+            .await
+            .unwrap_or_else(|e| panic!("{e}")),
+    )
+    .await;
+    assert_eq!(docs.len(), 20);
+    assert!(docs.iter().take(10).all(|d| num(d, "day") == 11));
+
+    // No usable index: COLLSCAN examining every document.
+    let e = explain(
+        &db,
+        doc! {"find": "ts", "filter": {"v": 5}},
+        "allPlansExecution",
+    )
+    .await;
+    assert_eq!(
+        get_doc(&e, "queryPlanner.winningPlan")
+            .get_str("stage")
+            .ok(),
+        Some("COLLSCAN")
+    );
+    assert_eq!(
+        num(get_doc(&e, "executionStats"), "totalDocsExamined"),
+        1000
+    );
+    assert!(get_doc(&e, "executionStats").contains_key("allPlansExecution"));
+
+    // count on the indexed field counts keys only.
+    let e = explain(
+        &db,
+        doc! {"count": "ts", "query": {"day": {"$lt": 3}}},
+        "executionStats",
+    )
+    .await;
+    let plan = get_doc(&e, "queryPlanner.winningPlan");
+    assert_eq!(plan.get_str("stage").ok(), Some("COUNT"));
+    assert_eq!(
+        get_doc(plan, "inputStage").get_str("stage").ok(),
+        Some("COUNT_SCAN")
+    );
+    assert_eq!(num(get_doc(&e, "executionStats"), "totalDocsExamined"), 0);
+    assert_eq!(num(get_doc(&e, "executionStats"), "totalKeysExamined"), 30);
+    assert_eq!(count(&coll, doc! {"day": {"$lt": 3}}).await, 30);
+
+    // Hints: by name and by key pattern work; an unknown one is error 2.
+    let hinted = collect(
+        coll.find(doc! {"v": {"$lt": 3}})
+            .hint(mongodb::options::Hint::Name("day_1".into()))
+            .await
+            .unwrap_or_else(|e| panic!("{e}")),
+    )
+    .await;
+    assert_eq!(hinted.len(), 3);
+    let e = explain(
+        &db,
+        doc! {"find": "ts", "filter": {}, "hint": {"day": 1}},
+        "queryPlanner",
+    )
+    .await;
+    assert_eq!(
+        get_doc(&e, "queryPlanner.winningPlan.inputStage")
+            .get_str("indexName")
+            .ok(),
+        Some("day_1")
+    );
+    expect_code(db.run_command(doc! {"find": "ts", "hint": "nope"}).await, 2);
+    expect_code(
+        db.run_command(doc! {"find": "ts", "hint": {"zzz": 1}})
+            .await,
+        2,
+    );
+
+    // Aggregation: a leading $match uses the index.
+    let e = explain(
+        &db,
+        doc! {"aggregate": "ts", "pipeline": [{"$match": {"day": 3}}, {"$group": {"_id": null, "n": {"$sum": 1}}}], "cursor": {}},
+        "executionStats",
+    )
+    .await;
+    assert_eq!(
+        get_doc(&e, "queryPlanner.winningPlan.inputStage")
+            .get_str("stage")
+            .ok(),
+        Some("IXSCAN")
+    );
+    assert_eq!(num(get_doc(&e, "executionStats"), "totalKeysExamined"), 10);
+    let agg = collect(
+        coll.aggregate(vec![doc! {"$match": {"day": 3}}, doc! {"$count": "n"}])
+            .await
+            .unwrap_or_else(|e| panic!("{e}")),
+    )
+    .await;
+    assert_eq!(agg.first().map(|d| num(d, "n")), Some(10));
+
+    // Deletes and updates through the index keep it consistent.
+    coll.delete_many(doc! {"day": 5})
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    coll.update_many(doc! {"day": 6}, doc! {"$set": {"day": 5}})
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(count(&coll, doc! {"day": 5}).await, 10);
+    assert_eq!(count(&coll, doc! {"day": 6}).await, 0);
+
+    // Unknown inner command.
+    expect_code(db.run_command(doc! {"explain": {"nosuch": "ts"}}).await, 59);
+}
+
+#[tokio::test]
+async fn multikey_and_parallel_arrays() {
+    let t = start().await;
+    let coll = t.tcp.database("mk").collection::<Document>("m");
+    coll.create_index(IndexModel::builder().keys(doc! {"a": 1, "b": 1}).build())
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    coll.insert_many(vec![
+        doc! {"_id": 1, "a": [1, 5], "b": 1},
+        doc! {"_id": 2, "a": 3, "b": [1, 2]},
+    ])
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
+    let e = expect_code(
+        coll.insert_one(doc! {"_id": 3, "a": [1], "b": [2]}).await,
+        171,
+    );
+    assert!(
+        error_message(&e).contains("cannot index parallel arrays"),
+        "{}",
+        error_message(&e)
+    );
+    // {a: {$gt: 2, $lt: 4}} on a multikey index: doc 1 matches (5 > 2, 1 < 4).
+    let got = collect(
+        coll.find(doc! {"a": {"$gt": 2, "$lt": 4}})
+            .sort(doc! {"_id": 1})
+            .await
+            .unwrap_or_else(|e| panic!("{e}")),
+    )
+    .await;
+    assert_eq!(field(&got, "_id"), vec![Bson::Int32(1), Bson::Int32(2)]);
+    let e = t
+        .tcp
+        .database("mk")
+        .run_command(doc! {"explain": {"find": "m", "filter": {"a": 1}}})
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        get_doc(&e, "queryPlanner.winningPlan.inputStage")
+            .get_bool("isMultiKey")
+            .ok(),
+        Some(true)
+    );
+    // Each matching document once, although it has two keys in range.
+    assert_eq!(count(&coll, doc! {"a": {"$gte": 1}}).await, 2);
+}
+
+#[tokio::test]
+async fn ttl_monitor_deletes_expired_documents() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let mut cfg = config(dir.path());
+    cfg.ttl_monitor_sleep_secs = 1;
+    let server = Server::start(cfg)
+        .await
+        .unwrap_or_else(|e| panic!("{}", e.message));
+    let client = mongodb::Client::with_uri_str(tcp_uri(server.port()))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let db = client.database("ttl");
+    let p = client
+        .database("admin")
+        .run_command(doc! {"getParameter": 1, "ttlMonitorSleepSecs": 1})
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(num(&p, "ttlMonitorSleepSecs"), 1);
+    let coll = db.collection::<Document>("events");
+    coll.create_index(
+        IndexModel::builder()
+            .keys(doc! {"at": 1})
+            .options(
+                IndexOptions::builder()
+                    .expire_after(Duration::from_secs(60))
+                    .build(),
+            )
+            .build(),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
+    let now = bson::DateTime::now().timestamp_millis();
+    let at = |ms: i64| Bson::DateTime(bson::DateTime::from_millis(ms));
+    coll.insert_many(vec![
+        doc! {"_id": "old", "at": at(now - 3_600_000)},
+        doc! {"_id": "old-array", "at": [at(now + 3_600_000), at(now - 3_600_000)]},
+        doc! {"_id": "fresh", "at": at(now)},
+        doc! {"_id": "not-a-date", "at": "yesterday"},
+        doc! {"_id": "missing"},
+    ])
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
+    let mut left = Vec::new();
+    for _ in 0..50 {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let docs = collect(
+            coll.find(doc! {})
+                .sort(doc! {"_id": 1})
+                .await
+                .unwrap_or_else(|e| panic!("{e}")),
+        )
+        .await;
+        left = field(&docs, "_id");
+        if left.len() == 3 {
+            break;
+        }
+    }
+    assert_eq!(
+        left,
+        vec![
+            Bson::String("fresh".into()),
+            Bson::String("missing".into()),
+            Bson::String("not-a-date".into())
+        ]
+    );
+    server.shutdown();
+    server.wait().await;
+}
