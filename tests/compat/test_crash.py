@@ -253,7 +253,6 @@ def crash_runs(tmp_path: Path, servers: list, wc: WriteConcern, runs: int, requi
         acked = insert_until_killed(proc, run, wc, kill_after)
         n_acked = sum(len(v) for v in acked.values())
         total_acked += n_acked
-        assert n_acked > 0, f"run {run}: nothing acknowledged in {kill_after:.2f} s\n{log_tail(log_path)}"
 
         proc = start(dbpath, log_path)
         servers.append(proc)
@@ -273,6 +272,9 @@ def crash_runs(tmp_path: Path, servers: list, wc: WriteConcern, runs: int, requi
     with proc.client() as c:
         final = c.crash.docs.count_documents({})
     assert proc.terminate() == 0, log_tail(log_path)
+    # A single run may be killed before its first acknowledgement on a loaded
+    # machine; all of them together must have tested something.
+    assert total_acked > 0, f"no insert acknowledged in {runs} runs\n{log_tail(log_path)}"
     return total_acked, final
 
 
