@@ -31,6 +31,9 @@ pub struct RunningServer {
     /// Every connection task, so shutdown can wait until none holds the state
     /// (and with it the storage engine and its dbpath lock).
     connections: TaskTracker,
+    /// For `inMemory` on an existing dbpath: the lock that keeps a persistent
+    /// server off it meanwhile (the lsm engine holds its own).
+    dbpath_lock: Option<bisondb_storage::dbpath::DbPathLock>,
 }
 
 /// Opens the persistent engine in `--dbpath` (creating the directory) off the
@@ -53,6 +56,29 @@ async fn open_lsm(config: &ServerConfig) -> MongoResult<Arc<dyn Engine>> {
     })
 }
 
+/// `inMemory` writes nothing, but like mongod it refuses a dbpath that holds another
+/// engine's data files and locks an existing dbpath against a persistent server.
+fn check_dbpath_for_memory(
+    dbpath: &std::path::Path,
+) -> MongoResult<Option<bisondb_storage::dbpath::DbPathLock>> {
+    if !dbpath.is_dir() {
+        return Ok(None);
+    }
+    let lock = bisondb_storage::dbpath::lock(dbpath).map_err(MongoError::from)?;
+    match bisondb_storage::dbpath::recorded_engine(dbpath).map_err(MongoError::from)? {
+        Some(found) if found != "inMemory" => Err(MongoError::new(
+            ErrorCode::Other(28662),
+            format!(
+                "Detected data files in {} created by the '{found}' storage engine, but the \
+                 specified storage engine was 'inMemory'; start with --storageEngine {found} \
+                 or choose another --dbpath",
+                dbpath.display()
+            ),
+        )),
+        _ => Ok(Some(lock)),
+    }
+}
+
 impl Server {
     /// Opens storage and binds every listener; returns once connections can be accepted.
     pub async fn start(config: ServerConfig) -> MongoResult<RunningServer> {
@@ -65,8 +91,12 @@ impl Server {
                 config.resolved_storage_engine()
             );
         }
+        let mut dbpath_lock = None;
         let engine: Arc<dyn Engine> = match config.resolved_storage_engine() {
-            "inMemory" => Arc::new(MemoryEngine::new()),
+            "inMemory" => {
+                dbpath_lock = check_dbpath_for_memory(&config.dbpath)?;
+                Arc::new(MemoryEngine::new())
+            }
             "lsm" => open_lsm(&config).await?,
             other => {
                 return Err(MongoError::new(
@@ -188,6 +218,7 @@ impl Server {
             socket_path,
             tasks,
             connections: tracker,
+            dbpath_lock,
         })
     }
 }
@@ -236,6 +267,7 @@ impl RunningServer {
         if let Some(p) = &self.socket_path {
             let _ = std::fs::remove_file(p);
         }
+        drop(self.dbpath_lock);
         tracing::info!("shutdown complete");
     }
 }

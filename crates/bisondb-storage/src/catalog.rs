@@ -517,6 +517,11 @@ impl Storage {
         self.inner.engine.sync()
     }
 
+    /// Flushes buffered data into the engine's data files and syncs (`fsync`).
+    pub fn checkpoint(&self) -> Result<(), StorageError> {
+        self.inner.engine.checkpoint()
+    }
+
     /// Counts and sizes for `dbStats`; all zero for a missing database.
     pub fn database_stats(&self, db: &str) -> DbStats {
         let (mut stats, mut total_data) = (DbStats::default(), 0u64);

@@ -108,6 +108,13 @@ pub trait Engine: Send + Sync + 'static {
     /// Bytes used on stable storage (0 for memory).
     fn size_on_disk(&self) -> u64;
 
+    /// Writes buffered data into the engine's data files (not only its log) and
+    /// makes everything durable, as mongod's `fsync` command does. Engines without
+    /// such a distinction just sync.
+    fn checkpoint(&self) -> Result<(), StorageError> {
+        self.sync()
+    }
+
     /// A number that changes whenever the engine reopened its files underneath
     /// its users (after a write fault). A batch whose write reported an error
     /// may then have been applied after all, so state cached from earlier reads

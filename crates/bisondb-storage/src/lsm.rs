@@ -554,6 +554,16 @@ impl Engine for LsmEngine {
         self.shared.sync()
     }
 
+    fn checkpoint(&self) -> Result<(), StorageError> {
+        // Flush the memtable into a compressed table so data files reflect the
+        // data; compaction is left to the background.
+        let open = self.shared.current()?;
+        open.ks
+            .rotate_memtable_and_wait()
+            .map_err(|e| map_fjall(e, "flush"))?;
+        self.shared.sync_all_now()
+    }
+
     fn generation(&self) -> u64 {
         self.shared.generation.load(Ordering::Acquire)
     }
@@ -562,6 +572,9 @@ impl Engine for LsmEngine {
     /// journal to 64 MiB as a sparse file, so apparent file lengths (and fjall's
     /// own `disk_space`) would overstate a small database many times over.
     fn size_on_disk(&self) -> u64 {
+        // The tables and metadata, not the write-ahead journal: like WiredTiger's
+        // storageSize, which leaves out its journal, this is where the data lives
+        // once flushed (the journal is recycled and bounded in size).
         dir_size(&self.shared.data_dir)
     }
 }
@@ -575,10 +588,16 @@ fn dir_size(dir: &Path) -> u64 {
         .filter_map(Result::ok)
         .map(|entry| match entry.file_type() {
             Ok(t) if t.is_dir() => dir_size(&entry.path()),
+            Ok(t) if t.is_file() && is_journal(&entry.path()) => 0,
             Ok(t) if t.is_file() => entry.metadata().map(|m| allocated(&m)).unwrap_or(0),
             _ => 0,
         })
         .fold(0u64, u64::saturating_add)
+}
+
+/// fjall's journal files (`<n>.jnl`).
+fn is_journal(path: &Path) -> bool {
+    path.extension().is_some_and(|e| e == "jnl")
 }
 
 #[cfg(unix)]

@@ -1,4 +1,5 @@
-//! `fsync`: forces the storage engine's log to disk. `lock: true` (blocking writes
+//! `fsync`: flushes buffered writes into the storage engine's data files and syncs
+//! them to disk. `lock: true` (blocking writes
 //! for backups) is not supported.
 
 use bisondb_error::{ErrorCode, MongoError, MongoResult};
@@ -32,7 +33,7 @@ impl Command for Fsync {
     }
 
     fn execute(self, ctx: &mut Context<'_>) -> MongoResult<RawDocumentBuf> {
-        ctx.state.storage.sync()?;
+        ctx.state.storage.checkpoint()?;
         reply::ok(doc! {"numFiles": 1})
     }
 }
