@@ -21,7 +21,7 @@ use bson::{Bson, Document, RawBson};
 
 use crate::compare::compare_raw;
 use crate::matcher::Matcher;
-use crate::path::{array_index, lookup_raw};
+use crate::path::{array_index, lookup_raw, LookupInfo};
 
 /// More keys than this from one document fails the write instead of
 /// exhausting memory (mongod has no explicit cap; its cross products are
@@ -94,7 +94,21 @@ impl KeyGenerator {
         let mut all_missing = true;
         for f in &self.fields {
             let mut reached = Vec::new();
-            let info = lookup_raw(doc, &f.path, &mut reached);
+            let info = if f.path.contains('.') {
+                lookup_raw(doc, &f.path, &mut reached)
+            } else {
+                // A top-level field: no traversal, no allocation for the path.
+                match doc.get(&f.path) {
+                    Ok(Some(v)) => {
+                        reached.push(v);
+                        LookupInfo::default()
+                    }
+                    _ => LookupInfo {
+                        missing: true,
+                        traversed_array: false,
+                    },
+                }
+            };
             if !reached.is_empty() {
                 all_missing = false;
             }
@@ -122,8 +136,10 @@ impl KeyGenerator {
             } else {
                 Vec::new()
             };
-            values.sort_by(|a, b| compare_raw(*a, *b));
-            values.dedup_by(|a, b| compare_raw(*a, *b).is_eq());
+            if values.len() > 1 {
+                values.sort_by(|a, b| compare_raw(*a, *b));
+                values.dedup_by(|a, b| compare_raw(*a, *b).is_eq());
+            }
             per_field.push(values);
             array_paths.push(paths);
         }
@@ -140,6 +156,10 @@ impl KeyGenerator {
                 ErrorCode::BadValue,
                 format!("a document would generate {total} keys in one index, over the limit of {MAX_KEYS_PER_DOCUMENT}"),
             ));
+        }
+        if let [values] = per_field.as_slice() {
+            let keys = values.iter().map(|v| vec![RawBson::from(*v)]).collect();
+            return Ok(DocKeys { keys, multikey });
         }
         let mut keys: Vec<Vec<RawBson>> = vec![Vec::with_capacity(self.fields.len())];
         for values in &per_field {

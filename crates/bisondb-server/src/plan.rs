@@ -231,6 +231,10 @@ fn count_exact(index: &IndexInfo, bounds: &[FieldBounds], m: &Matcher) -> bool {
     product <= 4096
 }
 
+/// How good an index is for a query: equality prefix length, a range on the
+/// next field, gives the sort order, fewer fields (larger is better).
+type Rank = (usize, bool, bool, isize);
+
 /// Chooses how to run a query on `coll`. `filter_doc` (the filter as sent)
 /// lets partial indexes be used when the filter implies their filter.
 pub fn choose(
@@ -297,7 +301,7 @@ pub fn choose(
     if let Some(id) = m.id_equality() {
         return Ok(plan(Access::IdLookup(id), true, false));
     }
-    let mut best: Option<((usize, bool, bool, isize), &IndexInfo, Vec<FieldBounds>)> = None;
+    let mut best: Option<(Rank, &IndexInfo, Vec<FieldBounds>)> = None;
     if !constrained_paths(m).is_empty() {
         for ix in indexes.iter().filter(|ix| !ix.spec.hidden) {
             let bounds = bounds_for(ix, m);

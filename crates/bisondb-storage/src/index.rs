@@ -258,7 +258,10 @@ pub(crate) fn entries(
     encoded_id: &[u8],
 ) -> Result<(Vec<KeyedEntry>, bool), StorageError> {
     let keys = ix.keygen.keys(doc).map_err(StorageError::Mongo)?;
-    let prefix = index_prefix(coll, ix.id);
+    let mut prefix = Vec::with_capacity(64);
+    prefix.push(ENTRIES);
+    push_u64(&mut prefix, coll);
+    push_u64(&mut prefix, ix.id);
     let mut out = Vec::with_capacity(keys.keys.len());
     for values in keys.keys {
         let mut key = prefix.clone();

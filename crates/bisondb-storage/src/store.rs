@@ -349,6 +349,8 @@ impl Collection {
         queued_unique: &mut HashSet<Vec<u8>>,
     ) -> Result<IndexWrites, StorageError> {
         let mut w = IndexWrites::default();
+        // Unique keys this document adds; queued only once all its indexes pass.
+        let mut unique_added: Vec<Vec<u8>> = Vec::new();
         for ix in indexes {
             let old_entries = match old {
                 Some(d) => index::entries(ix, self.state.id, d, encoded_id)?.0,
@@ -358,17 +360,17 @@ impl Collection {
                 Some(d) => index::entries(ix, self.state.id, d, encoded_id)?,
                 None => (Vec::new(), false),
             };
-            let old_keys: HashSet<&[u8]> =
-                old_entries.iter().map(|(e, _)| e.key.as_slice()).collect();
-            let new_keys: HashSet<&[u8]> =
-                new_entries.iter().map(|(e, _)| e.key.as_slice()).collect();
+            // Keys present before and after need no write (the common update).
+            let unchanged = |key: &[u8], other: &[index::KeyedEntry]| {
+                other.iter().any(|(e, _)| e.key.as_slice() == key)
+            };
             for (e, _) in &old_entries {
-                if !new_keys.contains(e.key.as_slice()) {
+                if !unchanged(&e.key, &new_entries) {
                     w.deletes.push(e.key.clone());
                 }
             }
-            for (e, values) in &new_entries {
-                if old_keys.contains(e.key.as_slice()) {
+            for (e, values) in new_entries {
+                if !old_entries.is_empty() && unchanged(&e.key, &old_entries) {
                     continue;
                 }
                 if ix.spec.unique {
@@ -377,24 +379,17 @@ impl Collection {
                         None => false,
                     };
                     if taken || queued_unique.contains(&e.key) {
-                        return Err(index::duplicate(&self.ns, ix, values));
+                        return Err(index::duplicate(&self.ns, ix, &values));
                     }
+                    unique_added.push(e.key.clone());
                 }
-                w.puts.push(e.clone());
+                w.puts.push(e);
             }
             if multikey && !ix.multikey.load(Ordering::Acquire) {
                 w.multikey.push(ix.clone());
             }
         }
-        for e in &w.puts {
-            if indexes.iter().any(|ix| {
-                ix.spec.unique
-                    && e.key
-                        .starts_with(&index::index_prefix(self.state.id, ix.id))
-            }) {
-                queued_unique.insert(e.key.clone());
-            }
-        }
+        queued_unique.extend(unique_added);
         Ok(w)
     }
 
