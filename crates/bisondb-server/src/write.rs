@@ -4,6 +4,7 @@
 //! snapshot that found it).
 
 use bisondb_error::{MongoError, MongoResult};
+use bisondb_query::agg::output::{MergeAction, OutputStage};
 use bisondb_query::matcher::Matcher;
 use bisondb_query::sort::SortSpec;
 use bisondb_query::update::{upsert_seed, UpdateSpec};
@@ -173,4 +174,157 @@ pub fn delete(
         })?;
     }
     Ok((n, image))
+}
+
+/// Documents `$out` writes per storage batch (bounded memory, few batches).
+const OUT_BATCH: usize = 1000;
+
+/// Carries out a pipeline's trailing `$out` or `$merge` in database `db`.
+///
+/// `$out` fills a temporary collection and renames it over the target, so the
+/// target is replaced only when every document was written (as mongod does).
+/// `$merge` applies [`OutputStage::merge_one`] to each document against the
+/// target document that has the same `on` fields.
+pub fn write_output(
+    storage: &bisondb_storage::Storage,
+    db: &str,
+    stage: &OutputStage,
+    docs: impl Iterator<Item = MongoResult<Document>>,
+    durability: Durability,
+) -> MongoResult<()> {
+    match stage {
+        OutputStage::Out {
+            db: target_db,
+            coll,
+        } => {
+            let target_db = target_db.as_deref().unwrap_or(db);
+            let tmp = format!("tmp.agg_out.{:016x}", rand::random::<u64>());
+            let tmp_coll = storage
+                .create_collection(target_db, &tmp, Document::new())
+                .map_err(MongoError::from)?;
+            let filled = fill_out(&tmp_coll, docs, durability);
+            let renamed = filled.and_then(|()| {
+                storage
+                    .rename_collection(target_db, &tmp, target_db, coll, true)
+                    .map_err(MongoError::from)
+            });
+            if renamed.is_err() {
+                // Best effort: the error the client needs is the write's, not the cleanup's.
+                let _ = storage.drop_collection(target_db, &tmp);
+            }
+            renamed
+        }
+        OutputStage::Merge {
+            db: target_db,
+            coll,
+            on,
+            ..
+        } => {
+            let target_db = target_db.as_deref().unwrap_or(db);
+            let target = storage
+                .get_or_create_collection(target_db, coll)
+                .map_err(MongoError::from)?;
+            let on: Vec<String> = if on.is_empty() {
+                vec!["_id".to_string()]
+            } else {
+                on.clone()
+            };
+            for d in docs {
+                merge_doc(&target, stage, &on, d?, durability)?;
+            }
+            Ok(())
+        }
+    }
+}
+
+fn fill_out(
+    coll: &Collection,
+    docs: impl Iterator<Item = MongoResult<Document>>,
+    durability: Durability,
+) -> MongoResult<()> {
+    let mut batch: Vec<RawDocumentBuf> = Vec::new();
+    let flush = |batch: &mut Vec<RawDocumentBuf>| -> MongoResult<()> {
+        let refs: Vec<&RawDocument> = batch.iter().map(|d| d.as_ref()).collect();
+        let outcome = coll.insert_many(&refs, true, durability);
+        batch.clear();
+        match outcome.errors.into_iter().next() {
+            Some((_, e)) => Err(MongoError::from(e)),
+            None => Ok(()),
+        }
+    };
+    for d in docs {
+        batch.push(util::prepare_owned(&d?)?);
+        if batch.len() >= OUT_BATCH {
+            flush(&mut batch)?;
+        }
+    }
+    if !batch.is_empty() {
+        flush(&mut batch)?;
+    }
+    Ok(())
+}
+
+fn merge_doc(
+    target: &Collection,
+    stage: &OutputStage,
+    on: &[String],
+    incoming: Document,
+    durability: Durability,
+) -> MongoResult<()> {
+    let mut key = Document::new();
+    for field in on {
+        let v = bisondb_query::path::get_path_bson(&incoming, field);
+        match v {
+            Some(Bson::Null | Bson::Undefined | Bson::Array(_)) | None if field != "_id" => {
+                return Err(MongoError::location(
+                    51132,
+                    "$merge write error: 'on' field cannot be missing, null, undefined or an array",
+                ))
+            }
+            Some(v) => {
+                key.insert(field.clone(), bson::doc! {"$eq": v.clone()});
+            }
+            None => {}
+        }
+    }
+    let existing = if key.is_empty() {
+        None
+    } else {
+        let matcher = Matcher::parse_doc(&key)?;
+        match target_ids(Some(target), &matcher, None, false)?
+            .into_iter()
+            .next()
+        {
+            Some(id) => target
+                .get(id.as_raw_bson_ref())
+                .map_err(MongoError::from)?
+                .map(|d| to_doc(&d))
+                .transpose()?,
+            None => None,
+        }
+    };
+    match stage.merge_one(existing.as_ref(), incoming)? {
+        MergeAction::Insert(doc) => {
+            let raw = util::prepare_owned(&doc)?;
+            let outcome = target.insert_many(&[&raw], true, durability);
+            if let Some((_, e)) = outcome.errors.into_iter().next() {
+                return Err(MongoError::from(e));
+            }
+        }
+        MergeAction::Replace(doc) => {
+            let raw = util::prepare_owned(&doc)?;
+            let Some(id) = existing.as_ref().and_then(|e| e.get("_id")) else {
+                return Err(MongoError::internal(
+                    "$merge replaced a document without _id",
+                ));
+            };
+            let id = RawBson::try_from(id.clone())
+                .map_err(|_| MongoError::internal("$merge target _id is not encodable"))?;
+            target.modify(id.as_raw_bson_ref(), durability, &mut |_| {
+                Ok(Modify::Replace(raw.clone()))
+            })?;
+        }
+        MergeAction::Keep | MergeAction::Discard => {}
+    }
+    Ok(())
 }

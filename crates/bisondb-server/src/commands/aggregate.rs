@@ -8,6 +8,7 @@ use bisondb_query::agg::{CollectionReader, DocStream, Pipeline};
 use bisondb_query::matcher::Matcher;
 use bson::{Document, RawBsonRef, RawDocumentBuf};
 
+use super::let_vars::LetVars;
 use super::{util, Command, Context};
 use crate::args;
 use crate::cursor::{Cursor, DocSource, DEFAULT_FIRST_BATCH};
@@ -17,8 +18,10 @@ use crate::state::OpCounters;
 
 pub struct Aggregate {
     db: String,
-    coll: String,
+    /// `None` for a collection-less `{aggregate: 1}` (the pipeline starts with `$documents`).
+    coll: Option<String>,
     pipeline: Pipeline,
+    wc: util::WriteConcern,
     batch_size: Option<usize>,
     lsid: Option<Document>,
     hint: Option<plan::Hint>,
@@ -33,17 +36,20 @@ impl Command for Aggregate {
         let mut have_cursor = false;
         let mut lsid = None;
         let mut hint = None;
+        let lets = LetVars::from_body(n, req.body)?;
         for el in req.body.iter() {
             let (k, v) = el.map_err(crate::request::invalid_bson)?;
             match k.as_str() {
                 "aggregate" => match v {
-                    RawBsonRef::String(_) => coll = Some(args::collection_name(n, v)?.to_string()),
-                    _ => {
-                        return Err(MongoError::new(
-                            ErrorCode::NotImplemented,
-                            "database-level aggregation ({aggregate: 1}) is not supported by BisonDB yet",
-                        ))
+                    RawBsonRef::String(_) => {
+                        coll = Some(Some(args::collection_name(n, v)?.to_string()))
                     }
+                    RawBsonRef::Int32(1) | RawBsonRef::Int64(1) => coll = Some(None),
+                    RawBsonRef::Double(1.0) => coll = Some(None),
+                    _ => return Err(MongoError::new(
+                        ErrorCode::InvalidNamespace,
+                        "Invalid aggregate namespace: 'aggregate' must be a collection name or 1",
+                    )),
                 },
                 "pipeline" => {
                     let mut list = Vec::new();
@@ -61,14 +67,20 @@ impl Command for Aggregate {
                     for el in c.iter() {
                         let (ck, cv) = el.map_err(crate::request::invalid_bson)?;
                         match ck.as_str() {
-                            "batchSize" => batch_size = Some(args::as_non_negative(n, "cursor.batchSize", cv)? as usize),
+                            "batchSize" => {
+                                batch_size =
+                                    Some(args::as_non_negative(n, "cursor.batchSize", cv)? as usize)
+                            }
                             other => return Err(args::unknown_field("aggregate.cursor", other)),
                         }
                     }
                 }
                 "explain" => {
                     if args::as_bool(n, "explain", v)? {
-                        return Err(MongoError::new(ErrorCode::NotImplemented, "explain is not supported by BisonDB yet"));
+                        return Err(MongoError::new(
+                            ErrorCode::NotImplemented,
+                            "explain is not supported by BisonDB yet",
+                        ));
                     }
                 }
                 "hint" => hint = plan::Hint::parse(v)?,
@@ -77,7 +89,7 @@ impl Command for Aggregate {
                     args::as_bool(n, k.as_str(), v)?;
                 }
                 "lsid" => lsid = Some(args::to_document(args::as_doc(n, "lsid", v)?)?),
-                "let" => util::reject_let(n, v)?,
+                "let" => {} // read by `LetVars::from_body`
                 other => args::check_known(n, other, &[])?,
             }
         }
@@ -88,15 +100,33 @@ impl Command for Aggregate {
                 "The 'cursor' option is required, except for aggregate with the explain argument",
             ));
         }
-        let pipeline = Pipeline::parse(&stages)?;
-        if pipeline.output().is_some() {
-            // Parsed but not written yet: refuse rather than return results unwritten.
-            return Err(MongoError::new(
-                ErrorCode::NotImplemented,
-                "$out and $merge are not supported by BisonDB yet (see docs/COMPATIBILITY.md)",
-            ));
+        if coll.is_none() {
+            let first = stages
+                .first()
+                .and_then(|s| s.keys().next())
+                .map(String::as_str);
+            // Stages that produce their own input; the ones BisonDB lacks fail in `Pipeline::parse`.
+            const COLLECTIONLESS: &[&str] = &[
+                "$changeStream",
+                "$currentOp",
+                "$documents",
+                "$listLocalSessions",
+                "$listSessions",
+                "$querySettings",
+            ];
+            if !first.is_some_and(|f| COLLECTIONLESS.contains(&f)) {
+                return Err(MongoError::new(
+                    ErrorCode::InvalidNamespace,
+                    format!(
+                        "{{aggregate: 1}} is not valid for '{}'; a collection is required.",
+                        first.unwrap_or("")
+                    ),
+                ));
+            }
         }
+        let pipeline = Pipeline::parse(&lets.pipeline(&stages))?;
         Ok(Aggregate {
+            wc: util::write_concern(n, req.body)?,
             db: req.db.clone(),
             coll,
             pipeline,
@@ -108,8 +138,11 @@ impl Command for Aggregate {
 
     fn execute(self, ctx: &mut Context<'_>) -> MongoResult<RawDocumentBuf> {
         OpCounters::add(&ctx.state.opcounters.command, 0);
-        let ns = util::ns(&self.db, &self.coll);
-        let coll = ctx.state.storage.collection(&self.db, &self.coll);
+        let ns = util::ns(&self.db, self.coll.as_deref().unwrap_or("$cmd.aggregate"));
+        let coll = self
+            .coll
+            .as_deref()
+            .and_then(|c| ctx.state.storage.collection(&self.db, c));
         let filter = self.pipeline.leading_match().cloned().unwrap_or_default();
         let matcher = Matcher::parse_doc(&filter)?;
         // The leading $match goes through the planner (indexes, hint); a
@@ -127,7 +160,20 @@ impl Command for Aggregate {
             storage: ctx.state.storage.clone(),
             db: self.db.clone(),
         });
+        let out_stage = self.pipeline.output().cloned();
         let output = self.pipeline.run_with_reader(input, Some(reader));
+        if let Some(stage) = out_stage {
+            crate::write::write_output(
+                &ctx.state.storage,
+                &self.db,
+                &stage,
+                output,
+                self.wc.durability,
+            )?;
+            let mut cursor = Cursor::new(ns.clone(), Box::new(std::iter::empty()), None);
+            let batch = cursor.next_batch(Some(0))?;
+            return util::finish_first_batch(ctx.state, &ns, cursor, batch, true);
+        }
         let src: DocSource = Box::new(output.map(|r| r.and_then(|d| crate::reply::to_raw(&d))));
         let mut cursor = Cursor::new(ns.clone(), src, None);
         cursor.lsid = self.lsid;

@@ -4,6 +4,7 @@ use bisondb_error::{ErrorCode, MongoError, MongoResult};
 use bisondb_query::matcher::Matcher;
 use bson::{doc, Bson, RawDocument, RawDocumentBuf};
 
+use super::let_vars::LetVars;
 use super::util::{self, WriteConcern};
 use super::Context;
 use crate::args;
@@ -18,16 +19,20 @@ pub struct Delete<'a> {
     statements: Vec<&'a RawDocument>,
     ordered: bool,
     wc: WriteConcern,
+    lets: LetVars,
 }
 
-fn parse_statement(d: &RawDocument) -> MongoResult<(Matcher, bool)> {
+fn parse_statement(d: &RawDocument, lets: &LetVars) -> MongoResult<(Matcher, bool)> {
     let cmd = "delete";
     let mut q = None;
     let mut limit = None;
     for el in d.iter() {
         let (k, v) = el.map_err(crate::request::invalid_bson)?;
         match k.as_str() {
-            "q" => q = Some(Matcher::parse(args::as_doc(cmd, "deletes.q", v)?)?),
+            "q" => {
+                let f = args::to_document(args::as_doc(cmd, "deletes.q", v)?)?;
+                q = Some(Matcher::parse_doc(&lets.filter(&f))?);
+            }
             "limit" => {
                 let l = args::as_i64(cmd, "deletes.limit", v)?;
                 if l != 0 && l != 1 {
@@ -58,7 +63,7 @@ impl<'a> Delete<'a> {
                 "delete" => coll = Some(args::collection_name(n, v)?.to_string()),
                 "ordered" => ordered = args::as_bool(n, "ordered", v)?,
                 "deletes" => {}
-                "let" => util::reject_let(n, v)?,
+                "let" => {} // read by `LetVars::from_body`
                 other => args::check_known(n, other, &[])?,
             }
         }
@@ -76,7 +81,9 @@ impl<'a> Delete<'a> {
             ));
         }
         let wc = util::write_concern(n, req.body)?;
+        let lets = LetVars::from_body(n, req.body)?;
         Ok(Delete {
+            lets,
             db: req.db.clone(),
             coll,
             statements,
@@ -90,7 +97,7 @@ impl<'a> Delete<'a> {
         let mut n = 0u64;
         let mut errors: Vec<Bson> = Vec::new();
         for (i, raw) in self.statements.iter().enumerate() {
-            let outcome = parse_statement(raw).and_then(|(m, multi)| {
+            let outcome = parse_statement(raw, &self.lets).and_then(|(m, multi)| {
                 write::delete(coll.as_ref(), &m, None, multi, self.wc.durability, false)
             });
             match outcome {

@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use bson::{doc, Document, RawBsonRef, RawDocumentBuf};
 
+use super::let_vars::LetVars;
 use super::{util, Command, Context};
 use crate::args;
 use crate::cursor::{Cursor, DocSource, DEFAULT_FIRST_BATCH};
@@ -78,6 +79,7 @@ impl Command for Find {
             lsid: None,
         };
         let mut have_coll = false;
+        let lets = LetVars::from_body(n, req.body)?;
         for el in req.body.iter() {
             let (k, v) = el.map_err(crate::request::invalid_bson)?;
             match k.as_str() {
@@ -85,9 +87,19 @@ impl Command for Find {
                     f.coll = args::collection_name(n, v)?.to_string();
                     have_coll = true;
                 }
-                "filter" => f.filter = Matcher::parse(args::as_doc(n, "filter", v)?)?,
+                "filter" if lets.is_empty() => {
+                    f.filter = Matcher::parse(args::as_doc(n, "filter", v)?)?
+                }
+                "filter" => {
+                    let d = args::to_document(args::as_doc(n, "filter", v)?)?;
+                    f.filter = Matcher::parse_doc(&lets.filter(&d))?;
+                }
                 "projection" => {
                     let p = args::to_document(args::as_doc(n, "projection", v)?)?;
+                    let p = match lets.expr(&bson::Bson::Document(p)) {
+                        bson::Bson::Document(d) => d,
+                        _ => Document::new(),
+                    };
                     if !p.is_empty() {
                         f.projection = Some(p);
                     }
@@ -135,7 +147,7 @@ impl Command for Find {
                     }
                 }
                 "lsid" => f.lsid = Some(args::to_document(args::as_doc(n, "lsid", v)?)?),
-                "let" => util::reject_let(n, v)?,
+                "let" => {} // read before the loop by `LetVars::from_body`
                 other => args::check_known(n, other, KNOWN)?,
             }
         }

@@ -8,6 +8,7 @@ use bisondb_query::sort::SortSpec;
 use bisondb_query::update::UpdateSpec;
 use bson::{doc, Bson, Document, RawDocumentBuf};
 
+use super::let_vars::LetVars;
 use super::util::{self, WriteConcern};
 use super::{Command, Context};
 use crate::args;
@@ -47,6 +48,7 @@ impl Command for FindAndModify {
         let mut have_coll = false;
         let mut update_raw = None;
         let mut array_filters = Vec::new();
+        let lets = LetVars::from_body(n, req.body)?;
         for el in req.body.iter() {
             let (k, v) = el.map_err(crate::request::invalid_bson)?;
             match k.as_str() {
@@ -54,7 +56,10 @@ impl Command for FindAndModify {
                     f.coll = args::collection_name(n, v)?.to_string();
                     have_coll = true;
                 }
-                "query" => f.query = Matcher::parse(args::as_doc(n, "query", v)?)?,
+                "query" => {
+                    let q = args::to_document(args::as_doc(n, "query", v)?)?;
+                    f.query = Matcher::parse_doc(&lets.filter(&q))?;
+                }
                 "sort" => {
                     let s = args::to_document(args::as_doc(n, "sort", v)?)?;
                     if !s.is_empty() {
@@ -75,7 +80,7 @@ impl Command for FindAndModify {
                 "collation" => super::find::check_collation(n, v)?,
                 "arrayFilters" => array_filters = super::update::parse_array_filters(n, v)?,
                 "bypassDocumentValidation" => {}
-                "let" => util::reject_let(n, v)?,
+                "let" => {} // read by `LetVars::from_body`
                 other => args::check_known(n, other, &[])?,
             }
         }
@@ -83,7 +88,7 @@ impl Command for FindAndModify {
             return Err(args::missing_field(n, "findAndModify"));
         }
         if let Some(v) = update_raw {
-            let spec = super::update::parse_update_spec(n, "update", v, &array_filters)?;
+            let spec = super::update::parse_update_spec(n, "update", v, &array_filters, &lets)?;
             super::update::check_replacement(&spec)?;
             f.update = Some(spec);
         }

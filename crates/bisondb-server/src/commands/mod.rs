@@ -37,6 +37,7 @@ pub mod hello;
 pub mod host_info;
 pub mod insert;
 pub mod kill_cursors;
+pub mod let_vars;
 pub mod list_collections;
 pub mod list_commands;
 pub mod list_databases;

@@ -3,9 +3,11 @@
 
 use bisondb_error::{ErrorCode, MongoError, MongoResult};
 use bisondb_query::matcher::Matcher;
+use bisondb_query::sort::SortSpec;
 use bisondb_query::update::UpdateSpec;
 use bson::{doc, Bson, Document, RawBsonRef, RawDocument, RawDocumentBuf};
 
+use super::let_vars::LetVars;
 use super::util::{self, WriteConcern};
 use super::Context;
 use crate::args;
@@ -19,6 +21,8 @@ pub struct Statement {
     pub update: UpdateSpec,
     pub multi: bool,
     pub upsert: bool,
+    /// mongod 8's `sort` for single-document updates: which match to change.
+    pub sort: Option<SortSpec>,
 }
 
 pub struct Update<'a> {
@@ -27,6 +31,7 @@ pub struct Update<'a> {
     statements: Vec<&'a RawDocument>,
     ordered: bool,
     wc: WriteConcern,
+    lets: LetVars,
 }
 
 /// Parses the `u` field: a document (replacement or operators) or a pipeline.
@@ -35,6 +40,7 @@ pub fn parse_update_spec(
     field: &str,
     v: RawBsonRef<'_>,
     array_filters: &[Document],
+    lets: &LetVars,
 ) -> MongoResult<UpdateSpec> {
     match v {
         RawBsonRef::Document(d) => {
@@ -48,7 +54,7 @@ pub fn parse_update_spec(
                     other => return Err(args::wrong_type(cmd, field, other, "object")),
                 }
             }
-            UpdateSpec::parse_pipeline(&stages)
+            UpdateSpec::parse_pipeline(&lets.pipeline(&stages))
         }
         other => Err(args::wrong_type(cmd, field, other, "[object, array]")),
     }
@@ -67,8 +73,9 @@ pub fn check_replacement(spec: &UpdateSpec) -> MongoResult<()> {
     Ok(())
 }
 
-fn parse_statement(cmd: &str, d: &RawDocument) -> MongoResult<Statement> {
+fn parse_statement(cmd: &str, d: &RawDocument, lets: &LetVars) -> MongoResult<Statement> {
     let mut q = None;
+    let mut sort = None;
     let mut u = None;
     let mut multi = false;
     let mut upsert = false;
@@ -76,7 +83,10 @@ fn parse_statement(cmd: &str, d: &RawDocument) -> MongoResult<Statement> {
     for el in d.iter() {
         let (k, v) = el.map_err(crate::request::invalid_bson)?;
         match k.as_str() {
-            "q" => q = Some(Matcher::parse(args::as_doc(cmd, "updates.q", v)?)?),
+            "q" => {
+                let f = args::to_document(args::as_doc(cmd, "updates.q", v)?)?;
+                q = Some(Matcher::parse_doc(&lets.filter(&f))?);
+            }
             "u" => u = Some(v),
             "multi" => multi = args::as_bool(cmd, "updates.multi", v)?,
             "upsert" => upsert = args::as_bool(cmd, "updates.upsert", v)?,
@@ -87,18 +97,24 @@ fn parse_statement(cmd: &str, d: &RawDocument) -> MongoResult<Statement> {
                 args::as_doc(cmd, "updates.c", v)?;
             }
             "sort" => {
-                return Err(MongoError::new(
-                    ErrorCode::NotImplemented,
-                    "update with sort is not supported by BisonDB yet",
-                ))
+                let s = args::to_document(args::as_doc(cmd, "updates.sort", v)?)?;
+                if !s.is_empty() {
+                    sort = Some(SortSpec::parse(&s)?);
+                }
             }
             other => return Err(args::unknown_field("UpdateOpEntry", other)),
         }
     }
     let filter = q.ok_or_else(|| args::missing_field("update.updates", "q"))?;
     let u = u.ok_or_else(|| args::missing_field("update.updates", "u"))?;
-    let update = parse_update_spec(cmd, "updates.u", u, &array_filters)?;
+    let update = parse_update_spec(cmd, "updates.u", u, &array_filters, lets)?;
     check_replacement(&update)?;
+    if multi && sort.is_some() {
+        return Err(MongoError::new(
+            ErrorCode::FailedToParse,
+            "The sort option is only supported for single-document updates (multi: false)",
+        ));
+    }
     if multi && update.is_replacement() {
         return Err(MongoError::failed_to_parse(
             "multi update is not supported for replacement-style update",
@@ -109,6 +125,7 @@ fn parse_statement(cmd: &str, d: &RawDocument) -> MongoResult<Statement> {
         update,
         multi,
         upsert,
+        sort,
     })
 }
 
@@ -135,7 +152,7 @@ impl<'a> Update<'a> {
                 "update" => coll = Some(args::collection_name(n, v)?.to_string()),
                 "ordered" => ordered = args::as_bool(n, "ordered", v)?,
                 "updates" | "bypassDocumentValidation" => {}
-                "let" => util::reject_let(n, v)?,
+                "let" => {} // read by `LetVars::from_body`
                 other => args::check_known(n, other, &[])?,
             }
         }
@@ -153,7 +170,9 @@ impl<'a> Update<'a> {
             ));
         }
         let wc = util::write_concern(n, req.body)?;
+        let lets = LetVars::from_body(n, req.body)?;
         Ok(Update {
+            lets,
             db: req.db.clone(),
             coll,
             statements,
@@ -168,14 +187,14 @@ impl<'a> Update<'a> {
         let mut upserted: Vec<Bson> = Vec::new();
         let mut errors: Vec<Bson> = Vec::new();
         for (i, raw) in self.statements.iter().enumerate() {
-            let outcome = parse_statement("update", raw).and_then(|s| {
+            let outcome = parse_statement("update", raw, &self.lets).and_then(|s| {
                 write::update(
                     &ctx.state.storage,
                     &self.db,
                     &self.coll,
                     &s.filter,
                     &s.update,
-                    None,
+                    s.sort.as_ref(),
                     s.multi,
                     s.upsert,
                     self.wc.durability,

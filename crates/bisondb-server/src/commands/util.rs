@@ -253,16 +253,3 @@ pub fn storage_error_details(e: &bisondb_storage::StorageError) -> Option<Docume
         _ => None,
     }
 }
-
-/// Command-level `let` variables are not wired into filters and pipelines yet;
-/// refusing them beats evaluating `$$var` as missing. An empty `let` is harmless.
-pub fn reject_let(cmd: &str, v: RawBsonRef<'_>) -> MongoResult<()> {
-    if args::as_doc(cmd, "let", v)?.is_empty() {
-        Ok(())
-    } else {
-        Err(MongoError::new(
-            ErrorCode::NotImplemented,
-            format!("the '{cmd}.let' option is not supported by BisonDB yet (see docs/COMPATIBILITY.md)"),
-        ))
-    }
-}
