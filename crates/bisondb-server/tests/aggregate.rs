@@ -281,3 +281,117 @@ async fn aggregate_cursor_batches_and_unknown_stage() {
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn out_and_merge_write_their_targets() {
+    let ts = start().await;
+    let db = ts.tcp.database("aggout");
+    let coll = db.collection::<Document>("sales");
+    sales(&coll).await;
+    let target = db.collection::<Document>("totals");
+    target.insert_one(doc! {"_id": "stale"}).await.unwrap();
+    let group = doc! {"$group": {"_id": "$item", "qty": {"$sum": "$qty"}}};
+    let out: Vec<Document> = collect(
+        coll.aggregate(vec![group.clone(), doc! {"$out": "totals"}])
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert!(out.is_empty(), "$out returns no documents");
+    let mut totals = collect(target.find(doc! {}).sort(doc! {"_id": 1}).await.unwrap()).await;
+    assert_eq!(
+        totals,
+        vec![
+            doc! {"_id": "apple", "qty": 6},
+            doc! {"_id": "kale", "qty": 7},
+            doc! {"_id": "pear", "qty": 6},
+        ],
+        "$out replaced the target, dropping the stale document"
+    );
+
+    // $merge with the defaults: replace-merge matches, insert the others.
+    let merge = doc! {"$merge": {"into": "totals", "whenMatched": "merge"}};
+    let extra = doc! {"$project": {"_id": "$item", "price": 1}};
+    let pipeline = vec![doc! {"$match": {"_id": {"$in": [1, 4]}}}, extra, merge];
+    collect(coll.aggregate(pipeline).await.unwrap()).await;
+    totals = collect(target.find(doc! {}).sort(doc! {"_id": 1}).await.unwrap()).await;
+    assert_eq!(totals[0], doc! {"_id": "apple", "qty": 6, "price": 1.0});
+    assert_eq!(totals[1], doc! {"_id": "kale", "qty": 7, "price": 3.0});
+
+    // whenMatched: fail is a DuplicateKey error.
+    let fail = doc! {"$merge": {"into": "totals", "whenMatched": "fail"}};
+    let err = coll
+        .aggregate(vec![doc! {"$project": {"_id": "$item"}}, fail])
+        .await
+        .unwrap_err();
+    assert_eq!(error_code(&err), Some(11000));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn command_let_reaches_expr_and_pipelines() {
+    let ts = start().await;
+    let db = ts.tcp.database("agglet");
+    let coll = db.collection::<Document>("sales");
+    sales(&coll).await;
+    let found = collect(
+        coll.find(doc! {"$expr": {"$eq": ["$item", "$$wanted"]}})
+            .let_vars(doc! {"wanted": "pear"})
+            .sort(doc! {"_id": 1})
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(found.len(), 2);
+    let agg = collect(
+        coll.aggregate(vec![
+            doc! {"$match": {"$expr": {"$gte": ["$qty", "$$min.qty"]}}},
+            doc! {"$project": {"_id": 1, "tag": "$$label"}},
+        ])
+        .let_vars(doc! {"min": {"qty": 5}, "label": {"$concat": ["b", "ig"]}})
+        .await
+        .unwrap(),
+    )
+    .await;
+    assert_eq!(
+        agg,
+        vec![doc! {"_id": 1, "tag": "big"}, doc! {"_id": 4, "tag": "big"}]
+    );
+    let r = coll
+        .update_many(
+            doc! {"$expr": {"$eq": ["$store", "$$s"]}},
+            vec![doc! {"$set": {"seen": "$$s"}}],
+        )
+        .let_vars(doc! {"s": "n"})
+        .await
+        .unwrap();
+    assert_eq!(r.modified_count, 2);
+    let err = coll
+        .find(doc! {})
+        .let_vars(doc! {"Bad": 1})
+        .await
+        .unwrap_err();
+    assert_eq!(error_code(&err), Some(16870));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn collectionless_aggregate_runs_documents() {
+    let ts = start().await;
+    let db = ts.tcp.database("aggdocs");
+    let docs = collect(
+        db.aggregate(vec![
+            doc! {"$documents": [{"x": 1}, {"x": 2}]},
+            doc! {"$match": {"x": 2}},
+        ])
+        .await
+        .unwrap(),
+    )
+    .await;
+    assert_eq!(docs, vec![doc! {"x": 2}]);
+    let err = db.aggregate(vec![doc! {"$match": {}}]).await.unwrap_err();
+    assert_eq!(error_code(&err), Some(73));
+}
+
+async fn collect(c: mongodb::Cursor<Document>) -> Vec<Document> {
+    use futures::TryStreamExt;
+    c.try_collect().await.unwrap()
+}

@@ -539,3 +539,39 @@ async fn raw_delete_limits() {
     assert_eq!(count(&coll, doc! {}).await, 2);
     assert_eq!(count(&coll, doc! {"k": 0}).await, 2);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn update_one_with_sort_changes_the_first_in_sort_order() {
+    let ts = start().await;
+    let coll = ts.tcp.database("upsort").collection::<Document>("c");
+    coll.insert_many(vec![
+        doc! {"_id": 1, "x": 11},
+        doc! {"_id": 2, "x": 22},
+        doc! {"_id": 3, "x": 33},
+    ])
+    .await
+    .unwrap();
+    let r = coll
+        .update_one(doc! {"_id": {"$gt": 1}}, doc! {"$inc": {"x": 1}})
+        .sort(doc! {"_id": -1})
+        .await
+        .unwrap();
+    assert_eq!(r.modified_count, 1);
+    let third = coll.find_one(doc! {"_id": 3}).await.unwrap().unwrap();
+    assert_eq!(
+        third.get_i32("x").unwrap(),
+        34,
+        "the highest _id was updated"
+    );
+    let second = coll.find_one(doc! {"_id": 2}).await.unwrap().unwrap();
+    assert_eq!(second.get_i32("x").unwrap(), 22);
+    // multi: true with sort is refused, as by mongod.
+    let raw = ts
+        .tcp
+        .database("upsort")
+        .run_command(doc! {"update": "c", "updates": [{"q": {}, "u": {"$set": {"y": 1}}, "multi": true, "sort": {"_id": 1}}]})
+        .await
+        .unwrap();
+    let errs = raw.get_array("writeErrors").unwrap();
+    assert_eq!(errs.len(), 1);
+}
