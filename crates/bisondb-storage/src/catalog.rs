@@ -619,17 +619,21 @@ pub(crate) fn purge_range(
     engine: &dyn Engine,
     (start, end): (Vec<u8>, Vec<u8>),
 ) -> Result<(), StorageError> {
+    // Each chunk resumes after the last key deleted: restarting at `start`
+    // would make every scan wade through all the tombstones left so far
+    // (quadratic on an LSM tree). Nothing writes into the range any more.
+    let mut resume: Option<Vec<u8>> = None;
     loop {
         let snap = engine.snapshot();
-        let chunk = snap.scan(
-            Bound::Included(&start),
-            Bound::Excluded(&end),
-            false,
-            DROP_CHUNK,
-        )?;
-        if chunk.is_empty() {
+        let from = match &resume {
+            Some(k) => Bound::Excluded(k.as_slice()),
+            None => Bound::Included(start.as_slice()),
+        };
+        let chunk = snap.scan(from, Bound::Excluded(&end), false, DROP_CHUNK)?;
+        let Some((last, _)) = chunk.last() else {
             break;
-        }
+        };
+        resume = Some(last.clone());
         let mut batch = WriteBatch::with_capacity(chunk.len());
         for (k, _) in chunk {
             batch.delete(k);
