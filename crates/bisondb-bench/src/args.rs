@@ -92,6 +92,11 @@ pub struct BenchArgs {
     /// Write throughput over time and the latency distribution to this SVG file.
     #[arg(long)]
     pub plot: Option<PathBuf>,
+    /// Diagnostic: serve the wire-limit responder on this TCP port (and a Unix socket)
+    /// in this process until interrupted, instead of running the workload, so the
+    /// ceiling can be measured across processes like a real server.
+    #[arg(long, hide = true)]
+    pub serve_wire_limit: Option<u16>,
     /// Internal: run as a child of --processes, reporting on stdout.
     #[arg(long, hide = true)]
     pub worker: bool,
@@ -121,6 +126,7 @@ pub struct Plan {
     pub plot: Option<PathBuf>,
     pub worker: bool,
     pub worker_offset: u64,
+    pub serve_wire_limit: Option<u16>,
 }
 
 /// Parses `w=1,j=true` (either key optional, any order).
@@ -253,6 +259,7 @@ impl BenchArgs {
             plot: self.plot.clone(),
             worker: self.worker,
             worker_offset: self.worker_offset,
+            serve_wire_limit: self.serve_wire_limit,
         })
     }
 }

@@ -45,6 +45,9 @@ pub fn run(args: BenchArgs) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    if let Some(port) = plan.serve_wire_limit {
+        return rt.block_on(serve_wire_limit(port));
+    }
     let show_progress = !plan.json && !plan.worker && std::io::stdout().is_terminal();
     match rt.block_on(run_plan(&plan, show_progress)) {
         Ok(report) => match emit(&plan, &report) {
@@ -82,6 +85,22 @@ fn emit(plan: &Plan, report: &Report) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// `--serve-wire-limit PORT`: the responder alone, until Ctrl-C (SIGINT).
+async fn serve_wire_limit(port: u16) -> ExitCode {
+    match WireLimit::start_on(port).await {
+        Ok(w) => {
+            println!("wire-limit listening: {} and {}", w.tcp_uri, w.socket_uri);
+            let _ = tokio::signal::ctrl_c().await;
+            println!("wire-limit answered {} commands", w.requests());
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("bisondb bench: cannot start the wire-limit responder: {e}");
+            ExitCode::FAILURE
+        }
+    }
 }
 
 /// Writes `--plot`'s SVG.

@@ -22,13 +22,13 @@ fn esc(s: &str) -> String {
         .replace('"', "&quot;")
 }
 
-/// Round axis maximum: 1, 2 or 5 times a power of ten.
+/// Round axis maximum: 1, 2, 2.5 or 5 times a power of ten.
 fn nice_max(v: f64) -> f64 {
     if !(v.is_finite() && v > 0.0) {
         return 1.0;
     }
     let p = 10f64.powf(v.log10().floor());
-    [1.0, 2.0, 5.0, 10.0]
+    [1.0, 2.0, 2.5, 5.0, 10.0]
         .into_iter()
         .map(|m| m * p)
         .find(|&m| m >= v)

@@ -89,9 +89,14 @@ impl WireLimit {
     /// Binds 127.0.0.1 on an ephemeral port and a Unix socket in the temp directory.
     /// Must be called inside a tokio runtime.
     pub async fn start() -> std::io::Result<Self> {
+        Self::start_on(0).await
+    }
+
+    /// As [`WireLimit::start`], on a chosen TCP port (0: any free port).
+    pub async fn start_on(port: u16) -> std::io::Result<Self> {
         static SEQ: AtomicU64 = AtomicU64::new(0);
         let counters = Arc::new(Counters::default());
-        let tcp = TcpListener::bind("127.0.0.1:0").await?;
+        let tcp = TcpListener::bind(("127.0.0.1", port)).await?;
         let port = tcp.local_addr()?.port();
         let socket_path = std::env::temp_dir().join(format!(
             "bisondb-bench-wire-limit-{}-{}.sock",

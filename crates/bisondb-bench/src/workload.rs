@@ -134,8 +134,21 @@ pub async fn run_once(
     target: &Target,
     bar: &ProgressBar,
 ) -> Result<RunResult, String> {
-    let (_client, db) = connect(plan, &target.uri).await?;
-    let coll = collection(plan, &db);
+    let (client, db) = connect(plan, &target.uri).await?;
+    let result = measure(plan, target, bar, &db).await;
+    // Ending sessions here, while the runtime is alive: a Client dropped during runtime
+    // shutdown makes the driver panic in its connection requester.
+    client.shutdown().await;
+    result
+}
+
+async fn measure(
+    plan: &Plan,
+    target: &Target,
+    bar: &ProgressBar,
+    db: &Database,
+) -> Result<RunResult, String> {
+    let coll = collection(plan, db);
     if plan.drop && !plan.worker {
         coll.drop().await.map_err(|e| format!("drop: {e}"))?;
     }
@@ -179,7 +192,7 @@ pub async fn run_once(
     let (storage_size, objects) = if plan.worker {
         (None, None)
     } else {
-        db_stats(&db).await
+        db_stats(db).await
     };
     let bytes_per_doc = match (storage_size, objects) {
         (Some(s), Some(o)) if o > 0.0 => Some(s / o),
