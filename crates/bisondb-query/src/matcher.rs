@@ -87,7 +87,26 @@ enum CmpOp {
 struct Re {
     pattern: String,
     options: String,
-    re: regex::Regex,
+    re: Engine,
+}
+
+/// The linear-time `regex` engine where it can run the pattern; `fancy-regex`
+/// (backtracking, bounded) only for what PCRE has and it lacks: lookaround and
+/// backreferences, e.g. the common `^(?!system\.)`.
+#[derive(Debug, Clone)]
+enum Engine {
+    Linear(regex::Regex),
+    Backtracking(Box<fancy_regex::Regex>),
+}
+
+impl Engine {
+    fn is_match(&self, s: &str) -> bool {
+        match self {
+            Engine::Linear(re) => re.is_match(s),
+            // Exceeding the backtrack limit counts as no match rather than failing the query.
+            Engine::Backtracking(re) => re.is_match(s).unwrap_or(false),
+        }
+    }
 }
 
 /// `$in` operands: plain values sorted in BSON order for binary search, regexes apart.
@@ -1166,7 +1185,8 @@ fn translate_pcre(pattern: &str) -> String {
 
 /// Compiles a MongoDB (PCRE-style) regex with its option letters.
 fn compile_regex(pattern: &str, options: &str) -> MongoResult<Re> {
-    let mut builder = regex::RegexBuilder::new(&translate_pcre(pattern));
+    let translated = translate_pcre(pattern);
+    let mut builder = regex::RegexBuilder::new(&translated);
     for c in options.chars() {
         match c {
             'i' => {
@@ -1191,9 +1211,27 @@ fn compile_regex(pattern: &str, options: &str) -> MongoResult<Re> {
             }
         }
     }
-    let re = builder
-        .build()
-        .map_err(|e| MongoError::location(51091, format!("Regular expression is invalid: {e}")))?;
+    let re = match builder.build() {
+        Ok(re) => Engine::Linear(re),
+        Err(e) => {
+            // Options were validated above; as inline flags they reach the fallback too.
+            let flags: String = options.chars().filter(|c| "imsx".contains(*c)).collect();
+            let inline = if flags.is_empty() {
+                translated
+            } else {
+                format!("(?{flags}){translated}")
+            };
+            match fancy_regex::Regex::new(&inline) {
+                Ok(re) => Engine::Backtracking(Box::new(re)),
+                Err(_) => {
+                    return Err(MongoError::location(
+                        51091,
+                        format!("Regular expression is invalid: {e}"),
+                    ))
+                }
+            }
+        }
+    };
     Ok(Re {
         pattern: pattern.to_string(),
         options: options.to_string(),

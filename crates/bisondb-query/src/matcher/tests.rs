@@ -824,3 +824,43 @@ fn pcre_escapes_are_translated() {
         (doc! {"a": {"$regex": r"a\\Q"}}, doc! {"a": r"a\Q"}, true),
     ]);
 }
+
+#[test]
+fn regex_lookaround_and_backreferences() {
+    check(&[
+        (
+            doc! {"n": {"$regex": "^(?!system\\.)"}},
+            doc! {"n": "users"},
+            true,
+        ),
+        (
+            doc! {"n": {"$regex": "^(?!system\\.)"}},
+            doc! {"n": "system.views"},
+            false,
+        ),
+        (
+            doc! {"n": {"$regex": "foo(?=bar)"}},
+            doc! {"n": "foobar"},
+            true,
+        ),
+        (
+            doc! {"n": {"$regex": "foo(?=bar)"}},
+            doc! {"n": "foobaz"},
+            false,
+        ),
+        (doc! {"n": {"$regex": "(?<!x)y"}}, doc! {"n": "xy"}, false),
+        (doc! {"n": {"$regex": "(a)\\1"}}, doc! {"n": "caab"}, true),
+        (doc! {"n": {"$regex": "(a)\\1"}}, doc! {"n": "ab"}, false),
+        // Options still apply on the backtracking engine.
+        (
+            doc! {"n": {"$regex": "^(?!SYSTEM)", "$options": "i"}},
+            doc! {"n": "system.x"},
+            false,
+        ),
+        (
+            doc! {"n": {"$in": [bson::Regex { pattern: bson::raw::CString::try_from("^(?!a)").unwrap(), options: bson::raw::CString::try_from("").unwrap() }]}},
+            doc! {"n": "b"},
+            true,
+        ),
+    ]);
+}
