@@ -1,6 +1,7 @@
 //! The unified format's matching rules: numeric types compare by value, root
-//! documents (and the documents directly inside a root array) may carry extra
-//! fields, nested documents may not, and the `$$` operators (`$$exists`,
+//! documents (and the documents directly inside a root array, as the spec files
+//! expect: `find-comment.json` lists `{_id: 1}` for `{_id: 1, x: 11}`) may carry
+//! extra fields, nested documents may not, and the `$$` operators (`$$exists`,
 //! `$$type`, `$$unsetOrMatches`, `$$matchesEntity`, `$$lte`) stand in for values.
 
 use std::collections::HashMap;
