@@ -143,7 +143,7 @@ fn progress_bar(show: bool) -> ProgressBar {
     }
     let bar = ProgressBar::new(0);
     if let Ok(style) = ProgressStyle::with_template(
-        "{msg:24} [{elapsed_precise}] {wide_bar} {human_pos}/{human_len} {per_sec} eta {eta}",
+        "{prefix:24} [{elapsed_precise}] {wide_bar} {human_pos}/{human_len} {msg} eta {eta}",
     ) {
         bar.set_style(style);
     }

@@ -158,7 +158,7 @@ async fn measure(
             .await
             .map_err(|e| format!("count: {e}"))?;
         if have == 0 {
-            bar.set_message("loading");
+            bar.set_prefix("loading");
             let done = Arc::new(AtomicU64::new(0));
             bar.set_length(plan.docs);
             let s = Sampler::start(done.clone(), bar.clone(), false);
@@ -168,7 +168,7 @@ async fn measure(
     }
     let done = Arc::new(AtomicU64::new(0));
     bar.set_position(0);
-    bar.set_message(target.label.clone());
+    bar.set_prefix(target.label.clone());
     let total = match plan.workload {
         Workload::TimeseriesAggregate => aggregate_pipelines().len() as u64,
         _ => plan.docs,
@@ -523,7 +523,9 @@ impl Sampler {
                 let t = start.elapsed().as_secs_f64();
                 let dt = t - last_t;
                 if dt > 0.0 && (n > last_n || !stopping) {
-                    timeline.push((t, (n - last_n.min(n)) as f64 / dt));
+                    let rate = n.saturating_sub(last_n) as f64 / dt;
+                    timeline.push((t, rate));
+                    bar.set_message(format!("{rate:.0}/s"));
                 }
                 bar.set_position(n);
                 if print {
