@@ -81,6 +81,16 @@ where
                 break;
             }
         };
+        // Awaitable hello: hold the answer (the topology of a standalone server does
+        // not change) unless the server is shutting down.
+        if let Request::Msg(msg) = &incoming.request {
+            if let Some(delay) = crate::commands::hello::awaitable_delay(msg.body()) {
+                tokio::select! {
+                    _ = tokio::time::sleep(delay) => {}
+                    _ = state.shutdown.notified() => break,
+                }
+            }
+        }
         let reply = handle(incoming, &state, &mut conn);
         match reply {
             Ok(Some(bytes)) => {

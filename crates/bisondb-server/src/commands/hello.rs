@@ -117,7 +117,63 @@ impl Command for Hello {
 }
 
 /// One ObjectId per server process, as mongod's topologyVersion.processId.
-fn process_id() -> bson::oid::ObjectId {
+pub fn process_id() -> bson::oid::ObjectId {
     static ID: std::sync::OnceLock<bson::oid::ObjectId> = std::sync::OnceLock::new();
     *ID.get_or_init(bson::oid::ObjectId::new)
+}
+
+/// mongod's cap on `maxAwaitTimeMS` for awaitable hello is the client's value; we
+/// cap it so a bad value cannot park a connection for long.
+const MAX_AWAIT: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// For an awaitable hello (the drivers' streaming monitor: `topologyVersion` equal to
+/// ours plus `maxAwaitTimeMS`), how long to hold the reply. A standalone server's
+/// topology never changes, so mongod answers only when the time is up; answering at
+/// once makes every monitor spin in a tight hello loop.
+pub fn awaitable_delay(body: &bson::RawDocument) -> Option<std::time::Duration> {
+    let name = body.iter().next()?.ok()?.0.as_str();
+    if !matches!(name, "hello" | "isMaster" | "ismaster") {
+        return None;
+    }
+    let tv = match body.get("topologyVersion").ok()?? {
+        RawBsonRef::Document(d) => d,
+        _ => return None,
+    };
+    let same_process =
+        matches!(tv.get("processId").ok()?, Some(RawBsonRef::ObjectId(id)) if id == process_id());
+    if !same_process {
+        // A different processId means the client saw another server: answer now.
+        return None;
+    }
+    let ms = match body.get("maxAwaitTimeMS").ok()?? {
+        RawBsonRef::Int32(i) => i64::from(i),
+        RawBsonRef::Int64(i) => i,
+        RawBsonRef::Double(d) => d as i64,
+        _ => return None,
+    };
+    let ms = u64::try_from(ms).ok()?;
+    Some(std::time::Duration::from_millis(ms).min(MAX_AWAIT))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bson::rawdoc;
+
+    #[test]
+    fn awaitable_hello_waits_only_for_our_topology() {
+        let ours = rawdoc! {"hello": 1, "topologyVersion": {"processId": process_id(), "counter": 0i64}, "maxAwaitTimeMS": 10000};
+        assert_eq!(
+            awaitable_delay(&ours),
+            Some(std::time::Duration::from_secs(10))
+        );
+        let other = rawdoc! {"hello": 1, "topologyVersion": {"processId": bson::oid::ObjectId::new(), "counter": 0i64}, "maxAwaitTimeMS": 10000};
+        assert_eq!(awaitable_delay(&other), None);
+        let plain = rawdoc! {"hello": 1};
+        assert_eq!(awaitable_delay(&plain), None);
+        let ping = rawdoc! {"ping": 1, "maxAwaitTimeMS": 5};
+        assert_eq!(awaitable_delay(&ping), None);
+        let huge = rawdoc! {"isMaster": 1, "topologyVersion": {"processId": process_id(), "counter": 0i64}, "maxAwaitTimeMS": 9_000_000_000i64};
+        assert_eq!(awaitable_delay(&huge), Some(MAX_AWAIT));
+    }
 }
