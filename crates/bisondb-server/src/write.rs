@@ -179,6 +179,23 @@ pub fn delete(
 /// Documents `$out` writes per storage batch (bounded memory, few batches).
 const OUT_BATCH: usize = 1000;
 
+/// A `$out`/`$merge` failure, with the fields mongod adds to that error reply
+/// (`keyPattern`/`keyValue` when `$merge` hits a matching document it may not touch).
+#[derive(Debug)]
+pub struct OutputError {
+    pub error: MongoError,
+    pub details: Option<Document>,
+}
+
+impl From<MongoError> for OutputError {
+    fn from(error: MongoError) -> Self {
+        OutputError {
+            error,
+            details: None,
+        }
+    }
+}
+
 /// Carries out a pipeline's trailing `$out` or `$merge` in database `db`.
 ///
 /// `$out` fills a temporary collection and renames it over the target, so the
@@ -191,7 +208,7 @@ pub fn write_output(
     stage: &OutputStage,
     docs: impl Iterator<Item = MongoResult<Document>>,
     durability: Durability,
-) -> MongoResult<()> {
+) -> Result<(), OutputError> {
     match stage {
         OutputStage::Out {
             db: target_db,
@@ -212,7 +229,7 @@ pub fn write_output(
                 // Best effort: the error the client needs is the write's, not the cleanup's.
                 let _ = storage.drop_collection(target_db, &tmp);
             }
-            renamed
+            Ok(renamed?)
         }
         OutputStage::Merge {
             db: target_db,
@@ -270,19 +287,21 @@ fn merge_doc(
     on: &[String],
     incoming: Document,
     durability: Durability,
-) -> MongoResult<()> {
+) -> Result<(), OutputError> {
     let mut key = Document::new();
+    let mut key_value = Document::new();
     for field in on {
         let v = bisondb_query::path::get_path_bson(&incoming, field);
         match v {
             Some(Bson::Null | Bson::Undefined | Bson::Array(_)) | None if field != "_id" => {
-                return Err(MongoError::location(
+                return Err(OutputError::from(MongoError::location(
                     51132,
                     "$merge write error: 'on' field cannot be missing, null, undefined or an array",
-                ))
+                )))
             }
             Some(v) => {
                 key.insert(field.clone(), bson::doc! {"$eq": v.clone()});
+                key_value.insert(field.clone(), v.clone());
             }
             None => {}
         }
@@ -303,20 +322,28 @@ fn merge_doc(
             None => None,
         }
     };
-    match stage.merge_one(existing.as_ref(), incoming)? {
+    let action = stage
+        .merge_one(existing.as_ref(), incoming)
+        .map_err(|error| {
+            let duplicate = error.code == bisondb_error::ErrorCode::DuplicateKey;
+            let details = (duplicate && existing.is_some()).then(|| {
+                let pattern: Document = on.iter().map(|f| (f.clone(), Bson::Int32(1))).collect();
+                bson::doc! {"keyPattern": pattern, "keyValue": key_value.clone()}
+            });
+            OutputError { error, details }
+        })?;
+    match action {
         MergeAction::Insert(doc) => {
             let raw = util::prepare_owned(&doc)?;
             let outcome = target.insert_many(&[&raw], true, durability);
             if let Some((_, e)) = outcome.errors.into_iter().next() {
-                return Err(MongoError::from(e));
+                return Err(MongoError::from(e).into());
             }
         }
         MergeAction::Replace(doc) => {
             let raw = util::prepare_owned(&doc)?;
             let Some(id) = existing.as_ref().and_then(|e| e.get("_id")) else {
-                return Err(MongoError::internal(
-                    "$merge replaced a document without _id",
-                ));
+                return Err(MongoError::internal("$merge replaced a document without _id").into());
             };
             let id = RawBson::try_from(id.clone())
                 .map_err(|_| MongoError::internal("$merge target _id is not encodable"))?;

@@ -77,11 +77,16 @@ struct OpError {
     code: Option<i32>,
     code_name: Option<String>,
     message: String,
+    /// The server's reply (or the failing write error), for `errorResponse`.
+    response: Option<Document>,
 }
 
 impl From<Error> for OpError {
     fn from(e: Error) -> Self {
         let message = e.to_string();
+        let response = e
+            .server_response()
+            .and_then(|r| Document::try_from(r.as_ref()).ok());
         let (client, code, code_name) = match &*e.kind {
             ErrorKind::Command(c) => (false, Some(c.code), Some(c.code_name.clone())),
             ErrorKind::Write(WriteFailure::WriteError(w)) => {
@@ -107,6 +112,7 @@ impl From<Error> for OpError {
             code,
             code_name,
             message,
+            response,
         }
     }
 }
@@ -117,6 +123,7 @@ fn client_err(message: impl Into<String>) -> OpError {
         code: None,
         code_name: None,
         message: message.into(),
+        response: None,
     }
 }
 
@@ -578,6 +585,11 @@ fn check_error(expect: &Document, e: &OpError) -> Result<(), String> {
         if e.code_name.as_deref() != Some(name) {
             return Err(format!("errorCodeName {name}, got {e:?}"));
         }
+    }
+    if let Ok(want) = expect.get_document("errorResponse") {
+        let got = e.response.clone().map(Bson::Document);
+        let want = Bson::Document(want.clone());
+        matches(&want, got.as_ref(), true, &HashMap::new(), "errorResponse")?;
     }
     if let Ok(sub) = expect.get_str("errorContains") {
         if !e.message.to_lowercase().contains(&sub.to_lowercase()) {
@@ -1158,6 +1170,7 @@ async fn bulk_write(c: &CollEntity, args: &Document) -> OpResult {
                     .and_then(|d| d.get_str("errmsg").ok())
                     .unwrap_or("write error")
                     .to_owned(),
+                response: first.cloned(),
             }));
         }
     }
