@@ -417,8 +417,6 @@ pub fn execute(
                 seen: index.multikey.then(HashSet::new),
                 matcher: m,
                 stats,
-                reorder: !plan.provides_sort,
-                pending: Vec::new().into_iter(),
             }))
         }
     }
@@ -449,16 +447,10 @@ pub fn count_keys(coll: &Collection, plan: &Plan, stats: &Stats) -> MongoResult<
     Ok(n)
 }
 
-/// How many index entries are read ahead and fetched in `_id` order when the
-/// plan does not need index order.
-const FETCH_CHUNK: usize = 1024;
-
 /// Index scan then fetch: each entry's document is read from the scan's
 /// snapshot and re-checked against the whole filter (bounds are a superset).
-///
-/// Without a sort to preserve, entries are read ahead in chunks and fetched in
-/// `_id` order: documents are clustered by `_id`, so neighbouring fetches then
-/// hit the same engine blocks instead of one random block each.
+/// Results follow index order, as mongod's IXSCAN → FETCH does: applications and
+/// drivers' tests rely on it (pymongo's `test_hint`).
 struct Fetch {
     coll: Collection,
     snapshot: Arc<dyn Snapshot>,
@@ -467,49 +459,29 @@ struct Fetch {
     seen: Option<HashSet<Vec<u8>>>,
     matcher: Matcher,
     stats: Arc<Stats>,
-    /// Read ahead and sort by `_id` (results need not follow index order).
-    reorder: bool,
-    pending: std::vec::IntoIter<Vec<u8>>,
 }
 
 impl Fetch {
-    /// The next encoded `_id` to fetch, from the read-ahead chunk or the scan.
+    /// The next encoded `_id` to fetch, skipping repeats from multikey entries.
     fn next_id(&mut self) -> Option<MongoResult<Vec<u8>>> {
-        if let Some(id) = self.pending.next() {
-            return Some(Ok(id));
-        }
-        let want = if self.reorder { FETCH_CHUNK } else { 1 };
-        let mut chunk = Vec::with_capacity(want);
-        let before = self.scan.keys_examined();
-        let mut failed = None;
-        while chunk.len() < want {
-            match self.scan.next() {
-                None => break,
-                Some(Err(e)) => {
-                    failed = Some(e);
-                    break;
-                }
-                Some(Ok(id)) => {
+        loop {
+            let before = self.scan.keys_examined();
+            let next = self.scan.next();
+            let after = self.scan.keys_examined();
+            self.stats
+                .keys_examined
+                .fetch_add(after.saturating_sub(before), Ordering::Relaxed);
+            match next? {
+                Err(e) => return Some(Err(e.into())),
+                Ok(id) => {
                     if let Some(seen) = &mut self.seen {
                         if !seen.insert(id.clone()) {
                             continue;
                         }
                     }
-                    chunk.push(id);
+                    return Some(Ok(id));
                 }
             }
-        }
-        let after = self.scan.keys_examined();
-        self.stats
-            .keys_examined
-            .fetch_add(after.saturating_sub(before), Ordering::Relaxed);
-        if self.reorder {
-            chunk.sort_unstable();
-        }
-        self.pending = chunk.into_iter();
-        match self.pending.next() {
-            Some(id) => Some(Ok(id)),
-            None => failed.map(|e| Err(e.into())),
         }
     }
 }
