@@ -138,7 +138,10 @@ pub struct MongoError {
 
 impl MongoError {
     pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
-        MongoError { code, message: message.into() }
+        MongoError {
+            code,
+            message: message.into(),
+        }
     }
 
     /// Code 2, `BadValue`.
@@ -158,7 +161,13 @@ impl MongoError {
 
     /// Code 1, `InternalError`: an invariant of BisonDB was broken. Report it as a bug.
     pub fn internal(message: impl Into<String>) -> Self {
-        Self::new(ErrorCode::InternalError, format!("BisonDB internal error (please report this bug): {}", message.into()))
+        Self::new(
+            ErrorCode::InternalError,
+            format!(
+                "BisonDB internal error (please report this bug): {}",
+                message.into()
+            ),
+        )
     }
 
     /// A numbered location error (`Location<code>`), as mongod uses for many parse errors.
@@ -169,7 +178,13 @@ impl MongoError {
 
 impl fmt::Display for MongoError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} ({}): {}", self.code.name(), self.code.code(), self.message)
+        write!(
+            f,
+            "{} ({}): {}",
+            self.code.name(),
+            self.code.code(),
+            self.message
+        )
     }
 }
 
@@ -194,7 +209,9 @@ mod tests {
 
     #[test]
     fn codes_are_unique() {
-        let all = (0..100_000).map(ErrorCode::from_code).filter(|c| !matches!(c, ErrorCode::Other(_)));
+        let all = (0..100_000)
+            .map(ErrorCode::from_code)
+            .filter(|c| !matches!(c, ErrorCode::Other(_)));
         let mut seen = std::collections::HashSet::new();
         for c in all {
             assert!(seen.insert(c), "duplicate {c}");

@@ -1,6 +1,6 @@
 //! `delete`: a list of delete statements (`q`, `limit` 0 = all or 1 = one).
 
-use bisondb_error::{ErrorCode, MongoError, MongoResult};
+use bisondb_error::{MongoError, MongoResult};
 use bisondb_query::matcher::Matcher;
 use bson::{doc, Bson, RawDocument, RawDocumentBuf};
 
@@ -54,41 +54,16 @@ fn parse_statement(d: &RawDocument, lets: &LetVars) -> MongoResult<(Matcher, boo
 
 impl<'a> Delete<'a> {
     pub fn parse(req: &CommandRequest<'a>) -> MongoResult<Self> {
-        let n = req.name;
-        let mut coll = None;
-        let mut ordered = true;
-        for el in req.body.iter() {
-            let (k, v) = el.map_err(crate::request::invalid_bson)?;
-            match k.as_str() {
-                "delete" => coll = Some(args::collection_name(n, v)?.to_string()),
-                "ordered" => ordered = args::as_bool(n, "ordered", v)?,
-                "deletes" => {}
-                "let" => {} // read by `LetVars::from_body`
-                other => args::check_known(n, other, &[])?,
-            }
-        }
-        let coll = coll.ok_or_else(|| args::missing_field(n, "delete"))?;
-        let statements = req
-            .documents("deletes")?
-            .ok_or_else(|| args::missing_field(n, "deletes"))?;
-        if statements.is_empty() || statements.len() > 100_000 {
-            return Err(MongoError::new(
-                ErrorCode::InvalidLength,
-                format!(
-                    "Write batch sizes must be between 1 and 100000. Got {} operations.",
-                    statements.len()
-                ),
-            ));
-        }
-        let wc = util::write_concern(n, req.body)?;
-        let lets = LetVars::from_body(n, req.body)?;
+        // `let` is read by `LetVars::from_body`.
+        let b = util::parse_write_batch(req, "deletes", &["let"])?;
+        let lets = LetVars::from_body(req.name, req.body)?;
         Ok(Delete {
             lets,
             db: req.db.clone(),
-            coll,
-            statements,
-            ordered,
-            wc,
+            coll: b.coll,
+            statements: b.statements,
+            ordered: b.ordered,
+            wc: b.wc,
         })
     }
 

@@ -21,56 +21,18 @@ pub struct Insert<'a> {
     wc: WriteConcern,
 }
 
-const KNOWN: &[&str] = &[
-    "insert",
-    "documents",
-    "ordered",
-    "bypassDocumentValidation",
-    "let",
-];
-
 impl<'a> Insert<'a> {
     pub fn parse(req: &CommandRequest<'a>) -> MongoResult<Self> {
-        let mut coll = None;
-        let mut ordered = true;
-        for el in req.body.iter() {
-            let (k, v) = el.map_err(crate::request::invalid_bson)?;
-            match k.as_str() {
-                "insert" => coll = Some(args::collection_name(req.name, v)?.to_string()),
-                "ordered" => ordered = args::as_bool(req.name, "ordered", v)?,
-                "bypassDocumentValidation" | "documents" => {}
-                "let" => {
-                    args::as_doc(req.name, "let", v)?;
-                }
-                other => args::check_known(req.name, other, KNOWN)?,
-            }
+        if let Some(v) = req.body.get("let").map_err(crate::request::invalid_bson)? {
+            args::as_doc(req.name, "let", v)?;
         }
-        let coll = coll.ok_or_else(|| args::missing_field(req.name, "insert"))?;
-        let docs = req
-            .documents("documents")?
-            .ok_or_else(|| args::missing_field(req.name, "documents"))?;
-        if docs.len() > 100_000 {
-            return Err(MongoError::new(
-                bisondb_error::ErrorCode::InvalidLength,
-                format!(
-                    "Write batch sizes must be between 1 and 100000. Got {} operations.",
-                    docs.len()
-                ),
-            ));
-        }
-        if docs.is_empty() {
-            return Err(MongoError::new(
-                bisondb_error::ErrorCode::InvalidLength,
-                "Write batch sizes must be between 1 and 100000. Got 0 operations.",
-            ));
-        }
-        let wc = util::write_concern(req.name, req.body)?;
+        let b = util::parse_write_batch(req, "documents", &["bypassDocumentValidation", "let"])?;
         Ok(Insert {
             db: req.db.clone(),
-            coll,
-            docs,
-            ordered,
-            wc,
+            coll: b.coll,
+            docs: b.statements,
+            ordered: b.ordered,
+            wc: b.wc,
         })
     }
 

@@ -143,41 +143,16 @@ pub fn parse_array_filters(cmd: &str, v: RawBsonRef<'_>) -> MongoResult<Vec<Docu
 
 impl<'a> Update<'a> {
     pub fn parse(req: &CommandRequest<'a>) -> MongoResult<Self> {
-        let n = req.name;
-        let mut coll = None;
-        let mut ordered = true;
-        for el in req.body.iter() {
-            let (k, v) = el.map_err(crate::request::invalid_bson)?;
-            match k.as_str() {
-                "update" => coll = Some(args::collection_name(n, v)?.to_string()),
-                "ordered" => ordered = args::as_bool(n, "ordered", v)?,
-                "updates" | "bypassDocumentValidation" => {}
-                "let" => {} // read by `LetVars::from_body`
-                other => args::check_known(n, other, &[])?,
-            }
-        }
-        let coll = coll.ok_or_else(|| args::missing_field(n, "update"))?;
-        let statements = req
-            .documents("updates")?
-            .ok_or_else(|| args::missing_field(n, "updates"))?;
-        if statements.is_empty() || statements.len() > 100_000 {
-            return Err(MongoError::new(
-                ErrorCode::InvalidLength,
-                format!(
-                    "Write batch sizes must be between 1 and 100000. Got {} operations.",
-                    statements.len()
-                ),
-            ));
-        }
-        let wc = util::write_concern(n, req.body)?;
-        let lets = LetVars::from_body(n, req.body)?;
+        // `let` is read by `LetVars::from_body`.
+        let b = util::parse_write_batch(req, "updates", &["bypassDocumentValidation", "let"])?;
+        let lets = LetVars::from_body(req.name, req.body)?;
         Ok(Update {
             lets,
             db: req.db.clone(),
-            coll,
-            statements,
-            ordered,
-            wc,
+            coll: b.coll,
+            statements: b.statements,
+            ordered: b.ordered,
+            wc: b.wc,
         })
     }
 

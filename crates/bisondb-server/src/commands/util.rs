@@ -253,3 +253,54 @@ pub fn storage_error_details(e: &bisondb_storage::StorageError) -> Option<Docume
         _ => None,
     }
 }
+
+/// The fields every write command shares: the target collection (the command's
+/// first field), its statements (a body array or a kind-1 sequence named `list`),
+/// `ordered`, and the write concern.
+pub struct WriteBatch<'a> {
+    pub coll: String,
+    pub statements: Vec<&'a RawDocument>,
+    pub ordered: bool,
+    pub wc: WriteConcern,
+}
+
+/// Parses [`WriteBatch`] fields; `also` names the command's other accepted fields,
+/// which the command reads itself (`let`, `bypassDocumentValidation`).
+pub fn parse_write_batch<'a>(
+    req: &crate::request::CommandRequest<'a>,
+    list: &str,
+    also: &[&str],
+) -> MongoResult<WriteBatch<'a>> {
+    let n = req.name;
+    let mut coll = None;
+    let mut ordered = true;
+    for el in req.body.iter() {
+        let (k, v) = el.map_err(crate::request::invalid_bson)?;
+        match k.as_str() {
+            k if k == n => coll = Some(args::collection_name(n, v)?.to_string()),
+            "ordered" => ordered = args::as_bool(n, "ordered", v)?,
+            k if k == list || also.contains(&k) => {}
+            other => args::check_known(n, other, &[])?,
+        }
+    }
+    let coll = coll.ok_or_else(|| args::missing_field(n, n))?;
+    let statements = req
+        .documents(list)?
+        .ok_or_else(|| args::missing_field(n, list))?;
+    if statements.is_empty() || statements.len() > 100_000 {
+        return Err(MongoError::new(
+            ErrorCode::InvalidLength,
+            format!(
+                "Write batch sizes must be between 1 and 100000. Got {} operations.",
+                statements.len()
+            ),
+        ));
+    }
+    let wc = write_concern(n, req.body)?;
+    Ok(WriteBatch {
+        coll,
+        statements,
+        ordered,
+        wc,
+    })
+}
