@@ -67,6 +67,10 @@ pub(crate) struct CollState {
     pub(crate) stats_generation: AtomicU64,
     /// Secondary indexes; replaced (under `write_lock`) when one is created or dropped.
     pub(crate) indexes: RwLock<IndexList>,
+    /// An upper bound of the collection's document keys, with the engine generation
+    /// it was read under (taken under `write_lock`). A new key above it cannot exist,
+    /// so inserts of increasing `_id`s (ObjectIds) skip the existence lookup.
+    pub(crate) max_doc_key: Mutex<Option<(u64, Vec<u8>)>>,
 }
 
 type Key = (String, String);
@@ -262,6 +266,7 @@ impl Storage {
             dropped: AtomicBool::new(false),
             stats_generation: AtomicU64::new(self.inner.engine.generation()),
             indexes: RwLock::new(Arc::new(Vec::new())),
+            max_doc_key: Mutex::new(None),
         };
         let mut batch = WriteBatch::new();
         batch.put(layout::meta_key(), encode_meta(new_next)?);
@@ -768,6 +773,7 @@ fn parse_entry(
         dropped: AtomicBool::new(false),
         stats_generation: AtomicU64::new(0),
         indexes: RwLock::new(Arc::new(Vec::new())),
+        max_doc_key: Mutex::new(None),
     };
     Ok((db, name, state, index_records))
 }

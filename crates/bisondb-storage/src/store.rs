@@ -245,6 +245,9 @@ impl Collection {
                 return out;
             }
         };
+        let generation = self.engine.generation();
+        let bound = self.doc_key_bound_locked(snap.as_ref(), generation);
+        let mut highest: Option<Vec<u8>> = None;
         let indexes = self.state.indexes.read().clone();
         let mut batch = WriteBatch::with_capacity(docs.len() * (1 + indexes.len()) + 1);
         // Keys already queued in this call; one document needs no set.
@@ -255,7 +258,7 @@ impl Collection {
         let mut became_multikey: Vec<Arc<IndexState>> = Vec::new();
         for (i, doc) in docs.iter().enumerate() {
             let prepared = self
-                .prepare_insert(snap.as_ref(), doc, &queued)
+                .prepare_insert(snap.as_ref(), doc, &queued, bound.as_deref())
                 .and_then(|key| {
                     if indexes.is_empty() {
                         return Ok((key, IndexWrites::default()));
@@ -277,6 +280,9 @@ impl Collection {
                         queued.insert(key.clone());
                     }
                     added_size = added_size.saturating_add(doc.as_bytes().len() as u64);
+                    if highest.as_ref().is_none_or(|h| key > *h) {
+                        highest = Some(key.clone());
+                    }
                     batch.put(key, doc.as_bytes().to_vec());
                     writes.apply(self.state.id, &mut batch, &mut became_multikey);
                     accepted.push(i);
@@ -302,12 +308,15 @@ impl Collection {
             Ok(()) => {
                 self.state.count.store(count, Ordering::Release);
                 self.state.data_size.store(size, Ordering::Release);
+                self.raise_doc_key_bound_locked(generation, bound, highest);
                 out.inserted = accepted.len();
                 for ix in became_multikey {
                     ix.multikey.store(true, Ordering::Release);
                 }
             }
             Err(e) => {
+                // A failed batch may still surface after the engine recovers.
+                *self.state.max_doc_key.lock() = None;
                 // Nothing of the batch was applied: every accepted document failed.
                 if ordered {
                     out.errors = accepted.first().map(|&i| vec![(i, e)]).unwrap_or_default();
@@ -326,14 +335,52 @@ impl Collection {
         snap: &dyn Snapshot,
         doc: &RawDocument,
         queued: &HashSet<Vec<u8>>,
+        bound: Option<&[u8]>,
     ) -> Result<Vec<u8>, StorageError> {
         let id = id_of(doc)
             .ok_or_else(|| StorageError::InvalidArgument("document has no _id field".into()))?;
         let key = layout::doc_key_for(self.state.id, id);
-        if queued.contains(&key) || snap.get(&key)?.is_some() {
+        // Above every stored key, the key cannot exist: skip the engine lookup.
+        let above_all = bound.is_some_and(|b| key.as_slice() > b);
+        if queued.contains(&key) || (!above_all && snap.get(&key)?.is_some()) {
             return Err(self.duplicate(id));
         }
         Ok(key)
+    }
+
+    /// The upper bound of stored document keys (empty when there are none), read
+    /// once per engine generation; `None` when it could not be read (every insert
+    /// then looks its key up). The caller holds the write lock.
+    fn doc_key_bound_locked(&self, snap: &dyn Snapshot, generation: u64) -> Option<Vec<u8>> {
+        let mut cached = self.state.max_doc_key.lock();
+        if let Some((g, key)) = cached.as_ref() {
+            if *g == generation {
+                return Some(key.clone());
+            }
+        }
+        let (start, end) = layout::doc_range(self.state.id);
+        let last = snap
+            .scan(Bound::Included(&start), Bound::Excluded(&end), true, 1)
+            .ok()?;
+        let key = last.into_iter().next().map(|(k, _)| k).unwrap_or_default();
+        *cached = Some((generation, key.clone()));
+        Some(key)
+    }
+
+    /// Records that keys up to `highest` now exist (after a successful write).
+    fn raise_doc_key_bound_locked(
+        &self,
+        generation: u64,
+        bound: Option<Vec<u8>>,
+        highest: Option<Vec<u8>>,
+    ) {
+        let mut cached = self.state.max_doc_key.lock();
+        *cached = match (bound, highest) {
+            (Some(b), Some(h)) => Some((generation, b.max(h))),
+            (Some(b), None) => Some((generation, b)),
+            // Unknown before: stay unknown (it is read again next time).
+            (None, _) => None,
+        };
     }
 
     /// The index entries to delete (those of `old`) and to add (those of
@@ -577,6 +624,8 @@ impl Collection {
                     )));
                 }
                 let size = size.saturating_add(new.as_bytes().len() as u64);
+                // The bound no longer covers this key; read it again next time.
+                *self.state.max_doc_key.lock() = None;
                 batch.put(key, new.into_bytes());
                 (ModifyResult::Inserted, count.saturating_add(1), size)
             }

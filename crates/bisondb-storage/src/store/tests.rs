@@ -605,3 +605,62 @@ fn sync_durability_syncs_after_the_write_and_only_when_something_changed() {
     assert!(matches!(out.durability_error, Some(StorageError::Io(_))));
     assert_eq!(c.count(), 2);
 }
+
+#[test]
+fn increasing_ids_skip_lookups_but_duplicates_are_still_caught() {
+    let s = open();
+    let c = coll(&s);
+    // Increasing ids: each batch lies above the bound of the previous ones.
+    let first: Vec<_> = (0..100).map(|i| doc_with_id(Bson::Int32(i))).collect();
+    assert_eq!(insert(&c, &first, true).inserted, 100);
+    let second: Vec<_> = (100..200).map(|i| doc_with_id(Bson::Int32(i))).collect();
+    assert_eq!(insert(&c, &second, true).inserted, 100);
+    // A duplicate at the top, one in the middle, and one below everything.
+    for dup in [199, 150, 0] {
+        let out = insert(&c, &[doc_with_id(Bson::Int64(dup))], true);
+        assert_eq!(out.inserted, 0, "{dup} was inserted twice");
+        assert!(matches!(
+            out.errors.first(),
+            Some((0, StorageError::DuplicateKey(_)))
+        ));
+    }
+    // A delete keeps the bound valid; the freed key can be inserted again.
+    assert!(c
+        .delete(bson::RawBsonRef::Int32(199), Durability::Buffered)
+        .unwrap_or(false));
+    assert_eq!(
+        insert(&c, &[doc_with_id(Bson::Int32(199))], true).inserted,
+        1
+    );
+    assert_eq!(
+        insert(&c, &[doc_with_id(Bson::Double(199.0))], true).inserted,
+        0
+    );
+    // An upsert through modify clears the bound; later duplicates are still caught.
+    let up = doc_with_id(Bson::Int32(1000));
+    c.modify(
+        bson::RawBsonRef::Int32(1000),
+        Durability::Buffered,
+        &mut |cur| {
+            assert!(cur.is_none());
+            Ok(Modify::Insert(up.clone()))
+        },
+    )
+    .unwrap_or_else(|e| panic!("modify: {e}"));
+    assert_eq!(
+        insert(&c, &[doc_with_id(Bson::Int32(1000))], true).inserted,
+        0
+    );
+    assert_eq!(c.count(), 201);
+    // A fresh handle over the same engine reads the bound from storage.
+    let reopened = Storage::open(s.engine().clone()).unwrap_or_else(|e| panic!("reopen: {e}"));
+    let c2 = coll(&reopened);
+    assert_eq!(
+        insert(&c2, &[doc_with_id(Bson::Int32(1000))], true).inserted,
+        0
+    );
+    assert_eq!(
+        insert(&c2, &[doc_with_id(Bson::Int32(1001))], true).inserted,
+        1
+    );
+}
