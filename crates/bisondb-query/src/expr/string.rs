@@ -296,42 +296,9 @@ pub(super) fn eval(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
                     ),
                 ));
             };
-            let mut bounds = [0usize, s.len()];
-            for (i, slot) in bounds.iter_mut().enumerate() {
-                if let Some(e) = args.get(i + 2) {
-                    let v = cx.ev(e)?;
-                    let n = match v {
-                        Some(Bson::Int32(x)) => i64::from(x),
-                        Some(Bson::Int64(x)) => x,
-                        Some(Bson::Double(d)) if d.fract() == 0.0 => d as i64,
-                        _ => {
-                            return Err(MongoError::location(
-                                40096,
-                                format!(
-                                    "$indexOfBytes requires an integral {} index, found a value of type: {}",
-                                    if i == 0 { "starting" } else { "ending" },
-                                    type_name_opt(v.as_ref())
-                                ),
-                            ))
-                        }
-                    };
-                    if n < 0 {
-                        return Err(MongoError::location(
-                            40097,
-                            format!(
-                                "$indexOfBytes requires a nonnegative {} index, found: {n}",
-                                if i == 0 { "start" } else { "end" }
-                            ),
-                        ));
-                    }
-                    *slot = usize::try_from(n).unwrap_or(usize::MAX);
-                }
-            }
-            let [start, end] = bounds;
-            let end = end.min(s.len());
-            if start > end {
+            let Some((start, end)) = index_bounds(args, cx, "$indexOfBytes", s.len())? else {
                 return Ok(Some(Bson::Int32(-1)));
-            }
+            };
             let hay = s.as_bytes().get(start..end).unwrap_or_default();
             let needle = sub.as_bytes();
             let found = if needle.is_empty() {
@@ -398,6 +365,50 @@ pub(super) fn eval(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
     }
 }
 
+/// The optional start and end indexes (arguments 3 and 4) of `$indexOfBytes` and
+/// `$indexOfCP`, clamped to `len`; `None` when the range is empty (result -1).
+fn index_bounds(
+    args: &[Expr],
+    cx: &Ctx,
+    op: &str,
+    len: usize,
+) -> MongoResult<Option<(usize, usize)>> {
+    let mut bounds = [0usize, len];
+    for (i, slot) in bounds.iter_mut().enumerate() {
+        if let Some(e) = args.get(i + 2) {
+            let v = cx.ev(e)?;
+            let n = match v {
+                Some(Bson::Int32(x)) => i64::from(x),
+                Some(Bson::Int64(x)) => x,
+                Some(Bson::Double(d)) if d.fract() == 0.0 => d as i64,
+                _ => {
+                    return Err(MongoError::location(
+                        40096,
+                        format!(
+                            "{op} requires an integral {} index, found a value of type: {}",
+                            if i == 0 { "starting" } else { "ending" },
+                            type_name_opt(v.as_ref())
+                        ),
+                    ))
+                }
+            };
+            if n < 0 {
+                return Err(MongoError::location(
+                    40097,
+                    format!(
+                        "{op} requires a nonnegative {} index, found: {n}",
+                        if i == 0 { "start" } else { "end" }
+                    ),
+                ));
+            }
+            *slot = usize::try_from(n).unwrap_or(usize::MAX);
+        }
+    }
+    let [start, end] = bounds;
+    let end = end.min(len);
+    Ok((start <= end).then_some((start, end)))
+}
+
 fn index_of_cp(args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
     let s = cx.ev(arg(args, 0)?)?;
     if nullish(s.as_ref()) {
@@ -424,42 +435,9 @@ fn index_of_cp(args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
     };
     let chars: Vec<char> = s.chars().collect();
     let needle: Vec<char> = sub.chars().collect();
-    let mut bounds = [0usize, chars.len()];
-    for (i, slot) in bounds.iter_mut().enumerate() {
-        if let Some(e) = args.get(i + 2) {
-            let v = cx.ev(e)?;
-            let n = match v {
-                Some(Bson::Int32(x)) => i64::from(x),
-                Some(Bson::Int64(x)) => x,
-                Some(Bson::Double(d)) if d.fract() == 0.0 => d as i64,
-                _ => {
-                    return Err(MongoError::location(
-                        40096,
-                        format!(
-                            "$indexOfCP requires an integral {} index, found a value of type: {}",
-                            if i == 0 { "starting" } else { "ending" },
-                            type_name_opt(v.as_ref())
-                        ),
-                    ))
-                }
-            };
-            if n < 0 {
-                return Err(MongoError::location(
-                    40097,
-                    format!(
-                        "$indexOfCP requires a nonnegative {} index, found: {n}",
-                        if i == 0 { "start" } else { "end" }
-                    ),
-                ));
-            }
-            *slot = usize::try_from(n).unwrap_or(usize::MAX);
-        }
-    }
-    let [start, end] = bounds;
-    let end = end.min(chars.len());
-    if start > end {
+    let Some((start, end)) = index_bounds(args, cx, "$indexOfCP", chars.len())? else {
         return Ok(Some(Bson::Int32(-1)));
-    }
+    };
     let hay = chars.get(start..end).unwrap_or_default();
     let found = if needle.is_empty() {
         Some(0)
