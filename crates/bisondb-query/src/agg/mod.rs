@@ -27,6 +27,25 @@ pub trait CollectionReader: Send + Sync {
     fn read(&self, collection: &str) -> MongoResult<DocStream>;
 }
 
+/// Runs a blocking stage: on the first pull, `all` consumes the whole input and
+/// returns every output document (or the first error), which then stream out.
+pub(crate) fn blocking<F>(input: DocStream, all: F) -> DocStream
+where
+    F: FnOnce(DocStream) -> MongoResult<Vec<Document>> + Send + 'static,
+{
+    let mut pending = Some((input, all));
+    let mut out: std::vec::IntoIter<Document> = Vec::new().into_iter();
+    Box::new(std::iter::from_fn(move || {
+        if let Some((input, all)) = pending.take() {
+            match all(input) {
+                Ok(v) => out = v.into_iter(),
+                Err(e) => return Some(Err(e)),
+            }
+        }
+        out.next().map(Ok)
+    }))
+}
+
 /// What every stage gets when the pipeline is built.
 #[derive(Clone)]
 pub struct RunCtx {

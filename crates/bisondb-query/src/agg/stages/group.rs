@@ -105,16 +105,6 @@ fn group_all(stage: &GroupStage, input: DocStream, now: DateTime) -> MongoResult
 impl Stage for GroupStage {
     fn run(self: Box<Self>, input: DocStream, cx: &RunCtx) -> DocStream {
         let now = cx.now;
-        let mut input = Some(input);
-        let mut out: std::vec::IntoIter<Document> = Vec::new().into_iter();
-        Box::new(std::iter::from_fn(move || {
-            if let Some(inp) = input.take() {
-                match group_all(&self, inp, now) {
-                    Ok(v) => out = v.into_iter(),
-                    Err(e) => return Some(Err(e)),
-                }
-            }
-            out.next().map(Ok)
-        }))
+        crate::agg::blocking(input, move |inp| group_all(&self, inp, now))
     }
 }

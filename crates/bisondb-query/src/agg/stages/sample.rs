@@ -104,16 +104,6 @@ fn sample_all(size: u64, input: DocStream) -> MongoResult<Vec<Document>> {
 impl Stage for SampleStage {
     fn run(self: Box<Self>, input: DocStream, _cx: &RunCtx) -> DocStream {
         let size = self.size;
-        let mut input = Some(input);
-        let mut out: std::vec::IntoIter<Document> = Vec::new().into_iter();
-        Box::new(std::iter::from_fn(move || {
-            if let Some(inp) = input.take() {
-                match sample_all(size, inp) {
-                    Ok(v) => out = v.into_iter(),
-                    Err(e) => return Some(Err(e)),
-                }
-            }
-            out.next().map(Ok)
-        }))
+        crate::agg::blocking(input, move |inp| sample_all(size, inp))
     }
 }

@@ -544,16 +544,6 @@ fn window_range(
 impl Stage for SetWindowFieldsStage {
     fn run(self: Box<Self>, input: DocStream, cx: &RunCtx) -> DocStream {
         let cx = cx.clone();
-        let mut input = Some(input);
-        let mut out: std::vec::IntoIter<Document> = Vec::new().into_iter();
-        Box::new(std::iter::from_fn(move || {
-            if let Some(inp) = input.take() {
-                match self.run_all(inp, &cx) {
-                    Ok(v) => out = v.into_iter(),
-                    Err(e) => return Some(Err(e)),
-                }
-            }
-            out.next().map(Ok)
-        }))
+        crate::agg::blocking(input, move |inp| self.run_all(inp, &cx))
     }
 }

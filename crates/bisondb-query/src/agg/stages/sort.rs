@@ -73,17 +73,7 @@ impl Stage for SortStage {
     fn run(self: Box<Self>, input: DocStream, _cx: &RunCtx) -> DocStream {
         let spec = self.spec;
         let top_k = self.top_k;
-        let mut input = Some(input);
-        let mut out: std::vec::IntoIter<Document> = Vec::new().into_iter();
-        Box::new(std::iter::from_fn(move || {
-            if let Some(inp) = input.take() {
-                match sort_all(&spec, inp, top_k) {
-                    Ok(v) => out = v.into_iter(),
-                    Err(e) => return Some(Err(e)),
-                }
-            }
-            out.next().map(Ok)
-        }))
+        crate::agg::blocking(input, move |inp| sort_all(&spec, inp, top_k))
     }
 
     fn set_top_k(&mut self, k: u64) -> bool {
