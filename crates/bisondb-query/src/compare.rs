@@ -374,6 +374,13 @@ fn raw_dbpointer(v: &RawBsonRef<'_>) -> Option<bson::DbPointer> {
 // Raw comparison
 // ---------------------------------------------------------------------------
 
+/// Regexes order by pattern, then options, bytewise (raw and owned alike).
+fn cmp_regex(x: (&str, &str), y: (&str, &str)) -> Ordering {
+    x.0.as_bytes()
+        .cmp(y.0.as_bytes())
+        .then_with(|| x.1.as_bytes().cmp(y.1.as_bytes()))
+}
+
 /// Compares two raw values in MongoDB's total comparison/sort order.
 pub fn compare_raw(a: RawBsonRef<'_>, b: RawBsonRef<'_>) -> Ordering {
     let ra = type_rank(a.element_type());
@@ -395,17 +402,10 @@ pub fn compare_raw(a: RawBsonRef<'_>, b: RawBsonRef<'_>) -> Ordering {
         (R::Boolean(x), R::Boolean(y)) => x.cmp(&y),
         (R::DateTime(x), R::DateTime(y)) => x.timestamp_millis().cmp(&y.timestamp_millis()),
         (R::Timestamp(x), R::Timestamp(y)) => cmp_timestamp(x, y),
-        (R::RegularExpression(x), R::RegularExpression(y)) => x
-            .pattern
-            .as_str()
-            .as_bytes()
-            .cmp(y.pattern.as_str().as_bytes())
-            .then_with(|| {
-                x.options
-                    .as_str()
-                    .as_bytes()
-                    .cmp(y.options.as_str().as_bytes())
-            }),
+        (R::RegularExpression(x), R::RegularExpression(y)) => cmp_regex(
+            (x.pattern.as_str(), x.options.as_str()),
+            (y.pattern.as_str(), y.options.as_str()),
+        ),
         (R::JavaScriptCode(x), R::JavaScriptCode(y)) => x.as_bytes().cmp(y.as_bytes()),
         (R::JavaScriptCodeWithScope(x), R::JavaScriptCodeWithScope(y)) => x
             .code
@@ -499,17 +499,10 @@ pub fn compare_bson(a: &Bson, b: &Bson) -> Ordering {
         (B::Boolean(x), B::Boolean(y)) => x.cmp(y),
         (B::DateTime(x), B::DateTime(y)) => x.timestamp_millis().cmp(&y.timestamp_millis()),
         (B::Timestamp(x), B::Timestamp(y)) => cmp_timestamp(*x, *y),
-        (B::RegularExpression(x), B::RegularExpression(y)) => x
-            .pattern
-            .as_str()
-            .as_bytes()
-            .cmp(y.pattern.as_str().as_bytes())
-            .then_with(|| {
-                x.options
-                    .as_str()
-                    .as_bytes()
-                    .cmp(y.options.as_str().as_bytes())
-            }),
+        (B::RegularExpression(x), B::RegularExpression(y)) => cmp_regex(
+            (x.pattern.as_str(), x.options.as_str()),
+            (y.pattern.as_str(), y.options.as_str()),
+        ),
         (B::JavaScriptCode(x), B::JavaScriptCode(y)) => x.as_bytes().cmp(y.as_bytes()),
         (B::JavaScriptCodeWithScope(x), B::JavaScriptCodeWithScope(y)) => x
             .code
