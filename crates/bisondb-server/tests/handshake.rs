@@ -432,3 +432,37 @@ async fn raw_handshake_negotiates_compression() {
     assert!(is_num(r.get("ok").unwrap(), 0.0), "{r}");
     assert_eq!(num(&r, "code"), 186, "{r}");
 }
+
+/// The drivers' streaming monitor sends awaitable hellos (topologyVersion +
+/// maxAwaitTimeMS); the server must hold them rather than answer at once, or every
+/// idle client spins in a hello loop (thousands per second before the fix).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_clients_do_not_spin_on_awaitable_hello() {
+    let ts = start().await;
+    let admin = ts.unix.database("admin");
+    admin.run_command(doc! {"ping": 1}).await.unwrap();
+    let commands = |s: &Document| num(s.get_document("opcounters").unwrap(), "command");
+    let before = commands(&admin.run_command(doc! {"serverStatus": 1}).await.unwrap());
+    tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+    let after = commands(&admin.run_command(doc! {"serverStatus": 1}).await.unwrap());
+    // Two clients' monitors plus the two commands above: a handful, not thousands.
+    assert!(
+        after - before < 50,
+        "{} commands in 1.5 s of idling",
+        after - before
+    );
+
+    // The raw protocol: an awaitable hello is held about maxAwaitTimeMS.
+    let hello = admin.run_command(doc! {"hello": 1}).await.unwrap();
+    let tv = hello.get_document("topologyVersion").unwrap().clone();
+    let started = std::time::Instant::now();
+    let r = admin
+        .run_command(doc! {"hello": 1, "topologyVersion": tv, "maxAwaitTimeMS": 300})
+        .await
+        .unwrap();
+    assert!(r.get_bool("isWritablePrimary").unwrap(), "{r}");
+    assert!(
+        started.elapsed() >= std::time::Duration::from_millis(250),
+        "answered at once"
+    );
+}
