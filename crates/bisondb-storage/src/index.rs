@@ -29,7 +29,7 @@ use crate::engine::{prefix_successor, Snapshot};
 use crate::error::{DuplicateKeyInfo, StorageError};
 use crate::keycode::encode_value;
 
-const ENTRIES: u8 = 0x03;
+const ENTRIES: u8 = crate::layout::INDEX_REGION;
 const MULTIKEY: u8 = 0x04;
 
 /// Index entries fetched per engine scan.

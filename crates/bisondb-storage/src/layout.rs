@@ -6,6 +6,8 @@
 //! [0x00 0x02] id:u64be                -> pending drop marker (cleanup after a crash)
 //! [0x01] id:u64be encode_id(_id)      -> the raw document
 //! [0x02] id:u64be                     -> count:u64be data_size:u64be
+//! [0x03] ...                          -> index entries (see `crate::index`)
+//! [0x04] ...                          -> multikey markers (see `crate::index`)
 //! ```
 //!
 //! Collection ids come from a counter and are never reused, so a dropped
@@ -19,6 +21,11 @@ use crate::error::StorageError;
 const CATALOG: u8 = 0x00;
 const DOCS: u8 = 0x01;
 const STATS: u8 = 0x02;
+
+/// First byte of every secondary-index entry key. Engines may store this region
+/// apart (the lsm engine gives it its own keyspace, since its keys arrive in
+/// random order while documents mostly append).
+pub(crate) const INDEX_REGION: u8 = 0x03;
 
 const META: u8 = 0x00;
 const ENTRY: u8 = 0x01;

@@ -4,6 +4,16 @@
 //! Files: the dbpath holds `mongod.lock` and `storage.bson` (see [`crate::dbpath`])
 //! and a `lsm/` directory that belongs to fjall (its journal and table files).
 //!
+//! Two fjall keyspaces share one journal: `index` holds the secondary-index
+//! region of the key space (keys starting with [`layout::INDEX_REGION`]) and
+//! `main` everything else. Documents arrive in `_id` order (ObjectIds grow), so
+//! their tables append and rarely need rewriting, while index keys land all over
+//! their range; kept together, every flush of random index keys would overlap
+//! every older table and compaction would rewrite the documents with them. A
+//! batch spanning both keyspaces is still one atomic journal entry, and scans
+//! read the region's keyspace in its place in key order, so the split is
+//! invisible behind [`Engine`].
+//!
 //! Durability follows mongod: every commit reaches the operating system at once
 //! (so a killed process loses nothing), and the journal is fsynced in the
 //! background at least every `journal_commit_interval` (so a power loss loses at
@@ -35,6 +45,7 @@ use parking_lot::RwLock;
 use crate::dbpath::{self, DbPathLock};
 use crate::engine::{BatchOp, Durability, Engine, KeyValue, Snapshot, WriteBatch};
 use crate::error::StorageError;
+use crate::layout;
 use crate::memory::range_is_empty;
 
 /// The engine name recorded in the dbpath and reported by [`Engine::name`].
@@ -49,8 +60,18 @@ pub const JOURNAL_COMMIT_INTERVAL_RANGE_MS: std::ops::RangeInclusive<u64> = 1..=
 /// Sub-directory of the dbpath that fjall owns.
 const DATA_DIR: &str = "lsm";
 
-/// The one fjall keyspace holding BisonDB's whole key space.
+/// The fjall keyspace holding the key space outside the index region.
 const KEYSPACE: &str = "main";
+
+/// The fjall keyspace holding the index region.
+const INDEX_KEYSPACE: &str = "index";
+
+/// Memtable size of the index keyspace.
+const INDEX_MEMTABLE_BYTES: u64 = 8 << 20;
+
+/// Entries moved per batch when an older dbpath's index region is moved into
+/// its own keyspace on open.
+const MIGRATE_CHUNK: usize = 4096;
 
 /// Data block size. LZ4 only finds repeats inside one block, and documents of a
 /// collection repeat their field names: measured on 1,000,000 documents, 32 KiB
@@ -102,6 +123,48 @@ impl LsmOptions {
 struct Open {
     db: Database,
     ks: Keyspace,
+    /// The index region (see the module docs).
+    ix: Keyspace,
+}
+
+/// A part of the stored key space: `[lower, upper)` and the keyspace holding it.
+type Segment<'a> = (Bound<Vec<u8>>, Bound<Vec<u8>>, &'a Keyspace);
+
+impl Open {
+    /// The keyspace that stores `key` (an unprefixed engine key).
+    fn keyspace_for(&self, key: &[u8]) -> &Keyspace {
+        if key.first() == Some(&layout::INDEX_REGION) {
+            &self.ix
+        } else {
+            &self.ks
+        }
+    }
+
+    /// Both keyspaces, for whole-database maintenance.
+    fn keyspaces(&self) -> [&Keyspace; 2] {
+        [&self.ks, &self.ix]
+    }
+
+    /// Writes every memtable into tables.
+    fn flush_memtables(&self) -> Result<(), StorageError> {
+        for ks in self.keyspaces() {
+            ks.rotate_memtable_and_wait()
+                .map_err(|e| map_fjall(e, "flush"))?;
+        }
+        Ok(())
+    }
+
+    /// The parts of the stored key space in key order, each with its keyspace:
+    /// below the index region, the region, above it.
+    fn segments(&self) -> [Segment<'_>; 3] {
+        let lo = vec![KEY_PREFIX, layout::INDEX_REGION];
+        let hi = vec![KEY_PREFIX, layout::INDEX_REGION + 1];
+        [
+            (Bound::Unbounded, Bound::Excluded(lo.clone()), &self.ks),
+            (Bound::Included(lo), Bound::Excluded(hi.clone()), &self.ix),
+            (Bound::Included(hi), Bound::Unbounded, &self.ks),
+        ]
+    }
 }
 
 /// Group-commit bookkeeping, under one mutex.
@@ -238,12 +301,10 @@ impl LsmEngine {
     /// measurement of the size on disk sees the engine settled.
     pub fn settle(&self) -> Result<(), StorageError> {
         let open = self.shared.current()?;
-        open.ks
-            .rotate_memtable_and_wait()
-            .map_err(|e| map_fjall(e, "flush"))?;
-        open.ks
-            .major_compact()
-            .map_err(|e| map_fjall(e, "compaction"))?;
+        open.flush_memtables()?;
+        for ks in open.keyspaces() {
+            ks.major_compact().map_err(|e| map_fjall(e, "compaction"))?;
+        }
         self.shared.sync_all_now()
     }
 }
@@ -257,22 +318,76 @@ impl Drop for LsmEngine {
 }
 
 fn open_fjall(data_dir: &Path, dbpath: &Path) -> Result<Open, StorageError> {
-    let db = Database::builder(data_dir).open().map_err(|e| match e {
-        fjall::Error::Locked => StorageError::DbPathInUse(format!(
-            "the data files in {} are in use by another BisonDB instance",
-            dbpath.display()
-        )),
-        e => map_fjall(e, "open"),
-    })?;
+    // One background worker for flushes and compactions: with two, fjall's
+    // worker 0 hands every compaction to the others and re-queues the message
+    // to itself while they work, a busy loop that took 12% of the CPU of an
+    // indexed load (fjall 3.1.13, worker_pool.rs) and on a 2-core machine
+    // competes with the inserting thread itself.
+    let db = Database::builder(data_dir)
+        .worker_threads(1)
+        .open()
+        .map_err(|e| match e {
+            fjall::Error::Locked => StorageError::DbPathInUse(format!(
+                "the data files in {} are in use by another BisonDB instance",
+                dbpath.display()
+            )),
+            e => map_fjall(e, "open"),
+        })?;
+    let options = || {
+        KeyspaceCreateOptions::default()
+            .data_block_compression_policy(CompressionPolicy::all(CompressionType::Lz4))
+            .data_block_size_policy(BlockSizePolicy::all(DATA_BLOCK_BYTES))
+            .data_block_restart_interval_policy(RestartIntervalPolicy::all(RESTART_INTERVAL))
+    };
     let ks = db
-        .keyspace(KEYSPACE, || {
-            KeyspaceCreateOptions::default()
-                .data_block_compression_policy(CompressionPolicy::all(CompressionType::Lz4))
-                .data_block_size_policy(BlockSizePolicy::all(DATA_BLOCK_BYTES))
-                .data_block_restart_interval_policy(RestartIntervalPolicy::all(RESTART_INTERVAL))
+        .keyspace(KEYSPACE, options)
+        .map_err(|e| map_fjall(e, "open"))?;
+    let ix = db
+        .keyspace(INDEX_KEYSPACE, || {
+            options().max_memtable_size(INDEX_MEMTABLE_BYTES)
         })
         .map_err(|e| map_fjall(e, "open"))?;
-    Ok(Open { db, ks })
+    let open = Open { db, ks, ix };
+    move_index_region(&open)?;
+    Ok(open)
+}
+
+/// Moves index entries that a dbpath written before the split keeps in `main`
+/// into the index keyspace, a chunk per atomic batch, so a crash midway leaves
+/// every entry in exactly one place and the next open finishes the move.
+fn move_index_region(open: &Open) -> Result<(), StorageError> {
+    let lo = vec![KEY_PREFIX, layout::INDEX_REGION];
+    let hi = vec![KEY_PREFIX, layout::INDEX_REGION + 1];
+    let mut moved = 0usize;
+    loop {
+        let mut b = open.db.batch();
+        let mut n = 0usize;
+        for guard in open
+            .ks
+            .range::<Vec<u8>, _>(lo.clone()..hi.clone())
+            .take(MIGRATE_CHUNK)
+        {
+            let (k, v) = guard.into_inner().map_err(|e| map_fjall(e, "open"))?;
+            b.insert(&open.ix, k.clone(), v);
+            b.remove(&open.ks, k);
+            n += 1;
+        }
+        if n == 0 {
+            break;
+        }
+        b.commit().map_err(|e| map_fjall(e, "open"))?;
+        moved += n;
+    }
+    if moved > 0 {
+        open.db
+            .persist(PersistMode::SyncAll)
+            .map_err(|e| map_fjall(e, "open"))?;
+        tracing::info!(
+            entries = moved,
+            "moved index entries into their own keyspace"
+        );
+    }
+    Ok(())
 }
 
 /// Translates a fjall error; a full disk becomes [`StorageError::Full`].
@@ -331,8 +446,8 @@ impl Shared {
         let mut b = open.db.batch();
         for op in ops {
             match op {
-                BatchOp::Put(k, v) => b.insert(&open.ks, stored_key(&k)?, v),
-                BatchOp::Delete(k) => b.remove(&open.ks, stored_key(&k)?),
+                BatchOp::Put(k, v) => b.insert(open.keyspace_for(&k), stored_key(&k)?, v),
+                BatchOp::Delete(k) => b.remove(open.keyspace_for(&k), stored_key(&k)?),
             }
         }
         b.commit().map_err(|e| self.fail(e, "write"))?;
@@ -437,7 +552,7 @@ impl Shared {
                 // Writes committed before the failure may sit in journals that
                 // were never fsynced; flushing them into (synced) tables makes
                 // them as durable as a sync would have.
-                if let Err(e) = open.ks.rotate_memtable_and_wait() {
+                if let Err(e) = open.flush_memtables() {
                     tracing::warn!(error = ?e, "flush after reopen failed; will retry");
                     return;
                 }
@@ -558,9 +673,7 @@ impl Engine for LsmEngine {
         // Flush the memtable into a compressed table so data files reflect the
         // data; compaction is left to the background.
         let open = self.shared.current()?;
-        open.ks
-            .rotate_memtable_and_wait()
-            .map_err(|e| map_fjall(e, "flush"))?;
+        open.flush_memtables()?;
         self.shared.sync_all_now()
     }
 
@@ -624,7 +737,7 @@ impl Snapshot for LsmSnapshot {
             return Ok(None);
         }
         self.snap
-            .get(&self.open.ks, prefixed(key))
+            .get(self.open.keyspace_for(key), prefixed(key))
             .map(|v| v.map(|v| v.to_vec()))
             .map_err(|e| map_fjall(e, "read"))
     }
@@ -639,29 +752,86 @@ impl Snapshot for LsmSnapshot {
         if limit == 0 || range_is_empty(start, end) {
             return Ok(Vec::new());
         }
-        let range = (stored_bound(start), stored_bound(end));
-        let iter = self.snap.range::<Vec<u8>, _>(&self.open.ks, range);
+        let (start, end) = (stored_bound(start), stored_bound(end));
         let mut out = Vec::with_capacity(limit.min(256));
-        let mut push = |guard: fjall::Guard| -> Result<bool, StorageError> {
-            let (k, v) = guard.into_inner().map_err(|e| map_fjall(e, "scan"))?;
-            let key = k.get(1..).unwrap_or_default().to_vec();
-            out.push((key, v.to_vec()));
-            Ok(out.len() < limit)
-        };
+        let mut segments = self.open.segments();
         if reverse {
-            for guard in iter.rev() {
-                if !push(guard)? {
-                    break;
-                }
+            segments.reverse();
+        }
+        for (seg_lo, seg_hi, ks) in segments {
+            let lo = tighter_lower(as_ref(&start), as_ref(&seg_lo));
+            let hi = tighter_upper(as_ref(&end), as_ref(&seg_hi));
+            if range_is_empty(lo, hi) {
+                continue;
             }
-        } else {
-            for guard in iter {
-                if !push(guard)? {
-                    break;
-                }
+            let range = (owned(lo), owned(hi));
+            let iter = self.snap.range::<Vec<u8>, _>(ks, range);
+            let mut push = |guard: fjall::Guard| -> Result<bool, StorageError> {
+                let (k, v) = guard.into_inner().map_err(|e| map_fjall(e, "scan"))?;
+                let key = k.get(1..).unwrap_or_default().to_vec();
+                out.push((key, v.to_vec()));
+                Ok(out.len() < limit)
+            };
+            let more = if reverse {
+                iter.rev().map(&mut push).find(|r| !matches!(r, Ok(true)))
+            } else {
+                iter.map(&mut push).find(|r| !matches!(r, Ok(true)))
+            };
+            match more {
+                None => {}
+                Some(Ok(_)) => break,
+                Some(Err(e)) => return Err(e),
             }
         }
         Ok(out)
+    }
+}
+
+fn as_ref(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
+    match b {
+        Bound::Included(k) => Bound::Included(k),
+        Bound::Excluded(k) => Bound::Excluded(k),
+        Bound::Unbounded => Bound::Unbounded,
+    }
+}
+
+fn owned(b: Bound<&[u8]>) -> Bound<Vec<u8>> {
+    match b {
+        Bound::Included(k) => Bound::Included(k.to_vec()),
+        Bound::Excluded(k) => Bound::Excluded(k.to_vec()),
+        Bound::Unbounded => Bound::Unbounded,
+    }
+}
+
+/// The more restrictive of two lower bounds.
+fn tighter_lower<'a>(a: Bound<&'a [u8]>, b: Bound<&'a [u8]>) -> Bound<&'a [u8]> {
+    match (a, b) {
+        (Bound::Unbounded, x) | (x, Bound::Unbounded) => x,
+        (Bound::Included(x), Bound::Included(y)) => Bound::Included(x.max(y)),
+        (Bound::Excluded(x), Bound::Excluded(y)) => Bound::Excluded(x.max(y)),
+        (Bound::Included(i), Bound::Excluded(e)) | (Bound::Excluded(e), Bound::Included(i)) => {
+            if i > e {
+                Bound::Included(i)
+            } else {
+                Bound::Excluded(e)
+            }
+        }
+    }
+}
+
+/// The more restrictive of two upper bounds.
+fn tighter_upper<'a>(a: Bound<&'a [u8]>, b: Bound<&'a [u8]>) -> Bound<&'a [u8]> {
+    match (a, b) {
+        (Bound::Unbounded, x) | (x, Bound::Unbounded) => x,
+        (Bound::Included(x), Bound::Included(y)) => Bound::Included(x.min(y)),
+        (Bound::Excluded(x), Bound::Excluded(y)) => Bound::Excluded(x.min(y)),
+        (Bound::Included(i), Bound::Excluded(e)) | (Bound::Excluded(e), Bound::Included(i)) => {
+            if i < e {
+                Bound::Included(i)
+            } else {
+                Bound::Excluded(e)
+            }
+        }
     }
 }
 

@@ -99,6 +99,73 @@ fn data_survives_close_and_reopen() {
     assert!(e.size_on_disk() > 0);
 }
 
+/// Index entries go to their own keyspace; a dbpath written before that split
+/// (entries in `main`) has them moved on open, and reads see one key space.
+#[test]
+fn index_region_lives_in_its_own_keyspace_and_old_layouts_are_moved() {
+    let dir = tempdir();
+    let index_key = |n: u8| vec![layout::INDEX_REGION, 0, n];
+    {
+        let e = open(dir.path());
+        put(&e, b"\x01doc", b"d", Durability::Buffered);
+        put(&e, &index_key(1), b"new", Durability::Buffered);
+        put(&e, b"\x04marker", b"m", Durability::Buffered);
+        let open = e
+            .shared
+            .current()
+            .unwrap_or_else(|e| panic!("current: {e}"));
+        let stored = prefixed(&index_key(1));
+        assert!(
+            matches!(open.ix.get(&stored), Ok(Some(_))),
+            "entry in the index keyspace"
+        );
+        assert!(matches!(open.ks.get(&stored), Ok(None)), "not in main");
+        // What an older version wrote: index entries in `main`.
+        for n in 2..=4u8 {
+            assert!(open
+                .ks
+                .insert(prefixed(&index_key(n)), b"old".to_vec())
+                .is_ok());
+        }
+        drop(open);
+        assert!(e.close().is_ok());
+    }
+    let e = open(dir.path());
+    let keys: Vec<Vec<u8>> = all(&e).into_iter().map(|(k, _)| k).collect();
+    assert_eq!(
+        keys,
+        vec![
+            b"\x01doc".to_vec(),
+            index_key(1),
+            index_key(2),
+            index_key(3),
+            index_key(4),
+            b"\x04marker".to_vec()
+        ]
+    );
+    let open = e
+        .shared
+        .current()
+        .unwrap_or_else(|e| panic!("current: {e}"));
+    let region = vec![KEY_PREFIX, layout::INDEX_REGION]..vec![KEY_PREFIX, layout::INDEX_REGION + 1];
+    assert_eq!(
+        open.ks.range::<Vec<u8>, _>(region.clone()).count(),
+        0,
+        "main holds no entries"
+    );
+    assert_eq!(open.ix.range::<Vec<u8>, _>(region).count(), 4);
+    // Reverse scans with limits cross the region boundaries in order too.
+    let snap = e.snapshot();
+    let last_three = snap
+        .scan(Bound::Unbounded, Bound::Unbounded, true, 3)
+        .unwrap_or_else(|e| panic!("scan: {e}"));
+    let last_keys: Vec<Vec<u8>> = last_three.into_iter().map(|(k, _)| k).collect();
+    assert_eq!(
+        last_keys,
+        vec![b"\x04marker".to_vec(), index_key(4), index_key(3)]
+    );
+}
+
 #[test]
 fn snapshot_outlives_engine_and_holds_the_files_until_dropped() {
     let dir = tempdir();
