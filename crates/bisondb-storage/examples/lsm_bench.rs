@@ -1,7 +1,8 @@
 //! Storage-level measurements of the lsm engine (no server, no wire protocol):
 //! single-document commit rates with `Sync` and `Buffered` durability, 5000-document
-//! batch inserts of the seed-003 time-series document, and bytes on disk per
-//! document after 1,000,000 time-series and 1,000,000 seed-000 profile documents.
+//! batch inserts of the seed-003 time-series document (without and with an index
+//! on `created_on`), and bytes on disk per document after 1,000,000 time-series
+//! and 1,000,000 seed-000 profile documents.
 //!
 //! Run: `cargo run --release -p bisondb-storage --example lsm_bench [-- <dir>]`
 //! (Unix only: sizes are allocated blocks, as `du` counts them.)
@@ -12,9 +13,12 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bisondb_storage::{Durability, Engine, LsmEngine, LsmOptions, Storage};
+use bisondb_storage::{Durability, Engine, IndexSpec, LsmEngine, LsmOptions, Storage};
 use bson::oid::ObjectId;
 use bson::{rawdoc, DateTime, RawDocument, RawDocumentBuf};
+
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 const MILLION: usize = 1_000_000;
 const BATCH: usize = 5000;
@@ -120,9 +124,29 @@ fn single_commits(root: &Path, durability: Durability, n: usize, threads: usize)
     );
 }
 
-fn bulk(root: &Path, name: &str, make: &mut dyn FnMut(usize) -> RawDocumentBuf, batch: usize) {
+fn bulk(
+    root: &Path,
+    name: &str,
+    make: &mut dyn FnMut(usize) -> RawDocumentBuf,
+    batch: usize,
+    index_on: Option<&str>,
+) {
     let dir = root.join(name);
     let (engine, storage) = open(&dir);
+    if let Some(field) = index_on {
+        let spec = IndexSpec {
+            name: format!("{field}_1"),
+            key: bson::doc! {field: 1},
+            unique: false,
+            sparse: false,
+            partial_filter: None,
+            expire_after_seconds: None,
+            hidden: false,
+        };
+        storage
+            .create_index("bench", name, spec)
+            .unwrap_or_else(|e| panic!("create index: {e}"));
+    }
     let c = storage
         .get_or_create_collection("bench", name)
         .unwrap_or_else(|e| panic!("create: {e}"));
@@ -179,11 +203,42 @@ fn main() {
         }
     };
     println!("dbpaths under {}", root.display());
+    if std::env::var_os("LSM_BENCH_ONLY_INDEX").is_some() {
+        let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+        bulk(
+            &root,
+            "timeseries",
+            &mut |_| time_series(&mut rng),
+            BATCH,
+            None,
+        );
+        bulk(
+            &root,
+            "timeseries-indexed",
+            &mut |_| time_series(&mut rng),
+            BATCH,
+            Some("created_on"),
+        );
+        return;
+    }
     single_commits(&root, Durability::Sync, 2_000, 1);
     single_commits(&root, Durability::Sync, 20_000, 8);
     single_commits(&root, Durability::Buffered, 200_000, 1);
     single_commits(&root, Durability::Buffered, 200_000, 2);
     let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
-    bulk(&root, "timeseries", &mut |_| time_series(&mut rng), BATCH);
-    bulk(&root, "profile", &mut profile, BATCH);
+    bulk(
+        &root,
+        "timeseries",
+        &mut |_| time_series(&mut rng),
+        BATCH,
+        None,
+    );
+    bulk(
+        &root,
+        "timeseries-indexed",
+        &mut |_| time_series(&mut rng),
+        BATCH,
+        Some("created_on"),
+    );
+    bulk(&root, "profile", &mut profile, BATCH, None);
 }

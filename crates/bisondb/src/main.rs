@@ -9,6 +9,14 @@ use bisondb_server::config::{parse_octal, split_ips};
 use bisondb_server::{Server, ServerConfig};
 use clap::{Args, Parser, Subcommand};
 
+/// mimalloc instead of glibc's allocator: the insert path allocates and frees
+/// many small buffers per batch (keys, values, index entries), and in a profile
+/// of 5000-document inserts with one index glibc's malloc, free and
+/// `malloc_consolidate` took about 30% of the inserting thread; with mimalloc the
+/// same storage-level load ran 1.6x faster (docs/PERFORMANCE.md).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser)]
 #[command(
     name = "bisondb",
