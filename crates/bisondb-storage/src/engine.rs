@@ -34,6 +34,15 @@ pub enum BatchOp {
     Delete(Vec<u8>),
 }
 
+impl BatchOp {
+    /// The key the operation writes.
+    pub fn key(&self) -> &[u8] {
+        match self {
+            BatchOp::Put(k, _) | BatchOp::Delete(k) => k,
+        }
+    }
+}
+
 /// A set of puts and deletes applied atomically, in insertion order (a later
 /// operation on the same key wins).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

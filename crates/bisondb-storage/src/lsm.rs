@@ -442,7 +442,8 @@ impl Shared {
 
     fn commit(&self, batch: WriteBatch) -> Result<(), StorageError> {
         let open = self.current()?;
-        let ops = last_op_per_key(batch.into_ops());
+        let mut ops = last_op_per_key(batch.into_ops());
+        ops.sort_unstable_by(|a, b| a.key().cmp(b.key()));
         let mut b = open.db.batch();
         for op in ops {
             match op {
@@ -624,13 +625,8 @@ fn last_op_per_key(ops: Vec<BatchOp>) -> Vec<BatchOp> {
     if ops.len() < 2 {
         return ops;
     }
-    fn key(op: &BatchOp) -> &[u8] {
-        match op {
-            BatchOp::Put(k, _) | BatchOp::Delete(k) => k,
-        }
-    }
     let mut seen: HashSet<&[u8]> = HashSet::with_capacity(ops.len());
-    let keep: Vec<bool> = ops.iter().rev().map(|op| seen.insert(key(op))).collect();
+    let keep: Vec<bool> = ops.iter().rev().map(|op| seen.insert(op.key())).collect();
     if keep.iter().all(|k| *k) {
         return ops;
     }
