@@ -356,6 +356,75 @@ async fn planner_and_explain_tell_what_ran() {
     .await;
     assert_eq!(agg.first().map(|d| num(d, "n")), Some(10));
 
+    // A $sort right after the leading $match comes from the index scan: a
+    // backward scan yields equal keys in descending _id order, where a blocking
+    // (stable) sort of the collection scan would keep them ascending.
+    let pipeline = vec![
+        doc! {"$match": {"day": {"$gte": 40, "$lt": 42}}},
+        doc! {"$sort": {"day": -1}},
+        doc! {"$limit": 3},
+        doc! {"$project": {"_id": 1}},
+    ];
+    let ids: Vec<i64> = collect(
+        coll.aggregate(pipeline.clone())
+            .await
+            .unwrap_or_else(|e| panic!("{e}")),
+    )
+    .await
+    .iter()
+    .map(|d| num(d, "_id"))
+    .collect();
+    assert_eq!(ids, vec![941, 841, 741]);
+    // Without an index on the sort field the pipeline sorts (stable): ascending _id.
+    let ids: Vec<i64> = collect(
+        coll.aggregate(vec![
+            doc! {"$match": {"day": {"$gte": 40, "$lt": 42}}},
+            doc! {"$sort": {"day": -1}},
+            doc! {"$limit": 3},
+        ])
+        .hint(mongodb::options::Hint::Keys(doc! {"$natural": 1}))
+        .await
+        .unwrap_or_else(|e| panic!("{e}")),
+    )
+    .await
+    .iter()
+    .map(|d| num(d, "_id"))
+    .collect();
+    assert_eq!(ids, vec![41, 141, 241]);
+    // A leading $sort alone also uses the index.
+    let first: Vec<i64> = collect(
+        coll.aggregate(vec![doc! {"$sort": {"day": 1}}, doc! {"$limit": 2}])
+            .await
+            .unwrap_or_else(|e| panic!("{e}")),
+    )
+    .await
+    .iter()
+    .map(|d| num(d, "_id"))
+    .collect();
+    assert_eq!(first, vec![0, 100]);
+
+    // aggregate with explain: true answers with the plan (no cursor needed).
+    let e = db
+        .run_command(doc! {"aggregate": "ts", "pipeline": pipeline, "explain": true})
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let plan = get_doc(&e, "queryPlanner.winningPlan");
+    assert_eq!(
+        plan.get_str("stage").ok(),
+        Some("FETCH"),
+        "no SORT stage: {e}"
+    );
+    let scan = get_doc(plan, "inputStage");
+    assert_eq!(scan.get_str("indexName").ok(), Some("day_1"));
+    assert_eq!(scan.get_str("direction").ok(), Some("backward"));
+    assert!(!e.contains_key("executionStats"));
+    assert!(!e.contains_key("cursor"));
+    expect_code(
+        db.run_command(doc! {"aggregate": "ts", "pipeline": [], "explain": true, "hint": "nope"})
+            .await,
+        2,
+    );
+
     // Deletes and updates through the index keep it consistent.
     coll.delete_many(doc! {"day": 5})
         .await

@@ -88,6 +88,11 @@ pub(crate) trait Stage: Debug + Send {
     fn match_filter(&self) -> Option<&Document> {
         None
     }
+
+    /// For `$sort`: its specification.
+    fn sort_spec(&self) -> Option<&crate::sort::SortSpec> {
+        None
+    }
 }
 
 type ParseFn = fn(&Bson) -> MongoResult<Vec<Box<dyn Stage>>>;
@@ -223,6 +228,30 @@ impl Pipeline {
             self.stages.remove(0);
         }
         Some(filter)
+    }
+
+    /// Where a `$sort` that the scan could provide would sit: first, or right
+    /// after a leading `$match`.
+    fn leading_sort_position(&self) -> usize {
+        usize::from(self.leading_match().is_some())
+    }
+
+    /// The `$sort` at the start of the pipeline (after a leading `$match`), so
+    /// the caller can ask the planner for documents already in that order.
+    pub fn leading_sort(&self) -> Option<&crate::sort::SortSpec> {
+        self.stages
+            .get(self.leading_sort_position())
+            .and_then(|s| s.sort_spec())
+    }
+
+    /// Removes the `$sort` that [`Pipeline::leading_sort`] returned, for a
+    /// caller whose scan already yields that order (an index scan). A `$limit`
+    /// that followed it stays and still applies.
+    pub fn remove_leading_sort(&mut self) {
+        let at = self.leading_sort_position();
+        if self.stages.get(at).is_some_and(|s| s.sort_spec().is_some()) {
+            self.stages.remove(at);
+        }
     }
 
     /// The filter of a leading `$match`, so the caller can filter during the scan.

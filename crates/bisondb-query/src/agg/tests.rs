@@ -514,6 +514,41 @@ fn runtime_error_ends_the_stream() {
 }
 
 #[test]
+fn leading_sort_is_found_after_a_leading_match_and_removed_keeping_the_limit() {
+    let sorted_ids = |p: Pipeline, docs: Vec<Document>| -> Vec<i32> {
+        p.run(Box::new(docs.into_iter().map(Ok)))
+            .map(|d| d.ok().and_then(|d| d.get_i32("_id").ok()).unwrap_or(-1))
+            .collect()
+    };
+    let stages = [
+        doc! {"$match": {"a": {"$gt": 0}}},
+        doc! {"$sort": {"a": -1}},
+        doc! {"$limit": 2},
+    ];
+    let p = Pipeline::parse(&stages).unwrap();
+    let spec = p.leading_sort().map(|s| s.fields().to_vec());
+    assert_eq!(spec, Some(vec![("a".to_string(), false)]));
+    let mut p = Pipeline::parse(&stages).unwrap();
+    p.remove_leading_sort();
+    assert_eq!(p.len(), 2, "$match and $limit stay");
+    assert!(p.leading_sort().is_none());
+    // Input already in the index's order: the $limit still cuts it.
+    let docs = vec![
+        doc! {"_id": 3, "a": 3},
+        doc! {"_id": 2, "a": 2},
+        doc! {"_id": 1, "a": 1},
+    ];
+    assert_eq!(sorted_ids(p, docs), vec![3, 2]);
+    // No $match: the $sort must be first; later ones are not leading.
+    let p = Pipeline::parse(&[doc! {"$sort": {"b": 1}}]).unwrap();
+    assert!(p.leading_sort().is_some());
+    let mut p = Pipeline::parse(&[doc! {"$limit": 5}, doc! {"$sort": {"b": 1}}]).unwrap();
+    assert!(p.leading_sort().is_none());
+    p.remove_leading_sort();
+    assert_eq!(p.len(), 2, "nothing removed");
+}
+
+#[test]
 fn leading_match_and_tables() {
     let p = Pipeline::parse(&[doc! {"$match": {"a": 1}}, doc! {"$limit": 2}]).unwrap();
     assert_eq!(p.leading_match(), Some(&doc! {"a": 1}));

@@ -25,6 +25,9 @@ pub struct Aggregate {
     batch_size: Option<usize>,
     lsid: Option<Document>,
     hint: Option<plan::Hint>,
+    /// With `explain: true`, the command itself: the reply is its plan (as the
+    /// `explain` command with `queryPlanner` verbosity gives) and nothing runs.
+    explain: Option<RawDocumentBuf>,
 }
 
 impl Command for Aggregate {
@@ -36,6 +39,7 @@ impl Command for Aggregate {
         let mut have_cursor = false;
         let mut lsid = None;
         let mut hint = None;
+        let mut explain = false;
         let lets = LetVars::from_body(n, req.body)?;
         for el in req.body.iter() {
             let (k, v) = el.map_err(crate::request::invalid_bson)?;
@@ -75,14 +79,7 @@ impl Command for Aggregate {
                         }
                     }
                 }
-                "explain" => {
-                    if args::as_bool(n, "explain", v)? {
-                        return Err(MongoError::new(
-                            ErrorCode::NotImplemented,
-                            "explain is not supported by BisonDB yet",
-                        ));
-                    }
-                }
+                "explain" => explain = args::as_bool(n, "explain", v)?,
                 "hint" => hint = plan::Hint::parse(v)?,
                 "collation" => super::find::check_collation(n, v)?,
                 "allowDiskUse" | "bypassDocumentValidation" => {
@@ -95,7 +92,7 @@ impl Command for Aggregate {
         }
         let coll = coll.ok_or_else(|| args::missing_field(n, "aggregate"))?;
         let stages = stages.ok_or_else(|| args::missing_field(n, "pipeline"))?;
-        if !have_cursor {
+        if !have_cursor && !explain {
             return Err(MongoError::failed_to_parse(
                 "The 'cursor' option is required, except for aggregate with the explain argument",
             ));
@@ -133,10 +130,14 @@ impl Command for Aggregate {
             batch_size,
             lsid,
             hint,
+            explain: explain.then(|| req.body.to_owned()),
         })
     }
 
-    fn execute(self, ctx: &mut Context<'_>) -> MongoResult<RawDocumentBuf> {
+    fn execute(mut self, ctx: &mut Context<'_>) -> MongoResult<RawDocumentBuf> {
+        if let Some(body) = self.explain {
+            return super::explain::Explain::query_planner(self.db, body).execute(ctx);
+        }
         OpCounters::add(&ctx.state.opcounters.command, 0);
         let ns = util::ns(&self.db, self.coll.as_deref().unwrap_or("$cmd.aggregate"));
         let coll = self
@@ -145,15 +146,19 @@ impl Command for Aggregate {
             .and_then(|c| ctx.state.storage.collection(&self.db, c));
         let filter = self.pipeline.leading_match().cloned().unwrap_or_default();
         let matcher = Matcher::parse_doc(&filter)?;
-        // The leading $match goes through the planner (indexes, hint); a
-        // following $sort still runs in the pipeline.
+        // The leading $match and a $sort right after it go through the
+        // planner (indexes, hint); when an index scan yields that order, the
+        // $sort stage has nothing left to do.
         let chosen = plan::choose(
             coll.as_ref(),
             &matcher,
             Some(&filter),
-            None,
+            self.pipeline.leading_sort(),
             self.hint.as_ref(),
         )?;
+        if chosen.provides_sort {
+            self.pipeline.remove_leading_sort();
+        }
         let scan = plan::execute(coll.as_ref(), &chosen, &matcher, Default::default())?;
         let input: DocStream = Box::new(scan.map(|r| r.and_then(|d| args::to_document(&d))));
         let reader: Arc<dyn CollectionReader> = Arc::new(StorageReader {

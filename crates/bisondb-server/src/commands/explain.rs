@@ -30,6 +30,18 @@ pub struct Explain {
     verbosity: Verbosity,
 }
 
+impl Explain {
+    /// The explain of `command` at `queryPlanner` verbosity, which is what an
+    /// `aggregate` with `explain: true` replies.
+    pub(crate) fn query_planner(db: String, command: RawDocumentBuf) -> Explain {
+        Explain {
+            db,
+            inner: command,
+            verbosity: Verbosity::QueryPlanner,
+        }
+    }
+}
+
 impl Command for Explain {
     fn parse(req: &CommandRequest<'_>) -> MongoResult<Self> {
         let n = req.name;

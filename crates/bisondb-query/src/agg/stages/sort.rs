@@ -80,4 +80,8 @@ impl Stage for SortStage {
         self.top_k = Some(self.top_k.map_or(k, |old| old.min(k)));
         true
     }
+
+    fn sort_spec(&self) -> Option<&SortSpec> {
+        Some(&self.spec)
+    }
 }
