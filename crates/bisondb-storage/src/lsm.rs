@@ -66,7 +66,10 @@ const KEYSPACE: &str = "main";
 const INDEX_KEYSPACE: &str = "index";
 
 /// Memtable size of the index keyspace.
-const INDEX_MEMTABLE_BYTES: u64 = 8 << 20;
+const INDEX_MEMTABLE_BYTES: u64 = 32 << 20;
+
+/// Level-0 tables of the index keyspace before they are merged down.
+const INDEX_L0_TABLES: u8 = 8;
 
 /// Entries moved per batch when an older dbpath's index region is moved into
 /// its own keyspace on open.
@@ -343,7 +346,11 @@ fn open_fjall(data_dir: &Path, dbpath: &Path) -> Result<Open, StorageError> {
         .map_err(|e| map_fjall(e, "open"))?;
     let ix = db
         .keyspace(INDEX_KEYSPACE, || {
-            options().max_memtable_size(INDEX_MEMTABLE_BYTES)
+            options()
+                .max_memtable_size(INDEX_MEMTABLE_BYTES)
+                .compaction_strategy(Arc::new(
+                    fjall::compaction::Leveled::default().with_l0_threshold(INDEX_L0_TABLES),
+                ))
         })
         .map_err(|e| map_fjall(e, "open"))?;
     let open = Open { db, ks, ix };
