@@ -9,7 +9,15 @@ import math
 import bson
 import pytest
 from bson import Int64, ObjectId
-from pymongo import ASCENDING, DESCENDING, MongoClient, ReturnDocument, monitoring
+from pymongo import (
+    ASCENDING,
+    DESCENDING,
+    DeleteOne,
+    MongoClient,
+    ReturnDocument,
+    UpdateOne,
+    monitoring,
+)
 from pymongo.errors import (
     BulkWriteError,
     CollectionInvalid,
@@ -374,6 +382,47 @@ def test_find_one_and_delete_and_replace(db):
     assert db.c.find_one_and_delete({"v": 99}) is None
     replaced = db.c.find_one_and_replace({"_id": 1}, {"w": 5}, return_document=ReturnDocument.AFTER)
     assert replaced == {"_id": 1, "w": 5}
+
+
+def test_writes_and_distinct_follow_hint(db):
+    # A sparse index holds only the documents that have the field: a write
+    # hinted through it reaches those only, which shows the hint was used.
+    db.c.insert_many([{"_id": i, "g": i % 3, **({"s": i} if i % 2 == 0 else {})} for i in range(6)])
+    db.c.create_index("g", name="g_1")
+    db.c.create_index("s", name="s_1", sparse=True)
+    assert db.c.update_many({}, {"$set": {"u": 1}}, hint="s_1").matched_count == 3
+    assert db.c.update_many({"g": 1}, {"$set": {"v": 1}}, hint=[("g", ASCENDING)]).matched_count == 2
+    assert db.c.distinct("_id", hint="s_1") == [0, 2, 4]
+    assert db.c.distinct("g", {"g": {"$gte": 1}}, hint={"g": 1}) == [1, 2]
+    after = db.c.find_one_and_update(
+        {"g": 0}, {"$set": {"f": 1}}, hint="g_1", sort=[("_id", DESCENDING)],
+        return_document=ReturnDocument.AFTER,
+    )
+    assert after == {"_id": 3, "g": 0, "f": 1}
+    with pytest.raises(BulkWriteError) as bulk:
+        db.c.bulk_write([
+            UpdateOne({"_id": 1}, {"$set": {"w": 1}}),
+            UpdateOne({"_id": 2}, {"$set": {"w": 1}}, hint="nope"),
+            DeleteOne({"_id": 5}, hint="g_1"),
+        ], ordered=False)
+    errors = bulk.value.details["writeErrors"]
+    assert [(e["index"], e["code"]) for e in errors] == [(1, 2)]
+    assert bulk.value.details["nModified"] == 1
+    assert bulk.value.details["nRemoved"] == 1
+    for op in (
+        lambda: db.c.update_one({}, {"$set": {"x": 1}}, hint="nope"),
+        lambda: db.c.delete_many({}, hint={"nope": 1}),
+        lambda: db.c.find_one_and_delete({}, hint="nope"),
+        lambda: db.c.distinct("g", hint="nope"),
+    ):
+        with pytest.raises(OperationFailure) as exc:
+            op()
+        assert exc.value.code == 2
+    assert db.c.count_documents({}) == 5
+    # On a collection that does not exist the hint is accepted and upsert creates it.
+    r = db.missing.update_one({"k": 1}, {"$set": {"m": 1}}, upsert=True, hint="g_1")
+    assert r.upserted_id is not None
+    assert db.missing.count_documents({"k": 1, "m": 1}) == 1
 
 
 # ---------------------------------------------------------------- counting & distinct

@@ -25,21 +25,51 @@ pub struct UpdateResult {
     pub after: Option<Document>,
 }
 
-/// The `_id` values of the documents an operation targets, in filter (or sort) order.
+/// Which documents a write targets: the parsed filter, the filter document it
+/// was parsed from (so a partial index can serve it), the order that picks the
+/// target of a single-document write, and the client's `hint`.
+#[derive(Clone, Copy)]
+pub struct Selection<'a> {
+    pub matcher: &'a Matcher,
+    pub filter_doc: Option<&'a Document>,
+    pub sort: Option<&'a SortSpec>,
+    pub hint: Option<&'a plan::Hint>,
+}
+
+impl<'a> Selection<'a> {
+    /// The documents matching `matcher`, in no particular order, planned freely.
+    pub fn filter(matcher: &'a Matcher) -> Self {
+        Selection {
+            matcher,
+            filter_doc: None,
+            sort: None,
+            hint: None,
+        }
+    }
+}
+
+/// The `_id` values of the documents an operation targets, in filter (or sort)
+/// order. The scan is planned as `find` plans it (`plan::choose`): a hint that
+/// names no index fails with 2 BadValue, `{$natural: ±1}` forces a collection scan.
 pub fn target_ids(
     coll: Option<&Collection>,
-    matcher: &Matcher,
-    sort: Option<&SortSpec>,
+    sel: Selection<'_>,
     multi: bool,
 ) -> MongoResult<Vec<RawBson>> {
-    let src = plan::matching(coll, matcher)?;
-    let docs: Box<dyn Iterator<Item = MongoResult<RawDocumentBuf>>> = match sort {
-        Some(s) => Box::new(
+    let chosen = plan::choose(coll, sel.matcher, sel.filter_doc, sel.sort, sel.hint)?;
+    let src = plan::execute(
+        coll,
+        &chosen,
+        sel.matcher,
+        std::sync::Arc::new(plan::Stats::default()),
+    )?;
+    let docs: Box<dyn Iterator<Item = MongoResult<RawDocumentBuf>>> = match sel.sort {
+        Some(s) if !chosen.provides_sort => Box::new(
             plan::sort(src, s, (!multi).then_some(1), true)?
                 .into_iter()
                 .map(Ok),
         ),
-        None => src,
+        _ => src,
     };
     let mut ids = Vec::new();
     for d in docs {
@@ -61,23 +91,23 @@ fn to_doc(d: &RawDocument) -> MongoResult<Document> {
         .map_err(|e| MongoError::internal(format!("stored document is not valid BSON: {e}")))
 }
 
-/// Applies one update statement (`q`, `u`, `multi`, `upsert`).
+/// Applies one update statement (`q`, `u`, `multi`, `upsert`, `sort`, `hint`).
 #[allow(clippy::too_many_arguments)]
 pub fn update(
     storage: &bisondb_storage::Storage,
     db: &str,
     coll_name: &str,
-    matcher: &Matcher,
+    sel: Selection<'_>,
     spec: &UpdateSpec,
-    sort: Option<&SortSpec>,
     multi: bool,
     upsert: bool,
     durability: Durability,
     keep_images: bool,
 ) -> MongoResult<UpdateResult> {
+    let matcher = sel.matcher;
     let mut res = UpdateResult::default();
     let coll = storage.collection(db, coll_name);
-    let ids = target_ids(coll.as_ref(), matcher, sort, multi)?;
+    let ids = target_ids(coll.as_ref(), sel, multi)?;
     if let Some(coll) = &coll {
         for id in &ids {
             coll.modify(id.as_raw_bson_ref(), durability, &mut |cur| {
@@ -145,20 +175,20 @@ pub fn update(
     Ok(res)
 }
 
-/// Deletes the documents matching `matcher` (at most one unless `multi`); returns
+/// Deletes the documents `sel` selects (at most one unless `multi`); returns
 /// the number deleted and, with `keep_image`, the last deleted document.
 pub fn delete(
     coll: Option<&Collection>,
-    matcher: &Matcher,
-    sort: Option<&SortSpec>,
+    sel: Selection<'_>,
     multi: bool,
     durability: Durability,
     keep_image: bool,
 ) -> MongoResult<(u64, Option<Document>)> {
     let Some(c) = coll else { return Ok((0, None)) };
+    let matcher = sel.matcher;
     let mut n = 0u64;
     let mut image = None;
-    for id in target_ids(coll, matcher, sort, multi)? {
+    for id in target_ids(coll, sel, multi)? {
         c.modify(id.as_raw_bson_ref(), durability, &mut |cur| {
             let Some(cur) = cur else {
                 return Ok(Modify::Keep);
@@ -310,7 +340,7 @@ fn merge_doc(
         None
     } else {
         let matcher = Matcher::parse_doc(&key)?;
-        match target_ids(Some(target), &matcher, None, false)?
+        match target_ids(Some(target), Selection::filter(&matcher), false)?
             .into_iter()
             .next()
         {

@@ -554,3 +554,308 @@ async fn ttl_monitor_deletes_expired_documents() {
     server.shutdown();
     server.wait().await;
 }
+
+/// Ten documents `{_id: i, a: i % 3, p: i}` with `s: i` on even `_id`s only,
+/// and indexes `a_1`, a sparse `s_1` (a hint on it sees the even documents only,
+/// which shows the hint was followed) and a partial `p_1` (`p > 5`).
+async fn hint_fixture(db: &mongodb::Database, name: &str) -> mongodb::Collection<Document> {
+    let coll = db.collection::<Document>(name);
+    let docs: Vec<Document> = (0..10)
+        .map(|i| {
+            let mut d = doc! {"_id": i, "a": i % 3, "p": i};
+            if i % 2 == 0 {
+                d.insert("s", i);
+            }
+            d
+        })
+        .collect();
+    coll.insert_many(docs)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    db.run_command(doc! {"createIndexes": name, "indexes": [
+        {"key": {"a": 1}, "name": "a_1"},
+        {"key": {"s": 1}, "name": "s_1", "sparse": true},
+        {"key": {"p": 1}, "name": "p_1", "partialFilterExpression": {"p": {"$gt": 5}}},
+    ]})
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
+    coll
+}
+
+async fn ids(coll: &mongodb::Collection<Document>, filter: Document) -> Vec<Bson> {
+    let docs = collect(
+        coll.find(filter)
+            .sort(doc! {"_id": 1})
+            .await
+            .unwrap_or_else(|e| panic!("{e}")),
+    )
+    .await;
+    field(&docs, "_id")
+}
+
+fn ints(v: &[i32]) -> Vec<Bson> {
+    v.iter().map(|i| Bson::Int32(*i)).collect()
+}
+
+#[tokio::test]
+async fn update_and_delete_follow_their_hint() {
+    use mongodb::options::Hint;
+    let t = start().await;
+    let db = t.tcp.database("hints");
+
+    // update: by name, by key pattern, through a partial index the filter
+    // implies, and {$natural: 1}.
+    let coll = hint_fixture(&db, "u").await;
+    let r = coll
+        .update_many(doc! {"a": 1}, doc! {"$set": {"u": 1}})
+        .hint(Hint::Name("a_1".into()))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!((r.matched_count, r.modified_count), (3, 3));
+    assert_eq!(ids(&coll, doc! {"u": 1}).await, ints(&[1, 4, 7]));
+    let r = coll
+        .update_many(doc! {}, doc! {"$set": {"v": 1}})
+        .hint(Hint::Keys(doc! {"s": 1}))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        r.matched_count, 5,
+        "the sparse index holds the even ids only"
+    );
+    assert_eq!(ids(&coll, doc! {"v": 1}).await, ints(&[0, 2, 4, 6, 8]));
+    let r = coll
+        .update_many(doc! {"p": {"$gt": 5}}, doc! {"$set": {"w": 1}})
+        .hint(Hint::Name("p_1".into()))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(r.matched_count, 4);
+    let r = coll
+        .update_many(doc! {"a": 2}, doc! {"$set": {"n": 1}})
+        .hint(Hint::Keys(doc! {"$natural": 1}))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(r.matched_count, 3);
+    // A hint naming no index: 2 BadValue, nothing changed.
+    let e = expect_code(
+        coll.update_one(doc! {"a": 2}, doc! {"$set": {"x": 1}})
+            .hint(Hint::Name("nope".into()))
+            .await,
+        2,
+    );
+    assert!(
+        error_message(&e).contains("hint provided does not correspond to an existing index"),
+        "{e}"
+    );
+    expect_code(
+        coll.update_many(doc! {}, doc! {"$set": {"x": 1}})
+            .hint(Hint::Keys(doc! {"a": -1}))
+            .await,
+        2,
+    );
+    assert!(ids(&coll, doc! {"x": 1}).await.is_empty());
+
+    // The bad hint is that statement's writeError: unordered goes on, ordered stops.
+    let stmts = |f: &str| {
+        vec![
+            doc! {"q": {"_id": 0}, "u": {"$set": {f: 1}}},
+            doc! {"q": {"_id": 1}, "u": {"$set": {f: 1}}, "hint": "nope"},
+            doc! {"q": {"_id": 2}, "u": {"$set": {f: 1}}, "hint": {"a": 1}},
+        ]
+    };
+    let r = db
+        .run_command(doc! {"update": "u", "updates": stmts("o1"), "ordered": false})
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(num(&r, "n"), 2, "{r}");
+    let errs = r
+        .get_array("writeErrors")
+        .unwrap_or_else(|e| panic!("{e}: {r}"));
+    assert_eq!(errs.len(), 1, "{r}");
+    let err = errs[0].as_document().unwrap_or_else(|| panic!("{r}"));
+    assert_eq!((num(err, "index"), num(err, "code")), (1, 2), "{r}");
+    assert_eq!(ids(&coll, doc! {"o1": 1}).await, ints(&[0, 2]));
+    let r = db
+        .run_command(doc! {"update": "u", "updates": stmts("o2")})
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(num(&r, "n"), 1, "{r}");
+    let errs = r
+        .get_array("writeErrors")
+        .unwrap_or_else(|e| panic!("{e}: {r}"));
+    assert_eq!(errs.len(), 1, "{r}");
+    assert_eq!(ids(&coll, doc! {"o2": 1}).await, ints(&[0]));
+
+    // On a collection that does not exist any hint is accepted, and an upsert
+    // creates it; once it exists, the hint must name one of its indexes.
+    let missing = db.collection::<Document>("u_missing");
+    let r = missing
+        .update_one(doc! {"k": 1}, doc! {"$set": {"m": 1}})
+        .upsert(true)
+        .hint(Hint::Name("a_1".into()))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(r.upserted_id.is_some(), "{r:?}");
+    assert_eq!(count(&missing, doc! {"k": 1, "m": 1}).await, 1);
+    expect_code(
+        missing
+            .update_one(doc! {"k": 1}, doc! {"$set": {"m": 2}})
+            .upsert(true)
+            .hint(Hint::Name("a_1".into()))
+            .await,
+        2,
+    );
+    assert_eq!(count(&missing, doc! {}).await, 1);
+
+    // delete: the same rules.
+    let coll = hint_fixture(&db, "d").await;
+    let r = coll
+        .delete_many(doc! {"a": 2})
+        .hint(Hint::Keys(doc! {"a": 1}))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(r.deleted_count, 3);
+    let r = coll
+        .delete_many(doc! {})
+        .hint(Hint::Name("s_1".into()))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        r.deleted_count, 3,
+        "the sparse index holds 0, 4 and 6 still"
+    );
+    assert_eq!(ids(&coll, doc! {}).await, ints(&[1, 3, 7, 9]));
+    expect_code(
+        coll.delete_one(doc! {})
+            .hint(Hint::Name("nope".into()))
+            .await,
+        2,
+    );
+    expect_code(
+        coll.delete_many(doc! {})
+            .hint(Hint::Name("p_1".into()))
+            .await,
+        2,
+    );
+    assert_eq!(count(&coll, doc! {}).await, 4);
+    let r = db
+        .run_command(doc! {"delete": "d", "ordered": false, "deletes": [
+            {"q": {"_id": 1}, "limit": 1, "hint": "nope"},
+            {"q": {"_id": 3}, "limit": 1, "hint": {"$natural": -1}},
+            {"q": {"_id": 7}, "limit": 0, "hint": "_id_"},
+        ]})
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(num(&r, "n"), 2, "{r}");
+    let errs = r
+        .get_array("writeErrors")
+        .unwrap_or_else(|e| panic!("{e}: {r}"));
+    assert_eq!(errs.len(), 1, "{r}");
+    let err = errs[0].as_document().unwrap_or_else(|| panic!("{r}"));
+    assert_eq!((num(err, "index"), num(err, "code")), (0, 2), "{r}");
+    assert_eq!(ids(&coll, doc! {}).await, ints(&[1, 9]));
+    let r = db
+        .collection::<Document>("d_missing")
+        .delete_many(doc! {})
+        .hint(Hint::Name("a_1".into()))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(r.deleted_count, 0);
+}
+
+#[tokio::test]
+async fn find_and_modify_and_distinct_follow_their_hint() {
+    use mongodb::options::{Hint, ReturnDocument};
+    let t = start().await;
+    let db = t.tcp.database("hints");
+
+    let coll = hint_fixture(&db, "f").await;
+    let after = coll
+        .find_one_and_update(doc! {"a": 0}, doc! {"$set": {"f": 1}})
+        .hint(Hint::Name("a_1".into()))
+        .sort(doc! {"_id": -1})
+        .return_document(ReturnDocument::After)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(after, Some(doc! {"_id": 9, "a": 0, "p": 9, "f": 1}));
+    // Sorted on `s` ascending the odd ids (no `s`) come first; through the
+    // sparse index only the even ones exist.
+    let removed = coll
+        .find_one_and_delete(doc! {})
+        .hint(Hint::Keys(doc! {"s": 1}))
+        .sort(doc! {"s": 1})
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(removed.map(|d| num(&d, "_id")), Some(0));
+    let removed = coll
+        .find_one_and_delete(doc! {})
+        .sort(doc! {"s": 1})
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let removed = removed.unwrap_or_else(|| panic!("nothing removed"));
+    assert!(!removed.contains_key("s"), "{removed}");
+    let replaced = coll
+        .find_one_and_replace(doc! {"p": {"$gt": 5}}, doc! {"r": 1})
+        .hint(Hint::Name("p_1".into()))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(replaced.map(|d| num(&d, "_id")), Some(6));
+    let e = expect_code(
+        coll.find_one_and_replace(doc! {"_id": 3}, doc! {"r": 2})
+            .hint(Hint::Name("nope".into()))
+            .await,
+        2,
+    );
+    assert_eq!(error_code_name(&e).as_deref(), Some("BadValue"));
+    expect_code(
+        db.run_command(
+            doc! {"findAndModify": "f", "query": {}, "remove": true, "hint": {"zzz": 1}},
+        )
+        .await,
+        2,
+    );
+    assert_eq!(count(&coll, doc! {"r": 2}).await, 0);
+    assert_eq!(count(&coll, doc! {}).await, 8);
+    let upserted = db
+        .collection::<Document>("f_missing")
+        .find_one_and_update(doc! {"_id": 1}, doc! {"$set": {"m": 1}})
+        .upsert(true)
+        .hint(Hint::Name("a_1".into()))
+        .return_document(ReturnDocument::After)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(upserted, Some(doc! {"_id": 1, "m": 1}));
+
+    let coll = hint_fixture(&db, "x").await;
+    let distinct = |key: &'static str, filter: Document, hint: Hint| {
+        let coll = coll.clone();
+        async move { coll.distinct(key, filter).hint(hint).await }
+    };
+    let v = distinct("a", doc! {}, Hint::Name("a_1".into()))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(v, ints(&[0, 1, 2]));
+    let v = distinct("_id", doc! {}, Hint::Keys(doc! {"s": 1}))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(v, ints(&[0, 2, 4, 6, 8]));
+    let v = distinct("_id", doc! {"p": {"$gt": 5}}, Hint::Name("p_1".into()))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(v, ints(&[6, 7, 8, 9]));
+    let v = distinct("_id", doc! {"a": 1}, Hint::Keys(doc! {"$natural": -1}))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(v, ints(&[1, 4, 7]));
+    expect_code(distinct("a", doc! {}, Hint::Name("nope".into())).await, 2);
+    expect_code(
+        distinct("a", doc! {}, Hint::Keys(doc! {"a": 1, "b": 1})).await,
+        2,
+    );
+    let v = db
+        .collection::<Document>("x_missing")
+        .distinct("a", doc! {})
+        .hint(Hint::Name("a_1".into()))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(v.is_empty());
+}

@@ -2,12 +2,13 @@
 
 use bisondb_error::{MongoError, MongoResult};
 use bisondb_query::matcher::Matcher;
-use bson::{doc, Bson, RawDocument, RawDocumentBuf};
+use bson::{doc, Bson, Document, RawDocument, RawDocumentBuf};
 
 use super::let_vars::LetVars;
 use super::util::{self, WriteConcern};
 use super::Context;
 use crate::args;
+use crate::plan;
 use crate::reply;
 use crate::request::CommandRequest;
 use crate::state::OpCounters;
@@ -22,16 +23,27 @@ pub struct Delete<'a> {
     lets: LetVars,
 }
 
-fn parse_statement(d: &RawDocument, lets: &LetVars) -> MongoResult<(Matcher, bool)> {
+/// One parsed delete statement.
+struct Statement {
+    filter: Matcher,
+    /// `q` as sent (after `let` substitution): lets a partial index serve it.
+    filter_doc: Document,
+    /// `limit: 0`: every matching document.
+    multi: bool,
+    hint: Option<plan::Hint>,
+}
+
+fn parse_statement(d: &RawDocument, lets: &LetVars) -> MongoResult<Statement> {
     let cmd = "delete";
     let mut q = None;
     let mut limit = None;
+    let mut hint = None;
     for el in d.iter() {
         let (k, v) = el.map_err(crate::request::invalid_bson)?;
         match k.as_str() {
             "q" => {
-                let f = args::to_document(args::as_doc(cmd, "deletes.q", v)?)?;
-                q = Some(Matcher::parse_doc(&lets.filter(&f))?);
+                let f = lets.filter(&args::to_document(args::as_doc(cmd, "deletes.q", v)?)?);
+                q = Some((Matcher::parse_doc(&f)?, f));
             }
             "limit" => {
                 let l = args::as_i64(cmd, "deletes.limit", v)?;
@@ -42,14 +54,19 @@ fn parse_statement(d: &RawDocument, lets: &LetVars) -> MongoResult<(Matcher, boo
                 }
                 limit = Some(l);
             }
-            "hint" => super::find::check_hint(v)?,
+            "hint" => hint = plan::Hint::parse(v)?,
             "collation" => super::find::check_collation(cmd, v)?,
             other => return Err(args::unknown_field("DeleteOpEntry", other)),
         }
     }
-    let q = q.ok_or_else(|| args::missing_field("delete.deletes", "q"))?;
+    let (filter, filter_doc) = q.ok_or_else(|| args::missing_field("delete.deletes", "q"))?;
     let limit = limit.ok_or_else(|| args::missing_field("delete.deletes", "limit"))?;
-    Ok((q, limit == 0))
+    Ok(Statement {
+        filter,
+        filter_doc,
+        multi: limit == 0,
+        hint,
+    })
 }
 
 impl<'a> Delete<'a> {
@@ -72,8 +89,14 @@ impl<'a> Delete<'a> {
         let mut n = 0u64;
         let mut errors: Vec<Bson> = Vec::new();
         for (i, raw) in self.statements.iter().enumerate() {
-            let outcome = parse_statement(raw, &self.lets).and_then(|(m, multi)| {
-                write::delete(coll.as_ref(), &m, None, multi, self.wc.durability, false)
+            let outcome = parse_statement(raw, &self.lets).and_then(|s| {
+                let sel = write::Selection {
+                    matcher: &s.filter,
+                    filter_doc: Some(&s.filter_doc),
+                    sort: None,
+                    hint: s.hint.as_ref(),
+                };
+                write::delete(coll.as_ref(), sel, s.multi, self.wc.durability, false)
             });
             match outcome {
                 Ok((k, _)) => {

@@ -17,6 +17,9 @@ pub struct Distinct {
     coll: String,
     key: String,
     query: Matcher,
+    /// `query` as sent: lets a partial index serve it.
+    query_doc: Document,
+    hint: Option<plan::Hint>,
 }
 
 impl Command for Distinct {
@@ -25,6 +28,8 @@ impl Command for Distinct {
         let mut coll = None;
         let mut key = None;
         let mut query = Matcher::parse_doc(&Document::new())?;
+        let mut query_doc = Document::new();
+        let mut hint = None;
         for el in req.body.iter() {
             let (k, v) = el.map_err(crate::request::invalid_bson)?;
             match k.as_str() {
@@ -32,11 +37,13 @@ impl Command for Distinct {
                 "key" => key = Some(args::as_str(n, "key", v)?.to_string()),
                 "query" => {
                     if !matches!(v, bson::RawBsonRef::Null) {
-                        query = Matcher::parse(args::as_doc(n, "query", v)?)?;
+                        let raw = args::as_doc(n, "query", v)?;
+                        query = Matcher::parse(raw)?;
+                        query_doc = args::to_document(raw)?;
                     }
                 }
                 "collation" => super::find::check_collation(n, v)?,
-                "hint" => super::find::check_hint(v)?,
+                "hint" => hint = plan::Hint::parse(v)?,
                 other => args::check_known(n, other, &[])?,
             }
         }
@@ -52,13 +59,23 @@ impl Command for Distinct {
             coll,
             key,
             query,
+            query_doc,
+            hint,
         })
     }
 
     fn execute(self, ctx: &mut Context<'_>) -> MongoResult<RawDocumentBuf> {
         let coll = ctx.state.storage.collection(&self.db, &self.coll);
         let mut values: Vec<Bson> = Vec::new();
-        for d in plan::matching(coll.as_ref(), &self.query)? {
+        let chosen = plan::choose(
+            coll.as_ref(),
+            &self.query,
+            Some(&self.query_doc),
+            None,
+            self.hint.as_ref(),
+        )?;
+        let stats = std::sync::Arc::new(plan::Stats::default());
+        for d in plan::execute(coll.as_ref(), &chosen, &self.query, stats)? {
             let d = args::to_document(&d?)?;
             let mut found = Vec::new();
             collect_values(&Bson::Document(d), &self.key, &mut found);

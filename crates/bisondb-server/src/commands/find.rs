@@ -287,14 +287,6 @@ impl Find {
     }
 }
 
-/// Checks the shape of a `hint` (an index name or a key pattern). Whether it
-/// names an existing index is decided by the planner against the collection's
-/// indexes (`plan::choose`, error 2 otherwise); commands that do not plan
-/// through it accept any well-formed hint (a hint never changes results).
-pub fn check_hint(v: RawBsonRef<'_>) -> MongoResult<()> {
-    plan::Hint::parse(v).map(|_| ())
-}
-
 /// Only the simple (binary) collation exists in BisonDB so far.
 pub fn check_collation(cmd: &str, v: RawBsonRef<'_>) -> MongoResult<()> {
     let d = args::as_doc(cmd, "collation", v)?;

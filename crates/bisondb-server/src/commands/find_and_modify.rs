@@ -12,6 +12,7 @@ use super::let_vars::LetVars;
 use super::util::{self, WriteConcern};
 use super::{Command, Context};
 use crate::args;
+use crate::plan;
 use crate::reply;
 use crate::request::CommandRequest;
 use crate::state::OpCounters;
@@ -21,7 +22,10 @@ pub struct FindAndModify {
     db: String,
     coll: String,
     query: Matcher,
+    /// `query` as sent (after `let` substitution): lets a partial index serve it.
+    query_doc: Document,
     sort: Option<SortSpec>,
+    hint: Option<plan::Hint>,
     remove: bool,
     update: Option<UpdateSpec>,
     new: bool,
@@ -37,7 +41,9 @@ impl Command for FindAndModify {
             db: req.db.clone(),
             coll: String::new(),
             query: Matcher::parse_doc(&Document::new())?,
+            query_doc: Document::new(),
             sort: None,
+            hint: None,
             remove: false,
             update: None,
             new: false,
@@ -57,8 +63,9 @@ impl Command for FindAndModify {
                     have_coll = true;
                 }
                 "query" => {
-                    let q = args::to_document(args::as_doc(n, "query", v)?)?;
-                    f.query = Matcher::parse_doc(&lets.filter(&q))?;
+                    let q = lets.filter(&args::to_document(args::as_doc(n, "query", v)?)?);
+                    f.query = Matcher::parse_doc(&q)?;
+                    f.query_doc = q;
                 }
                 "sort" => {
                     let s = args::to_document(args::as_doc(n, "sort", v)?)?;
@@ -76,7 +83,7 @@ impl Command for FindAndModify {
                     }
                 }
                 "upsert" => f.upsert = args::as_bool(n, "upsert", v)?,
-                "hint" => super::find::check_hint(v)?,
+                "hint" => f.hint = plan::Hint::parse(v)?,
                 "collation" => super::find::check_collation(n, v)?,
                 "arrayFilters" => array_filters = super::update::parse_array_filters(n, v)?,
                 "bypassDocumentValidation" => {}
@@ -127,16 +134,15 @@ impl Command for FindAndModify {
                 (Some(d), None) => Ok(Bson::Document(d)),
             }
         };
+        let sel = write::Selection {
+            matcher: &self.query,
+            filter_doc: Some(&self.query_doc),
+            sort: self.sort.as_ref(),
+            hint: self.hint.as_ref(),
+        };
         if self.remove {
             let coll = ctx.state.storage.collection(&self.db, &self.coll);
-            let (n, image) = write::delete(
-                coll.as_ref(),
-                &self.query,
-                self.sort.as_ref(),
-                false,
-                self.wc.durability,
-                true,
-            )?;
+            let (n, image) = write::delete(coll.as_ref(), sel, false, self.wc.durability, true)?;
             OpCounters::add(&ctx.state.opcounters.delete, n);
             return reply::ok(
                 doc! {"lastErrorObject": {"n": reply::count(n)}, "value": project(image)?},
@@ -150,9 +156,8 @@ impl Command for FindAndModify {
             &ctx.state.storage,
             &self.db,
             &self.coll,
-            &self.query,
+            sel,
             spec,
-            self.sort.as_ref(),
             false,
             self.upsert,
             self.wc.durability,

@@ -11,6 +11,7 @@ use super::let_vars::LetVars;
 use super::util::{self, WriteConcern};
 use super::Context;
 use crate::args;
+use crate::plan;
 use crate::reply;
 use crate::request::CommandRequest;
 use crate::state::OpCounters;
@@ -18,11 +19,27 @@ use crate::write;
 
 pub struct Statement {
     pub filter: Matcher,
+    /// `q` as sent (after `let` substitution): lets a partial index serve it.
+    pub filter_doc: Document,
     pub update: UpdateSpec,
     pub multi: bool,
     pub upsert: bool,
     /// mongod 8's `sort` for single-document updates: which match to change.
     pub sort: Option<SortSpec>,
+    /// The index the statement must use (`hint`).
+    pub hint: Option<plan::Hint>,
+}
+
+impl Statement {
+    /// The documents this statement targets, as `write::update` takes them.
+    pub fn selection(&self) -> write::Selection<'_> {
+        write::Selection {
+            matcher: &self.filter,
+            filter_doc: Some(&self.filter_doc),
+            sort: self.sort.as_ref(),
+            hint: self.hint.as_ref(),
+        }
+    }
 }
 
 pub struct Update<'a> {
@@ -76,6 +93,7 @@ pub fn check_replacement(spec: &UpdateSpec) -> MongoResult<()> {
 fn parse_statement(cmd: &str, d: &RawDocument, lets: &LetVars) -> MongoResult<Statement> {
     let mut q = None;
     let mut sort = None;
+    let mut hint = None;
     let mut u = None;
     let mut multi = false;
     let mut upsert = false;
@@ -84,13 +102,13 @@ fn parse_statement(cmd: &str, d: &RawDocument, lets: &LetVars) -> MongoResult<St
         let (k, v) = el.map_err(crate::request::invalid_bson)?;
         match k.as_str() {
             "q" => {
-                let f = args::to_document(args::as_doc(cmd, "updates.q", v)?)?;
-                q = Some(Matcher::parse_doc(&lets.filter(&f))?);
+                let f = lets.filter(&args::to_document(args::as_doc(cmd, "updates.q", v)?)?);
+                q = Some((Matcher::parse_doc(&f)?, f));
             }
             "u" => u = Some(v),
             "multi" => multi = args::as_bool(cmd, "updates.multi", v)?,
             "upsert" => upsert = args::as_bool(cmd, "updates.upsert", v)?,
-            "hint" => super::find::check_hint(v)?,
+            "hint" => hint = plan::Hint::parse(v)?,
             "collation" => super::find::check_collation(cmd, v)?,
             "arrayFilters" => array_filters = parse_array_filters(cmd, v)?,
             "c" => {
@@ -105,7 +123,7 @@ fn parse_statement(cmd: &str, d: &RawDocument, lets: &LetVars) -> MongoResult<St
             other => return Err(args::unknown_field("UpdateOpEntry", other)),
         }
     }
-    let filter = q.ok_or_else(|| args::missing_field("update.updates", "q"))?;
+    let (filter, filter_doc) = q.ok_or_else(|| args::missing_field("update.updates", "q"))?;
     let u = u.ok_or_else(|| args::missing_field("update.updates", "u"))?;
     let update = parse_update_spec(cmd, "updates.u", u, &array_filters, lets)?;
     check_replacement(&update)?;
@@ -122,10 +140,12 @@ fn parse_statement(cmd: &str, d: &RawDocument, lets: &LetVars) -> MongoResult<St
     }
     Ok(Statement {
         filter,
+        filter_doc,
         update,
         multi,
         upsert,
         sort,
+        hint,
     })
 }
 
@@ -167,9 +187,8 @@ impl<'a> Update<'a> {
                     &ctx.state.storage,
                     &self.db,
                     &self.coll,
-                    &s.filter,
+                    s.selection(),
                     &s.update,
-                    s.sort.as_ref(),
                     s.multi,
                     s.upsert,
                     self.wc.durability,
