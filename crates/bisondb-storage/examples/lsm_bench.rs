@@ -5,6 +5,8 @@
 //! and 1,000,000 seed-000 profile documents.
 //!
 //! Run: `cargo run --release -p bisondb-storage --example lsm_bench [-- <dir>]`
+//! (`LSM_BENCH_ONLY_INDEX=1` runs only the time-series loads without and with
+//! the index, the pair to compare when working on the indexed insert path).
 //! (Unix only: sizes are allocated blocks, as `du` counts them.)
 //! (`<dir>` defaults to a temporary directory; it must not exist or be empty).
 //! Figures go to stdout; nothing is asserted (timing belongs here, not in tests).

@@ -251,7 +251,8 @@ impl Collection {
         let indexes = self.state.indexes.read().clone();
         let mut batch = WriteBatch::with_capacity(docs.len() * (1 + indexes.len()) + 1);
         // Keys already queued in this call; one document needs no set.
-        let mut queued: HashSet<Vec<u8>> = HashSet::new();
+        let mut queued: HashSet<Vec<u8>> =
+            HashSet::with_capacity(if docs.len() > 1 { docs.len() } else { 0 });
         let mut queued_unique: HashSet<Vec<u8>> = HashSet::new();
         let mut accepted: Vec<usize> = Vec::with_capacity(docs.len());
         let mut added_size = 0u64;
