@@ -261,6 +261,21 @@ async fn db_stats_and_coll_stats() {
         assert_eq!(num(&cs, "scaleFactor"), 1, "{t}: {cs}");
         assert_eq!(cs.get_str("ns").ok(), Some(format!("st_{t}.c").as_str()));
 
+        // Secondary indexes are counted and listed by name.
+        db.run_command(doc! {"createIndexes": "c", "indexes": [{"key": {"s": 1}, "name": "s_1"}]})
+            .await
+            .unwrap();
+        let cs = db.run_command(doc! {"collStats": "c"}).await.unwrap();
+        assert_eq!(num(&cs, "nindexes"), 2, "{t}: {cs}");
+        let names: Vec<&str> = cs
+            .get_document("indexSizes")
+            .map(|d| d.keys().map(String::as_str).collect())
+            .unwrap_or_default();
+        assert_eq!(names, vec!["_id_", "s_1"], "{t}: {cs}");
+        db.run_command(doc! {"dropIndexes": "c", "index": "s_1"})
+            .await
+            .unwrap();
+
         let scaled = db
             .run_command(doc! {"collStats": "c", "scale": 1024})
             .await
