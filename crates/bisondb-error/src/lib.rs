@@ -134,6 +134,10 @@ impl fmt::Display for ErrorCode {
 pub struct MongoError {
     pub code: ErrorCode,
     pub message: String,
+    /// Extra fields of the error reply beside code and message, as the bytes of
+    /// a BSON document: a duplicate key's `keyPattern` and `keyValue`. Bytes
+    /// rather than a document type keep this crate free of dependencies.
+    pub details: Option<Vec<u8>>,
 }
 
 impl MongoError {
@@ -141,7 +145,14 @@ impl MongoError {
         MongoError {
             code,
             message: message.into(),
+            details: None,
         }
+    }
+
+    /// The same error with extra reply fields (the bytes of a BSON document).
+    pub fn with_details(mut self, bson_document: Vec<u8>) -> Self {
+        self.details = Some(bson_document);
+        self
     }
 
     /// Code 2, `BadValue`.

@@ -6,12 +6,24 @@ use bson::{doc, Bson, Document, RawDocumentBuf};
 
 /// mongod's error reply: `{ok: 0, errmsg, code, codeName}`.
 pub fn error_document(e: &MongoError) -> Document {
-    doc! {
+    let mut d = doc! {
         "ok": 0.0,
         "errmsg": e.message.clone(),
         "code": e.code.code(),
         "codeName": e.code.name().into_owned(),
-    }
+    };
+    d.extend(details(e));
+    d
+}
+
+/// The error's extra reply fields (e.g. a duplicate key's `keyPattern` and
+/// `keyValue`); empty when it has none.
+pub fn details(e: &MongoError) -> Document {
+    e.details
+        .as_deref()
+        .and_then(|b| bson::RawDocument::from_bytes(b).ok())
+        .and_then(|raw| Document::try_from(raw).ok())
+        .unwrap_or_default()
 }
 
 /// Serializes a reply; a reply that can't be serialized is a BisonDB bug.
@@ -34,10 +46,8 @@ pub fn write_error(index: usize, e: &MongoError, extra: Option<Document>) -> Doc
         "codeName": e.code.name().into_owned(),
         "errmsg": e.message.clone(),
     };
-    if let Some(extra) = extra {
-        for (k, v) in extra {
-            d.insert(k, v);
-        }
+    for (k, v) in extra.unwrap_or_else(|| details(e)) {
+        d.insert(k, v);
     }
     d
 }

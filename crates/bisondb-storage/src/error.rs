@@ -102,6 +102,17 @@ impl From<StorageError> for MongoError {
         match &e {
             StorageError::Internal(m) => MongoError::internal(m.clone()),
             StorageError::Mongo(m) => m.clone(),
+            StorageError::DuplicateKey(info) => {
+                let details = bson::doc! {
+                    "keyPattern": info.key_pattern.clone(),
+                    "keyValue": info.key_value.clone(),
+                };
+                let err = MongoError::new(e.code(), e.to_string());
+                match bson::RawDocumentBuf::try_from(&details) {
+                    Ok(raw) => err.with_details(raw.into_bytes()),
+                    Err(_) => err,
+                }
+            }
             _ => MongoError::new(e.code(), e.to_string()),
         }
     }
