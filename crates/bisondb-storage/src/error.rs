@@ -247,4 +247,22 @@ mod tests {
             other => panic!("unexpected {other:?}"),
         }
     }
+
+    /// The details survive the conversion every command error goes through.
+    #[test]
+    fn duplicate_key_details_reach_the_mongo_error() {
+        let e = MongoError::from(StorageError::duplicate_id("d.c", Bson::Int32(7)));
+        assert_eq!(e.code.code(), 11000);
+        let details = e
+            .details
+            .as_deref()
+            .and_then(|b| bson::RawDocument::from_bytes(b).ok())
+            .and_then(|r| bson::Document::try_from(r).ok());
+        assert_eq!(
+            details,
+            Some(bson::doc! {"keyPattern": {"_id": 1}, "keyValue": {"_id": 7}})
+        );
+        let other = MongoError::from(StorageError::Io("disk".into()));
+        assert!(other.details.is_none());
+    }
 }
