@@ -237,6 +237,15 @@ async fn planner_and_explain_tell_what_ran() {
     );
     let stats = get_doc(&e, "executionStats");
     assert_eq!(num(stats, "nReturned"), 10);
+    // Small counters are int32, as mongod sends them (mongosh shows Long('10') otherwise).
+    for f in [
+        "nReturned",
+        "totalKeysExamined",
+        "totalDocsExamined",
+        "executionTimeMillis",
+    ] {
+        assert!(matches!(stats.get(f), Some(Bson::Int32(_))), "{f}: {stats}");
+    }
     assert_eq!(num(stats, "totalKeysExamined"), 10);
     assert_eq!(num(stats, "totalDocsExamined"), 10);
     assert!(stats.contains_key("executionTimeMillis"));

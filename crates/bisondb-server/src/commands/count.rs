@@ -144,13 +144,13 @@ impl Count {
             n = n.min(l);
         }
         let mut stages = tree;
-        stages.insert("nCounted", n as i64);
+        stages.insert("nCounted", reply::count(n as u64));
         let exec = doc! {
             "executionSuccess": true,
-            "nReturned": 0i64,
-            "executionTimeMillis": started.elapsed().as_millis() as i64,
-            "totalKeysExamined": stats.keys() as i64,
-            "totalDocsExamined": stats.docs() as i64,
+            "nReturned": 0i32,
+            "executionTimeMillis": reply::count(started.elapsed().as_millis() as u64),
+            "totalKeysExamined": reply::count(stats.keys() as u64),
+            "totalDocsExamined": reply::count(stats.docs() as u64),
             "executionStages": stages,
         };
         Ok((planner, Some(exec)))

@@ -246,15 +246,15 @@ fn explain_filter(
         returned += 1;
     }
     let mut stages = tree;
-    stages.insert("nReturned", returned as i64);
+    stages.insert("nReturned", reply::count(returned as u64));
     Ok((
         planner,
         Some(doc! {
             "executionSuccess": true,
-            "nReturned": returned as i64,
-            "executionTimeMillis": started.elapsed().as_millis() as i64,
-            "totalKeysExamined": stats.keys() as i64,
-            "totalDocsExamined": stats.docs() as i64,
+            "nReturned": reply::count(returned as u64),
+            "executionTimeMillis": reply::count(started.elapsed().as_millis() as u64),
+            "totalKeysExamined": reply::count(stats.keys() as u64),
+            "totalDocsExamined": reply::count(stats.docs() as u64),
             "executionStages": stages,
         }),
     ))

@@ -274,13 +274,13 @@ impl Find {
             returned += 1;
         }
         let mut stages = tree;
-        stages.insert("nReturned", returned as i64);
+        stages.insert("nReturned", crate::reply::count(returned as u64));
         let exec = doc! {
             "executionSuccess": true,
-            "nReturned": returned as i64,
-            "executionTimeMillis": started.elapsed().as_millis() as i64,
-            "totalKeysExamined": stats.keys() as i64,
-            "totalDocsExamined": stats.docs() as i64,
+            "nReturned": crate::reply::count(returned as u64),
+            "executionTimeMillis": crate::reply::count(started.elapsed().as_millis() as u64),
+            "totalKeysExamined": crate::reply::count(stats.keys() as u64),
+            "totalDocsExamined": crate::reply::count(stats.docs() as u64),
             "executionStages": stages,
         };
         Ok((planner, Some(exec)))
