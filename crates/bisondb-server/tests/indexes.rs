@@ -52,6 +52,10 @@ async fn create_list_drop_like_mongod() {
         again.get_str("note").ok(),
         Some("all indexes already exist")
     );
+    assert!(
+        !again.contains_key("createdCollectionAutomatically"),
+        "mongod's no-op reply has only the note: {again}"
+    );
 
     let coll = db.collection::<Document>("c");
     let listed = db

@@ -96,10 +96,13 @@ impl Command for CreateIndexes {
         let mut reply = doc! {
             "numIndexesBefore": before.max(1) as i32,
             "numIndexesAfter": after as i32,
-            "createdCollectionAutomatically": existing.is_none(),
         };
-        if created == 0 {
+        // mongod's "nothing to do" reply carries the note instead of
+        // createdCollectionAutomatically.
+        if created == 0 && existing.is_some() {
             reply.insert("note", "all indexes already exist");
+        } else {
+            reply.insert("createdCollectionAutomatically", existing.is_none());
         }
         reply::ok(reply)
     }
