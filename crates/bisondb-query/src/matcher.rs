@@ -20,6 +20,7 @@ use crate::expr::{Expr as AggExpr, Vars};
 use crate::path::lookup_raw;
 
 pub mod bounds;
+mod json_schema;
 
 /// Operators mongod has that BisonDB recognises but does not implement yet,
 /// in either the top-level or the field position. Sorted, so it can be searched.
@@ -30,7 +31,6 @@ pub const NOT_IMPLEMENTED_OPERATORS: &[&str] = &[
     "$geoIntersects",
     "$geoWithin",
     "$geometry",
-    "$jsonSchema",
     "$maxDistance",
     "$minDistance",
     "$near",
@@ -72,6 +72,8 @@ enum Expr {
     Const(bool),
     /// `$expr`: an aggregation expression evaluated against the whole document.
     Agg(Box<AggExpr>),
+    /// `$jsonSchema`: a schema the whole document must satisfy.
+    Schema(Box<json_schema::JsonSchema>),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -331,6 +333,7 @@ impl Expr {
                     .map_err(|e| MongoError::new(ErrorCode::InvalidBSON, e.to_string()))?;
                 agg_truthy(e.eval(&owned, &Vars::new())?.as_ref())
             }
+            Expr::Schema(s) => s.matches_doc(doc),
         })
     }
 }
@@ -344,7 +347,7 @@ impl Expr {
                 .iter()
                 .filter(|e| e.matches(doc))
                 .find_map(|e| e.elem_match_key(doc)),
-            Expr::Nor(_) | Expr::Const(_) | Expr::Agg(_) => None,
+            Expr::Nor(_) | Expr::Const(_) | Expr::Agg(_) | Expr::Schema(_) => None,
             Expr::Path(path, op) => path_elem_match_key(doc, path, op),
         }
     }
@@ -426,6 +429,22 @@ impl InList {
     }
 }
 
+fn raw_is_nan(v: RawBsonRef<'_>) -> bool {
+    match v {
+        RawBsonRef::Double(d) => d.is_nan(),
+        RawBsonRef::Decimal128(d) => d.to_string().ends_with("NaN"),
+        _ => false,
+    }
+}
+
+fn bson_is_nan(v: &Bson) -> bool {
+    match v {
+        Bson::Double(d) => d.is_nan(),
+        Bson::Decimal128(d) => d.to_string().ends_with("NaN"),
+        _ => false,
+    }
+}
+
 impl PathOp {
     /// Element-wise test of one value, without looking into arrays.
     fn test_one(&self, v: RawBsonRef<'_>) -> bool {
@@ -435,6 +454,13 @@ impl PathOp {
                 let bound = matches!(x, Bson::MinKey | Bson::MaxKey);
                 if !bound && type_rank(v.element_type()) != type_rank(x.element_type()) {
                     return false;
+                }
+                // mongod: NaN equals NaN and is neither less nor greater than
+                // anything, though it sorts below every number.
+                match (raw_is_nan(v), bson_is_nan(x)) {
+                    (false, false) => {}
+                    (true, true) => return matches!(op, CmpOp::Lte | CmpOp::Gte),
+                    _ => return false,
                 }
                 let o = compare_raw_bson(v, x);
                 match op {
@@ -602,6 +628,7 @@ fn parse_entries<'a>(
                     }
                     children.push(Expr::Agg(Box::new(AggExpr::parse(v)?)));
                 }
+                "$jsonSchema" => children.push(Expr::Schema(Box::new(json_schema::parse(v)?))),
                 name if is_not_implemented(name) => return Err(not_implemented(name)),
                 name => {
                     return Err(MongoError::bad_value(format!(

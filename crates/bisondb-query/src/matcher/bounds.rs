@@ -292,10 +292,10 @@ fn eq_bounds(v: &Bson) -> FieldBounds {
 fn bracket(v: &Bson) -> Option<(Bson, bool, Bson, bool)> {
     Some(match v {
         Bson::Double(d) if d.is_nan() => return None,
-        // The matcher orders NaN below every number (and `$lt` matches it),
-        // so the number bracket starts at NaN.
+        // NaN sorts below every number but no range predicate matches it
+        // (see the matcher), so the number bracket starts at -inf.
         Bson::Int32(_) | Bson::Int64(_) | Bson::Double(_) | Bson::Decimal128(_) => (
-            Bson::Double(f64::NAN),
+            Bson::Double(f64::NEG_INFINITY),
             true,
             Bson::Double(f64::INFINITY),
             true,

@@ -119,7 +119,16 @@ fn comparisons() {
         (doc! {"a": {"$gt": 1}}, doc! {}, false),
         (doc! {"a": {"$gte": 1}}, doc! {"a": 1.0}, true),
         (doc! {"a": {"$lt": 1}}, doc! {"a": null}, false),
-        (doc! {"a": {"$lt": 1}}, doc! {"a": f64::NAN}, true),
+        // NaN sorts below numbers, but range operators never match it; it
+        // only equals NaN (mongod's ComparisonMatchExpression).
+        (doc! {"a": {"$lt": 1}}, doc! {"a": f64::NAN}, false),
+        (doc! {"a": {"$gt": -1}}, doc! {"a": f64::NAN}, false),
+        (doc! {"a": {"$lte": f64::NAN}}, doc! {"a": f64::NAN}, true),
+        (doc! {"a": {"$gte": f64::NAN}}, doc! {"a": f64::NAN}, true),
+        (doc! {"a": {"$lt": f64::NAN}}, doc! {"a": f64::NAN}, false),
+        (doc! {"a": {"$gt": f64::NAN}}, doc! {"a": 5}, false),
+        (doc! {"a": {"$lte": f64::NAN}}, doc! {"a": f64::NEG_INFINITY}, false),
+        (doc! {"a": f64::NAN}, doc! {"a": f64::NAN}, true),
         (doc! {"a": {"$lte": "b"}}, doc! {"a": "abc"}, true),
         (doc! {"a": {"$lt": "b"}}, doc! {"a": 1}, false),
         (doc! {"a": {"$gte": null}}, doc! {}, true),
@@ -360,11 +369,6 @@ fn parse_errors() {
     let cases: Vec<(Document, i32, &str)> = vec![
         (doc! {"a": {"$foo": 1}}, 2, "unknown operator: $foo"),
         (doc! {"$foo": 1}, 2, "unknown top level operator: $foo"),
-        (
-            doc! {"$jsonSchema": {}},
-            238,
-            "$jsonSchema is not supported by BisonDB yet",
-        ),
         (
             doc! {"a": {"$elemMatch": {"$expr": {"$eq": ["$b", 1]}}}},
             2,
@@ -863,4 +867,826 @@ fn regex_lookaround_and_backreferences() {
             true,
         ),
     ]);
+}
+
+// ---------------------------------------------------------------------------
+// $jsonSchema
+// ---------------------------------------------------------------------------
+
+/// (schema, document, expected match), with the schema as the whole filter.
+fn check_schema(cases: &[(Document, Document, bool)]) {
+    let wrapped: Vec<(Document, Document, bool)> = cases
+        .iter()
+        .map(|(s, d, want)| (doc! {"$jsonSchema": s.clone()}, d.clone(), *want))
+        .collect();
+    check(&wrapped);
+}
+
+/// (schema for property `a`, value of `a`, expected match).
+fn check_property(cases: &[(Document, Bson, bool)]) {
+    let wrapped: Vec<(Document, Document, bool)> = cases
+        .iter()
+        .map(|(s, v, want)| {
+            (
+                doc! {"$jsonSchema": {"properties": {"a": s.clone()}}},
+                doc! {"a": v.clone()},
+                *want,
+            )
+        })
+        .collect();
+    check(&wrapped);
+}
+
+fn regex(p: &str) -> Bson {
+    Bson::RegularExpression(bson::Regex {
+        pattern: bson::raw::CString::try_from(p).unwrap(),
+        options: bson::raw::CString::try_from("").unwrap(),
+    })
+}
+
+#[test]
+fn json_schema_bson_type() {
+    use bson::{oid::ObjectId, Binary, DateTime, Timestamp};
+    let bin = Bson::Binary(Binary {
+        subtype: bson::spec::BinarySubtype::Generic,
+        bytes: vec![1],
+    });
+    let ts = Bson::Timestamp(Timestamp {
+        time: 1,
+        increment: 1,
+    });
+    let values: Vec<(&str, Bson)> = vec![
+        ("double", Bson::Double(1.5)),
+        ("string", bson!("s")),
+        ("object", bson!({"x": 1})),
+        ("array", bson!([1])),
+        ("binData", bin),
+        ("objectId", Bson::ObjectId(ObjectId::new())),
+        ("bool", Bson::Boolean(true)),
+        ("date", Bson::DateTime(DateTime::from_millis(0))),
+        ("null", Bson::Null),
+        ("regex", regex("^x")),
+        ("javascript", Bson::JavaScriptCode("f()".to_string())),
+        ("int", Bson::Int32(1)),
+        ("timestamp", ts),
+        ("long", Bson::Int64(1)),
+        ("decimal", dec("1.5")),
+        ("minKey", Bson::MinKey),
+        ("maxKey", Bson::MaxKey),
+    ];
+    let mut cases = Vec::new();
+    for (alias, _) in &values {
+        for (other, v) in &values {
+            cases.push((doc! {"bsonType": *alias}, v.clone(), alias == other));
+        }
+    }
+    check_property(&cases);
+    check_property(&[
+        (doc! {"bsonType": "number"}, bson!(1), true),
+        (doc! {"bsonType": "number"}, bson!(1i64), true),
+        (doc! {"bsonType": "number"}, bson!(1.5), true),
+        (doc! {"bsonType": "number"}, dec("2"), true),
+        (doc! {"bsonType": "number"}, bson!("1"), false),
+        (doc! {"bsonType": ["string", "null"]}, bson!("x"), true),
+        (doc! {"bsonType": ["string", "null"]}, Bson::Null, true),
+        (doc! {"bsonType": ["string", "null"]}, bson!(1), false),
+        // The value itself is typed: arrays are not looked into.
+        (doc! {"bsonType": "int"}, bson!([1, 2]), false),
+        (doc! {"bsonType": "array"}, bson!([1, 2]), true),
+    ]);
+    check_schema(&[
+        // A missing property satisfies its schema.
+        (doc! {"properties": {"a": {"bsonType": "int"}}}, doc! {}, true),
+        // The top-level schema describes the document.
+        (doc! {"bsonType": "object"}, doc! {"a": 1}, true),
+        (doc! {"bsonType": ["array", "object"]}, doc! {"a": 1}, true),
+        (doc! {"bsonType": "array"}, doc! {"a": 1}, false),
+        (doc! {"type": "string"}, doc! {}, false),
+    ]);
+}
+
+#[test]
+fn json_schema_type() {
+    check_property(&[
+        (doc! {"type": "number"}, bson!(1), true),
+        (doc! {"type": "number"}, dec("1.5"), true),
+        (doc! {"type": "number"}, bson!("1"), false),
+        (doc! {"type": "boolean"}, bson!(false), true),
+        (doc! {"type": "boolean"}, bson!(0), false),
+        (doc! {"type": "string"}, bson!("x"), true),
+        (doc! {"type": "null"}, Bson::Null, true),
+        (doc! {"type": "null"}, bson!("null"), false),
+        (doc! {"type": "object"}, bson!({}), true),
+        (doc! {"type": "object"}, bson!([]), false),
+        (doc! {"type": "array"}, bson!([]), true),
+        (doc! {"type": ["string", "number"]}, bson!(3), true),
+        (doc! {"type": ["string", "number"]}, bson!(true), false),
+    ]);
+    check_schema(&[
+        (doc! {"type": "object"}, doc! {"a": 1}, true),
+        (doc! {"type": ["null", "object"]}, doc! {}, true),
+    ]);
+}
+
+#[test]
+fn json_schema_enum() {
+    let e = doc! {"enum": [1, "x", {"b": 1, "c": 2}, [1, 2], Bson::Null]};
+    check_property(&[
+        (e.clone(), bson!(1), true),
+        (e.clone(), bson!(1.0), true),
+        (e.clone(), bson!(1i64), true),
+        (e.clone(), dec("1.00"), true),
+        (e.clone(), bson!("x"), true),
+        (e.clone(), bson!("y"), false),
+        // Objects compare without regard to field order.
+        (e.clone(), bson!({"c": 2, "b": 1}), true),
+        (e.clone(), bson!({"b": 1}), false),
+        (e.clone(), bson!([1, 2]), true),
+        (e.clone(), bson!([2, 1]), false),
+        // No array traversal: [1] is not 1.
+        (e.clone(), bson!([1]), false),
+        (e.clone(), Bson::Null, true),
+    ]);
+    check_schema(&[
+        (doc! {"properties": {"a": e.clone()}}, doc! {}, true),
+        // At the top level enum compares the whole document.
+        (doc! {"enum": [{"a": 1, "b": 2}]}, doc! {"b": 2, "a": 1}, true),
+        (doc! {"enum": [{"a": 1}]}, doc! {"a": 1, "b": 2}, false),
+        (doc! {"enum": [1, "a"]}, doc! {"a": 1}, false),
+    ]);
+}
+
+#[test]
+fn json_schema_required_and_properties() {
+    check_schema(&[
+        (doc! {"required": ["a", "b"]}, doc! {"a": 1, "b": Bson::Null}, true),
+        (doc! {"required": ["a", "b"]}, doc! {"a": 1}, false),
+        (
+            doc! {"required": ["a"], "properties": {"a": {"bsonType": "string"}}},
+            doc! {"a": "x"},
+            true,
+        ),
+        (
+            doc! {"required": ["a"], "properties": {"a": {"bsonType": "string"}}},
+            doc! {"a": 1},
+            false,
+        ),
+        (
+            doc! {"required": ["a"], "properties": {"a": {"bsonType": "string"}}},
+            doc! {"b": "x"},
+            false,
+        ),
+        // Nested objects: required applies to objects only.
+        (
+            doc! {"properties": {"o": {"required": ["x"]}}},
+            doc! {"o": {"x": 1}},
+            true,
+        ),
+        (
+            doc! {"properties": {"o": {"required": ["x"]}}},
+            doc! {"o": {"y": 1}},
+            false,
+        ),
+        (doc! {"properties": {"o": {"required": ["x"]}}}, doc! {"o": 5}, true),
+        (doc! {"properties": {"o": {"required": ["x"]}}}, doc! {}, true),
+        (
+            doc! {"properties": {"o": {"required": ["x"]}}},
+            doc! {"o": [{"y": 1}]},
+            true,
+        ),
+        // Three levels deep.
+        (
+            doc! {"properties": {"a": {
+                "bsonType": "object", "required": ["b"],
+                "properties": {"b": {"bsonType": "object", "properties": {"c": {"enum": [1]}}}}
+            }}},
+            doc! {"a": {"b": {"c": 1}}},
+            true,
+        ),
+        (
+            doc! {"properties": {"a": {
+                "bsonType": "object", "required": ["b"],
+                "properties": {"b": {"bsonType": "object", "properties": {"c": {"enum": [1]}}}}
+            }}},
+            doc! {"a": {"b": {"c": 2}}},
+            false,
+        ),
+        (
+            doc! {"properties": {"a": {
+                "bsonType": "object", "required": ["b"],
+                "properties": {"b": {"bsonType": "object", "properties": {"c": {"enum": [1]}}}}
+            }}},
+            doc! {"a": {"c": 1}},
+            false,
+        ),
+        (
+            doc! {"properties": {"a": {
+                "bsonType": "object", "required": ["b"],
+                "properties": {"b": {"bsonType": "object", "properties": {"c": {"enum": [1]}}}}
+            }}},
+            doc! {"a": "str"},
+            false,
+        ),
+        // Annotations are accepted and ignored.
+        (
+            doc! {"title": "t", "description": "d",
+                  "properties": {"a": {"description": "an int", "bsonType": "int"}}},
+            doc! {"a": 1},
+            true,
+        ),
+        (doc! {}, doc! {"anything": 1}, true),
+    ]);
+}
+
+#[test]
+fn json_schema_allowed_properties() {
+    let s = doc! {
+        "properties": {"_id": {}, "a": {}},
+        "patternProperties": {"^x": {"bsonType": "int"}},
+        "additionalProperties": false,
+    };
+    check_schema(&[
+        (s.clone(), doc! {"a": 1}, true),
+        (s.clone(), doc! {"a": 1, "x1": 2}, true),
+        (s.clone(), doc! {"x1": "s"}, false),
+        (s.clone(), doc! {"b": 1}, false),
+        (s.clone(), doc! {}, true),
+        (
+            doc! {"additionalProperties": {"bsonType": "string"}},
+            doc! {"a": "x", "b": "y"},
+            true,
+        ),
+        (
+            doc! {"additionalProperties": {"bsonType": "string"}},
+            doc! {"a": "x", "b": 1},
+            false,
+        ),
+        (doc! {"additionalProperties": true}, doc! {"q": 1}, true),
+        // A field named in properties that also matches a pattern must satisfy both.
+        (
+            doc! {"properties": {"xa": {"bsonType": "int"}},
+                  "patternProperties": {"^x": {"minimum": 5}}},
+            doc! {"xa": 3},
+            false,
+        ),
+        (
+            doc! {"properties": {"xa": {"bsonType": "int"}},
+                  "patternProperties": {"^x": {"minimum": 5}}},
+            doc! {"xa": 7},
+            true,
+        ),
+        // Patterns are searched for, not anchored.
+        (
+            doc! {"patternProperties": {"b": {"bsonType": "string"}}},
+            doc! {"abc": 1},
+            false,
+        ),
+        // A pattern that does not compile matches no field name.
+        (
+            doc! {"patternProperties": {"(": {}}, "additionalProperties": false},
+            doc! {"a": 1},
+            false,
+        ),
+        (
+            doc! {"patternProperties": {"(": {}}, "additionalProperties": false},
+            doc! {},
+            true,
+        ),
+        // Nested: only objects are constrained.
+        (
+            doc! {"properties": {"o": {"additionalProperties": false}}},
+            doc! {"o": {"k": 1}},
+            false,
+        ),
+        (
+            doc! {"properties": {"o": {"additionalProperties": false}}},
+            doc! {"o": {}},
+            true,
+        ),
+        (
+            doc! {"properties": {"o": {"additionalProperties": false}}},
+            doc! {"o": 3},
+            true,
+        ),
+    ]);
+}
+
+#[test]
+fn json_schema_property_counts() {
+    check_schema(&[
+        (doc! {"minProperties": 2}, doc! {"a": 1}, false),
+        (doc! {"minProperties": 2}, doc! {"a": 1, "b": 2}, true),
+        (doc! {"maxProperties": 1}, doc! {"a": 1, "b": 2}, false),
+        (doc! {"maxProperties": 1}, doc! {"a": 1}, true),
+        (doc! {"maxProperties": 0}, doc! {}, true),
+    ]);
+    check_property(&[
+        (doc! {"maxProperties": 1}, bson!({"x": 1, "y": 2}), false),
+        (doc! {"maxProperties": 1}, bson!({"x": 1}), true),
+        (doc! {"minProperties": 1}, bson!({}), false),
+        (doc! {"minProperties": 1}, bson!(5), true),
+        (doc! {"minProperties": 1}, bson!([1]), true),
+    ]);
+}
+
+#[test]
+fn json_schema_numeric_keywords() {
+    check_property(&[
+        (doc! {"minimum": 5}, bson!(5), true),
+        (doc! {"minimum": 5}, bson!(4), false),
+        (doc! {"minimum": 5}, bson!(4.9), false),
+        (doc! {"minimum": 5}, dec("5.0"), true),
+        (doc! {"minimum": 5}, bson!(5i64), true),
+        // Other types are not constrained.
+        (doc! {"minimum": 5}, bson!("a"), true),
+        (doc! {"minimum": 5}, bson!([1]), true),
+        (doc! {"minimum": 5}, Bson::Null, true),
+        (doc! {"minimum": 5, "exclusiveMinimum": true}, bson!(5), false),
+        (doc! {"minimum": 5, "exclusiveMinimum": true}, bson!(5.5), true),
+        (doc! {"minimum": 5, "exclusiveMinimum": false}, bson!(5), true),
+        (doc! {"maximum": 10}, bson!(10), true),
+        (doc! {"maximum": 10}, bson!(10.5), false),
+        (doc! {"maximum": 10, "exclusiveMaximum": true}, bson!(10), false),
+        (doc! {"maximum": 10, "exclusiveMaximum": true}, bson!(9.99), true),
+        (doc! {"maximum": 1.5, "minimum": dec("0.5")}, bson!(1), true),
+        (doc! {"maximum": 1.5, "minimum": dec("0.5")}, bson!(0), false),
+        (doc! {"bsonType": "string", "minimum": 5}, bson!("a"), true),
+        (doc! {"bsonType": "int", "minimum": 5}, bson!(7), true),
+        (doc! {"bsonType": "int", "minimum": 5}, bson!(7.0), false),
+        (doc! {"multipleOf": 3}, bson!(9), true),
+        (doc! {"multipleOf": 3}, bson!(10), false),
+        (doc! {"multipleOf": 3}, bson!(9.0), true),
+        (doc! {"multipleOf": 3}, bson!(-9), true),
+        (doc! {"multipleOf": 3}, bson!(0), true),
+        (doc! {"multipleOf": 3}, dec("9.00"), true),
+        (doc! {"multipleOf": 3}, dec("9.01"), false),
+        (doc! {"multipleOf": 3}, bson!("x"), true),
+        (doc! {"multipleOf": 3}, Bson::Double(f64::NAN), false),
+        (doc! {"multipleOf": 3}, Bson::Double(f64::INFINITY), false),
+        // Doubles are rounded to 15 significant digits, as mongod's decimal conversion does.
+        (doc! {"multipleOf": 0.1}, bson!(0.3), true),
+        (doc! {"multipleOf": 0.1}, bson!(0.35), false),
+        (doc! {"multipleOf": 0.1}, bson!(1e20), true),
+        (doc! {"multipleOf": dec("0.01")}, dec("1.23"), true),
+        (doc! {"multipleOf": dec("0.01")}, dec("1.234"), false),
+        (doc! {"multipleOf": 7}, bson!(i64::MAX), true),
+        (doc! {"multipleOf": 7}, bson!(i64::MIN), false),
+        (doc! {"multipleOf": 2.5}, bson!(10), true),
+        (doc! {"multipleOf": 2.5}, bson!(11), false),
+        // Extreme exponents: no overflow, no long loops.
+        (
+            doc! {"multipleOf": dec("3E-6176")},
+            dec("9999999999999999999999999999999999E+6111"),
+            true,
+        ),
+        (
+            doc! {"multipleOf": dec("7E-6176")},
+            dec("9999999999999999999999999999999999E+6111"),
+            false,
+        ),
+        (
+            doc! {"multipleOf": dec("9999999999999999999999999999999999E+6111")},
+            dec("1E-6176"),
+            false,
+        ),
+        (doc! {"multipleOf": Bson::Double(f64::INFINITY)}, bson!(0), true),
+        (doc! {"multipleOf": Bson::Double(f64::INFINITY)}, bson!(4), false),
+    ]);
+    // Top-level numeric keywords have no effect: the document is an object.
+    check_schema(&[
+        (doc! {"minimum": 5}, doc! {"a": 1}, true),
+        (doc! {"multipleOf": 5}, doc! {"a": 1}, true),
+    ]);
+}
+
+#[test]
+fn json_schema_string_keywords() {
+    check_property(&[
+        // Lengths count code points, not bytes.
+        (doc! {"maxLength": 5}, bson!("héllo"), true),
+        (doc! {"maxLength": 4}, bson!("héllo"), false),
+        (doc! {"minLength": 2}, bson!("日本"), true),
+        (doc! {"minLength": 3}, bson!("日本"), false),
+        (doc! {"minLength": 1}, bson!(""), false),
+        (doc! {"maxLength": 2}, bson!(12345), true),
+        (doc! {"minLength": 2.0}, bson!("ab"), true),
+        (doc! {"minLength": dec("2")}, bson!("a"), false),
+        (doc! {"pattern": "^a.c$"}, bson!("abc"), true),
+        (doc! {"pattern": "^a.c$"}, bson!("abd"), false),
+        (doc! {"pattern": "b"}, bson!("abc"), true),
+        (doc! {"pattern": "^a"}, bson!(5), true),
+        (doc! {"pattern": "^(?!x)"}, bson!("xy"), false),
+        (doc! {"bsonType": "string", "pattern": "^a"}, bson!("ab"), true),
+    ]);
+    // mongod does not compile a top-level pattern: it cannot apply to a document.
+    check_schema(&[(doc! {"pattern": "("}, doc! {"a": "x"}, true)]);
+}
+
+#[test]
+fn json_schema_array_keywords() {
+    check_property(&[
+        (doc! {"items": {"bsonType": "int"}}, bson!([1, 2]), true),
+        (doc! {"items": {"bsonType": "int"}}, bson!([1, "x"]), false),
+        (doc! {"items": {"bsonType": "int"}}, bson!([]), true),
+        (doc! {"items": {"bsonType": "int"}}, bson!("notarray"), true),
+        (
+            doc! {"items": {"bsonType": "object", "required": ["k"]}},
+            bson!([{"k": 1}, {"k": 2}]),
+            true,
+        ),
+        (
+            doc! {"items": {"bsonType": "object", "required": ["k"]}},
+            bson!([{"k": 1}, {"j": 2}]),
+            false,
+        ),
+        (
+            doc! {"items": {"items": {"bsonType": "int"}}},
+            bson!([[1], [2, 3]]),
+            true,
+        ),
+        (
+            doc! {"items": {"items": {"bsonType": "int"}}},
+            bson!([[1], [2, "3"]]),
+            false,
+        ),
+        (
+            doc! {"items": [{"bsonType": "int"}, {"bsonType": "string"}]},
+            bson!([1, "a"]),
+            true,
+        ),
+        // Shorter arrays are fine; extra elements are unconstrained by default.
+        (
+            doc! {"items": [{"bsonType": "int"}, {"bsonType": "string"}]},
+            bson!([1]),
+            true,
+        ),
+        (
+            doc! {"items": [{"bsonType": "int"}, {"bsonType": "string"}]},
+            bson!(["a"]),
+            false,
+        ),
+        (
+            doc! {"items": [{"bsonType": "int"}, {"bsonType": "string"}]},
+            bson!([1, "a", 3]),
+            true,
+        ),
+        (
+            doc! {"items": [{"bsonType": "int"}], "additionalItems": false},
+            bson!([1, 2]),
+            false,
+        ),
+        (
+            doc! {"items": [{"bsonType": "int"}], "additionalItems": false},
+            bson!([1]),
+            true,
+        ),
+        (
+            doc! {"items": [{"bsonType": "int"}], "additionalItems": {"bsonType": "bool"}},
+            bson!([1, true, false]),
+            true,
+        ),
+        (
+            doc! {"items": [{"bsonType": "int"}], "additionalItems": {"bsonType": "bool"}},
+            bson!([1, true, 3]),
+            false,
+        ),
+        // additionalItems only follows an items tuple.
+        (doc! {"items": {}, "additionalItems": false}, bson!([1, 2]), true),
+        (doc! {"additionalItems": false}, bson!([1, 2]), true),
+        (doc! {"minItems": 2}, bson!([1]), false),
+        (doc! {"minItems": 2}, bson!([1, 2]), true),
+        (doc! {"minItems": 2}, bson!("xy"), true),
+        (doc! {"maxItems": 1}, bson!([1, 2]), false),
+        (doc! {"maxItems": 1}, bson!([[1, 2]]), true),
+        (doc! {"minItems": i64::MAX}, bson!([1]), false),
+        (doc! {"minItems": i64::MAX}, bson!(1), true),
+        (doc! {"maxItems": i64::MAX}, bson!([1]), true),
+        (doc! {"uniqueItems": true}, bson!([1, 2, 3]), true),
+        (doc! {"uniqueItems": true}, bson!([1, 2, 1.0]), false),
+        (doc! {"uniqueItems": true}, bson!([{"a": 1, "b": 2}, {"b": 2, "a": 1}]), false),
+        (doc! {"uniqueItems": true}, bson!([[1, 2], [2, 1]]), true),
+        (doc! {"uniqueItems": true}, bson!(["a", "A"]), true),
+        (doc! {"uniqueItems": true}, bson!([]), true),
+        (doc! {"uniqueItems": true}, bson!("aa"), true),
+        (doc! {"uniqueItems": false}, bson!([1, 1]), true),
+    ]);
+    check_schema(&[(doc! {"minItems": 5, "items": {"bsonType": "int"}}, doc! {"a": 1}, true)]);
+}
+
+#[test]
+fn json_schema_dependencies() {
+    check_schema(&[
+        (doc! {"dependencies": {"a": ["b", "c"]}}, doc! {"a": 1, "b": 1, "c": 1}, true),
+        (doc! {"dependencies": {"a": ["b", "c"]}}, doc! {"a": 1, "b": 1}, false),
+        (doc! {"dependencies": {"a": ["b", "c"]}}, doc! {"b": 1}, true),
+        (doc! {"dependencies": {"a": {"required": ["z"]}}}, doc! {"a": 1, "z": 1}, true),
+        (doc! {"dependencies": {"a": {"required": ["z"]}}}, doc! {"a": 1}, false),
+        (doc! {"dependencies": {"a": {"required": ["z"]}}}, doc! {"q": 1}, true),
+        (
+            doc! {"dependencies": {"a": ["b"], "title": "annotations are allowed"}},
+            doc! {"a": 1, "b": 1},
+            true,
+        ),
+        (
+            doc! {"properties": {"o": {"dependencies": {"a": ["b"]}}}},
+            doc! {"o": {"a": 1}},
+            false,
+        ),
+        (
+            doc! {"properties": {"o": {"dependencies": {"a": ["b"]}}}},
+            doc! {"o": {"a": 1, "b": 1}},
+            true,
+        ),
+        (
+            doc! {"properties": {"o": {"dependencies": {"a": ["b"]}}}},
+            doc! {"o": "a"},
+            true,
+        ),
+    ]);
+}
+
+#[test]
+fn json_schema_logical_keywords() {
+    check_property(&[
+        (doc! {"anyOf": [{"bsonType": "string"}, {"minimum": 10}]}, bson!("x"), true),
+        (doc! {"anyOf": [{"bsonType": "string"}, {"minimum": 10}]}, bson!(11), true),
+        (doc! {"anyOf": [{"bsonType": "string"}, {"minimum": 10}]}, bson!(5), false),
+        (doc! {"allOf": [{"minimum": 1}, {"maximum": 3}]}, bson!(2), true),
+        (doc! {"allOf": [{"minimum": 1}, {"maximum": 3}]}, bson!(4), false),
+        (doc! {"oneOf": [{"minimum": 5}, {"maximum": 10}]}, bson!(3), true),
+        (doc! {"oneOf": [{"minimum": 5}, {"maximum": 10}]}, bson!(7), false),
+        (doc! {"oneOf": [{"minimum": 5}, {"maximum": 10}]}, bson!(12), true),
+        (doc! {"not": {"bsonType": "string"}}, bson!("x"), false),
+        (doc! {"not": {"bsonType": "string"}}, bson!(1), true),
+        (doc! {"not": {"not": {"enum": [1]}}}, bson!(1), true),
+    ]);
+    check_schema(&[
+        (doc! {"properties": {"a": {"not": {"bsonType": "string"}}}}, doc! {}, true),
+        (doc! {"anyOf": [{"required": ["a"]}, {"required": ["b"]}]}, doc! {"b": 1}, true),
+        (doc! {"anyOf": [{"required": ["a"]}, {"required": ["b"]}]}, doc! {"c": 1}, false),
+        (doc! {"not": {"required": ["a"]}}, doc! {"a": 1}, false),
+        (doc! {"not": {"required": ["a"]}}, doc! {"b": 1}, true),
+        // A top-level subschema also describes the document: minimum never applies.
+        (doc! {"not": {"minimum": 5}}, doc! {"a": 1}, false),
+        (doc! {"oneOf": [{"required": ["a"]}, {"required": ["b"]}]}, doc! {"a": 1, "b": 1}, false),
+    ]);
+}
+
+#[test]
+fn json_schema_combines_with_other_predicates() {
+    check(&[
+        (doc! {"$jsonSchema": {"required": ["a"]}, "b": 2}, doc! {"a": 1, "b": 2}, true),
+        (doc! {"$jsonSchema": {"required": ["a"]}, "b": 2}, doc! {"a": 1, "b": 3}, false),
+        (doc! {"b": 2, "$jsonSchema": {"required": ["a"]}}, doc! {"b": 2}, false),
+        (
+            doc! {"$or": [{"$jsonSchema": {"required": ["a"]}}, {"b": 1}]},
+            doc! {"b": 1},
+            true,
+        ),
+        (
+            doc! {"$or": [{"$jsonSchema": {"required": ["a"]}}, {"b": 1}]},
+            doc! {"c": 1},
+            false,
+        ),
+        (
+            doc! {"$and": [{"$jsonSchema": {"required": ["a"]}}, {"$jsonSchema": {"required": ["b"]}}]},
+            doc! {"a": 1, "b": 1},
+            true,
+        ),
+        (doc! {"$nor": [{"$jsonSchema": {"required": ["a"]}}]}, doc! {"a": 1}, false),
+        (doc! {"$nor": [{"$jsonSchema": {"required": ["a"]}}]}, doc! {}, true),
+        // Inside an object $elemMatch the schema describes each element.
+        (
+            doc! {"arr": {"$elemMatch": {"$jsonSchema": {"required": ["k"]}}}},
+            doc! {"arr": [{"x": 1}, {"k": 1}]},
+            true,
+        ),
+        (
+            doc! {"arr": {"$elemMatch": {"$jsonSchema": {"required": ["k"]}}}},
+            doc! {"arr": [{"x": 1}]},
+            false,
+        ),
+    ]);
+}
+
+#[test]
+fn json_schema_parse_errors() {
+    let cases: Vec<(Document, i32, &str)> = vec![
+        (doc! {"$jsonSchema": 1}, 14, "$jsonSchema must be an object"),
+        (doc! {"a": {"$jsonSchema": {}}}, 2, "unknown operator: $jsonSchema"),
+        (doc! {"a": {"$not": {"$jsonSchema": {}}}}, 2, "unknown operator: $jsonSchema"),
+        (doc! {"$jsonSchema": {"foo": 1}}, 9, "Unknown $jsonSchema keyword: foo"),
+        (
+            doc! {"$jsonSchema": {"properties": {"a": {"minlength": 1}}}},
+            9,
+            "Unknown $jsonSchema keyword: minlength",
+        ),
+        (
+            doc! {"$jsonSchema": {"items": [{"bogus": 1}]}},
+            9,
+            "Unknown $jsonSchema keyword: bogus",
+        ),
+        (
+            doc! {"$jsonSchema": {"$ref": "#/definitions/x"}},
+            9,
+            "$jsonSchema keyword '$ref' is not currently supported",
+        ),
+        (doc! {"$jsonSchema": {"format": "email"}}, 9, "'format' is not currently supported"),
+        (doc! {"$jsonSchema": {"type": "integer"}}, 9, "type 'integer' is not currently supported"),
+        (
+            doc! {"$jsonSchema": {"properties": {"a": {"type": ["string", "integer"]}}}},
+            9,
+            "type 'integer' is not currently supported",
+        ),
+        (doc! {"$jsonSchema": {"bsonType": "integer"}}, 9, "not currently supported"),
+        (doc! {"$jsonSchema": {"type": "double"}}, 2, "Unknown type name alias: double"),
+        (doc! {"$jsonSchema": {"bsonType": "boolean"}}, 2, "Unknown type name alias: boolean"),
+        (
+            doc! {"$jsonSchema": {"type": 1}},
+            14,
+            "$jsonSchema keyword 'type' must be either a string or an array of strings",
+        ),
+        (doc! {"$jsonSchema": {"bsonType": [1]}}, 14, "array elements must be strings"),
+        (
+            doc! {"$jsonSchema": {"type": ["string", "string"]}},
+            9,
+            "$jsonSchema keyword 'type' has duplicate value: string",
+        ),
+        (doc! {"$jsonSchema": {"type": []}}, 9, "must name at least one type"),
+        (
+            doc! {"$jsonSchema": {"type": "object", "bsonType": "object"}},
+            9,
+            "Cannot specify both $jsonSchema keywords 'type' and 'bsonType'",
+        ),
+        (
+            doc! {"$jsonSchema": {"required": "a"}},
+            14,
+            "$jsonSchema keyword 'required' must be an array",
+        ),
+        (doc! {"$jsonSchema": {"required": [1]}}, 14, "must be an array of strings"),
+        (doc! {"$jsonSchema": {"required": []}}, 9, "'required' cannot be an empty array"),
+        (doc! {"$jsonSchema": {"required": ["a", "a"]}}, 9, "cannot contain duplicate values"),
+        (doc! {"$jsonSchema": {"properties": 1}}, 14, "'properties' must be an object"),
+        (
+            doc! {"$jsonSchema": {"properties": {"a": 1}}},
+            14,
+            "Nested schema for $jsonSchema property 'a' must be an object",
+        ),
+        (doc! {"$jsonSchema": {"minimum": "x"}}, 14, "'minimum' must be a number"),
+        (doc! {"$jsonSchema": {"maximum": true}}, 14, "'maximum' must be a number"),
+        (
+            doc! {"$jsonSchema": {"exclusiveMinimum": true}},
+            9,
+            "'minimum' must be a present if exclusiveMinimum is present",
+        ),
+        (
+            doc! {"$jsonSchema": {"maximum": 1, "exclusiveMaximum": 1}},
+            14,
+            "'exclusiveMaximum' must be a boolean",
+        ),
+        (doc! {"$jsonSchema": {"multipleOf": 0}}, 9, "must have a positive value"),
+        (doc! {"$jsonSchema": {"multipleOf": -1.5}}, 9, "must have a positive value"),
+        (doc! {"$jsonSchema": {"multipleOf": dec("-0")}}, 9, "must have a positive value"),
+        (doc! {"$jsonSchema": {"multipleOf": "x"}}, 14, "'multipleOf' must be a number"),
+        (doc! {"$jsonSchema": {"minLength": -1}}, 9, "Expected a non-negative number"),
+        (doc! {"$jsonSchema": {"maxLength": 1.5}}, 9, "Expected an integer"),
+        (doc! {"$jsonSchema": {"maxItems": "x"}}, 9, "Expected a number in: maxItems"),
+        (doc! {"$jsonSchema": {"minItems": f64::NAN}}, 9, "found NaN"),
+        (doc! {"$jsonSchema": {"minItems": 1e19}}, 9, "Cannot represent as a 64-bit integer"),
+        (
+            doc! {"$jsonSchema": {"minProperties": dec("1.5")}},
+            9,
+            "Cannot represent as a 64-bit integer",
+        ),
+        (doc! {"$jsonSchema": {"maxProperties": true}}, 9, "Expected a number"),
+        (doc! {"$jsonSchema": {"pattern": 1}}, 14, "'pattern' must be a string"),
+        (
+            doc! {"$jsonSchema": {"properties": {"s": {"pattern": "("}}}},
+            51091,
+            "Regular expression is invalid",
+        ),
+        (doc! {"$jsonSchema": {"items": 1}}, 14, "'items' must be an array or an object"),
+        (
+            doc! {"$jsonSchema": {"items": [1]}},
+            14,
+            "requires that each element of the array is an object",
+        ),
+        (
+            doc! {"$jsonSchema": {"additionalItems": 1}},
+            14,
+            "'additionalItems' must be either an object or a boolean",
+        ),
+        (doc! {"$jsonSchema": {"uniqueItems": 1}}, 14, "'uniqueItems' must be a boolean"),
+        (
+            doc! {"$jsonSchema": {"additionalProperties": "no"}},
+            14,
+            "'additionalProperties' must be an object or a boolean",
+        ),
+        (
+            doc! {"$jsonSchema": {"patternProperties": 1}},
+            14,
+            "'patternProperties' must be an object",
+        ),
+        (
+            doc! {"$jsonSchema": {"patternProperties": {"^a": true}}},
+            14,
+            "has property '^a' which is not an object",
+        ),
+        (doc! {"$jsonSchema": {"dependencies": 1}}, 14, "'dependencies' must be an object"),
+        (
+            doc! {"$jsonSchema": {"dependencies": {"a": 1}}},
+            14,
+            "must be either an object or an array",
+        ),
+        (
+            doc! {"$jsonSchema": {"dependencies": {"a": []}}},
+            9,
+            "property 'a' in $jsonSchema keyword 'dependencies' cannot be an empty array",
+        ),
+        (doc! {"$jsonSchema": {"dependencies": {"a": [1]}}}, 14, "can only contain strings"),
+        (
+            doc! {"$jsonSchema": {"dependencies": {"a": ["b", "b"]}}},
+            9,
+            "contains duplicate element: b",
+        ),
+        (doc! {"$jsonSchema": {"allOf": {}}}, 14, "'allOf' must be an array"),
+        (doc! {"$jsonSchema": {"anyOf": []}}, 2, "'anyOf' must be a non-empty array"),
+        (doc! {"$jsonSchema": {"oneOf": [1]}}, 14, "must be an array of objects"),
+        (doc! {"$jsonSchema": {"not": []}}, 14, "'not' must be an object"),
+        (doc! {"$jsonSchema": {"enum": 1}}, 14, "'enum' must be an array"),
+        (doc! {"$jsonSchema": {"enum": []}}, 9, "'enum' cannot be an empty array"),
+        (doc! {"$jsonSchema": {"enum": [1, 1.0]}}, 9, "cannot contain duplicate values"),
+        (
+            doc! {"$jsonSchema": {"enum": [{"a": 1, "b": 2}, {"b": 2, "a": 1}]}},
+            9,
+            "cannot contain duplicate values",
+        ),
+        (doc! {"$jsonSchema": {"title": 1}}, 14, "'title' must be of type string"),
+        (doc! {"$jsonSchema": {"description": {}}}, 14, "'description' must be of type string"),
+        (doc! {"$jsonSchema": {"encrypt": {}}}, 238, "not supported by BisonDB"),
+        // The first problem in keyword order wins: unknown keywords are found first.
+        (doc! {"$jsonSchema": {"minimum": "x", "foo": 1}}, 9, "Unknown $jsonSchema keyword"),
+    ];
+    for (filter, code, msg) in cases {
+        let err = Matcher::parse_doc(&filter).expect_err(&filter.to_string());
+        assert_eq!(err.code.code(), code, "{filter}: {err}");
+        assert!(err.message.contains(msg), "{filter}: {}", err.message);
+        let raw = RawDocumentBuf::try_from(&filter).unwrap();
+        let err = Matcher::parse(&raw).expect_err(&filter.to_string());
+        assert_eq!(err.code.code(), code, "raw {filter}: {err}");
+    }
+}
+
+#[test]
+fn json_schema_adversarial_inputs() {
+    // Deep nesting within the limit parses and matches; beyond it fails cleanly.
+    fn nested(levels: usize) -> (Document, Document) {
+        let mut schema = doc! {"bsonType": "int"};
+        let mut value = Bson::Int32(1);
+        for _ in 0..levels {
+            schema = doc! {"bsonType": "object", "required": ["n"], "properties": {"n": schema}};
+            value = Bson::Document(doc! {"n": value});
+        }
+        let mut d = Document::new();
+        d.insert("n", value);
+        (doc! {"required": ["n"], "properties": {"n": schema}}, d)
+    }
+    let (schema, d) = nested(150);
+    let m = Matcher::parse_doc(&doc! {"$jsonSchema": schema}).unwrap();
+    assert!(m.matches_doc(&d));
+    let (schema, _) = nested(300);
+    let err = Matcher::parse_doc(&doc! {"$jsonSchema": schema}).unwrap_err();
+    assert_eq!(err.code, ErrorCode::BadValue);
+
+    let mut items = doc! {};
+    for _ in 0..300 {
+        items = doc! {"items": items};
+    }
+    assert!(Matcher::parse_doc(&doc! {"$jsonSchema": {"properties": {"a": items}}}).is_err());
+
+    // Large enum and uniqueItems inputs stay fast (sorted, not compared pairwise).
+    let big: Vec<Bson> = (0..20_000).map(Bson::Int32).collect();
+    let m = Matcher::parse_doc(&doc! {"$jsonSchema": {
+        "properties": {"a": {"enum": big.clone(), "uniqueItems": true}}
+    }})
+    .unwrap();
+    assert!(m.matches_doc(&doc! {"a": 19_999}));
+    assert!(!m.matches_doc(&doc! {"a": 20_000}));
+    let m = Matcher::parse_doc(&doc! {"$jsonSchema": {
+        "properties": {"a": {"uniqueItems": true}}
+    }})
+    .unwrap();
+    assert!(m.matches_doc(&doc! {"a": big.clone()}));
+    let mut dup = big;
+    dup.push(Bson::Double(7.0));
+    assert!(!m.matches_doc(&doc! {"a": dup}));
+
+    // Huge counts and lengths are compared, never allocated.
+    let m = Matcher::parse_doc(&doc! {"$jsonSchema": {
+        "minProperties": 0,
+        "properties": {"a": {"minItems": i64::MAX, "maxLength": i64::MAX}}
+    }})
+    .unwrap();
+    assert!(!m.matches_doc(&doc! {"a": [1, 2]}));
+    assert!(m.matches_doc(&doc! {"a": "long enough"}));
 }
