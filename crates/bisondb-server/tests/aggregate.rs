@@ -391,6 +391,57 @@ async fn collectionless_aggregate_runs_documents() {
     assert_eq!(error_code(&err), Some(73));
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn named_time_zones_in_date_expressions() {
+    use bson::DateTime;
+    let ts = start().await;
+    for (t, client) in ts.clients() {
+        let coll = client.database("aggtz").collection::<Document>(t);
+        coll.insert_many(vec![
+            // 2021-03-14T15:00Z is 11:00 EDT, the day New York springs forward.
+            doc! {"_id": 1, "d": DateTime::from_millis(1_615_734_000_000)},
+            // 2021-11-07T12:00Z is 07:00 EST, the day it falls back.
+            doc! {"_id": 2, "d": DateTime::from_millis(1_636_286_400_000)},
+        ])
+        .await
+        .unwrap();
+        let out = collect(
+            coll.aggregate(vec![
+                doc! {"$sort": {"_id": 1}},
+                doc! {"$project": {
+                    "s": {"$dateToString": {"date": "$d", "format": "%Y-%m-%d %H:%M", "timezone": "America/New_York"}},
+                    "day": {"$dateTrunc": {"date": "$d", "unit": "day", "timezone": "America/New_York"}},
+                }},
+            ])
+            .await
+            .unwrap(),
+        )
+        .await;
+        assert_eq!(
+            out,
+            vec![
+                // Local midnight was still EST (05:00Z) on the 14th ...
+                doc! {"_id": 1, "s": "2021-03-14 11:00", "day": DateTime::from_millis(1_615_698_000_000)},
+                // ... and still EDT (04:00Z) on the 7th.
+                doc! {"_id": 2, "s": "2021-11-07 07:00", "day": DateTime::from_millis(1_636_257_600_000)},
+            ],
+            "{t}"
+        );
+        let e = expect_code(
+            coll.aggregate(vec![doc! {"$project": {
+                "h": {"$hour": {"date": "$d", "timezone": "Mars/Olympus"}},
+            }}])
+            .await,
+            40485,
+        );
+        assert!(
+            error_message(&e).contains("unrecognized time zone identifier: \"Mars/Olympus\""),
+            "{t}: {}",
+            error_message(&e)
+        );
+    }
+}
+
 async fn collect(c: mongodb::Cursor<Document>) -> Vec<Document> {
     use futures::TryStreamExt;
     c.try_collect().await.unwrap()

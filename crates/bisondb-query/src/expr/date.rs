@@ -1,11 +1,14 @@
-//! Date part expressions (`$year` ... `$week`). Time zones: UTC and fixed
-//! offsets (`+05:30`); Olson names need a time zone database BisonDB does not
-//! ship yet and fail with NotImplemented.
+//! Date expressions (`$year` ... `$week`, `$dateToString`, `$dateAdd`,
+//! `$dateTrunc`, ...). Time zones are UTC, fixed offsets (`+05:30`, `-0800`,
+//! `+03`) or Olson/IANA names (`America/New_York`) resolved with the tz
+//! database compiled into `chrono-tz`.
 
 use super::value::{civil_from_days, days_from_civil, nullish, type_name, type_name_opt};
 use super::{arg, Ctx, Expr, Value};
 use bisondb_error::{ErrorCode, MongoError, MongoResult};
 use bson::Bson;
+use chrono::{LocalResult, Offset, TimeZone};
+use chrono_tz::OffsetComponents;
 
 /// Milliseconds since the epoch of a date-like value.
 pub(crate) fn date_millis(v: &Bson) -> Option<i64> {
@@ -17,49 +20,165 @@ pub(crate) fn date_millis(v: &Bson) -> Option<i64> {
     }
 }
 
-/// Parses a time zone into an offset in milliseconds.
-fn tz_offset_ms(tz: &str) -> MongoResult<i64> {
-    if matches!(
-        tz,
-        "UTC" | "GMT" | "Z" | "Etc/UTC" | "Etc/GMT" | "UCT" | "Etc/UCT" | "Zulu" | "Etc/Zulu"
-    ) {
-        return Ok(0);
-    }
-    let bytes = tz.as_bytes();
-    let sign = match bytes.first() {
-        Some(b'+') => 1,
-        Some(b'-') => -1,
-        _ => {
-            return Err(MongoError::new(
-                ErrorCode::NotImplemented,
-                format!("time zone '{tz}' is not supported by BisonDB yet (only UTC and fixed offsets such as +05:30)"),
-            ))
+/// Seconds bound (about 95,000 years either side of 1970) for time zone
+/// look-ups: chrono cannot represent every BSON date, and no zone's rules
+/// change that far out, so clamping does not change the offset found.
+const ZONE_LOOKUP_LIMIT_SECS: i64 = 3_000_000_000_000;
+
+/// A `timezone` argument: a fixed offset from UTC or a named zone.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Zone {
+    /// Offset in milliseconds; `Fixed(0)` is mongod's UTC zone.
+    Fixed(i64),
+    Named(chrono_tz::Tz),
+}
+
+impl Zone {
+    const UTC: Zone = Zone::Fixed(0);
+
+    /// Parses an Olson identifier or a `±HH`, `±HHMM`, `±HH:MM` offset, the
+    /// forms mongod accepts; anything else is error 40485.
+    fn parse(tz: &str) -> MongoResult<Zone> {
+        if matches!(tz, "UTC" | "Z") {
+            return Ok(Zone::UTC);
         }
-    };
-    let digits: String = tz.chars().skip(1).filter(|c| *c != ':').collect();
-    let bad = || {
-        MongoError::location(
-            40485,
-            format!("unrecognized time zone identifier: \"{tz}\""),
-        )
-    };
-    if !digits.bytes().all(|b| b.is_ascii_digit()) || !matches!(digits.len(), 2 | 4) {
-        return Err(bad());
+        if let Some(ms) = parse_utc_offset(tz) {
+            return Ok(Zone::Fixed(ms));
+        }
+        tz.parse::<chrono_tz::Tz>().map(Zone::Named).map_err(|_| {
+            MongoError::location(
+                40485,
+                format!("unrecognized time zone identifier: \"{tz}\""),
+            )
+        })
     }
-    let hh: i64 = digits
-        .get(0..2)
-        .and_then(|s| s.parse().ok())
-        .ok_or_else(bad)?;
-    let mm: i64 = digits.get(2..4).and_then(|s| s.parse().ok()).unwrap_or(0);
-    Ok(sign * (hh * 3_600_000 + mm * 60_000))
+
+    /// mongod's "UTC zone": the default format of `$dateToString` ends in
+    /// `Z` only there.
+    fn is_utc(self) -> bool {
+        self == Zone::UTC
+    }
+
+    /// The UTC instant (whole seconds, clamped) as a chrono date-time.
+    fn naive(ms: i64) -> Option<chrono::NaiveDateTime> {
+        let secs = ms
+            .div_euclid(1000)
+            .clamp(-ZONE_LOOKUP_LIMIT_SECS, ZONE_LOOKUP_LIMIT_SECS);
+        chrono::DateTime::from_timestamp(secs, 0).map(|d| d.naive_utc())
+    }
+
+    fn named_offset(tz: chrono_tz::Tz, utc_ms: i64) -> Option<chrono_tz::TzOffset> {
+        Self::naive(utc_ms).map(|n| tz.offset_from_utc_datetime(&n))
+    }
+
+    /// Offset from UTC in milliseconds in force at the instant `utc_ms`.
+    fn offset_ms(self, utc_ms: i64) -> i64 {
+        match self {
+            Zone::Fixed(ms) => ms,
+            Zone::Named(tz) => Self::named_offset(tz, utc_ms)
+                .map_or(0, |o| i64::from(o.fix().local_minus_utc()) * 1000),
+        }
+    }
+
+    /// Whether daylight saving time is in force at the instant `utc_ms`.
+    fn is_dst(self, utc_ms: i64) -> bool {
+        match self {
+            Zone::Fixed(_) => false,
+            Zone::Named(tz) => {
+                Self::named_offset(tz, utc_ms).is_some_and(|o| o.dst_offset().num_seconds() != 0)
+            }
+        }
+    }
+
+    /// Wall-clock time at `utc_ms`, as milliseconds of a UTC-like calendar.
+    fn local(self, utc_ms: i64) -> i64 {
+        utc_ms.saturating_add(self.offset_ms(utc_ms))
+    }
+
+    /// The instant whose wall-clock time is `local_ms`, resolving DST the
+    /// way mongod's timelib does:
+    /// - a time skipped by a spring-forward gap is read with the offset in
+    ///   force before the gap (New York 02:30 on 2021-03-14 is 07:30Z,
+    ///   03:30 EDT);
+    /// - a time repeated by a fall-back overlap takes the occurrence whose
+    ///   DST flag equals `prefer_dst` (timelib keeps the flag of the time it
+    ///   started from: the start date for `$dateAdd`, 2000-01-01 for
+    ///   `$dateTrunc`, 1970-01-01 for `$dateFromParts`/`$dateFromString`);
+    ///   when the flag does not decide (an offset change without DST), the
+    ///   offset in force at `local_ms` read as UTC wins, else the earlier
+    ///   occurrence.
+    fn to_utc(self, local_ms: i64, prefer_dst: bool) -> i64 {
+        let tz = match self {
+            Zone::Fixed(ms) => return local_ms.saturating_sub(ms),
+            Zone::Named(tz) => tz,
+        };
+        let Some(naive) = Self::naive(local_ms) else {
+            return local_ms;
+        };
+        let secs = |o: &chrono_tz::TzOffset| i64::from(o.fix().local_minus_utc());
+        let offset = match tz.offset_from_local_datetime(&naive) {
+            LocalResult::Single(o) => secs(&o),
+            LocalResult::Ambiguous(a, b) => {
+                let dst = |o: &chrono_tz::TzOffset| o.dst_offset().num_seconds() != 0;
+                if dst(&a) != dst(&b) {
+                    if dst(&a) == prefer_dst {
+                        secs(&a)
+                    } else {
+                        secs(&b)
+                    }
+                } else {
+                    let at = secs(&tz.offset_from_utc_datetime(&naive));
+                    if at == secs(&b) {
+                        at
+                    } else {
+                        secs(&a)
+                    }
+                }
+            }
+            LocalResult::None => chrono_tz::GapInfo::new(&naive, &tz)
+                .and_then(|g| g.begin)
+                .map_or_else(
+                    || secs(&tz.offset_from_utc_datetime(&naive)),
+                    |(_, before)| secs(&before),
+                ),
+        };
+        local_ms.saturating_sub(offset * 1000)
+    }
+
+    /// The DST flag timelib gives a time built from parts (it sets the zone
+    /// on an instant of 0, 1970-01-01T00:00Z).
+    fn epoch_dst(self) -> bool {
+        self.is_dst(0)
+    }
+}
+
+/// `±HH`, `±HHMM` or `±HH:MM` in milliseconds.
+fn parse_utc_offset(tz: &str) -> Option<i64> {
+    let b = tz.as_bytes();
+    let sign = match b.first()? {
+        b'+' => 1,
+        b'-' => -1,
+        _ => return None,
+    };
+    let two = |i: usize| -> Option<i64> {
+        let (h, l) = (*b.get(i)?, *b.get(i + 1)?);
+        (h.is_ascii_digit() && l.is_ascii_digit()).then(|| i64::from((h - b'0') * 10 + (l - b'0')))
+    };
+    let (hh, mm) = match b.len() {
+        3 => (two(1)?, 0),
+        5 => (two(1)?, two(3)?),
+        6 if b.get(3) == Some(&b':') => (two(1)?, two(4)?),
+        _ => return None,
+    };
+    Some(sign * (hh * 3_600_000 + mm * 60_000))
 }
 
 pub(super) fn eval(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
     let d = cx.ev(arg(args, 0)?)?;
-    let offset = match cx.ev(arg(args, 1)?)? {
-        None if matches!(arg(args, 1)?, Expr::Missing) => 0,
+    let zone = match cx.ev(arg(args, 1)?)? {
+        None if matches!(arg(args, 1)?, Expr::Missing) => Zone::UTC,
         v if nullish(v.as_ref()) => return Ok(Some(Bson::Null)),
-        Some(Bson::String(tz)) => tz_offset_ms(&tz)?,
+        Some(Bson::String(tz)) => Zone::parse(&tz)?,
         Some(other) => {
             return Err(MongoError::location(
                 40517,
@@ -83,7 +202,7 @@ pub(super) fn eval(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
             ),
         ));
     };
-    let ms = ms.saturating_add(offset);
+    let ms = zone.local(ms);
     let days = ms.div_euclid(86_400_000);
     let rem = ms.rem_euclid(86_400_000);
     let (y, m, day) = civil_from_days(days);
@@ -185,9 +304,9 @@ pub(super) fn eval_iso(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value
     Ok(Some(Bson::Int32(i32::try_from(v).unwrap_or(i32::MAX))))
 }
 
-/// Evaluates `[date, timezone]` into offset-shifted milliseconds (`None` for null).
+/// Evaluates `[date, timezone]` into wall-clock milliseconds (`None` for null).
 fn date_arg(args: &[Expr], cx: &Ctx, name: &str) -> MongoResult<Option<i64>> {
-    let Some(offset) = tz_arg(args.get(1), cx)? else {
+    let Some(zone) = tz_arg(args.get(1), cx)? else {
         return Ok(None);
     };
     let d = cx.ev(arg(args, 0)?)?;
@@ -204,16 +323,17 @@ fn date_arg(args: &[Expr], cx: &Ctx, name: &str) -> MongoResult<Option<i64>> {
         )
     })?;
     let _ = name;
-    Ok(Some(ms.saturating_add(offset)))
+    Ok(Some(zone.local(ms)))
 }
 
-/// The offset of an optional timezone argument; `None` when it is null.
-fn tz_arg(e: Option<&Expr>, cx: &Ctx) -> MongoResult<Option<i64>> {
+/// The zone of an optional timezone argument (UTC when absent); `None` when
+/// it is null.
+fn tz_arg(e: Option<&Expr>, cx: &Ctx) -> MongoResult<Option<Zone>> {
     match e {
-        None | Some(Expr::Missing) => Ok(Some(0)),
+        None | Some(Expr::Missing) => Ok(Some(Zone::UTC)),
         Some(e) => match cx.ev(e)? {
             v if nullish(v.as_ref()) => Ok(None),
-            Some(Bson::String(tz)) => tz_offset_ms(&tz).map(Some),
+            Some(Bson::String(tz)) => Zone::parse(&tz).map(Some),
             Some(other) => Err(MongoError::location(
                 40517,
                 format!(
@@ -227,6 +347,8 @@ fn tz_arg(e: Option<&Expr>, cx: &Ctx) -> MongoResult<Option<i64>> {
 }
 
 const DEFAULT_FORMAT: &str = "%Y-%m-%dT%H:%M:%S.%LZ";
+/// mongod's default format when the zone is not UTC: no `Z` suffix.
+const DEFAULT_FORMAT_NON_UTC: &str = "%Y-%m-%dT%H:%M:%S.%L";
 
 fn format_date(fmt: &str, ms: i64, offset_ms: i64) -> MongoResult<String> {
     use std::fmt::Write as _;
@@ -391,8 +513,8 @@ pub(super) fn eval_named(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Val
             // date, format, timezone, onNull
             let d = cx.ev(arg(args, 0)?)?;
             let fmt = match cx.ev(arg(args, 1)?)? {
-                None => DEFAULT_FORMAT.to_string(),
-                Some(Bson::String(f)) => f,
+                None => None,
+                Some(Bson::String(f)) => Some(f),
                 v if nullish(v.as_ref()) => return Ok(Some(Bson::Null)),
                 Some(other) => {
                     return Err(MongoError::location(
@@ -405,9 +527,17 @@ pub(super) fn eval_named(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Val
                     ))
                 }
             };
-            let Some(offset) = tz_arg(args.get(2), cx)? else {
+            let Some(zone) = tz_arg(args.get(2), cx)? else {
                 return Ok(Some(Bson::Null));
             };
+            let fmt = fmt.unwrap_or_else(|| {
+                if zone.is_utc() {
+                    DEFAULT_FORMAT
+                } else {
+                    DEFAULT_FORMAT_NON_UTC
+                }
+                .to_string()
+            });
             if nullish(d.as_ref()) {
                 return match arg(args, 3)? {
                     Expr::Missing => Ok(Some(Bson::Null)),
@@ -423,7 +553,7 @@ pub(super) fn eval_named(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Val
                     ),
                 )
             })?;
-            format_date(&fmt, ms.saturating_add(offset), offset).map(|s| Some(Bson::String(s)))
+            format_date(&fmt, zone.local(ms), zone.offset_ms(ms)).map(|s| Some(Bson::String(s)))
         }
         "$dateFromParts" => date_from_parts(args, cx),
         "$dateAdd" | "$dateSubtract" => {
@@ -431,7 +561,7 @@ pub(super) fn eval_named(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Val
             let start = cx.ev(arg(args, 0)?)?;
             let unit = unit_arg(cx.ev(arg(args, 1)?)?, name)?;
             let amount = cx.ev(arg(args, 2)?)?;
-            let Some(offset) = tz_arg(args.get(3), cx)? else {
+            let Some(zone) = tz_arg(args.get(3), cx)? else {
                 return Ok(Some(Bson::Null));
             };
             if nullish(start.as_ref()) || nullish(amount.as_ref()) {
@@ -460,18 +590,23 @@ pub(super) fn eval_named(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Val
                     )
                 })?;
             }
-            let local = ms.saturating_add(offset);
+            // Days and larger units move the wall clock (so across a DST
+            // change a day is 23 or 25 hours); smaller units add elapsed time.
+            let local = zone.local(ms);
+            let wall = |local_out: i64| zone.to_utc(local_out, zone.is_dst(ms));
             let out = match unit.as_str() {
-                "month" => add_months(local, n).ok_or_else(|| date_overflow(name))?,
-                "quarter" => {
-                    add_months(local, n.saturating_mul(3)).ok_or_else(|| date_overflow(name))?
+                "month" => wall(add_months(local, n).ok_or_else(|| date_overflow(name))?),
+                "quarter" => wall(
+                    add_months(local, n.saturating_mul(3)).ok_or_else(|| date_overflow(name))?,
+                ),
+                "year" => wall(
+                    add_months(local, n.saturating_mul(12)).ok_or_else(|| date_overflow(name))?,
+                ),
+                "day" | "week" => {
+                    wall(local.saturating_add(n.saturating_mul(unit_ms(&unit).unwrap_or(0))))
                 }
-                "year" => {
-                    add_months(local, n.saturating_mul(12)).ok_or_else(|| date_overflow(name))?
-                }
-                u => local.saturating_add(n.saturating_mul(unit_ms(u).unwrap_or(0))),
-            }
-            .saturating_sub(offset);
+                u => ms.saturating_add(n.saturating_mul(unit_ms(u).unwrap_or(0))),
+            };
             Ok(Some(Bson::DateTime(bson::DateTime::from_millis(out))))
         }
         "$dateDiff" => {
@@ -479,7 +614,7 @@ pub(super) fn eval_named(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Val
             let a = cx.ev(arg(args, 0)?)?;
             let b = cx.ev(arg(args, 1)?)?;
             let unit = unit_arg(cx.ev(arg(args, 2)?)?, name)?;
-            let Some(offset) = tz_arg(args.get(3), cx)? else {
+            let Some(zone) = tz_arg(args.get(3), cx)? else {
                 return Ok(Some(Bson::Null));
             };
             let Some(sow) = start_of_week(cx.ev(arg(args, 4)?)?, name)? else {
@@ -502,10 +637,9 @@ pub(super) fn eval_named(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Val
                     )
                 })
             };
-            let (x, y) = (
-                to_ms(&a, "startDate")?.saturating_add(offset),
-                to_ms(&b, "endDate")?.saturating_add(offset),
-            );
+            let (ux, uy) = (to_ms(&a, "startDate")?, to_ms(&b, "endDate")?);
+            // Boundaries are counted on the local wall clock.
+            let (x, y) = (zone.local(ux), zone.local(uy));
             let months = |ms: i64| {
                 let p = parts_of(ms);
                 p.year * 12 + i64::from(p.month) - 1
@@ -519,9 +653,15 @@ pub(super) fn eval_named(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Val
                     let wk = |ms: i64| (ms.div_euclid(86_400_000) + 4 - sow).div_euclid(7);
                     wk(y) - wk(x)
                 }
+                "millisecond" => uy
+                    .checked_sub(ux)
+                    .ok_or_else(|| MongoError::location(5166308, "dateDiff overflowed"))?,
+                // Hours, minutes and seconds: local boundaries, corrected by
+                // the change of offset in between (as mongod does, truncating).
                 u => {
                     let step = unit_ms(u).unwrap_or(1);
-                    y.div_euclid(step) - x.div_euclid(step)
+                    let correction = (zone.offset_ms(ux) - zone.offset_ms(uy)) / step;
+                    y.div_euclid(step) - x.div_euclid(step) + correction
                 }
             };
             Ok(Some(Bson::Int64(diff)))
@@ -543,7 +683,7 @@ pub(super) fn eval_named(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Val
                     }
                 },
             };
-            let Some(offset) = tz_arg(args.get(3), cx)? else {
+            let Some(zone) = tz_arg(args.get(3), cx)? else {
                 return Ok(Some(Bson::Null));
             };
             let Some(sow) = start_of_week(cx.ev(arg(args, 4)?)?, name)? else {
@@ -555,22 +695,25 @@ pub(super) fn eval_named(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Val
             let Some(unit) = unit else {
                 return Ok(Some(Bson::Null));
             };
-            let ms = d
-                .as_ref()
-                .and_then(date_millis)
-                .ok_or_else(|| {
-                    MongoError::location(
-                        5439012,
-                        format!(
-                            "$dateTrunc requires 'date' to be a date, but got {}",
-                            type_name_opt(d.as_ref())
-                        ),
-                    )
-                })?
-                .saturating_add(offset);
-            // Bins are counted from 2000-01-01T00:00:00 (for weeks, from the
-            // first startOfWeek on or after it), as mongod does.
+            let utc = d.as_ref().and_then(date_millis).ok_or_else(|| {
+                MongoError::location(
+                    5439012,
+                    format!(
+                        "$dateTrunc requires 'date' to be a date, but got {}",
+                        type_name_opt(d.as_ref())
+                    ),
+                )
+            })?;
+            let ms = zone.local(utc);
+            // Bins are counted from 2000-01-01T00:00:00 local time (for
+            // weeks, from the first startOfWeek on or after it), as mongod
+            // does. Units of a day and more are cut on the local calendar and
+            // the bin start converted back with the reference point's DST
+            // flag; smaller units are fixed spans of elapsed time from the
+            // reference instant.
             let reference = days_from_civil(2000, 1, 1) * 86_400_000;
+            let reference_utc = reference - zone.offset_ms(reference);
+            let wall = |local: i64| zone.to_utc(local, zone.is_dst(reference_utc));
             let out = match unit.as_str() {
                 "year" | "quarter" | "month" => {
                     let per = match unit.as_str() {
@@ -582,26 +725,29 @@ pub(super) fn eval_named(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Val
                     let p = parts_of(ms);
                     let m = (p.year - 2000) * 12 + i64::from(p.month) - 1;
                     let start = m.div_euclid(per).saturating_mul(per);
-                    add_months(reference, start).ok_or_else(|| date_overflow(name))?
+                    wall(add_months(reference, start).ok_or_else(|| date_overflow(name))?)
                 }
                 "week" => {
                     let ref_dow0 = (days_from_civil(2000, 1, 1) + 4).rem_euclid(7);
                     let week_ref = reference + (sow - ref_dow0).rem_euclid(7) * 86_400_000;
                     let step = (7 * 86_400_000_i64).saturating_mul(bin);
-                    floor_to(ms, week_ref, step).ok_or_else(|| date_overflow(name))?
+                    wall(floor_to(ms, week_ref, step).ok_or_else(|| date_overflow(name))?)
+                }
+                "day" => {
+                    let step = 86_400_000_i64.saturating_mul(bin);
+                    wall(floor_to(ms, reference, step).ok_or_else(|| date_overflow(name))?)
                 }
                 u => {
                     let step = unit_ms(u).unwrap_or(1).saturating_mul(bin);
-                    floor_to(ms, reference, step).ok_or_else(|| date_overflow(name))?
+                    floor_to(utc, reference_utc, step).ok_or_else(|| date_overflow(name))?
                 }
-            }
-            .saturating_sub(offset);
+            };
             Ok(Some(Bson::DateTime(bson::DateTime::from_millis(out))))
         }
         "$dateToParts" => {
             // date, timezone, iso8601
             let d = cx.ev(arg(args, 0)?)?;
-            let Some(offset) = tz_arg(args.get(1), cx)? else {
+            let Some(zone) = tz_arg(args.get(1), cx)? else {
                 return Ok(Some(Bson::Null));
             };
             let iso = match cx.ev(arg(args, 2)?)? {
@@ -630,7 +776,7 @@ pub(super) fn eval_named(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Val
                     ),
                 )
             })?;
-            let p = parts_of(ms.saturating_add(offset));
+            let p = parts_of(zone.local(ms));
             let i = |v: i64| Bson::Int32(i32::try_from(v).unwrap_or(i32::MAX));
             let mut out = bson::Document::new();
             if iso {
@@ -663,7 +809,7 @@ pub(super) fn eval_named(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Val
                     ))
                 }
             };
-            let Some(offset) = tz_arg(args.get(2), cx)? else {
+            let Some(zone) = tz_arg(args.get(2), cx)? else {
                 return Ok(Some(Bson::Null));
             };
             let s = match s {
@@ -692,7 +838,11 @@ pub(super) fn eval_named(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Val
             };
             match parsed {
                 Some((ms, zoned)) => {
-                    let ms = if zoned { ms } else { ms - offset };
+                    let ms = if zoned {
+                        ms
+                    } else {
+                        zone.to_utc(ms, zone.epoch_dst())
+                    };
                     Ok(Some(Bson::DateTime(bson::DateTime::from_millis(ms))))
                 }
                 None => {
@@ -857,7 +1007,7 @@ fn date_from_parts(args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
         }
         *slot = Some(n);
     }
-    let Some(offset) = tz_arg(args.get(10), cx)? else {
+    let Some(zone) = tz_arg(args.get(10), cx)? else {
         return Ok(Some(Bson::Null));
     };
     let [year, month, day, hour, minute, second, milli, iso_year, iso_week, iso_dow] = vals;
@@ -899,11 +1049,11 @@ fn date_from_parts(args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
             ))
         }
     };
-    let ms = days * 86_400_000
+    let local = days * 86_400_000
         + hour.unwrap_or(0) * 3_600_000
         + minute.unwrap_or(0) * 60_000
         + second.unwrap_or(0) * 1000
-        + milli.unwrap_or(0)
-        - offset;
+        + milli.unwrap_or(0);
+    let ms = zone.to_utc(local, zone.epoch_dst());
     Ok(Some(Bson::DateTime(bson::DateTime::from_millis(ms))))
 }

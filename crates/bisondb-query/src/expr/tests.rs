@@ -545,9 +545,262 @@ fn dates() {
             "can't convert from BSON type string to Date",
         ),
         (
-            Bson::from(doc! {"$hour": {"date": "$d", "timezone": "Europe/Paris"}}),
-            238,
-            "not supported by BisonDB yet",
+            Bson::from(doc! {"$hour": {"date": "$d", "timezone": "Mars/Olympus"}}),
+            40485,
+            "unrecognized time zone identifier: \"Mars/Olympus\"",
+        ),
+    ]);
+}
+
+/// Extreme dates and amounts in named zones give a value or an error, never
+/// a panic (overflow in debug builds included).
+#[test]
+fn named_time_zones_at_the_edges() {
+    let d = |ms: i64| Bson::DateTime(DateTime::from_millis(ms));
+    let edges = [
+        i64::MIN,
+        i64::MIN + 1,
+        -62_135_596_800_000,
+        0,
+        253_402_300_799_999,
+        i64::MAX,
+    ];
+    for zone in [
+        "America/New_York",
+        "Australia/Lord_Howe",
+        "Asia/Kolkata",
+        "-12:00",
+    ] {
+        for &x in &edges {
+            for &y in &edges {
+                let mut exprs = vec![
+                    doc! {"$dateDiff": {"startDate": d(x), "endDate": d(y), "unit": "hour", "timezone": zone}},
+                    doc! {"$dateDiff": {"startDate": d(x), "endDate": d(y), "unit": "week", "timezone": zone}},
+                    doc! {"$dateDiff": {"startDate": d(x), "endDate": d(y), "unit": "millisecond", "timezone": zone}},
+                ];
+                for unit in ["second", "hour", "day", "week", "month", "year"] {
+                    exprs.push(doc! {"$dateTrunc": {"date": d(x), "unit": unit, "binSize": 3, "timezone": zone}});
+                    for amount in [Bson::Int64(y), Bson::Int32(i32::MAX), Bson::Int32(-1)] {
+                        exprs.push(doc! {"$dateAdd": {"startDate": d(x), "unit": unit, "amount": amount, "timezone": zone}});
+                    }
+                }
+                for op in ["$year", "$isoWeek", "$week"] {
+                    exprs.push(doc! {op: {"date": d(x), "timezone": zone}});
+                }
+                exprs.push(
+                    doc! {"$dateToString": {"date": d(x), "format": "%Y %z %Z", "timezone": zone}},
+                );
+                exprs
+                    .push(doc! {"$dateToParts": {"date": d(x), "timezone": zone, "iso8601": true}});
+                for e in exprs {
+                    let _ = eval_doc(Bson::from(e));
+                }
+            }
+        }
+    }
+}
+
+/// Named (Olson) zones, checked against known instants around the 2021 DST
+/// changes: New York springs forward 2021-03-14 07:00Z (EST -5 -> EDT -4)
+/// and falls back 2021-11-07 06:00Z; Paris falls back 2021-10-31 01:00Z
+/// (CEST +2 -> CET +1); Kolkata is +05:30 all year.
+#[test]
+fn named_time_zones() {
+    const NY: &str = "America/New_York";
+    let d = |ms: i64| Bson::DateTime(DateTime::from_millis(ms));
+    let tz =
+        |op: &str, ms: i64, zone: &str| Bson::from(doc! {op: {"date": d(ms), "timezone": zone}});
+    let to_string = |ms: i64, format: &str, zone: &str| {
+        Bson::from(doc! {"$dateToString": {"date": d(ms), "format": format, "timezone": zone}})
+    };
+    let trunc = |ms: i64, unit: &str, zone: &str| {
+        Bson::from(doc! {"$dateTrunc": {"date": d(ms), "unit": unit, "timezone": zone}})
+    };
+    let add = |op: &str, ms: i64, unit: &str, amount: i32, zone: &str| {
+        Bson::from(
+            doc! {op: {"startDate": d(ms), "unit": unit, "amount": amount, "timezone": zone}},
+        )
+    };
+    let diff = |a: i64, b: i64, unit: &str, zone: &str| {
+        Bson::from(
+            doc! {"$dateDiff": {"startDate": d(a), "endDate": d(b), "unit": unit, "timezone": zone}},
+        )
+    };
+    let from_parts = |y: i32, m: i32, day: i32, h: i32, mi: i32, zone: &str| {
+        Bson::from(
+            doc! {"$dateFromParts": {"year": y, "month": m, "day": day, "hour": h, "minute": mi, "timezone": zone}},
+        )
+    };
+    check(vec![
+        // Date parts on both sides of the spring-forward gap.
+        (tz("$hour", 1_615_703_400_000, NY), b(1)),
+        (tz("$hour", 1_615_707_000_000, NY), b(3)),
+        (tz("$minute", 1_615_707_000_000, NY), b(30)),
+        (tz("$dayOfMonth", 1_615_707_000_000, NY), b(14)),
+        // 2021-01-04T03:00Z is Sunday 2021-01-03 22:00 in New York.
+        (tz("$dayOfWeek", 1_609_729_200_000, NY), b(1)),
+        (tz("$dayOfYear", 1_609_729_200_000, NY), b(3)),
+        (tz("$week", 1_609_729_200_000, NY), b(1)),
+        (tz("$isoDayOfWeek", 1_609_729_200_000, NY), b(7)),
+        (tz("$isoWeek", 1_609_729_200_000, NY), b(53)),
+        (tz("$isoWeekYear", 1_609_729_200_000, NY), b(2020)),
+        (tz("$isoDayOfWeek", 1_609_729_200_000, "UTC"), b(1)),
+        (tz("$year", 1_609_729_200_000, "Asia/Tokyo"), b(2021)),
+        (
+            to_string(1_335_056_993_123, "%H:%M %z %Z", "Asia/Kolkata"),
+            b("06:39 +0530 330"),
+        ),
+        (
+            to_string(1_615_707_000_000, "%Y-%m-%d %H:%M %z %Z", NY),
+            b("2021-03-14 03:30 -0400 -240"),
+        ),
+        (
+            to_string(1_615_703_400_000, "%Y-%m-%d %H:%M %z %Z", NY),
+            b("2021-03-14 01:30 -0500 -300"),
+        ),
+        // The repeated 02:30 in Paris, first in CEST, then in CET.
+        (
+            to_string(1_635_640_200_000, "%H:%M %z", "Europe/Paris"),
+            b("02:30 +0200"),
+        ),
+        (
+            to_string(1_635_643_800_000, "%H:%M %z", "Europe/Paris"),
+            b("02:30 +0100"),
+        ),
+        // Without a format mongod drops the Z suffix for a zone other than UTC.
+        (
+            Bson::from(doc! {"$dateToString": {"date": d(1_615_707_000_000), "timezone": NY}}),
+            b("2021-03-14T03:30:00.000"),
+        ),
+        (
+            Bson::from(doc! {"$dateToParts": {"date": d(1_615_707_000_000), "timezone": NY}}),
+            b(
+                doc! {"year": 2021, "month": 3, "day": 14, "hour": 3, "minute": 30, "second": 0, "millisecond": 0},
+            ),
+        ),
+        // Local midnight before and after each change.
+        (trunc(1_615_734_000_000, "day", NY), b(d(1_615_698_000_000))),
+        (trunc(1_636_286_400_000, "day", NY), b(d(1_636_257_600_000))),
+        // Wednesday 2021-03-17 -> Sunday 2021-03-14 00:00 EST.
+        (
+            trunc(1_615_982_400_000, "week", NY),
+            b(d(1_615_698_000_000)),
+        ),
+        // 2021-04-15 -> 2021-04-01 00:00 CEST.
+        (
+            trunc(1_618_488_000_000, "month", "Europe/Paris"),
+            b(d(1_617_228_000_000)),
+        ),
+        // 16:15 IST -> 16:00 IST.
+        (
+            trunc(1_609_497_900_000, "hour", "Asia/Kolkata"),
+            b(d(1_609_497_000_000)),
+        ),
+        // A day is 23 hours across spring-forward and 25 across fall-back.
+        (
+            add("$dateAdd", 1_615_654_800_000, "day", 1, NY),
+            b(d(1_615_737_600_000)),
+        ),
+        (
+            add("$dateAdd", 1_636_214_400_000, "day", 1, NY),
+            b(d(1_636_304_400_000)),
+        ),
+        (
+            add("$dateSubtract", 1_615_737_600_000, "day", 1, NY),
+            b(d(1_615_654_800_000)),
+        ),
+        // Hours are elapsed time: 01:30 EDT + 1 hour is 01:30 EST.
+        (
+            add("$dateAdd", 1_636_263_000_000, "hour", 1, NY),
+            b(d(1_636_266_600_000)),
+        ),
+        // Landing in the gap (02:30 on 2021-03-14) moves forward to 03:30 EDT.
+        (
+            add("$dateAdd", 1_615_620_600_000, "day", 1, NY),
+            b(d(1_615_707_000_000)),
+        ),
+        // Landing in the overlap keeps the start's DST flag.
+        (
+            add("$dateAdd", 1_636_176_600_000, "day", 1, NY),
+            b(d(1_636_263_000_000)),
+        ),
+        (
+            add("$dateSubtract", 1_636_353_000_000, "day", 1, NY),
+            b(d(1_636_266_600_000)),
+        ),
+        // 01:00 EST to 03:00 EDT is one hour.
+        (
+            diff(1_615_701_600_000, 1_615_705_200_000, "hour", NY),
+            b(1_i64),
+        ),
+        (
+            diff(1_615_701_600_000, 1_615_705_200_000, "minute", NY),
+            b(60_i64),
+        ),
+        // 2021-03-14 00:00 EST to 23:59 EDT is the same day; 00:00 on the
+        // 15th is the next one.
+        (
+            diff(1_615_698_000_000, 1_615_780_740_000, "day", NY),
+            b(0_i64),
+        ),
+        (
+            diff(1_615_698_000_000, 1_615_780_800_000, "day", NY),
+            b(1_i64),
+        ),
+        (
+            diff(1_615_698_000_000, 1_615_780_800_000, "millisecond", NY),
+            b(82_800_000_i64),
+        ),
+        // Both ends on January 31st in New York.
+        (
+            diff(1_612_135_800_000, 1_612_153_800_000, "month", NY),
+            b(0_i64),
+        ),
+        (
+            diff(1_612_135_800_000, 1_612_153_800_000, "month", "UTC"),
+            b(1_i64),
+        ),
+        (from_parts(2021, 3, 14, 12, 0, NY), b(d(1_615_737_600_000))),
+        // 02:30 does not exist on 2021-03-14: read with EST, i.e. 03:30 EDT.
+        (from_parts(2021, 3, 14, 2, 30, NY), b(d(1_615_707_000_000))),
+        // 01:30 on 2021-11-07 happens twice: standard time, as timelib picks.
+        (from_parts(2021, 11, 7, 1, 30, NY), b(d(1_636_266_600_000))),
+        (
+            from_parts(2021, 10, 31, 2, 30, "Europe/Paris"),
+            b(d(1_635_643_800_000)),
+        ),
+        (
+            Bson::from(
+                doc! {"$dateFromString": {"dateString": "2021-07-01T12:00:00", "timezone": "Europe/Paris"}},
+            ),
+            b(d(1_625_133_600_000)),
+        ),
+        // Fixed offsets in all three spellings; link names resolve too.
+        (tz("$hour", 1_335_056_993_123, "+0530"), b(6)),
+        (tz("$hour", 1_335_056_993_123, "-03"), b(22)),
+        (tz("$hour", 1_615_707_000_000, "US/Eastern"), b(3)),
+        (tz("$hour", 1_615_707_000_000, "Etc/UTC"), b(7)),
+    ]);
+    check_err(vec![
+        (
+            to_string(1_615_707_000_000, "%H", "Mars/Olympus"),
+            40485,
+            "unrecognized time zone identifier: \"Mars/Olympus\"",
+        ),
+        (
+            trunc(1_615_707_000_000, "day", "america/new_york"),
+            40485,
+            "unrecognized time zone identifier",
+        ),
+        (
+            tz("$hour", 1_615_707_000_000, "+5"),
+            40485,
+            "unrecognized time zone identifier: \"+5\"",
+        ),
+        (
+            tz("$hour", 1_615_707_000_000, "+05:3"),
+            40485,
+            "unrecognized time zone identifier",
         ),
     ]);
 }
