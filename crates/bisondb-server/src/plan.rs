@@ -123,20 +123,37 @@ fn same_pattern(a: &Document, b: &Document) -> bool {
 
 /// Whether scanning `index` forward (`Some(false)`) or backward
 /// (`Some(true)`) yields `sort` order.
-fn sort_direction(index: &IndexInfo, sort: &SortSpec) -> Option<bool> {
+fn sort_direction(index: &IndexInfo, sort: &SortSpec, bounds: &[FieldBounds]) -> Option<bool> {
     let fields = sort.fields();
-    if fields.is_empty() || fields.len() > index.fields.len() || index.multikey {
+    if fields.is_empty() || index.multikey {
         return None;
     }
+    // An index field the filter pins to one value does not change the order of
+    // what the scan returns, so the sort may skip it: `{a: 3}` sorted by `b`
+    // is served by `{a: 1, b: -1}` (mongod's rule).
+    let pinned = |i: usize| {
+        bounds
+            .get(i)
+            .is_some_and(|b| b.intervals.len() == 1 && b.is_points())
+    };
     let mut dir = None;
-    for ((path, asc), f) in fields.iter().zip(&index.fields) {
-        if path != &f.path {
-            return None;
+    let mut want = fields.iter().peekable();
+    for (i, f) in index.fields.iter().enumerate() {
+        match want.peek() {
+            None => break,
+            Some((path, asc)) if *path == f.path => {
+                let reverse = *asc == f.descending;
+                if *dir.get_or_insert(reverse) != reverse {
+                    return None;
+                }
+                want.next();
+            }
+            Some(_) if pinned(i) => {}
+            Some(_) => return None,
         }
-        let reverse = *asc == f.descending;
-        if *dir.get_or_insert(reverse) != reverse {
-            return None;
-        }
+    }
+    if want.peek().is_some() {
+        return None;
     }
     dir
 }
@@ -292,7 +309,7 @@ pub fn choose(
                     return Err(MongoError::bad_value("error processing query: planner returned error :: caused by :: hint provided does not correspond to an existing index (a partial index the filter does not imply cannot answer it)"));
                 }
             }
-            let dir = sort.and_then(|s| sort_direction(ix, s));
+            let dir = sort.and_then(|s| sort_direction(ix, s, &bounds_for(ix, m)));
             let (access, exact) = ixscan(ix, dir.unwrap_or(false));
             return Ok(plan(access, dir.is_some(), exact));
         }
@@ -312,7 +329,7 @@ pub fn choose(
             if !usable(ix, &bounds, filter_doc) {
                 continue;
             }
-            let sorted = sort.is_some_and(|s| sort_direction(ix, s).is_some());
+            let sorted = sort.is_some_and(|s| sort_direction(ix, s, &bounds).is_some());
             let key = (points, range, sorted, -(ix.fields.len() as isize));
             if best.as_ref().is_none_or(|(k, _, _)| key > *k) {
                 best = Some((key, ix, bounds));
@@ -320,7 +337,7 @@ pub fn choose(
         }
     }
     if let Some((_, ix, bounds)) = best {
-        let dir = sort.and_then(|s| sort_direction(ix, s));
+        let dir = sort.and_then(|s| sort_direction(ix, s, &bounds));
         let exact = count_exact(ix, &bounds, m);
         return Ok(plan(
             Access::Ixscan {
@@ -338,7 +355,7 @@ pub fn choose(
             .iter()
             .filter(|ix| !ix.spec.hidden && !ix.spec.sparse && ix.spec.partial_filter.is_none())
         {
-            if let Some(reverse) = sort_direction(ix, s) {
+            if let Some(reverse) = sort_direction(ix, s, &[]) {
                 let (access, _) = ixscan(ix, reverse);
                 return Ok(plan(access, true, false));
             }

@@ -438,6 +438,57 @@ async fn planner_and_explain_tell_what_ran() {
         2,
     );
 
+    // A compound index serves a sort on its second field when the first is
+    // pinned by equality (no SORT stage; backward for the opposite direction).
+    coll.create_index(IndexModel::builder().keys(doc! {"day": 1, "v": -1}).build())
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    for (dir, scan) in [(-1, "forward"), (1, "backward")] {
+        let e = explain(
+            &db,
+            doc! {"find": "ts", "filter": {"day": 7}, "sort": {"v": dir}},
+            "queryPlanner",
+        )
+        .await;
+        let plan = get_doc(&e, "queryPlanner.winningPlan");
+        assert_eq!(plan.get_str("stage").ok(), Some("FETCH"), "no SORT: {e}");
+        let ix = get_doc(plan, "inputStage");
+        assert_eq!(ix.get_str("indexName").ok(), Some("day_1_v_-1"));
+        assert_eq!(ix.get_str("direction").ok(), Some(scan));
+        let vs: Vec<i64> = collect(
+            coll.find(doc! {"day": 7})
+                .sort(doc! {"v": dir})
+                .await
+                .unwrap_or_else(|e| panic!("{e}")),
+        )
+        .await
+        .iter()
+        .map(|d| num(d, "v"))
+        .collect();
+        let mut want: Vec<i64> = (0..10).map(|k| 7 + 100 * k).collect();
+        if dir < 0 {
+            want.reverse();
+        }
+        assert_eq!(vs, want);
+    }
+    // A range on the first field cannot give the second field's order.
+    let e = explain(
+        &db,
+        doc! {"find": "ts", "filter": {"day": {"$gt": 7}}, "sort": {"v": 1}},
+        "queryPlanner",
+    )
+    .await;
+    assert_eq!(
+        get_doc(&e, "queryPlanner.winningPlan")
+            .get_str("stage")
+            .ok(),
+        Some("SORT"),
+        "{e}"
+    );
+    coll.drop_index("day_1_v_-1")
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+
     // Deletes and updates through the index keep it consistent.
     coll.delete_many(doc! {"day": 5})
         .await
