@@ -578,3 +578,73 @@ async fn more_filter_shapes() {
         assert_eq!(&ids(&got), want, "filter {filter}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn json_schema_filters() {
+    let ts = start().await;
+    let strict = doc! {"$jsonSchema": {
+        "required": ["b"],
+        "properties": {
+            "a": {"bsonType": "number", "minimum": 2},
+            "b": {"bsonType": "string", "pattern": "^x"},
+        },
+    }};
+    let cases: Vec<(Document, Vec<i64>)> = vec![
+        (strict.clone(), vec![3]),
+        // A missing property is fine; nested schemas only constrain objects.
+        (
+            doc! {"$jsonSchema": {"properties": {"n": {
+                "bsonType": "object", "properties": {"v": {"maximum": 10}}
+            }}}},
+            vec![1, 2, 4, 5],
+        ),
+        // Combined with another predicate (implicit AND) and inside $or.
+        (
+            doc! {"$jsonSchema": {"required": ["tags"]}, "a": {"$type": "number"}},
+            vec![1, 2, 3],
+        ),
+        (
+            doc! {"$or": [{"$jsonSchema": {"required": ["c"]}}, {"a": "3"}]},
+            vec![3, 4],
+        ),
+        (
+            doc! {"$jsonSchema": {"properties": {"tags": {"minItems": 2, "uniqueItems": true}}}},
+            vec![1, 4, 5],
+        ),
+    ];
+    for (t, client) in ts.clients() {
+        let coll = client.database("flt").collection::<Document>(t);
+        fixture(&coll).await;
+        for (filter, want) in &cases {
+            let got = collect(
+                coll.find(filter.clone())
+                    .sort(doc! {"_id": 1})
+                    .await
+                    .unwrap(),
+            )
+            .await;
+            assert_eq!(&ids(&got), want, "{t}: filter {filter}");
+            let n = coll.count_documents(filter.clone()).await.unwrap();
+            assert_eq!(n as usize, want.len(), "{t}: count_documents with {filter}");
+            assert_eq!(count(&coll, filter.clone()).await as usize, want.len());
+        }
+
+        let e = expect_code(coll.find(doc! {"$jsonSchema": {"required": "b"}}).await, 14);
+        assert_eq!(error_code_name(&e).as_deref(), Some("TypeMismatch"));
+        assert!(
+            error_message(&e).contains("'required' must be an array"),
+            "{t}: {}",
+            error_message(&e)
+        );
+        let e = expect_code(
+            coll.count_documents(doc! {"$jsonSchema": {"minlength": 1}})
+                .await,
+            9,
+        );
+        assert_eq!(error_code_name(&e).as_deref(), Some("FailedToParse"));
+        assert!(error_message(&e).contains("Unknown $jsonSchema keyword: minlength"));
+        // Only a top-level operator.
+        let e = expect_code(coll.find(doc! {"a": {"$jsonSchema": {}}}).await, 2);
+        assert!(error_message(&e).contains("unknown operator: $jsonSchema"));
+    }
+}

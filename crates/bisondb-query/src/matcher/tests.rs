@@ -127,7 +127,11 @@ fn comparisons() {
         (doc! {"a": {"$gte": f64::NAN}}, doc! {"a": f64::NAN}, true),
         (doc! {"a": {"$lt": f64::NAN}}, doc! {"a": f64::NAN}, false),
         (doc! {"a": {"$gt": f64::NAN}}, doc! {"a": 5}, false),
-        (doc! {"a": {"$lte": f64::NAN}}, doc! {"a": f64::NEG_INFINITY}, false),
+        (
+            doc! {"a": {"$lte": f64::NAN}},
+            doc! {"a": f64::NEG_INFINITY},
+            false,
+        ),
         (doc! {"a": f64::NAN}, doc! {"a": f64::NAN}, true),
         (doc! {"a": {"$lte": "b"}}, doc! {"a": "abc"}, true),
         (doc! {"a": {"$lt": "b"}}, doc! {"a": 1}, false),
@@ -630,6 +634,79 @@ mod props {
         })
     }
 
+    const SCHEMA_KEYWORDS: &[&str] = &[
+        "bsonType",
+        "type",
+        "enum",
+        "required",
+        "properties",
+        "patternProperties",
+        "additionalProperties",
+        "minProperties",
+        "maxProperties",
+        "minimum",
+        "maximum",
+        "exclusiveMinimum",
+        "exclusiveMaximum",
+        "multipleOf",
+        "minLength",
+        "maxLength",
+        "pattern",
+        "items",
+        "additionalItems",
+        "minItems",
+        "maxItems",
+        "uniqueItems",
+        "dependencies",
+        "allOf",
+        "anyOf",
+        "oneOf",
+        "not",
+        "title",
+        "foo",
+    ];
+
+    /// Keyword arguments: random values plus ones that parse for common keywords.
+    fn arb_schema_arg() -> impl Strategy<Value = Bson> {
+        prop_oneof![
+            arb_value(),
+            Just(bson!("number")),
+            Just(bson!("object")),
+            Just(bson!(["int", "string", "array"])),
+            Just(bson!(["a", "b"])),
+            Just(bson!(true)),
+            Just(bson!(false)),
+            Just(bson!(2)),
+            Just(bson!(0.5)),
+            Just(bson!("^a(")),
+        ]
+    }
+
+    fn arb_schema() -> impl Strategy<Value = Document> {
+        fn to_doc(kv: Vec<(&'static str, Bson)>) -> Document {
+            let mut d = Document::new();
+            for (k, v) in kv {
+                d.insert(k, v);
+            }
+            d
+        }
+        let kw = || prop::sample::select(SCHEMA_KEYWORDS);
+        prop::collection::vec((kw(), arb_schema_arg()), 0..3)
+            .prop_map(to_doc)
+            .prop_recursive(3, 16, 3, move |inner| {
+                let arg = prop_oneof![
+                    arb_schema_arg(),
+                    inner.clone().prop_map(Bson::Document),
+                    inner
+                        .clone()
+                        .prop_map(|s| Bson::Array(vec![Bson::Document(s)])),
+                    inner.prop_map(|s| bson!({"a": s, "^b": {}})),
+                ];
+                prop::collection::vec((prop::sample::select(SCHEMA_KEYWORDS), arg), 0..3)
+                    .prop_map(to_doc)
+            })
+    }
+
     fn m(f: Document) -> Matcher {
         Matcher::parse_doc(&f).unwrap()
     }
@@ -684,6 +761,23 @@ mod props {
             let gt = m(doc! {"a": {"$gt": x.clone()}}).matches_doc(&d);
             let eq = m(doc! {"a": x.clone()}).matches_doc(&d);
             prop_assert_eq!(gte, gt || eq);
+        }
+
+        #[test]
+        fn random_json_schemas_never_panic(
+            schema in arb_schema(),
+            d in arb_doc(),
+            nested in any::<bool>(),
+        ) {
+            let schema = if nested {
+                doc! {"properties": {"a": schema}}
+            } else {
+                schema
+            };
+            if let Ok(matcher) = Matcher::parse_doc(&doc! {"$jsonSchema": schema}) {
+                let raw = RawDocumentBuf::try_from(&d).unwrap();
+                prop_assert_eq!(matcher.matches(&raw), matcher.matches_doc(&d));
+            }
         }
 
         #[test]
@@ -956,7 +1050,11 @@ fn json_schema_bson_type() {
     ]);
     check_schema(&[
         // A missing property satisfies its schema.
-        (doc! {"properties": {"a": {"bsonType": "int"}}}, doc! {}, true),
+        (
+            doc! {"properties": {"a": {"bsonType": "int"}}},
+            doc! {},
+            true,
+        ),
         // The top-level schema describes the document.
         (doc! {"bsonType": "object"}, doc! {"a": 1}, true),
         (doc! {"bsonType": ["array", "object"]}, doc! {"a": 1}, true),
@@ -1010,7 +1108,11 @@ fn json_schema_enum() {
     check_schema(&[
         (doc! {"properties": {"a": e.clone()}}, doc! {}, true),
         // At the top level enum compares the whole document.
-        (doc! {"enum": [{"a": 1, "b": 2}]}, doc! {"b": 2, "a": 1}, true),
+        (
+            doc! {"enum": [{"a": 1, "b": 2}]},
+            doc! {"b": 2, "a": 1},
+            true,
+        ),
         (doc! {"enum": [{"a": 1}]}, doc! {"a": 1, "b": 2}, false),
         (doc! {"enum": [1, "a"]}, doc! {"a": 1}, false),
     ]);
@@ -1019,7 +1121,11 @@ fn json_schema_enum() {
 #[test]
 fn json_schema_required_and_properties() {
     check_schema(&[
-        (doc! {"required": ["a", "b"]}, doc! {"a": 1, "b": Bson::Null}, true),
+        (
+            doc! {"required": ["a", "b"]},
+            doc! {"a": 1, "b": Bson::Null},
+            true,
+        ),
         (doc! {"required": ["a", "b"]}, doc! {"a": 1}, false),
         (
             doc! {"required": ["a"], "properties": {"a": {"bsonType": "string"}}},
@@ -1047,8 +1153,16 @@ fn json_schema_required_and_properties() {
             doc! {"o": {"y": 1}},
             false,
         ),
-        (doc! {"properties": {"o": {"required": ["x"]}}}, doc! {"o": 5}, true),
-        (doc! {"properties": {"o": {"required": ["x"]}}}, doc! {}, true),
+        (
+            doc! {"properties": {"o": {"required": ["x"]}}},
+            doc! {"o": 5},
+            true,
+        ),
+        (
+            doc! {"properties": {"o": {"required": ["x"]}}},
+            doc! {},
+            true,
+        ),
         (
             doc! {"properties": {"o": {"required": ["x"]}}},
             doc! {"o": [{"y": 1}]},
@@ -1090,7 +1204,7 @@ fn json_schema_required_and_properties() {
         // Annotations are accepted and ignored.
         (
             doc! {"title": "t", "description": "d",
-                  "properties": {"a": {"description": "an int", "bsonType": "int"}}},
+            "properties": {"a": {"description": "an int", "bsonType": "int"}}},
             doc! {"a": 1},
             true,
         ),
@@ -1125,13 +1239,13 @@ fn json_schema_allowed_properties() {
         // A field named in properties that also matches a pattern must satisfy both.
         (
             doc! {"properties": {"xa": {"bsonType": "int"}},
-                  "patternProperties": {"^x": {"minimum": 5}}},
+            "patternProperties": {"^x": {"minimum": 5}}},
             doc! {"xa": 3},
             false,
         ),
         (
             doc! {"properties": {"xa": {"bsonType": "int"}},
-                  "patternProperties": {"^x": {"minimum": 5}}},
+            "patternProperties": {"^x": {"minimum": 5}}},
             doc! {"xa": 7},
             true,
         ),
@@ -1201,15 +1315,39 @@ fn json_schema_numeric_keywords() {
         (doc! {"minimum": 5}, bson!("a"), true),
         (doc! {"minimum": 5}, bson!([1]), true),
         (doc! {"minimum": 5}, Bson::Null, true),
-        (doc! {"minimum": 5, "exclusiveMinimum": true}, bson!(5), false),
-        (doc! {"minimum": 5, "exclusiveMinimum": true}, bson!(5.5), true),
-        (doc! {"minimum": 5, "exclusiveMinimum": false}, bson!(5), true),
+        (
+            doc! {"minimum": 5, "exclusiveMinimum": true},
+            bson!(5),
+            false,
+        ),
+        (
+            doc! {"minimum": 5, "exclusiveMinimum": true},
+            bson!(5.5),
+            true,
+        ),
+        (
+            doc! {"minimum": 5, "exclusiveMinimum": false},
+            bson!(5),
+            true,
+        ),
         (doc! {"maximum": 10}, bson!(10), true),
         (doc! {"maximum": 10}, bson!(10.5), false),
-        (doc! {"maximum": 10, "exclusiveMaximum": true}, bson!(10), false),
-        (doc! {"maximum": 10, "exclusiveMaximum": true}, bson!(9.99), true),
+        (
+            doc! {"maximum": 10, "exclusiveMaximum": true},
+            bson!(10),
+            false,
+        ),
+        (
+            doc! {"maximum": 10, "exclusiveMaximum": true},
+            bson!(9.99),
+            true,
+        ),
         (doc! {"maximum": 1.5, "minimum": dec("0.5")}, bson!(1), true),
-        (doc! {"maximum": 1.5, "minimum": dec("0.5")}, bson!(0), false),
+        (
+            doc! {"maximum": 1.5, "minimum": dec("0.5")},
+            bson!(0),
+            false,
+        ),
         (doc! {"bsonType": "string", "minimum": 5}, bson!("a"), true),
         (doc! {"bsonType": "int", "minimum": 5}, bson!(7), true),
         (doc! {"bsonType": "int", "minimum": 5}, bson!(7.0), false),
@@ -1249,8 +1387,16 @@ fn json_schema_numeric_keywords() {
             dec("1E-6176"),
             false,
         ),
-        (doc! {"multipleOf": Bson::Double(f64::INFINITY)}, bson!(0), true),
-        (doc! {"multipleOf": Bson::Double(f64::INFINITY)}, bson!(4), false),
+        (
+            doc! {"multipleOf": Bson::Double(f64::INFINITY)},
+            bson!(0),
+            true,
+        ),
+        (
+            doc! {"multipleOf": Bson::Double(f64::INFINITY)},
+            bson!(4),
+            false,
+        ),
     ]);
     // Top-level numeric keywords have no effect: the document is an object.
     check_schema(&[
@@ -1276,7 +1422,11 @@ fn json_schema_string_keywords() {
         (doc! {"pattern": "b"}, bson!("abc"), true),
         (doc! {"pattern": "^a"}, bson!(5), true),
         (doc! {"pattern": "^(?!x)"}, bson!("xy"), false),
-        (doc! {"bsonType": "string", "pattern": "^a"}, bson!("ab"), true),
+        (
+            doc! {"bsonType": "string", "pattern": "^a"},
+            bson!("ab"),
+            true,
+        ),
     ]);
     // mongod does not compile a top-level pattern: it cannot apply to a document.
     check_schema(&[(doc! {"pattern": "("}, doc! {"a": "x"}, true)]);
@@ -1351,7 +1501,11 @@ fn json_schema_array_keywords() {
             false,
         ),
         // additionalItems only follows an items tuple.
-        (doc! {"items": {}, "additionalItems": false}, bson!([1, 2]), true),
+        (
+            doc! {"items": {}, "additionalItems": false},
+            bson!([1, 2]),
+            true,
+        ),
         (doc! {"additionalItems": false}, bson!([1, 2]), true),
         (doc! {"minItems": 2}, bson!([1]), false),
         (doc! {"minItems": 2}, bson!([1, 2]), true),
@@ -1363,25 +1517,57 @@ fn json_schema_array_keywords() {
         (doc! {"maxItems": i64::MAX}, bson!([1]), true),
         (doc! {"uniqueItems": true}, bson!([1, 2, 3]), true),
         (doc! {"uniqueItems": true}, bson!([1, 2, 1.0]), false),
-        (doc! {"uniqueItems": true}, bson!([{"a": 1, "b": 2}, {"b": 2, "a": 1}]), false),
+        (
+            doc! {"uniqueItems": true},
+            bson!([{"a": 1, "b": 2}, {"b": 2, "a": 1}]),
+            false,
+        ),
         (doc! {"uniqueItems": true}, bson!([[1, 2], [2, 1]]), true),
         (doc! {"uniqueItems": true}, bson!(["a", "A"]), true),
         (doc! {"uniqueItems": true}, bson!([]), true),
         (doc! {"uniqueItems": true}, bson!("aa"), true),
         (doc! {"uniqueItems": false}, bson!([1, 1]), true),
     ]);
-    check_schema(&[(doc! {"minItems": 5, "items": {"bsonType": "int"}}, doc! {"a": 1}, true)]);
+    check_schema(&[(
+        doc! {"minItems": 5, "items": {"bsonType": "int"}},
+        doc! {"a": 1},
+        true,
+    )]);
 }
 
 #[test]
 fn json_schema_dependencies() {
     check_schema(&[
-        (doc! {"dependencies": {"a": ["b", "c"]}}, doc! {"a": 1, "b": 1, "c": 1}, true),
-        (doc! {"dependencies": {"a": ["b", "c"]}}, doc! {"a": 1, "b": 1}, false),
-        (doc! {"dependencies": {"a": ["b", "c"]}}, doc! {"b": 1}, true),
-        (doc! {"dependencies": {"a": {"required": ["z"]}}}, doc! {"a": 1, "z": 1}, true),
-        (doc! {"dependencies": {"a": {"required": ["z"]}}}, doc! {"a": 1}, false),
-        (doc! {"dependencies": {"a": {"required": ["z"]}}}, doc! {"q": 1}, true),
+        (
+            doc! {"dependencies": {"a": ["b", "c"]}},
+            doc! {"a": 1, "b": 1, "c": 1},
+            true,
+        ),
+        (
+            doc! {"dependencies": {"a": ["b", "c"]}},
+            doc! {"a": 1, "b": 1},
+            false,
+        ),
+        (
+            doc! {"dependencies": {"a": ["b", "c"]}},
+            doc! {"b": 1},
+            true,
+        ),
+        (
+            doc! {"dependencies": {"a": {"required": ["z"]}}},
+            doc! {"a": 1, "z": 1},
+            true,
+        ),
+        (
+            doc! {"dependencies": {"a": {"required": ["z"]}}},
+            doc! {"a": 1},
+            false,
+        ),
+        (
+            doc! {"dependencies": {"a": {"required": ["z"]}}},
+            doc! {"q": 1},
+            true,
+        ),
         (
             doc! {"dependencies": {"a": ["b"], "title": "annotations are allowed"}},
             doc! {"a": 1, "b": 1},
@@ -1408,36 +1594,96 @@ fn json_schema_dependencies() {
 #[test]
 fn json_schema_logical_keywords() {
     check_property(&[
-        (doc! {"anyOf": [{"bsonType": "string"}, {"minimum": 10}]}, bson!("x"), true),
-        (doc! {"anyOf": [{"bsonType": "string"}, {"minimum": 10}]}, bson!(11), true),
-        (doc! {"anyOf": [{"bsonType": "string"}, {"minimum": 10}]}, bson!(5), false),
-        (doc! {"allOf": [{"minimum": 1}, {"maximum": 3}]}, bson!(2), true),
-        (doc! {"allOf": [{"minimum": 1}, {"maximum": 3}]}, bson!(4), false),
-        (doc! {"oneOf": [{"minimum": 5}, {"maximum": 10}]}, bson!(3), true),
-        (doc! {"oneOf": [{"minimum": 5}, {"maximum": 10}]}, bson!(7), false),
-        (doc! {"oneOf": [{"minimum": 5}, {"maximum": 10}]}, bson!(12), true),
+        (
+            doc! {"anyOf": [{"bsonType": "string"}, {"minimum": 10}]},
+            bson!("x"),
+            true,
+        ),
+        (
+            doc! {"anyOf": [{"bsonType": "string"}, {"minimum": 10}]},
+            bson!(11),
+            true,
+        ),
+        (
+            doc! {"anyOf": [{"bsonType": "string"}, {"minimum": 10}]},
+            bson!(5),
+            false,
+        ),
+        (
+            doc! {"allOf": [{"minimum": 1}, {"maximum": 3}]},
+            bson!(2),
+            true,
+        ),
+        (
+            doc! {"allOf": [{"minimum": 1}, {"maximum": 3}]},
+            bson!(4),
+            false,
+        ),
+        (
+            doc! {"oneOf": [{"minimum": 5}, {"maximum": 10}]},
+            bson!(3),
+            true,
+        ),
+        (
+            doc! {"oneOf": [{"minimum": 5}, {"maximum": 10}]},
+            bson!(7),
+            false,
+        ),
+        (
+            doc! {"oneOf": [{"minimum": 5}, {"maximum": 10}]},
+            bson!(12),
+            true,
+        ),
         (doc! {"not": {"bsonType": "string"}}, bson!("x"), false),
         (doc! {"not": {"bsonType": "string"}}, bson!(1), true),
         (doc! {"not": {"not": {"enum": [1]}}}, bson!(1), true),
     ]);
     check_schema(&[
-        (doc! {"properties": {"a": {"not": {"bsonType": "string"}}}}, doc! {}, true),
-        (doc! {"anyOf": [{"required": ["a"]}, {"required": ["b"]}]}, doc! {"b": 1}, true),
-        (doc! {"anyOf": [{"required": ["a"]}, {"required": ["b"]}]}, doc! {"c": 1}, false),
+        (
+            doc! {"properties": {"a": {"not": {"bsonType": "string"}}}},
+            doc! {},
+            true,
+        ),
+        (
+            doc! {"anyOf": [{"required": ["a"]}, {"required": ["b"]}]},
+            doc! {"b": 1},
+            true,
+        ),
+        (
+            doc! {"anyOf": [{"required": ["a"]}, {"required": ["b"]}]},
+            doc! {"c": 1},
+            false,
+        ),
         (doc! {"not": {"required": ["a"]}}, doc! {"a": 1}, false),
         (doc! {"not": {"required": ["a"]}}, doc! {"b": 1}, true),
         // A top-level subschema also describes the document: minimum never applies.
         (doc! {"not": {"minimum": 5}}, doc! {"a": 1}, false),
-        (doc! {"oneOf": [{"required": ["a"]}, {"required": ["b"]}]}, doc! {"a": 1, "b": 1}, false),
+        (
+            doc! {"oneOf": [{"required": ["a"]}, {"required": ["b"]}]},
+            doc! {"a": 1, "b": 1},
+            false,
+        ),
     ]);
 }
 
 #[test]
 fn json_schema_combines_with_other_predicates() {
     check(&[
-        (doc! {"$jsonSchema": {"required": ["a"]}, "b": 2}, doc! {"a": 1, "b": 2}, true),
-        (doc! {"$jsonSchema": {"required": ["a"]}, "b": 2}, doc! {"a": 1, "b": 3}, false),
-        (doc! {"b": 2, "$jsonSchema": {"required": ["a"]}}, doc! {"b": 2}, false),
+        (
+            doc! {"$jsonSchema": {"required": ["a"]}, "b": 2},
+            doc! {"a": 1, "b": 2},
+            true,
+        ),
+        (
+            doc! {"$jsonSchema": {"required": ["a"]}, "b": 2},
+            doc! {"a": 1, "b": 3},
+            false,
+        ),
+        (
+            doc! {"b": 2, "$jsonSchema": {"required": ["a"]}},
+            doc! {"b": 2},
+            false,
+        ),
         (
             doc! {"$or": [{"$jsonSchema": {"required": ["a"]}}, {"b": 1}]},
             doc! {"b": 1},
@@ -1453,8 +1699,16 @@ fn json_schema_combines_with_other_predicates() {
             doc! {"a": 1, "b": 1},
             true,
         ),
-        (doc! {"$nor": [{"$jsonSchema": {"required": ["a"]}}]}, doc! {"a": 1}, false),
-        (doc! {"$nor": [{"$jsonSchema": {"required": ["a"]}}]}, doc! {}, true),
+        (
+            doc! {"$nor": [{"$jsonSchema": {"required": ["a"]}}]},
+            doc! {"a": 1},
+            false,
+        ),
+        (
+            doc! {"$nor": [{"$jsonSchema": {"required": ["a"]}}]},
+            doc! {},
+            true,
+        ),
         // Inside an object $elemMatch the schema describes each element.
         (
             doc! {"arr": {"$elemMatch": {"$jsonSchema": {"required": ["k"]}}}},
@@ -1473,9 +1727,21 @@ fn json_schema_combines_with_other_predicates() {
 fn json_schema_parse_errors() {
     let cases: Vec<(Document, i32, &str)> = vec![
         (doc! {"$jsonSchema": 1}, 14, "$jsonSchema must be an object"),
-        (doc! {"a": {"$jsonSchema": {}}}, 2, "unknown operator: $jsonSchema"),
-        (doc! {"a": {"$not": {"$jsonSchema": {}}}}, 2, "unknown operator: $jsonSchema"),
-        (doc! {"$jsonSchema": {"foo": 1}}, 9, "Unknown $jsonSchema keyword: foo"),
+        (
+            doc! {"a": {"$jsonSchema": {}}},
+            2,
+            "unknown operator: $jsonSchema",
+        ),
+        (
+            doc! {"a": {"$not": {"$jsonSchema": {}}}},
+            2,
+            "unknown operator: $jsonSchema",
+        ),
+        (
+            doc! {"$jsonSchema": {"foo": 1}},
+            9,
+            "Unknown $jsonSchema keyword: foo",
+        ),
         (
             doc! {"$jsonSchema": {"properties": {"a": {"minlength": 1}}}},
             9,
@@ -1491,28 +1757,56 @@ fn json_schema_parse_errors() {
             9,
             "$jsonSchema keyword '$ref' is not currently supported",
         ),
-        (doc! {"$jsonSchema": {"format": "email"}}, 9, "'format' is not currently supported"),
-        (doc! {"$jsonSchema": {"type": "integer"}}, 9, "type 'integer' is not currently supported"),
+        (
+            doc! {"$jsonSchema": {"format": "email"}},
+            9,
+            "'format' is not currently supported",
+        ),
+        (
+            doc! {"$jsonSchema": {"type": "integer"}},
+            9,
+            "type 'integer' is not currently supported",
+        ),
         (
             doc! {"$jsonSchema": {"properties": {"a": {"type": ["string", "integer"]}}}},
             9,
             "type 'integer' is not currently supported",
         ),
-        (doc! {"$jsonSchema": {"bsonType": "integer"}}, 9, "not currently supported"),
-        (doc! {"$jsonSchema": {"type": "double"}}, 2, "Unknown type name alias: double"),
-        (doc! {"$jsonSchema": {"bsonType": "boolean"}}, 2, "Unknown type name alias: boolean"),
+        (
+            doc! {"$jsonSchema": {"bsonType": "integer"}},
+            9,
+            "not currently supported",
+        ),
+        (
+            doc! {"$jsonSchema": {"type": "double"}},
+            2,
+            "Unknown type name alias: double",
+        ),
+        (
+            doc! {"$jsonSchema": {"bsonType": "boolean"}},
+            2,
+            "Unknown type name alias: boolean",
+        ),
         (
             doc! {"$jsonSchema": {"type": 1}},
             14,
             "$jsonSchema keyword 'type' must be either a string or an array of strings",
         ),
-        (doc! {"$jsonSchema": {"bsonType": [1]}}, 14, "array elements must be strings"),
+        (
+            doc! {"$jsonSchema": {"bsonType": [1]}},
+            14,
+            "array elements must be strings",
+        ),
         (
             doc! {"$jsonSchema": {"type": ["string", "string"]}},
             9,
             "$jsonSchema keyword 'type' has duplicate value: string",
         ),
-        (doc! {"$jsonSchema": {"type": []}}, 9, "must name at least one type"),
+        (
+            doc! {"$jsonSchema": {"type": []}},
+            9,
+            "must name at least one type",
+        ),
         (
             doc! {"$jsonSchema": {"type": "object", "bsonType": "object"}},
             9,
@@ -1523,17 +1817,41 @@ fn json_schema_parse_errors() {
             14,
             "$jsonSchema keyword 'required' must be an array",
         ),
-        (doc! {"$jsonSchema": {"required": [1]}}, 14, "must be an array of strings"),
-        (doc! {"$jsonSchema": {"required": []}}, 9, "'required' cannot be an empty array"),
-        (doc! {"$jsonSchema": {"required": ["a", "a"]}}, 9, "cannot contain duplicate values"),
-        (doc! {"$jsonSchema": {"properties": 1}}, 14, "'properties' must be an object"),
+        (
+            doc! {"$jsonSchema": {"required": [1]}},
+            14,
+            "must be an array of strings",
+        ),
+        (
+            doc! {"$jsonSchema": {"required": []}},
+            9,
+            "'required' cannot be an empty array",
+        ),
+        (
+            doc! {"$jsonSchema": {"required": ["a", "a"]}},
+            9,
+            "cannot contain duplicate values",
+        ),
+        (
+            doc! {"$jsonSchema": {"properties": 1}},
+            14,
+            "'properties' must be an object",
+        ),
         (
             doc! {"$jsonSchema": {"properties": {"a": 1}}},
             14,
             "Nested schema for $jsonSchema property 'a' must be an object",
         ),
-        (doc! {"$jsonSchema": {"minimum": "x"}}, 14, "'minimum' must be a number"),
-        (doc! {"$jsonSchema": {"maximum": true}}, 14, "'maximum' must be a number"),
+        (
+            doc! {"$jsonSchema": {"minimum": "x"}},
+            14,
+            "'minimum' must be a number",
+        ),
+        (
+            doc! {"$jsonSchema": {"maximum": true}},
+            14,
+            "'maximum' must be a number",
+        ),
         (
             doc! {"$jsonSchema": {"exclusiveMinimum": true}},
             9,
@@ -1544,28 +1862,72 @@ fn json_schema_parse_errors() {
             14,
             "'exclusiveMaximum' must be a boolean",
         ),
-        (doc! {"$jsonSchema": {"multipleOf": 0}}, 9, "must have a positive value"),
-        (doc! {"$jsonSchema": {"multipleOf": -1.5}}, 9, "must have a positive value"),
-        (doc! {"$jsonSchema": {"multipleOf": dec("-0")}}, 9, "must have a positive value"),
-        (doc! {"$jsonSchema": {"multipleOf": "x"}}, 14, "'multipleOf' must be a number"),
-        (doc! {"$jsonSchema": {"minLength": -1}}, 9, "Expected a non-negative number"),
-        (doc! {"$jsonSchema": {"maxLength": 1.5}}, 9, "Expected an integer"),
-        (doc! {"$jsonSchema": {"maxItems": "x"}}, 9, "Expected a number in: maxItems"),
+        (
+            doc! {"$jsonSchema": {"multipleOf": 0}},
+            9,
+            "must have a positive value",
+        ),
+        (
+            doc! {"$jsonSchema": {"multipleOf": -1.5}},
+            9,
+            "must have a positive value",
+        ),
+        (
+            doc! {"$jsonSchema": {"multipleOf": dec("-0")}},
+            9,
+            "must have a positive value",
+        ),
+        (
+            doc! {"$jsonSchema": {"multipleOf": "x"}},
+            14,
+            "'multipleOf' must be a number",
+        ),
+        (
+            doc! {"$jsonSchema": {"minLength": -1}},
+            9,
+            "Expected a non-negative number",
+        ),
+        (
+            doc! {"$jsonSchema": {"maxLength": 1.5}},
+            9,
+            "Expected an integer",
+        ),
+        (
+            doc! {"$jsonSchema": {"maxItems": "x"}},
+            9,
+            "Expected a number in: maxItems",
+        ),
         (doc! {"$jsonSchema": {"minItems": f64::NAN}}, 9, "found NaN"),
-        (doc! {"$jsonSchema": {"minItems": 1e19}}, 9, "Cannot represent as a 64-bit integer"),
+        (
+            doc! {"$jsonSchema": {"minItems": 1e19}},
+            9,
+            "Cannot represent as a 64-bit integer",
+        ),
         (
             doc! {"$jsonSchema": {"minProperties": dec("1.5")}},
             9,
             "Cannot represent as a 64-bit integer",
         ),
-        (doc! {"$jsonSchema": {"maxProperties": true}}, 9, "Expected a number"),
-        (doc! {"$jsonSchema": {"pattern": 1}}, 14, "'pattern' must be a string"),
+        (
+            doc! {"$jsonSchema": {"maxProperties": true}},
+            9,
+            "Expected a number",
+        ),
+        (
+            doc! {"$jsonSchema": {"pattern": 1}},
+            14,
+            "'pattern' must be a string",
+        ),
         (
             doc! {"$jsonSchema": {"properties": {"s": {"pattern": "("}}}},
             51091,
             "Regular expression is invalid",
         ),
-        (doc! {"$jsonSchema": {"items": 1}}, 14, "'items' must be an array or an object"),
+        (
+            doc! {"$jsonSchema": {"items": 1}},
+            14,
+            "'items' must be an array or an object",
+        ),
         (
             doc! {"$jsonSchema": {"items": [1]}},
             14,
@@ -1576,7 +1938,11 @@ fn json_schema_parse_errors() {
             14,
             "'additionalItems' must be either an object or a boolean",
         ),
-        (doc! {"$jsonSchema": {"uniqueItems": 1}}, 14, "'uniqueItems' must be a boolean"),
+        (
+            doc! {"$jsonSchema": {"uniqueItems": 1}},
+            14,
+            "'uniqueItems' must be a boolean",
+        ),
         (
             doc! {"$jsonSchema": {"additionalProperties": "no"}},
             14,
@@ -1592,7 +1958,11 @@ fn json_schema_parse_errors() {
             14,
             "has property '^a' which is not an object",
         ),
-        (doc! {"$jsonSchema": {"dependencies": 1}}, 14, "'dependencies' must be an object"),
+        (
+            doc! {"$jsonSchema": {"dependencies": 1}},
+            14,
+            "'dependencies' must be an object",
+        ),
         (
             doc! {"$jsonSchema": {"dependencies": {"a": 1}}},
             14,
@@ -1603,29 +1973,77 @@ fn json_schema_parse_errors() {
             9,
             "property 'a' in $jsonSchema keyword 'dependencies' cannot be an empty array",
         ),
-        (doc! {"$jsonSchema": {"dependencies": {"a": [1]}}}, 14, "can only contain strings"),
+        (
+            doc! {"$jsonSchema": {"dependencies": {"a": [1]}}},
+            14,
+            "can only contain strings",
+        ),
         (
             doc! {"$jsonSchema": {"dependencies": {"a": ["b", "b"]}}},
             9,
             "contains duplicate element: b",
         ),
-        (doc! {"$jsonSchema": {"allOf": {}}}, 14, "'allOf' must be an array"),
-        (doc! {"$jsonSchema": {"anyOf": []}}, 2, "'anyOf' must be a non-empty array"),
-        (doc! {"$jsonSchema": {"oneOf": [1]}}, 14, "must be an array of objects"),
-        (doc! {"$jsonSchema": {"not": []}}, 14, "'not' must be an object"),
-        (doc! {"$jsonSchema": {"enum": 1}}, 14, "'enum' must be an array"),
-        (doc! {"$jsonSchema": {"enum": []}}, 9, "'enum' cannot be an empty array"),
-        (doc! {"$jsonSchema": {"enum": [1, 1.0]}}, 9, "cannot contain duplicate values"),
+        (
+            doc! {"$jsonSchema": {"allOf": {}}},
+            14,
+            "'allOf' must be an array",
+        ),
+        (
+            doc! {"$jsonSchema": {"anyOf": []}},
+            2,
+            "'anyOf' must be a non-empty array",
+        ),
+        (
+            doc! {"$jsonSchema": {"oneOf": [1]}},
+            14,
+            "must be an array of objects",
+        ),
+        (
+            doc! {"$jsonSchema": {"not": []}},
+            14,
+            "'not' must be an object",
+        ),
+        (
+            doc! {"$jsonSchema": {"enum": 1}},
+            14,
+            "'enum' must be an array",
+        ),
+        (
+            doc! {"$jsonSchema": {"enum": []}},
+            9,
+            "'enum' cannot be an empty array",
+        ),
+        (
+            doc! {"$jsonSchema": {"enum": [1, 1.0]}},
+            9,
+            "cannot contain duplicate values",
+        ),
         (
             doc! {"$jsonSchema": {"enum": [{"a": 1, "b": 2}, {"b": 2, "a": 1}]}},
             9,
             "cannot contain duplicate values",
         ),
-        (doc! {"$jsonSchema": {"title": 1}}, 14, "'title' must be of type string"),
-        (doc! {"$jsonSchema": {"description": {}}}, 14, "'description' must be of type string"),
-        (doc! {"$jsonSchema": {"encrypt": {}}}, 238, "not supported by BisonDB"),
+        (
+            doc! {"$jsonSchema": {"title": 1}},
+            14,
+            "'title' must be of type string",
+        ),
+        (
+            doc! {"$jsonSchema": {"description": {}}},
+            14,
+            "'description' must be of type string",
+        ),
+        (
+            doc! {"$jsonSchema": {"encrypt": {}}},
+            238,
+            "not supported by BisonDB",
+        ),
         // The first problem in keyword order wins: unknown keywords are found first.
-        (doc! {"$jsonSchema": {"minimum": "x", "foo": 1}}, 9, "Unknown $jsonSchema keyword"),
+        (
+            doc! {"$jsonSchema": {"minimum": "x", "foo": 1}},
+            9,
+            "Unknown $jsonSchema keyword",
+        ),
     ];
     for (filter, code, msg) in cases {
         let err = Matcher::parse_doc(&filter).expect_err(&filter.to_string());
