@@ -604,7 +604,7 @@ pub fn describe(plan: &Plan, filter: &Document, count_scan: bool) -> Document {
                 "indexBounds": ib,
             };
             if count_scan {
-                return scan;
+                return count_scan_stage(scan, index, bounds);
             }
             let mut fetch = doc! {"stage": "FETCH"};
             filter_field(&mut fetch);
@@ -612,6 +612,57 @@ pub fn describe(plan: &Plan, filter: &Document, count_scan: bool) -> Document {
             fetch
         }
     }
+}
+
+/// mongod's COUNT_SCAN shows one key range as `startKey`/`endKey` with their
+/// inclusivity and no direction; bounds of several intervals keep the IXSCAN
+/// form (mongod would not count-scan them).
+fn count_scan_stage(mut scan: Document, index: &IndexInfo, bounds: &[FieldBounds]) -> Document {
+    let single: Option<Vec<&bisondb_query::matcher::bounds::Interval>> = bounds
+        .iter()
+        .map(|b| match b.intervals.as_slice() {
+            [i] => Some(i),
+            _ => None,
+        })
+        .collect();
+    let Some(intervals) = single.filter(|v| v.len() == index.fields.len()) else {
+        return scan;
+    };
+    let mut start = Document::new();
+    let mut end = Document::new();
+    for (f, i) in index.fields.iter().zip(&intervals) {
+        // A descending field stores its values inverted: its range starts high.
+        let (lo, hi) = if f.descending {
+            (&i.hi, &i.lo)
+        } else {
+            (&i.lo, &i.hi)
+        };
+        start.insert(f.path.clone(), lo.clone());
+        end.insert(f.path.clone(), hi.clone());
+    }
+    let (start_inc, end_inc) =
+        intervals
+            .iter()
+            .zip(&index.fields)
+            .fold((true, true), |(s, e), (i, f)| {
+                let (lo_inc, hi_inc) = if f.descending {
+                    (i.hi_inclusive, i.lo_inclusive)
+                } else {
+                    (i.lo_inclusive, i.hi_inclusive)
+                };
+                (s && lo_inc, e && hi_inc)
+            });
+    scan.remove("direction");
+    scan.insert(
+        "indexBounds",
+        doc! {
+            "startKey": start,
+            "startKeyInclusive": start_inc,
+            "endKey": end,
+            "endKeyInclusive": end_inc,
+        },
+    );
+    scan
 }
 
 /// An interval as a backward scan meets it: `[5, 1]` for `[1, 5]`.

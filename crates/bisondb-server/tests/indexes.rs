@@ -315,6 +315,18 @@ async fn planner_and_explain_tell_what_ran() {
         get_doc(plan, "inputStage").get_str("stage").ok(),
         Some("COUNT_SCAN")
     );
+    // mongod's COUNT_SCAN shape: one key range, no direction.
+    let cs = get_doc(plan, "inputStage");
+    assert!(!cs.contains_key("direction"), "{cs}");
+    assert_eq!(
+        cs.get_document("indexBounds").ok(),
+        Some(&doc! {
+            "startKey": {"day": f64::NEG_INFINITY},
+            "startKeyInclusive": true,
+            "endKey": {"day": 3},
+            "endKeyInclusive": false,
+        })
+    );
     assert_eq!(num(get_doc(&e, "executionStats"), "totalDocsExamined"), 0);
     assert_eq!(num(get_doc(&e, "executionStats"), "totalKeysExamined"), 30);
     assert_eq!(count(&coll, doc! {"day": {"$lt": 3}}).await, 30);
