@@ -205,28 +205,13 @@ fn main() {
         }
     };
     println!("dbpaths under {}", root.display());
-    if std::env::var_os("LSM_BENCH_ONLY_INDEX").is_some() {
-        let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
-        bulk(
-            &root,
-            "timeseries",
-            &mut |_| time_series(&mut rng),
-            BATCH,
-            None,
-        );
-        bulk(
-            &root,
-            "timeseries-indexed",
-            &mut |_| time_series(&mut rng),
-            BATCH,
-            Some("created_on"),
-        );
-        return;
+    let only_index = std::env::var_os("LSM_BENCH_ONLY_INDEX").is_some();
+    if !only_index {
+        single_commits(&root, Durability::Sync, 2_000, 1);
+        single_commits(&root, Durability::Sync, 20_000, 8);
+        single_commits(&root, Durability::Buffered, 200_000, 1);
+        single_commits(&root, Durability::Buffered, 200_000, 2);
     }
-    single_commits(&root, Durability::Sync, 2_000, 1);
-    single_commits(&root, Durability::Sync, 20_000, 8);
-    single_commits(&root, Durability::Buffered, 200_000, 1);
-    single_commits(&root, Durability::Buffered, 200_000, 2);
     let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
     bulk(
         &root,
@@ -242,5 +227,8 @@ fn main() {
         BATCH,
         Some("created_on"),
     );
+    if only_index {
+        return;
+    }
     bulk(&root, "profile", &mut profile, BATCH, None);
 }

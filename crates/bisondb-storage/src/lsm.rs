@@ -764,8 +764,8 @@ impl Snapshot for LsmSnapshot {
             segments.reverse();
         }
         for (seg_lo, seg_hi, ks) in segments {
-            let lo = tighter_lower(as_ref(&start), as_ref(&seg_lo));
-            let hi = tighter_upper(as_ref(&end), as_ref(&seg_hi));
+            let lo = tighter(as_ref(&start), as_ref(&seg_lo), std::cmp::Ordering::Greater);
+            let hi = tighter(as_ref(&end), as_ref(&seg_hi), std::cmp::Ordering::Less);
             if range_is_empty(lo, hi) {
                 continue;
             }
@@ -808,30 +808,21 @@ fn owned(b: Bound<&[u8]>) -> Bound<Vec<u8>> {
     }
 }
 
-/// The more restrictive of two lower bounds.
-fn tighter_lower<'a>(a: Bound<&'a [u8]>, b: Bound<&'a [u8]>) -> Bound<&'a [u8]> {
+/// The more restrictive of two bounds on the same side of a range: `keep` is
+/// how the kept key compares to the other (`Greater` for lower bounds, `Less`
+/// for upper ones); on equal keys the exclusive bound wins.
+fn tighter<'a>(
+    a: Bound<&'a [u8]>,
+    b: Bound<&'a [u8]>,
+    keep: std::cmp::Ordering,
+) -> Bound<&'a [u8]> {
+    let pick = |x: &'a [u8], y: &'a [u8]| if x.cmp(y) == keep { x } else { y };
     match (a, b) {
         (Bound::Unbounded, x) | (x, Bound::Unbounded) => x,
-        (Bound::Included(x), Bound::Included(y)) => Bound::Included(x.max(y)),
-        (Bound::Excluded(x), Bound::Excluded(y)) => Bound::Excluded(x.max(y)),
+        (Bound::Included(x), Bound::Included(y)) => Bound::Included(pick(x, y)),
+        (Bound::Excluded(x), Bound::Excluded(y)) => Bound::Excluded(pick(x, y)),
         (Bound::Included(i), Bound::Excluded(e)) | (Bound::Excluded(e), Bound::Included(i)) => {
-            if i > e {
-                Bound::Included(i)
-            } else {
-                Bound::Excluded(e)
-            }
-        }
-    }
-}
-
-/// The more restrictive of two upper bounds.
-fn tighter_upper<'a>(a: Bound<&'a [u8]>, b: Bound<&'a [u8]>) -> Bound<&'a [u8]> {
-    match (a, b) {
-        (Bound::Unbounded, x) | (x, Bound::Unbounded) => x,
-        (Bound::Included(x), Bound::Included(y)) => Bound::Included(x.min(y)),
-        (Bound::Excluded(x), Bound::Excluded(y)) => Bound::Excluded(x.min(y)),
-        (Bound::Included(i), Bound::Excluded(e)) | (Bound::Excluded(e), Bound::Included(i)) => {
-            if i < e {
+            if i.cmp(e) == keep {
                 Bound::Included(i)
             } else {
                 Bound::Excluded(e)
