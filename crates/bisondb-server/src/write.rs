@@ -209,23 +209,6 @@ pub fn delete(
 /// Documents `$out` writes per storage batch (bounded memory, few batches).
 const OUT_BATCH: usize = 1000;
 
-/// A `$out`/`$merge` failure, with the fields mongod adds to that error reply
-/// (`keyPattern`/`keyValue` when `$merge` hits a matching document it may not touch).
-#[derive(Debug)]
-pub struct OutputError {
-    pub error: MongoError,
-    pub details: Option<Document>,
-}
-
-impl From<MongoError> for OutputError {
-    fn from(error: MongoError) -> Self {
-        OutputError {
-            error,
-            details: None,
-        }
-    }
-}
-
 /// Carries out a pipeline's trailing `$out` or `$merge` in database `db`.
 ///
 /// `$out` fills a temporary collection and renames it over the target, so the
@@ -238,7 +221,7 @@ pub fn write_output(
     stage: &OutputStage,
     docs: impl Iterator<Item = MongoResult<Document>>,
     durability: Durability,
-) -> Result<(), OutputError> {
+) -> MongoResult<()> {
     match stage {
         OutputStage::Out {
             db: target_db,
@@ -317,17 +300,17 @@ fn merge_doc(
     on: &[String],
     incoming: Document,
     durability: Durability,
-) -> Result<(), OutputError> {
+) -> MongoResult<()> {
     let mut key = Document::new();
     let mut key_value = Document::new();
     for field in on {
         let v = bisondb_query::path::get_path_bson(&incoming, field);
         match v {
             Some(Bson::Null | Bson::Undefined | Bson::Array(_)) | None if field != "_id" => {
-                return Err(OutputError::from(MongoError::location(
+                return Err(MongoError::location(
                     51132,
                     "$merge write error: 'on' field cannot be missing, null, undefined or an array",
-                )))
+                ))
             }
             Some(v) => {
                 key.insert(field.clone(), bson::doc! {"$eq": v.clone()});
@@ -355,25 +338,32 @@ fn merge_doc(
     let action = stage
         .merge_one(existing.as_ref(), incoming)
         .map_err(|error| {
-            let duplicate = error.code == bisondb_error::ErrorCode::DuplicateKey;
-            let details = (duplicate && existing.is_some()).then(|| {
-                let pattern: Document = on.iter().map(|f| (f.clone(), Bson::Int32(1))).collect();
-                bson::doc! {"keyPattern": pattern, "keyValue": key_value.clone()}
-            });
-            OutputError { error, details }
+            // mongod's reply names the matching document's `on` fields when
+            // $merge may not touch it.
+            if error.code != bisondb_error::ErrorCode::DuplicateKey || existing.is_none() {
+                return error;
+            }
+            let pattern: Document = on.iter().map(|f| (f.clone(), Bson::Int32(1))).collect();
+            let details = bson::doc! {"keyPattern": pattern, "keyValue": key_value.clone()};
+            match crate::reply::to_raw(&details) {
+                Ok(raw) => error.with_details(raw.into_bytes()),
+                Err(_) => error,
+            }
         })?;
     match action {
         MergeAction::Insert(doc) => {
             let raw = util::prepare_owned(&doc)?;
             let outcome = target.insert_many(&[&raw], true, durability);
             if let Some((_, e)) = outcome.errors.into_iter().next() {
-                return Err(MongoError::from(e).into());
+                return Err(MongoError::from(e));
             }
         }
         MergeAction::Replace(doc) => {
             let raw = util::prepare_owned(&doc)?;
             let Some(id) = existing.as_ref().and_then(|e| e.get("_id")) else {
-                return Err(MongoError::internal("$merge replaced a document without _id").into());
+                return Err(MongoError::internal(
+                    "$merge replaced a document without _id",
+                ));
             };
             let id = RawBson::try_from(id.clone())
                 .map_err(|_| MongoError::internal("$merge target _id is not encodable"))?;

@@ -168,22 +168,13 @@ impl Command for Aggregate {
         let out_stage = self.pipeline.output().cloned();
         let output = self.pipeline.run_with_reader(input, Some(reader));
         if let Some(stage) = out_stage {
-            let written = crate::write::write_output(
+            crate::write::write_output(
                 &ctx.state.storage,
                 &self.db,
                 &stage,
                 output,
                 self.wc.durability,
-            );
-            if let Err(failure) = written {
-                let Some(details) = failure.details else {
-                    return Err(failure.error);
-                };
-                // mongod's reply carries keyPattern/keyValue beside the error fields.
-                let mut reply = crate::reply::error_document(&failure.error);
-                reply.extend(details);
-                return crate::reply::to_raw(&reply);
-            }
+            )?;
             let mut cursor = Cursor::new(ns.clone(), Box::new(std::iter::empty()), None);
             let batch = cursor.next_batch(Some(0))?;
             return util::finish_first_batch(ctx.state, &ns, cursor, batch, true);

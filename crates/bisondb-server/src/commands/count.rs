@@ -144,13 +144,13 @@ impl Count {
             n = n.min(l);
         }
         let mut stages = tree;
-        stages.insert("nCounted", reply::count(n as u64));
+        stages.insert("nCounted", reply::count(n));
         let exec = doc! {
             "executionSuccess": true,
             "nReturned": 0i32,
             "executionTimeMillis": reply::count(started.elapsed().as_millis() as u64),
-            "totalKeysExamined": reply::count(stats.keys() as u64),
-            "totalDocsExamined": reply::count(stats.docs() as u64),
+            "totalKeysExamined": reply::count(stats.keys()),
+            "totalDocsExamined": reply::count(stats.docs()),
             "executionStages": stages,
         };
         Ok((planner, Some(exec)))

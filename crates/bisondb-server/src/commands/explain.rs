@@ -246,15 +246,15 @@ fn explain_filter(
         returned += 1;
     }
     let mut stages = tree;
-    stages.insert("nReturned", reply::count(returned as u64));
+    stages.insert("nReturned", reply::count(returned));
     Ok((
         planner,
         Some(doc! {
             "executionSuccess": true,
-            "nReturned": reply::count(returned as u64),
+            "nReturned": reply::count(returned),
             "executionTimeMillis": reply::count(started.elapsed().as_millis() as u64),
-            "totalKeysExamined": reply::count(stats.keys() as u64),
-            "totalDocsExamined": reply::count(stats.docs() as u64),
+            "totalKeysExamined": reply::count(stats.keys()),
+            "totalDocsExamined": reply::count(stats.docs()),
             "executionStages": stages,
         }),
     ))

@@ -274,13 +274,13 @@ impl Find {
             returned += 1;
         }
         let mut stages = tree;
-        stages.insert("nReturned", crate::reply::count(returned as u64));
+        stages.insert("nReturned", crate::reply::count(returned));
         let exec = doc! {
             "executionSuccess": true,
-            "nReturned": crate::reply::count(returned as u64),
+            "nReturned": crate::reply::count(returned),
             "executionTimeMillis": crate::reply::count(started.elapsed().as_millis() as u64),
-            "totalKeysExamined": crate::reply::count(stats.keys() as u64),
-            "totalDocsExamined": crate::reply::count(stats.docs() as u64),
+            "totalKeysExamined": crate::reply::count(stats.keys()),
+            "totalDocsExamined": crate::reply::count(stats.docs()),
             "executionStages": stages,
         };
         Ok((planner, Some(exec)))
