@@ -325,6 +325,29 @@ async fn out_and_merge_write_their_targets() {
         .await
         .unwrap_err();
     assert_eq!(error_code(&err), Some(11000));
+    // mongod's reply names the matched document by its `on` fields.
+    let reply = db
+        .run_command(doc! {
+            "aggregate": coll.name(),
+            "pipeline": [{"$project": {"_id": "$item"}}, {"$merge": {"into": "totals", "whenMatched": "fail"}}],
+            "cursor": {},
+        })
+        .await
+        .unwrap_err();
+    let raw = match *reply.kind {
+        mongodb::error::ErrorKind::Command(ref c) => c.clone(),
+        ref other => panic!("not a command error: {other:?}"),
+    };
+    assert_eq!(raw.code, 11000);
+    let server = reply
+        .server_response()
+        .and_then(|r| bson::Document::try_from(r).ok())
+        .unwrap_or_default();
+    assert_eq!(
+        server.get_document("keyPattern").ok(),
+        Some(&doc! {"_id": 1})
+    );
+    assert!(server.get_document("keyValue").is_ok(), "{server}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
