@@ -66,7 +66,7 @@ pub(crate) enum NumKey {
     PosInf,
 }
 
-const DEC_MAX_COEFF: u128 = 9_999_999_999_999_999_999_999_999_999_999; // 10^34 - 1
+const DEC_MAX_COEFF: u128 = 10u128.pow(34) - 1;
 
 impl NumKey {
     fn finite(neg: bool, coeff: u128, exp: i32) -> NumKey {
@@ -603,6 +603,28 @@ mod tests {
 
     fn dec(s: &str) -> Bson {
         Bson::Decimal128(Decimal128::from_str(s).unwrap())
+    }
+
+    /// Decimals with 32 to 34 significant digits are canonical and must
+    /// compare by value (the largest coefficient is 10^34 - 1).
+    #[test]
+    fn decimals_with_34_digits_compare_by_value() {
+        let big = dec("1234567890123456789012345678901234");
+        assert_eq!(cmp_both(&big, &dec("1")), Ordering::Greater);
+        assert_eq!(cmp_both(&big, &Bson::Int64(i64::MAX)), Ordering::Greater);
+        let max = dec("9999999999999999999999999999999999");
+        assert_eq!(cmp_both(&max, &big), Ordering::Greater);
+        assert_eq!(
+            cmp_both(&dec("-9999999999999999999999999999999999"), &dec("0")),
+            Ordering::Less
+        );
+        assert_eq!(
+            cmp_both(
+                &dec("12345678901234567890123456789012.34"),
+                &dec("12345678901234567890123456789012.33")
+            ),
+            Ordering::Greater
+        );
     }
 
     fn re(p: &str, o: &str) -> Regex {
