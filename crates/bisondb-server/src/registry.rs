@@ -57,6 +57,11 @@ pub static COMMANDS: &[CommandSpec] = &[
         run::<build_info::BuildInfo>,
         "alias of buildInfo",
     ),
+    admin(
+        "bulkWrite",
+        bulk_write::handle,
+        "inserts, updates and deletes over several collections",
+    ),
     cmd(
         "collStats",
         run::<coll_stats::CollStats>,
@@ -205,7 +210,6 @@ pub static UNSUPPORTED: &[&str] = &[
     "abortTransaction",
     "applyOps",
     "authenticate",
-    "bulkWrite",
     "checkShardingIndex",
     "cloneCollectionAsCapped",
     "collMod",

@@ -24,16 +24,30 @@ pub struct Delete<'a> {
 }
 
 /// One parsed delete statement.
-struct Statement {
+pub(crate) struct Statement {
     filter: Matcher,
     /// `q` as sent (after `let` substitution): lets a partial index serve it.
     filter_doc: Document,
     /// `limit: 0`: every matching document.
-    multi: bool,
+    pub(crate) multi: bool,
     hint: Option<plan::Hint>,
 }
 
-fn parse_statement(d: &RawDocument, lets: &LetVars) -> MongoResult<Statement> {
+impl Statement {
+    /// The documents this statement targets, as `write::delete` takes them.
+    pub(crate) fn selection(&self) -> write::Selection<'_> {
+        write::Selection {
+            matcher: &self.filter,
+            filter_doc: Some(&self.filter_doc),
+            sort: None,
+            hint: self.hint.as_ref(),
+        }
+    }
+}
+
+/// Parses one `deletes` entry (`q`, `limit`, ...); `bulkWrite` maps its delete ops
+/// onto this shape.
+pub(crate) fn parse_statement(d: &RawDocument, lets: &LetVars) -> MongoResult<Statement> {
     let cmd = "delete";
     let mut q = None;
     let mut limit = None;
@@ -90,13 +104,13 @@ impl<'a> Delete<'a> {
         let mut errors: Vec<Bson> = Vec::new();
         for (i, raw) in self.statements.iter().enumerate() {
             let outcome = parse_statement(raw, &self.lets).and_then(|s| {
-                let sel = write::Selection {
-                    matcher: &s.filter,
-                    filter_doc: Some(&s.filter_doc),
-                    sort: None,
-                    hint: s.hint.as_ref(),
-                };
-                write::delete(coll.as_ref(), sel, s.multi, self.wc.durability, false)
+                write::delete(
+                    coll.as_ref(),
+                    s.selection(),
+                    s.multi,
+                    self.wc.durability,
+                    false,
+                )
             });
             match outcome {
                 Ok((k, _)) => {

@@ -90,7 +90,13 @@ pub fn check_replacement(spec: &UpdateSpec) -> MongoResult<()> {
     Ok(())
 }
 
-fn parse_statement(cmd: &str, d: &RawDocument, lets: &LetVars) -> MongoResult<Statement> {
+/// Parses one `updates` entry (`q`, `u`, `multi`, `upsert`, ...); `bulkWrite` maps
+/// its update ops onto this shape.
+pub(crate) fn parse_statement(
+    cmd: &str,
+    d: &RawDocument,
+    lets: &LetVars,
+) -> MongoResult<Statement> {
     let mut q = None;
     let mut sort = None;
     let mut hint = None;
