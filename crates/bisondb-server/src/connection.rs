@@ -196,6 +196,7 @@ fn run_command(
     conn: &mut ConnectionInfo,
 ) -> RawDocumentBuf {
     OpCounters::add(&state.opcounters.command, 1);
+    state.sessions.touch(req.body);
     let mut ctx = Context { state, conn };
     let result: MongoResult<RawDocumentBuf> =
         match std::panic::catch_unwind(AssertUnwindSafe(|| registry::dispatch(req, &mut ctx))) {

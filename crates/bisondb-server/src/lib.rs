@@ -18,6 +18,7 @@ pub mod registry;
 pub mod reply;
 pub mod request;
 pub mod server;
+pub mod sessions;
 pub mod state;
 pub mod ttl;
 pub mod write;

@@ -31,6 +31,8 @@ pub struct ServerState {
     pub config: ServerConfig,
     pub storage: Storage,
     pub cursors: CursorManager,
+    /// Logical sessions seen in commands, for `$listLocalSessions`.
+    pub sessions: crate::sessions::SessionCache,
     pub opcounters: OpCounters,
     pub started: Instant,
     pub started_at: SystemTime,
@@ -50,6 +52,7 @@ impl ServerState {
             config,
             storage,
             cursors: CursorManager::default(),
+            sessions: Default::default(),
             opcounters: OpCounters::default(),
             started: Instant::now(),
             started_at: SystemTime::now(),

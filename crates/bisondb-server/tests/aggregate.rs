@@ -469,3 +469,46 @@ async fn collect(c: mongodb::Cursor<Document>) -> Vec<Document> {
     use futures::TryStreamExt;
     c.try_collect().await.unwrap()
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn list_local_sessions_shows_the_sessions_in_use() {
+    let ts = start().await;
+    let db = ts.tcp.database("sess");
+    let mut session = ts.tcp.start_session().await.unwrap();
+    db.run_command(doc! {"ping": 1})
+        .session(&mut session)
+        .await
+        .unwrap();
+    let mine = session.id().get("id").cloned();
+    let listed: Vec<Document> = collect(
+        db.aggregate(vec![doc! {"$listLocalSessions": {}}])
+            .await
+            .unwrap(),
+    )
+    .await;
+    let ids: Vec<Option<Bson>> = listed
+        .iter()
+        .map(|d| {
+            d.get_document("_id")
+                .ok()
+                .and_then(|i| i.get("id").cloned())
+        })
+        .collect();
+    assert!(ids.contains(&mine), "{listed:?} lacks {mine:?}");
+    assert!(listed.iter().all(|d| d.get_datetime("lastUse").is_ok()));
+    // A collection namespace or an unknown option is refused.
+    expect_code(
+        db.run_command(
+            doc! {"aggregate": "c", "pipeline": [{"$listLocalSessions": {}}], "cursor": {}},
+        )
+        .await,
+        73,
+    );
+    expect_code(
+        db.run_command(
+            doc! {"aggregate": 1, "pipeline": [{"$listLocalSessions": {"bogus": 1}}], "cursor": {}},
+        )
+        .await,
+        40415,
+    );
+}

@@ -25,6 +25,8 @@ pub struct Aggregate {
     batch_size: Option<usize>,
     lsid: Option<Document>,
     hint: Option<plan::Hint>,
+    /// The pipeline started with `$listLocalSessions` (removed from `pipeline`).
+    local_sessions: bool,
     /// With `explain: true`, the command itself: the reply is its plan (as the
     /// `explain` command with `queryPlanner` verbosity gives) and nothing runs.
     explain: Option<RawDocumentBuf>,
@@ -121,8 +123,26 @@ impl Command for Aggregate {
                 ));
             }
         }
+        // $listLocalSessions reads the server's session cache, which the
+        // query crate cannot see: it becomes the pipeline's input here.
+        let mut stages = stages;
+        let local_sessions = match stages.first().and_then(|s| s.get("$listLocalSessions")) {
+            Some(spec) => {
+                check_list_local_sessions(spec)?;
+                if coll.is_some() {
+                    return Err(MongoError::new(
+                        ErrorCode::InvalidNamespace,
+                        "$listLocalSessions must be run against a database with {aggregate: 1}",
+                    ));
+                }
+                stages.remove(0);
+                true
+            }
+            None => false,
+        };
         let pipeline = Pipeline::parse(&lets.pipeline(&stages))?;
         Ok(Aggregate {
+            local_sessions,
             wc: util::write_concern(n, req.body)?,
             db: req.db.clone(),
             coll,
@@ -159,8 +179,12 @@ impl Command for Aggregate {
         if chosen.provides_sort {
             self.pipeline.remove_leading_sort();
         }
-        let scan = plan::execute(coll.as_ref(), &chosen, &matcher, Default::default())?;
-        let input: DocStream = Box::new(scan.map(|r| r.and_then(|d| args::to_document(&d))));
+        let input: DocStream = if self.local_sessions {
+            Box::new(ctx.state.sessions.list().into_iter().map(Ok))
+        } else {
+            let scan = plan::execute(coll.as_ref(), &chosen, &matcher, Default::default())?;
+            Box::new(scan.map(|r| r.and_then(|d| args::to_document(&d))))
+        };
         let reader: Arc<dyn CollectionReader> = Arc::new(StorageReader {
             storage: ctx.state.storage.clone(),
             db: self.db.clone(),
@@ -185,6 +209,32 @@ impl Command for Aggregate {
         let batch = cursor.next_batch(Some(self.batch_size.unwrap_or(DEFAULT_FIRST_BATCH)))?;
         util::finish_first_batch(ctx.state, &ns, cursor, batch, false)
     }
+}
+
+/// `$listLocalSessions: {}`, `{allUsers: true}` or `{users: [...]}`; without
+/// authentication every session belongs to the one (empty) user, so the
+/// options do not change what is listed.
+fn check_list_local_sessions(spec: &bson::Bson) -> MongoResult<()> {
+    const STAGE: &str = "$listLocalSessions";
+    let bson::Bson::Document(d) = spec else {
+        return Err(MongoError::new(
+            ErrorCode::TypeMismatch,
+            "$listLocalSessions must take an object",
+        ));
+    };
+    for (k, v) in d {
+        match (k.as_str(), v) {
+            ("allUsers", bson::Bson::Boolean(_)) | ("users", bson::Bson::Array(_)) => {}
+            ("allUsers" | "users", _) => {
+                return Err(MongoError::new(
+                    ErrorCode::TypeMismatch,
+                    format!("{STAGE}.{k} has the wrong type"),
+                ))
+            }
+            (other, _) => return Err(args::unknown_field(STAGE, other)),
+        }
+    }
+    Ok(())
 }
 
 /// Lets `$lookup`, `$graphLookup` and `$unionWith` read other collections of the

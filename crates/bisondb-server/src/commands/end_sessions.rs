@@ -34,6 +34,7 @@ impl Command for EndSessions {
 
     fn execute(self, ctx: &mut Context<'_>) -> MongoResult<RawDocumentBuf> {
         ctx.state.cursors.kill_sessions(&self.lsids);
+        ctx.state.sessions.end(&self.lsids);
         reply::ok(doc! {})
     }
 }
