@@ -5,7 +5,7 @@
 //! The Rust driver has no collection-level `bulkWrite`, so the runner sends the
 //! `insert`/`update`/`delete` batches itself, grouping consecutive requests of one
 //! kind the way drivers do. Features the project does not claim (sessions,
-//! transactions, fail points, the 8.0 client `bulkWrite`, non-command events) make
+//! transactions, fail points, non-command events) make
 //! a test *skipped* with the reason, never silently passed.
 
 use std::collections::{HashMap, HashSet};
@@ -42,10 +42,6 @@ const UNSUPPORTED_OPS: &[(&str, &str)] = &[
         "targetedFailPoint",
         "fail points are test-only commands BisonDB does not enable",
     ),
-    (
-        "clientBulkWrite",
-        "the 8.0 admin bulkWrite command is not implemented",
-    ),
     ("withTransaction", "transactions are not supported"),
     ("startTransaction", "transactions are not supported"),
     (
@@ -79,6 +75,9 @@ struct OpError {
     message: String,
     /// The server's reply (or the failing write error), for `errorResponse`.
     response: Option<Document>,
+    /// A client `bulkWrite` failure's per-op errors (by index), write concern
+    /// errors and partial result, for `writeErrors`/`writeConcernErrors`/`expectResult`.
+    bulk: Option<(Document, Vec<Bson>, Option<Bson>)>,
 }
 
 impl From<Error> for OpError {
@@ -107,14 +106,80 @@ impl From<Error> for OpError {
             ErrorKind::Io(_) | ErrorKind::InvalidResponse { .. } => (false, None, None),
             _ => (true, None, None),
         };
+        let bulk = match &*e.kind {
+            ErrorKind::BulkWrite(b) => Some(client_bulk_failure(b)),
+            _ => None,
+        };
         OpError {
             client,
             code,
             code_name,
             message,
             response,
+            bulk,
         }
     }
+}
+
+/// A client `bulkWrite` error's parts, as the unified format's `expectError` names them.
+fn client_bulk_failure(b: &mongodb::error::BulkWriteError) -> (Document, Vec<Bson>, Option<Bson>) {
+    let mut errors = Document::new();
+    for (i, w) in &b.write_errors {
+        let mut d = doc! {"code": w.code, "message": w.message.clone()};
+        if let Some(n) = &w.code_name {
+            d.insert("codeName", n.clone());
+        }
+        errors.insert(i.to_string(), d);
+    }
+    let wc = b
+        .write_concern_errors
+        .iter()
+        .map(|w| {
+            Bson::Document(doc! {"code": w.code, "codeName": w.code_name.clone(), "message": w.message.clone()})
+        })
+        .collect();
+    let partial = b.partial_result.as_ref().map(|p| match p {
+        mongodb::error::PartialBulkWriteResult::Summary(s) => Bson::Document(summary_doc(s)),
+        mongodb::error::PartialBulkWriteResult::Verbose(v) => Bson::Document(verbose_doc(v)),
+    });
+    (errors, wc, partial)
+}
+
+fn summary_doc(s: &mongodb::results::SummaryBulkWriteResult) -> Document {
+    doc! {
+        "insertedCount": s.inserted_count,
+        "upsertedCount": s.upserted_count,
+        "matchedCount": s.matched_count,
+        "modifiedCount": s.modified_count,
+        "deletedCount": s.deleted_count,
+    }
+}
+
+fn verbose_doc(v: &mongodb::results::VerboseBulkWriteResult) -> Document {
+    let mut d = summary_doc(&v.summary);
+    let mut inserts = Document::new();
+    for (i, r) in &v.insert_results {
+        inserts.insert(i.to_string(), doc! {"insertedId": r.inserted_id.clone()});
+    }
+    let mut updates = Document::new();
+    for (i, r) in &v.update_results {
+        let mut u = doc! {
+            "matchedCount": r.matched_count as i64,
+            "modifiedCount": r.modified_count as i64,
+        };
+        if let Some(id) = &r.upserted_id {
+            u.insert("upsertedId", id.clone());
+        }
+        updates.insert(i.to_string(), u);
+    }
+    let mut deletes = Document::new();
+    for (i, r) in &v.delete_results {
+        deletes.insert(i.to_string(), doc! {"deletedCount": r.deleted_count as i64});
+    }
+    d.insert("insertResults", inserts);
+    d.insert("updateResults", updates);
+    d.insert("deleteResults", deletes);
+    d
 }
 
 fn client_err(message: impl Into<String>) -> OpError {
@@ -124,6 +189,7 @@ fn client_err(message: impl Into<String>) -> OpError {
         code_name: None,
         message: message.into(),
         response: None,
+        bulk: None,
     }
 }
 
@@ -591,6 +657,46 @@ fn check_error(expect: &Document, e: &OpError) -> Result<(), String> {
         let want = Bson::Document(want.clone());
         matches(&want, got.as_ref(), true, &HashMap::new(), "errorResponse")?;
     }
+    if let Some(want) = expect.get("writeErrors") {
+        let got = e
+            .bulk
+            .as_ref()
+            .map(|(w, _, _)| w.clone())
+            .unwrap_or_default();
+        let n = want.as_document().map_or(0, Document::len);
+        if n != got.len() {
+            return Err(format!("writeErrors {want}, got {got}"));
+        }
+        for (i, w) in want.as_document().into_iter().flatten() {
+            // Each error is matched as a root document: extra fields are allowed.
+            matches(
+                w,
+                got.get(i),
+                true,
+                &HashMap::new(),
+                &format!("writeErrors.{i}"),
+            )?;
+        }
+    }
+    if let Some(want) = expect.get("writeConcernErrors") {
+        let got = e
+            .bulk
+            .as_ref()
+            .map(|(_, w, _)| w.clone())
+            .unwrap_or_default();
+        let got = Bson::Array(got);
+        matches(
+            want,
+            Some(&got),
+            false,
+            &HashMap::new(),
+            "writeConcernErrors",
+        )?;
+    }
+    // Only client bulkWrite errors carry a partial result the runner reads.
+    if let (Some(want), Some((_, _, got))) = (expect.get("expectResult"), &e.bulk) {
+        matches(want, got.as_ref(), true, &HashMap::new(), "expectResult")?;
+    }
     if let Ok(sub) = expect.get_str("errorContains") {
         if !e.message.to_lowercase().contains(&sub.to_lowercase()) {
             return Err(format!("errorContains {sub:?}, got {e:?}"));
@@ -837,6 +943,10 @@ async fn execute(
             let c = coll(ents, object)?;
             return bulk_write(c, &args).await;
         }
+        "clientBulkWrite" => {
+            let c = &ents.clients.get(object).ok_or("no client entity")?.client;
+            return client_bulk_write(c, &args).await;
+        }
         "createCollection" => {
             let d = db(ents, object)?;
             let o: Option<CreateCollectionOptions> = options_from(args.clone(), &["collection"])?;
@@ -1014,6 +1124,96 @@ async fn unacknowledged(name: &str, c: &CollEntity, args: Document) -> OpResult 
     Ok(bulk_write(c, &bulk).await?.map(|_| None))
 }
 
+/// The 8.0 client `bulkWrite`, through the driver's `Client::bulk_write`.
+async fn client_bulk_write(client: &Client, args: &Document) -> OpResult {
+    use mongodb::options::{
+        BulkWriteOptions, DeleteManyModel, DeleteOneModel, InsertOneModel, ReplaceOneModel,
+        UpdateManyModel, UpdateOneModel, WriteModel,
+    };
+    let mut models: Vec<WriteModel> = Vec::new();
+    for m in docs_arg(args, "models") {
+        let Some((kind, body)) = m.iter().next() else {
+            return Err("empty clientBulkWrite model".into());
+        };
+        let b = body.as_document().cloned().unwrap_or_default();
+        let ns_str = b.get_str("namespace").unwrap_or_default();
+        let (db, coll) = ns_str.split_once('.').unwrap_or((ns_str, ""));
+        let ns = mongodb::Namespace::new(db, coll);
+        let filter = doc_arg(&b, "filter");
+        let collation = b.get_document("collation").ok().cloned();
+        let hint = b.get("hint").cloned();
+        let upsert = b.get_bool("upsert").ok();
+        let sort = b.get_document("sort").ok().cloned();
+        let array_filters = b.get_array("arrayFilters").ok().cloned();
+        models.push(match kind.as_str() {
+            "insertOne" => InsertOneModel::builder()
+                .namespace(ns)
+                .document(doc_arg(&b, "document"))
+                .build()
+                .into(),
+            "updateOne" => UpdateOneModel::builder()
+                .namespace(ns)
+                .filter(filter)
+                .update(update_arg(&b))
+                .array_filters(array_filters)
+                .collation(collation)
+                .hint(hint)
+                .upsert(upsert)
+                .sort(sort)
+                .build()
+                .into(),
+            "updateMany" => UpdateManyModel::builder()
+                .namespace(ns)
+                .filter(filter)
+                .update(update_arg(&b))
+                .array_filters(array_filters)
+                .collation(collation)
+                .hint(hint)
+                .upsert(upsert)
+                .build()
+                .into(),
+            "replaceOne" => ReplaceOneModel::builder()
+                .namespace(ns)
+                .filter(filter)
+                .replacement(doc_arg(&b, "replacement"))
+                .collation(collation)
+                .hint(hint)
+                .upsert(upsert)
+                .sort(sort)
+                .build()
+                .into(),
+            "deleteOne" => DeleteOneModel::builder()
+                .namespace(ns)
+                .filter(filter)
+                .collation(collation)
+                .hint(hint)
+                .build()
+                .into(),
+            "deleteMany" => DeleteManyModel::builder()
+                .namespace(ns)
+                .filter(filter)
+                .collation(collation)
+                .hint(hint)
+                .build()
+                .into(),
+            other => return Err(format!("clientBulkWrite model {other} is not implemented")),
+        });
+    }
+    // `rawData` is for servers from 8.2; the runner reports 8.0, where it is ignored.
+    let options: Option<BulkWriteOptions> =
+        options_from(args.clone(), &["models", "verboseResults", "rawData"])?;
+    let action = client.bulk_write(models).with_options(options);
+    let result = if args.get_bool("verboseResults").unwrap_or(false) {
+        action.verbose_results().await.map(|v| verbose_doc(&v))
+    } else {
+        action.await.map(|s| summary_doc(&s))
+    };
+    Ok(match result {
+        Ok(d) => Ok(Some(Bson::Document(d))),
+        Err(e) => Err(OpError::from(e)),
+    })
+}
+
 /// The collection-level bulkWrite, sent as the write commands a driver would send.
 async fn bulk_write(c: &CollEntity, args: &Document) -> OpResult {
     let requests = docs_arg(args, "requests");
@@ -1171,6 +1371,7 @@ async fn bulk_write(c: &CollEntity, args: &Document) -> OpResult {
                     .unwrap_or("write error")
                     .to_owned(),
                 response: first.cloned(),
+                bulk: None,
             }));
         }
     }
