@@ -212,10 +212,14 @@ pub fn only_predicates_on(m: &Matcher, paths: &[&str]) -> bool {
     ok(&m.root, paths)
 }
 
-/// Whether a document that matches `m` surely matches the partial filter
-/// `partial`: each top-level condition of `partial` appears verbatim among
-/// the top-level conditions of `filter` (mongod proves implication more
-/// cleverly; this conservative test never uses a partial index wrongly).
+/// Whether a document that matches `filter` surely matches the partial filter
+/// `partial`. Each top-level condition of `partial` must appear verbatim among
+/// the top-level conditions of `filter`, or be a comparison on a field that a
+/// condition of `filter` on that field implies: `{a: 1}` or `{a: {$lte: 1}}`
+/// implies `{a: {$lte: 1.5}}`, as mongod proves it. Each operator is implied on
+/// its own, which stays sound for arrays (the element that satisfies the
+/// stronger bound satisfies the weaker one). Anything else answers false, so a
+/// partial index is never used wrongly.
 pub fn implies(filter: &Document, partial: &Document) -> bool {
     fn conds(d: &Document, out: &mut Vec<(String, Bson)>) {
         for (k, v) in d {
@@ -235,7 +239,66 @@ pub fn implies(filter: &Document, partial: &Document) -> bool {
     let (mut have, mut need) = (Vec::new(), Vec::new());
     conds(filter, &mut have);
     conds(partial, &mut need);
-    need.iter().all(|n| have.contains(n))
+    need.iter().all(|n| {
+        if have.contains(n) {
+            return true;
+        }
+        let (path, cond) = n;
+        if path.starts_with('$') {
+            return false;
+        }
+        let known: Vec<(&str, &Bson)> = have
+            .iter()
+            .filter(|(p, _)| p == path)
+            .flat_map(|(_, v)| comparisons(v))
+            .collect();
+        comparisons(cond)
+            .iter()
+            .all(|(op, c)| known.iter().any(|(k, q)| op_implies(k, q, op, c)))
+            && !comparisons(cond).is_empty()
+    })
+}
+
+/// A condition on one field as `(operator, value)` pairs: `{$lte: 1, $gt: 0}`
+/// or a plain value (equality). Empty when it holds anything else.
+fn comparisons(cond: &Bson) -> Vec<(&str, &Bson)> {
+    match cond {
+        Bson::Document(d) if d.keys().next().is_some_and(|k| k.starts_with('$')) => {
+            let ops: Vec<(&str, &Bson)> = d.iter().map(|(k, v)| (k.as_str(), v)).collect();
+            if ops
+                .iter()
+                .all(|(k, _)| matches!(*k, "$eq" | "$lt" | "$lte" | "$gt" | "$gte"))
+            {
+                ops
+            } else {
+                Vec::new()
+            }
+        }
+        Bson::Document(_) | Bson::Array(_) | Bson::RegularExpression(_) => Vec::new(),
+        v => vec![("$eq", v)],
+    }
+}
+
+/// Whether `field <have_op> q` implies `field <need_op> c` for the same value.
+fn op_implies(have_op: &str, q: &Bson, need_op: &str, c: &Bson) -> bool {
+    let nan = |v: &Bson| matches!(v, Bson::Double(d) if d.is_nan());
+    if nan(q)
+        || nan(c)
+        || crate::compare::type_rank(q.element_type())
+            != crate::compare::type_rank(c.element_type())
+    {
+        return false;
+    }
+    let o = compare_bson(q, c);
+    use Ordering::{Equal, Greater, Less};
+    match (have_op, need_op) {
+        ("$eq", "$eq") => o == Equal,
+        ("$eq", "$lte") | ("$lte", "$lte") | ("$lt", "$lte") | ("$lt", "$lt") => o != Greater,
+        ("$eq", "$lt") | ("$lte", "$lt") => o == Less,
+        ("$eq", "$gte") | ("$gte", "$gte") | ("$gt", "$gte") | ("$gt", "$gt") => o != Less,
+        ("$eq", "$gt") | ("$gte", "$gt") => o == Greater,
+        _ => false,
+    }
 }
 
 fn paths(e: &Expr, out: &mut Vec<String>) {
@@ -525,5 +588,38 @@ mod tests {
         ));
         assert!(!implies(&doc! {"a": 1}, &partial));
         assert!(!implies(&doc! {"x": {"$gt": 4}}, &partial));
+        // Comparisons implied by stronger ones on the same field (pymongo's
+        // test_index_filter): {a: {$lte: 1.5}}.
+        let lte = doc! {"a": {"$lte": 1.5}};
+        for yes in [
+            doc! {"x": 6, "a": 1},
+            doc! {"a": {"$lte": 1}},
+            doc! {"a": {"$lt": 1.5}},
+            doc! {"a": {"$eq": 1.5}},
+            doc! {"a": {"$gt": 0, "$lte": 1}},
+        ] {
+            assert!(implies(&yes, &lte), "{yes} should imply {lte}");
+        }
+        for no in [
+            doc! {"x": 6},
+            doc! {"a": {"$lte": 1.6}},
+            doc! {"a": {"$gte": 1}},
+            doc! {"a": "1"},
+            doc! {"a": f64::NAN},
+            doc! {"a": {"$in": [1]}},
+            doc! {"b": 1},
+        ] {
+            assert!(!implies(&no, &lte), "{no} must not imply {lte}");
+        }
+        assert!(implies(&doc! {"a": 7}, &doc! {"a": {"$gt": 5, "$lt": 10}}));
+        assert!(!implies(
+            &doc! {"a": {"$gt": 5}},
+            &doc! {"a": {"$gt": 5, "$lt": 10}}
+        ));
+        assert!(implies(&doc! {"a": {"$gt": 5}}, &doc! {"a": {"$gte": 5}}));
+        assert!(!implies(&doc! {"a": {"$gte": 5}}, &doc! {"a": {"$gt": 5}}));
+        assert!(implies(&doc! {"a": 3}, &doc! {"a": 3}));
+        assert!(implies(&doc! {"a": 3}, &doc! {"a": 3.0}));
+        assert!(!implies(&doc! {"a": 3}, &doc! {"a": {"$exists": true}}));
     }
 }
