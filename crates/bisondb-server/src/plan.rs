@@ -735,6 +735,7 @@ mod tests {
             partial_filter: None,
             expire_after_seconds: None,
             hidden: false,
+            background: None,
         }
     }
 

@@ -144,6 +144,7 @@ fn bulk(
             partial_filter: None,
             expire_after_seconds: None,
             hidden: false,
+            background: None,
         };
         storage
             .create_index("bench", name, spec)

@@ -50,6 +50,9 @@ pub struct IndexSpec {
     pub partial_filter: Option<Document>,
     pub expire_after_seconds: Option<i64>,
     pub hidden: bool,
+    /// `background` as the client gave it: ignored (builds are foreground,
+    /// as in mongod 4.2+) but kept in the spec, as mongod shows it.
+    pub background: Option<bool>,
 }
 
 impl IndexSpec {
@@ -91,6 +94,9 @@ impl IndexSpec {
         if self.hidden {
             d.insert("hidden", true);
         }
+        if let Some(b) = self.background {
+            d.insert("background", b);
+        }
         d
     }
 
@@ -108,6 +114,7 @@ impl IndexSpec {
                 _ => None,
             },
             hidden: d.get_bool("hidden").unwrap_or(false),
+            background: d.get_bool("background").ok(),
         })
     }
 

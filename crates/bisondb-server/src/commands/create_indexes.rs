@@ -23,6 +23,9 @@ pub struct CreateIndexes {
 const SPEC_FIELDS: &[&str] = &[
     "background",
     "collation",
+    // Accepted and ignored, as mongod has since 3.0 (duplicates always fail a
+    // unique build).
+    "dropDups",
     "expireAfterSeconds",
     "hidden",
     "key",
@@ -234,7 +237,10 @@ fn parse_spec(spec: &Document) -> MongoResult<Option<IndexSpec>> {
         }
     };
     let (unique, sparse, hidden) = (flag("unique")?, flag("sparse")?, flag("hidden")?);
-    flag("background")?;
+    let background = match spec.get("background") {
+        Some(_) => Some(flag("background")?),
+        None => None,
+    };
     if let Some(c) = spec.get("collation") {
         let simple = matches!(c, Bson::Document(d) if d.is_empty() || d.get_str("locale").ok() == Some("simple"));
         if !simple {
@@ -310,6 +316,7 @@ fn parse_spec(spec: &Document) -> MongoResult<Option<IndexSpec>> {
         partial_filter,
         expire_after_seconds,
         hidden,
+        background,
     }))
 }
 

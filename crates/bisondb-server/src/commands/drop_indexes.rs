@@ -112,6 +112,7 @@ impl Command for DropIndexes {
                     partial_filter: None,
                     expire_after_seconds: None,
                     hidden: false,
+                    background: None,
                 };
                 let matching: Vec<String> = indexes
                     .iter()

@@ -105,6 +105,7 @@ fn specs() -> Vec<IndexSpec> {
         partial_filter: None,
         expire_after_seconds: None,
         hidden: false,
+        background: None,
     };
     vec![
         spec("a_1", doc! {"a": 1}),
@@ -294,6 +295,7 @@ fn unique(name: &str, key: Document) -> IndexSpec {
         partial_filter: None,
         expire_after_seconds: None,
         hidden: false,
+        background: None,
     }
 }
 
