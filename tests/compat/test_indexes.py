@@ -744,3 +744,31 @@ def test_indexes_follow_writes(db):
     # Every match found through the index is found by a collection scan too.
     for q in ({"a": 4}, {"tags": 99}, {"tags": {"$in": [0, 12]}}, {"a": {"$gt": 30}}):
         assert sorted(ids(db.c.find(q))) == sorted(ids(db.c.find(q).hint([("$natural", 1)]))), q
+
+
+def test_partial_index_used_when_the_filter_implies_it(db):
+    """pymongo's own test_index_filter: comparisons imply the partial filter."""
+    db.c.insert_many([{"x": 5, "a": 2}, {"x": 6, "a": 1}])
+    db.c.create_index([("x", ASCENDING)], partialFilterExpression={"a": {"$lte": 1.5}})
+    for used in ({"x": 6, "a": 1}, {"x": {"$gt": 1}, "a": 1}, {"x": 6, "a": {"$lte": 1}}):
+        scan = stage(db.c.find(used).explain()["queryPlanner"]["winningPlan"], "IXSCAN")
+        assert scan["indexName"] == "x_1" and scan["isPartial"] is True, used
+        assert ids(db.c.find(used)) == ids(db.c.find(used).hint([("$natural", 1)]))
+    for unused in ({"x": 6, "a": {"$lte": 1.6}}, {"x": 6}):
+        plan = db.c.find(unused).explain()["queryPlanner"]["winningPlan"]
+        assert stages(plan) == ["COLLSCAN"], unused
+
+
+def test_background_is_kept_and_drop_dups_is_ignored(db):
+    db.c.create_index([("keya", ASCENDING)])
+    db.c.create_index([("keyb", ASCENDING)], background=False)
+    db.c.create_index([("keyc", ASCENDING)], background=True)
+    info = db.c.index_information()
+    assert "background" not in info["keya_1"]
+    assert info["keyb_1"]["background"] is False
+    assert info["keyc_1"]["background"] is True
+    db.d.insert_many([{"i": 1}, {"i": 1}])
+    with pytest.raises(DuplicateKeyError):
+        db.d.create_index([("i", ASCENDING)], unique=True, dropDups=False)
+    assert db.d.count_documents({}) == 2
+    assert list(db.d.index_information()) == ["_id_"]
