@@ -312,3 +312,41 @@ async fn db_stats_and_coll_stats() {
         );
     }
 }
+
+/// DDL commands check their write concern like the write commands do: a
+/// standalone server cannot satisfy `w > 1` (pymongo's test_create).
+#[tokio::test]
+async fn ddl_commands_refuse_write_concerns_a_standalone_cannot_satisfy() {
+    let ts = start().await;
+    let db = ts.tcp.database("ddl_wc");
+    let wc = doc! {"w": 50};
+    for cmd in [
+        doc! {"create": "c", "writeConcern": wc.clone()},
+        doc! {"createIndexes": "c", "indexes": [{"key": {"a": 1}, "name": "a_1"}], "writeConcern": wc.clone()},
+        doc! {"dropIndexes": "c", "index": "*", "writeConcern": wc.clone()},
+        doc! {"drop": "c", "writeConcern": wc.clone()},
+        doc! {"dropDatabase": 1, "writeConcern": wc.clone()},
+    ] {
+        expect_code(db.run_command(cmd.clone()).await, 2);
+    }
+    expect_code(
+        ts.tcp
+            .database("admin")
+            .run_command(
+                doc! {"renameCollection": "ddl_wc.c", "to": "ddl_wc.d", "writeConcern": wc.clone()},
+            )
+            .await,
+        2,
+    );
+    assert!(
+        db.list_collection_names().await.unwrap().is_empty(),
+        "nothing was created"
+    );
+    db.run_command(doc! {"create": "c", "writeConcern": {"w": 1, "j": true}})
+        .await
+        .unwrap();
+    assert_eq!(
+        db.list_collection_names().await.unwrap(),
+        vec!["c".to_string()]
+    );
+}

@@ -35,6 +35,8 @@ const UNSUPPORTED: &[&str] = &[
 
 impl Command for Create {
     fn parse(req: &CommandRequest<'_>) -> MongoResult<Self> {
+        // A write concern a standalone server cannot satisfy fails the command.
+        super::util::write_concern(req.name, req.body)?;
         let n = req.name;
         let mut coll = None;
         let mut options = Document::new();

@@ -42,6 +42,8 @@ const UNSUPPORTED_TYPES: &[&str] = &["2d", "2dsphere", "geoHaystack", "hashed", 
 
 impl Command for CreateIndexes {
     fn parse(req: &CommandRequest<'_>) -> MongoResult<Self> {
+        // A write concern a standalone server cannot satisfy fails the command.
+        super::util::write_concern(req.name, req.body)?;
         let n = req.name;
         let mut coll = None;
         let mut specs = Vec::new();

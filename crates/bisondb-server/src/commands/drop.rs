@@ -16,6 +16,8 @@ pub struct Drop {
 
 impl Command for Drop {
     fn parse(req: &CommandRequest<'_>) -> MongoResult<Self> {
+        // A write concern a standalone server cannot satisfy fails the command.
+        super::util::write_concern(req.name, req.body)?;
         let mut coll = None;
         for el in req.body.iter() {
             let (k, v) = el.map_err(crate::request::invalid_bson)?;

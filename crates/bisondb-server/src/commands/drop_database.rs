@@ -14,6 +14,8 @@ pub struct DropDatabase {
 
 impl Command for DropDatabase {
     fn parse(req: &CommandRequest<'_>) -> MongoResult<Self> {
+        // A write concern a standalone server cannot satisfy fails the command.
+        super::util::write_concern(req.name, req.body)?;
         for el in req.body.iter() {
             let (k, _) = el.map_err(crate::request::invalid_bson)?;
             args::check_known(req.name, k.as_str(), &["dropDatabase"])?;

@@ -23,6 +23,8 @@ enum Target {
 
 impl Command for DropIndexes {
     fn parse(req: &CommandRequest<'_>) -> MongoResult<Self> {
+        // A write concern a standalone server cannot satisfy fails the command.
+        super::util::write_concern(req.name, req.body)?;
         let n = req.name;
         let mut coll = None;
         let mut target = None;

@@ -30,6 +30,8 @@ fn split_ns(ns: &str) -> MongoResult<(String, String)> {
 
 impl Command for RenameCollection {
     fn parse(req: &CommandRequest<'_>) -> MongoResult<Self> {
+        // A write concern a standalone server cannot satisfy fails the command.
+        super::util::write_concern(req.name, req.body)?;
         let n = req.name;
         let (mut from, mut to, mut drop_target) = (None, None, false);
         for el in req.body.iter() {
