@@ -69,7 +69,8 @@ async fn create_list_drop_like_mongod() {
     let want = vec![
         doc! {"v": 2, "key": {"_id": 1}, "name": "_id_"},
         doc! {"v": 2, "key": {"a": 1}, "name": "a_1"},
-        doc! {"v": 2, "key": {"b": -1, "c.d": 1}, "name": "b_-1_c.d_1", "unique": true},
+        // mongod keeps `background` as given (it no longer changes how the build runs).
+        doc! {"v": 2, "key": {"b": -1, "c.d": 1}, "name": "b_-1_c.d_1", "unique": true, "background": true},
         doc! {"v": 2, "key": {"s": 1}, "name": "s_1", "sparse": true, "hidden": true},
         doc! {"v": 2, "key": {"p": 1}, "name": "p_1", "partialFilterExpression": {"p": {"$gt": 5}}},
         doc! {"v": 2, "key": {"t": 1}, "name": "t_1", "expireAfterSeconds": 3600i64},
