@@ -273,6 +273,10 @@ pub fn dispatch(req: &CommandRequest<'_>, ctx: &mut Context<'_>) -> MongoResult<
                     format!("{} may only be run against the admin database.", spec.name),
                 ));
             }
+            // Reads through a view run as aggregations; writes to one fail.
+            if let Some(r) = commands::views::intercept(req, ctx) {
+                return r;
+            }
             (spec.handler)(req, ctx)
         }
         None if UNSUPPORTED.binary_search(&req.name).is_ok() => Err(MongoError::new(

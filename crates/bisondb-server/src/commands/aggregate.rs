@@ -30,6 +30,9 @@ pub struct Aggregate {
     /// With `explain: true`, the command itself: the reply is its plan (as the
     /// `explain` command with `queryPlanner` verbosity gives) and nothing runs.
     explain: Option<RawDocumentBuf>,
+    /// The collection name the cursor reports, when it differs from the one
+    /// scanned (a view read through its source collection).
+    ns_coll: Option<String>,
 }
 
 impl Command for Aggregate {
@@ -151,6 +154,7 @@ impl Command for Aggregate {
             lsid,
             hint,
             explain: explain.then(|| req.body.to_owned()),
+            ns_coll: None,
         })
     }
 
@@ -159,7 +163,8 @@ impl Command for Aggregate {
             return super::explain::Explain::query_planner(self.db, body).execute(ctx);
         }
         OpCounters::add(&ctx.state.opcounters.command, 0);
-        let ns = util::ns(&self.db, self.coll.as_deref().unwrap_or("$cmd.aggregate"));
+        let ns_coll = self.ns_coll.as_deref().or(self.coll.as_deref());
+        let ns = util::ns(&self.db, ns_coll.unwrap_or("$cmd.aggregate"));
         let coll = self
             .coll
             .as_deref()
@@ -211,6 +216,14 @@ impl Command for Aggregate {
     }
 }
 
+impl Aggregate {
+    /// Names the cursor after `coll` (a view) rather than the collection scanned.
+    pub(crate) fn with_namespace(mut self, coll: &str) -> Aggregate {
+        self.ns_coll = Some(coll.to_string());
+        self
+    }
+}
+
 /// `$listLocalSessions: {}`, `{allUsers: true}` or `{users: [...]}`; without
 /// authentication every session belongs to the one (empty) user, so the
 /// options do not change what is listed.
@@ -239,13 +252,16 @@ fn check_list_local_sessions(spec: &bson::Bson) -> MongoResult<()> {
 
 /// Lets `$lookup`, `$graphLookup` and `$unionWith` read other collections of the
 /// same database (each read is a fresh snapshot scan).
-struct StorageReader {
-    storage: bisondb_storage::Storage,
-    db: String,
+pub(crate) struct StorageReader {
+    pub(crate) storage: bisondb_storage::Storage,
+    pub(crate) db: String,
 }
 
 impl CollectionReader for StorageReader {
     fn read(&self, collection: &str) -> MongoResult<DocStream> {
+        if let Some(docs) = super::views::read_through(&self.storage, &self.db, collection)? {
+            return Ok(docs);
+        }
         let coll = self.storage.collection(&self.db, collection);
         let all = Matcher::parse_doc(&Document::new())?;
         let scan = plan::matching(coll.as_ref(), &all)?;

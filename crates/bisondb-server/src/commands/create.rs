@@ -1,6 +1,7 @@
-//! `create`: an explicit collection creation. Options BisonDB does not implement
-//! (capped, validators, views, time series, clustered, collation) are refused by name
-//! rather than stored and ignored.
+//! `create`: an explicit collection or view creation. Options BisonDB does not
+//! implement (capped, validators, time series, clustered, collation) are refused by
+//! name rather than stored and ignored. A view (`viewOn`, `pipeline`) is a catalog
+//! entry whose options hold its definition (see `views.rs`).
 
 use bisondb_error::{ErrorCode, MongoError, MongoResult};
 use bson::{doc, Document, RawBsonRef, RawDocumentBuf};
@@ -14,6 +15,8 @@ pub struct Create {
     db: String,
     coll: String,
     options: Document,
+    /// `viewOn` and `pipeline` of a view.
+    view: Option<(String, Vec<Document>)>,
 }
 
 /// Options mongod has that BisonDB refuses until they are built.
@@ -24,13 +27,11 @@ const UNSUPPORTED: &[&str] = &[
     "encryptedFields",
     "expireAfterSeconds",
     "max",
-    "pipeline",
     "size",
     "timeseries",
     "validationAction",
     "validationLevel",
     "validator",
-    "viewOn",
 ];
 
 impl Command for Create {
@@ -40,12 +41,31 @@ impl Command for Create {
         let n = req.name;
         let mut coll = None;
         let mut options = Document::new();
+        let mut view_on = None;
+        let mut pipeline = None;
         for el in req.body.iter() {
             let (k, v) = el.map_err(crate::request::invalid_bson)?;
             let k = k.as_str();
             match k {
                 "create" => coll = Some(args::collection_name(n, v)?.to_string()),
                 "collation" => super::find::check_collation(n, v)?,
+                "viewOn" => {
+                    let on = args::as_str(n, k, v)?;
+                    if on.is_empty() {
+                        return Err(MongoError::bad_value("'viewOn' cannot be empty"));
+                    }
+                    view_on = Some(on.to_string());
+                }
+                "pipeline" => {
+                    let mut stages = Vec::new();
+                    for s in args::as_array(n, k, v)? {
+                        match s.map_err(crate::request::invalid_bson)? {
+                            RawBsonRef::Document(d) => stages.push(args::to_document(d)?),
+                            other => return Err(args::wrong_type(n, k, other, "object")),
+                        }
+                    }
+                    pipeline = Some(stages);
+                }
                 "storageEngine" | "indexOptionDefaults" | "idIndex" => {
                     args::as_doc(n, k, v)?;
                 }
@@ -75,10 +95,25 @@ impl Command for Create {
             }
         }
         let coll = coll.ok_or_else(|| args::missing_field(n, "create"))?;
+        let view = match (view_on, pipeline) {
+            (Some(on), stages) => {
+                let stages = stages.unwrap_or_default();
+                options = doc! {"viewOn": on.clone(), "pipeline": stages.clone()};
+                Some((on, stages))
+            }
+            (None, Some(_)) => {
+                return Err(MongoError::new(
+                    ErrorCode::InvalidOptions,
+                    "'pipeline' requires 'viewOn' to also be specified",
+                ))
+            }
+            (None, None) => None,
+        };
         Ok(Create {
             db: req.db.clone(),
             coll,
             options,
+            view,
         })
     }
 
@@ -88,6 +123,10 @@ impl Command for Create {
             if existing.info().options == self.options {
                 return reply::ok(doc! {});
             }
+            return Err(exists(&self.db, &self.coll));
+        }
+        if let Some((on, stages)) = &self.view {
+            super::views::check_new_view(&ctx.state.storage, &self.db, &self.coll, on, stages)?;
         }
         match ctx
             .state
@@ -95,11 +134,17 @@ impl Command for Create {
             .create_collection(&self.db, &self.coll, self.options)
         {
             Ok(_) => reply::ok(doc! {}),
-            Err(bisondb_storage::StorageError::NamespaceExists(_)) => Err(MongoError::new(
-                ErrorCode::NamespaceExists,
-                format!("Collection {}.{} already exists.", self.db, self.coll),
-            )),
+            Err(bisondb_storage::StorageError::NamespaceExists(_)) => {
+                Err(exists(&self.db, &self.coll))
+            }
             Err(e) => Err(e.into()),
         }
     }
+}
+
+fn exists(db: &str, coll: &str) -> MongoError {
+    MongoError::new(
+        ErrorCode::NamespaceExists,
+        format!("Collection {db}.{coll} already exists."),
+    )
 }

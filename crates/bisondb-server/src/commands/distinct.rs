@@ -66,7 +66,6 @@ impl Command for Distinct {
 
     fn execute(self, ctx: &mut Context<'_>) -> MongoResult<RawDocumentBuf> {
         let coll = ctx.state.storage.collection(&self.db, &self.coll);
-        let mut values: Vec<Bson> = Vec::new();
         let chosen = plan::choose(
             coll.as_ref(),
             &self.query,
@@ -75,28 +74,39 @@ impl Command for Distinct {
             self.hint.as_ref(),
         )?;
         let stats = std::sync::Arc::new(plan::Stats::default());
-        for d in plan::execute(coll.as_ref(), &chosen, &self.query, stats)? {
-            let d = args::to_document(&d?)?;
-            let mut found = Vec::new();
-            collect_values(&Bson::Document(d), &self.key, &mut found);
-            for v in found {
-                match v {
-                    Bson::Array(items) => values.extend(items),
-                    other => values.push(other),
-                }
+        let docs = plan::execute(coll.as_ref(), &chosen, &self.query, stats)?
+            .map(|d| d.and_then(|d| args::to_document(&d)));
+        values_reply(docs, &self.key)
+    }
+}
+
+/// The `distinct` reply for `key` over `docs` (also used for views).
+pub(crate) fn values_reply(
+    docs: impl Iterator<Item = MongoResult<Document>>,
+    key: &str,
+) -> MongoResult<RawDocumentBuf> {
+    let mut values: Vec<Bson> = Vec::new();
+    for d in docs {
+        let d = d?;
+        let mut found = Vec::new();
+        collect_values(&Bson::Document(d), key, &mut found);
+        for v in found {
+            match v {
+                Bson::Array(items) => values.extend(items),
+                other => values.push(other),
             }
         }
-        values.sort_by(compare_bson);
-        values.dedup_by(|a, b| compare_bson(a, b) == std::cmp::Ordering::Equal);
-        let bytes: usize = values.iter().map(bson_size_estimate).sum();
-        if bytes > bisondb_wire::MAX_BSON_OBJECT_SIZE {
-            return Err(MongoError::new(
-                bisondb_error::ErrorCode::BSONObjectTooLarge,
-                "distinct too big, 16mb cap",
-            ));
-        }
-        reply::ok(doc! {"values": values})
     }
+    values.sort_by(compare_bson);
+    values.dedup_by(|a, b| compare_bson(a, b) == std::cmp::Ordering::Equal);
+    let bytes: usize = values.iter().map(bson_size_estimate).sum();
+    if bytes > bisondb_wire::MAX_BSON_OBJECT_SIZE {
+        return Err(MongoError::new(
+            bisondb_error::ErrorCode::BSONObjectTooLarge,
+            "distinct too big, 16mb cap",
+        ));
+    }
+    reply::ok(doc! {"values": values})
 }
 
 /// Values at a dotted path, descending into arrays of documents as mongod's

@@ -55,12 +55,23 @@ impl Command for ListCollections {
     fn execute(self, ctx: &mut Context<'_>) -> MongoResult<RawDocumentBuf> {
         let mut out: Vec<RawDocumentBuf> = Vec::new();
         for info in ctx.state.storage.list_collections(&self.db) {
-            let full: Document = doc! {
-                "name": info.name.clone(),
-                "type": info.kind,
-                "options": info.options.clone(),
-                "info": {"readOnly": false, "uuid": Bson::from(info.uuid)},
-                "idIndex": util::id_index_spec(),
+            let is_view = super::views::view_of_options(&info.options).is_some();
+            let kind = if is_view { "view" } else { info.kind };
+            let full: Document = if is_view {
+                doc! {
+                    "name": info.name.clone(),
+                    "type": kind,
+                    "options": info.options.clone(),
+                    "info": {"readOnly": true},
+                }
+            } else {
+                doc! {
+                    "name": info.name.clone(),
+                    "type": kind,
+                    "options": info.options.clone(),
+                    "info": {"readOnly": false, "uuid": Bson::from(info.uuid)},
+                    "idIndex": util::id_index_spec(),
+                }
             };
             if let Some(f) = &self.filter {
                 if !f.matches_doc(&full) {
@@ -68,7 +79,7 @@ impl Command for ListCollections {
                 }
             }
             let entry = if self.name_only {
-                doc! {"name": info.name, "type": info.kind}
+                doc! {"name": info.name, "type": kind}
             } else {
                 full
             };

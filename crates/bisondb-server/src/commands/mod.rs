@@ -48,6 +48,7 @@ pub mod rename_collection;
 pub mod server_status;
 pub mod shutdown;
 pub mod update;
+pub mod views;
 pub mod whatsmyuri;
 
 pub mod util;
