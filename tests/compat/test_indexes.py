@@ -404,10 +404,13 @@ def test_explain_details_as_mongod_shows_them(db):
     ix = fetch["inputStage"]
     missing = [f"FETCH.{k}" for k in ("nReturned", "works", "advanced", "isEOF", "docsExamined") if k not in fetch]
     missing += [f"IXSCAN.{k}" for k in ("nReturned", "works", "keysExamined", "seeks", "dupsTested") if k not in ix]
-    if missing:
-        problems.append("executionStages lacks per-stage stats " + ", ".join(missing))
-    elif (fetch["docsExamined"], ix["keysExamined"], ix["nReturned"]) != (10, 10, 10):
-        problems.append(f"per-stage counters {fetch['docsExamined']}, {ix['keysExamined']}, {ix['nReturned']}")
+    assert missing == []
+    assert (fetch["docsExamined"], ix["keysExamined"], ix["nReturned"]) == (10, 10, 10)
+    # mongod: a scan works once per key examined plus once to find its end.
+    assert (ix["works"], ix["advanced"], ix["needTime"], ix["isEOF"]) == (11, 10, 0, 1)
+    assert (fetch["works"], fetch["advanced"], fetch["isEOF"], fetch["alreadyHasObj"]) == (11, 10, 1, 0)
+    assert (ix["seeks"], ix["dupsTested"], ix["dupsDropped"]) == (1, 0, 0)
+    assert ix["indexName"] == "a_1" and ix["indexBounds"] == {"a": ["[3, 3]"]}
     # mongod appends small counters as 32-bit ints (BSONObjBuilder::appendNumber);
     # 64-bit ones come out of pymongo as Int64 and show as Long('10') in mongosh.
     wide = [k for k in ("nReturned", "totalKeysExamined", "totalDocsExamined", "executionTimeMillis")
@@ -528,11 +531,12 @@ def test_sort_served_by_index_without_sort_stage(db):
     assert stage(compound_desc, "IXSCAN")["indexName"] == "a_1_b_-1"
 
     problems = []
-    keys = limited_plan["executionStats"]["totalKeysExamined"]
-    docs = limited_plan["executionStats"]["totalDocsExamined"]
-    if (keys, docs) != (3, 3):
-        problems.append(f"sort b -1 limit 3 examined {keys} keys / {docs} docs, mongod 3 / 3 "
-                        "(LIMIT stops asking its input after the 3rd document)")
+    # LIMIT stops asking its input after the 3rd document (mongod: 3 keys / 3 docs).
+    assert limited_plan["executionStats"]["totalKeysExamined"] == 3
+    assert limited_plan["executionStats"]["totalDocsExamined"] == 3
+    limit_stage = limited_plan["executionStats"]["executionStages"]
+    assert (limit_stage["stage"], limit_stage["limitAmount"], limit_stage["nReturned"]) == ("LIMIT", 3, 3)
+    assert limit_stage["isEOF"] == 1 and limit_stage["inputStage"]["isEOF"] == 0
     for sort, plan, direction in (("b: -1", compound_desc, "forward"), ("b: 1", compound_asc, "backward")):
         if stages(plan) != ["FETCH", "IXSCAN"] or stage(plan, "IXSCAN")["direction"] != direction:
             problems.append(f"find({{a: 3}}).sort({{{sort}}}) over {{a: 1, b: -1}} planned {stages(plan)}, "
@@ -592,11 +596,9 @@ def test_count_uses_count_scan(db):
     if "direction" in count_scan:
         problems.append("COUNT_SCAN has a direction field (mongod's has none)")
     exec_scan = stats["executionStages"]["inputStage"]
-    if exec_scan.get("keysExamined") != 11 or stats["totalKeysExamined"] != 11:
-        problems.append(f"COUNT_SCAN keysExamined {exec_scan.get('keysExamined')}, totalKeysExamined "
-                        f"{stats['totalKeysExamined']}; mongod 11 and 11 for 10 matching keys")
-    if stats["executionStages"].get("nSkipped") != 0:
-        problems.append("COUNT stage lacks nSkipped: 0")
+    assert exec_scan["keysExamined"] == 11 and stats["totalKeysExamined"] == 11
+    assert (exec_scan["nReturned"], exec_scan["works"], exec_scan["isEOF"]) == (10, 11, 1)
+    assert stats["executionStages"]["nSkipped"] == 0
     deviations(problems)
 
 
@@ -637,13 +639,16 @@ def test_hint_by_name_and_key_pattern(db):
         assert "hint provided does not correspond to an existing index" in exc.value.details["errmsg"]
 
     # mongod answers hint("_id_") with an index scan of the _id index.
-    problems = []
-    by_id = db.c.find({"a": 3}).hint("_id_").explain()["queryPlanner"]["winningPlan"]
-    if stages(by_id) != ["FETCH", "IXSCAN"] or by_id["inputStage"].get("indexName") != "_id_":
-        problems.append(f"find({{a: 3}}).hint('_id_') planned {stages(by_id)}, mongod FETCH -> IXSCAN _id_ "
-                        "with bounds [MinKey, MaxKey]")
-    assert sorted(ids(db.c.find({"a": 3}).hint("_id_"))) == expected
-    deviations(problems)
+    for hint in ("_id_", [("_id", 1)]):
+        by_id_explained = db.c.find({"a": 3}).hint(hint).explain()
+        by_id = by_id_explained["queryPlanner"]["winningPlan"]
+        assert stages(by_id) == ["FETCH", "IXSCAN"], hint
+        assert by_id["inputStage"] == ixscan({"_id": 1}, "_id_", {"_id": ["[MinKey, MaxKey]"]}, isUnique=True)
+        by_id_stats = by_id_explained["executionStats"]
+        assert (by_id_stats["nReturned"], by_id_stats["totalKeysExamined"], by_id_stats["totalDocsExamined"]) == (
+            10, N, N)
+        assert by_id_stats["executionStages"]["inputStage"]["keysExamined"] == N
+        assert sorted(ids(db.c.find({"a": 3}).hint(hint))) == expected
 
 
 # -- sparse, partial, hidden -----------------------------------------------------------------

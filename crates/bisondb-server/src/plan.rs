@@ -11,7 +11,7 @@
 //! `executionStats` report what actually happened.
 
 use std::collections::HashSet;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use bisondb_error::{ErrorCode, MongoError, MongoResult};
@@ -71,6 +71,12 @@ pub enum Access {
     IdLookup(Bson),
     Collscan {
         reverse: bool,
+        /// Asked for through a hint of the `_id` index. The collection is
+        /// clustered by `_id`, so this scan in `_id` order is the scan of that
+        /// index over `[MinKey, MaxKey]`, and explain shows it as mongod does:
+        /// FETCH over an IXSCAN of `_id_` (every document read is also a key
+        /// examined).
+        id_index: bool,
     },
     Ixscan {
         index: IndexInfo,
@@ -90,11 +96,49 @@ pub struct Plan {
     pub count_exact: bool,
 }
 
-/// Keys and documents examined while a plan runs (shared with its iterator).
+/// What one stage handed to its parent, and whether it reported its end.
+#[derive(Debug, Default)]
+pub struct Counter {
+    pub returned: AtomicU64,
+    pub eof: AtomicBool,
+}
+
+impl Counter {
+    pub fn n(&self) -> u64 {
+        self.returned.load(Ordering::Relaxed)
+    }
+    pub fn is_eof(&self) -> bool {
+        self.eof.load(Ordering::Relaxed)
+    }
+    fn add(&self) {
+        self.returned.fetch_add(1, Ordering::Relaxed);
+    }
+    fn end(&self) {
+        self.eof.store(true, Ordering::Relaxed);
+    }
+}
+
+/// Keys and documents examined while a plan runs (shared with its iterator),
+/// and what each stage returned, for explain's `executionStats`.
 #[derive(Debug, Default)]
 pub struct Stats {
     pub keys_examined: AtomicU64,
     pub docs_examined: AtomicU64,
+    /// The access stage (COLLSCAN, FETCH, IDHACK): documents it returned.
+    pub access: Counter,
+    /// The IXSCAN (or COUNT_SCAN) under it: index entries it returned.
+    pub ixscan: Counter,
+    /// Multikey entries checked against the `_id`s already returned, and the
+    /// repeats dropped.
+    pub dups_tested: AtomicU64,
+    pub dups_dropped: AtomicU64,
+    /// A blocking SORT: documents it returned and the bytes it sorted.
+    pub sort: Counter,
+    pub sort_bytes: AtomicU64,
+    /// A SKIP: documents it returned.
+    pub skip: Counter,
+    /// What the whole plan returned (the caller counts it).
+    pub out: Counter,
 }
 
 impl Stats {
@@ -104,6 +148,22 @@ impl Stats {
     pub fn docs(&self) -> u64 {
         self.docs_examined.load(Ordering::Relaxed)
     }
+}
+
+/// Which [`Counter`] of a [`Stats`] a [`counted`] source feeds.
+pub type Which = fn(&Stats) -> &Counter;
+
+/// `src`, counting what it yields (and its end) into `which(stats)`.
+pub fn counted(src: DocSource, stats: Arc<Stats>, which: Which) -> DocSource {
+    let mut src = src;
+    Box::new(std::iter::from_fn(move || {
+        let next = src.next();
+        match &next {
+            Some(_) => which(&stats).add(),
+            None => which(&stats).end(),
+        }
+        next
+    }))
 }
 
 /// Same key pattern: same field names in the same order with the same
@@ -285,7 +345,14 @@ pub fn choose(
     };
     match hint {
         Some(Hint::Natural(forward)) => {
-            return Ok(plan(Access::Collscan { reverse: !forward }, false, false))
+            return Ok(plan(
+                Access::Collscan {
+                    reverse: !forward,
+                    id_index: false,
+                },
+                false,
+                false,
+            ))
         }
         Some(h) => {
             let is_id = match h {
@@ -294,7 +361,14 @@ pub fn choose(
                 Hint::Natural(_) => false,
             };
             if is_id {
-                return Ok(plan(Access::Collscan { reverse: false }, false, false));
+                return Ok(plan(
+                    Access::Collscan {
+                        reverse: false,
+                        id_index: true,
+                    },
+                    false,
+                    false,
+                ));
             }
             let found = indexes.iter().find(|ix| match h {
                 Hint::Name(n) => &ix.spec.name == n,
@@ -363,11 +437,25 @@ pub fn choose(
         // `_id` order is the collection's own order.
         if let [(path, asc)] = s.fields() {
             if path == "_id" {
-                return Ok(plan(Access::Collscan { reverse: !asc }, true, false));
+                return Ok(plan(
+                    Access::Collscan {
+                        reverse: !asc,
+                        id_index: false,
+                    },
+                    true,
+                    false,
+                ));
             }
         }
     }
-    Ok(plan(Access::Collscan { reverse: false }, false, false))
+    Ok(plan(
+        Access::Collscan {
+            reverse: false,
+            id_index: false,
+        },
+        false,
+        false,
+    ))
 }
 
 /// Runs `plan`, yielding the documents that match `m` and counting what it
@@ -379,8 +467,19 @@ pub fn execute(
     stats: Arc<Stats>,
 ) -> MongoResult<DocSource> {
     let Some(coll) = coll else {
+        stats.access.end();
         return Ok(Box::new(std::iter::empty()));
     };
+    let src = access_source(coll, plan, m, stats.clone())?;
+    Ok(counted(src, stats, |s| &s.access))
+}
+
+fn access_source(
+    coll: &Collection,
+    plan: &Plan,
+    m: &Matcher,
+    stats: Arc<Stats>,
+) -> MongoResult<DocSource> {
     let m = m.clone();
     match &plan.access {
         Access::Empty => Ok(Box::new(std::iter::empty())),
@@ -395,12 +494,27 @@ pub fn execute(
                 found.into_iter().filter(move |d| m.matches(d)).map(Ok),
             ))
         }
-        Access::Collscan { reverse } => {
+        Access::Collscan { reverse, id_index } => {
             let all = m.is_empty();
-            Ok(Box::new(coll.scan(*reverse).filter_map(move |r| {
-                if r.is_ok() {
-                    stats.docs_examined.fetch_add(1, Ordering::Relaxed);
+            let id_index = *id_index;
+            let mut scan = coll.scan(*reverse);
+            let read = std::iter::from_fn(move || {
+                let r = scan.next();
+                match &r {
+                    Some(Ok(_)) => {
+                        stats.docs_examined.fetch_add(1, Ordering::Relaxed);
+                        if id_index {
+                            // The `_id` index entry of this document.
+                            stats.keys_examined.fetch_add(1, Ordering::Relaxed);
+                            stats.ixscan.add();
+                        }
+                    }
+                    Some(Err(_)) => {}
+                    None => stats.ixscan.end(),
                 }
+                r
+            });
+            Ok(Box::new(read.filter_map(move |r| {
                 match r {
                     Ok(d) if all => Some(Ok(d)),
                     // $expr may fail to evaluate; mongod fails the operation rather than skip the document.
@@ -457,10 +571,14 @@ pub fn count_keys(coll: &Collection, plan: &Plan, stats: &Stats) -> MongoResult<
     for r in scan.by_ref() {
         r?;
         n += 1;
+        stats.ixscan.add();
     }
+    stats.ixscan.end();
+    // mongod's COUNT_SCAN counts a key examined on every step, including the
+    // last one that finds the end of the range (10 matching keys: 11).
     stats
         .keys_examined
-        .fetch_add(scan.keys_examined(), Ordering::Relaxed);
+        .fetch_add(scan.keys_examined().saturating_add(1), Ordering::Relaxed);
     Ok(n)
 }
 
@@ -488,14 +606,21 @@ impl Fetch {
             self.stats
                 .keys_examined
                 .fetch_add(after.saturating_sub(before), Ordering::Relaxed);
-            match next? {
+            let Some(next) = next else {
+                self.stats.ixscan.end();
+                return None;
+            };
+            match next {
                 Err(e) => return Some(Err(e.into())),
                 Ok(id) => {
                     if let Some(seen) = &mut self.seen {
+                        self.stats.dups_tested.fetch_add(1, Ordering::Relaxed);
                         if !seen.insert(id.clone()) {
+                            self.stats.dups_dropped.fetch_add(1, Ordering::Relaxed);
                             continue;
                         }
                     }
+                    self.stats.ixscan.add();
                     return Some(Ok(id));
                 }
             }
@@ -554,7 +679,34 @@ pub fn describe(plan: &Plan, filter: &Document, count_scan: bool) -> Document {
     match &plan.access {
         Access::Empty => doc! {"stage": "EOF"},
         Access::IdLookup(_) => doc! {"stage": "IDHACK"},
-        Access::Collscan { reverse } => {
+        Access::Collscan {
+            reverse,
+            id_index: true,
+        } => {
+            let full = if *reverse {
+                "[MaxKey, MinKey]"
+            } else {
+                "[MinKey, MaxKey]"
+            };
+            let scan = doc! {
+                "stage": "IXSCAN",
+                "keyPattern": {"_id": 1},
+                "indexName": "_id_",
+                "isMultiKey": false,
+                "multiKeyPaths": {"_id": []},
+                "isUnique": true,
+                "isSparse": false,
+                "isPartial": false,
+                "indexVersion": 2,
+                "direction": if *reverse { "backward" } else { "forward" },
+                "indexBounds": {"_id": [full]},
+            };
+            let mut fetch = doc! {"stage": "FETCH"};
+            filter_field(&mut fetch);
+            fetch.insert("inputStage", scan);
+            fetch
+        }
+        Access::Collscan { reverse, .. } => {
             let mut d = doc! {"stage": "COLLSCAN"};
             filter_field(&mut d);
             d.insert("direction", if *reverse { "backward" } else { "forward" });
@@ -674,6 +826,240 @@ fn reversed(i: &bisondb_query::matcher::bounds::Interval) -> String {
         hi_inclusive: i.lo_inclusive,
     };
     flipped.display()
+}
+
+/// The number of key ranges an index scan over `bounds` seeks to: one per
+/// combination of the point intervals on the leading fields, times the
+/// intervals of the first ranged field (as the storage scan builds them).
+fn seeks(plan: Option<&Plan>) -> u64 {
+    let Some(Access::Ixscan { bounds, .. }) = plan.map(|p| &p.access) else {
+        return 1;
+    };
+    let mut n = 1u64;
+    for b in bounds {
+        if b.is_full() {
+            break;
+        }
+        n = n.saturating_mul(b.intervals.len() as u64);
+        if !b.is_points() {
+            break;
+        }
+    }
+    n
+}
+
+/// How a stage ran: calls to its `work()`, results it returned, whether it
+/// reached its end.
+struct Ran {
+    works: u64,
+    advanced: u64,
+    eof: bool,
+}
+
+/// explain's `executionStats.executionStages`: the `winning` plan tree with
+/// each stage's statistics from what ran (`stats`). BisonDB's stages are
+/// iterators, not mongod's `work()` state machines, so `works` is derived as
+/// mongod's would count it: a scan does one work per key or document examined
+/// plus one that finds its end; FETCH, SKIP, LIMIT and projections one per
+/// work of their input (LIMIT one more when it stops before its input ends);
+/// a blocking SORT one per input work, then one per document it returns and
+/// one for its end. `needTime` is what is left after `advanced` and the end.
+/// Nothing yields, so `needYield`, `saveState` and `restoreState` are 0;
+/// times are not measured per stage (`executionTimeMillisEstimate` 0).
+pub fn execution_stages(winning: &Document, plan: Option<&Plan>, stats: &Stats) -> Document {
+    annotate(winning, plan, stats).0
+}
+
+fn annotate(stage: &Document, plan: Option<&Plan>, s: &Stats) -> (Document, Ran) {
+    let name = stage.get_str("stage").unwrap_or_default();
+    let child = stage
+        .get_document("inputStage")
+        .ok()
+        .map(|c| annotate(c, plan, s));
+    let n = crate::reply::count;
+    let mut extra = Document::new();
+    let eof_n = |b: bool| b as u64;
+    let ran = match name {
+        "COLLSCAN" => {
+            extra.insert("docsExamined", n(s.docs()));
+            let eof = s.access.is_eof();
+            Ran {
+                works: s.docs() + eof_n(eof),
+                advanced: s.access.n(),
+                eof,
+            }
+        }
+        "IDHACK" => {
+            extra.insert("keysExamined", n(s.keys()));
+            extra.insert("docsExamined", n(s.docs()));
+            let eof = s.access.is_eof();
+            Ran {
+                works: s.docs().max(s.access.n()) + eof_n(eof),
+                advanced: s.access.n(),
+                eof,
+            }
+        }
+        "IXSCAN" => {
+            extra.insert("keysExamined", n(s.keys()));
+            extra.insert("seeks", n(seeks(plan)));
+            extra.insert("dupsTested", n(s.dups_tested.load(Ordering::Relaxed)));
+            extra.insert("dupsDropped", n(s.dups_dropped.load(Ordering::Relaxed)));
+            let eof = s.ixscan.is_eof();
+            Ran {
+                works: s.keys().max(s.ixscan.n()) + eof_n(eof),
+                advanced: s.ixscan.n(),
+                eof,
+            }
+        }
+        "COUNT_SCAN" => {
+            // keysExamined already counts the step that found the end.
+            extra.insert("keysExamined", n(s.keys()));
+            extra.insert("dupsTested", 0);
+            extra.insert("dupsDropped", 0);
+            let eof = s.ixscan.is_eof();
+            Ran {
+                works: s.keys().max(s.ixscan.n() + eof_n(eof)),
+                advanced: s.ixscan.n(),
+                eof,
+            }
+        }
+        "FETCH" => {
+            extra.insert("docsExamined", n(s.docs()));
+            extra.insert("alreadyHasObj", 0);
+            let eof = s.access.is_eof();
+            let advanced = s.access.n();
+            Ran {
+                works: child
+                    .as_ref()
+                    .map_or(0, |c| c.1.works)
+                    .max(advanced + eof_n(eof)),
+                advanced,
+                eof,
+            }
+        }
+        "SORT" => {
+            extra.insert("memLimit", n(SORT_MEMORY_LIMIT as u64));
+            extra.insert("type", "simple");
+            extra.insert(
+                "totalDataSizeSorted",
+                n(s.sort_bytes.load(Ordering::Relaxed)),
+            );
+            extra.insert("usedDisk", false);
+            extra.insert("spills", 0);
+            let eof = s.sort.is_eof();
+            let advanced = s.sort.n();
+            Ran {
+                works: child.as_ref().map_or(0, |c| c.1.works) + advanced + eof_n(eof),
+                advanced,
+                eof,
+            }
+        }
+        "SKIP" => {
+            let eof = s.skip.is_eof();
+            let advanced = s.skip.n();
+            Ran {
+                works: child
+                    .as_ref()
+                    .map_or(0, |c| c.1.works)
+                    .max(advanced + eof_n(eof)),
+                advanced,
+                eof,
+            }
+        }
+        "LIMIT" => {
+            let advanced = s.out.n();
+            let amount = match stage.get("limitAmount") {
+                Some(Bson::Int32(i)) => *i as u64,
+                Some(Bson::Int64(i)) => *i as u64,
+                _ => u64::MAX,
+            };
+            let hit = advanced >= amount;
+            let (child_works, child_eof) =
+                child.as_ref().map_or((0, true), |c| (c.1.works, c.1.eof));
+            let eof = hit || child_eof;
+            Ran {
+                works: (child_works + eof_n(hit && !child_eof)).max(advanced + eof_n(eof)),
+                advanced,
+                eof,
+            }
+        }
+        "EOF" | "RECORD_STORE_FAST_COUNT" => Ran {
+            works: 1,
+            advanced: 0,
+            eof: true,
+        },
+        "COUNT" => {
+            let (works, eof) = child.as_ref().map_or((1, true), |c| (c.1.works, c.1.eof));
+            Ran {
+                works,
+                advanced: 0,
+                eof,
+            }
+        }
+        // Projections and anything else passing its input through.
+        _ => match &child {
+            Some((_, c)) => Ran {
+                works: c.works,
+                advanced: c.advanced,
+                eof: c.eof,
+            },
+            None => Ran {
+                works: s.out.n() + eof_n(s.out.is_eof()),
+                advanced: s.out.n(),
+                eof: s.out.is_eof(),
+            },
+        },
+    };
+    let mut d = doc! {"stage": name};
+    if let Some(f) = stage.get("filter") {
+        d.insert("filter", f.clone());
+    }
+    d.insert("nReturned", n(ran.advanced));
+    d.insert("executionTimeMillisEstimate", 0);
+    d.insert("works", n(ran.works));
+    d.insert("advanced", n(ran.advanced));
+    d.insert(
+        "needTime",
+        n(ran.works.saturating_sub(ran.advanced + eof_n(ran.eof))),
+    );
+    d.insert("needYield", 0);
+    d.insert("saveState", 0);
+    d.insert("restoreState", 0);
+    d.insert("isEOF", ran.eof as i32);
+    for (k, v) in stage {
+        if !matches!(k.as_str(), "stage" | "filter" | "inputStage") && !extra.contains_key(k) {
+            d.insert(k.clone(), v.clone());
+        }
+    }
+    for (k, v) in extra {
+        d.insert(k, v);
+    }
+    if let Some((c, _)) = child {
+        d.insert("inputStage", c);
+    }
+    (d, ran)
+}
+
+/// Blocking sort of `src` (see [`sort`]), counting the bytes sorted and the
+/// documents returned into `stats` for explain.
+pub fn sorted_source(
+    src: DocSource,
+    spec: &bisondb_query::sort::SortSpec,
+    keep: Option<usize>,
+    allow_disk_use: bool,
+    stats: Arc<Stats>,
+) -> MongoResult<DocSource> {
+    let st = stats.clone();
+    let input: DocSource = Box::new(src.inspect(move |d| {
+        if let Ok(d) = d {
+            st.sort_bytes
+                .fetch_add(d.as_bytes().len() as u64, Ordering::Relaxed);
+        }
+    }));
+    let sorted = sort(input, spec, keep, allow_disk_use)?;
+    Ok(counted(Box::new(sorted.into_iter().map(Ok)), stats, |s| {
+        &s.sort
+    }))
 }
 
 /// Collects a source, failing on the first error.

@@ -329,7 +329,8 @@ async fn planner_and_explain_tell_what_ran() {
         })
     );
     assert_eq!(num(get_doc(&e, "executionStats"), "totalDocsExamined"), 0);
-    assert_eq!(num(get_doc(&e, "executionStats"), "totalKeysExamined"), 30);
+    // 30 keys, plus the step that finds the end of the range (as mongod counts).
+    assert_eq!(num(get_doc(&e, "executionStats"), "totalKeysExamined"), 31);
     assert_eq!(count(&coll, doc! {"day": {"$lt": 3}}).await, 30);
 
     // Hints: by name and by key pattern work; an unknown one is error 2.
@@ -514,6 +515,161 @@ async fn planner_and_explain_tell_what_ran() {
 
     // Unknown inner command.
     expect_code(db.run_command(doc! {"explain": {"nosuch": "ts"}}).await, 59);
+}
+
+/// Common per-stage counters of an `executionStages` node, as int32:
+/// (nReturned, works, advanced, needTime, isEOF).
+fn stage_counters(stage: &Document) -> (i64, i64, i64, i64, i64) {
+    for f in [
+        "nReturned",
+        "executionTimeMillisEstimate",
+        "works",
+        "advanced",
+        "needTime",
+        "needYield",
+        "saveState",
+        "restoreState",
+        "isEOF",
+    ] {
+        assert!(matches!(stage.get(f), Some(Bson::Int32(_))), "{f}: {stage}");
+    }
+    (
+        num(stage, "nReturned"),
+        num(stage, "works"),
+        num(stage, "advanced"),
+        num(stage, "needTime"),
+        num(stage, "isEOF"),
+    )
+}
+
+#[tokio::test]
+async fn execution_stages_report_per_stage_stats() {
+    let t = start().await;
+    let db = t.tcp.database("exstages");
+    let coll = db.collection::<Document>("ts");
+    coll.insert_many((0..200).map(|i| doc! {"_id": i, "day": i % 20, "v": i}))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    coll.create_index(IndexModel::builder().keys(doc! {"day": 1}).build())
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+
+    // FETCH -> IXSCAN: 10 keys, 10 documents, 5 of them match `v < 100`.
+    let e = explain(
+        &db,
+        doc! {"find": "ts", "filter": {"day": 7, "v": {"$lt": 100}}},
+        "executionStats",
+    )
+    .await;
+    let stats = get_doc(&e, "executionStats");
+    assert_eq!(num(stats, "nReturned"), 5);
+    let fetch = get_doc(stats, "executionStages");
+    assert_eq!(fetch.get_str("stage").ok(), Some("FETCH"));
+    // 11 works: one per key the scan examined plus the one finding its end.
+    assert_eq!(stage_counters(fetch), (5, 11, 5, 5, 1));
+    assert_eq!(num(fetch, "docsExamined"), 10);
+    assert_eq!(num(fetch, "alreadyHasObj"), 0);
+    assert!(fetch.contains_key("filter"), "{fetch}");
+    let ix = get_doc(fetch, "inputStage");
+    assert_eq!(ix.get_str("stage").ok(), Some("IXSCAN"));
+    assert_eq!(stage_counters(ix), (10, 11, 10, 0, 1));
+    assert_eq!(num(ix, "keysExamined"), 10);
+    assert_eq!(num(ix, "seeks"), 1);
+    assert_eq!(num(ix, "dupsTested"), 0);
+    assert_eq!(num(ix, "dupsDropped"), 0);
+    assert_eq!(ix.get_str("indexName").ok(), Some("day_1"));
+    assert_eq!(
+        (
+            num(stats, "totalKeysExamined"),
+            num(stats, "totalDocsExamined")
+        ),
+        (10, 10)
+    );
+
+    // COLLSCAN: every document examined, one work each plus the end.
+    let e = explain(
+        &db,
+        doc! {"find": "ts", "filter": {"v": {"$gte": 190}}},
+        "executionStats",
+    )
+    .await;
+    let scan = get_doc(&e, "executionStats.executionStages");
+    assert_eq!(scan.get_str("stage").ok(), Some("COLLSCAN"));
+    assert_eq!(stage_counters(scan), (10, 201, 10, 190, 1));
+    assert_eq!(num(scan, "docsExamined"), 200);
+    assert_eq!(scan.get_str("direction").ok(), Some("forward"));
+
+    // LIMIT over a blocking SORT: the sort reads everything, LIMIT stops at 3.
+    let e = explain(
+        &db,
+        doc! {"find": "ts", "filter": {}, "sort": {"v": -1}, "limit": 3, "skip": 2},
+        "executionStats",
+    )
+    .await;
+    let limit = get_doc(&e, "executionStats.executionStages");
+    assert_eq!(limit.get_str("stage").ok(), Some("LIMIT"));
+    assert_eq!(num(limit, "limitAmount"), 3);
+    assert_eq!(num(limit, "nReturned"), 3);
+    assert_eq!(num(limit, "isEOF"), 1);
+    let skip = get_doc(limit, "inputStage");
+    assert_eq!(skip.get_str("stage").ok(), Some("SKIP"));
+    assert_eq!(num(skip, "skipAmount"), 2);
+    assert_eq!(num(skip, "nReturned"), 3);
+    let sort = get_doc(skip, "inputStage");
+    assert_eq!(sort.get_str("stage").ok(), Some("SORT"));
+    assert_eq!(num(sort, "nReturned"), 5);
+    assert_eq!(num(sort, "memLimit"), 100 * 1024 * 1024);
+    assert_eq!(sort.get_bool("usedDisk").ok(), Some(false));
+    assert!(num(sort, "totalDataSizeSorted") > 0);
+    let under = get_doc(sort, "inputStage");
+    assert_eq!(stage_counters(under), (200, 201, 200, 0, 1));
+
+    // hint `_id_`: the clustered scan shown as FETCH over IXSCAN `_id_`.
+    let e = explain(
+        &db,
+        doc! {"find": "ts", "filter": {"day": 3}, "hint": "_id_"},
+        "executionStats",
+    )
+    .await;
+    let plan = get_doc(&e, "queryPlanner.winningPlan");
+    assert_eq!(plan.get_str("stage").ok(), Some("FETCH"));
+    let ix = get_doc(plan, "inputStage");
+    assert_eq!(ix.get_str("indexName").ok(), Some("_id_"));
+    assert_eq!(ix.get_bool("isUnique").ok(), Some(true));
+    assert_eq!(
+        get_doc(ix, "indexBounds"),
+        &doc! {"_id": ["[MinKey, MaxKey]"]}
+    );
+    let stats = get_doc(&e, "executionStats");
+    assert_eq!(
+        (
+            num(stats, "nReturned"),
+            num(stats, "totalKeysExamined"),
+            num(stats, "totalDocsExamined")
+        ),
+        (10, 200, 200)
+    );
+    let fetch = get_doc(stats, "executionStages");
+    assert_eq!(num(fetch, "docsExamined"), 200);
+    assert_eq!(num(fetch, "nReturned"), 10);
+    let ix = get_doc(fetch, "inputStage");
+    assert_eq!(stage_counters(ix), (200, 201, 200, 0, 1));
+    assert_eq!(num(ix, "keysExamined"), 200);
+
+    // count over an index only: COUNT_SCAN counts the step finding the end.
+    let e = explain(
+        &db,
+        doc! {"count": "ts", "query": {"day": 4}},
+        "executionStats",
+    )
+    .await;
+    let count = get_doc(&e, "executionStats.executionStages");
+    assert_eq!(count.get_str("stage").ok(), Some("COUNT"));
+    assert_eq!((num(count, "nCounted"), num(count, "nSkipped")), (10, 0));
+    let cs = get_doc(count, "inputStage");
+    assert_eq!(cs.get_str("stage").ok(), Some("COUNT_SCAN"));
+    assert_eq!(stage_counters(cs), (10, 11, 10, 0, 1));
+    assert_eq!(num(cs, "keysExamined"), 11);
 }
 
 #[tokio::test]

@@ -143,8 +143,9 @@ impl Count {
         if let Some(l) = self.limit {
             n = n.min(l);
         }
-        let mut stages = tree;
+        let mut stages = plan::execution_stages(&tree, chosen.as_ref(), &stats);
         stages.insert("nCounted", reply::count(n));
+        stages.insert("nSkipped", reply::count(total.min(self.skip)));
         let exec = doc! {
             "executionSuccess": true,
             "nReturned": 0i32,

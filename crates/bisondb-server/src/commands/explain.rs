@@ -227,7 +227,7 @@ fn explain_filter(
         for (k, asc) in s.fields() {
             pattern.insert(k.clone(), if *asc { 1 } else { -1 });
         }
-        tree = doc! {"stage": "SORT", "sortPattern": pattern, "type": "simple", "inputStage": tree};
+        tree = doc! {"stage": "SORT", "sortPattern": pattern, "memLimit": plan::SORT_MEMORY_LIMIT as i64, "type": "simple", "inputStage": tree};
     }
     let planner = doc! {
         "namespace": util::ns(db, &t.coll),
@@ -240,13 +240,15 @@ fn explain_filter(
         return Ok((planner, None));
     }
     let stats = Arc::new(plan::Stats::default());
-    let mut returned = 0u64;
-    for d in plan::execute(coll.as_ref(), &chosen, &m, stats.clone())? {
-        d?;
-        returned += 1;
+    let mut src = plan::execute(coll.as_ref(), &chosen, &m, stats.clone())?;
+    if let (Some(s), false) = (&t.sort, chosen.provides_sort) {
+        src = plan::sorted_source(src, s, None, true, stats.clone())?;
     }
-    let mut stages = tree;
-    stages.insert("nReturned", reply::count(returned));
+    for d in plan::counted(src, stats.clone(), |s| &s.out) {
+        d?;
+    }
+    let returned = stats.out.n();
+    let stages = plan::execution_stages(&tree, Some(&chosen), &stats);
     Ok((
         planner,
         Some(doc! {

@@ -194,17 +194,16 @@ impl Find {
             self.sort.as_ref(),
             self.hint.as_ref(),
         )?;
-        let src = plan::execute(coll, &chosen, &self.filter, stats)?;
+        let src = plan::execute(coll, &chosen, &self.filter, stats.clone())?;
         let src: DocSource = match &self.sort {
             Some(spec) if !chosen.provides_sort => {
                 let keep = self.limit.map(|l| l.saturating_add(self.skip) as usize);
-                let sorted = plan::sort(src, spec, keep, self.allow_disk_use)?;
-                Box::new(sorted.into_iter().map(Ok))
+                plan::sorted_source(src, spec, keep, self.allow_disk_use, stats.clone())?
             }
             _ => src,
         };
         let src: DocSource = if self.skip > 0 {
-            Box::new(src.skip(self.skip as usize))
+            plan::counted(Box::new(src.skip(self.skip as usize)), stats, |s| &s.skip)
         } else {
             src
         };
@@ -264,17 +263,14 @@ impl Find {
         if !execute {
             return Ok((planner, None));
         }
-        let mut returned = 0u64;
+        // Like LIMIT, stop asking for documents once the limit is reached.
         let limit = self.limit.unwrap_or(u64::MAX);
-        for d in src {
-            if returned >= limit {
-                break;
-            }
+        let src = plan::counted(src, stats.clone(), |s| &s.out);
+        for d in src.take(usize::try_from(limit).unwrap_or(usize::MAX)) {
             d?;
-            returned += 1;
         }
-        let mut stages = tree;
-        stages.insert("nReturned", crate::reply::count(returned));
+        let returned = stats.out.n();
+        let stages = plan::execution_stages(&tree, Some(&chosen), &stats);
         let exec = doc! {
             "executionSuccess": true,
             "nReturned": crate::reply::count(returned),
