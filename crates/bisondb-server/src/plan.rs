@@ -856,6 +856,18 @@ struct Ran {
     eof: bool,
 }
 
+impl Ran {
+    /// A stage that works once per call of its child (FETCH, SKIP): as many
+    /// works as the child, and at least one per result plus the end.
+    fn passing_through(child: Option<&Ran>, advanced: u64, eof: bool) -> Ran {
+        Ran {
+            works: child.map_or(0, |c| c.works).max(advanced + u64::from(eof)),
+            advanced,
+            eof,
+        }
+    }
+}
+
 /// explain's `executionStats.executionStages`: the `winning` plan tree with
 /// each stage's statistics from what ran (`stats`). BisonDB's stages are
 /// iterators, not mongod's `work()` state machines, so `works` is derived as
@@ -926,16 +938,11 @@ fn annotate(stage: &Document, plan: Option<&Plan>, s: &Stats) -> (Document, Ran)
         "FETCH" => {
             extra.insert("docsExamined", n(s.docs()));
             extra.insert("alreadyHasObj", 0);
-            let eof = s.access.is_eof();
-            let advanced = s.access.n();
-            Ran {
-                works: child
-                    .as_ref()
-                    .map_or(0, |c| c.1.works)
-                    .max(advanced + eof_n(eof)),
-                advanced,
-                eof,
-            }
+            Ran::passing_through(
+                child.as_ref().map(|c| &c.1),
+                s.access.n(),
+                s.access.is_eof(),
+            )
         }
         "SORT" => {
             extra.insert("memLimit", n(SORT_MEMORY_LIMIT as u64));
@@ -954,18 +961,7 @@ fn annotate(stage: &Document, plan: Option<&Plan>, s: &Stats) -> (Document, Ran)
                 eof,
             }
         }
-        "SKIP" => {
-            let eof = s.skip.is_eof();
-            let advanced = s.skip.n();
-            Ran {
-                works: child
-                    .as_ref()
-                    .map_or(0, |c| c.1.works)
-                    .max(advanced + eof_n(eof)),
-                advanced,
-                eof,
-            }
-        }
+        "SKIP" => Ran::passing_through(child.as_ref().map(|c| &c.1), s.skip.n(), s.skip.is_eof()),
         "LIMIT" => {
             let advanced = s.out.n();
             let amount = match stage.get("limitAmount") {
