@@ -146,6 +146,12 @@ impl Collection {
     }
 
     /// What `listCollections` shows.
+    /// The options the collection was created with (a view's `viewOn` and
+    /// `pipeline` among them), without copying them.
+    pub fn options(&self) -> &bson::Document {
+        &self.state.options
+    }
+
     pub fn info(&self) -> CollectionInfo {
         CollectionInfo {
             name: self.name().to_string(),

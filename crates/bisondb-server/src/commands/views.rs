@@ -45,8 +45,10 @@ pub struct ViewDef {
 
 /// The definition of `db.name` if it is a view.
 pub fn definition(storage: &Storage, db: &str, name: &str) -> Option<ViewDef> {
+    // Runs before every read and write command: read the options in place
+    // rather than copying the collection's info.
     let coll = storage.collection(db, name)?;
-    view_of_options(&coll.info().options)
+    view_of_options(coll.options())
 }
 
 /// A view's definition from catalog options (`None` for a collection).
