@@ -86,6 +86,7 @@ error_codes! {
     IndexKeySpecsConflict = 86,
     DBPathInUse = 98,
     CommandNotSupported = 115,
+    DocumentValidationFailure = 121,
     NotImplemented = 238,
     ConversionFailure = 241,
     CannotIndexParallelArrays = 171,
