@@ -54,7 +54,8 @@ pub struct DbStats {
 /// Shared state of one collection; every [`Collection`] handle points at it.
 pub(crate) struct CollState {
     pub(crate) id: u64,
-    pub(crate) options: Document,
+    /// Replaced whole (under `write_lock`) by `collMod`; readers clone the `Arc`.
+    pub(crate) options: RwLock<Arc<Document>>,
     pub(crate) uuid: Uuid,
     /// Serializes read-check-write on this collection only.
     pub(crate) write_lock: Mutex<()>,
@@ -258,7 +259,7 @@ impl Storage {
             .ok_or_else(|| StorageError::Internal("collection ids exhausted".into()))?;
         let state = CollState {
             id,
-            options,
+            options: RwLock::new(Arc::new(options)),
             uuid: Uuid::new(),
             write_lock: Mutex::new(()),
             count: AtomicU64::new(0),
@@ -517,6 +518,80 @@ impl Storage {
         Ok(true)
     }
 
+    /// Replaces the options of `db.name` (`collMod`: a validator, a view's
+    /// definition). The new options are persisted before any writer sees them.
+    pub fn set_collection_options(
+        &self,
+        db: &str,
+        name: &str,
+        options: Document,
+    ) -> Result<(), StorageError> {
+        let _ddl = self.inner.ddl.lock();
+        let Some(coll) = self.collection(db, name) else {
+            return Err(StorageError::NamespaceNotFound(format!("{db}.{name}")));
+        };
+        let state = coll.state().clone();
+        // Writers check the validator before they take this lock; holding it
+        // orders the change after every write already in flight.
+        let _w = state.write_lock.lock();
+        let previous = std::mem::replace(&mut *state.options.write(), Arc::new(options));
+        let mut batch = WriteBatch::new();
+        let written = encode_entry(db, name, &state).and_then(|r| {
+            batch.put(layout::entry_key(db, name), r);
+            self.inner.engine.write(batch, Durability::Buffered)
+        });
+        if let Err(e) = written {
+            *state.options.write() = previous;
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    /// Changes the definition of the secondary index `index_name` of `db.name`
+    /// in place (`collMod`: `hidden`, `expireAfterSeconds`); its entries stay as
+    /// they are, so only options that do not change the keys may be edited.
+    /// Returns the spec before and after, or `None` when there is no such index.
+    pub fn modify_index(
+        &self,
+        db: &str,
+        name: &str,
+        index_name: &str,
+        edit: &dyn Fn(&mut IndexSpec),
+    ) -> Result<Option<(IndexSpec, IndexSpec)>, MongoError> {
+        let _ddl = self.inner.ddl.lock();
+        let Some(coll) = self.collection(db, name) else {
+            return Err(StorageError::NamespaceNotFound(format!("{db}.{name}")).into());
+        };
+        let state = coll.state().clone();
+        let _w = state.write_lock.lock();
+        let previous = state.indexes.read().clone();
+        let Some(old) = previous.iter().find(|i| i.spec.name == index_name).cloned() else {
+            return Ok(None);
+        };
+        let mut spec = old.spec.clone();
+        edit(&mut spec);
+        let replacement = Arc::new(IndexState::new(
+            old.id,
+            spec.clone(),
+            old.multikey.load(Ordering::Acquire),
+        )?);
+        let list: Vec<_> = previous
+            .iter()
+            .map(|i| if i.id == old.id { replacement.clone() } else { i.clone() })
+            .collect();
+        *state.indexes.write() = Arc::new(list);
+        let mut batch = WriteBatch::new();
+        let written = encode_entry(db, name, &state).and_then(|r| {
+            batch.put(layout::entry_key(db, name), r);
+            self.inner.engine.write(batch, Durability::Buffered)
+        });
+        if let Err(e) = written {
+            *state.indexes.write() = previous;
+            return Err(e.into());
+        }
+        Ok(Some((old.spec.clone(), spec)))
+    }
+
     /// Durability barrier for everything written so far.
     pub fn sync(&self) -> Result<(), StorageError> {
         self.inner.engine.sync()
@@ -699,7 +774,7 @@ fn encode_entry(db: &str, name: &str, state: &CollState) -> Result<Vec<u8>, Stor
             .map_err(|_| StorageError::Internal("collection id overflow".into()))?,
     );
     doc.insert("uuid", Bson::Binary(Binary::from(state.uuid)));
-    doc.insert("options", state.options.clone());
+    doc.insert("options", state.options.read().as_ref().clone());
     let mut list = Vec::new();
     for ix in state.indexes.read().iter() {
         let mut d = Document::new();
@@ -765,7 +840,7 @@ fn parse_entry(
     }
     let state = CollState {
         id,
-        options,
+        options: RwLock::new(Arc::new(options)),
         uuid,
         write_lock: Mutex::new(()),
         count: AtomicU64::new(0),

@@ -145,17 +145,18 @@ impl Collection {
         self.state.uuid
     }
 
-    /// What `listCollections` shows.
-    /// The options the collection was created with (a view's `viewOn` and
-    /// `pipeline` among them), without copying them.
-    pub fn options(&self) -> &bson::Document {
-        &self.state.options
+    /// The collection's options (a view's `viewOn` and `pipeline`, a validator
+    /// among them) as they are now, without copying them: `collMod` replaces
+    /// the whole document, so a caller keeps a consistent version.
+    pub fn options(&self) -> Arc<bson::Document> {
+        self.state.options.read().clone()
     }
 
+    /// What `listCollections` shows.
     pub fn info(&self) -> CollectionInfo {
         CollectionInfo {
             name: self.name().to_string(),
-            options: self.state.options.clone(),
+            options: self.state.options.read().as_ref().clone(),
             uuid: self.state.uuid,
             kind: "collection",
         }

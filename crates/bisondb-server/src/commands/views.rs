@@ -48,7 +48,7 @@ pub fn definition(storage: &Storage, db: &str, name: &str) -> Option<ViewDef> {
     // Runs before every read and write command: read the options in place
     // rather than copying the collection's info.
     let coll = storage.collection(db, name)?;
-    view_of_options(coll.options())
+    view_of_options(&coll.options())
 }
 
 /// A view's definition from catalog options (`None` for a collection).
