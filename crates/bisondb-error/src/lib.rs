@@ -123,6 +123,8 @@ error_codes! {
     QueryExceededMemoryLimitNoDiskUseAllowed = 292,
     UnsupportedOpQueryCommand = 352,
     APIStrictError = 323,
+    OperationFailed = 96,
+    IncompatibleCollationVersion = 161,
 }
 
 impl fmt::Display for ErrorCode {

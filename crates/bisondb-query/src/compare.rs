@@ -13,6 +13,8 @@ use bson::raw::{RawArray, RawBsonRef, RawDocument};
 use bson::spec::ElementType;
 use bson::{Bson, Decimal128, Document};
 
+use crate::collation::Collation;
+
 /// Canonical type rank used for comparison: lower ranks sort first.
 ///
 /// The numbers follow mongod's canonical type values so that gaps stay meaningful
@@ -381,8 +383,81 @@ fn cmp_regex(x: (&str, &str), y: (&str, &str)) -> Ordering {
         .then_with(|| x.1.as_bytes().cmp(y.1.as_bytes()))
 }
 
+/// Compares two strings: bytewise under the simple collation, else with `c`.
+#[inline]
+pub fn cmp_str(a: &str, b: &str, c: Option<&Collation>) -> Ordering {
+    match c {
+        None => a.as_bytes().cmp(b.as_bytes()),
+        Some(c) => c.compare_str(a, b),
+    }
+}
+
 /// Compares two raw values in MongoDB's total comparison/sort order.
+#[inline]
 pub fn compare_raw(a: RawBsonRef<'_>, b: RawBsonRef<'_>) -> Ordering {
+    compare_raw_in(a, b, None)
+}
+
+/// Compares documents field by field: type rank, then field name, then value;
+/// a document that is a prefix of the other sorts first.
+#[inline]
+pub fn compare_raw_docs(a: &RawDocument, b: &RawDocument) -> Ordering {
+    compare_raw_docs_in(a, b, None)
+}
+
+/// Compares arrays element by element; a prefix sorts first.
+#[inline]
+pub fn compare_raw_arrays(a: &RawArray, b: &RawArray) -> Ordering {
+    compare_raw_arrays_in(a, b, None)
+}
+
+/// Compares two owned values in MongoDB's total comparison/sort order; agrees
+/// with [`compare_raw`] on the serialized forms.
+#[inline]
+pub fn compare_bson(a: &Bson, b: &Bson) -> Ordering {
+    compare_bson_in(a, b, None)
+}
+
+/// Owned counterpart of [`compare_raw_docs`].
+#[inline]
+pub fn compare_docs(a: &Document, b: &Document) -> Ordering {
+    compare_docs_in(a, b, None)
+}
+
+/// Owned counterpart of [`compare_raw_arrays`].
+#[inline]
+pub fn compare_arrays(a: &[Bson], b: &[Bson]) -> Ordering {
+    compare_arrays_in(a, b, None)
+}
+
+/// Compares a raw value with an owned one without converting the raw value
+/// unless it is a container.
+#[inline]
+pub fn compare_raw_bson(a: RawBsonRef<'_>, b: &Bson) -> Ordering {
+    compare_raw_bson_in(a, b, None)
+}
+
+/// Owned equality under a collation (see [`values_equal_bson`]).
+pub fn values_equal_bson_in(a: &Bson, b: &Bson, c: Option<&Collation>) -> bool {
+    compare_bson_in(a, b, c) == Ordering::Equal
+}
+
+/// Whether a value contains a string or symbol anywhere (the only values a
+/// collation can compare differently).
+pub fn has_string(v: &Bson) -> bool {
+    match v {
+        Bson::String(_) | Bson::Symbol(_) => true,
+        Bson::Array(a) => a.iter().any(has_string),
+        Bson::Document(d) => d.values().any(has_string),
+        _ => false,
+    }
+}
+
+// Collation-aware forms: `c` is `None` for the simple collation. Strings and
+// symbols compare with the collation at any depth; everything else as above.
+
+/// [`compare_raw`] under a collation.
+pub fn compare_raw_in(a: RawBsonRef<'_>, b: RawBsonRef<'_>, c: Option<&Collation>) -> Ordering {
     let ra = type_rank(a.element_type());
     let rb = type_rank(b.element_type());
     if ra != rb {
@@ -390,11 +465,9 @@ pub fn compare_raw(a: RawBsonRef<'_>, b: RawBsonRef<'_>) -> Ordering {
     }
     use RawBsonRef as R;
     match (a, b) {
-        (R::String(x) | R::Symbol(x), R::String(y) | R::Symbol(y)) => {
-            x.as_bytes().cmp(y.as_bytes())
-        }
-        (R::Document(x), R::Document(y)) => compare_raw_docs(x, y),
-        (R::Array(x), R::Array(y)) => compare_raw_arrays(x, y),
+        (R::String(x) | R::Symbol(x), R::String(y) | R::Symbol(y)) => cmp_str(x, y, c),
+        (R::Document(x), R::Document(y)) => compare_raw_docs_in(x, y, c),
+        (R::Array(x), R::Array(y)) => compare_raw_arrays_in(x, y, c),
         (R::Binary(x), R::Binary(y)) => {
             cmp_binary(u8::from(x.subtype), x.bytes, u8::from(y.subtype), y.bytes)
         }
@@ -411,7 +484,7 @@ pub fn compare_raw(a: RawBsonRef<'_>, b: RawBsonRef<'_>) -> Ordering {
             .code
             .as_bytes()
             .cmp(y.code.as_bytes())
-            .then_with(|| compare_raw_docs(x.scope, y.scope)),
+            .then_with(|| compare_raw_docs_in(x.scope, y.scope, c)),
         (R::DbPointer(_), R::DbPointer(_)) => match (raw_dbpointer(&a), raw_dbpointer(&b)) {
             (Some(x), Some(y)) => cmp_dbpointer(&x, &y),
             _ => Ordering::Equal,
@@ -426,7 +499,7 @@ pub fn compare_raw(a: RawBsonRef<'_>, b: RawBsonRef<'_>) -> Ordering {
 
 /// Compares documents field by field: type rank, then field name, then value;
 /// a document that is a prefix of the other sorts first.
-pub fn compare_raw_docs(a: &RawDocument, b: &RawDocument) -> Ordering {
+pub fn compare_raw_docs_in(a: &RawDocument, b: &RawDocument, c: Option<&Collation>) -> Ordering {
     let mut ia = a.iter();
     let mut ib = b.iter();
     loop {
@@ -442,7 +515,7 @@ pub fn compare_raw_docs(a: &RawDocument, b: &RawDocument) -> Ordering {
                 let o = type_rank(va.element_type())
                     .cmp(&type_rank(vb.element_type()))
                     .then_with(|| ka.as_str().as_bytes().cmp(kb.as_str().as_bytes()))
-                    .then_with(|| compare_raw(va, vb));
+                    .then_with(|| compare_raw_in(va, vb, c));
                 if o != Ordering::Equal {
                     return o;
                 }
@@ -452,7 +525,7 @@ pub fn compare_raw_docs(a: &RawDocument, b: &RawDocument) -> Ordering {
 }
 
 /// Compares arrays element by element; a prefix sorts first.
-pub fn compare_raw_arrays(a: &RawArray, b: &RawArray) -> Ordering {
+pub fn compare_raw_arrays_in(a: &RawArray, b: &RawArray, c: Option<&Collation>) -> Ordering {
     let mut ia = a.into_iter();
     let mut ib = b.into_iter();
     loop {
@@ -464,7 +537,7 @@ pub fn compare_raw_arrays(a: &RawArray, b: &RawArray) -> Ordering {
             (None, Some(_)) => return Ordering::Less,
             (Some(_), None) => return Ordering::Greater,
             (Some(va), Some(vb)) => {
-                let o = compare_raw(va, vb);
+                let o = compare_raw_in(va, vb, c);
                 if o != Ordering::Equal {
                     return o;
                 }
@@ -479,7 +552,7 @@ pub fn compare_raw_arrays(a: &RawArray, b: &RawArray) -> Ordering {
 
 /// Compares two owned values in MongoDB's total comparison/sort order; agrees
 /// with [`compare_raw`] on the serialized forms.
-pub fn compare_bson(a: &Bson, b: &Bson) -> Ordering {
+pub fn compare_bson_in(a: &Bson, b: &Bson, c: Option<&Collation>) -> Ordering {
     let ra = type_rank(a.element_type());
     let rb = type_rank(b.element_type());
     if ra != rb {
@@ -487,11 +560,9 @@ pub fn compare_bson(a: &Bson, b: &Bson) -> Ordering {
     }
     use Bson as B;
     match (a, b) {
-        (B::String(x) | B::Symbol(x), B::String(y) | B::Symbol(y)) => {
-            x.as_bytes().cmp(y.as_bytes())
-        }
-        (B::Document(x), B::Document(y)) => compare_docs(x, y),
-        (B::Array(x), B::Array(y)) => compare_arrays(x, y),
+        (B::String(x) | B::Symbol(x), B::String(y) | B::Symbol(y)) => cmp_str(x, y, c),
+        (B::Document(x), B::Document(y)) => compare_docs_in(x, y, c),
+        (B::Array(x), B::Array(y)) => compare_arrays_in(x, y, c),
         (B::Binary(x), B::Binary(y)) => {
             cmp_binary(u8::from(x.subtype), &x.bytes, u8::from(y.subtype), &y.bytes)
         }
@@ -508,7 +579,7 @@ pub fn compare_bson(a: &Bson, b: &Bson) -> Ordering {
             .code
             .as_bytes()
             .cmp(y.code.as_bytes())
-            .then_with(|| compare_docs(&x.scope, &y.scope)),
+            .then_with(|| compare_docs_in(&x.scope, &y.scope, c)),
         (B::DbPointer(x), B::DbPointer(y)) => cmp_dbpointer(x, y),
         _ => match (NumView::of_bson(a), NumView::of_bson(b)) {
             (Some(x), Some(y)) => cmp_num_view(x, y),
@@ -518,7 +589,7 @@ pub fn compare_bson(a: &Bson, b: &Bson) -> Ordering {
 }
 
 /// Owned counterpart of [`compare_raw_docs`].
-pub fn compare_docs(a: &Document, b: &Document) -> Ordering {
+pub fn compare_docs_in(a: &Document, b: &Document, c: Option<&Collation>) -> Ordering {
     let mut ia = a.iter();
     let mut ib = b.iter();
     loop {
@@ -530,7 +601,7 @@ pub fn compare_docs(a: &Document, b: &Document) -> Ordering {
                 let o = type_rank(va.element_type())
                     .cmp(&type_rank(vb.element_type()))
                     .then_with(|| ka.as_bytes().cmp(kb.as_bytes()))
-                    .then_with(|| compare_bson(va, vb));
+                    .then_with(|| compare_bson_in(va, vb, c));
                 if o != Ordering::Equal {
                     return o;
                 }
@@ -540,9 +611,9 @@ pub fn compare_docs(a: &Document, b: &Document) -> Ordering {
 }
 
 /// Owned counterpart of [`compare_raw_arrays`].
-pub fn compare_arrays(a: &[Bson], b: &[Bson]) -> Ordering {
+pub fn compare_arrays_in(a: &[Bson], b: &[Bson], c: Option<&Collation>) -> Ordering {
     for (x, y) in a.iter().zip(b.iter()) {
-        let o = compare_bson(x, y);
+        let o = compare_bson_in(x, y, c);
         if o != Ordering::Equal {
             return o;
         }
@@ -563,7 +634,7 @@ pub fn values_equal_bson(a: &Bson, b: &Bson) -> bool {
 
 /// Compares a raw value with an owned one without converting the raw value
 /// unless it is a container.
-pub fn compare_raw_bson(a: RawBsonRef<'_>, b: &Bson) -> Ordering {
+pub fn compare_raw_bson_in(a: RawBsonRef<'_>, b: &Bson, c: Option<&Collation>) -> Ordering {
     let ra = type_rank(a.element_type());
     let rb = type_rank(b.element_type());
     if ra != rb {
@@ -574,7 +645,7 @@ pub fn compare_raw_bson(a: RawBsonRef<'_>, b: &Bson) -> Ordering {
     }
     match (a, b) {
         (RawBsonRef::String(x) | RawBsonRef::Symbol(x), Bson::String(y) | Bson::Symbol(y)) => {
-            x.as_bytes().cmp(y.as_bytes())
+            cmp_str(x, y, c)
         }
         (RawBsonRef::Boolean(x), Bson::Boolean(y)) => x.cmp(y),
         (RawBsonRef::ObjectId(x), Bson::ObjectId(y)) => x.bytes().cmp(&y.bytes()),
@@ -586,7 +657,7 @@ pub fn compare_raw_bson(a: RawBsonRef<'_>, b: &Bson) -> Ordering {
         | (RawBsonRef::MinKey, _)
         | (RawBsonRef::MaxKey, _) => Ordering::Equal,
         _ => match Bson::try_from(a) {
-            Ok(owned) => compare_bson(&owned, b),
+            Ok(owned) => compare_bson_in(&owned, b, c),
             Err(_) => Ordering::Less,
         },
     }

@@ -1,5 +1,6 @@
 //! placeholder
 pub mod agg;
+pub mod collation;
 pub mod compare;
 pub mod expr;
 pub mod index_keys;

@@ -1,0 +1,268 @@
+//! Collation parsing (mongod's codes) and comparison under each option.
+
+use super::*;
+use crate::compare::{compare_bson_in, has_string};
+use bson::doc;
+use std::cmp::Ordering::{Equal, Greater, Less};
+
+fn coll(spec: Document) -> Arc<Collation> {
+    match Collation::parse(&spec) {
+        Ok(Some(c)) => c,
+        other => panic!("{spec}: {other:?}"),
+    }
+}
+
+#[test]
+fn simple_is_none_and_rejects_other_fields() {
+    assert!(matches!(
+        Collation::parse(&doc! {"locale": "simple"}),
+        Ok(None)
+    ));
+    let e = Collation::parse(&doc! {"locale": "simple", "strength": 1}).unwrap_err();
+    assert_eq!(e.code, ErrorCode::FailedToParse);
+}
+
+#[test]
+fn parse_errors_carry_mongod_codes() {
+    let cases: &[(Document, ErrorCode)] = &[
+        (doc! {}, ErrorCode::NoSuchKey),
+        (doc! {"strength": 1}, ErrorCode::NoSuchKey),
+        (doc! {"locale": 1}, ErrorCode::TypeMismatch),
+        (doc! {"locale": ""}, ErrorCode::BadValue),
+        (doc! {"locale": "xx"}, ErrorCode::BadValue),
+        (doc! {"locale": "en-US"}, ErrorCode::BadValue),
+        (doc! {"locale": "en_us"}, ErrorCode::BadValue),
+        (doc! {"locale": "root"}, ErrorCode::BadValue),
+        (
+            doc! {"locale": "en@collation=phonebook"},
+            ErrorCode::BadValue,
+        ),
+        (doc! {"locale": "en", "foo": 1}, ErrorCode::FailedToParse),
+        (
+            doc! {"locale": "en", "strength": 0},
+            ErrorCode::FailedToParse,
+        ),
+        (
+            doc! {"locale": "en", "strength": 6},
+            ErrorCode::FailedToParse,
+        ),
+        (doc! {"locale": "en", "strength": 1.5}, ErrorCode::BadValue),
+        (
+            doc! {"locale": "en", "strength": "1"},
+            ErrorCode::TypeMismatch,
+        ),
+        (
+            doc! {"locale": "en", "caseLevel": 1},
+            ErrorCode::TypeMismatch,
+        ),
+        (
+            doc! {"locale": "en", "caseFirst": "up"},
+            ErrorCode::FailedToParse,
+        ),
+        (
+            doc! {"locale": "en", "alternate": "blanked"},
+            ErrorCode::FailedToParse,
+        ),
+        (
+            doc! {"locale": "en", "maxVariable": "symbol"},
+            ErrorCode::FailedToParse,
+        ),
+        (
+            doc! {"locale": "en", "numericOrdering": "yes"},
+            ErrorCode::TypeMismatch,
+        ),
+        (
+            doc! {"locale": "en", "normalization": 0},
+            ErrorCode::TypeMismatch,
+        ),
+        (
+            doc! {"locale": "en", "version": "1.0"},
+            ErrorCode::IncompatibleCollationVersion,
+        ),
+        (
+            doc! {"locale": "en", "strength": 1, "caseFirst": "upper"},
+            ErrorCode::BadValue,
+        ),
+        (
+            doc! {"locale": "en", "backwards": true},
+            ErrorCode::NotImplemented,
+        ),
+    ];
+    for (spec, code) in cases {
+        match Collation::parse(spec) {
+            Err(e) => assert_eq!(&e.code, code, "{spec}: {}", e.message),
+            Ok(c) => panic!("{spec} parsed: {c:?}"),
+        }
+    }
+}
+
+#[test]
+fn resolved_spec_fills_every_option() {
+    let c = coll(doc! {"locale": "fr", "strength": 2});
+    assert_eq!(
+        c.spec(),
+        &doc! {
+            "locale": "fr", "caseLevel": false, "caseFirst": "off", "strength": 2,
+            "numericOrdering": false, "alternate": "non-ignorable", "maxVariable": "punct",
+            "normalization": false, "backwards": false, "version": "57.1",
+        }
+    );
+    assert_eq!(
+        coll(doc! {"locale": "fr_CA"})
+            .spec()
+            .get_bool("backwards")
+            .ok(),
+        Some(true)
+    );
+    // The locale's own backwards value is accepted when given.
+    coll(doc! {"locale": "fr_CA", "backwards": true});
+    coll(doc! {"locale": "en", "backwards": false});
+    coll(doc! {"locale": "de@collation=phonebook"});
+    coll(doc! {"locale": "zh_Hant"});
+    coll(doc! {"locale": "en_US_POSIX"});
+}
+
+#[test]
+fn comparisons_by_option() {
+    // (collation, a, b, expected order of a vs b)
+    let cases: &[(Document, &str, &str, std::cmp::Ordering)] = &[
+        // Strength 1: base letters only.
+        (doc! {"locale": "en", "strength": 1}, "a", "A", Equal),
+        (doc! {"locale": "en", "strength": 1}, "e", "é", Equal),
+        (doc! {"locale": "en", "strength": 1}, "a", "b", Less),
+        // Strength 2: accents count, case does not.
+        (doc! {"locale": "en", "strength": 2}, "a", "A", Equal),
+        (doc! {"locale": "en", "strength": 2}, "e", "é", Less),
+        // Strength 3 (default): case counts, lower first.
+        (doc! {"locale": "en"}, "a", "A", Less),
+        (doc! {"locale": "en", "strength": 3}, "a", "B", Less),
+        // Byte order would put "B" before "a"; the collation does not.
+        (doc! {"locale": "en"}, "B", "a", Greater),
+        // caseFirst.
+        (doc! {"locale": "en", "caseFirst": "upper"}, "A", "a", Less),
+        (doc! {"locale": "en", "caseFirst": "lower"}, "a", "A", Less),
+        // caseLevel with strength 1: case distinguished, accents not.
+        (
+            doc! {"locale": "en", "strength": 1, "caseLevel": true},
+            "a",
+            "A",
+            Less,
+        ),
+        (
+            doc! {"locale": "en", "strength": 1, "caseLevel": true},
+            "e",
+            "é",
+            Equal,
+        ),
+        // numericOrdering.
+        (doc! {"locale": "en"}, "10", "9", Less),
+        (
+            doc! {"locale": "en", "numericOrdering": true},
+            "10",
+            "9",
+            Greater,
+        ),
+        (
+            doc! {"locale": "en", "numericOrdering": true},
+            "a2",
+            "a10",
+            Less,
+        ),
+        // alternate: shifted ignores spaces and punctuation (below strength 4).
+        (doc! {"locale": "en"}, "a b", "ab", Less),
+        (
+            doc! {"locale": "en", "alternate": "shifted"},
+            "a b",
+            "ab",
+            Equal,
+        ),
+        (
+            doc! {"locale": "en", "alternate": "shifted"},
+            "a-b",
+            "ab",
+            Equal,
+        ),
+        (
+            doc! {"locale": "en", "alternate": "shifted", "maxVariable": "space"},
+            "a-b",
+            "ab",
+            Less,
+        ),
+        (
+            doc! {"locale": "en", "alternate": "shifted", "strength": 4},
+            "a b",
+            "ab",
+            Less,
+        ),
+        // German: ä sorts with a; phonebook sorts it as ae.
+        (doc! {"locale": "de"}, "ä", "af", Less),
+        (doc! {"locale": "de"}, "äz", "af", Greater),
+        (doc! {"locale": "de@collation=phonebook"}, "äz", "af", Less),
+        (
+            doc! {"locale": "de@collation=phonebook", "strength": 1},
+            "ä",
+            "ae",
+            Equal,
+        ),
+        // Swedish: ä is a letter after z.
+        (doc! {"locale": "sv"}, "ä", "z", Greater),
+        (doc! {"locale": "en"}, "ä", "z", Less),
+        // French Canadian: accents compared from the end of the string.
+        (doc! {"locale": "fr"}, "cote", "côté", Less),
+        (
+            doc! {"locale": "fr", "strength": 2},
+            "côte",
+            "coté",
+            Greater,
+        ),
+        (
+            doc! {"locale": "fr_CA", "strength": 2},
+            "côte",
+            "coté",
+            Less,
+        ),
+        // Identical strength separates canonically different spellings only
+        // when they differ after normalization.
+        (doc! {"locale": "en", "strength": 5}, "a", "A", Less),
+    ];
+    for (spec, a, b, want) in cases {
+        let c = coll(spec.clone());
+        assert_eq!(c.compare_str(a, b), *want, "{spec}: {a:?} vs {b:?}");
+        assert_eq!(
+            c.compare_str(b, a),
+            want.reverse(),
+            "{spec}: {b:?} vs {a:?}"
+        );
+    }
+}
+
+#[test]
+fn sort_keys_agree_with_equality() {
+    let c = coll(doc! {"locale": "en", "strength": 2});
+    let key = |s: &str| {
+        let mut v = Vec::new();
+        c.write_key(s, &mut v);
+        v
+    };
+    assert_eq!(key("abc"), key("ABC"));
+    assert_ne!(key("abc"), key("abd"));
+    assert_ne!(key("e"), key("é"));
+}
+
+#[test]
+fn bson_comparison_applies_collation_to_strings_only() {
+    let c = coll(doc! {"locale": "en", "strength": 2});
+    let c = Some(c.as_ref());
+    let eq = |a: Bson, b: Bson| compare_bson_in(&a, &b, c);
+    assert_eq!(eq(Bson::from("a"), Bson::from("A")), Equal);
+    assert_eq!(
+        eq(bson::bson!({"x": ["A"]}), bson::bson!({"x": ["a"]})),
+        Equal
+    );
+    // Field names stay binary.
+    assert_eq!(eq(bson::bson!({"X": 1}), bson::bson!({"x": 1})), Less);
+    // Other types are unchanged.
+    assert_eq!(eq(Bson::Int32(1), Bson::from("a")), Less);
+    assert!(has_string(&bson::bson!([1, {"a": "x"}])));
+    assert!(!has_string(&bson::bson!([1, {"a": 2}])));
+}
