@@ -94,6 +94,7 @@ error_codes! {
     QueryFeatureNotAllowed = 224,
     CommandFailed = 125,
     AmbiguousIndexKeyPattern = 132,
+    CappedPositionLost = 136,
     QueryPlanKilled = 175,
     NoSuchTransaction = 251,
     ExceededMemoryLimit = 146,
