@@ -21,6 +21,7 @@ pub mod server;
 pub mod sessions;
 pub mod state;
 pub mod ttl;
+pub mod validation;
 pub mod write;
 
 pub use config::ServerConfig;

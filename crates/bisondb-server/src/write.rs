@@ -13,6 +13,7 @@ use bson::{Bson, Document, RawBson, RawDocument, RawDocumentBuf};
 
 use crate::commands::util;
 use crate::plan;
+use crate::validation::Validator;
 
 /// What one update statement did.
 #[derive(Debug, Default)]
@@ -92,6 +93,9 @@ fn to_doc(d: &RawDocument) -> MongoResult<Document> {
 }
 
 /// Applies one update statement (`q`, `u`, `multi`, `upsert`, `sort`, `hint`).
+/// Each new version of a document, upserts included, must pass `validator`
+/// (the collection's, parsed once by the command; `None` when it has none or
+/// the command bypasses it).
 #[allow(clippy::too_many_arguments)]
 pub fn update(
     storage: &bisondb_storage::Storage,
@@ -103,6 +107,7 @@ pub fn update(
     upsert: bool,
     durability: Durability,
     keep_images: bool,
+    validator: Option<&Validator>,
 ) -> MongoResult<UpdateResult> {
     let matcher = sel.matcher;
     let mut res = UpdateResult::default();
@@ -122,8 +127,12 @@ pub fn update(
                 let mut after = before.clone();
                 let changed = spec.apply_with_query(&mut after, false, Some(matcher))?;
                 let action = if changed {
+                    let raw = util::prepare_owned(&after)?;
+                    if let Some(v) = validator {
+                        v.check(&raw, Some(cur))?;
+                    }
                     res.modified += 1;
-                    Modify::Replace(util::prepare_owned(&after)?)
+                    Modify::Replace(raw)
                 } else {
                     Modify::Keep
                 };
@@ -160,6 +169,9 @@ pub fn update(
             doc = with_id;
         }
         let raw = util::prepare_owned(&doc)?;
+        if let Some(v) = validator {
+            v.check(&raw, None)?;
+        }
         let coll = storage
             .get_or_create_collection(db, coll_name)
             .map_err(MongoError::from)?;
@@ -215,12 +227,16 @@ const OUT_BATCH: usize = 1000;
 /// target is replaced only when every document was written (as mongod does).
 /// `$merge` applies [`OutputStage::merge_one`] to each document against the
 /// target document that has the same `on` fields.
+///
+/// Unless `bypass_validation`, documents must pass the target's validator;
+/// `$out` keeps the target's options (its validator among them), as mongod does.
 pub fn write_output(
     storage: &bisondb_storage::Storage,
     db: &str,
     stage: &OutputStage,
     docs: impl Iterator<Item = MongoResult<Document>>,
     durability: Durability,
+    bypass_validation: bool,
 ) -> MongoResult<()> {
     match stage {
         OutputStage::Out {
@@ -229,10 +245,17 @@ pub fn write_output(
         } => {
             let target_db = target_db.as_deref().unwrap_or(db);
             let tmp = format!("tmp.agg_out.{:016x}", rand::random::<u64>());
+            let options = match storage.collection(target_db, coll) {
+                Some(existing) if !existing.options().contains_key("viewOn") => {
+                    existing.options().as_ref().clone()
+                }
+                _ => Document::new(),
+            };
             let tmp_coll = storage
-                .create_collection(target_db, &tmp, Document::new())
+                .create_collection(target_db, &tmp, options)
                 .map_err(MongoError::from)?;
-            let filled = fill_out(&tmp_coll, docs, durability);
+            let filled = Validator::for_collection(Some(&tmp_coll), bypass_validation)
+                .and_then(|v| fill_out(&tmp_coll, docs, durability, v.as_ref()));
             let renamed = filled.and_then(|()| {
                 storage
                     .rename_collection(target_db, &tmp, target_db, coll, true)
@@ -254,13 +277,14 @@ pub fn write_output(
             let target = storage
                 .get_or_create_collection(target_db, coll)
                 .map_err(MongoError::from)?;
+            let validator = Validator::for_collection(Some(&target), bypass_validation)?;
             let on: Vec<String> = if on.is_empty() {
                 vec!["_id".to_string()]
             } else {
                 on.clone()
             };
             for d in docs {
-                merge_doc(&target, stage, &on, d?, durability)?;
+                merge_doc(&target, stage, &on, d?, durability, validator.as_ref())?;
             }
             Ok(())
         }
@@ -271,6 +295,7 @@ fn fill_out(
     coll: &Collection,
     docs: impl Iterator<Item = MongoResult<Document>>,
     durability: Durability,
+    validator: Option<&Validator>,
 ) -> MongoResult<()> {
     let mut batch: Vec<RawDocumentBuf> = Vec::new();
     let flush = |batch: &mut Vec<RawDocumentBuf>| -> MongoResult<()> {
@@ -283,7 +308,11 @@ fn fill_out(
         }
     };
     for d in docs {
-        batch.push(util::prepare_owned(&d?)?);
+        let raw = util::prepare_owned(&d?)?;
+        if let Some(v) = validator {
+            v.check(&raw, None)?;
+        }
+        batch.push(raw);
         if batch.len() >= OUT_BATCH {
             flush(&mut batch)?;
         }
@@ -300,6 +329,7 @@ fn merge_doc(
     on: &[String],
     incoming: Document,
     durability: Durability,
+    validator: Option<&Validator>,
 ) -> MongoResult<()> {
     let mut key = Document::new();
     let mut key_value = Document::new();
@@ -353,6 +383,9 @@ fn merge_doc(
     match action {
         MergeAction::Insert(doc) => {
             let raw = util::prepare_owned(&doc)?;
+            if let Some(v) = validator {
+                v.check(&raw, None)?;
+            }
             let outcome = target.insert_many(&[&raw], true, durability);
             if let Some((_, e)) = outcome.errors.into_iter().next() {
                 return Err(MongoError::from(e));
@@ -367,7 +400,10 @@ fn merge_doc(
             };
             let id = RawBson::try_from(id.clone())
                 .map_err(|_| MongoError::internal("$merge target _id is not encodable"))?;
-            target.modify(id.as_raw_bson_ref(), durability, &mut |_| {
+            target.modify(id.as_raw_bson_ref(), durability, &mut |cur| {
+                if let Some(v) = validator {
+                    v.check(&raw, cur)?;
+                }
                 Ok(Modify::Replace(raw.clone()))
             })?;
         }

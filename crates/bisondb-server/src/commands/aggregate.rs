@@ -33,6 +33,8 @@ pub struct Aggregate {
     /// The collection name the cursor reports, when it differs from the one
     /// scanned (a view read through its source collection).
     ns_coll: Option<String>,
+    /// `bypassDocumentValidation`: `$out`/`$merge` skip the target's validator.
+    bypass_validation: bool,
 }
 
 impl Command for Aggregate {
@@ -155,6 +157,7 @@ impl Command for Aggregate {
             hint,
             explain: explain.then(|| req.body.to_owned()),
             ns_coll: None,
+            bypass_validation: crate::validation::bypass(n, req.body)?,
         })
     }
 
@@ -203,6 +206,7 @@ impl Command for Aggregate {
                 &stage,
                 output,
                 self.wc.durability,
+                self.bypass_validation,
             )?;
             let mut cursor = Cursor::new(ns.clone(), Box::new(std::iter::empty()), None);
             let batch = cursor.next_batch(Some(0))?;

@@ -26,6 +26,7 @@ use crate::args;
 use crate::reply;
 use crate::request::CommandRequest;
 use crate::state::OpCounters;
+use crate::validation::Validator;
 use crate::write;
 
 const CMD: &str = "bulkWrite";
@@ -63,6 +64,9 @@ pub struct BulkWrite<'a> {
     errors_only: bool,
     wc: WriteConcern,
     lets: LetVars,
+    bypass_validation: bool,
+    /// Each namespace's validator, parsed when the first op on it runs.
+    validators: Vec<std::cell::OnceCell<Option<Validator>>>,
 }
 
 /// Fields each op kind accepts besides its kind field, and mongod's IDL struct name.
@@ -328,13 +332,14 @@ impl<'a> BulkWrite<'a> {
     pub fn parse(req: &CommandRequest<'a>) -> MongoResult<Self> {
         let mut ordered = true;
         let mut errors_only = false;
+        let mut bypass_validation = false;
         for el in req.body.iter() {
             let (k, v) = el.map_err(crate::request::invalid_bson)?;
             match k.as_str() {
                 "ordered" => ordered = args::as_bool(CMD, "ordered", v)?,
                 "errorsOnly" => errors_only = args::as_bool(CMD, "errorsOnly", v)?,
                 "bypassDocumentValidation" => {
-                    args::as_bool(CMD, "bypassDocumentValidation", v)?;
+                    bypass_validation = args::as_bool(CMD, "bypassDocumentValidation", v)?;
                 }
                 "cursor" => {
                     let c = args::as_doc(CMD, "cursor", v)?;
@@ -381,6 +386,7 @@ impl<'a> BulkWrite<'a> {
             .enumerate()
             .map(|(i, d)| parse_op(i, d, namespaces.len()))
             .collect::<MongoResult<Vec<_>>>()?;
+        let validators = namespaces.iter().map(|_| Default::default()).collect();
         Ok(BulkWrite {
             ops,
             namespaces,
@@ -388,7 +394,22 @@ impl<'a> BulkWrite<'a> {
             errors_only,
             wc,
             lets,
+            bypass_validation,
+            validators,
         })
+    }
+
+    /// The validator of namespace `ns` (see [`Validator::for_collection`]).
+    fn validator(&self, ctx: &Context<'_>, ns: usize) -> MongoResult<Option<&Validator>> {
+        let (Some(cell), Some(name)) = (self.validators.get(ns), self.namespaces.get(ns)) else {
+            return Ok(None);
+        };
+        if let Some(v) = cell.get() {
+            return Ok(v.as_ref());
+        }
+        let coll = ctx.state.storage.collection(&name.db, &name.coll);
+        let v = Validator::for_collection(coll.as_ref(), self.bypass_validation)?;
+        Ok(cell.get_or_init(|| v).as_ref())
     }
 
     pub fn execute(self, ctx: &mut Context<'_>) -> MongoResult<RawDocumentBuf> {
@@ -452,7 +473,8 @@ impl<'a> BulkWrite<'a> {
                 OpCounters::add(&ctx.state.opcounters.update, 1);
                 as_update_statement(op.body)
                     .and_then(|raw| update::parse_statement(CMD, &raw, &self.lets))
-                    .and_then(|s| {
+                    .and_then(|s| Ok((s, self.validator(ctx, op.ns)?)))
+                    .and_then(|(s, validator)| {
                         write::update(
                             &ctx.state.storage,
                             &ns.db,
@@ -463,6 +485,7 @@ impl<'a> BulkWrite<'a> {
                             s.upsert,
                             durability,
                             false,
+                            validator,
                         )
                     })
                     .map(|r| Outcome::Updated {
@@ -516,6 +539,9 @@ impl<'a> BulkWrite<'a> {
             }
             return Ok(self.finish_inserts(outcomes, tally));
         }
+        let validator = ops
+            .first()
+            .map_or(Ok(None), |o| self.validator(ctx, o.ns))?;
         // Validation failures are per-op errors, like the insert command's writeErrors.
         let mut prepared: Vec<Cow<'_, RawDocument>> = Vec::with_capacity(ops.len());
         let mut positions: Vec<usize> = Vec::with_capacity(ops.len());
@@ -529,7 +555,13 @@ impl<'a> BulkWrite<'a> {
                 Ok(_) => Err(args::missing_field("BulkWriteInsertOp", "document")),
                 Err(e) => Err(e),
             };
-            match doc.and_then(util::prepare_for_insert) {
+            let checked = doc
+                .and_then(util::prepare_for_insert)
+                .and_then(|p| match validator {
+                    Some(v) => v.check(&p, None).map(|()| p),
+                    None => Ok(p),
+                });
+            match checked {
                 Ok(p) => {
                     prepared.push(p);
                     positions.push(start + j);

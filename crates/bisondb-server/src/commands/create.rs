@@ -1,7 +1,9 @@
 //! `create`: an explicit collection or view creation. Options BisonDB does not
-//! implement (capped, validators, time series, clustered, collation) are refused by
-//! name rather than stored and ignored. A view (`viewOn`, `pipeline`) is a catalog
-//! entry whose options hold its definition (see `views.rs`).
+//! implement (capped, time series, clustered, collation) are refused by name
+//! rather than stored and ignored. Validation options are checked here and kept
+//! in the catalog options, where writes find them (`validation.rs`). A view
+//! (`viewOn`, `pipeline`) is a catalog entry whose options hold its definition
+//! (see `views.rs`).
 
 use bisondb_error::{ErrorCode, MongoError, MongoResult};
 use bson::{doc, Document, RawBsonRef, RawDocumentBuf};
@@ -29,9 +31,6 @@ const UNSUPPORTED: &[&str] = &[
     "max",
     "size",
     "timeseries",
-    "validationAction",
-    "validationLevel",
-    "validator",
 ];
 
 impl Command for Create {
@@ -66,6 +65,17 @@ impl Command for Create {
                     }
                     pipeline = Some(stages);
                 }
+                "validator" => {
+                    let name = coll.as_deref().unwrap_or_default();
+                    let rules = crate::validation::parse_validator(n, &req.db, name, v)?;
+                    options.insert(k, rules);
+                }
+                "validationLevel" => {
+                    options.insert(k, crate::validation::parse_level(n, v)?);
+                }
+                "validationAction" => {
+                    options.insert(k, crate::validation::parse_action(n, v)?);
+                }
                 "storageEngine" | "indexOptionDefaults" | "idIndex" => {
                     args::as_doc(n, k, v)?;
                 }
@@ -97,6 +107,15 @@ impl Command for Create {
         let coll = coll.ok_or_else(|| args::missing_field(n, "create"))?;
         let view = match (view_on, pipeline) {
             (Some(on), stages) => {
+                if let Some(k) = ["validator", "validationLevel", "validationAction"]
+                    .into_iter()
+                    .find(|k| options.contains_key(*k))
+                {
+                    return Err(MongoError::new(
+                        ErrorCode::InvalidOptions,
+                        format!("option not supported on a view: {k}"),
+                    ));
+                }
                 let stages = stages.unwrap_or_default();
                 options = doc! {"viewOn": on.clone(), "pipeline": stages.clone()};
                 Some((on, stages))

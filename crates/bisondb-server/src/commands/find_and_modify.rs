@@ -32,6 +32,7 @@ pub struct FindAndModify {
     fields: Option<Document>,
     upsert: bool,
     wc: WriteConcern,
+    bypass_validation: bool,
 }
 
 impl Command for FindAndModify {
@@ -50,6 +51,7 @@ impl Command for FindAndModify {
             fields: None,
             upsert: false,
             wc: util::write_concern(n, req.body)?,
+            bypass_validation: false,
         };
         let mut have_coll = false;
         let mut update_raw = None;
@@ -86,7 +88,9 @@ impl Command for FindAndModify {
                 "hint" => f.hint = plan::Hint::parse(v)?,
                 "collation" => super::find::check_collation(n, v)?,
                 "arrayFilters" => array_filters = super::update::parse_array_filters(n, v)?,
-                "bypassDocumentValidation" => {}
+                "bypassDocumentValidation" => {
+                    f.bypass_validation = args::as_bool(n, "bypassDocumentValidation", v)?;
+                }
                 "let" => {} // read by `LetVars::from_body`
                 other => args::check_known(n, other, &[])?,
             }
@@ -152,6 +156,9 @@ impl Command for FindAndModify {
             .update
             .as_ref()
             .ok_or_else(|| MongoError::internal("findAndModify without update"))?;
+        let coll = ctx.state.storage.collection(&self.db, &self.coll);
+        let validator =
+            crate::validation::Validator::for_collection(coll.as_ref(), self.bypass_validation)?;
         let r = write::update(
             &ctx.state.storage,
             &self.db,
@@ -162,6 +169,7 @@ impl Command for FindAndModify {
             self.upsert,
             self.wc.durability,
             true,
+            validator.as_ref(),
         )?;
         OpCounters::add(&ctx.state.opcounters.update, 1);
         let mut leo = doc! {"n": reply::count(r.matched + u64::from(r.upserted_id.is_some()))};

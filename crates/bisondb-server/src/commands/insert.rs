@@ -19,6 +19,7 @@ pub struct Insert<'a> {
     docs: Vec<&'a RawDocument>,
     ordered: bool,
     wc: WriteConcern,
+    bypass_validation: bool,
 }
 
 impl<'a> Insert<'a> {
@@ -33,6 +34,7 @@ impl<'a> Insert<'a> {
             docs: b.statements,
             ordered: b.ordered,
             wc: b.wc,
+            bypass_validation: crate::validation::bypass(req.name, req.body)?,
         })
     }
 
@@ -52,12 +54,19 @@ impl<'a> Insert<'a> {
             .storage
             .get_or_create_collection(db, &self.coll)
             .map_err(MongoError::from)?;
+        // Parsed once for the batch; `None` (no validator) costs nothing per document.
+        let validator =
+            crate::validation::Validator::for_collection(Some(&coll), self.bypass_validation)?;
         // Validation failures become writeErrors at their index, like mongod's.
         let mut prepared: Vec<Cow<'_, RawDocument>> = Vec::with_capacity(self.docs.len());
         let mut positions: Vec<usize> = Vec::with_capacity(self.docs.len());
         let mut errors: Vec<(usize, MongoError, Option<bson::Document>)> = Vec::new();
         for (i, d) in self.docs.iter().enumerate() {
-            match util::prepare_for_insert(d) {
+            let checked = util::prepare_for_insert(d).and_then(|p| match &validator {
+                Some(v) => v.check(&p, None).map(|()| p),
+                None => Ok(p),
+            });
+            match checked {
                 Ok(p) => {
                     prepared.push(p);
                     positions.push(i);

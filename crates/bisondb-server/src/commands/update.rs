@@ -49,6 +49,7 @@ pub struct Update<'a> {
     ordered: bool,
     wc: WriteConcern,
     lets: LetVars,
+    bypass_validation: bool,
 }
 
 /// Parses the `u` field: a document (replacement or operators) or a pipeline.
@@ -173,6 +174,7 @@ impl<'a> Update<'a> {
         let b = util::parse_write_batch(req, "updates", &["bypassDocumentValidation", "let"])?;
         let lets = LetVars::from_body(req.name, req.body)?;
         Ok(Update {
+            bypass_validation: crate::validation::bypass(req.name, req.body)?,
             lets,
             db: req.db.clone(),
             coll: b.coll,
@@ -187,6 +189,10 @@ impl<'a> Update<'a> {
         let mut modified = 0u64;
         let mut upserted: Vec<Bson> = Vec::new();
         let mut errors: Vec<Bson> = Vec::new();
+        // Parsed once for all statements; `None` when there is nothing to check.
+        let coll = ctx.state.storage.collection(&self.db, &self.coll);
+        let validator =
+            crate::validation::Validator::for_collection(coll.as_ref(), self.bypass_validation)?;
         for (i, raw) in self.statements.iter().enumerate() {
             let outcome = parse_statement("update", raw, &self.lets).and_then(|s| {
                 write::update(
@@ -199,6 +205,7 @@ impl<'a> Update<'a> {
                     s.upsert,
                     self.wc.durability,
                     false,
+                    validator.as_ref(),
                 )
             });
             OpCounters::add(&ctx.state.opcounters.update, 1);
