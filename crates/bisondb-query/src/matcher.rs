@@ -12,9 +12,15 @@ use std::cmp::Ordering;
 use bisondb_error::{ErrorCode, MongoError, MongoResult};
 use bson::raw::{RawBsonRef, RawDocument};
 use bson::spec::ElementType;
-use bson::{Bson, Document, RawDocumentBuf};
+use bson::{Bson, DateTime, Document, RawDocumentBuf};
 
-use crate::compare::{compare_bson, compare_raw_bson, is_numeric_type, type_rank, NumKey};
+use std::sync::Arc;
+
+use crate::collation::Collation;
+use crate::compare::{
+    compare_bson, compare_bson_in, compare_raw_bson, compare_raw_bson_in, has_string,
+    is_numeric_type, type_rank, NumKey,
+};
 use crate::expr::value::truthy as agg_truthy;
 use crate::expr::{Expr as AggExpr, Vars};
 use crate::path::lookup_raw;
@@ -70,8 +76,9 @@ enum Expr {
     Nor(Vec<Expr>),
     Path(String, PathOp),
     Const(bool),
-    /// `$expr`: an aggregation expression evaluated against the whole document.
-    Agg(Box<AggExpr>),
+    /// `$expr`: an aggregation expression evaluated against the whole document,
+    /// with the operation's collation (`None`: simple).
+    Agg(Box<AggExpr>, Option<Arc<Collation>>),
     /// `$jsonSchema`: a schema the whole document must satisfy.
     Schema(Box<json_schema::JsonSchema>),
 }
@@ -154,6 +161,12 @@ enum PathOp {
     Type(Vec<TypeSel>),
     Mod(i64, i64),
     Bits(BitsTest, BitMask),
+    /// `Eq`, `Cmp` and `In` whose operand holds a string, under a non-simple
+    /// collation (see [`Matcher::with_collation`]). Kept apart so the simple
+    /// path pays nothing, and so index bounds (binary order) never use them.
+    EqColl(Bson, Arc<Collation>),
+    CmpColl(CmpOp, Bson, Arc<Collation>),
+    InColl(InList, Arc<Collation>),
     // Predicates on the reached values themselves.
     Exists(bool),
     Size(i64),
@@ -198,6 +211,19 @@ impl Matcher {
         Ok(Matcher {
             root: parse_top(filter, 0, false)?,
         })
+    }
+
+    /// The same filter comparing strings with `collation` (`None`: simple,
+    /// which leaves the matcher unchanged). Only predicates whose operand holds
+    /// a string change: `$eq`, `$ne`, the ordering operators, `$in`/`$nin`
+    /// (also inside `$all`, `$not`, `$elemMatch`, logical operators), and
+    /// `$expr`. `$regex`, `$type`, `$size` and field names stay binary, as in
+    /// mongod.
+    pub fn with_collation(mut self, collation: Option<Arc<Collation>>) -> Matcher {
+        if let Some(c) = collation {
+            self.root.collate(&c);
+        }
+        self
     }
 
     /// Whether the document satisfies the filter. An error while evaluating
@@ -276,7 +302,7 @@ fn collect_equalities(e: &Expr, out: &mut Vec<(String, Bson)>) {
 
 fn collect_op_equalities(path: &str, op: &PathOp, out: &mut Vec<(String, Bson)>) {
     match op {
-        PathOp::Eq(v) => out.push((path.to_string(), v.clone())),
+        PathOp::Eq(v) | PathOp::EqColl(v, _) => out.push((path.to_string(), v.clone())),
         PathOp::And(ops) => {
             for o in ops {
                 collect_op_equalities(path, o, out);
@@ -328,13 +354,61 @@ impl Expr {
                 let info = lookup_raw(doc, path, &mut vals);
                 op.matches_values(&vals, info.missing)
             }
-            Expr::Agg(e) => {
+            Expr::Agg(e, coll) => {
                 let owned = Document::try_from(doc)
                     .map_err(|e| MongoError::new(ErrorCode::InvalidBSON, e.to_string()))?;
-                agg_truthy(e.eval(&owned, &Vars::new())?.as_ref())
+                let vars = match coll {
+                    None => Vars::new(),
+                    Some(c) => Vars::with_collation(DateTime::now(), Some(c.clone())),
+                };
+                agg_truthy(e.eval(&owned, &vars)?.as_ref())
             }
             Expr::Schema(s) => s.matches_doc(doc),
         })
+    }
+}
+
+impl Expr {
+    /// Rewrites string comparisons to use `c` (see [`Matcher::with_collation`]).
+    fn collate(&mut self, c: &Arc<Collation>) {
+        match self {
+            Expr::And(v) | Expr::Or(v) | Expr::Nor(v) => v.iter_mut().for_each(|e| e.collate(c)),
+            Expr::Path(_, op) => op.collate(c),
+            Expr::Agg(_, coll) => *coll = Some(c.clone()),
+            Expr::Const(_) | Expr::Schema(_) => {}
+        }
+    }
+}
+
+impl PathOp {
+    /// See [`Expr::collate`].
+    fn collate(&mut self, c: &Arc<Collation>) {
+        let placeholder = PathOp::Exists(true);
+        match self {
+            PathOp::Eq(x) | PathOp::Cmp(_, x) if has_string(x) => {
+                *self = match std::mem::replace(self, placeholder) {
+                    PathOp::Eq(x) => PathOp::EqColl(x, c.clone()),
+                    PathOp::Cmp(op, x) => PathOp::CmpColl(op, x, c.clone()),
+                    other => other,
+                };
+            }
+            PathOp::In(list) if list.values.iter().any(has_string) => {
+                if let PathOp::In(mut list) = std::mem::replace(self, placeholder) {
+                    // Binary search needs the collation's order, and values it
+                    // finds equal collapse.
+                    list.values.sort_by(|a, b| compare_bson_in(a, b, Some(c)));
+                    list.values
+                        .dedup_by(|a, b| compare_bson_in(a, b, Some(c)) == Ordering::Equal);
+                    *self = PathOp::InColl(list, c.clone());
+                }
+            }
+            PathOp::All(ops)
+            | PathOp::ElemMatchValue(ops)
+            | PathOp::Not(ops)
+            | PathOp::And(ops) => ops.iter_mut().for_each(|o| o.collate(c)),
+            PathOp::ElemMatchObject(e) => e.collate(c),
+            _ => {}
+        }
     }
 }
 
@@ -347,7 +421,7 @@ impl Expr {
                 .iter()
                 .filter(|e| e.matches(doc))
                 .find_map(|e| e.elem_match_key(doc)),
-            Expr::Nor(_) | Expr::Const(_) | Expr::Agg(_) | Expr::Schema(_) => None,
+            Expr::Nor(_) | Expr::Const(_) | Expr::Agg(..) | Expr::Schema(_) => None,
             Expr::Path(path, op) => path_elem_match_key(doc, path, op),
         }
     }
@@ -427,6 +501,14 @@ impl InList {
             .is_ok()
             || self.regexes.iter().any(|r| r.matches_value(v))
     }
+
+    /// Membership under a collation; the values must be sorted by it.
+    fn contains_in(&self, v: RawBsonRef<'_>, c: Option<&Collation>) -> bool {
+        self.values
+            .binary_search_by(|probe| compare_raw_bson_in(v, probe, c).reverse())
+            .is_ok()
+            || self.regexes.iter().any(|r| r.matches_value(v))
+    }
 }
 
 fn raw_is_nan(v: RawBsonRef<'_>) -> bool {
@@ -445,31 +527,37 @@ fn bson_is_nan(v: &Bson) -> bool {
     }
 }
 
+/// `$lt`/`$lte`/`$gt`/`$gte` on one value (within its type bracket).
+fn cmp_test(op: CmpOp, v: RawBsonRef<'_>, x: &Bson, c: Option<&Collation>) -> bool {
+    let bound = matches!(x, Bson::MinKey | Bson::MaxKey);
+    if !bound && type_rank(v.element_type()) != type_rank(x.element_type()) {
+        return false;
+    }
+    // mongod: NaN equals NaN and is neither less nor greater than
+    // anything, though it sorts below every number.
+    match (raw_is_nan(v), bson_is_nan(x)) {
+        (false, false) => {}
+        (true, true) => return matches!(op, CmpOp::Lte | CmpOp::Gte),
+        _ => return false,
+    }
+    let o = compare_raw_bson_in(v, x, c);
+    match op {
+        CmpOp::Lt => o == Ordering::Less,
+        CmpOp::Lte => o != Ordering::Greater,
+        CmpOp::Gt => o == Ordering::Greater,
+        CmpOp::Gte => o != Ordering::Less,
+    }
+}
+
 impl PathOp {
     /// Element-wise test of one value, without looking into arrays.
     fn test_one(&self, v: RawBsonRef<'_>) -> bool {
         match self {
             PathOp::Eq(x) => compare_raw_bson(v, x) == Ordering::Equal,
-            PathOp::Cmp(op, x) => {
-                let bound = matches!(x, Bson::MinKey | Bson::MaxKey);
-                if !bound && type_rank(v.element_type()) != type_rank(x.element_type()) {
-                    return false;
-                }
-                // mongod: NaN equals NaN and is neither less nor greater than
-                // anything, though it sorts below every number.
-                match (raw_is_nan(v), bson_is_nan(x)) {
-                    (false, false) => {}
-                    (true, true) => return matches!(op, CmpOp::Lte | CmpOp::Gte),
-                    _ => return false,
-                }
-                let o = compare_raw_bson(v, x);
-                match op {
-                    CmpOp::Lt => o == Ordering::Less,
-                    CmpOp::Lte => o != Ordering::Greater,
-                    CmpOp::Gt => o == Ordering::Greater,
-                    CmpOp::Gte => o != Ordering::Less,
-                }
-            }
+            PathOp::Cmp(op, x) => cmp_test(*op, v, x, None),
+            PathOp::EqColl(x, c) => compare_raw_bson_in(v, x, Some(c)) == Ordering::Equal,
+            PathOp::CmpColl(op, x, c) => cmp_test(*op, v, x, Some(c)),
+            PathOp::InColl(list, c) => list.contains_in(v, Some(c)),
             PathOp::In(list) => list.contains(v),
             PathOp::Regex(re) => re.matches_value(v),
             PathOp::Type(sels) => {
@@ -498,7 +586,7 @@ impl PathOp {
                 Bson::MaxKey => matches!(op, CmpOp::Lt | CmpOp::Lte),
                 _ => false,
             },
-            PathOp::In(list) => list.has_null,
+            PathOp::In(list) | PathOp::InColl(list, _) => list.has_null,
             _ => false,
         }
     }
@@ -509,6 +597,9 @@ impl PathOp {
             PathOp::Eq(_)
                 | PathOp::Cmp(..)
                 | PathOp::In(_)
+                | PathOp::EqColl(..)
+                | PathOp::CmpColl(..)
+                | PathOp::InColl(..)
                 | PathOp::Regex(_)
                 | PathOp::Type(_)
                 | PathOp::Mod(..)
@@ -626,7 +717,7 @@ fn parse_entries<'a>(
                             "$expr can only be applied to the top-level document",
                         ));
                     }
-                    children.push(Expr::Agg(Box::new(AggExpr::parse(v)?)));
+                    children.push(Expr::Agg(Box::new(AggExpr::parse(v)?), None));
                 }
                 "$jsonSchema" => children.push(Expr::Schema(Box::new(json_schema::parse(v)?))),
                 name if is_not_implemented(name) => return Err(not_implemented(name)),

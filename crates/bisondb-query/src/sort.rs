@@ -3,6 +3,8 @@
 //! mongod sorts on a key extracted per field: through arrays, an ascending sort
 //! uses the smallest reached value and a descending sort the largest; a missing
 //! field sorts as null, and an empty array as undefined (just below null).
+//! With a collation, strings in the keys compare by it (also when choosing the
+//! smallest/largest element of an array).
 
 use std::cmp::Ordering;
 
@@ -10,13 +12,18 @@ use bisondb_error::{ErrorCode, MongoError, MongoResult};
 use bson::raw::{RawBsonRef, RawDocument};
 use bson::{Bson, Document, RawDocumentBuf};
 
-use crate::compare::{compare_bson, compare_raw, NumKey};
+use std::sync::Arc;
+
+use crate::collation::Collation;
+use crate::compare::{compare_bson_in, compare_raw_in, NumKey};
 use crate::path::lookup_raw;
 
 /// A parsed sort specification.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct SortSpec {
     fields: Vec<(String, bool)>,
+    /// `None`: the simple (binary) collation.
+    collation: Option<Arc<Collation>>,
 }
 
 fn check_sort_path(path: &str) -> MongoResult<()> {
@@ -74,7 +81,21 @@ impl SortSpec {
             check_sort_path(k)?;
             fields.push((k.clone(), ascending));
         }
-        Ok(SortSpec { fields })
+        Ok(SortSpec {
+            fields,
+            collation: None,
+        })
+    }
+
+    /// The same spec comparing strings with `collation` (`None`: simple).
+    pub fn with_collation(mut self, collation: Option<Arc<Collation>>) -> SortSpec {
+        self.collation = collation;
+        self
+    }
+
+    /// The collation strings compare with (`None`: simple).
+    pub fn collation(&self) -> Option<&Collation> {
+        self.collation.as_deref()
     }
 
     /// The sort fields in order, with `true` for ascending.
@@ -93,7 +114,7 @@ impl SortSpec {
         self.fields
             .iter()
             .map(|(path, asc)| {
-                field_key(doc, path, *asc)
+                field_key(doc, path, *asc, self.collation())
                     .and_then(|v| Bson::try_from(v).ok())
                     .unwrap_or(Bson::Null)
             })
@@ -103,7 +124,7 @@ impl SortSpec {
     /// Compares two keys produced by [`SortSpec::sort_key`].
     pub fn compare_keys(&self, a: &[Bson], b: &[Bson]) -> Ordering {
         for ((x, y), (_, asc)) in a.iter().zip(b.iter()).zip(self.fields.iter()) {
-            let o = compare_bson(x, y);
+            let o = compare_bson_in(x, y, self.collation());
             let o = if *asc { o } else { o.reverse() };
             if o != Ordering::Equal {
                 return o;
@@ -115,9 +136,10 @@ impl SortSpec {
     /// Compares two documents by this spec (Equal when the spec is empty).
     pub fn compare_raw(&self, a: &RawDocument, b: &RawDocument) -> Ordering {
         for (path, asc) in &self.fields {
-            let ka = field_key(a, path, *asc).unwrap_or(RawBsonRef::Null);
-            let kb = field_key(b, path, *asc).unwrap_or(RawBsonRef::Null);
-            let o = compare_raw(ka, kb);
+            let c = self.collation();
+            let ka = field_key(a, path, *asc, c).unwrap_or(RawBsonRef::Null);
+            let kb = field_key(b, path, *asc, c).unwrap_or(RawBsonRef::Null);
+            let o = compare_raw_in(ka, kb, c);
             let o = if *asc { o } else { o.reverse() };
             if o != Ordering::Equal {
                 return o;
@@ -140,7 +162,12 @@ impl SortSpec {
 
 /// The sort key of one field: the minimum (ascending) or maximum (descending)
 /// of the reached values, looking one level into arrays. `None` means null.
-fn field_key<'a>(doc: &'a RawDocument, path: &str, ascending: bool) -> Option<RawBsonRef<'a>> {
+fn field_key<'a>(
+    doc: &'a RawDocument,
+    path: &str,
+    ascending: bool,
+    c: Option<&Collation>,
+) -> Option<RawBsonRef<'a>> {
     // Common case, without allocating: a top-level scalar field or a missing one.
     if !path.contains('.') {
         match doc.get(path) {
@@ -156,7 +183,7 @@ fn field_key<'a>(doc: &'a RawDocument, path: &str, ascending: bool) -> Option<Ra
         best = Some(match best {
             None => v,
             Some(b) => {
-                let o = compare_raw(v, b);
+                let o = compare_raw_in(v, b, c);
                 if (ascending && o == Ordering::Less) || (!ascending && o == Ordering::Greater) {
                     v
                 } else {

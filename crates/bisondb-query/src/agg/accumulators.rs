@@ -1,7 +1,8 @@
 //! `$group` accumulators: parsing (`{$sum: <expr>}`) and per-group state.
 
-use super::key::key_of;
-use crate::compare::compare_bson;
+use super::key::key_of_in;
+use crate::collation::Collation;
+use crate::compare::{compare_bson, compare_bson_in};
 use crate::expr::value::{decimal_unsupported, nullish, type_name_opt, Num, Summer};
 use crate::expr::{Expr, Value, Vars};
 use crate::sort::SortSpec;
@@ -178,7 +179,7 @@ impl Accumulator {
             }
             return Ok(());
         }
-        state.add(self.op, v)
+        state.add_in(self.op, v, vars.collation())
     }
 
     /// A fresh state for a new group.
@@ -383,6 +384,12 @@ fn number(v: &Value, op: &str) -> MongoResult<Option<Num>> {
 impl AccState {
     /// Folds one evaluated argument into the state.
     pub fn add(&mut self, op: AccOp, v: Value) -> MongoResult<()> {
+        self.add_in(op, v, None)
+    }
+
+    /// [`AccState::add`] under a collation: `$min`/`$max` compare strings and
+    /// `$addToSet` dedups them with it (`None`: simple).
+    pub fn add_in(&mut self, op: AccOp, v: Value, c: Option<&Collation>) -> MongoResult<()> {
         match self {
             AccState::Sum(acc) | AccState::Avg(acc) => {
                 if let Some(n) = number(&v, if op == AccOp::Avg { "$avg" } else { "$sum" })? {
@@ -397,7 +404,7 @@ impl AccState {
                         Ordering::Greater
                     };
                     let replace = match best {
-                        Some(b) => compare_bson(&v, b) == want,
+                        Some(b) => compare_bson_in(&v, b, c) == want,
                         None => true,
                     };
                     if replace {
@@ -418,7 +425,7 @@ impl AccState {
             }
             AccState::Set(items, seen) => {
                 if let Some(v) = v {
-                    if seen.insert(key_of(Some(&v))) {
+                    if seen.insert(key_of_in(Some(&v), c)) {
                         items.push(v);
                     }
                 }

@@ -1,8 +1,12 @@
 //! Canonical byte keys for grouping and set membership: two values get the
 //! same key exactly when mongod treats them as equal for `$group` and
 //! `$addToSet` (so 1, 1L and 1.0 group together, and null with missing).
+//! Under a collation a string is keyed by its collation sort key, so strings
+//! the collation finds equal (`"a"` and `"A"` at strength 2) group together.
 
 use bson::Bson;
+
+use crate::collation::Collation;
 
 fn put_str(out: &mut Vec<u8>, s: &str) {
     out.extend_from_slice(&(s.len() as u64).to_le_bytes());
@@ -23,7 +27,8 @@ fn put_num(out: &mut Vec<u8>, d: f64) {
 }
 
 /// Appends the canonical key of `v` (`None` = missing, keyed like null).
-pub fn canonical_key(v: Option<&Bson>, out: &mut Vec<u8>) {
+/// Under a collation (`c` not `None`) strings are keyed by their sort keys.
+pub fn canonical_key_in(v: Option<&Bson>, out: &mut Vec<u8>, c: Option<&Collation>) {
     let Some(v) = v else {
         out.push(b'n');
         return;
@@ -49,16 +54,25 @@ pub fn canonical_key(v: Option<&Bson>, out: &mut Vec<u8>) {
                 put_str(out, &d.to_string());
             }
         },
-        Bson::String(s) | Bson::Symbol(s) => {
-            out.push(b's');
-            put_str(out, s);
-        }
+        Bson::String(s) | Bson::Symbol(s) => match c {
+            None => {
+                out.push(b's');
+                put_str(out, s);
+            }
+            Some(c) => {
+                out.push(b'k');
+                let mut k = Vec::new();
+                c.write_key(s, &mut k);
+                out.extend_from_slice(&(k.len() as u64).to_le_bytes());
+                out.extend_from_slice(&k);
+            }
+        },
         Bson::Document(d) => {
             out.push(b'o');
             for (k, v) in d {
                 out.push(1);
                 put_str(out, k);
-                canonical_key(Some(v), out);
+                canonical_key_in(Some(v), out, c);
             }
             out.push(0);
         }
@@ -66,7 +80,7 @@ pub fn canonical_key(v: Option<&Bson>, out: &mut Vec<u8>) {
             out.push(b'a');
             for x in a {
                 out.push(1);
-                canonical_key(Some(x), out);
+                canonical_key_in(Some(x), out, c);
             }
             out.push(0);
         }
@@ -109,8 +123,13 @@ pub fn canonical_key(v: Option<&Bson>, out: &mut Vec<u8>) {
 
 /// The canonical key of one value.
 pub fn key_of(v: Option<&Bson>) -> Vec<u8> {
+    key_of_in(v, None)
+}
+
+/// The canonical key of one value under a collation (`None`: simple).
+pub fn key_of_in(v: Option<&Bson>, c: Option<&Collation>) -> Vec<u8> {
     let mut out = Vec::new();
-    canonical_key(v, &mut out);
+    canonical_key_in(v, &mut out, c);
     out
 }
 

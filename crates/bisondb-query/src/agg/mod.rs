@@ -12,6 +12,8 @@ pub(crate) mod key;
 pub mod output;
 mod stages;
 
+use crate::collation::Collation;
+use crate::expr::Vars;
 use bisondb_error::{ErrorCode, MongoError, MongoResult};
 use bson::{Bson, DateTime, Document};
 use std::fmt::Debug;
@@ -52,9 +54,16 @@ pub struct RunCtx {
     /// The pipeline's `$$NOW`.
     pub now: DateTime,
     pub reader: Option<Arc<dyn CollectionReader>>,
+    /// The operation's collation (`None`: simple).
+    pub collation: Option<Arc<Collation>>,
 }
 
 impl RunCtx {
+    /// Top-level expression variables for this run: `$$NOW` and the collation.
+    pub(crate) fn vars(&self) -> Vars<'static> {
+        Vars::with_collation(self.now, self.collation.clone())
+    }
+
     /// Reads a foreign collection, or fails when no reader was supplied.
     pub(crate) fn read(&self, collection: &str, stage: &str) -> MongoResult<DocStream> {
         match &self.reader {
@@ -153,6 +162,8 @@ pub struct Pipeline {
     stages: Vec<Box<dyn Stage>>,
     now: DateTime,
     output: Option<output::OutputStage>,
+    /// The operation's collation (`None`: simple).
+    collation: Option<Arc<Collation>>,
 }
 
 impl Pipeline {
@@ -217,6 +228,7 @@ impl Pipeline {
             stages: out,
             now: DateTime::now(),
             output,
+            collation: None,
         })
     }
 
@@ -259,6 +271,18 @@ impl Pipeline {
         self.stages.first().and_then(|s| s.match_filter())
     }
 
+    /// Runs every stage under `collation` (`None`: simple): `$match`, `$sort`,
+    /// `$group` keys, accumulators and expression comparisons use it.
+    pub fn with_collation(mut self, collation: Option<Arc<Collation>>) -> Pipeline {
+        self.collation = collation;
+        self
+    }
+
+    /// The pipeline's collation (`None`: simple).
+    pub fn collation(&self) -> Option<&Arc<Collation>> {
+        self.collation.as_ref()
+    }
+
     /// Uses `now` as `$$NOW` instead of the parse time.
     pub fn with_now(mut self, now: DateTime) -> Pipeline {
         self.now = now;
@@ -291,6 +315,7 @@ impl Pipeline {
         let cx = RunCtx {
             now: self.now,
             reader,
+            collation: self.collation.clone(),
         };
         Box::new(FuseOnError {
             inner: self.run_stages(input, &cx),

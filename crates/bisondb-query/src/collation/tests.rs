@@ -266,3 +266,145 @@ fn bson_comparison_applies_collation_to_strings_only() {
     assert!(has_string(&bson::bson!([1, {"a": "x"}])));
     assert!(!has_string(&bson::bson!([1, {"a": 2}])));
 }
+
+fn matches(filter: Document, c: Option<Arc<Collation>>, d: Document) -> bool {
+    crate::matcher::Matcher::parse_doc(&filter)
+        .unwrap()
+        .with_collation(c)
+        .matches_doc(&d)
+}
+
+#[test]
+fn matcher_uses_the_collation_for_strings() {
+    let s2 = || Some(coll(doc! {"locale": "en", "strength": 2}));
+    // (filter, document, matches without collation, matches with strength 2)
+    let cases: Vec<(Document, Document, bool, bool)> = vec![
+        (doc! {"a": "abc"}, doc! {"a": "ABC"}, false, true),
+        (
+            doc! {"a": {"$eq": "abc"}},
+            doc! {"a": ["x", "ABC"]},
+            false,
+            true,
+        ),
+        (doc! {"a": {"$ne": "abc"}}, doc! {"a": "ABC"}, true, false),
+        (
+            doc! {"a": {"$in": ["x", "abc"]}},
+            doc! {"a": "ABC"},
+            false,
+            true,
+        ),
+        (
+            doc! {"a": {"$nin": ["x", "abc"]}},
+            doc! {"a": "ABC"},
+            true,
+            false,
+        ),
+        (doc! {"a": {"$gt": "B"}}, doc! {"a": "a"}, true, false),
+        (doc! {"a": {"$lt": "b"}}, doc! {"a": "B"}, true, false),
+        (doc! {"a": {"$gte": "b"}}, doc! {"a": "B"}, false, true),
+        (doc! {"a": {"b": "x"}}, doc! {"a": {"b": "X"}}, false, true),
+        (doc! {"a": ["x", "y"]}, doc! {"a": ["X", "Y"]}, false, true),
+        (doc! {"a": {"$all": ["x"]}}, doc! {"a": ["X"]}, false, true),
+        (
+            doc! {"a": {"$elemMatch": {"$eq": "x"}}},
+            doc! {"a": ["X"]},
+            false,
+            true,
+        ),
+        (
+            doc! {"a": {"$elemMatch": {"b": "x"}}},
+            doc! {"a": [{"b": "X"}]},
+            false,
+            true,
+        ),
+        (doc! {"$or": [{"a": "x"}]}, doc! {"a": "X"}, false, true),
+        (
+            doc! {"a": {"$not": {"$eq": "x"}}},
+            doc! {"a": "X"},
+            true,
+            false,
+        ),
+        (
+            doc! {"$expr": {"$eq": ["$a", "x"]}},
+            doc! {"a": "X"},
+            false,
+            true,
+        ),
+        // Regexes and numbers ignore the collation.
+        (doc! {"a": {"$regex": "^x"}}, doc! {"a": "X"}, false, false),
+        (doc! {"a": 1}, doc! {"a": 1.0}, true, true),
+        (doc! {"a": {"$gt": 1}}, doc! {"a": "a"}, false, false),
+    ];
+    for (f, d, simple, collated) in cases {
+        assert_eq!(
+            matches(f.clone(), None, d.clone()),
+            simple,
+            "{f} on {d}, simple"
+        );
+        assert_eq!(
+            matches(f.clone(), s2(), d.clone()),
+            collated,
+            "{f} on {d}, strength 2"
+        );
+    }
+    // numericOrdering in a range query.
+    let num = Some(coll(doc! {"locale": "en", "numericOrdering": true}));
+    assert!(matches(doc! {"a": {"$gt": "9"}}, num, doc! {"a": "10"}));
+    assert!(!matches(doc! {"a": {"$gt": "9"}}, None, doc! {"a": "10"}));
+}
+
+#[test]
+fn sort_spec_uses_the_collation() {
+    let spec = crate::sort::SortSpec::parse(&doc! {"a": 1}).unwrap();
+    let docs = [
+        doc! {"a": "b"},
+        doc! {"a": "B"},
+        doc! {"a": "a"},
+        doc! {"a": "A"},
+    ];
+    let order = |s: &crate::sort::SortSpec| {
+        let mut v = docs.to_vec();
+        v.sort_by(|x, y| s.compare_doc(x, y));
+        v.iter()
+            .map(|d| d.get_str("a").unwrap_or("").to_string())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(order(&spec), ["A", "B", "a", "b"]);
+    let en = spec
+        .clone()
+        .with_collation(Some(coll(doc! {"locale": "en"})));
+    assert_eq!(order(&en), ["a", "A", "b", "B"]);
+    let upper = spec.with_collation(Some(coll(doc! {"locale": "en", "caseFirst": "upper"})));
+    assert_eq!(order(&upper), ["A", "a", "B", "b"]);
+}
+
+#[test]
+fn pipeline_groups_sorts_and_compares_with_the_collation() {
+    let pipeline = vec![
+        doc! {"$match": {"k": {"$in": ["x", "y"]}}},
+        doc! {"$group": {"_id": "$k", "n": {"$sum": 1}, "m": {"$max": "$v"}, "s": {"$addToSet": "$v"}}},
+        doc! {"$sort": {"_id": 1}},
+        doc! {"$project": {"n": 1, "m": 1, "s": {"$size": "$s"}, "eq": {"$eq": ["$_id", "X"]}}},
+    ];
+    let input = vec![
+        doc! {"k": "x", "v": "b"},
+        doc! {"k": "X", "v": "B"},
+        doc! {"k": "y", "v": "a"},
+        doc! {"k": "z", "v": "a"},
+    ];
+    let run = |c: Option<Arc<Collation>>| -> Vec<Document> {
+        let p = crate::agg::Pipeline::parse(&pipeline)
+            .unwrap()
+            .with_collation(c);
+        let stream: crate::agg::DocStream = Box::new(input.clone().into_iter().map(Ok));
+        p.run(stream).collect::<MongoResult<Vec<_>>>().unwrap()
+    };
+    let simple = run(None);
+    assert_eq!(simple.len(), 2, "{simple:?}");
+    let out = run(Some(coll(doc! {"locale": "en", "strength": 1})));
+    assert_eq!(out.len(), 2, "{out:?}");
+    let first = &out[0];
+    assert_eq!(first.get_i32("n").ok(), Some(2), "{first}");
+    assert_eq!(first.get_i32("s").ok(), Some(1), "{first}");
+    assert_eq!(first.get_bool("eq").ok(), Some(true), "{first}");
+}

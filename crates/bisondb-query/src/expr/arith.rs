@@ -577,7 +577,7 @@ fn group_like(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
             let mut best: Value = None;
             for v in vals.into_iter().filter(|v| !nullish(Some(v))) {
                 let cand = Some(v);
-                if best.is_none() || cmp_values(&cand, &best) == want {
+                if best.is_none() || cmp_values(&cand, &best, cx.vars.collation()) == want {
                     best = cand;
                 }
             }

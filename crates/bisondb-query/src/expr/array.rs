@@ -3,7 +3,8 @@
 
 use super::value::{nullish, render, truthy, type_name, type_name_opt};
 use super::{arg, Ctx, Expr, Value};
-use crate::compare::values_equal_bson;
+use crate::collation::Collation;
+use crate::compare::values_equal_bson_in;
 use bisondb_error::{ErrorCode, MongoError, MongoResult};
 use bson::Bson;
 
@@ -104,7 +105,9 @@ pub(super) fn eval(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
             let x = cx.ev(arg(args, 0)?)?;
             match cx.ev(arg(args, 1)?)? {
                 Some(Bson::Array(a)) => Ok(Some(Bson::Boolean(match x {
-                    Some(x) => a.iter().any(|e| values_equal_bson(e, &x)),
+                    Some(x) => a
+                        .iter()
+                        .any(|e| values_equal_bson_in(e, &x, cx.vars.collation())),
                     None => false,
                 }))),
                 other => Err(MongoError::location(
@@ -258,9 +261,10 @@ fn index_of_array(args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
     let [start, end] = bounds;
     let end = end.min(a.len());
     let found = match &x {
-        Some(x) if start < end => a
-            .get(start..end)
-            .and_then(|s| s.iter().position(|e| values_equal_bson(e, x))),
+        Some(x) if start < end => a.get(start..end).and_then(|s| {
+            s.iter()
+                .position(|e| values_equal_bson_in(e, x, cx.vars.collation()))
+        }),
         _ => None,
     };
     Ok(Some(Bson::Int32(found.map_or(-1, |p| {
@@ -268,16 +272,16 @@ fn index_of_array(args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
     }))))
 }
 
-fn dedup(items: impl IntoIterator<Item = Bson>) -> Vec<Bson> {
+fn dedup(items: impl IntoIterator<Item = Bson>, c: Option<&Collation>) -> Vec<Bson> {
     let mut seen = std::collections::HashSet::new();
     items
         .into_iter()
-        .filter(|x| seen.insert(crate::agg::key::key_of(Some(x))))
+        .filter(|x| seen.insert(crate::agg::key::key_of_in(Some(x), c)))
         .collect()
 }
 
-fn contains(set: &[Bson], x: &Bson) -> bool {
-    set.iter().any(|e| values_equal_bson(e, x))
+fn contains(set: &[Bson], x: &Bson, c: Option<&Collation>) -> bool {
+    set.iter().any(|e| values_equal_bson_in(e, x, c))
 }
 
 fn set_op(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
@@ -313,32 +317,37 @@ fn set_op(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
             }
         }
     }
+    let c = cx.vars.collation();
     let mut it = arrays.into_iter();
     let first = it.next().unwrap_or_default();
     Ok(Some(match name {
-        "$setUnion" => Bson::Array(dedup(first.into_iter().chain(it.flatten()))),
+        "$setUnion" => Bson::Array(dedup(first.into_iter().chain(it.flatten()), c)),
         "$setIntersection" => {
             let rest: Vec<Vec<Bson>> = it.collect();
             Bson::Array(dedup(
                 first
                     .into_iter()
-                    .filter(|x| rest.iter().all(|r| contains(r, x))),
+                    .filter(|x| rest.iter().all(|r| contains(r, x, c))),
+                c,
             ))
         }
         "$setDifference" => {
             let other = it.next().unwrap_or_default();
-            Bson::Array(dedup(first.into_iter().filter(|x| !contains(&other, x))))
+            Bson::Array(dedup(
+                first.into_iter().filter(|x| !contains(&other, x, c)),
+                c,
+            ))
         }
         "$setEquals" => {
-            let base = dedup(first);
+            let base = dedup(first, c);
             Bson::Boolean(it.all(|a| {
-                let a = dedup(a);
-                a.len() == base.len() && a.iter().all(|x| contains(&base, x))
+                let a = dedup(a, c);
+                a.len() == base.len() && a.iter().all(|x| contains(&base, x, c))
             }))
         }
         _ => {
             let other = it.next().unwrap_or_default();
-            Bson::Boolean(first.iter().all(|x| contains(&other, x)))
+            Bson::Boolean(first.iter().all(|x| contains(&other, x, c)))
         }
     }))
 }
@@ -492,7 +501,8 @@ fn sort_array(args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
     };
     items.sort_by(|a, b| {
         for (path, asc) in &fields {
-            let o = crate::compare::compare_bson(&key(a, path), &key(b, path));
+            let o =
+                crate::compare::compare_bson_in(&key(a, path), &key(b, path), cx.vars.collation());
             let o = if *asc { o } else { o.reverse() };
             if o != std::cmp::Ordering::Equal {
                 return o;
@@ -538,7 +548,7 @@ fn n_elements(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
         }
         _ => {
             let mut v: Vec<Bson> = items.into_iter().filter(|x| !nullish(Some(x))).collect();
-            v.sort_by(crate::compare::compare_bson);
+            v.sort_by(|a, b| crate::compare::compare_bson_in(a, b, cx.vars.collation()));
             if name == "$maxN" {
                 v.reverse();
             }

@@ -14,11 +14,13 @@ mod object;
 mod string;
 pub mod value;
 
-use crate::compare::compare_bson;
+use crate::collation::Collation;
+use crate::compare::compare_bson_in;
 use crate::path::get_path_bson_fanout;
 use bisondb_error::{ErrorCode, MongoError, MongoResult};
 use bson::{doc, Bson, DateTime, Document};
 use std::cmp::Ordering;
+use std::sync::Arc;
 use value::{render, truthy};
 
 /// The result of evaluating an expression: `None` is a missing value.
@@ -52,6 +54,9 @@ pub struct Vars<'a> {
     parent: Option<&'a Vars<'a>>,
     frame: Vec<(String, Bson)>,
     now: DateTime,
+    /// The operation's collation, set on the top frame only (children find it
+    /// through `parent`, so a nested scope costs no reference count).
+    collation: Option<Arc<Collation>>,
 }
 
 impl Default for Vars<'static> {
@@ -68,6 +73,7 @@ impl Vars<'static> {
             parent: None,
             frame: Vec::new(),
             now: DateTime::now(),
+            collation: None,
         }
     }
 
@@ -77,6 +83,18 @@ impl Vars<'static> {
             parent: None,
             frame: Vec::new(),
             now,
+            collation: None,
+        }
+    }
+
+    /// Top-level bindings with a given `$$NOW` and the operation's collation
+    /// (`None`: simple), which string comparisons in expressions then use.
+    pub fn with_collation(now: DateTime, collation: Option<Arc<Collation>>) -> Vars<'static> {
+        Vars {
+            parent: None,
+            frame: Vec::new(),
+            now,
+            collation,
         }
     }
 }
@@ -88,7 +106,17 @@ impl<'a> Vars<'a> {
             parent: Some(self),
             frame: bindings,
             now: self.now,
+            collation: None,
         }
+    }
+
+    /// The collation string comparisons use (`None`: simple).
+    pub fn collation(&self) -> Option<&Collation> {
+        let mut cur = self;
+        while let Some(p) = cur.parent {
+            cur = p;
+        }
+        cur.collation.as_deref()
     }
 
     fn get(&self, name: &str) -> Option<&Bson> {
@@ -1059,12 +1087,12 @@ fn arg(args: &[Expr], i: usize) -> MongoResult<&Expr> {
 }
 
 /// Compares two possibly-missing values; missing sorts before everything.
-pub(crate) fn cmp_values(a: &Value, b: &Value) -> Ordering {
+pub(crate) fn cmp_values(a: &Value, b: &Value, c: Option<&Collation>) -> Ordering {
     match (a, b) {
         (None, None) => Ordering::Equal,
         (None, Some(_)) => Ordering::Less,
         (Some(_), None) => Ordering::Greater,
-        (Some(x), Some(y)) => compare_bson(x, y),
+        (Some(x), Some(y)) => compare_bson_in(x, y, c),
     }
 }
 
@@ -1090,7 +1118,7 @@ fn eval_call(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
         "$cmp" | "$eq" | "$ne" | "$gt" | "$gte" | "$lt" | "$lte" => {
             let a = cx.ev(arg(args, 0)?)?;
             let b = cx.ev(arg(args, 1)?)?;
-            let o = cmp_values(&a, &b);
+            let o = cmp_values(&a, &b, cx.vars.collation());
             Ok(Some(match name {
                 "$cmp" => Bson::Int32(match o {
                     Ordering::Less => -1,

@@ -160,8 +160,7 @@ fn apply_array(
 
 impl Stage for AddFieldsStage {
     fn run(self: Box<Self>, input: DocStream, cx: &RunCtx) -> DocStream {
-        let now = cx.now;
-        let vars = Vars::with_now(now);
+        let vars = cx.vars();
         let fields = self.fields;
         super::map_docs(input, move |doc| {
             let mut out = doc.clone();

@@ -6,7 +6,7 @@ use crate::agg::accumulators::{AccOp, AccState, Accumulator};
 use crate::agg::{DocStream, RunCtx, Stage};
 use crate::compare::compare_bson;
 use crate::expr::value::{is_number, render, type_name};
-use crate::expr::{Expr, Vars};
+use crate::expr::Expr;
 use bisondb_error::{MongoError, MongoResult};
 use bson::{Bson, Document};
 use std::cmp::Ordering;
@@ -155,7 +155,7 @@ impl BucketStage {
     }
 
     fn bucket_all(&self, input: DocStream, cx: &RunCtx) -> MongoResult<Vec<Document>> {
-        let vars = Vars::with_now(cx.now);
+        let vars = cx.vars();
         let n = self.boundaries.len().saturating_sub(1);
         // Slot n holds the default bucket.
         let mut states: Vec<Option<Vec<AccState>>> = vec![None; n + 1];

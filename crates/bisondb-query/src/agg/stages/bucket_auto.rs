@@ -6,7 +6,7 @@ use crate::agg::accumulators::{AccOp, Accumulator};
 use crate::agg::{DocStream, RunCtx, Stage};
 use crate::compare::compare_bson;
 use crate::expr::value::{render, type_name};
-use crate::expr::{Expr, Vars};
+use crate::expr::Expr;
 use bisondb_error::{ErrorCode, MongoError, MongoResult};
 use bson::{doc, Bson, Document};
 use std::cmp::Ordering;
@@ -115,7 +115,7 @@ pub(crate) fn parse(arg: &Bson) -> MongoResult<Vec<Box<dyn Stage>>> {
 
 impl BucketAutoStage {
     fn run_all(&self, input: DocStream, cx: &RunCtx) -> MongoResult<Vec<Document>> {
-        let vars = Vars::with_now(cx.now);
+        let vars = cx.vars();
         let mut rows: Vec<(Bson, Document)> = Vec::new();
         for r in input {
             let d = r?;

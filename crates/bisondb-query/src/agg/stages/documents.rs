@@ -3,7 +3,7 @@
 
 use crate::agg::{DocStream, RunCtx, Stage};
 use crate::expr::value::type_name;
-use crate::expr::{Expr, Vars};
+use crate::expr::Expr;
 use bisondb_error::{MongoError, MongoResult};
 use bson::{Bson, Document};
 
@@ -19,7 +19,7 @@ pub(crate) fn parse(arg: &Bson) -> MongoResult<Vec<Box<dyn Stage>>> {
 }
 
 fn evaluate(e: &Expr, cx: &RunCtx) -> MongoResult<Vec<Document>> {
-    let vars = Vars::with_now(cx.now);
+    let vars = cx.vars();
     match e.eval(&Document::new(), &vars)? {
         Some(Bson::Array(items)) => items
             .into_iter()

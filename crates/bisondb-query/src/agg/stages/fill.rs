@@ -157,7 +157,7 @@ impl FillStage {
     }
 
     fn run_all(&self, input: DocStream, cx: &RunCtx) -> MongoResult<Vec<Document>> {
-        let vars = Vars::with_now(cx.now);
+        let vars = cx.vars();
         let mut parts: Vec<(Bson, Vec<Document>)> = Vec::new();
         let mut index: HashMap<Vec<u8>, usize> = HashMap::new();
         for r in input {

@@ -198,7 +198,7 @@ impl GraphLookupStage {
 impl Stage for GraphLookupStage {
     fn run(self: Box<Self>, input: DocStream, cx: &RunCtx) -> DocStream {
         let cx = cx.clone();
-        let vars = Vars::with_now(cx.now);
+        let vars = cx.vars();
         let mut graph: Option<Graph> = None;
         let mut input = input;
         let mut failed = false;

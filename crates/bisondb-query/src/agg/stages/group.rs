@@ -3,11 +3,11 @@
 //! first-seen group order with `_id` first.
 
 use crate::agg::accumulators::{AccState, Accumulator};
-use crate::agg::key::key_of;
+use crate::agg::key::key_of_in;
 use crate::agg::{spec_doc, DocStream, RunCtx, Stage};
 use crate::expr::{Expr, Vars};
 use bisondb_error::{MongoError, MongoResult};
-use bson::{Bson, DateTime, Document};
+use bson::{Bson, Document};
 use std::collections::HashMap;
 
 #[derive(Debug)]
@@ -62,14 +62,13 @@ struct Group {
     states: Vec<AccState>,
 }
 
-fn group_all(stage: &GroupStage, input: DocStream, now: DateTime) -> MongoResult<Vec<Document>> {
-    let vars = Vars::with_now(now);
+fn group_all(stage: &GroupStage, input: DocStream, vars: Vars) -> MongoResult<Vec<Document>> {
     let mut index: HashMap<Vec<u8>, usize> = HashMap::new();
     let mut groups: Vec<Group> = Vec::new();
     for r in input {
         let doc = r?;
         let id = stage.id.eval(&doc, &vars)?;
-        let key = key_of(id.as_ref());
+        let key = key_of_in(id.as_ref(), vars.collation());
         let slot = match index.get(&key) {
             Some(i) => *i,
             None => {
@@ -104,7 +103,7 @@ fn group_all(stage: &GroupStage, input: DocStream, now: DateTime) -> MongoResult
 
 impl Stage for GroupStage {
     fn run(self: Box<Self>, input: DocStream, cx: &RunCtx) -> DocStream {
-        let now = cx.now;
-        crate::agg::blocking(input, move |inp| group_all(&self, inp, now))
+        let vars = cx.vars();
+        crate::agg::blocking(input, move |inp| group_all(&self, inp, vars))
     }
 }

@@ -6,7 +6,7 @@
 use crate::agg::key::key_of;
 use crate::agg::{DocStream, Pipeline, RunCtx, Stage};
 use crate::expr::value::type_name;
-use crate::expr::{check_var_name, Expr, Vars};
+use crate::expr::{check_var_name, Expr};
 use crate::update::path::{parse_index, set_path, split};
 use bisondb_error::{ErrorCode, MongoError, MongoResult};
 use bson::{Bson, Document};
@@ -313,7 +313,7 @@ impl LookupStage {
                 .collect();
             match &self.pipeline {
                 Some(stages) if !self.lets.is_empty() => {
-                    let vars = Vars::with_now(cx.now);
+                    let vars = cx.vars();
                     let mut vals = Vec::with_capacity(self.lets.len());
                     for (n, e) in &self.lets {
                         vals.push((n.clone(), e.eval(&doc, &vars)?));

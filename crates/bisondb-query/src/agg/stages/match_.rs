@@ -23,8 +23,8 @@ pub(crate) fn parse(arg: &Bson) -> MongoResult<Vec<Box<dyn Stage>>> {
 }
 
 impl Stage for MatchStage {
-    fn run(self: Box<Self>, input: DocStream, _cx: &RunCtx) -> DocStream {
-        let m = self.matcher;
+    fn run(self: Box<Self>, input: DocStream, cx: &RunCtx) -> DocStream {
+        let m = self.matcher.with_collation(cx.collation.clone());
         Box::new(input.filter(move |r| match r {
             Ok(d) => m.matches_doc(d),
             Err(_) => true,

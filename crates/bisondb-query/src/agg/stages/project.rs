@@ -407,8 +407,7 @@ pub(crate) fn parse(arg: &Bson) -> MongoResult<Vec<Box<dyn Stage>>> {
 
 impl Stage for ProjectStage {
     fn run(self: Box<Self>, input: DocStream, cx: &RunCtx) -> DocStream {
-        let now = cx.now;
-        let vars = Vars::with_now(now);
+        let vars = cx.vars();
         let proj = self.proj;
         super::map_docs(input, move |d| proj.apply(&d, &vars))
     }

@@ -83,7 +83,7 @@ impl RedactStage {
 
 impl Stage for RedactStage {
     fn run(self: Box<Self>, input: DocStream, cx: &RunCtx) -> DocStream {
-        let vars = Vars::with_now(cx.now);
+        let vars = cx.vars();
         Box::new(input.filter_map(move |r| match r {
             Ok(d) => {
                 let root = d.clone();

@@ -2,7 +2,7 @@
 
 use crate::agg::{DocStream, RunCtx, Stage};
 use crate::expr::value::{render, render_doc, type_name};
-use crate::expr::{Expr, Vars};
+use crate::expr::Expr;
 use bisondb_error::{MongoError, MongoResult};
 use bson::Bson;
 
@@ -45,8 +45,7 @@ pub(crate) fn parse_replace_with(arg: &Bson) -> MongoResult<Vec<Box<dyn Stage>>>
 
 impl Stage for ReplaceRootStage {
     fn run(self: Box<Self>, input: DocStream, cx: &RunCtx) -> DocStream {
-        let now = cx.now;
-        let vars = Vars::with_now(now);
+        let vars = cx.vars();
         let e = self.new_root;
         super::map_docs(input, move |doc| match e.eval(&doc, &vars)? {
             Some(Bson::Document(d)) => Ok(d),

@@ -304,7 +304,7 @@ pub(crate) fn parse(arg: &Bson) -> MongoResult<Vec<Box<dyn Stage>>> {
 
 impl SetWindowFieldsStage {
     fn run_all(&self, input: DocStream, cx: &RunCtx) -> MongoResult<Vec<Document>> {
-        let vars = Vars::with_now(cx.now);
+        let vars = cx.vars();
         // Partition (first-seen order, then sorted by partition value).
         let mut parts: Vec<(Bson, Vec<Document>)> = Vec::new();
         let mut index: HashMap<Vec<u8>, usize> = HashMap::new();

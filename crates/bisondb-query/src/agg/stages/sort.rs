@@ -70,8 +70,8 @@ fn sort_all(spec: &SortSpec, input: DocStream, top_k: Option<u64>) -> MongoResul
 }
 
 impl Stage for SortStage {
-    fn run(self: Box<Self>, input: DocStream, _cx: &RunCtx) -> DocStream {
-        let spec = self.spec;
+    fn run(self: Box<Self>, input: DocStream, cx: &RunCtx) -> DocStream {
+        let spec = self.spec.with_collation(cx.collation.clone());
         let top_k = self.top_k;
         crate::agg::blocking(input, move |inp| sort_all(&spec, inp, top_k))
     }
