@@ -20,6 +20,7 @@ use crate::engine::{Durability, Engine, WriteBatch};
 use crate::error::{shell_format_document, StorageError};
 use crate::index::{self, IndexList, IndexSpec, IndexState};
 use crate::layout;
+use crate::store::capped::CappedState;
 use crate::store::Collection;
 
 /// Catalog format version written in the meta record.
@@ -72,6 +73,8 @@ pub(crate) struct CollState {
     /// it was read under (taken under `write_lock`). A new key above it cannot exist,
     /// so inserts of increasing `_id`s (ObjectIds) skip the existence lookup.
     pub(crate) max_doc_key: Mutex<Option<(u64, Vec<u8>)>>,
+    /// Limits and record-id sequence of a capped collection (from `options`).
+    pub(crate) capped: Option<CappedState>,
 }
 
 type Key = (String, String);
@@ -257,6 +260,7 @@ impl Storage {
         let new_next = id
             .checked_add(1)
             .ok_or_else(|| StorageError::Internal("collection ids exhausted".into()))?;
+        let capped = CappedState::from_options(&options);
         let state = CollState {
             id,
             options: RwLock::new(Arc::new(options)),
@@ -268,6 +272,7 @@ impl Storage {
             stats_generation: AtomicU64::new(self.inner.engine.generation()),
             indexes: RwLock::new(Arc::new(Vec::new())),
             max_doc_key: Mutex::new(None),
+            capped,
         };
         let mut batch = WriteBatch::new();
         batch.put(layout::meta_key(), encode_meta(new_next)?);
@@ -688,6 +693,9 @@ fn purge_collection_keys(engine: &dyn Engine, id: u64) -> Result<(), StorageErro
     for range in index::collection_ranges(id) {
         purge_range(engine, range)?;
     }
+    for range in crate::store::capped::collection_ranges(id) {
+        purge_range(engine, range)?;
+    }
     let mut batch = WriteBatch::new();
     batch.delete(layout::stats_key(id));
     batch.delete(layout::pending_drop_key(id));
@@ -838,6 +846,7 @@ fn parse_entry(
             index_records.push((id, spec));
         }
     }
+    let capped = CappedState::from_options(&options);
     let state = CollState {
         id,
         options: RwLock::new(Arc::new(options)),
@@ -849,6 +858,7 @@ fn parse_entry(
         stats_generation: AtomicU64::new(0),
         indexes: RwLock::new(Arc::new(Vec::new())),
         max_doc_key: Mutex::new(None),
+        capped,
     };
     Ok((db, name, state, index_records))
 }

@@ -8,6 +8,8 @@
 //! [0x02] id:u64be                     -> count:u64be data_size:u64be
 //! [0x03] ...                          -> index entries (see `crate::index`)
 //! [0x04] ...                          -> multikey markers (see `crate::index`)
+//! [0x05] id:u64be rid:u64be            -> natural order of a capped collection
+//! [0x06] id:u64be encode_id(_id)      -> its record id (see `crate::store::capped`)
 //! ```
 //!
 //! Collection ids come from a counter and are never reused, so a dropped

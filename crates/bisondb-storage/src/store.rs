@@ -240,6 +240,9 @@ impl Collection {
     fn insert_locked(&self, docs: &[&RawDocument], ordered: bool) -> InsertOutcome {
         let mut out = InsertOutcome::default();
         let _w = self.state.write_lock.lock();
+        if let Some(capped) = self.state.capped.as_ref() {
+            return self.insert_capped_locked(capped, docs, ordered);
+        }
         let snap = match self.writable_snapshot_locked() {
             Ok(snap) => snap,
             Err(e) => {
@@ -638,7 +641,10 @@ impl Collection {
                 (ModifyResult::Inserted, count.saturating_add(1), size)
             }
         };
+        let (count, size, next_rid) =
+            self.capped_modify_locked(snap.as_ref(), &encoded, result, &mut batch, (count, size))?;
         self.commit_locked(batch, count, size)?;
+        self.capped_committed_locked(next_rid);
         for ix in became_multikey {
             ix.multikey.store(true, Ordering::Release);
         }
@@ -697,6 +703,7 @@ impl Collection {
             writes.apply(self.state.id, &mut batch, &mut Vec::new());
         }
         batch.delete(key);
+        self.forget_locked(snap.as_ref(), &encode_id(id), &mut batch)?;
         self.commit_locked(batch, count, size)?;
         Ok(true)
     }
@@ -834,6 +841,9 @@ impl Iterator for DocIter {
         }
     }
 }
+
+pub(crate) mod capped;
+pub use capped::NaturalIter;
 
 #[cfg(test)]
 mod tests;

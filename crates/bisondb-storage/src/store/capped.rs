@@ -1,0 +1,829 @@
+//! Capped collections: a size (and optionally count) bound, insertion order,
+//! and the oldest documents removed by the insert that overflows the bound.
+//!
+//! Documents stay clustered by `_id` like everywhere else; a capped collection
+//! adds a natural-order index beside them:
+//!
+//! ```text
+//! [0x05] coll:u64be rid:u64be        -> encode_id(_id)   insertion order
+//! [0x06] coll:u64be encode_id(_id)   -> rid:u64be        the way back (deletes)
+//! ```
+//!
+//! `rid` (record id) comes from a per-collection sequence that only grows while
+//! the process runs: it is read once per engine generation as the highest stored
+//! rid + 1 and advanced by every insert, so a later insert always sorts after an
+//! earlier one, even when the newest document was deleted in between (a tailable
+//! cursor remembers the last rid it returned and must never miss a new one).
+//!
+//! Invariants: a document of a capped collection and its two natural-order keys
+//! are written and removed in the same atomic batch; the documents an insert
+//! evicts (oldest first, never the document just inserted, as mongod's
+//! `cappedDeleteUntilBelowConfiguredMaximum`) are deleted, with their index
+//! entries and natural-order keys, in that insert's batch, together with the
+//! new stats record. Updates keep a document's rid and never evict (mongod
+//! 8.0 allows updates that change a document's size and deletes).
+
+use std::collections::{HashSet, VecDeque};
+use std::ops::Bound;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use bson::{Bson, Document, RawDocument, RawDocumentBuf};
+use parking_lot::Mutex;
+use tokio::sync::watch;
+
+use super::{decode_doc, id_of, Collection, IndexWrites, InsertOutcome, ModifyResult};
+use crate::engine::{prefix_successor, Durability, KeyValue, Snapshot, WriteBatch};
+use crate::error::StorageError;
+use crate::index::IndexState;
+use crate::layout;
+
+const NATURAL: u8 = 0x05;
+const RID_OF: u8 = 0x06;
+
+/// Natural-order keys read per engine scan.
+const CHUNK: usize = 128;
+
+/// The limits and the record-id sequence of one capped collection.
+pub(crate) struct CappedState {
+    /// `size`: the bound on the sum of the documents' BSON sizes.
+    pub(crate) size: u64,
+    /// `max`: the bound on the number of documents, when set.
+    pub(crate) max: Option<u64>,
+    /// `(engine generation, next rid)`, under the collection's write lock.
+    next_rid: Mutex<Option<(u64, u64)>>,
+    /// The highest rid committed so far; tailable cursors wait on it.
+    latest: watch::Sender<u64>,
+}
+
+impl CappedState {
+    /// The capped state described by a collection's options (`capped: true`,
+    /// `size`, optional `max`, as `create` stores them); `None` for others.
+    pub(crate) fn from_options(options: &Document) -> Option<CappedState> {
+        if !matches!(options.get("capped"), Some(Bson::Boolean(true))) {
+            return None;
+        }
+        let number = |k: &str| match options.get(k) {
+            Some(Bson::Int32(i)) => u64::try_from(*i).ok(),
+            Some(Bson::Int64(i)) => u64::try_from(*i).ok(),
+            Some(Bson::Double(d)) if *d >= 0.0 => Some(*d as u64),
+            _ => None,
+        };
+        Some(CappedState {
+            size: number("size").filter(|s| *s > 0).unwrap_or(u64::MAX),
+            max: number("max").filter(|m| *m > 0),
+            next_rid: Mutex::new(None),
+            latest: watch::channel(0).0,
+        })
+    }
+
+    fn over(&self, count: u64, size: u64) -> bool {
+        size > self.size || self.max.is_some_and(|m| count > m)
+    }
+}
+
+fn push_u64(k: &mut Vec<u8>, v: u64) {
+    k.extend_from_slice(&v.to_be_bytes());
+}
+
+pub(crate) fn natural_key(coll: u64, rid: u64) -> Vec<u8> {
+    let mut k = Vec::with_capacity(17);
+    k.push(NATURAL);
+    push_u64(&mut k, coll);
+    push_u64(&mut k, rid);
+    k
+}
+
+fn natural_range(coll: u64) -> (Vec<u8>, Vec<u8>) {
+    let mut start = vec![NATURAL];
+    push_u64(&mut start, coll);
+    // A prefix ending in a u64 after 0x05 always has a successor.
+    let end = prefix_successor(&start).unwrap_or_else(|| vec![RID_OF]);
+    (start, end)
+}
+
+fn rid_key(coll: u64, encoded_id: &[u8]) -> Vec<u8> {
+    let mut k = Vec::with_capacity(9 + encoded_id.len());
+    k.push(RID_OF);
+    push_u64(&mut k, coll);
+    k.extend_from_slice(encoded_id);
+    k
+}
+
+/// Every key range a capped collection `coll` owns besides its documents (for
+/// the purge after a drop).
+pub(crate) fn collection_ranges(coll: u64) -> Vec<(Vec<u8>, Vec<u8>)> {
+    [NATURAL, RID_OF]
+        .into_iter()
+        .filter_map(|tag| {
+            let mut p = vec![tag];
+            push_u64(&mut p, coll);
+            prefix_successor(&p).map(|end| (p, end))
+        })
+        .collect()
+}
+
+fn rid_of_natural_key(key: &[u8]) -> Result<u64, StorageError> {
+    key.get(9..17)
+        .and_then(|b| <[u8; 8]>::try_from(b).ok())
+        .map(u64::from_be_bytes)
+        .ok_or_else(|| StorageError::Corrupt(format!("bad natural-order key {key:?}")))
+}
+
+fn decode_rid(v: &[u8]) -> Result<u64, StorageError> {
+    <[u8; 8]>::try_from(v)
+        .map(u64::from_be_bytes)
+        .map_err(|_| StorageError::Corrupt(format!("bad record id of {} bytes", v.len())))
+}
+
+/// A document of this call not yet committed, oldest first: eviction may
+/// reach it once the stored documents are gone.
+struct Fresh {
+    encoded: Vec<u8>,
+    rid: u64,
+    doc: usize,
+}
+
+/// Finds the oldest documents and queues their removal.
+struct Evictor<'a> {
+    coll: &'a Collection,
+    snap: &'a dyn Snapshot,
+    indexes: &'a [Arc<IndexState>],
+    /// The last natural-order key taken from the snapshot.
+    resume: Option<Vec<u8>>,
+    buffer: VecDeque<KeyValue>,
+    stored_done: bool,
+    fresh: VecDeque<Fresh>,
+    /// Document keys removed by this call (a later document may reuse the `_id`).
+    evicted: HashSet<Vec<u8>>,
+}
+
+impl<'a> Evictor<'a> {
+    fn new(coll: &'a Collection, snap: &'a dyn Snapshot, indexes: &'a [Arc<IndexState>]) -> Self {
+        Evictor {
+            coll,
+            snap,
+            indexes,
+            resume: None,
+            buffer: VecDeque::new(),
+            stored_done: false,
+            fresh: VecDeque::new(),
+            evicted: HashSet::new(),
+        }
+    }
+
+    /// The oldest stored `(natural key, encoded _id)` not yet evicted.
+    fn next_stored(&mut self) -> Result<Option<KeyValue>, StorageError> {
+        if self.buffer.is_empty() && !self.stored_done {
+            let (start, end) = natural_range(self.coll.state.id);
+            let from = match &self.resume {
+                Some(k) => Bound::Excluded(k.as_slice()),
+                None => Bound::Included(start.as_slice()),
+            };
+            let chunk = self
+                .snap
+                .scan(from, Bound::Excluded(end.as_slice()), false, CHUNK)?;
+            self.stored_done = chunk.len() < CHUNK;
+            if let Some((k, _)) = chunk.last() {
+                self.resume = Some(k.clone());
+            }
+            self.buffer.extend(chunk);
+        }
+        Ok(self.buffer.pop_front())
+    }
+
+    /// Removes the oldest documents while `count`/`size` exceed the limits.
+    fn evict(
+        &mut self,
+        capped: &CappedState,
+        docs: &[&RawDocument],
+        batch: &mut WriteBatch,
+        count: &mut u64,
+        size: &mut u64,
+    ) -> Result<(), StorageError> {
+        let id = self.coll.state.id;
+        while capped.over(*count, *size) {
+            let (natural, encoded, doc): (Vec<u8>, Vec<u8>, RawDocumentBuf) =
+                if let Some((natural, encoded)) = self.next_stored()? {
+                    let key = layout::doc_key(id, &encoded);
+                    let Some(bytes) = self.snap.get(&key)? else {
+                        return Err(StorageError::Corrupt(format!(
+                            "natural-order key without its document in {}",
+                            self.coll.ns
+                        )));
+                    };
+                    (natural, encoded, decode_doc(bytes)?)
+                } else if let Some(f) = self.fresh.pop_front() {
+                    let doc = docs.get(f.doc).map(|d| (*d).to_owned()).ok_or_else(|| {
+                        StorageError::Internal("evicted an unknown document".into())
+                    })?;
+                    (natural_key(id, f.rid), f.encoded, doc)
+                } else {
+                    break;
+                };
+            if !self.indexes.is_empty() {
+                let writes = self.coll.index_writes(
+                    self.indexes,
+                    self.snap,
+                    Some(&doc),
+                    None,
+                    &encoded,
+                    &mut HashSet::new(),
+                )?;
+                writes.apply(id, batch, &mut Vec::new());
+            }
+            let key = layout::doc_key(id, &encoded);
+            batch.delete(key.clone());
+            batch.delete(natural);
+            batch.delete(rid_key(id, &encoded));
+            self.evicted.insert(key);
+            *count = count.saturating_sub(1);
+            *size = size.saturating_sub(doc.as_bytes().len() as u64);
+        }
+        Ok(())
+    }
+}
+
+impl Collection {
+    /// Whether this is a capped collection.
+    pub fn is_capped(&self) -> bool {
+        self.state.capped.is_some()
+    }
+
+    /// `(size, max)` of a capped collection.
+    pub fn capped_limits(&self) -> Option<(u64, Option<u64>)> {
+        self.state.capped.as_ref().map(|c| (c.size, c.max))
+    }
+
+    /// A receiver whose value is the highest record id committed so far; it
+    /// changes with every insert (a tailable cursor's `awaitData` waits on it).
+    /// `None` for a collection that is not capped.
+    pub fn subscribe_inserts(&self) -> Option<watch::Receiver<u64>> {
+        self.state.capped.as_ref().map(|c| c.latest.subscribe())
+    }
+
+    /// Every document with its record id, in insertion order (newest first when
+    /// `reverse`), from a snapshot taken now. Empty for a collection that is
+    /// not capped (its natural order is its `_id` order: use `scan`).
+    pub fn scan_natural(&self, reverse: bool) -> NaturalIter {
+        let (start, end) = natural_range(self.state.id);
+        NaturalIter::new(self, Bound::Included(start), Bound::Excluded(end), reverse)
+    }
+
+    /// The documents inserted after record id `after`, oldest first, from a
+    /// snapshot taken now (what a tailable cursor reads on `getMore`).
+    pub fn scan_natural_after(&self, after: u64) -> NaturalIter {
+        let (_, end) = natural_range(self.state.id);
+        NaturalIter::new(
+            self,
+            Bound::Excluded(natural_key(self.state.id, after)),
+            Bound::Excluded(end),
+            false,
+        )
+    }
+
+    /// Whether the document with record id `rid` is still stored (a tailable
+    /// cursor whose position was evicted has lost its place).
+    pub fn has_record(&self, rid: u64) -> Result<bool, StorageError> {
+        Ok(self
+            .engine
+            .snapshot()
+            .get(&natural_key(self.state.id, rid))?
+            .is_some())
+    }
+
+    /// The next record id, under the write lock: read once per engine
+    /// generation (a batch reported failed may have been applied after a
+    /// reopen), never going back.
+    fn next_rid_locked(
+        &self,
+        capped: &CappedState,
+        snap: &dyn Snapshot,
+        generation: u64,
+    ) -> Result<u64, StorageError> {
+        let mut cached = capped.next_rid.lock();
+        let previous = match *cached {
+            Some((g, n)) if g == generation => return Ok(n),
+            Some((_, n)) => n,
+            None => 1,
+        };
+        let (start, end) = natural_range(self.state.id);
+        let last = snap.scan(
+            Bound::Included(start.as_slice()),
+            Bound::Excluded(end.as_slice()),
+            true,
+            1,
+        )?;
+        let stored_next = match last.first() {
+            Some((k, _)) => rid_of_natural_key(k)?.saturating_add(1),
+            None => 1,
+        };
+        let next = previous.max(stored_next);
+        *cached = Some((generation, next));
+        Ok(next)
+    }
+
+    /// Records that rids below `next` are used and wakes tailable cursors.
+    fn publish_locked(&self, capped: &CappedState, generation: u64, next: u64) {
+        *capped.next_rid.lock() = Some((generation, next));
+        capped.latest.send_replace(next.saturating_sub(1));
+    }
+
+    /// `insert_many` into a capped collection, under the write lock: documents
+    /// one after the other, each followed by the eviction it causes, all in one
+    /// batch with the stats record.
+    pub(super) fn insert_capped_locked(
+        &self,
+        capped: &CappedState,
+        docs: &[&RawDocument],
+        ordered: bool,
+    ) -> InsertOutcome {
+        let mut out = InsertOutcome::default();
+        let fail_all = |out: &mut InsertOutcome, upto: usize, e: StorageError| {
+            out.errors = (0..upto).map(|i| (i, e.clone())).collect();
+            if ordered {
+                out.errors.truncate(1);
+            }
+        };
+        let snap = match self.writable_snapshot_locked() {
+            Ok(s) => s,
+            Err(e) => {
+                fail_all(&mut out, docs.len(), e);
+                return out;
+            }
+        };
+        let generation = self.engine.generation();
+        let mut rid = match self.next_rid_locked(capped, snap.as_ref(), generation) {
+            Ok(r) => r,
+            Err(e) => {
+                fail_all(&mut out, docs.len(), e);
+                return out;
+            }
+        };
+        let indexes = self.state.indexes.read().clone();
+        let mut batch = WriteBatch::with_capacity(docs.len() * 3 + 1);
+        let mut queued: HashSet<Vec<u8>> = HashSet::new();
+        let mut queued_unique: HashSet<Vec<u8>> = HashSet::new();
+        let mut evictor = Evictor::new(self, snap.as_ref(), &indexes);
+        let (mut count, mut size) = (self.count(), self.data_size());
+        let mut accepted: Vec<usize> = Vec::with_capacity(docs.len());
+        let mut became_multikey = Vec::new();
+        for (i, doc) in docs.iter().enumerate() {
+            let prepared = (|| {
+                let id = id_of(doc).ok_or_else(|| {
+                    StorageError::InvalidArgument("document has no _id field".into())
+                })?;
+                let key = layout::doc_key_for(self.state.id, id);
+                let taken = !evictor.evicted.contains(&key)
+                    && (queued.contains(&key) || snap.get(&key)?.is_some());
+                if taken {
+                    return Err(self.duplicate(id));
+                }
+                let encoded = key.get(9..).unwrap_or_default().to_vec();
+                let writes = if indexes.is_empty() {
+                    IndexWrites::default()
+                } else {
+                    self.index_writes(
+                        &indexes,
+                        snap.as_ref(),
+                        None,
+                        Some(doc),
+                        &encoded,
+                        &mut queued_unique,
+                    )?
+                };
+                Ok((key, encoded, writes))
+            })();
+            let (key, encoded, writes) = match prepared {
+                Ok(p) => p,
+                Err(e) => {
+                    out.errors.push((i, e));
+                    if ordered {
+                        break;
+                    }
+                    continue;
+                }
+            };
+            batch.put(key.clone(), doc.as_bytes().to_vec());
+            batch.put(natural_key(self.state.id, rid), encoded.clone());
+            batch.put(rid_key(self.state.id, &encoded), rid.to_be_bytes().to_vec());
+            writes.apply(self.state.id, &mut batch, &mut became_multikey);
+            evictor.evicted.remove(&key);
+            queued.insert(key);
+            count = count.saturating_add(1);
+            size = size.saturating_add(doc.as_bytes().len() as u64);
+            if let Err(e) = evictor.evict(capped, docs, &mut batch, &mut count, &mut size) {
+                // Nothing is written: every document of the call fails.
+                fail_all(&mut out, i + 1, e);
+                return out;
+            }
+            evictor.fresh.push_back(Fresh {
+                encoded,
+                rid,
+                doc: i,
+            });
+            rid = rid.saturating_add(1);
+            accepted.push(i);
+        }
+        if accepted.is_empty() {
+            return out;
+        }
+        batch.put(
+            layout::stats_key(self.state.id),
+            layout::encode_stats(count, size),
+        );
+        match self.engine.write(batch, Durability::Buffered) {
+            Ok(()) => {
+                self.state.count.store(count, Ordering::Release);
+                self.state.data_size.store(size, Ordering::Release);
+                // Evictions lower the highest key; read the bound again next time.
+                *self.state.max_doc_key.lock() = None;
+                for ix in became_multikey {
+                    ix.multikey.store(true, Ordering::Release);
+                }
+                out.inserted = accepted.len();
+                self.publish_locked(capped, generation, rid);
+            }
+            Err(e) => {
+                *self.state.max_doc_key.lock() = None;
+                if ordered {
+                    out.errors = accepted.first().map(|&i| vec![(i, e)]).unwrap_or_default();
+                } else {
+                    out.errors
+                        .extend(accepted.into_iter().map(|i| (i, e.clone())));
+                    out.errors.sort_by_key(|(i, _)| *i);
+                }
+            }
+        }
+        out
+    }
+
+    /// Queues what a capped collection needs beside a delete, an upsert or a
+    /// replacement by [`Collection::modify`] (under the write lock): a delete
+    /// drops the natural-order keys, an upsert gets a record id and evicts as an
+    /// insert does. Returns the adjusted count and size and, for an upsert, the
+    /// next record id to publish once the batch is committed.
+    pub(super) fn capped_modify_locked(
+        &self,
+        snap: &dyn Snapshot,
+        encoded: &[u8],
+        result: ModifyResult,
+        batch: &mut WriteBatch,
+        (mut count, mut size): (u64, u64),
+    ) -> Result<(u64, u64, Option<u64>), StorageError> {
+        let Some(capped) = self.state.capped.as_ref() else {
+            return Ok((count, size, None));
+        };
+        let id = self.state.id;
+        match result {
+            ModifyResult::Deleted => {
+                self.forget_locked(snap, encoded, batch)?;
+                Ok((count, size, None))
+            }
+            ModifyResult::Inserted => {
+                let rid = self.next_rid_locked(capped, snap, self.engine.generation())?;
+                batch.put(natural_key(id, rid), encoded.to_vec());
+                batch.put(rid_key(id, encoded), rid.to_be_bytes().to_vec());
+                let indexes = self.state.indexes.read().clone();
+                let mut evictor = Evictor::new(self, snap, &indexes);
+                evictor.evict(capped, &[], batch, &mut count, &mut size)?;
+                Ok((count, size, Some(rid.saturating_add(1))))
+            }
+            _ => Ok((count, size, None)),
+        }
+    }
+
+    /// After the batch of [`Collection::capped_modify_locked`] committed.
+    pub(super) fn capped_committed_locked(&self, next: Option<u64>) {
+        if let (Some(capped), Some(next)) = (self.state.capped.as_ref(), next) {
+            self.publish_locked(capped, self.engine.generation(), next);
+        }
+    }
+
+    /// Queues the removal of the natural-order keys of the document whose
+    /// encoded `_id` is `encoded` (a delete); nothing for other collections.
+    pub(super) fn forget_locked(
+        &self,
+        snap: &dyn Snapshot,
+        encoded: &[u8],
+        batch: &mut WriteBatch,
+    ) -> Result<(), StorageError> {
+        if self.state.capped.is_none() {
+            return Ok(());
+        }
+        let key = rid_key(self.state.id, encoded);
+        if let Some(v) = snap.get(&key)? {
+            batch.delete(natural_key(self.state.id, decode_rid(&v)?));
+        }
+        batch.delete(key);
+        Ok(())
+    }
+}
+
+/// Documents of a capped collection in insertion order with their record ids,
+/// read in chunks from a snapshot the iterator owns.
+pub struct NaturalIter {
+    snapshot: Arc<dyn Snapshot>,
+    coll: u64,
+    start: Bound<Vec<u8>>,
+    end: Bound<Vec<u8>>,
+    reverse: bool,
+    buffer: std::vec::IntoIter<(Vec<u8>, Vec<u8>)>,
+    exhausted: bool,
+}
+
+impl NaturalIter {
+    fn new(
+        coll: &Collection,
+        start: Bound<Vec<u8>>,
+        end: Bound<Vec<u8>>,
+        reverse: bool,
+    ) -> NaturalIter {
+        NaturalIter {
+            snapshot: coll.engine.snapshot(),
+            coll: coll.state.id,
+            start,
+            end,
+            reverse,
+            buffer: Vec::new().into_iter(),
+            exhausted: false,
+        }
+    }
+
+    fn refill(&mut self) -> Result<(), StorageError> {
+        let start = self.start.as_ref().map(Vec::as_slice);
+        let end = self.end.as_ref().map(Vec::as_slice);
+        let chunk = self.snapshot.scan(start, end, self.reverse, CHUNK)?;
+        self.exhausted = chunk.len() < CHUNK;
+        if let Some((last, _)) = chunk.last() {
+            if self.reverse {
+                self.end = Bound::Excluded(last.clone());
+            } else {
+                self.start = Bound::Excluded(last.clone());
+            }
+        }
+        self.buffer = chunk.into_iter();
+        Ok(())
+    }
+
+    fn fetch(&self, key: &[u8], encoded: &[u8]) -> Result<(u64, RawDocumentBuf), StorageError> {
+        let rid = rid_of_natural_key(key)?;
+        match self.snapshot.get(&layout::doc_key(self.coll, encoded))? {
+            Some(bytes) => Ok((rid, decode_doc(bytes)?)),
+            None => Err(StorageError::Corrupt(format!(
+                "natural-order key {rid} without its document"
+            ))),
+        }
+    }
+}
+
+impl Iterator for NaturalIter {
+    type Item = Result<(u64, RawDocumentBuf), StorageError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            if let Some((key, encoded)) = self.buffer.next() {
+                return Some(self.fetch(&key, &encoded));
+            }
+            if self.exhausted {
+                return None;
+            }
+            if let Err(e) = self.refill() {
+                self.exhausted = true;
+                return Some(Err(e));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalog::Storage;
+    use crate::index::IndexSpec;
+    use crate::memory::MemoryEngine;
+    use crate::Modify;
+    use bson::{doc, rawdoc, RawBsonRef};
+
+    fn capped(s: &Storage, size: i64, max: Option<i64>) -> Collection {
+        let mut options = doc! {"capped": true, "size": size};
+        if let Some(m) = max {
+            options.insert("max", m);
+        }
+        s.create_collection("db", "cap", options)
+            .unwrap_or_else(|e| panic!("create: {e}"))
+    }
+
+    fn insert(c: &Collection, ids: &[i32]) -> InsertOutcome {
+        let docs: Vec<RawDocumentBuf> = ids.iter().map(|i| rawdoc! {"_id": *i, "a": *i}).collect();
+        let refs: Vec<&RawDocument> = docs.iter().map(|d| d.as_ref()).collect();
+        c.insert_many(&refs, true, Durability::Buffered)
+    }
+
+    fn natural(c: &Collection, reverse: bool) -> Vec<i32> {
+        c.scan_natural(reverse)
+            .map(|r| {
+                let (_, d) = r.unwrap_or_else(|e| panic!("scan: {e}"));
+                d.get_i32("_id").unwrap_or(-1)
+            })
+            .collect()
+    }
+
+    fn stored_size(c: &Collection) -> u64 {
+        c.scan(false)
+            .map(|d| d.map(|d| d.as_bytes().len() as u64).unwrap_or(0))
+            .sum()
+    }
+
+    #[test]
+    fn options_give_limits_only_when_capped() {
+        assert!(CappedState::from_options(&doc! {}).is_none());
+        assert!(CappedState::from_options(&doc! {"capped": false, "size": 10}).is_none());
+        let c = CappedState::from_options(&doc! {"capped": true, "size": 4096_i64, "max": 5})
+            .unwrap_or_else(|| panic!("capped"));
+        assert_eq!((c.size, c.max), (4096, Some(5)));
+        let c = CappedState::from_options(&doc! {"capped": true, "size": 256})
+            .unwrap_or_else(|| panic!("capped"));
+        assert_eq!((c.size, c.max), (256, None));
+    }
+
+    #[test]
+    fn max_evicts_oldest_in_insertion_order_not_id_order() {
+        let s = Storage::open(MemoryEngine::shared()).unwrap_or_else(|e| panic!("{e}"));
+        let c = capped(&s, 1 << 20, Some(3));
+        // `_id`s out of order: natural order must follow insertion, not `_id`.
+        for id in [5, 1, 9, 3] {
+            assert_eq!(insert(&c, &[id]).inserted, 1);
+        }
+        assert_eq!(natural(&c, false), vec![1, 9, 3]);
+        assert_eq!(natural(&c, true), vec![3, 9, 1]);
+        // One call inserting more than `max`: only the last three remain.
+        assert_eq!(insert(&c, &[20, 21, 22, 23, 24]).inserted, 5);
+        assert_eq!(natural(&c, false), vec![22, 23, 24]);
+        assert_eq!(c.count(), 3);
+        assert_eq!(c.data_size(), stored_size(&c));
+        // An evicted `_id` can be inserted again (it is not a duplicate).
+        assert_eq!(insert(&c, &[20]).inserted, 1);
+        assert_eq!(natural(&c, false), vec![23, 24, 20]);
+        // A duplicate of a live `_id` fails and evicts nothing.
+        let out = insert(&c, &[24]);
+        assert_eq!(out.inserted, 0);
+        assert_eq!(natural(&c, false), vec![23, 24, 20]);
+    }
+
+    #[test]
+    fn size_evicts_and_never_the_document_just_inserted() {
+        let s = Storage::open(MemoryEngine::shared()).unwrap_or_else(|e| panic!("{e}"));
+        let one = rawdoc! {"_id": 0, "a": 0}.as_bytes().len() as u64;
+        let c = capped(&s, (one * 3) as i64, None);
+        insert(&c, &[0, 1, 2, 3, 4]);
+        assert_eq!(natural(&c, false), vec![2, 3, 4]);
+        assert!(c.data_size() <= one * 3);
+        assert_eq!(c.data_size(), stored_size(&c));
+        // A document larger than the whole cap stays, alone.
+        let big = rawdoc! {"_id": 100, "pad": "x".repeat(200)};
+        let out = c.insert_many(&[big.as_ref()], true, Durability::Buffered);
+        assert_eq!(out.inserted, 1);
+        assert_eq!(natural(&c, false), vec![100]);
+        assert_eq!(c.count(), 1);
+    }
+
+    #[test]
+    fn eviction_removes_index_entries_and_deletes_keep_order() {
+        let s = Storage::open(MemoryEngine::shared()).unwrap_or_else(|e| panic!("{e}"));
+        let c = capped(&s, 1 << 20, Some(2));
+        let spec = IndexSpec {
+            name: "a_1".into(),
+            key: doc! {"a": 1},
+            unique: true,
+            sparse: false,
+            partial_filter: None,
+            expire_after_seconds: None,
+            hidden: false,
+            background: None,
+        };
+        assert!(s
+            .create_index("db", "cap", spec)
+            .unwrap_or_else(|e| panic!("{e}")));
+        insert(&c, &[1, 2, 3]);
+        // `a: 1` went with document 1: the unique key is free again.
+        let again = rawdoc! {"_id": 10, "a": 1};
+        let out = c.insert_many(&[again.as_ref()], true, Durability::Buffered);
+        assert_eq!(out.inserted, 1, "{:?}", out.errors);
+        assert_eq!(natural(&c, false), vec![3, 10]);
+        // Deleting the newest keeps the order of the rest and never reuses its rid.
+        let last_before = c
+            .scan_natural(true)
+            .next()
+            .and_then(|r| r.ok())
+            .map(|(r, _)| r);
+        assert!(c
+            .delete(RawBsonRef::Int32(10), Durability::Buffered)
+            .unwrap_or(false));
+        insert(&c, &[11]);
+        let newest = c
+            .scan_natural(true)
+            .next()
+            .and_then(|r| r.ok())
+            .map(|(r, _)| r);
+        assert!(newest > last_before, "{newest:?} after {last_before:?}");
+        assert_eq!(natural(&c, false), vec![3, 11]);
+        assert_eq!(c.count(), 2);
+    }
+
+    #[test]
+    fn upsert_gets_a_record_id_and_evicts() {
+        let s = Storage::open(MemoryEngine::shared()).unwrap_or_else(|e| panic!("{e}"));
+        let c = capped(&s, 1 << 20, Some(2));
+        insert(&c, &[1, 2]);
+        let r = c.modify(RawBsonRef::Int32(7), Durability::Buffered, &mut |cur| {
+            assert!(cur.is_none());
+            Ok(Modify::Insert(rawdoc! {"_id": 7}))
+        });
+        assert_eq!(r.ok(), Some(ModifyResult::Inserted));
+        assert_eq!(natural(&c, false), vec![2, 7]);
+        // A replacement keeps its place.
+        let r = c.modify(RawBsonRef::Int32(2), Durability::Buffered, &mut |_| {
+            Ok(Modify::Replace(
+                rawdoc! {"_id": 2, "grown": "x".repeat(100)},
+            ))
+        });
+        assert_eq!(r.ok(), Some(ModifyResult::Replaced));
+        assert_eq!(natural(&c, false), vec![2, 7]);
+        let r = c.modify(RawBsonRef::Int32(2), Durability::Buffered, &mut |_| {
+            Ok(Modify::Delete)
+        });
+        assert_eq!(r.ok(), Some(ModifyResult::Deleted));
+        assert_eq!(natural(&c, false), vec![7]);
+        assert_eq!(c.data_size(), stored_size(&c));
+    }
+
+    #[test]
+    fn tail_reads_after_a_record_and_inserts_wake_subscribers() {
+        let s = Storage::open(MemoryEngine::shared()).unwrap_or_else(|e| panic!("{e}"));
+        let c = capped(&s, 1 << 20, Some(3));
+        let mut rx = c.subscribe_inserts().unwrap_or_else(|| panic!("capped"));
+        insert(&c, &[1, 2]);
+        assert!(rx.has_changed().unwrap_or(false));
+        let seen = *rx.borrow_and_update();
+        let first: Vec<(u64, RawDocumentBuf)> =
+            c.scan_natural(false).filter_map(Result::ok).collect();
+        assert_eq!(first.last().map(|(r, _)| *r), Some(seen));
+        insert(&c, &[3]);
+        let after: Vec<i32> = c
+            .scan_natural_after(seen)
+            .filter_map(Result::ok)
+            .map(|(_, d)| d.get_i32("_id").unwrap_or(-1))
+            .collect();
+        assert_eq!(after, vec![3]);
+        assert!(c.has_record(seen).unwrap_or(false));
+        insert(&c, &[4, 5, 6]);
+        assert!(!c.has_record(seen).unwrap_or(true), "evicted");
+        let plain = s
+            .get_or_create_collection("db", "plain")
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(plain.subscribe_inserts().is_none() && !plain.is_capped());
+    }
+
+    #[test]
+    fn drop_purges_natural_keys() {
+        let engine = MemoryEngine::shared();
+        let s = Storage::open(engine.clone()).unwrap_or_else(|e| panic!("{e}"));
+        let c = capped(&s, 1 << 20, None);
+        insert(&c, &[1, 2, 3]);
+        let id = c.state.id;
+        assert!(s.drop_collection("db", "cap").unwrap_or(false));
+        for (start, end) in collection_ranges(id) {
+            let left = engine
+                .snapshot()
+                .scan(Bound::Included(&start), Bound::Excluded(&end), false, 10)
+                .unwrap_or_else(|e| panic!("{e}"));
+            assert!(left.is_empty(), "{left:?}");
+        }
+    }
+
+    #[test]
+    fn lsm_keeps_order_limits_and_sequence_across_restart() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let open = || {
+            let engine = crate::LsmEngine::open_shared(dir.path(), crate::LsmOptions::default())
+                .unwrap_or_else(|e| panic!("open: {e}"));
+            Storage::open(engine).unwrap_or_else(|e| panic!("{e}"))
+        };
+        {
+            let s = open();
+            let c = capped(&s, 1 << 20, Some(3));
+            insert(&c, &[9, 8, 7, 6]);
+            s.sync().unwrap_or_else(|e| panic!("{e}"));
+        }
+        let s = open();
+        let c = s
+            .collection("db", "cap")
+            .unwrap_or_else(|| panic!("reopened"));
+        assert_eq!(c.capped_limits(), Some((1 << 20, Some(3))));
+        assert_eq!(natural(&c, false), vec![8, 7, 6]);
+        insert(&c, &[1]);
+        assert_eq!(natural(&c, false), vec![7, 6, 1]);
+        assert_eq!(c.count(), 3);
+    }
+}
