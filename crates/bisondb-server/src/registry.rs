@@ -63,6 +63,11 @@ pub static COMMANDS: &[CommandSpec] = &[
         "inserts, updates and deletes over several collections",
     ),
     cmd(
+        "collMod",
+        run::<coll_mod::CollMod>,
+        "change a collection's validation options, an index's options or a view",
+    ),
+    cmd(
         "collStats",
         run::<coll_stats::CollStats>,
         "statistics of a collection",
@@ -212,7 +217,6 @@ pub static UNSUPPORTED: &[&str] = &[
     "authenticate",
     "checkShardingIndex",
     "cloneCollectionAsCapped",
-    "collMod",
     "commitTransaction",
     "compact",
     "convertToCapped",

@@ -1,0 +1,465 @@
+//! `collMod`: changes a collection's validation options (`validator`,
+//! `validationLevel`, `validationAction`), one index's `hidden` or
+//! `expireAfterSeconds`, or a view's `viewOn`/`pipeline`, as mongod 8.0 does.
+//!
+//! Options are replaced in the catalog in one step (persisted before writers
+//! see them); an index's definition is edited in place (its entries do not
+//! depend on either option). The reply names what changed on an index
+//! (`expireAfterSeconds_old/_new`, `hidden_old/_new`). Converting an index to
+//! unique (`prepareUnique`, `unique`, `forceNonUnique`) and time-series or
+//! capped-size changes fail with 238 NotImplemented naming the option.
+
+use bisondb_error::{ErrorCode, MongoError, MongoResult};
+use bisondb_storage::IndexSpec;
+use bson::{doc, Bson, Document, RawBsonRef, RawDocumentBuf};
+
+use super::{Command, Context};
+use crate::args;
+use crate::reply;
+use crate::request::CommandRequest;
+use crate::validation;
+
+const CMD: &str = "collMod";
+
+/// The `index` field: which index (by `name` or `keyPattern`) and what to change.
+#[derive(Debug, Default)]
+struct IndexMod {
+    name: Option<String>,
+    key_pattern: Option<Document>,
+    expire_after_seconds: Option<i64>,
+    hidden: Option<bool>,
+    /// `unique`, `prepareUnique` or `forceNonUnique`, when given (not built).
+    uniqueness: Option<&'static str>,
+}
+
+pub struct CollMod {
+    db: String,
+    coll: String,
+    index: Option<IndexMod>,
+    /// The validator as sent; checked against the namespace when executed.
+    validator: Option<RawDocumentBuf>,
+    level: Option<String>,
+    action: Option<String>,
+    view_on: Option<String>,
+    pipeline: Option<Vec<Document>>,
+    /// Options BisonDB does not build yet, in the order given.
+    not_built: Vec<&'static str>,
+    /// Options only a time-series or capped collection has.
+    other_kind: Vec<&'static str>,
+    dry_run: bool,
+}
+
+fn parse_index(v: RawBsonRef<'_>) -> MongoResult<IndexMod> {
+    let d = args::as_doc(CMD, "index", v)?;
+    let mut m = IndexMod::default();
+    for el in d.iter() {
+        let (k, v) = el.map_err(crate::request::invalid_bson)?;
+        match k.as_str() {
+            "name" => m.name = Some(args::as_str(CMD, "index.name", v)?.to_string()),
+            "keyPattern" => {
+                m.key_pattern = Some(args::to_document(args::as_doc(
+                    CMD,
+                    "index.keyPattern",
+                    v,
+                )?)?)
+            }
+            "expireAfterSeconds" => {
+                m.expire_after_seconds = Some(args::as_i64(CMD, "index.expireAfterSeconds", v)?)
+            }
+            "hidden" => m.hidden = Some(args::as_bool(CMD, "index.hidden", v)?),
+            "unique" => {
+                args::as_bool(CMD, "index.unique", v)?;
+                m.uniqueness = Some("unique");
+            }
+            "prepareUnique" => {
+                args::as_bool(CMD, "index.prepareUnique", v)?;
+                m.uniqueness = Some("prepareUnique");
+            }
+            "forceNonUnique" => {
+                args::as_bool(CMD, "index.forceNonUnique", v)?;
+                m.uniqueness = Some("forceNonUnique");
+            }
+            other => return Err(args::unknown_field("collMod.index", other)),
+        }
+    }
+    match (&m.name, &m.key_pattern) {
+        (Some(_), Some(_)) => {
+            return Err(MongoError::new(
+                ErrorCode::InvalidOptions,
+                "Cannot specify both key pattern and name.",
+            ))
+        }
+        (None, None) => {
+            return Err(MongoError::new(
+                ErrorCode::InvalidOptions,
+                "Must specify either index name or key pattern.",
+            ))
+        }
+        _ => {}
+    }
+    if m.expire_after_seconds.is_none() && m.hidden.is_none() && m.uniqueness.is_none() {
+        return Err(MongoError::new(
+            ErrorCode::InvalidOptions,
+            "no expireAfterSeconds, hidden, unique, or prepareUnique field",
+        ));
+    }
+    if let Some(s) = m.expire_after_seconds {
+        if !(0..=i64::from(i32::MAX)).contains(&s) {
+            return Err(MongoError::new(
+                ErrorCode::InvalidOptions,
+                "TTL index 'expireAfterSeconds' option must be within an acceptable range, try a lower number",
+            ));
+        }
+    }
+    Ok(m)
+}
+
+impl Command for CollMod {
+    fn parse(req: &CommandRequest<'_>) -> MongoResult<Self> {
+        super::util::write_concern(req.name, req.body)?;
+        let mut c = CollMod {
+            db: req.db.clone(),
+            coll: String::new(),
+            index: None,
+            validator: None,
+            level: None,
+            action: None,
+            view_on: None,
+            pipeline: None,
+            not_built: Vec::new(),
+            other_kind: Vec::new(),
+            dry_run: false,
+        };
+        let mut have_coll = false;
+        for el in req.body.iter() {
+            let (k, v) = el.map_err(crate::request::invalid_bson)?;
+            match k.as_str() {
+                "collMod" => {
+                    c.coll = args::collection_name(CMD, v)?.to_string();
+                    have_coll = true;
+                }
+                "index" => c.index = Some(parse_index(v)?),
+                "validator" => {
+                    c.validator = Some(args::as_doc(CMD, "validator", v)?.to_owned());
+                }
+                "validationLevel" => c.level = Some(validation::parse_level(CMD, v)?),
+                "validationAction" => c.action = Some(validation::parse_action(CMD, v)?),
+                "viewOn" => {
+                    let on = args::as_str(CMD, "viewOn", v)?;
+                    if on.is_empty() {
+                        return Err(MongoError::bad_value("'viewOn' cannot be empty"));
+                    }
+                    c.view_on = Some(on.to_string());
+                }
+                "pipeline" => {
+                    let mut stages = Vec::new();
+                    for s in args::as_array(CMD, "pipeline", v)? {
+                        match s.map_err(crate::request::invalid_bson)? {
+                            RawBsonRef::Document(d) => stages.push(args::to_document(d)?),
+                            other => {
+                                return Err(args::wrong_type(CMD, "pipeline", other, "object"))
+                            }
+                        }
+                    }
+                    c.pipeline = Some(stages);
+                }
+                "dryRun" => c.dry_run = args::as_bool(CMD, "dryRun", v)?,
+                "changeStreamPreAndPostImages" => {
+                    args::as_doc(CMD, "changeStreamPreAndPostImages", v)?;
+                    c.not_built.push("changeStreamPreAndPostImages");
+                }
+                "expireAfterSeconds" => c.other_kind.push("expireAfterSeconds"),
+                "timeseries" => c.other_kind.push("timeseries"),
+                "cappedSize" => c.other_kind.push("cappedSize"),
+                "cappedMax" => c.other_kind.push("cappedMax"),
+                // Accepted as mongod's IDL accepts them; BisonDB has no use for them.
+                "collectionUUID" | "isTimeseriesNamespace" => {}
+                other => args::check_known(CMD, other, &[])?,
+            }
+        }
+        if !have_coll {
+            return Err(args::missing_field(CMD, "collMod"));
+        }
+        Ok(c)
+    }
+
+    fn execute(self, ctx: &mut Context<'_>) -> MongoResult<RawDocumentBuf> {
+        let storage = &ctx.state.storage;
+        let Some(coll) = storage.collection(&self.db, &self.coll) else {
+            return Err(MongoError::new(
+                ErrorCode::NamespaceNotFound,
+                "ns does not exist",
+            ));
+        };
+        let old_options = coll.options();
+        let is_view = old_options.contains_key("viewOn");
+        let on_view = |field: &str| {
+            MongoError::new(
+                ErrorCode::InvalidOptions,
+                format!("option not supported on a view: {field}"),
+            )
+        };
+        let only_view = |field: &str| {
+            MongoError::new(
+                ErrorCode::InvalidOptions,
+                format!("option only supported on a view: {field}"),
+            )
+        };
+        if let Some(&field) = self.other_kind.first() {
+            let message = match field {
+                "cappedSize" | "cappedMax" if is_view || !old_options.contains_key("capped") => {
+                    "Collection must be capped.".to_string()
+                }
+                "cappedSize" | "cappedMax" => {
+                    return Err(MongoError::new(
+                        ErrorCode::NotImplemented,
+                        format!("collMod '{field}' is not supported by BisonDB yet (see docs/COMPATIBILITY.md)"),
+                    ))
+                }
+                _ => format!("option only supported on a time-series collection: {field}"),
+            };
+            return Err(MongoError::new(ErrorCode::InvalidOptions, message));
+        }
+        let mut options = old_options.as_ref().clone();
+        let mut index_change = None;
+        if let Some(ix) = &self.index {
+            if is_view {
+                return Err(on_view("index"));
+            }
+            index_change = Some(self.plan_index(&coll, ix)?);
+        }
+        if let Some(v) = &self.validator {
+            if is_view {
+                return Err(on_view("validator"));
+            }
+            let rules =
+                validation::parse_validator(CMD, &self.db, &self.coll, RawBsonRef::Document(v))?;
+            options.insert("validator", rules);
+        }
+        if let Some(level) = &self.level {
+            if is_view {
+                return Err(on_view("validationLevel"));
+            }
+            options.insert("validationLevel", level.clone());
+        }
+        if let Some(action) = &self.action {
+            if is_view {
+                return Err(on_view("validationAction"));
+            }
+            options.insert("validationAction", action.clone());
+        }
+        if let Some(p) = &self.pipeline {
+            if !is_view {
+                return Err(only_view("pipeline"));
+            }
+            options.insert("pipeline", p.clone());
+        }
+        if let Some(on) = &self.view_on {
+            if !is_view {
+                return Err(only_view("viewOn"));
+            }
+            options.insert("viewOn", on.clone());
+        }
+        if is_view && (self.view_on.is_some() || self.pipeline.is_some()) {
+            if let Some(def) = super::views::view_of_options(&options) {
+                super::views::check_new_view(
+                    storage,
+                    &self.db,
+                    &self.coll,
+                    &def.view_on,
+                    &def.pipeline,
+                )?;
+            }
+        }
+        if let Some(&field) = self.not_built.first() {
+            return Err(MongoError::new(
+                ErrorCode::NotImplemented,
+                format!(
+                    "collMod '{field}' is not supported by BisonDB yet (see docs/COMPATIBILITY.md)"
+                ),
+            ));
+        }
+        if self.dry_run {
+            return reply::ok(doc! {});
+        }
+        if options != *old_options {
+            storage
+                .set_collection_options(&self.db, &self.coll, options)
+                .map_err(MongoError::from)?;
+        }
+        let mut r = Document::new();
+        if let Some(change) = index_change {
+            change.apply(storage, &self.db, &self.coll, &mut r)?;
+        }
+        reply::ok(r)
+    }
+}
+
+/// What `collMod` will do to one index.
+struct IndexChange {
+    name: String,
+    old: IndexSpec,
+    expire_after_seconds: Option<i64>,
+    /// A new `hidden` value (a no-op change is dropped, as mongod drops it).
+    hidden: Option<bool>,
+}
+
+impl CollMod {
+    /// Finds the index `ix` names and checks the change is allowed.
+    fn plan_index(
+        &self,
+        coll: &bisondb_storage::Collection,
+        ix: &IndexMod,
+    ) -> MongoResult<IndexChange> {
+        let ns = format!("{}.{}", self.db, self.coll);
+        let is_id = match (&ix.name, &ix.key_pattern) {
+            (Some(n), _) => n == "_id_",
+            (None, Some(k)) => k.len() == 1 && k.keys().next().is_some_and(|f| f == "_id"),
+            _ => false,
+        };
+        if let Some(field) = ix.uniqueness {
+            return Err(MongoError::new(
+                ErrorCode::NotImplemented,
+                format!("collMod of an index's '{field}' is not supported by BisonDB yet (see docs/COMPATIBILITY.md)"),
+            ));
+        }
+        if is_id {
+            // The _id index is implicit (documents are clustered by _id).
+            if ix.expire_after_seconds.is_some() {
+                return Err(MongoError::new(
+                    ErrorCode::InvalidOptions,
+                    "the _id field does not support TTL indexes",
+                ));
+            }
+            return Err(MongoError::bad_value("can't hide _id index"));
+        }
+        let indexes = coll.indexes();
+        let found: Vec<&IndexSpec> = match (&ix.name, &ix.key_pattern) {
+            (Some(n), _) => indexes
+                .iter()
+                .map(|i| &i.spec)
+                .filter(|s| &s.name == n)
+                .collect(),
+            (None, Some(k)) => indexes
+                .iter()
+                .map(|i| &i.spec)
+                .filter(|s| same_key(&s.key, k))
+                .collect(),
+            _ => Vec::new(),
+        };
+        let spec = match found.as_slice() {
+            [one] => (*one).clone(),
+            [] => {
+                let wanted = match (&ix.name, &ix.key_pattern) {
+                    (Some(n), _) => n.clone(),
+                    (None, Some(k)) => k.to_string(),
+                    _ => String::new(),
+                };
+                return Err(MongoError::new(
+                    ErrorCode::IndexNotFound,
+                    format!("cannot find index {wanted} for ns {ns}"),
+                ));
+            }
+            [a, b, ..] => {
+                return Err(MongoError::new(
+                    ErrorCode::AmbiguousIndexKeyPattern,
+                    format!(
+                        "index keyPattern {} matches {} indexes, must use index name. Conflicting indexes:{}, {}",
+                        ix.key_pattern.clone().unwrap_or_default(),
+                        found.len(),
+                        a.to_document(),
+                        b.to_document()
+                    ),
+                ))
+            }
+        };
+        if ix.expire_after_seconds.is_some()
+            && spec.expire_after_seconds.is_none()
+            && spec.key.len() != 1
+        {
+            return Err(MongoError::new(
+                ErrorCode::InvalidOptions,
+                "TTL indexes are single-field indexes, compound indexes do not support TTL",
+            ));
+        }
+        if ix.hidden.is_some() && self.coll.starts_with("system.") {
+            return Err(MongoError::bad_value(
+                "Can't hide index on system collection",
+            ));
+        }
+        Ok(IndexChange {
+            name: spec.name.clone(),
+            hidden: ix.hidden.filter(|h| *h != spec.hidden),
+            expire_after_seconds: ix.expire_after_seconds,
+            old: spec,
+        })
+    }
+}
+
+impl IndexChange {
+    /// Edits the index and adds mongod's reply fields to `r`.
+    fn apply(
+        self,
+        storage: &bisondb_storage::Storage,
+        db: &str,
+        coll: &str,
+        r: &mut Document,
+    ) -> MongoResult<()> {
+        let (expire, hidden) = (self.expire_after_seconds, self.hidden);
+        let changes_spec =
+            hidden.is_some() || expire.is_some_and(|e| self.old.expire_after_seconds != Some(e));
+        if changes_spec {
+            let edited = storage.modify_index(db, coll, &self.name, &|s: &mut IndexSpec| {
+                if let Some(e) = expire {
+                    s.expire_after_seconds = Some(e);
+                }
+                if let Some(h) = hidden {
+                    s.hidden = h;
+                }
+            })?;
+            if edited.is_none() {
+                // Dropped between the lookup and the edit.
+                return Err(MongoError::new(
+                    ErrorCode::IndexNotFound,
+                    format!("cannot find index {} for ns {db}.{coll}", self.name),
+                ));
+            }
+        }
+        if let Some(e) = expire {
+            if let Some(old) = self.old.expire_after_seconds {
+                r.insert("expireAfterSeconds_old", Bson::Int64(old));
+            }
+            r.insert("expireAfterSeconds_new", Bson::Int64(e));
+        }
+        if let Some(h) = hidden {
+            r.insert("hidden_old", self.old.hidden);
+            r.insert("hidden_new", h);
+        }
+        Ok(())
+    }
+}
+
+/// Whether two key patterns name the same fields in the same order and
+/// directions (`{a: 1}` and `{a: 1.0}` are the same index).
+fn same_key(a: &Document, b: &Document) -> bool {
+    fn direction(v: &Bson) -> Option<i8> {
+        let x = match v {
+            Bson::Int32(i) => f64::from(*i),
+            Bson::Int64(i) => *i as f64,
+            Bson::Double(d) => *d,
+            _ => return None,
+        };
+        Some(if x < 0.0 { -1 } else { 1 })
+    }
+    a.len() == b.len()
+        && a.iter().zip(b.iter()).all(|((ka, va), (kb, vb))| {
+            ka == kb
+                && match (direction(va), direction(vb)) {
+                    (Some(x), Some(y)) => x == y,
+                    _ => va == vb,
+                }
+        })
+}
+
+#[cfg(test)]
+mod tests;
