@@ -20,6 +20,7 @@ pub mod request;
 pub mod server;
 pub mod sessions;
 pub mod state;
+pub mod tailable;
 pub mod ttl;
 pub mod validation;
 pub mod write;

@@ -434,9 +434,9 @@ pub fn choose(
                 return Ok(plan(access, true, false));
             }
         }
-        // `_id` order is the collection's own order.
+        // `_id` order is the collection's own order (a capped one's is insertion order).
         if let [(path, asc)] = s.fields() {
-            if path == "_id" {
+            if path == "_id" && !coll.is_capped() {
                 return Ok(plan(
                     Access::Collscan {
                         reverse: !asc,
@@ -497,7 +497,12 @@ fn access_source(
         Access::Collscan { reverse, id_index } => {
             let all = m.is_empty();
             let id_index = *id_index;
-            let mut scan = coll.scan(*reverse);
+            // A capped collection's natural order is insertion order.
+            let mut scan: Box<dyn Iterator<Item = _> + Send> = if coll.is_capped() && !id_index {
+                Box::new(coll.scan_natural(*reverse).map(|r| r.map(|(_, d)| d)))
+            } else {
+                Box::new(coll.scan(*reverse))
+            };
             let read = std::iter::from_fn(move || {
                 let r = scan.next();
                 match &r {

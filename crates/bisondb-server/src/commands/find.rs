@@ -31,6 +31,9 @@ pub struct Find {
     allow_disk_use: bool,
     no_cursor_timeout: bool,
     lsid: Option<Document>,
+    /// `tailable` and `awaitData` (see `crate::tailable`).
+    tailable: bool,
+    await_data: bool,
 }
 
 const KNOWN: &[&str] = &[
@@ -77,7 +80,11 @@ impl Command for Find {
             allow_disk_use: false,
             no_cursor_timeout: false,
             lsid: None,
+            tailable: false,
+            await_data: false,
         };
+        // `sort: {$natural: ±1}`: the collection's own order, as a hint.
+        let mut natural = None;
         let mut have_coll = false;
         let lets = LetVars::from_body(n, req.body)?;
         for el in req.body.iter() {
@@ -106,7 +113,9 @@ impl Command for Find {
                 }
                 "sort" => {
                     let s = args::to_document(args::as_doc(n, "sort", v)?)?;
-                    if !s.is_empty() {
+                    if let Some(forward) = natural_sort(&s) {
+                        natural = Some(forward);
+                    } else if !s.is_empty() {
                         f.sort = Some(SortSpec::parse(&s)?);
                     }
                 }
@@ -123,14 +132,8 @@ impl Command for Find {
                 "noCursorTimeout" => f.no_cursor_timeout = args::as_bool(n, "noCursorTimeout", v)?,
                 "hint" => f.hint = plan::Hint::parse(v)?,
                 "collation" => check_collation(n, v)?,
-                "tailable" | "awaitData" => {
-                    if args::as_bool(n, k.as_str(), v)? {
-                        return Err(MongoError::new(
-                            ErrorCode::BadValue,
-                            "error processing query: tailable cursor requested on non capped collection",
-                        ));
-                    }
-                }
+                "tailable" => f.tailable = args::as_bool(n, "tailable", v)?,
+                "awaitData" => f.await_data = args::as_bool(n, "awaitData", v)?,
                 "min" | "max" | "returnKey" | "showRecordId" => {
                     let used = match v {
                         RawBsonRef::Document(d) => !d.is_empty(),
@@ -154,6 +157,27 @@ impl Command for Find {
         if !have_coll {
             return Err(args::missing_field(n, "find"));
         }
+        // mongod's checks, in its order (query_request_helper).
+        if f.tailable {
+            if f.sort.is_some() || natural == Some(false) {
+                return Err(MongoError::bad_value(
+                    "cannot use tailable option with a sort other than {$natural: 1}",
+                ));
+            }
+            if f.single_batch {
+                return Err(MongoError::bad_value(
+                    "cannot use tailable option with the 'singleBatch' option",
+                ));
+            }
+        }
+        if f.await_data && !f.tailable {
+            return Err(MongoError::failed_to_parse(
+                "Cannot set 'awaitData' without also setting 'tailable'",
+            ));
+        }
+        if let (Some(forward), None) = (natural, &f.hint) {
+            f.hint = Some(plan::Hint::Natural(forward));
+        }
         // The filter as sent: partial-index implication and explain's parsedQuery.
         if let Ok(Some(RawBsonRef::Document(d))) = req.body.get("filter") {
             f.filter_doc = args::to_document(d)?;
@@ -169,6 +193,9 @@ impl Command for Find {
         OpCounters::add(&ctx.state.opcounters.query, 1);
         let ns = util::ns(&self.db, &self.coll);
         let coll = ctx.state.storage.collection(&self.db, &self.coll);
+        if self.tailable {
+            return self.execute_tailable(ctx, coll);
+        }
         let (_, src) = self.source(coll.as_ref(), Arc::new(plan::Stats::default()))?;
         let mut cursor = Cursor::new(ns.clone(), src, self.limit);
         cursor.no_timeout = self.no_cursor_timeout;
@@ -180,6 +207,55 @@ impl Command for Find {
 }
 
 impl Find {
+    /// A tailable find: insertion order from the start, then a cursor that
+    /// stays open at the end of the data.
+    fn execute_tailable(
+        self,
+        ctx: &mut Context<'_>,
+        coll: Option<bisondb_storage::Collection>,
+    ) -> MongoResult<RawDocumentBuf> {
+        let ns = util::ns(&self.db, &self.coll);
+        let Some(coll) = coll else {
+            return util::cursor_reply(&ns, 0, bson::RawArrayBuf::new(), true);
+        };
+        let Some(inserts) = coll.subscribe_inserts() else {
+            return Err(MongoError::bad_value(format!(
+                "error processing query: ns={ns} tailable cursor requested on non capped collection"
+            )));
+        };
+        let src: DocSource = Box::new(crate::tailable::TailSource::new(
+            coll.clone(),
+            self.filter.clone(),
+        ));
+        let src: DocSource = if self.skip > 0 {
+            Box::new(src.skip(self.skip as usize))
+        } else {
+            src
+        };
+        let src: DocSource = match &self.projection {
+            Some(p) => {
+                let p = Projection::parse_with_filter(p, &self.filter)?;
+                Box::new(src.map(move |d| d.and_then(|d| p.apply_raw(&d))))
+            }
+            None => src,
+        };
+        let mut cursor = Cursor::new(ns.clone(), src, self.limit);
+        cursor.no_timeout = self.no_cursor_timeout;
+        cursor.lsid = self.lsid;
+        cursor.tail = Some(crate::tailable::Tail {
+            await_data: self.await_data,
+            inserts,
+        });
+        let first = self.batch_size.unwrap_or(DEFAULT_FIRST_BATCH);
+        let batch = cursor.next_batch(Some(first))?;
+        // mongod keeps a tailable cursor only on a collection that has
+        // records (SERVER-13955): on an empty one the cursor is dead at once.
+        if coll.count() == 0 {
+            return util::cursor_reply(&ns, 0, batch.docs, true);
+        }
+        util::finish_first_batch(ctx.state, &ns, cursor, batch, false)
+    }
+
     /// Plans the query and builds the document stream (before the limit,
     /// which the cursor applies).
     fn source(
@@ -281,6 +357,21 @@ impl Find {
         };
         Ok((planner, Some(exec)))
     }
+}
+
+/// `{$natural: 1}` / `{$natural: -1}` as a sort: `Some(forward)`.
+fn natural_sort(sort: &Document) -> Option<bool> {
+    if sort.len() != 1 {
+        return None;
+    }
+    let v = sort.get("$natural")?;
+    let backward = match v {
+        bson::Bson::Int32(i) => *i < 0,
+        bson::Bson::Int64(i) => *i < 0,
+        bson::Bson::Double(d) => *d < 0.0,
+        _ => false,
+    };
+    Some(!backward)
 }
 
 /// Only the simple (binary) collation exists in BisonDB so far.
