@@ -90,6 +90,14 @@ where
                     _ = state.shutdown.notified() => break,
                 }
             }
+            // A getMore on an `awaitData` cursor with nothing to return waits
+            // here for an insert (see `tailable.rs`), then runs as usual.
+            if let Some((id, ns, wait)) = crate::tailable::await_request(msg.body(), &state) {
+                tokio::select! {
+                    _ = crate::tailable::wait_for_data(&state, id, &ns, wait) => {}
+                    _ = state.shutdown.notified() => break,
+                }
+            }
         }
         let reply = handle(incoming, &state, &mut conn);
         match reply {

@@ -32,6 +32,9 @@ pub struct Cursor {
     pub no_timeout: bool,
     /// The connection that owns it, for killing cursors when the session ends.
     pub lsid: Option<bson::Document>,
+    /// Set for a tailable cursor: its source ending means "nothing yet", never
+    /// "exhausted" (see `crate::tailable`).
+    pub tail: Option<crate::tailable::Tail>,
 }
 
 impl std::fmt::Debug for Cursor {
@@ -58,7 +61,31 @@ impl Cursor {
             last_used: Instant::now(),
             no_timeout: false,
             lsid: None,
+            tail: None,
         }
+    }
+
+    /// Whether this is a tailable `awaitData` cursor.
+    pub fn is_await_data(&self) -> bool {
+        self.tail.as_ref().is_some_and(|t| t.await_data)
+    }
+
+    /// For an `awaitData` cursor: a receiver of the collection's inserts with
+    /// the current value marked seen, and whether a document (or an error) is
+    /// ready to be returned now.
+    fn tail_ready(&mut self) -> Option<(tokio::sync::watch::Receiver<u64>, bool)> {
+        let tail = self.tail.as_ref().filter(|t| t.await_data)?;
+        let mut inserts = tail.inserts.clone();
+        inserts.borrow_and_update();
+        if self.remaining == Some(0) {
+            return Some((inserts, true));
+        }
+        let ready = self.source.peek().is_some();
+        if !ready {
+            // Drop the remembered end so the next look asks the source again.
+            self.source.next();
+        }
+        Some((inserts, ready))
     }
 
     /// Fills a batch of at most `max_docs` documents (None = as many as fit).
@@ -78,6 +105,14 @@ impl Cursor {
                 break;
             }
             let size = match self.source.peek() {
+                None if self.tail.is_some() => {
+                    // Nothing more yet; forget the end so the next batch looks again.
+                    self.source.next();
+                    return Ok(Batch {
+                        docs,
+                        exhausted: false,
+                    });
+                }
                 None => {
                     return Ok(Batch {
                         docs,
@@ -105,7 +140,9 @@ impl Cursor {
                 }
             }
         }
-        let exhausted = self.remaining == Some(0) || self.source.peek().is_none();
+        // A tailable cursor is never done with its source: don't look ahead.
+        let exhausted =
+            self.remaining == Some(0) || (self.tail.is_none() && self.source.peek().is_none());
         Ok(Batch { docs, exhausted })
     }
 }
@@ -140,6 +177,28 @@ impl CursorManager {
             )),
             Some(_) => map.remove(&id).ok_or_else(|| MongoError::internal("cursor vanished under lock")),
         }
+    }
+
+    /// Whether `id` is an open `awaitData` cursor on `ns`.
+    pub fn is_awaiting(&self, id: i64, ns: &str) -> bool {
+        self.cursors
+            .lock()
+            .get(&id)
+            .is_some_and(|c| c.ns == ns && c.is_await_data())
+    }
+
+    /// See [`Cursor::tail_ready`]; `None` when the cursor is gone.
+    pub fn tail_ready(
+        &self,
+        id: i64,
+        ns: &str,
+    ) -> Option<(tokio::sync::watch::Receiver<u64>, bool)> {
+        // Out of the map while it reads storage, so other cursors' commands
+        // never wait for this scan.
+        let mut cursor = self.take(id, ns).ok()?;
+        let ready = cursor.tail_ready();
+        self.restore(id, cursor);
+        ready
     }
 
     pub fn restore(&self, id: i64, cursor: Cursor) {

@@ -62,13 +62,16 @@ impl Command for CollStats {
             index_sizes.insert(ix.spec.name.clone(), 0i64);
         }
         let avg = size.checked_div(count).unwrap_or(0);
-        reply::ok(doc! {
+        let mut out = doc! {
             "ns": ns,
             "size": sc(size),
             "count": count as i64,
             "avgObjSize": avg as i64,
             "storageSize": sc(storage),
-            "capped": false,
+        };
+        // `capped`, and for a capped collection `max` and `maxSize`.
+        out.extend(super::capped::stats_fields(&c, self.scale));
+        out.extend(doc! {
             "nindexes": 1 + secondary.len() as i32,
             "indexDetails": {},
             "indexBuilds": [],
@@ -76,6 +79,7 @@ impl Command for CollStats {
             "totalSize": sc(storage),
             "indexSizes": index_sizes,
             "scaleFactor": self.scale as i64,
-        })
+        });
+        reply::ok(out)
     }
 }

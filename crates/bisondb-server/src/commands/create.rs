@@ -1,9 +1,9 @@
 //! `create`: an explicit collection or view creation. Options BisonDB does not
-//! implement (capped, time series, clustered, collation) are refused by name
-//! rather than stored and ignored. Validation options are checked here and kept
-//! in the catalog options, where writes find them (`validation.rs`). A view
-//! (`viewOn`, `pipeline`) is a catalog entry whose options hold its definition
-//! (see `views.rs`).
+//! implement (time series, clustered, collation) are refused by name rather
+//! than stored and ignored. Capped options are checked in `capped.rs`.
+//! Validation options are checked here and kept in the catalog options, where
+//! writes find them (`validation.rs`). A view (`viewOn`, `pipeline`) is a
+//! catalog entry whose options hold its definition (see `views.rs`).
 
 use bisondb_error::{ErrorCode, MongoError, MongoResult};
 use bson::{doc, Document, RawBsonRef, RawDocumentBuf};
@@ -23,13 +23,10 @@ pub struct Create {
 
 /// Options mongod has that BisonDB refuses until they are built.
 const UNSUPPORTED: &[&str] = &[
-    "capped",
     "changeStreamPreAndPostImages",
     "clusteredIndex",
     "encryptedFields",
     "expireAfterSeconds",
-    "max",
-    "size",
     "timeseries",
 ];
 
@@ -42,6 +39,7 @@ impl Command for Create {
         let mut options = Document::new();
         let mut view_on = None;
         let mut pipeline = None;
+        let mut capped = super::capped::CappedOptions::default();
         for el in req.body.iter() {
             let (k, v) = el.map_err(crate::request::invalid_bson)?;
             let k = k.as_str();
@@ -76,6 +74,7 @@ impl Command for Create {
                 "validationAction" => {
                     options.insert(k, crate::validation::parse_action(n, v)?);
                 }
+                "capped" | "size" | "max" => capped.set(n, k, v)?,
                 "storageEngine" | "indexOptionDefaults" | "idIndex" => {
                     args::as_doc(n, k, v)?;
                 }
@@ -105,6 +104,7 @@ impl Command for Create {
             }
         }
         let coll = coll.ok_or_else(|| args::missing_field(n, "create"))?;
+        capped.finish(&mut options)?;
         let view = match (view_on, pipeline) {
             (Some(on), stages) => {
                 if let Some(k) = ["validator", "validationLevel", "validationAction"]

@@ -12,6 +12,9 @@ pub struct GetMore {
     id: i64,
     ns: String,
     batch_size: Option<usize>,
+    /// `maxTimeMS` was sent: only an `awaitData` cursor takes it (how long to
+    /// wait, see `crate::tailable`).
+    max_time: bool,
 }
 
 impl Command for GetMore {
@@ -20,6 +23,7 @@ impl Command for GetMore {
         let mut id = None;
         let mut coll = None;
         let mut batch_size = None;
+        let mut max_time = false;
         for el in req.body.iter() {
             let (k, v) = el.map_err(crate::request::invalid_bson)?;
             match k.as_str() {
@@ -32,7 +36,8 @@ impl Command for GetMore {
                     let b = args::as_non_negative(n, "batchSize", v)? as usize;
                     batch_size = (b > 0).then_some(b);
                 }
-                "maxTimeMS" | "term" | "lastKnownCommittedOpTime" => {}
+                "maxTimeMS" => max_time = !matches!(v, RawBsonRef::Null),
+                "term" | "lastKnownCommittedOpTime" => {}
                 other => args::check_known(n, other, &[])?,
             }
         }
@@ -42,12 +47,19 @@ impl Command for GetMore {
             id,
             ns: util::ns(&req.db, &coll),
             batch_size,
+            max_time,
         })
     }
 
     fn execute(self, ctx: &mut Context<'_>) -> MongoResult<RawDocumentBuf> {
         OpCounters::add(&ctx.state.opcounters.getmore, 1);
         let mut cursor = ctx.state.cursors.take(self.id, &self.ns)?;
+        if self.max_time && !cursor.is_await_data() {
+            ctx.state.cursors.restore(self.id, cursor);
+            return Err(bisondb_error::MongoError::bad_value(
+                "cannot set maxTimeMS on getMore command for a non-awaitData cursor",
+            ));
+        }
         let batch = cursor.next_batch(self.batch_size)?;
         let id = if batch.exhausted {
             0

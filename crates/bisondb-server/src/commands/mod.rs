@@ -14,6 +14,7 @@ use crate::state::ServerState;
 pub mod aggregate;
 pub mod build_info;
 pub mod bulk_write;
+pub mod capped;
 pub mod coll_mod;
 pub mod coll_stats;
 pub mod connection_status;
