@@ -8,6 +8,7 @@
 //! [`state::ServerState`] (storage, cursors, counters), and return a reply document.
 
 pub mod args;
+pub mod collation;
 pub mod commands;
 pub mod config;
 pub mod connection;

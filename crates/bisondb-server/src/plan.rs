@@ -330,6 +330,9 @@ pub fn choose(
         // mongod accepts any hint on a missing collection (nothing to scan).
         return Ok(plan(Access::Empty, true, true));
     };
+    // Indexes order strings bytewise: under a non-simple collation no index
+    // (nor `_id` order) gives the sort; the sort stage does it.
+    let sort = sort.filter(|s| s.collation().is_none());
     let indexes = coll.indexes();
     let ixscan = |ix: &IndexInfo, reverse: bool| {
         let bounds = bounds_for(ix, m);

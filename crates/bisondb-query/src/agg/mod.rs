@@ -278,6 +278,11 @@ impl Pipeline {
         self
     }
 
+    /// In-place form of [`Pipeline::with_collation`].
+    pub fn set_collation(&mut self, collation: Option<Arc<Collation>>) {
+        self.collation = collation;
+    }
+
     /// The pipeline's collation (`None`: simple).
     pub fn collation(&self) -> Option<&Arc<Collation>> {
         self.collation.as_ref()

@@ -35,6 +35,8 @@ pub struct Aggregate {
     ns_coll: Option<String>,
     /// `bypassDocumentValidation`: `$out`/`$merge` skip the target's validator.
     bypass_validation: bool,
+    /// The command's `collation`, if it gave one (else the collection's default).
+    collation: crate::collation::Given,
 }
 
 impl Command for Aggregate {
@@ -46,6 +48,7 @@ impl Command for Aggregate {
         let mut have_cursor = false;
         let mut lsid = None;
         let mut hint = None;
+        let mut collation = None;
         let mut explain = false;
         let lets = LetVars::from_body(n, req.body)?;
         for el in req.body.iter() {
@@ -88,7 +91,7 @@ impl Command for Aggregate {
                 }
                 "explain" => explain = args::as_bool(n, "explain", v)?,
                 "hint" => hint = plan::Hint::parse(v)?,
-                "collation" => super::find::check_collation(n, v)?,
+                "collation" => collation = crate::collation::parse_arg(n, v)?,
                 "allowDiskUse" | "bypassDocumentValidation" => {
                     args::as_bool(n, k.as_str(), v)?;
                 }
@@ -158,6 +161,7 @@ impl Command for Aggregate {
             explain: explain.then(|| req.body.to_owned()),
             ns_coll: None,
             bypass_validation: crate::validation::bypass(n, req.body)?,
+            collation,
         })
     }
 
@@ -172,8 +176,16 @@ impl Command for Aggregate {
             .coll
             .as_deref()
             .and_then(|c| ctx.state.storage.collection(&self.db, c));
+        // Every stage compares strings with the command's collation, else the
+        // collection's default.
+        let collation = crate::collation::effective(&self.collation, coll.as_ref())?;
+        self.pipeline.set_collation(collation.clone());
         let filter = self.pipeline.leading_match().cloned().unwrap_or_default();
-        let matcher = Matcher::parse_doc(&filter)?;
+        let matcher = Matcher::parse_doc(&filter)?.with_collation(collation.clone());
+        let leading_sort = self
+            .pipeline
+            .leading_sort()
+            .map(|s| s.clone().with_collation(collation));
         // The leading $match and a $sort right after it go through the
         // planner (indexes, hint); when an index scan yields that order, the
         // $sort stage has nothing left to do.
@@ -181,7 +193,7 @@ impl Command for Aggregate {
             coll.as_ref(),
             &matcher,
             Some(&filter),
-            self.pipeline.leading_sort(),
+            leading_sort.as_ref(),
             self.hint.as_ref(),
         )?;
         if chosen.provides_sort {

@@ -473,6 +473,9 @@ impl<'a> BulkWrite<'a> {
                 OpCounters::add(&ctx.state.opcounters.update, 1);
                 as_update_statement(op.body)
                     .and_then(|raw| update::parse_statement(CMD, &raw, &self.lets))
+                    .and_then(|s| {
+                        s.collate(ctx.state.storage.collection(&ns.db, &ns.coll).as_ref())
+                    })
                     .and_then(|s| Ok((s, self.validator(ctx, op.ns)?)))
                     .and_then(|(s, validator)| {
                         write::update(
@@ -498,6 +501,7 @@ impl<'a> BulkWrite<'a> {
                 .and_then(|raw| delete::parse_statement(&raw, &self.lets))
                 .and_then(|s| {
                     let coll = ctx.state.storage.collection(&ns.db, &ns.coll);
+                    let s = s.collate(coll.as_ref())?;
                     write::delete(coll.as_ref(), s.selection(), s.multi, durability, false)
                 })
                 .map(|(n, _)| {

@@ -22,6 +22,7 @@ pub struct Count {
     hint: Option<plan::Hint>,
     skip: u64,
     limit: Option<u64>,
+    collation: crate::collation::Given,
 }
 
 impl Command for Count {
@@ -35,6 +36,7 @@ impl Command for Count {
             hint: None,
             skip: 0,
             limit: None,
+            collation: None,
         };
         let mut have = false;
         for el in req.body.iter() {
@@ -59,7 +61,7 @@ impl Command for Count {
                     c.limit = (l > 0).then_some(l);
                 }
                 "hint" => c.hint = plan::Hint::parse(v)?,
-                "collation" => super::find::check_collation(n, v)?,
+                "collation" => c.collation = crate::collation::parse_arg(n, v)?,
                 "fields" => {}
                 other => args::check_known(n, other, &[])?,
             }
@@ -96,9 +98,17 @@ impl Count {
         if self.query.is_empty() && self.hint.is_none() {
             return Ok((c.count(), None, false));
         }
+        let query_c;
+        let query = match crate::collation::effective(&self.collation, coll.as_ref())? {
+            None => &self.query,
+            Some(col) => {
+                query_c = self.query.clone().with_collation(Some(col));
+                &query_c
+            }
+        };
         let chosen = plan::choose(
             coll.as_ref(),
-            &self.query,
+            query,
             Some(&self.query_doc),
             None,
             self.hint.as_ref(),
@@ -108,7 +118,7 @@ impl Count {
             return Ok((n, Some(chosen), true));
         }
         let mut n = 0u64;
-        for d in plan::execute(coll.as_ref(), &chosen, &self.query, stats)? {
+        for d in plan::execute(coll.as_ref(), &chosen, query, stats)? {
             d?;
             n += 1;
         }

@@ -1,6 +1,7 @@
 //! `create`: an explicit collection or view creation. Options BisonDB does not
-//! implement (time series, clustered, collation) are refused by name rather
-//! than stored and ignored. Capped options are checked in `capped.rs`.
+//! implement (time series, clustered, a view's collation) are refused by name
+//! rather than stored and ignored. A collection's `collation` is stored
+//! resolved, as its default (`crate::collation`). Capped options are checked in `capped.rs`.
 //! Validation options are checked here and kept in the catalog options, where
 //! writes find them (`validation.rs`). A view (`viewOn`, `pipeline`) is a
 //! catalog entry whose options hold its definition (see `views.rs`).
@@ -45,7 +46,12 @@ impl Command for Create {
             let k = k.as_str();
             match k {
                 "create" => coll = Some(args::collection_name(n, v)?.to_string()),
-                "collation" => super::find::check_collation(n, v)?,
+                // Stored resolved, as mongod shows it in listCollections.
+                "collation" => {
+                    if let Some(Some(c)) = crate::collation::parse_arg(n, v)? {
+                        options.insert(k, c.spec().clone());
+                    }
+                }
                 "viewOn" => {
                     let on = args::as_str(n, k, v)?;
                     if on.is_empty() {
@@ -107,6 +113,12 @@ impl Command for Create {
         capped.finish(&mut options)?;
         let view = match (view_on, pipeline) {
             (Some(on), stages) => {
+                if options.contains_key("collation") {
+                    return Err(MongoError::new(
+                        ErrorCode::NotImplemented,
+                        "a view collation other than {locale: 'simple'} is not supported by BisonDB yet",
+                    ));
+                }
                 if let Some(k) = ["validator", "validationLevel", "validationAction"]
                     .into_iter()
                     .find(|k| options.contains_key(*k))

@@ -31,9 +31,22 @@ pub(crate) struct Statement {
     /// `limit: 0`: every matching document.
     pub(crate) multi: bool,
     hint: Option<plan::Hint>,
+    collation: crate::collation::Given,
 }
 
 impl Statement {
+    /// Applies the statement's collation, else the collection's default, to
+    /// its filter.
+    pub(crate) fn collate(
+        mut self,
+        coll: Option<&bisondb_storage::Collection>,
+    ) -> MongoResult<Self> {
+        if let Some(c) = crate::collation::effective(&self.collation, coll)? {
+            self.filter = self.filter.with_collation(Some(c));
+        }
+        Ok(self)
+    }
+
     /// The documents this statement targets, as `write::delete` takes them.
     pub(crate) fn selection(&self) -> write::Selection<'_> {
         write::Selection {
@@ -52,6 +65,7 @@ pub(crate) fn parse_statement(d: &RawDocument, lets: &LetVars) -> MongoResult<St
     let mut q = None;
     let mut limit = None;
     let mut hint = None;
+    let mut collation = None;
     for el in d.iter() {
         let (k, v) = el.map_err(crate::request::invalid_bson)?;
         match k.as_str() {
@@ -69,7 +83,7 @@ pub(crate) fn parse_statement(d: &RawDocument, lets: &LetVars) -> MongoResult<St
                 limit = Some(l);
             }
             "hint" => hint = plan::Hint::parse(v)?,
-            "collation" => super::find::check_collation(cmd, v)?,
+            "collation" => collation = crate::collation::parse_arg(cmd, v)?,
             other => return Err(args::unknown_field("DeleteOpEntry", other)),
         }
     }
@@ -80,6 +94,7 @@ pub(crate) fn parse_statement(d: &RawDocument, lets: &LetVars) -> MongoResult<St
         filter_doc,
         multi: limit == 0,
         hint,
+        collation,
     })
 }
 
@@ -103,15 +118,17 @@ impl<'a> Delete<'a> {
         let mut n = 0u64;
         let mut errors: Vec<Bson> = Vec::new();
         for (i, raw) in self.statements.iter().enumerate() {
-            let outcome = parse_statement(raw, &self.lets).and_then(|s| {
-                write::delete(
-                    coll.as_ref(),
-                    s.selection(),
-                    s.multi,
-                    self.wc.durability,
-                    false,
-                )
-            });
+            let outcome = parse_statement(raw, &self.lets)
+                .and_then(|s| s.collate(coll.as_ref()))
+                .and_then(|s| {
+                    write::delete(
+                        coll.as_ref(),
+                        s.selection(),
+                        s.multi,
+                        self.wc.durability,
+                        false,
+                    )
+                });
             match outcome {
                 Ok((k, _)) => {
                     n += k;

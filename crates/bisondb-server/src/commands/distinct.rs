@@ -2,7 +2,7 @@
 //! unwound one level, in BSON order.
 
 use bisondb_error::{MongoError, MongoResult};
-use bisondb_query::compare::compare_bson;
+use bisondb_query::compare::compare_bson_in;
 use bisondb_query::matcher::Matcher;
 use bson::{doc, Bson, Document, RawDocumentBuf};
 
@@ -20,6 +20,7 @@ pub struct Distinct {
     /// `query` as sent: lets a partial index serve it.
     query_doc: Document,
     hint: Option<plan::Hint>,
+    collation: crate::collation::Given,
 }
 
 impl Command for Distinct {
@@ -30,6 +31,7 @@ impl Command for Distinct {
         let mut query = Matcher::parse_doc(&Document::new())?;
         let mut query_doc = Document::new();
         let mut hint = None;
+        let mut collation = None;
         for el in req.body.iter() {
             let (k, v) = el.map_err(crate::request::invalid_bson)?;
             match k.as_str() {
@@ -42,7 +44,7 @@ impl Command for Distinct {
                         query_doc = args::to_document(raw)?;
                     }
                 }
-                "collation" => super::find::check_collation(n, v)?,
+                "collation" => collation = crate::collation::parse_arg(n, v)?,
                 "hint" => hint = plan::Hint::parse(v)?,
                 other => args::check_known(n, other, &[])?,
             }
@@ -61,22 +63,25 @@ impl Command for Distinct {
             query,
             query_doc,
             hint,
+            collation,
         })
     }
 
     fn execute(self, ctx: &mut Context<'_>) -> MongoResult<RawDocumentBuf> {
         let coll = ctx.state.storage.collection(&self.db, &self.coll);
+        let collation = crate::collation::effective(&self.collation, coll.as_ref())?;
+        let query = self.query.clone().with_collation(collation.clone());
         let chosen = plan::choose(
             coll.as_ref(),
-            &self.query,
+            &query,
             Some(&self.query_doc),
             None,
             self.hint.as_ref(),
         )?;
         let stats = std::sync::Arc::new(plan::Stats::default());
-        let docs = plan::execute(coll.as_ref(), &chosen, &self.query, stats)?
+        let docs = plan::execute(coll.as_ref(), &chosen, &query, stats)?
             .map(|d| d.and_then(|d| args::to_document(&d)));
-        values_reply(docs, &self.key)
+        values_reply_in(docs, &self.key, collation.as_deref())
     }
 }
 
@@ -84,6 +89,15 @@ impl Command for Distinct {
 pub(crate) fn values_reply(
     docs: impl Iterator<Item = MongoResult<Document>>,
     key: &str,
+) -> MongoResult<RawDocumentBuf> {
+    values_reply_in(docs, key, None)
+}
+
+/// [`values_reply`] under a collation: strings it finds equal are one value.
+fn values_reply_in(
+    docs: impl Iterator<Item = MongoResult<Document>>,
+    key: &str,
+    c: Option<&bisondb_query::collation::Collation>,
 ) -> MongoResult<RawDocumentBuf> {
     let mut values: Vec<Bson> = Vec::new();
     for d in docs {
@@ -97,8 +111,8 @@ pub(crate) fn values_reply(
             }
         }
     }
-    values.sort_by(compare_bson);
-    values.dedup_by(|a, b| compare_bson(a, b) == std::cmp::Ordering::Equal);
+    values.sort_by(|a, b| compare_bson_in(a, b, c));
+    values.dedup_by(|a, b| compare_bson_in(a, b, c) == std::cmp::Ordering::Equal);
     let bytes: usize = values.iter().map(bson_size_estimate).sum();
     if bytes > bisondb_wire::MAX_BSON_OBJECT_SIZE {
         return Err(MongoError::new(

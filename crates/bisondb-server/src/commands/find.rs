@@ -34,6 +34,8 @@ pub struct Find {
     /// `tailable` and `awaitData` (see `crate::tailable`).
     tailable: bool,
     await_data: bool,
+    /// The command's `collation`, if it gave one (else the collection's default).
+    collation: crate::collation::Given,
 }
 
 const KNOWN: &[&str] = &[
@@ -82,6 +84,7 @@ impl Command for Find {
             lsid: None,
             tailable: false,
             await_data: false,
+            collation: None,
         };
         // `sort: {$natural: ±1}`: the collection's own order, as a hint.
         let mut natural = None;
@@ -131,7 +134,7 @@ impl Command for Find {
                 "allowDiskUse" => f.allow_disk_use = args::as_bool(n, "allowDiskUse", v)?,
                 "noCursorTimeout" => f.no_cursor_timeout = args::as_bool(n, "noCursorTimeout", v)?,
                 "hint" => f.hint = plan::Hint::parse(v)?,
-                "collation" => check_collation(n, v)?,
+                "collation" => f.collation = crate::collation::parse_arg(n, v)?,
                 "tailable" => f.tailable = args::as_bool(n, "tailable", v)?,
                 "awaitData" => f.await_data = args::as_bool(n, "awaitData", v)?,
                 "min" | "max" | "returnKey" | "showRecordId" => {
@@ -263,15 +266,28 @@ impl Find {
         coll: Option<&bisondb_storage::Collection>,
         stats: Arc<plan::Stats>,
     ) -> MongoResult<(plan::Plan, DocSource)> {
+        // Under a non-simple collation, string comparisons in the filter and
+        // the sort use it (the planner then keeps string bounds and index
+        // order out of the plan).
+        let collation = crate::collation::effective(&self.collation, coll)?;
+        let (filter_c, sort_c);
+        let (filter, sort) = match collation {
+            None => (&self.filter, self.sort.as_ref()),
+            Some(c) => {
+                filter_c = self.filter.clone().with_collation(Some(c.clone()));
+                sort_c = self.sort.clone().map(|s| s.with_collation(Some(c)));
+                (&filter_c, sort_c.as_ref())
+            }
+        };
         let chosen = plan::choose(
             coll,
-            &self.filter,
+            filter,
             Some(&self.filter_doc),
-            self.sort.as_ref(),
+            sort,
             self.hint.as_ref(),
         )?;
-        let src = plan::execute(coll, &chosen, &self.filter, stats.clone())?;
-        let src: DocSource = match &self.sort {
+        let src = plan::execute(coll, &chosen, filter, stats.clone())?;
+        let src: DocSource = match sort {
             Some(spec) if !chosen.provides_sort => {
                 let keep = self.limit.map(|l| l.saturating_add(self.skip) as usize);
                 plan::sorted_source(src, spec, keep, self.allow_disk_use, stats.clone())?
@@ -374,15 +390,15 @@ fn natural_sort(sort: &Document) -> Option<bool> {
     Some(!backward)
 }
 
-/// Only the simple (binary) collation exists in BisonDB so far.
+/// Parses a `collation` where only the simple collation is implemented (a
+/// command aimed at a view): a malformed one fails as in mongod, a valid
+/// non-simple one with 238.
 pub fn check_collation(cmd: &str, v: RawBsonRef<'_>) -> MongoResult<()> {
-    let d = args::as_doc(cmd, "collation", v)?;
-    match d.get("locale") {
-        Ok(Some(RawBsonRef::String("simple"))) => Ok(()),
-        _ if d.is_empty() => Ok(()),
-        _ => Err(MongoError::new(
+    match crate::collation::parse_arg(cmd, v)? {
+        None | Some(None) => Ok(()),
+        Some(Some(_)) => Err(MongoError::new(
             ErrorCode::NotImplemented,
-            "collation other than {locale: 'simple'} is not supported by BisonDB yet",
+            "a collation other than {locale: 'simple'} on a view is not supported by BisonDB yet",
         )),
     }
 }

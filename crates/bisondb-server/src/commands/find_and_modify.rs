@@ -33,6 +33,7 @@ pub struct FindAndModify {
     upsert: bool,
     wc: WriteConcern,
     bypass_validation: bool,
+    collation: crate::collation::Given,
 }
 
 impl Command for FindAndModify {
@@ -52,6 +53,7 @@ impl Command for FindAndModify {
             upsert: false,
             wc: util::write_concern(n, req.body)?,
             bypass_validation: false,
+            collation: None,
         };
         let mut have_coll = false;
         let mut update_raw = None;
@@ -86,7 +88,7 @@ impl Command for FindAndModify {
                 }
                 "upsert" => f.upsert = args::as_bool(n, "upsert", v)?,
                 "hint" => f.hint = plan::Hint::parse(v)?,
-                "collation" => super::find::check_collation(n, v)?,
+                "collation" => f.collation = crate::collation::parse_arg(n, v)?,
                 "arrayFilters" => array_filters = super::update::parse_array_filters(n, v)?,
                 "bypassDocumentValidation" => {
                     f.bypass_validation = args::as_bool(n, "bypassDocumentValidation", v)?;
@@ -126,7 +128,14 @@ impl Command for FindAndModify {
         Ok(f)
     }
 
-    fn execute(self, ctx: &mut Context<'_>) -> MongoResult<RawDocumentBuf> {
+    fn execute(mut self, ctx: &mut Context<'_>) -> MongoResult<RawDocumentBuf> {
+        // The query and sort compare strings with the command's collation,
+        // else the collection's default.
+        let target = ctx.state.storage.collection(&self.db, &self.coll);
+        if let Some(c) = crate::collation::effective(&self.collation, target.as_ref())? {
+            self.query = self.query.clone().with_collation(Some(c.clone()));
+            self.sort = self.sort.take().map(|s| s.with_collation(Some(c)));
+        }
         let fields = match &self.fields {
             Some(p) => Some(Projection::parse_with_filter(p, &self.query)?),
             None => None,

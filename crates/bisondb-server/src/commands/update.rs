@@ -28,9 +28,24 @@ pub struct Statement {
     pub sort: Option<SortSpec>,
     /// The index the statement must use (`hint`).
     pub hint: Option<plan::Hint>,
+    /// The statement's `collation`, if it gave one.
+    pub collation: crate::collation::Given,
 }
 
 impl Statement {
+    /// Applies the statement's collation, else the collection's default, to
+    /// its filter and sort (update operators themselves stay binary).
+    pub(crate) fn collate(
+        mut self,
+        coll: Option<&bisondb_storage::Collection>,
+    ) -> MongoResult<Self> {
+        if let Some(c) = crate::collation::effective(&self.collation, coll)? {
+            self.filter = self.filter.with_collation(Some(c.clone()));
+            self.sort = self.sort.map(|s| s.with_collation(Some(c)));
+        }
+        Ok(self)
+    }
+
     /// The documents this statement targets, as `write::update` takes them.
     pub fn selection(&self) -> write::Selection<'_> {
         write::Selection {
@@ -101,6 +116,7 @@ pub(crate) fn parse_statement(
     let mut q = None;
     let mut sort = None;
     let mut hint = None;
+    let mut collation = None;
     let mut u = None;
     let mut multi = false;
     let mut upsert = false;
@@ -116,7 +132,7 @@ pub(crate) fn parse_statement(
             "multi" => multi = args::as_bool(cmd, "updates.multi", v)?,
             "upsert" => upsert = args::as_bool(cmd, "updates.upsert", v)?,
             "hint" => hint = plan::Hint::parse(v)?,
-            "collation" => super::find::check_collation(cmd, v)?,
+            "collation" => collation = crate::collation::parse_arg(cmd, v)?,
             "arrayFilters" => array_filters = parse_array_filters(cmd, v)?,
             "c" => {
                 args::as_doc(cmd, "updates.c", v)?;
@@ -153,6 +169,7 @@ pub(crate) fn parse_statement(
         upsert,
         sort,
         hint,
+        collation,
     })
 }
 
@@ -194,20 +211,22 @@ impl<'a> Update<'a> {
         let validator =
             crate::validation::Validator::for_collection(coll.as_ref(), self.bypass_validation)?;
         for (i, raw) in self.statements.iter().enumerate() {
-            let outcome = parse_statement("update", raw, &self.lets).and_then(|s| {
-                write::update(
-                    &ctx.state.storage,
-                    &self.db,
-                    &self.coll,
-                    s.selection(),
-                    &s.update,
-                    s.multi,
-                    s.upsert,
-                    self.wc.durability,
-                    false,
-                    validator.as_ref(),
-                )
-            });
+            let outcome = parse_statement("update", raw, &self.lets)
+                .and_then(|s| s.collate(coll.as_ref()))
+                .and_then(|s| {
+                    write::update(
+                        &ctx.state.storage,
+                        &self.db,
+                        &self.coll,
+                        s.selection(),
+                        &s.update,
+                        s.multi,
+                        s.upsert,
+                        self.wc.durability,
+                        false,
+                        validator.as_ref(),
+                    )
+                });
             OpCounters::add(&ctx.state.opcounters.update, 1);
             match outcome {
                 Ok(r) => {
