@@ -281,6 +281,12 @@ fn explain_clause(key: &str, value: &Bson, doc: &Document) -> Document {
             }
             doc! {"operatorName": key, "clausesNotSatisfied": failed}
         }
+        // `$options` belongs to its `$regex`: such a pair is one predicate.
+        (path, Bson::Document(ops))
+            if !path.starts_with('$') && is_operator_doc(ops) && ops.contains_key("$options") =>
+        {
+            explain_path_op(path, "$regex", value, doc)
+        }
         (path, Bson::Document(ops)) if !path.starts_with('$') && is_operator_doc(ops) => {
             let failing: Vec<(&String, &Bson)> = ops
                 .iter()
@@ -315,10 +321,11 @@ fn is_operator_doc(d: &Document) -> bool {
 
 /// `{operatorName, specifiedAs, reason, consideredValue}` for `{path: {op: v}}`.
 fn explain_path_op(path: &str, op: &str, v: &Bson, doc: &Document) -> Document {
-    let specified = if op == "$eq" && !matches!(v, Bson::Document(d) if is_operator_doc(d)) {
-        doc! {path: v.clone()}
-    } else {
-        doc! {path: {op: v.clone()}}
+    let specified = match v {
+        // A `$regex` with its `$options`: the operator document as given.
+        Bson::Document(d) if op == "$regex" && d.contains_key("$regex") => doc! {path: v.clone()},
+        _ if op == "$eq" => doc! {path: v.clone()},
+        _ => doc! {path: {op: v.clone()}},
     };
     let value = bisondb_query::path::get_path_bson(doc, path).cloned();
     let mut out = doc! {"operatorName": op, "specifiedAs": specified};

@@ -174,3 +174,14 @@ fn explain_walks_json_schema() {
     );
     assert_eq!(rules.len(), 2);
 }
+
+#[test]
+fn explain_keeps_a_regex_with_its_options() {
+    let rules = doc! {"s": {"$regex": "^a", "$options": "i"}};
+    let d = explain(&rules, &doc! {"_id": 1, "s": "b"});
+    assert_eq!(
+        d,
+        doc! {"operatorName": "$regex", "specifiedAs": {"s": {"$regex": "^a", "$options": "i"}},
+        "reason": "regular expression did not match", "consideredValue": "b"}
+    );
+}
