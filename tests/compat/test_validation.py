@@ -96,6 +96,9 @@ def test_levels_and_actions(db):
         c.update_one({"_id": 2}, {"$set": {"a": -2}})
     db.command("collMod", "c", validationLevel="strict", validationAction="warn")
     c.insert_one({"_id": 3, "a": -3})
+    # The write went through; the failure is in the server log.
+    log = db.client.admin.command("getLog", "global")["log"]
+    assert any("Document would fail validation" in line for line in log)
     db.command("collMod", "c", validationLevel="off", validationAction="error")
     c.insert_one({"_id": 4, "a": -4})
     assert c.count_documents({"a": {"$lt": 0}}) == 3
