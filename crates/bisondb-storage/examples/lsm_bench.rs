@@ -6,7 +6,9 @@
 //!
 //! Run: `cargo run --release -p bisondb-storage --example lsm_bench [-- <dir>]`
 //! (`LSM_BENCH_ONLY_INDEX=1` runs only the time-series loads without and with
-//! the index, the pair to compare when working on the indexed insert path).
+//! the index, the pair to compare when working on the indexed insert path;
+//! `LSM_BENCH_ONLY_INDEX=indexed` only the indexed one; `LSM_BENCH_DOCS=N`
+//! loads N documents instead of 1,000,000).
 //! (Unix only: sizes are allocated blocks, as `du` counts them.)
 //! (`<dir>` defaults to a temporary directory; it must not exist or be empty).
 //! Figures go to stdout; nothing is asserted (timing belongs here, not in tests).
@@ -126,6 +128,43 @@ fn single_commits(root: &Path, durability: Durability, n: usize, threads: usize)
     );
 }
 
+/// Documents per bulk load: `LSM_BENCH_DOCS`, default 1,000,000.
+fn docs_per_load() -> usize {
+    std::env::var("LSM_BENCH_DOCS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(MILLION)
+}
+
+/// User + system CPU time of this process so far (all threads, including
+/// fjall's background worker), from /proc/self/stat; 0 where that is missing.
+fn process_cpu_seconds() -> f64 {
+    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
+        return 0.0;
+    };
+    // Fields after the parenthesised command name: utime and stime are the
+    // 12th and 13th of them, in clock ticks (100 per second on Linux).
+    let Some(rest) = stat.rsplit(')').next() else {
+        return 0.0;
+    };
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    (ticks(11) + ticks(12)) / 100.0
+}
+
+/// (seconds on a CPU, seconds runnable but waiting for a CPU) of the calling
+/// thread, from /proc/thread-self/schedstat; zeros where that is missing. Wall
+/// time minus both is the time the thread was blocked (fjall's write stalls).
+fn thread_schedstat() -> (f64, f64) {
+    let Ok(s) = std::fs::read_to_string("/proc/thread-self/schedstat") else {
+        return (0.0, 0.0);
+    };
+    let mut f = s
+        .split_whitespace()
+        .map(|v| v.parse::<f64>().unwrap_or(0.0) / 1e9);
+    (f.next().unwrap_or(0.0), f.next().unwrap_or(0.0))
+}
+
 fn bulk(
     root: &Path,
     name: &str,
@@ -153,13 +192,14 @@ fn bulk(
     let c = storage
         .get_or_create_collection("bench", name)
         .unwrap_or_else(|e| panic!("create: {e}"));
+    let total = docs_per_load();
     let mut raw = 0u64;
     let mut insert_time = Duration::ZERO;
     let mut next = 0usize;
-    while next < MILLION {
-        let docs: Vec<RawDocumentBuf> = (next..(next + batch).min(MILLION))
-            .map(&mut *make)
-            .collect();
+    let cpu_start = process_cpu_seconds();
+    let sched_start = thread_schedstat();
+    while next < total {
+        let docs: Vec<RawDocumentBuf> = (next..(next + batch).min(total)).map(&mut *make).collect();
         raw += docs.iter().map(|d| d.as_bytes().len() as u64).sum::<u64>();
         let refs: Vec<&RawDocument> = docs.iter().map(|d| d.as_ref()).collect();
         let start = Instant::now();
@@ -168,11 +208,21 @@ fn bulk(
         assert_eq!(out.inserted, refs.len(), "{:?}", out.errors.first());
         next += refs.len();
     }
+    let cpu = process_cpu_seconds() - cpu_start;
+    let sched_end = thread_schedstat();
+    let (run, wait) = (sched_end.0 - sched_start.0, sched_end.1 - sched_start.1);
+    let wall = insert_time.as_secs_f64();
     println!(
-        "{name}: 1,000,000 docs in batches of {batch}: {:.2}s inserting = {} (raw BSON {:.1} B/doc)",
+        "{name}: {total} docs in batches of {batch}: {:.2}s inserting = {} (raw BSON {:.1} B/doc); process CPU {:.2}s = {:.2} µs/doc",
         insert_time.as_secs_f64(),
-        rate(MILLION, insert_time),
-        raw as f64 / MILLION as f64
+        rate(total, insert_time),
+        raw as f64 / total as f64,
+        cpu,
+        cpu * 1e6 / total as f64,
+    );
+    println!(
+        "{name}: inserting thread ran {run:.2}s, waited for a core {wait:.2}s, was blocked (write stalls, locks, I/O) {:.2}s",
+        (wall - run - wait).max(0.0)
     );
     let unsettled = engine.size_on_disk();
     let start = Instant::now();
@@ -180,18 +230,18 @@ fn bulk(
     let settled = engine.size_on_disk();
     println!(
         "{name}: on disk before settling {:.1} B/doc; after flush+compaction ({:.1}s) {:.1} B/doc = {:.2}x raw; du of the dbpath {:.1} B/doc",
-        unsettled as f64 / MILLION as f64,
+        unsettled as f64 / total as f64,
         start.elapsed().as_secs_f64(),
-        settled as f64 / MILLION as f64,
+        settled as f64 / total as f64,
         settled as f64 / raw as f64,
-        du(&dir) as f64 / MILLION as f64,
+        du(&dir) as f64 / total as f64,
     );
     drop(c);
     drop(storage);
     drop(engine);
     println!(
         "{name}: du of the dbpath after a clean close {:.1} B/doc",
-        du(&dir) as f64 / MILLION as f64
+        du(&dir) as f64 / total as f64
     );
 }
 
@@ -214,13 +264,16 @@ fn main() {
         single_commits(&root, Durability::Buffered, 200_000, 2);
     }
     let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
-    bulk(
-        &root,
-        "timeseries",
-        &mut |_| time_series(&mut rng),
-        BATCH,
-        None,
-    );
+    // `LSM_BENCH_ONLY_INDEX=indexed` skips the plain load (for profiling).
+    if std::env::var("LSM_BENCH_ONLY_INDEX").as_deref() != Ok("indexed") {
+        bulk(
+            &root,
+            "timeseries",
+            &mut |_| time_series(&mut rng),
+            BATCH,
+            None,
+        );
+    }
     bulk(
         &root,
         "timeseries-indexed",
