@@ -123,6 +123,7 @@ error_codes! {
     ClientMarkedKilled = 46841,
     QueryExceededMemoryLimitNoDiskUseAllowed = 292,
     UnsupportedOpQueryCommand = 352,
+    CannotConvertIndexToUnique = 359,
     APIStrictError = 323,
     OperationFailed = 96,
     IncompatibleCollationVersion = 161,

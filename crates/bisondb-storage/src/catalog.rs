@@ -123,10 +123,11 @@ impl Storage {
         for (_, value) in entries {
             let (db, name, state, index_records) = parse_entry(&value)?;
             let mut list = Vec::with_capacity(index_records.len());
-            for (ix_id, spec) in index_records {
+            for (ix_id, spec, prepare_unique) in index_records {
                 let multikey = snap.get(&index::multikey_key(state.id, ix_id))?.is_some();
                 let ix = IndexState::new(ix_id, spec, multikey)
                     .map_err(|e| StorageError::Corrupt(format!("stored index: {}", e.message)))?;
+                ix.prepare_unique.store(prepare_unique, Ordering::Release);
                 next_id = next_id.max(ix_id.saturating_add(1));
                 list.push(Arc::new(ix));
             }
@@ -580,9 +581,19 @@ impl Storage {
             spec.clone(),
             old.multikey.load(Ordering::Acquire),
         )?);
+        replacement.prepare_unique.store(
+            old.prepare_unique.load(Ordering::Acquire),
+            Ordering::Release,
+        );
         let list: Vec<_> = previous
             .iter()
-            .map(|i| if i.id == old.id { replacement.clone() } else { i.clone() })
+            .map(|i| {
+                if i.id == old.id {
+                    replacement.clone()
+                } else {
+                    i.clone()
+                }
+            })
             .collect();
         *state.indexes.write() = Arc::new(list);
         let mut batch = WriteBatch::new();
@@ -595,6 +606,124 @@ impl Storage {
             return Err(e.into());
         }
         Ok(Some((old.spec.clone(), spec)))
+    }
+
+    /// Sets `prepareUnique` on the secondary index `index_name` of `db.name`
+    /// (`collMod`): from then on writes may not add a key another document
+    /// has. Returns the previous value, or `None` when there is no such index.
+    pub fn set_index_prepare_unique(
+        &self,
+        db: &str,
+        name: &str,
+        index_name: &str,
+        prepare: bool,
+    ) -> Result<Option<bool>, StorageError> {
+        let _ddl = self.inner.ddl.lock();
+        let Some(coll) = self.collection(db, name) else {
+            return Err(StorageError::NamespaceNotFound(format!("{db}.{name}")));
+        };
+        let state = coll.state().clone();
+        // Writers read the flag under this lock, so none is half-way through.
+        let _w = state.write_lock.lock();
+        let list = state.indexes.read().clone();
+        let Some(ix) = list.iter().find(|i| i.spec.name == index_name) else {
+            return Ok(None);
+        };
+        let old = ix.prepare_unique.swap(prepare, Ordering::AcqRel);
+        let mut batch = WriteBatch::new();
+        let written = encode_entry(db, name, &state).and_then(|r| {
+            batch.put(layout::entry_key(db, name), r);
+            self.inner.engine.write(batch, Durability::Buffered)
+        });
+        if let Err(e) = written {
+            ix.prepare_unique.store(old, Ordering::Release);
+            return Err(e);
+        }
+        Ok(Some(old))
+    }
+
+    /// Rebuilds the secondary index `index_name` of `db.name` as unique or as
+    /// non-unique (`collMod`'s `unique` / `forceNonUnique`; the key format
+    /// differs, so its entries are written anew under a new index id).
+    /// Converting to unique first looks for keys several documents share:
+    /// `Ok(Err(groups))` lists their `_id`s and nothing changes. `Ok(Ok(false))`
+    /// when there is no such index.
+    pub fn convert_index(
+        &self,
+        db: &str,
+        name: &str,
+        index_name: &str,
+        unique: bool,
+    ) -> Result<Result<bool, Vec<Vec<Bson>>>, MongoError> {
+        let mut next_id = self.inner.ddl.lock();
+        let Some(coll) = self.collection(db, name) else {
+            return Err(StorageError::NamespaceNotFound(format!("{db}.{name}")).into());
+        };
+        let state = coll.state().clone();
+        let _w = state.write_lock.lock();
+        let previous = state.indexes.read().clone();
+        let Some(old) = previous.iter().find(|i| i.spec.name == index_name).cloned() else {
+            return Ok(Ok(false));
+        };
+        if unique {
+            let groups = coll.shared_keys_locked(&old)?;
+            if !groups.is_empty() {
+                return Ok(Err(groups));
+            }
+        }
+        let id = *next_id;
+        let new_next = id
+            .checked_add(1)
+            .ok_or_else(|| StorageError::Internal("ids exhausted".into()))?;
+        let mut spec = old.spec.clone();
+        spec.unique = unique;
+        let ix = Arc::new(IndexState::new(id, spec, false)?);
+        let multikey = match coll.build_index_locked(&ix) {
+            Ok(m) => m,
+            Err(e) => {
+                purge_range(self.inner.engine.as_ref(), index::index_range(state.id, id))?;
+                return Err(e.into());
+            }
+        };
+        ix.multikey.store(multikey, Ordering::Release);
+        // A unique index needs no preparation any more; a non-unique one starts without.
+        let list: Vec<_> = previous
+            .iter()
+            .map(|i| {
+                if i.id == old.id {
+                    ix.clone()
+                } else {
+                    i.clone()
+                }
+            })
+            .collect();
+        *state.indexes.write() = Arc::new(list);
+        let mut batch = WriteBatch::new();
+        let written = encode_meta(new_next)
+            .and_then(|meta| {
+                batch.put(layout::meta_key(), meta);
+                encode_entry(db, name, &state)
+            })
+            .and_then(|r| {
+                batch.put(layout::entry_key(db, name), r);
+                if multikey {
+                    batch.put(index::multikey_key(state.id, id), Vec::new());
+                }
+                batch.delete(index::multikey_key(state.id, old.id));
+                self.inner.engine.write(batch, Durability::Buffered)
+            });
+        if let Err(e) = written {
+            *state.indexes.write() = previous;
+            purge_range(self.inner.engine.as_ref(), index::index_range(state.id, id))?;
+            return Err(e.into());
+        }
+        *next_id = new_next;
+        // The old entries are unreachable now; ids are never reused.
+        purge_range(
+            self.inner.engine.as_ref(),
+            index::index_range(state.id, old.id),
+        )?;
+        Ok(Ok(true))
     }
 
     /// Durability barrier for everything written so far.
@@ -791,6 +920,9 @@ fn encode_entry(db: &str, name: &str, state: &CollState) -> Result<Vec<u8>, Stor
             i64::try_from(ix.id).map_err(|_| StorageError::Internal("index id overflow".into()))?,
         );
         d.insert("spec", ix.spec.to_document());
+        if ix.prepare_unique.load(Ordering::Acquire) {
+            d.insert("prepareUnique", true);
+        }
         list.push(Bson::Document(d));
     }
     if !list.is_empty() {
@@ -800,7 +932,8 @@ fn encode_entry(db: &str, name: &str, state: &CollState) -> Result<Vec<u8>, Stor
 }
 
 /// A stored index definition: its id and spec.
-type IndexRecord = (u64, IndexSpec);
+/// A stored index definition: its id, spec and `prepareUnique` flag.
+type IndexRecord = (u64, IndexSpec, bool);
 
 fn parse_entry(
     bytes: &[u8],
@@ -843,7 +976,8 @@ fn parse_entry(
                 .ok()
                 .and_then(IndexSpec::from_document)
                 .ok_or_else(|| corrupt("index spec"))?;
-            index_records.push((id, spec));
+            let prepare_unique = d.get_bool("prepareUnique").unwrap_or(false);
+            index_records.push((id, spec, prepare_unique));
         }
     }
     let capped = CappedState::from_options(&options);

@@ -140,6 +140,9 @@ pub struct IndexInfo {
     pub fields: Vec<KeyField>,
     /// Some document put more than one key in it (mongod never clears this).
     pub multikey: bool,
+    /// `collMod`'s `prepareUnique`: new duplicate keys are refused, existing
+    /// ones stay, until the index is converted to unique.
+    pub prepare_unique: bool,
 }
 
 /// One live index of a collection.
@@ -149,6 +152,10 @@ pub(crate) struct IndexState {
     pub(crate) fields: Vec<KeyField>,
     pub(crate) keygen: KeyGenerator,
     pub(crate) multikey: AtomicBool,
+    /// See [`IndexInfo::prepare_unique`]; kept beside the spec (in the catalog's
+    /// index record) because only `collMod` sets it. Changed under the
+    /// collection's write lock.
+    pub(crate) prepare_unique: AtomicBool,
 }
 
 impl std::fmt::Debug for IndexState {
@@ -170,6 +177,7 @@ impl IndexState {
             fields,
             keygen,
             multikey: AtomicBool::new(multikey),
+            prepare_unique: AtomicBool::new(false),
         })
     }
 
@@ -178,6 +186,7 @@ impl IndexState {
             spec: self.spec.clone(),
             fields: self.fields.clone(),
             multikey: self.multikey.load(Ordering::Acquire),
+            prepare_unique: self.prepare_unique.load(Ordering::Acquire),
         }
     }
 }
@@ -287,6 +296,24 @@ pub(crate) fn entries(
         ));
     }
     Ok((out, keys.multikey))
+}
+
+/// Whether a document other than `encoded_id` has an entry starting with
+/// `values_key` (a non-unique index key without its `_id` suffix) in `snap`.
+pub(crate) fn other_owner(
+    snap: &dyn Snapshot,
+    values_key: &[u8],
+    encoded_id: &[u8],
+) -> Result<bool, StorageError> {
+    let end = prefix_successor(values_key);
+    let end = match &end {
+        Some(e) => Bound::Excluded(e.as_slice()),
+        None => Bound::Unbounded,
+    };
+    let found = snap.scan(Bound::Included(values_key), end, false, 2)?;
+    Ok(found
+        .iter()
+        .any(|(_, owner)| owner.as_slice() != encoded_id))
 }
 
 /// The duplicate-key error for `values` in unique index `ix`.

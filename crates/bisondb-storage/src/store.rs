@@ -440,6 +440,17 @@ impl Collection {
                         return Err(index::duplicate(&self.ns, ix, &values));
                     }
                     unique_added.push(e.key.clone());
+                } else if ix.prepare_unique.load(Ordering::Acquire) {
+                    // Keys of a non-unique index end with the `_id`: another
+                    // document with these values shares the part before it.
+                    let cut = e.key.len().saturating_sub(encoded_id.len());
+                    let values_key = e.key.get(..cut).unwrap_or(&e.key);
+                    if queued_unique.contains(values_key)
+                        || index::other_owner(snap, values_key, encoded_id)?
+                    {
+                        return Err(index::duplicate(&self.ns, ix, &values));
+                    }
+                    unique_added.push(values_key.to_vec());
                 }
                 w.puts.push(e);
             }
@@ -449,6 +460,39 @@ impl Collection {
         }
         queued_unique.extend(unique_added);
         Ok(w)
+    }
+
+    /// The `_id`s of documents that share a key of the non-unique index `ix`,
+    /// one list per shared key in index order (what converting it to unique
+    /// would violate). The caller holds the write lock.
+    pub(crate) fn shared_keys_locked(
+        &self,
+        ix: &IndexState,
+    ) -> Result<Vec<Vec<Bson>>, StorageError> {
+        let snap = self.writable_snapshot_locked()?;
+        let mut owners: std::collections::BTreeMap<Vec<u8>, Vec<Bson>> = Default::default();
+        for doc in self.scan_ids_in(snap, Bound::Unbounded, Bound::Unbounded, false) {
+            let doc = doc?;
+            let id = id_of(&doc)
+                .ok_or_else(|| StorageError::Corrupt("stored document without _id".into()))?;
+            let encoded = encode_id(id);
+            let id = Bson::try_from(id).unwrap_or(Bson::Null);
+            for (e, _) in index::entries(ix, self.state.id, &doc, &encoded)?.0 {
+                let cut = if ix.spec.unique {
+                    e.key.len()
+                } else {
+                    e.key.len().saturating_sub(encoded.len())
+                };
+                let ids = owners
+                    .entry(e.key.get(..cut).unwrap_or(&e.key).to_vec())
+                    .or_default();
+                // One document may reach the same key through several array elements.
+                if ids.last() != Some(&id) {
+                    ids.push(id.clone());
+                }
+            }
+        }
+        Ok(owners.into_values().filter(|ids| ids.len() > 1).collect())
     }
 
     /// Builds `ix` over every document, writing its entries in chunks (the

@@ -286,3 +286,78 @@ fn corrupt_catalog_is_reported_not_panicked() {
         );
     }
 }
+
+fn insert_docs(c: &Collection, docs: &[RawDocumentBuf]) -> Vec<(usize, StorageError)> {
+    let refs: Vec<&RawDocument> = docs.iter().map(|d| d.as_ref()).collect();
+    c.insert_many(&refs, false, Durability::Buffered).errors
+}
+
+/// `collMod`'s index edits: options in place, `prepareUnique`, and the
+/// conversions to and from unique, all kept across a reopen.
+#[test]
+fn index_edits_prepare_unique_and_conversions() {
+    let engine = MemoryEngine::shared();
+    let s = open_on(&engine);
+    let spec = IndexSpec::from_document(&doc! {"name": "x_1", "key": {"x": 1}}).unwrap();
+    s.create_index("d", "c", spec).unwrap();
+    let c = s.collection("d", "c").unwrap();
+    assert!(insert_docs(
+        &c,
+        &[rawdoc! {"_id": 1, "x": 1}, rawdoc! {"_id": 2, "x": 1}]
+    )
+    .is_empty());
+
+    let edited = s
+        .modify_index("d", "c", "x_1", &|s: &mut IndexSpec| s.hidden = true)
+        .unwrap()
+        .unwrap();
+    assert!(!edited.0.hidden && edited.1.hidden);
+    assert!(s.modify_index("d", "c", "nope", &|_| {}).unwrap().is_none());
+
+    assert_eq!(
+        s.set_index_prepare_unique("d", "c", "x_1", true).unwrap(),
+        Some(false)
+    );
+    // New duplicates are refused, in the engine and within one batch; other keys go in.
+    let errors = insert_docs(
+        &c,
+        &[
+            rawdoc! {"_id": 3, "x": 1},
+            rawdoc! {"_id": 4, "x": 2},
+            rawdoc! {"_id": 5, "x": 2},
+        ],
+    );
+    let failed: Vec<usize> = errors.iter().map(|(i, _)| *i).collect();
+    assert_eq!(failed, vec![0, 2]);
+    assert!(matches!(errors[0].1, StorageError::DuplicateKey(_)));
+    // Existing duplicates block the conversion and are named.
+    let groups = s.convert_index("d", "c", "x_1", true).unwrap().unwrap_err();
+    assert_eq!(groups, vec![vec![Bson::Int32(1), Bson::Int32(2)]]);
+    assert!(c
+        .delete(
+            bson::RawBson::Int32(2).as_raw_bson_ref(),
+            Durability::Buffered
+        )
+        .unwrap());
+    assert_eq!(s.convert_index("d", "c", "x_1", true).unwrap(), Ok(true));
+    let info = &c.indexes()[0];
+    assert!(info.spec.unique && info.spec.hidden && !info.prepare_unique);
+
+    // Reopened: the unique index still refuses duplicates.
+    drop(c);
+    drop(s);
+    let s = open_on(&engine);
+    let c = s.collection("d", "c").unwrap();
+    assert!(c.indexes()[0].spec.unique);
+    assert_eq!(insert_docs(&c, &[rawdoc! {"_id": 9, "x": 2}]).len(), 1);
+    // And back to non-unique.
+    assert_eq!(s.convert_index("d", "c", "x_1", false).unwrap(), Ok(true));
+    assert!(insert_docs(&c, &[rawdoc! {"_id": 9, "x": 2}]).is_empty());
+    assert!(!c.indexes()[0].spec.unique);
+    // prepareUnique is persisted too.
+    s.set_index_prepare_unique("d", "c", "x_1", true).unwrap();
+    drop(c);
+    drop(s);
+    let s = open_on(&engine);
+    assert!(s.collection("d", "c").unwrap().indexes()[0].prepare_unique);
+}
