@@ -10,6 +10,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use bson::{doc, Bson, Document};
 use futures::TryStreamExt;
@@ -950,11 +951,16 @@ async fn execute(
         "createCollection" => {
             let d = db(ents, object)?;
             let o: Option<CreateCollectionOptions> = options_from(args.clone(), &["collection"])?;
-            drv!(
-                d.create_collection(args.get_str("collection").unwrap_or_default())
-                    .with_options(o)
-                    .await
-            );
+            let name = args.get_str("collection").unwrap_or_default();
+            drv!(d.create_collection(name).with_options(o).await);
+            // The result is the collection itself, usable as an entity.
+            if let Some(id) = save_as {
+                let coll = CollEntity {
+                    coll: d.collection::<Document>(name),
+                    unacknowledged: false,
+                };
+                ents.colls.insert(id.to_owned(), coll);
+            }
             None
         }
         "dropCollection" => {
@@ -1064,7 +1070,18 @@ async fn execute(
                 .cursors
                 .get_mut(object)
                 .ok_or_else(|| format!("no cursor {object}"))?;
-            match drv!(cursor.try_next().await) {
+            // The driver's `try_next` sends getMore after getMore on a tailable
+            // cursor until a document comes; `iterateOnce` must return after one
+            // round, which the driver does not expose: bound the wait instead.
+            let next = if name == "iterateOnce" {
+                match tokio::time::timeout(Duration::from_secs(1), cursor.try_next()).await {
+                    Ok(r) => drv!(r),
+                    Err(_) => None,
+                }
+            } else {
+                drv!(cursor.try_next().await)
+            };
+            match next {
                 Some(d) => Some(Bson::Document(d)),
                 None if name == "iterateOnce" => None,
                 None => return Err("cursor exhausted".into()),
