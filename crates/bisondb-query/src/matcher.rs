@@ -67,6 +67,9 @@ fn is_not_implemented(op: &str) -> bool {
 #[derive(Debug, Clone)]
 pub struct Matcher {
     root: Expr,
+    /// Set by [`Matcher::with_collation`], for callers that apply a matched
+    /// update under the same collation.
+    collation: Option<Arc<Collation>>,
 }
 
 #[derive(Debug, Clone)]
@@ -203,6 +206,7 @@ impl Matcher {
         }
         Ok(Matcher {
             root: parse_entries(entries.iter().map(|(k, v)| (k, v)), 0, false)?,
+            collation: None,
         })
     }
 
@@ -210,6 +214,7 @@ impl Matcher {
     pub fn parse_doc(filter: &Document) -> MongoResult<Matcher> {
         Ok(Matcher {
             root: parse_top(filter, 0, false)?,
+            collation: None,
         })
     }
 
@@ -222,8 +227,14 @@ impl Matcher {
     pub fn with_collation(mut self, collation: Option<Arc<Collation>>) -> Matcher {
         if let Some(c) = collation {
             self.root.collate(&c);
+            self.collation = Some(c);
         }
         self
+    }
+
+    /// The collation given to [`Matcher::with_collation`] (`None`: simple).
+    pub fn collation(&self) -> Option<&Arc<Collation>> {
+        self.collation.as_ref()
     }
 
     /// Whether the document satisfies the filter. An error while evaluating

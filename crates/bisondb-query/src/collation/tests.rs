@@ -408,3 +408,60 @@ fn pipeline_groups_sorts_and_compares_with_the_collation() {
     assert_eq!(first.get_i32("s").ok(), Some(1), "{first}");
     assert_eq!(first.get_bool("eq").ok(), Some(true), "{first}");
 }
+
+#[test]
+fn update_operators_use_the_query_collation() {
+    use crate::update::UpdateSpec;
+    let q = crate::matcher::Matcher::parse_doc(&doc! {})
+        .unwrap()
+        .with_collation(Some(coll(doc! {"locale": "en", "strength": 2})));
+    let plain = crate::matcher::Matcher::parse_doc(&doc! {}).unwrap();
+    // (update, document, result without collation, result with strength 2)
+    let cases: Vec<(Document, Document, Document, Document)> = vec![
+        (
+            doc! {"$addToSet": {"a": "X"}},
+            doc! {"a": ["x"]},
+            doc! {"a": ["x", "X"]},
+            doc! {"a": ["x"]},
+        ),
+        (
+            doc! {"$pull": {"a": "X"}},
+            doc! {"a": ["x", "y"]},
+            doc! {"a": ["x", "y"]},
+            doc! {"a": ["y"]},
+        ),
+        (
+            doc! {"$pull": {"a": {"$in": ["Y"]}}},
+            doc! {"a": ["x", "y"]},
+            doc! {"a": ["x", "y"]},
+            doc! {"a": ["x"]},
+        ),
+        (
+            doc! {"$pullAll": {"a": ["X"]}},
+            doc! {"a": ["x", "y"]},
+            doc! {"a": ["x", "y"]},
+            doc! {"a": ["y"]},
+        ),
+        (
+            doc! {"$max": {"a": "B"}},
+            doc! {"a": "a"},
+            doc! {"a": "a"},
+            doc! {"a": "B"},
+        ),
+        (
+            doc! {"$push": {"a": {"$each": ["B"], "$sort": 1}}},
+            doc! {"a": ["a", "c"]},
+            doc! {"a": ["B", "a", "c"]},
+            doc! {"a": ["a", "B", "c"]},
+        ),
+    ];
+    for (u, d, want_plain, want_coll) in cases {
+        let spec = UpdateSpec::parse(&u).unwrap();
+        let mut x = d.clone();
+        spec.apply_with_query(&mut x, false, Some(&plain)).unwrap();
+        assert_eq!(x, want_plain, "{u} on {d}, simple");
+        let mut y = d.clone();
+        spec.apply_with_query(&mut y, false, Some(&q)).unwrap();
+        assert_eq!(y, want_coll, "{u} on {d}, strength 2");
+    }
+}

@@ -5,7 +5,7 @@
 
 use super::path::{self, Lookup};
 use super::{Ctx, FieldPath, OpKind};
-use crate::compare::compare_bson;
+use crate::compare::compare_bson_in;
 use crate::expr::value::{
     decimal_unsupported, num_add, num_mul, render, type_name, LongOverflow, Num,
 };
@@ -99,9 +99,10 @@ pub(super) fn min_max(
     fp: &FieldPath,
     arg: &Bson,
     want: Ordering,
+    ctx: &Ctx,
 ) -> MongoResult<()> {
     let replace = match path::lookup(doc, &fp.parts) {
-        Lookup::Found(cur) => compare_bson(arg, cur) == want,
+        Lookup::Found(cur) => compare_bson_in(arg, cur, ctx.collation.as_deref()) == want,
         _ => true,
     };
     if replace {

@@ -3,7 +3,8 @@
 
 use super::path::{self, Lookup};
 use super::{Ctx, FieldPath, OpKind};
-use crate::compare::{compare_bson, values_equal_bson};
+use crate::collation::Collation;
+use crate::compare::{compare_bson_in, values_equal_bson_in};
 use crate::expr::value::{render, type_name};
 use crate::matcher::Matcher;
 use bisondb_error::{ErrorCode, MongoError, MongoResult};
@@ -161,11 +162,15 @@ pub(super) fn push(
         Some(p) => usize::try_from(len.saturating_add(p).max(0)).unwrap_or(0),
     };
     arr.splice(at..at, spec.each.iter().cloned());
+    let c = ctx.collation.as_deref();
     match &spec.sort {
-        Some(PushSort::Whole(asc)) => arr.sort_by(|a, b| dir(compare_bson(a, b), *asc)),
+        Some(PushSort::Whole(asc)) => arr.sort_by(|a, b| dir(compare_bson_in(a, b, c), *asc)),
         Some(PushSort::Fields(fields)) => arr.sort_by(|a, b| {
             for (parts, asc) in fields {
-                let o = dir(compare_bson(sort_key(a, parts), sort_key(b, parts)), *asc);
+                let o = dir(
+                    compare_bson_in(sort_key(a, parts), sort_key(b, parts), c),
+                    *asc,
+                );
                 if o != Ordering::Equal {
                     return o;
                 }
@@ -215,7 +220,12 @@ pub(super) fn parse_add_to_set(value: &Bson) -> MongoResult<OpKind> {
     }
 }
 
-pub(super) fn add_to_set(doc: &mut Document, fp: &FieldPath, vals: &[Bson]) -> MongoResult<()> {
+pub(super) fn add_to_set(
+    doc: &mut Document,
+    fp: &FieldPath,
+    vals: &[Bson],
+    ctx: &Ctx,
+) -> MongoResult<()> {
     let mut arr = match path::lookup(doc, &fp.parts) {
         Lookup::Found(Bson::Array(a)) => a.clone(),
         Lookup::Found(other) => {
@@ -228,7 +238,10 @@ pub(super) fn add_to_set(doc: &mut Document, fp: &FieldPath, vals: &[Bson]) -> M
         _ => Vec::new(),
     };
     for v in vals {
-        if !arr.iter().any(|x| values_equal_bson(x, v)) {
+        if !arr
+            .iter()
+            .any(|x| values_equal_bson_in(x, v, ctx.collation.as_deref()))
+        {
             arr.push(v.clone());
         }
     }
@@ -315,9 +328,9 @@ pub(super) fn parse_pull(value: &Bson) -> MongoResult<OpKind> {
     Ok(OpKind::Pull(cond))
 }
 
-fn pull_matches(cond: &PullCond, elem: &Bson) -> MongoResult<bool> {
+fn pull_matches(cond: &PullCond, elem: &Bson, c: Option<&Collation>) -> MongoResult<bool> {
     Ok(match cond {
-        PullCond::Equal(v) => values_equal_bson(v, elem),
+        PullCond::Equal(v) => values_equal_bson_in(v, elem, c),
         PullCond::Docs(m) => match elem {
             Bson::Document(d) => m.matches_doc(d),
             _ => false,
@@ -352,8 +365,27 @@ fn pull_where(
     path::set_path(doc, &fp.parts, Bson::Array(kept))
 }
 
-pub(super) fn pull(doc: &mut Document, fp: &FieldPath, cond: &PullCond) -> MongoResult<()> {
-    pull_where(doc, fp, |x| pull_matches(cond, x))
+pub(super) fn pull(
+    doc: &mut Document,
+    fp: &FieldPath,
+    cond: &PullCond,
+    ctx: &Ctx,
+) -> MongoResult<()> {
+    // Conditions that are queries match under the update's collation.
+    let collated;
+    let cond = match (&ctx.collation, cond) {
+        (Some(c), PullCond::Docs(m)) => {
+            collated = PullCond::Docs(m.clone().with_collation(Some(c.clone())));
+            &collated
+        }
+        (Some(c), PullCond::Values(m)) => {
+            collated = PullCond::Values(m.clone().with_collation(Some(c.clone())));
+            &collated
+        }
+        _ => cond,
+    };
+    let c = ctx.collation.as_deref();
+    pull_where(doc, fp, |x| pull_matches(cond, x, c))
 }
 
 pub(super) fn parse_pull_all(value: &Bson) -> MongoResult<OpKind> {
@@ -369,8 +401,14 @@ pub(super) fn parse_pull_all(value: &Bson) -> MongoResult<OpKind> {
     }
 }
 
-pub(super) fn pull_all(doc: &mut Document, fp: &FieldPath, vals: &[Bson]) -> MongoResult<()> {
+pub(super) fn pull_all(
+    doc: &mut Document,
+    fp: &FieldPath,
+    vals: &[Bson],
+    ctx: &Ctx,
+) -> MongoResult<()> {
+    let c = ctx.collation.as_deref();
     pull_where(doc, fp, |x| {
-        Ok(vals.iter().any(|v| values_equal_bson(v, x)))
+        Ok(vals.iter().any(|v| values_equal_bson_in(v, x, c)))
     })
 }

@@ -13,10 +13,12 @@ mod fields;
 pub mod path;
 mod positional;
 
+use crate::collation::Collation;
 use crate::expr::value::render;
 use bisondb_error::{ErrorCode, MongoError, MongoResult};
 use bson::{Bson, Document};
 use std::cmp::Ordering;
+use std::sync::Arc;
 
 pub(crate) use arith::{BitOp, NumArg};
 pub(crate) use array::{PullCond, PushSpec};
@@ -130,6 +132,9 @@ pub(crate) struct Ctx {
     pub inserting: bool,
     /// `{_id: ...}` as mongod puts it in error messages.
     pub id_desc: String,
+    /// The update's collation (its query's), for `$min`/`$max`, `$addToSet`,
+    /// `$pull`, `$pullAll` and `$push`'s `$sort`; `None`: simple.
+    pub collation: Option<Arc<Collation>>,
 }
 
 /// A parsed operator-style update.
@@ -261,11 +266,17 @@ impl UpdateSpec {
             Some(v) => format!("{{_id: {}}}", render(v)),
             None => "{}".to_string(),
         };
+        // The filter's collation applies to the update too, as in mongod.
+        let collation = query.and_then(|q| q.collation()).cloned();
         let mut work = match self {
             UpdateSpec::Replacement(r) => replace(doc, r)?,
             UpdateSpec::Operators(ops) => {
                 let mut work = doc.clone();
-                let ctx = Ctx { inserting, id_desc };
+                let ctx = Ctx {
+                    inserting,
+                    id_desc,
+                    collation,
+                };
                 for (fp, kind) in &ops.ops {
                     if fp.has_positional() {
                         for concrete in positional::expand(&work, fp, query, &ops.array_filters)? {
@@ -279,7 +290,7 @@ impl UpdateSpec {
                 work
             }
             UpdateSpec::Pipeline(stages) => {
-                let mut work = match run_pipeline(stages, doc.clone()) {
+                let mut work = match run_pipeline(stages, doc.clone(), collation) {
                     Some(r) => r?,
                     None => {
                         return Err(MongoError::internal("pipeline update produced no document"))
@@ -310,9 +321,13 @@ fn pipeline_parse_check(stages: &[Document]) -> MongoResult<()> {
     crate::agg::Pipeline::parse(stages).map(|_| ())
 }
 
-fn run_pipeline(stages: &[Document], doc: Document) -> Option<MongoResult<Document>> {
+fn run_pipeline(
+    stages: &[Document],
+    doc: Document,
+    collation: Option<Arc<Collation>>,
+) -> Option<MongoResult<Document>> {
     let pipeline = match crate::agg::Pipeline::parse(stages) {
-        Ok(p) => p,
+        Ok(p) => p.with_collation(collation),
         Err(e) => return Some(Err(e)),
     };
     let input: crate::agg::DocStream = Box::new(std::iter::once(Ok(doc)));
@@ -484,14 +499,14 @@ fn apply_op(doc: &mut Document, fp: &FieldPath, kind: &OpKind, ctx: &Ctx) -> Mon
         OpKind::Rename(to) => fields::rename(doc, fp, to),
         OpKind::Inc(n) => arith::inc(doc, fp, *n, ctx),
         OpKind::Mul(n) => arith::mul(doc, fp, *n, ctx),
-        OpKind::Min(v) => arith::min_max(doc, fp, v, Ordering::Less),
-        OpKind::Max(v) => arith::min_max(doc, fp, v, Ordering::Greater),
+        OpKind::Min(v) => arith::min_max(doc, fp, v, Ordering::Less, ctx),
+        OpKind::Max(v) => arith::min_max(doc, fp, v, Ordering::Greater, ctx),
         OpKind::Bit(ops) => arith::bit(doc, fp, ops, ctx),
         OpKind::Push(spec) => array::push(doc, fp, spec, ctx),
-        OpKind::AddToSet(vals) => array::add_to_set(doc, fp, vals),
+        OpKind::AddToSet(vals) => array::add_to_set(doc, fp, vals, ctx),
         OpKind::Pop { first } => array::pop(doc, fp, *first),
-        OpKind::Pull(cond) => array::pull(doc, fp, cond),
-        OpKind::PullAll(vals) => array::pull_all(doc, fp, vals),
+        OpKind::Pull(cond) => array::pull(doc, fp, cond, ctx),
+        OpKind::PullAll(vals) => array::pull_all(doc, fp, vals, ctx),
     }
 }
 
