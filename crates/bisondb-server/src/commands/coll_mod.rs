@@ -1,13 +1,15 @@
 //! `collMod`: changes a collection's validation options (`validator`,
-//! `validationLevel`, `validationAction`), one index's `hidden` or
-//! `expireAfterSeconds`, or a view's `viewOn`/`pipeline`, as mongod 8.0 does.
+//! `validationLevel`, `validationAction`), one index's `hidden`,
+//! `expireAfterSeconds`, `prepareUnique`, `unique` or `forceNonUnique`, or a
+//! view's `viewOn`/`pipeline`, as mongod 8.0 does.
 //!
 //! Options are replaced in the catalog in one step (persisted before writers
-//! see them); an index's definition is edited in place (its entries do not
-//! depend on either option). The reply names what changed on an index
-//! (`expireAfterSeconds_old/_new`, `hidden_old/_new`). Converting an index to
-//! unique (`prepareUnique`, `unique`, `forceNonUnique`) and time-series or
-//! capped-size changes fail with 238 NotImplemented naming the option.
+//! see them); `hidden` and `expireAfterSeconds` are edited in the index's
+//! definition in place (its entries do not depend on them); `unique` and
+//! `forceNonUnique` rebuild the index (the key format differs). The reply names
+//! what changed on an index (`expireAfterSeconds_old/_new`, `hidden_old/_new`,
+//! `unique_new`, `prepareUnique_old/_new`, `forceNonUnique_new`). Time-series
+//! and capped-size changes fail with 238 NotImplemented naming the option.
 
 use bisondb_error::{ErrorCode, MongoError, MongoResult};
 use bisondb_storage::IndexSpec;
@@ -28,8 +30,9 @@ struct IndexMod {
     key_pattern: Option<Document>,
     expire_after_seconds: Option<i64>,
     hidden: Option<bool>,
-    /// `unique`, `prepareUnique` or `forceNonUnique`, when given (not built).
-    uniqueness: Option<&'static str>,
+    unique: Option<bool>,
+    prepare_unique: Option<bool>,
+    force_non_unique: Option<bool>,
 }
 
 pub struct CollMod {
@@ -67,17 +70,12 @@ fn parse_index(v: RawBsonRef<'_>) -> MongoResult<IndexMod> {
                 m.expire_after_seconds = Some(args::as_i64(CMD, "index.expireAfterSeconds", v)?)
             }
             "hidden" => m.hidden = Some(args::as_bool(CMD, "index.hidden", v)?),
-            "unique" => {
-                args::as_bool(CMD, "index.unique", v)?;
-                m.uniqueness = Some("unique");
-            }
+            "unique" => m.unique = Some(args::as_bool(CMD, "index.unique", v)?),
             "prepareUnique" => {
-                args::as_bool(CMD, "index.prepareUnique", v)?;
-                m.uniqueness = Some("prepareUnique");
+                m.prepare_unique = Some(args::as_bool(CMD, "index.prepareUnique", v)?)
             }
             "forceNonUnique" => {
-                args::as_bool(CMD, "index.forceNonUnique", v)?;
-                m.uniqueness = Some("forceNonUnique");
+                m.force_non_unique = Some(args::as_bool(CMD, "index.forceNonUnique", v)?)
             }
             other => return Err(args::unknown_field("collMod.index", other)),
         }
@@ -97,10 +95,21 @@ fn parse_index(v: RawBsonRef<'_>) -> MongoResult<IndexMod> {
         }
         _ => {}
     }
-    if m.expire_after_seconds.is_none() && m.hidden.is_none() && m.uniqueness.is_none() {
+    if m.expire_after_seconds.is_none()
+        && m.hidden.is_none()
+        && m.unique.is_none()
+        && m.prepare_unique.is_none()
+        && m.force_non_unique.is_none()
+    {
         return Err(MongoError::new(
             ErrorCode::InvalidOptions,
             "no expireAfterSeconds, hidden, unique, or prepareUnique field",
+        ));
+    }
+    if m.unique.is_some() && m.force_non_unique.is_some() {
+        return Err(MongoError::new(
+            ErrorCode::InvalidOptions,
+            "collMod does not support 'unique' and 'forceNonUnique' options at the same time",
         ));
     }
     if let Some(s) = m.expire_after_seconds {
@@ -226,7 +235,7 @@ impl Command for CollMod {
             if is_view {
                 return Err(on_view("index"));
             }
-            index_change = Some(self.plan_index(&coll, ix)?);
+            index_change = self.plan_index(&coll, ix)?;
         }
         if let Some(v) = &self.validator {
             if is_view {
@@ -302,6 +311,12 @@ struct IndexChange {
     expire_after_seconds: Option<i64>,
     /// A new `hidden` value (a no-op change is dropped, as mongod drops it).
     hidden: Option<bool>,
+    /// The current `prepareUnique` and a new value, when it changes.
+    prepare_unique: (bool, Option<bool>),
+    /// Rebuild as unique (`unique: true`)...
+    make_unique: bool,
+    /// ...or as non-unique (`forceNonUnique: true`).
+    make_non_unique: bool,
 }
 
 impl CollMod {
@@ -310,17 +325,19 @@ impl CollMod {
         &self,
         coll: &bisondb_storage::Collection,
         ix: &IndexMod,
-    ) -> MongoResult<IndexChange> {
+    ) -> MongoResult<Option<IndexChange>> {
         let ns = format!("{}.{}", self.db, self.coll);
         let is_id = match (&ix.name, &ix.key_pattern) {
             (Some(n), _) => n == "_id_",
             (None, Some(k)) => k.len() == 1 && k.keys().next().is_some_and(|f| f == "_id"),
             _ => false,
         };
-        if let Some(field) = ix.uniqueness {
-            return Err(MongoError::new(
-                ErrorCode::NotImplemented,
-                format!("collMod of an index's '{field}' is not supported by BisonDB yet (see docs/COMPATIBILITY.md)"),
+        if ix.unique == Some(false) {
+            return Err(MongoError::bad_value("Cannot make index non-unique"));
+        }
+        if ix.force_non_unique == Some(false) {
+            return Err(MongoError::bad_value(
+                "'forceNonUnique: false' is not supported",
             ));
         }
         if is_id {
@@ -331,24 +348,28 @@ impl CollMod {
                     "the _id field does not support TTL indexes",
                 ));
             }
-            return Err(MongoError::bad_value("can't hide _id index"));
+            if ix.hidden.is_some() {
+                return Err(MongoError::bad_value("can't hide _id index"));
+            }
+            if ix.force_non_unique.is_some() {
+                return Err(MongoError::bad_value(
+                    "the _id index cannot be made non-unique",
+                ));
+            }
+            // `unique` and `prepareUnique` on an index that is unique change nothing.
+            return Ok(None);
         }
         let indexes = coll.indexes();
-        let found: Vec<&IndexSpec> = match (&ix.name, &ix.key_pattern) {
-            (Some(n), _) => indexes
-                .iter()
-                .map(|i| &i.spec)
-                .filter(|s| &s.name == n)
-                .collect(),
+        let found: Vec<&bisondb_storage::IndexInfo> = match (&ix.name, &ix.key_pattern) {
+            (Some(n), _) => indexes.iter().filter(|i| &i.spec.name == n).collect(),
             (None, Some(k)) => indexes
                 .iter()
-                .map(|i| &i.spec)
-                .filter(|s| same_key(&s.key, k))
+                .filter(|i| same_key(&i.spec.key, k))
                 .collect(),
             _ => Vec::new(),
         };
-        let spec = match found.as_slice() {
-            [one] => (*one).clone(),
+        let (spec, prepared) = match found.as_slice() {
+            [one] => (one.spec.clone(), one.prepare_unique),
             [] => {
                 let wanted = match (&ix.name, &ix.key_pattern) {
                     (Some(n), _) => n.clone(),
@@ -367,8 +388,8 @@ impl CollMod {
                         "index keyPattern {} matches {} indexes, must use index name. Conflicting indexes:{}, {}",
                         ix.key_pattern.clone().unwrap_or_default(),
                         found.len(),
-                        a.to_document(),
-                        b.to_document()
+                        a.spec.to_document(),
+                        b.spec.to_document()
                     ),
                 ))
             }
@@ -387,12 +408,26 @@ impl CollMod {
                 "Can't hide index on system collection",
             ));
         }
-        Ok(IndexChange {
+        // Converting needs the preparation first; a unique index is already there.
+        let make_unique = ix.unique == Some(true) && !spec.unique;
+        if make_unique && !prepared {
+            return Err(MongoError::new(
+                ErrorCode::InvalidOptions,
+                "Cannot make index unique with 'prepareUnique=false'. Run collMod to set it first.",
+            ));
+        }
+        Ok(Some(IndexChange {
             name: spec.name.clone(),
             hidden: ix.hidden.filter(|h| *h != spec.hidden),
             expire_after_seconds: ix.expire_after_seconds,
+            prepare_unique: (
+                prepared,
+                ix.prepare_unique.filter(|p| *p != prepared && !spec.unique),
+            ),
+            make_unique,
+            make_non_unique: ix.force_non_unique == Some(true) && spec.unique,
             old: spec,
-        })
+        }))
     }
 }
 
@@ -435,7 +470,54 @@ impl IndexChange {
             r.insert("hidden_old", self.old.hidden);
             r.insert("hidden_new", h);
         }
+        if self.make_unique {
+            convert(storage, db, coll, &self.name, true)?;
+            r.insert("unique_new", true);
+        }
+        if let (old, Some(new)) = self.prepare_unique {
+            storage
+                .set_index_prepare_unique(db, coll, &self.name, new)
+                .map_err(MongoError::from)?;
+            r.insert("prepareUnique_old", old);
+            r.insert("prepareUnique_new", new);
+        }
+        if self.make_non_unique {
+            convert(storage, db, coll, &self.name, false)?;
+            r.insert("forceNonUnique_new", true);
+        }
         Ok(())
+    }
+}
+
+/// Rebuilds index `name` as unique or not; documents sharing a key make the
+/// conversion to unique fail with 359 and their `_id`s (`violations`).
+fn convert(
+    storage: &bisondb_storage::Storage,
+    db: &str,
+    coll: &str,
+    name: &str,
+    unique: bool,
+) -> MongoResult<()> {
+    match storage.convert_index(db, coll, name, unique)? {
+        Ok(true) => Ok(()),
+        Ok(false) => Err(MongoError::new(
+            ErrorCode::IndexNotFound,
+            format!("cannot find index {name} for ns {db}.{coll}"),
+        )),
+        Err(groups) => {
+            let violations: Vec<Bson> = groups
+                .into_iter()
+                .map(|ids| Bson::Document(doc! {"ids": ids}))
+                .collect();
+            let e = MongoError::new(
+                ErrorCode::CannotConvertIndexToUnique,
+                "Cannot convert the index to unique. Please resolve conflicting documents before running collMod again.",
+            );
+            Err(match reply::to_raw(&doc! {"violations": violations}) {
+                Ok(raw) => e.with_details(raw.into_bytes()),
+                Err(_) => e,
+            })
+        }
     }
 }
 

@@ -54,7 +54,11 @@ impl Command for ListIndexes {
         };
         let mut specs = vec![crate::reply::to_raw(&util::id_index_spec())?];
         for ix in coll.indexes() {
-            specs.push(crate::reply::to_raw(&ix.spec.to_document())?);
+            let mut spec = ix.spec.to_document();
+            if ix.prepare_unique {
+                spec.insert("prepareUnique", true);
+            }
+            specs.push(crate::reply::to_raw(&spec)?);
         }
         let src: DocSource = Box::new(specs.into_iter().map(Ok));
         let mut cursor = Cursor::new(ns.clone(), src, None);

@@ -131,7 +131,11 @@ fn index_options_change_with_mongods_reply() {
     assert_eq!(specs[0].expire_after_seconds, Some(5));
     assert_eq!(specs[1].expire_after_seconds, Some(60));
     for (index, want, msg) in [
-        (doc! {"name": "_id_", "hidden": true}, 2, "can't hide _id index"),
+        (
+            doc! {"name": "_id_", "hidden": true},
+            2,
+            "can't hide _id index",
+        ),
         (
             doc! {"name": "nope", "hidden": true},
             27,
@@ -148,9 +152,14 @@ fn index_options_change_with_mongods_reply() {
             "no expireAfterSeconds, hidden, unique, or prepareUnique field",
         ),
         (
-            doc! {"name": "a_1", "prepareUnique": true},
-            238,
-            "collMod of an index's 'prepareUnique' is not supported by BisonDB yet (see docs/COMPATIBILITY.md)",
+            doc! {"name": "a_1", "unique": true},
+            72,
+            "Cannot make index unique with 'prepareUnique=false'. Run collMod to set it first.",
+        ),
+        (
+            doc! {"name": "a_1", "unique": false},
+            2,
+            "Cannot make index non-unique",
         ),
     ] {
         let r = run(&s, doc! {"collMod": "c", "index": index.clone()});
@@ -179,5 +188,88 @@ fn a_views_definition_can_change() {
     assert_eq!(
         code(&run(&s, doc! {"collMod": "v", "validator": {"a": 1}})),
         72
+    );
+}
+
+#[test]
+fn an_index_becomes_unique_in_two_steps() {
+    let s = server();
+    run(
+        &s,
+        doc! {"insert": "c", "documents": [{"_id": 1, "x": 1}, {"_id": 2, "x": 1}, {"_id": 3, "x": 3}]},
+    );
+    run(
+        &s,
+        doc! {"createIndexes": "c", "indexes": [{"key": {"x": 1}, "name": "x_1"}]},
+    );
+    let r = run(
+        &s,
+        doc! {"collMod": "c", "index": {"keyPattern": {"x": 1}, "prepareUnique": true}},
+    );
+    assert_eq!(
+        r,
+        doc! {"prepareUnique_old": false, "prepareUnique_new": true, "ok": 1.0}
+    );
+    let listed = run(&s, doc! {"listIndexes": "c"});
+    let specs = listed
+        .get_document("cursor")
+        .unwrap()
+        .get_array("firstBatch")
+        .unwrap();
+    assert_eq!(
+        specs[1]
+            .as_document()
+            .unwrap()
+            .get_bool("prepareUnique")
+            .ok(),
+        Some(true)
+    );
+    // New duplicates are refused while the old ones stay.
+    let r = run(&s, doc! {"insert": "c", "documents": [{"_id": 4, "x": 3}]});
+    assert_eq!(
+        r.get_array("writeErrors").unwrap()[0]
+            .as_document()
+            .unwrap()
+            .get_i32("code")
+            .unwrap(),
+        11000,
+        "{r}"
+    );
+    let r = run(
+        &s,
+        doc! {"collMod": "c", "index": {"keyPattern": {"x": 1}, "unique": true}},
+    );
+    assert_eq!(code(&r), 359, "{r}");
+    assert_eq!(r.get_str("codeName").unwrap(), "CannotConvertIndexToUnique");
+    assert_eq!(
+        r.get_array("violations").unwrap(),
+        &vec![bson::Bson::Document(doc! {"ids": [1, 2]})]
+    );
+    run(
+        &s,
+        doc! {"delete": "c", "deletes": [{"q": {"_id": 2}, "limit": 1}]},
+    );
+    let r = run(
+        &s,
+        doc! {"collMod": "c", "index": {"keyPattern": {"x": 1}, "unique": true}},
+    );
+    assert_eq!(r, doc! {"unique_new": true, "ok": 1.0});
+    let ix = &s.storage.collection("t", "c").unwrap().indexes()[0];
+    assert!(ix.spec.unique && !ix.prepare_unique);
+    // Once unique, asking again changes nothing; forceNonUnique goes back.
+    let r = run(
+        &s,
+        doc! {"collMod": "c", "index": {"name": "x_1", "unique": true}},
+    );
+    assert_eq!(r, doc! {"ok": 1.0});
+    let r = run(
+        &s,
+        doc! {"collMod": "c", "index": {"name": "x_1", "forceNonUnique": true}},
+    );
+    assert_eq!(r, doc! {"forceNonUnique_new": true, "ok": 1.0});
+    assert!(
+        !s.storage.collection("t", "c").unwrap().indexes()[0]
+            .spec
+            .unique
     );
 }
