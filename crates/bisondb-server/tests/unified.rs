@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use runner::Outcome;
 
 /// The number of tests that passed when this floor was last raised.
-const PASS_FLOOR: usize = 377;
+const PASS_FLOOR: usize = 378;
 
 /// The spec folders (relative to the specs root) the runner executes.
 const SUITES: &[&str] = &[
