@@ -390,3 +390,42 @@ async fn capped_options_and_order_survive_a_restart_on_lsm() {
     drop(client);
     server.wait().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn coll_stats_stage_reports_capped() {
+    let t = start().await;
+    let db = t.tcp.database("capped_stage");
+    db.run_command(doc! {"create": "c", "capped": true, "size": 8192, "max": 10})
+        .await
+        .unwrap();
+    insert(&db, "c", 0..12).await;
+    let r = db
+        .run_command(doc! {
+            "aggregate": "c",
+            "pipeline": [{"$collStats": {"storageStats": {"scale": 2}, "count": {}}}, {"$project": {"host": 0, "localTime": 0}}],
+            "cursor": {},
+        })
+        .await
+        .unwrap();
+    let out = batch(&r, "firstBatch");
+    assert_eq!(out.len(), 1, "{r}");
+    let stats = out[0].get_document("storageStats").unwrap();
+    assert_eq!(stats.get_bool("capped").ok(), Some(true), "{stats}");
+    assert_eq!(num(stats, "maxSize"), 4096, "{stats}");
+    assert_eq!(num(stats, "max"), 10, "{stats}");
+    assert_eq!(num(&out[0], "count"), 10, "{r}");
+    assert_eq!(out[0].get_str("ns").ok(), Some("capped_stage.c"));
+    assert!(out[0].get("host").is_none(), "the stages after it run");
+    expect_code(
+        db.run_command(
+            doc! {"aggregate": "c", "pipeline": [{"$collStats": {"nope": {}}}], "cursor": {}},
+        )
+        .await,
+        40415,
+    );
+    expect_code(
+        db.run_command(doc! {"aggregate": "missing", "pipeline": [{"$collStats": {"count": {}}}], "cursor": {}})
+            .await,
+        26,
+    );
+}

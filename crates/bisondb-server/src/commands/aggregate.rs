@@ -27,6 +27,8 @@ pub struct Aggregate {
     hint: Option<plan::Hint>,
     /// The pipeline started with `$listLocalSessions` (removed from `pipeline`).
     local_sessions: bool,
+    /// The pipeline started with `$collStats` (removed from `pipeline`).
+    coll_stats: Option<super::coll_stats::CollStatsStage>,
     /// With `explain: true`, the command itself: the reply is its plan (as the
     /// `explain` command with `queryPlanner` verbosity gives) and nothing runs.
     explain: Option<RawDocumentBuf>,
@@ -148,9 +150,19 @@ impl Command for Aggregate {
             }
             None => false,
         };
+        // $collStats reads storage statistics: it becomes the pipeline's input.
+        let coll_stats = match stages.first().and_then(|s| s.get("$collStats")) {
+            Some(spec) if coll.is_some() => {
+                let stage = super::coll_stats::CollStatsStage::parse(spec)?;
+                stages.remove(0);
+                Some(stage)
+            }
+            _ => None,
+        };
         let pipeline = Pipeline::parse(&lets.pipeline(&stages))?;
         Ok(Aggregate {
             local_sessions,
+            coll_stats,
             wc: util::write_concern(n, req.body)?,
             db: req.db.clone(),
             coll,
@@ -201,6 +213,10 @@ impl Command for Aggregate {
         }
         let input: DocStream = if self.local_sessions {
             Box::new(ctx.state.sessions.list().into_iter().map(Ok))
+        } else if let Some(stage) = &self.coll_stats {
+            let coll = self.coll.as_deref().unwrap_or_default();
+            let stats = stage.output(ctx.state, &self.db, coll)?;
+            Box::new(std::iter::once(Ok(stats)))
         } else {
             let scan = plan::execute(coll.as_ref(), &chosen, &matcher, Default::default())?;
             Box::new(scan.map(|r| r.and_then(|d| args::to_document(&d))))

@@ -45,41 +45,162 @@ impl Command for CollStats {
                 format!("Collection [{ns}] not found."),
             ));
         };
-        let (count, size) = (c.count(), c.data_size());
-        let db = ctx.state.storage.database_stats(&self.db);
-        // The database's on-disk bytes, apportioned to this collection by data size.
-        let storage = if db.data_size == 0 {
-            0
-        } else {
-            (db.storage_size as u128 * size as u128 / db.data_size as u128) as u64
-        };
-        let sc = |n: u64| (n / self.scale) as i64;
-        // Index entries are not measured apart from the data yet (see
-        // docs/COMPATIBILITY.md): every index is listed, with size 0.
-        let mut index_sizes = doc! {"_id_": 0i64};
-        let secondary = c.indexes();
-        for ix in &secondary {
-            index_sizes.insert(ix.spec.name.clone(), 0i64);
-        }
-        let avg = size.checked_div(count).unwrap_or(0);
-        let mut out = doc! {
-            "ns": ns,
-            "size": sc(size),
-            "count": count as i64,
-            "avgObjSize": avg as i64,
-            "storageSize": sc(storage),
-        };
-        // `capped`, and for a capped collection `max` and `maxSize`.
-        out.extend(super::capped::stats_fields(&c, self.scale));
-        out.extend(doc! {
-            "nindexes": 1 + secondary.len() as i32,
-            "indexDetails": {},
-            "indexBuilds": [],
-            "totalIndexSize": 0i64,
-            "totalSize": sc(storage),
-            "indexSizes": index_sizes,
-            "scaleFactor": self.scale as i64,
-        });
+        let mut out = doc! {"ns": ns};
+        out.extend(storage_stats(&ctx.state.storage, &c, self.scale));
         reply::ok(out)
+    }
+}
+
+/// A collection's statistics as `collStats` reports them (after `ns`) and
+/// `$collStats` under `storageStats`, sizes divided by `scale`.
+pub fn storage_stats(
+    storage: &bisondb_storage::Storage,
+    c: &bisondb_storage::Collection,
+    scale: u64,
+) -> bson::Document {
+    let scale = scale.max(1);
+    let (count, size) = (c.count(), c.data_size());
+    let db = storage.database_stats(c.db());
+    // The database's on-disk bytes, apportioned to this collection by data size.
+    let on_disk = if db.data_size == 0 {
+        0
+    } else {
+        (db.storage_size as u128 * size as u128 / db.data_size as u128) as u64
+    };
+    let sc = |n: u64| (n / scale) as i64;
+    // Index entries are not measured apart from the data yet (see
+    // docs/COMPATIBILITY.md): every index is listed, with size 0.
+    let mut index_sizes = doc! {"_id_": 0i64};
+    let secondary = c.indexes();
+    for ix in &secondary {
+        index_sizes.insert(ix.spec.name.clone(), 0i64);
+    }
+    let avg = size.checked_div(count).unwrap_or(0);
+    let mut out = doc! {
+        "size": sc(size),
+        "count": count as i64,
+        "avgObjSize": avg as i64,
+        "storageSize": sc(on_disk),
+    };
+    // `capped`, and for a capped collection `max` and `maxSize`.
+    out.extend(super::capped::stats_fields(c, scale));
+    out.extend(doc! {
+        "nindexes": 1 + secondary.len() as i32,
+        "indexDetails": {},
+        "indexBuilds": [],
+        "totalIndexSize": 0i64,
+        "totalSize": sc(on_disk),
+        "indexSizes": index_sizes,
+        "scaleFactor": scale as i64,
+    });
+    out
+}
+
+/// `$collStats`, the first stage of an aggregation on a collection: one
+/// document with the collection's statistics (`storageStats` as `collStats`
+/// reports them, `count`, and empty `latencyStats` / `queryExecStats`, which
+/// BisonDB does not measure).
+#[derive(Debug, Clone, Default)]
+pub struct CollStatsStage {
+    latency: bool,
+    storage_scale: Option<u64>,
+    count: bool,
+    query_exec: bool,
+}
+
+impl CollStatsStage {
+    const NAME: &'static str = "$collStats";
+
+    /// Parses the stage's argument as mongod's IDL does.
+    pub fn parse(spec: &bson::Bson) -> MongoResult<CollStatsStage> {
+        let bson::Bson::Document(spec) = spec else {
+            return Err(MongoError::location(
+                5447000,
+                format!("$collStats must take a nested object but found: {spec}"),
+            ));
+        };
+        let mut stage = CollStatsStage::default();
+        for (k, v) in spec {
+            let bson::Bson::Document(sub) = v else {
+                return Err(MongoError::type_mismatch(format!(
+                    "BSON field '$collStats.{k}' is the wrong type '{}', expected type 'object'",
+                    crate::args::type_name(v.element_type())
+                )));
+            };
+            match k.as_str() {
+                "latencyStats" => stage.latency = true,
+                "count" => stage.count = true,
+                "queryExecStats" => stage.query_exec = true,
+                "storageStats" => {
+                    let mut scale = 1;
+                    for (sk, sv) in sub {
+                        match sk.as_str() {
+                            "scale" => {
+                                let raw = bson::RawBson::try_from(sv.clone())
+                                    .map_err(crate::request::invalid_bson)?;
+                                scale = super::db_stats::parse_scale(
+                                    "$collStats.storageStats",
+                                    raw.as_raw_bson_ref(),
+                                )?;
+                            }
+                            "verbose" | "waitForLock" | "numericOnly" => {}
+                            other => {
+                                return Err(crate::args::unknown_field(
+                                    "$collStats.storageStats",
+                                    other,
+                                ))
+                            }
+                        }
+                    }
+                    stage.storage_scale = Some(scale);
+                }
+                other => return Err(crate::args::unknown_field(Self::NAME, other)),
+            }
+        }
+        Ok(stage)
+    }
+
+    /// The stage's one output document for `db.coll`.
+    pub fn output(
+        &self,
+        state: &crate::state::ServerState,
+        db: &str,
+        coll: &str,
+    ) -> MongoResult<bson::Document> {
+        let ns = util::ns(db, coll);
+        let found = state.storage.collection(db, coll);
+        let missing = |what: &str| {
+            MongoError::new(
+                ErrorCode::NamespaceNotFound,
+                format!("Unable to retrieve {what} in $collStats stage :: caused by :: Collection [{ns}] not found."),
+            )
+        };
+        let mut out = doc! {
+            "ns": ns.clone(),
+            "host": super::host_info::hostname(),
+            "localTime": bson::DateTime::now(),
+        };
+        if self.latency {
+            let zero = doc! {"latency": 0i64, "ops": 0i64};
+            out.insert(
+                "latencyStats",
+                doc! {"reads": zero.clone(), "writes": zero.clone(), "commands": zero.clone(), "transactions": zero},
+            );
+        }
+        if let Some(scale) = self.storage_scale {
+            let c = found.as_ref().ok_or_else(|| missing("storageStats"))?;
+            out.insert("storageStats", storage_stats(&state.storage, c, scale));
+        }
+        if self.count {
+            let c = found.as_ref().ok_or_else(|| missing("count"))?;
+            out.insert("count", c.count() as i64);
+        }
+        if self.query_exec {
+            out.insert(
+                "queryExecStats",
+                doc! {"collectionScans": {"total": 0i64, "nonTailable": 0i64}},
+            );
+        }
+        Ok(out)
     }
 }
