@@ -465,3 +465,37 @@ fn update_operators_use_the_query_collation() {
         assert_eq!(y, want_coll, "{u} on {d}, strength 2");
     }
 }
+
+/// One foreign collection for `$lookup`.
+struct OneCollection(Vec<Document>);
+
+impl crate::agg::CollectionReader for OneCollection {
+    fn read(&self, _collection: &str) -> MongoResult<crate::agg::DocStream> {
+        Ok(Box::new(self.0.clone().into_iter().map(Ok)))
+    }
+}
+
+#[test]
+fn lookup_joins_strings_under_the_collation() {
+    let pipeline = vec![doc! {"$lookup": {
+        "from": "f", "localField": "k", "foreignField": "k", "as": "j"
+    }}];
+    let run = |c: Option<Arc<Collation>>| -> usize {
+        let p = crate::agg::Pipeline::parse(&pipeline)
+            .unwrap()
+            .with_collation(c);
+        let reader: Arc<dyn crate::agg::CollectionReader> = Arc::new(OneCollection(vec![
+            doc! {"k": "X"},
+            doc! {"k": "x"},
+            doc! {"k": "y"},
+        ]));
+        let input: crate::agg::DocStream = Box::new(std::iter::once(Ok(doc! {"k": "x"})));
+        let out = p
+            .run_with_reader(input, Some(reader))
+            .collect::<MongoResult<Vec<_>>>()
+            .unwrap();
+        out[0].get_array("j").map(Vec::len).unwrap_or(0)
+    };
+    assert_eq!(run(None), 1);
+    assert_eq!(run(Some(coll(doc! {"locale": "en", "strength": 1}))), 2);
+}

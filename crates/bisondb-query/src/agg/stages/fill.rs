@@ -3,9 +3,9 @@
 //! (`method: "locf"`), or linear interpolation on the sort field
 //! (`method: "linear"`).
 
-use crate::agg::key::key_of;
+use crate::agg::key::key_of_in;
 use crate::agg::{DocStream, RunCtx, Stage};
-use crate::compare::compare_bson;
+use crate::compare::compare_bson_in;
 use crate::expr::value::{nullish, type_name, Num};
 use crate::expr::{Expr, Vars};
 use crate::sort::SortSpec;
@@ -163,16 +163,18 @@ impl FillStage {
         for r in input {
             let d = r?;
             let pk = self.partition_key(&d, &vars)?;
-            let slot = *index.entry(key_of(Some(&pk))).or_insert_with(|| {
-                parts.push((pk, Vec::new()));
-                parts.len() - 1
-            });
+            let slot = *index
+                .entry(key_of_in(Some(&pk), vars.collation()))
+                .or_insert_with(|| {
+                    parts.push((pk, Vec::new()));
+                    parts.len() - 1
+                });
             if let Some((_, docs)) = parts.get_mut(slot) {
                 docs.push(d);
             }
         }
         if self.partition_by.is_some() || !self.partition_fields.is_empty() {
-            parts.sort_by(|a, b| compare_bson(&a.0, &b.0));
+            parts.sort_by(|a, b| compare_bson_in(&a.0, &b.0, vars.collation()));
         }
         let mut out = Vec::new();
         for (_, docs) in parts {

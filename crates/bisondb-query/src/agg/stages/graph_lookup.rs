@@ -140,7 +140,7 @@ impl GraphLookupStage {
         }
         let mut by_key: HashMap<Vec<u8>, Vec<usize>> = HashMap::new();
         for (i, d) in docs.iter().enumerate() {
-            for k in equality_keys(d, &self.connect_to) {
+            for k in equality_keys(d, &self.connect_to, cx.collation.as_deref()) {
                 by_key.entry(k).or_default().push(i);
             }
         }
@@ -149,7 +149,7 @@ impl GraphLookupStage {
 
     fn search(&self, mut doc: Document, g: &Graph, vars: &Vars) -> MongoResult<Document> {
         let start = self.start_with.eval(&doc, vars)?;
-        let mut frontier: Vec<Vec<u8>> = value_keys(start.as_ref());
+        let mut frontier: Vec<Vec<u8>> = value_keys(start.as_ref(), vars.collation());
         let mut seen_keys: HashSet<Vec<u8>> = HashSet::new();
         let mut found: Vec<(usize, u64)> = Vec::new();
         let mut visited: HashSet<usize> = HashSet::new();
@@ -169,7 +169,7 @@ impl GraphLookupStage {
                         // A document without connectFromField ends its branch.
                         let v = crate::path::get_path_bson_fanout(d, &self.connect_from.join("."));
                         if v.as_ref().is_some_and(|x| !matches!(x, Bson::Null)) {
-                            next.extend(value_keys(v.as_ref()));
+                            next.extend(value_keys(v.as_ref(), vars.collation()));
                         }
                     }
                 }

@@ -3,8 +3,9 @@
 //! `foreignField`), an uncorrelated `pipeline`, and both together. `let`
 //! (correlated sub-pipelines) is not supported yet.
 
-use crate::agg::key::key_of;
+use crate::agg::key::key_of_in;
 use crate::agg::{DocStream, Pipeline, RunCtx, Stage};
+use crate::collation::Collation;
 use crate::expr::value::type_name;
 use crate::expr::{check_var_name, Expr};
 use crate::update::path::{parse_index, set_path, split};
@@ -227,26 +228,31 @@ fn collect(v: &Bson, parts: &[String], out: &mut Vec<Bson>) {
 }
 
 /// Canonical keys a query equality on `parts` matches in `doc`.
-pub(crate) fn equality_keys(doc: &Document, parts: &[String]) -> Vec<Vec<u8>> {
+/// Under a collation, strings it finds equal share a key.
+pub(crate) fn equality_keys(
+    doc: &Document,
+    parts: &[String],
+    c: Option<&Collation>,
+) -> Vec<Vec<u8>> {
     let mut vals = Vec::new();
     collect(&Bson::Document(doc.clone()), parts, &mut vals);
-    let mut keys: Vec<Vec<u8>> = vals.iter().map(|v| key_of(Some(v))).collect();
+    let mut keys: Vec<Vec<u8>> = vals.iter().map(|v| key_of_in(Some(v), c)).collect();
     keys.sort();
     keys.dedup();
     keys
 }
 
-fn local_keys(doc: &Document, local: &str) -> Vec<Vec<u8>> {
-    value_keys(crate::path::get_path_bson_fanout(doc, local).as_ref())
+fn local_keys(doc: &Document, local: &str, c: Option<&Collation>) -> Vec<Vec<u8>> {
+    value_keys(crate::path::get_path_bson_fanout(doc, local).as_ref(), c)
 }
 
 /// Keys to look up for a local value: each element of an array (missing
 /// and empty arrays look up null).
-pub(crate) fn value_keys(v: Option<&Bson>) -> Vec<Vec<u8>> {
+pub(crate) fn value_keys(v: Option<&Bson>, c: Option<&Collation>) -> Vec<Vec<u8>> {
     let mut keys: Vec<Vec<u8>> = match v {
-        Some(Bson::Array(a)) if !a.is_empty() => a.iter().map(|x| key_of(Some(x))).collect(),
-        Some(Bson::Array(_)) => vec![key_of(None)],
-        other => vec![key_of(other)],
+        Some(Bson::Array(a)) if !a.is_empty() => a.iter().map(|x| key_of_in(Some(x), c)).collect(),
+        Some(Bson::Array(_)) => vec![key_of_in(None, c)],
+        other => vec![key_of_in(other, c)],
     };
     keys.sort();
     keys.dedup();
@@ -269,7 +275,7 @@ impl LookupStage {
         match (&self.foreign, &self.pipeline) {
             (Some(parts), _) => {
                 for (i, d) in foreign.iter().enumerate() {
-                    for k in equality_keys(d, parts) {
+                    for k in equality_keys(d, parts, cx.collation.as_deref()) {
                         index.entry(k).or_default().push(i);
                     }
                 }
@@ -297,7 +303,7 @@ impl LookupStage {
         } else {
             let mut idx: Vec<usize> = Vec::new();
             if let Some(local) = &self.local {
-                for k in local_keys(&doc, local) {
+                for k in local_keys(&doc, local, cx.collation.as_deref()) {
                     if let Some(v) = j.index.get(&k) {
                         idx.extend(v);
                     }

@@ -4,9 +4,9 @@
 //! `$shift` and `$locf`. Others fail with NotImplemented.
 
 use crate::agg::accumulators::{AccOp, Accumulator};
-use crate::agg::key::key_of;
+use crate::agg::key::key_of_in;
 use crate::agg::{DocStream, RunCtx, Stage};
-use crate::compare::compare_bson;
+use crate::compare::compare_bson_in;
 use crate::expr::value::{nullish, type_name, Num};
 use crate::expr::{Expr, Vars};
 use crate::sort::SortSpec;
@@ -314,7 +314,7 @@ impl SetWindowFieldsStage {
                 Some(e) => e.eval(&d, &vars)?,
                 None => None,
             };
-            let key = key_of(pv.as_ref());
+            let key = key_of_in(pv.as_ref(), vars.collation());
             let slot = *index.entry(key).or_insert_with(|| {
                 parts.push((pv.unwrap_or(Bson::Null), Vec::new()));
                 parts.len() - 1
@@ -323,7 +323,7 @@ impl SetWindowFieldsStage {
                 docs.push(d);
             }
         }
-        parts.sort_by(|a, b| compare_bson(&a.0, &b.0));
+        parts.sort_by(|a, b| compare_bson_in(&a.0, &b.0, vars.collation()));
         let mut out = Vec::new();
         for (_, docs) in parts {
             out.extend(self.partition(docs, &vars)?);
