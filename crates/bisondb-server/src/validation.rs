@@ -153,7 +153,9 @@ impl Validator {
             return Ok(None);
         }
         Ok(Some(Validator {
-            matcher: Matcher::parse_doc(rules)?,
+            // mongod matches a validator under the collection's default collation.
+            matcher: Matcher::parse_doc(rules)?
+                .with_collation(crate::collation::of_collection(Some(coll))?),
             rules: rules.clone(),
             moderate: level == "moderate",
             warn: options

@@ -362,3 +362,34 @@ async fn malformed_collations_fail_like_mongod() {
         assert!(!names.contains(&"new".to_string()), "{t}: {names:?}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn default_collation_applies_to_validators_and_update_operators() {
+    let ts = start().await;
+    for (t, client) in ts.clients() {
+        let db = client.database(&format!("coll_validator_{t}"));
+        db.run_command(doc! {
+            "create": "v",
+            "collation": {"locale": "en", "strength": 2},
+            "validator": {"kind": {"$in": ["book", "film"]}},
+        })
+        .await
+        .unwrap();
+        let c = db.collection::<Document>("v");
+        c.insert_one(doc! {"_id": 1, "kind": "BOOK", "tags": ["a"]})
+            .await
+            .unwrap();
+        expect_code(c.insert_one(doc! {"_id": 2, "kind": "song"}).await, 121);
+        // $addToSet and $pull under the default collation.
+        c.update_one(doc! {"_id": 1}, doc! {"$addToSet": {"tags": "A"}})
+            .await
+            .unwrap();
+        let d = c.find_one(doc! {"_id": 1}).await.unwrap().unwrap();
+        assert_eq!(d.get_array("tags").map(Vec::len).ok(), Some(1), "{t}: {d}");
+        c.update_one(doc! {"kind": "book"}, doc! {"$pull": {"tags": "A"}})
+            .await
+            .unwrap();
+        let d = c.find_one(doc! {"_id": 1}).await.unwrap().unwrap();
+        assert_eq!(d.get_array("tags").map(Vec::len).ok(), Some(0), "{t}: {d}");
+    }
+}
