@@ -997,5 +997,7 @@ fn parse_entry(
     Ok((db, name, state, index_records))
 }
 
+mod capped;
+
 #[cfg(test)]
 mod tests;
