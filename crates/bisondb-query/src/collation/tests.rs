@@ -443,6 +443,12 @@ fn update_operators_use_the_query_collation() {
             doc! {"a": ["y"]},
         ),
         (
+            doc! {"$set": {"a.$[e]": "z"}},
+            doc! {"a": ["x", "y"]},
+            doc! {"a": ["x", "y"]},
+            doc! {"a": ["z", "y"]},
+        ),
+        (
             doc! {"$max": {"a": "B"}},
             doc! {"a": "a"},
             doc! {"a": "a"},
@@ -456,7 +462,11 @@ fn update_operators_use_the_query_collation() {
         ),
     ];
     for (u, d, want_plain, want_coll) in cases {
-        let spec = UpdateSpec::parse(&u).unwrap();
+        let spec = if u.contains_key("$set") {
+            UpdateSpec::parse_with_array_filters(&u, &[doc! {"e": "X"}]).unwrap()
+        } else {
+            UpdateSpec::parse(&u).unwrap()
+        };
         let mut x = d.clone();
         spec.apply_with_query(&mut x, false, Some(&plain)).unwrap();
         assert_eq!(x, want_plain, "{u} on {d}, simple");

@@ -277,9 +277,18 @@ impl UpdateSpec {
                     id_desc,
                     collation,
                 };
+                // arrayFilters match under the update's collation too.
+                let collated: Vec<positional::ArrayFilter>;
+                let filters = match &ctx.collation {
+                    Some(c) if !ops.array_filters.is_empty() => {
+                        collated = ops.array_filters.iter().map(|f| f.collated(c)).collect();
+                        &collated
+                    }
+                    _ => &ops.array_filters,
+                };
                 for (fp, kind) in &ops.ops {
                     if fp.has_positional() {
-                        for concrete in positional::expand(&work, fp, query, &ops.array_filters)? {
+                        for concrete in positional::expand(&work, fp, query, filters)? {
                             apply_op(&mut work, &concrete, kind, &ctx)?;
                         }
                     } else {

@@ -17,6 +17,16 @@ pub(crate) struct ArrayFilter {
     matcher: Matcher,
 }
 
+impl ArrayFilter {
+    /// The same filter matching under `collation` (the update's).
+    pub(crate) fn collated(&self, collation: &std::sync::Arc<crate::collation::Collation>) -> Self {
+        ArrayFilter {
+            id: self.id.clone(),
+            matcher: self.matcher.clone().with_collation(Some(collation.clone())),
+        }
+    }
+}
+
 /// The kind of a path component.
 pub(crate) enum Component<'a> {
     Plain,
