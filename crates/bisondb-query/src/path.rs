@@ -152,6 +152,11 @@ pub fn get_path_bson<'a>(doc: &'a Document, path: &str) -> Option<&'a Bson> {
 /// nested results, elements without the field are skipped). `None` means the
 /// path is missing. Numeric components are field names, never indexes.
 pub fn get_path_bson_fanout(doc: &Document, path: &str) -> Option<Bson> {
+    // A top-level field (the common `"$value"`) needs no split: this runs once
+    // per field reference per document in every aggregation.
+    if !path.contains('.') {
+        return doc.get(path).cloned();
+    }
     let parts: Vec<&str> = path.split('.').collect();
     let (first, rest) = parts.split_first()?;
     fanout(doc.get(*first)?, rest)

@@ -512,3 +512,73 @@ async fn list_local_sessions_shows_the_sessions_in_use() {
         40415,
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn group_first_pipelines_read_only_the_fields_they_name() {
+    // A pipeline starting with $group gets documents holding only the fields
+    // its key and accumulators name; $$ROOT, dotted paths and $top's sortBy
+    // must still see what they read, and a leading $match (applied by the
+    // scan) still filters.
+    let ts = start().await;
+    for (t, client) in ts.clients() {
+        let coll = client.database("agg").collection::<Document>(t);
+        sales(&coll).await;
+        coll.insert_one(
+            doc! {"_id": 6, "item": "fig", "qty": 3, "price": 4.0, "store": "n", "meta": {"w": 9}},
+        )
+        .await
+        .unwrap();
+        let run = |pipeline: Vec<Document>| {
+            let coll = coll.clone();
+            async move {
+                let mut cursor = coll.aggregate(pipeline).await.unwrap();
+                let mut out = Vec::new();
+                while cursor.advance().await.unwrap() {
+                    out.push(cursor.deserialize_current().unwrap());
+                }
+                out
+            }
+        };
+        let by_store = run(vec![
+            doc! {"$match": {"qty": {"$gte": 2}}},
+            doc! {"$group": {"_id": "$store", "n": {"$sum": 1}, "qty": {"$sum": "$qty"},
+            "hi": {"$max": "$price"}, "w": {"$max": "$meta.w"}}},
+            doc! {"$sort": {"_id": 1}},
+        ])
+        .await;
+        assert_eq!(
+            by_store,
+            vec![
+                doc! {"_id": "n", "n": 3, "qty": 10, "hi": 4.0, "w": 9},
+                doc! {"_id": "s", "n": 2, "qty": 11, "hi": 3.0, "w": Bson::Null},
+            ],
+            "{t}"
+        );
+        let whole = run(vec![
+            doc! {"$match": {"item": "pear"}},
+            doc! {"$group": {"_id": null, "docs": {"$push": "$$ROOT"}}},
+        ])
+        .await;
+        let docs = whole[0].get_array("docs").unwrap();
+        assert_eq!(docs.len(), 2, "{t}");
+        assert_eq!(
+            docs[0].as_document().unwrap(),
+            &doc! {"_id": 2, "item": "pear", "qty": 2, "price": 2.0, "tags": ["fruit"], "store": "n"},
+            "{t}"
+        );
+        let top = run(vec![
+            doc! {"$group": {"_id": "$store",
+            "best": {"$top": {"sortBy": {"qty": -1}, "output": "$item"}}}},
+            doc! {"$sort": {"_id": 1}},
+        ])
+        .await;
+        assert_eq!(
+            top,
+            vec![
+                doc! {"_id": "n", "best": "apple"},
+                doc! {"_id": "s", "best": "kale"}
+            ],
+            "{t}"
+        );
+    }
+}

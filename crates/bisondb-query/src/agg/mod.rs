@@ -102,6 +102,13 @@ pub(crate) trait Stage: Debug + Send {
     fn sort_spec(&self) -> Option<&crate::sort::SortSpec> {
         None
     }
+
+    /// For a stage whose output depends only on some top-level fields of
+    /// its input (`$group`): adds them to `out` and returns `true`. The
+    /// default, `false`, means it may read whole documents.
+    fn top_level_deps(&self, _out: &mut Vec<String>) -> bool {
+        false
+    }
 }
 
 type ParseFn = fn(&Bson) -> MongoResult<Vec<Box<dyn Stage>>>;
@@ -269,6 +276,18 @@ impl Pipeline {
     /// The filter of a leading `$match`, so the caller can filter during the scan.
     pub fn leading_match(&self) -> Option<&Document> {
         self.stages.first().and_then(|s| s.match_filter())
+    }
+
+    /// The top-level fields the pipeline reads from its input documents, when
+    /// that is known (it starts with `$group`); `None` means whole documents.
+    /// The caller may then hand the pipeline documents holding only these
+    /// fields, which spares converting the rest out of stored BSON.
+    pub fn needed_fields(&self) -> Option<Vec<String>> {
+        let mut out = Vec::new();
+        match self.stages.first() {
+            Some(first) if first.top_level_deps(&mut out) => Some(out),
+            _ => None,
+        }
     }
 
     /// Runs every stage under `collation` (`None`: simple): `$match`, `$sort`,

@@ -10,6 +10,7 @@ mod arith;
 mod array;
 mod convert;
 mod date;
+mod deps;
 mod object;
 mod string;
 pub mod value;

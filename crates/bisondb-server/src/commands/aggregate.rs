@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use bisondb_query::agg::{CollectionReader, DocStream, Pipeline};
 use bisondb_query::matcher::Matcher;
-use bson::{Document, RawBsonRef, RawDocumentBuf};
+use bson::{Document, RawBsonRef, RawDocument, RawDocumentBuf};
 
 use super::let_vars::LetVars;
 use super::{util, Command, Context};
@@ -219,7 +219,15 @@ impl Command for Aggregate {
             Box::new(std::iter::once(Ok(stats)))
         } else {
             let scan = plan::execute(coll.as_ref(), &chosen, &matcher, Default::default())?;
-            Box::new(scan.map(|r| r.and_then(|d| args::to_document(&d))))
+            // The scan applied the leading $match to the stored documents:
+            // matching them again as owned documents would be wasted work.
+            self.pipeline.take_leading_match();
+            // A pipeline that starts with $group reads a few fields: convert
+            // only those out of the stored BSON.
+            match self.pipeline.needed_fields() {
+                Some(fields) => Box::new(scan.map(move |r| r.and_then(|d| fields_of(&d, &fields)))),
+                None => Box::new(scan.map(|r| r.and_then(|d| args::to_document(&d)))),
+            }
         };
         let reader: Arc<dyn CollectionReader> = Arc::new(StorageReader {
             storage: ctx.state.storage.clone(),
@@ -287,6 +295,20 @@ fn check_list_local_sessions(spec: &bson::Bson) -> MongoResult<()> {
 pub(crate) struct StorageReader {
     pub(crate) storage: bisondb_storage::Storage,
     pub(crate) db: String,
+}
+
+/// The top-level `fields` of `d` that it has, in its order, as an owned
+/// document (the input of a pipeline that reads nothing else).
+fn fields_of(d: &RawDocument, fields: &[String]) -> MongoResult<Document> {
+    let mut out = Document::new();
+    for el in d.iter() {
+        let (k, v) = el.map_err(crate::request::invalid_bson)?;
+        let k = k.as_str();
+        if fields.iter().any(|f| f == k) {
+            out.insert(k, args::to_bson(v)?);
+        }
+    }
+    Ok(out)
 }
 
 impl CollectionReader for StorageReader {

@@ -102,6 +102,10 @@ fn group_all(stage: &GroupStage, input: DocStream, vars: Vars) -> MongoResult<Ve
 }
 
 impl Stage for GroupStage {
+    fn top_level_deps(&self, out: &mut Vec<String>) -> bool {
+        self.id.top_level_deps(out) && self.fields.iter().all(|(_, a)| a.top_level_deps(out))
+    }
+
     fn run(self: Box<Self>, input: DocStream, cx: &RunCtx) -> DocStream {
         let vars = cx.vars();
         crate::agg::blocking(input, move |inp| group_all(&self, inp, vars))
