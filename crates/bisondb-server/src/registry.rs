@@ -63,6 +63,11 @@ pub static COMMANDS: &[CommandSpec] = &[
         "inserts, updates and deletes over several collections",
     ),
     cmd(
+        "cloneCollectionAsCapped",
+        run::<convert_to_capped::ConvertToCapped>,
+        "copy a collection into a new capped collection",
+    ),
+    cmd(
         "collMod",
         run::<coll_mod::CollMod>,
         "change a collection's validation options, an index's options or a view",
@@ -76,6 +81,11 @@ pub static COMMANDS: &[CommandSpec] = &[
         "connectionStatus",
         run::<connection_status::ConnectionStatus>,
         "authentication state of this connection",
+    ),
+    cmd(
+        "convertToCapped",
+        run::<convert_to_capped::ConvertToCapped>,
+        "replace a collection by a capped copy of it",
     ),
     cmd(
         "count",
@@ -216,10 +226,8 @@ pub static UNSUPPORTED: &[&str] = &[
     "applyOps",
     "authenticate",
     "checkShardingIndex",
-    "cloneCollectionAsCapped",
     "commitTransaction",
     "compact",
-    "convertToCapped",
     "createRole",
     "createSearchIndexes",
     "createUser",

@@ -429,3 +429,69 @@ async fn coll_stats_stage_reports_capped() {
         26,
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn convert_and_clone_as_capped() {
+    let t = start().await;
+    let db = t.tcp.database("capped_convert");
+    insert(&db, "src", [4, 2, 0, 3, 1]).await;
+    db.collection::<Document>("src")
+        .create_index(mongodb::IndexModel::builder().keys(doc! {"v": 1}).build())
+        .await
+        .unwrap();
+
+    db.run_command(doc! {"cloneCollectionAsCapped": "src", "toCollection": "copy", "size": 1000})
+        .await
+        .unwrap();
+    let listed = db
+        .run_command(doc! {"listCollections": 1, "filter": {"name": "copy"}})
+        .await
+        .unwrap();
+    assert_eq!(
+        batch(&listed, "firstBatch")[0].get_document("options").ok(),
+        Some(&doc! {"capped": true, "size": 1024})
+    );
+    // `_id` order of the source is the copy's insertion order.
+    assert_eq!(
+        find_ids(&db, doc! {"find": "copy"}).await,
+        vec![0, 1, 2, 3, 4]
+    );
+    expect_code(
+        db.run_command(
+            doc! {"cloneCollectionAsCapped": "src", "toCollection": "copy", "size": 1000},
+        )
+        .await,
+        48,
+    );
+    expect_code(
+        db.run_command(doc! {"cloneCollectionAsCapped": "none", "toCollection": "x", "size": 1000})
+            .await,
+        26,
+    );
+    expect_code(
+        db.run_command(doc! {"cloneCollectionAsCapped": "src", "toCollection": "x"})
+            .await,
+        40414,
+    );
+
+    db.run_command(doc! {"convertToCapped": "src", "size": 4096})
+        .await
+        .unwrap();
+    let stats = db.run_command(doc! {"collStats": "src"}).await.unwrap();
+    assert_eq!(stats.get_bool("capped").ok(), Some(true), "{stats}");
+    assert_eq!(num(&stats, "count"), 5, "{stats}");
+    // Only the `_id` index is left, as in mongod.
+    assert_eq!(num(&stats, "nindexes"), 1, "{stats}");
+    insert(&db, "src", [9]).await;
+    assert_eq!(
+        find_ids(&db, doc! {"find": "src"}).await,
+        vec![0, 1, 2, 3, 4, 9]
+    );
+    expect_code(
+        db.run_command(doc! {"convertToCapped": "none", "size": 4096})
+            .await,
+        26,
+    );
+    let names = db.list_collection_names().await.unwrap();
+    assert!(names.iter().all(|n| !n.starts_with("tmp.")), "{names:?}");
+}

@@ -18,6 +18,7 @@ pub mod capped;
 pub mod coll_mod;
 pub mod coll_stats;
 pub mod connection_status;
+pub mod convert_to_capped;
 pub mod count;
 pub mod create;
 pub mod create_indexes;
