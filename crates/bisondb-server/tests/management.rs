@@ -86,7 +86,8 @@ async fn create_twice_and_drop() {
         // different options are 48 NamespaceExists.
         db.create_collection("c").await.unwrap();
         let e = expect_code(
-            db.run_command(doc! {"create": "c", "capped": false}).await,
+            db.run_command(doc! {"create": "c", "capped": true, "size": 4096})
+                .await,
             48,
         );
         assert_eq!(
