@@ -509,3 +509,26 @@ fn lookup_joins_strings_under_the_collation() {
     assert_eq!(run(None), 1);
     assert_eq!(run(Some(coll(doc! {"locale": "en", "strength": 1}))), 2);
 }
+
+#[test]
+fn window_sort_by_uses_the_collation() {
+    let pipeline = vec![
+        doc! {"$setWindowFields": {"sortBy": {"s": 1}, "output": {"n": {"$documentNumber": {}}}}},
+        doc! {"$sort": {"n": 1}},
+    ];
+    let run = |c: Option<Arc<Collation>>| -> Vec<String> {
+        let p = crate::agg::Pipeline::parse(&pipeline)
+            .unwrap()
+            .with_collation(c);
+        let input: crate::agg::DocStream = Box::new(
+            vec![doc! {"s": "b"}, doc! {"s": "B"}, doc! {"s": "a"}]
+                .into_iter()
+                .map(Ok),
+        );
+        p.run(input)
+            .map(|d| d.unwrap().get_str("s").unwrap_or("").to_string())
+            .collect()
+    };
+    assert_eq!(run(None), ["B", "a", "b"]);
+    assert_eq!(run(Some(coll(doc! {"locale": "en"}))), ["a", "b", "B"]);
+}

@@ -542,8 +542,13 @@ fn window_range(
 }
 
 impl Stage for SetWindowFieldsStage {
-    fn run(self: Box<Self>, input: DocStream, cx: &RunCtx) -> DocStream {
+    fn run(mut self: Box<Self>, input: DocStream, cx: &RunCtx) -> DocStream {
         let cx = cx.clone();
+        // `sortBy` orders strings by the pipeline's collation.
+        self.sort = self
+            .sort
+            .take()
+            .map(|s| s.with_collation(cx.collation.clone()));
         crate::agg::blocking(input, move |inp| self.run_all(inp, &cx))
     }
 }
