@@ -255,6 +255,22 @@ async fn collection_default_collation() {
         db.run_command(doc! {"create": "d", "collation": {"locale": "en", "strength": 2}})
             .await
             .unwrap();
+        // Indexes stay binary: a plain one is built, a unique one (which
+        // would enforce bytewise uniqueness) is refused.
+        c.create_index(mongodb::IndexModel::builder().keys(doc! {"s": 1}).build())
+            .await
+            .unwrap();
+        assert_eq!(count(&c, doc! {"s": "X"}).await, 2, "{t}");
+        expect_code(
+            db.run_command(doc! {"createIndexes": "d", "indexes": [{"key": {"u": 1}, "name": "u", "unique": true}]})
+                .await,
+            238,
+        );
+        expect_code(
+            db.run_command(doc! {"createIndexes": "d", "indexes": [{"key": {"w": 1}, "name": "w", "collation": {"locale": "en", "strength": 9}}]})
+                .await,
+            9,
+        );
         // Views with a collation stay unsupported.
         expect_code(
             db.run_command(
