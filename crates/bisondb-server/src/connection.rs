@@ -206,22 +206,23 @@ fn run_command(
     OpCounters::add(&state.opcounters.command, 1);
     state.sessions.touch(req.body);
     let mut ctx = Context { state, conn };
-    let result: MongoResult<RawDocumentBuf> =
-        match std::panic::catch_unwind(AssertUnwindSafe(|| registry::dispatch(req, &mut ctx))) {
-            Ok(r) => r,
-            Err(panic) => {
-                let what = panic
-                    .downcast_ref::<&str>()
-                    .map(|s| s.to_string())
-                    .or_else(|| panic.downcast_ref::<String>().cloned())
-                    .unwrap_or_else(|| "unknown panic".to_string());
-                tracing::error!(command = req.name, panic = %what, "command panicked");
-                Err(MongoError::internal(format!(
-                    "command '{}' panicked: {what}",
-                    req.name
-                )))
-            }
-        };
+    let dispatch =
+        || std::panic::catch_unwind(AssertUnwindSafe(|| registry::dispatch(req, &mut ctx)));
+    let result: MongoResult<RawDocumentBuf> = match off_the_runtime_if_long(req.name, dispatch) {
+        Ok(r) => r,
+        Err(panic) => {
+            let what = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "unknown panic".to_string());
+            tracing::error!(command = req.name, panic = %what, "command panicked");
+            Err(MongoError::internal(format!(
+                "command '{}' panicked: {what}",
+                req.name
+            )))
+        }
+    };
     match result {
         Ok(doc) => {
             tracing::debug!(conn = conn.id, db = %req.db, command = req.name, "command ok");
@@ -234,6 +235,48 @@ fn run_command(
             }
             error_reply(&e)
         }
+    }
+}
+
+/// Commands that may scan a whole collection or more (an aggregation over
+/// 10,000,000 documents takes seconds), sorted for binary search.
+const MAY_RUN_LONG: &[&str] = &[
+    "aggregate",
+    "bulkWrite",
+    "cloneCollectionAsCapped",
+    "collMod",
+    "collStats",
+    "convertToCapped",
+    "count",
+    "create",
+    "createIndexes",
+    "dbStats",
+    "delete",
+    "distinct",
+    "drop",
+    "dropDatabase",
+    "dropIndexes",
+    "find",
+    "findAndModify",
+    "getMore",
+    "renameCollection",
+    "update",
+];
+
+/// Runs `f`, a command's synchronous work, so that a long one does not hold
+/// up the other connections: on the multi-threaded runtime a command that may
+/// scan a collection runs under `block_in_place`, which hands this worker's
+/// queued tasks (a driver's heartbeat among them: a monitor that waits 10 s
+/// for its `hello` drops the connection pool) to another thread first.
+/// Short commands (insert, hello, ping) skip that hand-off, which costs a
+/// thread wake-up per call.
+fn off_the_runtime_if_long<T>(name: &str, f: impl FnOnce() -> T) -> T {
+    let multi_thread = tokio::runtime::Handle::try_current()
+        .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
+    if multi_thread && MAY_RUN_LONG.binary_search(&name).is_ok() {
+        tokio::task::block_in_place(f)
+    } else {
+        f()
     }
 }
 
@@ -254,5 +297,13 @@ pub fn supported_compressor(name: &str) -> Option<Compressor> {
     match Compressor::from_name(name) {
         Some(Compressor::Noop) | None => None,
         some => some,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn may_run_long_is_sorted() {
+        assert!(super::MAY_RUN_LONG.windows(2).all(|w| w[0] < w[1]));
     }
 }

@@ -582,3 +582,45 @@ async fn group_first_pipelines_read_only_the_fields_they_name() {
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+async fn a_long_aggregation_does_not_hold_up_other_connections() {
+    // One runtime worker: a command that kept it busy would stall every other
+    // connection (and drivers' heartbeats) until it finished. A ping sent
+    // while a long aggregation runs must come back before it does.
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    let ts = start().await;
+    let coll = ts.tcp.database("agg").collection::<Document>("long");
+    let docs: Vec<Document> = (0..1000).map(|n| doc! {"n": n}).collect();
+    coll.insert_many(docs).await.unwrap();
+    let finished = Arc::new(AtomicBool::new(false));
+    let agg = {
+        let (coll, finished) = (coll.clone(), finished.clone());
+        tokio::spawn(async move {
+            // 1000 x 1000 $expr evaluations: seconds, not milliseconds.
+            let pipeline = vec![
+                doc! {"$lookup": {"from": "long", "as": "j", "let": {"x": "$n"}, "pipeline": [
+                    {"$match": {"$expr": {"$gte": [{"$add": ["$n", "$$x"]}, 0]}}},
+                    {"$count": "c"},
+                ]}},
+                doc! {"$count": "n"},
+            ];
+            let mut cursor = coll.aggregate(pipeline).await.unwrap();
+            let n = cursor.advance().await.unwrap();
+            finished.store(true, Ordering::SeqCst);
+            n
+        })
+    };
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    ts.unix
+        .database("admin")
+        .run_command(doc! {"ping": 1})
+        .await
+        .unwrap();
+    assert!(
+        !finished.load(Ordering::SeqCst),
+        "the ping waited for the aggregation"
+    );
+    assert!(agg.await.unwrap());
+}
