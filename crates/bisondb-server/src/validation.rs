@@ -11,6 +11,9 @@
 //! details}`; the details are worked out only then (see [`explain`]).
 
 use bisondb_error::{ErrorCode, MongoError, MongoResult};
+use std::sync::Arc;
+
+use bisondb_query::collation::Collation;
 use bisondb_query::matcher::Matcher;
 use bisondb_storage::Collection;
 use bson::{doc, Bson, Document, RawBsonRef, RawDocument, RawDocumentBuf};
@@ -129,6 +132,8 @@ fn check_banned(filter: &Document, depth: usize) -> MongoResult<()> {
 pub struct Validator {
     matcher: Matcher,
     rules: Document,
+    /// The collection's default collation, under which the validator matches.
+    check: Check,
     moderate: bool,
     warn: bool,
     ns: String,
@@ -152,11 +157,12 @@ impl Validator {
         if level == "off" {
             return Ok(None);
         }
+        // mongod matches a validator under the collection's default collation.
+        let collation = crate::collation::of_collection(Some(coll))?;
         Ok(Some(Validator {
-            // mongod matches a validator under the collection's default collation.
-            matcher: Matcher::parse_doc(rules)?
-                .with_collation(crate::collation::of_collection(Some(coll))?),
+            matcher: Matcher::parse_doc(rules)?.with_collation(collation.clone()),
             rules: rules.clone(),
+            check: Check { collation },
             moderate: level == "moderate",
             warn: options
                 .get_str("validationAction")
@@ -206,8 +212,7 @@ impl Validator {
             .and_then(|v| Bson::try_from(v).ok())
             .unwrap_or(Bson::Null);
         let owned = Document::try_from(doc).unwrap_or_default();
-        let info =
-            doc! {"errInfo": {"failingDocumentId": id, "details": explain(&self.rules, &owned)}};
+        let info = doc! {"errInfo": {"failingDocumentId": id, "details": explain_with(&self.check, &self.rules, &owned)}};
         let e = MongoError::new(
             ErrorCode::DocumentValidationFailure,
             "Document failed validation",
@@ -219,34 +224,55 @@ impl Validator {
     }
 }
 
+/// How an explanation re-checks pieces of a validator: under the collation
+/// the validator itself matched with.
+#[derive(Default)]
+struct Check {
+    collation: Option<Arc<Collation>>,
+}
+
+impl Check {
+    /// Whether `doc` satisfies `filter` (an unparsable piece does not).
+    fn matches(&self, filter: &Document, doc: &Document) -> bool {
+        Matcher::parse_doc(filter)
+            .map(|m| m.with_collation(self.collation.clone()))
+            .is_ok_and(|m| m.matches_doc(doc))
+    }
+}
+
 /// Whether `doc` satisfies the filter `{key: value}`.
-fn clause_matches(key: &str, value: &Bson, doc: &Document) -> bool {
+fn clause_matches(ck: &Check, key: &str, value: &Bson, doc: &Document) -> bool {
     let mut f = Document::new();
     f.insert(key, value.clone());
-    Matcher::parse_doc(&f).is_ok_and(|m| m.matches_doc(doc))
+    ck.matches(&f, doc)
 }
 
 /// mongod's explanation of why `doc` fails the validator `rules` (the
 /// `errInfo.details` of 121): the failing clause, or `$and` with the clauses
 /// that failed when there are several.
 pub fn explain(rules: &Document, doc: &Document) -> Document {
+    explain_with(&Check::default(), rules, doc)
+}
+
+fn explain_with(ck: &Check, rules: &Document, doc: &Document) -> Document {
     let clauses: Vec<(&String, &Bson)> = rules.iter().filter(|(k, _)| *k != "$comment").collect();
     if let [(k, v)] = clauses.as_slice() {
-        return explain_clause(k, v, doc);
+        return explain_clause(ck, k, v, doc);
     }
-    and_details("$and", clauses.iter().map(|(k, v)| (*k, *v)), doc)
+    and_details(ck, "$and", clauses.iter().map(|(k, v)| (*k, *v)), doc)
 }
 
 fn and_details<'a>(
+    ck: &Check,
     name: &str,
     clauses: impl Iterator<Item = (&'a String, &'a Bson)>,
     doc: &Document,
 ) -> Document {
     let mut failed = Vec::new();
     for (i, (k, v)) in clauses.enumerate() {
-        if !clause_matches(k, v, doc) {
+        if !clause_matches(ck, k, v, doc) {
             failed.push(Bson::Document(
-                doc! {"index": i as i32, "details": explain_clause(k, v, doc)},
+                doc! {"index": i as i32, "details": explain_clause(ck, k, v, doc)},
             ));
         }
     }
@@ -254,11 +280,11 @@ fn and_details<'a>(
 }
 
 /// The details of one top-level clause `{key: value}` that `doc` fails.
-fn explain_clause(key: &str, value: &Bson, doc: &Document) -> Document {
+fn explain_clause(ck: &Check, key: &str, value: &Bson, doc: &Document) -> Document {
     match (key, value) {
         ("$jsonSchema", Bson::Document(schema)) => doc! {
             "operatorName": "$jsonSchema",
-            "schemaRulesNotSatisfied": schema_rules(schema, &Bson::Document(doc.clone())),
+            "schemaRulesNotSatisfied": schema_rules(ck, schema, &Bson::Document(doc.clone())),
         },
         ("$expr", _) => doc! {
             "operatorName": "$expr",
@@ -270,13 +296,13 @@ fn explain_clause(key: &str, value: &Bson, doc: &Document) -> Document {
             let mut failed = Vec::new();
             for (i, item) in items.iter().enumerate() {
                 let Bson::Document(sub) = item else { continue };
-                let sub_fails = !Matcher::parse_doc(sub).is_ok_and(|m| m.matches_doc(doc));
+                let sub_fails = !ck.matches(sub, doc);
                 // $nor fails on the clauses that matched; the others on those that did not.
                 if sub_fails != (key == "$nor") {
                     let details = if key == "$nor" {
                         doc! {"operatorName": "$nor", "specifiedAs": sub.clone(), "reason": "clause matched"}
                     } else {
-                        explain(sub, doc)
+                        explain_with(ck, sub, doc)
                     };
                     failed.push(Bson::Document(doc! {"index": i as i32, "details": details}));
                 }
@@ -293,7 +319,12 @@ fn explain_clause(key: &str, value: &Bson, doc: &Document) -> Document {
             let failing: Vec<(&String, &Bson)> = ops
                 .iter()
                 .filter(|(op, v)| {
-                    !clause_matches(path, &Bson::Document(doc! {op.as_str(): (*v).clone()}), doc)
+                    !clause_matches(
+                        ck,
+                        path,
+                        &Bson::Document(doc! {op.as_str(): (*v).clone()}),
+                        doc,
+                    )
                 })
                 .collect();
             if let [(op, v)] = failing.as_slice() {
@@ -361,21 +392,21 @@ fn type_of(v: &Bson) -> &'static str {
 }
 
 /// Whether `value` satisfies the one-keyword schema `{keyword: spec}`.
-fn schema_keyword_holds(keyword: &str, spec: &Bson, value: &Bson) -> bool {
+fn schema_keyword_holds(ck: &Check, keyword: &str, spec: &Bson, value: &Bson) -> bool {
     let filter = doc! {"$jsonSchema": {"properties": {"v": {keyword: spec.clone()}}}};
     let wrapped = doc! {"v": value.clone()};
-    Matcher::parse_doc(&filter).is_ok_and(|m| m.matches_doc(&wrapped))
+    ck.matches(&filter, &wrapped)
 }
 
 /// mongod's `schemaRulesNotSatisfied`: one entry per keyword of `schema` that
 /// `value` breaks, with nested `propertiesNotSatisfied` for `properties`.
-fn schema_rules(schema: &Document, value: &Bson) -> Vec<Bson> {
+fn schema_rules(ck: &Check, schema: &Document, value: &Bson) -> Vec<Bson> {
     let mut out = Vec::new();
     for (kw, spec) in schema {
         if matches!(kw.as_str(), "title" | "description" | "$comment") {
             continue;
         }
-        if schema_keyword_holds(kw, spec, value) {
+        if schema_keyword_holds(ck, kw, spec, value) {
             continue;
         }
         let object = match value {
@@ -390,7 +421,7 @@ fn schema_rules(schema: &Document, value: &Bson) -> Vec<Bson> {
                     let (Bson::Document(sub), Some(v)) = (sub, obj.get(name)) else {
                         continue;
                     };
-                    let details = schema_rules(sub, v);
+                    let details = schema_rules(ck, sub, v);
                     if !details.is_empty() {
                         failed.push(Bson::Document(
                             doc! {"propertyName": name.as_str(), "details": details},

@@ -185,3 +185,30 @@ fn explain_keeps_a_regex_with_its_options() {
         "reason": "regular expression did not match", "consideredValue": "b"}
     );
 }
+
+#[test]
+fn explain_rechecks_under_the_collections_collation() {
+    let v = validator(doc! {
+        "collation": {"locale": "en", "strength": 2},
+        "validator": {"s": "abc", "n": {"$gt": 0}},
+    })
+    .unwrap();
+    // "ABC" equals "abc" at strength 2: only the `n` clause fails.
+    let e = v
+        .check(&raw(&doc! {"_id": 1, "s": "ABC", "n": -1}), None)
+        .unwrap_err();
+    let info = crate::reply::details(&e);
+    let details = info
+        .get_document("errInfo")
+        .unwrap()
+        .get_document("details")
+        .unwrap();
+    assert_eq!(
+        details,
+        &doc! {"operatorName": "$and", "clausesNotSatisfied": [
+            {"index": 1, "details": {
+                "operatorName": "$gt", "specifiedAs": {"n": {"$gt": 0}},
+                "reason": "comparison failed", "consideredValue": -1}},
+        ]}
+    );
+}
