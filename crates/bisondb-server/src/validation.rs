@@ -14,6 +14,7 @@ use bisondb_error::{ErrorCode, MongoError, MongoResult};
 use std::sync::Arc;
 
 use bisondb_query::collation::Collation;
+use bisondb_query::expr::{Expr as AggExpr, Vars};
 use bisondb_query::matcher::Matcher;
 use bisondb_storage::Collection;
 use bson::{doc, Bson, Document, RawBsonRef, RawDocument, RawDocumentBuf};
@@ -286,12 +287,19 @@ fn explain_clause(ck: &Check, key: &str, value: &Bson, doc: &Document) -> Docume
             "operatorName": "$jsonSchema",
             "schemaRulesNotSatisfied": schema_rules(ck, schema, &Bson::Document(doc.clone())),
         },
-        ("$expr", _) => doc! {
-            "operatorName": "$expr",
-            "specifiedAs": {"$expr": value.clone()},
-            "reason": "expression did not match",
-            "expressionResult": false,
-        },
+        ("$expr", _) => {
+            let mut d = doc! {
+                "operatorName": "$expr",
+                "specifiedAs": {"$expr": value.clone()},
+                "reason": "expression did not match",
+            };
+            // What the expression gave (a falsy value); left out if it now fails.
+            let vars = Vars::with_collation(bson::DateTime::now(), ck.collation.clone());
+            if let Ok(result) = AggExpr::parse(value).and_then(|e| e.eval(doc, &vars)) {
+                d.insert("expressionResult", result.unwrap_or(Bson::Null));
+            }
+            d
+        }
         ("$and" | "$or" | "$nor", Bson::Array(items)) => {
             let mut failed = Vec::new();
             for (i, item) in items.iter().enumerate() {

@@ -212,3 +212,14 @@ fn explain_rechecks_under_the_collections_collation() {
         ]}
     );
 }
+
+#[test]
+fn explain_gives_the_expr_result() {
+    let rules = doc! {"$expr": {"$subtract": ["$a", "$b"]}};
+    let d = explain(&rules, &doc! {"_id": 1, "a": 2, "b": 2});
+    assert_eq!(
+        d,
+        doc! {"operatorName": "$expr", "specifiedAs": {"$expr": {"$subtract": ["$a", "$b"]}},
+        "reason": "expression did not match", "expressionResult": 0}
+    );
+}
