@@ -169,6 +169,13 @@ impl Accumulator {
             bottom,
         } = state
         {
+            // `sortBy` orders strings by the operation's collation; the state
+            // starts without it (it is built before any variables exist).
+            if sort.collation().is_none() {
+                if let Some(c) = vars.collation_arc() {
+                    *sort = std::mem::take(sort).with_collation(Some(c.clone()));
+                }
+            }
             let raw = RawDocumentBuf::try_from(doc).map_err(|e| {
                 MongoError::internal(format!("document cannot be encoded for sorting: {e}"))
             })?;

@@ -121,7 +121,8 @@ pub fn canonical_key_in(v: Option<&Bson>, out: &mut Vec<u8>, c: Option<&Collatio
     }
 }
 
-/// The canonical key of one value.
+/// The canonical key of one value (simple collation).
+#[cfg(test)]
 pub fn key_of(v: Option<&Bson>) -> Vec<u8> {
     key_of_in(v, None)
 }

@@ -532,3 +532,47 @@ fn window_sort_by_uses_the_collation() {
     assert_eq!(run(None), ["B", "a", "b"]);
     assert_eq!(run(Some(coll(doc! {"locale": "en"}))), ["a", "b", "B"]);
 }
+
+#[test]
+fn buckets_and_top_n_use_the_collation() {
+    let en = || Some(coll(doc! {"locale": "en"}));
+    let run = |pipeline: Vec<Document>, c: Option<Arc<Collation>>| -> Vec<Document> {
+        let p = crate::agg::Pipeline::parse(&pipeline)
+            .unwrap()
+            .with_collation(c);
+        let input: crate::agg::DocStream = Box::new(
+            vec![doc! {"s": "b"}, doc! {"s": "B"}, doc! {"s": "a"}]
+                .into_iter()
+                .map(Ok),
+        );
+        p.run(input).collect::<MongoResult<Vec<_>>>().unwrap()
+    };
+    // $bucket: "B" is below "a" bytewise but between "a" and "c" under "en".
+    let bucket =
+        vec![doc! {"$bucket": {"groupBy": "$s", "boundaries": ["a", "c"], "default": "other"}}];
+    let n = |out: &[Document]| {
+        out.iter()
+            .find(|d| d.get_str("_id").ok() == Some("a"))
+            .map(|d| num_of(d, "count"))
+    };
+    assert_eq!(n(&run(bucket.clone(), None)), Some(2));
+    assert_eq!(n(&run(bucket, en())), Some(3));
+    // $topN's sortBy.
+    let top = vec![
+        doc! {"$group": {"_id": null, "t": {"$topN": {"n": 2, "sortBy": {"s": 1}, "output": "$s"}}}},
+    ];
+    let t = |out: &[Document]| out[0].get_array("t").cloned().unwrap_or_default();
+    assert_eq!(
+        t(&run(top.clone(), None)),
+        vec![Bson::from("B"), Bson::from("a")]
+    );
+    assert_eq!(t(&run(top, en())), vec![Bson::from("a"), Bson::from("b")]);
+}
+
+fn num_of(d: &Document, k: &str) -> i64 {
+    match d.get(k) {
+        Some(Bson::Int32(i)) => i64::from(*i),
+        Some(Bson::Int64(i)) => *i,
+        _ => -1,
+    }
+}

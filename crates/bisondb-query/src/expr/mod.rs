@@ -113,11 +113,16 @@ impl<'a> Vars<'a> {
 
     /// The collation string comparisons use (`None`: simple).
     pub fn collation(&self) -> Option<&Collation> {
+        self.collation_arc().map(Arc::as_ref)
+    }
+
+    /// [`Vars::collation`], shared (for a `SortSpec` that must hold it).
+    pub fn collation_arc(&self) -> Option<&Arc<Collation>> {
         let mut cur = self;
         while let Some(p) = cur.parent {
             cur = p;
         }
-        cur.collation.as_deref()
+        cur.collation.as_ref()
     }
 
     fn get(&self, name: &str) -> Option<&Bson> {

@@ -4,7 +4,8 @@
 
 use crate::agg::accumulators::{AccOp, AccState, Accumulator};
 use crate::agg::{DocStream, RunCtx, Stage};
-use crate::compare::compare_bson;
+use crate::collation::Collation;
+use crate::compare::{compare_bson, compare_bson_in};
 use crate::expr::value::{is_number, render, type_name};
 use crate::expr::Expr;
 use bisondb_error::{MongoError, MongoResult};
@@ -138,19 +139,20 @@ pub(crate) fn parse(arg: &Bson) -> MongoResult<Vec<Box<dyn Stage>>> {
 
 impl BucketStage {
     /// Bucket index for a value; `boundaries.len() - 1` is the default bucket.
-    fn bucket_of(&self, v: &Bson) -> Option<usize> {
+    /// Strings compare under the pipeline's collation `c`.
+    fn bucket_of(&self, v: &Bson, c: Option<&Collation>) -> Option<usize> {
         let first = self.boundaries.first()?;
         let last = self.boundaries.last()?;
         if !same_type(v, first)
-            || compare_bson(v, first) == Ordering::Less
-            || compare_bson(v, last) != Ordering::Less
+            || compare_bson_in(v, first, c) == Ordering::Less
+            || compare_bson_in(v, last, c) != Ordering::Less
         {
             return None;
         }
         // The last boundary not above v.
         let pos = self
             .boundaries
-            .partition_point(|b| compare_bson(b, v) != Ordering::Greater);
+            .partition_point(|b| compare_bson_in(b, v, c) != Ordering::Greater);
         pos.checked_sub(1)
     }
 
@@ -162,7 +164,7 @@ impl BucketStage {
         for r in input {
             let doc = r?;
             let v = self.group_by.eval(&doc, &vars)?.unwrap_or(Bson::Null);
-            let slot = match self.bucket_of(&v) {
+            let slot = match self.bucket_of(&v, vars.collation()) {
                 Some(i) => i,
                 None if self.default.is_some() => n,
                 None => {

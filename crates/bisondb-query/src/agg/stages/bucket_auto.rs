@@ -4,7 +4,7 @@
 
 use crate::agg::accumulators::{AccOp, Accumulator};
 use crate::agg::{DocStream, RunCtx, Stage};
-use crate::compare::compare_bson;
+use crate::compare::compare_bson_in;
 use crate::expr::value::{render, type_name};
 use crate::expr::Expr;
 use bisondb_error::{ErrorCode, MongoError, MongoResult};
@@ -122,7 +122,8 @@ impl BucketAutoStage {
             let v = self.group_by.eval(&d, &vars)?.unwrap_or(Bson::Null);
             rows.push((v, d));
         }
-        rows.sort_by(|a, b| compare_bson(&a.0, &b.0));
+        let c = vars.collation();
+        rows.sort_by(|a, b| compare_bson_in(&a.0, &b.0, c));
         let total = rows.len();
         let approx = ((total as f64) / (self.buckets as f64)).round().max(1.0) as usize;
         let mut groups: Vec<Vec<(Bson, Document)>> = Vec::new();
@@ -137,7 +138,7 @@ impl BucketAutoStage {
             if let Some((lastv, _)) = bucket.last() {
                 let lastv = lastv.clone();
                 while let Some(row) =
-                    it.next_if(|(v, _)| compare_bson(v, &lastv) == Ordering::Equal)
+                    it.next_if(|(v, _)| compare_bson_in(v, &lastv, c) == Ordering::Equal)
                 {
                     bucket.push(row);
                 }

@@ -3,8 +3,9 @@
 //! partition. Numeric fields, and dates with fixed-length units (millisecond
 //! to week); calendar units (month, quarter, year) are not supported yet.
 
-use crate::agg::key::key_of;
+use crate::agg::key::key_of_in;
 use crate::agg::{DocStream, RunCtx, Stage};
+use crate::collation::Collation;
 use crate::expr::value::{type_name, Num};
 use crate::update::path::{set_path, split};
 use bisondb_error::{ErrorCode, MongoError, MongoResult};
@@ -176,7 +177,7 @@ impl DensifyStage {
         }
     }
 
-    fn run_all(&self, input: DocStream) -> MongoResult<Vec<Document>> {
+    fn run_all(&self, input: DocStream, c: Option<&Collation>) -> MongoResult<Vec<Document>> {
         let docs: Vec<Document> = input.collect::<MongoResult<_>>()?;
         let step = self.step * self.unit_ms.unwrap_or(1.0);
         let like_date = self.unit_ms.is_some();
@@ -201,7 +202,7 @@ impl DensifyStage {
                 }
             }
             let slot = *index
-                .entry(key_of(Some(&Bson::Document(key.clone()))))
+                .entry(key_of_in(Some(&Bson::Document(key.clone())), c))
                 .or_insert_with(|| {
                     order.push((key, Vec::new()));
                     order.len() - 1
@@ -265,7 +266,9 @@ impl DensifyStage {
 }
 
 impl Stage for DensifyStage {
-    fn run(self: Box<Self>, input: DocStream, _cx: &RunCtx) -> DocStream {
-        crate::agg::blocking(input, move |inp| self.run_all(inp))
+    fn run(self: Box<Self>, input: DocStream, cx: &RunCtx) -> DocStream {
+        // Partitions key strings by the pipeline's collation.
+        let collation = cx.collation.clone();
+        crate::agg::blocking(input, move |inp| self.run_all(inp, collation.as_deref()))
     }
 }
