@@ -271,13 +271,14 @@ async fn collection_default_collation() {
                 .await,
             9,
         );
-        // Views with a collation stay unsupported.
-        expect_code(
-            db.run_command(
-                doc! {"create": "v", "viewOn": "d", "pipeline": [], "collation": {"locale": "fr"}},
-            )
-            .await,
-            238,
+        // A view does not inherit its source's default collation.
+        db.run_command(doc! {"create": "v", "viewOn": "d", "pipeline": []})
+            .await
+            .unwrap();
+        assert_eq!(
+            count(&db.collection::<Document>("v"), doc! {"s": "x"}).await,
+            1,
+            "{t}"
         );
     }
 }
@@ -407,5 +408,98 @@ async fn default_collation_applies_to_validators_and_update_operators() {
             .unwrap();
         let d = c.find_one(doc! {"_id": 1}).await.unwrap().unwrap();
         assert_eq!(d.get_array("tags").map(Vec::len).ok(), Some(0), "{t}: {d}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn views_with_a_collation() {
+    let ts = start().await;
+    for (t, client) in ts.clients() {
+        let db = client.database(&format!("coll_views_{t}"));
+        setup(&db).await;
+        db.run_command(doc! {
+            "create": "v",
+            "viewOn": "c",
+            "pipeline": [{"$match": {"s": {"$ne": "cherry"}}}],
+            "collation": {"locale": "en", "strength": 2},
+        })
+        .await
+        .unwrap();
+        // A plain view over the same collection stays simple.
+        db.run_command(doc! {"create": "p", "viewOn": "c", "pipeline": []})
+            .await
+            .unwrap();
+        let v = db.collection::<Document>("v");
+        let p = db.collection::<Document>("p");
+        let found = collect(
+            v.find(doc! {"s": "APPLE"})
+                .sort(doc! {"_id": 1})
+                .await
+                .unwrap(),
+        )
+        .await;
+        assert_eq!(ids(&found), vec![1, 2], "{t}");
+        assert_eq!(count(&v, doc! {"s": "banana"}).await, 2, "{t}");
+        assert_eq!(count(&p, doc! {"s": "banana"}).await, 1, "{t}");
+        let vals = v.distinct("s", doc! {}).await.unwrap();
+        assert_eq!(vals.len(), 3, "{t}: {vals:?}");
+        let groups = collect(
+            v.aggregate(vec![doc! {"$group": {"_id": "$s"}}])
+                .await
+                .unwrap(),
+        )
+        .await;
+        assert_eq!(groups.len(), 3, "{t}: {groups:?}");
+        // The view's own collation may be repeated, not overridden.
+        let same = collect(
+            v.find(doc! {"s": "APPLE"})
+                .collation(strength2())
+                .await
+                .unwrap(),
+        )
+        .await;
+        assert_eq!(same.len(), 2, "{t}");
+        expect_code(
+            v.find(doc! {})
+                .collation(Collation::builder().locale("fr").build())
+                .await,
+            167,
+        );
+        expect_code(
+            db.run_command(doc! {"count": "p", "query": {}, "collation": {"locale": "fr"}})
+                .await,
+            167,
+        );
+        // listCollections shows the resolved collation of the view.
+        let r = db
+            .run_command(doc! {"listCollections": 1, "filter": {"name": "v"}})
+            .await
+            .unwrap();
+        let entry = r
+            .get_document("cursor")
+            .and_then(|c| c.get_array("firstBatch"))
+            .unwrap()[0]
+            .as_document()
+            .unwrap()
+            .clone();
+        let coll = entry
+            .get_document("options")
+            .and_then(|o| o.get_document("collation"))
+            .unwrap();
+        assert_eq!(coll.get_i32("strength").ok(), Some(2), "{t}: {entry}");
+        // Views on it keep its collation; another one conflicts.
+        db.run_command(doc! {"create": "vv", "viewOn": "v", "pipeline": [], "collation": {"locale": "en", "strength": 2}})
+            .await
+            .unwrap();
+        assert_eq!(
+            count(&db.collection::<Document>("vv"), doc! {"s": "BANANA"}).await,
+            2,
+            "{t}"
+        );
+        expect_code(
+            db.run_command(doc! {"create": "vx", "viewOn": "v", "pipeline": []})
+                .await,
+            167,
+        );
     }
 }

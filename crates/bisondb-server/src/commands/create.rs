@@ -1,5 +1,5 @@
 //! `create`: an explicit collection or view creation. Options BisonDB does not
-//! implement (time series, clustered, a view's collation) are refused by name
+//! implement (time series, clustered) are refused by name
 //! rather than stored and ignored. A collection's `collation` is stored
 //! resolved, as its default (`crate::collation`). Capped options are checked in `capped.rs`.
 //! Validation options are checked here and kept in the catalog options, where
@@ -113,12 +113,6 @@ impl Command for Create {
         capped.finish(&mut options)?;
         let view = match (view_on, pipeline) {
             (Some(on), stages) => {
-                if options.contains_key("collation") {
-                    return Err(MongoError::new(
-                        ErrorCode::NotImplemented,
-                        "a view collation other than {locale: 'simple'} is not supported by BisonDB yet",
-                    ));
-                }
                 if let Some(k) = ["validator", "validationLevel", "validationAction"]
                     .into_iter()
                     .find(|k| options.contains_key(*k))
@@ -129,7 +123,12 @@ impl Command for Create {
                     ));
                 }
                 let stages = stages.unwrap_or_default();
+                // A view keeps its own collation (resolved), as mongod shows it.
+                let collation = options.remove("collation");
                 options = doc! {"viewOn": on.clone(), "pipeline": stages.clone()};
+                if let Some(c) = collation {
+                    options.insert("collation", c);
+                }
                 Some((on, stages))
             }
             (None, Some(_)) => {
@@ -158,6 +157,13 @@ impl Command for Create {
         }
         if let Some((on, stages)) = &self.view {
             super::views::check_new_view(&ctx.state.storage, &self.db, &self.coll, on, stages)?;
+            super::views::check_view_collation(
+                &ctx.state.storage,
+                &self.db,
+                &self.coll,
+                on,
+                self.options.get_document("collation").ok(),
+            )?;
         }
         match ctx
             .state

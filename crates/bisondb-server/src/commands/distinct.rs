@@ -85,16 +85,9 @@ impl Command for Distinct {
     }
 }
 
-/// The `distinct` reply for `key` over `docs` (also used for views).
-pub(crate) fn values_reply(
-    docs: impl Iterator<Item = MongoResult<Document>>,
-    key: &str,
-) -> MongoResult<RawDocumentBuf> {
-    values_reply_in(docs, key, None)
-}
-
-/// [`values_reply`] under a collation: strings it finds equal are one value.
-fn values_reply_in(
+/// The `distinct` reply for `key` over `docs` (also used for views); under a
+/// collation, strings it finds equal are one value.
+pub(crate) fn values_reply_in(
     docs: impl Iterator<Item = MongoResult<Document>>,
     key: &str,
     c: Option<&bisondb_query::collation::Collation>,

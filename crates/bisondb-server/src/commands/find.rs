@@ -389,16 +389,3 @@ fn natural_sort(sort: &Document) -> Option<bool> {
     };
     Some(!backward)
 }
-
-/// Parses a `collation` where only the simple collation is implemented (a
-/// command aimed at a view): a malformed one fails as in mongod, a valid
-/// non-simple one with 238.
-pub fn check_collation(cmd: &str, v: RawBsonRef<'_>) -> MongoResult<()> {
-    match crate::collation::parse_arg(cmd, v)? {
-        None | Some(None) => Ok(()),
-        Some(Some(_)) => Err(MongoError::new(
-            ErrorCode::NotImplemented,
-            "a collation other than {locale: 'simple'} on a view is not supported by BisonDB yet",
-        )),
-    }
-}

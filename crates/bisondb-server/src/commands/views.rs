@@ -5,12 +5,16 @@
 //! its source collection and the concatenated pipelines of the chain of views
 //! (at most [`MAX_VIEW_DEPTH`] deep) and run as an aggregation, as mongod does.
 //! Writes and index commands on a view fail with 166 CommandNotSupportedOnView.
+//! A view's `collation` (resolved, in its options; simple when absent) is the
+//! collation every read through it runs with; an operation may repeat it but
+//! not override it (167), and a view on a view must have the same one.
 //! [`intercept`] is called by the registry before a command's own handler.
 
 use std::sync::Arc;
 
 use bisondb_error::{ErrorCode, MongoError, MongoResult};
 use bisondb_query::agg::{CollectionReader, DocStream, Pipeline};
+use bisondb_query::collation::Collation;
 use bisondb_query::matcher::Matcher;
 use bisondb_storage::Storage;
 use bson::{doc, Bson, Document, RawBsonRef, RawDocumentBuf};
@@ -41,6 +45,8 @@ const WRITES: &[&str] = &[
 pub struct ViewDef {
     pub view_on: String,
     pub pipeline: Vec<Document>,
+    /// The view's resolved collation; `None` is the simple collation.
+    pub collation: Option<Document>,
 }
 
 /// The definition of `db.name` if it is a view.
@@ -64,7 +70,11 @@ pub fn view_of_options(options: &Document) -> Option<ViewDef> {
             .collect(),
         _ => Vec::new(),
     };
-    Some(ViewDef { view_on, pipeline })
+    Some(ViewDef {
+        view_on,
+        pipeline,
+        collation: options.get_document("collation").ok().cloned(),
+    })
 }
 
 /// A view resolved down to a collection: its name and the pipeline to run over it.
@@ -72,6 +82,8 @@ pub fn view_of_options(options: &Document) -> Option<ViewDef> {
 pub struct Resolved {
     pub source: String,
     pub pipeline: Vec<Document>,
+    /// The (outermost) view's collation; `None` is simple.
+    pub collation: Option<Document>,
 }
 
 fn depth_error() -> MongoError {
@@ -85,9 +97,13 @@ fn depth_error() -> MongoError {
 pub fn resolve(storage: &Storage, db: &str, name: &str) -> MongoResult<Option<Resolved>> {
     let mut chain: Vec<Vec<Document>> = Vec::new();
     let mut current = name.to_string();
+    let mut collation = None;
     while let Some(def) = definition(storage, db, &current) {
         if chain.len() >= MAX_VIEW_DEPTH {
             return Err(depth_error());
+        }
+        if chain.is_empty() {
+            collation = def.collation;
         }
         chain.push(def.pipeline);
         current = def.view_on;
@@ -100,7 +116,50 @@ pub fn resolve(storage: &Storage, db: &str, name: &str) -> MongoResult<Option<Re
     Ok(Some(Resolved {
         source: current,
         pipeline,
+        collation,
     }))
+}
+
+/// A view `db.name` on `view_on` must have the collation of `view_on` when that
+/// is a view too (mongod's check when a view is created).
+pub fn check_view_collation(
+    storage: &Storage,
+    db: &str,
+    name: &str,
+    view_on: &str,
+    collation: Option<&Document>,
+) -> MongoResult<()> {
+    match definition(storage, db, view_on) {
+        Some(def) if def.collation.as_ref() != collation => Err(MongoError::new(
+            ErrorCode::OptionNotSupportedOnView,
+            format!("View {db}.{name} has conflicting collation with view {db}.{view_on}"),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// An operation on a view may give the view's own collation (or none), not
+/// another one.
+fn check_op_collation(n: &str, v: RawBsonRef<'_>, view: Option<&Document>) -> MongoResult<()> {
+    let given = crate::collation::parse_arg(n, v)?;
+    let same = match given {
+        None => true,
+        Some(c) => crate::collation::spec_of(c.as_ref()).as_ref() == view,
+    };
+    if same {
+        Ok(())
+    } else {
+        Err(MongoError::new(
+            ErrorCode::OptionNotSupportedOnView,
+            "Cannot override a view's default collation",
+        ))
+    }
+}
+
+/// The `collation` field an aggregation over a view's source carries: the
+/// view's, or simple (a view never inherits its source's default).
+fn collation_arg(view: Option<&Document>) -> Bson {
+    Bson::Document(view.cloned().unwrap_or_else(|| doc! {"locale": "simple"}))
 }
 
 /// Checks a new view `db.name` on `view_on` with `pipeline` before it is stored:
@@ -288,7 +347,7 @@ fn find(
             "singleBatch" | "allowDiskUse" | "noCursorTimeout" | "allowPartialResults" => {
                 args::as_bool(n, k.as_str(), v)?;
             }
-            "collation" => super::find::check_collation(n, v)?,
+            "collation" => check_op_collation(n, v, resolved.collation.as_ref())?,
             "tailable" | "awaitData" | "min" | "max" | "returnKey" | "showRecordId" => {
                 if !matches!(v, RawBsonRef::Boolean(false) | RawBsonRef::Null) {
                     return Err(MongoError::new(
@@ -323,6 +382,7 @@ fn find(
         cursor.insert("batchSize", b);
     }
     let mut full = doc! {"aggregate": resolved.source, "pipeline": stages, "cursor": cursor};
+    full.insert("collation", collation_arg(resolved.collation.as_ref()));
     full.extend(body);
     run_aggregate(req, ctx, view, full)
 }
@@ -359,11 +419,13 @@ fn aggregate(
                 }
             }
             "$db" => {}
+            "collation" => check_op_collation(req.name, v, resolved.collation.as_ref())?,
             other => {
                 body.insert(other, args::to_bson(v)?);
             }
         }
     }
+    body.insert("collation", collation_arg(resolved.collation.as_ref()));
     run_aggregate(req, ctx, view, body)
 }
 
@@ -393,7 +455,7 @@ fn count(
             "query" => stages.extend(query_stage(v, n)?),
             "skip" => skip = args::as_non_negative(n, "skip", v)?,
             "limit" => limit = args::as_i64(n, "limit", v)?,
-            "collation" => super::find::check_collation(n, v)?,
+            "collation" => check_op_collation(n, v, resolved.collation.as_ref())?,
             other => args::check_known(n, other, &[])?,
         }
     }
@@ -404,7 +466,14 @@ fn count(
         stages.push(doc! {"$limit": limit.saturating_abs()});
     }
     let mut total: i64 = 0;
-    for d in run_stages(&ctx.state.storage, &req.db, &resolved.source, &stages)? {
+    let collation = view_collation(resolved.collation.as_ref())?;
+    for d in run_stages_in(
+        &ctx.state.storage,
+        &req.db,
+        &resolved.source,
+        &stages,
+        collation,
+    )? {
         d?;
         total = total.saturating_add(1);
     }
@@ -426,7 +495,7 @@ fn distinct(
             "distinct" | "hint" => {}
             "key" => key = Some(args::as_str(n, "key", v)?.to_string()),
             "query" => stages.extend(query_stage(v, n)?),
-            "collation" => super::find::check_collation(n, v)?,
+            "collation" => check_op_collation(n, v, resolved.collation.as_ref())?,
             other => args::check_known(n, other, &[])?,
         }
     }
@@ -436,8 +505,23 @@ fn distinct(
             "FieldPath cannot be constructed with empty string",
         ));
     }
-    let docs = run_stages(&ctx.state.storage, &req.db, &resolved.source, &stages)?;
-    super::distinct::values_reply(docs, &key)
+    let collation = view_collation(resolved.collation.as_ref())?;
+    let docs = run_stages_in(
+        &ctx.state.storage,
+        &req.db,
+        &resolved.source,
+        &stages,
+        collation.clone(),
+    )?;
+    super::distinct::values_reply_in(docs, &key, collation.as_deref())
+}
+
+/// The collation of a view, parsed (`None`: simple).
+fn view_collation(spec: Option<&Document>) -> MongoResult<Option<Arc<Collation>>> {
+    match spec {
+        Some(d) => crate::collation::parse_spec(d),
+        None => Ok(None),
+    }
 }
 
 /// Runs `stages` over a scan of `db.source` (which may be missing).
@@ -447,10 +531,21 @@ pub fn run_stages(
     source: &str,
     stages: &[Document],
 ) -> MongoResult<DocStream> {
-    let pipeline = Pipeline::parse(stages)?;
+    run_stages_in(storage, db, source, stages, None)
+}
+
+/// [`run_stages`] under a collation (`None`: simple).
+fn run_stages_in(
+    storage: &Storage,
+    db: &str,
+    source: &str,
+    stages: &[Document],
+    collation: Option<Arc<Collation>>,
+) -> MongoResult<DocStream> {
+    let pipeline = Pipeline::parse(stages)?.with_collation(collation.clone());
     let coll = storage.collection(db, source);
     let filter = pipeline.leading_match().cloned().unwrap_or_default();
-    let matcher = Matcher::parse_doc(&filter)?;
+    let matcher = Matcher::parse_doc(&filter)?.with_collation(collation);
     let scan = plan::matching_doc(coll.as_ref(), &matcher, &filter)?;
     let input: DocStream = Box::new(scan.map(|r| r.and_then(|d| args::to_document(&d))));
     let reader: Arc<dyn CollectionReader> = Arc::new(super::aggregate::StorageReader {
@@ -464,7 +559,16 @@ pub fn run_stages(
 /// through its pipeline when it is a view.
 pub fn read_through(storage: &Storage, db: &str, name: &str) -> MongoResult<Option<DocStream>> {
     match resolve(storage, db, name)? {
-        Some(r) => Ok(Some(run_stages(storage, db, &r.source, &r.pipeline)?)),
+        Some(r) => {
+            let collation = view_collation(r.collation.as_ref())?;
+            Ok(Some(run_stages_in(
+                storage,
+                db,
+                &r.source,
+                &r.pipeline,
+                collation,
+            )?))
+        }
         None => Ok(None),
     }
 }
