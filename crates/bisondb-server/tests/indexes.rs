@@ -240,6 +240,13 @@ async fn planner_and_explain_tell_what_ran() {
         get_doc(ix, "indexBounds").get_array("day").ok(),
         Some(&vec![Bson::String("[7, 7]".into())])
     );
+    // The bounds [7, 7] answer the whole filter: FETCH has nothing to check
+    // (mongod shows no filter there), and parsedQuery is the $eq form.
+    assert!(!plan.contains_key("filter"), "{plan}");
+    assert_eq!(
+        get_doc(&e, "queryPlanner").get_document("parsedQuery").ok(),
+        Some(&doc! {"day": {"$eq": 7}})
+    );
     let stats = get_doc(&e, "executionStats");
     assert_eq!(num(stats, "nReturned"), 10);
     // Small counters are int32, as mongod sends them (mongosh shows Long('10') otherwise).
@@ -254,6 +261,21 @@ async fn planner_and_explain_tell_what_ran() {
     assert_eq!(num(stats, "totalKeysExamined"), 10);
     assert_eq!(num(stats, "totalDocsExamined"), 10);
     assert!(stats.contains_key("executionTimeMillis"));
+
+    // A condition the bounds do not answer stays on FETCH (mongod keeps only
+    // that residual condition there; BisonDB shows the whole filter).
+    let e = explain(
+        &db,
+        doc! {"find": "ts", "filter": {"day": 7, "v": {"$gt": 500}}},
+        "queryPlanner",
+    )
+    .await;
+    let plan = get_doc(&e, "queryPlanner.winningPlan");
+    assert_eq!(plan.get_str("stage").ok(), Some("FETCH"));
+    let filter = plan
+        .get_document("filter")
+        .unwrap_or_else(|e| panic!("{e}: {plan}"));
+    assert_eq!(filter.get_document("v").ok(), Some(&doc! {"$gt": 500}));
 
     // Range with sort by the index backward, limit and projection: no SORT stage.
     let e = explain(

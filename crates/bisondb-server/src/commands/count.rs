@@ -141,7 +141,7 @@ impl Count {
         let tree = doc! {"stage": "COUNT", "inputStage": input};
         let planner = doc! {
             "namespace": crate::commands::util::ns(&self.db, &self.coll),
-            "parsedQuery": self.query_doc.clone(),
+            "parsedQuery": super::explain::parsed_query(&self.query_doc),
             "indexFilterSet": false,
             "winningPlan": tree.clone(),
             "rejectedPlans": [],

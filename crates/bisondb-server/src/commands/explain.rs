@@ -231,7 +231,7 @@ fn explain_filter(
     }
     let planner = doc! {
         "namespace": util::ns(db, &t.coll),
-        "parsedQuery": t.filter.clone(),
+        "parsedQuery": parsed_query(&t.filter),
         "indexFilterSet": false,
         "winningPlan": tree.clone(),
         "rejectedPlans": [],
@@ -260,4 +260,56 @@ fn explain_filter(
             "executionStages": stages,
         }),
     ))
+}
+
+/// The filter as mongod's explain shows its parsed form for the common
+/// shapes: a field compared to a plain value is an `$eq` (a regular
+/// expression value a `$regex`), operator documents stay as sent. (mongod
+/// also gathers several conditions under `$and` in its canonical order;
+/// BisonDB keeps them as one document.)
+pub(crate) fn parsed_query(filter: &Document) -> Document {
+    let mut out = Document::new();
+    for (k, v) in filter {
+        let shown = match v {
+            _ if k.starts_with('$') => v.clone(),
+            Bson::Document(d) if d.keys().next().is_some_and(|f| f.starts_with('$')) => v.clone(),
+            Bson::RegularExpression(r) => {
+                let mut d = doc! {"$regex": r.pattern.as_str()};
+                if !r.options.is_empty() {
+                    d.insert("$options", r.options.as_str());
+                }
+                Bson::Document(d)
+            }
+            _ => Bson::Document(doc! {"$eq": v.clone()}),
+        };
+        out.insert(k.clone(), shown);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parsed_query;
+    use bson::{doc, Regex};
+
+    #[test]
+    fn parsed_query_shows_equalities_as_eq() {
+        assert_eq!(parsed_query(&doc! {"a": 3}), doc! {"a": {"$eq": 3}});
+        assert_eq!(
+            parsed_query(&doc! {"a": {"x": 1}}),
+            doc! {"a": {"$eq": {"x": 1}}}
+        );
+        assert_eq!(
+            parsed_query(&doc! {"a": {"$gt": 1}, "$or": [{"b": 1}]}),
+            doc! {"a": {"$gt": 1}, "$or": [{"b": 1}]}
+        );
+        let re = Regex {
+            pattern: "^x".to_string().try_into().expect("pattern"),
+            options: "i".to_string().try_into().expect("options"),
+        };
+        assert_eq!(
+            parsed_query(&doc! {"s": re}),
+            doc! {"s": {"$regex": "^x", "$options": "i"}}
+        );
+    }
 }

@@ -347,7 +347,7 @@ impl Find {
         }
         let planner = doc! {
             "namespace": util::ns(&self.db, &self.coll),
-            "parsedQuery": self.filter_doc.clone(),
+            "parsedQuery": super::explain::parsed_query(&self.filter_doc),
             "indexFilterSet": false,
             "winningPlan": tree.clone(),
             "rejectedPlans": [],
