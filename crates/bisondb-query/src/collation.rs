@@ -512,6 +512,36 @@ impl Collation {
     }
 }
 
+impl Collation {
+    /// The string an index with this collation stores for `s`: its sort key,
+    /// one character per byte (U+0001..=U+0100). UTF-8 keeps code point order,
+    /// so the byte order of these strings, which index keys compare, is the
+    /// collation's order, and strings the collation finds equal get one key.
+    pub fn index_key(&self, s: &str) -> String {
+        let mut key = Vec::new();
+        self.write_key(s, &mut key);
+        key.into_iter()
+            .map(|b| char::from_u32(u32::from(b) + 1).unwrap_or('\u{1}'))
+            .collect()
+    }
+
+    /// `v` with every string (and symbol) replaced by its [`Collation::index_key`],
+    /// at any depth: what an index with this collation holds, and what its
+    /// bounds are built from.
+    pub fn index_value(&self, v: &Bson) -> Bson {
+        match v {
+            Bson::String(s) | Bson::Symbol(s) => Bson::String(self.index_key(s)),
+            Bson::Array(a) => Bson::Array(a.iter().map(|x| self.index_value(x)).collect()),
+            Bson::Document(d) => Bson::Document(
+                d.iter()
+                    .map(|(k, x)| (k.clone(), self.index_value(x)))
+                    .collect(),
+            ),
+            other => other.clone(),
+        }
+    }
+}
+
 /// Parses an optional `collation` value of a command (`None` when absent).
 /// The simple collation also yields `None`.
 pub fn parse_opt(v: Option<&Document>) -> MongoResult<Option<Arc<Collation>>> {

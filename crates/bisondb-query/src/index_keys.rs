@@ -14,12 +14,14 @@
 //!   index skips documents its filter does not match.
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
 use bisondb_error::{ErrorCode, MongoError, MongoResult};
 use bson::raw::{RawBsonRef, RawDocument};
 use bson::{Bson, Document, RawBson};
 
-use crate::compare::compare_raw;
+use crate::collation::Collation;
+use crate::compare::compare_raw_in;
 use crate::matcher::Matcher;
 use crate::path::{array_index, lookup_raw, LookupInfo};
 
@@ -43,6 +45,9 @@ pub struct KeyGenerator {
     fields: Vec<KeyField>,
     sparse: bool,
     partial: Option<Matcher>,
+    /// An index with a collation stores strings as their collation keys
+    /// (`Collation::index_value`); `None`: simple, strings as they are.
+    collation: Option<Arc<Collation>>,
 }
 
 /// The keys of one document.
@@ -73,7 +78,37 @@ impl KeyGenerator {
             fields,
             sparse,
             partial,
+            collation: None,
         })
+    }
+
+    /// The same generator for an index with `collation` (`None`: simple).
+    pub fn with_collation(mut self, collation: Option<Arc<Collation>>) -> KeyGenerator {
+        // The partial filter matches under the index's collation, as in mongod.
+        self.partial = self.partial.map(|m| m.with_collation(collation.clone()));
+        self.collation = collation;
+        self
+    }
+
+    /// One key value as the index stores it.
+    fn stored(&self, v: RawBsonRef<'_>) -> RawBson {
+        match (&self.collation, v) {
+            (None, v) => RawBson::from(v),
+            (Some(c), RawBsonRef::String(s) | RawBsonRef::Symbol(s)) => {
+                RawBson::String(c.index_key(s))
+            }
+            (Some(c), v @ (RawBsonRef::Document(_) | RawBsonRef::Array(_))) => {
+                match Bson::try_from(v)
+                    .ok()
+                    .map(|b| c.index_value(&b))
+                    .and_then(|b| RawBson::try_from(b).ok())
+                {
+                    Some(r) => r,
+                    None => RawBson::from(v),
+                }
+            }
+            (Some(_), v) => RawBson::from(v),
+        }
     }
 
     /// The fields of the key pattern, in order.
@@ -137,8 +172,10 @@ impl KeyGenerator {
                 Vec::new()
             };
             if values.len() > 1 {
-                values.sort_by(|a, b| compare_raw(*a, *b));
-                values.dedup_by(|a, b| compare_raw(*a, *b).is_eq());
+                // Under a collation, values it finds equal are one key.
+                let c = self.collation.as_deref();
+                values.sort_by(|a, b| compare_raw_in(*a, *b, c));
+                values.dedup_by(|a, b| compare_raw_in(*a, *b, c).is_eq());
             }
             per_field.push(values);
             array_paths.push(paths);
@@ -158,7 +195,7 @@ impl KeyGenerator {
             ));
         }
         if let [values] = per_field.as_slice() {
-            let keys = values.iter().map(|v| vec![RawBson::from(*v)]).collect();
+            let keys = values.iter().map(|v| vec![self.stored(*v)]).collect();
             return Ok(DocKeys { keys, multikey });
         }
         let mut keys: Vec<Vec<RawBson>> = vec![Vec::with_capacity(self.fields.len())];
@@ -167,7 +204,7 @@ impl KeyGenerator {
             for k in &keys {
                 for v in values {
                     let mut k2 = k.clone();
-                    k2.push(RawBson::from(*v));
+                    k2.push(self.stored(*v));
                     next.push(k2);
                 }
             }

@@ -15,8 +15,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use bisondb_error::{ErrorCode, MongoError, MongoResult};
+use bisondb_query::collation::Collation;
 use bisondb_query::matcher::bounds::{
-    constrained_paths, field_bounds, implies, only_predicates_on, FieldBounds,
+    constrained_paths, field_bounds_in, implies, only_predicates_on, FieldBounds,
 };
 use bisondb_query::matcher::Matcher;
 use bisondb_query::sort::SortSpec;
@@ -24,6 +25,9 @@ use bisondb_storage::{Collection, IndexInfo, IndexScan, Snapshot};
 use bson::{doc, Bson, Document, RawBson, RawBsonRef, RawDocumentBuf};
 
 use crate::cursor::DocSource;
+
+mod min_max;
+pub use min_max::{choose as choose_min_max, MinMax, ReturnKey};
 
 /// What the client asked the planner to use.
 #[derive(Debug, Clone, PartialEq)]
@@ -79,9 +83,18 @@ pub enum Access {
         id_index: bool,
     },
     Ixscan {
-        index: IndexInfo,
+        /// Boxed: an index's spec is large next to the other variants.
+        index: Box<IndexInfo>,
         bounds: Vec<FieldBounds>,
         reverse: bool,
+    },
+    /// `find`'s `min`/`max` (`min_max.rs`): one range of whole keys of the
+    /// hinted index (`None`: the `_id` index, the collection's own order),
+    /// from `start` (inclusive) to `end` (exclusive), scanned forward.
+    KeyRange {
+        index: Option<Box<IndexInfo>>,
+        start: Vec<Bson>,
+        end: Vec<Bson>,
     },
 }
 
@@ -188,6 +201,12 @@ fn sort_direction(index: &IndexInfo, sort: &SortSpec, bounds: &[FieldBounds]) ->
     if fields.is_empty() || index.multikey {
         return None;
     }
+    // Index order is the index's collation order: it gives only a sort under
+    // the same collation.
+    match index_collation(index) {
+        Some(c) if bisondb_query::collation::same(c.as_deref(), sort.collation()) => {}
+        _ => return None,
+    }
     // An index field the filter pins to one value does not change the order of
     // what the scan returns, so the sort may skip it: `{a: 3}` sorted by `b`
     // is served by `{a: 1, b: -1}` (mongod's rule).
@@ -260,11 +279,27 @@ fn contains(i: &bisondb_query::matcher::bounds::Interval, v: &Bson) -> bool {
 }
 
 fn bounds_for(index: &IndexInfo, m: &Matcher) -> Vec<FieldBounds> {
+    // An index with a collation holds collation keys for strings: only string
+    // predicates under that collation can bound it.
+    let Some(collation) = index_collation(index) else {
+        // A collation that cannot be read: the index bounds nothing.
+        return index.fields.iter().map(|_| FieldBounds::full()).collect();
+    };
     index
         .fields
         .iter()
-        .map(|f| field_bounds(m, &f.path, index.multikey))
+        .map(|f| field_bounds_in(m, &f.path, index.multikey, collation.as_deref()))
         .collect()
+}
+
+/// The collation of an index: `Some(None)` for simple, `None` when its stored
+/// collation cannot be read (validated when the index was created, so only a
+/// damaged catalog gets here).
+fn index_collation(index: &IndexInfo) -> Option<Option<Arc<Collation>>> {
+    match &index.spec.collation {
+        None => Some(None),
+        Some(c) => crate::collation::parse_spec(c).ok(),
+    }
 }
 
 /// (equality prefix length, next field bounded): larger is better.
@@ -330,16 +365,13 @@ pub fn choose(
         // mongod accepts any hint on a missing collection (nothing to scan).
         return Ok(plan(Access::Empty, true, true));
     };
-    // Indexes order strings bytewise: under a non-simple collation no index
-    // (nor `_id` order) gives the sort; the sort stage does it.
-    let sort = sort.filter(|s| s.collation().is_none());
     let indexes = coll.indexes();
     let ixscan = |ix: &IndexInfo, reverse: bool| {
         let bounds = bounds_for(ix, m);
         let exact = count_exact(ix, &bounds, m);
         (
             Access::Ixscan {
-                index: ix.clone(),
+                index: Box::new(ix.clone()),
                 bounds,
                 reverse,
             },
@@ -418,7 +450,7 @@ pub fn choose(
         let exact = count_exact(ix, &bounds, m);
         return Ok(plan(
             Access::Ixscan {
-                index: ix.clone(),
+                index: Box::new(ix.clone()),
                 bounds,
                 reverse: dir.unwrap_or(false),
             },
@@ -437,9 +469,10 @@ pub fn choose(
                 return Ok(plan(access, true, false));
             }
         }
-        // `_id` order is the collection's own order (a capped one's is insertion order).
+        // `_id` order is the collection's own order (a capped one's is
+        // insertion order), bytewise for strings.
         if let [(path, asc)] = s.fields() {
-            if path == "_id" && !coll.is_capped() {
+            if path == "_id" && !coll.is_capped() && s.collation().is_none() {
                 return Ok(plan(
                     Access::Collscan {
                         reverse: !asc,
@@ -486,6 +519,9 @@ fn access_source(
     let m = m.clone();
     match &plan.access {
         Access::Empty => Ok(Box::new(std::iter::empty())),
+        Access::KeyRange { index, start, end } => {
+            min_max::source(coll, index.as_deref(), start, end, m, stats)
+        }
         Access::IdLookup(id) => {
             let id = RawBson::try_from(id.clone()).map_err(crate::request::invalid_bson)?;
             let found = coll.get(id.as_raw_bson_ref()).map_err(MongoError::from)?;
@@ -686,6 +722,15 @@ pub fn describe(plan: &Plan, filter: &Document, count_scan: bool) -> Document {
     };
     match &plan.access {
         Access::Empty => doc! {"stage": "EOF"},
+        Access::KeyRange { index, start, end } => {
+            let mut fetch = doc! {"stage": "FETCH"};
+            filter_field(&mut fetch);
+            fetch.insert(
+                "inputStage",
+                min_max::describe(index.as_deref(), start, end),
+            );
+            fetch
+        }
         Access::IdLookup(_) => doc! {"stage": "IDHACK"},
         Access::Collscan {
             reverse,
@@ -1130,6 +1175,7 @@ mod tests {
             expire_after_seconds: None,
             hidden: false,
             background: None,
+            collation: None,
         }
     }
 
@@ -1163,6 +1209,7 @@ mod tests {
                 if p.provides_sort { " sorted" } else { "" }
             ),
             Access::Collscan { .. } => "COLLSCAN".into(),
+            Access::KeyRange { .. } => "KEYRANGE".into(),
             Access::IdLookup(_) => "IDHACK".into(),
             Access::Empty => "EOF".into(),
         }

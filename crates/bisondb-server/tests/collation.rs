@@ -255,17 +255,30 @@ async fn collection_default_collation() {
         db.run_command(doc! {"create": "d", "collation": {"locale": "en", "strength": 2}})
             .await
             .unwrap();
-        // Indexes stay binary: a plain one is built, a unique one (which
-        // would enforce bytewise uniqueness) is refused.
+        // Indexes take the collection's default collation: a unique one
+        // refuses strings that are equal under it.
         c.create_index(mongodb::IndexModel::builder().keys(doc! {"s": 1}).build())
             .await
             .unwrap();
         assert_eq!(count(&c, doc! {"s": "X"}).await, 2, "{t}");
-        expect_code(
-            db.run_command(doc! {"createIndexes": "d", "indexes": [{"key": {"u": 1}, "name": "u", "unique": true}]})
-                .await,
-            238,
-        );
+        db.run_command(doc! {"createIndexes": "d", "indexes": [{"key": {"u": 1}, "name": "u", "unique": true, "sparse": true}]})
+            .await
+            .unwrap();
+        c.insert_one(doc! {"_id": 3, "u": "abc"}).await.unwrap();
+        expect_code(c.insert_one(doc! {"_id": 4, "u": "ABC"}).await, 11000);
+        let r = db.run_command(doc! {"listIndexes": "d"}).await.unwrap();
+        let specs = r
+            .get_document("cursor")
+            .and_then(|c| c.get_array("firstBatch"))
+            .unwrap()
+            .clone();
+        let u = specs
+            .iter()
+            .filter_map(Bson::as_document)
+            .find(|d| d.get_str("name").ok() == Some("u"))
+            .unwrap();
+        let uc = u.get_document("collation").unwrap();
+        assert_eq!(uc.get_i32("strength").ok(), Some(2), "{t}: {u}");
         expect_code(
             db.run_command(doc! {"createIndexes": "d", "indexes": [{"key": {"w": 1}, "name": "w", "collation": {"locale": "en", "strength": 9}}]})
                 .await,
@@ -322,12 +335,64 @@ async fn index_bounds_ignore_strings_under_a_collation() {
         )
         .await;
         assert_eq!(ids(&hinted), vec![3, 4], "{t}");
-        // Indexes with a collation of their own are not built yet.
-        expect_code(
-            db.run_command(doc! {"createIndexes": "c", "indexes": [{"key": {"t": 1}, "name": "t", "collation": {"locale": "fr"}}]})
-                .await,
-            238,
-        );
+        // An index with a collation answers queries under that collation
+        // (through its bounds) and still gives right answers to others.
+        db.run_command(doc! {"createIndexes": "c", "indexes": [{"key": {"t": 1}, "name": "t_ci", "collation": {"locale": "en", "strength": 2}}]})
+            .await
+            .unwrap();
+        c.insert_many(vec![
+            doc! {"_id": 10, "t": "Zeta"},
+            doc! {"_id": 11, "t": "zeta"},
+            doc! {"_id": 12, "t": "eta"},
+            doc! {"_id": 13, "t": 5},
+        ])
+        .await
+        .unwrap();
+        let ci = collect(
+            c.find(doc! {"t": "ZETA"})
+                .collation(strength2())
+                .sort(doc! {"_id": 1})
+                .await
+                .unwrap(),
+        )
+        .await;
+        assert_eq!(ids(&ci), vec![10, 11], "{t}");
+        let plan = db
+            .run_command(doc! {"explain": {"find": "c", "filter": {"t": "ZETA"}, "collation": {"locale": "en", "strength": 2}}})
+            .await
+            .unwrap();
+        assert!(plan.to_string().contains("IXSCAN"), "{t}: {plan}");
+        let cs = collect(c.find(doc! {"t": "zeta"}).await.unwrap()).await;
+        assert_eq!(ids(&cs), vec![11], "{t}");
+        let range = collect(
+            c.find(doc! {"t": {"$gte": "e", "$lt": "f"}})
+                .collation(strength2())
+                .await
+                .unwrap(),
+        )
+        .await;
+        assert_eq!(ids(&range), vec![12], "{t}");
+        let num = collect(c.find(doc! {"t": {"$gt": 1}}).await.unwrap()).await;
+        assert_eq!(ids(&num), vec![13], "{t}");
+        // Its order serves a sort under its collation, not a binary one.
+        let sorted = collect(
+            c.find(doc! {"t": {"$type": "string"}})
+                .sort(doc! {"t": 1, "_id": 1})
+                .collation(strength2())
+                .await
+                .unwrap(),
+        )
+        .await;
+        assert_eq!(ids(&sorted), vec![12, 10, 11], "{t}");
+        let binary = collect(
+            c.find(doc! {"t": {"$type": "string"}})
+                .sort(doc! {"t": 1})
+                .hint(mongodb::options::Hint::Name("t_ci".into()))
+                .await
+                .unwrap(),
+        )
+        .await;
+        assert_eq!(ids(&binary), vec![10, 12, 11], "{t}");
     }
 }
 

@@ -184,6 +184,7 @@ fn bulk(
             expire_after_seconds: None,
             hidden: false,
             background: None,
+            collation: None,
         };
         storage
             .create_index("bench", name, spec)

@@ -53,6 +53,9 @@ pub struct IndexSpec {
     /// `background` as the client gave it: ignored (builds are foreground,
     /// as in mongod 4.2+) but kept in the spec, as mongod shows it.
     pub background: Option<bool>,
+    /// The index's collation, resolved (`None`: simple): its keys hold
+    /// strings as collation keys (`bisondb_query::collation`).
+    pub collation: Option<Document>,
 }
 
 impl IndexSpec {
@@ -97,6 +100,9 @@ impl IndexSpec {
         if let Some(b) = self.background {
             d.insert("background", b);
         }
+        if let Some(c) = &self.collation {
+            d.insert("collation", c.clone());
+        }
         d
     }
 
@@ -115,6 +121,7 @@ impl IndexSpec {
             },
             hidden: d.get_bool("hidden").unwrap_or(false),
             background: d.get_bool("background").ok(),
+            collation: d.get_document("collation").ok().cloned(),
         })
     }
 
@@ -130,6 +137,7 @@ impl IndexSpec {
             && self.partial_filter == other.partial_filter
             && self.expire_after_seconds == other.expire_after_seconds
             && self.hidden == other.hidden
+            && self.collation == other.collation
     }
 }
 
@@ -170,7 +178,12 @@ impl std::fmt::Debug for IndexState {
 impl IndexState {
     pub(crate) fn new(id: u64, spec: IndexSpec, multikey: bool) -> Result<IndexState, MongoError> {
         let fields = spec.fields();
-        let keygen = KeyGenerator::new(fields.clone(), spec.sparse, spec.partial_filter.as_ref())?;
+        let collation = match &spec.collation {
+            Some(c) => bisondb_query::collation::Collation::parse(c)?,
+            None => None,
+        };
+        let keygen = KeyGenerator::new(fields.clone(), spec.sparse, spec.partial_filter.as_ref())?
+            .with_collation(collation);
         Ok(IndexState {
             id,
             spec,

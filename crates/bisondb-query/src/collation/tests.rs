@@ -576,3 +576,47 @@ fn num_of(d: &Document, k: &str) -> i64 {
         _ => -1,
     }
 }
+
+#[test]
+fn index_keys_and_bounds_under_a_collation() {
+    use crate::index_keys::{KeyField, KeyGenerator};
+    use crate::matcher::bounds::field_bounds_in;
+    let c = coll(doc! {"locale": "en", "strength": 2});
+    let field = KeyField {
+        path: "a".into(),
+        descending: false,
+    };
+    let gen = KeyGenerator::new(vec![field], false, None)
+        .unwrap()
+        .with_collation(Some(c.clone()));
+    let key = |d: Document| {
+        let raw = bson::RawDocumentBuf::try_from(&d).unwrap();
+        gen.keys(&raw).unwrap().keys
+    };
+    // Equal under the collation: one key, whatever the case; numbers unchanged.
+    assert_eq!(key(doc! {"a": "abc"}), key(doc! {"a": "ABC"}));
+    assert_ne!(key(doc! {"a": "abc"}), key(doc! {"a": "abd"}));
+    assert_eq!(key(doc! {"a": ["x", "X"]}).len(), 1);
+    assert_eq!(key(doc! {"a": 5}), vec![vec![bson::RawBson::Int32(5)]]);
+    // Key strings keep the collation's order bytewise.
+    let (ka, kb) = (c.index_key("a"), c.index_key("B"));
+    assert!(ka.as_bytes() < kb.as_bytes());
+    // Bounds: collated predicates bound a same-collation index only; simple
+    // string predicates never bound a collated index.
+    let m = |f: Document, with: Option<Arc<Collation>>| {
+        crate::matcher::Matcher::parse_doc(&f)
+            .unwrap()
+            .with_collation(with)
+    };
+    let same = field_bounds_in(&m(doc! {"a": "ABC"}, Some(c.clone())), "a", false, Some(&c));
+    assert!(same.is_points() && !same.exact, "{same:?}");
+    let other = coll(doc! {"locale": "fr"});
+    let diff = field_bounds_in(&m(doc! {"a": "ABC"}, Some(other)), "a", false, Some(&c));
+    assert!(diff.is_full());
+    let simple = field_bounds_in(&m(doc! {"a": "ABC"}, None), "a", false, Some(&c));
+    assert!(simple.is_full());
+    let on_simple_index = field_bounds_in(&m(doc! {"a": "ABC"}, Some(c.clone())), "a", false, None);
+    assert!(on_simple_index.is_full());
+    let num = field_bounds_in(&m(doc! {"a": 5}, None), "a", false, Some(&c));
+    assert!(num.is_points() && num.exact);
+}

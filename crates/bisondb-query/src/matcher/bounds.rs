@@ -18,7 +18,8 @@ use std::cmp::Ordering;
 use bson::{Bson, Document};
 
 use super::{CmpOp, Expr, Matcher, PathOp};
-use crate::compare::compare_bson;
+use crate::collation::Collation;
+use crate::compare::{compare_bson, has_string};
 
 /// An interval of BSON values in index order.
 #[derive(Debug, Clone, PartialEq)]
@@ -162,12 +163,26 @@ impl FieldBounds {
 /// The bounds the filter puts on `path` for an index that is (or may be)
 /// `multikey`.
 pub fn field_bounds(m: &Matcher, path: &str, multikey: bool) -> FieldBounds {
+    field_bounds_in(m, path, multikey, None)
+}
+
+/// [`field_bounds`] for an index with collation `ix` (`None`: simple). Its keys
+/// hold strings as collation keys, so only string predicates under that same
+/// collation bound it (through [`Collation::index_value`]); string predicates
+/// under another collation bound nothing (and on a simple index, collated ones
+/// never do). Such bounds are inexact: the fetch re-checks the filter.
+pub fn field_bounds_in(
+    m: &Matcher,
+    path: &str,
+    multikey: bool,
+    ix: Option<&Collation>,
+) -> FieldBounds {
     let mut preds: Vec<&PathOp> = Vec::new();
     collect(&m.root, path, &mut preds);
     if preds.is_empty() {
         return FieldBounds::full();
     }
-    let each: Vec<FieldBounds> = preds.into_iter().map(op_bounds).collect();
+    let each: Vec<FieldBounds> = preds.into_iter().map(|p| op_bounds(p, ix)).collect();
     if multikey {
         // One predicate only: prefer points, then any constraint.
         let best = each
@@ -414,7 +429,37 @@ fn cmp_bounds(op: CmpOp, x: &Bson) -> FieldBounds {
     }
 }
 
-fn op_bounds(op: &PathOp) -> FieldBounds {
+/// Bounds of string predicates on an index with collation `ix` (see
+/// [`field_bounds_in`]): `None` when they bound nothing.
+fn collated_bounds(op: &PathOp, ix: &Collation) -> Option<FieldBounds> {
+    let b = match op {
+        PathOp::EqColl(v, c) if c.as_ref() == ix => eq_bounds(&ix.index_value(v)),
+        PathOp::CmpColl(o, x, c) if c.as_ref() == ix => cmp_bounds(*o, &ix.index_value(x)),
+        PathOp::InColl(list, c) if c.as_ref() == ix && list.regexes.is_empty() => {
+            let mut all = Vec::new();
+            for v in &list.values {
+                all.extend(eq_bounds(&ix.index_value(v)).intervals);
+            }
+            FieldBounds {
+                intervals: union(all),
+                exact: false,
+            }
+        }
+        _ => return None,
+    };
+    Some(inexact(b.intervals))
+}
+
+fn op_bounds(op: &PathOp, ix: Option<&Collation>) -> FieldBounds {
+    let full = || inexact(vec![Interval::full()]);
+    match (op, ix) {
+        (PathOp::EqColl(..) | PathOp::CmpColl(..) | PathOp::InColl(..), Some(c)) => {
+            return collated_bounds(op, c).unwrap_or_else(full)
+        }
+        (PathOp::Eq(v) | PathOp::Cmp(_, v), Some(_)) if has_string(v) => return full(),
+        (PathOp::In(list), Some(_)) if list.values.iter().any(has_string) => return full(),
+        _ => {}
+    }
     match op {
         PathOp::Eq(v) => eq_bounds(v),
         PathOp::Cmp(c, x) => cmp_bounds(*c, x),
@@ -435,7 +480,7 @@ fn op_bounds(op: &PathOp) -> FieldBounds {
             }
         }
         PathOp::All(ops) => match ops.first() {
-            Some(first) => inexact(op_bounds(first).intervals),
+            Some(first) => inexact(op_bounds(first, ix).intervals),
             None => FieldBounds {
                 intervals: Vec::new(),
                 exact: true,
@@ -444,7 +489,7 @@ fn op_bounds(op: &PathOp) -> FieldBounds {
         PathOp::ElemMatchValue(ops) => {
             let mut acc = vec![Interval::full()];
             for o in ops {
-                acc = intersect_lists(&acc, &op_bounds(o).intervals);
+                acc = intersect_lists(&acc, &op_bounds(o, ix).intervals);
             }
             inexact(acc)
         }

@@ -1,7 +1,8 @@
 //! `createIndexes`: validates each index specification as mongod does, then
 //! creates and builds the indexes one by one (creating the collection when it
 //! is missing). The `_id` index always exists; index types BisonDB lacks
-//! (text, geo, hashed, wildcard, non-simple collation) fail naming the type.
+//! (text, geo, hashed, wildcard) fail naming the type. An index's collation
+//! (its own, else the collection's default) is stored resolved in its spec.
 
 use bisondb_error::{ErrorCode, MongoError, MongoResult};
 use bisondb_storage::IndexSpec;
@@ -89,18 +90,16 @@ impl Command for CreateIndexes {
         if existing.is_none() {
             storage.get_or_create_collection(&self.db, &self.coll)?;
         }
-        // mongod gives new indexes the collection's default collation; BisonDB's
-        // indexes are binary, which only changes what a unique index refuses,
-        // so that case fails instead of enforcing bytewise uniqueness.
-        let collated = crate::collation::of_collection(existing.as_ref())?.is_some();
-        if collated && self.specs.iter().flatten().any(|s| s.unique) {
-            return Err(MongoError::new(
-                ErrorCode::NotImplemented,
-                "unique indexes on a collection with a default collation are not supported by BisonDB yet",
-            ));
-        }
+        // An index without a collation of its own gets the collection's
+        // default, as in mongod; an explicit simple one stays simple.
+        let default = crate::collation::of_collection(existing.as_ref())?;
         let mut created = 0;
-        for spec in self.specs.into_iter().flatten() {
+        for mut spec in self.specs.into_iter().flatten() {
+            spec.collation = match spec.collation.take() {
+                Some(c) if c == simple_marker() => None,
+                Some(c) => Some(c),
+                None => crate::collation::spec_of(default.as_ref()),
+            };
             if storage.create_index(&self.db, &self.coll, spec)? {
                 created += 1;
             }
@@ -253,25 +252,22 @@ fn parse_spec(spec: &Document) -> MongoResult<Option<IndexSpec>> {
         Some(_) => Some(flag("background")?),
         None => None,
     };
-    if let Some(c) = spec.get("collation") {
-        // Checked as mongod checks a collation; only the simple one is built.
-        let simple = match c {
-            Bson::Document(d) if d.is_empty() => true,
-            Bson::Document(d) => crate::collation::parse_spec(d)?.is_none(),
-            other => {
-                return Err(MongoError::type_mismatch(format!(
-                    "The field 'collation' must be an object, but got {}",
-                    bisondb_query::expr::value::type_name(other)
-                )))
-            }
-        };
-        if !simple {
-            return Err(MongoError::new(
-                ErrorCode::NotImplemented,
-                "indexes with a collation other than {locale: 'simple'} are not supported by BisonDB yet",
-            ));
+    // The index's own collation, resolved; an explicit simple one is marked
+    // so that it does not take the collection's default (see `execute`).
+    let collation = match spec.get("collation") {
+        None => None,
+        Some(Bson::Document(d)) if d.is_empty() => Some(simple_marker()),
+        Some(Bson::Document(d)) => Some(
+            crate::collation::spec_of(crate::collation::parse_spec(d)?.as_ref())
+                .unwrap_or_else(simple_marker),
+        ),
+        Some(other) => {
+            return Err(MongoError::type_mismatch(format!(
+                "The field 'collation' must be an object, but got {}",
+                bisondb_query::expr::value::type_name(other)
+            )))
         }
-    }
+    };
     let is_id = key.len() == 1 && key.get("_id").and_then(number) == Some(1.0);
     if is_id {
         if name != "_id_" && spec.contains_key("name") {
@@ -339,7 +335,13 @@ fn parse_spec(spec: &Document) -> MongoResult<Option<IndexSpec>> {
         expire_after_seconds,
         hidden,
         background,
+        collation,
     }))
+}
+
+/// Stands for an explicit `{locale: "simple"}` between parsing and execution.
+fn simple_marker() -> Document {
+    doc! {"locale": "simple"}
 }
 
 #[cfg(test)]
@@ -358,8 +360,13 @@ mod tests {
             (doc! {"key": {"$**": 1}}, Err(238)),
             (
                 doc! {"key": {"a": 1}, "collation": {"locale": "fr"}},
-                Err(238),
+                Ok(Some("a_1")),
             ),
+            (
+                doc! {"key": {"a": 1}, "collation": {"locale": "xx"}},
+                Err(2),
+            ),
+            (doc! {"key": {"a": 1}, "collation": "fr"}, Err(14)),
             (doc! {"key": {"a": "bogus"}}, Err(67)),
             (doc! {"key": {"a": 0}}, Err(67)),
             (doc! {"key": {"a": {"x": 1}}}, Err(67)),

@@ -115,6 +115,7 @@ impl Command for DropIndexes {
                     expire_after_seconds: None,
                     hidden: false,
                     background: None,
+                    collation: None,
                 };
                 let matching: Vec<String> = indexes
                     .iter()

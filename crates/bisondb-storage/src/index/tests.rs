@@ -106,6 +106,7 @@ fn specs() -> Vec<IndexSpec> {
         expire_after_seconds: None,
         hidden: false,
         background: None,
+        collation: None,
     };
     vec![
         spec("a_1", doc! {"a": 1}),
@@ -296,6 +297,7 @@ fn unique(name: &str, key: Document) -> IndexSpec {
         expire_after_seconds: None,
         hidden: false,
         background: None,
+        collation: None,
     }
 }
 

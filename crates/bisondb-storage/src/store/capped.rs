@@ -102,7 +102,7 @@ fn natural_range(coll: u64) -> (Vec<u8>, Vec<u8>) {
     (start, end)
 }
 
-fn rid_key(coll: u64, encoded_id: &[u8]) -> Vec<u8> {
+pub(super) fn rid_key(coll: u64, encoded_id: &[u8]) -> Vec<u8> {
     let mut k = Vec::with_capacity(9 + encoded_id.len());
     k.push(RID_OF);
     push_u64(&mut k, coll);
@@ -130,7 +130,7 @@ fn rid_of_natural_key(key: &[u8]) -> Result<u64, StorageError> {
         .ok_or_else(|| StorageError::Corrupt(format!("bad natural-order key {key:?}")))
 }
 
-fn decode_rid(v: &[u8]) -> Result<u64, StorageError> {
+pub(super) fn decode_rid(v: &[u8]) -> Result<u64, StorageError> {
     <[u8; 8]>::try_from(v)
         .map(u64::from_be_bytes)
         .map_err(|_| StorageError::Corrupt(format!("bad record id of {} bytes", v.len())))
@@ -701,6 +701,7 @@ mod tests {
             expire_after_seconds: None,
             hidden: false,
             background: None,
+            collation: None,
         };
         assert!(s
             .create_index("db", "cap", spec)
