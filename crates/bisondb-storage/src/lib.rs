@@ -28,4 +28,7 @@ pub use index::{IndexInfo, IndexScan, IndexSpec};
 pub use keycode::{encode_id, encode_value};
 pub use lsm::{LsmEngine, LsmOptions};
 pub use memory::MemoryEngine;
-pub use store::{id_of, Collection, DocIter, InsertOutcome, Modify, ModifyResult, NaturalIter};
+pub use store::{
+    id_of, Collection, DocIter, IndexReport, InsertOutcome, Modify, ModifyResult, NaturalIter,
+    ValidateOptions, ValidateReport,
+};

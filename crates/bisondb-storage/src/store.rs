@@ -889,5 +889,8 @@ impl Iterator for DocIter {
 pub(crate) mod capped;
 pub use capped::NaturalIter;
 
+mod validate;
+pub use validate::{IndexReport, ValidateOptions, ValidateReport};
+
 #[cfg(test)]
 mod tests;
