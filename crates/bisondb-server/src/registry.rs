@@ -214,6 +214,11 @@ pub static COMMANDS: &[CommandSpec] = &[
     admin("shutdown", run::<shutdown::Shutdown>, "stop the server"),
     cmd("update", update::handle, "update documents"),
     cmd(
+        "usersInfo",
+        run::<users_info::UsersInfo>,
+        "the users a database defines (none: BisonDB has no authentication yet)",
+    ),
+    cmd(
         "whatsmyuri",
         run::<whatsmyuri::WhatsMyUri>,
         "the client's address as the server sees it",
@@ -264,7 +269,6 @@ pub static UNSUPPORTED: &[&str] = &[
     "updateRole",
     "updateSearchIndex",
     "updateUser",
-    "usersInfo",
     "validate",
 ];
 

@@ -351,3 +351,39 @@ async fn ddl_commands_refuse_write_concerns_a_standalone_cannot_satisfy() {
         vec!["c".to_string()]
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn users_info_finds_no_users_and_checks_its_argument() {
+    // No authentication, so no user store: every well-formed request finds
+    // nothing, and the reply has no cursor (pymongo's cursor_command refuses it).
+    let ts = start().await;
+    let db = ts.tcp.database("users");
+    for arg in [
+        bson::Bson::Int32(1),
+        bson::Bson::String("alice".into()),
+        bson::Bson::Document(doc! {"user": "alice", "db": "users"}),
+        bson::Bson::Document(doc! {"forAllDBs": true}),
+    ] {
+        let reply = db
+            .run_command(doc! {"usersInfo": arg.clone()})
+            .await
+            .unwrap_or_else(|e| panic!("{arg}: {e}"));
+        assert_eq!(
+            reply.get_array("users").map(|a| a.len()).ok(),
+            Some(0),
+            "{arg}: {reply}"
+        );
+        assert!(!reply.contains_key("cursor"), "{reply}");
+    }
+    for bad in [
+        doc! {"usersInfo": 2},
+        doc! {"usersInfo": {"user": "alice"}},
+        doc! {"usersInfo": 1, "showPrivileges": true},
+    ] {
+        let err = db.run_command(bad.clone()).await.expect_err("malformed");
+        match *err.kind {
+            mongodb::error::ErrorKind::Command(ref c) => assert_eq!(c.code, 2, "{bad}: {c:?}"),
+            ref other => panic!("{bad}: {other:?}"),
+        }
+    }
+}

@@ -51,6 +51,7 @@ pub mod rename_collection;
 pub mod server_status;
 pub mod shutdown;
 pub mod update;
+pub mod users_info;
 pub mod views;
 pub mod whatsmyuri;
 
