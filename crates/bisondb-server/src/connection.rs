@@ -261,6 +261,7 @@ const MAY_RUN_LONG: &[&str] = &[
     "getMore",
     "renameCollection",
     "update",
+    "validate",
 ];
 
 /// Runs `f`, a command's synchronous work, so that a long one does not hold

@@ -219,6 +219,11 @@ pub static COMMANDS: &[CommandSpec] = &[
         "the users a database defines (none: BisonDB has no authentication yet)",
     ),
     cmd(
+        "validate",
+        run::<validate::Validate>,
+        "check a collection's documents, indexes and statistics",
+    ),
+    cmd(
         "whatsmyuri",
         run::<whatsmyuri::WhatsMyUri>,
         "the client's address as the server sees it",
@@ -269,7 +274,6 @@ pub static UNSUPPORTED: &[&str] = &[
     "updateRole",
     "updateSearchIndex",
     "updateUser",
-    "validate",
 ];
 
 pub fn lookup(name: &str) -> Option<&'static CommandSpec> {

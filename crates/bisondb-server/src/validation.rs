@@ -197,6 +197,12 @@ impl Validator {
         Err(failure)
     }
 
+    /// Whether `doc` passes the validator (`validate` counts those that do
+    /// not, whatever `validationLevel` and `validationAction` say).
+    pub fn complies(&self, doc: &RawDocument) -> bool {
+        self.matcher.matches(doc)
+    }
+
     /// Like [`Validator::check`] for an owned document.
     pub fn check_doc(&self, doc: &Document, before: Option<&RawDocument>) -> MongoResult<()> {
         let raw = RawDocumentBuf::try_from(doc)

@@ -52,6 +52,7 @@ pub mod server_status;
 pub mod shutdown;
 pub mod update;
 pub mod users_info;
+pub mod validate;
 pub mod views;
 pub mod whatsmyuri;
 
