@@ -556,6 +556,43 @@ impl Collection {
         Some(IndexScan::new(snapshot, ranges, reverse, prefix_len))
     }
 
+    /// Index entries of index `name` from the whole key `start` (inclusive)
+    /// to the whole key `end` (exclusive), each one value per key field in
+    /// key-pattern order: `find`'s `min`/`max`. Unlike [`Collection::index_scan`]
+    /// this is one range over the compound key (`{a: 1, b: 5}` to `{a: 3,
+    /// b: 2}` holds every `b` of `a: 2`), which is the order the entries'
+    /// bytes already sort in. Empty when `start` is not below `end`. `None`
+    /// when there is no such index.
+    pub fn index_scan_keys(
+        &self,
+        snapshot: Arc<dyn Snapshot>,
+        name: &str,
+        start: &[bson::RawBson],
+        end: &[bson::RawBson],
+        reverse: bool,
+    ) -> Option<IndexScan> {
+        let list = self.state.indexes.read().clone();
+        let ix = list.iter().find(|i| i.spec.name == name)?;
+        let prefix = index::index_prefix(self.state.id, ix.id);
+        let key = |values: &[bson::RawBson]| {
+            let mut k = prefix.clone();
+            for (v, f) in values.iter().zip(&ix.fields) {
+                let at = k.len();
+                crate::keycode::encode_value(v.as_raw_bson_ref(), &mut k);
+                // Entries of a descending field hold their bytes inverted.
+                if f.descending {
+                    if let Some(tail) = k.get_mut(at..) {
+                        tail.iter_mut().for_each(|b| *b = !*b);
+                    }
+                }
+            }
+            k
+        };
+        let (lo, hi) = (key(start), key(end));
+        let ranges = if lo < hi { vec![(lo, hi)] } else { Vec::new() };
+        Some(IndexScan::new(snapshot, ranges, reverse, prefix.len()))
+    }
+
     /// The document whose encoded `_id` (as index entries hold it) is `encoded_id`.
     pub fn fetch(
         &self,

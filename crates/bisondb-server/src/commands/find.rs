@@ -36,6 +36,10 @@ pub struct Find {
     await_data: bool,
     /// The command's `collation`, if it gave one (else the collection's default).
     collation: crate::collation::Given,
+    /// `min`/`max`: bounds on the hinted index (`plan::min_max`).
+    min_max: plan::MinMax,
+    /// `returnKey`: the index key instead of each document.
+    return_key: bool,
 }
 
 const KNOWN: &[&str] = &[
@@ -85,6 +89,8 @@ impl Command for Find {
             tailable: false,
             await_data: false,
             collation: None,
+            min_max: plan::MinMax::default(),
+            return_key: false,
         };
         // `sort: {$natural: ±1}`: the collection's own order, as a hint.
         let mut natural = None;
@@ -137,12 +143,14 @@ impl Command for Find {
                 "collation" => f.collation = crate::collation::parse_arg(n, v)?,
                 "tailable" => f.tailable = args::as_bool(n, "tailable", v)?,
                 "awaitData" => f.await_data = args::as_bool(n, "awaitData", v)?,
-                "min" | "max" | "returnKey" | "showRecordId" => {
-                    let used = match v {
-                        RawBsonRef::Document(d) => !d.is_empty(),
-                        other => args::as_bool(n, k.as_str(), other)?,
-                    };
-                    if used {
+                "min" => f.min_max.min = args::to_document(args::as_doc(n, "min", v)?)?,
+                "max" => f.min_max.max = args::to_document(args::as_doc(n, "max", v)?)?,
+                "returnKey" => f.return_key = args::as_bool(n, "returnKey", v)?,
+                // BisonDB keeps no record ids for ordinary collections (they
+                // are clustered by `_id`), and inventing one per scan would
+                // give the same document different ids.
+                "showRecordId" => {
+                    if args::as_bool(n, "showRecordId", v)? {
                         return Err(MongoError::new(
                             ErrorCode::NotImplemented,
                             format!(
@@ -160,6 +168,7 @@ impl Command for Find {
         if !have_coll {
             return Err(args::missing_field(n, "find"));
         }
+        f.min_max.validate()?;
         // mongod's checks, in its order (query_request_helper).
         if f.tailable {
             if f.sort.is_some() || natural == Some(false) {
@@ -218,6 +227,19 @@ impl Find {
         coll: Option<bisondb_storage::Collection>,
     ) -> MongoResult<RawDocumentBuf> {
         let ns = util::ns(&self.db, &self.coll);
+        // A tailable cursor reads in natural order, through no index.
+        for (used, name) in [
+            (!self.min_max.min.is_empty(), "min"),
+            (!self.min_max.max.is_empty(), "max"),
+            (self.return_key, "returnKey"),
+        ] {
+            if used {
+                return Err(MongoError::new(
+                    ErrorCode::NotImplemented,
+                    format!("find option '{name}' with 'tailable' is not supported by BisonDB yet"),
+                ));
+            }
+        }
         let Some(coll) = coll else {
             return util::cursor_reply(&ns, 0, bson::RawArrayBuf::new(), true);
         };
@@ -270,6 +292,7 @@ impl Find {
         // the sort use it (the planner then keeps string bounds and index
         // order out of the plan).
         let collation = crate::collation::effective(&self.collation, coll)?;
+        let collated = collation.is_some();
         let (filter_c, sort_c);
         let (filter, sort) = match collation {
             None => (&self.filter, self.sort.as_ref()),
@@ -279,13 +302,17 @@ impl Find {
                 (&filter_c, sort_c.as_ref())
             }
         };
-        let chosen = plan::choose(
-            coll,
-            filter,
-            Some(&self.filter_doc),
-            sort,
-            self.hint.as_ref(),
-        )?;
+        let chosen = if self.min_max.is_empty() {
+            plan::choose(
+                coll,
+                filter,
+                Some(&self.filter_doc),
+                sort,
+                self.hint.as_ref(),
+            )?
+        } else {
+            plan::choose_min_max(coll, self.hint.as_ref(), &self.min_max, sort, collated)?
+        };
         let src = plan::execute(coll, &chosen, filter, stats.clone())?;
         let src: DocSource = match sort {
             Some(spec) if !chosen.provides_sort => {
@@ -300,6 +327,11 @@ impl Find {
             src
         };
         let src: DocSource = match &self.projection {
+            // mongod's RETURN_KEY stage replaces the projection.
+            _ if self.return_key => {
+                let keys = plan::ReturnKey::new(&chosen)?;
+                Box::new(src.map(move |d| d.and_then(|d| keys.key_of(&d))))
+            }
             Some(p) => {
                 let p = Projection::parse_with_filter(p, &self.filter)?;
                 Box::new(src.map(move |d| d.and_then(|d| p.apply_raw(&d))))
@@ -341,7 +373,9 @@ impl Find {
         if let Some(l) = self.limit {
             tree = doc! {"stage": "LIMIT", "limitAmount": l as i64, "inputStage": tree};
         }
-        if let Some(p) = &self.projection {
+        if self.return_key {
+            tree = doc! {"stage": "RETURN_KEY", "inputStage": tree};
+        } else if let Some(p) = &self.projection {
             tree =
                 doc! {"stage": "PROJECTION_SIMPLE", "transformBy": p.clone(), "inputStage": tree};
         }

@@ -1,0 +1,525 @@
+//! `find`'s `min` and `max` (one range of whole keys of a hinted index) and
+//! `returnKey` (each result replaced by the index key that led to it).
+//!
+//! mongod 4.2+ plans a `min`/`max` query only on the index its `hint` names
+//! (query_planner.cpp): no hint is 51173, bounds whose fields are not exactly
+//! the key pattern's (in order) are 51174, a `min` not below `max` in the
+//! index's order is 51175; the parser refuses a `min` and `max` with
+//! different field names (51176). The scan runs forward from `min`
+//! (inclusive) to `max` (exclusive) over the compound key; the filter is
+//! checked on each fetched document.
+
+use std::cmp::Ordering as CmpOrdering;
+use std::collections::HashSet;
+use std::ops::Bound;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use bisondb_error::{MongoError, MongoResult};
+use bisondb_query::compare::compare_bson;
+use bisondb_query::index_keys::{KeyField, KeyGenerator};
+use bisondb_query::matcher::bounds::FieldBounds;
+use bisondb_query::matcher::Matcher;
+use bisondb_query::sort::SortSpec;
+use bisondb_storage::{Collection, IndexInfo};
+use bson::{doc, Bson, Document, RawBson, RawDocumentBuf};
+
+use super::{bad_hint, contains, same_pattern, sort_direction, Access, Fetch, Hint, Plan, Stats};
+use crate::cursor::DocSource;
+
+/// A `find`'s `min` and `max` as sent (an empty document: not given).
+#[derive(Debug, Clone, Default)]
+pub struct MinMax {
+    pub min: Document,
+    pub max: Document,
+}
+
+impl MinMax {
+    pub fn is_empty(&self) -> bool {
+        self.min.is_empty() && self.max.is_empty()
+    }
+
+    /// mongod's parse-time check (query_request_helper): both given, they
+    /// must name the same fields in the same order.
+    pub fn validate(&self) -> MongoResult<()> {
+        if self.min.is_empty() || self.max.is_empty() {
+            return Ok(());
+        }
+        if !self.min.keys().eq(self.max.keys()) {
+            return Err(MongoError::location(
+                51176,
+                "min and max must have the same field names",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// mongod's wording for an error of the planner.
+fn planner_error(code: i32, reason: &str) -> MongoError {
+    MongoError::location(
+        code,
+        format!("error processing query: planner returned error :: caused by :: {reason}"),
+    )
+}
+
+/// The `_id` index's fields, for `min`/`max` and `returnKey` through it.
+fn id_fields() -> Vec<KeyField> {
+    vec![KeyField {
+        path: "_id".into(),
+        descending: false,
+    }]
+}
+
+/// Whether `bound` names exactly the fields of the key pattern, in order,
+/// and (under a collation other than the index's) holds no value the
+/// collation would change (strings, and documents or arrays that may hold
+/// them), as mongod's `indexCompatibleMaxMin`.
+fn compatible(bound: &Document, fields: &[KeyField], collated: bool) -> bool {
+    bound.len() == fields.len()
+        && bound.iter().zip(fields).all(|((k, v), f)| {
+            *k == f.path
+                && !(collated
+                    && matches!(
+                        v,
+                        Bson::String(_) | Bson::Symbol(_) | Bson::Document(_) | Bson::Array(_)
+                    ))
+        })
+}
+
+/// A bound with its field names stripped; an absent one is the first
+/// (`first`) or last key of the index in its order: MinKey for an ascending
+/// field, MaxKey for a descending one, or the reverse (mongod's
+/// `finishMinObj`/`finishMaxObj`).
+fn finish(bound: &Document, fields: &[KeyField], first: bool) -> Vec<Bson> {
+    if !bound.is_empty() {
+        return bound.values().cloned().collect();
+    }
+    fields
+        .iter()
+        .map(|f| {
+            if first != f.descending {
+                Bson::MinKey
+            } else {
+                Bson::MaxKey
+            }
+        })
+        .collect()
+}
+
+/// Two whole keys compared in the index's order (mongod's `woCompare` with
+/// the key pattern): a descending field reverses its comparison.
+fn compare_keys(a: &[Bson], b: &[Bson], fields: &[KeyField]) -> CmpOrdering {
+    for ((x, y), f) in a.iter().zip(b).zip(fields) {
+        let c = compare_bson(x, y);
+        let c = if f.descending { c.reverse() } else { c };
+        if c != CmpOrdering::Equal {
+            return c;
+        }
+    }
+    CmpOrdering::Equal
+}
+
+/// Plans a `find` with `min`/`max` on the index `hint` names. `collated`:
+/// the query runs under a non-simple collation (indexes here hold their
+/// strings bytewise, so string bounds cannot apply).
+pub fn choose(
+    coll: Option<&Collection>,
+    hint: Option<&Hint>,
+    mm: &MinMax,
+    sort: Option<&SortSpec>,
+    collated: bool,
+) -> MongoResult<Plan> {
+    let plan = |access, provides_sort| Plan {
+        access,
+        provides_sort,
+        count_exact: false,
+    };
+    let Some(coll) = coll else {
+        // Nothing to scan; mongod does not plan (or check) a query on a
+        // collection that does not exist.
+        return Ok(plan(Access::Empty, true));
+    };
+    let hint = match hint {
+        Some(h @ (Hint::Name(_) | Hint::Key(_))) => h,
+        // A `$natural` hint names no index either.
+        _ => {
+            return Err(planner_error(
+                51173,
+                "When using min()/max() a hint of which index to use must be provided",
+            ))
+        }
+    };
+    let is_id = match hint {
+        Hint::Name(n) => n == "_id_",
+        Hint::Key(k) => same_pattern(k, &doc! {"_id": 1}),
+        Hint::Natural(_) => false,
+    };
+    let index = if is_id {
+        None
+    } else {
+        let indexes = coll.indexes();
+        let found = indexes.into_iter().find(|ix| match hint {
+            Hint::Name(n) => &ix.spec.name == n,
+            Hint::Key(k) => same_pattern(k, &ix.spec.key),
+            Hint::Natural(_) => false,
+        });
+        match found.filter(|ix| !ix.spec.hidden) {
+            Some(ix) => Some(Box::new(ix)),
+            None => return Err(bad_hint()),
+        }
+    };
+    let fields = index
+        .as_ref()
+        .map_or_else(id_fields, |ix| ix.fields.clone());
+    // An index with a collation of its own keeps collation keys for its
+    // strings: under any other collation string bounds do not apply.
+    let collated = collated || index.as_ref().is_some_and(|ix| index_has_collation(ix));
+    for bound in [&mm.min, &mm.max] {
+        if !bound.is_empty() && !compatible(bound, &fields, collated) {
+            return Err(planner_error(
+                51174,
+                "The index chosen is not compatible with min/max",
+            ));
+        }
+    }
+    let start = finish(&mm.min, &fields, true);
+    let end = finish(&mm.max, &fields, false);
+    if compare_keys(&start, &end, &fields) != CmpOrdering::Less {
+        return Err(planner_error(
+            51175,
+            "The value provided for min() does not come before the value provided for max() in the hinted index",
+        ));
+    }
+    // The scan runs forward only: it gives a sort that is the index order.
+    let provides_sort = match (sort, &index) {
+        (None, _) => true,
+        (Some(s), Some(ix)) => sort_direction(ix, s, &[]) == Some(false),
+        (Some(s), None) => matches!(s.fields(), [(p, true)] if p == "_id"),
+    };
+    Ok(plan(Access::KeyRange { index, start, end }, provides_sort))
+}
+
+/// Whether an index was built with a collation of its own (read from its
+/// spec document, where `listIndexes` shows it).
+fn index_has_collation(ix: &IndexInfo) -> bool {
+    ix.spec.to_document().contains_key("collation")
+}
+
+fn raw(values: &[Bson]) -> MongoResult<Vec<RawBson>> {
+    values
+        .iter()
+        .map(|v| RawBson::try_from(v.clone()).map_err(crate::request::invalid_bson))
+        .collect()
+}
+
+/// The documents of a [`Access::KeyRange`] plan that match `m`.
+pub(super) fn source(
+    coll: &Collection,
+    index: Option<&IndexInfo>,
+    start: &[Bson],
+    end: &[Bson],
+    m: Matcher,
+    stats: Arc<Stats>,
+) -> MongoResult<DocSource> {
+    let (lo, hi) = (raw(start)?, raw(end)?);
+    let Some(ix) = index else {
+        // The `_id` index is the collection's own order.
+        let (Some(lo), Some(hi)) = (lo.first(), hi.first()) else {
+            return Err(MongoError::internal("min/max on _id without a bound"));
+        };
+        let mut scan = coll.scan_ids(
+            Bound::Included(lo.as_raw_bson_ref()),
+            Bound::Excluded(hi.as_raw_bson_ref()),
+            false,
+        );
+        let read = std::iter::from_fn(move || {
+            let r = scan.next();
+            match &r {
+                Some(Ok(_)) => {
+                    // One `_id` key examined, and its document fetched.
+                    stats.keys_examined.fetch_add(1, Ordering::Relaxed);
+                    stats.docs_examined.fetch_add(1, Ordering::Relaxed);
+                    stats.ixscan.add();
+                }
+                Some(Err(_)) => {}
+                None => stats.ixscan.end(),
+            }
+            r
+        });
+        return Ok(Box::new(read.filter_map(move |r| match r {
+            Ok(d) => match m.try_matches(&d) {
+                Ok(true) => Some(Ok(d)),
+                Ok(false) => None,
+                Err(e) => Some(Err(e)),
+            },
+            Err(e) => Some(Err(MongoError::from(e))),
+        })));
+    };
+    let snapshot = coll.snapshot();
+    let scan = coll
+        .index_scan_keys(snapshot.clone(), &ix.spec.name, &lo, &hi, false)
+        .ok_or_else(|| {
+            MongoError::new(
+                bisondb_error::ErrorCode::QueryPlanKilled,
+                format!("index {} dropped during the query", ix.spec.name),
+            )
+        })?;
+    Ok(Box::new(Fetch {
+        coll: coll.clone(),
+        snapshot,
+        scan,
+        seen: ix.multikey.then(HashSet::new),
+        matcher: m,
+        stats,
+    }))
+}
+
+/// explain's IXSCAN of a [`Access::KeyRange`] plan: one range of whole keys,
+/// shown as its start and end keys (the form of a COUNT_SCAN's bounds).
+pub(super) fn describe(index: Option<&IndexInfo>, start: &[Bson], end: &[Bson]) -> Document {
+    let fields = index.map_or_else(id_fields, |ix| ix.fields.clone());
+    let key_doc = |values: &[Bson]| -> Document {
+        fields
+            .iter()
+            .zip(values)
+            .map(|(f, v)| (f.path.clone(), v.clone()))
+            .collect()
+    };
+    let bounds = doc! {
+        "startKey": key_doc(start),
+        "startKeyInclusive": true,
+        "endKey": key_doc(end),
+        "endKeyInclusive": false,
+    };
+    let mut multikey_paths = Document::new();
+    for f in &fields {
+        let v: Vec<Bson> = if index.is_some_and(|ix| ix.multikey) {
+            vec![Bson::String(f.path.clone())]
+        } else {
+            Vec::new()
+        };
+        multikey_paths.insert(f.path.clone(), v);
+    }
+    match index {
+        Some(ix) => doc! {
+            "stage": "IXSCAN",
+            "keyPattern": ix.spec.key.clone(),
+            "indexName": ix.spec.name.clone(),
+            "isMultiKey": ix.multikey,
+            "multiKeyPaths": multikey_paths,
+            "isUnique": ix.spec.unique,
+            "isSparse": ix.spec.sparse,
+            "isPartial": ix.spec.partial_filter.is_some(),
+            "indexVersion": 2,
+            "direction": "forward",
+            "indexBounds": bounds,
+        },
+        None => doc! {
+            "stage": "IXSCAN",
+            "keyPattern": {"_id": 1},
+            "indexName": "_id_",
+            "isMultiKey": false,
+            "multiKeyPaths": multikey_paths,
+            "isUnique": true,
+            "isSparse": false,
+            "isPartial": false,
+            "indexVersion": 2,
+            "direction": "forward",
+            "indexBounds": bounds,
+        },
+    }
+}
+
+/// `returnKey`: the index key a plan reached each document through, as a
+/// document shaped by the key pattern (`{created_on: ...}`); an empty
+/// document when the plan used no index (a collection scan), as mongod.
+pub struct ReturnKey {
+    how: KeyFrom,
+}
+
+enum KeyFrom {
+    Nothing,
+    Id,
+    Index {
+        fields: Vec<KeyField>,
+        /// Boxed: a generator is large next to the other variants.
+        keys: Box<KeyGenerator>,
+        /// Which of a multikey document's keys the scan met first.
+        within: Within,
+        reverse: bool,
+    },
+}
+
+/// The part of an index a scan read.
+enum Within {
+    Fields(Vec<FieldBounds>),
+    Range(Vec<Bson>, Vec<Bson>),
+}
+
+impl ReturnKey {
+    pub fn new(plan: &Plan) -> MongoResult<ReturnKey> {
+        let index = |ix: &IndexInfo, within: Within, reverse: bool| -> MongoResult<KeyFrom> {
+            Ok(KeyFrom::Index {
+                fields: ix.fields.clone(),
+                keys: Box::new(KeyGenerator::new(ix.fields.clone(), false, None)?),
+                within,
+                reverse,
+            })
+        };
+        let how = match &plan.access {
+            Access::Empty
+            | Access::Collscan {
+                id_index: false, ..
+            } => KeyFrom::Nothing,
+            Access::IdLookup(_) | Access::Collscan { id_index: true, .. } => KeyFrom::Id,
+            Access::KeyRange { index: None, .. } => KeyFrom::Id,
+            Access::KeyRange {
+                index: Some(ix),
+                start,
+                end,
+            } => index(ix, Within::Range(start.clone(), end.clone()), false)?,
+            Access::Ixscan {
+                index: ix,
+                bounds,
+                reverse,
+            } => index(ix, Within::Fields(bounds.clone()), *reverse)?,
+        };
+        Ok(ReturnKey { how })
+    }
+
+    /// The key document for `doc`.
+    pub fn key_of(&self, doc: &RawDocumentBuf) -> MongoResult<RawDocumentBuf> {
+        let d = match &self.how {
+            KeyFrom::Nothing => Document::new(),
+            KeyFrom::Id => match doc.get("_id").map_err(crate::request::invalid_bson)? {
+                Some(id) => {
+                    let id =
+                        Bson::try_from(RawBson::from(id)).map_err(crate::request::invalid_bson)?;
+                    doc! {"_id": id}
+                }
+                None => Document::new(),
+            },
+            KeyFrom::Index {
+                fields,
+                keys,
+                within,
+                reverse,
+            } => {
+                let mut candidates: Vec<Vec<Bson>> = Vec::new();
+                for k in keys.keys(doc)?.keys {
+                    let k: Result<Vec<Bson>, _> = k.into_iter().map(Bson::try_from).collect();
+                    candidates.push(k.map_err(crate::request::invalid_bson)?);
+                }
+                // The scan meets a document's keys in index order (or its
+                // reverse) and keeps the first inside what it reads.
+                candidates.sort_by(|a, b| {
+                    let c = compare_keys(a, b, fields);
+                    if *reverse {
+                        c.reverse()
+                    } else {
+                        c
+                    }
+                });
+                let inside = |k: &Vec<Bson>| match within {
+                    Within::Fields(bounds) => k
+                        .iter()
+                        .zip(bounds)
+                        .all(|(v, b)| b.is_full() || b.intervals.iter().any(|i| contains(i, v))),
+                    Within::Range(lo, hi) => {
+                        compare_keys(k, lo, fields) != CmpOrdering::Less
+                            && compare_keys(k, hi, fields) == CmpOrdering::Less
+                    }
+                };
+                let chosen = candidates.iter().find(|k| inside(k)).or(candidates.first());
+                match chosen {
+                    Some(k) => fields
+                        .iter()
+                        .zip(k)
+                        .map(|(f, v)| (f.path.clone(), v.clone()))
+                        .collect(),
+                    None => Document::new(),
+                }
+            }
+        };
+        RawDocumentBuf::try_from(&d).map_err(crate::request::invalid_bson)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fields(spec: &[(&str, bool)]) -> Vec<KeyField> {
+        spec.iter()
+            .map(|(p, d)| KeyField {
+                path: (*p).into(),
+                descending: *d,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn min_and_max_name_the_same_fields() {
+        let ok = MinMax {
+            min: doc! {"a": 1, "b": 2},
+            max: doc! {"a": 3, "b": 0},
+        };
+        assert!(ok.validate().is_ok());
+        let one_side = MinMax {
+            min: doc! {"a": 1},
+            max: Document::new(),
+        };
+        assert!(one_side.validate().is_ok());
+        for (min, max) in [
+            (doc! {"a": 1, "b": 2}, doc! {"b": 3, "a": 0}),
+            (doc! {"a": 1}, doc! {"a": 3, "b": 0}),
+        ] {
+            let e = MinMax { min, max }
+                .validate()
+                .err()
+                .unwrap_or_else(|| panic!("should fail"));
+            assert_eq!(e.code.code(), 51176);
+        }
+    }
+
+    #[test]
+    fn bounds_must_be_the_whole_key_pattern_in_order() {
+        let f = fields(&[("j", false), ("k", false)]);
+        assert!(compatible(&doc! {"j": 3, "k": 3}, &f, false));
+        assert!(!compatible(&doc! {"k": 3, "j": 3}, &f, false));
+        assert!(!compatible(&doc! {"j": 3}, &f, false));
+        assert!(!compatible(&doc! {"j": 3, "k": 3, "l": 1}, &f, false));
+        // Under a collation the index does not share, strings cannot bound it.
+        assert!(!compatible(&doc! {"j": "x", "k": 3}, &f, true));
+        assert!(compatible(&doc! {"j": 1, "k": 3}, &f, true));
+    }
+
+    #[test]
+    fn absent_bounds_are_the_ends_of_the_index_order() {
+        let f = fields(&[("a", false), ("b", true)]);
+        assert_eq!(
+            finish(&Document::new(), &f, true),
+            vec![Bson::MinKey, Bson::MaxKey]
+        );
+        assert_eq!(
+            finish(&Document::new(), &f, false),
+            vec![Bson::MaxKey, Bson::MinKey]
+        );
+        assert_eq!(
+            finish(&doc! {"a": 1, "b": 2}, &f, true),
+            vec![Bson::Int32(1), Bson::Int32(2)]
+        );
+    }
+
+    #[test]
+    fn keys_compare_in_index_order() {
+        let f = fields(&[("a", false), ("b", true)]);
+        let k = |a: i32, b: i32| vec![Bson::Int32(a), Bson::Int32(b)];
+        assert_eq!(compare_keys(&k(1, 5), &k(2, 0), &f), CmpOrdering::Less);
+        // `b` is descending: 5 comes before 2.
+        assert_eq!(compare_keys(&k(1, 5), &k(1, 2), &f), CmpOrdering::Less);
+        assert_eq!(compare_keys(&k(1, 2), &k(1, 2), &f), CmpOrdering::Equal);
+        assert_eq!(compare_keys(&k(1, 2), &k(1, 5), &f), CmpOrdering::Greater);
+    }
+}
