@@ -56,7 +56,7 @@ fn check_user_name(v: RawBsonRef<'_>) -> MongoResult<()> {
 fn check_argument(v: RawBsonRef<'_>) -> MongoResult<bool> {
     match v {
         RawBsonRef::Int32(1) | RawBsonRef::Int64(1) => Ok(true),
-        RawBsonRef::Double(n) if n == 1.0 => Ok(true),
+        RawBsonRef::Double(1.0) => Ok(true),
         RawBsonRef::Int32(_) | RawBsonRef::Int64(_) | RawBsonRef::Double(_) => {
             Err(MongoError::bad_value(
                 "usersInfo: the only numeric argument accepted is 1 (all users of the database)",
