@@ -50,14 +50,14 @@ async fn error_codes_and_recovery() {
         );
         still_works(t, client).await;
 
-        let e = expect_code(db.run_command(doc! {"validate": "c"}).await, 115);
+        let e = expect_code(db.run_command(doc! {"compact": "c"}).await, 115);
         assert_eq!(
             error_code_name(&e).as_deref(),
             Some("CommandNotSupported"),
             "{t}"
         );
         assert!(
-            error_message(&e).contains("validate"),
+            error_message(&e).contains("compact"),
             "{t}: {}",
             error_message(&e)
         );
@@ -78,9 +78,9 @@ async fn error_codes_and_recovery() {
         expect_code(db.run_command(doc! {"fsync": 1}).await, 13);
         still_works(t, client).await;
 
-        let e = expect_code(db.run_command(doc! {"validate": "c"}).await, 115);
+        let e = expect_code(db.run_command(doc! {"compact": "c"}).await, 115);
         assert!(
-            error_message(&e).contains("validate"),
+            error_message(&e).contains("compact"),
             "{t}: {}",
             error_message(&e)
         );
