@@ -2,6 +2,7 @@
 pub mod agg;
 pub mod collation;
 pub mod compare;
+pub mod decimal;
 pub mod expr;
 pub mod index_keys;
 pub mod matcher;

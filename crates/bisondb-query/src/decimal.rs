@@ -1,0 +1,842 @@
+//! IEEE 754-2008 decimal128 arithmetic for aggregation expressions,
+//! accumulators and update operators, with mongod's semantics.
+//!
+//! `bson::Decimal128` only stores the 16 BID-encoded bytes, so this module
+//! decodes them into [`Dec`] (sign, coefficient, exponent, or a special value),
+//! computes the exact result with big integers (`num_bigint`) and rounds it
+//! once to 34 significant digits, half to even, within the exponent range
+//! -6176..=6111, as the Intel library behind mongod does. Results keep their
+//! exponent (they are not normalised), so `1.0 + 1.00 = 2.00`; encoding back
+//! always produces the canonical bytes (coefficient below 10^34, the
+//! "small coefficient" BID form, mongod's NaN/Infinity patterns).
+
+use bson::Decimal128;
+use num_bigint::BigUint;
+use std::cmp::Ordering;
+
+/// Significant digits of a decimal128 coefficient.
+const DIGITS: u64 = 34;
+/// Smallest and largest exponent of the coefficient (`c × 10^exp`).
+const EMIN: i64 = -6176;
+const EMAX: i64 = 6111;
+const BIAS: i64 = 6176;
+/// 10^34: every canonical coefficient is below it.
+const TEN_34: u128 = 10_000_000_000_000_000_000_000_000_000_000_000;
+
+/// A decoded Decimal128.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dec {
+    /// `(-1)^neg × coef × 10^exp`, `coef < 10^34`, `exp` in EMIN..=EMAX.
+    Finite {
+        neg: bool,
+        coef: u128,
+        exp: i32,
+    },
+    Inf(bool),
+    NaN,
+}
+
+/// How to round a result that has more digits than it may keep.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rounding {
+    HalfEven,
+    TowardZero,
+    Floor,
+    Ceiling,
+}
+
+fn pow10(n: u64) -> BigUint {
+    BigUint::from(10u32).pow(u32::try_from(n).unwrap_or(u32::MAX))
+}
+
+/// Number of decimal digits of `c` (1 for zero).
+fn digits(c: &BigUint) -> u64 {
+    // Estimate from the bit length, then correct by one comparison.
+    let bits = c.bits();
+    if bits == 0 {
+        return 1;
+    }
+    let est = ((bits - 1) as f64 * std::f64::consts::LOG10_2) as u64 + 1;
+    if *c >= pow10(est) {
+        est + 1
+    } else {
+        est
+    }
+}
+
+/// Whether the dropped part `r` of a division by `10^n` (or a general
+/// divisor `d`) rounds the kept quotient `q` away from zero.
+fn round_up(mode: Rounding, neg: bool, q_odd: bool, r: &BigUint, d: &BigUint) -> bool {
+    if r.bits() == 0 {
+        return false;
+    }
+    match mode {
+        Rounding::TowardZero => false,
+        Rounding::Floor => neg,
+        Rounding::Ceiling => !neg,
+        Rounding::HalfEven => {
+            let twice: BigUint = r << 1u8;
+            match twice.cmp(d) {
+                Ordering::Greater => true,
+                Ordering::Equal => q_odd,
+                Ordering::Less => false,
+            }
+        }
+    }
+}
+
+/// Divides `c` by `10^n` and rounds the quotient with `mode`.
+fn shift_right(c: &BigUint, n: u64, neg: bool, mode: Rounding) -> BigUint {
+    if n == 0 {
+        return c.clone();
+    }
+    let nd = digits(c);
+    if n > nd {
+        // The whole value lies below half a unit of the kept place: only the
+        // directed modes can turn it into a one.
+        let nonzero = c.bits() != 0;
+        let up = nonzero
+            && match mode {
+                Rounding::Floor => neg,
+                Rounding::Ceiling => !neg,
+                _ => false,
+            };
+        return BigUint::from(u8::from(up));
+    }
+    let d = pow10(n);
+    let q = c / &d;
+    let r = c % &d;
+    if round_up(mode, neg, q.bit(0), &r, &d) {
+        q + 1u8
+    } else {
+        q
+    }
+}
+
+impl Dec {
+    pub const ZERO: Dec = Dec::Finite {
+        neg: false,
+        coef: 0,
+        exp: 0,
+    };
+
+    /// Decodes the BID bytes; non-canonical coefficients read as zero, as
+    /// the standard requires.
+    pub fn from_bson(d: Decimal128) -> Dec {
+        let v = u128::from_le_bytes(d.bytes());
+        let neg = v >> 127 == 1;
+        let comb = (v >> 122) & 0x1f;
+        if comb == 0x1f {
+            return Dec::NaN;
+        }
+        if comb == 0x1e {
+            return Dec::Inf(neg);
+        }
+        let (exp_bits, coef) = if (v >> 125) & 0b11 == 0b11 {
+            // "Large coefficient" form: its coefficient is at least 2^113 >
+            // 10^34, so never canonical: the value is a zero.
+            ((v >> 111) & 0x3fff, 0)
+        } else {
+            let c = v & ((1u128 << 113) - 1);
+            ((v >> 113) & 0x3fff, if c >= TEN_34 { 0 } else { c })
+        };
+        Dec::Finite {
+            neg,
+            coef,
+            exp: (exp_bits as i64 - BIAS) as i32,
+        }
+    }
+
+    /// Encodes canonically (mongod's patterns for NaN and the infinities).
+    pub fn to_bson(self) -> Decimal128 {
+        let v: u128 = match self {
+            Dec::NaN => 0x7c00u128 << 112,
+            Dec::Inf(neg) => (0x7800u128 << 112) | (u128::from(neg) << 127),
+            Dec::Finite { neg, coef, exp } => {
+                let e = (i64::from(exp) + BIAS).clamp(0, 0x2fff) as u128;
+                (u128::from(neg) << 127) | (e << 113) | coef
+            }
+        };
+        Decimal128::from_bytes(v.to_le_bytes())
+    }
+
+    pub fn from_i64(i: i64) -> Dec {
+        Dec::Finite {
+            neg: i < 0,
+            coef: u128::from(i.unsigned_abs()),
+            exp: 0,
+        }
+    }
+
+    /// mongod's default double → decimal conversion (`Decimal128(double)`,
+    /// used by arithmetic, `$toDecimal` and `$convert`): the double rounded to
+    /// 15 significant digits, trailing zeros kept (`2.5` → `2.50000000000000`).
+    pub fn from_f64(d: f64) -> Dec {
+        Self::from_f64_digits(d, 15)
+    }
+
+    /// The double's exact binary value rounded to 34 significant digits, with
+    /// trailing zeros dropped when it is exact (mongod's `kRoundTo34Digits`,
+    /// used when a `$sum` of doubles meets a decimal).
+    pub fn from_f64_34(d: f64) -> Dec {
+        match Self::from_f64_digits(d, 34) {
+            Dec::Finite { neg, coef, exp } => {
+                let (mut c, mut e) = (coef, exp);
+                while c != 0 && c % 10 == 0 && e < 0 {
+                    c /= 10;
+                    e += 1;
+                }
+                Dec::Finite {
+                    neg,
+                    coef: c,
+                    exp: e,
+                }
+            }
+            other => other,
+        }
+    }
+
+    fn from_f64_digits(d: f64, n: usize) -> Dec {
+        if d.is_nan() {
+            return Dec::NaN;
+        }
+        if d.is_infinite() {
+            return Dec::Inf(d < 0.0);
+        }
+        if d == 0.0 {
+            return Dec::Finite {
+                neg: d.is_sign_negative(),
+                coef: 0,
+                exp: 0,
+            };
+        }
+        // Rust formats the exact binary value correctly rounded (ties to
+        // even), which is the conversion mongod's library performs.
+        let s = format!("{:.*e}", n - 1, d);
+        Dec::parse(&s).unwrap_or(Dec::NaN)
+    }
+
+    /// Parses a decimal string the way `$convert` does ("1.50", "-1e3",
+    /// "Infinity", "NaN"), rounding to 34 digits. `None` when malformed.
+    pub fn parse(s: &str) -> Option<Dec> {
+        let (neg, body) = match s.as_bytes().first() {
+            Some(b'-') => (true, &s[1..]),
+            Some(b'+') => (false, &s[1..]),
+            _ => (false, s),
+        };
+        let lower = body.to_ascii_lowercase();
+        match lower.as_str() {
+            "inf" | "infinity" => return Some(Dec::Inf(neg)),
+            "nan" => return Some(Dec::NaN),
+            _ => {}
+        }
+        let (mant, exp_part) = match lower.split_once('e') {
+            Some((m, e)) => (m, Some(e)),
+            None => (lower.as_str(), None),
+        };
+        let mut exp: i64 = match exp_part {
+            Some(e) => {
+                let digits = e.strip_prefix(['+', '-']).unwrap_or(e);
+                if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+                    return None;
+                }
+                // Far beyond any representable value; saturate rather than
+                // overflow (finish() then rounds or clamps).
+                e.parse::<i64>()
+                    .unwrap_or(if e.starts_with('-') {
+                        -100_000
+                    } else {
+                        100_000
+                    })
+                    .clamp(-100_000, 100_000)
+            }
+            None => 0,
+        };
+        let (int, frac) = mant.split_once('.').unwrap_or((mant, ""));
+        if int.is_empty() && frac.is_empty() {
+            return None;
+        }
+        if !int.bytes().chain(frac.bytes()).all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        exp -= frac.len() as i64;
+        let all = format!("{int}{frac}");
+        let trimmed = all.trim_start_matches('0');
+        let coef = if trimmed.is_empty() {
+            BigUint::default()
+        } else {
+            BigUint::parse_bytes(trimmed.as_bytes(), 10)?
+        };
+        Some(finish(neg, coef, exp, Rounding::HalfEven))
+    }
+
+    pub fn is_zero(self) -> bool {
+        matches!(self, Dec::Finite { coef: 0, .. })
+    }
+
+    pub fn is_nan(self) -> bool {
+        self == Dec::NaN
+    }
+
+    pub fn neg(self) -> Dec {
+        match self {
+            Dec::Finite { neg, coef, exp } => Dec::Finite {
+                neg: !neg,
+                coef,
+                exp,
+            },
+            Dec::Inf(n) => Dec::Inf(!n),
+            Dec::NaN => Dec::NaN,
+        }
+    }
+
+    pub fn abs(self) -> Dec {
+        match self {
+            Dec::Finite { coef, exp, .. } => Dec::Finite {
+                neg: false,
+                coef,
+                exp,
+            },
+            Dec::Inf(_) => Dec::Inf(false),
+            Dec::NaN => Dec::NaN,
+        }
+    }
+
+    pub fn add(self, other: Dec) -> Dec {
+        match (self, other) {
+            (Dec::NaN, _) | (_, Dec::NaN) => Dec::NaN,
+            (Dec::Inf(a), Dec::Inf(b)) => {
+                if a == b {
+                    Dec::Inf(a)
+                } else {
+                    Dec::NaN
+                }
+            }
+            (Dec::Inf(a), _) | (_, Dec::Inf(a)) => Dec::Inf(a),
+            (
+                Dec::Finite {
+                    neg: n1,
+                    coef: c1,
+                    exp: e1,
+                },
+                Dec::Finite {
+                    neg: n2,
+                    coef: c2,
+                    exp: e2,
+                },
+            ) => {
+                // The exact sum has the smaller exponent (the ideal exponent
+                // of IEEE addition); finish() rounds it once.
+                let e = e1.min(e2);
+                let a = BigUint::from(c1) * pow10((e1 - e) as u64);
+                let b = BigUint::from(c2) * pow10((e2 - e) as u64);
+                let (neg, c) = if n1 == n2 {
+                    (n1, a + b)
+                } else {
+                    match a.cmp(&b) {
+                        Ordering::Greater => (n1, a - b),
+                        Ordering::Less => (n2, b - a),
+                        // x + (-x) is +0 when rounding to nearest.
+                        Ordering::Equal => (false, BigUint::default()),
+                    }
+                };
+                finish(neg, c, i64::from(e), Rounding::HalfEven)
+            }
+        }
+    }
+
+    pub fn sub(self, other: Dec) -> Dec {
+        self.add(other.neg())
+    }
+
+    pub fn mul(self, other: Dec) -> Dec {
+        match (self, other) {
+            (Dec::NaN, _) | (_, Dec::NaN) => Dec::NaN,
+            (Dec::Inf(a), Dec::Inf(b)) => Dec::Inf(a != b),
+            (Dec::Inf(a), f) | (f, Dec::Inf(a)) => {
+                if f.is_zero() {
+                    Dec::NaN
+                } else {
+                    Dec::Inf(a != f.sign())
+                }
+            }
+            (
+                Dec::Finite {
+                    neg: n1,
+                    coef: c1,
+                    exp: e1,
+                },
+                Dec::Finite {
+                    neg: n2,
+                    coef: c2,
+                    exp: e2,
+                },
+            ) => finish(
+                n1 != n2,
+                BigUint::from(c1) * BigUint::from(c2),
+                i64::from(e1) + i64::from(e2),
+                Rounding::HalfEven,
+            ),
+        }
+    }
+
+    fn sign(self) -> bool {
+        match self {
+            Dec::Finite { neg, .. } | Dec::Inf(neg) => neg,
+            Dec::NaN => false,
+        }
+    }
+
+    /// IEEE division: exact quotients take the exponent closest to
+    /// `e1 - e2`; others are rounded to 34 digits. Division by zero gives
+    /// an infinity (callers report mongod's error before getting here).
+    pub fn div(self, other: Dec) -> Dec {
+        match (self, other) {
+            (Dec::NaN, _) | (_, Dec::NaN) | (Dec::Inf(_), Dec::Inf(_)) => Dec::NaN,
+            (Dec::Inf(a), b) => Dec::Inf(a != b.sign()),
+            (a, Dec::Inf(b)) => Dec::Finite {
+                neg: a.sign() != b,
+                coef: 0,
+                exp: EMIN as i32,
+            },
+            (
+                Dec::Finite {
+                    neg: n1,
+                    coef: c1,
+                    exp: e1,
+                },
+                Dec::Finite {
+                    neg: n2,
+                    coef: c2,
+                    exp: e2,
+                },
+            ) => {
+                let neg = n1 != n2;
+                let ideal = i64::from(e1) - i64::from(e2);
+                if c2 == 0 {
+                    return if c1 == 0 { Dec::NaN } else { Dec::Inf(neg) };
+                }
+                if c1 == 0 {
+                    return finish(neg, BigUint::default(), ideal, Rounding::HalfEven);
+                }
+                let (a, b) = (BigUint::from(c1), BigUint::from(c2));
+                // Scale the dividend so the quotient has at least 35 digits:
+                // enough to round to 34 with the remainder as sticky digit.
+                let k = (DIGITS + 1 + digits(&b)).saturating_sub(digits(&a));
+                let scaled = a * pow10(k);
+                let mut q = &scaled / &b;
+                let r = &scaled % &b;
+                let mut exp = ideal - k as i64;
+                if r.bits() == 0 {
+                    // Exact: drop trailing zeros back towards the ideal exponent.
+                    let ten = BigUint::from(10u8);
+                    while exp < ideal && (&q % &ten).bits() == 0 {
+                        q /= &ten;
+                        exp += 1;
+                    }
+                } else {
+                    // Append a non-zero digit: the quotient is not a tie.
+                    q = q * 10u8 + 1u8;
+                    exp -= 1;
+                }
+                finish(neg, q, exp, Rounding::HalfEven)
+            }
+        }
+    }
+
+    /// `fmod`: `a - trunc(a / b) × b`, exact, with the dividend's sign.
+    pub fn rem(self, other: Dec) -> Dec {
+        match (self, other) {
+            (Dec::NaN, _) | (_, Dec::NaN) | (Dec::Inf(_), _) => Dec::NaN,
+            (a, Dec::Inf(_)) => a,
+            (
+                Dec::Finite {
+                    neg: n1,
+                    coef: c1,
+                    exp: e1,
+                },
+                Dec::Finite {
+                    coef: c2, exp: e2, ..
+                },
+            ) => {
+                if c2 == 0 {
+                    return Dec::NaN;
+                }
+                let e = e1.min(e2);
+                let a = BigUint::from(c1) * pow10((e1 - e) as u64);
+                let b = BigUint::from(c2) * pow10((e2 - e) as u64);
+                finish(n1, a % b, i64::from(e), Rounding::HalfEven)
+            }
+        }
+    }
+
+    /// IEEE `quantize`: the value with exponent `exp`, rounded with `mode`;
+    /// NaN when it would need more than 34 digits.
+    pub fn quantize(self, exp: i64, mode: Rounding) -> Dec {
+        let Dec::Finite { neg, coef, exp: e } = self else {
+            return self;
+        };
+        let e = i64::from(e);
+        let c = BigUint::from(coef);
+        let out = match e.cmp(&exp) {
+            Ordering::Less => shift_right(&c, (exp - e) as u64, neg, mode),
+            Ordering::Equal => c,
+            Ordering::Greater => {
+                let n = (e - exp) as u64;
+                if n >= DIGITS + 1 {
+                    if coef == 0 {
+                        BigUint::default()
+                    } else {
+                        return Dec::NaN;
+                    }
+                } else {
+                    c * pow10(n)
+                }
+            }
+        };
+        if !(EMIN..=EMAX).contains(&exp) {
+            return Dec::NaN;
+        }
+        match u128::try_from(&out) {
+            Ok(v) if v < TEN_34 => Dec::Finite {
+                neg,
+                coef: v,
+                exp: exp as i32,
+            },
+            _ => Dec::NaN,
+        }
+    }
+
+    /// Rounds to an integer with `mode` (`$ceil`, `$floor`): values already
+    /// integral (exponent ≥ 0) stay as they are.
+    pub fn to_integral(self, mode: Rounding) -> Dec {
+        match self {
+            Dec::Finite { exp, .. } if exp < 0 => self.quantize(0, mode),
+            _ => self,
+        }
+    }
+
+    /// The integer part (rounded with `mode`) when it fits an `i64`.
+    pub fn to_i64(self, mode: Rounding) -> Option<i64> {
+        let Dec::Finite { neg, coef, exp } = self.to_integral(mode) else {
+            return None;
+        };
+        let mut m = coef;
+        for _ in 0..exp.max(0) {
+            m = m.checked_mul(10)?;
+            if m > u128::from(u64::MAX) {
+                return None;
+            }
+        }
+        let m = i128::try_from(m).ok()?;
+        i64::try_from(if neg { -m } else { m }).ok()
+    }
+
+    /// The nearest double (correctly rounded, through the decimal string).
+    pub fn to_f64(self) -> f64 {
+        match self {
+            Dec::NaN => f64::NAN,
+            Dec::Inf(neg) => {
+                if neg {
+                    f64::NEG_INFINITY
+                } else {
+                    f64::INFINITY
+                }
+            }
+            Dec::Finite { neg, coef, exp } => {
+                let v = format!("{coef}e{exp}").parse::<f64>().unwrap_or(f64::NAN);
+                if neg {
+                    -v
+                } else {
+                    v
+                }
+            }
+        }
+    }
+
+    /// Numeric comparison (NaN sorts first, as in BSON order); used where
+    /// only a sign test is needed.
+    pub fn cmp_zero(self) -> Option<Ordering> {
+        match self {
+            Dec::NaN => None,
+            Dec::Inf(neg) => Some(if neg {
+                Ordering::Less
+            } else {
+                Ordering::Greater
+            }),
+            Dec::Finite { coef: 0, .. } => Some(Ordering::Equal),
+            Dec::Finite { neg, .. } => Some(if neg {
+                Ordering::Less
+            } else {
+                Ordering::Greater
+            }),
+        }
+    }
+}
+
+/// Rounds the exact value `(-1)^neg × c × 10^exp` into a decimal128: to 34
+/// digits with `mode`, up to the smallest exponent (gradual underflow), and
+/// overflowing to infinity past the largest one (after trying to pad the
+/// coefficient with zeros, which IEEE calls clamping).
+fn finish(neg: bool, c: BigUint, exp: i64, mode: Rounding) -> Dec {
+    let nd = digits(&c);
+    let mut drop = nd.saturating_sub(DIGITS);
+    if exp + (drop as i64) < EMIN {
+        drop = (EMIN - exp) as u64;
+    }
+    let (mut c, mut exp) = if drop > 0 {
+        (shift_right(&c, drop, neg, mode), exp + drop as i64)
+    } else {
+        (c, exp)
+    };
+    if digits(&c) > DIGITS {
+        // Rounding carried into a 35th digit (999...9 → 1000...0).
+        c /= 10u8;
+        exp += 1;
+    }
+    if c.bits() == 0 {
+        return Dec::Finite {
+            neg,
+            coef: 0,
+            exp: exp.clamp(EMIN, EMAX) as i32,
+        };
+    }
+    if exp > EMAX {
+        let pad = (exp - EMAX) as u64;
+        if digits(&c) + pad > DIGITS {
+            return Dec::Inf(neg);
+        }
+        c *= pow10(pad);
+        exp = EMAX;
+    }
+    match u128::try_from(&c) {
+        Ok(coef) => Dec::Finite {
+            neg,
+            coef,
+            exp: exp as i32,
+        },
+        Err(_) => Dec::NaN,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::str::FromStr;
+
+    fn d(s: &str) -> Dec {
+        Dec::from_bson(Decimal128::from_str(s).unwrap())
+    }
+
+    fn s(x: Dec) -> String {
+        x.to_bson().to_string()
+    }
+
+    #[test]
+    fn arithmetic_table() {
+        let cases: &[(&str, &str, &str, &str)] = &[
+            // op, a, b, result
+            ("add", "1.0", "1.00", "2.00"),
+            ("add", "1", "-1", "0"),
+            ("add", "-0", "-0", "-0"),
+            ("add", "-0", "0", "0"),
+            ("add", "1.5", "-1.50", "0.00"),
+            ("add", "1E+2", "1", "101"),
+            ("add", "Infinity", "-Infinity", "NaN"),
+            ("add", "Infinity", "1", "Infinity"),
+            ("add", "NaN", "1", "NaN"),
+            // 35 digits round half to even.
+            (
+                "add",
+                "9999999999999999999999999999999999",
+                "1",
+                "1.000000000000000000000000000000000E+34",
+            ),
+            (
+                "add",
+                "1000000000000000000000000000000000",
+                "0.5",
+                "1000000000000000000000000000000000",
+            ),
+            (
+                "add",
+                "1000000000000000000000000000000001",
+                "0.5",
+                "1000000000000000000000000000000002",
+            ),
+            (
+                "add",
+                "9.999999999999999999999999999999999E+6144",
+                "1E+6144",
+                "Infinity",
+            ),
+            ("sub", "3.30", "1.1", "2.20"),
+            ("sub", "1", "1", "0"),
+            ("mul", "1.5", "2", "3.0"),
+            ("mul", "-0", "5", "-0"),
+            ("mul", "Infinity", "0", "NaN"),
+            ("mul", "-Infinity", "2", "-Infinity"),
+            ("mul", "1E+6111", "10", "1.0E+6112"),
+            ("mul", "9E+6144", "10", "Infinity"),
+            ("mul", "1E-6176", "0.1", "0E-6176"),
+            ("mul", "1E-6176", "0.5", "0E-6176"),
+            ("mul", "3E-6176", "0.5", "2E-6176"),
+            ("div", "1", "3", "0.3333333333333333333333333333333333"),
+            ("div", "2", "3", "0.6666666666666666666666666666666667"),
+            ("div", "6", "2", "3"),
+            ("div", "1", "4", "0.25"),
+            ("div", "1.00", "2", "0.50"),
+            ("div", "100", "1E+2", "1.00"),
+            ("div", "1E+2", "1E+2", "1"),
+            ("div", "1E+3", "1", "1E+3"),
+            ("div", "1", "Infinity", "0E-6176"),
+            ("div", "Infinity", "-2", "-Infinity"),
+            ("div", "0", "5", "0"),
+            ("div", "0.00", "5", "0.00"),
+            ("rem", "10", "3", "1"),
+            ("rem", "-10", "3", "-1"),
+            ("rem", "10.5", "3", "1.5"),
+            ("rem", "6", "3", "0"),
+            ("rem", "1", "Infinity", "1"),
+        ];
+        for (op, a, b, want) in cases {
+            let (a2, b2) = (d(a), d(b));
+            let got = match *op {
+                "add" => a2.add(b2),
+                "sub" => a2.sub(b2),
+                "mul" => a2.mul(b2),
+                "div" => a2.div(b2),
+                _ => a2.rem(b2),
+            };
+            assert_eq!(s(got), *want, "{op} {a} {b}");
+        }
+    }
+
+    #[test]
+    fn conversions_from_numbers() {
+        assert_eq!(s(Dec::from_f64(2.5)), "2.50000000000000");
+        assert_eq!(s(Dec::from_f64(0.1)), "0.100000000000000");
+        assert_eq!(s(Dec::from_f64(0.1 / 3.0)), "0.0333333333333333");
+        assert_eq!(s(Dec::from_f64(1234567890.12345)), "1234567890.12345");
+        assert_eq!(s(Dec::from_f64(2f64.powi(1000))), "1.07150860718627E+301");
+        assert_eq!(s(Dec::from_f64(-0.0)), "-0");
+        assert_eq!(s(Dec::from_f64(f64::NAN)), "NaN");
+        assert_eq!(s(Dec::from_f64(f64::NEG_INFINITY)), "-Infinity");
+        assert_eq!(s(Dec::from_f64_34(2.5)), "2.5");
+        assert_eq!(
+            s(Dec::from_f64_34(0.1)),
+            "0.1000000000000000055511151231257827"
+        );
+        assert_eq!(s(Dec::from_i64(i64::MIN)), "-9223372036854775808");
+        assert_eq!(s(Dec::from_i64(7)), "7");
+    }
+
+    #[test]
+    fn parse_and_to_numbers() {
+        assert_eq!(Dec::parse("1.50").map(s).as_deref(), Some("1.50"));
+        assert_eq!(Dec::parse("-1e3").map(s).as_deref(), Some("-1E+3"));
+        assert_eq!(Dec::parse(".5").map(s).as_deref(), Some("0.5"));
+        assert_eq!(Dec::parse("-Infinity").map(s).as_deref(), Some("-Infinity"));
+        assert_eq!(Dec::parse("nan").map(s).as_deref(), Some("NaN"));
+        assert_eq!(
+            Dec::parse("1234567890123456789012345678901234.5")
+                .map(s)
+                .as_deref(),
+            Some("1234567890123456789012345678901234")
+        );
+        assert_eq!(
+            Dec::parse("1e99999999999").map(s).as_deref(),
+            Some("Infinity")
+        );
+        for bad in ["", "abc", "1.2.3", "1e", "--1", ".", "1e+", " 1"] {
+            assert_eq!(Dec::parse(bad), None, "{bad:?}");
+        }
+        assert_eq!(d("2.9").to_i64(Rounding::TowardZero), Some(2));
+        assert_eq!(d("-2.9").to_i64(Rounding::TowardZero), Some(-2));
+        assert_eq!(d("1E+3").to_i64(Rounding::TowardZero), Some(1000));
+        assert_eq!(d("9223372036854775808").to_i64(Rounding::TowardZero), None);
+        assert_eq!(
+            d("-9223372036854775808").to_i64(Rounding::TowardZero),
+            Some(i64::MIN)
+        );
+        assert_eq!(d("NaN").to_i64(Rounding::TowardZero), None);
+        assert_eq!(d("1E+6000").to_i64(Rounding::TowardZero), None);
+        assert_eq!(d("0.1").to_f64(), 0.1);
+        assert_eq!(d("-1E+400").to_f64(), f64::NEG_INFINITY);
+    }
+
+    #[test]
+    fn rounding_to_a_place() {
+        let cases: &[(&str, i64, Rounding, &str)] = &[
+            ("19.25", -1, Rounding::HalfEven, "19.2"),
+            ("19.35", -1, Rounding::HalfEven, "19.4"),
+            ("19.25", 1, Rounding::HalfEven, "2E+1"),
+            ("19.25", 1, Rounding::TowardZero, "1E+1"),
+            ("19.25", 0, Rounding::TowardZero, "19"),
+            ("-2.5", 0, Rounding::HalfEven, "-2"),
+            ("1", -2, Rounding::HalfEven, "1.00"),
+            ("NaN", 0, Rounding::HalfEven, "NaN"),
+        ];
+        for (v, e, m, want) in cases {
+            assert_eq!(s(d(v).quantize(*e, *m)), *want, "{v} {e}");
+        }
+        assert_eq!(s(d("1.5").to_integral(Rounding::Ceiling)), "2");
+        assert_eq!(s(d("-1.5").to_integral(Rounding::Floor)), "-2");
+        assert_eq!(s(d("-0.5").to_integral(Rounding::Ceiling)), "-0");
+        assert_eq!(s(d("1E+2").to_integral(Rounding::Floor)), "1E+2");
+    }
+
+    /// Every canonical decimal128 of the BSON corpus decodes and re-encodes
+    /// to the same bytes (skipped when the corpus is not there).
+    #[test]
+    fn bson_corpus_round_trips() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../../shared/specs/bson-corpus");
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            return;
+        };
+        let mut checked = 0;
+        for e in entries.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if !name.starts_with("decimal128") {
+                continue;
+            }
+            let text = std::fs::read_to_string(e.path()).unwrap();
+            // Each valid case has a canonical_bson hex string of the document
+            // {d: <decimal>}: 4 length bytes, 0x13, "d\0", 16 value bytes, 0.
+            for part in text.split("\"canonical_bson\"").skip(1) {
+                let hex: String = part
+                    .chars()
+                    .skip_while(|c| *c != '"')
+                    .skip(1)
+                    .take_while(|c| *c != '"')
+                    .collect();
+                if hex.len() != 48 {
+                    continue;
+                }
+                let bytes: Vec<u8> = (0..24)
+                    .map(|i| u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).unwrap())
+                    .collect();
+                let mut v = [0u8; 16];
+                v.copy_from_slice(&bytes[7..23]);
+                let dec = Dec::from_bson(Decimal128::from_bytes(v));
+                // Only canonical finite values re-encode identically (NaN
+                // payloads and non-canonical zeros are normalised).
+                // Zeros may come in the non-canonical large-coefficient form:
+                // they re-encode to the small form, same value.
+                if dec != Dec::NaN && !dec.is_zero() {
+                    assert_eq!(dec.to_bson().bytes(), v, "{name}: {hex}");
+                    checked += 1;
+                }
+                assert_eq!(Dec::from_bson(dec.to_bson()), dec, "{name}: {hex}");
+                // Parsing our own string form gives the value back.
+                let text = dec.to_bson().to_string();
+                let back = Dec::parse(&text).unwrap();
+                if dec != Dec::NaN {
+                    assert_eq!(back, dec, "{name}: {text}");
+                }
+            }
+        }
+        assert!(checked > 0);
+    }
+}
