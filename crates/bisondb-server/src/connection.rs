@@ -11,7 +11,8 @@ use std::sync::Arc;
 
 use bisondb_error::{ErrorCode, MongoError, MongoResult};
 use bisondb_wire::{
-    decode_frame, encode_op_msg, encode_op_reply, Compressor, Incoming, MessageCodec, Request,
+    decode_frame, encode_op_msg, encode_op_reply, msg_flags, Compressor, Incoming, MessageCodec,
+    Request,
 };
 use bson::{RawBsonRef, RawDocument, RawDocumentBuf};
 use futures::{SinkExt, StreamExt};
@@ -99,6 +100,13 @@ where
                 }
             }
         }
+        // A getMore that allows exhaust streams the rest of its cursor.
+        if let Some(exhaust) = ExhaustGetMore::of(&incoming) {
+            if !exhaust.stream(&mut framed, &state, &mut conn).await {
+                break;
+            }
+            continue;
+        }
         let reply = handle(incoming, &state, &mut conn);
         match reply {
             Ok(Some(bytes)) => {
@@ -115,6 +123,110 @@ where
         }
     }
     tracing::debug!(conn = conn.id, "connection closed");
+}
+
+/// A `getMore` sent with the OP_MSG flag `exhaustAllowed` (what drivers send
+/// for an exhaust cursor): the server answers with one reply per batch, each
+/// but the last flagged `moreToCome` and answering the one before it (its
+/// `responseTo` is the previous reply's `requestId`), as if the client had
+/// sent the same getMore again, until the cursor is exhausted or fails
+/// (DRIVERS-565, the OP_MSG specification's "exhaustAllowed").
+struct ExhaustGetMore {
+    body: RawDocumentBuf,
+    request_id: i32,
+    compressor: Option<Compressor>,
+}
+
+impl ExhaustGetMore {
+    fn of(incoming: &Incoming) -> Option<ExhaustGetMore> {
+        let Request::Msg(msg) = &incoming.request else {
+            return None;
+        };
+        // A request that itself wants no reply cannot be answered by a stream;
+        // document sequences belong to writes, never to a getMore.
+        if !msg.exhaust_allowed() || msg.more_to_come() || !msg.sequences().is_empty() {
+            return None;
+        }
+        let (name, _) = msg.body().iter().next()?.ok()?;
+        if name.as_str() != "getMore" {
+            return None;
+        }
+        Some(ExhaustGetMore {
+            body: msg.body().to_owned(),
+            request_id: incoming.header.request_id,
+            compressor: incoming.compressor,
+        })
+    }
+
+    /// Runs the getMore until its cursor is done. False when the connection
+    /// must close (write failed, the server is stopping).
+    async fn stream<S>(
+        self,
+        framed: &mut Framed<S, MessageCodec>,
+        state: &Arc<ServerState>,
+        conn: &mut ConnectionInfo,
+    ) -> bool
+    where
+        S: AsyncRead + AsyncWrite + Unpin,
+    {
+        let mut response_to = self.request_id;
+        loop {
+            // An awaitData cursor waits for data between batches, as it would
+            // between the client's own getMores.
+            if let Some((id, ns, wait)) = crate::tailable::await_request(&self.body, state) {
+                tokio::select! {
+                    _ = crate::tailable::wait_for_data(state, id, &ns, wait) => {}
+                    _ = state.shutdown.notified() => return false,
+                }
+            }
+            if state.is_shutting_down() {
+                return false;
+            }
+            let reply = match CommandRequest::from_msg(&self.body, Vec::new()) {
+                Ok(req) => run_command(&req, state, conn),
+                Err(e) => error_reply(&e),
+            };
+            let more = more_to_stream(&reply);
+            let id = next_request_id();
+            let flags = if more { msg_flags::MORE_TO_COME } else { 0 };
+            let bytes = match encode_op_msg(id, response_to, flags, &reply, self.compressor) {
+                Ok(b) => b,
+                Err(e) => {
+                    tracing::warn!(conn = conn.id, error = %e, "closing connection: could not encode reply");
+                    return false;
+                }
+            };
+            if let Err(e) = framed.send(bytes).await {
+                tracing::debug!(conn = conn.id, error = %e, "write failed");
+                return false;
+            }
+            if !more {
+                return true;
+            }
+            response_to = id;
+        }
+    }
+}
+
+/// Whether an exhaust getMore goes on after this reply: it succeeded, its
+/// cursor is still open, and it returned documents (an empty batch of a
+/// tailable cursor ends the stream, so the client asks again rather than the
+/// server spinning on an idle cursor).
+fn more_to_stream(reply: &RawDocument) -> bool {
+    let ok = match reply.get("ok") {
+        Ok(Some(RawBsonRef::Double(d))) => d == 1.0,
+        Ok(Some(RawBsonRef::Int32(i))) => i == 1,
+        _ => false,
+    };
+    let Ok(Some(RawBsonRef::Document(cursor))) = reply.get("cursor") else {
+        return false;
+    };
+    let open = matches!(cursor.get("id"), Ok(Some(RawBsonRef::Int64(id))) if id != 0);
+    let has_docs = matches!(
+        cursor.get("nextBatch"),
+        Ok(Some(RawBsonRef::Array(batch))) if batch.into_iter().next().is_some()
+    );
+    ok && open && has_docs
 }
 
 /// Handles one decoded message; `None` when no reply is due (moreToCome).

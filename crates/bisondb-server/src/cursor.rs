@@ -94,6 +94,7 @@ impl Cursor {
         let mut docs = RawArrayBuf::new();
         let mut n = 0usize;
         let mut bytes = 0usize;
+        let mut full = false;
         loop {
             if self.remaining == Some(0) {
                 return Ok(Batch {
@@ -102,6 +103,7 @@ impl Cursor {
                 });
             }
             if max_docs.is_some_and(|m| n >= m) {
+                full = true;
                 break;
             }
             let size = match self.source.peek() {
@@ -141,8 +143,13 @@ impl Cursor {
             }
         }
         // A tailable cursor is never done with its source: don't look ahead.
-        let exhausted =
-            self.remaining == Some(0) || (self.tail.is_none() && self.source.peek().is_none());
+        // Nor does a batch that reached its `batchSize`: mongod stops asking
+        // its plan there and learns of the end only on the next getMore
+        // (which then returns an empty batch and cursor id 0); drivers count
+        // on that (pymongo's exhaust test expects find + 3 getMores for 3
+        // documents in batches of 1).
+        let exhausted = self.remaining == Some(0)
+            || (self.tail.is_none() && !full && self.source.peek().is_none());
         Ok(Batch { docs, exhausted })
     }
 }
