@@ -194,3 +194,30 @@ async fn a_full_batch_leaves_the_cursor_open() {
     .await;
     assert_eq!(cursor_of(&limited).0, 0);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn get_more_takes_a_comment() {
+    // mongod 4.4+ accepts `comment` (any type) on getMore; the driver sends
+    // the find's comment with each getMore.
+    let ts = start().await;
+    seed(&ts, 5).await;
+    let coll = ts.tcp.database("ex").collection::<Document>("c");
+    let docs = collect(
+        coll.find(doc! {})
+            .batch_size(2)
+            .comment(bson::Bson::String("why".into()))
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(docs.len(), 5);
+    let mut s = ts.raw_tcp().await;
+    let first = raw_command(&mut s, doc! {"find": "c", "batchSize": 1, "$db": "ex"}).await;
+    let (id, _) = cursor_of(&first);
+    let next = raw_command(
+        &mut s,
+        doc! {"getMore": id, "collection": "c", "comment": {"why": 1}, "$db": "ex"},
+    )
+    .await;
+    assert_eq!(cursor_of(&next), (0, vec![1, 2, 3, 4]));
+}
