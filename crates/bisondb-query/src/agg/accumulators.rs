@@ -399,7 +399,10 @@ impl AccState {
     pub fn add_in(&mut self, op: AccOp, v: Value, c: Option<&Collation>) -> MongoResult<()> {
         match self {
             AccState::Sum(acc) | AccState::Avg(acc) => {
-                if let Some(n) = number(&v, if op == AccOp::Avg { "$avg" } else { "$sum" })? {
+                if let Some(Bson::Decimal128(d)) = &v {
+                    acc.add_dec(crate::decimal::Dec::from_bson(*d));
+                } else if let Some(n) = number(&v, if op == AccOp::Avg { "$avg" } else { "$sum" })?
+                {
                     acc.add(n);
                 }
             }
@@ -499,8 +502,8 @@ impl AccState {
     /// The accumulated result.
     pub fn finish(self, op: AccOp) -> Bson {
         match self {
-            AccState::Sum(acc) => acc.total().to_bson(),
-            AccState::Avg(acc) => acc.mean().map_or(Bson::Null, Bson::Double),
+            AccState::Sum(acc) => acc.total_bson(),
+            AccState::Avg(acc) => acc.mean_bson(),
             AccState::Extreme(best) => best.unwrap_or(Bson::Null),
             AccState::First(first) => first.unwrap_or(Bson::Null),
             AccState::Last(last) => last,

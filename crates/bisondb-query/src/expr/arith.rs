@@ -6,6 +6,7 @@ use super::value::{
     Num,
 };
 use super::{arg, cmp_values, Ctx, Expr, Value};
+use crate::decimal::{Dec, Rounding};
 use bisondb_error::{MongoError, MongoResult};
 use bson::{Bson, DateTime};
 use std::cmp::Ordering;
@@ -22,10 +23,19 @@ pub(super) fn eval(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
         "$add" => add(args, cx),
         "$multiply" => {
             let mut acc = Num::I32(1);
+            // Set once a decimal operand is met: the rest of the product is decimal.
+            let mut dec: Option<Dec> = None;
             let mut null = false;
             for a in args {
                 match cx.ev(a)? {
                     v if nullish(v.as_ref()) => null = true,
+                    Some(Bson::Decimal128(d)) => {
+                        let total = dec.unwrap_or_else(|| Dec::from_total(acc));
+                        dec = Some(total.times(Dec::from_bson(d)));
+                    }
+                    Some(v) if dec.is_some() && is_number(&v) => {
+                        dec = dec.map(|t| t.times(Dec::from_number(&v).unwrap_or(Dec::NaN)));
+                    }
                     Some(v) => match num(&v, name)? {
                         Some(n) => {
                             acc = num_mul(acc, n, LongOverflow::ToDouble)
@@ -44,7 +54,11 @@ pub(super) fn eval(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
                     None => null = true,
                 }
             }
-            Ok(Some(if null { Bson::Null } else { acc.to_bson() }))
+            Ok(Some(match (null, dec) {
+                (true, _) => Bson::Null,
+                (false, Some(d)) => d.into_bson(),
+                (false, None) => acc.to_bson(),
+            }))
         }
         "$subtract" => {
             let a = cx.ev(arg(args, 0)?)?;
@@ -56,6 +70,18 @@ pub(super) fn eval(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
                 return Ok(Some(Bson::Null));
             }
             let r = match (&a, &b) {
+                (Bson::DateTime(x), Bson::Decimal128(d)) => Bson::DateTime(DateTime::from_millis(
+                    x.timestamp_millis()
+                        .wrapping_sub(dec_millis(Dec::from_bson(*d))),
+                )),
+                (Bson::Decimal128(_), _) | (_, Bson::Decimal128(_))
+                    if is_number(&a) && is_number(&b) =>
+                {
+                    match (Dec::from_number(&a), Dec::from_number(&b)) {
+                        (Some(x), Some(y)) => x.minus(y).into_bson(),
+                        _ => Bson::Null,
+                    }
+                }
                 (Bson::DateTime(x), Bson::DateTime(y)) => {
                     Bson::Int64(x.timestamp_millis().wrapping_sub(y.timestamp_millis()))
                 }
@@ -81,32 +107,35 @@ pub(super) fn eval(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
             Ok(Some(r))
         }
         "$divide" => {
-            let (a, b) = two_numbers(
-                name,
-                args,
-                cx,
-                16609,
-                "$divide only supports numeric types, not",
-            )?;
-            let Some((a, b)) = a.zip(b) else {
-                return Ok(Some(Bson::Null));
-            };
+            let (a, b) =
+                match two_operands(args, cx, 16609, "$divide only supports numeric types, not")? {
+                    Operands::Null => return Ok(Some(Bson::Null)),
+                    Operands::Decs(a, b) => {
+                        // mongod refuses a zero divisor for decimals too.
+                        if b.is_zero() {
+                            return Err(MongoError::location(16608, "can't $divide by zero"));
+                        }
+                        return Ok(Some(a.quotient(b).into_bson()));
+                    }
+                    Operands::Nums(a, b) => (a, b),
+                };
             if b.is_zero() {
                 return Err(MongoError::location(16608, "can't $divide by zero"));
             }
             Ok(Some(Bson::Double(a.as_f64() / b.as_f64())))
         }
         "$mod" => {
-            let (a, b) = two_numbers(
-                name,
-                args,
-                cx,
-                16611,
-                "$mod only supports numeric types, not",
-            )?;
-            let Some((a, b)) = a.zip(b) else {
-                return Ok(Some(Bson::Null));
-            };
+            let (a, b) =
+                match two_operands(args, cx, 16611, "$mod only supports numeric types, not")? {
+                    Operands::Null => return Ok(Some(Bson::Null)),
+                    Operands::Decs(a, b) => {
+                        if b.is_zero() {
+                            return Err(MongoError::location(16610, "can't $mod by zero"));
+                        }
+                        return Ok(Some(a.fmod(b).into_bson()));
+                    }
+                    Operands::Nums(a, b) => (a, b),
+                };
             if b.is_zero() {
                 return Err(MongoError::location(16610, "can't $mod by zero"));
             }
@@ -256,25 +285,47 @@ fn two_numbers(
     code: i32,
     prefix: &str,
 ) -> MongoResult<(Option<Num>, Option<Num>)> {
+    match two_operands(args, cx, code, prefix)? {
+        Operands::Null => Ok((None, None)),
+        Operands::Nums(x, y) => Ok((Some(x), Some(y))),
+        Operands::Decs(..) => Err(decimal_unsupported(name)),
+    }
+}
+
+/// Two numeric operands, as decimals when either one is a decimal.
+enum Operands {
+    Null,
+    Nums(Num, Num),
+    Decs(Dec, Dec),
+}
+
+fn two_operands(args: &[Expr], cx: &Ctx, code: i32, prefix: &str) -> MongoResult<Operands> {
     let a = cx.ev(arg(args, 0)?)?;
     let b = cx.ev(arg(args, 1)?)?;
     if nullish(a.as_ref()) || nullish(b.as_ref()) {
-        return Ok((None, None));
+        return Ok(Operands::Null);
     }
     let (Some(av), Some(bv)) = (&a, &b) else {
-        return Ok((None, None));
+        return Ok(Operands::Null);
     };
-    match (num(av, name)?, num(bv, name)?) {
-        (Some(x), Some(y)) => Ok((Some(x), Some(y))),
-        _ => Err(MongoError::location(
-            code,
-            format!("{prefix} {} and {}", type_name(av), type_name(bv)),
-        )),
+    let decimal = matches!(av, Bson::Decimal128(_)) || matches!(bv, Bson::Decimal128(_));
+    if decimal {
+        if let (Some(x), Some(y)) = (Dec::from_number(av), Dec::from_number(bv)) {
+            return Ok(Operands::Decs(x, y));
+        }
+    } else if let (Some(x), Some(y)) = (Num::from_bson(av), Num::from_bson(bv)) {
+        return Ok(Operands::Nums(x, y));
     }
+    Err(MongoError::location(
+        code,
+        format!("{prefix} {} and {}", type_name(av), type_name(bv)),
+    ))
 }
 
 fn add(args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
     let mut acc = Num::I32(0);
+    // Set once a decimal operand is met: the rest of the sum is decimal.
+    let mut dec: Option<Dec> = None;
     let mut date: Option<i64> = None;
     for a in args {
         let v = cx.ev(a)?;
@@ -290,6 +341,13 @@ fn add(args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
                     ));
                 }
                 date = Some(d.timestamp_millis());
+            }
+            Bson::Decimal128(d) => {
+                let total = dec.unwrap_or_else(|| Dec::from_total(acc));
+                dec = Some(total.plus(Dec::from_bson(d)));
+            }
+            other if dec.is_some() && is_number(&other) => {
+                dec = dec.map(|t| t.plus(Dec::from_number(&other).unwrap_or(Dec::NaN)));
             }
             other => match num(&other, "$add")? {
                 Some(n) => {
@@ -307,16 +365,33 @@ fn add(args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
             },
         }
     }
-    Ok(Some(match date {
-        Some(ms) => {
+    Ok(Some(match (date, dec) {
+        (Some(ms), Some(d)) => {
+            Bson::DateTime(DateTime::from_millis(ms.wrapping_add(dec_millis(d))))
+        }
+        (Some(ms), None) => {
             let delta = match acc {
                 Num::F64(d) => d.round() as i64,
                 n => as_i64(n),
             };
             Bson::DateTime(DateTime::from_millis(ms.wrapping_add(delta)))
         }
-        None => acc.to_bson(),
+        (None, Some(d)) => d.into_bson(),
+        (None, None) => acc.to_bson(),
     }))
+}
+
+/// A decimal number of milliseconds added to or taken from a date: rounded
+/// to the nearest integer, saturating like the double path's `as i64`.
+fn dec_millis(d: Dec) -> i64 {
+    d.to_i64(Rounding::HalfEven).unwrap_or_else(|| {
+        let f = d.to_f64();
+        if f.is_nan() {
+            0
+        } else {
+            f as i64
+        }
+    })
 }
 
 fn pow(base: Num, exp: Num) -> Bson {
@@ -358,6 +433,25 @@ fn unary(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
     let Some(v) = v else {
         return Ok(Some(Bson::Null));
     };
+    if let Bson::Decimal128(d) = v {
+        if matches!(name, "$abs" | "$ceil" | "$floor" | "$round" | "$trunc") {
+            let Some(place) = place_arg(name, args, cx)? else {
+                return Ok(Some(Bson::Null));
+            };
+            let d = Dec::from_bson(d);
+            return Ok(Some(
+                match name {
+                    "$abs" => d.abs(),
+                    "$ceil" => d.to_integral(Rounding::Ceiling),
+                    "$floor" => d.to_integral(Rounding::Floor),
+                    // mongod quantizes to the place (19.25 at -1 is 2E+1).
+                    "$round" => d.quantize(-place, Rounding::HalfEven),
+                    _ => d.quantize(-place, Rounding::TowardZero),
+                }
+                .into_bson(),
+            ));
+        }
+    }
     let Some(n) = num(&v, name)? else {
         let code = match name {
             "$sqrt" => 28715,
@@ -372,38 +466,8 @@ fn unary(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
             format!("{name} only supports numeric types, not {}", type_name(&v)),
         ));
     };
-    let place = match args.get(1) {
-        Some(p) => match cx.ev(p)? {
-            None | Some(Bson::Null) | Some(Bson::Undefined) => return Ok(Some(Bson::Null)),
-            Some(p) => match num(&p, name)? {
-                Some(Num::F64(d)) if d.fract() != 0.0 => {
-                    return Err(MongoError::location(
-                        51082,
-                        format!("precision argument to {name} must be a integral value"),
-                    ))
-                }
-                Some(pn) => {
-                    let place = as_i64(pn);
-                    if !(-20..=100).contains(&place) {
-                        return Err(MongoError::location(
-                            51083,
-                            format!("cannot apply {name} with precision value {place} value must be in [-20, 100]"),
-                        ));
-                    }
-                    place
-                }
-                None => {
-                    return Err(MongoError::location(
-                        51082,
-                        format!(
-                            "precision argument to {name} must be a integral value, got {}",
-                            type_name(&p)
-                        ),
-                    ))
-                }
-            },
-        },
-        None => 0,
+    let Some(place) = place_arg(name, args, cx)? else {
+        return Ok(Some(Bson::Null));
     };
     let f = n.as_f64();
     Ok(Some(match name {
@@ -466,6 +530,44 @@ fn unary(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
             )))
         }
     }))
+}
+
+/// The `place` argument of `$round`/`$trunc` (0 when absent); `None` when it
+/// is null or missing, which makes the result null.
+fn place_arg(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Option<i64>> {
+    Ok(match args.get(1) {
+        Some(p) => match cx.ev(p)? {
+            None | Some(Bson::Null) | Some(Bson::Undefined) => return Ok(None),
+            Some(p) => match num(&p, name)? {
+                Some(Num::F64(d)) if d.fract() != 0.0 => {
+                    return Err(MongoError::location(
+                        51082,
+                        format!("precision argument to {name} must be a integral value"),
+                    ))
+                }
+                Some(pn) => {
+                    let place = as_i64(pn);
+                    if !(-20..=100).contains(&place) {
+                        return Err(MongoError::location(
+                                51083,
+                                format!("cannot apply {name} with precision value {place} value must be in [-20, 100]"),
+                            ));
+                    }
+                    Some(place)
+                }
+                None => {
+                    return Err(MongoError::location(
+                        51082,
+                        format!(
+                            "precision argument to {name} must be a integral value, got {}",
+                            type_name(&p)
+                        ),
+                    ))
+                }
+            },
+        },
+        None => Some(0),
+    })
 }
 
 fn float_only(n: Num, f: f64) -> Bson {
@@ -558,14 +660,16 @@ fn group_like(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
         "$sum" | "$avg" => {
             let mut acc = super::value::Summer::default();
             for v in &vals {
-                if let Some(n) = num(v, name)? {
+                if let Bson::Decimal128(d) = v {
+                    acc.add_dec(Dec::from_bson(*d));
+                } else if let Some(n) = Num::from_bson(v) {
                     acc.add(n);
                 }
             }
             if name == "$sum" {
-                Ok(Some(acc.total().to_bson()))
+                Ok(Some(acc.total_bson()))
             } else {
-                Ok(Some(acc.mean().map_or(Bson::Null, Bson::Double)))
+                Ok(Some(acc.mean_bson()))
             }
         }
         _ => {

@@ -4,6 +4,7 @@
 use super::string::double_to_string;
 use super::value::{civil_from_days, days_from_civil, nullish, type_name};
 use super::{arg, Ctx, Expr, Value};
+use crate::decimal::{Dec, Rounding};
 use bisondb_error::{ErrorCode, MongoError, MongoResult};
 use bson::{Bson, DateTime};
 
@@ -31,6 +32,7 @@ enum Target {
     Long,
     Date,
     ObjectId,
+    Decimal,
 }
 
 fn target_of(v: &Bson) -> MongoResult<Target> {
@@ -73,7 +75,8 @@ fn target_of(v: &Bson) -> MongoResult<Target> {
         "long" => Target::Long,
         "date" => Target::Date,
         "objectId" => Target::ObjectId,
-        "decimal" | "binData" => {
+        "decimal" => Target::Decimal,
+        "binData" => {
             return Err(MongoError::new(
                 ErrorCode::NotImplemented,
                 format!("$convert to '{name}' is not supported by BisonDB yet"),
@@ -213,8 +216,69 @@ pub(crate) fn parse_date_string(s: &str) -> Option<i64> {
     }
 }
 
+/// A decimal as a double: mongod fails when a finite value does not fit
+/// (it overflows to infinity or underflows to zero).
+fn decimal_to_double(d: Dec) -> MongoResult<f64> {
+    let f = d.to_f64();
+    if matches!(d, Dec::Finite { .. }) && (f.is_infinite() || (f == 0.0 && !d.is_zero())) {
+        return Err(conversion_failure(format!(
+            "Conversion would overflow target type in $convert with no onError value: {}",
+            d.to_bson()
+        )));
+    }
+    Ok(f)
+}
+
+/// A decimal as an int or long, truncated towards zero as mongod does.
+fn decimal_to_int(d: Dec, to_long: bool) -> MongoResult<Bson> {
+    match d {
+        Dec::NaN => {
+            return Err(conversion_failure(
+                "Attempt to convert NaN value to integer type in $convert with no onError value"
+                    .into(),
+            ))
+        }
+        Dec::Inf(_) => return Err(conversion_failure(
+            "Attempt to convert infinity value to integer type in $convert with no onError value"
+                .into(),
+        )),
+        Dec::Finite { .. } => {}
+    }
+    let n = d.to_i64(Rounding::TowardZero);
+    let r = if to_long {
+        n.map(Bson::Int64)
+    } else {
+        n.and_then(|i| i32::try_from(i).ok()).map(Bson::Int32)
+    };
+    r.ok_or_else(|| {
+        conversion_failure(format!(
+            "Conversion would overflow target type in $convert with no onError value: {}",
+            d.to_bson()
+        ))
+    })
+}
+
+/// Any convertible value as a decimal (doubles to 15 digits, as mongod).
+fn to_decimal(v: &Bson) -> MongoResult<Bson> {
+    let d = match v {
+        Bson::Boolean(b) => Dec::from_i64(i64::from(*b)),
+        Bson::Int32(_) | Bson::Int64(_) | Bson::Double(_) | Bson::Decimal128(_) => {
+            Dec::from_number(v).unwrap_or(Dec::NaN)
+        }
+        Bson::DateTime(d) => Dec::from_i64(d.timestamp_millis()),
+        Bson::String(s) => Dec::parse(s).ok_or_else(|| {
+            conversion_failure(format!(
+                "Failed to parse number '{s}' in $convert with no onError value: Failed to parse string to decimal"
+            ))
+        })?,
+        other => return Err(unsupported(other, "decimal")),
+    };
+    Ok(d.into_bson())
+}
+
 fn convert(v: &Bson, to: Target) -> MongoResult<Bson> {
     match to {
+        Target::Decimal => to_decimal(v),
         Target::Date => Ok(Bson::DateTime(DateTime::from_millis(match v {
             Bson::DateTime(d) => d.timestamp_millis(),
             Bson::Int64(i) => *i,
@@ -242,7 +306,7 @@ fn convert(v: &Bson, to: Target) -> MongoResult<Bson> {
             Bson::Int32(i) => *i != 0,
             Bson::Int64(i) => *i != 0,
             Bson::Double(d) => *d != 0.0,
-            Bson::Decimal128(d) => super::value::dec_to_f64(d) != 0.0,
+            Bson::Decimal128(d) => !Dec::from_bson(*d).is_zero(),
             _ => true,
         })),
         Target::String => Ok(Bson::String(match v {
@@ -261,7 +325,7 @@ fn convert(v: &Bson, to: Target) -> MongoResult<Bson> {
             Bson::Int32(i) => f64::from(*i),
             Bson::Int64(i) => *i as f64,
             Bson::Double(d) => *d,
-            Bson::Decimal128(d) => super::value::dec_to_f64(d),
+            Bson::Decimal128(d) => decimal_to_double(Dec::from_bson(*d))?,
             Bson::DateTime(d) => d.timestamp_millis() as f64,
             Bson::String(s) => s.trim().parse::<f64>().ok().filter(|_| !s.is_empty()).ok_or_else(|| {
                 conversion_failure(format!(
@@ -287,7 +351,7 @@ fn convert(v: &Bson, to: Target) -> MongoResult<Bson> {
                     }
                 }
                 Bson::Double(d) => float_to_int(*d, to_long),
-                Bson::Decimal128(d) => float_to_int(super::value::dec_to_f64(d), to_long),
+                Bson::Decimal128(d) => decimal_to_int(Dec::from_bson(*d), to_long),
                 Bson::DateTime(d) if to_long => Ok(Bson::Int64(d.timestamp_millis())),
                 Bson::String(s) => parse_int_str(s, to_long),
                 other => Err(unsupported(other, if to_long { "long" } else { "int" })),
@@ -390,6 +454,7 @@ pub(super) fn eval(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
                 "$toInt" => Target::Int,
                 "$toLong" => Target::Long,
                 "$toDouble" => Target::Double,
+                "$toDecimal" => Target::Decimal,
                 _ => Target::Bool,
             };
             match cx.ev(arg(args, 0)?)? {

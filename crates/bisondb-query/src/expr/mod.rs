@@ -304,6 +304,7 @@ const OPERATORS: &[(&str, Args)] = &[
     ("$tanh", Args::N(1, 1)),
     ("$toBool", Args::N(1, 1)),
     ("$toDate", Args::N(1, 1)),
+    ("$toDecimal", Args::N(1, 1)),
     ("$toDouble", Args::N(1, 1)),
     ("$toInt", Args::N(1, 1)),
     ("$toLong", Args::N(1, 1)),
@@ -329,7 +330,6 @@ const NOT_IMPLEMENTED: &[&str] = &[
     "$meta",
     "$percentile",
     "$sampleRate",
-    "$toDecimal",
     "$toHashedIndexKey",
 ];
 
@@ -1203,8 +1203,8 @@ fn eval_call(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
         "$concat" | "$toLower" | "$toUpper" | "$substr" | "$substrBytes" | "$substrCP"
         | "$strLenBytes" | "$strLenCP" | "$split" | "$trim" | "$ltrim" | "$rtrim"
         | "$indexOfBytes" | "$strcasecmp" => string::eval(name, args, cx),
-        "$type" | "$toString" | "$toInt" | "$toLong" | "$toDouble" | "$toBool" | "$convert"
-        | "$isNumber" => convert::eval(name, args, cx),
+        "$type" | "$toString" | "$toInt" | "$toLong" | "$toDouble" | "$toDecimal" | "$toBool"
+        | "$convert" | "$isNumber" => convert::eval(name, args, cx),
         "$year" | "$month" | "$dayOfMonth" | "$hour" | "$minute" | "$second" | "$millisecond"
         | "$dayOfWeek" | "$dayOfYear" | "$week" => date::eval(name, args, cx),
         "$mergeObjects" | "$getField" | "$objectToArray" | "$arrayToObject" => {

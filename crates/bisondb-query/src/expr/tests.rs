@@ -499,7 +499,7 @@ fn types_and_conversions() {
             "Unsupported conversion from array to int",
         ),
         (
-            Bson::from(doc! {"$convert": {"input": 1, "to": "decimal"}}),
+            Bson::from(doc! {"$convert": {"input": 1, "to": "binData"}}),
             238,
             "not supported by BisonDB yet",
         ),

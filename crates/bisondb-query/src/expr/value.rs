@@ -317,6 +317,9 @@ pub struct Summer {
     saw_long: bool,
     saw_double: bool,
     count: u64,
+    /// The decimal values' own exact sum; any decimal makes the result a
+    /// decimal (mongod keeps the same two totals).
+    dec: Option<crate::decimal::Dec>,
 }
 
 impl Summer {
@@ -356,6 +359,48 @@ impl Summer {
         let mut s = *self;
         s.add_f(self.ints as f64);
         s.sum + s.comp
+    }
+
+    /// Adds a decimal: from now on the sum and the mean are decimals.
+    pub fn add_dec(&mut self, d: crate::decimal::Dec) {
+        self.count += 1;
+        self.dec = Some(self.dec.unwrap_or(crate::decimal::Dec::ZERO).plus(d));
+    }
+
+    /// The decimal total (decimals plus the other numbers converted) when a
+    /// decimal was added.
+    fn dec_total(&self) -> Option<crate::decimal::Dec> {
+        use crate::decimal::Dec;
+        let d = self.dec?;
+        Some(if self.saw_double {
+            d.plus(Dec::from_f64_34(self.double_total()))
+        } else if self.ints != 0 {
+            d.plus(Dec::from_i128(self.ints))
+        } else {
+            d
+        })
+    }
+
+    /// The sum as BSON: [`Summer::total`], or a decimal when one was added.
+    pub fn total_bson(&self) -> Bson {
+        match self.dec_total() {
+            Some(d) => d.into_bson(),
+            None => self.total().to_bson(),
+        }
+    }
+
+    /// The mean as BSON: null when nothing was added, a decimal when a
+    /// decimal was added, else a double.
+    pub fn mean_bson(&self) -> Bson {
+        if self.count == 0 {
+            return Bson::Null;
+        }
+        match self.dec_total() {
+            Some(d) => d
+                .quotient(crate::decimal::Dec::from_i128(i128::from(self.count)))
+                .into_bson(),
+            None => Bson::Double(self.double_total() / self.count as f64),
+        }
     }
 
     /// Number of values added.
