@@ -1076,3 +1076,75 @@ mod expr_tests {
         );
     }
 }
+
+/// `$inc` and `$mul` with decimals (mongod's SafeNum promotion).
+#[cfg(test)]
+mod update_tests {
+    use crate::update::UpdateSpec;
+    use bson::{doc, Bson, Decimal128, Document};
+    use std::str::FromStr;
+
+    fn dec(s: &str) -> Bson {
+        Bson::Decimal128(Decimal128::from_str(s).unwrap())
+    }
+
+    fn run(start: Document, update: Document) -> Document {
+        let spec = UpdateSpec::parse(&update).unwrap_or_else(|e| panic!("{update}: {e}"));
+        let mut d = start;
+        spec.apply(&mut d, false)
+            .unwrap_or_else(|e| panic!("{update}: {e}"));
+        d
+    }
+
+    #[test]
+    fn inc_and_mul() {
+        let cases: Vec<(Document, Document, Bson)> = vec![
+            (
+                doc! {"x": dec("1.50")},
+                doc! {"$inc": {"x": 1}},
+                dec("2.50"),
+            ),
+            (
+                doc! {"x": 1},
+                doc! {"$inc": {"x": dec("0.25")}},
+                dec("1.25"),
+            ),
+            (
+                doc! {"x": i64::MAX},
+                doc! {"$inc": {"x": dec("1")}},
+                dec("9223372036854775808"),
+            ),
+            (
+                doc! {"x": 0.1},
+                doc! {"$inc": {"x": dec("1")}},
+                dec("1.100000000000000"),
+            ),
+            (
+                doc! {"x": dec("1.0")},
+                doc! {"$inc": {"x": dec("1.00")}},
+                dec("2.00"),
+            ),
+            (doc! {}, doc! {"$inc": {"x": dec("1.5")}}, dec("1.5")),
+            (doc! {"x": dec("1.5")}, doc! {"$mul": {"x": 2}}, dec("3.0")),
+            (doc! {"x": 3}, doc! {"$mul": {"x": dec("0.5")}}, dec("1.5")),
+            (
+                doc! {"x": dec("9E+6144")},
+                doc! {"$mul": {"x": 10}},
+                dec("Infinity"),
+            ),
+            (doc! {}, doc! {"$mul": {"x": dec("1.50")}}, dec("0.00")),
+            // Non-decimal SafeNum rules unchanged.
+            (doc! {"x": 1}, doc! {"$inc": {"x": 2}}, Bson::Int32(3)),
+            (doc! {}, doc! {"$mul": {"x": 2.5}}, Bson::Double(0.0)),
+        ];
+        for (start, update, want) in cases {
+            let got = run(start.clone(), update.clone());
+            assert_eq!(got.get("x"), Some(&want), "{start} {update}");
+        }
+        let spec = UpdateSpec::parse(&doc! {"$inc": {"x": dec("1")}}).unwrap();
+        let mut d = doc! {"_id": 1, "x": "a"};
+        let err = spec.apply(&mut d, false).unwrap_err();
+        assert_eq!(err.code.code(), 14, "{err}");
+        assert!(err.message.contains("non-numeric type"), "{err}");
+    }
+}

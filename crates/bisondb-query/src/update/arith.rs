@@ -6,9 +6,8 @@
 use super::path::{self, Lookup};
 use super::{Ctx, FieldPath, OpKind};
 use crate::compare::compare_bson_in;
-use crate::expr::value::{
-    decimal_unsupported, num_add, num_mul, render, type_name, LongOverflow, Num,
-};
+use crate::decimal::Dec;
+use crate::expr::value::{num_add, num_mul, render, type_name, LongOverflow, Num};
 use bisondb_error::{MongoError, MongoResult};
 use bson::{Bson, Document};
 use std::cmp::Ordering;
@@ -16,11 +15,18 @@ use std::cmp::Ordering;
 /// A numeric update argument.
 pub(crate) type NumArg = Num;
 
-pub(super) fn parse_num_arg(op: &str, fp: &FieldPath, value: &Bson) -> MongoResult<NumArg> {
-    if matches!(value, Bson::Decimal128(_)) {
-        return Err(decimal_unsupported(op));
+/// The argument of `$inc`/`$mul`: a decimal makes the result a decimal.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum ArithArg {
+    Num(Num),
+    Dec(Dec),
+}
+
+pub(super) fn parse_num_arg(op: &str, fp: &FieldPath, value: &Bson) -> MongoResult<ArithArg> {
+    if let Bson::Decimal128(d) = value {
+        return Ok(ArithArg::Dec(Dec::from_bson(*d)));
     }
-    Num::from_bson(value).ok_or_else(|| {
+    Num::from_bson(value).map(ArithArg::Num).ok_or_else(|| {
         let verb = if op == "$inc" {
             "increment"
         } else {
@@ -43,52 +49,74 @@ fn safe_num_desc(v: &Bson) -> String {
     format!("({ty}){}", render(v))
 }
 
-fn arith(doc: &mut Document, fp: &FieldPath, arg: Num, ctx: &Ctx, op: &str) -> MongoResult<()> {
+fn arith(
+    doc: &mut Document,
+    fp: &FieldPath,
+    arg: ArithArg,
+    ctx: &Ctx,
+    op: &str,
+) -> MongoResult<()> {
     let new = match path::lookup(doc, &fp.parts) {
         Lookup::Found(cur) => {
-            if matches!(cur, Bson::Decimal128(_)) {
-                return Err(decimal_unsupported(op));
-            }
-            let Some(n) = Num::from_bson(cur) else {
-                return Err(MongoError::type_mismatch(format!(
+            let non_numeric = || {
+                MongoError::type_mismatch(format!(
                     "Cannot apply {op} to a value of non-numeric type. {} has the field '{}' of non-numeric type {}",
                     ctx.id_desc,
                     fp.parts.last().map_or("", String::as_str),
                     type_name(cur)
-                )));
+                ))
             };
-            let r = if op == "$inc" {
-                num_add(n, arg, LongOverflow::Fail)
-            } else {
-                num_mul(n, arg, LongOverflow::Fail)
-            };
-            match r {
-                Some(v) => v.to_bson(),
-                None => {
-                    return Err(MongoError::bad_value(format!(
-                        "Failed to apply {op} operations to current value ({}) for document {}",
-                        safe_num_desc(cur),
-                        ctx.id_desc
-                    )))
+            match (arg, cur) {
+                // SafeNum rules: a decimal on either side makes a decimal
+                // result (the other side converted exactly, a double to 15
+                // digits); decimals never fail, they round or reach infinity.
+                (ArithArg::Dec(_), _) | (ArithArg::Num(_), Bson::Decimal128(_)) => {
+                    let c = Dec::from_number(cur).ok_or_else(non_numeric)?;
+                    let a = match arg {
+                        ArithArg::Dec(a) => a,
+                        ArithArg::Num(n) => Dec::from_number(&n.to_bson()).unwrap_or(Dec::NaN),
+                    };
+                    if op == "$inc" { c.plus(a) } else { c.times(a) }.into_bson()
+                }
+                (ArithArg::Num(arg), _) => {
+                    let n = Num::from_bson(cur).ok_or_else(non_numeric)?;
+                    let r = if op == "$inc" {
+                        num_add(n, arg, LongOverflow::Fail)
+                    } else {
+                        num_mul(n, arg, LongOverflow::Fail)
+                    };
+                    match r {
+                        Some(v) => v.to_bson(),
+                        None => return Err(MongoError::bad_value(format!(
+                            "Failed to apply {op} operations to current value ({}) for document {}",
+                            safe_num_desc(cur),
+                            ctx.id_desc
+                        ))),
+                    }
                 }
             }
         }
-        // $mul on a missing field stores a zero of the argument's type.
+        // $mul on a missing field stores zero times the argument (mongod
+        // multiplies an int 0 by it): a zero of the argument's type.
         _ if op == "$mul" => match arg {
-            Num::I32(_) => Bson::Int32(0),
-            Num::I64(_) => Bson::Int64(0),
-            Num::F64(_) => Bson::Double(0.0),
+            ArithArg::Num(Num::I32(_)) => Bson::Int32(0),
+            ArithArg::Num(Num::I64(_)) => Bson::Int64(0),
+            ArithArg::Num(Num::F64(_)) => Bson::Double(0.0),
+            ArithArg::Dec(a) => Dec::ZERO.times(a).into_bson(),
         },
-        _ => arg.to_bson(),
+        _ => match arg {
+            ArithArg::Num(n) => n.to_bson(),
+            ArithArg::Dec(a) => a.into_bson(),
+        },
     };
     path::set_path(doc, &fp.parts, new)
 }
 
-pub(super) fn inc(doc: &mut Document, fp: &FieldPath, arg: Num, ctx: &Ctx) -> MongoResult<()> {
+pub(super) fn inc(doc: &mut Document, fp: &FieldPath, arg: ArithArg, ctx: &Ctx) -> MongoResult<()> {
     arith(doc, fp, arg, ctx, "$inc")
 }
 
-pub(super) fn mul(doc: &mut Document, fp: &FieldPath, arg: Num, ctx: &Ctx) -> MongoResult<()> {
+pub(super) fn mul(doc: &mut Document, fp: &FieldPath, arg: ArithArg, ctx: &Ctx) -> MongoResult<()> {
     arith(doc, fp, arg, ctx, "$mul")
 }
 

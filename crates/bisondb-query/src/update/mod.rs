@@ -20,7 +20,7 @@ use bson::{Bson, Document};
 use std::cmp::Ordering;
 use std::sync::Arc;
 
-pub(crate) use arith::{BitOp, NumArg};
+pub(crate) use arith::{ArithArg, BitOp, NumArg};
 pub(crate) use array::{PullCond, PushSpec};
 
 /// Longest dotted path accepted: deeper documents exceed BSON's nesting
@@ -115,8 +115,8 @@ pub(crate) enum OpKind {
     Unset,
     CurrentDate { timestamp: bool },
     Rename(FieldPath),
-    Inc(NumArg),
-    Mul(NumArg),
+    Inc(ArithArg),
+    Mul(ArithArg),
     Min(Bson),
     Max(Bson),
     Bit(Vec<(BitOp, NumArg)>),
