@@ -257,3 +257,66 @@ async fn explain_shows_the_key_range() {
         "RETURN_KEY"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn min_max_on_an_index_with_a_collation() {
+    let ts = start().await;
+    let db = ts.tcp.database("mm");
+    let coll = db.collection::<Document>("c");
+    coll.insert_many(
+        ["apple", "Banana", "cherry", "Date", "elder"]
+            .iter()
+            .enumerate()
+            .map(|(i, s)| doc! {"_id": i as i32, "s": *s}),
+    )
+    .await
+    .unwrap();
+    db.run_command(doc! {
+        "createIndexes": "c",
+        "indexes": [{"key": {"s": 1}, "name": "s_ci", "collation": {"locale": "en", "strength": 2}}],
+    })
+    .await
+    .unwrap();
+    // Under the index's own collation string bounds apply, case-insensitively
+    // ("b" <= s < "D" holds Banana and cherry).
+    let ci = doc! {"locale": "en", "strength": 2};
+    let got = find(
+        &db,
+        doc! {"min": {"s": "b"}, "max": {"s": "D"}, "hint": "s_ci", "collation": ci.clone()},
+    )
+    .await
+    .unwrap();
+    assert_eq!(js(&got, "_id"), vec![1, 2]);
+    // Under another collation (here the simple one) they cannot: 51174, as
+    // mongod; bounds that hold no string still can.
+    expect_code(
+        find(&db, doc! {"min": {"s": "b"}, "hint": "s_ci"}).await,
+        51174,
+    );
+    let all = find(&db, doc! {"min": {"s": 0}, "hint": "s_ci"})
+        .await
+        .unwrap();
+    assert_eq!(all.len(), 5);
+    // returnKey shows the key as the index holds it: the same collation key
+    // for "Date" and "date".
+    let key = find(
+        &db,
+        doc! {"filter": {"_id": 3}, "hint": "s_ci", "returnKey": true},
+    )
+    .await
+    .unwrap();
+    let lower = db
+        .run_command(doc! {"insert": "c", "documents": [{"_id": 9, "s": "date"}]})
+        .await
+        .map(|_| ());
+    assert!(lower.is_ok());
+    let key2 = find(
+        &db,
+        doc! {"filter": {"_id": 9}, "hint": "s_ci", "returnKey": true},
+    )
+    .await
+    .unwrap();
+    assert_eq!(key.len(), 1);
+    assert_eq!(key, key2);
+    assert_ne!(key[0].get_str("s").ok(), Some("Date"));
+}

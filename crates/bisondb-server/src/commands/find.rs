@@ -292,7 +292,7 @@ impl Find {
         // the sort use it (the planner then keeps string bounds and index
         // order out of the plan).
         let collation = crate::collation::effective(&self.collation, coll)?;
-        let collated = collation.is_some();
+        let query_collation = collation.clone();
         let (filter_c, sort_c);
         let (filter, sort) = match collation {
             None => (&self.filter, self.sort.as_ref()),
@@ -311,7 +311,13 @@ impl Find {
                 self.hint.as_ref(),
             )?
         } else {
-            plan::choose_min_max(coll, self.hint.as_ref(), &self.min_max, sort, collated)?
+            plan::choose_min_max(
+                coll,
+                self.hint.as_ref(),
+                &self.min_max,
+                sort,
+                query_collation.as_deref(),
+            )?
         };
         let src = plan::execute(coll, &chosen, filter, stats.clone())?;
         let src: DocSource = match sort {

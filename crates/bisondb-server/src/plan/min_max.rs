@@ -16,6 +16,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use bisondb_error::{MongoError, MongoResult};
+use bisondb_query::collation::Collation;
 use bisondb_query::compare::compare_bson;
 use bisondb_query::index_keys::{KeyField, KeyGenerator};
 use bisondb_query::matcher::bounds::FieldBounds;
@@ -24,7 +25,10 @@ use bisondb_query::sort::SortSpec;
 use bisondb_storage::{Collection, IndexInfo};
 use bson::{doc, Bson, Document, RawBson, RawDocumentBuf};
 
-use super::{bad_hint, contains, same_pattern, sort_direction, Access, Fetch, Hint, Plan, Stats};
+use super::{
+    bad_hint, contains, index_collation, same_pattern, sort_direction, Access, Fetch, Hint, Plan,
+    Stats,
+};
 use crate::cursor::DocSource;
 
 /// A `find`'s `min` and `max` as sent (an empty document: not given).
@@ -87,13 +91,22 @@ fn compatible(bound: &Document, fields: &[KeyField], collated: bool) -> bool {
         })
 }
 
-/// A bound with its field names stripped; an absent one is the first
-/// (`first`) or last key of the index in its order: MinKey for an ascending
-/// field, MaxKey for a descending one, or the reverse (mongod's
+/// A bound with its field names stripped, its strings as the index stores
+/// them (collation keys when the index has a collation); an absent one is
+/// the first (`first`) or last key of the index in its order: MinKey for an
+/// ascending field, MaxKey for a descending one, or the reverse (mongod's
 /// `finishMinObj`/`finishMaxObj`).
-fn finish(bound: &Document, fields: &[KeyField], first: bool) -> Vec<Bson> {
+fn finish(
+    bound: &Document,
+    fields: &[KeyField],
+    first: bool,
+    collation: Option<&Collation>,
+) -> Vec<Bson> {
     if !bound.is_empty() {
-        return bound.values().cloned().collect();
+        return bound
+            .values()
+            .map(|v| collation.map_or_else(|| v.clone(), |c| c.index_value(v)))
+            .collect();
     }
     fields
         .iter()
@@ -120,15 +133,14 @@ fn compare_keys(a: &[Bson], b: &[Bson], fields: &[KeyField]) -> CmpOrdering {
     CmpOrdering::Equal
 }
 
-/// Plans a `find` with `min`/`max` on the index `hint` names. `collated`:
-/// the query runs under a non-simple collation (indexes here hold their
-/// strings bytewise, so string bounds cannot apply).
+/// Plans a `find` with `min`/`max` on the index `hint` names, for a query
+/// under `collation` (`None`: simple).
 pub fn choose(
     coll: Option<&Collection>,
     hint: Option<&Hint>,
     mm: &MinMax,
     sort: Option<&SortSpec>,
-    collated: bool,
+    collation: Option<&Collation>,
 ) -> MongoResult<Plan> {
     let plan = |access, provides_sort| Plan {
         access,
@@ -172,19 +184,27 @@ pub fn choose(
     let fields = index
         .as_ref()
         .map_or_else(id_fields, |ix| ix.fields.clone());
-    // An index with a collation of its own keeps collation keys for its
-    // strings: under any other collation string bounds do not apply.
-    let collated = collated || index.as_ref().is_some_and(|ix| index_has_collation(ix));
+    // The index orders strings by its own collation (the `_id` index
+    // bytewise); string bounds apply only under that same collation, as
+    // mongod's `collatorsMatch` (an unreadable one matches nothing).
+    let index_coll = match &index {
+        Some(ix) => index_collation(ix),
+        None => Some(None),
+    };
+    let same = index_coll
+        .as_ref()
+        .is_some_and(|c| bisondb_query::collation::same(c.as_deref(), collation));
     for bound in [&mm.min, &mm.max] {
-        if !bound.is_empty() && !compatible(bound, &fields, collated) {
+        if !bound.is_empty() && !compatible(bound, &fields, !same) {
             return Err(planner_error(
                 51174,
                 "The index chosen is not compatible with min/max",
             ));
         }
     }
-    let start = finish(&mm.min, &fields, true);
-    let end = finish(&mm.max, &fields, false);
+    let stored_as = index_coll.flatten();
+    let start = finish(&mm.min, &fields, true, stored_as.as_deref());
+    let end = finish(&mm.max, &fields, false, stored_as.as_deref());
     if compare_keys(&start, &end, &fields) != CmpOrdering::Less {
         return Err(planner_error(
             51175,
@@ -198,12 +218,6 @@ pub fn choose(
         (Some(s), None) => matches!(s.fields(), [(p, true)] if p == "_id"),
     };
     Ok(plan(Access::KeyRange { index, start, end }, provides_sort))
-}
-
-/// Whether an index was built with a collation of its own (read from its
-/// spec document, where `listIndexes` shows it).
-fn index_has_collation(ix: &IndexInfo) -> bool {
-    ix.spec.to_document().contains_key("collation")
 }
 
 fn raw(values: &[Bson]) -> MongoResult<Vec<RawBson>> {
@@ -360,9 +374,13 @@ enum Within {
 impl ReturnKey {
     pub fn new(plan: &Plan) -> MongoResult<ReturnKey> {
         let index = |ix: &IndexInfo, within: Within, reverse: bool| -> MongoResult<KeyFrom> {
+            // Keys as the index holds them: collation keys for the strings of
+            // an index with a collation, as mongod returns them.
+            let keys = KeyGenerator::new(ix.fields.clone(), false, None)?
+                .with_collation(index_collation(ix).flatten());
             Ok(KeyFrom::Index {
                 fields: ix.fields.clone(),
-                keys: Box::new(KeyGenerator::new(ix.fields.clone(), false, None)?),
+                keys: Box::new(keys),
                 within,
                 reverse,
             })
@@ -499,15 +517,15 @@ mod tests {
     fn absent_bounds_are_the_ends_of_the_index_order() {
         let f = fields(&[("a", false), ("b", true)]);
         assert_eq!(
-            finish(&Document::new(), &f, true),
+            finish(&Document::new(), &f, true, None),
             vec![Bson::MinKey, Bson::MaxKey]
         );
         assert_eq!(
-            finish(&Document::new(), &f, false),
+            finish(&Document::new(), &f, false, None),
             vec![Bson::MaxKey, Bson::MinKey]
         );
         assert_eq!(
-            finish(&doc! {"a": 1, "b": 2}, &f, true),
+            finish(&doc! {"a": 1, "b": 2}, &f, true, None),
             vec![Bson::Int32(1), Bson::Int32(2)]
         );
     }
