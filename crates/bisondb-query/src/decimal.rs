@@ -1019,6 +1019,7 @@ mod expr_tests {
             (bson::bson!({"$sqrt": dec("4")}), 238, "$sqrt"),
             (bson::bson!({"$pow": [dec("2"), 2]}), 238, "$pow"),
             (bson::bson!({"$ln": dec("2")}), 238, "$ln"),
+            (bson::bson!({"$stdDevPop": [dec("2"), 1]}), 238, "$stdDevPop"),
             (bson::bson!({"$log": [dec("2"), 10]}), 238, "$log"),
             (bson::bson!({"$convert": {"input": 1, "to": "binData"}}), 238, "binData"),
         ];

@@ -640,6 +640,9 @@ fn group_like(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
     }
     match name {
         "$stdDevPop" | "$stdDevSamp" => {
+            if vals.iter().any(|v| matches!(v, Bson::Decimal128(_))) {
+                return Err(decimal_unsupported(name));
+            }
             let xs: Vec<f64> = vals
                 .iter()
                 .filter_map(|v| Num::from_bson(v).map(Num::as_f64))
