@@ -624,3 +624,100 @@ async fn a_long_aggregation_does_not_hold_up_other_connections() {
     );
     assert!(agg.await.unwrap());
 }
+
+fn dec(s: &str) -> Bson {
+    Bson::Decimal128(s.parse().unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn decimal128_arithmetic_accumulators_and_conversions() {
+    // A decimal operand makes the result a decimal, computed exactly and
+    // rounded to 34 digits; trailing zeros are kept as mongod keeps them.
+    let ts = start().await;
+    for (t, client) in ts.clients() {
+        let coll = client.database("agg").collection::<Document>(t);
+        coll.insert_many(vec![
+            doc! {"_id": 1, "g": "a", "p": dec("1.10"), "q": 2},
+            doc! {"_id": 2, "g": "a", "p": dec("2.2"), "q": 3i64},
+            doc! {"_id": 3, "g": "b", "p": 0.5, "q": dec("3")},
+        ])
+        .await
+        .unwrap();
+        let got = collect(
+            coll.aggregate(vec![
+                doc! {"$match": {"_id": 1}},
+                doc! {"$project": {
+                    "_id": 0,
+                    "add": {"$add": ["$p", "$q", 1.0]},
+                    "sub": {"$subtract": ["$p", dec("0.1")]},
+                    "mul": {"$multiply": ["$p", "$q"]},
+                    "div": {"$divide": [dec("1"), 3]},
+                    "mod": {"$mod": ["$p", dec("0.3")]},
+                    "round": {"$round": [dec("19.25"), 1]},
+                    "trunc": {"$trunc": [dec("-19.25"), 0]},
+                    "abs": {"$abs": dec("-1.50")},
+                    "floor": {"$floor": dec("-1.2")},
+                    "date": {"$add": [bson::DateTime::from_millis(1000), dec("2.5")]},
+                    "sum": {"$sum": ["$p", "$q"]},
+                    "toDec": {"$toDecimal": 2.5},
+                    "fromStr": {"$convert": {"input": "1.50", "to": "decimal"}},
+                    "toLong": {"$toLong": dec("-7.9")},
+                    "toStr": {"$toString": {"$add": [dec("1.0"), dec("1.00")]}},
+                    "inf": {"$multiply": [dec("9E+6144"), 10]},
+                }},
+            ])
+            .await
+            .unwrap(),
+        )
+        .await;
+        let want = doc! {
+            "add": dec("4.10000000000000"),
+            "sub": dec("1.00"),
+            "mul": dec("2.20"),
+            "div": dec("0.3333333333333333333333333333333333"),
+            "mod": dec("0.20"),
+            "round": dec("19.2"),
+            "trunc": dec("-19"),
+            "abs": dec("1.50"),
+            "floor": dec("-2"),
+            "date": bson::DateTime::from_millis(1002),
+            "sum": dec("3.10"),
+            "toDec": dec("2.50000000000000"),
+            "fromStr": dec("1.50"),
+            "toLong": -7i64,
+            "toStr": "2.00",
+            "inf": dec("Infinity"),
+        };
+        assert_eq!(got, vec![want], "{t}");
+
+        let groups = collect(
+            coll.aggregate(vec![
+                doc! {"$group": {"_id": "$g", "s": {"$sum": "$p"}, "a": {"$avg": "$p"}, "n": {"$sum": "$q"}}},
+                doc! {"$sort": {"_id": 1}},
+            ])
+            .await
+            .unwrap(),
+        )
+        .await;
+        assert_eq!(
+            groups,
+            vec![
+                doc! {"_id": "a", "s": dec("3.30"), "a": dec("1.65"), "n": 5i64},
+                doc! {"_id": "b", "s": 0.5, "a": 0.5, "n": dec("3")},
+            ],
+            "{t}"
+        );
+
+        // mongod's errors: a zero decimal divisor, an overflowing conversion.
+        for (stage, code) in [
+            (
+                doc! {"$project": {"x": {"$divide": ["$p", dec("0")]}}},
+                16608,
+            ),
+            (doc! {"$project": {"x": {"$toInt": dec("1E+10")}}}, 241),
+            (doc! {"$project": {"x": {"$sqrt": dec("4")}}}, 238),
+        ] {
+            expect_code(coll.aggregate(vec![stage]).await, code);
+        }
+    }
+}

@@ -575,3 +575,41 @@ async fn update_one_with_sort_changes_the_first_in_sort_order() {
     let errs = raw.get_array("writeErrors").unwrap();
     assert_eq!(errs.len(), 1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inc_and_mul_with_decimal128() {
+    let dec = |s: &str| Bson::Decimal128(s.parse().unwrap());
+    let ts = start().await;
+    for (t, client) in ts.clients() {
+        let coll = client.database("upd").collection::<Document>(t);
+        coll.insert_many(vec![
+            doc! {"_id": 1, "n": 1, "d": dec("1.50")},
+            doc! {"_id": 2, "n": 0.1},
+        ])
+        .await
+        .unwrap();
+        coll.update_one(
+            doc! {"_id": 1},
+            doc! {"$inc": {"n": dec("0.25"), "d": 1}, "$mul": {"m": dec("1.5")}},
+        )
+        .await
+        .unwrap();
+        let d = get(&coll, 1).await;
+        assert_eq!(d.get("n"), Some(&dec("1.25")), "{t}: {d}");
+        assert_eq!(d.get("d"), Some(&dec("2.50")), "{t}: {d}");
+        assert_eq!(d.get("m"), Some(&dec("0.0")), "{t}: {d}");
+        coll.update_one(doc! {"_id": 1}, doc! {"$mul": {"d": dec("2")}})
+            .await
+            .unwrap();
+        assert_eq!(get(&coll, 1).await.get("d"), Some(&dec("5.00")), "{t}");
+        // A double meeting a decimal converts to 15 significant digits.
+        coll.update_one(doc! {"_id": 2}, doc! {"$inc": {"n": dec("1")}})
+            .await
+            .unwrap();
+        assert_eq!(
+            get(&coll, 2).await.get("n"),
+            Some(&dec("1.100000000000000")),
+            "{t}"
+        );
+    }
+}
