@@ -35,6 +35,11 @@ pub struct Cursor {
     /// Set for a tailable cursor: its source ending means "nothing yet", never
     /// "exhausted" (see `crate::tailable`).
     pub tail: Option<crate::tailable::Tail>,
+    /// The source knows its end before it is asked for one more document
+    /// (a blocking sort, an `_id` lookup, a listing held in memory): a batch
+    /// that reaches its size still closes the cursor when nothing is left,
+    /// as mongod's plan stages report `isEOF` there.
+    pub knows_end: bool,
 }
 
 impl std::fmt::Debug for Cursor {
@@ -62,6 +67,7 @@ impl Cursor {
             no_timeout: false,
             lsid: None,
             tail: None,
+            knows_end: false,
         }
     }
 
@@ -149,7 +155,7 @@ impl Cursor {
         // on that (pymongo's exhaust test expects find + 3 getMores for 3
         // documents in batches of 1).
         let exhausted = self.remaining == Some(0)
-            || (self.tail.is_none() && !full && self.source.peek().is_none());
+            || (self.tail.is_none() && (!full || self.knows_end) && self.source.peek().is_none());
         Ok(Batch { docs, exhausted })
     }
 }

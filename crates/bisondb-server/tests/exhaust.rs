@@ -193,6 +193,26 @@ async fn a_full_batch_leaves_the_cursor_open() {
     )
     .await;
     assert_eq!(cursor_of(&limited).0, 0);
+    // A blocking sort knows its end, as mongod's SORT stage does.
+    let sorted = raw_command(
+        &mut s,
+        doc! {"find": "c", "sort": {"x": 1}, "batchSize": 3, "$db": "ex"},
+    )
+    .await;
+    assert_eq!(cursor_of(&sorted).0, 0);
+    // So does a listing held in memory.
+    let listed = raw_command(
+        &mut s,
+        doc! {"listIndexes": "c", "cursor": {"batchSize": 1}, "$db": "ex"},
+    )
+    .await;
+    assert_eq!(
+        listed
+            .get_document("cursor")
+            .and_then(|c| c.get_i64("id"))
+            .ok(),
+        Some(0)
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

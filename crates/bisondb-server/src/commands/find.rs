@@ -208,8 +208,14 @@ impl Command for Find {
         if self.tailable {
             return self.execute_tailable(ctx, coll);
         }
-        let (_, src) = self.source(coll.as_ref(), Arc::new(plan::Stats::default()))?;
+        let (chosen, src) = self.source(coll.as_ref(), Arc::new(plan::Stats::default()))?;
         let mut cursor = Cursor::new(ns.clone(), src, self.limit);
+        // A blocking sort holds all its results, and an `_id` lookup has at
+        // most one: both know their end (mongod's SORT and IDHACK `isEOF`).
+        cursor.knows_end = matches!(
+            chosen.access,
+            plan::Access::IdLookup(_) | plan::Access::Empty
+        ) || (self.sort.is_some() && !chosen.provides_sort);
         cursor.no_timeout = self.no_cursor_timeout;
         cursor.lsid = self.lsid;
         let first = self.batch_size.unwrap_or(DEFAULT_FIRST_BATCH);

@@ -88,6 +88,7 @@ impl Command for ListCollections {
         let ns = util::ns(&self.db, "$cmd.listCollections");
         let src: DocSource = Box::new(out.into_iter().map(Ok));
         let mut cursor = Cursor::new(ns.clone(), src, None);
+        cursor.knows_end = true; // the listing is built in memory
         let batch = cursor.next_batch(self.batch_size)?;
         util::finish_first_batch(ctx.state, &ns, cursor, batch, false)
     }

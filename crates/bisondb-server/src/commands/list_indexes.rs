@@ -62,6 +62,7 @@ impl Command for ListIndexes {
         }
         let src: DocSource = Box::new(specs.into_iter().map(Ok));
         let mut cursor = Cursor::new(ns.clone(), src, None);
+        cursor.knows_end = true; // the listing is built in memory
         let batch = cursor.next_batch(self.batch_size)?;
         util::finish_first_batch(ctx.state, &ns, cursor, batch, false)
     }
