@@ -241,3 +241,40 @@ async fn get_more_takes_a_comment() {
     .await;
     assert_eq!(cursor_of(&next), (0, vec![1, 2, 3, 4]));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tailable_exhaust_stream_ends_on_an_empty_batch() {
+    let ts = start().await;
+    let db = ts.tcp.database("ex");
+    db.run_command(doc! {"create": "capped", "capped": true, "size": 4096})
+        .await
+        .unwrap();
+    db.collection::<Document>("capped")
+        .insert_many((0..3).map(|i| doc! {"_id": i}))
+        .await
+        .unwrap();
+    let mut s = ts.raw_tcp().await;
+    let first = raw_command(
+        &mut s,
+        doc! {"find": "capped", "tailable": true, "awaitData": true, "batchSize": 1, "$db": "ex"},
+    )
+    .await;
+    let (id, got) = cursor_of(&first);
+    assert_eq!(got, vec![0]);
+    send(
+        &mut s,
+        30,
+        msg_flags::EXHAUST_ALLOWED,
+        &doc! {"getMore": id, "collection": "capped", "maxTimeMS": 50, "$db": "ex"},
+    )
+    .await;
+    let r = read(&mut s).await;
+    assert_ne!(r.flags & msg_flags::MORE_TO_COME, 0);
+    assert_eq!(cursor_of(&r.body), (id, vec![1, 2]));
+    // Nothing new within maxTimeMS: an empty batch, the cursor still open,
+    // and the stream ends so the client decides when to ask again.
+    let r2 = read(&mut s).await;
+    assert_eq!(r2.response_to, r.request_id);
+    assert_eq!(r2.flags & msg_flags::MORE_TO_COME, 0);
+    assert_eq!(cursor_of(&r2.body), (id, vec![]));
+}
