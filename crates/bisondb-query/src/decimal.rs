@@ -52,17 +52,19 @@ fn pow10(n: u64) -> BigUint {
 
 /// Number of decimal digits of `c` (1 for zero).
 fn digits(c: &BigUint) -> u64 {
-    // Estimate from the bit length, then correct by one comparison.
+    if let Ok(v) = u128::try_from(c) {
+        return v.checked_ilog10().map_or(1, |l| u64::from(l) + 1);
+    }
+    // Estimate from the bit length (the true count is the estimate or one
+    // more), then settle it by comparison; the estimate is lowered by one
+    // first so float error in it can never make it too large.
     let bits = c.bits();
-    if bits == 0 {
-        return 1;
+    let est = (((bits - 1) as f64 * std::f64::consts::LOG10_2) as u64).max(1);
+    let mut n = est;
+    while *c >= pow10(n) {
+        n += 1;
     }
-    let est = ((bits - 1) as f64 * std::f64::consts::LOG10_2) as u64 + 1;
-    if *c >= pow10(est) {
-        est + 1
-    } else {
-        est
-    }
+    n
 }
 
 /// Whether the dropped part `r` of a division by `10^n` (or a general
@@ -225,6 +227,9 @@ impl Dec {
             Some(b'+') => (false, &s[1..]),
             _ => (false, s),
         };
+        if !body.is_ascii() {
+            return None;
+        }
         let lower = body.to_ascii_lowercase();
         match lower.as_str() {
             "inf" | "infinity" => return Some(Dec::Inf(neg)),
@@ -262,7 +267,17 @@ impl Dec {
         }
         exp -= frac.len() as i64;
         let all = format!("{int}{frac}");
-        let trimmed = all.trim_start_matches('0');
+        let mut trimmed = all.trim_start_matches('0');
+        // Digits past the 40th only matter as "something non-zero follows"
+        // for rounding: keep 40 and a sticky 1, so a huge string costs no
+        // big-number work.
+        let sticky;
+        if trimmed.len() > 40 {
+            let (head, tail) = trimmed.split_at(40);
+            exp += tail.len() as i64 - 1;
+            sticky = format!("{head}{}", u8::from(tail.bytes().any(|b| b != b'0')));
+            trimmed = &sticky;
+        }
         let coef = if trimmed.is_empty() {
             BigUint::default()
         } else {
@@ -368,6 +383,9 @@ impl Dec {
                 // The exact sum has the smaller exponent (the ideal exponent
                 // of IEEE addition); finish() rounds it once.
                 let e = e1.min(e2);
+                if let Some(r) = add_small(n1, c1, e1, n2, c2, e2, e) {
+                    return r;
+                }
                 let a = BigUint::from(c1) * pow10((e1 - e) as u64);
                 let b = BigUint::from(c2) * pow10((e2 - e) as u64);
                 let (neg, c) = if n1 == n2 {
@@ -614,6 +632,31 @@ impl Dec {
     }
 }
 
+/// The common case of [`Dec::plus`] without big integers: both coefficients
+/// aligned to exponent `e` fit a `u128` and the exact result needs no
+/// rounding. `None` sends the caller to the general path.
+fn add_small(n1: bool, c1: u128, e1: i32, n2: bool, c2: u128, e2: i32, e: i32) -> Option<Dec> {
+    let scale = |c: u128, by: i32| {
+        10u128
+            .checked_pow(u32::try_from(by).ok()?)
+            .and_then(|p| c.checked_mul(p))
+    };
+    let (a, b) = (scale(c1, e1 - e)?, scale(c2, e2 - e)?);
+    let (neg, c) = if n1 == n2 {
+        (n1, a.checked_add(b)?)
+    } else if a >= b {
+        // x + (-x) is +0 when rounding to nearest.
+        (n1 && a != b, a - b)
+    } else {
+        (n2, b - a)
+    };
+    (c < TEN_34).then_some(Dec::Finite {
+        neg,
+        coef: c,
+        exp: e,
+    })
+}
+
 /// Rounds the exact value `(-1)^neg × c × 10^exp` into a decimal128: to 34
 /// digits with `mode`, up to the smallest exponent (gradual underflow), and
 /// overflowing to infinity past the largest one (after trying to pad the
@@ -788,7 +831,22 @@ mod tests {
             Dec::parse("1e99999999999").map(s).as_deref(),
             Some("Infinity")
         );
-        for bad in ["", "abc", "1.2.3", "1e", "--1", ".", "1e+", " 1"] {
+        let long = format!("1{}5{}", "0".repeat(33), "0".repeat(60));
+        assert_eq!(
+            Dec::parse(&long).map(s).as_deref(),
+            Some("1.000000000000000000000000000000000E+94")
+        );
+        let long = format!("1{}5{}1", "0".repeat(33), "0".repeat(60));
+        assert_eq!(
+            Dec::parse(&long).map(s).as_deref(),
+            Some("1.000000000000000000000000000000001E+95")
+        );
+        let long = format!("0.{}", "3".repeat(100_000));
+        assert_eq!(
+            Dec::parse(&long).map(s).as_deref(),
+            Some("0.3333333333333333333333333333333333")
+        );
+        for bad in ["", "abc", "1.2.3", "1e", "--1", ".", "1e+", " 1", "1é"] {
             assert_eq!(Dec::parse(bad), None, "{bad:?}");
         }
         assert_eq!(d("2.9").to_i64(Rounding::TowardZero), Some(2));
@@ -1008,6 +1066,7 @@ mod expr_tests {
             (bson::bson!({"$mod": ["$d", "$z"]}), 16610, "can't $mod by zero"),
             (bson::bson!({"$divide": ["$d", "x"]}), 16609, "only supports numeric types, not decimal and string"),
             (bson::bson!({"$add": ["$d", "x"]}), 16554, "not string"),
+            (bson::bson!({"$subtract": ["$d", "$date"]}), 16556, "can't $subtract date from decimal"),
             (bson::bson!({"$add": ["$date", "$date", "$d"]}), 16612, "only one date"),
             (bson::bson!({"$toInt": dec("3000000000")}), 241, "Conversion would overflow target type in $convert with no onError value: 3000000000"),
             (bson::bson!({"$toLong": dec("NaN")}), 241, "Attempt to convert NaN value"),

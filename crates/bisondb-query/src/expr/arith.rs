@@ -82,6 +82,12 @@ pub(super) fn eval(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
                         _ => Bson::Null,
                     }
                 }
+                (Bson::Decimal128(_), _) | (_, Bson::Decimal128(_)) => {
+                    return Err(MongoError::location(
+                        16556,
+                        format!("can't $subtract {} from {}", type_name(&b), type_name(&a)),
+                    ))
+                }
                 (Bson::DateTime(x), Bson::DateTime(y)) => {
                     Bson::Int64(x.timestamp_millis().wrapping_sub(y.timestamp_millis()))
                 }
