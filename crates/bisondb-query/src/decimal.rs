@@ -565,6 +565,20 @@ impl Dec {
         }
     }
 
+    /// `$round`/`$trunc` to `place` decimal places: the value quantized to
+    /// exponent `-place`; when that needs more than 34 digits, mongod keeps
+    /// all 34 (`$trunc: [1.298, 100]` is `1.298000000000000000000000000000000`).
+    pub fn round_to_place(self, place: i64, mode: Rounding) -> Dec {
+        let q = self.quantize(-place, mode);
+        match self {
+            Dec::Finite { coef, exp, .. } if q.is_nan() => {
+                let nd = coef.checked_ilog10().map_or(1, |l| i64::from(l) + 1);
+                self.quantize(i64::from(exp) + nd - DIGITS as i64, mode)
+            }
+            _ => q,
+        }
+    }
+
     /// Rounds to an integer with `mode` (`$ceil`, `$floor`): values already
     /// integral (exponent ≥ 0) stay as they are.
     pub fn to_integral(self, mode: Rounding) -> Dec {
@@ -1017,6 +1031,30 @@ mod expr_tests {
             (bson::bson!({"$round": [dec("19.25"), -1]}), dec("2E+1")),
             (bson::bson!({"$trunc": [dec("19.25"), 0]}), dec("19")),
             (bson::bson!({"$round": [dec("1.5"), null]}), Bson::Null),
+            (bson::bson!({"$round": dec("-1.6")}), dec("-2")),
+            (bson::bson!({"$trunc": dec("-1.6")}), dec("-1")),
+            (bson::bson!({"$round": [dec("1.298"), 1]}), dec("1.3")),
+            (bson::bson!({"$trunc": [dec("23.298"), -1]}), dec("2E+1")),
+            (
+                bson::bson!({"$trunc": [dec("1.298912343250054252245154325"), 20i64]}),
+                dec("1.29891234325005425224"),
+            ),
+            (
+                bson::bson!({"$round": [dec("1.298912343250054252245154325"), 20i64]}),
+                dec("1.29891234325005425225"),
+            ),
+            // Past 34 digits the value keeps the 34 the format allows.
+            (
+                bson::bson!({"$trunc": [dec("1.298"), dec("100")]}),
+                dec("1.298000000000000000000000000000000"),
+            ),
+            (bson::bson!({"$round": [dec("1"), 2]}), dec("1.00")),
+            (
+                bson::bson!({"$round": [dec("-Infinity"), 0]}),
+                dec("-Infinity"),
+            ),
+            (bson::bson!({"$trunc": [dec("NaN"), 0]}), dec("NaN")),
+            (bson::bson!({"$round": [2.5, dec("0")]}), Bson::Double(2.0)),
             (bson::bson!({"$sum": "$arr"}), dec("3.5")),
             (bson::bson!({"$sum": [1, "$d"]}), dec("2.50")),
             (
@@ -1075,6 +1113,9 @@ mod expr_tests {
             (bson::bson!({"$toDecimal": "1.5x"}), 241, "Failed to parse number '1.5x'"),
             (bson::bson!({"$toDecimal": [[1]]}), 241, "Unsupported conversion from array to decimal"),
             // Still not implemented for decimals: clear 238 naming the operator.
+            (bson::bson!({"$round": [1, dec("101")]}), 51083, "precision value 101"),
+            (bson::bson!({"$trunc": [dec("1"), dec("-21")]}), 51083, "precision value -21"),
+            (bson::bson!({"$round": [1, dec("1.4")]}), 51082, "integral"),
             (bson::bson!({"$sqrt": dec("4")}), 238, "$sqrt"),
             (bson::bson!({"$pow": [dec("2"), 2]}), 238, "$pow"),
             (bson::bson!({"$ln": dec("2")}), 238, "$ln"),

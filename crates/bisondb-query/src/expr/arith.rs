@@ -451,8 +451,8 @@ fn unary(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
                     "$ceil" => d.to_integral(Rounding::Ceiling),
                     "$floor" => d.to_integral(Rounding::Floor),
                     // mongod quantizes to the place (19.25 at -1 is 2E+1).
-                    "$round" => d.quantize(-place, Rounding::HalfEven),
-                    _ => d.quantize(-place, Rounding::TowardZero),
+                    "$round" => d.round_to_place(place, Rounding::HalfEven),
+                    _ => d.round_to_place(place, Rounding::TowardZero),
                 }
                 .into_bson(),
             ));
@@ -544,35 +544,45 @@ fn place_arg(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Option<i64>> {
     Ok(match args.get(1) {
         Some(p) => match cx.ev(p)? {
             None | Some(Bson::Null) | Some(Bson::Undefined) => return Ok(None),
-            Some(p) => match num(&p, name)? {
-                Some(Num::F64(d)) if d.fract() != 0.0 => {
-                    return Err(MongoError::location(
-                        51082,
-                        format!("precision argument to {name} must be a integral value"),
-                    ))
-                }
-                Some(pn) => {
-                    let place = as_i64(pn);
-                    if !(-20..=100).contains(&place) {
-                        return Err(MongoError::location(
+            // A decimal place is read as a double: only small integers pass.
+            Some(Bson::Decimal128(d)) => place_of(
+                name,
+                Some(Num::F64(Dec::from_bson(d).to_f64())),
+                &Bson::Decimal128(d),
+            )?,
+            Some(p) => place_of(name, num(&p, name)?, &p)?,
+        },
+        None => Some(0),
+    })
+}
+
+fn place_of(name: &str, n: Option<Num>, p: &Bson) -> MongoResult<Option<i64>> {
+    Ok(match n {
+        Some(Num::F64(d)) if d.fract() != 0.0 => {
+            return Err(MongoError::location(
+                51082,
+                format!("precision argument to {name} must be a integral value"),
+            ))
+        }
+        Some(pn) => {
+            let place = as_i64(pn);
+            if !(-20..=100).contains(&place) {
+                return Err(MongoError::location(
                                 51083,
                                 format!("cannot apply {name} with precision value {place} value must be in [-20, 100]"),
                             ));
-                    }
-                    Some(place)
-                }
-                None => {
-                    return Err(MongoError::location(
-                        51082,
-                        format!(
-                            "precision argument to {name} must be a integral value, got {}",
-                            type_name(&p)
-                        ),
-                    ))
-                }
-            },
-        },
-        None => Some(0),
+            }
+            Some(place)
+        }
+        None => {
+            return Err(MongoError::location(
+                51082,
+                format!(
+                    "precision argument to {name} must be a integral value, got {}",
+                    type_name(p)
+                ),
+            ))
+        }
     })
 }
 
