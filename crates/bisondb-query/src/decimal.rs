@@ -1085,6 +1085,23 @@ mod expr_tests {
                 Bson::String("1.50".into()),
             ),
             (bson::bson!({"$toBool": dec("0.00")}), Bson::Boolean(false)),
+            (
+                bson::bson!({"$toDate": dec("1.9")}),
+                Bson::DateTime(DateTime::from_millis(1)),
+            ),
+            // mongod's divide.js: exact quotients take the exponent nearest
+            // the ideal one, a double operand converts to 15 digits first.
+            (bson::bson!({"$divide": [10, dec("2.5")]}), dec("4")),
+            (
+                bson::bson!({"$divide": [12.5, dec("2.5")]}),
+                dec("5.000000000000"),
+            ),
+            (bson::bson!({"$divide": [dec("12.5"), 2.5]}), dec("5")),
+            (bson::bson!({"$divide": [dec("12.5"), 5i64]}), dec("2.5")),
+            (
+                bson::bson!({"$divide": [dec("9223372036854775807"), 1]}),
+                dec("9223372036854775807"),
+            ),
             (bson::bson!({"$toBool": dec("NaN")}), Bson::Boolean(true)),
             // Non-decimal fast paths are unchanged.
             (bson::bson!({"$add": [1, 2]}), Bson::Int32(3)),

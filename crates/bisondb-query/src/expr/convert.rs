@@ -284,6 +284,11 @@ fn convert(v: &Bson, to: Target) -> MongoResult<Bson> {
             Bson::Int64(i) => *i,
             Bson::Int32(i) => i64::from(*i),
             Bson::Double(d) if d.is_finite() => *d as i64,
+            // Truncated milliseconds, with the same errors as to long.
+            Bson::Decimal128(d) => match decimal_to_int(Dec::from_bson(*d), true)? {
+                Bson::Int64(ms) => ms,
+                _ => 0,
+            },
             Bson::Timestamp(t) => i64::from(t.time) * 1000,
             Bson::ObjectId(o) => o.timestamp().timestamp_millis(),
             Bson::String(s) => parse_date_string(s).ok_or_else(|| {
