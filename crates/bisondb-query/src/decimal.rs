@@ -502,6 +502,51 @@ impl Dec {
         }
     }
 
+    /// IEEE square root, correctly rounded: exact roots take the exponent
+    /// nearest `floor(exp / 2)` (`sqrt(4.00)` is `2.0`); negative values
+    /// give NaN (callers report mongod's error first).
+    pub fn sqrt(self) -> Dec {
+        match self {
+            Dec::NaN | Dec::Inf(true) => Dec::NaN,
+            Dec::Inf(false) => Dec::Inf(false),
+            Dec::Finite { neg, coef: 0, exp } => Dec::Finite {
+                neg,
+                coef: 0,
+                exp: i64::from(exp).div_euclid(2) as i32,
+            },
+            Dec::Finite { neg: true, .. } => Dec::NaN,
+            Dec::Finite { coef, exp, .. } => {
+                let ideal = i64::from(exp).div_euclid(2);
+                // An even exponent, and at least 70 digits under the root so
+                // the root has 35: 34 to keep and one to round with.
+                let mut c = BigUint::from(coef);
+                let mut e = i64::from(exp);
+                if e.rem_euclid(2) == 1 {
+                    c *= 10u8;
+                    e -= 1;
+                }
+                let k = 70u64.saturating_sub(digits(&c)).div_ceil(2);
+                c *= pow10(2 * k);
+                e -= 2 * k as i64;
+                let mut root = c.sqrt();
+                let exact = &root * &root == c;
+                let mut re = e / 2;
+                if exact {
+                    let ten = BigUint::from(10u8);
+                    while re < ideal && (&root % &ten).bits() == 0 {
+                        root /= &ten;
+                        re += 1;
+                    }
+                } else {
+                    // Not exact: a trailing 1 keeps the rounding off a tie.
+                    root = root * 10u8 + 1u8;
+                    re -= 1;
+                }
+                finish(false, root, re, Rounding::HalfEven)
+            }
+        }
+    }
+
     /// `fmod`: `a - trunc(a / b) × b`, exact, with the dividend's sign.
     pub fn fmod(self, other: Dec) -> Dec {
         match (self, other) {
@@ -790,6 +835,21 @@ mod tests {
             ("div", "Infinity", "-2", "-Infinity"),
             ("div", "0", "5", "0"),
             ("div", "0.00", "5", "0.00"),
+            ("sqrt", "4", "", "2"),
+            ("sqrt", "4.00", "", "2.0"),
+            ("sqrt", "0.04", "", "0.2"),
+            ("sqrt", "1E+3", "", "31.62277660168379331998893544432719"),
+            ("sqrt", "2", "", "1.414213562373095048801688724209698"),
+            ("sqrt", "1E-6176", "", "1E-3088"),
+            (
+                "sqrt",
+                "1E-6175",
+                "",
+                "3.162277660168379331998893544432719E-3088",
+            ),
+            ("sqrt", "-0.00", "", "-0.0"),
+            ("sqrt", "-1", "", "NaN"),
+            ("sqrt", "Infinity", "", "Infinity"),
             ("rem", "10", "3", "1"),
             ("rem", "-10", "3", "-1"),
             ("rem", "10.5", "3", "1.5"),
@@ -797,12 +857,13 @@ mod tests {
             ("rem", "1", "Infinity", "1"),
         ];
         for (op, a, b, want) in cases {
-            let (a2, b2) = (d(a), d(b));
+            let (a2, b2) = (d(a), if b.is_empty() { Dec::NaN } else { d(b) });
             let got = match *op {
                 "add" => a2.plus(b2),
                 "sub" => a2.minus(b2),
                 "mul" => a2.times(b2),
                 "div" => a2.quotient(b2),
+                "sqrt" => a2.sqrt(),
                 _ => a2.fmod(b2),
             };
             assert_eq!(s(got), *want, "{op} {a} {b}");
@@ -1025,6 +1086,7 @@ mod expr_tests {
             (bson::bson!({"$divide": ["$d", 2]}), dec("0.75")),
             (bson::bson!({"$mod": [dec("10.5"), 3]}), dec("1.5")),
             (bson::bson!({"$abs": dec("-1.50")}), dec("1.50")),
+            (bson::bson!({"$sqrt": dec("2.25")}), dec("1.5")),
             (bson::bson!({"$ceil": dec("1.2")}), dec("2")),
             (bson::bson!({"$floor": dec("-1.2")}), dec("-2")),
             (bson::bson!({"$round": [dec("19.25"), 1]}), dec("19.2")),
@@ -1133,7 +1195,8 @@ mod expr_tests {
             (bson::bson!({"$round": [1, dec("101")]}), 51083, "precision value 101"),
             (bson::bson!({"$trunc": [dec("1"), dec("-21")]}), 51083, "precision value -21"),
             (bson::bson!({"$round": [1, dec("1.4")]}), 51082, "integral"),
-            (bson::bson!({"$sqrt": dec("4")}), 238, "$sqrt"),
+            (bson::bson!({"$sqrt": dec("-4")}), 28714, "greater than or equal to 0"),
+            (bson::bson!({"$exp": dec("1")}), 238, "$exp"),
             (bson::bson!({"$pow": [dec("2"), 2]}), 238, "$pow"),
             (bson::bson!({"$ln": dec("2")}), 238, "$ln"),
             (bson::bson!({"$stdDevPop": [dec("2"), 1]}), 238, "$stdDevPop"),

@@ -440,6 +440,16 @@ fn unary(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
         return Ok(Some(Bson::Null));
     };
     if let Bson::Decimal128(d) = v {
+        if name == "$sqrt" {
+            let d = Dec::from_bson(d);
+            if d.cmp_zero() == Some(Ordering::Less) {
+                return Err(MongoError::location(
+                    28714,
+                    "$sqrt's argument must be greater than or equal to 0",
+                ));
+            }
+            return Ok(Some(d.sqrt().into_bson()));
+        }
         if matches!(name, "$abs" | "$ceil" | "$floor" | "$round" | "$trunc") {
             let Some(place) = place_arg(name, args, cx)? else {
                 return Ok(Some(Bson::Null));
