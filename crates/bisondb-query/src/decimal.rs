@@ -1329,3 +1329,64 @@ mod update_tests {
         assert!(err.message.contains("non-numeric type"), "{err}");
     }
 }
+
+/// Random decimals: encoding round trips, no operation panics, and results
+/// agree with double arithmetic where doubles are precise enough to tell.
+#[cfg(test)]
+mod prop_tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn any_dec() -> impl Strategy<Value = Dec> {
+        prop_oneof![
+            8 => (any::<bool>(), 0u128..TEN_34, EMIN..=EMAX)
+                .prop_map(|(neg, coef, exp)| Dec::Finite { neg, coef, exp: exp as i32 }),
+            8 => (any::<bool>(), 0u128..1_000_000, -8i64..8)
+                .prop_map(|(neg, coef, exp)| Dec::Finite { neg, coef, exp: exp as i32 }),
+            1 => Just(Dec::NaN),
+            1 => any::<bool>().prop_map(Dec::Inf),
+        ]
+    }
+
+    fn close(got: Dec, want: f64) -> bool {
+        let g = got.to_f64();
+        if want.is_nan() {
+            return g.is_nan();
+        }
+        if want == 0.0 || !want.is_finite() {
+            return g == want || (g.abs() < 1e-300 && want.abs() < 1e-300);
+        }
+        ((g - want) / want).abs() < 1e-12
+    }
+
+    proptest! {
+        #[test]
+        fn round_trips_and_never_panics(a in any_dec(), b in any_dec()) {
+            prop_assert_eq!(Dec::from_bson(a.to_bson()), a);
+            let text = a.to_bson().to_string();
+            prop_assert_eq!(Dec::parse(&text), Some(a));
+            for r in [a.plus(b), a.minus(b), a.times(b), a.quotient(b), a.fmod(b), a.sqrt()] {
+                // Whatever comes out is canonical.
+                prop_assert_eq!(Dec::from_bson(r.to_bson()), r);
+            }
+            let _ = a.to_i64(Rounding::TowardZero);
+            let _ = a.round_to_place(3, Rounding::HalfEven);
+        }
+
+        #[test]
+        fn small_values_agree_with_doubles(
+            (n1, c1, e1) in (any::<bool>(), 0u128..1_000_000, -6i32..6),
+            (n2, c2, e2) in (any::<bool>(), 1u128..1_000_000, -6i32..6),
+        ) {
+            let a = Dec::Finite { neg: n1, coef: c1, exp: e1 };
+            let b = Dec::Finite { neg: n2, coef: c2, exp: e2 };
+            let (x, y) = (a.to_f64(), b.to_f64());
+            prop_assert!(close(a.plus(b), x + y) || (x + y).abs() < 1e-9 * x.abs().max(y.abs()));
+            prop_assert!(close(a.times(b), x * y));
+            prop_assert!(close(a.quotient(b), x / y));
+            if !n1 {
+                prop_assert!(close(a.sqrt(), x.sqrt()));
+            }
+        }
+    }
+}
