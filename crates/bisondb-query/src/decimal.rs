@@ -1014,6 +1014,76 @@ mod tests {
     }
 }
 
+/// The BSON corpus's valid decimal strings (canonical and degenerate forms:
+/// clamping, rounding of zeros, exponents far out of range) parse to its
+/// canonical bytes (skipped when the corpus is not there).
+#[cfg(test)]
+mod corpus_strings {
+    use super::*;
+
+    fn field<'a>(obj: &'a str, key: &str) -> Option<&'a str> {
+        let at = obj.find(&format!("\"{key}\""))?;
+        let rest = &obj[at + key.len() + 2..];
+        let start = rest.find('"')? + 1;
+        let end = start + rest[start..].find(['"', '\\'])?;
+        Some(&rest[start..end])
+    }
+
+    fn number_decimal(obj: &str, key: &str) -> Option<String> {
+        let at = obj.find(&format!("\"{key}\""))?;
+        let rest = &obj[at..];
+        let marker = "$numberDecimal\\\" : \\\"";
+        let start = rest.find(marker)? + marker.len();
+        let end = start + rest[start..].find('\\')?;
+        Some(rest[start..end].to_string())
+    }
+
+    #[test]
+    fn valid_strings_parse_to_canonical_bytes() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../../shared/specs/bson-corpus");
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            return;
+        };
+        let mut checked = 0;
+        for e in entries.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if !name.starts_with("decimal128") {
+                continue;
+            }
+            let text = std::fs::read_to_string(e.path()).unwrap();
+            let valid = match (text.find("\"valid\""), text.find("\"parseErrors\"")) {
+                (Some(v), Some(p)) if v < p => &text[v..p],
+                (Some(v), _) => &text[v..],
+                _ => continue,
+            };
+            for obj in valid.split("\"description\"").skip(1) {
+                let Some(hex) = field(obj, "canonical_bson").filter(|h| h.len() == 48) else {
+                    continue;
+                };
+                let mut v = [0u8; 16];
+                for (i, b) in v.iter_mut().enumerate() {
+                    let at = 14 + 2 * i;
+                    *b = u8::from_str_radix(&hex[at..at + 2], 16).unwrap();
+                }
+                let want = Dec::from_bson(Decimal128::from_bytes(v));
+                if want == Dec::NaN || want.to_bson().bytes() != v {
+                    continue;
+                }
+                for key in ["canonical_extjson", "degenerate_extjson"] {
+                    if let Some(s) = number_decimal(obj, key) {
+                        let got = Dec::parse(&s);
+                        assert_eq!(got, Some(want), "{name}: {key} {s}");
+                        checked += 1;
+                    }
+                }
+            }
+        }
+        // 907 strings in the corpus copied for this project.
+        assert!(checked > 500, "{checked}");
+    }
+}
+
 /// The operators that use this module, evaluated as expressions and
 /// accumulators (promotion rules, errors, what stays NotImplemented).
 #[cfg(test)]
