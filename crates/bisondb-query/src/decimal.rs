@@ -1157,6 +1157,11 @@ mod expr_tests {
             (bson::bson!({"$mod": [dec("10.5"), 3]}), dec("1.5")),
             (bson::bson!({"$abs": dec("-1.50")}), dec("1.50")),
             (bson::bson!({"$sqrt": dec("2.25")}), dec("1.5")),
+            // Standard deviations compute in doubles, decimals included.
+            (
+                bson::bson!({"$stdDevPop": [dec("2"), 4]}),
+                Bson::Double(1.0),
+            ),
             (bson::bson!({"$ceil": dec("1.2")}), dec("2")),
             (bson::bson!({"$floor": dec("-1.2")}), dec("-2")),
             (bson::bson!({"$round": [dec("19.25"), 1]}), dec("19.2")),
@@ -1269,7 +1274,6 @@ mod expr_tests {
             (bson::bson!({"$exp": dec("1")}), 238, "$exp"),
             (bson::bson!({"$pow": [dec("2"), 2]}), 238, "$pow"),
             (bson::bson!({"$ln": dec("2")}), 238, "$ln"),
-            (bson::bson!({"$stdDevPop": [dec("2"), 1]}), 238, "$stdDevPop"),
             (bson::bson!({"$log": [dec("2"), 10]}), 238, "$log"),
             (bson::bson!({"$convert": {"input": 1, "to": "binData"}}), 238, "binData"),
         ];
@@ -1324,6 +1328,13 @@ mod expr_tests {
         assert_eq!(
             run(avg, vec![Bson::Int32(1), Bson::Int32(2)]),
             Bson::Double(1.5)
+        );
+        assert_eq!(
+            run(
+                bson::bson!({"$stdDevSamp": "$v"}),
+                vec![dec("1"), Bson::Int32(3)]
+            ),
+            Bson::Double(std::f64::consts::SQRT_2)
         );
     }
 }

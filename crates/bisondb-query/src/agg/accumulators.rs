@@ -3,7 +3,7 @@
 use super::key::key_of_in;
 use crate::collation::Collation;
 use crate::compare::{compare_bson, compare_bson_in};
-use crate::expr::value::{decimal_unsupported, nullish, type_name_opt, Num, Summer};
+use crate::expr::value::{nullish, type_name_opt, Num, Summer};
 use crate::expr::{Expr, Value, Vars};
 use crate::sort::SortSpec;
 use bisondb_error::{ErrorCode, MongoError, MongoResult};
@@ -380,9 +380,14 @@ fn trim_ranked(items: &mut Vec<(Vec<Bson>, Bson)>, n: usize, sort: &SortSpec, bo
     }
 }
 
-fn number(v: &Value, op: &str) -> MongoResult<Option<Num>> {
+/// A numeric input of `$stdDevPop`/`$stdDevSamp`/`$percentile`/`$median`,
+/// which compute in doubles: mongod reads a decimal as its double value.
+/// (`$sum`/`$avg` take decimals before getting here.)
+fn number(v: &Value, _op: &str) -> MongoResult<Option<Num>> {
     match v {
-        Some(Bson::Decimal128(_)) => Err(decimal_unsupported(op)),
+        Some(Bson::Decimal128(d)) => {
+            Ok(Some(Num::F64(crate::decimal::Dec::from_bson(*d).to_f64())))
+        }
         Some(b) => Ok(Num::from_bson(b)),
         None => Ok(None),
     }

@@ -666,12 +666,13 @@ fn group_like(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
     }
     match name {
         "$stdDevPop" | "$stdDevSamp" => {
-            if vals.iter().any(|v| matches!(v, Bson::Decimal128(_))) {
-                return Err(decimal_unsupported(name));
-            }
+            // Computed in doubles, a decimal read as its double (as mongod).
             let xs: Vec<f64> = vals
                 .iter()
-                .filter_map(|v| Num::from_bson(v).map(Num::as_f64))
+                .filter_map(|v| match v {
+                    Bson::Decimal128(d) => Some(Dec::from_bson(*d).to_f64()),
+                    _ => Num::from_bson(v).map(Num::as_f64),
+                })
                 .collect();
             let n = xs.len();
             let denom = if name == "$stdDevPop" {
