@@ -585,17 +585,7 @@ impl Storage {
             old.prepare_unique.load(Ordering::Acquire),
             Ordering::Release,
         );
-        let list: Vec<_> = previous
-            .iter()
-            .map(|i| {
-                if i.id == old.id {
-                    replacement.clone()
-                } else {
-                    i.clone()
-                }
-            })
-            .collect();
-        *state.indexes.write() = Arc::new(list);
+        *state.indexes.write() = Arc::new(with_index_replaced(&previous, old.id, &replacement));
         let mut batch = WriteBatch::new();
         let written = encode_entry(db, name, &state).and_then(|r| {
             batch.put(layout::entry_key(db, name), r);
@@ -687,17 +677,7 @@ impl Storage {
         };
         ix.multikey.store(multikey, Ordering::Release);
         // A unique index needs no preparation any more; a non-unique one starts without.
-        let list: Vec<_> = previous
-            .iter()
-            .map(|i| {
-                if i.id == old.id {
-                    ix.clone()
-                } else {
-                    i.clone()
-                }
-            })
-            .collect();
-        *state.indexes.write() = Arc::new(list);
+        *state.indexes.write() = Arc::new(with_index_replaced(&previous, old.id, &ix));
         let mut batch = WriteBatch::new();
         let written = encode_meta(new_next)
             .and_then(|meta| {
@@ -1001,3 +981,21 @@ mod capped;
 
 #[cfg(test)]
 mod tests;
+
+/// `list` with index `old_id` replaced by `new`, in the same place (an index
+/// whose options changed, or that was rebuilt as unique, keeps its position).
+fn with_index_replaced(
+    list: &[Arc<IndexState>],
+    old_id: u64,
+    new: &Arc<IndexState>,
+) -> Vec<Arc<IndexState>> {
+    list.iter()
+        .map(|i| {
+            if i.id == old_id {
+                new.clone()
+            } else {
+                i.clone()
+            }
+        })
+        .collect()
+}

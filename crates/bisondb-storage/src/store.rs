@@ -49,6 +49,21 @@ pub struct InsertOutcome {
     pub durability_error: Option<StorageError>,
 }
 
+impl InsertOutcome {
+    /// Records that the engine refused the batch of `accepted` documents:
+    /// nothing of it was applied, so every one of them failed (an ordered
+    /// insert reports only the first, as it stops there).
+    pub(crate) fn batch_failed(&mut self, accepted: Vec<usize>, ordered: bool, e: StorageError) {
+        if ordered {
+            self.errors = accepted.first().map(|&i| vec![(i, e)]).unwrap_or_default();
+        } else {
+            self.errors
+                .extend(accepted.into_iter().map(|i| (i, e.clone())));
+            self.errors.sort_by_key(|(i, _)| *i);
+        }
+    }
+}
+
 /// What a [`Collection::modify`] callback decides to do with the document.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Modify {
@@ -328,14 +343,7 @@ impl Collection {
             Err(e) => {
                 // A failed batch may still surface after the engine recovers.
                 *self.state.max_doc_key.lock() = None;
-                // Nothing of the batch was applied: every accepted document failed.
-                if ordered {
-                    out.errors = accepted.first().map(|&i| vec![(i, e)]).unwrap_or_default();
-                } else {
-                    out.errors
-                        .extend(accepted.into_iter().map(|i| (i, e.clone())));
-                    out.errors.sort_by_key(|(i, _)| *i);
-                }
+                out.batch_failed(accepted, ordered, e);
             }
         }
         out

@@ -446,13 +446,7 @@ impl Collection {
             }
             Err(e) => {
                 *self.state.max_doc_key.lock() = None;
-                if ordered {
-                    out.errors = accepted.first().map(|&i| vec![(i, e)]).unwrap_or_default();
-                } else {
-                    out.errors
-                        .extend(accepted.into_iter().map(|i| (i, e.clone())));
-                    out.errors.sort_by_key(|(i, _)| *i);
-                }
+                out.batch_failed(accepted, ordered, e);
             }
         }
         out
