@@ -87,11 +87,13 @@ fn arith(
                     };
                     match r {
                         Some(v) => v.to_bson(),
-                        None => return Err(MongoError::bad_value(format!(
+                        None => {
+                            return Err(MongoError::bad_value(format!(
                             "Failed to apply {op} operations to current value ({}) for document {}",
                             safe_num_desc(cur),
                             ctx.id_desc
-                        ))),
+                        )))
+                        }
                     }
                 }
             }
