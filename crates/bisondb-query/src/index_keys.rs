@@ -48,6 +48,8 @@ pub struct KeyGenerator {
     /// An index with a collation stores strings as their collation keys
     /// (`Collation::index_value`); `None`: simple, strings as they are.
     collation: Option<Arc<Collation>>,
+    /// A hashed index: a field reaching an array fails the write (16766).
+    refuse_arrays: bool,
 }
 
 /// The keys of one document.
@@ -79,7 +81,16 @@ impl KeyGenerator {
             sparse,
             partial,
             collation: None,
+            refuse_arrays: false,
         })
+    }
+
+    /// The same generator for a hashed index when `refuse`: any field that
+    /// reaches an array (along its path or at its end) fails with 16766, as
+    /// mongod's hashed indexes have no multikey form.
+    pub fn refusing_arrays(mut self, refuse: bool) -> KeyGenerator {
+        self.refuse_arrays = refuse;
+        self
     }
 
     /// The same generator for an index with `collation` (`None`: simple).
@@ -166,6 +177,12 @@ impl KeyGenerator {
                 values.push(RawBsonRef::Null);
             }
             let paths = if info.traversed_array || leaf_array {
+                if self.refuse_arrays {
+                    return Err(MongoError::new(
+                        ErrorCode::Other(16766),
+                        "hashed indexes do not currently support array values",
+                    ));
+                }
                 multikey = true;
                 arrays_along(doc, &f.path)
             } else {
@@ -405,6 +422,24 @@ mod tests {
             .collect();
         let d = bson::RawDocumentBuf::try_from(&doc! {"a": items}).unwrap();
         assert!(g.keys(&d).is_err());
+    }
+
+    #[test]
+    fn refusing_arrays_fails_with_16766() {
+        let g = gen(&[("a.b", false), ("c", false)], false, None).refusing_arrays(true);
+        assert_eq!(keys_of(&g, &rawdoc! {"a": {"b": 1}, "c": 2}).len(), 1);
+        for d in [
+            rawdoc! {"a": {"b": [1]}},
+            rawdoc! {"a": [{"b": 1}]},
+            rawdoc! {"a": {"b": 1}, "c": []},
+        ] {
+            let err = g.keys(&d).unwrap_err();
+            assert_eq!(err.code.code(), 16766, "doc {d:?}");
+            assert_eq!(
+                err.message, "hashed indexes do not currently support array values",
+                "doc {d:?}"
+            );
+        }
     }
 
     #[test]

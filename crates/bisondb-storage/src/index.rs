@@ -76,6 +76,14 @@ impl IndexSpec {
             .collect()
     }
 
+    /// The position of the `"hashed"` field of the key pattern, if any
+    /// (`createIndexes` allows at most one).
+    pub fn hashed_field(&self) -> Option<usize> {
+        self.key
+            .iter()
+            .position(|(_, v)| matches!(v, Bson::String(t) if t == "hashed"))
+    }
+
     /// The spec as stored in the catalog (and shown by `listIndexes`, with `v`).
     pub fn to_document(&self) -> Document {
         let mut d = Document::new();
@@ -183,7 +191,9 @@ impl IndexState {
             None => None,
         };
         let keygen = KeyGenerator::new(fields.clone(), spec.sparse, spec.partial_filter.as_ref())?
-            .with_collation(collation);
+            .with_collation(collation)
+            // mongod's hashed indexes refuse arrays in every field (16766).
+            .refusing_arrays(spec.hashed_field().is_some());
         Ok(IndexState {
             id,
             spec,
@@ -265,6 +275,40 @@ fn encode_bound(v: &Bson, descending: bool, out: &mut Vec<u8>) {
     }
 }
 
+/// Bounds on the fields of an index with spec `spec`, made fit to scan it:
+/// the bounds of a hashed field are the hashes of its points (the keys the
+/// index stores), sorted as the index stores them; a range says nothing about
+/// hashes, so it bounds nothing. Hashes may collide: never exact.
+pub fn hash_bounds(spec: &IndexSpec, mut bounds: Vec<FieldBounds>) -> Vec<FieldBounds> {
+    let Some(b) = spec.hashed_field().and_then(|i| bounds.get_mut(i)) else {
+        return bounds;
+    };
+    if b.is_full() || !b.is_points() {
+        *b = FieldBounds::full();
+        return bounds;
+    }
+    let mut hashes: Vec<i64> = Vec::with_capacity(b.intervals.len());
+    for i in &b.intervals {
+        match RawBson::try_from(i.lo.clone()) {
+            Ok(v) => hashes.push(crate::keycode::hashed_key(v.as_raw_bson_ref())),
+            // Bounds come from parsed filter values, which always convert;
+            // if one did not, bounding nothing stays correct.
+            Err(_) => {
+                *b = FieldBounds::full();
+                return bounds;
+            }
+        }
+    }
+    hashes.sort_unstable();
+    hashes.dedup();
+    b.intervals = hashes
+        .into_iter()
+        .map(|h| Interval::point(Bson::Int64(h)))
+        .collect();
+    b.exact = false;
+    bounds
+}
+
 /// One engine write an index needs for a document.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(crate) struct Entry {
@@ -292,7 +336,13 @@ pub(crate) fn entries(
     push_u64(&mut prefix, coll);
     push_u64(&mut prefix, ix.id);
     let mut out = Vec::with_capacity(keys.keys.len());
-    for values in keys.keys {
+    let hashed = ix.spec.hashed_field();
+    for mut values in keys.keys {
+        // A hashed field stores the hash of its value (the key values are
+        // kept hashed too, as mongod's keys are).
+        if let Some(v) = hashed.and_then(|i| values.get_mut(i)) {
+            *v = RawBson::Int64(crate::keycode::hashed_key(v.as_raw_bson_ref()));
+        }
         let mut key = prefix.clone();
         for (v, f) in values.iter().zip(&ix.fields) {
             encode_component(v, f.descending, &mut key);

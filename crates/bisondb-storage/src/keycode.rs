@@ -60,6 +60,19 @@ mod class {
 /// Ends a document or array; below every type byte.
 const END: u8 = 0x00;
 
+/// The key a hashed index (`{a: "hashed"}`) stores for `v`: xxh64 with seed 0
+/// of `v`'s [`encode_value`] bytes, as a signed 64-bit integer. Values that
+/// compare equal encode identically (1, 1.0 and NumberLong(1) alike), so they
+/// hash alike. The hash is persisted in index entries, so neither this
+/// function nor the encoding under it may ever change (xxh64 is fixed by its
+/// specification, unlike std's `DefaultHasher`). The values differ from
+/// mongod's (an MD5 of its own encoding); they only show in explain bounds.
+pub fn hashed_key(v: RawBsonRef<'_>) -> i64 {
+    let mut buf = Vec::with_capacity(32);
+    encode_value(v, &mut buf);
+    i64::from_be_bytes(xxhash_rust::xxh64::xxh64(&buf, 0).to_be_bytes())
+}
+
 /// Appends the order-preserving encoding of `v` to `out`.
 ///
 /// Malformed nested BSON (which validated documents never contain) ends the

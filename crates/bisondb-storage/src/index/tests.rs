@@ -113,6 +113,8 @@ fn specs() -> Vec<IndexSpec> {
         spec("a_-1_c_1", doc! {"a": -1, "c": 1}),
         spec("a.b_1", doc! {"a.b": 1}),
         spec("c_-1_a_1", doc! {"c": -1, "a": 1}),
+        // Hashed (`c` never holds arrays, which a hashed index refuses).
+        spec("c_hashed", doc! {"c": "hashed"}),
     ]
 }
 
@@ -145,6 +147,7 @@ fn by_index(c: &Collection, m: &Matcher, name: &str, reverse: bool) -> BTreeSet<
         .iter()
         .map(|f| field_bounds(m, &f.path, info.multikey))
         .collect();
+    let bounds = super::hash_bounds(&info.spec, bounds);
     let snap = c.snapshot();
     let scan = c
         .index_scan(snap.clone(), name, &bounds, reverse)
@@ -544,4 +547,82 @@ fn reopen_keeps_indexes_and_multikey() {
         out.inserted, 0,
         "the unique index is enforced after reopening"
     );
+}
+
+#[test]
+fn hashed_index_refuses_arrays_and_unique_stays_off() {
+    let storage = Storage::open(Arc::new(MemoryEngine::new())).unwrap_or_else(|e| panic!("{e}"));
+    let spec = IndexSpec {
+        name: "a_1_b_hashed".into(),
+        key: doc! {"a": 1, "b": "hashed"},
+        unique: false,
+        sparse: false,
+        partial_filter: None,
+        expire_after_seconds: None,
+        hidden: false,
+        background: None,
+        collation: None,
+    };
+    storage
+        .create_index("db", "h", spec)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let c = storage
+        .collection("db", "h")
+        .unwrap_or_else(|| panic!("coll"));
+    // Numerically equal values are one hashed key: found through the hash
+    // of any of them.
+    let docs = [
+        raw(doc! {"_id": 1, "a": 1, "b": 1}),
+        raw(doc! {"_id": 2, "a": 1, "b": 1.0}),
+        raw(doc! {"_id": 3, "a": 1, "b": 2i64}),
+    ];
+    let refs: Vec<&RawDocument> = docs.iter().map(|d| d.as_ref()).collect();
+    let out = c.insert_many(&refs, false, Durability::Buffered);
+    assert!(out.errors.is_empty(), "{:?}", out.errors);
+    let m = Matcher::parse_doc(&doc! {"b": 1i64}).unwrap_or_else(|e| panic!("{e}"));
+    let want: BTreeSet<String> = ["1", "2"].iter().map(|s| s.to_string()).collect();
+    assert_eq!(by_index(&c, &m, "a_1_b_hashed", false), want);
+    // Arrays in any field of a hashed index fail the write with 16766.
+    for bad in [doc! {"_id": 4, "b": [1]}, doc! {"_id": 5, "a": [], "b": 1}] {
+        let d = raw(bad);
+        let out = c.insert_many(&[d.as_ref()], false, Durability::Buffered);
+        let err = format!("{:?}", out.errors);
+        assert!(err.contains("16766"), "{err}");
+    }
+    check_consistent(&c);
+}
+
+#[test]
+fn hash_bounds_hash_points_and_drop_ranges() {
+    let spec = IndexSpec {
+        name: "a_1_b_hashed".into(),
+        key: doc! {"a": 1, "b": "hashed"},
+        unique: false,
+        sparse: false,
+        partial_filter: None,
+        expire_after_seconds: None,
+        hidden: false,
+        background: None,
+        collation: None,
+    };
+    let bounds = |f: Document| {
+        let m = Matcher::parse_doc(&f).unwrap_or_else(|e| panic!("{e}"));
+        let b = ["a", "b"].map(|p| field_bounds(&m, p, false)).to_vec();
+        super::hash_bounds(&spec, b)
+    };
+    let h = |v: Bson| {
+        let r = bson::RawBson::try_from(v).unwrap_or_else(|e| panic!("{e}"));
+        Bson::Int64(crate::keycode::hashed_key(r.as_raw_bson_ref()))
+    };
+    // $in points become their hashes, numerically equal ones once, sorted.
+    let b = bounds(doc! {"a": {"$gt": 1}, "b": {"$in": [1, 1.0, 2i64]}});
+    let mut want = vec![h(Bson::Int32(1)), h(Bson::Int32(2))];
+    want.sort_by_key(|v| v.as_i64());
+    let got: Vec<Bson> = b[1].intervals.iter().map(|i| i.lo.clone()).collect();
+    assert_eq!(got, want);
+    assert!(b[1].is_points() && !b[1].exact);
+    // The non-hashed field keeps its range as it was.
+    assert!(!b[0].is_full() && !b[0].is_points());
+    // A range on the hashed field bounds nothing.
+    assert!(bounds(doc! {"b": {"$gte": 3}})[1].is_full());
 }

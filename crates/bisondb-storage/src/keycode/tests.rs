@@ -691,3 +691,23 @@ proptest! {
         assert_consistent(&a, &b);
     }
 }
+
+#[test]
+fn hashed_key_is_stable_and_numeric_equality_blind() {
+    use super::hashed_key;
+    let h = |b: Bson| {
+        let r = bson::RawBson::try_from(b).unwrap_or_else(|e| panic!("{e}"));
+        hashed_key(r.as_raw_bson_ref())
+    };
+    assert_eq!(h(Bson::Int32(1)), h(Bson::Double(1.0)));
+    assert_eq!(h(Bson::Int32(1)), h(Bson::Int64(1)));
+    assert_ne!(h(Bson::Int32(1)), h(Bson::Int32(2)));
+    assert_ne!(h(Bson::Int32(1)), h(Bson::String("1".into())));
+    assert_eq!(h(Bson::Double(0.0)), h(Bson::Double(-0.0)));
+    // Persisted in index entries: these values must never change.
+    assert_eq!(h(Bson::Int32(1)), PINNED_ONE, "{}", h(Bson::Int32(1)));
+    assert_eq!(h(Bson::Null), PINNED_NULL, "{}", h(Bson::Null));
+}
+
+const PINNED_ONE: i64 = -1405488821869430594;
+const PINNED_NULL: i64 = -6238471690400515145;
