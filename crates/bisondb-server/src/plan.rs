@@ -215,11 +215,14 @@ fn sort_direction(index: &IndexInfo, sort: &SortSpec, bounds: &[FieldBounds]) ->
             .get(i)
             .is_some_and(|b| b.intervals.len() == 1 && b.is_points())
     };
+    let hashed = index.spec.hashed_field();
     let mut dir = None;
     let mut want = fields.iter().peekable();
     for (i, f) in index.fields.iter().enumerate() {
         match want.peek() {
             None => break,
+            // Hashed keys are in hash order, not value order.
+            Some((path, _)) if *path == f.path && hashed == Some(i) => return None,
             Some((path, asc)) if *path == f.path => {
                 let reverse = *asc == f.descending;
                 if *dir.get_or_insert(reverse) != reverse {
@@ -279,6 +282,11 @@ fn contains(i: &bisondb_query::matcher::bounds::Interval, v: &Bson) -> bool {
 }
 
 fn bounds_for(index: &IndexInfo, m: &Matcher) -> Vec<FieldBounds> {
+    bisondb_storage::hash_bounds(&index.spec, raw_bounds_for(index, m))
+}
+
+/// The bounds the filter puts on each field of `index`, before hashing.
+fn raw_bounds_for(index: &IndexInfo, m: &Matcher) -> Vec<FieldBounds> {
     // An index with a collation holds collation keys for strings: only string
     // predicates under that collation can bound it.
     let Some(collation) = index_collation(index) else {
@@ -313,7 +321,12 @@ fn score(bounds: &[FieldBounds]) -> (usize, bool) {
 }
 
 fn count_exact(index: &IndexInfo, bounds: &[FieldBounds], m: &Matcher) -> bool {
-    if index.multikey || index.spec.sparse || index.spec.partial_filter.is_some() {
+    // Hashed keys may collide, so counting them is never exact.
+    if index.multikey
+        || index.spec.sparse
+        || index.spec.partial_filter.is_some()
+        || index.spec.hashed_field().is_some()
+    {
         return false;
     }
     let paths: Vec<&str> = index.fields.iter().map(|f| f.path.as_str()).collect();
@@ -430,12 +443,15 @@ pub fn choose(
     let mut best: Option<(Rank, &IndexInfo, Vec<FieldBounds>)> = None;
     if !constrained_paths(m).is_empty() {
         for ix in indexes.iter().filter(|ix| !ix.spec.hidden) {
-            let bounds = bounds_for(ix, m);
-            let (points, range) = score(&bounds);
-            if points == 0 && !range {
+            let raw = raw_bounds_for(ix, m);
+            // Whether a sparse index may miss a match depends on the values
+            // the filter allows, not on their hashes.
+            if !usable(ix, &raw, filter_doc) {
                 continue;
             }
-            if !usable(ix, &bounds, filter_doc) {
+            let bounds = bisondb_storage::hash_bounds(&ix.spec, raw);
+            let (points, range) = score(&bounds);
+            if points == 0 && !range {
                 continue;
             }
             let sorted = sort.is_some_and(|s| sort_direction(ix, s, &bounds).is_some());

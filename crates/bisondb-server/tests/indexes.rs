@@ -85,7 +85,14 @@ async fn create_list_drop_like_mongod() {
     let cases: Vec<(Document, i32)> = vec![
         (doc! {"key": {"a": "text"}, "name": "a_text"}, 238),
         (doc! {"key": {"a": "2dsphere"}, "name": "g"}, 238),
-        (doc! {"key": {"a": "hashed"}, "name": "h"}, 238),
+        (
+            doc! {"key": {"a": "hashed", "b": "hashed"}, "name": "h"},
+            31303,
+        ),
+        (
+            doc! {"key": {"a": "hashed"}, "name": "h", "unique": true},
+            16764,
+        ),
         (doc! {"key": {"$**": 1}, "name": "w"}, 238),
         (doc! {"key": {"a": -1}, "name": "a_1"}, 86),
         (doc! {"key": {"a": 1}, "name": "other"}, 85),
@@ -1113,4 +1120,218 @@ async fn find_and_modify_and_distinct_follow_their_hint() {
         .await
         .unwrap_or_else(|e| panic!("{e}"));
     assert!(v.is_empty());
+}
+
+/// The `_id`s `filter` finds, sorted.
+async fn sorted_ids(coll: &mongodb::Collection<Document>, filter: Document) -> Vec<Bson> {
+    let got = collect(
+        coll.find(filter)
+            .sort(doc! {"_id": 1})
+            .await
+            .unwrap_or_else(|e| panic!("{e}")),
+    )
+    .await;
+    field(&got, "_id")
+}
+
+#[tokio::test]
+async fn hashed_indexes_answer_equality_and_refuse_arrays_and_unique() {
+    let t = start().await;
+    let db = t.tcp.database("hx");
+    let coll = db.collection::<Document>("h");
+    coll.insert_many((0..40).map(|i| doc! {"_id": i, "a": i % 10, "b": i % 4}))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    coll.insert_many(vec![
+        doc! {"_id": 100, "a": 3.0, "b": 0},
+        doc! {"_id": 101, "a": 3i64, "b": 1},
+        doc! {"_id": 102, "b": 2},
+    ])
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
+    coll.create_index(IndexModel::builder().keys(doc! {"a": "hashed"}).build())
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    coll.create_index(
+        IndexModel::builder()
+            .keys(doc! {"b": 1, "a": "hashed"})
+            .build(),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
+
+    // listIndexes shows the pattern with the string "hashed" and its name.
+    let reply = db
+        .run_command(doc! {"listIndexes": "h"})
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let listed: Vec<Document> = get_doc(&reply, "cursor")
+        .get_array("firstBatch")
+        .unwrap_or_else(|e| panic!("{e}"))
+        .iter()
+        .filter_map(|v| v.as_document())
+        .map(|d| doc! {"key": d.get("key").cloned(), "name": d.get("name").cloned()})
+        .collect();
+    assert!(
+        listed.contains(&doc! {"key": {"a": "hashed"}, "name": "a_hashed"}),
+        "{listed:?}"
+    );
+    assert!(
+        listed.contains(&doc! {"key": {"b": 1, "a": "hashed"}, "name": "b_1_a_hashed"}),
+        "{listed:?}"
+    );
+
+    // Equality: numerically equal values (3, 3.0, NumberLong(3)) are found,
+    // through an IXSCAN over the hashed bound.
+    let threes = vec![3, 13, 23, 33, 100, 101]
+        .into_iter()
+        .map(Bson::Int32)
+        .collect::<Vec<_>>();
+    for v in [Bson::Int32(3), Bson::Double(3.0), Bson::Int64(3)] {
+        assert_eq!(sorted_ids(&coll, doc! {"a": v.clone()}).await, threes);
+    }
+    let e = explain(
+        &db,
+        doc! {"find": "h", "filter": {"a": 3}, "hint": "a_hashed"},
+        "executionStats",
+    )
+    .await;
+    let ix = get_doc(&e, "queryPlanner.winningPlan.inputStage");
+    assert_eq!(ix.get_str("stage").ok(), Some("IXSCAN"), "{e}");
+    let shown = get_doc(ix, "indexBounds")
+        .get_array("a")
+        .unwrap_or_else(|e| panic!("{e}"))
+        .clone();
+    assert_eq!(shown.len(), 1);
+    assert_ne!(shown[0], Bson::String("[3, 3]".into()), "bounds are hashes");
+    let e = explain(
+        &db,
+        doc! {"find": "h", "filter": {"a": 3}},
+        "executionStats",
+    );
+    let e = e.await;
+    assert_eq!(
+        get_doc(&e, "queryPlanner.winningPlan.inputStage")
+            .get_str("stage")
+            .ok(),
+        Some("IXSCAN"),
+        "{e}"
+    );
+    assert_eq!(num(get_doc(&e, "executionStats"), "nReturned"), 6);
+
+    // $in: one hashed point per distinct value.
+    assert_eq!(
+        sorted_ids(&coll, doc! {"a": {"$in": [1, 1.0, 2]}}).await,
+        ints(&[1, 2, 11, 12, 21, 22, 31, 32])
+    );
+    let e = explain(
+        &db,
+        doc! {"find": "h", "filter": {"a": {"$in": [1, 1.0, 2]}}},
+        "queryPlanner",
+    )
+    .await;
+    let ix = get_doc(&e, "queryPlanner.winningPlan.inputStage");
+    assert_eq!(ix.get_str("stage").ok(), Some("IXSCAN"), "{e}");
+    assert_eq!(
+        get_doc(ix, "indexBounds")
+            .get_array("a")
+            .map(|a| a.len())
+            .ok(),
+        Some(2),
+        "{e}"
+    );
+
+    // A null equality finds the document missing `a` (stored as null).
+    assert_eq!(sorted_ids(&coll, doc! {"a": null}).await, ints(&[102]));
+
+    // A range cannot use the hashed field: a collection scan, right results.
+    assert_eq!(
+        sorted_ids(&coll, doc! {"a": {"$gt": 8}}).await,
+        ints(&[9, 19, 29, 39])
+    );
+    let e = explain(
+        &db,
+        doc! {"find": "h", "filter": {"a": {"$gt": 8}}},
+        "queryPlanner",
+    )
+    .await;
+    assert_eq!(
+        get_doc(&e, "queryPlanner.winningPlan")
+            .get_str("stage")
+            .ok(),
+        Some("COLLSCAN"),
+        "{e}"
+    );
+    // The compound index bounds `b` and re-checks the range on `a`.
+    assert_eq!(
+        sorted_ids(&coll, doc! {"b": 1, "a": {"$lt": 2}}).await,
+        ints(&[1, 21])
+    );
+    // Sorting on the hashed field is a real sort (hash order is not value order).
+    let got = collect(
+        coll.find(doc! {"b": 0})
+            .sort(doc! {"a": 1, "_id": 1})
+            .await
+            .unwrap_or_else(|e| panic!("{e}")),
+    )
+    .await;
+    assert_eq!(
+        field(&got, "_id"),
+        ints(&[0, 20, 12, 32, 100, 4, 24, 16, 36, 8, 28])
+    );
+    // Counts re-check documents (hashes may collide): still exact results.
+    assert_eq!(count(&coll, doc! {"a": 3}).await, 6);
+    assert_eq!(count(&coll, doc! {"b": 1, "a": 3}).await, 3);
+
+    // Arrays anywhere in a hashed index's fields are refused (16766).
+    for bad in [
+        doc! {"_id": 200, "a": [1, 2]},
+        doc! {"_id": 201, "a": 1, "b": []},
+    ] {
+        let e = expect_code(coll.insert_one(bad).await, 16766);
+        assert!(
+            error_message(&e).contains("hashed indexes do not currently support array values"),
+            "{}",
+            error_message(&e)
+        );
+    }
+    expect_code(
+        coll.update_one(doc! {"_id": 1}, doc! {"$set": {"a": [1]}})
+            .await,
+        16766,
+    );
+    // ...and a build over an array fails the same way.
+    let other = db.collection::<Document>("arr");
+    other
+        .insert_one(doc! {"_id": 1, "x": [1]})
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    expect_code(
+        other
+            .create_index(IndexModel::builder().keys(doc! {"x": "hashed"}).build())
+            .await,
+        16766,
+    );
+
+    // Unique hashed indexes and two hashed fields are refused.
+    let e = expect_code(
+        coll.create_index(
+            IndexModel::builder()
+                .keys(doc! {"b": "hashed"})
+                .options(IndexOptions::builder().unique(true).build())
+                .build(),
+        )
+        .await,
+        16764,
+    );
+    assert_eq!(error_code_name(&e).as_deref(), Some("Location16764"));
+    expect_code(
+        coll.create_index(
+            IndexModel::builder()
+                .keys(doc! {"a": "hashed", "b": "hashed"})
+                .build(),
+        )
+        .await,
+        31303,
+    );
 }

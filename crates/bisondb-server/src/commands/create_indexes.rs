@@ -1,7 +1,7 @@
 //! `createIndexes`: validates each index specification as mongod does, then
 //! creates and builds the indexes one by one (creating the collection when it
 //! is missing). The `_id` index always exists; index types BisonDB lacks
-//! (text, geo, hashed, wildcard) fail naming the type. An index's collation
+//! (text, geo, wildcard) fail naming the type. An index's collation
 //! (its own, else the collection's default) is stored resolved in its spec.
 
 use bisondb_error::{ErrorCode, MongoError, MongoResult};
@@ -39,7 +39,7 @@ const SPEC_FIELDS: &[&str] = &[
 ];
 
 /// Key pattern values naming index types BisonDB does not implement.
-const UNSUPPORTED_TYPES: &[&str] = &["2d", "2dsphere", "geoHaystack", "hashed", "text"];
+const UNSUPPORTED_TYPES: &[&str] = &["2d", "2dsphere", "geoHaystack", "text"];
 
 impl Command for CreateIndexes {
     fn parse(req: &CommandRequest<'_>) -> MongoResult<Self> {
@@ -205,6 +205,8 @@ fn parse_spec(spec: &Document) -> MongoResult<Option<IndexSpec>> {
                     format!("{t} indexes are not supported by BisonDB yet"),
                 ))
             }
+            // One field may be hashed; the others are ascending or descending.
+            Bson::String(t) if t == "hashed" => {}
             Bson::String(t) => {
                 return Err(spec_error(spec, &format!("Unknown index plugin '{t}'")))
             }
@@ -228,6 +230,18 @@ fn parse_spec(spec: &Document) -> MongoResult<Option<IndexSpec>> {
             },
         }
     }
+    let hashed = key
+        .values()
+        .filter(|v| matches!(v, Bson::String(t) if t == "hashed"))
+        .count();
+    if hashed > 1 {
+        return Err(MongoError::new(
+            ErrorCode::Other(31303),
+            format!(
+                "A maximum of one index field is allowed to be hashed but found {hashed} for 'key' {key}"
+            ),
+        ));
+    }
     let name = match spec.get("name") {
         Some(Bson::String(s)) if !s.is_empty() => s.clone(),
         Some(Bson::String(_)) => return Err(spec_error(spec, "index name cannot be empty")),
@@ -248,6 +262,13 @@ fn parse_spec(spec: &Document) -> MongoResult<Option<IndexSpec>> {
         }
     };
     let (unique, sparse, hidden) = (flag("unique")?, flag("sparse")?, flag("hidden")?);
+    if unique && hashed > 0 {
+        // A hash collision would make two distinct values duplicates.
+        return Err(MongoError::new(
+            ErrorCode::Other(16764),
+            "Currently hashed indexes cannot guarantee uniqueness. Use a regular index.",
+        ));
+    }
     let background = match spec.get("background") {
         Some(_) => Some(flag("background")?),
         None => None,
@@ -356,7 +377,13 @@ mod tests {
             (doc! {"key": {"_id": 1}, "name": "_id_"}, Ok(None)),
             (doc! {"key": {"a": "text"}}, Err(238)),
             (doc! {"key": {"a": "2dsphere"}}, Err(238)),
-            (doc! {"key": {"a": "hashed"}}, Err(238)),
+            (doc! {"key": {"a": "hashed"}}, Ok(Some("a_hashed"))),
+            (
+                doc! {"key": {"a": 1, "b": "hashed"}},
+                Ok(Some("a_1_b_hashed")),
+            ),
+            (doc! {"key": {"a": "hashed", "b": "hashed"}}, Err(31303)),
+            (doc! {"key": {"a": "hashed"}, "unique": true}, Err(16764)),
             (doc! {"key": {"$**": 1}}, Err(238)),
             (
                 doc! {"key": {"a": 1}, "collation": {"locale": "fr"}},
