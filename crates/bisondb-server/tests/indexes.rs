@@ -1219,6 +1219,22 @@ async fn hashed_indexes_answer_equality_and_refuse_arrays_and_unique() {
     );
     assert_eq!(num(get_doc(&e, "executionStats"), "nReturned"), 6);
 
+    // returnKey gives the key the index holds: the hash.
+    let hashed_three = shown[0]
+        .as_str()
+        .and_then(|s| s.trim_start_matches('[').split(',').next())
+        .and_then(|s| s.parse::<i64>().ok())
+        .unwrap_or_else(|| panic!("bounds {shown:?}"));
+    let got = collect(
+        coll.find(doc! {"a": 3, "_id": 3})
+            .hint(mongodb::options::Hint::Name("a_hashed".into()))
+            .return_key(true)
+            .await
+            .unwrap_or_else(|e| panic!("{e}")),
+    )
+    .await;
+    assert_eq!(got, vec![doc! {"a": hashed_three}]);
+
     // $in: one hashed point per distinct value.
     assert_eq!(
         sorted_ids(&coll, doc! {"a": {"$in": [1, 1.0, 2]}}).await,

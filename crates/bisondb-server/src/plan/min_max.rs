@@ -359,6 +359,8 @@ enum KeyFrom {
         fields: Vec<KeyField>,
         /// Boxed: a generator is large next to the other variants.
         keys: Box<KeyGenerator>,
+        /// The hashed field of a hashed index: its key is the value's hash.
+        hashed: Option<usize>,
         /// Which of a multikey document's keys the scan met first.
         within: Within,
         reverse: bool,
@@ -381,6 +383,7 @@ impl ReturnKey {
             Ok(KeyFrom::Index {
                 fields: ix.fields.clone(),
                 keys: Box::new(keys),
+                hashed: ix.spec.hashed_field(),
                 within,
                 reverse,
             })
@@ -421,11 +424,15 @@ impl ReturnKey {
             KeyFrom::Index {
                 fields,
                 keys,
+                hashed,
                 within,
                 reverse,
             } => {
                 let mut candidates: Vec<Vec<Bson>> = Vec::new();
-                for k in keys.keys(doc)?.keys {
+                for mut k in keys.keys(doc)?.keys {
+                    if let Some(v) = hashed.and_then(|i| k.get_mut(i)) {
+                        *v = RawBson::Int64(bisondb_storage::hashed_key(v.as_raw_bson_ref()));
+                    }
                     let k: Result<Vec<Bson>, _> = k.into_iter().map(Bson::try_from).collect();
                     candidates.push(k.map_err(crate::request::invalid_bson)?);
                 }
