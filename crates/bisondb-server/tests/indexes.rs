@@ -1341,6 +1341,14 @@ async fn hashed_indexes_answer_equality_and_refuse_arrays_and_unique() {
         16764,
     );
     assert_eq!(error_code_name(&e).as_deref(), Some("Location16764"));
+    for opt in ["prepareUnique", "unique"] {
+        let mut index = doc! {"name": "a_hashed"};
+        index.insert(opt, true);
+        expect_code(
+            db.run_command(doc! {"collMod": "h", "index": index}).await,
+            16764,
+        );
+    }
     expect_code(
         coll.create_index(
             IndexModel::builder()

@@ -408,6 +408,16 @@ impl CollMod {
                 "Can't hide index on system collection",
             ));
         }
+        // A hashed index is never unique (hashes may collide), so it is never
+        // prepared for it either; the same refusal as createIndexes'.
+        if spec.hashed_field().is_some()
+            && (ix.unique == Some(true) || ix.prepare_unique == Some(true))
+        {
+            return Err(MongoError::new(
+                ErrorCode::Other(16764),
+                "Currently hashed indexes cannot guarantee uniqueness. Use a regular index.",
+            ));
+        }
         // Converting needs the preparation first; a unique index is already there.
         let make_unique = ix.unique == Some(true) && !spec.unique;
         if make_unique && !prepared {
