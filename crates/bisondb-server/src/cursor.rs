@@ -298,13 +298,28 @@ mod tests {
     }
 
     #[test]
-    fn exact_end_is_exhausted() {
+    fn a_full_batch_looks_ahead_only_when_the_plan_knows_its_end() {
+        // As mongod: a batch that fills up does not look for more, so the
+        // cursor stays open and the next getMore finds nothing and closes it.
         let mut c = Cursor::new("d.c".into(), source(5), None);
+        let b = c.next_batch(Some(5)).unwrap();
+        assert_eq!(b.docs.into_iter().count(), 5);
+        assert!(!b.exhausted, "a full batch leaves the cursor open");
+        let b = c.next_batch(Some(5)).unwrap();
+        assert_eq!(b.docs.into_iter().count(), 0);
+        assert!(b.exhausted);
+        // A plan that knows its end (a blocking sort, a listing) closes at once.
+        let mut c = Cursor::new("d.c".into(), source(5), None);
+        c.knows_end = true;
         let b = c.next_batch(Some(5)).unwrap();
         assert!(
             b.exhausted,
-            "a batch that drains the source closes the cursor"
+            "a batch that drains a known end closes the cursor"
         );
+        // A batch that is not full and drains the source closes the cursor.
+        let mut c = Cursor::new("d.c".into(), source(5), None);
+        let b = c.next_batch(Some(6)).unwrap();
+        assert!(b.exhausted);
     }
 
     #[test]
