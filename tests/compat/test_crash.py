@@ -300,7 +300,7 @@ def test_clean_restart_keeps_everything(tmp_path, servers):
     with proc.client() as c:
         db = c.keep
         db.create_collection("plain")
-        db.create_collection("withopts", capped=False)
+        db.create_collection("withopts", capped=True, size=100000, max=50)
         db.plain.insert_many([{"_id": i, "v": f"value {i}", "n": i % 7} for i in range(3000)])
         db.plain.delete_many({"n": 3})
         db.plain.update_many({"n": 5}, {"$set": {"updated": True}})
@@ -318,7 +318,8 @@ def test_clean_restart_keeps_everything(tmp_path, servers):
         db = c.keep
         after_colls = {ci["name"]: ci for ci in db.list_collections()}
         assert after_colls == before_colls
-        assert after_colls["withopts"]["options"] == {"capped": False}
+        # mongod rounds a capped size up to a multiple of 256.
+        assert after_colls["withopts"]["options"] == {"capped": True, "size": 100096, "max": 50}
         assert sorted(ix["name"] for ix in db.plain.list_indexes()) == before_indexes
         assert db.plain.count_documents({}) == before_count
         assert db.plain.estimated_document_count() == before_count
