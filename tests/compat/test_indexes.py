@@ -177,7 +177,6 @@ def test_create_indexes_replies_and_index_information(db):
         ([("body", "text")], "text"),
         ([("loc", "2dsphere")], "2dsphere"),
         ([("loc", "2d")], "2d"),
-        ([("h", "hashed")], "hashed"),
         ([("$**", 1)], "wildcard"),
     ],
 )
@@ -190,6 +189,29 @@ def test_unsupported_index_types_fail_with_not_implemented(db, key, kind):
     assert exc.value.details["codeName"] == "NotImplemented"
     assert kind in exc.value.details["errmsg"]
     assert list(db.c.index_information()) == ["_id_"]
+
+
+def test_hashed_index_answers_equality_like_mongod(db):
+    # pymongo's HASHED index type: created under mongod's default name, listed
+    # with "hashed", used for equality (IXSCAN over hashed points), never for
+    # ranges; arrays are refused (16766), as is a unique hashed index (16764).
+    from pymongo import HASHED
+
+    db.c.insert_many([{"_id": i, "h": i % 10} for i in range(100)])
+    assert db.c.create_index([("h", HASHED)]) == "h_hashed"
+    assert db.c.index_information()["h_hashed"]["key"] == [("h", "hashed")]
+    assert sorted(d["_id"] for d in db.c.find({"h": 3.0})) == list(range(3, 100, 10))
+    plan = db.c.find({"h": 3}).explain()["queryPlanner"]["winningPlan"]
+    assert stages(plan) == ["FETCH", "IXSCAN"] and plan["inputStage"]["indexName"] == "h_hashed"
+    assert db.c.count_documents({"h": {"$gte": 8}}) == 20
+    ranged = db.c.find({"h": {"$gte": 8}}).explain()["queryPlanner"]["winningPlan"]
+    assert stages(ranged) == ["COLLSCAN"]
+    with pytest.raises(OperationFailure) as exc:
+        db.c.insert_one({"_id": "arr", "h": [1, 2]})
+    assert exc.value.code == 16766
+    with pytest.raises(OperationFailure) as exc:
+        db.c.create_index([("u", HASHED)], unique=True)
+    assert exc.value.code == 16764
 
 
 # -- dropIndexes ------------------------------------------------------------------
