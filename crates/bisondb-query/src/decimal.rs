@@ -985,8 +985,12 @@ mod tests {
     /// to the same bytes (skipped when the corpus is not there).
     #[test]
     fn bson_corpus_round_trips() {
+        let files = super::tests::corpus_decimal_files();
+        if files.is_empty() {
+            return; // no corpus here: nothing to check against
+        }
         let mut checked = 0;
-        for (name, text) in super::tests::corpus_decimal_files() {
+        for (name, text) in files {
             // Each valid case has a canonical_bson hex string of the document
             // {d: <decimal>}: 4 length bytes, 0x13, "d\0", 16 value bytes, 0.
             for part in text.split("\"canonical_bson\"").skip(1) {
@@ -1052,8 +1056,12 @@ mod corpus_strings {
 
     #[test]
     fn valid_strings_parse_to_canonical_bytes() {
+        let files = super::tests::corpus_decimal_files();
+        if files.is_empty() {
+            return; // no corpus here: nothing to check against
+        }
         let mut checked = 0;
-        for (name, text) in super::tests::corpus_decimal_files() {
+        for (name, text) in files {
             let valid = match (text.find("\"valid\""), text.find("\"parseErrors\"")) {
                 (Some(v), Some(p)) if v < p => &text[v..p],
                 (Some(v), _) => &text[v..],
