@@ -5,15 +5,13 @@
 
 mod common;
 
-use std::path::Path;
 use std::time::{Duration, Instant};
 
-use bisondb_server::{RunningServer, Server, ServerConfig};
 use bson::{doc, Bson, Document};
 use common::*;
 use futures::StreamExt;
 use mongodb::options::CursorType;
-use mongodb::{Client, Database};
+use mongodb::Database;
 
 fn ids(docs: &[Document]) -> Vec<i32> {
     docs.iter()
@@ -324,33 +322,11 @@ async fn driver_tailable_cursor_follows_inserts() {
     feeder.await.unwrap();
 }
 
-fn lsm_config(dir: &Path, dbpath: &Path) -> ServerConfig {
-    let mut cfg = config(dir);
-    cfg.storage_engine = "lsm".into();
-    cfg.dbpath = dbpath.to_path_buf();
-    cfg
-}
-
-/// Starts on `dbpath`, retrying while a previous server still holds its lock.
-async fn start_lsm(dir: &Path, dbpath: &Path) -> (RunningServer, Client) {
-    for _ in 0..100 {
-        match Server::start(lsm_config(dir, dbpath)).await {
-            Ok(server) => {
-                let client = Client::with_uri_str(tcp_uri(server.port())).await.unwrap();
-                return (server, client);
-            }
-            Err(e) if e.code.code() == 98 => tokio::time::sleep(Duration::from_millis(50)).await,
-            Err(e) => panic!("lsm server failed to start: {} ({:?})", e.message, e.code),
-        }
-    }
-    panic!("the dbpath lock was never released");
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn capped_options_and_order_survive_a_restart_on_lsm() {
     let dir = tempfile::tempdir().unwrap();
     let dbpath = dir.path().join("data");
-    let (server, client) = start_lsm(dir.path(), &dbpath).await;
+    let (server, client) = restart_lsm(dir.path(), &dbpath).await;
     let db = client.database("keep");
     db.run_command(doc! {"create": "c", "capped": true, "size": 4096, "max": 3})
         .await
@@ -367,7 +343,7 @@ async fn capped_options_and_order_survive_a_restart_on_lsm() {
         .await
         .expect("shutdown completes");
 
-    let (server, client) = start_lsm(dir.path(), &dbpath).await;
+    let (server, client) = restart_lsm(dir.path(), &dbpath).await;
     let db = client.database("keep");
     let listed = db.run_command(doc! {"listCollections": 1}).await.unwrap();
     let options = batch(&listed, "firstBatch")[0]

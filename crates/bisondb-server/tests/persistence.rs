@@ -6,17 +6,10 @@ mod common;
 use std::path::Path;
 use std::time::Duration;
 
-use bisondb_server::{RunningServer, Server, ServerConfig};
+use bisondb_server::{RunningServer, Server};
 use bson::{doc, Document};
 use common::*;
 use mongodb::Client;
-
-fn lsm_config(dir: &Path, dbpath: &Path) -> ServerConfig {
-    let mut cfg = config(dir);
-    cfg.storage_engine = "lsm".into();
-    cfg.dbpath = dbpath.to_path_buf();
-    cfg
-}
 
 async fn start_lsm(dir: &Path, dbpath: &Path) -> (RunningServer, Client) {
     let server = match Server::start(lsm_config(dir, dbpath)).await {
@@ -25,22 +18,6 @@ async fn start_lsm(dir: &Path, dbpath: &Path) -> (RunningServer, Client) {
     };
     let client = Client::with_uri_str(tcp_uri(server.port())).await.unwrap();
     (server, client)
-}
-
-/// Starts on a dbpath a previous in-process server just released, retrying while
-/// the dbpath lock is still held (see `dbpath_is_free_once_wait_returns`).
-async fn restart_lsm(dir: &Path, dbpath: &Path) -> (RunningServer, Client) {
-    for _ in 0..100 {
-        match Server::start(lsm_config(dir, dbpath)).await {
-            Ok(server) => {
-                let client = Client::with_uri_str(tcp_uri(server.port())).await.unwrap();
-                return (server, client);
-            }
-            Err(e) if e.code.code() == 98 => tokio::time::sleep(Duration::from_millis(50)).await,
-            Err(e) => panic!("lsm server failed to restart: {} ({:?})", e.message, e.code),
-        }
-    }
-    panic!("the dbpath lock was never released");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -5,13 +5,10 @@
 
 mod common;
 
-use std::time::Duration;
-
-use bisondb_server::{Server, ServerConfig};
 use bson::{doc, Bson, Document};
 use common::*;
 use mongodb::options::ReturnDocument;
-use mongodb::{Client, Collection, Database};
+use mongodb::{Collection, Database};
 
 /// `db.c` with the validator `{a: {$gte: 0}}` and the given extra options.
 async fn validated(db: &Database, extra: Document) -> Collection<Document> {
@@ -478,32 +475,10 @@ async fn client_bulk_write_bypasses_when_asked() {
     );
 }
 
-fn lsm_config(dir: &std::path::Path) -> ServerConfig {
-    let mut cfg = config(dir);
-    cfg.storage_engine = "lsm".into();
-    cfg.dbpath = dir.join("data");
-    cfg
-}
-
-async fn start_lsm(dir: &std::path::Path) -> (bisondb_server::RunningServer, Client) {
-    // A restart may find the dbpath lock not yet released (see persistence.rs).
-    for _ in 0..100 {
-        match Server::start(lsm_config(dir)).await {
-            Ok(server) => {
-                let client = Client::with_uri_str(tcp_uri(server.port())).await.unwrap();
-                return (server, client);
-            }
-            Err(e) if e.code.code() == 98 => tokio::time::sleep(Duration::from_millis(50)).await,
-            Err(e) => panic!("lsm server failed to start: {} ({:?})", e.message, e.code),
-        }
-    }
-    panic!("the dbpath lock was never released");
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn validators_and_coll_mod_survive_an_lsm_restart() {
     let dir = tempfile::tempdir().unwrap();
-    let (server, client) = start_lsm(dir.path()).await;
+    let (server, client) = restart_lsm(dir.path(), &dir.path().join("data")).await;
     let db = client.database("val_lsm");
     validated(&db, doc! {"validationAction": "error"}).await;
     db.run_command(doc! {"createIndexes": "c", "indexes": [{"key": {"b": 1}, "name": "b_1"}]})
@@ -516,7 +491,7 @@ async fn validators_and_coll_mod_survive_an_lsm_restart() {
     drop(client);
     server.wait().await;
 
-    let (server, client) = start_lsm(dir.path()).await;
+    let (server, client) = restart_lsm(dir.path(), &dir.path().join("data")).await;
     let db = client.database("val_lsm");
     let c = db.collection::<Document>("c");
     expect_code(c.insert_one(doc! {"a": -1}).await, 121);

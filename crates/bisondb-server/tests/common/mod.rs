@@ -91,6 +91,34 @@ pub fn config(dir: &Path) -> ServerConfig {
     }
 }
 
+/// [`config`] on the persistent `lsm` engine with its data in `dbpath`, for the
+/// tests that restart a server on the same data.
+pub fn lsm_config(dir: &Path, dbpath: &Path) -> ServerConfig {
+    let mut cfg = config(dir);
+    cfg.storage_engine = "lsm".into();
+    cfg.dbpath = dbpath.to_path_buf();
+    cfg
+}
+
+/// Starts an lsm server on `dbpath` with a driver client over TCP, retrying
+/// while a previous in-process server still holds the dbpath lock (98): its
+/// connection tasks may release the engine a moment after it stopped.
+pub async fn restart_lsm(dir: &Path, dbpath: &Path) -> (RunningServer, Client) {
+    for _ in 0..100 {
+        match Server::start(lsm_config(dir, dbpath)).await {
+            Ok(server) => {
+                let client = Client::with_uri_str(tcp_uri(server.port()))
+                    .await
+                    .unwrap_or_else(|e| panic!("{e}"));
+                return (server, client);
+            }
+            Err(e) if e.code.code() == 98 => tokio::time::sleep(Duration::from_millis(50)).await,
+            Err(e) => panic!("lsm server failed to start: {} ({:?})", e.message, e.code),
+        }
+    }
+    panic!("the dbpath lock was never released");
+}
+
 /// The driver URI for a Unix socket: the path percent-encoded as the host.
 pub fn socket_uri(path: &Path) -> String {
     let encoded: String = path
