@@ -121,6 +121,7 @@ error_codes! {
     ProtocolError = 17,
     IncompatibleServerVersion = 177,
     ClientMarkedKilled = 46841,
+    NoQueryExecutionPlans = 291,
     QueryExceededMemoryLimitNoDiskUseAllowed = 292,
     UnsupportedOpQueryCommand = 352,
     CannotConvertIndexToUnique = 359,

@@ -4,6 +4,7 @@ pub mod collation;
 pub mod compare;
 pub mod decimal;
 pub mod expr;
+pub mod geo;
 pub mod index_keys;
 pub mod matcher;
 pub mod path;

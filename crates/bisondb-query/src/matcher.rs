@@ -31,21 +31,9 @@ mod json_schema;
 /// Operators mongod has that BisonDB recognises but does not implement yet,
 /// in either the top-level or the field position. Sorted, so it can be searched.
 pub const NOT_IMPLEMENTED_OPERATORS: &[&str] = &[
-    "$box",
-    "$center",
-    "$centerSphere",
-    "$geoIntersects",
-    "$geoWithin",
-    "$geometry",
-    "$maxDistance",
-    "$minDistance",
-    "$near",
-    "$nearSphere",
-    "$polygon",
     "$sampleRate",
     "$text",
     "$where",
-    "$within",
 ];
 
 /// Filters nested deeper than this are rejected (mongod's limit), which also
@@ -180,6 +168,13 @@ enum PathOp {
     /// Negation of the conjunction of the operators.
     Not(Vec<PathOp>),
     And(Vec<PathOp>),
+    /// `$geoWithin` / `$within`: some geometry the path holds lies in the region.
+    GeoWithin(Arc<crate::geo::Region>),
+    /// `$geoIntersects`: some geometry the path holds meets the operand.
+    GeoIntersects(Arc<crate::geo::Intersects>),
+    /// `$near` / `$nearSphere`: the nearest geometry the path holds is within
+    /// the distance bounds; the planner orders the results by distance.
+    Near(Arc<crate::geo::Near>),
 }
 
 // ---------------------------------------------------------------------------
@@ -204,16 +199,20 @@ impl Matcher {
             })?;
             entries.push((k.as_str().to_string(), v));
         }
+        let root = parse_entries(entries.iter().map(|(k, v)| (k, v)), 0, false)?;
+        check_near(&root)?;
         Ok(Matcher {
-            root: parse_entries(entries.iter().map(|(k, v)| (k, v)), 0, false)?,
+            root,
             collation: None,
         })
     }
 
     /// Parses an owned filter document.
     pub fn parse_doc(filter: &Document) -> MongoResult<Matcher> {
+        let root = parse_top(filter, 0, false)?;
+        check_near(&root)?;
         Ok(Matcher {
-            root: parse_top(filter, 0, false)?,
+            root,
             collation: None,
         })
     }
@@ -281,6 +280,26 @@ impl Matcher {
         out
     }
 
+    /// The filter's `$near` / `$nearSphere` with its path (parsing allows one,
+    /// at the top level only, as mongod does).
+    pub fn near(&self) -> Option<(&str, &crate::geo::Near)> {
+        fn find(e: &Expr) -> Option<(&str, &crate::geo::Near)> {
+            match e {
+                Expr::And(v) => v.iter().find_map(find),
+                Expr::Path(p, op) => find_op(op).map(|n| (p.as_str(), n)),
+                _ => None,
+            }
+        }
+        fn find_op(op: &PathOp) -> Option<&crate::geo::Near> {
+            match op {
+                PathOp::Near(n) => Some(n),
+                PathOp::And(ops) => ops.iter().find_map(find_op),
+                _ => None,
+            }
+        }
+        find(&self.root)
+    }
+
     /// The `_id` value if the filter is exactly an equality on `_id` (a point lookup).
     pub fn id_equality(&self) -> Option<Bson> {
         let Expr::And(children) = &self.root else {
@@ -297,6 +316,40 @@ impl Matcher {
             other => Some(other.clone()),
         }
     }
+}
+
+/// `$near` / `$nearSphere` may appear once, and only at the top level (or
+/// under a top-level `$and`): its results are ordered by distance.
+fn check_near(root: &Expr) -> MongoResult<()> {
+    fn walk(e: &Expr, top: bool, n: &mut usize) -> MongoResult<()> {
+        match e {
+            Expr::And(v) => v.iter().try_for_each(|c| walk(c, top, n)),
+            Expr::Or(v) | Expr::Nor(v) => v.iter().try_for_each(|c| walk(c, false, n)),
+            Expr::Path(_, op) => walk_op(op, top, n),
+            Expr::Const(_) | Expr::Agg(..) | Expr::Schema(_) => Ok(()),
+        }
+    }
+    fn walk_op(op: &PathOp, top: bool, n: &mut usize) -> MongoResult<()> {
+        match op {
+            PathOp::Near(_) if !top => Err(MongoError::bad_value(
+                "geoNear must be top-level expr",
+            )),
+            PathOp::Near(_) => {
+                *n += 1;
+                if *n > 1 {
+                    return Err(MongoError::bad_value("Too many geoNear expressions"));
+                }
+                Ok(())
+            }
+            PathOp::And(ops) => ops.iter().try_for_each(|o| walk_op(o, top, n)),
+            PathOp::All(ops) | PathOp::ElemMatchValue(ops) | PathOp::Not(ops) => {
+                ops.iter().try_for_each(|o| walk_op(o, false, n))
+            }
+            PathOp::ElemMatchObject(e) => walk(e, false, n),
+            _ => Ok(()),
+        }
+    }
+    walk(root, true, &mut 0)
 }
 
 fn collect_equalities(e: &Expr, out: &mut Vec<(String, Bson)>) {
@@ -644,6 +697,12 @@ impl PathOp {
             }),
             PathOp::Not(ops) => !ops.iter().all(|op| op.matches_values(vals, missing)),
             PathOp::And(ops) => ops.iter().all(|op| op.matches_values(vals, missing)),
+            PathOp::GeoWithin(r) => geo_values(vals).iter().any(|s| r.contains(s)),
+            PathOp::GeoIntersects(i) => geo_values(vals).iter().any(|s| i.matches(s)),
+            PathOp::Near(n) => {
+                let owned: Vec<Bson> = vals.iter().filter_map(|v| Bson::try_from(*v).ok()).collect();
+                n.nearest(&owned).is_some_and(|(d, _)| n.in_range(d))
+            }
             _ => false,
         }
     }
@@ -673,6 +732,14 @@ impl PathOp {
             op => op.matches_values(&[e], false),
         }
     }
+}
+
+/// The geometries among the values a path reached (see [`crate::geo::stored_values`]).
+fn geo_values(vals: &[RawBsonRef<'_>]) -> Vec<crate::geo::Stored> {
+    vals.iter()
+        .filter_map(|v| Bson::try_from(*v).ok())
+        .flat_map(|v| crate::geo::stored_values(&v))
+        .collect()
 }
 
 fn each_array_element(vals: &[RawBsonRef<'_>], f: &dyn Fn(RawBsonRef<'_>) -> bool) -> bool {
@@ -861,6 +928,21 @@ fn parse_ops(path: &str, d: &Document, depth: usize) -> MongoResult<PathOp> {
                 };
                 options = Some(s.clone());
                 continue;
+            }
+            "$geoWithin" | "$within" => {
+                PathOp::GeoWithin(Arc::new(crate::geo::Region::parse(k, v)?))
+            }
+            "$geoIntersects" => {
+                PathOp::GeoIntersects(Arc::new(crate::geo::Intersects::parse(v)?))
+            }
+            "$near" | "$nearSphere" => {
+                PathOp::Near(Arc::new(crate::geo::Near::parse_query(k, d)?))
+            }
+            // Read with their `$near`.
+            "$maxDistance" | "$minDistance"
+                if d.contains_key("$near") || d.contains_key("$nearSphere") =>
+            {
+                continue
             }
             name if is_not_implemented(name) => return Err(not_implemented(name)),
             name => return Err(MongoError::bad_value(format!("unknown operator: {name}"))),

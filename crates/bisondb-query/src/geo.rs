@@ -1,0 +1,889 @@
+//! Geospatial values and predicates: GeoJSON and legacy coordinate pairs as
+//! mongod reads them, the query shapes of `$geoWithin` / `$geoIntersects` /
+//! `$near`, and the geometry that decides them.
+//!
+//! Two geometries, as in mongod: GeoJSON shapes (`$geometry`, `$centerSphere`,
+//! 2dsphere indexes) live on a sphere of radius [`EARTH_RADIUS_M`] whose edges
+//! are geodesics (great-circle arcs); legacy shapes (`$box`, `$polygon`,
+//! `$center`, 2d indexes) live on a flat plane. Spherical predicates work on
+//! unit vectors with the usual triple-product tests, so they need no
+//! projection and hold across the antimeridian. A polygon is the smaller of
+//! the two regions its shell bounds (mongod's default; "big polygon" CRSs
+//! are refused), its holes removed.
+
+use bisondb_error::{MongoError, MongoResult};
+use bson::{Bson, Document};
+
+/// Radius mongod's spherical distances use (meters).
+pub const EARTH_RADIUS_M: f64 = 6_378_100.0;
+
+/// Distances below this many radians count as zero (points on an edge or a
+/// vertex): about 0.6 mm on the earth.
+const EPS: f64 = 1e-10;
+
+/// A position: `x` is the longitude (or the first legacy coordinate), `y` the
+/// latitude.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Pt {
+    pub x: f64,
+    pub y: f64,
+}
+
+/// A GeoJSON geometry (coordinates checked; polygon rings closed).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Geometry {
+    Point(Pt),
+    LineString(Vec<Pt>),
+    Polygon(Vec<Vec<Pt>>),
+    MultiPoint(Vec<Pt>),
+    MultiLineString(Vec<Vec<Pt>>),
+    MultiPolygon(Vec<Vec<Vec<Pt>>>),
+    Collection(Vec<Geometry>),
+}
+
+/// A geospatial value stored in a document.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Stored {
+    /// A legacy coordinate pair (`[x, y]` or `{lng: x, lat: y}`).
+    Legacy(Pt),
+    GeoJson(Geometry),
+}
+
+impl Stored {
+    /// The point this value is, if it is one.
+    pub fn point(&self) -> Option<Pt> {
+        match self {
+            Stored::Legacy(p) | Stored::GeoJson(Geometry::Point(p)) => Some(*p),
+            _ => None,
+        }
+    }
+
+    /// The value as spherical geometry (a legacy pair is a point).
+    fn geometry(&self) -> Geometry {
+        match self {
+            Stored::Legacy(p) => Geometry::Point(*p),
+            Stored::GeoJson(g) => g.clone(),
+        }
+    }
+
+    /// The value as BSON, for `includeLocs`.
+    pub fn is_legacy(&self) -> bool {
+        matches!(self, Stored::Legacy(_))
+    }
+}
+
+fn num(v: &Bson) -> Option<f64> {
+    match v {
+        Bson::Int32(i) => Some(f64::from(*i)),
+        Bson::Int64(i) => Some(*i as f64),
+        Bson::Double(d) => Some(*d),
+        Bson::Decimal128(d) => d.to_string().parse().ok(),
+        _ => None,
+    }
+}
+
+/// A legacy coordinate pair: an array whose first two elements are numbers,
+/// or a document (not GeoJSON) whose first two values are. `None` when `v`
+/// has neither form; `Some(Err)` when it has the form but not numbers.
+pub fn legacy_point(v: &Bson) -> Option<Result<Pt, String>> {
+    let mut it: Box<dyn Iterator<Item = &Bson>> = match v {
+        Bson::Array(a) => Box::new(a.iter()),
+        Bson::Document(d) if !d.contains_key("type") => Box::new(d.values()),
+        _ => return None,
+    };
+    let Some(x) = it.next() else {
+        return Some(Err("Point must only contain numeric elements".into()));
+    };
+    let Some(y) = it.next() else {
+        return Some(Err("geo field only has 1 element".into()));
+    };
+    Some(match (num(x), num(y)) {
+        (Some(x), Some(y)) => Ok(Pt { x, y }),
+        _ => Err("Point must only contain numeric elements".into()),
+    })
+}
+
+fn position(v: &Bson) -> Result<Pt, String> {
+    let Bson::Array(a) = v else {
+        return Err(format!(
+            "Point must be an array or object, instead got type {}",
+            crate::expr::value::type_name(v)
+        ));
+    };
+    if a.len() < 2 {
+        return Err("Point must only contain numeric elements".into());
+    }
+    let mut xs = a.iter().map(num);
+    match (xs.next().flatten(), xs.next().flatten()) {
+        (Some(x), Some(y)) if xs.all(|z| z.is_some()) => {
+            if !(-180.0..=180.0).contains(&x) || !(-90.0..=90.0).contains(&y) {
+                return Err(format!(
+                    "longitude/latitude is out of bounds, lng: {x} lat: {y}"
+                ));
+            }
+            Ok(Pt { x, y })
+        }
+        _ => Err("Point must only contain numeric elements".into()),
+    }
+}
+
+fn positions(v: &Bson, what: &str) -> Result<Vec<Pt>, String> {
+    let Bson::Array(a) = v else {
+        return Err(format!("{what} coordinates must be an array"));
+    };
+    a.iter().map(position).collect()
+}
+
+fn line(v: &Bson) -> Result<Vec<Pt>, String> {
+    let mut pts = positions(v, "LineString")?;
+    pts.dedup();
+    if pts.len() < 2 {
+        return Err("GeoJSON LineString must have at least 2 vertices".into());
+    }
+    Ok(pts)
+}
+
+fn polygon(v: &Bson) -> Result<Vec<Vec<Pt>>, String> {
+    let Bson::Array(rings) = v else {
+        return Err("Polygon coordinates must be an array".into());
+    };
+    if rings.is_empty() {
+        return Err("Polygon has no loops.".into());
+    }
+    let mut out = Vec::with_capacity(rings.len());
+    for ring in rings {
+        let mut pts = positions(ring, "Polygon")?;
+        if pts.len() < 4 {
+            return Err("Loop must have at least 3 different vertices".into());
+        }
+        if pts.first() != pts.last() {
+            return Err("Loop is not closed, first vertex does not equal last vertex".into());
+        }
+        pts.pop();
+        pts.dedup();
+        if pts.len() < 3 {
+            return Err("Loop must have at least 3 different vertices".into());
+        }
+        if let Some((i, j)) = crossing_edges(&pts) {
+            return Err(format!("Loop is not valid: Edge {i} crosses edge {j}"));
+        }
+        out.push(pts);
+    }
+    Ok(out)
+}
+
+/// Two non-adjacent edges of a ring that cross (an invalid loop).
+fn crossing_edges(ring: &[Pt]) -> Option<(usize, usize)> {
+    let n = ring.len();
+    if n > 2000 {
+        // Quadratic: trust very large rings rather than stall a write.
+        return None;
+    }
+    let v: Vec<[f64; 3]> = ring.iter().map(|p| unit(*p)).collect();
+    for i in 0..n {
+        for j in i + 2..n {
+            if i == 0 && j == n - 1 {
+                continue;
+            }
+            let (a, b) = (v[i], v[(i + 1) % n]);
+            let (c, d) = (v[j], v[(j + 1) % n]);
+            if arcs_cross(a, b, c, d) {
+                return Some((i, j));
+            }
+        }
+    }
+    None
+}
+
+/// Parses a GeoJSON object (`{type, coordinates}` or a GeometryCollection).
+pub fn parse_geojson(d: &Document) -> Result<Geometry, String> {
+    let Some(Bson::String(t)) = d.get("type") else {
+        return Err(format!("unknown GeoJSON type: {d}"));
+    };
+    if d.contains_key("crs") {
+        check_crs(d)?;
+    }
+    let coords = || {
+        d.get("coordinates").ok_or_else(|| {
+            format!("GeoJSON coordinates must be an array, instead got type missing")
+        })
+    };
+    Ok(match t.as_str() {
+        "Point" => Geometry::Point(position(coords()?)?),
+        "LineString" => Geometry::LineString(line(coords()?)?),
+        "Polygon" => Geometry::Polygon(polygon(coords()?)?),
+        "MultiPoint" => {
+            let pts = positions(coords()?, "MultiPoint")?;
+            if pts.is_empty() {
+                return Err("MultiPoint coordinates must have at least 1 element".into());
+            }
+            Geometry::MultiPoint(pts)
+        }
+        "MultiLineString" => {
+            let Bson::Array(ls) = coords()? else {
+                return Err("MultiLineString coordinates must be an array".into());
+            };
+            if ls.is_empty() {
+                return Err("MultiLineString coordinates must have at least 1 element".into());
+            }
+            Geometry::MultiLineString(ls.iter().map(line).collect::<Result<_, _>>()?)
+        }
+        "MultiPolygon" => {
+            let Bson::Array(ps) = coords()? else {
+                return Err("MultiPolygon coordinates must be an array".into());
+            };
+            if ps.is_empty() {
+                return Err("MultiPolygon coordinates must have at least 1 element".into());
+            }
+            Geometry::MultiPolygon(ps.iter().map(polygon).collect::<Result<_, _>>()?)
+        }
+        "GeometryCollection" => {
+            let Some(Bson::Array(gs)) = d.get("geometries") else {
+                return Err("GeometryCollection geometries must be an array".into());
+            };
+            if gs.is_empty() {
+                return Err("GeometryCollection geometries must have at least 1 element".into());
+            }
+            let mut out = Vec::with_capacity(gs.len());
+            for g in gs {
+                let Bson::Document(g) = g else {
+                    return Err("Element of GeometryCollection is not an object".into());
+                };
+                out.push(parse_geojson(g)?);
+            }
+            Geometry::Collection(out)
+        }
+        other => return Err(format!("unknown GeoJSON type: {other}")),
+    })
+}
+
+/// Only the default CRS (EPSG:4326) is supported; mongod's "big polygon"
+/// CRS (strict winding) is not.
+fn check_crs(d: &Document) -> Result<(), String> {
+    let name = d
+        .get_document("crs")
+        .ok()
+        .and_then(|c| c.get_document("properties").ok())
+        .and_then(|p| p.get_str("name").ok())
+        .unwrap_or("");
+    match name {
+        "EPSG:4326" | "urn:ogc:def:crs:OGC:1.3:CRS84" | "urn:ogc:def:crs:EPSG::4326" => Ok(()),
+        "urn:x-mongodb:crs:strictwinding:EPSG:4326" => {
+            Err("big polygons (strict-winding CRS) are not supported by BisonDB yet".into())
+        }
+        _ => Err("Unknown CRS name".into()),
+    }
+}
+
+/// A stored value as geometry: a legacy pair, or a GeoJSON object.
+/// `None`: neither form; `Some(Err)`: the form, but invalid.
+pub fn parse_stored(v: &Bson) -> Option<Result<Stored, String>> {
+    match v {
+        Bson::Document(d) if d.contains_key("type") => Some(parse_geojson(d).map(Stored::GeoJson)),
+        other => legacy_point(other).map(|r| r.map(Stored::Legacy)),
+    }
+}
+
+/// Every geometry a reached value holds: itself, or, for an array that is
+/// not a coordinate pair, each element that is one (invalid ones skipped).
+pub fn stored_values(v: &Bson) -> Vec<Stored> {
+    if let Bson::Array(a) = v {
+        let is_pair = a.first().is_some_and(|x| num(x).is_some());
+        if !is_pair {
+            return a
+                .iter()
+                .filter_map(|e| parse_stored(e).and_then(Result::ok))
+                .collect();
+        }
+    }
+    parse_stored(v).and_then(Result::ok).into_iter().collect()
+}
+
+// ---------------------------------------------------------------------------
+// Spherical geometry
+// ---------------------------------------------------------------------------
+
+type V3 = [f64; 3];
+
+fn unit(p: Pt) -> V3 {
+    let (lng, lat) = (p.x.to_radians(), p.y.to_radians());
+    [lat.cos() * lng.cos(), lat.cos() * lng.sin(), lat.sin()]
+}
+
+fn dot(a: V3, b: V3) -> f64 {
+    a[0] * b[0] + a[1] * b[1] + a[2] * b[2]
+}
+
+fn cross(a: V3, b: V3) -> V3 {
+    [
+        a[1] * b[2] - a[2] * b[1],
+        a[2] * b[0] - a[0] * b[2],
+        a[0] * b[1] - a[1] * b[0],
+    ]
+}
+
+fn norm(a: V3) -> f64 {
+    dot(a, a).sqrt()
+}
+
+fn normalize(a: V3) -> Option<V3> {
+    let n = norm(a);
+    (n > 1e-300).then(|| [a[0] / n, a[1] / n, a[2] / n])
+}
+
+/// The angle between two unit vectors (radians), stable for small angles.
+fn angle(a: V3, b: V3) -> f64 {
+    norm(cross(a, b)).atan2(dot(a, b))
+}
+
+/// Great-circle distance between two positions, in radians.
+pub fn sphere_distance(a: Pt, b: Pt) -> f64 {
+    angle(unit(a), unit(b))
+}
+
+/// Whether arcs `ab` and `cd` cross at a point interior to both.
+fn arcs_cross(a: V3, b: V3, c: V3, d: V3) -> bool {
+    let ab = cross(a, b);
+    let acb = -dot(ab, c);
+    let bda = dot(ab, d);
+    if acb * bda <= 0.0 {
+        return false;
+    }
+    let cd = cross(c, d);
+    let cbd = -dot(cd, b);
+    let dac = dot(cd, a);
+    acb * cbd > 0.0 && acb * dac > 0.0
+}
+
+/// Distance (radians) from `p` to the arc `ab`.
+fn arc_distance(p: V3, a: V3, b: V3) -> f64 {
+    let ends = angle(p, a).min(angle(p, b));
+    let Some(n) = normalize(cross(a, b)) else {
+        return ends;
+    };
+    // The foot of `p` on the great circle lies on the arc when it is on the
+    // inner side of both ends.
+    let foot = [
+        p[0] - n[0] * dot(p, n),
+        p[1] - n[1] * dot(p, n),
+        p[2] - n[2] * dot(p, n),
+    ];
+    let Some(foot) = normalize(foot) else {
+        return ends;
+    };
+    if dot(cross(a, foot), n) >= 0.0 && dot(cross(foot, b), n) >= 0.0 {
+        dot(p, n).abs().clamp(0.0, 1.0).asin().min(ends)
+    } else {
+        ends
+    }
+}
+
+/// A polygon on the sphere, ready for containment tests.
+struct SpherePoly {
+    rings: Vec<Vec<V3>>,
+    /// A point known to lie outside (the antipode of the vertex centroid: a
+    /// polygon smaller than a hemisphere never holds it).
+    outside: V3,
+}
+
+impl SpherePoly {
+    fn new(rings: &[Vec<Pt>]) -> SpherePoly {
+        let rings: Vec<Vec<V3>> = rings
+            .iter()
+            .map(|r| r.iter().map(|p| unit(*p)).collect())
+            .collect();
+        let mut sum = [0.0; 3];
+        for v in rings.first().into_iter().flatten() {
+            sum = [sum[0] + v[0], sum[1] + v[1], sum[2] + v[2]];
+        }
+        let outside = normalize([-sum[0], -sum[1], -sum[2]]).unwrap_or([0.0, 0.0, -1.0]);
+        SpherePoly { rings, outside }
+    }
+
+    fn edges(&self) -> impl Iterator<Item = (V3, V3)> + '_ {
+        self.rings.iter().flat_map(|r| {
+            r.iter()
+                .zip(r.iter().cycle().skip(1))
+                .map(|(a, b)| (*a, *b))
+        })
+    }
+
+    fn on_boundary(&self, p: V3) -> bool {
+        self.edges().any(|(a, b)| arc_distance(p, a, b) < EPS)
+    }
+
+    /// Inside or on the boundary.
+    fn contains(&self, p: V3) -> bool {
+        if self.on_boundary(p) {
+            return true;
+        }
+        self.contains_strictly(p)
+    }
+
+    fn contains_strictly(&self, p: V3) -> bool {
+        // Crossing parity along the arc from `p` to the outside point; an arc
+        // through a vertex is nudged to a slightly different outside point.
+        let mut out = self.outside;
+        for attempt in 0..4 {
+            let through_vertex = self
+                .rings
+                .iter()
+                .flatten()
+                .any(|v| arc_distance(*v, p, out) < 1e-12);
+            if !through_vertex || attempt == 3 {
+                break;
+            }
+            let nudge = [1e-6 * (attempt as f64 + 1.0), -3e-7, 7e-7];
+            out =
+                normalize([out[0] + nudge[0], out[1] + nudge[1], out[2] + nudge[2]]).unwrap_or(out);
+        }
+        // Near the antipode of `out` the arc is ill-defined: go through a
+        // point a quarter turn away from `p` instead.
+        let path: Vec<(V3, V3)> = if dot(p, out) < -0.5 {
+            let axis = if p[0].abs() < 0.5 {
+                [1.0, 0.0, 0.0]
+            } else {
+                [0.0, 1.0, 0.0]
+            };
+            match normalize(cross(p, axis)) {
+                Some(m) => vec![(p, m), (m, out)],
+                None => vec![(p, out)],
+            }
+        } else {
+            vec![(p, out)]
+        };
+        let n: usize = path
+            .iter()
+            .map(|(s, t)| {
+                self.edges()
+                    .filter(|(a, b)| arcs_cross(*s, *t, *a, *b))
+                    .count()
+            })
+            .sum();
+        n % 2 == 1
+    }
+
+    fn distance(&self, p: V3) -> f64 {
+        if self.contains(p) {
+            return 0.0;
+        }
+        self.edges()
+            .map(|(a, b)| arc_distance(p, a, b))
+            .fold(f64::INFINITY, f64::min)
+    }
+}
+
+/// The parts of a geometry: points, polylines, polygons.
+#[derive(Default)]
+struct Parts {
+    points: Vec<V3>,
+    lines: Vec<Vec<V3>>,
+    polys: Vec<SpherePoly>,
+}
+
+impl Parts {
+    fn of(g: &Geometry) -> Parts {
+        let mut p = Parts::default();
+        p.add(g);
+        p
+    }
+
+    fn add(&mut self, g: &Geometry) {
+        let vs = |pts: &[Pt]| pts.iter().map(|p| unit(*p)).collect::<Vec<_>>();
+        match g {
+            Geometry::Point(x) => self.points.push(unit(*x)),
+            Geometry::MultiPoint(xs) => self.points.extend(vs(xs)),
+            Geometry::LineString(l) => self.lines.push(vs(l)),
+            Geometry::MultiLineString(ls) => self.lines.extend(ls.iter().map(|l| vs(l))),
+            Geometry::Polygon(r) => self.polys.push(SpherePoly::new(r)),
+            Geometry::MultiPolygon(ps) => self.polys.extend(ps.iter().map(|r| SpherePoly::new(r))),
+            Geometry::Collection(gs) => gs.iter().for_each(|g| self.add(g)),
+        }
+    }
+
+    /// Every vertex.
+    fn vertices(&self) -> impl Iterator<Item = V3> + '_ {
+        self.points
+            .iter()
+            .copied()
+            .chain(self.lines.iter().flatten().copied())
+            .chain(
+                self.polys
+                    .iter()
+                    .flat_map(|p| p.rings.iter().flatten().copied()),
+            )
+    }
+
+    /// Every edge (polylines and polygon rings).
+    fn edges(&self) -> Vec<(V3, V3)> {
+        let mut out: Vec<(V3, V3)> = self
+            .lines
+            .iter()
+            .flat_map(|l| l.windows(2).filter_map(|w| Some((*w.first()?, *w.get(1)?))))
+            .collect();
+        for p in &self.polys {
+            out.extend(p.edges());
+        }
+        out
+    }
+}
+
+fn edges_cross(a: &[(V3, V3)], b: &[(V3, V3)]) -> bool {
+    a.iter()
+        .any(|(p, q)| b.iter().any(|(r, s)| arcs_cross(*p, *q, *r, *s)))
+}
+
+/// Whether `g` lies inside the (multi)polygon `region` (boundary included).
+fn sphere_within(region: &Parts, g: &Geometry) -> bool {
+    let parts = Parts::of(g);
+    let in_region = |v: V3| region.polys.iter().any(|p| p.contains(v));
+    if !parts.vertices().all(in_region) {
+        return false;
+    }
+    // An edge leaving the region crosses its boundary; a region's hole
+    // vertex strictly inside one of `g`'s polygons is a hole in `g`.
+    let edges = parts.edges();
+    !edges_cross(&edges, &region.edges())
+        && !region
+            .polys
+            .iter()
+            .flat_map(|p| p.rings.iter().skip(1).flatten())
+            .any(|v| parts.polys.iter().any(|p| p.contains_strictly(*v)))
+}
+
+/// Whether two geometries share a point.
+fn sphere_intersects(a: &Parts, b: &Parts) -> bool {
+    let near_point = |v: V3, parts: &Parts| {
+        parts.points.iter().any(|p| angle(*p, v) < EPS)
+            || parts.lines.iter().any(|l| {
+                l.windows(2)
+                    .any(|w| matches!(w, [x, y] if arc_distance(v, *x, *y) < EPS))
+            })
+            || parts.polys.iter().any(|p| p.contains(v))
+    };
+    a.vertices().any(|v| near_point(v, b))
+        || b.vertices().any(|v| near_point(v, a))
+        || edges_cross(&a.edges(), &b.edges())
+}
+
+/// Distance (radians) from `p` to the nearest point of `g`.
+fn sphere_distance_to(p: Pt, g: &Geometry) -> f64 {
+    let v = unit(p);
+    let parts = Parts::of(g);
+    let mut d = f64::INFINITY;
+    for q in &parts.points {
+        d = d.min(angle(v, *q));
+    }
+    for l in &parts.lines {
+        for w in l.windows(2) {
+            if let [a, b] = w {
+                d = d.min(arc_distance(v, *a, *b));
+            }
+        }
+    }
+    for poly in &parts.polys {
+        d = d.min(poly.distance(v));
+    }
+    d
+}
+
+// ---------------------------------------------------------------------------
+// Planar geometry (2d)
+// ---------------------------------------------------------------------------
+
+/// Whether `p` is inside the planar polygon `ring` or on its boundary.
+fn planar_in_polygon(p: Pt, ring: &[Pt]) -> bool {
+    let n = ring.len();
+    let mut inside = false;
+    for i in 0..n {
+        let (Some(a), Some(b)) = (ring.get(i), ring.get((i + 1) % n)) else {
+            continue;
+        };
+        // On the edge?
+        let cr = (b.x - a.x) * (p.y - a.y) - (b.y - a.y) * (p.x - a.x);
+        if cr.abs() <= 1e-12 * (1.0 + a.x.abs() + a.y.abs() + b.x.abs() + b.y.abs())
+            && p.x >= a.x.min(b.x)
+            && p.x <= a.x.max(b.x)
+            && p.y >= a.y.min(b.y)
+            && p.y <= a.y.max(b.y)
+        {
+            return true;
+        }
+        if (a.y > p.y) != (b.y > p.y) {
+            let x = a.x + (p.y - a.y) * (b.x - a.x) / (b.y - a.y);
+            if p.x < x {
+                inside = !inside;
+            }
+        }
+    }
+    inside
+}
+
+fn planar_distance(a: Pt, b: Pt) -> f64 {
+    (a.x - b.x).hypot(a.y - b.y)
+}
+
+// ---------------------------------------------------------------------------
+// Query shapes
+// ---------------------------------------------------------------------------
+
+/// The region of a `$geoWithin` / `$within`.
+#[derive(Debug, Clone)]
+pub enum Region {
+    /// `$geometry`: a Polygon or MultiPolygon on the sphere.
+    Sphere(Geometry),
+    /// `$box`: bottom-left and top-right corners (planar, inclusive).
+    Box(Pt, Pt),
+    /// `$polygon` (planar, boundary included).
+    Polygon(Vec<Pt>),
+    /// `$center`: center and radius (planar).
+    Center(Pt, f64),
+    /// `$centerSphere`: center and radius in radians (spherical).
+    CenterSphere(Pt, f64),
+}
+
+fn bad(msg: impl Into<String>) -> MongoError {
+    MongoError::bad_value(msg)
+}
+
+fn query_point(v: &Bson, what: &str) -> MongoResult<Pt> {
+    match legacy_point(v) {
+        Some(Ok(p)) if p.x.is_finite() && p.y.is_finite() => Ok(p),
+        _ => Err(bad(format!(
+            "Point must only contain numeric elements: {what}"
+        ))),
+    }
+}
+
+fn query_radius(v: Option<&Bson>, op: &str) -> MongoResult<f64> {
+    match v.and_then(num) {
+        Some(r) if r >= 0.0 && r.is_finite() => Ok(r),
+        _ => Err(bad(format!("radius must be a non-negative number in {op}"))),
+    }
+}
+
+/// A `$geometry` operand as GeoJSON (BadValue when it is not valid).
+pub fn query_geometry(v: &Bson) -> MongoResult<Geometry> {
+    match v {
+        Bson::Document(d) => parse_geojson(d).map_err(|e| bad(format!("{e}, {d}"))),
+        other => Err(bad(format!("geometry must be an object, got {other}"))),
+    }
+}
+
+impl Region {
+    /// Parses the operand of `$geoWithin` (`{$geometry | $box | $polygon |
+    /// $center | $centerSphere: ...}`).
+    pub fn parse(op: &str, v: &Bson) -> MongoResult<Region> {
+        let Bson::Document(d) = v else {
+            return Err(bad(format!("{op} argument must be an object")));
+        };
+        let mut it = d.iter();
+        let (Some((k, arg)), None) = (it.next(), it.next()) else {
+            return Err(bad(format!("{op} must have exactly one shape: {d}")));
+        };
+        let arr = |what: &str| -> MongoResult<&Vec<Bson>> {
+            match arg {
+                Bson::Array(a) => Ok(a),
+                _ => Err(bad(format!("{what} must be an array: {d}"))),
+            }
+        };
+        Ok(match k.as_str() {
+            "$geometry" => {
+                let g = query_geometry(arg)?;
+                if !matches!(g, Geometry::Polygon(_) | Geometry::MultiPolygon(_)) {
+                    return Err(bad(format!(
+                        "$geoWithin not supported with provided geometry: {d}"
+                    )));
+                }
+                Region::Sphere(g)
+            }
+            "$box" => {
+                let a = arr("$box")?;
+                let [lo, hi] = a.as_slice() else {
+                    return Err(bad(format!("Box must have exactly two points: {d}")));
+                };
+                let (lo, hi) = (query_point(lo, "$box")?, query_point(hi, "$box")?);
+                Region::Box(
+                    Pt {
+                        x: lo.x.min(hi.x),
+                        y: lo.y.min(hi.y),
+                    },
+                    Pt {
+                        x: lo.x.max(hi.x),
+                        y: lo.y.max(hi.y),
+                    },
+                )
+            }
+            "$polygon" => {
+                let a = arr("$polygon")?;
+                let pts = a
+                    .iter()
+                    .map(|p| query_point(p, "$polygon"))
+                    .collect::<MongoResult<Vec<_>>>()?;
+                if pts.len() < 3 {
+                    return Err(bad(format!("Polygon must have at least 3 points: {d}")));
+                }
+                Region::Polygon(pts)
+            }
+            "$center" | "$centerSphere" => {
+                let a = arr(k)?;
+                let [c, r] = a.as_slice() else {
+                    return Err(bad(format!("{k} must have a center and a radius: {d}")));
+                };
+                let c = query_point(c, k)?;
+                let r = query_radius(Some(r), k)?;
+                if k == "$center" {
+                    Region::Center(c, r)
+                } else {
+                    if !(-180.0..=180.0).contains(&c.x) || !(-90.0..=90.0).contains(&c.y) {
+                        return Err(bad(format!("coordinates out of bounds in {k}: {d}")));
+                    }
+                    Region::CenterSphere(c, r)
+                }
+            }
+            other => {
+                return Err(bad(format!("unknown geo specifier: {other}: {arg}")));
+            }
+        })
+    }
+
+    /// Whether the stored value lies within the region.
+    pub fn contains(&self, s: &Stored) -> bool {
+        match self {
+            Region::Sphere(g) => sphere_within(&Parts::of(g), &s.geometry()),
+            Region::Box(lo, hi) => s
+                .point()
+                .is_some_and(|p| p.x >= lo.x && p.x <= hi.x && p.y >= lo.y && p.y <= hi.y),
+            Region::Polygon(ring) => s.point().is_some_and(|p| planar_in_polygon(p, ring)),
+            Region::Center(c, r) => s.point().is_some_and(|p| planar_distance(*c, p) <= *r),
+            Region::CenterSphere(c, r) => {
+                let g = s.geometry();
+                let parts = Parts::of(&g);
+                let cv = unit(*c);
+                let mut all = parts.vertices().peekable();
+                all.peek().is_some() && all.all(|v| angle(cv, v) <= *r + EPS)
+            }
+        }
+    }
+}
+
+/// The operand of `$geoIntersects`: a GeoJSON geometry on the sphere.
+#[derive(Debug, Clone)]
+pub struct Intersects(pub Geometry);
+
+impl Intersects {
+    pub fn parse(v: &Bson) -> MongoResult<Intersects> {
+        let Bson::Document(d) = v else {
+            return Err(bad("$geoIntersects argument must be an object"));
+        };
+        match d.get("$geometry") {
+            Some(g) if d.len() == 1 => Ok(Intersects(query_geometry(g)?)),
+            _ => Err(bad(format!("$geoIntersects requires a $geometry: {d}"))),
+        }
+    }
+
+    pub fn matches(&self, s: &Stored) -> bool {
+        sphere_intersects(&Parts::of(&self.0), &Parts::of(&s.geometry()))
+    }
+}
+
+/// A `$near` / `$nearSphere` / `$geoNear` point with its distance bounds.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Near {
+    pub point: Pt,
+    /// Given as a GeoJSON point: distances in meters on the sphere.
+    pub geojson: bool,
+    /// Spherical distances (GeoJSON, `$nearSphere`, `spherical: true`).
+    pub spherical: bool,
+    pub min: Option<f64>,
+    pub max: Option<f64>,
+}
+
+impl Near {
+    /// Parses `$near` / `$nearSphere`'s operand with their sibling
+    /// `$maxDistance` / `$minDistance` (`ops`, the whole operator document).
+    pub fn parse_query(op: &str, ops: &Document) -> MongoResult<Near> {
+        let v = ops.get(op).unwrap_or(&Bson::Null);
+        let spherical = op == "$nearSphere";
+        let (mut near, mut inner_max, mut inner_min) = (None, None, None);
+        if let Bson::Document(d) = v {
+            if let Some(g) = d.get("$geometry") {
+                let Geometry::Point(p) = query_geometry(g)? else {
+                    return Err(bad(format!(
+                        "invalid point in geo near query $geometry argument: {d}"
+                    )));
+                };
+                near = Some((p, true));
+                inner_max = d.get("$maxDistance");
+                inner_min = d.get("$minDistance");
+            }
+        }
+        let (point, geojson) = match near {
+            Some(n) => n,
+            None => (
+                query_point(v, op)
+                    .map_err(|_| bad(format!("invalid argument in geo near query: {op}: {v}")))?,
+                false,
+            ),
+        };
+        let dist = |name: &str, inner: Option<&Bson>| -> MongoResult<Option<f64>> {
+            match inner.or_else(|| ops.get(name)) {
+                None => Ok(None),
+                Some(x) => match num(x) {
+                    Some(d) if d >= 0.0 && !d.is_nan() => Ok(Some(d)),
+                    Some(_) => Err(bad(format!("{name} must be non-negative"))),
+                    None => Err(bad(format!("{name} must be a number"))),
+                },
+            }
+        };
+        let max = dist("$maxDistance", inner_max)?;
+        let min = dist("$minDistance", inner_min)?;
+        Ok(Near {
+            point,
+            geojson,
+            spherical: spherical || geojson,
+            min,
+            max,
+        })
+    }
+
+    /// Distance from the near point to the stored value, in the query's units
+    /// (meters for a GeoJSON point, radians for a legacy point on the sphere,
+    /// coordinate units on the plane). `None`: not comparable (a GeoJSON
+    /// shape other than a point under planar distance).
+    pub fn distance(&self, s: &Stored) -> Option<f64> {
+        if !self.spherical {
+            return s.point().map(|p| planar_distance(self.point, p));
+        }
+        let rad = sphere_distance_to(self.point, &s.geometry());
+        Some(if self.geojson {
+            rad * EARTH_RADIUS_M
+        } else {
+            rad
+        })
+    }
+
+    /// Whether a distance is inside `[min, max]`.
+    pub fn in_range(&self, d: f64) -> bool {
+        self.min.is_none_or(|m| d >= m) && self.max.is_none_or(|m| d <= m)
+    }
+
+    /// The nearest of the values a path reached (each array element that is
+    /// a geometry counts), with its distance.
+    pub fn nearest(&self, vals: &[Bson]) -> Option<(f64, Stored)> {
+        let mut best: Option<(f64, Stored)> = None;
+        for v in vals {
+            for s in stored_values(v) {
+                if let Some(d) = self.distance(&s) {
+                    if best.as_ref().is_none_or(|(b, _)| d < *b) {
+                        best = Some((d, s));
+                    }
+                }
+            }
+        }
+        best
+    }
+}
+
+#[cfg(test)]
+mod tests;
