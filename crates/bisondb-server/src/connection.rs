@@ -317,6 +317,25 @@ fn run_command(
 ) -> RawDocumentBuf {
     OpCounters::add(&state.opcounters.command, 1);
     state.sessions.touch(req.body);
+    // One relaxed load when no database profiles (see `profiler.rs`).
+    let profiled = if state.profiler.is_active() {
+        crate::profiler::Pending::start(state, req, conn)
+    } else {
+        None
+    };
+    let reply = dispatch_command(req, state, conn);
+    if let Some(p) = profiled {
+        p.finish(state, req, conn, &reply);
+    }
+    reply
+}
+
+/// Runs one command and turns its error, or its panic, into the error reply.
+fn dispatch_command(
+    req: &CommandRequest<'_>,
+    state: &Arc<ServerState>,
+    conn: &mut ConnectionInfo,
+) -> RawDocumentBuf {
     let mut ctx = Context { state, conn };
     let dispatch =
         || std::panic::catch_unwind(AssertUnwindSafe(|| registry::dispatch(req, &mut ctx)));

@@ -40,6 +40,9 @@ pub struct Cursor {
     /// that reaches its size still closes the cursor when nothing is left,
     /// as mongod's plan stages report `isEOF` there.
     pub knows_end: bool,
+    /// The plan counters and summary its getMores report to the profiler
+    /// (set only when the opening command was profiled).
+    pub profile: Option<crate::profiler::CursorProfile>,
 }
 
 impl std::fmt::Debug for Cursor {
@@ -68,6 +71,7 @@ impl Cursor {
             lsid: None,
             tail: None,
             knows_end: false,
+            profile: None,
         }
     }
 

@@ -15,6 +15,7 @@ pub mod connection;
 pub mod cursor;
 pub mod logbuf;
 pub mod plan;
+pub mod profiler;
 pub mod registry;
 pub mod reply;
 pub mod request;

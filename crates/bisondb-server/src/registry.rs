@@ -201,6 +201,11 @@ pub static COMMANDS: &[CommandSpec] = &[
         "indexes of a collection",
     ),
     cmd("ping", run::<ping::Ping>, "check that the server answers"),
+    cmd(
+        "profile",
+        run::<profile::Profile>,
+        "read or set the database profiler's level, slowms, sampleRate and filter",
+    ),
     admin(
         "renameCollection",
         run::<rename_collection::RenameCollection>,
@@ -259,7 +264,6 @@ pub static UNSUPPORTED: &[&str] = &[
     "listSearchIndexes",
     "logout",
     "mapReduce",
-    "profile",
     "reIndex",
     "refreshSessions",
     "replSetGetStatus",

@@ -34,6 +34,8 @@ pub struct ServerState {
     /// Logical sessions seen in commands, for `$listLocalSessions`.
     pub sessions: crate::sessions::SessionCache,
     pub opcounters: OpCounters,
+    /// Profiling levels and thresholds (`profile`), in memory as in mongod.
+    pub profiler: crate::profiler::Profiler,
     pub started: Instant,
     pub started_at: SystemTime,
     pub connections_current: AtomicU64,
@@ -54,6 +56,7 @@ impl ServerState {
             cursors: CursorManager::default(),
             sessions: Default::default(),
             opcounters: OpCounters::default(),
+            profiler: crate::profiler::Profiler::default(),
             started: Instant::now(),
             started_at: SystemTime::now(),
             connections_current: AtomicU64::new(0),

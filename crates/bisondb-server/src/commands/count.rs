@@ -74,7 +74,11 @@ impl Command for Count {
 
     fn execute(self, ctx: &mut Context<'_>) -> MongoResult<RawDocumentBuf> {
         OpCounters::add(&ctx.state.opcounters.query, 1);
-        let (total, _, _) = self.run(ctx, std::sync::Arc::default())?;
+        let stats = std::sync::Arc::new(plan::Stats::default());
+        let (total, chosen, keys_only) = self.run(ctx, stats.clone())?;
+        if let Some(chosen) = &chosen {
+            ctx.conn.op.ran(&stats, chosen, keys_only);
+        }
         let mut n = total.saturating_sub(self.skip);
         if let Some(l) = self.limit {
             n = n.min(l);

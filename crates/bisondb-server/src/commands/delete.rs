@@ -129,6 +129,13 @@ impl<'a> Delete<'a> {
                         false,
                     )
                 });
+            ctx.conn.op.write(match &outcome {
+                Ok((k, _)) => crate::profiler::WriteOutcome {
+                    deleted: *k,
+                    ..Default::default()
+                },
+                Err(e) => crate::profiler::WriteOutcome::failed(e),
+            });
             match outcome {
                 Ok((k, _)) => {
                     n += k;

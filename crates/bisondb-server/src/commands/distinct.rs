@@ -79,6 +79,7 @@ impl Command for Distinct {
             self.hint.as_ref(),
         )?;
         let stats = std::sync::Arc::new(plan::Stats::default());
+        ctx.conn.op.plan(&stats, &chosen);
         let docs = plan::execute(coll.as_ref(), &chosen, &query, stats)?
             .map(|d| d.and_then(|d| args::to_document(&d)));
         values_reply_in(docs, &self.key, collation.as_deref())

@@ -208,8 +208,11 @@ impl Command for Find {
         if self.tailable {
             return self.execute_tailable(ctx, coll);
         }
-        let (chosen, src) = self.source(coll.as_ref(), Arc::new(plan::Stats::default()))?;
+        let stats = Arc::new(plan::Stats::default());
+        let (chosen, src) = self.source(coll.as_ref(), stats.clone())?;
+        ctx.conn.op.plan(&stats, &chosen);
         let mut cursor = Cursor::new(ns.clone(), src, self.limit);
+        cursor.profile = ctx.conn.op.cursor_profile();
         // A blocking sort holds all its results, and an `_id` lookup has at
         // most one: both know their end (mongod's SORT and IDHACK `isEOF`).
         cursor.knows_end = matches!(

@@ -60,6 +60,7 @@ impl Command for GetMore {
                 "cannot set maxTimeMS on getMore command for a non-awaitData cursor",
             ));
         }
+        ctx.conn.op.resume(cursor.profile.as_ref());
         let batch = cursor.next_batch(self.batch_size)?;
         let id = if batch.exhausted {
             0

@@ -47,6 +47,7 @@ pub mod list_commands;
 pub mod list_databases;
 pub mod list_indexes;
 pub mod ping;
+pub mod profile;
 pub mod rename_collection;
 pub mod server_status;
 pub mod shutdown;
@@ -67,6 +68,9 @@ pub struct ConnectionInfo {
     /// Compressors agreed in the handshake, in the client's order of preference.
     pub compressors: Vec<Compressor>,
     pub client_metadata: Option<bson::Document>,
+    /// What the current command reports for its profile entry (filled only
+    /// while its database profiles).
+    pub op: crate::profiler::OpDebug,
 }
 
 pub struct Context<'a> {

@@ -228,6 +228,15 @@ impl<'a> Update<'a> {
                     )
                 });
             OpCounters::add(&ctx.state.opcounters.update, 1);
+            ctx.conn.op.write(match &outcome {
+                Ok(r) => crate::profiler::WriteOutcome {
+                    matched: r.matched,
+                    modified: r.modified,
+                    upserted: r.upserted_id.is_some(),
+                    ..Default::default()
+                },
+                Err(e) => crate::profiler::WriteOutcome::failed(e),
+            });
             match outcome {
                 Ok(r) => {
                     matched += r.matched;
