@@ -95,6 +95,7 @@ error_codes! {
     CommandFailed = 125,
     AmbiguousIndexKeyPattern = 132,
     CappedPositionLost = 136,
+    JSInterpreterFailure = 139,
     QueryPlanKilled = 175,
     NoSuchTransaction = 251,
     ExceededMemoryLimit = 146,

@@ -33,7 +33,6 @@ mod json_schema;
 pub const NOT_IMPLEMENTED_OPERATORS: &[&str] = &[
     "$sampleRate",
     "$text",
-    "$where",
 ];
 
 /// Filters nested deeper than this are rejected (mongod's limit), which also
@@ -72,6 +71,8 @@ enum Expr {
     Agg(Box<AggExpr>, Option<Arc<Collation>>),
     /// `$jsonSchema`: a schema the whole document must satisfy.
     Schema(Box<json_schema::JsonSchema>),
+    /// `$where`: a JavaScript predicate run with the document as `this`.
+    Where(bisondb_js::Predicate),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -267,6 +268,18 @@ impl Matcher {
         self.root.elem_match_key(doc)
     }
 
+    /// Whether the filter holds a `$where` (refused in an aggregation `$match`).
+    pub fn has_where(&self) -> bool {
+        fn walk(e: &Expr) -> bool {
+            match e {
+                Expr::And(v) | Expr::Or(v) | Expr::Nor(v) => v.iter().any(walk),
+                Expr::Where(_) => true,
+                _ => false,
+            }
+        }
+        walk(&self.root)
+    }
+
     /// Whether the filter matches everything (`{}` or only `$comment`).
     pub fn is_empty(&self) -> bool {
         matches!(&self.root, Expr::And(v) if v.is_empty())
@@ -326,7 +339,7 @@ fn check_near(root: &Expr) -> MongoResult<()> {
             Expr::And(v) => v.iter().try_for_each(|c| walk(c, top, n)),
             Expr::Or(v) | Expr::Nor(v) => v.iter().try_for_each(|c| walk(c, false, n)),
             Expr::Path(_, op) => walk_op(op, top, n),
-            Expr::Const(_) | Expr::Agg(..) | Expr::Schema(_) => Ok(()),
+            Expr::Const(_) | Expr::Agg(..) | Expr::Schema(_) | Expr::Where(_) => Ok(()),
         }
     }
     fn walk_op(op: &PathOp, top: bool, n: &mut usize) -> MongoResult<()> {
@@ -428,6 +441,7 @@ impl Expr {
                 agg_truthy(e.eval(&owned, &vars)?.as_ref())
             }
             Expr::Schema(s) => s.matches_doc(doc),
+            Expr::Where(p) => p.matches(doc)?,
         })
     }
 }
@@ -439,7 +453,7 @@ impl Expr {
             Expr::And(v) | Expr::Or(v) | Expr::Nor(v) => v.iter_mut().for_each(|e| e.collate(c)),
             Expr::Path(_, op) => op.collate(c),
             Expr::Agg(_, coll) => *coll = Some(c.clone()),
-            Expr::Const(_) | Expr::Schema(_) => {}
+            Expr::Const(_) | Expr::Schema(_) | Expr::Where(_) => {}
         }
     }
 }
@@ -485,7 +499,9 @@ impl Expr {
                 .iter()
                 .filter(|e| e.matches(doc))
                 .find_map(|e| e.elem_match_key(doc)),
-            Expr::Nor(_) | Expr::Const(_) | Expr::Agg(..) | Expr::Schema(_) => None,
+            Expr::Nor(_) | Expr::Const(_) | Expr::Agg(..) | Expr::Schema(_) | Expr::Where(_) => {
+                None
+            }
             Expr::Path(path, op) => path_elem_match_key(doc, path, op),
         }
     }
@@ -798,6 +814,14 @@ fn parse_entries<'a>(
                     children.push(Expr::Agg(Box::new(AggExpr::parse(v)?), None));
                 }
                 "$jsonSchema" => children.push(Expr::Schema(Box::new(json_schema::parse(v)?))),
+                "$where" => {
+                    if in_elem_match {
+                        return Err(MongoError::bad_value(
+                            "$where can only be applied to the top-level document",
+                        ));
+                    }
+                    children.push(Expr::Where(parse_where(v)?));
+                }
                 name if is_not_implemented(name) => return Err(not_implemented(name)),
                 name => {
                     return Err(MongoError::bad_value(format!(
@@ -811,6 +835,25 @@ fn parse_entries<'a>(
         }
     }
     Ok(Expr::And(children))
+}
+
+/// `$where`'s operand: a string or Code (compiled once, here); Code with
+/// scope has been refused since mongod 4.4.
+fn parse_where(v: &Bson) -> MongoResult<bisondb_js::Predicate> {
+    let code = match v {
+        Bson::String(s) | Bson::JavaScriptCode(s) => s,
+        Bson::JavaScriptCodeWithScope(_) => {
+            return Err(MongoError::new(
+                ErrorCode::Other(4649201),
+                "$where no longer supports deprecated BSON type CodeWScope",
+            ))
+        }
+        _ => return Err(MongoError::bad_value("$where got bad type")),
+    };
+    if code.is_empty() {
+        return Err(MongoError::bad_value("code for $where cannot be empty"));
+    }
+    bisondb_js::Predicate::compile(code)
 }
 
 fn parse_logical_list(

@@ -327,7 +327,12 @@ impl Pending {
         conn: &mut ConnectionInfo,
     ) -> Option<Pending> {
         let settings = state.profiler.settings(&req.db);
-        if settings.level <= 0 || target_collection(req) == Some(COLLECTION) {
+        // `dropDatabase` is left out: its entry would bring back the
+        // database it removed (mongod skips a database that disappeared).
+        if settings.level <= 0
+            || target_collection(req) == Some(COLLECTION)
+            || req.name == "dropDatabase"
+        {
             return None;
         }
         conn.op = OpDebug {

@@ -292,3 +292,33 @@ async fn level_one_uses_slowms_or_the_filter() {
     )
     .await;
 }
+
+#[tokio::test]
+async fn system_profile_drops_only_when_profiling_is_off() {
+    let s = start().await;
+    let db = s.tcp.database("prof_drop");
+    profile(&db, doc! {"profile": 2}).await;
+    db.collection::<Document>("c")
+        .insert_one(doc! {})
+        .await
+        .unwrap();
+    let e = expect_code(db.run_command(doc! {"drop": "system.profile"}).await, 20);
+    assert_eq!(error_code_name(&e).as_deref(), Some("IllegalOperation"));
+    profile(&db, doc! {"profile": 0}).await;
+    db.collection::<Document>("system.profile")
+        .drop()
+        .await
+        .unwrap();
+    assert!(!db
+        .list_collection_names()
+        .await
+        .unwrap()
+        .contains(&"system.profile".to_string()));
+
+    // dropDatabase takes the settings with it, and leaves no system.profile.
+    profile(&db, doc! {"profile": 2}).await;
+    db.drop().await.unwrap();
+    assert!(db.list_collection_names().await.unwrap().is_empty());
+    let r = profile(&db, doc! {"profile": -1}).await;
+    assert_eq!(num(&r, "was"), 0);
+}

@@ -379,7 +379,19 @@ fn parse_errors() {
             "$expr can only be applied to the top-level document",
         ),
         (doc! {"$expr": {"$noSuchOp": 1}}, 168, ""),
-        (doc! {"$where": "true"}, 238, "$where is not supported"),
+        (doc! {"$where": 5}, 2, "$where got bad type"),
+        (doc! {"$where": ""}, 2, "code for $where cannot be empty"),
+        (
+            doc! {"$where": bson::JavaScriptCodeWithScope { code: "true".into(), scope: doc! {} }},
+            4649201,
+            "$where no longer supports deprecated BSON type CodeWScope",
+        ),
+        (
+            doc! {"a": {"$elemMatch": {"$where": "true"}}},
+            2,
+            "$where can only be applied to the top-level document",
+        ),
+        (doc! {"$where": "this.x <"}, 139, "SyntaxError"),
         (
             doc! {"$text": {"$search": "x"}},
             238,
@@ -2145,4 +2157,40 @@ fn geo_operators_match_table() {
     }
     let m = Matcher::parse_doc(&doc! {"x": 1, "g": {"$near": [1, 2]}}).unwrap();
     assert_eq!(m.near().map(|(p, n)| (p, n.point.x)), Some(("g", 1.0)));
+}
+
+#[test]
+fn where_runs_javascript_with_the_other_predicates() {
+    let docs: Vec<Document> = (0..10).map(|i| doc! {"x": i}).collect();
+    let count = |filter: Document| {
+        let m = Matcher::parse_doc(&filter).unwrap();
+        assert!(m.has_where(), "{filter}");
+        docs.iter().filter(|d| m.matches_doc(d)).count()
+    };
+    assert_eq!(count(doc! {"$where": "this.x < 3"}), 3);
+    assert_eq!(
+        count(doc! {"$where": bson::Bson::JavaScriptCode("this.x < 3".into())}),
+        3
+    );
+    assert_eq!(
+        count(doc! {"$where": "function() { return obj.x >= 7 }"}),
+        3
+    );
+    assert_eq!(
+        count(doc! {"x": {"$gt": 5}, "$where": "this.x % 2 == 0"}),
+        2
+    );
+    assert_eq!(
+        count(doc! {"$or": [{"x": 0}, {"$where": "this.x == 9"}]}),
+        2
+    );
+    assert!(!Matcher::parse_doc(&doc! {"x": 1}).unwrap().has_where());
+}
+
+#[test]
+fn where_errors_fail_the_match() {
+    let m = Matcher::parse_doc(&doc! {"$where": "throw new Error('boom')"}).unwrap();
+    let raw = RawDocumentBuf::try_from(&doc! {"x": 1}).unwrap();
+    let e = m.try_matches(&raw).unwrap_err();
+    assert_eq!((e.code.code(), e.message.as_str()), (139, "Error: boom"));
 }

@@ -35,6 +35,15 @@ impl Command for Drop {
 
     fn execute(self, ctx: &mut Context<'_>) -> MongoResult<RawDocumentBuf> {
         let ns = util::ns(&self.db, &self.coll);
+        // As mongod: the profiler's collection goes only once it is unused.
+        if self.coll == crate::profiler::COLLECTION
+            && ctx.state.profiler.settings(&self.db).level > 0
+        {
+            return Err(bisondb_error::MongoError::new(
+                bisondb_error::ErrorCode::IllegalOperation,
+                "turn off profiling before dropping system.profile collection",
+            ));
+        }
         let existed = ctx.state.storage.drop_collection(&self.db, &self.coll)?;
         ctx.state.cursors.kill_namespace(&ns);
         if existed {

@@ -1,4 +1,5 @@
-//! `dropDatabase`: removes every collection of the database.
+//! `dropDatabase`: removes every collection of the database, and its
+//! profiling settings.
 
 use bisondb_error::MongoResult;
 use bson::{doc, RawDocumentBuf};
@@ -26,6 +27,8 @@ impl Command for DropDatabase {
     fn execute(self, ctx: &mut Context<'_>) -> MongoResult<RawDocumentBuf> {
         ctx.state.storage.drop_database(&self.db)?;
         ctx.state.cursors.kill_database(&self.db);
+        // Profiling settings belong to the database and go with it, as in mongod.
+        ctx.state.profiler.forget(&self.db);
         reply::ok(doc! {"dropped": self.db})
     }
 }

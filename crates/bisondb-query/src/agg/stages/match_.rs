@@ -16,6 +16,12 @@ pub(crate) fn parse(arg: &Bson) -> MongoResult<Vec<Box<dyn Stage>>> {
         "the match filter must be an expression in an object".to_string()
     })?;
     let matcher = Matcher::parse_doc(filter)?;
+    // mongod parses a pipeline's filters without JavaScript.
+    if matcher.has_where() {
+        return Err(bisondb_error::MongoError::bad_value(
+            "$where is not allowed in this context",
+        ));
+    }
     Ok(vec![Box::new(MatchStage {
         filter: filter.clone(),
         matcher,

@@ -1,0 +1,160 @@
+//! Unit tests: conversion, truthiness, the accepted source forms, errors, and
+//! the deadline interrupting a busy loop and `sleep`.
+
+use std::time::{Duration, Instant};
+
+use bson::{doc, rawdoc, DateTime, RawDocumentBuf};
+
+use crate::{deadline, Predicate};
+
+fn run(code: &str, doc: &RawDocumentBuf) -> bool {
+    Predicate::compile(code)
+        .and_then(|p| p.matches(doc))
+        .unwrap_or_else(|e| panic!("{code}: {e:?}"))
+}
+
+fn err(code: &str, doc: &RawDocumentBuf) -> (i32, String) {
+    match Predicate::compile(code).and_then(|p| p.matches(doc)) {
+        Ok(b) => panic!("{code}: expected an error, got {b}"),
+        Err(e) => (e.code.code(), e.message),
+    }
+}
+
+#[test]
+fn source_forms() {
+    let d = rawdoc! {"x": 2};
+    assert!(run("this.x < 3", &d));
+    assert!(run("this.x < 3;", &d));
+    assert!(run("return this.x == 2;", &d));
+    assert!(run("function() { return this.x < 3 }", &d));
+    assert!(run("  function () { return obj.x === 2; }  ", &d));
+    assert!(run("var y = this.x * 2;\nreturn y == 4", &d));
+    assert!(!run("this.x > 3", &d));
+}
+
+#[test]
+fn truthiness_decides() {
+    let d = rawdoc! {"x": 0, "s": "", "t": "a"};
+    assert!(!run("this.x", &d));
+    assert!(!run("this.s", &d));
+    assert!(run("this.t", &d));
+    assert!(!run("this.missing", &d));
+    assert!(!run("null", &d));
+    assert!(run("({})", &d));
+    assert!(run("[]", &d));
+    assert!(!run("NaN", &d));
+    assert!(!run("function() {}", &d));
+}
+
+#[test]
+fn conversion() {
+    let oid = bson::oid::ObjectId::parse_str("5f1d7a3e9b1e8a1c2d3e4f50").unwrap();
+    let d = RawDocumentBuf::try_from(&doc! {
+        "i": 7, "l": 1i64 << 40, "d": 2.5, "s": "héllo", "b": true, "n": null,
+        "arr": [1, "two", {"three": 3}], "o": {"p": {"q": 1}},
+        "_id": oid, "when": DateTime::from_millis(86_400_000),
+        "re": bson::Regex { pattern: bson::raw::CString::try_from("^a.c$").unwrap(), options: bson::raw::CString::try_from("i").unwrap() },
+        "bin": bson::Binary { subtype: bson::spec::BinarySubtype::Generic, bytes: b"foo".to_vec() },
+        "ts": bson::Timestamp { time: 5, increment: 6 },
+        "dec": "1.5".parse::<bson::Decimal128>().unwrap(),
+        "min": bson::Bson::MinKey,
+    })
+    .unwrap();
+    assert!(run("this.i === 7 && typeof this.i == 'number'", &d));
+    assert!(run(
+        "this.l == 1099511627776 && this.l > 5 && this.l instanceof NumberLong",
+        &d
+    ));
+    assert!(run("this.l.toString() == 'NumberLong(1099511627776)'", &d));
+    assert!(run(
+        "this.d === 2.5 && this.s === 'héllo' && this.b === true && this.n === null",
+        &d
+    ));
+    assert!(run(
+        "Array.isArray(this.arr) && this.arr.length == 3 && this.arr[2].three == 3",
+        &d
+    ));
+    assert!(run("this.o.p.q == 1", &d));
+    assert!(run("this._id.str == '5f1d7a3e9b1e8a1c2d3e4f50'", &d));
+    assert!(run(
+        "this._id.toString() == 'ObjectId(\"5f1d7a3e9b1e8a1c2d3e4f50\")'",
+        &d
+    ));
+    assert!(run(
+        "this._id.equals(ObjectId('5f1d7a3e9b1e8a1c2d3e4f50'))",
+        &d
+    ));
+    assert!(run(
+        "this.when instanceof Date && this.when.getTime() == 86400000",
+        &d
+    ));
+    assert!(run("this.re instanceof RegExp && this.re.test('ABC')", &d));
+    assert!(run("this.bin.base64() == 'Zm9v' && this.bin.type == 0", &d));
+    assert!(run("this.ts.t == 5 && this.ts.i == 6", &d));
+    assert!(run("this.dec.toString() == 'NumberDecimal(\"1.5\")'", &d));
+    assert!(run("this.min === MinKey", &d));
+}
+
+#[test]
+fn errors_are_js_interpreter_failure() {
+    let d = rawdoc! {"x": 1};
+    let (code, msg) = err("throw new Error('boom')", &d);
+    assert_eq!(code, 139);
+    assert_eq!(msg, "Error: boom");
+    let (code, msg) = err("return nosuch.y", &d);
+    assert_eq!(code, 139);
+    assert!(msg.starts_with("ReferenceError"), "{msg}");
+    let (code, msg) = err("this.x <", &d);
+    assert_eq!(code, 139);
+    assert!(msg.starts_with("SyntaxError"), "{msg}");
+    let (code, msg) = err("throw 3", &d);
+    assert_eq!((code, msg.as_str()), (139, "uncaught exception: 3"));
+}
+
+#[test]
+fn a_predicate_runs_on_another_thread() {
+    let p = Predicate::compile("this.x == 1").unwrap();
+    let d = rawdoc! {"x": 1};
+    let handle = std::thread::spawn(move || p.matches(&d));
+    assert!(handle.join().unwrap().unwrap());
+}
+
+#[test]
+fn deadline_interrupts_a_busy_loop() {
+    let d = rawdoc! {"x": 1};
+    let p = Predicate::compile("while (true) {}").unwrap();
+    let started = Instant::now();
+    let _guard = deadline::scope(Some(Instant::now() + Duration::from_millis(100)));
+    let e = p.matches(&d).unwrap_err();
+    assert_eq!(e.code.code(), 50);
+    assert!(started.elapsed() < Duration::from_secs(5));
+}
+
+#[test]
+fn deadline_wakes_sleep_even_when_caught() {
+    let d = rawdoc! {"x": 1};
+    let p = Predicate::compile("try { sleep(10000) } catch (e) {} return true").unwrap();
+    let started = Instant::now();
+    let e = {
+        let _guard = deadline::scope_ms(100);
+        p.matches(&d).unwrap_err()
+    };
+    assert_eq!(e.code.code(), 50);
+    assert!(started.elapsed() < Duration::from_secs(2));
+    // The guard lifted the deadline again.
+    assert!(deadline::current().is_none());
+    let quick = Predicate::compile("sleep(5); return true").unwrap();
+    assert!(quick.matches(&d).unwrap());
+}
+
+#[test]
+fn nested_scopes_keep_the_earlier_deadline() {
+    let outer = deadline::scope_ms(50);
+    let first = deadline::current();
+    {
+        let _inner = deadline::scope_ms(60_000);
+        assert_eq!(deadline::current(), first);
+    }
+    drop(outer);
+    assert_eq!(deadline::current(), None);
+}

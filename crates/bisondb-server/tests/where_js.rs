@@ -1,0 +1,236 @@
+//! `$where` through the driver: JavaScript predicates in find, count, update
+//! and delete (alone, with other predicates, with an index), mongod's errors
+//! (a script that throws, Code with scope, bad operands, `$where` where it is
+//! not allowed), `maxTimeMS` interrupting a sleeping script, and a sleeping
+//! script leaving other connections alone.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use bson::{doc, Bson, Document, JavaScriptCodeWithScope};
+use common::*;
+use mongodb::Client;
+
+async fn setup(client: &Client, db: &str) -> mongodb::Collection<Document> {
+    let c = client.database(db).collection::<Document>("c");
+    c.insert_many(
+        (0..10).map(|i| doc! {"_id": i, "x": i, "tag": if i % 2 == 0 { "even" } else { "odd" }}),
+    )
+    .await
+    .unwrap();
+    c
+}
+
+fn xs(docs: &[Document]) -> Vec<i64> {
+    docs.iter().map(|d| num(d, "x")).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn where_filters_documents() {
+    let ts = start().await;
+    for (t, client) in ts.clients() {
+        let db = format!("where_find_{t}");
+        let c = setup(client, &db).await;
+        let found = |filter: Document| {
+            let c = c.clone();
+            async move { xs(&collect(c.find(filter).sort(doc! {"x": 1}).await.unwrap()).await) }
+        };
+        assert_eq!(
+            found(doc! {"$where": "this.x < 3"}).await,
+            vec![0, 1, 2],
+            "{t}"
+        );
+        assert_eq!(
+            found(doc! {"$where": Bson::JavaScriptCode("obj.x >= 8".into())}).await,
+            vec![8, 9],
+            "{t}"
+        );
+        assert_eq!(
+            found(doc! {"$where": "function() { return this.tag == 'odd' && this.x > 4; }"}).await,
+            vec![5, 7, 9],
+            "{t}"
+        );
+        // With other predicates, and through an index on x.
+        c.create_index(mongodb::IndexModel::builder().keys(doc! {"x": 1}).build())
+            .await
+            .unwrap();
+        assert_eq!(
+            found(doc! {"x": {"$gte": 5}, "$where": "this.x % 2 == 0"}).await,
+            vec![6, 8],
+            "{t}"
+        );
+        assert_eq!(
+            found(doc! {"$or": [{"x": 1}, {"$where": "this.x == 9"}]}).await,
+            vec![1, 9],
+            "{t}"
+        );
+        assert_eq!(
+            found(doc! {"x": 5, "$where": "this.x < 3"}).await,
+            Vec::<i64>::new()
+        );
+        // count, update and delete take it too.
+        let n = client
+            .database(&db)
+            .run_command(doc! {"count": "c", "query": {"$where": "this.x > 6"}})
+            .await
+            .unwrap();
+        assert_eq!(num(&n, "n"), 3, "{t}");
+        let r = c
+            .update_many(doc! {"$where": "this.x < 2"}, doc! {"$set": {"low": true}})
+            .await
+            .unwrap();
+        assert_eq!(r.modified_count, 2, "{t}");
+        let r = c.delete_many(doc! {"$where": "this.x > 7"}).await.unwrap();
+        assert_eq!(r.deleted_count, 2, "{t}");
+        assert_eq!(count(&c, doc! {}).await, 8, "{t}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn where_errors_are_mongods() {
+    let ts = start().await;
+    let c = setup(&ts.tcp, "where_errors").await;
+    let find_err = |filter: Document| {
+        let c = c.clone();
+        async move {
+            match c.find(filter).await {
+                Ok(cursor) => match cursor_result(cursor).await {
+                    Ok(n) => panic!("expected an error, got {n} documents"),
+                    Err(e) => e,
+                },
+                Err(e) => e,
+            }
+        }
+    };
+    let e = find_err(doc! {"$where": "throw new Error('boom')"}).await;
+    assert_eq!(error_code(&e), Some(139));
+    assert_eq!(error_code_name(&e).as_deref(), Some("JSInterpreterFailure"));
+    assert!(error_message(&e).contains("Error: boom"), "{e}");
+    let e = find_err(doc! {"$where": "this.x <"}).await;
+    assert_eq!(error_code(&e), Some(139));
+    assert!(error_message(&e).contains("SyntaxError"), "{e}");
+    let scoped = JavaScriptCodeWithScope {
+        code: "this.x < i".into(),
+        scope: doc! {"i": 3},
+    };
+    let e = find_err(doc! {"$where": scoped}).await;
+    assert_eq!(error_code(&e), Some(4649201));
+    let e = find_err(doc! {"$where": 5}).await;
+    assert_eq!(error_code(&e), Some(2));
+    assert!(error_message(&e).contains("$where got bad type"), "{e}");
+    let e = find_err(doc! {"a": {"$elemMatch": {"$where": "true"}}}).await;
+    assert!(
+        error_message(&e).contains("$where can only be applied to the top-level document"),
+        "{e}"
+    );
+    // Not in an aggregation's $match, and not in a validator.
+    let e = c
+        .aggregate(vec![doc! {"$match": {"$where": "true"}}])
+        .await
+        .unwrap_err();
+    assert_eq!(error_code(&e), Some(2));
+    assert!(
+        error_message(&e).contains("$where is not allowed in this context"),
+        "{e}"
+    );
+    let e = ts
+        .tcp
+        .database("where_errors")
+        .run_command(doc! {"create": "v", "validator": {"$where": "true"}})
+        .await
+        .unwrap_err();
+    assert_eq!(error_code(&e), Some(224));
+}
+
+async fn cursor_result(mut cursor: mongodb::Cursor<Document>) -> mongodb::error::Result<usize> {
+    use futures::TryStreamExt;
+    let mut n = 0;
+    while cursor.try_next().await?.is_some() {
+        n += 1;
+    }
+    Ok(n)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn max_time_ms_interrupts_a_sleeping_where() {
+    let ts = start().await;
+    let c = setup(&ts.tcp, "where_time").await;
+    let slow = doc! {"$where": "sleep(10000); return true;"};
+    let started = Instant::now();
+    let e = c
+        .find(slow.clone())
+        .max_time(Duration::from_millis(200))
+        .await
+        .unwrap_err();
+    assert_eq!(error_code(&e), Some(50), "{e}");
+    assert_eq!(error_code_name(&e).as_deref(), Some("MaxTimeMSExpired"));
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+    // count too, and a script that catches the interruption still ends.
+    let started = Instant::now();
+    let e = ts
+        .tcp
+        .database("where_time")
+        .run_command(doc! {
+            "count": "c",
+            "query": {"$where": "while (true) { try { sleep(1000) } catch (e) {} }"},
+            "maxTimeMS": 200,
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(error_code(&e), Some(50), "{e}");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+    // A short script under a generous limit is unaffected.
+    let n = collect(
+        c.find(doc! {"$where": "sleep(1); return this.x < 2"})
+            .max_time(Duration::from_secs(30))
+            .await
+            .unwrap(),
+    )
+    .await
+    .len();
+    assert_eq!(n, 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sleeping_where_does_not_block_other_connections() {
+    let ts = start().await;
+    let c = setup(&ts.tcp, "where_block").await;
+    // One document sleeps for 1.5 s in its own connection pool...
+    let sleeper = {
+        let c = c.clone();
+        tokio::spawn(async move {
+            let started = Instant::now();
+            let docs = collect(
+                c.find(doc! {"$where": "if (this.x == 0) { sleep(1500) } return this.x == 0"})
+                    .await
+                    .unwrap(),
+            )
+            .await;
+            (docs.len(), started.elapsed())
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    // ...while another client is served at once.
+    let other = ts.unix_client_with("appName=other").await;
+    let started = Instant::now();
+    let n = count(
+        &other.database("where_block").collection("c"),
+        doc! {"x": {"$lt": 5}},
+    )
+    .await;
+    let quick = started.elapsed();
+    assert_eq!(n, 5);
+    let (found, slept) = sleeper.await.unwrap();
+    assert_eq!(found, 1);
+    assert!(slept >= Duration::from_millis(1400), "{slept:?}");
+    assert!(quick < Duration::from_millis(1000), "blocked for {quick:?}");
+}
