@@ -97,6 +97,7 @@ error_codes! {
     CappedPositionLost = 136,
     JSInterpreterFailure = 139,
     QueryPlanKilled = 175,
+    CannotBuildIndexKeys = 201,
     NoSuchTransaction = 251,
     ExceededMemoryLimit = 146,
     OperationNotSupportedInTransaction = 263,

@@ -10,4 +10,5 @@ pub mod matcher;
 pub mod path;
 pub mod projection;
 pub mod sort;
+pub mod text;
 pub mod update;
