@@ -27,12 +27,13 @@ use crate::path::lookup_raw;
 
 pub mod bounds;
 mod json_schema;
+mod text;
+pub use text::TextScoreSource;
 
 /// Operators mongod has that BisonDB recognises but does not implement yet,
 /// in either the top-level or the field position. Sorted, so it can be searched.
 pub const NOT_IMPLEMENTED_OPERATORS: &[&str] = &[
     "$sampleRate",
-    "$text",
 ];
 
 /// Filters nested deeper than this are rejected (mongod's limit), which also
@@ -73,6 +74,8 @@ enum Expr {
     Schema(Box<json_schema::JsonSchema>),
     /// `$where`: a JavaScript predicate run with the document as `this`.
     Where(bisondb_js::Predicate),
+    /// `$text` (see `matcher/text.rs`).
+    Text(Box<text::TextNode>),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -202,6 +205,7 @@ impl Matcher {
         }
         let root = parse_entries(entries.iter().map(|(k, v)| (k, v)), 0, false)?;
         check_near(&root)?;
+        text::check_text(&root)?;
         Ok(Matcher {
             root,
             collation: None,
@@ -212,6 +216,7 @@ impl Matcher {
     pub fn parse_doc(filter: &Document) -> MongoResult<Matcher> {
         let root = parse_top(filter, 0, false)?;
         check_near(&root)?;
+        text::check_text(&root)?;
         Ok(Matcher {
             root,
             collation: None,
@@ -339,7 +344,9 @@ fn check_near(root: &Expr) -> MongoResult<()> {
             Expr::And(v) => v.iter().try_for_each(|c| walk(c, top, n)),
             Expr::Or(v) | Expr::Nor(v) => v.iter().try_for_each(|c| walk(c, false, n)),
             Expr::Path(_, op) => walk_op(op, top, n),
-            Expr::Const(_) | Expr::Agg(..) | Expr::Schema(_) | Expr::Where(_) => Ok(()),
+            Expr::Const(_) | Expr::Agg(..) | Expr::Schema(_) | Expr::Where(_) | Expr::Text(_) => {
+                Ok(())
+            }
         }
     }
     fn walk_op(op: &PathOp, top: bool, n: &mut usize) -> MongoResult<()> {
@@ -442,6 +449,7 @@ impl Expr {
             }
             Expr::Schema(s) => s.matches_doc(doc),
             Expr::Where(p) => p.matches(doc)?,
+            Expr::Text(t) => t.matches(doc)?,
         })
     }
 }
@@ -453,7 +461,7 @@ impl Expr {
             Expr::And(v) | Expr::Or(v) | Expr::Nor(v) => v.iter_mut().for_each(|e| e.collate(c)),
             Expr::Path(_, op) => op.collate(c),
             Expr::Agg(_, coll) => *coll = Some(c.clone()),
-            Expr::Const(_) | Expr::Schema(_) | Expr::Where(_) => {}
+            Expr::Const(_) | Expr::Schema(_) | Expr::Where(_) | Expr::Text(_) => {}
         }
     }
 }
@@ -499,9 +507,12 @@ impl Expr {
                 .iter()
                 .filter(|e| e.matches(doc))
                 .find_map(|e| e.elem_match_key(doc)),
-            Expr::Nor(_) | Expr::Const(_) | Expr::Agg(..) | Expr::Schema(_) | Expr::Where(_) => {
-                None
-            }
+            Expr::Nor(_)
+            | Expr::Const(_)
+            | Expr::Agg(..)
+            | Expr::Schema(_)
+            | Expr::Where(_)
+            | Expr::Text(_) => None,
             Expr::Path(path, op) => path_elem_match_key(doc, path, op),
         }
     }
@@ -821,6 +832,14 @@ fn parse_entries<'a>(
                         ));
                     }
                     children.push(Expr::Where(parse_where(v)?));
+                }
+                "$text" => {
+                    if in_elem_match {
+                        return Err(MongoError::bad_value(
+                            "$text can only be applied to the top-level document",
+                        ));
+                    }
+                    children.push(Expr::Text(Box::new(text::TextNode::parse(v)?)));
                 }
                 name if is_not_implemented(name) => return Err(not_implemented(name)),
                 name => {

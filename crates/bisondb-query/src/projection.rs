@@ -23,6 +23,9 @@ pub struct Projection {
     /// The query filter, needed only by the positional operator `a.$`.
     filter: Option<Matcher>,
     has_positional: bool,
+    /// Where `{$meta: "textScore"}` fields read the score (the filter's
+    /// `$text`); `None` when the projection has no such field.
+    text_score: Option<crate::matcher::TextScoreSource>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -48,6 +51,8 @@ enum Leaf {
     Positional,
     /// A computed field (an aggregation expression).
     Computed(Expr),
+    /// `{$meta: "textScore"}`: the document's text search score.
+    TextScore,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -202,7 +207,41 @@ fn flatten(spec: &Document, prefix: &str, out: &mut Vec<(String, Leaf)>) -> Mong
                         let m = Matcher::parse_doc(&doc! {"x": {"$elemMatch": arg.clone()}})?;
                         out.push((path, Leaf::ElemMatch(Box::new(m))));
                     }
-                    ("$meta", _) => return Err(not_implemented("$meta projection")),
+                    ("$meta", Some(Bson::String(m))) if m == "textScore" => {
+                        out.push((path, Leaf::TextScore))
+                    }
+                    ("$meta", Some(Bson::String(m)))
+                        if matches!(
+                            m.as_str(),
+                            "randVal"
+                                | "searchScore"
+                                | "searchHighlights"
+                                | "geoNearDistance"
+                                | "geoNearPoint"
+                                | "recordId"
+                                | "indexKey"
+                                | "sortKey"
+                                | "searchScoreDetails"
+                                | "searchSequenceToken"
+                                | "score"
+                                | "scoreDetails"
+                                | "vectorSearchScore"
+                        ) =>
+                    {
+                        return Err(not_implemented(&format!("$meta \"{m}\" projection")))
+                    }
+                    ("$meta", Some(Bson::String(m))) => {
+                        return Err(MongoError::location(
+                            17308,
+                            format!("Unsupported argument to $meta: {m}"),
+                        ))
+                    }
+                    ("$meta", _) => {
+                        return Err(MongoError::location(
+                            17307,
+                            "$meta only supports string arguments",
+                        ))
+                    }
                     _ => out.push((path, Leaf::Computed(Expr::parse(v)?))),
                 }
             }
@@ -250,10 +289,19 @@ impl Node {
         }
     }
 
+    /// Whether a `{$meta: "textScore"}` field is anywhere in this subtree.
+    fn has_text_score(&self) -> bool {
+        self.children.iter().any(|(_, c)| match c {
+            Child::Leaf(Leaf::TextScore) => true,
+            Child::Leaf(_) => false,
+            Child::Sub(sub) => sub.has_text_score(),
+        })
+    }
+
     /// Whether this subtree computes any field (and so creates documents).
     fn has_computed(&self) -> bool {
         self.children.iter().any(|(_, c)| match c {
-            Child::Leaf(Leaf::Computed(_)) => true,
+            Child::Leaf(Leaf::Computed(_) | Leaf::TextScore) => true,
             Child::Leaf(_) => false,
             Child::Sub(sub) => sub.has_computed(),
         })
@@ -318,7 +366,7 @@ impl Projection {
                     Kind::Inclusion
                 }
                 Leaf::Exclude => Kind::Exclusion,
-                Leaf::Slice(..) => Kind::Neutral,
+                Leaf::Slice(..) | Leaf::TextScore => Kind::Neutral,
             };
             match (kind, leaf_kind) {
                 (Kind::Inclusion, Kind::Exclusion) => {
@@ -345,7 +393,21 @@ impl Projection {
             // Only `{_id: 1}` (possibly with `$slice`s) is an inclusion projection.
             Kind::Neutral => id_explicitly_included && root.children.is_empty(),
         };
+        let text_score = if root.has_text_score() {
+            match filter.and_then(|f| f.text_score_source()) {
+                Some(t) => Some(t),
+                None => {
+                    return Err(MongoError::location(
+                        40218,
+                        "query requires text score metadata, but it is not available",
+                    ))
+                }
+            }
+        } else {
+            None
+        };
         Ok(Projection {
+            text_score,
             root,
             inclusion,
             include_id,
@@ -378,7 +440,19 @@ impl Projection {
         } else {
             None
         };
-        let ctx = Ctx { root: doc, key };
+        let score = match &self.text_score {
+            Some(t) => {
+                let raw = RawDocumentBuf::try_from(doc)
+                    .map_err(|e| MongoError::new(ErrorCode::InvalidBSON, e.to_string()))?;
+                t.score(&raw)
+            }
+            None => None,
+        };
+        let ctx = Ctx {
+            root: doc,
+            key,
+            score,
+        };
         self.project_doc(&self.root, doc, &ctx, true)
     }
 
@@ -418,7 +492,7 @@ impl Projection {
                     }
                 }
                 // Added after the document's own fields.
-                Some(Child::Leaf(Leaf::Computed(_))) => None,
+                Some(Child::Leaf(Leaf::Computed(_) | Leaf::TextScore)) => None,
                 Some(Child::Leaf(leaf)) => apply_leaf(leaf, fv, ctx.key)?,
                 Some(Child::Sub(sub)) => self.apply_sub(sub, fv, ctx)?,
             };
@@ -431,6 +505,11 @@ impl Projection {
                 Child::Leaf(Leaf::Computed(e)) => {
                     if let Some(v) = e.eval(ctx.root, &Vars::new())? {
                         out.insert(k.clone(), v);
+                    }
+                }
+                Child::Leaf(Leaf::TextScore) => {
+                    if let Some(score) = ctx.score {
+                        out.insert(k.clone(), score);
                     }
                 }
                 Child::Sub(sub) if sub.has_computed() && !d.contains_key(k) => {
@@ -490,6 +569,8 @@ struct Ctx<'a> {
     root: &'a Document,
     /// The array index the query matched, for `a.$`.
     key: Option<usize>,
+    /// The document's text score, for `{$meta: "textScore"}`.
+    score: Option<f64>,
 }
 
 fn apply_leaf(leaf: &Leaf, v: &Bson, key: Option<usize>) -> MongoResult<Option<Bson>> {
@@ -508,7 +589,7 @@ fn apply_leaf(leaf: &Leaf, v: &Bson, key: Option<usize>) -> MongoResult<Option<B
         },
         Leaf::Include => Some(v.clone()),
         // Evaluated by `project_doc`, which has the whole document.
-        Leaf::Computed(_) => None,
+        Leaf::Computed(_) | Leaf::TextScore => None,
         Leaf::Exclude => None,
         Leaf::Slice(skip, limit) => Some(match v {
             Bson::Array(items) => Bson::Array(slice(items, *skip, *limit)),
@@ -662,7 +743,9 @@ mod tests {
                 31254,
                 "Cannot do exclusion on field a",
             ),
-            (doc! {"a": {"$meta": "textScore"}}, 238, "$meta"),
+            (doc! {"a": {"$meta": "searchScore"}}, 238, "$meta"),
+            (doc! {"a": {"$meta": "textScore"}}, 40218, "text score metadata"),
+            (doc! {"a": {"$meta": "bogus"}}, 17308, "Unsupported argument"),
             (
                 doc! {"a": {"$slice": "x"}},
                 28724,

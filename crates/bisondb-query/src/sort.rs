@@ -16,6 +16,7 @@ use std::sync::Arc;
 
 use crate::collation::Collation;
 use crate::compare::{compare_bson_in, compare_raw_in, NumKey};
+use crate::matcher::TextScoreSource;
 use crate::path::lookup_raw;
 
 /// A parsed sort specification.
@@ -24,7 +25,14 @@ pub struct SortSpec {
     fields: Vec<(String, bool)>,
     /// `None`: the simple (binary) collation.
     collation: Option<Arc<Collation>>,
+    /// The filter's `$text`, for `{$meta: "textScore"}` fields (see
+    /// [`SortSpec::with_text_score`]).
+    text_score: Option<TextScoreSource>,
 }
+
+/// The path a `{$meta: "textScore"}` sort field is kept under: a field path
+/// never starts with `$`, so no index or document field can match it.
+pub const TEXT_SCORE_PATH: &str = "$textScore";
 
 fn check_sort_path(path: &str) -> MongoResult<()> {
     if path.is_empty() {
@@ -57,10 +65,16 @@ impl SortSpec {
         for (k, v) in spec {
             let ascending =
                 match v {
+                    // Highest score first, whatever else the spec says.
+                    Bson::Document(d) if d.len() == 1 && d.get_str("$meta").is_ok_and(|m| m == "textScore") => {
+                        check_sort_path(k)?;
+                        fields.push((TEXT_SCORE_PATH.to_string(), false));
+                        continue;
+                    }
                     Bson::Document(d) if d.contains_key("$meta") => {
                         return Err(MongoError::new(
                             ErrorCode::NotImplemented,
-                            "$meta sort is not supported by BisonDB yet",
+                            "$meta sort other than textScore is not supported by BisonDB yet",
                         ))
                     }
                     other => match NumKey::of_bson(other) {
@@ -84,7 +98,37 @@ impl SortSpec {
         Ok(SortSpec {
             fields,
             collation: None,
+            text_score: None,
         })
+    }
+
+    /// Whether the spec sorts by `{$meta: "textScore"}`.
+    pub fn needs_text_score(&self) -> bool {
+        self.fields.iter().any(|(p, _)| p == TEXT_SCORE_PATH)
+    }
+
+    /// The same spec reading text scores from `source` (the filter's
+    /// `$text`); mongod's 40218 when it sorts by a score the query lacks.
+    pub fn with_text_score(mut self, source: Option<TextScoreSource>) -> MongoResult<SortSpec> {
+        if self.needs_text_score() {
+            match source {
+                Some(s) => self.text_score = Some(s),
+                None => {
+                    return Err(MongoError::location(
+                        40218,
+                        "query requires text score metadata, but it is not available",
+                    ))
+                }
+            }
+        }
+        Ok(self)
+    }
+
+    fn score(&self, doc: &RawDocument) -> f64 {
+        self.text_score
+            .as_ref()
+            .and_then(|t| t.score(doc))
+            .unwrap_or(0.0)
     }
 
     /// The same spec comparing strings with `collation` (`None`: simple).
@@ -114,6 +158,9 @@ impl SortSpec {
         self.fields
             .iter()
             .map(|(path, asc)| {
+                if path == TEXT_SCORE_PATH {
+                    return Bson::Double(self.score(doc));
+                }
                 field_key(doc, path, *asc, self.collation())
                     .and_then(|v| Bson::try_from(v).ok())
                     .unwrap_or(Bson::Null)
@@ -136,6 +183,13 @@ impl SortSpec {
     /// Compares two documents by this spec (Equal when the spec is empty).
     pub fn compare_raw(&self, a: &RawDocument, b: &RawDocument) -> Ordering {
         for (path, asc) in &self.fields {
+            if path == TEXT_SCORE_PATH {
+                let o = self.score(b).total_cmp(&self.score(a));
+                if o != Ordering::Equal {
+                    return o;
+                }
+                continue;
+            }
             let c = self.collation();
             let ka = field_key(a, path, *asc, c).unwrap_or(RawBsonRef::Null);
             let kb = field_key(b, path, *asc, c).unwrap_or(RawBsonRef::Null);
@@ -310,7 +364,7 @@ mod tests {
             (doc! {"a": 0}, 15975),
             (doc! {"a": 2}, 15975),
             (doc! {"a": "asc"}, 15974),
-            (doc! {"a": {"$meta": "textScore"}}, 238),
+            (doc! {"a": {"$meta": "searchScore"}}, 238),
             (doc! {"": 1}, 40352),
             (doc! {"a..b": 1}, 15998),
             (doc! {"$a": 1}, 16410),

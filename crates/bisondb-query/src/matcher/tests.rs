@@ -393,10 +393,21 @@ fn parse_errors() {
         ),
         (doc! {"$where": "this.x <"}, 139, "SyntaxError"),
         (
-            doc! {"$text": {"$search": "x"}},
-            238,
-            "$text is not supported",
+            doc! {"$text": {"$search": "x"}, "$and": [{"$text": {"$search": "y"}}]},
+            2,
+            "Too many text expressions",
         ),
+        (
+            doc! {"$nor": [{"$text": {"$search": "x"}}]},
+            2,
+            "text expression not allowed in nor",
+        ),
+        (
+            doc! {"a": {"$elemMatch": {"$text": {"$search": "x"}}}},
+            2,
+            "$text can only be applied to the top-level document",
+        ),
+        (doc! {"$text": {"$search": "x", "$foo": 1}}, 2, "extra fields in $text"),
         (
             doc! {"a": {"$geoWithin": {}}},
             2,
