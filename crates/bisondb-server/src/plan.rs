@@ -404,7 +404,12 @@ pub fn choose(
         }
         Some(h) => {
             let is_id = match h {
-                Hint::Name(n) => n == "_id_",
+                // A clustered collection's clustered index is its `_id` order.
+                Hint::Name(n) => {
+                    n == "_id_"
+                        || crate::commands::clustered::Clustered::of_options(&coll.options())
+                            .is_some_and(|c| c.name() == n)
+                }
                 Hint::Key(k) => same_pattern(k, &doc! {"_id": 1}),
                 Hint::Natural(_) => false,
             };

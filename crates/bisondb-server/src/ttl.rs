@@ -1,7 +1,9 @@
 //! The TTL monitor: every `ttlMonitorSleepSecs` seconds, deletes documents
 //! whose TTL-indexed date field (or the earliest date in it, for an array) is
 //! older than the index's `expireAfterSeconds`, as mongod's TTL monitor does.
-//! Documents whose field holds no date never expire.
+//! Documents whose field holds no date never expire. A clustered collection
+//! with a collection-level `expireAfterSeconds` is a TTL collection on `_id`:
+//! documents whose `_id` is an older date go (`clustered.rs`).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -51,6 +53,11 @@ pub fn run_once(state: &ServerState) -> MongoResult<u64> {
             let Some(coll) = storage.collection(&db, &info.name) else {
                 continue;
             };
+            if let Some(secs) = crate::commands::clustered::ttl_of(&coll.options()) {
+                let cutoff = now.saturating_sub(secs.saturating_mul(1000));
+                // The `_id` index (the clustered order itself) finds them.
+                deleted += expire(&coll, "_id_", "_id", cutoff)?;
+            }
             for ix in coll.indexes() {
                 let (Some(secs), [field]) = (ix.spec.expire_after_seconds, ix.fields.as_slice())
                 else {

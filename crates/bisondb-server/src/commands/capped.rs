@@ -50,6 +50,12 @@ impl CappedOptions {
         Ok(())
     }
 
+    /// Whether `capped` is true and `size` / `max` were given: a clustered
+    /// collection has rules of its own for them (`clustered::check_capped`).
+    pub fn given(&self) -> (bool, bool, bool) {
+        (self.capped, self.size.is_some(), self.max.is_some())
+    }
+
     /// Checks the combination and puts the options, as mongod stores them,
     /// at the front of `options`.
     pub fn finish(self, options: &mut Document) -> MongoResult<()> {

@@ -10,6 +10,9 @@
 //! what changed on an index (`expireAfterSeconds_old/_new`, `hidden_old/_new`,
 //! `unique_new`, `prepareUnique_old/_new`, `forceNonUnique_new`). Time-series
 //! and capped-size changes fail with 238 NotImplemented naming the option.
+//! A clustered collection's collection-level `expireAfterSeconds` (a number,
+//! or `"off"`) and any collection's `changeStreamPreAndPostImages` are
+//! options like the validation ones (`clustered.rs`); their reply is `{ok: 1}`.
 
 use bisondb_error::{ErrorCode, MongoError, MongoResult};
 use bisondb_storage::IndexSpec;
@@ -47,6 +50,10 @@ pub struct CollMod {
     pipeline: Option<Vec<Document>>,
     /// Options BisonDB does not build yet, in the order given.
     not_built: Vec<&'static str>,
+    /// `changeStreamPreAndPostImages.enabled`.
+    pre_images: Option<bool>,
+    /// A collection-level TTL: `Some(None)` for `"off"`.
+    expire_after_seconds: Option<Option<i64>>,
     /// Options only a time-series or capped collection has.
     other_kind: Vec<&'static str>,
     dry_run: bool,
@@ -136,6 +143,8 @@ impl Command for CollMod {
             view_on: None,
             pipeline: None,
             not_built: Vec::new(),
+            pre_images: None,
+            expire_after_seconds: None,
             other_kind: Vec::new(),
             dry_run: false,
         };
@@ -174,10 +183,33 @@ impl Command for CollMod {
                 }
                 "dryRun" => c.dry_run = args::as_bool(CMD, "dryRun", v)?,
                 "changeStreamPreAndPostImages" => {
-                    args::as_doc(CMD, "changeStreamPreAndPostImages", v)?;
-                    c.not_built.push("changeStreamPreAndPostImages");
+                    c.pre_images = Some(super::clustered::parse_pre_and_post_images(CMD, v)?);
                 }
-                "expireAfterSeconds" => c.other_kind.push("expireAfterSeconds"),
+                "expireAfterSeconds" => {
+                    c.expire_after_seconds = Some(match v {
+                        RawBsonRef::String("off") => None,
+                        RawBsonRef::String(s) => {
+                            return Err(MongoError::new(
+                                ErrorCode::InvalidOptions,
+                                format!("Invalid string value for the 'clusteredIndex::expireAfterSeconds' option. Got: '{s}'. Accepted value is 'off'"),
+                            ))
+                        }
+                        RawBsonRef::Int32(_)
+                        | RawBsonRef::Int64(_)
+                        | RawBsonRef::Double(_)
+                        | RawBsonRef::Decimal128(_) => {
+                            Some(args::as_i64(CMD, "expireAfterSeconds", v)?)
+                        }
+                        other => {
+                            return Err(args::wrong_type(
+                                CMD,
+                                "expireAfterSeconds",
+                                other,
+                                "[string, long, int, decimal, double]",
+                            ))
+                        }
+                    });
+                }
                 "timeseries" => c.other_kind.push("timeseries"),
                 "cappedSize" => c.other_kind.push("cappedSize"),
                 "cappedMax" => c.other_kind.push("cappedMax"),
@@ -280,6 +312,43 @@ impl Command for CollMod {
                 )?;
             }
         }
+        if let Some(enabled) = self.pre_images {
+            let field = "changeStreamPreAndPostImages";
+            if is_view {
+                return Err(on_view(field));
+            }
+            if enabled {
+                super::clustered::check_pre_images_db(&self.db)?;
+                options.insert(field, super::clustered::pre_images_option());
+            } else {
+                options.remove(field);
+            }
+        }
+        if let Some(secs) = self.expire_after_seconds {
+            let field = "expireAfterSeconds";
+            if is_view {
+                return Err(on_view(field));
+            }
+            // A time-series collection's TTL is one too (its buckets are
+            // clustered in mongod); the time-series code keeps it there.
+            if super::clustered::Clustered::of_options(&options).is_none()
+                && !options.contains_key("timeseries")
+            {
+                return Err(MongoError::new(
+                    ErrorCode::InvalidOptions,
+                    "'expireAfterSeconds' option is only supported on collections clustered by _id",
+                ));
+            }
+            match secs {
+                Some(secs) => {
+                    super::clustered::check_expire_after_seconds(secs)?;
+                    options.insert(field, Bson::Int64(secs));
+                }
+                None => {
+                    options.remove(field);
+                }
+            }
+        }
         if let Some(&field) = self.not_built.first() {
             return Err(MongoError::new(
                 ErrorCode::NotImplemented,
@@ -327,6 +396,40 @@ impl CollMod {
         ix: &IndexMod,
     ) -> MongoResult<Option<IndexChange>> {
         let ns = format!("{}.{}", self.db, self.coll);
+        // A clustered collection's clustered index is the collection itself,
+        // not one of its indexes: it cannot be hidden, nor found to change.
+        if let Some(c) = super::clustered::Clustered::of_options(&coll.options()) {
+            let targets_it = match (&ix.name, &ix.key_pattern) {
+                (Some(n), _) => n == c.name(),
+                (None, Some(k)) => c.spec.get_document("key").is_ok_and(|ck| same_key(ck, k)),
+                _ => false,
+            };
+            if targets_it && ix.hidden.is_some() {
+                return Err(MongoError::location(
+                    6011800,
+                    "The 'hidden' option is not supported for a clusteredIndex",
+                ));
+            }
+            let wanted = match (&ix.name, &ix.key_pattern) {
+                (Some(n), _) => Some(n.clone()),
+                (None, Some(k)) => Some(k.to_string()),
+                _ => None,
+            };
+            let is_secondary = coll
+                .indexes()
+                .iter()
+                .any(|i| match (&ix.name, &ix.key_pattern) {
+                    (Some(n), _) => &i.spec.name == n,
+                    (None, Some(k)) => same_key(&i.spec.key, k),
+                    _ => false,
+                });
+            if let (false, Some(wanted)) = (is_secondary, wanted) {
+                return Err(MongoError::new(
+                    ErrorCode::IndexNotFound,
+                    format!("cannot find index {wanted} for ns {ns}"),
+                ));
+            }
+        }
         let is_id = match (&ix.name, &ix.key_pattern) {
             (Some(n), _) => n == "_id_",
             (None, Some(k)) => k.len() == 1 && k.keys().next().is_some_and(|f| f == "_id"),

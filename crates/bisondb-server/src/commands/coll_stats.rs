@@ -70,7 +70,14 @@ pub fn storage_stats(
     let sc = |n: u64| (n / scale) as i64;
     // Index entries are not measured apart from the data yet (see
     // docs/COMPATIBILITY.md): every index is listed, with size 0.
-    let mut index_sizes = doc! {"_id_": 0i64};
+    // A clustered collection has no `_id_` index: its clustered index is the
+    // collection itself, which mongod does not list among its indexes.
+    let clustered = super::clustered::Clustered::of_options(&c.options()).is_some();
+    let mut index_sizes = if clustered {
+        doc! {}
+    } else {
+        doc! {"_id_": 0i64}
+    };
     let secondary = c.indexes();
     for ix in &secondary {
         index_sizes.insert(ix.spec.name.clone(), 0i64);
@@ -85,7 +92,7 @@ pub fn storage_stats(
     // `capped`, and for a capped collection `max` and `maxSize`.
     out.extend(super::capped::stats_fields(c, scale));
     out.extend(doc! {
-        "nindexes": 1 + secondary.len() as i32,
+        "nindexes": i32::from(!clustered) + secondary.len() as i32,
         "indexDetails": {},
         "indexBuilds": [],
         "totalIndexSize": 0i64,

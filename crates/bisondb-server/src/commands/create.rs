@@ -1,13 +1,15 @@
 //! `create`: an explicit collection or view creation. Options BisonDB does not
-//! implement (time series, clustered) are refused by name
-//! rather than stored and ignored. A collection's `collation` is stored
+//! implement (time series, encrypted fields) are refused by name
+//! rather than stored and ignored. Clustered collections (`clusteredIndex`,
+//! with a collection-level `expireAfterSeconds`) and
+//! `changeStreamPreAndPostImages` are checked in `clustered.rs`. A collection's `collation` is stored
 //! resolved, as its default (`crate::collation`). Capped options are checked in `capped.rs`.
 //! Validation options are checked here and kept in the catalog options, where
 //! writes find them (`validation.rs`). A view (`viewOn`, `pipeline`) is a
 //! catalog entry whose options hold its definition (see `views.rs`).
 
 use bisondb_error::{ErrorCode, MongoError, MongoResult};
-use bson::{doc, Document, RawBsonRef, RawDocumentBuf};
+use bson::{doc, Bson, Document, RawBsonRef, RawDocumentBuf};
 
 use super::{Command, Context};
 use crate::args;
@@ -23,13 +25,7 @@ pub struct Create {
 }
 
 /// Options mongod has that BisonDB refuses until they are built.
-const UNSUPPORTED: &[&str] = &[
-    "changeStreamPreAndPostImages",
-    "clusteredIndex",
-    "encryptedFields",
-    "expireAfterSeconds",
-    "timeseries",
-];
+const UNSUPPORTED: &[&str] = &["encryptedFields", "timeseries"];
 
 impl Command for Create {
     fn parse(req: &CommandRequest<'_>) -> MongoResult<Self> {
@@ -41,6 +37,17 @@ impl Command for Create {
         let mut view_on = None;
         let mut pipeline = None;
         let mut capped = super::capped::CappedOptions::default();
+        let mut clustered = None;
+        let mut expire_after_seconds = None;
+        let mut pre_and_post_images = None;
+        let mut auto_index_id = true;
+        // `timeseries` is the business of the time-series code: its options
+        // may carry `expireAfterSeconds` (and its buckets the legacy
+        // `clusteredIndex: true`), which is why the rules below ask for it.
+        let timeseries = !matches!(
+            req.body.get("timeseries"),
+            Ok(None | Some(RawBsonRef::Null))
+        );
         for el in req.body.iter() {
             let (k, v) = el.map_err(crate::request::invalid_bson)?;
             let k = k.as_str();
@@ -84,14 +91,17 @@ impl Command for Create {
                 "storageEngine" | "indexOptionDefaults" | "idIndex" => {
                     args::as_doc(n, k, v)?;
                 }
-                "autoIndexId" => {
-                    if !args::as_bool(n, k, v)? {
-                        return Err(MongoError::new(
-                            ErrorCode::NotImplemented,
-                            "autoIndexId: false is not supported",
-                        ));
-                    }
+                "autoIndexId" => auto_index_id = args::as_bool(n, k, v)?,
+                "clusteredIndex" if !matches!(v, RawBsonRef::Null) => {
+                    clustered = Some(super::clustered::parse_arg(n, v)?);
                 }
+                "expireAfterSeconds" if !matches!(v, RawBsonRef::Null) => {
+                    expire_after_seconds = Some(args::as_i64(n, k, v)?);
+                }
+                "changeStreamPreAndPostImages" if !matches!(v, RawBsonRef::Null) => {
+                    pre_and_post_images = Some(super::clustered::parse_pre_and_post_images(n, v)?);
+                }
+                "clusteredIndex" | "expireAfterSeconds" | "changeStreamPreAndPostImages" => {}
                 _ if UNSUPPORTED.contains(&k) => {
                     let in_use = match v {
                         RawBsonRef::Boolean(b) => b,
@@ -110,9 +120,34 @@ impl Command for Create {
             }
         }
         let coll = coll.ok_or_else(|| args::missing_field(n, "create"))?;
-        capped.finish(&mut options)?;
+        // mongod's command-level checks: a clustered collection's capped
+        // options, then `expireAfterSeconds` without clustering.
+        if clustered.is_some() {
+            let (is_capped, size, max) = capped.given();
+            super::clustered::check_capped(is_capped, size, max)?;
+        } else {
+            capped.finish(&mut options)?;
+        }
+        if expire_after_seconds.is_some() && clustered.is_none() && !timeseries {
+            return Err(MongoError::new(
+                ErrorCode::InvalidOptions,
+                "'expireAfterSeconds' is only supported on time-series collections or when the 'clusteredIndex' option is specified",
+            ));
+        }
         let view = match (view_on, pipeline) {
             (Some(on), stages) => {
+                if clustered.as_ref().is_some_and(|c| c.clusters()) {
+                    return Err(MongoError::location(
+                        6026500,
+                        "The 'clusteredIndex' option is not supported with views",
+                    ));
+                }
+                if pre_and_post_images == Some(true) {
+                    return Err(MongoError::new(
+                        ErrorCode::InvalidOptions,
+                        "option not supported on a view: changeStreamPreAndPostImages",
+                    ));
+                }
                 if let Some(k) = ["validator", "validationLevel", "validationAction"]
                     .into_iter()
                     .find(|k| options.contains_key(*k))
@@ -137,7 +172,24 @@ impl Command for Create {
                     "'pipeline' requires 'viewOn' to also be specified",
                 ))
             }
-            (None, None) => None,
+            (None, None) => {
+                collection_options(
+                    &req.db,
+                    &mut options,
+                    clustered,
+                    expire_after_seconds,
+                    pre_and_post_images,
+                    timeseries,
+                    auto_index_id,
+                )?;
+                if !auto_index_id {
+                    return Err(MongoError::new(
+                        ErrorCode::NotImplemented,
+                        "autoIndexId: false is not supported",
+                    ));
+                }
+                None
+            }
         };
         Ok(Create {
             db: req.db.clone(),
@@ -177,6 +229,69 @@ impl Command for Create {
             Err(e) => Err(e.into()),
         }
     }
+}
+
+/// mongod's checks of a new collection's clustering, TTL and pre-images
+/// options (after the command-level ones), storing them in `options` as
+/// `listCollections` shows them.
+fn collection_options(
+    db: &str,
+    options: &mut Document,
+    clustered: Option<super::clustered::ClusteredArg>,
+    expire_after_seconds: Option<i64>,
+    pre_and_post_images: Option<bool>,
+    timeseries: bool,
+    auto_index_id: bool,
+) -> MongoResult<()> {
+    use super::clustered::{self, ClusteredArg};
+    if pre_and_post_images == Some(true) {
+        clustered::check_pre_images_db(db)?;
+        options.insert(
+            "changeStreamPreAndPostImages",
+            clustered::pre_images_option(),
+        );
+    }
+    let clusters = clustered.as_ref().is_some_and(ClusteredArg::clusters);
+    if expire_after_seconds.is_some() && !clusters && !timeseries {
+        // `clusteredIndex: false` passed the command-level check.
+        return Err(MongoError::new(
+            ErrorCode::InvalidOptions,
+            "'expireAfterSeconds' can be used only for clustered collections or timeseries collections",
+        ));
+    }
+    match clustered {
+        // The time-series code decides what its collections store; the
+        // legacy form is theirs (mongod requires it exactly for them).
+        Some(arg) if timeseries => {
+            if let ClusteredArg::Legacy(true) = arg {
+                options.insert("clusteredIndex", true);
+            }
+        }
+        Some(ClusteredArg::Legacy(true)) => {
+            return Err(MongoError::location(
+                5979703,
+                "The 'clusteredIndex' legacy format {clusteredIndex: <bool>} is only supported for specific internal collections and vice versa",
+            ))
+        }
+        Some(ClusteredArg::Spec(spec)) => {
+            if !auto_index_id {
+                return Err(MongoError::location(
+                    6026501,
+                    "The 'clusteredIndex' option does not support {autoIndexId: false}",
+                ));
+            }
+            clustered::check_spec(&spec, expire_after_seconds)?;
+            options.insert("clusteredIndex", spec);
+        }
+        Some(ClusteredArg::Legacy(false)) | None => {}
+    }
+    if let Some(secs) = expire_after_seconds {
+        if clusters || timeseries {
+            clustered::check_expire_after_seconds(secs)?;
+            options.insert("expireAfterSeconds", Bson::Int64(secs));
+        }
+    }
+    Ok(())
 }
 
 fn exists(db: &str, coll: &str) -> MongoError {

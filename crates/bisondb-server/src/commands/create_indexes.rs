@@ -3,6 +3,9 @@
 //! is missing). The `_id` index always exists; index types BisonDB lacks
 //! (text, geo, wildcard) fail naming the type. An index's collation
 //! (its own, else the collection's default) is stored resolved in its spec.
+//! On a clustered collection an index on the cluster key already exists as
+//! the clustered index (`clustered.rs` decides, as mongod does), and mongod
+//! does not count the clustered index in `numIndexesBefore`/`After`.
 
 use bisondb_error::{ErrorCode, MongoError, MongoResult};
 use bisondb_storage::IndexSpec;
@@ -16,13 +19,16 @@ use crate::request::CommandRequest;
 pub struct CreateIndexes {
     db: String,
     coll: String,
-    /// `None` for a request of the `_id` index, which always exists.
-    specs: Vec<Option<IndexSpec>>,
+    /// Each specification as sent, and `None` for a request of the `_id`
+    /// index, which always exists.
+    specs: Vec<(Document, Option<IndexSpec>)>,
 }
 
 /// Options an index specification may carry.
 const SPEC_FIELDS: &[&str] = &[
     "background",
+    // Only on the cluster key of a clustered collection (`clustered.rs`).
+    "clustered",
     "collation",
     // Accepted and ignored, as mongod has since 3.0 (duplicates always fail a
     // unique build).
@@ -60,7 +66,8 @@ impl Command for CreateIndexes {
                             RawBsonRef::Document(d) => args::to_document(d)?,
                             other => return Err(args::wrong_type(n, "indexes", other, "object")),
                         };
-                        specs.push(parse_spec(&spec)?);
+                        let parsed = parse_spec(&spec)?;
+                        specs.push((spec, parsed));
                     }
                 }
                 "commitQuorum" => {}
@@ -86,7 +93,33 @@ impl Command for CreateIndexes {
     fn execute(self, ctx: &mut Context<'_>) -> MongoResult<RawDocumentBuf> {
         let storage = &ctx.state.storage;
         let existing = storage.collection(&self.db, &self.coll);
-        let before = existing.as_ref().map_or(0, |c| c.indexes().len() + 1);
+        let clustered = existing
+            .as_ref()
+            .and_then(|c| super::clustered::Clustered::of_options(&c.options()));
+        // Every specification is checked before any index is built.
+        let mut wanted = Vec::new();
+        for (raw, spec) in self.specs {
+            let on_collection = existing.as_ref().map(|_| clustered.as_ref());
+            if super::clustered::check_index_spec(&raw, on_collection)? {
+                continue; // it exists as the clustered index
+            }
+            match spec {
+                Some(spec) => wanted.push(spec),
+                // `{_id: 1}` by another name names the existing `_id_` index.
+                None => {
+                    if raw.get_str("name").is_ok_and(|n| n != "_id_") {
+                        return Err(MongoError::new(
+                            ErrorCode::IndexOptionsConflict,
+                            "Index already exists with a different name: _id_",
+                        ));
+                    }
+                }
+            }
+        }
+        let implicit = usize::from(clustered.is_none());
+        let before = existing
+            .as_ref()
+            .map_or(0, |c| c.indexes().len() + implicit);
         if existing.is_none() {
             storage.get_or_create_collection(&self.db, &self.coll)?;
         }
@@ -94,7 +127,7 @@ impl Command for CreateIndexes {
         // default, as in mongod; an explicit simple one stays simple.
         let default = crate::collation::of_collection(existing.as_ref())?;
         let mut created = 0;
-        for mut spec in self.specs.into_iter().flatten() {
+        for mut spec in wanted {
             spec.collation = match spec.collation.take() {
                 Some(c) if c == simple_marker() => None,
                 Some(c) => Some(c),
@@ -106,9 +139,9 @@ impl Command for CreateIndexes {
         }
         let after = storage
             .collection(&self.db, &self.coll)
-            .map_or(1, |c| c.indexes().len() + 1);
+            .map_or(1, |c| c.indexes().len() + implicit);
         let mut reply = doc! {
-            "numIndexesBefore": before.max(1) as i32,
+            "numIndexesBefore": before.max(implicit) as i32,
             "numIndexesAfter": after as i32,
         };
         // mongod's "nothing to do" reply carries the note instead of
@@ -289,14 +322,24 @@ fn parse_spec(spec: &Document) -> MongoResult<Option<IndexSpec>> {
             )))
         }
     };
-    let is_id = key.len() == 1 && key.get("_id").and_then(number) == Some(1.0);
-    if is_id {
-        if name != "_id_" && spec.contains_key("name") {
-            return Err(MongoError::new(
-                ErrorCode::IndexOptionsConflict,
-                "Index already exists with a different name: _id_",
+    if let Some(c) = spec.get("clustered") {
+        if !matches!(c, Bson::Boolean(true)) && number(c).is_none_or(|x| x == 0.0) {
+            return Err(MongoError::location(
+                6492800,
+                "Value 'false' for field 'clustered' is invalid",
             ));
         }
+        if !unique {
+            return Err(spec_error(
+                spec,
+                "The 'unique' field is required when 'clustered' is specified",
+            ));
+        }
+    }
+    let is_id = key.len() == 1 && key.get("_id").and_then(number) == Some(1.0);
+    if is_id {
+        // A different name conflicts with `_id_`, unless the collection is
+        // clustered (`execute` decides).
         return Ok(None);
     }
     if name == "_id_" {

@@ -1,5 +1,7 @@
 //! `dropIndexes`: by name, by key pattern, a list of names, or `"*"` (every
-//! index but `_id_`). The `_id` index is refused as mongod refuses it.
+//! index but `_id_`). The `_id` index is refused as mongod refuses it, and
+//! so is a clustered collection's clustered index (5979800), which mongod
+//! does not count in `nIndexesWas`.
 
 use bisondb_error::{ErrorCode, MongoError, MongoResult};
 use bson::{doc, Document, RawBsonRef, RawDocumentBuf};
@@ -82,7 +84,19 @@ impl Command for DropIndexes {
             ));
         };
         let indexes = coll.indexes();
-        let was = indexes.len() as i32 + 1;
+        let clustered = super::clustered::Clustered::of_options(&coll.options());
+        if let Some(c) = &clustered {
+            let hits = match &self.target {
+                Target::All => false,
+                Target::Names(names) => names.iter().any(|n| n == c.name()),
+                Target::Key(key) => super::clustered::Clustered::matches_key(key),
+            };
+            if hits {
+                return Err(super::clustered::cannot_drop());
+            }
+        }
+        // The clustered index is the collection itself, not one of its indexes.
+        let was = indexes.len() as i32 + i32::from(clustered.is_none());
         let all = matches!(self.target, Target::All);
         let cannot_drop_id = || MongoError::new(ErrorCode::InvalidOptions, "cannot drop _id index");
         let names: Vec<String> = match self.target {
@@ -90,7 +104,7 @@ impl Command for DropIndexes {
             Target::Names(names) => {
                 // All or nothing: check every name before dropping any.
                 for name in &names {
-                    if name == "_id_" {
+                    if name == "_id_" && clustered.is_none() {
                         return Err(cannot_drop_id());
                     }
                     if !indexes.iter().any(|i| &i.spec.name == name) {

@@ -1,5 +1,6 @@
 //! `listCollections`: the collections of a database as a cursor, with filter and
-//! `nameOnly`.
+//! `nameOnly`. A clustered collection has no `idIndex` (its clustered index,
+//! in `options.clusteredIndex`, takes the `_id` index's place), as in mongod.
 
 use bisondb_error::MongoResult;
 use bisondb_query::matcher::Matcher;
@@ -65,13 +66,16 @@ impl Command for ListCollections {
                     "info": {"readOnly": true},
                 }
             } else {
-                doc! {
+                let mut d = doc! {
                     "name": info.name.clone(),
                     "type": kind,
                     "options": info.options.clone(),
                     "info": {"readOnly": false, "uuid": Bson::from(info.uuid)},
-                    "idIndex": util::id_index_spec(),
+                };
+                if super::clustered::Clustered::of_options(&info.options).is_none() {
+                    d.insert("idIndex", util::id_index_spec());
                 }
+                d
             };
             if let Some(f) = &self.filter {
                 if !f.matches_doc(&full) {

@@ -1,6 +1,7 @@
 //! `listIndexes`: the indexes of a collection as a cursor, shaped as mongod shows
 //! them: the `_id_` index (documents are clustered by `_id`), then the secondary
-//! indexes in creation order.
+//! indexes in creation order. A clustered collection lists its clustered
+//! index (`clustered: true`) in place of `_id_`.
 
 use bisondb_error::{ErrorCode, MongoError, MongoResult};
 use bson::RawDocumentBuf;
@@ -52,7 +53,12 @@ impl Command for ListIndexes {
                 format!("ns does not exist: {ns}"),
             ));
         };
-        let mut specs = vec![crate::reply::to_raw(&util::id_index_spec())?];
+        let options = coll.options();
+        let first = match super::clustered::Clustered::of_options(&options) {
+            Some(c) => c.list_indexes_entry(&options),
+            None => util::id_index_spec(),
+        };
+        let mut specs = vec![crate::reply::to_raw(&first)?];
         for ix in coll.indexes() {
             let mut spec = ix.spec.to_document();
             if ix.prepare_unique {

@@ -15,6 +15,7 @@ pub mod aggregate;
 pub mod build_info;
 pub mod bulk_write;
 pub mod capped;
+pub mod clustered;
 pub mod coll_mod;
 pub mod coll_stats;
 pub mod connection_status;
