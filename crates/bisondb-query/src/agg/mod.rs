@@ -12,6 +12,8 @@ pub(crate) mod key;
 pub mod output;
 mod stages;
 
+pub use stages::internal_unpack_bucket::unpack_bucket;
+
 use crate::collation::Collation;
 use crate::expr::Vars;
 use bisondb_error::{ErrorCode, MongoError, MongoResult};
@@ -115,6 +117,10 @@ type ParseFn = fn(&Bson) -> MongoResult<Vec<Box<dyn Stage>>>;
 
 /// Stages BisonDB implements, sorted by name.
 const STAGES: &[(&str, ParseFn)] = &[
+    (
+        "$_internalUnpackBucket",
+        stages::internal_unpack_bucket::parse,
+    ),
     ("$addFields", stages::add_fields::parse),
     ("$bucket", stages::bucket::parse),
     ("$bucketAuto", stages::bucket_auto::parse),

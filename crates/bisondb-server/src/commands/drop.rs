@@ -1,5 +1,6 @@
 //! `drop`: removes a collection and its cursors. Dropping a missing collection
-//! succeeds, as in mongod 7+.
+//! succeeds, as in mongod 7+. Dropping a time-series collection drops its
+//! bucket collection too.
 
 use bisondb_error::MongoResult;
 use bson::{doc, RawDocumentBuf};
@@ -44,7 +45,16 @@ impl Command for Drop {
                 "turn off profiling before dropping system.profile collection",
             ));
         }
+        let timeseries =
+            super::timeseries::options_of(&ctx.state.storage, &self.db, &self.coll).is_some();
         let existed = ctx.state.storage.drop_collection(&self.db, &self.coll)?;
+        if timeseries {
+            // A time-series collection goes with its buckets.
+            super::timeseries::drop_buckets(&ctx.state.storage, &self.db, &self.coll)?;
+            ctx.state
+                .cursors
+                .kill_namespace(&util::ns(&self.db, &super::timeseries::buckets_name(&self.coll)));
+        }
         ctx.state.cursors.kill_namespace(&ns);
         if existed {
             reply::ok(doc! {"nIndexesWas": 1, "ns": ns})

@@ -52,6 +52,7 @@ pub mod profile;
 pub mod rename_collection;
 pub mod server_status;
 pub mod shutdown;
+pub mod timeseries;
 pub mod update;
 pub mod users_info;
 pub mod validate;

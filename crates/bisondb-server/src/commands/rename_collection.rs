@@ -67,6 +67,16 @@ impl Command for RenameCollection {
                 format!("Source collection {fd}.{fc} does not exist"),
             ));
         }
+        // The manual: renameCollection is not compatible with time series
+        // collections (their buckets would be left behind).
+        if super::timeseries::options_of(storage, fd, fc).is_some()
+            || super::timeseries::options_of(storage, td, tc).is_some()
+        {
+            return Err(MongoError::new(
+                ErrorCode::IllegalOperation,
+                "renameCollection is not supported on time-series collections",
+            ));
+        }
         if self.from == self.to {
             return Err(MongoError::new(
                 ErrorCode::IllegalOperation,

@@ -5,6 +5,8 @@
 //! its source collection and the concatenated pipelines of the chain of views
 //! (at most [`MAX_VIEW_DEPTH`] deep) and run as an aggregation, as mongod does.
 //! Writes and index commands on a view fail with 166 CommandNotSupportedOnView.
+//! A time-series collection reads the same way, as a view over its bucket
+//! collection (`timeseries.rs`), whose writes [`intercept`] hands over there.
 //! A view's `collation` (resolved, in its options; simple when absent) is the
 //! collation every read through it runs with; an operation may repeat it but
 //! not override it (167), and a view on a view must have the same one.
@@ -54,7 +56,9 @@ pub fn definition(storage: &Storage, db: &str, name: &str) -> Option<ViewDef> {
     // Runs before every read and write command: read the options in place
     // rather than copying the collection's info.
     let coll = storage.collection(db, name)?;
-    view_of_options(&coll.options())
+    let options = coll.options();
+    // A time-series collection reads as a view over its buckets.
+    view_of_options(&options).or_else(|| super::timeseries::view_def(name, &options))
 }
 
 /// A view's definition from catalog options (`None` for a collection).
@@ -237,11 +241,15 @@ pub fn intercept(
         return None;
     }
     let coll = target(req)?;
-    let storage = &ctx.state.storage;
-    definition(storage, &req.db, coll)?;
+    definition(&ctx.state.storage, &req.db, coll)?;
     if WRITES.contains(&req.name) {
+        // Inserts and deletes into a time-series collection fill its buckets.
+        if let Some(r) = super::timeseries::intercept(req, ctx, coll) {
+            return Some(r);
+        }
         return Some(Err(not_a_collection(&req.db, coll)));
     }
+    let storage = &ctx.state.storage;
     let resolved = match resolve(storage, &req.db, coll) {
         Ok(Some(r)) => r,
         Ok(None) => return None,

@@ -11,6 +11,7 @@ pub(crate) mod facet;
 pub(crate) mod fill;
 pub(crate) mod graph_lookup;
 pub(crate) mod group;
+pub(crate) mod internal_unpack_bucket;
 pub(crate) mod limit;
 pub(crate) mod lookup;
 pub(crate) mod match_;

@@ -1,0 +1,196 @@
+//! `$_internalUnpackBucket`: turns the bucket documents of a time-series
+//! collection (`system.buckets.X`) back into the measurements they hold.
+//!
+//! A time-series collection `X` reads as a view over its buckets whose first
+//! stage is this one, as in mongod. A bucket is
+//! `{_id, control: {version, min, max}, meta?, data: {field: {"0": v0, "1": v1, ...}}}`:
+//! one column per measurement field, keyed by the measurement's row number.
+//! Each row becomes one document: the time field first, then the meta field
+//! (the bucket's `meta`, shared by all its rows), then the other fields in the
+//! bucket's column order, leaving out a field the row has no value for. That is
+//! the order mongod returns measurements in.
+
+use crate::agg::{DocStream, RunCtx, Stage};
+use crate::expr::value::type_name;
+use bisondb_error::{MongoError, MongoResult};
+use bson::{Bson, Document};
+
+#[derive(Debug)]
+pub(crate) struct UnpackBucketStage {
+    time_field: String,
+    meta_field: Option<String>,
+}
+
+fn bad_spec(message: impl Into<String>) -> MongoError {
+    MongoError::location(5346500, message)
+}
+
+pub(crate) fn parse(arg: &Bson) -> MongoResult<Vec<Box<dyn Stage>>> {
+    let Bson::Document(spec) = arg else {
+        return Err(bad_spec(format!(
+            "$_internalUnpackBucket specification must be an object, got {}",
+            type_name(arg)
+        )));
+    };
+    let mut time_field = None;
+    let mut meta_field = None;
+    for (k, v) in spec {
+        match (k.as_str(), v) {
+            ("timeField", Bson::String(s)) => time_field = Some(s.clone()),
+            ("metaField", Bson::String(s)) => meta_field = Some(s.clone()),
+            ("timeField" | "metaField", other) => {
+                return Err(bad_spec(format!(
+                    "{k} field must be a single-element field path string, got {}",
+                    type_name(other)
+                )))
+            }
+            // Only a query-rewrite hint in mongod; every row is unpacked here.
+            ("bucketMaxSpanSeconds", Bson::Int32(_) | Bson::Int64(_)) => {}
+            ("bucketMaxSpanSeconds", other) => {
+                return Err(bad_spec(format!(
+                    "bucketMaxSpanSeconds field must be an integer, got {}",
+                    type_name(other)
+                )))
+            }
+            // Hints mongod's optimizer adds; they do not change the output.
+            (
+                "assumeNoMixedSchemaData" | "usesExtendedRange" | "fixedBuckets",
+                Bson::Boolean(_),
+            ) => {}
+            (other, _) => {
+                return Err(bad_spec(format!(
+                    "unrecognized option to $_internalUnpackBucket: {other}"
+                )))
+            }
+        }
+    }
+    let time_field = time_field.ok_or_else(|| {
+        bad_spec("The $_internalUnpackBucket stage requires a timeField parameter")
+    })?;
+    Ok(vec![Box::new(UnpackBucketStage {
+        time_field,
+        meta_field,
+    })])
+}
+
+/// The measurements of one bucket, in row order (see the module docs); the
+/// time-series write path uses it to rewrite a bucket it deletes rows from.
+pub fn unpack_bucket(
+    bucket: &Document,
+    time_field: &str,
+    meta_field: Option<&str>,
+) -> Vec<Document> {
+    let Ok(data) = bucket.get_document("data") else {
+        return Vec::new();
+    };
+    let Ok(times) = data.get_document(time_field) else {
+        return Vec::new();
+    };
+    let meta = meta_field.and_then(|name| bucket.get("meta").map(|m| (name, m)));
+    let mut out = Vec::with_capacity(times.len());
+    for (row, time) in times {
+        let mut d = Document::new();
+        d.insert(time_field, time.clone());
+        if let Some((name, m)) = meta {
+            d.insert(name, m.clone());
+        }
+        for (field, column) in data {
+            if field == time_field {
+                continue;
+            }
+            if let Some(v) = column.as_document().and_then(|c| c.get(row)) {
+                d.insert(field.clone(), v.clone());
+            }
+        }
+        out.push(d);
+    }
+    out
+}
+
+impl UnpackBucketStage {
+    pub(crate) fn unpack(&self, bucket: &Document) -> Vec<Document> {
+        unpack_bucket(bucket, &self.time_field, self.meta_field.as_deref())
+    }
+}
+
+impl Stage for UnpackBucketStage {
+    fn run(self: Box<Self>, input: DocStream, _cx: &RunCtx) -> DocStream {
+        Box::new(input.flat_map(move |r| match r {
+            Ok(bucket) => self.unpack(&bucket).into_iter().map(Ok).collect(),
+            Err(e) => vec![Err(e)],
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bson::doc;
+
+    fn stage(spec: Document) -> UnpackBucketStage {
+        let mut time_field = String::new();
+        let mut meta_field = None;
+        if let Ok(t) = spec.get_str("timeField") {
+            time_field = t.to_string();
+        }
+        if let Ok(m) = spec.get_str("metaField") {
+            meta_field = Some(m.to_string());
+        }
+        UnpackBucketStage {
+            time_field,
+            meta_field,
+        }
+    }
+
+    #[test]
+    fn unpacks_rows_in_mongod_field_order() {
+        let t0 = bson::DateTime::from_millis(1000);
+        let t1 = bson::DateTime::from_millis(2000);
+        let bucket = doc! {
+            "_id": bson::oid::ObjectId::new(),
+            "control": {"version": 1, "min": {"t": t0}, "max": {"t": t1}},
+            "meta": {"sensor": 5},
+            "data": {
+                "_id": {"0": 1, "1": 2},
+                "t": {"0": t0, "1": t1},
+                "x": {"1": "only in row 1"},
+            },
+        };
+        let s = stage(doc! {"timeField": "t", "metaField": "m"});
+        let rows = s.unpack(&bucket);
+        assert_eq!(
+            rows,
+            vec![
+                doc! {"t": t0, "m": {"sensor": 5}, "_id": 1},
+                doc! {"t": t1, "m": {"sensor": 5}, "_id": 2, "x": "only in row 1"},
+            ]
+        );
+        // Keys and values match, and the time field comes first.
+        assert_eq!(rows[0].keys().next().map(String::as_str), Some("t"));
+    }
+
+    #[test]
+    fn bucket_without_meta_or_data_yields_rows_without_meta_or_nothing() {
+        let t0 = bson::DateTime::from_millis(1000);
+        let s = stage(doc! {"timeField": "t", "metaField": "m"});
+        let rows = s.unpack(&doc! {"data": {"t": {"0": t0}}});
+        assert_eq!(rows, vec![doc! {"t": t0}]);
+        assert!(s.unpack(&doc! {"control": {}}).is_empty());
+    }
+
+    #[test]
+    fn parse_checks_the_spec() {
+        assert!(parse(&Bson::Document(
+            doc! {"timeField": "t", "bucketMaxSpanSeconds": 3600}
+        ))
+        .is_ok());
+        let err = |b: Bson| parse(&b).err().map(|e| e.code.code());
+        assert_eq!(err(Bson::Int32(1)), Some(5346500));
+        assert_eq!(err(Bson::Document(doc! {})), Some(5346500));
+        assert_eq!(err(Bson::Document(doc! {"timeField": 1})), Some(5346500));
+        assert_eq!(
+            err(Bson::Document(doc! {"timeField": "t", "bogus": 1})),
+            Some(5346500)
+        );
+    }
+}

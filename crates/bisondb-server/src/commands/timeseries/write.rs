@@ -1,0 +1,419 @@
+//! Writes to a time-series collection: inserts into buckets, deletes of
+//! measurements, and the TTL monitor's deletion of old buckets.
+//!
+//! Insert: each measurement must hold a BSON date in the time field (else
+//! 2 BadValue at its index; ordered inserts stop there, as for any insert);
+//! `_id` is added (last) when missing and may repeat. Measurements are grouped
+//! by meta value; each group first tops up the group's open bucket (the one
+//! this process last wrote for that meta value, remembered in [`OPEN`]) inside
+//! one atomic read-modify-write, then fills new buckets. Forgetting an open
+//! bucket (restart, eviction) only means the next measurement opens a new one.
+//!
+//! Delete: every bucket is unpacked and the statement's filter checked per
+//! measurement; a bucket that lost rows is rewritten from the rows it keeps
+//! (same `_id`), or deleted when none remain, again atomically per bucket and
+//! re-checked against the bucket as it is at that moment.
+
+use std::collections::HashMap;
+use std::sync::{Mutex, OnceLock};
+
+use bisondb_error::{MongoError, MongoResult};
+use bisondb_query::agg::unpack_bucket;
+use bisondb_query::matcher::Matcher;
+use bisondb_storage::{Collection, Durability, Modify};
+use bson::oid::ObjectId;
+use bson::{doc, Bson, Document, RawBson, RawBsonRef, RawDocumentBuf};
+
+use super::bucket::{bucket_id, round_down, Bucket};
+use super::{buckets_name, TsOptions};
+use crate::args;
+use crate::commands::let_vars::LetVars;
+use crate::commands::util;
+use crate::commands::Context;
+use crate::reply;
+use crate::request::CommandRequest;
+use crate::state::OpCounters;
+
+/// Open buckets: (bucket collection's UUID, meta value's bytes) -> bucket id.
+type OpenMap = HashMap<(bson::Uuid, Vec<u8>), ObjectId>;
+
+/// Bound on [`OPEN`]; past it the map starts over (buckets just reopen).
+const MAX_OPEN: usize = 100_000;
+
+static OPEN: OnceLock<Mutex<OpenMap>> = OnceLock::new();
+
+fn open_map() -> &'static Mutex<OpenMap> {
+    OPEN.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
+/// A measurement ready for its bucket.
+struct Measurement {
+    time_ms: i64,
+    meta: Option<Bson>,
+    /// Its fields without the meta field, `_id` included.
+    fields: Document,
+}
+
+fn bad_time(ts: &TsOptions) -> MongoError {
+    MongoError::bad_value(format!(
+        "'{}' must be present and contain a valid BSON UTC datetime value",
+        ts.time_field
+    ))
+}
+
+/// Checks one document and splits off its meta value.
+fn measurement(raw: &bson::RawDocument, ts: &TsOptions) -> MongoResult<Measurement> {
+    let len = raw.as_bytes().len();
+    if len > util::MAX_USER_DOC {
+        return Err(MongoError::new(
+            bisondb_error::ErrorCode::BSONObjectTooLarge,
+            format!(
+                "object to insert too large. size in bytes: {len}, max size: {}",
+                util::MAX_USER_DOC
+            ),
+        ));
+    }
+    let mut time_ms = None;
+    let mut meta = None;
+    let mut fields = Document::new();
+    let mut has_id = false;
+    for el in raw.iter() {
+        let (k, v) = el.map_err(crate::request::invalid_bson)?;
+        let k = k.as_str();
+        if k == ts.time_field {
+            match v {
+                RawBsonRef::DateTime(d) => time_ms = Some(d.timestamp_millis()),
+                _ => return Err(bad_time(ts)),
+            }
+        }
+        if k == "_id" {
+            if has_id {
+                return Err(MongoError::bad_value(
+                    "can't have multiple _id fields in one document",
+                ));
+            }
+            util::check_id_value(v)?;
+            has_id = true;
+        }
+        let value = args::to_bson(v)?;
+        if ts.meta_field.as_deref() == Some(k) {
+            meta = Some(value);
+        } else {
+            fields.insert(k, value);
+        }
+    }
+    let time_ms = time_ms.ok_or_else(|| bad_time(ts))?;
+    if !has_id {
+        fields.insert("_id", ObjectId::new());
+    }
+    Ok(Measurement {
+        time_ms,
+        meta,
+        fields,
+    })
+}
+
+/// Bytes identifying a meta value (missing is its own group).
+fn meta_key(meta: &Option<Bson>) -> MongoResult<Vec<u8>> {
+    match meta {
+        None => Ok(Vec::new()),
+        Some(m) => {
+            let d = reply::to_raw(&doc! {"m": m.clone()})?;
+            Ok(d.into_bytes())
+        }
+    }
+}
+
+/// `insert` into a time-series collection.
+pub(super) fn insert(
+    req: &CommandRequest<'_>,
+    ctx: &mut Context<'_>,
+    name: &str,
+    ts: &TsOptions,
+) -> MongoResult<RawDocumentBuf> {
+    if let Some(v) = req.body.get("let").map_err(crate::request::invalid_bson)? {
+        args::as_doc(req.name, "let", v)?;
+    }
+    let b = util::parse_write_batch(req, "documents", &["bypassDocumentValidation", "let"])?;
+    crate::validation::bypass(req.name, req.body)?;
+    let buckets = bucket_collection(ctx, &req.db, name)?;
+    let mut errors: Vec<Bson> = Vec::new();
+    // Groups keep the measurements' order; `order` keeps the groups' order.
+    let mut groups: HashMap<Vec<u8>, Vec<Measurement>> = HashMap::new();
+    let mut order: Vec<Vec<u8>> = Vec::new();
+    let mut accepted = 0u64;
+    for (i, raw) in b.statements.iter().enumerate() {
+        match measurement(raw, ts) {
+            Ok(m) => {
+                let key = meta_key(&m.meta)?;
+                if !groups.contains_key(&key) {
+                    order.push(key.clone());
+                }
+                groups.entry(key).or_default().push(m);
+                accepted += 1;
+            }
+            Err(e) => {
+                errors.push(Bson::Document(reply::write_error(i, &e, None)));
+                if b.ordered {
+                    break;
+                }
+            }
+        }
+    }
+    for key in order {
+        let Some(group) = groups.remove(&key) else {
+            continue;
+        };
+        write_group(&buckets, ts, key, group, b.wc.durability)?;
+    }
+    OpCounters::add(&ctx.state.opcounters.insert, accepted);
+    let mut r = doc! {"n": reply::count(accepted)};
+    if !errors.is_empty() {
+        r.insert("writeErrors", errors);
+    }
+    reply::ok(r)
+}
+
+fn bucket_collection(ctx: &Context<'_>, db: &str, name: &str) -> MongoResult<Collection> {
+    ctx.state
+        .storage
+        .collection(db, &buckets_name(name))
+        .ok_or_else(|| {
+            MongoError::new(
+                bisondb_error::ErrorCode::NamespaceNotFound,
+                format!("Buckets collection not found for time-series collection {db}.{name}"),
+            )
+        })
+}
+
+/// Writes one meta value's measurements: the open bucket first, then new ones.
+fn write_group(
+    buckets: &Collection,
+    ts: &TsOptions,
+    key: Vec<u8>,
+    group: Vec<Measurement>,
+    durability: Durability,
+) -> MongoResult<()> {
+    let map_key = (buckets.uuid(), key);
+    let open = open_map()
+        .lock()
+        .ok()
+        .and_then(|m| m.get(&map_key).copied());
+    let mut rest: &[Measurement] = &group;
+    if let Some(id) = open {
+        let mut taken = 0;
+        buckets.modify(RawBsonRef::ObjectId(id), durability, &mut |cur| {
+            taken = 0;
+            let Some(cur) = cur else {
+                return Ok(Modify::Keep);
+            };
+            let Some(mut b) = args::to_document(cur)
+                .ok()
+                .and_then(|d| Bucket::from_document(&d, &ts.time_field))
+            else {
+                return Ok(Modify::Keep);
+            };
+            for m in &group {
+                if !b.fits(m.time_ms, ts.max_span) {
+                    break;
+                }
+                b.push(&ts.time_field, &m.fields);
+                taken += 1;
+            }
+            if taken == 0 {
+                return Ok(Modify::Keep);
+            }
+            Ok(Modify::Replace(reply::to_raw(&b.to_document())?))
+        })?;
+        rest = group.get(taken..).unwrap_or_default();
+    }
+    let mut new: Vec<Bucket> = Vec::new();
+    for m in rest {
+        match new.last_mut() {
+            Some(b) if b.fits(m.time_ms, ts.max_span) => b.push(&ts.time_field, &m.fields),
+            _ => {
+                let start = round_down(m.time_ms, ts.rounding);
+                let mut b = Bucket::new(bucket_id(start), start, m.meta.clone());
+                b.push(&ts.time_field, &m.fields);
+                new.push(b);
+            }
+        }
+    }
+    let Some(last) = new.last().map(|b| b.id) else {
+        return Ok(());
+    };
+    let raws = new
+        .iter()
+        .map(|b| reply::to_raw(&b.to_document()))
+        .collect::<MongoResult<Vec<_>>>()?;
+    let refs: Vec<&bson::RawDocument> = raws.iter().map(|r| r.as_ref()).collect();
+    let outcome = buckets.insert_many(&refs, true, durability);
+    if let Some((_, e)) = outcome.errors.into_iter().next() {
+        return Err(e.into());
+    }
+    if let Some(e) = outcome.durability_error {
+        return Err(e.into());
+    }
+    if let Ok(mut m) = open_map().lock() {
+        if m.len() >= MAX_OPEN {
+            m.clear();
+        }
+        m.insert(map_key, last);
+    }
+    Ok(())
+}
+
+/// `delete` on a time-series collection: any filter, `limit` 0 or 1.
+pub(super) fn delete(
+    req: &CommandRequest<'_>,
+    ctx: &mut Context<'_>,
+    name: &str,
+    ts: &TsOptions,
+) -> MongoResult<RawDocumentBuf> {
+    let b = util::parse_write_batch(req, "deletes", &["let"])?;
+    let lets = LetVars::from_body(req.name, req.body)?;
+    let buckets = ctx.state.storage.collection(&req.db, &buckets_name(name));
+    let mut n = 0u64;
+    let mut errors: Vec<Bson> = Vec::new();
+    for (i, raw) in b.statements.iter().enumerate() {
+        let outcome =
+            crate::commands::delete::parse_statement(raw, &lets).and_then(|s| match &buckets {
+                Some(c) => delete_matching(c, ts, s.selection().matcher, s.multi, b.wc.durability),
+                None => Ok(0),
+            });
+        match outcome {
+            Ok(k) => {
+                n += k;
+                OpCounters::add(&ctx.state.opcounters.delete, k);
+            }
+            Err(e) => {
+                errors.push(Bson::Document(reply::write_error(i, &e, None)));
+                if b.ordered {
+                    break;
+                }
+            }
+        }
+    }
+    let mut r = doc! {"n": reply::count(n)};
+    if !errors.is_empty() {
+        r.insert("writeErrors", errors);
+    }
+    reply::ok(r)
+}
+
+/// Removes the measurements `keep_row` rejects from the bucket `id`, as it is
+/// now; returns how many it removed.
+fn rewrite_bucket(
+    buckets: &Collection,
+    ts: &TsOptions,
+    id: RawBsonRef<'_>,
+    durability: Durability,
+    remove_row: &mut dyn FnMut(&Document) -> bool,
+) -> MongoResult<u64> {
+    let mut removed = 0u64;
+    buckets.modify(id, durability, &mut |cur| {
+        removed = 0;
+        let Some(cur) = cur else {
+            return Ok(Modify::Keep);
+        };
+        let d = args::to_document(cur)?;
+        let Some(old) = Bucket::from_document(&d, &ts.time_field) else {
+            return Ok(Modify::Keep);
+        };
+        let mut kept = Bucket::new(old.id, old.start_ms, old.meta.clone());
+        for mut row in unpack_bucket(&d, &ts.time_field, ts.meta_field.as_deref()) {
+            if remove_row(&row) {
+                removed += 1;
+                continue;
+            }
+            if let Some(m) = &ts.meta_field {
+                row.remove(m);
+            }
+            kept.push(&ts.time_field, &row);
+        }
+        Ok(if removed == 0 {
+            Modify::Keep
+        } else if kept.is_empty() {
+            Modify::Delete
+        } else {
+            Modify::Replace(reply::to_raw(&kept.to_document())?)
+        })
+    })?;
+    Ok(removed)
+}
+
+fn delete_matching(
+    buckets: &Collection,
+    ts: &TsOptions,
+    matcher: &Matcher,
+    multi: bool,
+    durability: Durability,
+) -> MongoResult<u64> {
+    let mut n = 0u64;
+    for bucket in buckets.scan(false) {
+        let bucket = bucket?;
+        let d = args::to_document(&bucket)?;
+        let rows = unpack_bucket(&d, &ts.time_field, ts.meta_field.as_deref());
+        if !rows.iter().any(|r| matcher.matches_doc(r)) {
+            continue;
+        }
+        let Some(id) = d.get("_id").cloned() else {
+            continue;
+        };
+        let id = RawBson::try_from(id).map_err(|e| MongoError::internal(e.to_string()))?;
+        // Re-checked on the bucket as it is when it is rewritten.
+        let mut budget = if multi { u64::MAX } else { 1 };
+        n += rewrite_bucket(buckets, ts, id.as_raw_bson_ref(), durability, &mut |row| {
+            if budget > 0 && matcher.matches_doc(row) {
+                budget -= 1;
+                true
+            } else {
+                false
+            }
+        })?;
+        if !multi && n > 0 {
+            break;
+        }
+    }
+    Ok(n)
+}
+
+/// The TTL monitor's pass: deletes every bucket whose newest time is before
+/// `cutoff_ms`.
+pub(super) fn delete_buckets_older_than(
+    buckets: &Collection,
+    ts: &TsOptions,
+    cutoff_ms: i64,
+) -> MongoResult<u64> {
+    let newest = |d: &bson::RawDocument| -> Option<i64> {
+        let control = d.get_document("control").ok()?;
+        let max = control.get_document("max").ok()?;
+        Some(max.get_datetime(&ts.time_field).ok()?.timestamp_millis())
+    };
+    let mut ids = Vec::new();
+    for bucket in buckets.scan(false) {
+        let bucket = bucket?;
+        if newest(&bucket).is_some_and(|t| t < cutoff_ms) {
+            if let Ok(Some(id)) = bucket.get("_id") {
+                ids.push(RawBson::from(id));
+            }
+        }
+    }
+    let mut n = 0;
+    for id in ids {
+        let mut gone = false;
+        buckets.modify(id.as_raw_bson_ref(), Durability::Buffered, &mut |cur| {
+            gone = false;
+            Ok(match cur {
+                // Re-checked: an insert may have added a newer measurement since.
+                Some(d) if newest(d).is_some_and(|t| t < cutoff_ms) => {
+                    gone = true;
+                    Modify::Delete
+                }
+                _ => Modify::Keep,
+            })
+        })?;
+        n += u64::from(gone);
+    }
+    Ok(n)
+}
