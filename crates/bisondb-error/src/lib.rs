@@ -130,6 +130,22 @@ error_codes! {
     APIStrictError = 323,
     OperationFailed = 96,
     IncompatibleCollationVersion = 161,
+    // Codes drivers' tests make the failCommand fail point return, named so
+    // the reply's codeName is mongod's, and configureFailPoint's own error.
+    HostUnreachable = 6,
+    HostNotFound = 7,
+    WriteConcernFailed = 64,
+    NetworkTimeout = 89,
+    ShutdownInProgress = 91,
+    WriteConflict = 112,
+    PrimarySteppedDown = 189,
+    ExceededTimeLimit = 262,
+    FailPointSetFailed = 266,
+    SocketException = 9001,
+    NotWritablePrimary = 10107,
+    InterruptedDueToReplStateChange = 11602,
+    NotPrimaryNoSecondaryOk = 13435,
+    NotPrimaryOrSecondary = 13436,
 }
 
 impl fmt::Display for ErrorCode {

@@ -35,6 +35,12 @@ pub struct ServerConfig {
     pub argv: Vec<String>,
     /// Seconds between TTL monitor passes (mongod's `ttlMonitorSleepSecs`).
     pub ttl_monitor_sleep_secs: u64,
+    /// mongod's `enableTestCommands` server parameter: turns on
+    /// `configureFailPoint` (off by default, as in mongod).
+    pub enable_test_commands: bool,
+    /// The `--setParameter name=value` pairs (and a config file's
+    /// `setParameter` keys) as given, for `getCmdLineOpts`.
+    pub set_parameters: Vec<(String, String)>,
 }
 
 impl Default for ServerConfig {
@@ -53,6 +59,8 @@ impl Default for ServerConfig {
             logpath: None,
             argv: Vec::new(),
             ttl_monitor_sleep_secs: 60,
+            enable_test_commands: false,
+            set_parameters: Vec::new(),
         }
     }
 }
@@ -102,6 +110,54 @@ impl ServerConfig {
                 self.file_permissions
             )));
         }
+        Ok(())
+    }
+
+    /// Applies one `--setParameter` argument, `name=value`, as mongod does at
+    /// startup: unknown names and bad values are errors that stop the server.
+    pub fn apply_set_parameter_arg(&mut self, arg: &str) -> MongoResult<()> {
+        let Some((name, value)) = arg.split_once('=') else {
+            return Err(MongoError::bad_value(format!(
+                "Illegal option assignment: '{arg}' (--setParameter takes name=value)"
+            )));
+        };
+        self.set_parameter(name, value)
+    }
+
+    /// Sets the server parameter `name` from its startup text `value`. The
+    /// parameters BisonDB can set at startup are [`STARTUP_PARAMETERS`].
+    pub fn set_parameter(&mut self, name: &str, value: &str) -> MongoResult<()> {
+        let bad = |want: &str| {
+            MongoError::bad_value(format!(
+                "Bad value for parameter \"{name}\": '{value}' is not {want}"
+            ))
+        };
+        match name {
+            "enableTestCommands" => {
+                self.enable_test_commands = match value {
+                    "1" | "true" => true,
+                    "0" | "false" => false,
+                    _ => return Err(bad("a boolean (1, 0, true or false)")),
+                };
+            }
+            "ttlMonitorSleepSecs" => {
+                self.ttl_monitor_sleep_secs = value
+                    .parse::<u64>()
+                    .ok()
+                    .filter(|s| (1..=i32::MAX as u64).contains(s))
+                    .ok_or_else(|| bad("a whole number of seconds >= 1"))?;
+            }
+            _ => {
+                return Err(MongoError::bad_value(format!(
+                    "Unknown --setParameter '{name}' (BisonDB accepts: {})",
+                    STARTUP_PARAMETERS.join(", ")
+                )))
+            }
+        }
+        // A repeated name keeps its last value, as mongod's option map does.
+        self.set_parameters.retain(|(n, _)| n != name);
+        self.set_parameters
+            .push((name.to_string(), value.to_string()));
         Ok(())
     }
 
@@ -198,6 +254,23 @@ impl ServerConfig {
                 .as_bool()
                 .ok_or_else(|| bad("systemLog.quiet", "a boolean"))?;
         }
+        if let Some(v) = get("setParameter") {
+            let map = v
+                .as_mapping()
+                .ok_or_else(|| bad("setParameter", "a mapping of parameter names to values"))?;
+            for (k, v) in map {
+                let name = k
+                    .as_str()
+                    .ok_or_else(|| bad("setParameter", "a mapping of parameter names to values"))?;
+                let value = match v {
+                    serde_yaml::Value::Bool(b) => b.to_string(),
+                    serde_yaml::Value::Number(n) => n.to_string(),
+                    serde_yaml::Value::String(s) => s.clone(),
+                    _ => return Err(bad(&format!("setParameter.{name}"), "a scalar value")),
+                };
+                self.set_parameter(name, &value)?;
+            }
+        }
         if let Some(v) = get("systemLog.path") {
             let s = v.as_str().ok_or_else(|| bad("systemLog.path", "a path"))?;
             self.logpath = Some(PathBuf::from(s));
@@ -205,6 +278,10 @@ impl ServerConfig {
         Ok(())
     }
 }
+
+/// The server parameters `--setParameter` (and a config file's `setParameter`
+/// section) may set at startup.
+pub const STARTUP_PARAMETERS: &[&str] = &["enableTestCommands", "ttlMonitorSleepSecs"];
 
 /// Splits mongod's comma-separated `bindIp` list.
 pub fn split_ips(s: &str) -> Vec<String> {
@@ -297,6 +374,46 @@ mod tests {
             .unwrap();
         assert_eq!(c.journal_commit_interval_ms, 50);
         assert_eq!(c.resolved_storage_engine(), "lsm");
+    }
+
+    #[test]
+    fn set_parameter_as_mongod() {
+        let mut c = ServerConfig::default();
+        assert!(!c.enable_test_commands, "test commands are off by default");
+        c.apply_set_parameter_arg("enableTestCommands=1").unwrap();
+        assert!(c.enable_test_commands);
+        c.apply_set_parameter_arg("ttlMonitorSleepSecs=5").unwrap();
+        assert_eq!(c.ttl_monitor_sleep_secs, 5);
+        c.apply_set_parameter_arg("enableTestCommands=true")
+            .unwrap();
+        assert_eq!(
+            c.set_parameters,
+            vec![
+                ("ttlMonitorSleepSecs".to_string(), "5".to_string()),
+                ("enableTestCommands".to_string(), "true".to_string()),
+            ]
+        );
+        c.apply_set_parameter_arg("enableTestCommands=0").unwrap();
+        assert!(!c.enable_test_commands);
+
+        let e = c.apply_set_parameter_arg("foo=bar").unwrap_err();
+        assert!(
+            e.message.contains("Unknown --setParameter 'foo'"),
+            "{}",
+            e.message
+        );
+        assert!(c.apply_set_parameter_arg("enableTestCommands").is_err());
+        assert!(c.apply_set_parameter_arg("enableTestCommands=yes").is_err());
+        assert!(c.apply_set_parameter_arg("ttlMonitorSleepSecs=0").is_err());
+        assert!(c.apply_set_parameter_arg("ttlMonitorSleepSecs=x").is_err());
+
+        let mut y = ServerConfig::default();
+        y.apply_yaml("setParameter:\n  enableTestCommands: 1\n  ttlMonitorSleepSecs: 2\n")
+            .unwrap();
+        assert!(y.enable_test_commands);
+        assert_eq!(y.ttl_monitor_sleep_secs, 2);
+        assert!(y.apply_yaml("setParameter:\n  nope: 1\n").is_err());
+        assert!(y.apply_yaml("setParameter: 3\n").is_err());
     }
 
     #[test]

@@ -20,6 +20,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio_util::codec::Framed;
 
 use crate::commands::{ConnectionInfo, Context};
+use crate::fail_points::{CommandInfo, Injection, Then};
 use crate::registry;
 use crate::reply;
 use crate::request::{CommandRequest, Sequence};
@@ -100,14 +101,40 @@ where
                 }
             }
         }
-        // A getMore that allows exhaust streams the rest of its cursor.
-        if let Some(exhaust) = ExhaustGetMore::of(&incoming) {
-            if !exhaust.stream(&mut framed, &state, &mut conn).await {
-                break;
+        // Test-only fail points (off unless a test configured one: then this
+        // is one atomic load) may delay the command, hang up, or fail it.
+        let mut failure = None;
+        if state.fail_points.any_on() {
+            if let Some(injection) = fail_point_injection(&incoming, &state, &conn) {
+                if let Some(delay) = injection.block {
+                    tokio::select! {
+                        _ = tokio::time::sleep(delay) => {}
+                        _ = state.shutdown.notified() => break,
+                    }
+                }
+                match injection.then {
+                    Then::Run => {}
+                    Then::Close => {
+                        tracing::info!(
+                            conn = conn.id,
+                            "closing connection: failCommand fail point"
+                        );
+                        break;
+                    }
+                    Then::Fail(e) => failure = Some(e),
+                }
             }
-            continue;
         }
-        let reply = handle(incoming, &state, &mut conn);
+        // A getMore that allows exhaust streams the rest of its cursor.
+        if failure.is_none() {
+            if let Some(exhaust) = ExhaustGetMore::of(&incoming) {
+                if !exhaust.stream(&mut framed, &state, &mut conn).await {
+                    break;
+                }
+                continue;
+            }
+        }
+        let reply = handle(incoming, &state, &mut conn, failure);
         match reply {
             Ok(Some(bytes)) => {
                 if let Err(e) = framed.send(bytes).await {
@@ -229,11 +256,35 @@ fn more_to_stream(reply: &RawDocument) -> bool {
     ok && open && has_docs
 }
 
+/// What the fail points do to an OP_MSG command about to run; only asked
+/// while one is on. Commands the registry does not know are never failed.
+fn fail_point_injection(
+    incoming: &Incoming,
+    state: &Arc<ServerState>,
+    conn: &ConnectionInfo,
+) -> Option<Injection> {
+    let Request::Msg(msg) = &incoming.request else {
+        return None;
+    };
+    let req = CommandRequest::from_msg(msg.body(), Vec::new()).ok()?;
+    registry::lookup(req.name)?;
+    state.fail_points.before_command(
+        &CommandInfo {
+            name: req.name,
+            db: &req.db,
+            body: req.body,
+        },
+        conn,
+    )
+}
+
 /// Handles one decoded message; `None` when no reply is due (moreToCome).
+/// `failure` (from a fail point) replaces running the command.
 fn handle(
     incoming: Incoming,
     state: &Arc<ServerState>,
     conn: &mut ConnectionInfo,
+    failure: Option<MongoError>,
 ) -> Result<Option<bytes::Bytes>, bisondb_wire::WireError> {
     let request_id = incoming.header.request_id;
     match &incoming.request {
@@ -249,7 +300,11 @@ fn handle(
             let (name, reply) = match CommandRequest::from_msg(msg.body(), sequences) {
                 Ok(req) => {
                     let name = req.name.to_string();
-                    (name, run_command(&req, state, conn))
+                    let reply = match failure {
+                        Some(e) => error_reply(&e),
+                        None => run_command_with_fail_points(&req, state, conn),
+                    };
+                    (name, reply)
                 }
                 Err(e) => (String::new(), error_reply(&e)),
             };
@@ -308,6 +363,26 @@ fn legacy_query(
         )),
         Err(e) => error_reply(&e),
     }
+}
+
+/// [`run_command`], then what the fail points add to its reply; with test
+/// commands enabled, remembers a cursor opened under `maxTimeMS`.
+fn run_command_with_fail_points(
+    req: &CommandRequest<'_>,
+    state: &Arc<ServerState>,
+    conn: &mut ConnectionInfo,
+) -> RawDocumentBuf {
+    let mut reply = run_command(req, state, conn);
+    if state.config.enable_test_commands {
+        let info = CommandInfo {
+            name: req.name,
+            db: &req.db,
+            body: req.body,
+        };
+        state.fail_points.note_cursor(&info, &reply);
+        state.fail_points.after_command(&info, conn, &mut reply);
+    }
+    reply
 }
 
 fn run_command(

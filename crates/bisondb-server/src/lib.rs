@@ -13,6 +13,7 @@ pub mod commands;
 pub mod config;
 pub mod connection;
 pub mod cursor;
+pub mod fail_points;
 pub mod logbuf;
 pub mod plan;
 pub mod profiler;

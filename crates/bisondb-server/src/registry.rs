@@ -17,6 +17,9 @@ pub struct CommandSpec {
     pub handler: Handler,
     /// mongod refuses these outside the admin database.
     pub admin_only: bool,
+    /// Exists only with `--setParameter enableTestCommands=1`; otherwise
+    /// "no such command", as mongod.
+    pub test_only: bool,
     pub help: &'static str,
 }
 
@@ -25,6 +28,7 @@ const fn cmd(name: &'static str, handler: Handler, help: &'static str) -> Comman
         name,
         handler,
         admin_only: false,
+        test_only: false,
         help,
     }
 }
@@ -34,6 +38,18 @@ const fn admin(name: &'static str, handler: Handler, help: &'static str) -> Comm
         name,
         handler,
         admin_only: true,
+        test_only: false,
+        help,
+    }
+}
+
+/// An admin command that exists only when test commands are enabled.
+const fn test_admin(name: &'static str, handler: Handler, help: &'static str) -> CommandSpec {
+    CommandSpec {
+        name,
+        handler,
+        admin_only: true,
+        test_only: true,
         help,
     }
 }
@@ -76,6 +92,11 @@ pub static COMMANDS: &[CommandSpec] = &[
         "collStats",
         run::<coll_stats::CollStats>,
         "statistics of a collection",
+    ),
+    test_admin(
+        "configureFailPoint",
+        run::<configure_fail_point::ConfigureFailPoint>,
+        "set a fail point's mode (test commands only)",
     ),
     cmd(
         "connectionStatus",
@@ -290,6 +311,9 @@ pub fn lookup(name: &str) -> Option<&'static CommandSpec> {
 /// Runs one command: lookup, admin check, handler.
 pub fn dispatch(req: &CommandRequest<'_>, ctx: &mut Context<'_>) -> MongoResult<RawDocumentBuf> {
     match lookup(req.name) {
+        Some(spec) if spec.test_only && !ctx.state.config.enable_test_commands => {
+            Err(no_such_command(req.name))
+        }
         Some(spec) => {
             if spec.admin_only && req.db != "admin" {
                 return Err(MongoError::new(
@@ -310,11 +334,15 @@ pub fn dispatch(req: &CommandRequest<'_>, ctx: &mut Context<'_>) -> MongoResult<
                 req.name
             ),
         )),
-        None => Err(MongoError::new(
-            ErrorCode::CommandNotFound,
-            format!("no such command: '{}'", req.name),
-        )),
+        None => Err(no_such_command(req.name)),
     }
+}
+
+fn no_such_command(name: &str) -> MongoError {
+    MongoError::new(
+        ErrorCode::CommandNotFound,
+        format!("no such command: '{name}'"),
+    )
 }
 
 #[cfg(test)]

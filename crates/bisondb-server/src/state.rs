@@ -46,6 +46,9 @@ pub struct ServerState {
     pub shutdown: Notify,
     /// Addresses actually bound (port 0 resolves here), for diagnostics.
     pub bound_port: std::sync::OnceLock<u16>,
+    /// Test-only fail points (`configureFailPoint`), all off unless a test
+    /// configured one.
+    pub fail_points: crate::fail_points::FailPoints,
 }
 
 impl ServerState {
@@ -65,6 +68,7 @@ impl ServerState {
             shutting_down: AtomicBool::new(false),
             shutdown: Notify::new(),
             bound_port: std::sync::OnceLock::new(),
+            fail_points: Default::default(),
         })
     }
 

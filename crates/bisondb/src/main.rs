@@ -79,6 +79,10 @@ struct ServeArgs {
     /// Write the log to this file instead of standard output.
     #[arg(long)]
     logpath: Option<PathBuf>,
+    /// Set a server parameter at startup, as mongod: `enableTestCommands=1`
+    /// (configureFailPoint), `ttlMonitorSleepSecs=N`. Repeatable.
+    #[arg(long = "setParameter", value_name = "NAME=VALUE")]
+    set_parameter: Vec<String>,
 }
 
 fn build_config(a: &ServeArgs) -> Result<ServerConfig, String> {
@@ -125,6 +129,9 @@ fn build_config(a: &ServeArgs) -> Result<ServerConfig, String> {
     }
     if let Some(l) = &a.logpath {
         c.logpath = Some(l.clone());
+    }
+    for p in &a.set_parameter {
+        c.apply_set_parameter_arg(p).map_err(|e| e.message)?;
     }
     c.validate().map_err(|e| e.message)?;
     Ok(c)

@@ -1,7 +1,7 @@
 //! `getCmdLineOpts`: the command line and the options as parsed, in mongod's shape.
 
 use bisondb_error::MongoResult;
-use bson::{doc, RawDocumentBuf};
+use bson::{doc, Document, RawDocumentBuf};
 
 use super::{Command, Context};
 use crate::reply;
@@ -17,9 +17,7 @@ impl Command for GetCmdLineOpts {
     fn execute(self, ctx: &mut Context<'_>) -> MongoResult<RawDocumentBuf> {
         let c = &ctx.state.config;
         let port = ctx.state.bound_port.get().copied().unwrap_or(c.port);
-        reply::ok(doc! {
-            "argv": c.argv.clone(),
-            "parsed": {
+        let mut parsed = doc! {
                 "net": {
                     "port": i32::from(port),
                     "bindIp": c.bind_ip.join(","),
@@ -32,7 +30,15 @@ impl Command for GetCmdLineOpts {
                 },
                 "storage": {"dbPath": c.dbpath.display().to_string(), "engine": c.storage_engine.clone()},
                 "systemLog": {"quiet": c.quiet},
-            },
-        })
+        };
+        // mongod reports each --setParameter value as the string given.
+        if !c.set_parameters.is_empty() {
+            let mut params = Document::new();
+            for (name, value) in &c.set_parameters {
+                params.insert(name.clone(), value.clone());
+            }
+            parsed.insert("setParameter", params);
+        }
+        reply::ok(doc! {"argv": c.argv.clone(), "parsed": parsed})
     }
 }

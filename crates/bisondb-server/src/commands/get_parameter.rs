@@ -15,7 +15,8 @@ fn parameters() -> Vec<(&'static str, Bson)> {
             "cursorTimeoutMillis",
             Bson::Int64(crate::cursor::IDLE_TIMEOUT.as_millis() as i64),
         ),
-        // No test-only commands (failpoints) exist; clients read this to skip such tests.
+        // `--setParameter enableTestCommands=1` turns on configureFailPoint;
+        // drivers' test suites read this to decide whether to use fail points.
         ("enableTestCommands", Bson::Boolean(false)),
         (
             "featureCompatibilityVersion",
@@ -67,8 +68,10 @@ impl Command for GetParameter {
         let mut params = parameters();
         let ttl = i32::try_from(ctx.state.config.ttl_monitor_sleep_secs).unwrap_or(i32::MAX);
         for (k, v) in params.iter_mut() {
-            if *k == "ttlMonitorSleepSecs" {
-                *v = Bson::Int32(ttl);
+            match *k {
+                "ttlMonitorSleepSecs" => *v = Bson::Int32(ttl),
+                "enableTestCommands" => *v = Bson::Boolean(ctx.state.config.enable_test_commands),
+                _ => {}
             }
         }
         let mut out = Document::new();

@@ -15,9 +15,10 @@ impl Command for ListCommands {
         Ok(ListCommands)
     }
 
-    fn execute(self, _ctx: &mut Context<'_>) -> MongoResult<RawDocumentBuf> {
+    fn execute(self, ctx: &mut Context<'_>) -> MongoResult<RawDocumentBuf> {
         let mut commands = Document::new();
-        for c in COMMANDS {
+        let test_commands = ctx.state.config.enable_test_commands;
+        for c in COMMANDS.iter().filter(|c| test_commands || !c.test_only) {
             commands.insert(
                 c.name,
                 doc! {"help": c.help, "adminOnly": c.admin_only, "requiresAuth": false, "secondaryOk": true, "apiVersions": []},

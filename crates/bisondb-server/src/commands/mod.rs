@@ -18,6 +18,7 @@ pub mod capped;
 pub mod clustered;
 pub mod coll_mod;
 pub mod coll_stats;
+pub mod configure_fail_point;
 pub mod connection_status;
 pub mod convert_to_capped;
 pub mod count;

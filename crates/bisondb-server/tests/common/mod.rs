@@ -140,8 +140,16 @@ pub fn tcp_uri(port: u16) -> String {
 
 /// Starts a server and connects a client over each transport.
 pub async fn start() -> TestServer {
+    start_with(|_| {}).await
+}
+
+/// [`start`] with the test configuration changed by `edit` first (e.g.
+/// `|c| c.enable_test_commands = true`).
+pub async fn start_with(edit: impl FnOnce(&mut ServerConfig)) -> TestServer {
     let dir = tempfile::tempdir().expect("tempdir");
-    let server = match Server::start(config(dir.path())).await {
+    let mut cfg = config(dir.path());
+    edit(&mut cfg);
+    let server = match Server::start(cfg).await {
         Ok(s) => s,
         Err(e) => panic!("server failed to start: {} ({:?})", e.message, e.code),
     };

@@ -4,8 +4,9 @@
 //!
 //! The Rust driver has no collection-level `bulkWrite`, so the runner sends the
 //! `insert`/`update`/`delete` batches itself, grouping consecutive requests of one
-//! kind the way drivers do. Features the project does not claim (sessions,
-//! transactions, fail points, non-command events) make
+//! kind the way drivers do. The server runs with test commands enabled, so the
+//! `failPoint` operation configures fail points as against mongod. Features the
+//! project does not claim (sessions, transactions, non-command events) make
 //! a test *skipped* with the reason, never silently passed.
 
 use std::collections::{HashMap, HashSet};
@@ -36,12 +37,8 @@ const SERVER_VERSION: [u64; 3] = [8, 0, 0];
 /// Operations whose presence makes a test skipped, with the reason.
 const UNSUPPORTED_OPS: &[(&str, &str)] = &[
     (
-        "failPoint",
-        "fail points are test-only commands BisonDB does not enable",
-    ),
-    (
         "targetedFailPoint",
-        "fail points are test-only commands BisonDB does not enable",
+        "targetedFailPoint needs a session pinned to a mongos (sharded clusters only)",
     ),
     ("withTransaction", "transactions are not supported"),
     ("startTransaction", "transactions are not supported"),
@@ -104,7 +101,9 @@ impl From<Error> for OpError {
                 )
             }
             ErrorKind::BulkWrite(_) => (false, None, None),
-            ErrorKind::Io(_) | ErrorKind::InvalidResponse { .. } => (false, None, None),
+            // The format counts network errors (a closed connection) as client errors.
+            ErrorKind::Io(_) | ErrorKind::ConnectionPoolCleared { .. } => (true, None, None),
+            ErrorKind::InvalidResponse { .. } => (false, None, None),
             _ => (true, None, None),
         };
         let bulk = match &*e.kind {
@@ -221,6 +220,9 @@ struct Entities {
     colls: HashMap<String, CollEntity>,
     cursors: HashMap<String, Cursor<Document>>,
     values: HashMap<String, Bson>,
+    /// Fail points a `failPoint` operation turned on (client id, name), to
+    /// turn off when the test ends, whatever its outcome.
+    fail_points: Vec<(String, String)>,
 }
 
 /// Runs every test of `file` against the server at `uri`.
@@ -390,6 +392,25 @@ async fn run_test(
     load_initial_data(file, internal).await?;
     let mut ents = Entities::default();
     create_entities(file, uri, &mut ents).await?;
+    let ran = run_operations(test, &mut ents).await;
+    // Fail points are server-wide: turn them off before anything else runs.
+    for (client, name) in std::mem::take(&mut ents.fail_points) {
+        let off = doc! {"configureFailPoint": name.as_str(), "mode": "off"};
+        if let Err(e) = internal.database("admin").run_command(off).await {
+            return Err(format!("turning off fail point {name} of {client}: {e}"));
+        }
+    }
+    ran?;
+    if let Ok(expected) = test.get_array("expectEvents") {
+        check_events(expected, &ents)?;
+    }
+    if let Ok(outcome) = test.get_array("outcome") {
+        check_outcome(outcome, internal).await?;
+    }
+    Ok(())
+}
+
+async fn run_operations(test: &Document, ents: &mut Entities) -> Result<(), String> {
     for (i, op) in test
         .get_array("operations")
         .cloned()
@@ -398,15 +419,9 @@ async fn run_test(
         .enumerate()
     {
         let Some(op) = op.as_document() else { continue };
-        run_operation(op, &mut ents)
+        run_operation(op, ents)
             .await
             .map_err(|e| format!("operation {i} ({}): {e}", op.get_str("name").unwrap_or("?")))?;
-    }
-    if let Ok(expected) = test.get_array("expectEvents") {
-        check_events(expected, &ents)?;
-    }
-    if let Ok(outcome) = test.get_array("outcome") {
-        check_outcome(outcome, internal).await?;
     }
     Ok(())
 }
@@ -685,14 +700,24 @@ fn check_error(expect: &Document, e: &OpError) -> Result<(), String> {
             .as_ref()
             .map(|(_, w, _)| w.clone())
             .unwrap_or_default();
-        let got = Bson::Array(got);
-        matches(
-            want,
-            Some(&got),
-            false,
-            &HashMap::new(),
-            "writeConcernErrors",
-        )?;
+        let want = want.as_array().cloned().unwrap_or_default();
+        if want.len() != got.len() {
+            return Err(format!(
+                "writeConcernErrors {}, got {}",
+                Bson::Array(want),
+                Bson::Array(got)
+            ));
+        }
+        // Each is matched as a root document (the driver adds `codeName`).
+        for (i, (w, g)) in want.iter().zip(&got).enumerate() {
+            matches(
+                w,
+                Some(g),
+                true,
+                &HashMap::new(),
+                &format!("writeConcernErrors.{i}"),
+            )?;
+        }
     }
     // Only client bulkWrite errors carry a partial result the runner reads.
     if let (Some(want), Some((_, _, got))) = (expect.get("expectResult"), &e.bulk) {
@@ -778,6 +803,9 @@ async fn execute(
         .filter(|c| c.unacknowledged && name != "bulkWrite")
     {
         return unacknowledged(name, c, args).await;
+    }
+    if name == "failPoint" && object == "testRunner" {
+        return configure_fail_point(&args, ents).await;
     }
     let filter = doc_arg(&args, "filter");
     Ok(Ok(match name {
@@ -1101,6 +1129,33 @@ async fn execute(
 
 /// Writes with `{w: 0}`: the Rust driver refuses unacknowledged write concerns, so
 /// the runner sends the command a driver would, and reports no result.
+/// The `failPoint` test-runner operation: `configureFailPoint` through the
+/// named client, remembered so the test's end turns it off.
+async fn configure_fail_point(args: &Document, ents: &mut Entities) -> OpResult {
+    let client_id = args
+        .get_str("client")
+        .map_err(|_| "failPoint needs a client")?;
+    let fp = args
+        .get_document("failPoint")
+        .map_err(|_| "failPoint needs a failPoint document")?;
+    let name = fp
+        .get_str("configureFailPoint")
+        .map_err(|_| "failPoint.configureFailPoint must name the fail point")?;
+    let client = &ents
+        .clients
+        .get(client_id)
+        .ok_or_else(|| format!("unknown client {client_id}"))?
+        .client;
+    client
+        .database("admin")
+        .run_command(fp.clone())
+        .await
+        .map_err(|e| format!("configureFailPoint {name}: {e}"))?;
+    ents.fail_points
+        .push((client_id.to_owned(), name.to_owned()));
+    Ok(Ok(None))
+}
+
 async fn unacknowledged(name: &str, c: &CollEntity, args: Document) -> OpResult {
     let request = match name {
         "updateOne" | "updateMany" | "replaceOne" | "deleteOne" | "deleteMany" | "insertOne" => {
