@@ -205,7 +205,7 @@ pub fn parse_geojson(d: &Document) -> Result<Geometry, String> {
     }
     let coords = || {
         d.get("coordinates").ok_or_else(|| {
-            format!("GeoJSON coordinates must be an array, instead got type missing")
+            "GeoJSON coordinates must be an array, instead got type missing".to_string()
         })
     };
     Ok(match t.as_str() {
@@ -284,12 +284,18 @@ pub fn parse_stored(v: &Bson) -> Option<Result<Stored, String>> {
     }
 }
 
+/// Whether an array holds several locations (its first element is one)
+/// rather than being a coordinate pair itself.
+pub fn holds_several(a: &[Bson]) -> bool {
+    a.first()
+        .is_some_and(|x| matches!(x, Bson::Array(_) | Bson::Document(_)))
+}
+
 /// Every geometry a reached value holds: itself, or, for an array that is
 /// not a coordinate pair, each element that is one (invalid ones skipped).
 pub fn stored_values(v: &Bson) -> Vec<Stored> {
     if let Bson::Array(a) = v {
-        let is_pair = a.first().is_some_and(|x| num(x).is_some());
-        if !is_pair {
+        if holds_several(a) {
             return a
                 .iter()
                 .filter_map(|e| parse_stored(e).and_then(Result::ok))

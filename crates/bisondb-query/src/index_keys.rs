@@ -50,6 +50,17 @@ pub struct KeyGenerator {
     collation: Option<Arc<Collation>>,
     /// A hashed index: a field reaching an array fails the write (16766).
     refuse_arrays: bool,
+    /// A geospatial index: its geo field and what it must hold.
+    geo: Option<(usize, GeoField)>,
+}
+
+/// What the geo field of a geospatial index must hold.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum GeoField {
+    /// `"2d"`: legacy coordinate pairs inside `[min, max)`.
+    Flat { min: f64, max: f64 },
+    /// `"2dsphere"`: GeoJSON geometries or legacy pairs on the sphere.
+    Sphere,
 }
 
 /// The keys of one document.
@@ -82,7 +93,80 @@ impl KeyGenerator {
             partial,
             collation: None,
             refuse_arrays: false,
+            geo: None,
         })
+    }
+
+    /// The same generator for a geospatial index whose field `field` is
+    /// `kind`: a document whose geo field is missing (or null) is not
+    /// indexed, one whose geo field is not valid geometry fails the write
+    /// (16755 for 2dsphere; 16804, 13068, 13026, 13027 for 2d). The geo
+    /// component of each key is a placeholder (null): geo predicates are
+    /// answered by scanning the collection, never by these keys.
+    pub fn with_geo(mut self, geo: Option<(usize, GeoField)>) -> KeyGenerator {
+        self.geo = geo;
+        self
+    }
+
+    /// Validates the geo field of `doc`; `false` when it holds nothing.
+    fn check_geo(&self, doc: &RawDocument) -> MongoResult<bool> {
+        let Some((i, kind)) = self.geo else {
+            return Ok(true);
+        };
+        let Some(f) = self.fields.get(i) else {
+            return Ok(true);
+        };
+        let mut reached = Vec::new();
+        lookup_raw(doc, &f.path, &mut reached);
+        let values: Vec<Bson> = reached
+            .into_iter()
+            .filter(|v| !matches!(v, RawBsonRef::Null | RawBsonRef::Undefined))
+            .filter_map(|v| Bson::try_from(v).ok())
+            .collect();
+        if values.is_empty() {
+            return Ok(false);
+        }
+        let shown = || {
+            Document::try_from(doc)
+                .map(|d| d.to_string())
+                .unwrap_or_default()
+        };
+        let mut any = false;
+        for v in &values {
+            // An array that is not itself a coordinate pair holds several.
+            let items: Vec<&Bson> = match v {
+                Bson::Array(a) if crate::geo::holds_several(a) => a.iter().collect(),
+                other => vec![other],
+            };
+            for item in items {
+                any = true;
+                match kind {
+                    GeoField::Sphere => {
+                        let why = match crate::geo::parse_stored(item) {
+                            Some(Ok(crate::geo::Stored::Legacy(p)))
+                                if !(-180.0..=180.0).contains(&p.x)
+                                    || !(-90.0..=90.0).contains(&p.y) =>
+                            {
+                                format!("longitude/latitude is out of bounds, lng: {} lat: {}", p.x, p.y)
+                            }
+                            Some(Ok(_)) => continue,
+                            Some(Err(e)) => e,
+                            None => format!(
+                                "Point must be an array or object, instead got type {}",
+                                crate::expr::value::type_name(item)
+                            ),
+                        };
+                        return Err(MongoError::location(
+                            16755,
+                            format!("Can't extract geo keys: {}  {why}", shown()),
+                        ));
+                    }
+                    GeoField::Flat { min, max } => check_flat(item, min, max)?,
+                }
+            }
+        }
+        // Only empty arrays: nothing to index.
+        Ok(any)
     }
 
     /// The same generator for a hashed index when `refuse`: any field that
@@ -134,11 +218,21 @@ impl KeyGenerator {
                 return Ok(DocKeys::default());
             }
         }
+        if !self.check_geo(doc)? {
+            return Ok(DocKeys::default());
+        }
         let mut per_field: Vec<Vec<RawBsonRef<'_>>> = Vec::with_capacity(self.fields.len());
         let mut array_paths: Vec<Vec<String>> = Vec::with_capacity(self.fields.len());
         let mut multikey = false;
         let mut all_missing = true;
-        for f in &self.fields {
+        for (fi, f) in self.fields.iter().enumerate() {
+            if self.geo.is_some_and(|(g, _)| g == fi) {
+                // Validated above; see `with_geo`.
+                per_field.push(vec![RawBsonRef::Null]);
+                array_paths.push(Vec::new());
+                all_missing = false;
+                continue;
+            }
             let mut reached = Vec::new();
             let info = if f.path.contains('.') {
                 lookup_raw(doc, &f.path, &mut reached)
@@ -259,6 +353,54 @@ impl KeyGenerator {
         }
         Ok(())
     }
+}
+
+/// One location of a 2d index: a coordinate pair (array or document) of
+/// numbers inside `[min, max)`.
+fn check_flat(v: &Bson, min: f64, max: f64) -> MongoResult<()> {
+    if !matches!(v, Bson::Array(_) | Bson::Document(_)) {
+        return Err(MongoError::location(
+            16804,
+            "location object expected, location array not in correct format",
+        ));
+    }
+    let mut it: Box<dyn Iterator<Item = &Bson>> = match v {
+        Bson::Array(a) => Box::new(a.iter()),
+        Bson::Document(d) => Box::new(d.values()),
+        _ => Box::new(std::iter::empty()),
+    };
+    let Some(x) = it.next() else {
+        return Err(MongoError::location(
+            13067,
+            format!("geo field is empty :: caused by :: {v}"),
+        ));
+    };
+    let Some(y) = it.next() else {
+        return Err(MongoError::location(
+            13068,
+            format!("geo field only has 1 element :: caused by :: {v}"),
+        ));
+    };
+    let num = |b: &Bson| match b {
+        Bson::Int32(i) => Some(f64::from(*i)),
+        Bson::Int64(i) => Some(*i as f64),
+        Bson::Double(d) => Some(*d),
+        Bson::Decimal128(d) => d.to_string().parse().ok(),
+        _ => None,
+    };
+    let (Some(x), Some(y)) = (num(x), num(y)) else {
+        return Err(MongoError::location(
+            13026,
+            format!("geo values must be 'legacy coordinate pairs' for 2d indexes :: caused by :: {v}"),
+        ));
+    };
+    if !(min..max).contains(&x) || !(min..max).contains(&y) {
+        return Err(MongoError::location(
+            13027,
+            format!("point not in interval of [ {min}, {max} ) :: caused by :: {v}"),
+        ));
+    }
+    Ok(())
 }
 
 fn last_component(p: &str) -> &str {

@@ -26,7 +26,9 @@ use bson::{doc, Bson, Document, RawBson, RawBsonRef, RawDocumentBuf};
 
 use crate::cursor::DocSource;
 
+mod geo_near;
 mod min_max;
+pub use geo_near::{resolve_stage as resolve_geo_near, GeoNear};
 pub use min_max::{choose as choose_min_max, MinMax, ReturnKey};
 
 /// What the client asked the planner to use.
@@ -107,6 +109,9 @@ pub struct Plan {
     /// Counting index keys inside the bounds gives the exact number of
     /// matching documents (no fetch needed).
     pub count_exact: bool,
+    /// A `$near` query: the scan's matches are ordered by distance
+    /// (`geo_near.rs`).
+    pub geo_near: Option<GeoNear>,
 }
 
 /// What one stage handed to its parent, and whether it reported its end.
@@ -373,12 +378,24 @@ pub fn choose(
         access,
         provides_sort,
         count_exact,
+        geo_near: None,
     };
     let Some(coll) = coll else {
         // mongod accepts any hint on a missing collection (nothing to scan).
         return Ok(plan(Access::Empty, true, true));
     };
     let indexes = coll.indexes();
+    if let Some(g) = geo_near::choose(&indexes, m)? {
+        return Ok(Plan {
+            access: Access::Collscan {
+                reverse: false,
+                id_index: false,
+            },
+            provides_sort: sort.is_none(),
+            count_exact: false,
+            geo_near: Some(g),
+        });
+    }
     let ixscan = |ix: &IndexInfo, reverse: bool| {
         let bounds = bounds_for(ix, m);
         let exact = count_exact(ix, &bounds, m);
@@ -431,6 +448,18 @@ pub fn choose(
             let Some(ix) = found.filter(|ix| !ix.spec.hidden) else {
                 return Err(bad_hint());
             };
+            if ix.spec.geo_field().is_some() {
+                // A geo index holds no searchable geo keys (`geo_near.rs`):
+                // the hinted query scans the collection, and explain says so.
+                return Ok(plan(
+                    Access::Collscan {
+                        reverse: false,
+                        id_index: false,
+                    },
+                    false,
+                    false,
+                ));
+            }
             if let Some(p) = &ix.spec.partial_filter {
                 if !filter_doc.is_some_and(|f| implies(f, p)) {
                     return Err(MongoError::bad_value("error processing query: planner returned error :: caused by :: hint provided does not correspond to an existing index (a partial index the filter does not imply cannot answer it)"));
@@ -447,7 +476,10 @@ pub fn choose(
     }
     let mut best: Option<(Rank, &IndexInfo, Vec<FieldBounds>)> = None;
     if !constrained_paths(m).is_empty() {
-        for ix in indexes.iter().filter(|ix| !ix.spec.hidden) {
+        for ix in indexes
+            .iter()
+            .filter(|ix| !ix.spec.hidden && ix.spec.geo_field().is_none())
+        {
             let raw = raw_bounds_for(ix, m);
             // Whether a sparse index may miss a match depends on the values
             // the filter allows, not on their hashes.
@@ -483,7 +515,12 @@ pub fn choose(
     if let Some(s) = sort {
         for ix in indexes
             .iter()
-            .filter(|ix| !ix.spec.hidden && !ix.spec.sparse && ix.spec.partial_filter.is_none())
+            .filter(|ix| {
+                !ix.spec.hidden
+                    && !ix.spec.sparse
+                    && ix.spec.partial_filter.is_none()
+                    && ix.spec.geo_field().is_none()
+            })
         {
             if let Some(reverse) = sort_direction(ix, s, &[]) {
                 let (access, _) = ixscan(ix, reverse);
@@ -528,7 +565,11 @@ pub fn execute(
         return Ok(Box::new(std::iter::empty()));
     };
     let src = access_source(coll, plan, m, stats.clone())?;
-    Ok(counted(src, stats, |s| &s.access))
+    let src = counted(src, stats, |s| &s.access);
+    match &plan.geo_near {
+        Some(g) => geo_near::sorted(src, g),
+        None => Ok(src),
+    }
 }
 
 fn access_source(
@@ -736,6 +777,13 @@ pub fn matching_doc(
 
 /// The access part of explain's `winningPlan`.
 pub fn describe(plan: &Plan, filter: &Document, count_scan: bool) -> Document {
+    if let Some(g) = &plan.geo_near {
+        let scan = Plan {
+            geo_near: None,
+            ..plan.clone()
+        };
+        return geo_near::describe(g, describe(&scan, filter, count_scan));
+    }
     let filter_field = |d: &mut Document| {
         if !filter.is_empty() {
             d.insert("filter", filter.clone());
@@ -1197,6 +1245,7 @@ mod tests {
             hidden: false,
             background: None,
             collation: None,
+            type_options: bson::Document::new(),
         }
     }
 

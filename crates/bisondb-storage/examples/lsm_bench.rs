@@ -185,6 +185,7 @@ fn bulk(
             hidden: false,
             background: None,
             collation: None,
+            type_options: bson::Document::new(),
         };
         storage
             .create_index("bench", name, spec)

@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use bisondb_error::MongoError;
-use bisondb_query::index_keys::{key_document, KeyField, KeyGenerator};
+use bisondb_query::index_keys::{key_document, GeoField, KeyField, KeyGenerator};
 use bisondb_query::matcher::bounds::{FieldBounds, Interval};
 use bson::{Bson, Document, RawBson, RawDocument};
 
@@ -56,9 +56,58 @@ pub struct IndexSpec {
     /// The index's collation, resolved (`None`: simple): its keys hold
     /// strings as collation keys (`bisondb_query::collation`).
     pub collation: Option<Document>,
+    /// Options particular to the index's type, stored and shown by
+    /// `listIndexes` as `createIndexes` resolved them (mongod's defaults
+    /// filled in): a 2dsphere index's `2dsphereIndexVersion`, a 2d index's
+    /// `bits`, `min`, `max`.
+    pub type_options: Document,
+}
+
+/// The fields of a stored spec that are not type options.
+const COMMON_SPEC_FIELDS: &[&str] = &[
+    "background",
+    "collation",
+    "expireAfterSeconds",
+    "hidden",
+    "key",
+    "name",
+    "partialFilterExpression",
+    "sparse",
+    "unique",
+    "v",
+];
+
+/// The kind of a geospatial index field.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GeoKind {
+    /// `"2d"`: legacy points on a plane bounded by `min`/`max`.
+    Flat,
+    /// `"2dsphere"`: GeoJSON on the sphere.
+    Sphere,
 }
 
 impl IndexSpec {
+    /// The geospatial field of the key pattern, if any (`createIndexes`
+    /// allows one), with its kind.
+    pub fn geo_field(&self) -> Option<(usize, GeoKind)> {
+        self.key.iter().enumerate().find_map(|(i, (_, v))| match v {
+            Bson::String(t) if t == "2d" => Some((i, GeoKind::Flat)),
+            Bson::String(t) if t == "2dsphere" => Some((i, GeoKind::Sphere)),
+            _ => None,
+        })
+    }
+
+    /// A 2d index's `[min, max)` (default `[-180, 180)`).
+    pub fn geo_bounds(&self) -> (f64, f64) {
+        let num = |k: &str, d: f64| match self.type_options.get(k) {
+            Some(Bson::Int32(i)) => f64::from(*i),
+            Some(Bson::Int64(i)) => *i as f64,
+            Some(Bson::Double(x)) => *x,
+            _ => d,
+        };
+        (num("min", -180.0), num("max", 180.0))
+    }
+
     /// The fields of the key pattern: a negative number means descending.
     pub fn fields(&self) -> Vec<KeyField> {
         self.key
@@ -111,6 +160,9 @@ impl IndexSpec {
         if let Some(c) = &self.collation {
             d.insert("collation", c.clone());
         }
+        for (k, v) in &self.type_options {
+            d.insert(k.clone(), v.clone());
+        }
         d
     }
 
@@ -130,6 +182,11 @@ impl IndexSpec {
             hidden: d.get_bool("hidden").unwrap_or(false),
             background: d.get_bool("background").ok(),
             collation: d.get_document("collation").ok().cloned(),
+            type_options: d
+                .iter()
+                .filter(|(k, _)| !COMMON_SPEC_FIELDS.contains(&k.as_str()))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
         })
     }
 
@@ -146,6 +203,7 @@ impl IndexSpec {
             && self.expire_after_seconds == other.expire_after_seconds
             && self.hidden == other.hidden
             && self.collation == other.collation
+            && self.type_options == other.type_options
     }
 }
 
@@ -193,7 +251,17 @@ impl IndexState {
         let keygen = KeyGenerator::new(fields.clone(), spec.sparse, spec.partial_filter.as_ref())?
             .with_collation(collation)
             // mongod's hashed indexes refuse arrays in every field (16766).
-            .refusing_arrays(spec.hashed_field().is_some());
+            .refusing_arrays(spec.hashed_field().is_some())
+            .with_geo(spec.geo_field().map(|(i, kind)| {
+                let field = match kind {
+                    GeoKind::Sphere => GeoField::Sphere,
+                    GeoKind::Flat => {
+                        let (min, max) = spec.geo_bounds();
+                        GeoField::Flat { min, max }
+                    }
+                };
+                (i, field)
+            }));
         Ok(IndexState {
             id,
             spec,

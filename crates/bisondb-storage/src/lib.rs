@@ -24,7 +24,7 @@ mod store;
 pub use catalog::{CollectionInfo, DbStats, Storage};
 pub use engine::{BatchOp, Durability, Engine, KeyValue, Snapshot, WriteBatch};
 pub use error::{DuplicateKeyInfo, StorageError};
-pub use index::{hash_bounds, IndexInfo, IndexScan, IndexSpec};
+pub use index::{hash_bounds, GeoKind, IndexInfo, IndexScan, IndexSpec};
 pub use keycode::{encode_id, encode_value, hashed_key};
 pub use lsm::{LsmEngine, LsmOptions};
 pub use memory::MemoryEngine;

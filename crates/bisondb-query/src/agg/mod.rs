@@ -24,6 +24,8 @@ use std::sync::Arc;
 /// A stream of documents (or the first error) flowing between stages.
 pub type DocStream = Box<dyn Iterator<Item = MongoResult<Document>> + Send>;
 
+pub use stages::geo_near::GeoNearStage;
+
 /// Gives stages that read other collections (`$lookup`, `$unionWith`) the
 /// documents of a collection of the same database. Implemented by the server
 /// over its storage; a missing collection reads as empty.
@@ -105,6 +107,11 @@ pub(crate) trait Stage: Debug + Send {
         None
     }
 
+    /// For `$geoNear`: itself, so the server can resolve its geo field.
+    fn geo_near_mut(&mut self) -> Option<&mut GeoNearStage> {
+        None
+    }
+
     /// For a stage whose output depends only on some top-level fields of
     /// its input (`$group`): adds them to `out` and returns `true`. The
     /// default, `false`, means it may read whole documents.
@@ -129,6 +136,7 @@ const STAGES: &[(&str, ParseFn)] = &[
     ("$documents", stages::documents::parse),
     ("$facet", stages::facet::parse),
     ("$fill", stages::fill::parse),
+    ("$geoNear", stages::geo_near::parse),
     ("$graphLookup", stages::graph_lookup::parse),
     ("$group", stages::group::parse),
     ("$limit", stages::limit::parse),
@@ -155,7 +163,6 @@ const NOT_IMPLEMENTED_STAGES: &[&str] = &[
     "$changeStreamSplitLargeEvent",
     "$collStats",
     "$currentOp",
-    "$geoNear",
     "$indexStats",
     "$listLocalSessions",
     "$listSampledQueries",
@@ -192,6 +199,12 @@ impl Pipeline {
                     "A pipeline stage specification object must contain exactly one field.",
                 ));
             };
+            if name == "$geoNear" && pos != 0 {
+                return Err(MongoError::location(
+                    40603,
+                    "$geoNear was not the first stage in the pipeline.",
+                ));
+            }
             if name == "$documents" && pos != 0 {
                 return Err(MongoError::location(
                     40602,
@@ -277,6 +290,12 @@ impl Pipeline {
         if self.stages.get(at).is_some_and(|s| s.sort_spec().is_some()) {
             self.stages.remove(at);
         }
+    }
+
+    /// A leading `$geoNear`, whose geo field the caller resolves from the
+    /// collection's indexes before running the pipeline.
+    pub fn geo_near_mut(&mut self) -> Option<&mut GeoNearStage> {
+        self.stages.first_mut().and_then(|s| s.geo_near_mut())
     }
 
     /// The filter of a leading `$match`, so the caller can filter during the scan.

@@ -192,6 +192,13 @@ impl Command for Aggregate {
         // collection's default.
         let collation = crate::collation::effective(&self.collation, coll.as_ref())?;
         self.pipeline.set_collation(collation.clone());
+        if let Some(stage) = self.pipeline.geo_near_mut() {
+            match coll.as_ref() {
+                Some(c) => plan::resolve_geo_near(&c.indexes(), stage)?,
+                // No collection, nothing to read: any field will do.
+                None => stage.set_key("_id".into(), false),
+            }
+        }
         let filter = self.pipeline.leading_match().cloned().unwrap_or_default();
         let matcher = Matcher::parse_doc(&filter)?.with_collation(collation.clone());
         let leading_sort = self

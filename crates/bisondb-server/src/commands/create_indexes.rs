@@ -1,7 +1,7 @@
 //! `createIndexes`: validates each index specification as mongod does, then
 //! creates and builds the indexes one by one (creating the collection when it
 //! is missing). The `_id` index always exists; index types BisonDB lacks
-//! (text, geo, wildcard) fail naming the type. An index's collation
+//! (text, wildcard) fail naming the type; geoHaystack fails as in mongod 5+. An index's collation
 //! (its own, else the collection's default) is stored resolved in its spec.
 //! On a clustered collection an index on the cluster key already exists as
 //! the clustered index (`clustered.rs` decides, as mongod does), and mongod
@@ -26,7 +26,10 @@ pub struct CreateIndexes {
 
 /// Options an index specification may carry.
 const SPEC_FIELDS: &[&str] = &[
+    // 2d: bits of precision and the plane's bounds; 2dsphere: the version.
+    "2dsphereIndexVersion",
     "background",
+    "bits",
     // Only on the cluster key of a clustered collection (`clustered.rs`).
     "clustered",
     "collation",
@@ -36,6 +39,8 @@ const SPEC_FIELDS: &[&str] = &[
     "expireAfterSeconds",
     "hidden",
     "key",
+    "max",
+    "min",
     "name",
     "ns",
     "partialFilterExpression",
@@ -45,7 +50,7 @@ const SPEC_FIELDS: &[&str] = &[
 ];
 
 /// Key pattern values naming index types BisonDB does not implement.
-const UNSUPPORTED_TYPES: &[&str] = &["2d", "2dsphere", "geoHaystack", "text"];
+const UNSUPPORTED_TYPES: &[&str] = &["text"];
 
 impl Command for CreateIndexes {
     fn parse(req: &CommandRequest<'_>) -> MongoResult<Self> {
@@ -240,6 +245,14 @@ fn parse_spec(spec: &Document) -> MongoResult<Option<IndexSpec>> {
             }
             // One field may be hashed; the others are ascending or descending.
             Bson::String(t) if t == "hashed" => {}
+            Bson::String(t) if t == "2d" || t == "2dsphere" => {}
+            // Removed from mongod in 5.0.
+            Bson::String(t) if t == "geoHaystack" => {
+                return Err(MongoError::new(
+                    ErrorCode::CannotCreateIndex,
+                    "GeoHaystack indexes cannot be created in version 4.9 and above",
+                ))
+            }
             Bson::String(t) => {
                 return Err(spec_error(spec, &format!("Unknown index plugin '{t}'")))
             }
@@ -295,6 +308,7 @@ fn parse_spec(spec: &Document) -> MongoResult<Option<IndexSpec>> {
         }
     };
     let (unique, sparse, hidden) = (flag("unique")?, flag("sparse")?, flag("hidden")?);
+    let type_options = geo_options(spec, &key, hashed > 0)?;
     if unique && hashed > 0 {
         // A hash collision would make two distinct values duplicates.
         return Err(MongoError::new(
@@ -391,6 +405,7 @@ fn parse_spec(spec: &Document) -> MongoResult<Option<IndexSpec>> {
         }
     };
     Ok(Some(IndexSpec {
+        type_options,
         name,
         key,
         unique,
@@ -401,6 +416,86 @@ fn parse_spec(spec: &Document) -> MongoResult<Option<IndexSpec>> {
         background,
         collation,
     }))
+}
+
+/// Checks the geospatial fields of a key pattern and resolves their options
+/// as mongod stores them: a 2dsphere index gets `2dsphereIndexVersion` (3 by
+/// default); a 2d index keeps the `bits`, `min`, `max` it was given.
+/// One geo field per index (a 2d one first), never with a hashed field.
+fn geo_options(spec: &Document, key: &Document, hashed: bool) -> MongoResult<Document> {
+    let kinds: Vec<(usize, &str)> = key
+        .values()
+        .enumerate()
+        .filter_map(|(i, v)| match v {
+            Bson::String(t) if t == "2d" || t == "2dsphere" => Some((i, t.as_str())),
+            _ => None,
+        })
+        .collect();
+    let mut out = Document::new();
+    let Some(&(pos, kind)) = kinds.first() else {
+        return Ok(out);
+    };
+    if hashed || kinds.iter().any(|(_, k)| *k != kind) {
+        return Err(spec_error(
+            spec,
+            "Can't use more than one index plugin for a single index.",
+        ));
+    }
+    if kinds.len() > 1 {
+        if kind == "2d" {
+            return Err(MongoError::location(16800, "can't have 2 geo fields"));
+        }
+        return Err(MongoError::new(
+            ErrorCode::NotImplemented,
+            "2dsphere indexes with more than one 2dsphere field are not supported by BisonDB yet",
+        ));
+    }
+    let opt_num = |f: &str| -> MongoResult<Option<f64>> {
+        match spec.get(f) {
+            None => Ok(None),
+            Some(v) => number(v)
+                .map(Some)
+                .ok_or_else(|| spec_error(spec, &format!("{f} must be a number"))),
+        }
+    };
+    if kind == "2d" {
+        if pos != 0 {
+            return Err(MongoError::location(16801, "2d has to be first in index"));
+        }
+        if let Some(b) = opt_num("bits")? {
+            if !(1.0..=32.0).contains(&b) {
+                return Err(MongoError::location(
+                    13028,
+                    "bits in geo index must be between 1 and 32",
+                ));
+            }
+        }
+        let (min, max) = (opt_num("min")?, opt_num("max")?);
+        if min.unwrap_or(-180.0) >= max.unwrap_or(180.0) {
+            return Err(MongoError::location(
+                13067,
+                "max must be greater than min",
+            ));
+        }
+        for f in ["bits", "min", "max"] {
+            if let Some(v) = spec.get(f) {
+                out.insert(f, v.clone());
+            }
+        }
+    } else {
+        let version = match opt_num("2dsphereIndexVersion")? {
+            None => 3,
+            Some(v) if v == 2.0 || v == 3.0 => v as i32,
+            Some(v) => {
+                return Err(MongoError::location(
+                    16750,
+                    format!("unsupported geo index version {{ 2dsphereIndexVersion : {v} }}, only support versions: [2,3]"),
+                ))
+            }
+        };
+        out.insert("2dsphereIndexVersion", version);
+    }
+    Ok(out)
 }
 
 /// Stands for an explicit `{locale: "simple"}` between parsing and execution.
@@ -419,7 +514,15 @@ mod tests {
             (doc! {"key": {"a": 1, "b": -1}}, Ok(Some("a_1_b_-1"))),
             (doc! {"key": {"_id": 1}, "name": "_id_"}, Ok(None)),
             (doc! {"key": {"a": "text"}}, Err(238)),
-            (doc! {"key": {"a": "2dsphere"}}, Err(238)),
+            (doc! {"key": {"a": "2dsphere"}}, Ok(Some("a_2dsphere"))),
+            (doc! {"key": {"a": "2d", "b": 1}}, Ok(Some("a_2d_b_1"))),
+            (doc! {"key": {"b": 1, "a": "2d"}}, Err(16801)),
+            (doc! {"key": {"a": "2d"}, "bits": 33}, Err(13028)),
+            (doc! {"key": {"a": "2d"}, "min": 10, "max": 9}, Err(13067)),
+            (doc! {"key": {"a": "2dsphere"}, "2dsphereIndexVersion": 1}, Err(16750)),
+            (doc! {"key": {"a": "2dsphere", "b": "2d"}}, Err(67)),
+            (doc! {"key": {"a": "2dsphere", "b": "hashed"}}, Err(67)),
+            (doc! {"key": {"a": "geoHaystack", "b": 1}}, Err(67)),
             (doc! {"key": {"a": "hashed"}}, Ok(Some("a_hashed"))),
             (
                 doc! {"key": {"a": 1, "b": "hashed"}},

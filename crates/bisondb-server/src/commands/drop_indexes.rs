@@ -130,6 +130,7 @@ impl Command for DropIndexes {
                     hidden: false,
                     background: None,
                     collation: None,
+                    type_options: bson::Document::new(),
                 };
                 let matching: Vec<String> = indexes
                     .iter()

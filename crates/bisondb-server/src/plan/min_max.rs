@@ -146,6 +146,7 @@ pub fn choose(
         access,
         provides_sort,
         count_exact: false,
+        geo_near: None,
     };
     let Some(coll) = coll else {
         // Nothing to scan; mongod does not plan (or check) a query on a

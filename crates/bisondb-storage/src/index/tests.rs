@@ -107,6 +107,7 @@ fn specs() -> Vec<IndexSpec> {
         hidden: false,
         background: None,
         collation: None,
+        type_options: bson::Document::new(),
     };
     vec![
         spec("a_1", doc! {"a": 1}),
@@ -301,6 +302,7 @@ fn unique(name: &str, key: Document) -> IndexSpec {
         hidden: false,
         background: None,
         collation: None,
+        type_options: bson::Document::new(),
     }
 }
 
@@ -562,6 +564,7 @@ fn hashed_index_refuses_arrays_and_unique_stays_off() {
         hidden: false,
         background: None,
         collation: None,
+        type_options: bson::Document::new(),
     };
     storage
         .create_index("db", "h", spec)
@@ -604,6 +607,7 @@ fn hash_bounds_hash_points_and_drop_ranges() {
         hidden: false,
         background: None,
         collation: None,
+        type_options: bson::Document::new(),
     };
     let bounds = |f: Document| {
         let m = Matcher::parse_doc(&f).unwrap_or_else(|e| panic!("{e}"));

@@ -696,6 +696,7 @@ mod tests {
             hidden: false,
             background: None,
             collation: None,
+            type_options: bson::Document::new(),
         };
         assert!(s
             .create_index("db", "cap", spec)

@@ -16,6 +16,13 @@ pub(crate) fn parse(arg: &Bson) -> MongoResult<Vec<Box<dyn Stage>>> {
         "the match filter must be an expression in an object".to_string()
     })?;
     let matcher = Matcher::parse_doc(filter)?;
+    // A $match filters; it cannot order by distance.
+    if matcher.near().is_some() {
+        return Err(bisondb_error::MongoError::location(
+            5626500,
+            "$geoNear, $near, and $nearSphere are not allowed in this context, as these operators require sorting geospatial data. If you do not need sort, consider using $geoWithin instead.",
+        ));
+    }
     // mongod parses a pipeline's filters without JavaScript.
     if matcher.has_where() {
         return Err(bisondb_error::MongoError::bad_value(

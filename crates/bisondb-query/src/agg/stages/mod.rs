@@ -9,6 +9,7 @@ pub(crate) mod densify;
 pub(crate) mod documents;
 pub(crate) mod facet;
 pub(crate) mod fill;
+pub(crate) mod geo_near;
 pub(crate) mod graph_lookup;
 pub(crate) mod group;
 pub(crate) mod internal_unpack_bucket;
