@@ -35,6 +35,13 @@ pub struct ServerConfig {
     pub argv: Vec<String>,
     /// Seconds between TTL monitor passes (mongod's `ttlMonitorSleepSecs`).
     pub ttl_monitor_sleep_secs: u64,
+    /// `--profile` / `operationProfiling.mode`: the profiling level of every
+    /// database the `profile` command has not set (0, 1 or 2).
+    pub profile: i32,
+    /// `--slowms` / `operationProfiling.slowOpThresholdMs` (mongod's 100).
+    pub slowms: i32,
+    /// `--slowOpSampleRate` / `operationProfiling.slowOpSampleRate`, 0 to 1.
+    pub slow_op_sample_rate: f64,
     /// mongod's `enableTestCommands` server parameter: turns on
     /// `configureFailPoint` (off by default, as in mongod).
     pub enable_test_commands: bool,
@@ -59,6 +66,9 @@ impl Default for ServerConfig {
             logpath: None,
             argv: Vec::new(),
             ttl_monitor_sleep_secs: 60,
+            profile: 0,
+            slowms: crate::profiler::DEFAULT_SLOWMS,
+            slow_op_sample_rate: 1.0,
             enable_test_commands: false,
             set_parameters: Vec::new(),
         }
@@ -103,6 +113,18 @@ impl ServerConfig {
                     self.storage_engine
                 ),
             ));
+        }
+        if !(0..=2).contains(&self.profile) {
+            return Err(MongoError::bad_value(format!(
+                "--profile must be 0, 1 or 2, got {}",
+                self.profile
+            )));
+        }
+        if !(0.0..=1.0).contains(&self.slow_op_sample_rate) {
+            return Err(MongoError::bad_value(format!(
+                "--slowOpSampleRate must be between 0 and 1, got {}",
+                self.slow_op_sample_rate
+            )));
         }
         if self.file_permissions > 0o777 {
             return Err(MongoError::bad_value(format!(
@@ -270,6 +292,35 @@ impl ServerConfig {
                 };
                 self.set_parameter(name, &value)?;
             }
+        }
+        if let Some(v) = get("operationProfiling.mode") {
+            self.profile = match v.as_str() {
+                Some("off") => 0,
+                Some("slowOp") => 1,
+                Some("all") => 2,
+                _ => {
+                    return Err(bad(
+                        "operationProfiling.mode",
+                        "one of off, slowOp, all",
+                    ))
+                }
+            };
+        }
+        if let Some(v) = get("operationProfiling.slowOpThresholdMs") {
+            self.slowms = v
+                .as_i64()
+                .and_then(|n| i32::try_from(n).ok())
+                .ok_or_else(|| {
+                    bad(
+                        "operationProfiling.slowOpThresholdMs",
+                        "a number of milliseconds",
+                    )
+                })?;
+        }
+        if let Some(v) = get("operationProfiling.slowOpSampleRate") {
+            self.slow_op_sample_rate = v.as_f64().ok_or_else(|| {
+                bad("operationProfiling.slowOpSampleRate", "a number from 0 to 1")
+            })?;
         }
         if let Some(v) = get("systemLog.path") {
             let s = v.as_str().ok_or_else(|| bad("systemLog.path", "a path"))?;

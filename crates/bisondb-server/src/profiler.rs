@@ -738,6 +738,26 @@ mod tests {
     }
 
     #[test]
+    fn startup_options_from_yaml() {
+        let mut c = crate::config::ServerConfig::default();
+        assert_eq!((c.profile, c.slowms, c.slow_op_sample_rate), (0, 100, 1.0));
+        c.apply_yaml(
+            "operationProfiling:\n  mode: all\n  slowOpThresholdMs: 5\n  slowOpSampleRate: 0.5\n",
+        )
+        .unwrap();
+        assert_eq!((c.profile, c.slowms, c.slow_op_sample_rate), (2, 5, 0.5));
+        assert!(c.validate().is_ok());
+        assert!(c
+            .apply_yaml("operationProfiling:\n  mode: sometimes\n")
+            .is_err());
+        c.profile = 3;
+        assert!(c.validate().is_err());
+        c.profile = 1;
+        c.slow_op_sample_rate = 1.5;
+        assert!(c.validate().is_err());
+    }
+
+    #[test]
     fn ops_namespaces_and_addresses() {
         assert_eq!(op_name("find"), "query");
         assert_eq!(op_name("getMore"), "getmore");

@@ -53,13 +53,19 @@ pub struct ServerState {
 
 impl ServerState {
     pub fn new(config: ServerConfig, storage: Storage) -> Arc<ServerState> {
+        // Before `config` moves into the state: `--profile` and `--slowms`.
+        let profiler = crate::profiler::Profiler::new(
+            config.profile,
+            config.slowms,
+            config.slow_op_sample_rate,
+        );
         Arc::new(ServerState {
             config,
             storage,
             cursors: CursorManager::default(),
             sessions: Default::default(),
             opcounters: OpCounters::default(),
-            profiler: crate::profiler::Profiler::default(),
+            profiler,
             started: Instant::now(),
             started_at: SystemTime::now(),
             connections_current: AtomicU64::new(0),

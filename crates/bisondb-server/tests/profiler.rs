@@ -322,3 +322,33 @@ async fn system_profile_drops_only_when_profiling_is_off() {
     let r = profile(&db, doc! {"profile": -1}).await;
     assert_eq!(num(&r, "was"), 0);
 }
+
+#[tokio::test]
+async fn startup_options_set_the_default_level_and_slowms() {
+    let s = start_with(|c| {
+        c.profile = 2;
+        c.slowms = 7;
+    })
+    .await;
+    let db = s.tcp.database("prof_startup");
+    let r = profile(&db, doc! {"profile": -1}).await;
+    assert_eq!(
+        r,
+        doc! {"was": 2, "slowms": 7, "sampleRate": 1.0, "ok": 1.0}
+    );
+    db.collection::<Document>("c")
+        .insert_one(doc! {"x": 1})
+        .await
+        .unwrap();
+    one(
+        entries(&db, doc! {"op": "insert"}).await,
+        "insert at --profile 2",
+    );
+    // The command still sets one database apart.
+    profile(&db, doc! {"profile": 0}).await;
+    db.collection::<Document>("c")
+        .insert_one(doc! {"x": 2})
+        .await
+        .unwrap();
+    assert_eq!(entries(&db, doc! {"op": "insert"}).await.len(), 1);
+}

@@ -79,6 +79,15 @@ struct ServeArgs {
     /// Write the log to this file instead of standard output.
     #[arg(long)]
     logpath: Option<PathBuf>,
+    /// Profiling level of every database: 0 off, 1 slow operations, 2 all [default: 0].
+    #[arg(long)]
+    profile: Option<i32>,
+    /// Operations at least this slow (ms) are profiled at level 1 [default: 100].
+    #[arg(long, allow_negative_numbers = true)]
+    slowms: Option<i32>,
+    /// Fraction of slow operations profiled, 0 to 1 [default: 1.0].
+    #[arg(long = "slowOpSampleRate")]
+    slow_op_sample_rate: Option<f64>,
     /// Set a server parameter at startup, as mongod: `enableTestCommands=1`
     /// (configureFailPoint), `ttlMonitorSleepSecs=N`. Repeatable.
     #[arg(long = "setParameter", value_name = "NAME=VALUE")]
@@ -129,6 +138,15 @@ fn build_config(a: &ServeArgs) -> Result<ServerConfig, String> {
     }
     if let Some(l) = &a.logpath {
         c.logpath = Some(l.clone());
+    }
+    if let Some(p) = a.profile {
+        c.profile = p;
+    }
+    if let Some(ms) = a.slowms {
+        c.slowms = ms;
+    }
+    if let Some(r) = a.slow_op_sample_rate {
+        c.slow_op_sample_rate = r;
     }
     for p in &a.set_parameter {
         c.apply_set_parameter_arg(p).map_err(|e| e.message)?;
