@@ -28,6 +28,7 @@ use crate::cursor::DocSource;
 
 mod geo_near;
 mod min_max;
+mod text;
 pub use geo_near::{resolve_stage as resolve_geo_near, GeoNear};
 pub use min_max::{choose as choose_min_max, MinMax, ReturnKey};
 
@@ -385,6 +386,10 @@ pub fn choose(
         return Ok(plan(Access::Empty, true, true));
     };
     let indexes = coll.indexes();
+    // `$text` must use the text index, whatever the hint (`plan/text.rs`).
+    if let Some(access) = text::choose(&indexes, m)? {
+        return Ok(plan(access, false, false));
+    }
     if let Some(g) = geo_near::choose(&indexes, m)? {
         return Ok(Plan {
             access: Access::Collscan {

@@ -23,6 +23,7 @@ use std::sync::Arc;
 use bisondb_error::MongoError;
 use bisondb_query::index_keys::{key_document, GeoField, KeyField, KeyGenerator};
 use bisondb_query::matcher::bounds::{FieldBounds, Interval};
+use bisondb_query::text::TextSpec;
 use bson::{Bson, Document, RawBson, RawDocument};
 
 use crate::engine::{prefix_successor, Snapshot};
@@ -123,6 +124,12 @@ impl IndexSpec {
                 },
             })
             .collect()
+    }
+
+    /// A text index (key `{..., _fts: "text", _ftsx: 1, ...}`, as
+    /// `createIndexes` stores it; its options are in `type_options`).
+    pub fn is_text(&self) -> bool {
+        matches!(self.key.get("_fts"), Some(Bson::String(t)) if t == "text")
     }
 
     /// The position of the `"hashed"` field of the key pattern, if any
@@ -230,6 +237,8 @@ pub(crate) struct IndexState {
     /// index record) because only `collMod` sets it. Changed under the
     /// collection's write lock.
     pub(crate) prepare_unique: AtomicBool,
+    /// A text index's definition (its entries come from it, not `keygen`).
+    pub(crate) text: Option<TextSpec>,
 }
 
 impl std::fmt::Debug for IndexState {
@@ -262,7 +271,13 @@ impl IndexState {
                 };
                 (i, field)
             }));
+        let text = if spec.is_text() {
+            Some(TextSpec::from_stored(&spec.key, &spec.type_options)?)
+        } else {
+            None
+        };
         Ok(IndexState {
+            text,
             id,
             spec,
             fields,
@@ -398,6 +413,9 @@ pub(crate) fn entries(
     doc: &RawDocument,
     encoded_id: &[u8],
 ) -> Result<(Vec<KeyedEntry>, bool), StorageError> {
+    if let Some(text) = &ix.text {
+        return text_entries(ix, text, coll, doc, encoded_id);
+    }
     let keys = ix.keygen.keys(doc).map_err(StorageError::Mongo)?;
     let mut prefix = Vec::with_capacity(64);
     prefix.push(ENTRIES);
@@ -427,6 +445,73 @@ pub(crate) fn entries(
         ));
     }
     Ok((out, keys.multikey))
+}
+
+/// The value of a text index's prefix or suffix field in `doc` (null when
+/// missing); an array along the path fails the write, as in mongod.
+fn text_extra(doc: &RawDocument, path: &str) -> Result<RawBson, StorageError> {
+    let mut vals = Vec::new();
+    let info = bisondb_query::path::lookup_raw(doc, path, &mut vals);
+    let array = info.traversed_array || vals.iter().any(|v| matches!(v, bson::RawBsonRef::Array(_)));
+    if array {
+        let shown = bson::Document::try_from(doc)
+            .map(|d| crate::error::shell_format_document(&d))
+            .unwrap_or_default();
+        return Err(StorageError::Mongo(MongoError::new(
+            bisondb_error::ErrorCode::CannotBuildIndexKeys,
+            format!("Field '{path}' of text index contains an array in document: {shown}"),
+        )));
+    }
+    Ok(vals
+        .first()
+        .map(|v| RawBson::from(*v))
+        .unwrap_or(RawBson::Null))
+}
+
+/// A text index's entries for `doc`: one per term, keyed by the prefix
+/// fields' values, the term, its score in the document and the suffix
+/// fields' values (mongod's key layout), so a lookup of a term under equal
+/// prefix values is one range.
+fn text_entries(
+    ix: &IndexState,
+    text: &TextSpec,
+    coll: u64,
+    doc: &RawDocument,
+    encoded_id: &[u8],
+) -> Result<(Vec<KeyedEntry>, bool), StorageError> {
+    let before = text
+        .prefix
+        .iter()
+        .map(|p| text_extra(doc, p))
+        .collect::<Result<Vec<_>, _>>()?;
+    let after = text
+        .suffix
+        .iter()
+        .map(|p| text_extra(doc, p))
+        .collect::<Result<Vec<_>, _>>()?;
+    let scores = text.term_scores(doc).map_err(StorageError::Mongo)?;
+    let multikey = scores.len() > 1;
+    let mut out = Vec::with_capacity(scores.len());
+    let prefix = index_prefix(coll, ix.id);
+    for (term, score) in scores {
+        let mut values = before.clone();
+        values.push(RawBson::String(term));
+        values.push(RawBson::Double(score));
+        values.extend(after.iter().cloned());
+        let mut key = prefix.clone();
+        for (v, f) in values.iter().zip(&ix.fields) {
+            encode_component(v, f.descending, &mut key);
+        }
+        key.extend_from_slice(encoded_id);
+        out.push((
+            Entry {
+                key,
+                value: encoded_id.to_vec(),
+            },
+            values,
+        ));
+    }
+    Ok((out, multikey))
 }
 
 /// Whether a document other than `encoded_id` has an entry starting with

@@ -33,24 +33,34 @@ const SPEC_FIELDS: &[&str] = &[
     // Only on the cluster key of a clustered collection (`clustered.rs`).
     "clustered",
     "collation",
+    // Text indexes (`bisondb_query::text::fix_spec`).
+    "default_language",
     // Accepted and ignored, as mongod has since 3.0 (duplicates always fail a
     // unique build).
     "dropDups",
     "expireAfterSeconds",
     "hidden",
     "key",
+    "language_override",
     "max",
     "min",
     "name",
     "ns",
     "partialFilterExpression",
     "sparse",
+    "textIndexVersion",
     "unique",
     "v",
+    "weights",
 ];
 
-/// Key pattern values naming index types BisonDB does not implement.
-const UNSUPPORTED_TYPES: &[&str] = &["text"];
+/// Options only a text index takes.
+const TEXT_OPTIONS: &[&str] = &[
+    "default_language",
+    "language_override",
+    "textIndexVersion",
+    "weights",
+];
 
 impl Command for CreateIndexes {
     fn parse(req: &CommandRequest<'_>) -> MongoResult<Self> {
@@ -138,6 +148,9 @@ impl Command for CreateIndexes {
                 Some(c) => Some(c),
                 None => crate::collation::spec_of(default.as_ref()),
             };
+            if spec.is_text() {
+                check_text_index(storage, &self.db, &self.coll, &spec)?;
+            }
             if storage.create_index(&self.db, &self.coll, spec)? {
                 created += 1;
             }
@@ -158,6 +171,40 @@ impl Command for CreateIndexes {
         }
         reply::ok(reply)
     }
+}
+
+/// A text index compares words, not collation keys, and a collection has one
+/// text index at most (the same one again is a no-op the catalog sees).
+fn check_text_index(
+    storage: &bisondb_storage::Storage,
+    db: &str,
+    coll: &str,
+    spec: &IndexSpec,
+) -> MongoResult<()> {
+    if let Some(c) = &spec.collation {
+        return Err(MongoError::new(
+            ErrorCode::CannotCreateIndex,
+            format!(
+                "Index type 'text' does not support collation: {}",
+                bisondb_storage::error::shell_format_document(c)
+            ),
+        ));
+    }
+    let existing = storage.collection(db, coll).map(|c| c.indexes());
+    if let Some(other) = existing
+        .iter()
+        .flat_map(|v| v.iter())
+        .find(|ix| ix.spec.is_text() && ix.spec.name != spec.name)
+    {
+        return Err(MongoError::new(
+            ErrorCode::CannotCreateIndex,
+            format!(
+                "only one text index per collection allowed, found existing text index \"{}\"",
+                other.spec.name
+            ),
+        ));
+    }
+    Ok(())
 }
 
 fn spec_error(spec: &Document, why: &str) -> MongoError {
@@ -224,6 +271,12 @@ fn parse_spec(spec: &Document) -> MongoResult<Option<IndexSpec>> {
         if field.is_empty() {
             return Err(spec_error(spec, "Index keys cannot be an empty field."));
         }
+        let text = matches!(v, Bson::String(t) if t == "text");
+        // `{"$**": "text"}` is a text index over every string, not a
+        // wildcard index.
+        if (field == "$**" && text) || (field == "_fts" && text) {
+            continue;
+        }
         if field == "$**" || field.ends_with(".$**") {
             return Err(MongoError::new(
                 ErrorCode::NotImplemented,
@@ -237,12 +290,8 @@ fn parse_spec(spec: &Document) -> MongoResult<Option<IndexSpec>> {
             ));
         }
         match v {
-            Bson::String(t) if UNSUPPORTED_TYPES.contains(&t.as_str()) => {
-                return Err(MongoError::new(
-                    ErrorCode::NotImplemented,
-                    format!("{t} indexes are not supported by BisonDB yet"),
-                ))
-            }
+            // Text fields (adjacent; `fix_spec` checks the layout).
+            Bson::String(t) if t == "text" => {}
             // One field may be hashed; the others are ascending or descending.
             Bson::String(t) if t == "hashed" => {}
             Bson::String(t) if t == "2d" || t == "2dsphere" => {}
@@ -308,7 +357,21 @@ fn parse_spec(spec: &Document) -> MongoResult<Option<IndexSpec>> {
         }
     };
     let (unique, sparse, hidden) = (flag("unique")?, flag("sparse")?, flag("hidden")?);
-    let type_options = geo_options(spec, &key, hashed > 0)?;
+    let mut type_options = geo_options(spec, &key, hashed > 0)?;
+    let mut key = key;
+    if bisondb_query::text::is_text_key(&key) {
+        // Stored as mongod stores it: `{_fts: "text", _ftsx: 1}` in place of
+        // the text fields, with its resolved options.
+        (key, type_options) = bisondb_query::text::fix_spec(spec)?;
+    } else if let Some(k) = TEXT_OPTIONS.iter().find(|k| spec.contains_key(**k)) {
+        return Err(MongoError::new(
+            ErrorCode::InvalidIndexSpecificationOption,
+            format!(
+                "The field '{k}' is not valid for an index specification. Specification: {}",
+                bisondb_storage::error::shell_format_document(spec)
+            ),
+        ));
+    }
     if unique && hashed > 0 {
         // A hash collision would make two distinct values duplicates.
         return Err(MongoError::new(
@@ -513,7 +576,15 @@ mod tests {
             (doc! {"key": {"a": 1}, "name": "a_1"}, Ok(Some("a_1"))),
             (doc! {"key": {"a": 1, "b": -1}}, Ok(Some("a_1_b_-1"))),
             (doc! {"key": {"_id": 1}, "name": "_id_"}, Ok(None)),
-            (doc! {"key": {"a": "text"}}, Err(238)),
+            (doc! {"key": {"a": "text"}}, Ok(Some("a_text"))),
+            (doc! {"key": {"$**": "text"}}, Ok(Some("$**_text"))),
+            (
+                doc! {"key": {"a": 1, "b": "text", "c": "text"}, "weights": {"b": 5}},
+                Ok(Some("a_1_b_text_c_text")),
+            ),
+            (doc! {"key": {"a": "text", "b": 1, "c": "text"}}, Err(67)),
+            (doc! {"key": {"a": "text"}, "default_language": "xx"}, Err(67)),
+            (doc! {"key": {"a": 1}, "weights": {"a": 1}}, Err(197)),
             (doc! {"key": {"a": "2dsphere"}}, Ok(Some("a_2dsphere"))),
             (doc! {"key": {"a": "2d", "b": 1}}, Ok(Some("a_2d_b_1"))),
             (doc! {"key": {"b": 1, "a": "2d"}}, Err(16801)),

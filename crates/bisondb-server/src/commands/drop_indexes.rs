@@ -120,9 +120,16 @@ impl Command for DropIndexes {
                 if key.len() == 1 && key.contains_key("_id") {
                     return Err(cannot_drop_id());
                 }
+                // A text index is stored as `{_fts: "text", _ftsx: 1}`; the
+                // pattern it was created with names it too.
+                let stored = match bisondb_query::text::is_text_key(&key) {
+                    true => bisondb_query::text::fix_spec(&doc! {"key": key.clone()})
+                        .map_or_else(|_| key.clone(), |(k, _)| k),
+                    false => key.clone(),
+                };
                 let probe = bisondb_storage::IndexSpec {
                     name: String::new(),
-                    key: key.clone(),
+                    key: stored.clone(),
                     unique: false,
                     sparse: false,
                     partial_filter: None,
@@ -134,7 +141,7 @@ impl Command for DropIndexes {
                 };
                 let matching: Vec<String> = indexes
                     .iter()
-                    .filter(|i| i.spec.same_key(&probe) && i.spec.key.keys().eq(key.keys()))
+                    .filter(|i| i.spec.same_key(&probe) && i.spec.key.keys().eq(stored.keys()))
                     .map(|i| i.spec.name.clone())
                     .collect();
                 match matching.as_slice() {

@@ -311,6 +311,15 @@ impl Find {
                 (&filter_c, sort_c.as_ref())
             }
         };
+        // `{$meta: "textScore"}` in the sort reads the filter's `$text`.
+        let sort_t;
+        let sort = match sort {
+            Some(s) if s.needs_text_score() => {
+                sort_t = s.clone().with_text_score(self.filter.text_score_source())?;
+                Some(&sort_t)
+            }
+            other => other,
+        };
         let chosen = if self.min_max.is_empty() {
             plan::choose(
                 coll,

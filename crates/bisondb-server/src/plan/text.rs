@@ -1,0 +1,88 @@
+//! `$text` queries: the collection's text index is required (27 otherwise);
+//! the filter's `$text` is bound to it, then the index is scanned for every
+//! term of the search (one point per term under the equality values of the
+//! index's prefix fields) and each document found is re-checked by the whole
+//! filter, which now holds the bound `$text` (phrases, negations, the rest).
+//! A `$text` inside an `$or` scans the collection instead: the bound matcher
+//! decides per document.
+
+use bisondb_error::{ErrorCode, MongoError, MongoResult};
+use bisondb_query::matcher::bounds::{FieldBounds, Interval};
+use bisondb_query::matcher::Matcher;
+use bisondb_query::text::{BoundText, TextQuery, TextSpec};
+use bisondb_storage::IndexInfo;
+use bson::Bson;
+
+use super::Access;
+
+/// The access path of a filter with `$text`, after binding it; `None` when
+/// the filter has no `$text`.
+pub(super) fn choose(indexes: &[IndexInfo], m: &Matcher) -> MongoResult<Option<Access>> {
+    let Some(params) = m.text_params() else {
+        return Ok(None);
+    };
+    let Some(ix) = indexes
+        .iter()
+        .find(|ix| ix.spec.is_text() && !ix.spec.hidden)
+    else {
+        return Err(MongoError::new(
+            ErrorCode::IndexNotFound,
+            "text index required for $text query",
+        ));
+    };
+    let spec = TextSpec::from_stored(&ix.spec.key, &ix.spec.type_options)?;
+    let query = TextQuery::parse(params, spec.default_language)?;
+    let terms: Vec<String> = query.terms_for_bounds.iter().cloned().collect();
+    let prefix_paths = spec.prefix.clone();
+    m.bind_text(BoundText { spec, query });
+    if !m.text_is_top_level() {
+        return Ok(Some(Access::Collscan {
+            reverse: false,
+            id_index: false,
+        }));
+    }
+    // Every prefix field needs an equality: the index is ordered by them first.
+    let equalities = m.equality_fields();
+    let mut prefix = Vec::with_capacity(prefix_paths.len());
+    for p in &prefix_paths {
+        match equalities.iter().find(|(path, _)| path == p) {
+            Some((_, v)) if !matches!(v, Bson::Array(_) | Bson::RegularExpression(_)) => {
+                prefix.push(v.clone())
+            }
+            _ => {
+                return Err(MongoError::new(
+                    ErrorCode::NoQueryExecutionPlans,
+                    "error processing query: planner returned error :: caused by :: failed to use text index to satisfy $text query (if text index is compound, are equality predicates given for all prefix fields?)",
+                ))
+            }
+        }
+    }
+    Ok(Some(Access::Ixscan {
+        index: Box::new(ix.clone()),
+        bounds: bounds(ix, &prefix, &terms),
+        reverse: false,
+    }))
+}
+
+/// Prefix points, one point per term (none: nothing matches), then anything.
+fn bounds(ix: &IndexInfo, prefix: &[Bson], terms: &[String]) -> Vec<FieldBounds> {
+    let point = |v: Bson| Interval::point(v);
+    let mut b: Vec<FieldBounds> = prefix
+        .iter()
+        .map(|v| FieldBounds {
+            intervals: vec![point(v.clone())],
+            exact: false,
+        })
+        .collect();
+    b.push(FieldBounds {
+        intervals: terms
+            .iter()
+            .map(|t| point(Bson::String(t.clone())))
+            .collect(),
+        exact: false,
+    });
+    while b.len() < ix.fields.len() {
+        b.push(FieldBounds::full());
+    }
+    b
+}

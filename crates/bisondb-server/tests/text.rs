@@ -1,0 +1,423 @@
+//! Text indexes and `$text` through the official driver: the index as
+//! listIndexes shows it (`_fts`/`_ftsx`, weights, languages), one text index
+//! per collection, dropping by name or by the pattern it was created with,
+//! `$text` searches (stemming, stop words, phrases, negations, languages,
+//! case sensitivity), `{$meta: "textScore"}` in projections and sorts with
+//! mongod's scores, compound text indexes and their prefix equalities, the
+//! errors (27 without a text index, 17261/17262 for bad language fields) and
+//! the IXSCAN explain shows. Runs on the engine BISONDB_TEST_ENGINE names.
+
+mod common;
+
+use bson::{doc, Bson, Document};
+use common::*;
+use mongodb::{Collection, Database};
+
+fn ids(docs: &[Document]) -> Vec<i32> {
+    let mut v: Vec<i32> = docs
+        .iter()
+        .map(|d| d.get_i32("_id").unwrap_or_else(|_| panic!("no _id in {d}")))
+        .collect();
+    v.sort_unstable();
+    v
+}
+
+async fn search(c: &Collection<Document>, filter: Document) -> mongodb::error::Result<Vec<i32>> {
+    Ok(ids(&collect(c.find(filter).await?).await))
+}
+
+async fn text(c: &Collection<Document>, s: &str) -> Vec<i32> {
+    search(c, doc! {"$text": {"$search": s}})
+        .await
+        .unwrap_or_else(|e| panic!("{s}: {e}"))
+}
+
+/// Creates an index with `createIndexes`, naming it as drivers do unless
+/// `options` names it; returns the name.
+async fn create(c: &Collection<Document>, key: Document, options: Document) -> String {
+    let mut spec = doc! {"key": key.clone()};
+    spec.extend(options);
+    if !spec.contains_key("name") {
+        let generated: Vec<String> = key
+            .iter()
+            .map(|(f, v)| match v {
+                Bson::String(s) => format!("{f}_{s}"),
+                other => format!("{f}_{other}"),
+            })
+            .collect();
+        spec.insert("name", generated.join("_"));
+    }
+    let name = spec.get_str("name").unwrap_or_default().to_string();
+    let db = c.client().database(&c.namespace().db);
+    db.run_command(doc! {"createIndexes": c.name(), "indexes": [spec]})
+        .await
+        .unwrap_or_else(|e| panic!("createIndexes: {e}"));
+    name
+}
+
+async fn list_indexes(db: &Database, coll: &str) -> Vec<Document> {
+    let reply = db
+        .run_command(doc! {"listIndexes": coll})
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    reply
+        .get_document("cursor")
+        .and_then(|c| c.get_array("firstBatch"))
+        .map(|a| a.iter().filter_map(|v| v.as_document().cloned()).collect())
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn text_index_specs_list_and_drop_like_mongod() {
+    let t = start().await;
+    let db = t.tcp.database("tx_spec");
+    let c = db.collection::<Document>("c");
+    assert_eq!(create(&c, doc! {"t": "text"}, doc! {}).await, "t_text");
+    let listed = list_indexes(&db, "c").await;
+    let ix = listed
+        .iter()
+        .find(|d| d.get_str("name").is_ok_and(|n| n == "t_text"))
+        .unwrap_or_else(|| panic!("{listed:?}"));
+    assert_eq!(
+        ix,
+        &doc! {"v": 2, "key": {"_fts": "text", "_ftsx": 1}, "name": "t_text",
+        "weights": {"t": 1}, "default_language": "english",
+        "language_override": "language", "textIndexVersion": 3}
+    );
+    // The same index again is a no-op.
+    let r = db
+        .run_command(
+            doc! {"createIndexes": "c", "indexes": [{"key": {"t": "text"}, "name": "t_text"}]},
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        r.get_str("note").ok(),
+        Some("all indexes already exist"),
+        "{r}"
+    );
+    // A second, different text index is refused.
+    let e = expect_code(
+        db.run_command(
+            doc! {"createIndexes": "c", "indexes": [{"key": {"u": "text"}, "name": "u_text"}]},
+        )
+        .await,
+        67,
+    );
+    assert!(
+        error_message(&e).contains(
+            "only one text index per collection allowed, found existing text index \"t_text\""
+        ),
+        "{}",
+        error_message(&e)
+    );
+    // Bad specifications fail as in mongod.
+    for (spec, code) in [
+        (
+            doc! {"key": {"a": "text", "b": 1, "c": "text"}, "name": "x"},
+            67,
+        ),
+        (
+            doc! {"key": {"a": "text"}, "name": "x", "weights": {"a": 0}},
+            67,
+        ),
+        (
+            doc! {"key": {"a": "text"}, "name": "x", "default_language": "klingon"},
+            67,
+        ),
+        (
+            doc! {"key": {"a": 1}, "name": "x", "weights": {"a": 1}},
+            197,
+        ),
+    ] {
+        let other = db.collection::<Document>("bad");
+        expect_code(
+            other
+                .client()
+                .database("tx_spec")
+                .run_command(doc! {"createIndexes": "bad", "indexes": [spec]})
+                .await,
+            code,
+        );
+    }
+    // Drop by the pattern it was created with, then by name.
+    db.run_command(doc! {"dropIndexes": "c", "index": {"t": "text"}})
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(list_indexes(&db, "c").await.len(), 1);
+    let name = create(
+        &c,
+        doc! {"a": 1, "t": "text", "s": "text"},
+        doc! {"weights": {"t": 10}, "default_language": "spanish", "language_override": "idioma", "name": "mine"},
+    )
+    .await;
+    let listed = list_indexes(&db, "c").await;
+    let ix = listed
+        .iter()
+        .find(|d| d.get_str("name").is_ok_and(|n| n == "mine"))
+        .unwrap_or_else(|| panic!("{listed:?}"));
+    assert_eq!(
+        ix.get_document("key").ok(),
+        Some(&doc! {"a": 1, "_fts": "text", "_ftsx": 1})
+    );
+    assert_eq!(
+        ix.get_document("weights").ok(),
+        Some(&doc! {"s": 1, "t": 10})
+    );
+    assert_eq!(ix.get_str("default_language").ok(), Some("spanish"));
+    assert_eq!(ix.get_str("language_override").ok(), Some("idioma"));
+    db.run_command(doc! {"dropIndexes": "c", "index": name})
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(list_indexes(&db, "c").await.len(), 1);
+}
+
+#[tokio::test]
+async fn text_search_terms_phrases_negations_and_scores() {
+    let t = start().await;
+    let db = t.tcp.database("tx_search");
+    let c = db.collection::<Document>("c");
+    c.insert_many(vec![
+        doc! {"_id": 1, "t": "spam eggs and spam", "n": 1},
+        doc! {"_id": 2, "t": "spam", "n": 2},
+        doc! {"_id": 3, "t": "egg sausage and bacon", "n": 1},
+        doc! {"_id": 4, "t": "The Running Man", "n": 2},
+        doc! {"_id": 5, "t": ["café au lait", "Crème brûlée"], "n": 1},
+        doc! {"_id": 6, "other": "spam"},
+        doc! {"_id": 7, "t": 42},
+    ])
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
+    // Without a text index: 27.
+    let e = expect_code(search(&c, doc! {"$text": {"$search": "x"}}).await, 27);
+    assert_eq!(error_message(&e), "text index required for $text query");
+    assert_eq!(create(&c, doc! {"t": "text"}, doc! {}).await, "t_text");
+    // A document inserted after the build is indexed too.
+    c.insert_one(doc! {"_id": 8, "t": "runner runs; spam!"})
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+
+    assert_eq!(text(&c, "spam").await, vec![1, 2, 8]);
+    // Terms are ORed, stemmed ("eggs" finds "egg"), case-folded.
+    assert_eq!(text(&c, "EGGS bacon").await, vec![1, 3]);
+    assert_eq!(text(&c, "run").await, vec![4, 8]);
+    // Stop words find nothing; diacritics are ignored.
+    assert_eq!(text(&c, "and the").await, Vec::<i32>::new());
+    assert_eq!(text(&c, "cafe creme").await, vec![5]);
+    // Phrases must appear; negations exclude.
+    assert_eq!(text(&c, "spam \"eggs and\"").await, vec![1]);
+    assert_eq!(text(&c, "spam -eggs").await, vec![2, 8]);
+    assert_eq!(text(&c, "spam -\"spam eggs\"").await, vec![2, 8]);
+    assert_eq!(text(&c, "-spam").await, Vec::<i32>::new());
+    // Sensitivity options.
+    let got = search(
+        &c,
+        doc! {"$text": {"$search": "Running", "$caseSensitive": true}},
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(got, vec![4]);
+    let got = search(
+        &c,
+        doc! {"$text": {"$search": "running", "$caseSensitive": true}},
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
+    // "running" stems to "run": "runs" matches, "Running" keeps its case.
+    assert_eq!(got, vec![8]);
+    let got = search(
+        &c,
+        doc! {"$text": {"$search": "cafe", "$diacriticSensitive": true}},
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(got, Vec::<i32>::new());
+    // With the rest of the filter, and inside an $or.
+    assert_eq!(
+        search(&c, doc! {"$text": {"$search": "spam"}, "n": 2})
+            .await
+            .unwrap_or_default(),
+        vec![2]
+    );
+    assert_eq!(
+        search(
+            &c,
+            doc! {"$or": [{"$text": {"$search": "bacon"}}, {"_id": 2}]}
+        )
+        .await
+        .unwrap_or_default(),
+        vec![2, 3]
+    );
+
+    // Scores as mongod computes them, in projections and sorts.
+    let got = collect(
+        c.find(doc! {"$text": {"$search": "spam"}})
+            .projection(doc! {"score": {"$meta": "textScore"}, "t": 0})
+            .sort(doc! {"score": {"$meta": "textScore"}})
+            .await
+            .unwrap_or_else(|e| panic!("{e}")),
+    )
+    .await;
+    let scores: Vec<(i32, f64)> = got
+        .iter()
+        .map(|d| {
+            (
+                d.get_i32("_id").unwrap_or(0),
+                d.get_f64("score").unwrap_or(-1.0),
+            )
+        })
+        .collect();
+    // "spam eggs and spam": spam twice in 3 words, 1.5 * (2/6 + 0.5) = 1.25;
+    // "spam": the whole string, 1.1.
+    assert_eq!(
+        scores.iter().map(|(i, _)| *i).collect::<Vec<_>>(),
+        vec![1, 2, 8]
+    );
+    assert!((scores[0].1 - 1.25).abs() < 1e-9, "{scores:?}");
+    assert!((scores[1].1 - 1.1).abs() < 1e-9, "{scores:?}");
+    // "runner runs spam": 3 words, spam once.
+    assert!((scores[2].1 - (0.5 / 3.0 + 0.5)).abs() < 1e-9, "{scores:?}");
+    assert!(got.iter().all(|d| !d.contains_key("t")), "{got:?}");
+    // Without $text, textScore metadata is not available (40218).
+    expect_code(
+        c.find(doc! {})
+            .projection(doc! {"s": {"$meta": "textScore"}})
+            .await,
+        40218,
+    );
+    expect_code(
+        collect_result(
+            c.find(doc! {})
+                .sort(doc! {"s": {"$meta": "textScore"}})
+                .await,
+        )
+        .await,
+        40218,
+    );
+
+    // Explain: an index scan of the text index, one point per term.
+    let e = db
+        .run_command(doc! {"explain": {"find": "c", "filter": {"$text": {"$search": "spam eggs"}}}, "verbosity": "queryPlanner"})
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let s = e.to_string();
+    assert!(s.contains("IXSCAN") && s.contains("t_text"), "{s}");
+
+    // Only one $text; not under $nor; $search must be a string.
+    expect_code(
+        search(
+            &c,
+            doc! {"$text": {"$search": "a"}, "$and": [{"$text": {"$search": "b"}}]},
+        )
+        .await,
+        2,
+    );
+    expect_code(
+        search(&c, doc! {"$nor": [{"$text": {"$search": "a"}}]}).await,
+        2,
+    );
+    expect_code(search(&c, doc! {"$text": {"$search": 1}}).await, 14);
+    expect_code(
+        search(&c, doc! {"$text": {"$search": "a", "$language": "klingon"}}).await,
+        2,
+    );
+}
+
+async fn collect_result(
+    r: mongodb::error::Result<mongodb::Cursor<Document>>,
+) -> mongodb::error::Result<Vec<Document>> {
+    use futures::TryStreamExt;
+    r?.try_collect().await
+}
+
+#[tokio::test]
+async fn languages_weights_wildcards_and_compound_text_indexes() {
+    let t = start().await;
+    let db = t.tcp.database("tx_lang");
+    let c = db.collection::<Document>("c");
+    create(
+        &c,
+        doc! {"$**": "text"},
+        doc! {"default_language": "german"},
+    )
+    .await;
+    c.insert_many(vec![
+        doc! {"_id": 1, "a": "Die Kinder spielen", "b": {"c": "Häuser"}},
+        doc! {"_id": 2, "a": "the children are playing", "language": "english"},
+        doc! {"_id": 3, "nested": {"x": ["spielen", 3]}},
+    ])
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(text(&c, "spiel").await, vec![1, 3]);
+    // German stems "Häuser" to "haus".
+    assert_eq!(text(&c, "haus").await, vec![1]);
+    assert_eq!(text(&c, "häuser").await, vec![1]);
+    assert_eq!(text(&c, "hause").await, vec![1]);
+    let got = search(&c, doc! {"$text": {"$search": "plays", "$language": "en"}})
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(got, vec![2]);
+    // A language field that is no string, or names no language, fails the write.
+    expect_code(
+        c.insert_one(doc! {"_id": 9, "a": "x", "language": 5}).await,
+        17261,
+    );
+    expect_code(
+        c.insert_one(doc! {"_id": 9, "a": "x", "language": "klingon"})
+            .await,
+        17262,
+    );
+
+    // Weights: a title match outscores a body match.
+    let w = db.collection::<Document>("w");
+    create(
+        &w,
+        doc! {"title": "text", "body": "text"},
+        doc! {"weights": {"title": 10}},
+    )
+    .await;
+    w.insert_many(vec![
+        doc! {"_id": 1, "title": "other", "body": "mongo"},
+        doc! {"_id": 2, "title": "mongo", "body": "other"},
+    ])
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
+    let got = collect(
+        w.find(doc! {"$text": {"$search": "mongo"}})
+            .projection(doc! {"s": {"$meta": "textScore"}})
+            .sort(doc! {"s": {"$meta": "textScore"}})
+            .await
+            .unwrap_or_else(|e| panic!("{e}")),
+    )
+    .await;
+    let order: Vec<i32> = got.iter().map(|d| d.get_i32("_id").unwrap_or(0)).collect();
+    assert_eq!(order, vec![2, 1]);
+    let s: Vec<f64> = got.iter().map(|d| d.get_f64("s").unwrap_or(0.0)).collect();
+    assert!(
+        (s[0] - 11.0).abs() < 1e-9 && (s[1] - 1.1).abs() < 1e-9,
+        "{s:?}"
+    );
+
+    // Compound: equality on the prefix field is required (291 otherwise).
+    let k = db.collection::<Document>("k");
+    create(&k, doc! {"shop": 1, "d": "text", "p": -1}, doc! {}).await;
+    k.insert_many(vec![
+        doc! {"_id": 1, "shop": "a", "d": "red apple", "p": 1},
+        doc! {"_id": 2, "shop": "b", "d": "red pear", "p": 2},
+        doc! {"_id": 3, "shop": "a", "d": "green pear", "p": 3},
+    ])
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        search(&k, doc! {"shop": "a", "$text": {"$search": "pear red"}})
+            .await
+            .unwrap_or_default(),
+        vec![1, 3]
+    );
+    expect_code(search(&k, doc! {"$text": {"$search": "pear"}}).await, 291);
+    // Arrays in prefix or suffix fields are refused (CannotBuildIndexKeys).
+    expect_code(
+        k.insert_one(doc! {"_id": 4, "shop": ["a"], "d": "x"}).await,
+        201,
+    );
+}
