@@ -175,8 +175,6 @@ def test_create_indexes_replies_and_index_information(db):
     "key, kind",
     [
         ([("body", "text")], "text"),
-        ([("loc", "2dsphere")], "2dsphere"),
-        ([("loc", "2d")], "2d"),
         ([("$**", 1)], "wildcard"),
     ],
 )
@@ -189,6 +187,41 @@ def test_unsupported_index_types_fail_with_not_implemented(db, key, kind):
     assert exc.value.details["codeName"] == "NotImplemented"
     assert kind in exc.value.details["errmsg"]
     assert list(db.c.index_information()) == ["_id_"]
+
+
+def test_geo_indexes_and_queries_like_mongod(db):
+    # 2d and 2dsphere indexes as index_information shows them, writes checked
+    # against them (16755), $within/$geoWithin, $near ordered by distance and
+    # 291 without a geo index, $geoNear, and explain naming what ran.
+    from pymongo import GEO2D, GEOSPHERE
+
+    db.c.insert_many([
+        {"_id": i, "geo": {"type": "Point", "coordinates": [i, 0]}, "loc": [i, 0]}
+        for i in (3, 1, 2)
+    ])
+    with pytest.raises(OperationFailure) as exc:
+        db.c.find_one({"geo": {"$near": {"$geometry": {"type": "Point", "coordinates": [0, 0]}}}})
+    assert exc.value.code == 291 and exc.value.details["codeName"] == "NoQueryExecutionPlans"
+    assert db.c.create_index([("geo", GEOSPHERE)]) == "geo_2dsphere"
+    assert db.c.create_index([("loc", GEO2D)], bits=20) == "loc_2d"
+    info = db.c.index_information()
+    assert info["geo_2dsphere"]["key"] == [("geo", "2dsphere")]
+    assert info["geo_2dsphere"]["2dsphereIndexVersion"] == 3
+    assert info["loc_2d"]["key"] == [("loc", "2d")] and info["loc_2d"]["bits"] == 20
+    with pytest.raises(OperationFailure) as exc:
+        db.c.insert_one({"geo": {"type": "Point", "coordinates": [0, 95]}})
+    assert exc.value.code == 16755 and "Can't extract geo keys" in str(exc.value)
+    poly = {"type": "Polygon", "coordinates": [[[0.5, -1], [2.5, -1], [2.5, 1], [0.5, 1], [0.5, -1]]]}
+    assert sorted(d["_id"] for d in db.c.find({"geo": {"$within": {"$geometry": poly}}})) == [1, 2]
+    assert [d["_id"] for d in db.c.find({"loc": {"$near": [0, 0]}})] == [1, 2, 3]
+    near = {"$nearSphere": {"$geometry": {"type": "Point", "coordinates": [3, 0]}, "$maxDistance": 150000}}
+    assert [d["_id"] for d in db.c.find({"geo": near})] == [3, 2]
+    out = list(db.c.aggregate([{"$geoNear": {"near": [0, 0], "distanceField": "d", "key": "loc"}}]))
+    assert [(d["_id"], d["d"]) for d in out] == [(1, 1.0), (2, 2.0), (3, 3.0)]
+    plan = db.c.find({"geo": {"$near": {"$geometry": {"type": "Point", "coordinates": [0, 0]}}}}) \
+        .explain()["queryPlanner"]["winningPlan"]
+    assert plan["stage"] == "GEO_NEAR_2DSPHERE" and plan["indexName"] == "geo_2dsphere"
+    assert plan["inputStage"]["stage"] == "COLLSCAN"
 
 
 def test_hashed_index_answers_equality_like_mongod(db):
