@@ -3,7 +3,9 @@
 //! older than the index's `expireAfterSeconds`, as mongod's TTL monitor does.
 //! Documents whose field holds no date never expire. A clustered collection
 //! with a collection-level `expireAfterSeconds` is a TTL collection on `_id`:
-//! documents whose `_id` is an older date go (`clustered.rs`).
+//! documents whose `_id` is an older date go (`clustered.rs`). A time-series
+//! collection with `expireAfterSeconds` loses the buckets whose newest
+//! measurement is older (`timeseries.rs`).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -53,6 +55,14 @@ pub fn run_once(state: &ServerState) -> MongoResult<u64> {
             let Some(coll) = storage.collection(&db, &info.name) else {
                 continue;
             };
+            // A time-series collection's old buckets go whole.
+            deleted += crate::commands::timeseries::expire(
+                storage,
+                &db,
+                &info.name,
+                &info.options,
+                now,
+            )?;
             if let Some(secs) = crate::commands::clustered::ttl_of(&coll.options()) {
                 let cutoff = now.saturating_sub(secs.saturating_mul(1000));
                 // The `_id` index (the clustered order itself) finds them.

@@ -8,8 +8,10 @@
 //! definition in place (its entries do not depend on them); `unique` and
 //! `forceNonUnique` rebuild the index (the key format differs). The reply names
 //! what changed on an index (`expireAfterSeconds_old/_new`, `hidden_old/_new`,
-//! `unique_new`, `prepareUnique_old/_new`, `forceNonUnique_new`). Time-series
-//! and capped-size changes fail with 238 NotImplemented naming the option.
+//! `unique_new`, `prepareUnique_old/_new`, `forceNonUnique_new`). Capped-size
+//! changes fail with 238 NotImplemented naming the option; a time-series
+//! collection's `timeseries` (granularity, bucketing) is checked and applied
+//! in `timeseries.rs`.
 //! A clustered collection's collection-level `expireAfterSeconds` (a number,
 //! or `"off"`) and any collection's `changeStreamPreAndPostImages` are
 //! options like the validation ones (`clustered.rs`); their reply is `{ok: 1}`.
@@ -56,6 +58,8 @@ pub struct CollMod {
     expire_after_seconds: Option<Option<i64>>,
     /// Options only a time-series or capped collection has.
     other_kind: Vec<&'static str>,
+    /// A time-series collection's new `timeseries` (`timeseries.rs`).
+    timeseries: Option<Document>,
     dry_run: bool,
 }
 
@@ -146,6 +150,7 @@ impl Command for CollMod {
             pre_images: None,
             expire_after_seconds: None,
             other_kind: Vec::new(),
+            timeseries: None,
             dry_run: false,
         };
         let mut have_coll = false;
@@ -210,7 +215,10 @@ impl Command for CollMod {
                         }
                     });
                 }
-                "timeseries" => c.other_kind.push("timeseries"),
+                "timeseries" => {
+                    let t = args::as_doc(CMD, "timeseries", v)?;
+                    c.timeseries = Some(args::to_document(t)?);
+                }
                 "cappedSize" => c.other_kind.push("cappedSize"),
                 "cappedMax" => c.other_kind.push("cappedMax"),
                 // Accepted as mongod's IDL accepts them; BisonDB has no use for them.
@@ -348,6 +356,9 @@ impl Command for CollMod {
                     options.remove(field);
                 }
             }
+        }
+        if let Some(t) = &self.timeseries {
+            options = super::timeseries::coll_mod(&self.coll, &options, Some(t))?;
         }
         if let Some(&field) = self.not_built.first() {
             return Err(MongoError::new(

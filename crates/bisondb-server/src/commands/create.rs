@@ -1,9 +1,10 @@
 //! `create`: an explicit collection or view creation. Options BisonDB does not
-//! implement (time series, encrypted fields) are refused by name
+//! implement (encrypted fields) are refused by name
 //! rather than stored and ignored. Clustered collections (`clusteredIndex`,
 //! with a collection-level `expireAfterSeconds`) and
 //! `changeStreamPreAndPostImages` are checked in `clustered.rs`. A collection's `collation` is stored
-//! resolved, as its default (`crate::collation`). Capped options are checked in `capped.rs`.
+//! resolved, as its default (`crate::collation`). Capped options are checked in `capped.rs`,
+//! time-series options (`timeseries`) in `timeseries.rs`, which also creates them.
 //! Validation options are checked here and kept in the catalog options, where
 //! writes find them (`validation.rs`). A view (`viewOn`, `pipeline`) is a
 //! catalog entry whose options hold its definition (see `views.rs`).
@@ -25,7 +26,7 @@ pub struct Create {
 }
 
 /// Options mongod has that BisonDB refuses until they are built.
-const UNSUPPORTED: &[&str] = &["encryptedFields", "timeseries"];
+const UNSUPPORTED: &[&str] = &["encryptedFields"];
 
 impl Command for Create {
     fn parse(req: &CommandRequest<'_>) -> MongoResult<Self> {
@@ -101,7 +102,11 @@ impl Command for Create {
                 "changeStreamPreAndPostImages" if !matches!(v, RawBsonRef::Null) => {
                     pre_and_post_images = Some(super::clustered::parse_pre_and_post_images(n, v)?);
                 }
-                "clusteredIndex" | "expireAfterSeconds" | "changeStreamPreAndPostImages" => {}
+                "timeseries" if !matches!(v, RawBsonRef::Null) => {
+                    options.insert(k, super::timeseries::parse_create(n, v)?);
+                }
+                "clusteredIndex" | "expireAfterSeconds" | "changeStreamPreAndPostImages"
+                | "timeseries" => {}
                 _ if UNSUPPORTED.contains(&k) => {
                     let in_use = match v {
                         RawBsonRef::Boolean(b) => b,
@@ -134,6 +139,9 @@ impl Command for Create {
                 "'expireAfterSeconds' is only supported on time-series collections or when the 'clusteredIndex' option is specified",
             ));
         }
+        // Which options may come with `timeseries`, its field names and
+        // bucketing parameters (`timeseries.rs`).
+        super::timeseries::check_create(&req.db, &coll, req.body, &mut options)?;
         let view = match (view_on, pipeline) {
             (Some(on), stages) => {
                 if clustered.as_ref().is_some_and(|c| c.clusters()) {
@@ -206,6 +214,10 @@ impl Command for Create {
                 return reply::ok(doc! {});
             }
             return Err(exists(&self.db, &self.coll));
+        }
+        if self.options.contains_key("timeseries") && self.view.is_none() {
+            super::timeseries::create(&ctx.state.storage, &self.db, &self.coll, self.options)?;
+            return reply::ok(doc! {});
         }
         if let Some((on, stages)) = &self.view {
             super::views::check_new_view(&ctx.state.storage, &self.db, &self.coll, on, stages)?;

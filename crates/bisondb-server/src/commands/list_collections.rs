@@ -57,8 +57,23 @@ impl Command for ListCollections {
         let mut out: Vec<RawDocumentBuf> = Vec::new();
         for info in ctx.state.storage.list_collections(&self.db) {
             let is_view = super::views::view_of_options(&info.options).is_some();
-            let kind = if is_view { "view" } else { info.kind };
-            let full: Document = if is_view {
+            let is_ts = super::timeseries::TsOptions::of(&info.name, &info.options).is_some();
+            let kind = if is_view {
+                "view"
+            } else if is_ts {
+                "timeseries"
+            } else {
+                info.kind
+            };
+            let full: Document = if is_ts {
+                // As mongod 8 shows a time-series collection: no UUID, no idIndex.
+                doc! {
+                    "name": info.name.clone(),
+                    "type": kind,
+                    "options": info.options.clone(),
+                    "info": {"readOnly": false},
+                }
+            } else if is_view {
                 doc! {
                     "name": info.name.clone(),
                     "type": kind,

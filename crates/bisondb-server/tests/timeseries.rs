@@ -1,0 +1,565 @@
+//! Time-series collections through the official driver: `create`'s options and
+//! mongod's errors for them, the two catalog entries (`X` and
+//! `system.buckets.X`) in `listCollections`, inserts into buckets (time field
+//! checks, duplicate `_id`s, ordered and unordered errors, 1000 measurements
+//! per bucket, one bucket per meta value), reads of measurements (`find`,
+//! `count`, `distinct`, `aggregate`), deletes, refused updates, `drop`,
+//! `collMod`, the TTL monitor, and a restart of the persistent engine.
+
+mod common;
+
+use std::time::Duration;
+
+use bson::{doc, Bson, Document};
+use common::*;
+use mongodb::Database;
+
+fn at(ms: i64) -> Bson {
+    Bson::DateTime(bson::DateTime::from_millis(ms))
+}
+
+const T0: i64 = 1_552_949_630_482;
+
+async fn listed(db: &Database) -> Vec<Document> {
+    let r = db
+        .run_command(doc! {"listCollections": 1})
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    r.get_document("cursor")
+        .and_then(|c| c.get_array("firstBatch"))
+        .map(|a| a.iter().filter_map(|b| b.as_document().cloned()).collect())
+        .unwrap_or_default()
+}
+
+async fn find(db: &Database, cmd: Document) -> Vec<Document> {
+    let r = db.run_command(cmd).await.unwrap_or_else(|e| panic!("{e}"));
+    r.get_document("cursor")
+        .and_then(|c| c.get_array("firstBatch"))
+        .map(|a| a.iter().filter_map(|b| b.as_document().cloned()).collect())
+        .unwrap_or_default()
+}
+
+async fn create_weather(db: &Database) {
+    db.run_command(doc! {
+        "create": "weather",
+        "timeseries": {"timeField": "ts", "metaField": "sensor", "granularity": "minutes"},
+        "expireAfterSeconds": 604800,
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn create_checks_options_as_mongod_does() {
+    let t = start().await;
+    let db = t.tcp.database("ts_create");
+    let bad = [
+        (doc! {"create": "c", "timeseries": {}}, 40414),
+        (doc! {"create": "c", "timeseries": {"timeField": 1}}, 14),
+        (doc! {"create": "c", "timeseries": 1}, 14),
+        (
+            doc! {"create": "c", "timeseries": {"timeField": "t", "bogus": 1}},
+            40415,
+        ),
+        (
+            doc! {"create": "c", "timeseries": {"timeField": "t", "granularity": "days"}},
+            2,
+        ),
+        (doc! {"create": "c", "timeseries": {"timeField": "a.b"}}, 72),
+        (
+            doc! {"create": "c", "timeseries": {"timeField": "t", "metaField": "t"}},
+            72,
+        ),
+        (
+            doc! {"create": "c", "timeseries": {"timeField": "t", "metaField": "_id"}},
+            72,
+        ),
+        (
+            doc! {"create": "c", "timeseries": {"timeField": "t", "bucketMaxSpanSeconds": 60}},
+            72,
+        ),
+        (
+            doc! {"create": "c", "timeseries": {"timeField": "t", "bucketMaxSpanSeconds": 60, "bucketRoundingSeconds": 30}},
+            72,
+        ),
+        (
+            doc! {"create": "c", "timeseries": {"timeField": "t", "bucketMaxSpanSeconds": 0, "bucketRoundingSeconds": 0}},
+            51024,
+        ),
+        (
+            doc! {"create": "c", "timeseries": {"timeField": "t", "granularity": "seconds", "bucketMaxSpanSeconds": 60, "bucketRoundingSeconds": 60}},
+            72,
+        ),
+        (
+            doc! {"create": "c", "timeseries": {"timeField": "t"}, "capped": true, "size": 100},
+            72,
+        ),
+        (
+            doc! {"create": "c", "timeseries": {"timeField": "t"}, "viewOn": "x"},
+            72,
+        ),
+        (
+            doc! {"create": "c", "timeseries": {"timeField": "t"}, "validator": {}},
+            72,
+        ),
+        (
+            doc! {"create": "c", "timeseries": {"timeField": "t"}, "expireAfterSeconds": -1},
+            72,
+        ),
+        (doc! {"create": "c", "expireAfterSeconds": 10}, 72),
+    ];
+    for (cmd, code) in bad {
+        let e = expect_code(db.run_command(cmd.clone()).await, code);
+        assert!(!error_message(&e).is_empty(), "{cmd}");
+    }
+    assert!(
+        listed(&db).await.is_empty(),
+        "a refused create leaves nothing"
+    );
+
+    db.run_command(doc! {"create": "c", "timeseries": {"timeField": "t", "bucketMaxSpanSeconds": 3600, "bucketRoundingSeconds": 3600}})
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    // The same options again are a no-op, other ones a conflict.
+    db.run_command(doc! {"create": "c", "timeseries": {"timeField": "t", "bucketMaxSpanSeconds": 3600, "bucketRoundingSeconds": 3600}})
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    expect_code(
+        db.run_command(doc! {"create": "c", "timeseries": {"timeField": "u"}})
+            .await,
+        48,
+    );
+    create_weather(&db).await;
+    let all = listed(&db).await;
+    let by_name = |n: &str| {
+        all.iter()
+            .find(|d| d.get_str("name").ok() == Some(n))
+            .cloned()
+            .unwrap_or_else(|| panic!("{n} not listed: {all:?}"))
+    };
+    let w = by_name("weather");
+    assert_eq!(w.get_str("type").ok(), Some("timeseries"));
+    assert_eq!(
+        w.get_document("options").ok(),
+        Some(&doc! {
+            "timeseries": {"timeField": "ts", "metaField": "sensor", "granularity": "minutes", "bucketMaxSpanSeconds": 86400},
+            "expireAfterSeconds": 604800i64,
+        })
+    );
+    assert_eq!(w.get_document("info").ok(), Some(&doc! {"readOnly": false}));
+    let c = by_name("c");
+    assert_eq!(
+        c.get_document("options")
+            .and_then(|o| o.get_document("timeseries"))
+            .ok(),
+        Some(&doc! {"timeField": "t", "bucketRoundingSeconds": 3600, "bucketMaxSpanSeconds": 3600})
+    );
+    let b = by_name("system.buckets.weather");
+    assert_eq!(b.get_str("type").ok(), Some("collection"));
+    assert_eq!(
+        b.get_document("options")
+            .and_then(|o| o.get_document("timeseries"))
+            .ok(),
+        w.get_document("options")
+            .and_then(|o| o.get_document("timeseries"))
+            .ok()
+    );
+    // A collection of the default granularity shows mongod's defaults.
+    db.run_command(doc! {"create": "d", "timeseries": {"timeField": "t"}})
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let d = listed(&db)
+        .await
+        .into_iter()
+        .find(|d| d.get_str("name").ok() == Some("d"));
+    assert_eq!(
+        d.and_then(|d| d.get_document("options").ok().cloned()),
+        Some(
+            doc! {"timeseries": {"timeField": "t", "granularity": "seconds", "bucketMaxSpanSeconds": 3600}}
+        )
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inserts_fill_buckets_and_reads_return_measurements() {
+    let t = start().await;
+    let db = t.tcp.database("ts_rw");
+    create_weather(&db).await;
+    let docs = vec![
+        doc! {"_id": 1, "ts": at(T0), "sensor": {"id": 5}, "temp": 12},
+        doc! {"sensor": {"id": 5}, "_id": 1, "ts": at(T0 + 1), "temp": 13},
+        doc! {"ts": at(T0 + 2), "sensor": {"id": 6}, "temp": 20, "hum": 0.5},
+        doc! {"ts": at(T0 + 3), "temp": 1},
+    ];
+    let r = db
+        .run_command(doc! {"insert": "weather", "documents": docs})
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(num(&r, "n"), 4, "{r}");
+
+    let got = find(&db, doc! {"find": "weather", "sort": {"ts": 1}}).await;
+    assert_eq!(got.len(), 4);
+    // mongod's order: time, meta, then the other fields as inserted.
+    assert_eq!(
+        got[0],
+        doc! {"ts": at(T0), "sensor": {"id": 5}, "_id": 1, "temp": 12}
+    );
+    assert_eq!(
+        got[1],
+        doc! {"ts": at(T0 + 1), "sensor": {"id": 5}, "_id": 1, "temp": 13}
+    );
+    // A generated `_id` comes last; no meta field when the measurement had none.
+    let keys: Vec<&str> = got[3].keys().map(String::as_str).collect();
+    assert_eq!(keys, vec!["ts", "temp", "_id"]);
+    assert!(got[3].get_object_id("_id").is_ok());
+
+    let some = find(
+        &db,
+        doc! {"find": "weather", "filter": {"sensor.id": 5, "temp": {"$gt": 12}}, "projection": {"_id": 0, "temp": 1}},
+    )
+    .await;
+    assert_eq!(some, vec![doc! {"temp": 13}]);
+    let coll = db.collection::<Document>("weather");
+    assert_eq!(count(&coll, doc! {}).await, 4);
+    assert_eq!(count(&coll, doc! {"sensor.id": 5}).await, 2);
+    let temps = coll
+        .distinct("temp", doc! {"temp": {"$lt": 20}})
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(temps.len(), 3);
+    let agg = find(
+        &db,
+        doc! {"aggregate": "weather", "pipeline": [
+            {"$group": {"_id": "$sensor.id", "n": {"$sum": 1}}},
+            {"$sort": {"n": -1}},
+        ], "cursor": {}},
+    )
+    .await;
+    assert_eq!(agg.first(), Some(&doc! {"_id": 5, "n": 2}));
+
+    // The buckets: one per meta value, mongod's layout.
+    let buckets = find(
+        &db,
+        doc! {"find": "system.buckets.weather", "sort": {"_id": 1}},
+    )
+    .await;
+    assert_eq!(buckets.len(), 3, "{buckets:?}");
+    let five = buckets
+        .iter()
+        .find(|b| b.get_document("meta").ok() == Some(&doc! {"id": 5}))
+        .unwrap_or_else(|| panic!("{buckets:?}"));
+    let control = five.get_document("control").cloned().unwrap_or_default();
+    assert_eq!(control.get_i32("version").ok(), Some(1));
+    // Rounded down to the hour for granularity "minutes".
+    let start = T0 - T0.rem_euclid(3_600_000);
+    assert_eq!(
+        control
+            .get_document("min")
+            .ok()
+            .and_then(|m| m.get("ts").cloned()),
+        Some(at(start))
+    );
+    assert_eq!(
+        control
+            .get_document("max")
+            .ok()
+            .and_then(|m| m.get("ts").cloned()),
+        Some(at(T0 + 1))
+    );
+    assert_eq!(
+        five.get_document("data")
+            .ok()
+            .and_then(|d| d.get("temp").cloned()),
+        Some(Bson::Document(doc! {"0": 12, "1": 13}))
+    );
+    assert_eq!(
+        five.get_object_id("_id")
+            .ok()
+            .map(|id| id.timestamp().timestamp_millis()),
+        Some(start)
+    );
+    // A later insert tops up the open bucket of its meta value.
+    db.run_command(doc! {"insert": "weather", "documents": [{"ts": at(T0 + 10), "sensor": {"id": 5}, "temp": 14}]})
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let buckets = find(&db, doc! {"find": "system.buckets.weather"}).await;
+    assert_eq!(buckets.len(), 3, "{buckets:?}");
+    assert_eq!(count(&coll, doc! {"sensor.id": 5}).await, 3);
+    // Writing to the buckets directly is refused, as for any system collection.
+    expect_code(
+        db.run_command(doc! {"insert": "system.buckets.weather", "documents": [{"a": 1}]})
+            .await,
+        73,
+    );
+    // collStats on a time-series collection answers.
+    db.run_command(doc! {"collStats": "weather"})
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_time_values_fail_per_document_ordered_or_not() {
+    let t = start().await;
+    let db = t.tcp.database("ts_errors");
+    db.run_command(doc! {"create": "m", "timeseries": {"timeField": "time"}})
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let docs = vec![
+        doc! {"time": at(T0), "v": 1},
+        doc! {"time": "yesterday", "v": 2},
+        doc! {"v": 3},
+        doc! {"time": at(T0 + 5), "v": 4},
+    ];
+    let r = db
+        .run_command(doc! {"insert": "m", "documents": docs.clone()})
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(num(&r, "n"), 1, "{r}");
+    let errors = r.get_array("writeErrors").cloned().unwrap_or_default();
+    assert_eq!(errors.len(), 1, "{r}");
+    let e = errors[0].as_document().cloned().unwrap_or_default();
+    assert_eq!(num(&e, "index"), 1);
+    assert_eq!(num(&e, "code"), 2);
+    assert_eq!(
+        e.get_str("errmsg").ok(),
+        Some("'time' must be present and contain a valid BSON UTC datetime value")
+    );
+    let r = db
+        .run_command(doc! {"insert": "m", "documents": docs, "ordered": false})
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(num(&r, "n"), 2, "{r}");
+    let indexes: Vec<i64> = r
+        .get_array("writeErrors")
+        .cloned()
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|e| e.as_document().map(|d| num(d, "index")))
+        .collect();
+    assert_eq!(indexes, vec![1, 2]);
+    assert_eq!(count(&db.collection::<Document>("m"), doc! {}).await, 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn buckets_hold_at_most_1000_measurements_and_one_span() {
+    let t = start().await;
+    let db = t.tcp.database("ts_many");
+    db.run_command(doc! {"create": "m", "timeseries": {"timeField": "t", "metaField": "k"}})
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let base = T0 - T0.rem_euclid(3_600_000);
+    let docs: Vec<Document> = (0..2500)
+        .map(|i| doc! {"t": at(base + i), "k": "a", "i": i})
+        .collect();
+    let coll = db.collection::<Document>("m");
+    coll.insert_many(docs)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    // An hour later does not fit the open bucket (span 3600 s).
+    coll.insert_one(doc! {"t": at(base + 3_600_000), "k": "a", "i": -1})
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let buckets = db.collection::<Document>("system.buckets.m");
+    assert_eq!(count(&buckets, doc! {}).await, 4);
+    assert_eq!(count(&coll, doc! {}).await, 2501);
+    let last = find(
+        &db,
+        doc! {"find": "m", "sort": {"t": -1}, "limit": 1, "projection": {"_id": 0}},
+    )
+    .await;
+    assert_eq!(
+        last,
+        vec![doc! {"t": at(base + 3_600_000), "k": "a", "i": -1}]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deletes_remove_measurements_and_updates_are_refused() {
+    let t = start().await;
+    let db = t.tcp.database("ts_delete");
+    create_weather(&db).await;
+    let coll = db.collection::<Document>("weather");
+    let docs: Vec<Document> = (0..10)
+        .map(|i| doc! {"ts": at(T0 + i), "sensor": i % 2, "v": i})
+        .collect();
+    coll.insert_many(docs)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    // By meta value: whole buckets.
+    let r = coll
+        .delete_many(doc! {"sensor": 0})
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(r.deleted_count, 5);
+    assert_eq!(
+        count(
+            &db.collection::<Document>("system.buckets.weather"),
+            doc! {}
+        )
+        .await,
+        1
+    );
+    // By measurement field: the bucket is rewritten.
+    let r = coll
+        .delete_one(doc! {"v": {"$gte": 5}})
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(r.deleted_count, 1);
+    let r = coll
+        .delete_many(doc! {"v": {"$in": [1, 3]}})
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(r.deleted_count, 2);
+    let left = find(
+        &db,
+        doc! {"find": "weather", "sort": {"v": 1}, "projection": {"_id": 0, "v": 1}},
+    )
+    .await;
+    assert_eq!(left.len(), 2, "{left:?}");
+    // New measurements still go to a bucket after the rewrite.
+    coll.insert_one(doc! {"ts": at(T0 + 20), "sensor": 1, "v": 20})
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(count(&coll, doc! {"sensor": 1}).await, 3);
+    let e = expect_code(
+        coll.update_many(doc! {}, doc! {"$set": {"x": 1}}).await,
+        238,
+    );
+    assert!(error_message(&e).contains("update"), "{e}");
+    expect_code(
+        db.run_command(doc! {"findAndModify": "weather", "query": {}, "remove": true})
+            .await,
+        238,
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn drop_removes_both_and_coll_mod_changes_options() {
+    let t = start().await;
+    let db = t.tcp.database("ts_drop");
+    create_weather(&db).await;
+    db.collection::<Document>("weather")
+        .insert_one(doc! {"ts": at(T0), "sensor": 1})
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let r = db
+        .run_command(doc! {"collMod": "weather", "timeseries": {"granularity": "hours"}, "expireAfterSeconds": 60})
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(r.get_f64("ok").ok(), Some(1.0));
+    let w = listed(&db)
+        .await
+        .into_iter()
+        .find(|d| d.get_str("name").ok() == Some("weather"))
+        .and_then(|d| d.get_document("options").ok().cloned());
+    assert_eq!(
+        w,
+        Some(doc! {
+            "timeseries": {"timeField": "ts", "metaField": "sensor", "granularity": "hours", "bucketMaxSpanSeconds": 2592000},
+            "expireAfterSeconds": 60i64,
+        })
+    );
+    expect_code(
+        db.run_command(doc! {"collMod": "weather", "timeseries": {"granularity": "seconds"}})
+            .await,
+        72,
+    );
+    db.run_command(doc! {"collMod": "weather", "expireAfterSeconds": "off"})
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    db.run_command(doc! {"create": "plain"})
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    expect_code(
+        db.run_command(doc! {"collMod": "plain", "timeseries": {"granularity": "hours"}})
+            .await,
+        72,
+    );
+    db.collection::<Document>("weather")
+        .drop()
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let names: Vec<String> = listed(&db)
+        .await
+        .iter()
+        .filter_map(|d| d.get_str("name").ok().map(str::to_string))
+        .collect();
+    assert_eq!(names, vec!["plain".to_string()]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ttl_monitor_deletes_old_buckets() {
+    let t = start_with(|c| c.ttl_monitor_sleep_secs = 1).await;
+    let db = t.tcp.database("ts_ttl");
+    db.run_command(doc! {"create": "e", "timeseries": {"timeField": "t", "metaField": "m"}, "expireAfterSeconds": 60})
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let now = bson::DateTime::now().timestamp_millis();
+    let coll = db.collection::<Document>("e");
+    coll.insert_many(vec![
+        doc! {"t": at(now - 7_200_000), "m": "old", "v": 1},
+        doc! {"t": at(now - 7_100_000), "m": "old", "v": 2},
+        doc! {"t": at(now), "m": "fresh", "v": 3},
+    ])
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
+    let mut left = u64::MAX;
+    for _ in 0..50 {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        left = count(&coll, doc! {}).await;
+        if left == 1 {
+            break;
+        }
+    }
+    assert_eq!(left, 1);
+    assert_eq!(count(&coll, doc! {"m": "fresh"}).await, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn time_series_survive_a_restart_on_lsm() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let dbpath = dir.path().join("data");
+    let (server, client) = restart_lsm(dir.path(), &dbpath).await;
+    let db = client.database("keep");
+    create_weather(&db).await;
+    db.collection::<Document>("weather")
+        .insert_many(vec![
+            doc! {"ts": at(T0), "sensor": 1, "v": 1},
+            doc! {"ts": at(T0 + 1), "sensor": 1, "v": 2},
+        ])
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let _ = client
+        .database("admin")
+        .run_command(doc! {"shutdown": 1})
+        .await;
+    drop(client);
+    tokio::time::timeout(Duration::from_secs(20), server.wait())
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+
+    let (server, client) = restart_lsm(dir.path(), &dbpath).await;
+    let db = client.database("keep");
+    let w = listed(&db)
+        .await
+        .into_iter()
+        .find(|d| d.get_str("name").ok() == Some("weather"));
+    assert_eq!(
+        w.as_ref().and_then(|d| d.get_str("type").ok()),
+        Some("timeseries")
+    );
+    // Inserts go on after the restart, and reads see every measurement.
+    db.collection::<Document>("weather")
+        .insert_one(doc! {"ts": at(T0 + 2), "sensor": 1, "v": 3})
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let got = find(
+        &db,
+        doc! {"find": "weather", "sort": {"ts": 1}, "projection": {"_id": 0, "v": 1}},
+    )
+    .await;
+    assert_eq!(got, vec![doc! {"v": 1}, doc! {"v": 2}, doc! {"v": 3}]);
+    server.shutdown();
+    drop(client);
+    server.wait().await;
+}
