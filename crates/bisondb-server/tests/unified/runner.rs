@@ -220,6 +220,9 @@ struct Entities {
     colls: HashMap<String, CollEntity>,
     cursors: HashMap<String, Cursor<Document>>,
     values: HashMap<String, Bson>,
+    /// The runner's own client, which no test observes (test-runner
+    /// assertions such as `assertCollectionExists` go through it).
+    internal: Option<Client>,
     /// Fail points a `failPoint` operation turned on (client id, name), to
     /// turn off when the test ends, whatever its outcome.
     fail_points: Vec<(String, String)>,
@@ -392,6 +395,7 @@ async fn run_test(
     load_initial_data(file, internal).await?;
     let mut ents = Entities::default();
     create_entities(file, uri, &mut ents).await?;
+    ents.internal = Some(internal.clone());
     let ran = run_operations(test, &mut ents).await;
     // Fail points are server-wide: turn them off before anything else runs.
     for (client, name) in std::mem::take(&mut ents.fail_points) {
@@ -1033,7 +1037,7 @@ async fn execute(
             reply.get("databases").cloned()
         }
         "assertCollectionExists" | "assertCollectionNotExists" => {
-            let client = &ents.clients.values().next().ok_or("no client")?.client;
+            let client = ents.internal.as_ref().ok_or("no internal client")?;
             let names = drv!(
                 client
                     .database(args.get_str("databaseName").unwrap_or_default())
