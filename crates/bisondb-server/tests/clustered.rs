@@ -106,6 +106,8 @@ async fn create_list_collections_and_list_indexes() {
     assert_eq!(num(&stats, "nindexes"), 0, "{stats}");
     let v = run(&db, doc! {"validate": "named"}).await;
     assert_eq!(v.get_bool("valid").ok(), Some(true), "{v}");
+    assert_eq!(num(&v, "nIndexes"), 0, "{v}");
+    assert_eq!(v.get_document("keysPerIndex").ok(), Some(&doc! {}), "{v}");
 }
 
 #[tokio::test]
