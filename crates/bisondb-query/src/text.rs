@@ -638,22 +638,16 @@ impl TextSpec {
                 1.0
             };
             match value {
-                RawBsonRef::String(s) => {
-                    if exact || self.wildcard {
-                        f(s, lang, weight);
-                    }
+                // Strings on an exact weight (or any, with the wildcard);
+                // documents below a proper prefix; arrays one level deep.
+                RawBsonRef::String(s) if exact || self.wildcard => f(s, lang, weight),
+                RawBsonRef::Document(d) if !exact || self.wildcard => {
+                    self.walk(d, lang, &dotted, f, depth + 1)?;
                 }
-                RawBsonRef::Document(d) => {
-                    if !exact || self.wildcard {
-                        self.walk(d, lang, &dotted, f, depth + 1)?;
-                    }
-                }
-                RawBsonRef::Array(a) => {
-                    if !is_array || self.wildcard {
-                        let elems: Vec<(&str, RawBsonRef<'_>)> =
-                            a.into_iter().flatten().map(|v| ("", v)).collect();
-                        self.walk_items(&elems, lang, &dotted, true, f, depth + 1)?;
-                    }
+                RawBsonRef::Array(a) if !is_array || self.wildcard => {
+                    let elems: Vec<(&str, RawBsonRef<'_>)> =
+                        a.into_iter().flatten().map(|v| ("", v)).collect();
+                    self.walk_items(&elems, lang, &dotted, true, f, depth + 1)?;
                 }
                 _ => {}
             }

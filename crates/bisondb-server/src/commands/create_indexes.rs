@@ -274,7 +274,7 @@ fn parse_spec(spec: &Document) -> MongoResult<Option<IndexSpec>> {
         let text = matches!(v, Bson::String(t) if t == "text");
         // `{"$**": "text"}` is a text index over every string, not a
         // wildcard index.
-        if (field == "$**" && text) || (field == "_fts" && text) {
+        if text && (field == "$**" || field == "_fts") {
             continue;
         }
         if field == "$**" || field.ends_with(".$**") {
