@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use bisondb_error::{MongoError, MongoResult};
 use bson::RawDocument;
 use rquickjs::convert::Coerced;
-use rquickjs::function::This;
+use rquickjs::function::{Rest, This};
 use rquickjs::{Context, Ctx, Exception, Function, Persistent, Runtime, Value};
 
 use crate::{convert, deadline, js_error};
@@ -33,6 +33,8 @@ const PRELUDE: &str = include_str!("prelude.js");
 pub(crate) struct Engine {
     // Field order is drop order: the functions go before the runtime they live in.
     funcs: HashMap<u64, Persistent<Function<'static>>>,
+    /// `$function` bodies, by source (an expression holds no handle to share).
+    bodies: HashMap<String, Persistent<Function<'static>>>,
     context: Context,
     _runtime: Runtime,
 }
@@ -79,6 +81,7 @@ impl Engine {
         })?;
         Ok(Engine {
             funcs: HashMap::new(),
+            bodies: HashMap::new(),
             context,
             _runtime: runtime,
         })
@@ -126,6 +129,52 @@ impl Engine {
             }
         })
     }
+}
+
+impl Engine {
+    /// Compiles (and caches) a `$function` body.
+    pub(crate) fn check_body(&mut self, body: &str) -> MongoResult<()> {
+        self.body(body).map(|_| ())
+    }
+
+    fn body(&mut self, body: &str) -> MongoResult<Persistent<Function<'static>>> {
+        if let Some(f) = self.bodies.get(body) {
+            return Ok(f.clone());
+        }
+        if self.bodies.len() >= MAX_CACHED {
+            self.bodies.clear();
+        }
+        let f = self.context.with(|ctx| -> MongoResult<_> {
+            let f = compile_body(&ctx, body)?;
+            Ok(Persistent::save(&ctx, f))
+        })?;
+        self.bodies.insert(body.to_string(), f.clone());
+        Ok(f)
+    }
+
+    /// `$function`: calls `body` (the source of a function) with `args`.
+    pub(crate) fn call_body(&mut self, body: &str, args: &[bson::Bson]) -> MongoResult<bson::Bson> {
+        let f = self.body(body)?;
+        self.context.with(|ctx| {
+            let outcome = (|| -> rquickjs::Result<bson::Bson> {
+                let f = f.restore(&ctx)?;
+                let args = convert::values(&ctx, args)?;
+                let result: Value = f.call((Rest(args),))?;
+                convert::to_bson(&ctx, result)
+            })();
+            match outcome {
+                _ if deadline::expired() => Err(deadline::error()),
+                Ok(v) => Ok(v),
+                Err(e) => Err(script_error(&ctx, e)),
+            }
+        })
+    }
+}
+
+/// A `$function` body must be a function (`function (a, b) {...}` or an
+/// arrow function).
+fn compile_body<'js>(ctx: &Ctx<'js>, body: &str) -> MongoResult<Function<'js>> {
+    eval_function(ctx, &format!("({}\n)", body.trim()))
 }
 
 /// `$where` accepts a function, an expression, or a function body: mongod

@@ -9,6 +9,8 @@
 //! - [`Predicate::matches`] runs it against one document: `this` and the global
 //!   `obj` are the document converted to JavaScript (see `convert.rs`), and the
 //!   truthiness of the result decides, as mongod's `getBoolean` does.
+//! - [`call_function`] runs a `$function` body with its arguments and
+//!   converts the result back to BSON.
 //! - [`deadline`] is the operation's time limit (`maxTimeMS`), kept per thread:
 //!   the engine's interrupt handler and `sleep()` watch it, so a long script ends
 //!   with 50 MaxTimeMSExpired instead of running on.
@@ -72,6 +74,21 @@ impl Predicate {
         deadline::check()?;
         engine::with(|e| e.call(self.id, &self.source, doc))
     }
+}
+
+/// `$function`: calls the function whose source is `body` with `args`
+/// (converted to JavaScript) and returns its result as BSON. Bodies are
+/// compiled once per thread and cached by source. Errors as
+/// [`Predicate::matches`].
+pub fn call_function(body: &str, args: &[bson::Bson]) -> MongoResult<bson::Bson> {
+    deadline::check()?;
+    engine::with(|e| e.call_body(body, args))
+}
+
+/// Compiles a `$function` body without running it, so a syntax error fails
+/// the command before any document is read.
+pub fn check_function(body: &str) -> MongoResult<()> {
+    engine::with(|e| e.check_body(body))
 }
 
 /// mongod's error for a script that threw or failed to compile.

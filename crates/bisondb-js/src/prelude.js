@@ -120,7 +120,28 @@
       re: regex,
       ptr: function () { return new DBPointer(); },
       minKey: MinKey,
-      maxKey: MaxKey
+      maxKey: MaxKey,
+      // JavaScript -> BSON (convert.rs): which BSON type a value becomes.
+      kind: function (v) {
+        if (v === undefined) return "undefined";
+        if (v === null) return "null";
+        var t = typeof v;
+        if (t === "number" || t === "string" || t === "boolean") return t;
+        if (t === "bigint") return "long";
+        if (t === "function") return "code";
+        if (v === MinKey) return "minKey";
+        if (v === MaxKey) return "maxKey";
+        if (v instanceof ObjectId) return "oid";
+        if (v instanceof NumberLong) return "long";
+        if (v instanceof NumberInt) return "int";
+        if (v instanceof NumberDecimal) return "dec";
+        if (v instanceof Timestamp) return "ts";
+        if (v instanceof BinData) return "bin";
+        if (v instanceof Date) return "date";
+        if (v instanceof RegExp) return "re";
+        if (Array.isArray(v)) return "array";
+        return "object";
+      }
     }
   };
   for (var name in defs) g[name] = defs[name];

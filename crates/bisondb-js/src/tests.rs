@@ -158,3 +158,85 @@ fn nested_scopes_keep_the_earlier_deadline() {
     drop(outer);
     assert_eq!(deadline::current(), None);
 }
+
+#[test]
+fn function_bodies_take_arguments_and_return_bson() {
+    use bson::Bson;
+    let call = |body: &str, args: Vec<Bson>| {
+        crate::call_function(body, &args).unwrap_or_else(|e| panic!("{body}: {e:?}"))
+    };
+    assert_eq!(
+        call(
+            "function(a, b) { return a + b }",
+            vec![Bson::Int32(2), Bson::Double(0.5)]
+        ),
+        Bson::Double(2.5)
+    );
+    assert_eq!(
+        call("(s) => s.toUpperCase()", vec![Bson::String("abc".into())]),
+        Bson::String("ABC".into())
+    );
+    assert_eq!(
+        call("function() { return NumberInt(7) }", vec![]),
+        Bson::Int32(7)
+    );
+    assert_eq!(
+        call("function(n) { return n }", vec![Bson::Int64(1 << 40)]),
+        Bson::Int64(1 << 40)
+    );
+    assert_eq!(call("function() {}", vec![]), Bson::Null);
+    assert_eq!(
+        call("function() { return true }", vec![]),
+        Bson::Boolean(true)
+    );
+    let oid = bson::oid::ObjectId::new();
+    assert_eq!(
+        call("function(o) { return o }", vec![Bson::ObjectId(oid)]),
+        Bson::ObjectId(oid)
+    );
+    let when = DateTime::from_millis(1_600_000_000_123);
+    assert_eq!(
+        call(
+            "function(d) { return new Date(d.getTime()) }",
+            vec![Bson::DateTime(when)]
+        ),
+        Bson::DateTime(when)
+    );
+    assert_eq!(
+        call("function(d) { return {n: d.x * 2, list: [1, 'a', null], nested: {ok: true}, f: function() {}} }", vec![Bson::Document(doc! {"x": 4})]),
+        Bson::Document(doc! {"n": 8.0, "list": [1.0, "a", Bson::Null], "nested": {"ok": true}})
+    );
+    let bin = Bson::Binary(bson::Binary {
+        subtype: bson::spec::BinarySubtype::Generic,
+        bytes: vec![0, 1, 2, 250],
+    });
+    assert_eq!(call("function(b) { return b }", vec![bin.clone()]), bin);
+    let dec = Bson::Decimal128("12.50".parse().unwrap());
+    assert_eq!(call("function(d) { return d }", vec![dec.clone()]), dec);
+    let re = call("function() { return /a+b/i }", vec![]);
+    assert!(
+        matches!(&re, Bson::RegularExpression(r) if r.pattern.as_str() == "a+b" && r.options.as_str() == "i"),
+        "{re:?}"
+    );
+}
+
+#[test]
+fn function_errors() {
+    let e = crate::call_function("function() { throw new TypeError('nope') }", &[]).unwrap_err();
+    assert_eq!(
+        (e.code.code(), e.message.as_str()),
+        (139, "TypeError: nope")
+    );
+    let e = crate::check_function("function( {").unwrap_err();
+    assert_eq!(e.code.code(), 139);
+    let e = crate::call_function("42", &[]).unwrap_err();
+    assert_eq!(e.code.code(), 139);
+    let e =
+        crate::call_function("function() { var o = {}; o.self = o; return o }", &[]).unwrap_err();
+    assert_eq!(e.code.code(), 139);
+    let e = {
+        let _guard = deadline::scope_ms(50);
+        crate::call_function("function() { for (;;) {} }", &[]).unwrap_err()
+    };
+    assert_eq!(e.code.code(), 50);
+}

@@ -90,6 +90,20 @@ pub fn parse_validator(
     Ok(rules)
 }
 
+/// Whether `key` is a field name anywhere inside `v` (bounded like the filter).
+fn mentions(v: &Bson, key: &str, depth: usize) -> bool {
+    if depth > 100 {
+        return false;
+    }
+    match v {
+        Bson::Document(d) => d
+            .iter()
+            .any(|(k, v)| k == key || mentions(v, key, depth + 1)),
+        Bson::Array(items) => items.iter().any(|v| mentions(v, key, depth + 1)),
+        _ => false,
+    }
+}
+
 /// Operators a validator may not use (mongod parses validators without the
 /// text, geoNear and JavaScript features), found at any depth of the filter.
 fn check_banned(filter: &Document, depth: usize) -> MongoResult<()> {
@@ -109,6 +123,13 @@ fn check_banned(filter: &Document, depth: usize) -> MongoResult<()> {
             "$text" => return Err(not_allowed("$text is")),
             "$near" | "$nearSphere" | "$geoNear" => {
                 return Err(not_allowed("$geoNear, $near, and $nearSphere are"))
+            }
+            // Nor server-side JavaScript in an expression.
+            "$expr" if mentions(v, "$function", 0) => {
+                return Err(MongoError::location(
+                    4660800,
+                    "$function cannot be used inside a validator.",
+                ))
             }
             // Schemas and aggregation expressions are not filters.
             "$jsonSchema" | "$expr" => continue,

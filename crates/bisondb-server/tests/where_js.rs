@@ -234,3 +234,69 @@ async fn a_sleeping_where_does_not_block_other_connections() {
     assert!(slept >= Duration::from_millis(1400), "{slept:?}");
     assert!(quick < Duration::from_millis(1000), "blocked for {quick:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn function_expressions_run_javascript() {
+    let ts = start().await;
+    let db = ts.tcp.database("function_agg");
+    let c = setup(&ts.tcp, "function_agg").await;
+    let double = doc! {"$function": {
+        "body": "function(x, tag) { return tag == 'odd' ? x * 10 : null }",
+        "args": ["$x", "$tag"],
+        "lang": "js",
+    }};
+    let docs = collect(
+        c.aggregate(vec![
+            doc! {"$match": {"$expr": {"$function": {"body": "(x) => x < 4", "args": ["$x"], "lang": "js"}}}},
+            doc! {"$project": {"_id": 0, "x": 1, "y": double}},
+            doc! {"$sort": {"x": 1}},
+        ])
+        .await
+        .unwrap()
+        .with_type::<Document>(),
+    )
+    .await;
+    assert_eq!(
+        docs,
+        vec![
+            doc! {"x": 0, "y": Bson::Null},
+            doc! {"x": 1, "y": 10.0},
+            doc! {"x": 2, "y": Bson::Null},
+            doc! {"x": 3, "y": 30.0},
+        ]
+    );
+    // mongod's errors: a throw, a bad spec, and no JavaScript in validators.
+    let e = c
+        .aggregate(vec![doc! {"$project": {"y": {"$function": {
+        "body": "function() { throw new Error('bad') }", "args": [], "lang": "js"}}}}])
+        .await
+        .unwrap_err();
+    assert_eq!(error_code(&e), Some(139), "{e}");
+    let e = c
+        .aggregate(vec![
+            doc! {"$project": {"y": {"$function": {"body": "function() {}", "args": []}}}},
+        ])
+        .await
+        .unwrap_err();
+    assert_eq!(error_code(&e), Some(31418), "{e}");
+    let e = db
+        .run_command(doc! {"create": "v", "validator": {"$expr": {"$function": {
+        "body": "function() { return true }", "args": [], "lang": "js"}}}})
+        .await
+        .unwrap_err();
+    assert_eq!(error_code(&e), Some(4660800), "{e}");
+    // maxTimeMS on aggregate interrupts a sleeping function.
+    let started = Instant::now();
+    let e = c
+        .aggregate(vec![doc! {"$project": {"y": {"$function": {
+        "body": "function() { sleep(10000); return 1 }", "args": [], "lang": "js"}}}}])
+        .max_time(Duration::from_millis(200))
+        .await
+        .unwrap_err();
+    assert_eq!(error_code(&e), Some(50), "{e}");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+}

@@ -223,6 +223,7 @@ const OPERATORS: &[(&str, Args)] = &[
     ("$first", Args::N(1, 1)),
     ("$firstN", Args::Custom),
     ("$floor", Args::N(1, 1)),
+    ("$function", Args::Custom),
     ("$getField", Args::Custom),
     ("$gt", Args::N(2, 2)),
     ("$gte", Args::N(2, 2)),
@@ -325,7 +326,6 @@ const OPERATORS: &[(&str, Args)] = &[
 
 /// mongod expression operators BisonDB does not implement yet. Sorted.
 const NOT_IMPLEMENTED: &[&str] = &[
-    "$function",
     "$median",
     "$meta",
     "$percentile",
@@ -842,12 +842,70 @@ fn parse_named_op(
     Ok(Expr::Call(name, args))
 }
 
+/// `{$function: {body, args, lang: "js"}}`, with mongod's parse errors; the
+/// body (a constant string or Code) is compiled here so a syntax error fails
+/// before any document is read. Evaluates as `Call("$function", [body, args])`.
+fn parse_function(arg: &Bson, scope: &mut Scope) -> MongoResult<Expr> {
+    let Bson::Document(d) = arg else {
+        return Err(MongoError::location(
+            31260,
+            format!(
+                "$function requires an object as an argument, found: {}",
+                value::type_name(arg)
+            ),
+        ));
+    };
+    let body = d
+        .get("body")
+        .ok_or_else(|| MongoError::location(31261, "The body function must be specified."))?;
+    let body = match Expr::parse_in(body, scope)? {
+        Expr::Literal(Bson::String(s)) | Expr::Literal(Bson::JavaScriptCode(s)) => s,
+        Expr::Literal(_) => {
+            return Err(MongoError::location(
+                31262,
+                "The body function must evaluate to type string or code",
+            ))
+        }
+        _ => {
+            return Err(MongoError::location(
+                31432,
+                "The body function must be a constant expression",
+            ))
+        }
+    };
+    let args = d
+        .get("args")
+        .ok_or_else(|| MongoError::location(31263, "The args field must be specified."))?;
+    let args = Expr::parse_in(args, scope)?;
+    match d.get("lang") {
+        None => {
+            return Err(MongoError::location(
+                31418,
+                "The lang field must be specified.",
+            ))
+        }
+        Some(Bson::String(l)) if l == "js" => {}
+        Some(_) => {
+            return Err(MongoError::location(
+                31419,
+                "Currently the only supported language specifier is 'js'.",
+            ))
+        }
+    }
+    bisondb_js::check_function(&body)?;
+    Ok(Expr::Call(
+        "$function",
+        vec![Expr::Literal(Bson::String(body)), args],
+    ))
+}
+
 fn parse_custom(name: &'static str, arg: &Bson, scope: &mut Scope) -> MongoResult<Expr> {
     if let Some((_, allowed, required)) = NAMED.iter().find(|(n, _, _)| *n == name) {
         return parse_named_op(name, arg, allowed, required, scope);
     }
     match name {
         "$literal" => Ok(Expr::Literal(arg.clone())),
+        "$function" => parse_function(arg, scope),
         "$rand" => match arg {
             Bson::Document(d) if d.is_empty() => Ok(Expr::Call(name, Vec::new())),
             _ => Err(MongoError::location(3040501, "$rand does not currently accept arguments")),
@@ -1200,6 +1258,19 @@ fn eval_call(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
         }
         "$setField" | "$unsetField" => object::eval(name, args, cx),
         "$rand" => Ok(Some(Bson::Double(rand_unit()))),
+        "$function" => {
+            let body = match arg(args, 0)? {
+                Expr::Literal(Bson::String(s)) => s,
+                _ => return Err(MongoError::internal("$function body")),
+            };
+            match cx.ev(arg(args, 1)?)? {
+                Some(Bson::Array(values)) => Ok(Some(bisondb_js::call_function(body, &values)?)),
+                _ => Err(MongoError::location(
+                    31266,
+                    "The args field must be of type array",
+                )),
+            }
+        }
         "$concat" | "$toLower" | "$toUpper" | "$substr" | "$substrBytes" | "$substrCP"
         | "$strLenBytes" | "$strLenCP" | "$split" | "$trim" | "$ltrim" | "$rtrim"
         | "$indexOfBytes" | "$strcasecmp" => string::eval(name, args, cx),

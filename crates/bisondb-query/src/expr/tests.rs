@@ -1289,3 +1289,61 @@ fn oversized_strings_are_refused() {
         ),
     ]);
 }
+
+#[test]
+fn function_runs_javascript() {
+    check(vec![
+        (
+            bson::bson!({"$function": {"body": "function(a, s) { return a * 2 + s.length }", "args": ["$a", "$s"], "lang": "js"}}),
+            Some(Bson::Double(21.0)),
+        ),
+        (
+            bson::bson!({"$function": {"body": Bson::JavaScriptCode("function() { return NumberInt(3) }".into()), "args": [], "lang": "js"}}),
+            Some(Bson::Int32(3)),
+        ),
+        (
+            bson::bson!({"$function": {"body": "(o) => o.p.q", "args": ["$o"], "lang": "js"}}),
+            Some(Bson::Double(7.0)),
+        ),
+    ]);
+    let code = |e: Bson| eval_doc(e).unwrap_err().code.code();
+    assert_eq!(code(bson::bson!({"$function": 1})), 31260);
+    assert_eq!(
+        code(bson::bson!({"$function": {"args": [], "lang": "js"}})),
+        31261
+    );
+    assert_eq!(
+        code(bson::bson!({"$function": {"body": 1, "args": [], "lang": "js"}})),
+        31262
+    );
+    assert_eq!(
+        code(bson::bson!({"$function": {"body": "$s", "args": [], "lang": "js"}})),
+        31432
+    );
+    assert_eq!(
+        code(bson::bson!({"$function": {"body": "function() {}", "lang": "js"}})),
+        31263
+    );
+    assert_eq!(
+        code(bson::bson!({"$function": {"body": "function() {}", "args": []}})),
+        31418
+    );
+    assert_eq!(
+        code(bson::bson!({"$function": {"body": "function() {}", "args": [], "lang": "py"}})),
+        31419
+    );
+    assert_eq!(
+        code(bson::bson!({"$function": {"body": "function() {}", "args": "$a", "lang": "js"}})),
+        31266
+    );
+    assert_eq!(
+        code(bson::bson!({"$function": {"body": "function( {", "args": [], "lang": "js"}})),
+        139
+    );
+    assert_eq!(
+        code(
+            bson::bson!({"$function": {"body": "function() { throw 1 }", "args": [], "lang": "js"}})
+        ),
+        139
+    );
+}
