@@ -3,7 +3,7 @@
 //! `system.buckets.X`) in `listCollections`, inserts into buckets (time field
 //! checks, duplicate `_id`s, ordered and unordered errors, 1000 measurements
 //! per bucket, one bucket per meta value), reads of measurements (`find`,
-//! `count`, `distinct`, `aggregate`), deletes, refused updates, `drop`,
+//! `count`, `distinct`, `aggregate`), deletes, updates, `drop`,
 //! `collMod`, the TTL monitor, and a restart of the persistent engine.
 
 mod common;
@@ -374,7 +374,7 @@ async fn buckets_hold_at_most_1000_measurements_and_one_span() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn deletes_remove_measurements_and_updates_are_refused() {
+async fn deletes_remove_measurements_and_find_and_modify_is_refused() {
     let t = start().await;
     let db = t.tcp.database("ts_delete");
     create_weather(&db).await;
@@ -421,11 +421,6 @@ async fn deletes_remove_measurements_and_updates_are_refused() {
         .await
         .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(count(&coll, doc! {"sensor": 1}).await, 3);
-    let e = expect_code(
-        coll.update_many(doc! {}, doc! {"$set": {"x": 1}}).await,
-        238,
-    );
-    assert!(error_message(&e).contains("update"), "{e}");
     expect_code(
         db.run_command(doc! {"findAndModify": "weather", "query": {}, "remove": true})
             .await,
@@ -562,4 +557,77 @@ async fn time_series_survive_a_restart_on_lsm() {
     server.shutdown();
     drop(client);
     server.wait().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn updates_rewrite_measurements_in_place_or_move_them() {
+    let t = start().await;
+    let db = t.tcp.database("ts_update");
+    create_weather(&db).await;
+    let coll = db.collection::<Document>("weather");
+    coll.insert_many(vec![
+        doc! {"_id": 1, "ts": at(T0), "sensor": 1, "v": 1},
+        doc! {"_id": 2, "ts": at(T0 + 1), "sensor": 1, "v": 2},
+        doc! {"_id": 3, "ts": at(T0 + 2), "sensor": 2, "v": 3},
+    ])
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
+    let buckets = db.collection::<Document>("system.buckets.weather");
+    assert_eq!(count(&buckets, doc! {}).await, 2);
+    let r = coll
+        .update_many(doc! {"sensor": 1}, doc! {"$set": {"v": 100}})
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!((r.matched_count, r.modified_count), (2, 2));
+    assert_eq!(count(&coll, doc! {"v": 100}).await, 2);
+    // Still in place: same buckets.
+    assert_eq!(count(&buckets, doc! {}).await, 2);
+    // A new meta value moves the measurement to a bucket of its own.
+    let r = coll
+        .update_one(doc! {"_id": 2}, doc! {"$set": {"sensor": 7}})
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!((r.matched_count, r.modified_count), (1, 1));
+    assert_eq!(count(&buckets, doc! {}).await, 3);
+    let moved = find(&db, doc! {"find": "weather", "filter": {"sensor": 7}}).await;
+    assert_eq!(
+        moved,
+        vec![doc! {"ts": at(T0 + 1), "sensor": 7, "_id": 2, "v": 100}]
+    );
+    // Matching without changing counts as matched only.
+    let r = coll
+        .update_one(doc! {"_id": 3}, doc! {"$set": {"v": 3}})
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!((r.matched_count, r.modified_count), (1, 0));
+    // The time field must stay a date.
+    expect_code(
+        coll.update_one(doc! {"_id": 3}, doc! {"$unset": {"ts": 1}})
+            .await,
+        2,
+    );
+    assert_eq!(count(&coll, doc! {}).await, 3);
+    // Upserts insert a measurement.
+    let r = coll
+        .update_one(
+            doc! {"sensor": 9, "ts": at(T0 + 50)},
+            doc! {"$set": {"v": 9}},
+        )
+        .upsert(true)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(r.upserted_id.is_some(), "{r:?}");
+    assert_eq!(count(&coll, doc! {"sensor": 9, "v": 9}).await, 1);
+    // A replacement keeps the _id.
+    coll.replace_one(
+        doc! {"_id": 3},
+        doc! {"ts": at(T0 + 3), "sensor": 2, "w": true},
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
+    let got = find(&db, doc! {"find": "weather", "filter": {"_id": 3}}).await;
+    assert_eq!(
+        got,
+        vec![doc! {"ts": at(T0 + 3), "sensor": 2, "_id": 3, "w": true}]
+    );
 }

@@ -8,13 +8,14 @@
 //! with `$_internalUnpackBucket` (`views::definition` asks [`view_def`]), so
 //! `find`, `count`, `distinct`, `aggregate` and `$lookup` see measurements.
 //! Writes to `X` come here from `views::intercept` ([`intercept`]): inserts
-//! and deletes are built (`write.rs`), updates and index commands fail with
-//! 238 NotImplemented. `drop X` drops both entries; the TTL monitor deletes
+//! and deletes (`write.rs`) and updates (`update.rs`) are built;
+//! `findAndModify` and index commands fail with 238 NotImplemented. `drop X` drops both entries; the TTL monitor deletes
 //! whole buckets whose newest measurement is older than `expireAfterSeconds`
 //! ([`expire`]); `collMod` changes `expireAfterSeconds` and `granularity`
 //! ([`coll_mod`]).
 
 pub mod bucket;
+mod update;
 mod write;
 
 use bisondb_error::{ErrorCode, MongoError, MongoResult};
@@ -374,6 +375,7 @@ pub fn intercept(
     Some(match req.name {
         "insert" => write::insert(req, ctx, coll, &ts),
         "delete" => write::delete(req, ctx, coll, &ts),
+        "update" => update::update(req, ctx, coll, &ts),
         other => Err(MongoError::new(
             ErrorCode::NotImplemented,
             format!(

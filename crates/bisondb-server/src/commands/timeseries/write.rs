@@ -47,14 +47,31 @@ fn open_map() -> &'static Mutex<OpenMap> {
 }
 
 /// A measurement ready for its bucket.
-struct Measurement {
-    time_ms: i64,
-    meta: Option<Bson>,
+pub(super) struct Measurement {
+    pub(super) time_ms: i64,
+    pub(super) meta: Option<Bson>,
     /// Its fields without the meta field, `_id` included.
-    fields: Document,
+    pub(super) fields: Document,
 }
 
-fn bad_time(ts: &TsOptions) -> MongoError {
+impl Measurement {
+    /// A whole measurement (as a read returns it, or as an update or upsert
+    /// made it): checks the time field and splits off the meta field.
+    pub(super) fn from_document(mut d: Document, ts: &TsOptions) -> MongoResult<Measurement> {
+        let time_ms = match d.get(&ts.time_field) {
+            Some(Bson::DateTime(t)) => t.timestamp_millis(),
+            _ => return Err(bad_time(ts)),
+        };
+        let meta = ts.meta_field.as_ref().and_then(|m| d.remove(m));
+        Ok(Measurement {
+            time_ms,
+            meta,
+            fields: d,
+        })
+    }
+}
+
+pub(super) fn bad_time(ts: &TsOptions) -> MongoError {
     MongoError::bad_value(format!(
         "'{}' must be present and contain a valid BSON UTC datetime value",
         ts.time_field
@@ -114,7 +131,7 @@ fn measurement(raw: &bson::RawDocument, ts: &TsOptions) -> MongoResult<Measureme
 }
 
 /// Bytes identifying a meta value (missing is its own group).
-fn meta_key(meta: &Option<Bson>) -> MongoResult<Vec<u8>> {
+pub(super) fn meta_key(meta: &Option<Bson>) -> MongoResult<Vec<u8>> {
     match meta {
         None => Ok(Vec::new()),
         Some(m) => {
@@ -174,7 +191,11 @@ pub(super) fn insert(
     reply::ok(r)
 }
 
-fn bucket_collection(ctx: &Context<'_>, db: &str, name: &str) -> MongoResult<Collection> {
+pub(super) fn bucket_collection(
+    ctx: &Context<'_>,
+    db: &str,
+    name: &str,
+) -> MongoResult<Collection> {
     ctx.state
         .storage
         .collection(db, &buckets_name(name))
@@ -187,7 +208,7 @@ fn bucket_collection(ctx: &Context<'_>, db: &str, name: &str) -> MongoResult<Col
 }
 
 /// Writes one meta value's measurements: the open bucket first, then new ones.
-fn write_group(
+pub(super) fn write_group(
     buckets: &Collection,
     ts: &TsOptions,
     key: Vec<u8>,

@@ -1,0 +1,230 @@
+//! `update` on a time-series collection, as mongod 8 allows it: any filter,
+//! operator, replacement or pipeline updates, `multi`, `upsert`.
+//!
+//! Each bucket holding a match is rewritten in one atomic read-modify-write
+//! (`Collection::modify`, re-checking the bucket as it is then): a measurement
+//! whose new version keeps the bucket's meta value and still fits its time
+//! span stays in it; one that does not leaves it and is inserted afterwards as
+//! a new measurement would be (so a reader may briefly miss it between the two
+//! writes). A new version must still hold a date in the time field (2 BadValue,
+//! as on insert). `sort` (mongod 8's single-document update order) is not
+//! built (238).
+
+use bisondb_error::{ErrorCode, MongoError, MongoResult};
+use bisondb_query::agg::unpack_bucket;
+use bisondb_query::update::{upsert_seed, UpdateSpec};
+use bisondb_storage::{Collection, Durability, Modify};
+use bson::{doc, Bson, Document, RawBson, RawDocumentBuf};
+
+use super::bucket::Bucket;
+use super::write::{bucket_collection, meta_key, write_group, Measurement};
+use super::TsOptions;
+use crate::args;
+use crate::commands::let_vars::LetVars;
+use crate::commands::update::{parse_statement, Statement};
+use crate::commands::util;
+use crate::commands::Context;
+use crate::reply;
+use crate::request::CommandRequest;
+use crate::state::OpCounters;
+
+#[derive(Default)]
+struct Outcome {
+    matched: u64,
+    modified: u64,
+    upserted: Option<Bson>,
+}
+
+/// `update` into a time-series collection.
+pub(super) fn update(
+    req: &CommandRequest<'_>,
+    ctx: &mut Context<'_>,
+    name: &str,
+    ts: &TsOptions,
+) -> MongoResult<RawDocumentBuf> {
+    let b = util::parse_write_batch(req, "updates", &["bypassDocumentValidation", "let"])?;
+    let lets = LetVars::from_body(req.name, req.body)?;
+    crate::validation::bypass(req.name, req.body)?;
+    let buckets = bucket_collection(ctx, &req.db, name)?;
+    let (mut matched, mut modified) = (0u64, 0u64);
+    let mut upserted: Vec<Bson> = Vec::new();
+    let mut errors: Vec<Bson> = Vec::new();
+    for (i, raw) in b.statements.iter().enumerate() {
+        let outcome = parse_statement("update", raw, &lets)
+            .and_then(|s| apply_statement(&buckets, ts, &s, b.wc.durability));
+        OpCounters::add(&ctx.state.opcounters.update, 1);
+        match outcome {
+            Ok(o) => {
+                matched += o.matched;
+                modified += o.modified;
+                if let Some(id) = o.upserted {
+                    upserted.push(Bson::Document(doc! {"index": i as i32, "_id": id}));
+                }
+            }
+            Err(e) => {
+                errors.push(Bson::Document(reply::write_error(i, &e, None)));
+                if b.ordered {
+                    break;
+                }
+            }
+        }
+    }
+    let mut r = doc! {
+        "n": reply::count(matched + upserted.len() as u64),
+        "nModified": reply::count(modified),
+    };
+    if !upserted.is_empty() {
+        r.insert("upserted", upserted);
+    }
+    if !errors.is_empty() {
+        r.insert("writeErrors", errors);
+    }
+    reply::ok(r)
+}
+
+fn apply_statement(
+    buckets: &Collection,
+    ts: &TsOptions,
+    s: &Statement,
+    durability: Durability,
+) -> MongoResult<Outcome> {
+    if s.sort.is_some() {
+        return Err(MongoError::new(
+            ErrorCode::NotImplemented,
+            "update with 'sort' on a time-series collection is not supported by BisonDB yet (see docs/COMPATIBILITY.md)",
+        ));
+    }
+    let matcher = &s.filter;
+    let mut out = Outcome::default();
+    let mut budget = if s.multi { u64::MAX } else { 1 };
+    // The buckets with a match in a snapshot; each is re-checked when rewritten.
+    let mut ids = Vec::new();
+    for bucket in buckets.scan(false) {
+        let d = args::to_document(&bucket?)?;
+        let rows = unpack_bucket(&d, &ts.time_field, ts.meta_field.as_deref());
+        if rows.iter().any(|r| matcher.matches_doc(r)) {
+            if let Some(id) = d.get("_id").cloned() {
+                ids.push(RawBson::try_from(id).map_err(|e| MongoError::internal(e.to_string()))?);
+            }
+        }
+    }
+    let mut moved: Vec<Measurement> = Vec::new();
+    for id in ids {
+        if budget == 0 {
+            break;
+        }
+        let mut step = (0u64, 0u64, Vec::new());
+        buckets.modify(id.as_raw_bson_ref(), durability, &mut |cur| {
+            step = (0, 0, Vec::new());
+            let Some(cur) = cur else {
+                return Ok(Modify::Keep);
+            };
+            let d = args::to_document(cur)?;
+            let Some(old) = Bucket::from_document(&d, &ts.time_field) else {
+                return Ok(Modify::Keep);
+            };
+            let mut kept = Bucket::new(old.id, old.start_ms, old.meta.clone());
+            let mut left = budget;
+            for mut row in unpack_bucket(&d, &ts.time_field, ts.meta_field.as_deref()) {
+                let mut new_version = None;
+                if left > 0 && matcher.matches_doc(&row) {
+                    left -= 1;
+                    step.0 += 1;
+                    let mut after = row.clone();
+                    if s.update
+                        .apply_with_query(&mut after, false, Some(matcher))?
+                    {
+                        step.1 += 1;
+                        new_version = Some(after);
+                    }
+                }
+                match new_version {
+                    Some(after) => {
+                        let m = Measurement::from_document(after, ts)?;
+                        if m.meta == old.meta && kept.fits(m.time_ms, ts.max_span) {
+                            kept.push(&ts.time_field, &m.fields);
+                        } else {
+                            step.2.push(m);
+                        }
+                    }
+                    None => {
+                        if let Some(mf) = &ts.meta_field {
+                            row.remove(mf);
+                        }
+                        kept.push(&ts.time_field, &row);
+                    }
+                }
+            }
+            Ok(if step.1 == 0 {
+                Modify::Keep
+            } else if kept.is_empty() {
+                Modify::Delete
+            } else {
+                Modify::Replace(reply::to_raw(&kept.to_document())?)
+            })
+        })?;
+        budget = budget.saturating_sub(step.0);
+        out.matched += step.0;
+        out.modified += step.1;
+        moved.extend(step.2);
+    }
+    write_measurements(buckets, ts, moved, durability)?;
+    if out.matched == 0 && s.upsert {
+        let d = upsert_document(s)?;
+        out.upserted = d.get("_id").cloned();
+        let m = Measurement::from_document(d, ts)?;
+        write_measurements(buckets, ts, vec![m], durability)?;
+    }
+    Ok(out)
+}
+
+/// Writes measurements as an insert does: grouped by meta value, in order.
+fn write_measurements(
+    buckets: &Collection,
+    ts: &TsOptions,
+    ms: Vec<Measurement>,
+    durability: Durability,
+) -> MongoResult<()> {
+    let mut groups: Vec<(Vec<u8>, Vec<Measurement>)> = Vec::new();
+    for m in ms {
+        let key = meta_key(&m.meta)?;
+        match groups.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, g)) => g.push(m),
+            None => groups.push((key, vec![m])),
+        }
+    }
+    for (key, group) in groups {
+        write_group(buckets, ts, key, group, durability)?;
+    }
+    Ok(())
+}
+
+/// The measurement an upsert inserts, built as for any collection: the
+/// replacement (with the filter's `_id`), or the filter's equality fields with
+/// the update applied; `_id` first, generated when missing.
+fn upsert_document(s: &Statement) -> MongoResult<Document> {
+    let matcher = &s.filter;
+    let d = match &s.update {
+        UpdateSpec::Replacement(r) => {
+            let mut d = Document::new();
+            if !r.contains_key("_id") {
+                if let Some(id) = matcher.id_equality() {
+                    d.insert("_id", id);
+                }
+            }
+            d.extend(r.clone());
+            d
+        }
+        spec => {
+            let mut d = upsert_seed(&matcher.equality_fields())?;
+            spec.apply_with_query(&mut d, true, Some(matcher))?;
+            d
+        }
+    };
+    if d.contains_key("_id") {
+        return Ok(d);
+    }
+    let mut with_id = doc! {"_id": bson::oid::ObjectId::new()};
+    with_id.extend(d);
+    Ok(with_id)
+}
