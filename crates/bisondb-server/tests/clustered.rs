@@ -107,6 +107,8 @@ async fn create_list_collections_and_list_indexes() {
     let v = run(&db, doc! {"validate": "named"}).await;
     assert_eq!(v.get_bool("valid").ok(), Some(true), "{v}");
     assert_eq!(num(&v, "nIndexes"), 0, "{v}");
+    let db_stats = run(&db, doc! {"dbStats": 1}).await;
+    assert_eq!(num(&db_stats, "indexes"), 0, "{db_stats}");
     assert_eq!(v.get_document("keysPerIndex").ok(), Some(&doc! {}), "{v}");
 }
 

@@ -724,7 +724,10 @@ impl Storage {
             total_data = total_data.saturating_add(size);
             if key.0 == db {
                 stats.collections += 1;
-                stats.indexes += 1 + state.indexes.read().len() as u64;
+                // Every collection has its `_id` index, except a clustered
+                // one: its documents are that index, which mongod does not count.
+                let id_index = !state.options.read().contains_key("clusteredIndex");
+                stats.indexes += u64::from(id_index) + state.indexes.read().len() as u64;
                 stats.objects = stats
                     .objects
                     .saturating_add(state.count.load(Ordering::Relaxed));
