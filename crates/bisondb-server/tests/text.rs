@@ -421,3 +421,48 @@ async fn languages_weights_wildcards_and_compound_text_indexes() {
         201,
     );
 }
+
+#[tokio::test]
+async fn aggregation_runs_a_leading_text_match() {
+    let t = start().await;
+    let db = t.tcp.database("tx_agg");
+    let c = db.collection::<Document>("c");
+    c.insert_many(vec![
+        doc! {"_id": 1, "t": "coffee shop", "k": 1},
+        doc! {"_id": 2, "t": "tea house", "k": 1},
+        doc! {"_id": 3, "t": "coffee and cake", "k": 2},
+    ])
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
+    create(&c, doc! {"t": "text"}, doc! {}).await;
+    let got = collect(
+        c.aggregate(vec![
+            doc! {"$match": {"$text": {"$search": "coffee"}}},
+            doc! {"$group": {"_id": "$k", "n": {"$sum": 1}}},
+            doc! {"$sort": {"_id": 1}},
+        ])
+        .await
+        .unwrap_or_else(|e| panic!("{e}")),
+    )
+    .await;
+    assert_eq!(
+        got,
+        vec![doc! {"_id": 1, "n": 1}, doc! {"_id": 2, "n": 1}],
+        "{got:?}"
+    );
+    // $text only in the first stage (17313); scores are not in pipelines yet.
+    let later = c
+        .aggregate(vec![
+            doc! {"$match": {"k": 1}},
+            doc! {"$match": {"$text": {"$search": "coffee"}}},
+        ])
+        .await;
+    expect_code(collect_result(later).await, 17313);
+    let sorted = c
+        .aggregate(vec![
+            doc! {"$match": {"$text": {"$search": "coffee"}}},
+            doc! {"$sort": {"s": {"$meta": "textScore"}}},
+        ])
+        .await;
+    expect_code(collect_result(sorted).await, 238);
+}

@@ -37,6 +37,14 @@ pub(crate) fn parse(arg: &Bson) -> MongoResult<Vec<Box<dyn Stage>>> {
 
 impl Stage for MatchStage {
     fn run(self: Box<Self>, input: DocStream, cx: &RunCtx) -> DocStream {
+        // A `$text` is bound to the text index only when this `$match` is the
+        // pipeline's first stage on a collection (the planner runs it).
+        if self.matcher.text_params().is_some() && self.matcher.bound_text().is_none() {
+            return Box::new(std::iter::once(Err(bisondb_error::MongoError::location(
+                17313,
+                "$match with $text is only allowed as the first pipeline stage",
+            ))));
+        }
         let m = self.matcher.with_collation(cx.collation.clone());
         Box::new(input.filter(move |r| match r {
             Ok(d) => m.matches_doc(d),

@@ -28,10 +28,16 @@ impl SortStage {
                 "$sort stage must have at least one sort key",
             ));
         }
-        Ok(SortStage {
-            spec: SortSpec::parse(spec)?,
-            top_k: None,
-        })
+        let spec = SortSpec::parse(spec)?;
+        // Pipeline documents carry no text score yet: refused rather than
+        // sorted as if every score were equal.
+        if spec.needs_text_score() {
+            return Err(MongoError::new(
+                bisondb_error::ErrorCode::NotImplemented,
+                "$meta \"textScore\" in an aggregation $sort is not supported by BisonDB yet",
+            ));
+        }
+        Ok(SortStage { spec, top_k: None })
     }
 }
 
