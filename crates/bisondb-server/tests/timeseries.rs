@@ -631,3 +631,86 @@ async fn updates_rewrite_measurements_in_place_or_move_them() {
         vec![doc! {"ts": at(T0 + 3), "sensor": 2, "_id": 3, "w": true}]
     );
 }
+
+async fn index_keys(db: &Database, coll: &str) -> Vec<(String, Document)> {
+    find(db, doc! {"listIndexes": coll})
+        .await
+        .iter()
+        .map(|s| {
+            (
+                s.get_str("name").unwrap_or_default().to_string(),
+                s.get_document("key").cloned().unwrap_or_default(),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn indexes_translate_to_the_buckets() {
+    let t = start().await;
+    let db = t.tcp.database("ts_indexes");
+    create_weather(&db).await;
+    // mongod's default index on the meta and time fields.
+    assert_eq!(
+        index_keys(&db, "weather").await,
+        vec![("sensor_1_ts_1".to_string(), doc! {"sensor": 1, "ts": 1})]
+    );
+    let coll = db.collection::<Document>("weather");
+    coll.create_index(
+        mongodb::IndexModel::builder()
+            .keys(doc! {"temp": -1})
+            .build(),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        index_keys(&db, "weather").await,
+        vec![
+            ("sensor_1_ts_1".to_string(), doc! {"sensor": 1, "ts": 1}),
+            ("temp_-1".to_string(), doc! {"temp": -1}),
+        ]
+    );
+    let bucket_keys = index_keys(&db, "system.buckets.weather").await;
+    assert!(
+        bucket_keys.contains(&(
+            "temp_-1".to_string(),
+            doc! {"control.max.temp": -1, "control.min.temp": -1}
+        )),
+        "{bucket_keys:?}"
+    );
+    assert!(
+        bucket_keys.contains(&(
+            "sensor_1_ts_1".to_string(),
+            doc! {"meta": 1, "control.min.ts": 1, "control.max.ts": 1}
+        )),
+        "{bucket_keys:?}"
+    );
+    // Writes keep the bucket indexes; reads still see every measurement.
+    coll.insert_many(vec![
+        doc! {"ts": at(T0), "sensor": 1, "temp": 3},
+        doc! {"ts": at(T0 + 1), "sensor": 2, "temp": 4},
+    ])
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
+    coll.update_many(doc! {}, doc! {"$inc": {"temp": 1}})
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(count(&coll, doc! {"temp": {"$gt": 3}}).await, 2);
+    let v = db
+        .run_command(doc! {"validate": "system.buckets.weather"})
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(v.get_bool("valid").ok(), Some(true), "{v}");
+    coll.drop_index("temp_-1")
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    db.run_command(doc! {"dropIndexes": "weather", "index": {"sensor": 1, "ts": 1}})
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(index_keys(&db, "weather").await.is_empty());
+    // Without a meta field there is no default index.
+    db.run_command(doc! {"create": "plain_ts", "timeseries": {"timeField": "t"}})
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(index_keys(&db, "plain_ts").await.is_empty());
+}

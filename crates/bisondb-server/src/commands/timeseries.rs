@@ -8,13 +8,15 @@
 //! with `$_internalUnpackBucket` (`views::definition` asks [`view_def`]), so
 //! `find`, `count`, `distinct`, `aggregate` and `$lookup` see measurements.
 //! Writes to `X` come here from `views::intercept` ([`intercept`]): inserts
-//! and deletes (`write.rs`) and updates (`update.rs`) are built;
-//! `findAndModify` and index commands fail with 238 NotImplemented. `drop X` drops both entries; the TTL monitor deletes
+//! and deletes (`write.rs`) and updates (`update.rs`) are built, index
+//! commands are translated to the buckets (`indexes.rs`); `findAndModify`
+//! fails with 238 NotImplemented. `drop X` drops both entries; the TTL monitor deletes
 //! whole buckets whose newest measurement is older than `expireAfterSeconds`
 //! ([`expire`]); `collMod` changes `expireAfterSeconds` and `granularity`
 //! ([`coll_mod`]).
 
 pub mod bucket;
+pub mod indexes;
 mod update;
 mod write;
 
@@ -335,8 +337,12 @@ pub fn create(storage: &Storage, db: &str, name: &str, options: Document) -> Mon
         Err(bisondb_storage::StorageError::NamespaceExists(_)) => return Err(exists()),
         Err(e) => return Err(e.into()),
     }
+    let ts_options = TsOptions::of(name, &options);
     match storage.create_collection(db, name, options) {
-        Ok(_) => Ok(()),
+        Ok(_) => match ts_options {
+            Some(ts) => indexes::create_default_index(storage, db, name, &ts),
+            None => Ok(()),
+        },
         Err(e) => {
             // Leave no bucket collection without its time-series collection.
             let _ = storage.drop_collection(db, &buckets);
@@ -376,6 +382,9 @@ pub fn intercept(
         "insert" => write::insert(req, ctx, coll, &ts),
         "delete" => write::delete(req, ctx, coll, &ts),
         "update" => update::update(req, ctx, coll, &ts),
+        "createIndexes" => indexes::create_indexes(req, ctx, coll, &ts),
+        "dropIndexes" => indexes::drop_indexes(req, ctx, coll, &ts),
+        "listIndexes" => indexes::list_indexes(req, ctx, coll, &ts),
         other => Err(MongoError::new(
             ErrorCode::NotImplemented,
             format!(
