@@ -208,6 +208,8 @@ pub struct WriteOutcome {
     pub upserted: bool,
     pub deleted: u64,
     pub error: Option<MongoError>,
+    /// Keys and documents examined, and the plan summary, when known.
+    pub examined: Option<(u64, u64, String)>,
 }
 
 impl WriteOutcome {
@@ -276,9 +278,18 @@ impl OpDebug {
         }
     }
 
-    /// Records the outcome of one update or delete statement.
-    pub fn write(&mut self, outcome: WriteOutcome) {
+    /// Records a statement that failed.
+    pub fn write_failed(&mut self, e: &MongoError) {
+        self.write(WriteOutcome::failed(e), None);
+    }
+
+    /// Records the outcome of one update or delete statement and the plan
+    /// that found its targets.
+    pub fn write(&mut self, mut outcome: WriteOutcome, run: Option<&crate::write::PlanRun>) {
         if self.enabled {
+            if let Some(r) = run {
+                outcome.examined = Some((r.stats.keys(), r.stats.docs(), summary(&r.plan)));
+            }
             self.writes.push(outcome);
         }
     }
@@ -486,10 +497,10 @@ fn build_entries(
         };
         MongoError::new(bisondb_error::ErrorCode::from_code(code), msg)
     });
-    let tail = |entry: &mut Document| {
+    let tail = |entry: &mut Document, plan_summary: Option<&str>| {
         entry.insert("millis", count(millis));
-        if let Some(s) = &op.plan_summary {
-            entry.insert("planSummary", s.as_ref());
+        if let Some(s) = plan_summary {
+            entry.insert("planSummary", s);
         }
         entry.insert("ts", bson::DateTime::now());
         entry.insert("client", client_address(&conn.peer));
@@ -529,7 +540,10 @@ fn build_entries(
                     "ns": ns.clone(),
                     "command": recorded_command(stmt),
                 };
-                examined(&mut e);
+                if let Some((keys, docs, _)) = &w.examined {
+                    e.insert("keysExamined", count(*keys));
+                    e.insert("docsExamined", count(*docs));
+                }
                 if req.name == "update" {
                     e.insert("nMatched", count(w.matched));
                     e.insert("nModified", count(w.modified));
@@ -543,7 +557,7 @@ fn build_entries(
                 if let Some(err) = &w.error {
                     error_fields(&mut e, err);
                 }
-                tail(&mut e);
+                tail(&mut e, w.examined.as_ref().map(|(_, _, s)| s.as_str()));
                 e
             })
             .collect();
@@ -601,7 +615,7 @@ fn build_entries(
     }
     e.insert("responseLength", count(reply.as_bytes().len() as u64));
     e.insert("protocol", "op_msg");
-    tail(&mut e);
+    tail(&mut e, op.plan_summary.as_deref());
     vec![e]
 }
 

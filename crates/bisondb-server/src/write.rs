@@ -24,6 +24,15 @@ pub struct UpdateResult {
     /// The document before and after the change (only the last one for multi).
     pub before: Option<Document>,
     pub after: Option<Document>,
+    /// The plan that found the targets and what it examined (for the profiler).
+    pub plan: Option<PlanRun>,
+}
+
+/// A plan that ran and the keys and documents it examined.
+#[derive(Debug, Clone)]
+pub struct PlanRun {
+    pub stats: std::sync::Arc<plan::Stats>,
+    pub plan: plan::Plan,
 }
 
 /// Which documents a write targets: the parsed filter, the filter document it
@@ -57,13 +66,18 @@ pub fn target_ids(
     sel: Selection<'_>,
     multi: bool,
 ) -> MongoResult<Vec<RawBson>> {
+    target_ids_planned(coll, sel, multi).map(|(ids, _)| ids)
+}
+
+/// [`target_ids`], and the plan that found them with what it examined.
+pub fn target_ids_planned(
+    coll: Option<&Collection>,
+    sel: Selection<'_>,
+    multi: bool,
+) -> MongoResult<(Vec<RawBson>, PlanRun)> {
     let chosen = plan::choose(coll, sel.matcher, sel.filter_doc, sel.sort, sel.hint)?;
-    let src = plan::execute(
-        coll,
-        &chosen,
-        sel.matcher,
-        std::sync::Arc::new(plan::Stats::default()),
-    )?;
+    let stats = std::sync::Arc::new(plan::Stats::default());
+    let src = plan::execute(coll, &chosen, sel.matcher, stats.clone())?;
     let docs: Box<dyn Iterator<Item = MongoResult<RawDocumentBuf>>> = match sel.sort {
         Some(s) if !chosen.provides_sort => Box::new(
             plan::sort(src, s, (!multi).then_some(1), true)?
@@ -84,7 +98,13 @@ pub fn target_ids(
             break;
         }
     }
-    Ok(ids)
+    Ok((
+        ids,
+        PlanRun {
+            stats,
+            plan: chosen,
+        },
+    ))
 }
 
 fn to_doc(d: &RawDocument) -> MongoResult<Document> {
@@ -112,7 +132,8 @@ pub fn update(
     let matcher = sel.matcher;
     let mut res = UpdateResult::default();
     let coll = storage.collection(db, coll_name);
-    let ids = target_ids(coll.as_ref(), sel, multi)?;
+    let (ids, run) = target_ids_planned(coll.as_ref(), sel, multi)?;
+    res.plan = Some(run);
     if let Some(coll) = &coll {
         for id in &ids {
             coll.modify(id.as_raw_bson_ref(), durability, &mut |cur| {
@@ -196,11 +217,26 @@ pub fn delete(
     durability: Durability,
     keep_image: bool,
 ) -> MongoResult<(u64, Option<Document>)> {
-    let Some(c) = coll else { return Ok((0, None)) };
+    delete_planned(coll, sel, multi, durability, keep_image).map(|(n, image, _)| (n, image))
+}
+
+/// [`delete`], and the plan that found the targets (none when the collection
+/// does not exist).
+pub fn delete_planned(
+    coll: Option<&Collection>,
+    sel: Selection<'_>,
+    multi: bool,
+    durability: Durability,
+    keep_image: bool,
+) -> MongoResult<(u64, Option<Document>, Option<PlanRun>)> {
+    let Some(c) = coll else {
+        return Ok((0, None, None));
+    };
     let matcher = sel.matcher;
     let mut n = 0u64;
     let mut image = None;
-    for id in target_ids(coll, sel, multi)? {
+    let (ids, run) = target_ids_planned(coll, sel, multi)?;
+    for id in ids {
         c.modify(id.as_raw_bson_ref(), durability, &mut |cur| {
             let Some(cur) = cur else {
                 return Ok(Modify::Keep);
@@ -215,7 +251,7 @@ pub fn delete(
             Ok(Modify::Delete)
         })?;
     }
-    Ok((n, image))
+    Ok((n, image, Some(run)))
 }
 
 /// Documents `$out` writes per storage batch (bounded memory, few batches).

@@ -212,9 +212,38 @@ async fn level_two_records_every_operation() {
     assert_eq!(num(&ups[0], "nMatched"), 2);
     assert_eq!(num(&ups[0], "nModified"), 2);
     assert_eq!(num(&ups[1], "nUpserted"), 1);
+    // Each statement reports the plan that found its targets.
+    assert_eq!(ups[0].get_str("planSummary").ok(), Some("IXSCAN { a: 1 }"));
+    assert_eq!(num(&ups[0], "keysExamined"), 2);
+    assert_eq!(num(&ups[0], "docsExamined"), 2);
+    assert_eq!(ups[1].get_str("planSummary").ok(), Some("IDHACK"));
     coll.delete_many(doc! {"_id": {"$gte": 10}}).await.unwrap();
     let e = one(entries(&db, doc! {"op": "remove"}).await, "delete");
     assert_eq!(num(&e, "ndeleted"), 3);
+    assert!(e.contains_key("planSummary") && e.contains_key("docsExamined"));
+    coll.find_one_and_update(doc! {"a": 4}, doc! {"$set": {"c": 1}})
+        .await
+        .unwrap();
+    let e = one(
+        entries(&db, doc! {"command.findAndModify": "c"}).await,
+        "findAndModify",
+    );
+    assert_eq!(e.get_str("op").ok(), Some("command"));
+    assert_eq!(e.get_str("planSummary").ok(), Some("IXSCAN { a: 1 }"));
+    assert_eq!(num(&e, "docsExamined"), 1);
+    let agg = collect(
+        coll.aggregate([doc! {"$match": {"a": {"$gte": 3}}}])
+            .comment("agg")
+            .await
+            .unwrap(),
+    )
+    .await;
+    let e = one(
+        entries(&db, doc! {"command.comment": "agg"}).await,
+        "aggregate",
+    );
+    assert_eq!(num(&e, "nreturned"), agg.len() as i64);
+    assert_eq!(e.get_str("planSummary").ok(), Some("IXSCAN { a: 1 }"));
 
     // A failed command is recorded with its error.
     expect_code(

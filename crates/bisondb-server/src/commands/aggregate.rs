@@ -225,7 +225,9 @@ impl Command for Aggregate {
             let stats = stage.output(ctx.state, &self.db, coll)?;
             Box::new(std::iter::once(Ok(stats)))
         } else {
-            let scan = plan::execute(coll.as_ref(), &chosen, &matcher, Default::default())?;
+            let stats = Arc::new(plan::Stats::default());
+            ctx.conn.op.plan(&stats, &chosen);
+            let scan = plan::execute(coll.as_ref(), &chosen, &matcher, stats)?;
             // The scan applied the leading $match to the stored documents:
             // matching them again as owned documents would be wasted work.
             self.pipeline.take_leading_match();
@@ -258,6 +260,7 @@ impl Command for Aggregate {
         let src: DocSource = Box::new(output.map(|r| r.and_then(|d| crate::reply::to_raw(&d))));
         let mut cursor = Cursor::new(ns.clone(), src, None);
         cursor.lsid = self.lsid;
+        cursor.profile = ctx.conn.op.cursor_profile();
         let batch = cursor.next_batch(Some(self.batch_size.unwrap_or(DEFAULT_FIRST_BATCH)))?;
         util::finish_first_batch(ctx.state, &ns, cursor, batch, false)
     }

@@ -121,7 +121,7 @@ impl<'a> Delete<'a> {
             let outcome = parse_statement(raw, &self.lets)
                 .and_then(|s| s.collate(coll.as_ref()))
                 .and_then(|s| {
-                    write::delete(
+                    write::delete_planned(
                         coll.as_ref(),
                         s.selection(),
                         s.multi,
@@ -129,15 +129,18 @@ impl<'a> Delete<'a> {
                         false,
                     )
                 });
-            ctx.conn.op.write(match &outcome {
-                Ok((k, _)) => crate::profiler::WriteOutcome {
-                    deleted: *k,
-                    ..Default::default()
-                },
-                Err(e) => crate::profiler::WriteOutcome::failed(e),
-            });
+            match &outcome {
+                Ok((k, _, run)) => ctx.conn.op.write(
+                    crate::profiler::WriteOutcome {
+                        deleted: *k,
+                        ..Default::default()
+                    },
+                    run.as_ref(),
+                ),
+                Err(e) => ctx.conn.op.write_failed(e),
+            }
             match outcome {
-                Ok((k, _)) => {
+                Ok((k, _, _)) => {
                     n += k;
                     OpCounters::add(&ctx.state.opcounters.delete, k);
                 }

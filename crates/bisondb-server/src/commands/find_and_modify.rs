@@ -155,7 +155,11 @@ impl Command for FindAndModify {
         };
         if self.remove {
             let coll = ctx.state.storage.collection(&self.db, &self.coll);
-            let (n, image) = write::delete(coll.as_ref(), sel, false, self.wc.durability, true)?;
+            let (n, image, run) =
+                write::delete_planned(coll.as_ref(), sel, false, self.wc.durability, true)?;
+            if let Some(run) = &run {
+                ctx.conn.op.ran(&run.stats, &run.plan, false);
+            }
             OpCounters::add(&ctx.state.opcounters.delete, n);
             return reply::ok(
                 doc! {"lastErrorObject": {"n": reply::count(n)}, "value": project(image)?},
@@ -181,6 +185,9 @@ impl Command for FindAndModify {
             validator.as_ref(),
         )?;
         OpCounters::add(&ctx.state.opcounters.update, 1);
+        if let Some(run) = &r.plan {
+            ctx.conn.op.ran(&run.stats, &run.plan, false);
+        }
         let mut leo = doc! {"n": reply::count(r.matched + u64::from(r.upserted_id.is_some()))};
         leo.insert("updatedExisting", r.matched > 0);
         let value = if r.upserted_id.is_some() {

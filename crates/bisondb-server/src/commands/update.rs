@@ -228,15 +228,18 @@ impl<'a> Update<'a> {
                     )
                 });
             OpCounters::add(&ctx.state.opcounters.update, 1);
-            ctx.conn.op.write(match &outcome {
-                Ok(r) => crate::profiler::WriteOutcome {
-                    matched: r.matched,
-                    modified: r.modified,
-                    upserted: r.upserted_id.is_some(),
-                    ..Default::default()
-                },
-                Err(e) => crate::profiler::WriteOutcome::failed(e),
-            });
+            match &outcome {
+                Ok(r) => ctx.conn.op.write(
+                    crate::profiler::WriteOutcome {
+                        matched: r.matched,
+                        modified: r.modified,
+                        upserted: r.upserted_id.is_some(),
+                        ..Default::default()
+                    },
+                    r.plan.as_ref(),
+                ),
+                Err(e) => ctx.conn.op.write_failed(e),
+            }
             match outcome {
                 Ok(r) => {
                     matched += r.matched;
