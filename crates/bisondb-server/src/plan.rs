@@ -222,6 +222,10 @@ fn sort_direction(index: &IndexInfo, sort: &SortSpec, bounds: &[FieldBounds]) ->
             .is_some_and(|b| b.intervals.len() == 1 && b.is_points())
     };
     let hashed = index.spec.hashed_field();
+    // Cells are in space-filling-curve order, not value order.
+    if index.spec.geo_field().is_some() {
+        return None;
+    }
     let mut dir = None;
     let mut want = fields.iter().peekable();
     for (i, f) in index.fields.iter().enumerate() {
@@ -299,11 +303,29 @@ fn raw_bounds_for(index: &IndexInfo, m: &Matcher) -> Vec<FieldBounds> {
         // A collation that cannot be read: the index bounds nothing.
         return index.fields.iter().map(|_| FieldBounds::full()).collect();
     };
+    let geo = index.spec.geo_field().map(|(i, _)| i);
     index
         .fields
         .iter()
-        .map(|f| field_bounds_in(m, &f.path, index.multikey, collation.as_deref()))
+        .enumerate()
+        .map(|(i, f)| {
+            if geo == Some(i) {
+                // A geo field holds cells, bounded only by geo predicates.
+                return geo_near::field_bounds(index, m, &f.path);
+            }
+            field_bounds_in(m, &f.path, index.multikey, collation.as_deref())
+        })
         .collect()
+}
+
+/// Whether `bounds` on a geo index come from a geo predicate on its geo
+/// field: the index holds only documents with a location, so it may answer
+/// only a query that needs one. True for other indexes.
+fn geo_usable(index: &IndexInfo, bounds: &[FieldBounds]) -> bool {
+    match index.spec.geo_field() {
+        Some((i, _)) => bounds.get(i).is_some_and(|b| !b.is_full()),
+        None => true,
+    }
 }
 
 /// The collation of an index: `Some(None)` for simple, `None` when its stored
@@ -332,6 +354,7 @@ fn count_exact(index: &IndexInfo, bounds: &[FieldBounds], m: &Matcher) -> bool {
         || index.spec.sparse
         || index.spec.partial_filter.is_some()
         || index.spec.hashed_field().is_some()
+        || index.spec.geo_field().is_some()
     {
         return false;
     }
@@ -391,11 +414,19 @@ pub fn choose(
         return Ok(plan(access, false, false));
     }
     if let Some(g) = geo_near::choose(&indexes, m)? {
-        return Ok(Plan {
-            access: Access::Collscan {
+        let access = match geo_near::near_bounds(&g) {
+            Some(bounds) => Access::Ixscan {
+                index: g.index.clone(),
+                bounds,
+                reverse: false,
+            },
+            None => Access::Collscan {
                 reverse: false,
                 id_index: false,
             },
+        };
+        return Ok(Plan {
+            access,
             provides_sort: sort.is_none(),
             count_exact: false,
             geo_near: Some(g),
@@ -453,9 +484,10 @@ pub fn choose(
             let Some(ix) = found.filter(|ix| !ix.spec.hidden) else {
                 return Err(bad_hint());
             };
-            if ix.spec.geo_field().is_some() {
-                // A geo index holds no searchable geo keys (`geo_near.rs`):
-                // the hinted query scans the collection, and explain says so.
+            if !geo_usable(ix, &raw_bounds_for(ix, m)) {
+                // A geo index without a geo predicate on its field would miss
+                // the documents without a location: the query scans the
+                // collection, and explain says so.
                 return Ok(plan(
                     Access::Collscan {
                         reverse: false,
@@ -483,9 +515,12 @@ pub fn choose(
     if !constrained_paths(m).is_empty() {
         for ix in indexes
             .iter()
-            .filter(|ix| !ix.spec.hidden && ix.spec.geo_field().is_none())
+            .filter(|ix| !ix.spec.hidden)
         {
             let raw = raw_bounds_for(ix, m);
+            if !geo_usable(ix, &raw) {
+                continue;
+            }
             // Whether a sparse index may miss a match depends on the values
             // the filter allows, not on their hashes.
             if !usable(ix, &raw, filter_doc) {
@@ -884,6 +919,9 @@ pub fn describe(plan: &Plan, filter: &Document, count_scan: bool) -> Document {
             };
             if count_scan {
                 return count_scan_stage(scan, index, bounds);
+            }
+            if index.spec.is_text() {
+                return text::describe(index, filter, scan);
             }
             let mut fetch = doc! {"stage": "FETCH"};
             // Bounds that answer the whole filter leave FETCH nothing to

@@ -302,6 +302,28 @@ async fn text_search_terms_phrases_negations_and_scores() {
         .unwrap_or_else(|e| panic!("{e}"));
     let s = e.to_string();
     assert!(s.contains("IXSCAN") && s.contains("t_text"), "{s}");
+    let plan = e
+        .get_document("queryPlanner")
+        .and_then(|q| q.get_document("winningPlan"))
+        .unwrap_or_else(|_| panic!("{e}"));
+    assert_eq!(plan.get_str("stage").ok(), Some("TEXT_MATCH"), "{plan}");
+    assert_eq!(
+        plan.get_document("parsedTextQuery")
+            .and_then(|q| q.get_array("terms"))
+            .ok(),
+        Some(&vec![Bson::from("egg"), Bson::from("spam")]),
+        "{plan}"
+    );
+    assert!(s.contains("TEXT_OR") && s.contains("FETCH"), "{s}");
+    // executionStats counts the keys of both terms.
+    let e = db
+        .run_command(doc! {"explain": {"find": "c", "filter": {"$text": {"$search": "spam eggs"}}}, "verbosity": "executionStats"})
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let stats = e
+        .get_document("executionStats")
+        .unwrap_or_else(|_| panic!("{e}"));
+    assert_eq!(num(stats, "nReturned"), 4, "{stats}");
 
     // Only one $text; not under $nor; $search must be a string.
     expect_code(

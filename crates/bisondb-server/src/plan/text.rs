@@ -9,9 +9,9 @@
 use bisondb_error::{ErrorCode, MongoError, MongoResult};
 use bisondb_query::matcher::bounds::{FieldBounds, Interval};
 use bisondb_query::matcher::Matcher;
-use bisondb_query::text::{BoundText, TextQuery, TextSpec};
+use bisondb_query::text::{BoundText, TextParams, TextQuery, TextSpec, TEXT_INDEX_VERSION};
 use bisondb_storage::IndexInfo;
-use bson::Bson;
+use bson::{doc, Bson, Document};
 
 use super::Access;
 
@@ -85,4 +85,43 @@ fn bounds(ix: &IndexInfo, prefix: &[Bson], terms: &[String]) -> Vec<FieldBounds>
         b.push(FieldBounds::full());
     }
     b
+}
+
+/// explain's stages for a `$text` scan, shaped as mongod's: TEXT_MATCH (the
+/// parsed query) over a FETCH over TEXT_OR over the index scan.
+pub(super) fn describe(ix: &IndexInfo, filter: &Document, scan: Document) -> Document {
+    let parsed = filter
+        .get("$text")
+        .and_then(|t| TextParams::parse(t).ok())
+        .and_then(|p| {
+            let spec = TextSpec::from_stored(&ix.spec.key, &ix.spec.type_options).ok()?;
+            TextQuery::parse(&p, spec.default_language).ok()
+        })
+        .unwrap_or_default();
+    let list = |v: Vec<String>| v.into_iter().map(Bson::String).collect::<Vec<_>>();
+    let mut prefix = Document::new();
+    if let Ok(bounds) = scan.get_document("indexBounds") {
+        for (k, v) in bounds {
+            if k == "_fts" {
+                break;
+            }
+            prefix.insert(k.clone(), v.clone());
+        }
+    }
+    doc! {
+        "stage": "TEXT_MATCH",
+        "indexPrefix": prefix,
+        "indexName": ix.spec.name.clone(),
+        "parsedTextQuery": {
+            "terms": list(parsed.positive_terms.into_iter().collect()),
+            "negatedTerms": list(parsed.negated_terms.into_iter().collect()),
+            "phrases": list(parsed.positive_phrases),
+            "negatedPhrases": list(parsed.negated_phrases),
+        },
+        "textIndexVersion": TEXT_INDEX_VERSION,
+        "inputStage": {
+            "stage": "FETCH",
+            "inputStage": {"stage": "TEXT_OR", "inputStage": scan},
+        },
+    }
 }
