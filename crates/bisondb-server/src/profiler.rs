@@ -186,6 +186,11 @@ impl Profiler {
 #[derive(Debug, Default, Clone)]
 pub struct OpDebug {
     pub enabled: bool,
+    /// The command as recorded (shared with a cursor it opens, whose
+    /// getMores show it as `originatingCommand`).
+    command: Option<Arc<Document>>,
+    /// A getMore's: the command that opened its cursor.
+    originating: Option<Arc<Document>>,
     examined: Option<Examined>,
     plan_summary: Option<Arc<str>>,
     writes: Vec<WriteOutcome>,
@@ -226,6 +231,7 @@ impl WriteOutcome {
 pub struct CursorProfile {
     pub stats: Arc<plan::Stats>,
     pub plan_summary: Arc<str>,
+    pub command: Option<Arc<Document>>,
 }
 
 impl OpDebug {
@@ -268,6 +274,7 @@ impl OpDebug {
         Some(CursorProfile {
             stats: e.stats.clone(),
             plan_summary: self.plan_summary.clone()?,
+            command: self.command.clone(),
         })
     }
 
@@ -275,6 +282,7 @@ impl OpDebug {
     pub fn resume(&mut self, cursor: Option<&CursorProfile>) {
         if let (true, Some(c)) = (self.enabled, cursor) {
             self.plan_with(&c.stats, c.plan_summary.clone());
+            self.originating = c.command.clone();
         }
     }
 
@@ -348,6 +356,7 @@ impl Pending {
         }
         conn.op = OpDebug {
             enabled: true,
+            command: Some(Arc::new(recorded_command(req.body))),
             ..OpDebug::default()
         };
         Some(Pending {
@@ -565,8 +574,11 @@ fn build_entries(
     let mut e = doc! {
         "op": op_name(req.name),
         "ns": ns,
-        "command": recorded_command(req.body),
+        "command": op.command.as_deref().cloned().unwrap_or_else(|| recorded_command(req.body)),
     };
+    if let Some(orig) = &op.originating {
+        e.insert("originatingCommand", orig.as_ref().clone());
+    }
     let cursor = match get("cursor") {
         Some(RawBsonRef::Document(c)) => Some(c),
         _ => None,

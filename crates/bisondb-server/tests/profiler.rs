@@ -164,6 +164,8 @@ async fn level_two_records_every_operation() {
         .unwrap();
     let e = one(entries(&db, doc! {"op": "getmore"}).await, "getMore");
     assert_eq!(e.get_str("ns").ok(), Some("prof_all.c"));
+    let orig = e.get_document("originatingCommand").unwrap();
+    assert_eq!(orig.get_str("comment").ok(), Some("ix"));
     assert_eq!(e.get_i64("cursorid").ok(), Some(id));
     assert_eq!(num(&e, "nreturned"), 2);
     assert_eq!(e.get_str("planSummary").ok(), Some("IXSCAN { a: 1 }"));
