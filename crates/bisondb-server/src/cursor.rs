@@ -43,6 +43,11 @@ pub struct Cursor {
     /// The plan counters and summary its getMores report to the profiler
     /// (set only when the opening command was profiled).
     pub profile: Option<crate::profiler::CursorProfile>,
+    /// What is left of the opening command's `maxTimeMS` (set by
+    /// [`CursorManager::register`], not for tailable cursors): its getMores
+    /// run under it, as mongod counts a cursor's active time, not its idle
+    /// time, against the limit.
+    pub time_left: Option<Duration>,
 }
 
 impl std::fmt::Debug for Cursor {
@@ -60,6 +65,11 @@ pub struct Batch {
     pub exhausted: bool,
 }
 
+/// The time left before this thread's operation deadline, if it has one.
+pub fn time_left() -> Option<Duration> {
+    bisondb_js::deadline::current().map(|d| d.saturating_duration_since(Instant::now()))
+}
+
 impl Cursor {
     pub fn new(ns: String, source: DocSource, limit: Option<u64>) -> Cursor {
         Cursor {
@@ -72,6 +82,7 @@ impl Cursor {
             tail: None,
             knows_end: false,
             profile: None,
+            time_left: None,
         }
     }
 
@@ -172,7 +183,10 @@ pub struct CursorManager {
 
 impl CursorManager {
     /// Stores a cursor and returns its new id (positive, never 0).
-    pub fn register(&self, cursor: Cursor) -> i64 {
+    pub fn register(&self, mut cursor: Cursor) -> i64 {
+        if cursor.tail.is_none() {
+            cursor.time_left = time_left();
+        }
         let mut map = self.cursors.lock();
         loop {
             let id = (rand::random::<u64>() >> 2) as i64;

@@ -300,3 +300,26 @@ async fn function_expressions_run_javascript() {
         started.elapsed()
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn max_time_ms_carries_over_to_get_more() {
+    let ts = start().await;
+    let c = setup(&ts.tcp, "where_getmore").await;
+    // The first batch is quick; the later documents sleep 300 ms each, so the
+    // getMores run past the 500 ms the find was given.
+    let cursor = c
+        .find(doc! {"$where": "if (this.x >= 2) { sleep(300) } return true"})
+        .sort(doc! {"_id": 1})
+        .batch_size(2)
+        .max_time(Duration::from_millis(500))
+        .await
+        .unwrap();
+    let started = Instant::now();
+    let e = cursor_result(cursor).await.unwrap_err();
+    assert_eq!(error_code(&e), Some(50), "{e}");
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
+}

@@ -61,10 +61,19 @@ impl Command for GetMore {
             ));
         }
         ctx.conn.op.resume(cursor.profile.as_ref());
+        // The rest of the opening command's maxTimeMS (see `Cursor::time_left`).
+        let _deadline = bisondb_js::deadline::scope(
+            cursor
+                .time_left
+                .and_then(|t| std::time::Instant::now().checked_add(t)),
+        );
         let batch = cursor.next_batch(self.batch_size)?;
         let id = if batch.exhausted {
             0
         } else {
+            if cursor.time_left.is_some() {
+                cursor.time_left = crate::cursor::time_left();
+            }
             ctx.state.cursors.restore(self.id, cursor);
             self.id
         };
