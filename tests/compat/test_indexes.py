@@ -174,7 +174,6 @@ def test_create_indexes_replies_and_index_information(db):
 @pytest.mark.parametrize(
     "key, kind",
     [
-        ([("body", "text")], "text"),
         ([("$**", 1)], "wildcard"),
     ],
 )
@@ -222,6 +221,43 @@ def test_geo_indexes_and_queries_like_mongod(db):
         .explain()["queryPlanner"]["winningPlan"]
     assert plan["stage"] == "GEO_NEAR_2DSPHERE" and plan["indexName"] == "geo_2dsphere"
     assert plan["inputStage"]["stage"] == "COLLSCAN"
+
+
+def test_text_index_and_text_search_like_mongod(db):
+    # pymongo's TEXT index type: mongod's name and listed shape, $text with
+    # stemming, phrases and negations, textScore in projection and sort
+    # (mongod's scores), the text index in explain, 27 without one.
+    from pymongo import TEXT
+
+    db.c.insert_one({"_id": 0})
+    with pytest.raises(OperationFailure) as exc:
+        db.c.find_one({"$text": {"$search": "spam"}})
+    assert exc.value.code == 27 and exc.value.details["codeName"] == "IndexNotFound"
+    assert db.c.create_index([("t", TEXT)]) == "t_text"
+    info = db.c.index_information()["t_text"]
+    assert info["key"] == [("_fts", "text"), ("_ftsx", 1)]
+    assert info["weights"] == {"t": 1} and info["textIndexVersion"] == 3
+    assert info["default_language"] == "english" and info["language_override"] == "language"
+    db.c.insert_many([
+        {"_id": 1, "t": "spam eggs and spam"},
+        {"_id": 2, "t": "spam"},
+        {"_id": 3, "t": "egg sausage and bacon"},
+    ])
+    found = list(db.c.find({"$text": {"$search": "spam"}}, {"score": {"$meta": "textScore"}})
+                 .sort([("score", {"$meta": "textScore"})]))
+    assert [d["_id"] for d in found] == [1, 2]
+    assert found[0]["score"] == pytest.approx(1.25)
+    assert found[1]["score"] == pytest.approx(1.1)
+    assert sorted(d["_id"] for d in db.c.find({"$text": {"$search": "eggs"}})) == [1, 3]
+    assert [d["_id"] for d in db.c.find({"$text": {"$search": "spam -eggs"}})] == [2]
+    assert [d["_id"] for d in db.c.find({"$text": {"$search": '"egg sausage"'}})] == [3]
+    plan = db.c.find({"$text": {"$search": "spam"}}).explain()["queryPlanner"]["winningPlan"]
+    assert "t_text" in str(plan)
+    with pytest.raises(OperationFailure) as exc:
+        db.c.create_index([("u", TEXT)])
+    assert exc.value.code == 67
+    db.c.drop_index([("t", TEXT)])
+    assert list(db.c.index_information()) == ["_id_"]
 
 
 def test_hashed_index_answers_equality_like_mongod(db):
