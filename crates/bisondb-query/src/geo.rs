@@ -893,3 +893,395 @@ impl Near {
 
 #[cfg(test)]
 mod tests;
+
+// ---------------------------------------------------------------------------
+// Bounding boxes and index cells
+// ---------------------------------------------------------------------------
+
+/// An axis-aligned box of coordinates (`x`: longitude, `y`: latitude).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct BBox {
+    pub x0: f64,
+    pub y0: f64,
+    pub x1: f64,
+    pub y1: f64,
+}
+
+/// Widens every box a little, so a value on a box's edge stays inside
+/// whatever rounding the two computations met.
+const BOX_MARGIN: f64 = 1e-9;
+
+impl BBox {
+    fn of_point(p: Pt) -> BBox {
+        BBox {
+            x0: p.x,
+            y0: p.y,
+            x1: p.x,
+            y1: p.y,
+        }
+    }
+
+    fn add(&mut self, p: Pt) {
+        self.x0 = self.x0.min(p.x);
+        self.y0 = self.y0.min(p.y);
+        self.x1 = self.x1.max(p.x);
+        self.y1 = self.y1.max(p.y);
+    }
+
+    fn widened(self, by: f64) -> BBox {
+        BBox {
+            x0: self.x0 - by,
+            y0: self.y0 - by,
+            x1: self.x1 + by,
+            y1: self.y1 + by,
+        }
+    }
+
+    fn of_points<'a>(pts: impl IntoIterator<Item = &'a Pt>) -> Option<BBox> {
+        let mut it = pts.into_iter();
+        let mut b = BBox::of_point(*it.next()?);
+        it.for_each(|p| b.add(*p));
+        Some(b)
+    }
+}
+
+fn lat_of(v: V3) -> f64 {
+    v[2].clamp(-1.0, 1.0).asin().to_degrees()
+}
+
+fn vertices_of(g: &Geometry, out: &mut Vec<Pt>) {
+    match g {
+        Geometry::Point(p) => out.push(*p),
+        Geometry::LineString(ps) | Geometry::MultiPoint(ps) => out.extend(ps),
+        Geometry::Polygon(rs) | Geometry::MultiLineString(rs) => {
+            rs.iter().for_each(|r| out.extend(r))
+        }
+        Geometry::MultiPolygon(ps) => ps.iter().flatten().for_each(|r| out.extend(r)),
+        Geometry::Collection(gs) => gs.iter().for_each(|g| vertices_of(g, out)),
+    }
+}
+
+/// The box of a geometry on the sphere: its vertices, the latitudes its
+/// geodesic edges bulge to, the whole longitude range when an edge crosses
+/// the antimeridian or a polygon holds a pole.
+pub fn sphere_bbox(g: &Geometry) -> Option<BBox> {
+    let mut pts = Vec::new();
+    vertices_of(g, &mut pts);
+    let mut b = BBox::of_points(&pts)?;
+    let parts = Parts::of(g);
+    let mut edges = parts.edges();
+    // Consecutive vertices of polylines and rings, in degrees, to see
+    // antimeridian crossings.
+    let mut wraps = false;
+    let mut check_line = |ps: &[Pt]| {
+        for w in ps.windows(2) {
+            if let [a, c] = w {
+                wraps |= (a.x - c.x).abs() > 180.0;
+            }
+        }
+    };
+    match g {
+        Geometry::LineString(l) => check_line(l),
+        Geometry::MultiLineString(ls) => ls.iter().for_each(|l| check_line(l)),
+        _ => {}
+    }
+    let mut ring_check = |r: &[Pt]| {
+        let closed: Vec<Pt> = r.iter().chain(r.first()).copied().collect();
+        check_line(&closed);
+    };
+    fn rings_of<'a>(g: &'a Geometry, out: &mut Vec<&'a [Pt]>) {
+        match g {
+            Geometry::Polygon(rs) => out.extend(rs.iter().map(Vec::as_slice)),
+            Geometry::MultiPolygon(ps) => ps.iter().flatten().for_each(|r| out.push(r)),
+            Geometry::Collection(gs) => gs.iter().for_each(|g| rings_of(g, out)),
+            Geometry::LineString(_) | Geometry::MultiLineString(_) => {}
+            Geometry::Point(_) | Geometry::MultiPoint(_) => {}
+        }
+    }
+    let mut rings = Vec::new();
+    rings_of(g, &mut rings);
+    rings.iter().for_each(|r| ring_check(r));
+    if let Geometry::Collection(gs) = g {
+        for sub in gs {
+            if let Some(sb) = sphere_bbox(sub) {
+                if sb.x1 - sb.x0 >= 360.0 {
+                    wraps = true;
+                }
+            }
+        }
+    }
+    // Latitude extremes inside edges: where the edge's great circle is
+    // highest (or lowest), if that point lies on the edge.
+    for (a, c) in edges.drain(..) {
+        let Some(n) = normalize(cross(a, c)) else {
+            continue;
+        };
+        let top = normalize([-n[0] * n[2], -n[1] * n[2], 1.0 - n[2] * n[2]]);
+        if let Some(top) = top {
+            for p in [top, [-top[0], -top[1], -top[2]]] {
+                if dot(cross(a, p), n) >= 0.0 && dot(cross(p, c), n) >= 0.0 {
+                    let lat = lat_of(p);
+                    b.y0 = b.y0.min(lat);
+                    b.y1 = b.y1.max(lat);
+                }
+            }
+        }
+    }
+    for p in &parts.polys {
+        if p.contains([0.0, 0.0, 1.0]) {
+            b.y1 = 90.0;
+            wraps = true;
+        }
+        if p.contains([0.0, 0.0, -1.0]) {
+            b.y0 = -90.0;
+            wraps = true;
+        }
+    }
+    if wraps {
+        b.x0 = -180.0;
+        b.x1 = 180.0;
+    }
+    Some(b.widened(BOX_MARGIN))
+}
+
+/// The box of a spherical cap of `r` radians around `c`.
+fn cap_bbox(c: Pt, r: f64) -> BBox {
+    let dlat = r.to_degrees();
+    let (y0, y1) = (c.y - dlat, c.y + dlat);
+    if r >= std::f64::consts::FRAC_PI_2 || y0 <= -90.0 || y1 >= 90.0 {
+        return BBox {
+            x0: -180.0,
+            y0: y0.max(-90.0),
+            x1: 180.0,
+            y1: y1.min(90.0),
+        };
+    }
+    let s = r.sin() / c.y.to_radians().cos();
+    let dlng = if s >= 1.0 {
+        180.0
+    } else {
+        s.asin().to_degrees()
+    };
+    let (x0, x1) = (c.x - dlng, c.x + dlng);
+    let (x0, x1) = if x0 < -180.0 || x1 > 180.0 {
+        (-180.0, 180.0)
+    } else {
+        (x0, x1)
+    };
+    BBox { x0, y0, x1, y1 }.widened(BOX_MARGIN)
+}
+
+impl Stored {
+    /// The box of the value on the sphere (a 2dsphere index's view).
+    pub fn sphere_bbox(&self) -> Option<BBox> {
+        match self {
+            Stored::Legacy(p) => Some(BBox::of_point(*p)),
+            Stored::GeoJson(g) => sphere_bbox(g),
+        }
+    }
+}
+
+impl Region {
+    /// A box holding every value the region contains (`None`: no useful box).
+    pub fn bbox(&self) -> Option<BBox> {
+        Some(match self {
+            Region::Sphere(g) => sphere_bbox(g)?,
+            Region::Box(lo, hi) => BBox {
+                x0: lo.x,
+                y0: lo.y,
+                x1: hi.x,
+                y1: hi.y,
+            }
+            .widened(BOX_MARGIN),
+            Region::Polygon(pts) => BBox::of_points(pts)?.widened(BOX_MARGIN),
+            Region::Center(c, r) => BBox {
+                x0: c.x - r,
+                y0: c.y - r,
+                x1: c.x + r,
+                y1: c.y + r,
+            }
+            .widened(BOX_MARGIN),
+            Region::CenterSphere(c, r) => cap_bbox(*c, *r),
+        })
+    }
+}
+
+impl Intersects {
+    /// A box holding every value that meets the operand.
+    pub fn bbox(&self) -> Option<BBox> {
+        sphere_bbox(&self.0)
+    }
+}
+
+impl Near {
+    /// A box holding every value within `$maxDistance` (`None` without one).
+    pub fn bbox(&self) -> Option<BBox> {
+        let max = self.max?;
+        Some(if !self.spherical {
+            BBox {
+                x0: self.point.x - max,
+                y0: self.point.y - max,
+                x1: self.point.x + max,
+                y1: self.point.y + max,
+            }
+            .widened(BOX_MARGIN)
+        } else {
+            let r = if self.geojson {
+                max / EARTH_RADIUS_M
+            } else {
+                max
+            };
+            cap_bbox(self.point, r)
+        })
+    }
+}
+
+/// Levels of the cell hierarchy a geo index keys by: level `l` divides each
+/// axis of the index's space into `2^l` parts.
+pub const CELL_LEVELS: u32 = 26;
+
+/// The space a geo index divides into cells: longitude x latitude for a
+/// 2dsphere index, `[min, max)` on both axes for a 2d index.
+///
+/// A value's key is the id of the smallest cell holding its box. Ids are
+/// ordered so a cell's descendants are one contiguous range around it (the
+/// Morton order of its path, then a marker bit): a query scans, for each
+/// cell covering its box, that range plus the cell's ancestors.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Grid {
+    min_x: f64,
+    max_x: f64,
+    min_y: f64,
+    max_y: f64,
+    /// Longitude wraps and the poles are points: see [`Grid::on_sphere`].
+    sphere: bool,
+}
+
+fn interleave(i: u64, j: u64, level: u32) -> u64 {
+    let mut m = 0u64;
+    for b in (0..level).rev() {
+        m = (m << 2) | (((i >> b) & 1) << 1) | ((j >> b) & 1);
+    }
+    m
+}
+
+impl Grid {
+    /// A 2dsphere index's grid.
+    pub fn sphere() -> Grid {
+        Grid {
+            min_x: -180.0,
+            max_x: 180.0,
+            min_y: -90.0,
+            max_y: 90.0,
+            sphere: true,
+        }
+    }
+
+    /// A 2d index's grid over `[min, max)`.
+    pub fn flat(min: f64, max: f64) -> Grid {
+        Grid {
+            min_x: min,
+            max_x: max,
+            min_y: min,
+            max_y: max,
+            sphere: false,
+        }
+    }
+
+    /// On the sphere, longitude 180 is longitude -180 and every longitude
+    /// at a pole is the same point: a point is keyed at its canonical
+    /// position (-180 for 180, longitude 0 at a pole), and a box that
+    /// reaches longitude 180 or a pole spans every longitude.
+    fn on_sphere(&self, b: &BBox) -> BBox {
+        if !self.sphere {
+            return *b;
+        }
+        let mut b = *b;
+        if b.x0 == b.x1 && b.y0 == b.y1 {
+            if b.y0.abs() >= 90.0 {
+                b.x0 = 0.0;
+                b.x1 = 0.0;
+            } else if b.x0 >= 180.0 {
+                b.x0 = -180.0;
+                b.x1 = -180.0;
+            }
+            return b;
+        }
+        if b.x1 >= 180.0 || b.y1 >= 90.0 || b.y0 <= -90.0 {
+            b.x0 = -180.0;
+            b.x1 = 180.0;
+        }
+        b
+    }
+
+    fn index(v: f64, lo: f64, hi: f64, level: u32) -> u64 {
+        let n = 1u64 << level;
+        let u = ((v - lo) / (hi - lo)).clamp(0.0, 1.0);
+        if u.is_nan() {
+            return 0;
+        }
+        ((u * n as f64) as u64).min(n - 1)
+    }
+
+    fn ij(&self, x: f64, y: f64, level: u32) -> (u64, u64) {
+        (
+            Grid::index(x, self.min_x, self.max_x, level),
+            Grid::index(y, self.min_y, self.max_y, level),
+        )
+    }
+
+    fn id(i: u64, j: u64, level: u32) -> i64 {
+        let m = interleave(i, j, level);
+        (((m << 1) | 1) << (2 * (CELL_LEVELS - level))) as i64
+    }
+
+    /// The key of a value whose box is `b`: the smallest cell holding it.
+    pub fn cell_of(&self, b: &BBox) -> i64 {
+        let b = self.on_sphere(b);
+        for level in (0..=CELL_LEVELS).rev() {
+            let lo = self.ij(b.x0, b.y0, level);
+            let hi = self.ij(b.x1, b.y1, level);
+            if lo == hi {
+                return Grid::id(lo.0, lo.1, level);
+            }
+        }
+        Grid::id(0, 0, 0)
+    }
+
+    /// Sorted, disjoint, inclusive ranges of keys a value meeting box `b`
+    /// may have: at most 16 covering cells' descendants and their ancestors.
+    pub fn covering(&self, b: &BBox) -> Vec<(i64, i64)> {
+        let b = &self.on_sphere(b);
+        let mut level = 0;
+        for l in (0..=CELL_LEVELS).rev() {
+            let lo = self.ij(b.x0, b.y0, l);
+            let hi = self.ij(b.x1, b.y1, l);
+            if hi.0 - lo.0 < 4 && hi.1 - lo.1 < 4 {
+                level = l;
+                break;
+            }
+        }
+        let (lo, hi) = (self.ij(b.x0, b.y0, level), self.ij(b.x1, b.y1, level));
+        let mut ranges: Vec<(i64, i64)> = Vec::new();
+        for i in lo.0..=hi.0 {
+            for j in lo.1..=hi.1 {
+                let id = Grid::id(i, j, level);
+                let half = (1i64 << (2 * (CELL_LEVELS - level))) - 1;
+                ranges.push((id - half, id + half));
+                for k in 0..level {
+                    let a = Grid::id(i >> (level - k), j >> (level - k), k);
+                    ranges.push((a, a));
+                }
+            }
+        }
+        ranges.sort_unstable();
+        let mut out: Vec<(i64, i64)> = Vec::with_capacity(ranges.len());
+        for (a, z) in ranges {
+            match out.last_mut() {
+                Some(last) if a <= last.1.saturating_add(1) => last.1 = last.1.max(z),
+                _ => out.push((a, z)),
+            }
+        }
+        out
+    }
+}

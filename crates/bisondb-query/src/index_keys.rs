@@ -101,20 +101,23 @@ impl KeyGenerator {
     /// `kind`: a document whose geo field is missing (or null) is not
     /// indexed, one whose geo field is not valid geometry fails the write
     /// (16755 for 2dsphere; 16804, 13068, 13026, 13027 for 2d). The geo
-    /// component of each key is a placeholder (null): geo predicates are
-    /// answered by scanning the collection, never by these keys.
+    /// component of each key is the cell of each location
+    /// ([`crate::geo::Grid::cell_of`], an Int64), so a query scans the cells
+    /// covering its region and checks the exact predicate on each document.
     pub fn with_geo(mut self, geo: Option<(usize, GeoField)>) -> KeyGenerator {
         self.geo = geo;
         self
     }
 
-    /// Validates the geo field of `doc`; `false` when it holds nothing.
-    fn check_geo(&self, doc: &RawDocument) -> MongoResult<bool> {
+    /// Validates the geo field of `doc` and returns its cell keys
+    /// (`crate::geo::Grid`), one per location, duplicates removed; none when
+    /// it holds nothing (the document is then not indexed).
+    fn geo_cells(&self, doc: &RawDocument) -> MongoResult<Vec<i64>> {
         let Some((i, kind)) = self.geo else {
-            return Ok(true);
+            return Ok(Vec::new());
         };
         let Some(f) = self.fields.get(i) else {
-            return Ok(true);
+            return Ok(Vec::new());
         };
         let mut reached = Vec::new();
         lookup_raw(doc, &f.path, &mut reached);
@@ -123,15 +126,15 @@ impl KeyGenerator {
             .filter(|v| !matches!(v, RawBsonRef::Null | RawBsonRef::Undefined))
             .filter_map(|v| Bson::try_from(v).ok())
             .collect();
+        let mut cells = Vec::new();
         if values.is_empty() {
-            return Ok(false);
+            return Ok(cells);
         }
         let shown = || {
             Document::try_from(doc)
                 .map(|d| d.to_string())
                 .unwrap_or_default()
         };
-        let mut any = false;
         for v in &values {
             // An array that is not itself a coordinate pair holds several.
             let items: Vec<&Bson> = match v {
@@ -139,7 +142,6 @@ impl KeyGenerator {
                 other => vec![other],
             };
             for item in items {
-                any = true;
                 match kind {
                     GeoField::Sphere => {
                         let why = match crate::geo::parse_stored(item) {
@@ -149,7 +151,12 @@ impl KeyGenerator {
                             {
                                 format!("longitude/latitude is out of bounds, lng: {} lat: {}", p.x, p.y)
                             }
-                            Some(Ok(_)) => continue,
+                            Some(Ok(s)) => {
+                                if let Some(b) = s.sphere_bbox() {
+                                    cells.push(crate::geo::Grid::sphere().cell_of(&b));
+                                }
+                                continue;
+                            }
                             Some(Err(e)) => e,
                             None => format!(
                                 "Point must be an array or object, instead got type {}",
@@ -161,12 +168,22 @@ impl KeyGenerator {
                             format!("Can't extract geo keys: {}  {why}", shown()),
                         ));
                     }
-                    GeoField::Flat { min, max } => check_flat(item, min, max)?,
+                    GeoField::Flat { min, max } => {
+                        let p = check_flat(item, min, max)?;
+                        let b = crate::geo::BBox {
+                            x0: p.x,
+                            y0: p.y,
+                            x1: p.x,
+                            y1: p.y,
+                        };
+                        cells.push(crate::geo::Grid::flat(min, max).cell_of(&b));
+                    }
                 }
             }
         }
-        // Only empty arrays: nothing to index.
-        Ok(any)
+        cells.sort_unstable();
+        cells.dedup();
+        Ok(cells)
     }
 
     /// The same generator for a hashed index when `refuse`: any field that
@@ -218,7 +235,9 @@ impl KeyGenerator {
                 return Ok(DocKeys::default());
             }
         }
-        if !self.check_geo(doc)? {
+        let cells = self.geo_cells(doc)?;
+        if self.geo.is_some() && cells.is_empty() {
+            // A geo index skips a document without a location.
             return Ok(DocKeys::default());
         }
         let mut per_field: Vec<Vec<RawBsonRef<'_>>> = Vec::with_capacity(self.fields.len());
@@ -228,7 +247,8 @@ impl KeyGenerator {
         for (fi, f) in self.fields.iter().enumerate() {
             if self.geo.is_some_and(|(g, _)| g == fi) {
                 // Validated above; see `with_geo`.
-                per_field.push(vec![RawBsonRef::Null]);
+                multikey |= cells.len() > 1;
+                per_field.push(cells.iter().map(|c| RawBsonRef::Int64(*c)).collect());
                 array_paths.push(Vec::new());
                 all_missing = false;
                 continue;
@@ -357,7 +377,7 @@ impl KeyGenerator {
 
 /// One location of a 2d index: a coordinate pair (array or document) of
 /// numbers inside `[min, max)`.
-fn check_flat(v: &Bson, min: f64, max: f64) -> MongoResult<()> {
+fn check_flat(v: &Bson, min: f64, max: f64) -> MongoResult<crate::geo::Pt> {
     if !matches!(v, Bson::Array(_) | Bson::Document(_)) {
         return Err(MongoError::location(
             16804,
@@ -400,7 +420,7 @@ fn check_flat(v: &Bson, min: f64, max: f64) -> MongoResult<()> {
             format!("point not in interval of [ {min}, {max} ) :: caused by :: {v}"),
         ));
     }
-    Ok(())
+    Ok(crate::geo::Pt { x, y })
 }
 
 fn last_component(p: &str) -> &str {

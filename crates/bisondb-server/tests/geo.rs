@@ -191,7 +191,7 @@ async fn within_and_intersects() {
         got.sort_unstable();
         assert_eq!(got, vec![2, 3], "{filter}");
     }
-    // The same with a 2dsphere index: explain tells it scanned the collection.
+    // The same through a 2dsphere index: explain shows the cells it scanned.
     db.run_command(
         doc! {"createIndexes": "p", "indexes": [{"key": {"geo": "2dsphere"}, "name": "g"}]},
     )
@@ -210,12 +210,16 @@ async fn within_and_intersects() {
         .run_command(doc! {"explain": {"find": "p", "filter": {"geo": {"$geoWithin": {"$geometry": square.clone()}}}}})
         .await
         .unwrap_or_else(|e| panic!("{e}"));
-    let stage = ex
+    let win = ex
         .get_document("queryPlanner")
         .and_then(|q| q.get_document("winningPlan"))
-        .and_then(|w| w.get_str("stage"))
         .unwrap_or_else(|e| panic!("{e}: {ex}"));
-    assert_eq!(stage, "COLLSCAN");
+    assert_eq!(win.get_str("stage").ok(), Some("FETCH"), "{win}");
+    let scan = win
+        .get_document("inputStage")
+        .unwrap_or_else(|e| panic!("{e}: {win}"));
+    assert_eq!(scan.get_str("stage").ok(), Some("IXSCAN"), "{scan}");
+    assert_eq!(scan.get_str("indexName").ok(), Some("g"), "{scan}");
     // Malformed shapes fail as mongod's BadValue.
     let e = find(
         &db,
@@ -305,6 +309,34 @@ async fn near_needs_an_index_and_sorts_by_distance() {
             .ok(),
         Some("COLLSCAN"),
         "{win}"
+    );
+    // With a $maxDistance the cells around the point are scanned instead.
+    let ex = db
+        .run_command(doc! {"explain": {"find": "p", "filter": {"geo": {"$near": {"$geometry": point(0.0, 0.0), "$maxDistance": 250_000}}}}})
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let win = ex
+        .get_document("queryPlanner")
+        .and_then(|q| q.get_document("winningPlan"))
+        .unwrap_or_else(|e| panic!("{e}: {ex}"));
+    assert_eq!(
+        win.get_str("stage").ok(),
+        Some("GEO_NEAR_2DSPHERE"),
+        "{win}"
+    );
+    assert_eq!(
+        win.get_document("inputStage")
+            .and_then(|s| s.get_str("stage"))
+            .ok(),
+        Some("FETCH"),
+        "{win}"
+    );
+    let near_max = doc! {"geo": {"$near": {"$geometry": point(0.0, 0.0), "$maxDistance": 250_000}}};
+    assert_eq!(
+        find(&db, "p", near_max)
+            .await
+            .unwrap_or_else(|e| panic!("{e}")),
+        vec![1, 2]
     );
 }
 
@@ -415,4 +447,83 @@ async fn geo_index_options_survive_a_restart_on_lsm() {
             .unwrap_or_else(|e| panic!("{e}")),
         vec![1]
     );
+}
+
+/// A grid of points queried with many regions, through each index kind and
+/// by a collection scan: the same documents.
+#[tokio::test]
+async fn index_scans_find_what_collection_scans_find() {
+    let t = start().await;
+    let db = t.tcp.database("geo_same");
+    let c = db.collection::<Document>("g");
+    let mut docs = Vec::new();
+    let mut id = 0;
+    for x in (-180..=180).step_by(9) {
+        for y in (-90..=90).step_by(6) {
+            id += 1;
+            let (x, y) = (f64::from(x), f64::from(y));
+            docs.push(doc! {"_id": id, "geo": point(x, y), "loc": [x, y]});
+        }
+    }
+    // A few shapes too, for 2dsphere.
+    docs.push(
+        doc! {"_id": 100_001, "geo": {"type": "LineString", "coordinates": [[170, 5], [-170, 5]]}},
+    );
+    docs.push(doc! {"_id": 100_002, "geo": {"type": "Polygon", "coordinates": [[[0, 80], [120, 80], [-120, 80], [0, 80]]]}});
+    c.insert_many(docs).await.unwrap_or_else(|e| panic!("{e}"));
+    let regions = vec![
+        doc! {"geo": {"$geoWithin": {"$geometry": {"type": "Polygon", "coordinates": [[[-20, -10], [30, -10], [30, 40], [-20, 40], [-20, -10]]]}}}},
+        doc! {"geo": {"$geoWithin": {"$centerSphere": [[0, 0], 0.3]}}},
+        doc! {"geo": {"$geoWithin": {"$centerSphere": [[179, 60], 0.4]}}},
+        doc! {"geo": {"$geoIntersects": {"$geometry": {"type": "LineString", "coordinates": [[175, 0], [175, 10]]}}}},
+        doc! {"geo": {"$geoIntersects": {"$geometry": point(0.0, 90.0)}}},
+        doc! {"geo": {"$geoIntersects": {"$geometry": {"type": "Polygon", "coordinates": [[[-180, -90], [180, -90], [180, -60], [-180, -60], [-180, -90]]]}}}},
+        doc! {"geo": {"$geoWithin": {"$box": [[-45, -30], [45, 30]]}}},
+        doc! {"loc": {"$geoWithin": {"$box": [[-45, -30], [45, 30]]}}},
+        doc! {"loc": {"$geoWithin": {"$center": [[90, 0], 25]}}},
+        doc! {"loc": {"$geoWithin": {"$polygon": [[0, 0], [100, 0], [0, 60]]}}},
+        doc! {"loc": {"$geoWithin": {"$box": [[180, 90], [180, 90]]}}},
+    ];
+    let scan = |filter: Document| {
+        let c = c.clone();
+        async move {
+            let mut ids = ids(&collect(
+                c.find(filter)
+                    .hint(mongodb::options::Hint::Keys(doc! {"$natural": 1}))
+                    .await
+                    .unwrap_or_else(|e| panic!("{e}")),
+            )
+            .await);
+            ids.sort_unstable();
+            ids
+        }
+    };
+    let mut expected = Vec::new();
+    for r in &regions {
+        expected.push(scan(r.clone()).await);
+    }
+    assert!(expected.iter().all(|e| !e.is_empty()), "{expected:?}");
+    db.run_command(doc! {"createIndexes": "g", "indexes": [
+        {"key": {"geo": "2dsphere"}, "name": "s"},
+        {"key": {"loc": "2d"}, "name": "f", "max": 180.5},
+    ]})
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
+    for (r, want) in regions.iter().zip(&expected) {
+        let mut got = find(&db, "g", r.clone())
+            .await
+            .unwrap_or_else(|e| panic!("{r}: {e}"));
+        got.sort_unstable();
+        assert_eq!(&got, want, "{r}");
+        let ex = db
+            .run_command(
+                doc! {"explain": {"find": "g", "filter": r.clone()}, "verbosity": "executionStats"},
+            )
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        let stats = ex
+            .get_document("executionStats")
+            .unwrap_or_else(|e| panic!("{e}: {ex}"));
+        assert!(num(stats, "totalDocsExamined") < 1000, "{r}: {stats}");
+    }
 }

@@ -283,3 +283,111 @@ fn region_parse_errors() {
         assert_eq!(e.code.code(), 2, "{v}");
     }
 }
+
+fn in_ranges(ranges: &[(i64, i64)], k: i64) -> bool {
+    ranges.iter().any(|(a, z)| *a <= k && k <= *z)
+}
+
+#[test]
+fn covering_holds_every_cell_that_meets_the_box() {
+    // A deterministic spread of stored boxes (points and small shapes)
+    // against query boxes: a stored box meeting the query box has its key
+    // in the covering; the covering stays small.
+    let grid = Grid::sphere();
+    let queries = [
+        BBox {
+            x0: 40.0,
+            y0: 5.0,
+            x1: 41.0,
+            y1: 6.0,
+        },
+        BBox {
+            x0: -180.0,
+            y0: -90.0,
+            x1: 180.0,
+            y1: 90.0,
+        },
+        BBox {
+            x0: -0.001,
+            y0: -0.001,
+            x1: 0.001,
+            y1: 0.001,
+        },
+        BBox {
+            x0: 100.0,
+            y0: -80.0,
+            x1: 179.0,
+            y1: 10.0,
+        },
+    ];
+    let mut seed = 7u64;
+    let mut next = || {
+        seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (seed >> 11) as f64 / (1u64 << 53) as f64
+    };
+    for q in &queries {
+        let cov = grid.covering(q);
+        assert!(cov.len() <= 16 * 27, "{q:?}: {}", cov.len());
+        for _ in 0..2000 {
+            let x = q.x0 - 1.0 + (q.x1 - q.x0 + 2.0) * next();
+            let y = q.y0 - 1.0 + (q.y1 - q.y0 + 2.0) * next();
+            let w = if next() < 0.5 { 0.0 } else { 3.0 * next() };
+            let b = BBox {
+                x0: x,
+                y0: y,
+                x1: x + w,
+                y1: y + w,
+            };
+            let meets = b.x0 <= q.x1 && b.x1 >= q.x0 && b.y0 <= q.y1 && b.y1 >= q.y0;
+            if meets {
+                assert!(in_ranges(&cov, grid.cell_of(&b)), "{b:?} meets {q:?}");
+            }
+        }
+    }
+    // A far point is not in a small box's covering.
+    let cov = grid.covering(&queries[0]);
+    assert!(!in_ranges(
+        &cov,
+        grid.cell_of(&BBox {
+            x0: -100.0,
+            y0: -40.0,
+            x1: -100.0,
+            y1: -40.0
+        })
+    ));
+}
+
+#[test]
+fn sphere_boxes_follow_geodesics_poles_and_the_antimeridian() {
+    let g = |v: Bson| match parse_stored(&v) {
+        Some(Ok(Stored::GeoJson(g))) => g,
+        other => panic!("{other:?}"),
+    };
+    // A geodesic between two points at 60N bulges north of 60.
+    let b = sphere_bbox(&g(
+        bson!({"type": "LineString", "coordinates": [[-60, 60], [60, 60]]}),
+    ))
+    .unwrap();
+    assert!(b.y1 > 70.0 && b.x0 <= -60.0 && b.x1 >= 60.0, "{b:?}");
+    // Crossing the antimeridian: every longitude.
+    let b = sphere_bbox(&g(
+        bson!({"type": "LineString", "coordinates": [[170, 0], [-170, 0]]}),
+    ))
+    .unwrap();
+    assert!(b.x0 <= -180.0 && b.x1 >= 180.0, "{b:?}");
+    // Around the north pole.
+    let b = sphere_bbox(&g(
+        bson!({"type": "Polygon", "coordinates": [[[0, 80], [120, 80], [-120, 80], [0, 80]]]}),
+    ))
+    .unwrap();
+    assert!(b.y1 >= 90.0 && b.x0 <= -180.0, "{b:?}");
+    let cap = Region::CenterSphere(Pt { x: 0.0, y: 0.0 }, 1.0_f64.to_radians())
+        .bbox()
+        .unwrap();
+    assert!(
+        (cap.x1 - 1.0).abs() < 1e-6 && (cap.y0 + 1.0).abs() < 1e-6,
+        "{cap:?}"
+    );
+}

@@ -668,3 +668,17 @@ mod tests {
         assert!(!implies(&doc! {"a": 3}, &doc! {"a": {"$exists": true}}));
     }
 }
+
+/// A box holding every location a top-level `$geoWithin` / `$within` /
+/// `$geoIntersects` on `path` lets through (the first such predicate), for
+/// scanning a geo index's cells; `None` when there is none (a geo index,
+/// which skips documents without a location, may then not be used).
+pub fn geo_bbox(m: &Matcher, path: &str) -> Option<crate::geo::BBox> {
+    let mut ops = Vec::new();
+    collect(&m.root, path, &mut ops);
+    ops.iter().find_map(|op| match op {
+        PathOp::GeoWithin(r) => r.bbox(),
+        PathOp::GeoIntersects(i) => i.bbox(),
+        _ => None,
+    })
+}

@@ -1,13 +1,20 @@
-//! `$near` / `$nearSphere` in a query: mongod needs a geospatial index on
-//! the queried field to order by distance (291 NoQueryExecutionPlans
-//! without one). BisonDB's geo indexes validate what is stored but hold no
-//! searchable geo keys, so the plan is a collection scan that checks the
-//! whole filter (distance bounds included) on every document, then orders
-//! the matches by distance: explain shows it as GEO_NEAR_2D /
-//! GEO_NEAR_2DSPHERE, naming the index, over a COLLSCAN.
+//! Geo indexes in the planner. Their geo component is a cell id
+//! (`bisondb_query::geo::Grid`): a `$geoWithin` / `$geoIntersects` bounds it
+//! by the cells covering its region's box (never exact: the fetch checks the
+//! predicate), see [`field_bounds`].
+//!
+//! `$near` / `$nearSphere`: mongod needs a geospatial index on the queried
+//! field to order by distance (291 NoQueryExecutionPlans without one). With
+//! a `$maxDistance` and the geo field first in the index, the plan scans the
+//! cells covering the distance's box; otherwise the whole collection; then
+//! the matches (the filter, distance bounds included, checked on each) are
+//! ordered by distance. explain shows GEO_NEAR_2D / GEO_NEAR_2DSPHERE naming
+//! the index, over the FETCH + IXSCAN or the COLLSCAN that ran.
 
 use bisondb_error::{ErrorCode, MongoError, MongoResult};
-use bisondb_query::geo::{Near, Stored};
+use bisondb_query::geo::{BBox, Grid, Near, Stored};
+use bisondb_query::matcher::bounds::{geo_bbox, FieldBounds, Interval};
+use bisondb_query::matcher::Matcher;
 use bisondb_query::path::lookup_raw;
 use bisondb_storage::{GeoKind, IndexInfo};
 use bson::{doc, Bson, Document, RawDocumentBuf};
@@ -56,11 +63,57 @@ pub fn find_index<'a>(
     }
 }
 
+/// The grid of a geo index's cells.
+fn grid(index: &IndexInfo) -> Grid {
+    match index.spec.geo_field() {
+        Some((_, GeoKind::Flat)) => {
+            let (min, max) = index.spec.geo_bounds();
+            Grid::flat(min, max)
+        }
+        _ => Grid::sphere(),
+    }
+}
+
+/// Bounds on the cells of a geo index for a value meeting `b`.
+fn cell_bounds(index: &IndexInfo, b: &BBox) -> FieldBounds {
+    FieldBounds {
+        intervals: grid(index)
+            .covering(b)
+            .into_iter()
+            .map(|(lo, hi)| Interval {
+                lo: Bson::Int64(lo),
+                lo_inclusive: true,
+                hi: Bson::Int64(hi),
+                hi_inclusive: true,
+            })
+            .collect(),
+        exact: false,
+    }
+}
+
+/// The bounds the filter puts on the geo field (`path`) of `index`: the
+/// cells covering the box of its `$geoWithin` / `$geoIntersects`, else none.
+pub fn field_bounds(index: &IndexInfo, m: &Matcher, path: &str) -> FieldBounds {
+    match geo_bbox(m, path) {
+        Some(b) => cell_bounds(index, &b),
+        None => FieldBounds::full(),
+    }
+}
+
+/// Bounds for a `$near` with a `$maxDistance` on `index` whose geo field is
+/// first (the others unbounded); `None` when the scan must read everything.
+pub fn near_bounds(g: &GeoNear) -> Option<Vec<FieldBounds>> {
+    let (0, _) = g.index.spec.geo_field()? else {
+        return None;
+    };
+    let b = g.near.bbox()?;
+    let mut bounds = vec![cell_bounds(&g.index, &b)];
+    bounds.extend(g.index.fields.iter().skip(1).map(|_| FieldBounds::full()));
+    Some(bounds)
+}
+
 /// The geo-near part of a query's plan (`None`: the filter has no `$near`).
-pub fn choose(
-    indexes: &[IndexInfo],
-    m: &bisondb_query::matcher::Matcher,
-) -> MongoResult<Option<GeoNear>> {
+pub fn choose(indexes: &[IndexInfo], m: &Matcher) -> MongoResult<Option<GeoNear>> {
     let Some((path, near)) = m.near() else {
         return Ok(None);
     };
