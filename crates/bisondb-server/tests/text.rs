@@ -488,3 +488,55 @@ async fn aggregation_runs_a_leading_text_match() {
         .await;
     expect_code(collect_result(sorted).await, 238);
 }
+
+#[tokio::test]
+async fn writes_choose_by_text_and_score() {
+    let t = start().await;
+    let db = t.tcp.database("tx_write");
+    let c = db.collection::<Document>("c");
+    c.insert_many(vec![
+        doc! {"_id": 1, "t": "spam"},
+        doc! {"_id": 2, "t": "spam eggs and spam"},
+        doc! {"_id": 3, "t": "bacon"},
+    ])
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
+    create(&c, doc! {"t": "text"}, doc! {}).await;
+    // findAndModify picks the best-scoring match (1.25 over 1.1).
+    let r = db
+        .run_command(
+            doc! {"findAndModify": "c", "query": {"$text": {"$search": "spam"}},
+            "sort": {"s": {"$meta": "textScore"}}, "update": {"$set": {"hit": true}}},
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        r.get_document("value")
+            .ok()
+            .and_then(|v| v.get_i32("_id").ok()),
+        Some(2),
+        "{r}"
+    );
+    // update, delete and count run their $text through the index.
+    let u = c
+        .update_many(
+            doc! {"$text": {"$search": "bacon"}},
+            doc! {"$set": {"b": 1}},
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(u.modified_count, 1);
+    assert_eq!(count(&c, doc! {"$text": {"$search": "spam"}}).await, 2);
+    let d = c
+        .delete_many(doc! {"$text": {"$search": "eggs"}})
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(d.deleted_count, 1);
+    assert_eq!(text(&c, "spam").await, vec![1]);
+    // validate finds the text index's entries consistent.
+    let v = db
+        .run_command(doc! {"validate": "c"})
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(v.get_bool("valid").ok(), Some(true), "{v}");
+}

@@ -136,6 +136,11 @@ impl Command for FindAndModify {
             self.query = self.query.clone().with_collation(Some(c.clone()));
             self.sort = self.sort.take().map(|s| s.with_collation(Some(c)));
         }
+        // `{$meta: "textScore"}` in the sort reads the query's `$text`.
+        self.sort = match self.sort.take() {
+            Some(s) => Some(s.with_text_score(self.query.text_score_source())?),
+            None => None,
+        };
         let fields = match &self.fields {
             Some(p) => Some(Projection::parse_with_filter(p, &self.query)?),
             None => None,

@@ -43,6 +43,11 @@ impl Statement {
             self.filter = self.filter.with_collation(Some(c.clone()));
             self.sort = self.sort.map(|s| s.with_collation(Some(c)));
         }
+        // `{$meta: "textScore"}` in the sort reads the filter's `$text`.
+        self.sort = match self.sort {
+            Some(s) => Some(s.with_text_score(self.filter.text_score_source())?),
+            None => None,
+        };
         Ok(self)
     }
 
