@@ -534,6 +534,20 @@ fn intersect_lists(a: &[Interval], b: &[Interval]) -> Vec<Interval> {
     union(out)
 }
 
+/// A box holding every location a top-level `$geoWithin` / `$within` /
+/// `$geoIntersects` on `path` lets through (the first such predicate), for
+/// scanning a geo index's cells; `None` when there is none (a geo index,
+/// which skips documents without a location, may then not be used).
+pub fn geo_bbox(m: &Matcher, path: &str) -> Option<crate::geo::BBox> {
+    let mut ops = Vec::new();
+    collect(&m.root, path, &mut ops);
+    ops.iter().find_map(|op| match op {
+        PathOp::GeoWithin(r) => r.bbox(),
+        PathOp::GeoIntersects(i) => i.bbox(),
+        _ => None,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -669,16 +683,3 @@ mod tests {
     }
 }
 
-/// A box holding every location a top-level `$geoWithin` / `$within` /
-/// `$geoIntersects` on `path` lets through (the first such predicate), for
-/// scanning a geo index's cells; `None` when there is none (a geo index,
-/// which skips documents without a location, may then not be used).
-pub fn geo_bbox(m: &Matcher, path: &str) -> Option<crate::geo::BBox> {
-    let mut ops = Vec::new();
-    collect(&m.root, path, &mut ops);
-    ops.iter().find_map(|op| match op {
-        PathOp::GeoWithin(r) => r.bbox(),
-        PathOp::GeoIntersects(i) => i.bbox(),
-        _ => None,
-    })
-}
