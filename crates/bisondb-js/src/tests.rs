@@ -240,3 +240,18 @@ fn function_errors() {
     };
     assert_eq!(e.code.code(), 50);
 }
+
+#[test]
+fn runaway_recursion_is_an_error_not_a_crash() {
+    // Server threads have 2 MiB stacks; the engine's limit must trip first.
+    let handle = std::thread::Builder::new()
+        .stack_size(2 << 20)
+        .spawn(|| {
+            let p = Predicate::compile("var f = function(n) { return f(n + 1) + 1 }; return f(0)")?;
+            p.matches(&rawdoc! {"x": 1})
+        })
+        .unwrap();
+    let e = handle.join().unwrap().unwrap_err();
+    assert_eq!(e.code.code(), 139);
+    assert!(e.message.contains("stack"), "{}", e.message);
+}
