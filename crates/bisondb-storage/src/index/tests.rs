@@ -630,3 +630,93 @@ fn hash_bounds_hash_points_and_drop_ranges() {
     // A range on the hashed field bounds nothing.
     assert!(bounds(doc! {"b": {"$gte": 3}})[1].is_full());
 }
+
+/// A text index as `createIndexes` stores it.
+fn text_spec(key: Document, weights: Document) -> IndexSpec {
+    let mut full = doc! {"key": key};
+    full.insert("weights", weights);
+    let (key, options) = bisondb_query::text::fix_spec(&full).unwrap_or_else(|e| panic!("{e}"));
+    IndexSpec {
+        name: "text".into(),
+        key,
+        unique: false,
+        sparse: false,
+        partial_filter: None,
+        expire_after_seconds: None,
+        hidden: false,
+        background: None,
+        collation: None,
+        type_options: options,
+    }
+}
+
+#[test]
+fn text_entries_follow_terms_through_writes() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let lsm = LsmEngine::open(dir.path(), LsmOptions::default()).unwrap_or_else(|e| panic!("{e}"));
+    for engine in [
+        Arc::new(MemoryEngine::new()) as Arc<dyn Engine>,
+        Arc::new(lsm) as Arc<dyn Engine>,
+    ] {
+        let storage = Storage::open(engine).unwrap_or_else(|e| panic!("{e}"));
+        storage
+            .create_index(
+                "db",
+                "t",
+                text_spec(doc! {"k": 1, "t": "text", "u": "text"}, doc! {"t": 3}),
+            )
+            .unwrap_or_else(|e| panic!("{e}"));
+        let c = storage
+            .collection("db", "t")
+            .unwrap_or_else(|| panic!("coll"));
+        let docs = [
+            raw(doc! {"_id": 1, "k": 1, "t": "Running dogs", "u": ["cats", "dogs"]}),
+            raw(doc! {"_id": 2, "k": 2, "t": "the and of"}),
+            raw(doc! {"_id": 3, "u": {"x": "nested is not indexed"}}),
+        ];
+        let refs: Vec<&RawDocument> = docs.iter().map(|d| d.as_ref()).collect();
+        let out = c.insert_many(&refs, false, Durability::Buffered);
+        assert!(out.errors.is_empty(), "{:?}", out.errors);
+        check_consistent(&c);
+        // One entry per distinct term: run, dog, cat for _id 1; stop words
+        // and non-indexed paths give none.
+        let (s, e) = super::index_range(c.state().id, c.state().indexes.read()[0].id);
+        let n = c
+            .snapshot()
+            .scan(
+                std::ops::Bound::Included(&s),
+                std::ops::Bound::Excluded(&e),
+                false,
+                usize::MAX,
+            )
+            .unwrap_or_else(|e| panic!("{e}"))
+            .len();
+        assert_eq!(n, 3);
+        // Replacing and deleting keep the entries in step with the documents.
+        c.modify(
+            bson::RawBsonRef::Int32(1),
+            Durability::Buffered,
+            &mut |_| Ok(Modify::Replace(raw(doc! {"_id": 1, "k": 1, "t": "birds"}))),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        c.modify(
+            bson::RawBsonRef::Int32(2),
+            Durability::Buffered,
+            &mut |_| Ok(Modify::Delete),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        check_consistent(&c);
+        // Arrays in a prefix field and bad language fields fail the write.
+        for (bad, code) in [
+            (doc! {"_id": 9, "k": [1], "t": "x"}, "CannotBuildIndexKeys"),
+            (doc! {"_id": 9, "t": "x", "language": 3}, "17261"),
+            (doc! {"_id": 9, "t": "x", "language": "xx"}, "17262"),
+        ] {
+            let d = raw(bad);
+            let out = c.insert_many(&[d.as_ref()], false, Durability::Buffered);
+            let err = format!("{:?}", out.errors);
+            assert!(err.contains(code), "{err}");
+        }
+        check_consistent(&c);
+    }
+}
