@@ -323,3 +323,92 @@ async fn max_time_ms_carries_over_to_get_more() {
         started.elapsed()
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn accumulator_runs_javascript_per_group() {
+    let ts = start().await;
+    let c = setup(&ts.tcp, "js_accumulator").await;
+    let avg = doc! {"$accumulator": {
+        "init": "function(start) { return {count: 0, sum: start} }",
+        "initArgs": [0],
+        "accumulate": "function(state, x) { return {count: state.count + 1, sum: state.sum + x} }",
+        "accumulateArgs": ["$x"],
+        "merge": "function(a, b) { return {count: a.count + b.count, sum: a.sum + b.sum} }",
+        "finalize": "function(state) { return state.sum / state.count }",
+        "lang": "js",
+    }};
+    let docs = collect(
+        c.aggregate(vec![
+            doc! {"$group": {"_id": "$tag", "avg": avg, "n": {"$sum": 1}}},
+            doc! {"$sort": {"_id": 1}},
+        ])
+        .await
+        .unwrap()
+        .with_type::<Document>(),
+    )
+    .await;
+    assert_eq!(
+        docs,
+        vec![
+            doc! {"_id": "even", "avg": 4.0, "n": 5},
+            doc! {"_id": "odd", "avg": 5.0, "n": 5},
+        ]
+    );
+    // Without finalize the state is the result.
+    let docs = collect(
+        c.aggregate(vec![doc! {"$group": {"_id": null, "s": {"$accumulator": {
+            "init": "function() { return [] }",
+            "accumulate": "function(s, x) { if (x < 3) s.push(x); return s }",
+            "accumulateArgs": ["$x"],
+            "merge": "function(a, b) { return a.concat(b) }",
+            "lang": "js",
+        }}}}])
+        .await
+        .unwrap()
+        .with_type::<Document>(),
+    )
+    .await;
+    let mut got: Vec<f64> = docs[0]
+        .get_array("s")
+        .unwrap()
+        .iter()
+        .filter_map(Bson::as_f64)
+        .collect();
+    got.sort_by(f64::total_cmp);
+    assert_eq!(got, vec![0.0, 1.0, 2.0]);
+    // mongod's errors.
+    let bad = |spec: Document| {
+        let c = c.clone();
+        async move {
+            let e = c
+                .aggregate(vec![
+                    doc! {"$group": {"_id": null, "a": {"$accumulator": spec}}},
+                ])
+                .await
+                .unwrap_err();
+            error_code(&e)
+        }
+    };
+    let base = doc! {
+        "init": "function() { return 0 }",
+        "accumulate": "function(s) { return s }",
+        "accumulateArgs": [],
+        "merge": "function(a, b) { return a }",
+        "lang": "js",
+    };
+    let mut no_init = base.clone();
+    no_init.remove("init");
+    assert_eq!(bad(no_init).await, Some(4544707));
+    let mut not_array = base.clone();
+    not_array.insert("accumulateArgs", 5);
+    assert_eq!(bad(not_array).await, Some(4544712));
+    let mut py = base.clone();
+    py.insert("lang", "py");
+    assert_eq!(bad(py).await, Some(4544705));
+    let mut extra = base.clone();
+    extra.insert("other", 1);
+    assert_eq!(bad(extra).await, Some(4544706));
+    let mut throws = base.clone();
+    throws.insert("accumulate", "function(s) { throw new Error('no') }");
+    assert_eq!(bad(throws).await, Some(139));
+}

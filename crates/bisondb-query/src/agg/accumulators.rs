@@ -35,10 +35,13 @@ pub enum AccOp {
     BottomN,
     Median,
     Percentile,
+    /// `$accumulator`: JavaScript `init`/`accumulate`/`finalize` (see [`JsAcc`]).
+    Js,
 }
 
 /// Accumulators implemented, sorted by name. `$count` is `$sum: 1`.
 const ACCUMULATORS: &[(&str, Option<AccOp>)] = &[
+    ("$accumulator", Some(AccOp::Js)),
     ("$addToSet", Some(AccOp::AddToSet)),
     ("$avg", Some(AccOp::Avg)),
     ("$bottom", Some(AccOp::Bottom)),
@@ -64,7 +67,7 @@ const ACCUMULATORS: &[(&str, Option<AccOp>)] = &[
 ];
 
 /// mongod accumulators BisonDB does not implement yet, sorted.
-const NOT_IMPLEMENTED: &[&str] = &["$accumulator", "$concatArrays", "$setUnion"];
+const NOT_IMPLEMENTED: &[&str] = &["$concatArrays", "$setUnion"];
 
 /// A parsed accumulator: operator and argument expression.
 #[derive(Debug, Clone, PartialEq)]
@@ -83,6 +86,19 @@ pub struct AccParams {
     pub sort: Option<SortSpec>,
     /// Percentiles of `$percentile` (0.5 for `$median`).
     pub p: Vec<f64>,
+    /// The functions of `$accumulator`.
+    pub js: Option<Box<JsAcc>>,
+}
+
+/// `$accumulator`'s JavaScript: function sources and `initArgs` (its
+/// `accumulateArgs` is the accumulator's argument expression). `merge` is
+/// checked but never needed: groups are never split and merged here.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JsAcc {
+    pub init: String,
+    pub init_args: Option<Expr>,
+    pub accumulate: String,
+    pub finalize: Option<String>,
 }
 
 impl Accumulator {
@@ -118,6 +134,7 @@ impl Accumulator {
         }
         match ACCUMULATORS.binary_search_by(|(n, _)| n.cmp(&name.as_str())) {
             Ok(i) => match ACCUMULATORS.get(i).and_then(|(_, op)| *op) {
+                Some(AccOp::Js) => parse_js(arg),
                 Some(op) if is_object_form(op) => parse_object_form(name, op, arg),
                 Some(op) => {
                     if matches!(arg, Bson::Array(_)) {
@@ -162,6 +179,9 @@ impl Accumulator {
     /// Evaluates the argument for `doc` and folds it into `state`.
     pub fn accumulate(&self, state: &mut AccState, doc: &Document, vars: &Vars) -> MongoResult<()> {
         let v = self.arg.eval(doc, vars)?;
+        if let (AccState::Js { state, result }, Some(js)) = (&mut *state, &self.params.js) {
+            return js.accumulate(state, result, v, doc, vars);
+        }
         if let AccState::Ranked {
             items,
             n,
@@ -222,7 +242,162 @@ impl Accumulator {
                 m2: 0.0,
             },
             AccOp::MergeObjects => AccState::Merge(Document::new()),
+            AccOp::Js => AccState::Js {
+                state: None,
+                result: Bson::Null,
+            },
         }
+    }
+}
+
+/// `{$accumulator: {init, initArgs?, accumulate, accumulateArgs, merge,
+/// finalize?, lang: "js"}}` with mongod's errors; the functions are compiled
+/// here so a syntax error fails before any document is read.
+fn parse_js(arg: &Bson) -> MongoResult<Accumulator> {
+    let Bson::Document(d) = arg else {
+        return Err(MongoError::location(
+            4544703,
+            format!(
+                "$accumulator expects an object as an argument; found: {}",
+                type_name_opt(Some(arg))
+            ),
+        ));
+    };
+    for k in d.keys() {
+        if !matches!(
+            k.as_str(),
+            "init" | "initArgs" | "accumulate" | "accumulateArgs" | "merge" | "finalize" | "lang"
+        ) {
+            return Err(MongoError::location(
+                4544706,
+                format!("$accumulator got an unexpected field: {k}"),
+            ));
+        }
+    }
+    let function = |key: &str, missing: Option<i32>| -> MongoResult<Option<String>> {
+        let Some(v) = d.get(key) else {
+            return match missing {
+                Some(code) => Err(MongoError::location(
+                    code,
+                    format!("$accumulator missing required argument '{key}'"),
+                )),
+                None => Ok(None),
+            };
+        };
+        match Expr::parse(v)? {
+            Expr::Literal(Bson::String(s)) | Expr::Literal(Bson::JavaScriptCode(s)) => {
+                bisondb_js::check_function(&s)?;
+                Ok(Some(s))
+            }
+            Expr::Literal(_) => Err(MongoError::location(
+                4544702,
+                format!("$accumulator '{key}' must be a String or Code"),
+            )),
+            _ => Err(MongoError::location(
+                4544701,
+                format!("$accumulator '{key}' must be a constant expression"),
+            )),
+        }
+    };
+    let init = function("init", Some(4544707))?.unwrap_or_default();
+    let accumulate = function("accumulate", Some(4544708))?.unwrap_or_default();
+    function("merge", Some(4544709))?;
+    let finalize = function("finalize", None)?;
+    let accumulate_args = d.get("accumulateArgs").ok_or_else(|| {
+        MongoError::location(
+            4544710,
+            "$accumulator missing required argument 'accumulateArgs'",
+        )
+    })?;
+    let init_args = d.get("initArgs").map(Expr::parse).transpose()?;
+    match d.get("lang") {
+        Some(Bson::String(l)) if l == "js" => {}
+        Some(Bson::String(_)) => {
+            return Err(MongoError::location(
+                4544705,
+                "$accumulator only supports lang: 'js'",
+            ))
+        }
+        other => {
+            return Err(MongoError::location(
+                4544704,
+                format!(
+                    "$accumulator lang must be a string; found: {}",
+                    type_name_opt(other)
+                ),
+            ))
+        }
+    }
+    Ok(Accumulator {
+        op: AccOp::Js,
+        arg: Expr::parse(accumulate_args)?,
+        params: AccParams {
+            js: Some(Box::new(JsAcc {
+                init,
+                init_args,
+                accumulate,
+                finalize,
+            })),
+            ..AccParams::default()
+        },
+    })
+}
+
+impl JsAcc {
+    /// One document: `init(...initArgs)` on a group's first, then
+    /// `state = accumulate(state, ...accumulateArgs)`; `result` follows with
+    /// `finalize(state)` (or the state), so finishing cannot fail.
+    fn accumulate(
+        &self,
+        state: &mut Option<Bson>,
+        result: &mut Bson,
+        args: Value,
+        doc: &Document,
+        vars: &Vars,
+    ) -> MongoResult<()> {
+        let args = match args {
+            Some(Bson::Array(a)) => a,
+            other => {
+                return Err(MongoError::location(
+                    4544712,
+                    format!(
+                        "$accumulator accumulateArgs must evaluate to an array: {}",
+                        crate::expr::render_value(&other)
+                    ),
+                ))
+            }
+        };
+        let current = match state.take() {
+            Some(s) => s,
+            None => {
+                let init_args = match &self.init_args {
+                    None => Vec::new(),
+                    Some(e) => match e.eval(doc, vars)? {
+                        Some(Bson::Array(a)) => a,
+                        other => {
+                            return Err(MongoError::location(
+                                4544711,
+                                format!(
+                                    "$accumulator initArgs must evaluate to an array: {}",
+                                    crate::expr::render_value(&other)
+                                ),
+                            ))
+                        }
+                    },
+                };
+                bisondb_js::call_function(&self.init, &init_args)?
+            }
+        };
+        let mut call_args = Vec::with_capacity(args.len() + 1);
+        call_args.push(current);
+        call_args.extend(args);
+        let next = bisondb_js::call_function(&self.accumulate, &call_args)?;
+        *result = match &self.finalize {
+            Some(f) => bisondb_js::call_function(f, std::slice::from_ref(&next))?,
+            None => next.clone(),
+        };
+        *state = Some(next);
+        Ok(())
     }
 }
 
@@ -253,6 +428,12 @@ pub enum AccState {
         bottom: bool,
     },
     Quantiles(Vec<f64>, Vec<f64>),
+    /// `$accumulator`: the JavaScript state (none before the group's first
+    /// document) and the finalized result so far.
+    Js {
+        state: Option<Bson>,
+        result: Bson,
+    },
 }
 
 fn is_object_form(op: AccOp) -> bool {
@@ -481,6 +662,12 @@ impl AccState {
                 }
             }
             AccState::Ranked { items, .. } => items.push((Vec::new(), v.unwrap_or(Bson::Null))),
+            AccState::Js { .. } => {
+                return Err(MongoError::location(
+                    5788600,
+                    "$accumulator is not supported in this context",
+                ))
+            }
             AccState::Quantiles(vals, _) => {
                 if let Some(n) = number(&v, "$percentile")? {
                     vals.push(n.as_f64());
@@ -547,6 +734,7 @@ impl AccState {
                     Bson::Array(out)
                 }
             }
+            AccState::Js { result, .. } => result,
             AccState::Quantiles(mut vals, ps) => {
                 vals.sort_by(f64::total_cmp);
                 // Discrete percentiles: the smallest value with at least p of
@@ -697,8 +885,8 @@ mod tests {
             ),
             (
                 doc! {"$accumulator": {}}.into(),
-                238,
-                "Accumulator $accumulator is not supported by BisonDB yet",
+                4544707,
+                "$accumulator missing required argument 'init'",
             ),
             (
                 doc! {"$sum": [1, 2]}.into(),
