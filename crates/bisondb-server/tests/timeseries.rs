@@ -3,7 +3,8 @@
 //! `system.buckets.X`) in `listCollections`, inserts into buckets (time field
 //! checks, duplicate `_id`s, ordered and unordered errors, 1000 measurements
 //! per bucket, one bucket per meta value), reads of measurements (`find`,
-//! `count`, `distinct`, `aggregate`), deletes, updates, `drop`,
+//! `count`, `distinct`, `aggregate`), deletes, updates, `findAndModify`,
+//! index commands, `drop`,
 //! `collMod`, the TTL monitor, and a restart of the persistent engine.
 
 mod common;
@@ -374,7 +375,7 @@ async fn buckets_hold_at_most_1000_measurements_and_one_span() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn deletes_remove_measurements_and_find_and_modify_is_refused() {
+async fn deletes_remove_measurements() {
     let t = start().await;
     let db = t.tcp.database("ts_delete");
     create_weather(&db).await;
@@ -421,11 +422,6 @@ async fn deletes_remove_measurements_and_find_and_modify_is_refused() {
         .await
         .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(count(&coll, doc! {"sensor": 1}).await, 3);
-    expect_code(
-        db.run_command(doc! {"findAndModify": "weather", "query": {}, "remove": true})
-            .await,
-        238,
-    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -713,4 +709,66 @@ async fn indexes_translate_to_the_buckets() {
         .await
         .unwrap_or_else(|e| panic!("{e}"));
     assert!(index_keys(&db, "plain_ts").await.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn find_and_modify_picks_one_measurement() {
+    let t = start().await;
+    let db = t.tcp.database("ts_fam");
+    create_weather(&db).await;
+    let coll = db.collection::<Document>("weather");
+    coll.insert_many(vec![
+        doc! {"_id": 1, "ts": at(T0), "sensor": 1, "v": 5},
+        doc! {"_id": 2, "ts": at(T0 + 1), "sensor": 1, "v": 9},
+        doc! {"_id": 3, "ts": at(T0 + 2), "sensor": 2, "v": 7},
+    ])
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
+    // The highest v: before and after images, in mongod's field order.
+    let before = coll
+        .find_one_and_update(doc! {}, doc! {"$inc": {"v": 1}})
+        .sort(doc! {"v": -1})
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        before,
+        Some(doc! {"ts": at(T0 + 1), "sensor": 1, "_id": 2, "v": 9})
+    );
+    let after = coll
+        .find_one_and_update(doc! {"_id": 2}, doc! {"$set": {"sensor": 4}})
+        .return_document(mongodb::options::ReturnDocument::After)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        after,
+        Some(doc! {"ts": at(T0 + 1), "sensor": 4, "_id": 2, "v": 10})
+    );
+    assert_eq!(count(&coll, doc! {"sensor": 4}).await, 1);
+    assert_eq!(count(&coll, doc! {}).await, 3);
+    let gone = coll
+        .find_one_and_delete(doc! {"v": {"$lt": 7}})
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(gone.and_then(|d| d.get_i32("_id").ok()), Some(1));
+    assert_eq!(count(&coll, doc! {}).await, 2);
+    let none = coll
+        .find_one_and_delete(doc! {"v": 1000})
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(none.is_none());
+    let r = db
+        .run_command(doc! {
+            "findAndModify": "weather",
+            "query": {"_id": 50, "ts": at(T0 + 9), "sensor": 9},
+            "update": {"$set": {"v": 1}},
+            "upsert": true,
+            "new": true,
+        })
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        r.get_document("lastErrorObject").ok(),
+        Some(&doc! {"n": 1, "updatedExisting": false, "upserted": 50})
+    );
+    assert_eq!(count(&coll, doc! {"sensor": 9, "v": 1}).await, 1);
 }

@@ -1,5 +1,6 @@
 //! `findAndModify`: update (or remove) one document chosen by `query` and `sort`, and
-//! return it as it was before or, with `new: true`, after the change.
+//! return it as it was before or, with `new: true`, after the change. On a
+//! time-series collection the parsed command runs in `timeseries/update.rs`.
 
 use bisondb_error::{MongoError, MongoResult};
 use bisondb_query::matcher::Matcher;
@@ -19,21 +20,21 @@ use crate::state::OpCounters;
 use crate::write;
 
 pub struct FindAndModify {
-    db: String,
-    coll: String,
-    query: Matcher,
+    pub(crate) db: String,
+    pub(crate) coll: String,
+    pub(crate) query: Matcher,
     /// `query` as sent (after `let` substitution): lets a partial index serve it.
-    query_doc: Document,
-    sort: Option<SortSpec>,
-    hint: Option<plan::Hint>,
-    remove: bool,
-    update: Option<UpdateSpec>,
-    new: bool,
-    fields: Option<Document>,
-    upsert: bool,
-    wc: WriteConcern,
-    bypass_validation: bool,
-    collation: crate::collation::Given,
+    pub(crate) query_doc: Document,
+    pub(crate) sort: Option<SortSpec>,
+    pub(crate) hint: Option<plan::Hint>,
+    pub(crate) remove: bool,
+    pub(crate) update: Option<UpdateSpec>,
+    pub(crate) new: bool,
+    pub(crate) fields: Option<Document>,
+    pub(crate) upsert: bool,
+    pub(crate) wc: WriteConcern,
+    pub(crate) bypass_validation: bool,
+    pub(crate) collation: crate::collation::Given,
 }
 
 impl Command for FindAndModify {

@@ -9,8 +9,8 @@
 //! `find`, `count`, `distinct`, `aggregate` and `$lookup` see measurements.
 //! Writes to `X` come here from `views::intercept` ([`intercept`]): inserts
 //! and deletes (`write.rs`) and updates (`update.rs`) are built, index
-//! commands are translated to the buckets (`indexes.rs`); `findAndModify`
-//! fails with 238 NotImplemented. `drop X` drops both entries; the TTL monitor deletes
+//! commands are translated to the buckets (`indexes.rs`), `findAndModify`
+//! runs over the measurements (`update.rs`). `drop X` drops both entries; the TTL monitor deletes
 //! whole buckets whose newest measurement is older than `expireAfterSeconds`
 //! ([`expire`]); `collMod` changes `expireAfterSeconds` and `granularity`
 //! ([`coll_mod`]).
@@ -382,6 +382,7 @@ pub fn intercept(
         "insert" => write::insert(req, ctx, coll, &ts),
         "delete" => write::delete(req, ctx, coll, &ts),
         "update" => update::update(req, ctx, coll, &ts),
+        "findAndModify" | "findandmodify" => update::find_and_modify(req, ctx, coll, &ts),
         "createIndexes" => indexes::create_indexes(req, ctx, coll, &ts),
         "dropIndexes" => indexes::drop_indexes(req, ctx, coll, &ts),
         "listIndexes" => indexes::list_indexes(req, ctx, coll, &ts),

@@ -8,10 +8,13 @@
 //! a new measurement would be (so a reader may briefly miss it between the two
 //! writes). A new version must still hold a date in the time field (2 BadValue,
 //! as on insert). `sort` (mongod 8's single-document update order) is not
-//! built (238).
+//! built (238). `findAndModify` picks its one measurement the same way (the
+//! first in `sort` order, else the first found) and removes or rewrites it.
 
 use bisondb_error::{ErrorCode, MongoError, MongoResult};
 use bisondb_query::agg::unpack_bucket;
+use bisondb_query::matcher::Matcher;
+use bisondb_query::projection::Projection;
 use bisondb_query::update::{upsert_seed, UpdateSpec};
 use bisondb_storage::{Collection, Durability, Modify};
 use bson::{doc, Bson, Document, RawBson, RawDocumentBuf};
@@ -170,7 +173,7 @@ fn apply_statement(
     }
     write_measurements(buckets, ts, moved, durability)?;
     if out.matched == 0 && s.upsert {
-        let d = upsert_document(s)?;
+        let d = upsert_document(&s.filter, &s.update)?;
         out.upserted = d.get("_id").cloned();
         let m = Measurement::from_document(d, ts)?;
         write_measurements(buckets, ts, vec![m], durability)?;
@@ -202,9 +205,8 @@ fn write_measurements(
 /// The measurement an upsert inserts, built as for any collection: the
 /// replacement (with the filter's `_id`), or the filter's equality fields with
 /// the update applied; `_id` first, generated when missing.
-fn upsert_document(s: &Statement) -> MongoResult<Document> {
-    let matcher = &s.filter;
-    let d = match &s.update {
+fn upsert_document(matcher: &Matcher, update: &UpdateSpec) -> MongoResult<Document> {
+    let d = match update {
         UpdateSpec::Replacement(r) => {
             let mut d = Document::new();
             if !r.contains_key("_id") {
@@ -227,4 +229,155 @@ fn upsert_document(s: &Statement) -> MongoResult<Document> {
     let mut with_id = doc! {"_id": bson::oid::ObjectId::new()};
     with_id.extend(d);
     Ok(with_id)
+}
+
+/// `findAndModify` on a time-series collection: the command parsed as for any
+/// collection, run over the measurements.
+pub(super) fn find_and_modify(
+    req: &CommandRequest<'_>,
+    ctx: &mut Context<'_>,
+    name: &str,
+    ts: &TsOptions,
+) -> MongoResult<RawDocumentBuf> {
+    use crate::commands::Command;
+    let f = crate::commands::find_and_modify::FindAndModify::parse(req)?;
+    let buckets = bucket_collection(ctx, &req.db, name)?;
+    let fields = match &f.fields {
+        Some(p) => Some(Projection::parse_with_filter(p, &f.query)?),
+        None => None,
+    };
+    let project = |d: Option<Document>| -> MongoResult<Bson> {
+        match (d, &fields) {
+            (None, _) => Ok(Bson::Null),
+            (Some(d), Some(p)) => Ok(Bson::Document(p.apply(&d)?)),
+            (Some(d), None) => Ok(Bson::Document(d)),
+        }
+    };
+    // The target: the first match in sort order, else the first found.
+    let mut target: Option<(RawBson, Document, Vec<Bson>)> = None;
+    for bucket in buckets.scan(false) {
+        let d = args::to_document(&bucket?)?;
+        for row in unpack_bucket(&d, &ts.time_field, ts.meta_field.as_deref()) {
+            if !f.query.matches_doc(&row) {
+                continue;
+            }
+            let key = match &f.sort {
+                Some(s) => s.sort_key(&reply::to_raw(&row)?),
+                None => Vec::new(),
+            };
+            let better = match (&target, &f.sort) {
+                (None, _) => true,
+                (Some((_, _, best)), Some(s)) => {
+                    s.compare_keys(&key, best) == std::cmp::Ordering::Less
+                }
+                (Some(_), None) => false,
+            };
+            if better {
+                let id = d.get("_id").cloned().unwrap_or(Bson::Null);
+                let id = RawBson::try_from(id).map_err(|e| MongoError::internal(e.to_string()))?;
+                target = Some((id, row, key));
+            }
+        }
+        if target.is_some() && f.sort.is_none() {
+            break;
+        }
+    }
+    let durability = f.wc.durability;
+    let Some((id, before, _)) = target else {
+        // No match: an upsert inserts, anything else reports nothing.
+        if let (Some(spec), true) = (&f.update, f.upsert) {
+            let d = upsert_document(&f.query, spec)?;
+            let upserted = d.get("_id").cloned().unwrap_or(Bson::Null);
+            let m = Measurement::from_document(d.clone(), ts)?;
+            write_measurements(&buckets, ts, vec![m], durability)?;
+            OpCounters::add(&ctx.state.opcounters.update, 1);
+            let value = if f.new { project(Some(d))? } else { Bson::Null };
+            return reply::ok(doc! {
+                "lastErrorObject": {"n": 1, "updatedExisting": false, "upserted": upserted},
+                "value": value,
+            });
+        }
+        let leo = if f.remove {
+            doc! {"n": 0}
+        } else {
+            doc! {"n": 0, "updatedExisting": false}
+        };
+        return reply::ok(doc! {"lastErrorObject": leo, "value": Bson::Null});
+    };
+    let after = match &f.update {
+        Some(spec) => {
+            let mut after = before.clone();
+            spec.apply_with_query(&mut after, false, Some(&f.query))?;
+            Some(after)
+        }
+        None => None,
+    };
+    let new_version = match &after {
+        Some(a) => Some(Measurement::from_document(a.clone(), ts)?),
+        None => None,
+    };
+    // Rewrite the bucket: the target row goes, its new version stays when it fits.
+    let mut found = false;
+    let mut moved = None;
+    let mut new_version = new_version;
+    buckets.modify(id.as_raw_bson_ref(), durability, &mut |cur| {
+        found = false;
+        let Some(cur) = cur else {
+            return Ok(Modify::Keep);
+        };
+        let d = args::to_document(cur)?;
+        let Some(old) = Bucket::from_document(&d, &ts.time_field) else {
+            return Ok(Modify::Keep);
+        };
+        let mut kept = Bucket::new(old.id, old.start_ms, old.meta.clone());
+        for mut row in unpack_bucket(&d, &ts.time_field, ts.meta_field.as_deref()) {
+            if !found && row == before {
+                found = true;
+                if let Some(m) = &new_version {
+                    if m.meta == old.meta && kept.fits(m.time_ms, ts.max_span) {
+                        kept.push(&ts.time_field, &m.fields);
+                    } else {
+                        moved = Some(());
+                    }
+                }
+                continue;
+            }
+            if let Some(mf) = &ts.meta_field {
+                row.remove(mf);
+            }
+            kept.push(&ts.time_field, &row);
+        }
+        Ok(if !found {
+            Modify::Keep
+        } else if kept.is_empty() {
+            Modify::Delete
+        } else {
+            Modify::Replace(reply::to_raw(&kept.to_document())?)
+        })
+    })?;
+    if moved.is_some() {
+        if let Some(m) = new_version.take() {
+            write_measurements(&buckets, ts, vec![m], durability)?;
+        }
+    }
+    let n = u64::from(found);
+    if f.remove {
+        OpCounters::add(&ctx.state.opcounters.delete, n);
+        let value = if found {
+            project(Some(before))?
+        } else {
+            Bson::Null
+        };
+        return reply::ok(doc! {"lastErrorObject": {"n": reply::count(n)}, "value": value});
+    }
+    OpCounters::add(&ctx.state.opcounters.update, 1);
+    let value = match (found, f.new) {
+        (false, _) => Bson::Null,
+        (true, true) => project(after)?,
+        (true, false) => project(Some(before))?,
+    };
+    reply::ok(doc! {
+        "lastErrorObject": {"n": reply::count(n), "updatedExisting": found},
+        "value": value,
+    })
 }
