@@ -603,6 +603,15 @@ async fn updates_rewrite_measurements_in_place_or_move_them() {
         2,
     );
     assert_eq!(count(&coll, doc! {}).await, 3);
+    // mongod 8's sort picks the one measurement a single update changes.
+    let r = db
+        .run_command(doc! {"update": "weather", "updates": [
+            {"q": {}, "u": {"$set": {"first": true}}, "sort": {"ts": -1}},
+        ]})
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!((num(&r, "n"), num(&r, "nModified")), (1, 1), "{r}");
+    assert_eq!(count(&coll, doc! {"first": true, "_id": 3}).await, 1);
     // Upserts insert a measurement.
     let r = coll
         .update_one(

@@ -7,11 +7,11 @@
 //! span stays in it; one that does not leaves it and is inserted afterwards as
 //! a new measurement would be (so a reader may briefly miss it between the two
 //! writes). A new version must still hold a date in the time field (2 BadValue,
-//! as on insert). `sort` (mongod 8's single-document update order) is not
-//! built (238). `findAndModify` picks its one measurement the same way (the
-//! first in `sort` order, else the first found) and removes or rewrites it.
+//! as on insert). With `sort` (mongod 8, single-measurement updates) and in
+//! `findAndModify` the one measurement is the first match in `sort` order
+//! (else the first found), removed or rewritten alone.
 
-use bisondb_error::{ErrorCode, MongoError, MongoResult};
+use bisondb_error::{MongoError, MongoResult};
 use bisondb_query::agg::unpack_bucket;
 use bisondb_query::matcher::Matcher;
 use bisondb_query::projection::Projection;
@@ -91,13 +91,31 @@ fn apply_statement(
     s: &Statement,
     durability: Durability,
 ) -> MongoResult<Outcome> {
-    if s.sort.is_some() {
-        return Err(MongoError::new(
-            ErrorCode::NotImplemented,
-            "update with 'sort' on a time-series collection is not supported by BisonDB yet (see docs/COMPATIBILITY.md)",
-        ));
-    }
     let matcher = &s.filter;
+    // mongod 8's `sort` (single-measurement updates only): the first match in
+    // that order is the one to change.
+    if let Some(sort) = &s.sort {
+        let mut out = Outcome::default();
+        if let Some((id, before)) = find_target(buckets, ts, matcher, Some(sort))? {
+            let mut after = before.clone();
+            let changed = s
+                .update
+                .apply_with_query(&mut after, false, Some(matcher))?;
+            let new_version = Measurement::from_document(after, ts)?;
+            if !changed || rewrite_one(buckets, ts, &id, &before, Some(new_version), durability)? {
+                out.matched = 1;
+                out.modified = u64::from(changed);
+            }
+            return Ok(out);
+        }
+        if s.upsert {
+            let d = upsert_document(matcher, &s.update)?;
+            out.upserted = d.get("_id").cloned();
+            let m = Measurement::from_document(d, ts)?;
+            write_measurements(buckets, ts, vec![m], durability)?;
+        }
+        return Ok(out);
+    }
     let mut out = Outcome::default();
     let mut budget = if s.multi { u64::MAX } else { 1 };
     // The buckets with a match in a snapshot; each is re-checked when rewritten.
@@ -253,37 +271,9 @@ pub(super) fn find_and_modify(
             (Some(d), None) => Ok(Bson::Document(d)),
         }
     };
-    // The target: the first match in sort order, else the first found.
-    let mut target: Option<(RawBson, Document, Vec<Bson>)> = None;
-    for bucket in buckets.scan(false) {
-        let d = args::to_document(&bucket?)?;
-        for row in unpack_bucket(&d, &ts.time_field, ts.meta_field.as_deref()) {
-            if !f.query.matches_doc(&row) {
-                continue;
-            }
-            let key = match &f.sort {
-                Some(s) => s.sort_key(&reply::to_raw(&row)?),
-                None => Vec::new(),
-            };
-            let better = match (&target, &f.sort) {
-                (None, _) => true,
-                (Some((_, _, best)), Some(s)) => {
-                    s.compare_keys(&key, best) == std::cmp::Ordering::Less
-                }
-                (Some(_), None) => false,
-            };
-            if better {
-                let id = d.get("_id").cloned().unwrap_or(Bson::Null);
-                let id = RawBson::try_from(id).map_err(|e| MongoError::internal(e.to_string()))?;
-                target = Some((id, row, key));
-            }
-        }
-        if target.is_some() && f.sort.is_none() {
-            break;
-        }
-    }
+    let target = find_target(&buckets, ts, &f.query, f.sort.as_ref())?;
     let durability = f.wc.durability;
-    let Some((id, before, _)) = target else {
+    let Some((id, before)) = target else {
         // No match: an upsert inserts, anything else reports nothing.
         if let (Some(spec), true) = (&f.update, f.upsert) {
             let d = upsert_document(&f.query, spec)?;
@@ -316,50 +306,7 @@ pub(super) fn find_and_modify(
         Some(a) => Some(Measurement::from_document(a.clone(), ts)?),
         None => None,
     };
-    // Rewrite the bucket: the target row goes, its new version stays when it fits.
-    let mut found = false;
-    let mut moved = None;
-    let mut new_version = new_version;
-    buckets.modify(id.as_raw_bson_ref(), durability, &mut |cur| {
-        found = false;
-        let Some(cur) = cur else {
-            return Ok(Modify::Keep);
-        };
-        let d = args::to_document(cur)?;
-        let Some(old) = Bucket::from_document(&d, &ts.time_field) else {
-            return Ok(Modify::Keep);
-        };
-        let mut kept = Bucket::new(old.id, old.start_ms, old.meta.clone());
-        for mut row in unpack_bucket(&d, &ts.time_field, ts.meta_field.as_deref()) {
-            if !found && row == before {
-                found = true;
-                if let Some(m) = &new_version {
-                    if m.meta == old.meta && kept.fits(m.time_ms, ts.max_span) {
-                        kept.push(&ts.time_field, &m.fields);
-                    } else {
-                        moved = Some(());
-                    }
-                }
-                continue;
-            }
-            if let Some(mf) = &ts.meta_field {
-                row.remove(mf);
-            }
-            kept.push(&ts.time_field, &row);
-        }
-        Ok(if !found {
-            Modify::Keep
-        } else if kept.is_empty() {
-            Modify::Delete
-        } else {
-            Modify::Replace(reply::to_raw(&kept.to_document())?)
-        })
-    })?;
-    if moved.is_some() {
-        if let Some(m) = new_version.take() {
-            write_measurements(&buckets, ts, vec![m], durability)?;
-        }
-    }
+    let found = rewrite_one(&buckets, ts, &id, &before, new_version, durability)?;
     let n = u64::from(found);
     if f.remove {
         OpCounters::add(&ctx.state.opcounters.delete, n);
@@ -380,4 +327,101 @@ pub(super) fn find_and_modify(
         "lastErrorObject": {"n": reply::count(n), "updatedExisting": found},
         "value": value,
     })
+}
+
+/// The measurement a single-measurement write targets: the first match in
+/// `sort` order, else the first found; with the id of its bucket.
+fn find_target(
+    buckets: &Collection,
+    ts: &TsOptions,
+    query: &Matcher,
+    sort: Option<&bisondb_query::sort::SortSpec>,
+) -> MongoResult<Option<(RawBson, Document)>> {
+    let mut target: Option<(RawBson, Document, Vec<Bson>)> = None;
+    for bucket in buckets.scan(false) {
+        let d = args::to_document(&bucket?)?;
+        for row in unpack_bucket(&d, &ts.time_field, ts.meta_field.as_deref()) {
+            if !query.matches_doc(&row) {
+                continue;
+            }
+            let key = match sort {
+                Some(s) => s.sort_key(&reply::to_raw(&row)?),
+                None => Vec::new(),
+            };
+            let better = match (&target, sort) {
+                (None, _) => true,
+                (Some((_, _, best)), Some(s)) => {
+                    s.compare_keys(&key, best) == std::cmp::Ordering::Less
+                }
+                (Some(_), None) => false,
+            };
+            if better {
+                let id = d.get("_id").cloned().unwrap_or(Bson::Null);
+                let id = RawBson::try_from(id).map_err(|e| MongoError::internal(e.to_string()))?;
+                target = Some((id, row, key));
+            }
+        }
+        if target.is_some() && sort.is_none() {
+            break;
+        }
+    }
+    Ok(target.map(|(id, row, _)| (id, row)))
+}
+
+/// Replaces the measurement `before` of bucket `id` (as the bucket is now)
+/// by `new_version`, or removes it when there is none; a new version that no
+/// longer fits the bucket is inserted as a new measurement. Returns whether
+/// the measurement was still there.
+fn rewrite_one(
+    buckets: &Collection,
+    ts: &TsOptions,
+    id: &RawBson,
+    before: &Document,
+    new_version: Option<Measurement>,
+    durability: Durability,
+) -> MongoResult<bool> {
+    let mut found = false;
+    let mut moved = false;
+    buckets.modify(id.as_raw_bson_ref(), durability, &mut |cur| {
+        found = false;
+        moved = false;
+        let Some(cur) = cur else {
+            return Ok(Modify::Keep);
+        };
+        let d = args::to_document(cur)?;
+        let Some(old) = Bucket::from_document(&d, &ts.time_field) else {
+            return Ok(Modify::Keep);
+        };
+        let mut kept = Bucket::new(old.id, old.start_ms, old.meta.clone());
+        for mut row in unpack_bucket(&d, &ts.time_field, ts.meta_field.as_deref()) {
+            if !found && row == *before {
+                found = true;
+                if let Some(m) = &new_version {
+                    if m.meta == old.meta && kept.fits(m.time_ms, ts.max_span) {
+                        kept.push(&ts.time_field, &m.fields);
+                    } else {
+                        moved = true;
+                    }
+                }
+                continue;
+            }
+            if let Some(mf) = &ts.meta_field {
+                row.remove(mf);
+            }
+            kept.push(&ts.time_field, &row);
+        }
+        Ok(if !found {
+            Modify::Keep
+        } else if kept.is_empty() {
+            Modify::Delete
+        } else {
+            Modify::Replace(reply::to_raw(&kept.to_document())?)
+        })
+    })?;
+    if moved {
+        if let Some(m) = new_version {
+            write_measurements(buckets, ts, vec![m], durability)?;
+        }
+    }
+    Ok(found)
 }
