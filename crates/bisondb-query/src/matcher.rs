@@ -28,7 +28,7 @@ use crate::path::lookup_raw;
 pub mod bounds;
 mod json_schema;
 mod text;
-pub use text::TextScoreSource;
+pub use text::{ScoresById, TextScoreSource};
 
 /// Operators mongod has that BisonDB recognises but does not implement yet,
 /// in either the top-level or the field position. Sorted, so it can be searched.

@@ -472,7 +472,7 @@ async fn aggregation_runs_a_leading_text_match() {
         vec![doc! {"_id": 1, "n": 1}, doc! {"_id": 2, "n": 1}],
         "{got:?}"
     );
-    // $text only in the first stage (17313); scores are not in pipelines yet.
+    // $text only in the first stage (17313).
     let later = c
         .aggregate(vec![
             doc! {"$match": {"k": 1}},
@@ -480,13 +480,45 @@ async fn aggregation_runs_a_leading_text_match() {
         ])
         .await;
     expect_code(collect_result(later).await, 17313);
-    let sorted = c
-        .aggregate(vec![
+
+    // Scores through the pipeline: {$meta: "textScore"} in $sort, $project
+    // and $addFields, also after the documents were reshaped.
+    let s = db.collection::<Document>("s");
+    s.insert_many(vec![
+        doc! {"_id": 1, "t": "coffee shop near the coffee bar"},
+        doc! {"_id": 2, "t": "coffee"},
+        doc! {"_id": 3, "t": "tea"},
+    ])
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
+    create(&s, doc! {"t": "text"}, doc! {}).await;
+    let got = collect(
+        s.aggregate(vec![
             doc! {"$match": {"$text": {"$search": "coffee"}}},
-            doc! {"$sort": {"s": {"$meta": "textScore"}}},
+            doc! {"$project": {"_id": 1}},
+            doc! {"$sort": {"x": {"$meta": "textScore"}}},
+            doc! {"$addFields": {"score": {"$meta": "textScore"}}},
         ])
+        .await
+        .unwrap_or_else(|e| panic!("{e}")),
+    )
+    .await;
+    // "coffee shop near the coffee bar": coffee twice in 5 words, 1.5 * 0.7;
+    // "coffee": 1.0 (its stem "coffe" is not the whole string: no boost).
+    let ids: Vec<i32> = got.iter().map(|d| d.get_i32("_id").unwrap_or(0)).collect();
+    assert_eq!(ids, vec![1, 2], "{got:?}");
+    let scores: Vec<f64> = got
+        .iter()
+        .map(|d| d.get_f64("score").unwrap_or(0.0))
+        .collect();
+    assert!((scores[0] - 1.05).abs() < 1e-9, "{got:?}");
+    assert!((scores[1] - 1.0).abs() < 1e-9, "{got:?}");
+    assert!(got.iter().all(|d| d.len() == 2), "{got:?}");
+    // Without a $text, a textScore sort fails (40218).
+    let sorted = s
+        .aggregate(vec![doc! {"$sort": {"x": {"$meta": "textScore"}}}])
         .await;
-    expect_code(collect_result(sorted).await, 238);
+    expect_code(collect_result(sorted).await, 40218);
 }
 
 #[tokio::test]

@@ -60,12 +60,17 @@ pub struct RunCtx {
     pub reader: Option<Arc<dyn CollectionReader>>,
     /// The operation's collation (`None`: simple).
     pub collation: Option<Arc<Collation>>,
+    /// Text scores of the documents a leading `$text` `$match` found, by
+    /// `_id`, for `{$meta: "textScore"}`.
+    pub text_scores: Option<Arc<crate::matcher::ScoresById>>,
 }
 
 impl RunCtx {
-    /// Top-level expression variables for this run: `$$NOW` and the collation.
+    /// Top-level expression variables for this run: `$$NOW`, the collation
+    /// and the text scores.
     pub(crate) fn vars(&self) -> Vars<'static> {
         Vars::with_collation(self.now, self.collation.clone())
+            .with_text_scores(self.text_scores.clone())
     }
 
     /// Reads a foreign collection, or fails when no reader was supplied.
@@ -184,9 +189,17 @@ pub struct Pipeline {
     output: Option<output::OutputStage>,
     /// The operation's collation (`None`: simple).
     collation: Option<Arc<Collation>>,
+    /// See [`Pipeline::set_text_scores`].
+    text_scores: Option<Arc<crate::matcher::ScoresById>>,
 }
 
 impl Pipeline {
+    /// The text scores of the input documents (recorded by the caller as it
+    /// feeds them), for `{$meta: "textScore"}` in the stages.
+    pub fn set_text_scores(&mut self, scores: Arc<crate::matcher::ScoresById>) {
+        self.text_scores = Some(scores);
+    }
+
     /// Parses the stages of an `aggregate` command's `pipeline`.
     pub fn parse(stages: &[Document]) -> MongoResult<Pipeline> {
         let mut out: Vec<Box<dyn Stage>> = Vec::with_capacity(stages.len());
@@ -255,6 +268,7 @@ impl Pipeline {
             now: DateTime::now(),
             output,
             collation: None,
+            text_scores: None,
         })
     }
 
@@ -365,6 +379,7 @@ impl Pipeline {
             now: self.now,
             reader,
             collation: self.collation.clone(),
+            text_scores: self.text_scores.clone(),
         };
         Box::new(FuseOnError {
             inner: self.run_stages(input, &cx),

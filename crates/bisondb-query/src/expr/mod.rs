@@ -58,6 +58,9 @@ pub struct Vars<'a> {
     /// The operation's collation, set on the top frame only (children find it
     /// through `parent`, so a nested scope costs no reference count).
     collation: Option<Arc<Collation>>,
+    /// Where `{$meta: "textScore"}` reads scores (top frame only, as the
+    /// collation): an aggregation after a leading `$text` `$match`.
+    text_scores: Option<Arc<crate::matcher::ScoresById>>,
 }
 
 impl Default for Vars<'static> {
@@ -75,6 +78,7 @@ impl Vars<'static> {
             frame: Vec::new(),
             now: DateTime::now(),
             collation: None,
+            text_scores: None,
         }
     }
 
@@ -85,6 +89,7 @@ impl Vars<'static> {
             frame: Vec::new(),
             now,
             collation: None,
+            text_scores: None,
         }
     }
 
@@ -96,6 +101,7 @@ impl Vars<'static> {
             frame: Vec::new(),
             now,
             collation,
+            text_scores: None,
         }
     }
 }
@@ -108,7 +114,23 @@ impl<'a> Vars<'a> {
             frame: bindings,
             now: self.now,
             collation: None,
+            text_scores: None,
         }
+    }
+
+    /// The same top-level bindings with text scores for `{$meta: "textScore"}`.
+    pub fn with_text_scores(mut self, scores: Option<Arc<crate::matcher::ScoresById>>) -> Self {
+        self.text_scores = scores;
+        self
+    }
+
+    /// The text score of the document `root` (by its `_id`), if recorded.
+    fn text_score(&self, root: &Document) -> Option<f64> {
+        let mut cur = self;
+        while let Some(p) = cur.parent {
+            cur = p;
+        }
+        cur.text_scores.as_ref()?.get(root.get("_id")?)
     }
 
     /// The collation string comparisons use (`None`: simple).
@@ -252,6 +274,7 @@ const OPERATORS: &[(&str, Args)] = &[
     ("$max", Args::N(1, usize::MAX)),
     ("$maxN", Args::Custom),
     ("$mergeObjects", Args::N(0, usize::MAX)),
+    ("$meta", Args::Custom),
     ("$millisecond", Args::Custom),
     ("$min", Args::N(1, usize::MAX)),
     ("$minN", Args::Custom),
@@ -327,7 +350,6 @@ const OPERATORS: &[(&str, Args)] = &[
 /// mongod expression operators BisonDB does not implement yet. Sorted.
 const NOT_IMPLEMENTED: &[&str] = &[
     "$median",
-    "$meta",
     "$percentile",
     "$sampleRate",
     "$toHashedIndexKey",
@@ -906,6 +928,41 @@ fn parse_custom(name: &'static str, arg: &Bson, scope: &mut Scope) -> MongoResul
     match name {
         "$literal" => Ok(Expr::Literal(arg.clone())),
         "$function" => parse_function(arg, scope),
+        // Only the text score is kept per document so far.
+        "$meta" => match arg {
+            Bson::String(m) if m == "textScore" => Ok(Expr::Call(name, Vec::new())),
+            Bson::String(m)
+                if matches!(
+                    m.as_str(),
+                    "randVal"
+                        | "searchScore"
+                        | "searchHighlights"
+                        | "geoNearDistance"
+                        | "geoNearPoint"
+                        | "recordId"
+                        | "indexKey"
+                        | "sortKey"
+                        | "searchScoreDetails"
+                        | "searchSequenceToken"
+                        | "score"
+                        | "scoreDetails"
+                        | "vectorSearchScore"
+                ) =>
+            {
+                Err(MongoError::new(
+                    ErrorCode::NotImplemented,
+                    format!("$meta \"{m}\" is not supported by BisonDB yet"),
+                ))
+            }
+            Bson::String(m) => Err(MongoError::location(
+                17308,
+                format!("Unsupported argument to $meta: {m}"),
+            )),
+            _ => Err(MongoError::location(
+                17307,
+                "$meta only supports string arguments",
+            )),
+        },
         "$rand" => match arg {
             Bson::Document(d) if d.is_empty() => Ok(Expr::Call(name, Vec::new())),
             _ => Err(MongoError::location(3040501, "$rand does not currently accept arguments")),
@@ -1258,6 +1315,8 @@ fn eval_call(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
         }
         "$setField" | "$unsetField" => object::eval(name, args, cx),
         "$rand" => Ok(Some(Bson::Double(rand_unit()))),
+        // Missing when the document has no recorded score (as mongod).
+        "$meta" => Ok(cx.vars.text_score(cx.root).map(Bson::Double)),
         "$function" => {
             let body = match arg(args, 0)? {
                 Expr::Literal(Bson::String(s)) => s,

@@ -862,9 +862,14 @@ fn parse_errors() {
             "Unrecognized expression '$foo'",
         ),
         (
-            Bson::from(doc! {"$meta": "textScore"}),
+            Bson::from(doc! {"$meta": "searchScore"}),
             238,
-            "Expression $meta is not supported by BisonDB yet",
+            "$meta \"searchScore\" is not supported by BisonDB yet",
+        ),
+        (
+            Bson::from(doc! {"$meta": "bogus"}),
+            17308,
+            "Unsupported argument to $meta: bogus",
         ),
         (
             Bson::from(doc! {"$add": [1], "x": 1}),

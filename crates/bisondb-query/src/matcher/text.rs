@@ -2,10 +2,12 @@
 //! index by the planner (the index's weights and languages decide what a
 //! document's words are), then matched and scored per document.
 
-use std::sync::{Arc, OnceLock};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
 
 use bisondb_error::{MongoError, MongoResult};
 use bson::raw::RawDocument;
+use bson::Bson;
 
 use super::{Expr, Matcher};
 use crate::text::{BoundText, TextParams};
@@ -20,7 +22,7 @@ pub(super) struct TextNode {
 }
 
 impl TextNode {
-    pub(super) fn parse(v: &bson::Bson) -> MongoResult<TextNode> {
+    pub(super) fn parse(v: &Bson) -> MongoResult<TextNode> {
         Ok(TextNode {
             params: TextParams::parse(v)?,
             bound: Arc::new(OnceLock::new()),
@@ -37,22 +39,74 @@ impl TextNode {
     }
 }
 
-/// The `$text` binding a projection or sort reads `{$meta: "textScore"}`
-/// from (`None` until the planner binds it).
+/// Text scores recorded by document `_id`: how an aggregation pipeline
+/// keeps the score of each document its leading `$text` `$match` found, for
+/// `{$meta: "textScore"}` in later stages (the documents may be reshaped by
+/// then, but keep their `_id`).
+#[derive(Debug, Default)]
+pub struct ScoresById(Mutex<HashMap<Vec<u8>, f64>>);
+
+impl ScoresById {
+    fn key(id: &Bson) -> Option<Vec<u8>> {
+        bson::RawDocumentBuf::try_from(&bson::doc! {"": id.clone()})
+            .ok()
+            .map(|d| d.into_bytes())
+    }
+
+    /// Records the score of the document with this `_id`.
+    pub fn record(&self, doc: &RawDocument, score: f64) {
+        let Some(id) = doc
+            .get("_id")
+            .ok()
+            .flatten()
+            .and_then(|v| Bson::try_from(v).ok())
+        else {
+            return;
+        };
+        if let (Some(k), Ok(mut map)) = (Self::key(&id), self.0.lock()) {
+            map.insert(k, score);
+        }
+    }
+
+    /// The score recorded for the document whose `_id` is `id`.
+    pub fn get(&self, id: &Bson) -> Option<f64> {
+        let k = Self::key(id)?;
+        self.0.lock().ok()?.get(&k).copied()
+    }
+}
+
+/// Where `{$meta: "textScore"}` reads a document's score: the query's bound
+/// `$text` (find: computed from the stored document), or the scores an
+/// aggregation recorded by `_id`.
 #[derive(Debug, Clone)]
-pub struct TextScoreSource(Arc<OnceLock<Arc<BoundText>>>);
+pub enum TextScoreSource {
+    Bound(Arc<OnceLock<Arc<BoundText>>>),
+    ById(Arc<ScoresById>),
+}
 
 impl PartialEq for TextScoreSource {
-    /// The same binding (one query's `$text`).
+    /// The same source (one query's `$text`).
     fn eq(&self, other: &TextScoreSource) -> bool {
-        Arc::ptr_eq(&self.0, &other.0)
+        match (self, other) {
+            (TextScoreSource::Bound(a), TextScoreSource::Bound(b)) => Arc::ptr_eq(a, b),
+            (TextScoreSource::ById(a), TextScoreSource::ById(b)) => Arc::ptr_eq(a, b),
+            _ => false,
+        }
     }
 }
 
 impl TextScoreSource {
-    /// The score of `doc`, when the query's `$text` is bound.
+    /// The score of `doc`, when known.
     pub fn score(&self, doc: &RawDocument) -> Option<f64> {
-        self.0.get().map(|b| b.score(doc))
+        match self {
+            TextScoreSource::Bound(b) => b.get().map(|b| b.score(doc)),
+            TextScoreSource::ById(m) => doc
+                .get("_id")
+                .ok()
+                .flatten()
+                .and_then(|v| Bson::try_from(v).ok())
+                .and_then(|id| m.get(&id)),
+        }
     }
 }
 
@@ -115,6 +169,6 @@ impl Matcher {
     /// when the filter has no `$text`.
     pub fn text_score_source(&self) -> Option<TextScoreSource> {
         self.text_node()
-            .map(|(t, _)| TextScoreSource(t.bound.clone()))
+            .map(|(t, _)| TextScoreSource::Bound(t.bound.clone()))
     }
 }

@@ -228,6 +228,20 @@ impl Command for Aggregate {
             let stats = Arc::new(plan::Stats::default());
             ctx.conn.op.plan(&stats, &chosen);
             let scan = plan::execute(coll.as_ref(), &chosen, &matcher, stats)?;
+            // A leading `$text`: each document's score is recorded by `_id`
+            // as it enters, for `{$meta: "textScore"}` in later stages.
+            let scan: DocSource = match matcher.bound_text() {
+                Some(bound) => {
+                    let scores = Arc::new(bisondb_query::matcher::ScoresById::default());
+                    self.pipeline.set_text_scores(scores.clone());
+                    Box::new(scan.inspect(move |r| {
+                        if let Ok(d) = r {
+                            scores.record(d, bound.score(d));
+                        }
+                    }))
+                }
+                None => scan,
+            };
             // The scan applied the leading $match to the stored documents:
             // matching them again as owned documents would be wasted work.
             self.pipeline.take_leading_match();

@@ -28,16 +28,10 @@ impl SortStage {
                 "$sort stage must have at least one sort key",
             ));
         }
-        let spec = SortSpec::parse(spec)?;
-        // Pipeline documents carry no text score yet: refused rather than
-        // sorted as if every score were equal.
-        if spec.needs_text_score() {
-            return Err(MongoError::new(
-                bisondb_error::ErrorCode::NotImplemented,
-                "$meta \"textScore\" in an aggregation $sort is not supported by BisonDB yet",
-            ));
-        }
-        Ok(SortStage { spec, top_k: None })
+        Ok(SortStage {
+            spec: SortSpec::parse(spec)?,
+            top_k: None,
+        })
     }
 }
 
@@ -78,6 +72,16 @@ fn sort_all(spec: &SortSpec, input: DocStream, top_k: Option<u64>) -> MongoResul
 impl Stage for SortStage {
     fn run(self: Box<Self>, input: DocStream, cx: &RunCtx) -> DocStream {
         let spec = self.spec.with_collation(cx.collation.clone());
+        // `{$meta: "textScore"}` reads the scores the leading `$text`
+        // `$match` recorded (40218 without one).
+        let scores = cx
+            .text_scores
+            .clone()
+            .map(crate::matcher::TextScoreSource::ById);
+        let spec = match spec.with_text_score(scores) {
+            Ok(s) => s,
+            Err(e) => return Box::new(std::iter::once(Err(e))),
+        };
         let top_k = self.top_k;
         crate::agg::blocking(input, move |inp| sort_all(&spec, inp, top_k))
     }
