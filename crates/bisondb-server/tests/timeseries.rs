@@ -292,10 +292,39 @@ async fn inserts_fill_buckets_and_reads_return_measurements() {
             .await,
         73,
     );
-    // collStats on a time-series collection answers.
-    db.run_command(doc! {"collStats": "weather"})
+    // collStats and $collStats report the buckets, as mongod does.
+    let stats = db
+        .run_command(doc! {"collStats": "weather"})
         .await
         .unwrap_or_else(|e| panic!("{e}"));
+    let section = stats
+        .get_document("timeseries")
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(
+        section.get_str("bucketsNs").ok(),
+        Some("ts_rw.system.buckets.weather"),
+        "{stats}"
+    );
+    assert_eq!(num(&section, "bucketCount"), 3);
+    assert!(num(&stats, "size") > 0, "{stats}");
+    let agg = find(
+        &db,
+        doc! {"aggregate": "weather", "pipeline": [{"$collStats": {"storageStats": {}}}], "cursor": {}},
+    )
+    .await;
+    let storage = agg
+        .first()
+        .and_then(|d| d.get_document("storageStats").ok().cloned())
+        .unwrap_or_default();
+    assert_eq!(
+        storage
+            .get_document("timeseries")
+            .ok()
+            .map(|t| num(t, "bucketCount")),
+        Some(3),
+        "{agg:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

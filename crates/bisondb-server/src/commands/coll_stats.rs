@@ -58,6 +58,10 @@ pub fn storage_stats(
     c: &bisondb_storage::Collection,
     scale: u64,
 ) -> bson::Document {
+    // A time-series collection reports its buckets, as mongod does.
+    if let Some(out) = super::timeseries::bucket_stats(storage, c, scale) {
+        return out;
+    }
     let scale = scale.max(1);
     let (count, size) = (c.count(), c.data_size());
     let db = storage.database_stats(c.db());

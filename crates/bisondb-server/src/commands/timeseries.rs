@@ -396,6 +396,50 @@ pub fn intercept(
     })
 }
 
+/// `collStats` / `$collStats` storage statistics of a time-series collection:
+/// its bucket collection's, without `count` (buckets are not measurements),
+/// with mongod's `timeseries` section. `None` for any other collection.
+pub fn bucket_stats(
+    storage: &Storage,
+    c: &bisondb_storage::Collection,
+    scale: u64,
+) -> Option<Document> {
+    TsOptions::of(c.name(), &c.options())?;
+    let buckets_ns = buckets_name(c.name());
+    let b = storage.collection(c.db(), &buckets_ns)?;
+    let mut out = super::coll_stats::storage_stats(storage, &b, scale);
+    out.remove("count");
+    out.remove("avgObjSize");
+    let count = b.count();
+    let avg = b.data_size().checked_div(count).unwrap_or(0);
+    out.insert(
+        "timeseries",
+        doc! {
+            "bucketsNs": format!("{}.{buckets_ns}", c.db()),
+            "bucketCount": count as i64,
+            "avgBucketSize": avg as i64,
+        },
+    );
+    Some(out)
+}
+
+/// Whether an `aggregate` on the time-series collection `db.name` starts with
+/// `$collStats`, which reads `X` itself (its buckets' statistics) rather
+/// than its measurements.
+pub fn is_coll_stats_aggregate(req: &CommandRequest<'_>, storage: &Storage, name: &str) -> bool {
+    if req.name != "aggregate" {
+        return false;
+    }
+    let first_stage_is_coll_stats = match req.body.get("pipeline") {
+        Ok(Some(RawBsonRef::Array(a))) => matches!(
+            a.into_iter().next(),
+            Some(Ok(RawBsonRef::Document(d))) if matches!(d.get("$collStats"), Ok(Some(_)))
+        ),
+        _ => false,
+    };
+    first_stage_is_coll_stats && options_of(storage, &req.db, name).is_some()
+}
+
 /// Drops the bucket collection of `db.name` (after `name` itself was dropped).
 pub fn drop_buckets(storage: &Storage, db: &str, name: &str) -> MongoResult<()> {
     storage.drop_collection(db, &buckets_name(name))?;

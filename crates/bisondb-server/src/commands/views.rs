@@ -242,6 +242,9 @@ pub fn intercept(
     }
     let coll = target(req)?;
     definition(&ctx.state.storage, &req.db, coll)?;
+    if super::timeseries::is_coll_stats_aggregate(req, &ctx.state.storage, coll) {
+        return None;
+    }
     if WRITES.contains(&req.name) {
         // Inserts and deletes into a time-series collection fill its buckets.
         if let Some(r) = super::timeseries::intercept(req, ctx, coll) {
