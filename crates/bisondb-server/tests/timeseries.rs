@@ -222,6 +222,26 @@ async fn inserts_fill_buckets_and_reads_return_measurements() {
     assert_eq!(some, vec![doc! {"temp": 13}]);
     let coll = db.collection::<Document>("weather");
     assert_eq!(count(&coll, doc! {}).await, 4);
+    // Filters on the time and meta fields also narrow the buckets scanned.
+    assert_eq!(
+        count(&coll, doc! {"ts": {"$gte": at(T0 + 1), "$lt": at(T0 + 3)}}).await,
+        2
+    );
+    assert_eq!(count(&coll, doc! {"ts": at(T0 + 2)}).await, 1);
+    assert_eq!(count(&coll, doc! {"ts": {"$gt": at(T0 + 3)}}).await, 0);
+    assert_eq!(
+        count(&coll, doc! {"sensor": {"id": 5}, "ts": {"$lte": at(T0)}}).await,
+        1
+    );
+    assert_eq!(count(&coll, doc! {"sensor": {"$exists": false}}).await, 1);
+    assert_eq!(
+        count(
+            &coll,
+            doc! {"$and": [{"sensor.id": {"$in": [5, 6]}}, {"temp": {"$gte": 13}}]}
+        )
+        .await,
+        2
+    );
     assert_eq!(count(&coll, doc! {"sensor.id": 5}).await, 2);
     let temps = coll
         .distinct("temp", doc! {"temp": {"$lt": 20}})

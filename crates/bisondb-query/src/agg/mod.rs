@@ -202,6 +202,30 @@ impl Pipeline {
 
     /// Parses the stages of an `aggregate` command's `pipeline`.
     pub fn parse(stages: &[Document]) -> MongoResult<Pipeline> {
+        // A time-series read: the part of a `$match` right after the unpacking
+        // that buckets can answer runs before it too, so the planner scans
+        // only the buckets that may hold matches.
+        let pushed;
+        let stages = match stages {
+            [first, second, ..] => match (
+                first.get_document("$_internalUnpackBucket"),
+                second.get_document("$match"),
+            ) {
+                (Ok(spec), Ok(filter)) => {
+                    let pre = stages::internal_unpack_bucket::bucket_filter(spec, filter);
+                    if pre.is_empty() {
+                        stages
+                    } else {
+                        pushed = std::iter::once(bson::doc! {"$match": pre})
+                            .chain(stages.iter().cloned())
+                            .collect::<Vec<_>>();
+                        pushed.as_slice()
+                    }
+                }
+                _ => stages,
+            },
+            _ => stages,
+        };
         let mut out: Vec<Box<dyn Stage>> = Vec::with_capacity(stages.len());
         let mut output = None;
         for (pos, spec) in stages.iter().enumerate() {

@@ -13,7 +13,7 @@
 use crate::agg::{DocStream, RunCtx, Stage};
 use crate::expr::value::type_name;
 use bisondb_error::{MongoError, MongoResult};
-use bson::{Bson, Document};
+use bson::{doc, Bson, Document};
 
 #[derive(Debug)]
 pub(crate) struct UnpackBucketStage {
@@ -107,6 +107,85 @@ pub fn unpack_bucket(
     out
 }
 
+/// A filter on buckets that every bucket holding a measurement `filter`
+/// matches also matches, so it can run before the unpacking (and through the
+/// planner, on the bucket indexes): conditions on the meta field (or inside
+/// it) hold for the bucket's `meta` exactly; bounds on the time field become
+/// bounds on `control.min`/`control.max` (`control.min` is the rounded start,
+/// never above the earliest time). Everything else is left to the `$match`
+/// after the unpacking, which always runs. Empty when nothing carries over.
+pub(crate) fn bucket_filter(spec: &Document, filter: &Document) -> Document {
+    let time_field = spec.get_str("timeField").unwrap_or_default();
+    let meta_field = spec.get_str("metaField").ok();
+    let mut out = Document::new();
+    let bound = |out: &mut Document, side: &str, op: &str, v: &Bson| {
+        let key = format!("control.{side}.{time_field}");
+        match out.get_mut(&key) {
+            Some(Bson::Document(ops)) if !ops.contains_key(op) => {
+                ops.insert(op, v.clone());
+            }
+            Some(_) => {}
+            None => {
+                out.insert(key, doc! {op: v.clone()});
+            }
+        }
+    };
+    for (k, v) in filter {
+        if k == "$and" {
+            if let Bson::Array(items) = v {
+                let parts: Vec<Bson> = items
+                    .iter()
+                    .filter_map(|i| i.as_document())
+                    .map(|d| bucket_filter(spec, d))
+                    .filter(|d| !d.is_empty())
+                    .map(Bson::Document)
+                    .collect();
+                if !parts.is_empty() {
+                    out.insert("$and", parts);
+                }
+            }
+            continue;
+        }
+        if let Some(m) = meta_field {
+            if k == m {
+                out.insert("meta", v.clone());
+                continue;
+            }
+            if let Some(rest) = k.strip_prefix(m).and_then(|r| r.strip_prefix('.')) {
+                out.insert(format!("meta.{rest}"), v.clone());
+                continue;
+            }
+        }
+        if k != time_field || time_field.is_empty() {
+            continue;
+        }
+        match v {
+            Bson::DateTime(_) => {
+                bound(&mut out, "min", "$lte", v);
+                bound(&mut out, "max", "$gte", v);
+            }
+            Bson::Document(ops) if ops.keys().all(|o| o.starts_with('$')) => {
+                for (op, d) in ops {
+                    if !matches!(d, Bson::DateTime(_)) {
+                        continue;
+                    }
+                    match op.as_str() {
+                        "$gt" | "$gte" => bound(&mut out, "max", op, d),
+                        "$lt" | "$lte" => bound(&mut out, "min", op, d),
+                        "$eq" => {
+                            bound(&mut out, "min", "$lte", d);
+                            bound(&mut out, "max", "$gte", d);
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
 impl UnpackBucketStage {
     pub(crate) fn unpack(&self, bucket: &Document) -> Vec<Document> {
         unpack_bucket(bucket, &self.time_field, self.meta_field.as_deref())
@@ -176,6 +255,34 @@ mod tests {
         let rows = s.unpack(&doc! {"data": {"t": {"0": t0}}});
         assert_eq!(rows, vec![doc! {"t": t0}]);
         assert!(s.unpack(&doc! {"control": {}}).is_empty());
+    }
+
+    #[test]
+    fn bucket_filters_keep_meta_conditions_and_bound_the_time() {
+        let spec = doc! {"timeField": "t", "metaField": "m", "bucketMaxSpanSeconds": 3600};
+        let d1 = bson::DateTime::from_millis(1000);
+        let d2 = bson::DateTime::from_millis(9000);
+        assert_eq!(
+            bucket_filter(
+                &spec,
+                &doc! {"m.a": {"$in": [1, 2]}, "t": {"$gte": d1, "$lt": d2}, "x": 5}
+            ),
+            doc! {"meta.a": {"$in": [1, 2]}, "control.max.t": {"$gte": d1}, "control.min.t": {"$lt": d2}}
+        );
+        assert_eq!(
+            bucket_filter(&spec, &doc! {"t": d1, "m": null}),
+            doc! {"control.min.t": {"$lte": d1}, "control.max.t": {"$gte": d1}, "meta": null}
+        );
+        assert_eq!(
+            bucket_filter(
+                &spec,
+                &doc! {"$and": [{"m": 1}, {"x": 2}], "$or": [{"m": 2}]}
+            ),
+            doc! {"$and": [{"meta": 1}]}
+        );
+        // Nothing to carry over: other fields, non-date bounds, $not.
+        assert!(bucket_filter(&spec, &doc! {"x": 1, "t": {"$gt": 5}, "mm": 1}).is_empty());
+        assert!(bucket_filter(&spec, &doc! {"t": {"$not": {"$gt": d1}}}).is_empty());
     }
 
     #[test]

@@ -8,7 +8,8 @@
 //! and leaves out the buckets' clustered `_id` index, so `X` lists the keys it
 //! was given. `create` makes mongod's default index `{<meta>: 1, <time>: 1}`
 //! when there is a meta field. The indexes are maintained with the buckets;
-//! reads of `X` do not use them yet (they scan every bucket).
+//! reads of `X` use them through the bucket filter `Pipeline::parse` puts
+//! before the unpacking (meta conditions, time bounds).
 
 use bisondb_error::{ErrorCode, MongoError, MongoResult};
 use bisondb_storage::{IndexSpec, Storage};
