@@ -513,9 +513,11 @@ pub fn choose(
     }
     let mut best: Option<(Rank, &IndexInfo, Vec<FieldBounds>)> = None;
     if !constrained_paths(m).is_empty() {
+        // A text index holds only documents with words: it answers `$text`
+        // alone (`plan/text.rs`).
         for ix in indexes
             .iter()
-            .filter(|ix| !ix.spec.hidden)
+            .filter(|ix| !ix.spec.hidden && !ix.spec.is_text())
         {
             let raw = raw_bounds_for(ix, m);
             if !geo_usable(ix, &raw) {
@@ -560,6 +562,7 @@ pub fn choose(
                     && !ix.spec.sparse
                     && ix.spec.partial_filter.is_none()
                     && ix.spec.geo_field().is_none()
+                    && !ix.spec.is_text()
             })
         {
             if let Some(reverse) = sort_direction(ix, s, &[]) {

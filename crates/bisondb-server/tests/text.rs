@@ -437,6 +437,23 @@ async fn languages_weights_wildcards_and_compound_text_indexes() {
         vec![1, 3]
     );
     expect_code(search(&k, doc! {"$text": {"$search": "pear"}}).await, 291);
+    // Without $text the text index is not used: documents without words
+    // are found too, and sorts by its fields sort them all.
+    k.insert_one(doc! {"_id": 5, "shop": "a", "p": 9})
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        search(&k, doc! {"shop": "a"}).await.unwrap_or_default(),
+        vec![1, 3, 5]
+    );
+    let sorted = collect(
+        k.find(doc! {})
+            .sort(doc! {"shop": 1})
+            .await
+            .unwrap_or_else(|e| panic!("{e}")),
+    )
+    .await;
+    assert_eq!(sorted.len(), 4);
     // Arrays in prefix or suffix fields are refused (CannotBuildIndexKeys).
     expect_code(
         k.insert_one(doc! {"_id": 4, "shop": ["a"], "d": "x"}).await,
