@@ -484,10 +484,11 @@ pub fn choose(
             let Some(ix) = found.filter(|ix| !ix.spec.hidden) else {
                 return Err(bad_hint());
             };
-            if !geo_usable(ix, &raw_bounds_for(ix, m)) {
-                // A geo index without a geo predicate on its field would miss
-                // the documents without a location: the query scans the
-                // collection, and explain says so.
+            // A text index (without `$text`, which took the text plan above)
+            // would miss the documents without words, as a geo index without
+            // a geo predicate on its field would miss the documents without
+            // a location: the query scans the collection, and explain says so.
+            if ix.spec.is_text() || !geo_usable(ix, &raw_bounds_for(ix, m)) {
                 return Ok(plan(
                     Access::Collscan {
                         reverse: false,

@@ -454,6 +454,15 @@ async fn languages_weights_wildcards_and_compound_text_indexes() {
     )
     .await;
     assert_eq!(sorted.len(), 4);
+    // ...nor when hinted: the collection is scanned.
+    let hinted = collect(
+        k.find(doc! {"shop": "a"})
+            .hint(mongodb::options::Hint::Name("shop_1_d_text_p_-1".into()))
+            .await
+            .unwrap_or_else(|e| panic!("{e}")),
+    )
+    .await;
+    assert_eq!(ids(&hinted), vec![1, 3, 5]);
     // Arrays in prefix or suffix fields are refused (CannotBuildIndexKeys).
     expect_code(
         k.insert_one(doc! {"_id": 4, "shop": ["a"], "d": "x"}).await,
