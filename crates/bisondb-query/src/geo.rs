@@ -1256,7 +1256,7 @@ impl Grid {
         for l in (0..=CELL_LEVELS).rev() {
             let lo = self.ij(b.x0, b.y0, l);
             let hi = self.ij(b.x1, b.y1, l);
-            if hi.0 - lo.0 < 4 && hi.1 - lo.1 < 4 {
+            if hi.0.saturating_sub(lo.0) < 4 && hi.1.saturating_sub(lo.1) < 4 {
                 level = l;
                 break;
             }

@@ -398,6 +398,15 @@ async fn geo_near_stage() {
         .and_then(|d| d.get_f64("d").ok())
         .unwrap_or_default();
     assert!((d - 1.0_f64.to_radians()).abs() < 1e-9, "{d}");
+    // On a 2d index with a maxDistance: planar distances, the cells of that
+    // distance read (the same answer as a full read).
+    db.run_command(doc! {"createIndexes": "p", "indexes": [{"key": {"loc": "2d"}, "name": "l"}]})
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let out = run(vec![doc! {"$geoNear": {"near": [2.2, 0], "distanceField": "d", "key": "loc", "maxDistance": 1.5}}])
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(ids(&out), vec![2, 3, 1]);
     let e = run(vec![doc! {"$match": {}}, stage.clone()])
         .await
         .err()

@@ -391,3 +391,33 @@ fn sphere_boxes_follow_geodesics_poles_and_the_antimeridian() {
         "{cap:?}"
     );
 }
+
+#[test]
+fn cells_of_odd_boxes_do_not_panic() {
+    let odd = [
+        BBox {
+            x0: 10.0,
+            y0: 10.0,
+            x1: -10.0,
+            y1: -10.0,
+        },
+        BBox {
+            x0: f64::NAN,
+            y0: 0.0,
+            x1: f64::NAN,
+            y1: 0.0,
+        },
+        BBox {
+            x0: f64::NEG_INFINITY,
+            y0: -1e300,
+            x1: f64::INFINITY,
+            y1: 1e300,
+        },
+    ];
+    for g in [Grid::sphere(), Grid::flat(-1.0, 1.0)] {
+        for b in &odd {
+            let _ = g.cell_of(b);
+            let _ = g.covering(b);
+        }
+    }
+}

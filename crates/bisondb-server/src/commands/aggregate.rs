@@ -192,9 +192,12 @@ impl Command for Aggregate {
         // collection's default.
         let collation = crate::collation::effective(&self.collation, coll.as_ref())?;
         self.pipeline.set_collation(collation.clone());
+        // A leading $geoNear reads the cells of its distance when its index
+        // can tell them, else the whole collection.
+        let mut geo_scan = None;
         if let Some(stage) = self.pipeline.geo_near_mut() {
             match coll.as_ref() {
-                Some(c) => plan::resolve_geo_near(&c.indexes(), stage)?,
+                Some(c) => geo_scan = plan::resolve_geo_near(&c.indexes(), stage)?,
                 // No collection, nothing to read: any field will do.
                 None => stage.set_key("_id".into(), false),
             }
@@ -208,13 +211,16 @@ impl Command for Aggregate {
         // The leading $match and a $sort right after it go through the
         // planner (indexes, hint); when an index scan yields that order, the
         // $sort stage has nothing left to do.
-        let chosen = plan::choose(
-            coll.as_ref(),
-            &matcher,
-            Some(&filter),
-            leading_sort.as_ref(),
-            self.hint.as_ref(),
-        )?;
+        let chosen = match geo_scan {
+            Some(p) => p,
+            None => plan::choose(
+                coll.as_ref(),
+                &matcher,
+                Some(&filter),
+                leading_sort.as_ref(),
+                self.hint.as_ref(),
+            )?,
+        };
         if chosen.provides_sort {
             self.pipeline.remove_leading_sort();
         }

@@ -173,11 +173,13 @@ pub fn describe(g: &GeoNear, input: Document) -> Document {
 /// Resolves the geo field of a leading `$geoNear` stage from the
 /// collection's indexes, as mongod picks its index: the one on `key` when
 /// given, else the only 2d index (for a legacy point), else the only
-/// 2dsphere index.
+/// 2dsphere index. Returns the scan that feeds the stage when the index can
+/// narrow it (a `maxDistance`, the geo field first): the cells of that
+/// distance; `None`: the whole collection.
 pub fn resolve_stage(
     indexes: &[IndexInfo],
     stage: &mut bisondb_query::agg::GeoNearStage,
-) -> MongoResult<()> {
+) -> MongoResult<Option<super::Plan>> {
     let geo: Vec<(&IndexInfo, GeoKind, String)> = indexes
         .iter()
         .filter(|ix| !ix.spec.hidden)
@@ -187,9 +189,9 @@ pub fn resolve_stage(
         })
         .collect();
     let not_found = |msg: String| MongoError::new(ErrorCode::IndexNotFound, msg);
-    let (path, kind) = match stage.key() {
+    let (path, kind, ix) = match stage.key() {
         Some(key) => {
-            let (_, kind) = find_index(indexes, key, stage.near())
+            let (ix, kind) = find_index(indexes, key, stage.near())
                 .or_else(|| {
                     // A legacy point on a 2dsphere index is measured on the sphere.
                     geo.iter()
@@ -201,7 +203,7 @@ pub fn resolve_stage(
                         "There is no index to use for $geoNear with key '{key}'"
                     ))
                 })?;
-            (key.to_string(), kind)
+            (key.to_string(), kind, ix)
         }
         None => {
             if geo.is_empty() {
@@ -217,8 +219,8 @@ pub fn resolve_stage(
                 ));
             }
             match (flat.first(), sphere.as_slice()) {
-                (Some(f), _) if !stage.near().geojson => (f.2.clone(), GeoKind::Flat),
-                (_, [s]) => (s.2.clone(), GeoKind::Sphere),
+                (Some(f), _) if !stage.near().geojson => (f.2.clone(), GeoKind::Flat, f.0),
+                (_, [s]) => (s.2.clone(), GeoKind::Sphere, s.0),
                 (_, []) => return Err(no_index()),
                 _ => {
                     return Err(not_found(
@@ -228,6 +230,21 @@ pub fn resolve_stage(
             }
         }
     };
-    stage.set_key(path, kind == GeoKind::Sphere);
-    Ok(())
+    stage.set_key(path.clone(), kind == GeoKind::Sphere);
+    let g = GeoNear {
+        index: Box::new(ix.clone()),
+        kind,
+        path,
+        near: stage.near().clone(),
+    };
+    Ok(near_bounds(&g).map(|bounds| super::Plan {
+        access: super::Access::Ixscan {
+            index: g.index,
+            bounds,
+            reverse: false,
+        },
+        provides_sort: false,
+        count_exact: false,
+        geo_near: None,
+    }))
 }
