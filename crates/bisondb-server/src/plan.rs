@@ -410,7 +410,7 @@ pub fn choose(
     };
     let indexes = coll.indexes();
     // `$text` must use the text index, whatever the hint (`plan/text.rs`).
-    if let Some(access) = text::choose(&indexes, m)? {
+    if let Some(access) = text::choose(&indexes, m, filter_doc)? {
         return Ok(plan(access, false, false));
     }
     if let Some(g) = geo_near::choose(&indexes, m)? {

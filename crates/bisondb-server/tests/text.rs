@@ -548,6 +548,46 @@ async fn aggregation_runs_a_leading_text_match() {
 }
 
 #[tokio::test]
+async fn partial_text_indexes_hold_and_answer_their_subset() {
+    let t = start().await;
+    let db = t.tcp.database("tx_partial");
+    let c = db.collection::<Document>("c");
+    c.insert_many(vec![
+        doc! {"_id": 1, "t": "red apple", "k": 1},
+        doc! {"_id": 2, "t": "red pear", "k": -1},
+    ])
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
+    create(
+        &c,
+        doc! {"t": "text"},
+        doc! {"partialFilterExpression": {"k": {"$gt": 0}}},
+    )
+    .await;
+    // A query implying the partial filter uses it; another finds no index.
+    assert_eq!(
+        search(&c, doc! {"$text": {"$search": "red"}, "k": {"$gt": 0}})
+            .await
+            .unwrap_or_default(),
+        vec![1]
+    );
+    expect_code(search(&c, doc! {"$text": {"$search": "red"}}).await, 27);
+    let v = db
+        .run_command(doc! {"validate": "c"})
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(v.get_bool("valid").ok(), Some(true), "{v}");
+    let keys = v
+        .get_document("keysPerIndex")
+        .ok()
+        .and_then(|k| k.get("t_text").cloned());
+    assert!(
+        keys.as_ref().is_some_and(|k| is_num(k, 2.0)),
+        "only the matching document's two terms: {v}"
+    );
+}
+
+#[tokio::test]
 async fn writes_choose_by_text_and_score() {
     let t = start().await;
     let db = t.tcp.database("tx_write");

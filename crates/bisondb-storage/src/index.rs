@@ -489,6 +489,13 @@ fn text_entries(
         .iter()
         .map(|p| text_extra(doc, p))
         .collect::<Result<Vec<_>, _>>()?;
+    // A partial text index holds only the documents its filter matches (the
+    // key generator applies the filter: no keys means left out).
+    if ix.spec.partial_filter.is_some()
+        && ix.keygen.keys(doc).map_err(StorageError::Mongo)?.keys.is_empty()
+    {
+        return Ok((Vec::new(), false));
+    }
     let scores = text.term_scores(doc).map_err(StorageError::Mongo)?;
     let multikey = scores.len() > 1;
     let mut out = Vec::with_capacity(scores.len());

@@ -7,7 +7,7 @@
 //! decides per document.
 
 use bisondb_error::{ErrorCode, MongoError, MongoResult};
-use bisondb_query::matcher::bounds::{FieldBounds, Interval};
+use bisondb_query::matcher::bounds::{implies, FieldBounds, Interval};
 use bisondb_query::matcher::Matcher;
 use bisondb_query::text::{BoundText, TextParams, TextQuery, TextSpec, TEXT_INDEX_VERSION};
 use bisondb_storage::IndexInfo;
@@ -17,12 +17,22 @@ use super::Access;
 
 /// The access path of a filter with `$text`, after binding it; `None` when
 /// the filter has no `$text`.
-pub(super) fn choose(indexes: &[IndexInfo], m: &Matcher) -> MongoResult<Option<Access>> {
+pub(super) fn choose(
+    indexes: &[IndexInfo],
+    m: &Matcher,
+    filter_doc: Option<&Document>,
+) -> MongoResult<Option<Access>> {
     let Some(params) = m.text_params() else {
         return Ok(None);
     };
+    // A partial text index serves only queries that imply its filter.
+    let eligible = |ix: &&IndexInfo| match &ix.spec.partial_filter {
+        Some(p) => filter_doc.is_some_and(|f| implies(f, p)),
+        None => true,
+    };
     let Some(ix) = indexes
         .iter()
+        .filter(eligible)
         .find(|ix| ix.spec.is_text() && !ix.spec.hidden)
     else {
         return Err(MongoError::new(
