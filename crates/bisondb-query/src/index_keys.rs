@@ -149,7 +149,10 @@ impl KeyGenerator {
                                 if !(-180.0..=180.0).contains(&p.x)
                                     || !(-90.0..=90.0).contains(&p.y) =>
                             {
-                                format!("longitude/latitude is out of bounds, lng: {} lat: {}", p.x, p.y)
+                                format!(
+                                    "longitude/latitude is out of bounds, lng: {} lat: {}",
+                                    p.x, p.y
+                                )
                             }
                             Some(Ok(s)) => {
                                 if let Some(b) = s.sphere_bbox() {
@@ -411,7 +414,9 @@ fn check_flat(v: &Bson, min: f64, max: f64) -> MongoResult<crate::geo::Pt> {
     let (Some(x), Some(y)) = (num(x), num(y)) else {
         return Err(MongoError::location(
             13026,
-            format!("geo values must be 'legacy coordinate pairs' for 2d indexes :: caused by :: {v}"),
+            format!(
+                "geo values must be 'legacy coordinate pairs' for 2d indexes :: caused by :: {v}"
+            ),
         ));
     };
     if !(min..max).contains(&x) || !(min..max).contains(&y) {

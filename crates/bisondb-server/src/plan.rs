@@ -556,16 +556,13 @@ pub fn choose(
     }
     // No index narrows the filter: an index in sort order still saves the sort.
     if let Some(s) = sort {
-        for ix in indexes
-            .iter()
-            .filter(|ix| {
-                !ix.spec.hidden
-                    && !ix.spec.sparse
-                    && ix.spec.partial_filter.is_none()
-                    && ix.spec.geo_field().is_none()
-                    && !ix.spec.is_text()
-            })
-        {
+        for ix in indexes.iter().filter(|ix| {
+            !ix.spec.hidden
+                && !ix.spec.sparse
+                && ix.spec.partial_filter.is_none()
+                && ix.spec.geo_field().is_none()
+                && !ix.spec.is_text()
+        }) {
             if let Some(reverse) = sort_direction(ix, s, &[]) {
                 let (access, _) = ixscan(ix, reverse);
                 return Ok(plan(access, true, false));

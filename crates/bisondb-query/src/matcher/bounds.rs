@@ -682,4 +682,3 @@ mod tests {
         assert!(!implies(&doc! {"a": 3}, &doc! {"a": {"$exists": true}}));
     }
 }
-

@@ -535,10 +535,7 @@ fn geo_options(spec: &Document, key: &Document, hashed: bool) -> MongoResult<Doc
         }
         let (min, max) = (opt_num("min")?, opt_num("max")?);
         if min.unwrap_or(-180.0) >= max.unwrap_or(180.0) {
-            return Err(MongoError::location(
-                13067,
-                "max must be greater than min",
-            ));
+            return Err(MongoError::location(13067, "max must be greater than min"));
         }
         for f in ["bits", "min", "max"] {
             if let Some(v) = spec.get(f) {
@@ -590,7 +587,10 @@ mod tests {
             (doc! {"key": {"b": 1, "a": "2d"}}, Err(16801)),
             (doc! {"key": {"a": "2d"}, "bits": 33}, Err(13028)),
             (doc! {"key": {"a": "2d"}, "min": 10, "max": 9}, Err(13067)),
-            (doc! {"key": {"a": "2dsphere"}, "2dsphereIndexVersion": 1}, Err(16750)),
+            (
+                doc! {"key": {"a": "2dsphere"}, "2dsphereIndexVersion": 1},
+                Err(16750),
+            ),
             (doc! {"key": {"a": "2dsphere", "b": "2d"}}, Err(67)),
             (doc! {"key": {"a": "2dsphere", "b": "hashed"}}, Err(67)),
             (doc! {"key": {"a": "geoHaystack", "b": 1}}, Err(67)),
