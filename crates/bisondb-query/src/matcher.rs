@@ -32,9 +32,7 @@ pub use text::{ScoresById, TextScoreSource};
 
 /// Operators mongod has that BisonDB recognises but does not implement yet,
 /// in either the top-level or the field position. Sorted, so it can be searched.
-pub const NOT_IMPLEMENTED_OPERATORS: &[&str] = &[
-    "$sampleRate",
-];
+pub const NOT_IMPLEMENTED_OPERATORS: &[&str] = &["$sampleRate"];
 
 /// Filters nested deeper than this are rejected (mongod's limit), which also
 /// bounds recursion while parsing and matching.
@@ -351,9 +349,7 @@ fn check_near(root: &Expr) -> MongoResult<()> {
     }
     fn walk_op(op: &PathOp, top: bool, n: &mut usize) -> MongoResult<()> {
         match op {
-            PathOp::Near(_) if !top => Err(MongoError::bad_value(
-                "geoNear must be top-level expr",
-            )),
+            PathOp::Near(_) if !top => Err(MongoError::bad_value("geoNear must be top-level expr")),
             PathOp::Near(_) => {
                 *n += 1;
                 if *n > 1 {
@@ -727,7 +723,10 @@ impl PathOp {
             PathOp::GeoWithin(r) => geo_values(vals).iter().any(|s| r.contains(s)),
             PathOp::GeoIntersects(i) => geo_values(vals).iter().any(|s| i.matches(s)),
             PathOp::Near(n) => {
-                let owned: Vec<Bson> = vals.iter().filter_map(|v| Bson::try_from(*v).ok()).collect();
+                let owned: Vec<Bson> = vals
+                    .iter()
+                    .filter_map(|v| Bson::try_from(*v).ok())
+                    .collect();
                 n.nearest(&owned).is_some_and(|(d, _)| n.in_range(d))
             }
             _ => false,
@@ -994,12 +993,8 @@ fn parse_ops(path: &str, d: &Document, depth: usize) -> MongoResult<PathOp> {
             "$geoWithin" | "$within" => {
                 PathOp::GeoWithin(Arc::new(crate::geo::Region::parse(k, v)?))
             }
-            "$geoIntersects" => {
-                PathOp::GeoIntersects(Arc::new(crate::geo::Intersects::parse(v)?))
-            }
-            "$near" | "$nearSphere" => {
-                PathOp::Near(Arc::new(crate::geo::Near::parse_query(k, d)?))
-            }
+            "$geoIntersects" => PathOp::GeoIntersects(Arc::new(crate::geo::Intersects::parse(v)?)),
+            "$near" | "$nearSphere" => PathOp::Near(Arc::new(crate::geo::Near::parse_query(k, d)?)),
             // Read with their `$near`.
             "$maxDistance" | "$minDistance"
                 if d.contains_key("$near") || d.contains_key("$nearSphere") =>

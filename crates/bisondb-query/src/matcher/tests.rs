@@ -439,7 +439,11 @@ fn parse_errors() {
             2,
             "takes an Array, a number, or a BinData",
         ),
-        (doc! {"a": {"$near": "x"}}, 2, "invalid argument in geo near query"),
+        (
+            doc! {"a": {"$near": "x"}},
+            2,
+            "invalid argument in geo near query",
+        ),
         (doc! {"a": {"$in": 1}}, 2, "$in needs an array"),
         (doc! {"a": {"$nin": {}}}, 2, "$nin needs an array"),
         (
@@ -2143,34 +2147,6 @@ fn json_schema_adversarial_inputs() {
 }
 
 #[test]
-fn geo_operators_match_table() {
-    let sq = doc! {"type": "Polygon", "coordinates": [[[40, 5], [40, 6], [41, 6], [41, 5], [40, 5]]]};
-    let cases: Vec<(Document, Document, bool)> = vec![
-        (doc! {"g": {"$within": {"$geometry": sq.clone()}}}, doc! {"g": [40.5, 5.5]}, true),
-        (doc! {"g": {"$geoWithin": {"$geometry": sq.clone()}}}, doc! {"g": {"type": "Point", "coordinates": [40.5, 5.5]}}, true),
-        (doc! {"g": {"$geoWithin": {"$geometry": sq.clone()}}}, doc! {"g": [50, 5.5]}, false),
-        (doc! {"g": {"$geoWithin": {"$geometry": sq.clone()}}}, doc! {"h": 1}, false),
-        (doc! {"g": {"$geoWithin": {"$geometry": sq.clone()}}}, doc! {"g": "x"}, false),
-        // An array of points: any of them.
-        (doc! {"g": {"$geoWithin": {"$box": [[0, 0], [1, 1]]}}}, doc! {"g": [[5, 5], [0.5, 0.5]]}, true),
-        (doc! {"g.loc": {"$geoWithin": {"$center": [[0, 0], 1]}}}, doc! {"g": [{"loc": [9, 9]}, {"loc": {"x": 0, "y": 0.5}}]}, true),
-        (doc! {"g": {"$geoIntersects": {"$geometry": sq.clone()}}}, doc! {"g": {"type": "LineString", "coordinates": [[39, 5.5], [42, 5.5]]}}, true),
-        (doc! {"g": {"$near": [0, 0], "$maxDistance": 1}}, doc! {"g": [0.5, 0.5]}, true),
-        (doc! {"g": {"$near": [0, 0], "$maxDistance": 1}}, doc! {"g": [1, 1]}, false),
-        (doc! {"g": {"$near": [0, 0], "$minDistance": 1}}, doc! {"g": [1, 1]}, true),
-        (doc! {"g": {"$nearSphere": {"$geometry": {"type": "Point", "coordinates": [0, 0]}, "$maxDistance": 120000}}}, doc! {"g": [1, 0]}, true),
-        (doc! {"g": {"$nearSphere": {"$geometry": {"type": "Point", "coordinates": [0, 0]}, "$maxDistance": 100000}}}, doc! {"g": [1, 0]}, false),
-        (doc! {"g": {"$not": {"$geoWithin": {"$box": [[0, 0], [1, 1]]}}}}, doc! {"g": [5, 5]}, true),
-    ];
-    for (filter, d, want) in cases {
-        let m = Matcher::parse_doc(&filter).unwrap();
-        assert_eq!(m.matches_doc(&d), want, "{filter} on {d}");
-    }
-    let m = Matcher::parse_doc(&doc! {"x": 1, "g": {"$near": [1, 2]}}).unwrap();
-    assert_eq!(m.near().map(|(p, n)| (p, n.point.x)), Some(("g", 1.0)));
-}
-
-#[test]
 fn where_runs_javascript_with_the_other_predicates() {
     let docs: Vec<Document> = (0..10).map(|i| doc! {"x": i}).collect();
     let count = |filter: Document| {
@@ -2204,4 +2180,89 @@ fn where_errors_fail_the_match() {
     let raw = RawDocumentBuf::try_from(&doc! {"x": 1}).unwrap();
     let e = m.try_matches(&raw).unwrap_err();
     assert_eq!((e.code.code(), e.message.as_str()), (139, "Error: boom"));
+}
+
+#[test]
+fn geo_operators_match_table() {
+    let sq =
+        doc! {"type": "Polygon", "coordinates": [[[40, 5], [40, 6], [41, 6], [41, 5], [40, 5]]]};
+    let cases: Vec<(Document, Document, bool)> = vec![
+        (
+            doc! {"g": {"$within": {"$geometry": sq.clone()}}},
+            doc! {"g": [40.5, 5.5]},
+            true,
+        ),
+        (
+            doc! {"g": {"$geoWithin": {"$geometry": sq.clone()}}},
+            doc! {"g": {"type": "Point", "coordinates": [40.5, 5.5]}},
+            true,
+        ),
+        (
+            doc! {"g": {"$geoWithin": {"$geometry": sq.clone()}}},
+            doc! {"g": [50, 5.5]},
+            false,
+        ),
+        (
+            doc! {"g": {"$geoWithin": {"$geometry": sq.clone()}}},
+            doc! {"h": 1},
+            false,
+        ),
+        (
+            doc! {"g": {"$geoWithin": {"$geometry": sq.clone()}}},
+            doc! {"g": "x"},
+            false,
+        ),
+        // An array of points: any of them.
+        (
+            doc! {"g": {"$geoWithin": {"$box": [[0, 0], [1, 1]]}}},
+            doc! {"g": [[5, 5], [0.5, 0.5]]},
+            true,
+        ),
+        (
+            doc! {"g.loc": {"$geoWithin": {"$center": [[0, 0], 1]}}},
+            doc! {"g": [{"loc": [9, 9]}, {"loc": {"x": 0, "y": 0.5}}]},
+            true,
+        ),
+        (
+            doc! {"g": {"$geoIntersects": {"$geometry": sq.clone()}}},
+            doc! {"g": {"type": "LineString", "coordinates": [[39, 5.5], [42, 5.5]]}},
+            true,
+        ),
+        (
+            doc! {"g": {"$near": [0, 0], "$maxDistance": 1}},
+            doc! {"g": [0.5, 0.5]},
+            true,
+        ),
+        (
+            doc! {"g": {"$near": [0, 0], "$maxDistance": 1}},
+            doc! {"g": [1, 1]},
+            false,
+        ),
+        (
+            doc! {"g": {"$near": [0, 0], "$minDistance": 1}},
+            doc! {"g": [1, 1]},
+            true,
+        ),
+        (
+            doc! {"g": {"$nearSphere": {"$geometry": {"type": "Point", "coordinates": [0, 0]}, "$maxDistance": 120000}}},
+            doc! {"g": [1, 0]},
+            true,
+        ),
+        (
+            doc! {"g": {"$nearSphere": {"$geometry": {"type": "Point", "coordinates": [0, 0]}, "$maxDistance": 100000}}},
+            doc! {"g": [1, 0]},
+            false,
+        ),
+        (
+            doc! {"g": {"$not": {"$geoWithin": {"$box": [[0, 0], [1, 1]]}}}},
+            doc! {"g": [5, 5]},
+            true,
+        ),
+    ];
+    for (filter, d, want) in cases {
+        let m = Matcher::parse_doc(&filter).unwrap();
+        assert_eq!(m.matches_doc(&d), want, "{filter} on {d}");
+    }
+    let m = Matcher::parse_doc(&doc! {"x": 1, "g": {"$near": [1, 2]}}).unwrap();
+    assert_eq!(m.near().map(|(p, n)| (p, n.point.x)), Some(("g", 1.0)));
 }
