@@ -330,9 +330,11 @@ async fn inserts_fill_buckets_and_reads_return_measurements() {
     assert!(num(&stats, "size") > 0, "{stats}");
     let agg = find(
         &db,
-        doc! {"aggregate": "weather", "pipeline": [{"$collStats": {"storageStats": {}}}], "cursor": {}},
+        doc! {"aggregate": "weather", "pipeline": [{"$collStats": {"storageStats": {}, "count": {}}}], "cursor": {}},
     )
     .await;
+    // `count` counts measurements.
+    assert_eq!(agg.first().map(|d| num(d, "count")), Some(5), "{agg:?}");
     let storage = agg
         .first()
         .and_then(|d| d.get_document("storageStats").ok().cloned())

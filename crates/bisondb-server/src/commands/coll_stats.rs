@@ -204,7 +204,12 @@ impl CollStatsStage {
         }
         if self.count {
             let c = found.as_ref().ok_or_else(|| missing("count"))?;
-            out.insert("count", c.count() as i64);
+            // A time-series collection counts its measurements.
+            let n = match super::timeseries::measurement_count(&state.storage, c)? {
+                Some(n) => n,
+                None => c.count(),
+            };
+            out.insert("count", n as i64);
         }
         if self.query_exec {
             out.insert(

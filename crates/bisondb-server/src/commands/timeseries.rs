@@ -423,6 +423,31 @@ pub fn bucket_stats(
     Some(out)
 }
 
+/// How many measurements the time-series collection `c` holds (`None` for
+/// any other collection): the rows of every bucket.
+pub fn measurement_count(
+    storage: &Storage,
+    c: &bisondb_storage::Collection,
+) -> MongoResult<Option<u64>> {
+    let Some(ts) = TsOptions::of(c.name(), &c.options()) else {
+        return Ok(None);
+    };
+    let Some(b) = storage.collection(c.db(), &buckets_name(c.name())) else {
+        return Ok(Some(0));
+    };
+    let mut n = 0u64;
+    for bucket in b.scan(false) {
+        let bucket = bucket?;
+        let rows = bucket
+            .get_document("data")
+            .ok()
+            .and_then(|d| d.get_document(&ts.time_field).ok())
+            .map_or(0, |t| t.iter().count());
+        n = n.saturating_add(rows as u64);
+    }
+    Ok(Some(n))
+}
+
 /// Whether an `aggregate` on the time-series collection `db.name` starts with
 /// `$collStats`, which reads `X` itself (its buckets' statistics) rather
 /// than its measurements.
