@@ -832,3 +832,26 @@ async fn find_and_modify_picks_one_measurement() {
     );
     assert_eq!(count(&coll, doc! {"sensor": 9, "v": 1}).await, 1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admin_bulk_write_is_refused_rather_than_misplaced() {
+    let t = start().await;
+    let db = t.tcp.database("ts_bulk");
+    create_weather(&db).await;
+    let e = expect_code(
+        t.tcp
+            .database("admin")
+            .run_command(doc! {
+                "bulkWrite": 1,
+                "ops": [{"insert": 0, "document": {"ts": at(T0), "sensor": 1}}],
+                "nsInfo": [{"ns": "ts_bulk.weather"}],
+            })
+            .await,
+        238,
+    );
+    assert!(error_message(&e).contains("ts_bulk.weather"), "{e}");
+    assert_eq!(
+        count(&db.collection::<Document>("weather"), doc! {}).await,
+        0
+    );
+}

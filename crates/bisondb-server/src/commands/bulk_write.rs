@@ -413,6 +413,20 @@ impl<'a> BulkWrite<'a> {
     }
 
     pub fn execute(self, ctx: &mut Context<'_>) -> MongoResult<RawDocumentBuf> {
+        // Time-series collections are written through their buckets
+        // (`timeseries/`), which this command does not do yet: refuse rather
+        // than store measurements where no read would find them.
+        if let Some(ns) = self.namespaces.iter().find(|ns| {
+            super::timeseries::options_of(&ctx.state.storage, &ns.db, &ns.coll).is_some()
+        }) {
+            return Err(MongoError::new(
+                bisondb_error::ErrorCode::NotImplemented,
+                format!(
+                    "bulkWrite on a time-series collection ({}.{}) is not supported by BisonDB yet (see docs/COMPATIBILITY.md)",
+                    ns.db, ns.coll
+                ),
+            ));
+        }
         let mut tally = Tally::default();
         let mut i = 0;
         while i < self.ops.len() {
