@@ -744,8 +744,16 @@ mod tests {
                 "Cannot do exclusion on field a",
             ),
             (doc! {"a": {"$meta": "searchScore"}}, 238, "$meta"),
-            (doc! {"a": {"$meta": "textScore"}}, 40218, "text score metadata"),
-            (doc! {"a": {"$meta": "bogus"}}, 17308, "Unsupported argument"),
+            (
+                doc! {"a": {"$meta": "textScore"}},
+                40218,
+                "text score metadata",
+            ),
+            (
+                doc! {"a": {"$meta": "bogus"}},
+                17308,
+                "Unsupported argument",
+            ),
             (
                 doc! {"a": {"$slice": "x"}},
                 28724,

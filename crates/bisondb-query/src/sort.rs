@@ -66,7 +66,9 @@ impl SortSpec {
             let ascending =
                 match v {
                     // Highest score first, whatever else the spec says.
-                    Bson::Document(d) if d.len() == 1 && d.get_str("$meta").is_ok_and(|m| m == "textScore") => {
+                    Bson::Document(d)
+                        if d.len() == 1 && d.get_str("$meta").is_ok_and(|m| m == "textScore") =>
+                    {
                         check_sort_path(k)?;
                         fields.push((TEXT_SCORE_PATH.to_string(), false));
                         continue;

@@ -298,12 +298,7 @@ impl ServerConfig {
                 Some("off") => 0,
                 Some("slowOp") => 1,
                 Some("all") => 2,
-                _ => {
-                    return Err(bad(
-                        "operationProfiling.mode",
-                        "one of off, slowOp, all",
-                    ))
-                }
+                _ => return Err(bad("operationProfiling.mode", "one of off, slowOp, all")),
             };
         }
         if let Some(v) = get("operationProfiling.slowOpThresholdMs") {
@@ -319,7 +314,10 @@ impl ServerConfig {
         }
         if let Some(v) = get("operationProfiling.slowOpSampleRate") {
             self.slow_op_sample_rate = v.as_f64().ok_or_else(|| {
-                bad("operationProfiling.slowOpSampleRate", "a number from 0 to 1")
+                bad(
+                    "operationProfiling.slowOpSampleRate",
+                    "a number from 0 to 1",
+                )
             })?;
         }
         if let Some(v) = get("systemLog.path") {

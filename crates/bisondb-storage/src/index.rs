@@ -452,7 +452,8 @@ pub(crate) fn entries(
 fn text_extra(doc: &RawDocument, path: &str) -> Result<RawBson, StorageError> {
     let mut vals = Vec::new();
     let info = bisondb_query::path::lookup_raw(doc, path, &mut vals);
-    let array = info.traversed_array || vals.iter().any(|v| matches!(v, bson::RawBsonRef::Array(_)));
+    let array =
+        info.traversed_array || vals.iter().any(|v| matches!(v, bson::RawBsonRef::Array(_)));
     if array {
         let shown = bson::Document::try_from(doc)
             .map(|d| crate::error::shell_format_document(&d))
@@ -492,7 +493,12 @@ fn text_entries(
     // A partial text index holds only the documents its filter matches (the
     // key generator applies the filter: no keys means left out).
     if ix.spec.partial_filter.is_some()
-        && ix.keygen.keys(doc).map_err(StorageError::Mongo)?.keys.is_empty()
+        && ix
+            .keygen
+            .keys(doc)
+            .map_err(StorageError::Mongo)?
+            .keys
+            .is_empty()
     {
         return Ok((Vec::new(), false));
     }

@@ -348,12 +348,7 @@ const OPERATORS: &[(&str, Args)] = &[
 ];
 
 /// mongod expression operators BisonDB does not implement yet. Sorted.
-const NOT_IMPLEMENTED: &[&str] = &[
-    "$median",
-    "$percentile",
-    "$sampleRate",
-    "$toHashedIndexKey",
-];
+const NOT_IMPLEMENTED: &[&str] = &["$median", "$percentile", "$sampleRate", "$toHashedIndexKey"];
 
 fn lookup_op(name: &str) -> Option<(&'static str, Args)> {
     OPERATORS

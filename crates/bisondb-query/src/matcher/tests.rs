@@ -407,7 +407,11 @@ fn parse_errors() {
             2,
             "$text can only be applied to the top-level document",
         ),
-        (doc! {"$text": {"$search": "x", "$foo": 1}}, 2, "extra fields in $text"),
+        (
+            doc! {"$text": {"$search": "x", "$foo": 1}},
+            2,
+            "extra fields in $text",
+        ),
         (
             doc! {"a": {"$geoWithin": {}}},
             2,

@@ -105,7 +105,9 @@ impl Command for Create {
                 "timeseries" if !matches!(v, RawBsonRef::Null) => {
                     options.insert(k, super::timeseries::parse_create(n, v)?);
                 }
-                "clusteredIndex" | "expireAfterSeconds" | "changeStreamPreAndPostImages"
+                "clusteredIndex"
+                | "expireAfterSeconds"
+                | "changeStreamPreAndPostImages"
                 | "timeseries" => {}
                 _ if UNSUPPORTED.contains(&k) => {
                     let in_use = match v {

@@ -580,7 +580,10 @@ mod tests {
                 Ok(Some("a_1_b_text_c_text")),
             ),
             (doc! {"key": {"a": "text", "b": 1, "c": "text"}}, Err(67)),
-            (doc! {"key": {"a": "text"}, "default_language": "xx"}, Err(67)),
+            (
+                doc! {"key": {"a": "text"}, "default_language": "xx"},
+                Err(67),
+            ),
             (doc! {"key": {"a": 1}, "weights": {"a": 1}}, Err(197)),
             (doc! {"key": {"a": "2dsphere"}}, Ok(Some("a_2dsphere"))),
             (doc! {"key": {"a": "2d", "b": 1}}, Ok(Some("a_2d_b_1"))),

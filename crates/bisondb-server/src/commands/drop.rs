@@ -51,9 +51,10 @@ impl Command for Drop {
         if timeseries {
             // A time-series collection goes with its buckets.
             super::timeseries::drop_buckets(&ctx.state.storage, &self.db, &self.coll)?;
-            ctx.state
-                .cursors
-                .kill_namespace(&util::ns(&self.db, &super::timeseries::buckets_name(&self.coll)));
+            ctx.state.cursors.kill_namespace(&util::ns(
+                &self.db,
+                &super::timeseries::buckets_name(&self.coll),
+            ));
         }
         ctx.state.cursors.kill_namespace(&ns);
         if existed {
