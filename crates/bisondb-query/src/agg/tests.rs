@@ -1249,6 +1249,58 @@ fn out_and_merge() {
 }
 
 #[test]
+fn bucket_auto_granularity() {
+    let docs = |vs: &[i32]| vs.iter().map(|v| doc! {"v": *v}).collect::<Vec<_>>();
+    check(vec![
+        (
+            vec![doc! {"$bucketAuto": {"groupBy": "$v", "buckets": 2, "granularity": "R20"}}],
+            docs(&[110, 130, 150, 170, 190, 210]),
+            vec![
+                doc! {"_id": {"min": 100.0, "max": 160.0}, "count": 3},
+                doc! {"_id": {"min": 160.0, "max": 224.0}, "count": 3},
+            ],
+        ),
+        // 155 falls below the first bucket's rounded max, so it joins it.
+        (
+            vec![doc! {"$bucketAuto": {"groupBy": "$v", "buckets": 2, "granularity": "R20"}}],
+            docs(&[110, 120, 150, 155, 170]),
+            vec![
+                doc! {"_id": {"min": 100.0, "max": 160.0}, "count": 4},
+                doc! {"_id": {"min": 160.0, "max": 180.0}, "count": 1},
+            ],
+        ),
+        (
+            vec![doc! {"$bucketAuto": {"groupBy": "$v", "buckets": 2, "granularity": "POWERSOF2"}}],
+            docs(&[1, 2, 3, 5]),
+            vec![
+                doc! {"_id": {"min": 0, "max": 4}, "count": 3},
+                doc! {"_id": {"min": 4, "max": 8}, "count": 1},
+            ],
+        ),
+    ]);
+    check_err(vec![
+        (
+            vec![doc! {"$bucketAuto": {"groupBy": "$v", "buckets": 2, "granularity": "R20"}}],
+            vec![doc! {"v": "a"}],
+            40258,
+            "numeric boundaries only",
+        ),
+        (
+            vec![doc! {"$bucketAuto": {"groupBy": "$v", "buckets": 2, "granularity": "E6"}}],
+            vec![doc! {"v": -1}],
+            40260,
+            "non-negative",
+        ),
+        (
+            vec![doc! {"$bucketAuto": {"groupBy": "$v", "buckets": 2, "granularity": "R3"}}],
+            vec![],
+            40257,
+            "Unknown rounding granularity 'R3'",
+        ),
+    ]);
+}
+
+#[test]
 fn bucket_auto_and_documents() {
     let input: Vec<Document> = [1, 2, 2, 3, 4, 5, 6, 7]
         .iter()

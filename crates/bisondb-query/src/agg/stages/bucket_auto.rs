@@ -1,13 +1,19 @@
 //! `$bucketAuto`: sorts documents by `groupBy` and splits them into up to
 //! `buckets` groups of about equal size, never splitting equal values; each
-//! bucket's `_id` is `{min, max}` (max is the next bucket's min).
+//! bucket's `_id` is `{min, max}` (max is the next bucket's min). With a
+//! `granularity`, boundaries are rounded to a preferred number series
+//! (`granularity.rs`): a bucket's max is its last value rounded up, and it
+//! absorbs the following values below that max.
+
+mod granularity;
+use granularity::Granularity;
 
 use crate::agg::accumulators::{AccOp, Accumulator};
 use crate::agg::{DocStream, RunCtx, Stage};
 use crate::compare::compare_bson_in;
 use crate::expr::value::{render, type_name};
 use crate::expr::Expr;
-use bisondb_error::{ErrorCode, MongoError, MongoResult};
+use bisondb_error::{MongoError, MongoResult};
 use bson::{doc, Bson, Document};
 use std::cmp::Ordering;
 
@@ -16,6 +22,7 @@ pub(crate) struct BucketAutoStage {
     group_by: Expr,
     buckets: usize,
     output: Vec<(String, Accumulator)>,
+    granularity: Option<Granularity>,
 }
 
 pub(crate) fn parse(arg: &Bson) -> MongoResult<Vec<Box<dyn Stage>>> {
@@ -29,6 +36,7 @@ pub(crate) fn parse(arg: &Bson) -> MongoResult<Vec<Box<dyn Stage>>> {
         ));
     };
     let (mut group_by, mut buckets, mut output) = (None, None, None);
+    let mut granularity = None;
     for (k, v) in spec {
         match k.as_str() {
             "groupBy" => {
@@ -80,12 +88,7 @@ pub(crate) fn parse(arg: &Bson) -> MongoResult<Vec<Box<dyn Stage>>> {
                     ))
                 }
             },
-            "granularity" => {
-                return Err(MongoError::new(
-                    ErrorCode::NotImplemented,
-                    "$bucketAuto 'granularity' is not supported by BisonDB yet",
-                ))
-            }
+            "granularity" => granularity = Some(Granularity::parse(v)?),
             other => {
                 return Err(MongoError::location(
                     40245,
@@ -110,6 +113,7 @@ pub(crate) fn parse(arg: &Bson) -> MongoResult<Vec<Box<dyn Stage>>> {
         group_by,
         buckets,
         output,
+        granularity,
     })])
 }
 
@@ -120,42 +124,63 @@ impl BucketAutoStage {
         for r in input {
             let d = r?;
             let v = self.group_by.eval(&d, &vars)?.unwrap_or(Bson::Null);
+            if self.granularity.is_some() {
+                granularity::check_value(&v)?;
+            }
             rows.push((v, d));
         }
         let c = vars.collation();
         rows.sort_by(|a, b| compare_bson_in(&a.0, &b.0, c));
         let total = rows.len();
         let approx = ((total as f64) / (self.buckets as f64)).round().max(1.0) as usize;
-        let mut groups: Vec<Vec<(Bson, Document)>> = Vec::new();
+        // Each group with its (min, max) boundaries.
+        let mut groups: Vec<(Bson, Bson, Vec<(Bson, Document)>)> = Vec::new();
         let mut it = rows.into_iter().peekable();
-        while it.peek().is_some() {
+        while let Some(first) = it.next() {
             let last_bucket = groups.len() + 1 == self.buckets;
-            let mut bucket: Vec<(Bson, Document)> = Vec::new();
+            let min = match (&self.granularity, groups.last()) {
+                (Some(_), Some((_, prev_max, _))) => prev_max.clone(),
+                (Some(g), None) => g.round_down(&first.0),
+                (None, _) => first.0.clone(),
+            };
+            let mut bucket = vec![first];
             while let Some(row) = it.next_if(|_| last_bucket || bucket.len() < approx) {
                 bucket.push(row);
             }
-            // Equal values stay in one bucket.
-            if let Some((lastv, _)) = bucket.last() {
-                let lastv = lastv.clone();
-                while let Some(row) =
-                    it.next_if(|(v, _)| compare_bson_in(v, &lastv, c) == Ordering::Equal)
-                {
-                    bucket.push(row);
+            let lastv = bucket.last().map(|r| r.0.clone()).unwrap_or(Bson::Null);
+            let max = match &self.granularity {
+                Some(g) => {
+                    // Values below the rounded-up boundary belong here too.
+                    let boundary = g.round_up(&lastv);
+                    while let Some(row) =
+                        it.next_if(|(v, _)| compare_bson_in(&boundary, v, c) == Ordering::Greater)
+                    {
+                        bucket.push(row);
+                    }
+                    // A first bucket of zeros rounds up to zero: its max is
+                    // then the next value rounded down, so it stays exclusive.
+                    match it.peek() {
+                        Some((next, _)) if granularity_is_zero(&boundary) => g.round_down(next),
+                        _ => boundary,
+                    }
                 }
-            }
-            groups.push(bucket);
-        }
-        let mins: Vec<Bson> = groups
-            .iter()
-            .map(|g| g.first().map(|r| r.0.clone()).unwrap_or(Bson::Null))
-            .collect();
-        let mut out = Vec::with_capacity(groups.len());
-        for (i, g) in groups.into_iter().enumerate() {
-            let min = mins.get(i).cloned().unwrap_or(Bson::Null);
-            let max = match mins.get(i + 1) {
-                Some(next) => next.clone(),
-                None => g.last().map(|r| r.0.clone()).unwrap_or(Bson::Null),
+                None => {
+                    // Equal values stay in one bucket.
+                    while let Some(row) =
+                        it.next_if(|(v, _)| compare_bson_in(v, &lastv, c) == Ordering::Equal)
+                    {
+                        bucket.push(row);
+                    }
+                    match it.peek() {
+                        Some((next, _)) => next.clone(),
+                        None => bucket.last().map(|r| r.0.clone()).unwrap_or(Bson::Null),
+                    }
+                }
             };
+            groups.push((min, max, bucket));
+        }
+        let mut out = Vec::with_capacity(groups.len());
+        for (min, max, g) in groups {
             let mut states: Vec<_> = self.output.iter().map(|(_, a)| a.new_state()).collect();
             for (_, d) in &g {
                 for ((_, acc), st) in self.output.iter().zip(states.iter_mut()) {
@@ -169,6 +194,15 @@ impl BucketAutoStage {
             out.push(res);
         }
         Ok(out)
+    }
+}
+
+fn granularity_is_zero(v: &Bson) -> bool {
+    match v {
+        Bson::Int32(i) => *i == 0,
+        Bson::Int64(i) => *i == 0,
+        Bson::Double(d) => *d == 0.0,
+        _ => false,
     }
 }
 
