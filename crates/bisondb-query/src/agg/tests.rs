@@ -1449,11 +1449,46 @@ fn densify_stage() {
         ),
         (
             vec![
-                doc! {"$densify": {"field": "v", "range": {"step": 1, "unit": "month", "bounds": "full"}}},
+                doc! {"$densify": {"field": "t", "range": {"step": 1.5, "unit": "month", "bounds": "full"}}},
             ],
             vec![],
-            238,
-            "not supported by BisonDB yet",
+            5733402,
+            "whole number",
+        ),
+    ]);
+}
+
+#[test]
+fn densify_calendar_units() {
+    let t = |ms: i64| doc! {"t": DateTime::from_millis(ms)};
+    check(vec![
+        // Each month is added to the previous value, the day clamped to the
+        // month's length (Jan 31 -> Feb 29 -> Mar 29), as $dateAdd does.
+        (
+            vec![doc! {"$densify": {"field": "t", "range": {"step": 1, "unit": "month", "bounds": "full"}}}],
+            vec![t(1_706_659_200_000), t(1_714_521_600_000)],
+            vec![
+                t(1_706_659_200_000),
+                t(1_709_164_800_000),
+                t(1_711_670_400_000),
+                t(1_714_348_800_000),
+                t(1_714_521_600_000),
+            ],
+        ),
+        // A quarter is three months; explicit bounds are half-open.
+        (
+            vec![doc! {"$densify": {"field": "t", "range": {"step": 1, "unit": "quarter", "bounds": [DateTime::from_millis(1_700_006_400_000), DateTime::from_millis(1_715_731_200_000)]}}}],
+            vec![t(1_700_006_400_000)],
+            vec![t(1_700_006_400_000), t(1_707_955_200_000)],
+        ),
+        (
+            vec![doc! {"$densify": {"field": "t", "range": {"step": 1, "unit": "year", "bounds": "full"}}}],
+            vec![t(1_700_006_400_000), t(1_763_164_800_000)],
+            vec![
+                t(1_700_006_400_000),
+                t(1_731_628_800_000),
+                t(1_763_164_800_000),
+            ],
         ),
     ]);
 }

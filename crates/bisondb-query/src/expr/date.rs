@@ -400,9 +400,8 @@ fn format_date(fmt: &str, ms: i64, offset_ms: i64) -> MongoResult<String> {
 }
 
 /// Adds calendar months, clamping the day to the target month's length.
-/// Adds calendar months, clamping the day to the target month's length.
 /// `None` when the result leaves the representable range.
-fn add_months(ms: i64, months: i64) -> Option<i64> {
+pub(crate) fn add_months(ms: i64, months: i64) -> Option<i64> {
     let p = parts_of(ms);
     let total = (p.year * 12 + i64::from(p.month) - 1).checked_add(months)?;
     // Stay far inside the range where the calendar arithmetic cannot overflow.

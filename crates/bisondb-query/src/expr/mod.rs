@@ -15,6 +15,9 @@ mod object;
 mod string;
 pub mod value;
 
+/// Calendar month arithmetic, shared with `$densify`'s month/quarter/year units.
+pub(crate) use date::add_months;
+
 use crate::collation::Collation;
 use crate::compare::compare_bson_in;
 use crate::path::get_path_bson_fanout;

@@ -1,14 +1,16 @@
 //! `$densify`: inserts documents so that `field` takes every `step`-spaced
 //! value over a range (`full`, per `partition`, or explicit bounds), per
-//! partition. Numeric fields, and dates with fixed-length units (millisecond
-//! to week); calendar units (month, quarter, year) are not supported yet.
+//! partition. Numeric fields, and dates by any unit: fixed-length units
+//! (millisecond to week) add milliseconds, calendar units (month, quarter,
+//! year) add months as `$dateAdd` does in UTC (the day clamped to the month's
+//! length, each step from the previous value).
 
 use crate::agg::key::key_of_in;
 use crate::agg::{DocStream, RunCtx, Stage};
 use crate::collation::Collation;
 use crate::expr::value::{type_name, Num};
 use crate::update::path::{set_path, split};
-use bisondb_error::{ErrorCode, MongoError, MongoResult};
+use bisondb_error::{MongoError, MongoResult};
 use bson::{Bson, DateTime, Document};
 use std::collections::HashMap;
 
@@ -27,25 +29,29 @@ pub(crate) struct DensifyStage {
     field: String,
     partition_fields: Vec<String>,
     step: f64,
-    /// Milliseconds per unit for date fields.
-    unit_ms: Option<f64>,
+    /// The unit of a date range.
+    unit: Option<Unit>,
     bounds: Bounds,
 }
 
-fn unit_ms(u: &str) -> MongoResult<f64> {
+/// A date range's unit: a fixed number of milliseconds, or calendar months.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Unit {
+    Millis(f64),
+    Months(i64),
+}
+
+fn unit_of(u: &str) -> MongoResult<Unit> {
     Ok(match u {
-        "millisecond" => 1.0,
-        "second" => 1000.0,
-        "minute" => 60_000.0,
-        "hour" => 3_600_000.0,
-        "day" => 86_400_000.0,
-        "week" => 604_800_000.0,
-        "month" | "quarter" | "year" => {
-            return Err(MongoError::new(
-                ErrorCode::NotImplemented,
-                format!("$densify with unit '{u}' is not supported by BisonDB yet"),
-            ))
-        }
+        "millisecond" => Unit::Millis(1.0),
+        "second" => Unit::Millis(1000.0),
+        "minute" => Unit::Millis(60_000.0),
+        "hour" => Unit::Millis(3_600_000.0),
+        "day" => Unit::Millis(86_400_000.0),
+        "week" => Unit::Millis(604_800_000.0),
+        "month" => Unit::Months(1),
+        "quarter" => Unit::Months(3),
+        "year" => Unit::Months(12),
         other => {
             return Err(MongoError::bad_value(format!(
                 "unknown time unit value: {other}"
@@ -130,7 +136,7 @@ pub(crate) fn parse(arg: &Bson) -> MongoResult<Vec<Box<dyn Stage>>> {
     }
     let unit = match range.get("unit") {
         None => None,
-        Some(Bson::String(u)) => Some(unit_ms(u)?),
+        Some(Bson::String(u)) => Some(unit_of(u)?),
         Some(other) => {
             return Err(MongoError::type_mismatch(format!(
                 "$densify unit must be a string, found {}",
@@ -159,7 +165,7 @@ pub(crate) fn parse(arg: &Bson) -> MongoResult<Vec<Box<dyn Stage>>> {
         field,
         partition_fields,
         step,
-        unit_ms: unit,
+        unit,
         bounds,
     })])
 }
@@ -177,10 +183,23 @@ impl DensifyStage {
         }
     }
 
+    /// The `k`th value of a range from `start`, `prev` being the one
+    /// before it; `None` once a date leaves the representable range.
+    fn next(&self, start: f64, prev: f64, k: f64) -> Option<f64> {
+        match self.unit {
+            None => Some(start + k * self.step),
+            Some(Unit::Millis(ms)) => Some(start + k * self.step * ms),
+            Some(Unit::Months(months)) => {
+                // The step is a whole number (checked at parse time).
+                let n = (self.step as i64).checked_mul(months)?;
+                crate::expr::add_months(prev as i64, n).map(|ms| ms as f64)
+            }
+        }
+    }
+
     fn run_all(&self, input: DocStream, c: Option<&Collation>) -> MongoResult<Vec<Document>> {
         let docs: Vec<Document> = input.collect::<MongoResult<_>>()?;
-        let step = self.step * self.unit_ms.unwrap_or(1.0);
-        let like_date = self.unit_ms.is_some();
+        let like_date = self.unit.is_some();
         let value_of =
             |d: &Document| crate::path::get_path_bson(d, &self.field).and_then(as_number);
         // Partition, remembering each partition's field values.
@@ -232,8 +251,14 @@ impl DensifyStage {
             };
             let mut existing = part.into_iter().peekable();
             let mut k: f64 = 0.0;
+            let mut x = start;
             loop {
-                let x = start + k * step;
+                if k > 0.0 {
+                    match self.next(start, x, k) {
+                        Some(next) => x = next,
+                        None => break,
+                    }
+                }
                 if x > end || (!inclusive && x >= end) || !x.is_finite() {
                     break;
                 }
