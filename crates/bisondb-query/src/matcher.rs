@@ -32,7 +32,7 @@ pub use text::{ScoresById, TextScoreSource};
 
 /// Operators mongod has that BisonDB recognises but does not implement yet,
 /// in either the top-level or the field position. Sorted, so it can be searched.
-pub const NOT_IMPLEMENTED_OPERATORS: &[&str] = &["$sampleRate"];
+pub const NOT_IMPLEMENTED_OPERATORS: &[&str] = &[];
 
 /// Filters nested deeper than this are rejected (mongod's limit), which also
 /// bounds recursion while parsing and matching.
@@ -788,6 +788,37 @@ fn depth_check(depth: usize) -> MongoResult<()> {
     Ok(())
 }
 
+/// `$sampleRate: r` keeps each document with probability `r`, as mongod
+/// does: 0 and 1 become constants, anything between becomes
+/// `$expr: {$lt: [{$rand: {}}, r]}`, so every evaluation draws afresh.
+fn parse_sample_rate(v: &Bson) -> MongoResult<Expr> {
+    let rate = match v {
+        Bson::Int32(i) => f64::from(*i),
+        Bson::Int64(i) => *i as f64,
+        Bson::Double(x) => *x,
+        Bson::Decimal128(d) => crate::decimal::Dec::from_bson(*d).to_f64(),
+        _ => {
+            return Err(MongoError::bad_value(
+                "argument to $sampleRate must be a numeric type",
+            ))
+        }
+    };
+    // Written so NaN fails too.
+    if !(0.0..=1.0).contains(&rate) {
+        return Err(MongoError::bad_value(
+            "numeric argument to $sampleRate must be in [0, 1]",
+        ));
+    }
+    if rate == 0.0 {
+        return Ok(Expr::Const(false));
+    }
+    if rate == 1.0 {
+        return Ok(Expr::Const(true));
+    }
+    let e = AggExpr::parse(&Bson::Document(bson::doc! {"$lt": [{"$rand": {}}, rate]}))?;
+    Ok(Expr::Agg(Box::new(e), None))
+}
+
 /// Parses a filter document; `in_elem_match` is set below an object-form
 /// `$elemMatch`, where `$expr` is not allowed (it sees only the top document).
 fn parse_top(doc: &Document, depth: usize, in_elem_match: bool) -> MongoResult<Expr> {
@@ -824,6 +855,7 @@ fn parse_entries<'a>(
                     children.push(Expr::Agg(Box::new(AggExpr::parse(v)?), None));
                 }
                 "$jsonSchema" => children.push(Expr::Schema(Box::new(json_schema::parse(v)?))),
+                "$sampleRate" => children.push(parse_sample_rate(v)?),
                 "$where" => {
                     if in_elem_match {
                         return Err(MongoError::bad_value(

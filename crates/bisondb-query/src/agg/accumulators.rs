@@ -453,6 +453,17 @@ fn is_object_form(op: AccOp) -> bool {
 }
 
 fn parse_object_form(name: &str, op: AccOp, arg: &Bson) -> MongoResult<Accumulator> {
+    if matches!(op, AccOp::Median | AccOp::Percentile) {
+        let (input, p) = parse_quantile_spec(name, op == AccOp::Median, arg)?;
+        return Ok(Accumulator {
+            op,
+            arg: Expr::parse(&input)?,
+            params: AccParams {
+                p,
+                ..AccParams::default()
+            },
+        });
+    }
     let Bson::Document(d) = arg else {
         return Err(MongoError::location(
             5787801,
@@ -465,8 +476,8 @@ fn parse_object_form(name: &str, op: AccOp, arg: &Bson) -> MongoResult<Accumulat
         }
         AccOp::Top | AccOp::Bottom => (&["sortBy", "output"], &["sortBy", "output"]),
         AccOp::TopN | AccOp::BottomN => (&["n", "sortBy", "output"], &["n", "sortBy", "output"]),
-        AccOp::Median => (&["input", "method"], &["input", "method"]),
-        _ => (&["input", "p", "method"], &["input", "p", "method"]),
+        // `$median`/`$percentile` returned above.
+        _ => (&["input"], &["input"]),
     };
     for k in d.keys() {
         if !allowed.contains(&k.as_str()) {
@@ -507,6 +518,59 @@ fn parse_object_form(name: &str, op: AccOp, arg: &Bson) -> MongoResult<Accumulat
         };
         params.sort = Some(SortSpec::parse(spec)?);
     }
+    let arg_src = d
+        .get("output")
+        .or_else(|| d.get("input"))
+        .unwrap_or(&Bson::Null);
+    Ok(Accumulator {
+        op,
+        arg: Expr::parse(arg_src)?,
+        params,
+    })
+}
+
+/// Checks the fields of a `$median`/`$percentile` spec (accumulator or
+/// expression: mongod parses both alike) and returns the requested
+/// percentiles: the `p` list, or 0.5 for `$median`.
+pub(crate) fn parse_quantile_spec(
+    name: &str,
+    median: bool,
+    arg: &Bson,
+) -> MongoResult<(Bson, Vec<f64>)> {
+    let Bson::Document(d) = arg else {
+        return Err(MongoError::location(
+            5787801,
+            format!("specification must be an object; found {name}: {arg}"),
+        ));
+    };
+    let (allowed, required): (&[&str], &[&str]) = if median {
+        (&["input", "method"], &["input", "method"])
+    } else {
+        (&["input", "p", "method"], &["input", "p", "method"])
+    };
+    for k in d.keys() {
+        if !allowed.contains(&k.as_str()) {
+            return Err(MongoError::location(
+                5787901,
+                format!("Unknown argument to {name} '{k}'"),
+            ));
+        }
+    }
+    for k in required {
+        if !d.contains_key(*k) {
+            return Err(MongoError::location(
+                40414,
+                format!("BSON field '{name}.{k}' is missing but a required field"),
+            ));
+        }
+    }
+    let ps = quantile_params(median, d)?;
+    Ok((d.get("input").cloned().unwrap_or(Bson::Null), ps))
+}
+
+/// `method` (only "approximate", as mongod 8) and the percentiles of a
+/// `$median`/`$percentile` spec.
+fn quantile_params(median: bool, d: &Document) -> MongoResult<Vec<f64>> {
     if let Some(method) = d.get("method") {
         if method != &Bson::String("approximate".into()) {
             return Err(MongoError::bad_value(format!(
@@ -514,8 +578,8 @@ fn parse_object_form(name: &str, op: AccOp, arg: &Bson) -> MongoResult<Accumulat
             )));
         }
     }
-    params.p = match (op, d.get("p")) {
-        (AccOp::Median, _) => vec![0.5],
+    Ok(match (median, d.get("p")) {
+        (true, _) => vec![0.5],
         (_, Some(Bson::Array(ps))) if !ps.is_empty() => {
             let mut out = Vec::with_capacity(ps.len());
             for p in ps {
@@ -538,16 +602,31 @@ fn parse_object_form(name: &str, op: AccOp, arg: &Bson) -> MongoResult<Accumulat
             ))
         }
         (_, None) => Vec::new(),
-    };
-    let arg_src = d
-        .get("output")
-        .or_else(|| d.get("input"))
-        .unwrap_or(&Bson::Null);
-    Ok(Accumulator {
-        op,
-        arg: Expr::parse(arg_src)?,
-        params,
     })
+}
+
+/// Discrete percentiles of `vals` (sorted here): for each p, the smallest
+/// value with at least p of the data at or below it; null when empty.
+pub(crate) fn quantiles(mut vals: Vec<f64>, ps: &[f64]) -> Vec<Bson> {
+    vals.sort_by(f64::total_cmp);
+    ps.iter()
+        .map(|p| {
+            if vals.is_empty() {
+                return Bson::Null;
+            }
+            let rank = (p * vals.len() as f64).ceil() as usize;
+            vals.get(rank.saturating_sub(1).min(vals.len() - 1))
+                .map_or(Bson::Null, |x| Bson::Double(*x))
+        })
+        .collect()
+}
+
+/// The double a `$median`/`$percentile` input counts as (None: ignored).
+pub(crate) fn quantile_input(v: &Bson) -> Option<f64> {
+    number(&Some(v.clone()), "$percentile")
+        .ok()
+        .flatten()
+        .map(Num::as_f64)
 }
 
 /// Keeps the n best entries in sort order (the last n for `$bottom`).
@@ -735,22 +814,11 @@ impl AccState {
                 }
             }
             AccState::Js { result, .. } => result,
-            AccState::Quantiles(mut vals, ps) => {
-                vals.sort_by(f64::total_cmp);
-                // Discrete percentiles: the smallest value with at least p of
-                // the data at or below it.
-                let pick = |p: f64| -> Bson {
-                    if vals.is_empty() {
-                        return Bson::Null;
-                    }
-                    let rank = (p * vals.len() as f64).ceil() as usize;
-                    vals.get(rank.saturating_sub(1).min(vals.len() - 1))
-                        .map_or(Bson::Null, |x| Bson::Double(*x))
-                };
+            AccState::Quantiles(vals, ps) => {
                 if op == AccOp::Median {
-                    pick(0.5)
+                    quantiles(vals, &[0.5]).pop().unwrap_or(Bson::Null)
                 } else {
-                    Bson::Array(ps.into_iter().map(pick).collect())
+                    Bson::Array(quantiles(vals, &ps))
                 }
             }
         }

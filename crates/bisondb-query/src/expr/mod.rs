@@ -11,6 +11,7 @@ mod array;
 mod convert;
 mod date;
 mod deps;
+mod hashed;
 mod object;
 mod string;
 pub mod value;
@@ -276,6 +277,7 @@ const OPERATORS: &[(&str, Args)] = &[
     ("$map", Args::Custom),
     ("$max", Args::N(1, usize::MAX)),
     ("$maxN", Args::Custom),
+    ("$median", Args::Custom),
     ("$mergeObjects", Args::N(0, usize::MAX)),
     ("$meta", Args::Custom),
     ("$millisecond", Args::Custom),
@@ -289,6 +291,7 @@ const OPERATORS: &[(&str, Args)] = &[
     ("$not", Args::N(1, 1)),
     ("$objectToArray", Args::N(1, 1)),
     ("$or", Args::N(0, usize::MAX)),
+    ("$percentile", Args::Custom),
     ("$pow", Args::N(2, 2)),
     ("$radiansToDegrees", Args::N(1, 1)),
     ("$rand", Args::Custom),
@@ -333,6 +336,7 @@ const OPERATORS: &[(&str, Args)] = &[
     ("$toDate", Args::N(1, 1)),
     ("$toDecimal", Args::N(1, 1)),
     ("$toDouble", Args::N(1, 1)),
+    ("$toHashedIndexKey", Args::Custom),
     ("$toInt", Args::N(1, 1)),
     ("$toLong", Args::N(1, 1)),
     ("$toLower", Args::N(1, 1)),
@@ -351,7 +355,7 @@ const OPERATORS: &[(&str, Args)] = &[
 ];
 
 /// mongod expression operators BisonDB does not implement yet. Sorted.
-const NOT_IMPLEMENTED: &[&str] = &["$median", "$percentile", "$sampleRate", "$toHashedIndexKey"];
+const NOT_IMPLEMENTED: &[&str] = &[];
 
 fn lookup_op(name: &str) -> Option<(&'static str, Args)> {
     OPERATORS
@@ -925,6 +929,15 @@ fn parse_custom(name: &'static str, arg: &Bson, scope: &mut Scope) -> MongoResul
     }
     match name {
         "$literal" => Ok(Expr::Literal(arg.clone())),
+        // The operand as a whole, as mongod: an array is hashed as an array.
+        "$toHashedIndexKey" => Ok(Expr::Call(name, vec![Expr::parse_in(arg, scope)?])),
+        // The accumulators' spec and checks; the percentiles are constants.
+        "$median" | "$percentile" => {
+            let (input, ps) =
+                crate::agg::accumulators::parse_quantile_spec(name, name == "$median", arg)?;
+            let ps = Bson::Array(ps.into_iter().map(Bson::Double).collect());
+            Ok(Expr::Call(name, vec![Expr::parse_in(&input, scope)?, Expr::Literal(ps)]))
+        }
         "$function" => parse_function(arg, scope),
         // Only the text score is kept per document so far.
         "$meta" => match arg {
@@ -1313,6 +1326,12 @@ fn eval_call(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
         }
         "$setField" | "$unsetField" => object::eval(name, args, cx),
         "$rand" => Ok(Some(Bson::Double(rand_unit()))),
+        "$median" | "$percentile" => eval_quantiles(name, args, cx),
+        // A missing value hashes as null, as mongod.
+        "$toHashedIndexKey" => {
+            let v = cx.ev(arg(args, 0)?)?.unwrap_or(Bson::Null);
+            Ok(Some(Bson::Int64(hashed::hash64(&v))))
+        }
         // Missing when the document has no recorded score (as mongod).
         "$meta" => Ok(cx.vars.text_score(cx.root).map(Bson::Double)),
         "$function" => {
@@ -1340,6 +1359,28 @@ fn eval_call(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
         }
         _ => arith::eval(name, args, cx),
     }
+}
+
+/// `$median`/`$percentile` over one value: an array's numeric elements, or
+/// the value itself when it is a number; anything else counts as no data
+/// (null results), as the accumulators ignore non-numeric inputs.
+fn eval_quantiles(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
+    use crate::agg::accumulators::{quantile_input, quantiles};
+    let vals: Vec<f64> = match cx.ev(arg(args, 0)?)? {
+        Some(Bson::Array(items)) => items.iter().filter_map(quantile_input).collect(),
+        Some(v) => quantile_input(&v).into_iter().collect(),
+        None => Vec::new(),
+    };
+    let ps: Vec<f64> = match arg(args, 1)? {
+        Expr::Literal(Bson::Array(ps)) => ps.iter().filter_map(Bson::as_f64).collect(),
+        _ => return Err(MongoError::internal("percentile list")),
+    };
+    let mut out = quantiles(vals, &ps);
+    Ok(Some(if name == "$median" {
+        out.pop().unwrap_or(Bson::Null)
+    } else {
+        Bson::Array(out)
+    }))
 }
 
 /// Merges `d` into `out` as `$mergeObjects` does (later fields win in place).

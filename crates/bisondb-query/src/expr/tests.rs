@@ -1352,3 +1352,144 @@ fn function_runs_javascript() {
         139
     );
 }
+
+#[test]
+fn median_and_percentile_expressions() {
+    let pct = |input: Bson, p: Vec<f64>| -> Bson {
+        Bson::from(doc! {"$percentile": {"input": input, "p": p, "method": "approximate"}})
+    };
+    let med = |input: Bson| -> Bson {
+        Bson::from(doc! {"$median": {"input": input, "method": "approximate"}})
+    };
+    check(vec![
+        // An array's numbers, the accumulators' discrete percentiles.
+        (med(Bson::from("$arr")), b(2.0)),
+        (
+            pct(Bson::from("$arr"), vec![0.0, 0.5, 0.9, 1.0]),
+            b(vec![1.0, 2.0, 3.0, 3.0]),
+        ),
+        (
+            med(Bson::from(vec![
+                Bson::Int32(4),
+                Bson::Int32(1),
+                Bson::Int32(3),
+                Bson::Int32(2),
+            ])),
+            b(2.0),
+        ),
+        // Non-numbers are ignored; decimals count as doubles.
+        (
+            med(Bson::from(vec![
+                Bson::from("x"),
+                Bson::Null,
+                Bson::Int64(7),
+            ])),
+            b(7.0),
+        ),
+        (
+            med(Bson::from(vec![Bson::Decimal128(
+                "2.5".parse().unwrap_or_else(|_| unreachable!()),
+            )])),
+            b(2.5),
+        ),
+        // A single number is its own percentile; nothing numeric gives null.
+        (med(Bson::from("$a")), b(5.0)),
+        (pct(Bson::from("$b"), vec![0.1, 0.9]), b(vec![2.5, 2.5])),
+        (med(Bson::from("$s")), b(Bson::Null)),
+        (med(Bson::from("$missing")), b(Bson::Null)),
+        (
+            pct(Bson::from("$n"), vec![0.5, 1.0]),
+            b(vec![Bson::Null, Bson::Null]),
+        ),
+        (
+            pct(Bson::from(Vec::<Bson>::new()), vec![0.5]),
+            b(vec![Bson::Null]),
+        ),
+        // The input is an expression.
+        (
+            med(Bson::from(
+                doc! {"$map": {"input": "$arr", "in": {"$multiply": ["$$this", 10]}}},
+            )),
+            b(20.0),
+        ),
+    ]);
+    check_err(vec![
+        (
+            Bson::from(doc! {"$median": {"input": "$arr"}}),
+            40414,
+            "BSON field '$median.method' is missing but a required field",
+        ),
+        (
+            Bson::from(doc! {"$percentile": {"input": "$arr", "method": "approximate"}}),
+            40414,
+            "BSON field '$percentile.p' is missing",
+        ),
+        (
+            Bson::from(doc! {"$median": {"input": "$arr", "method": "continuous"}}),
+            2,
+            "Currently only 'approximate' can be used as percentile 'method'",
+        ),
+        (
+            Bson::from(
+                doc! {"$percentile": {"input": "$arr", "p": [1.5], "method": "approximate"}},
+            ),
+            7750301,
+            "must be an array of numbers from [0.0, 1.0]",
+        ),
+        (
+            Bson::from(doc! {"$percentile": {"input": "$arr", "p": 0.5, "method": "approximate"}}),
+            7750301,
+            "must be an array of numbers from [0.0, 1.0]",
+        ),
+        (
+            Bson::from(doc! {"$median": {"input": "$arr", "method": "approximate", "x": 1}}),
+            5787901,
+            "Unknown argument to $median 'x'",
+        ),
+        (
+            Bson::from(doc! {"$median": "$arr"}),
+            5787801,
+            "specification must be an object",
+        ),
+        (
+            Bson::from(doc! {"$sampleRate": 0.5}),
+            168,
+            "Unrecognized expression '$sampleRate'",
+        ),
+    ]);
+}
+
+#[test]
+fn to_hashed_index_key() {
+    check(vec![
+        (
+            Bson::from(doc! {"$toHashedIndexKey": "string to hash"}),
+            b(763_543_691_661_428_748_i64),
+        ),
+        // Missing hashes as null; 5 and 5.5 as the integer 5.
+        (
+            Bson::from(doc! {"$toHashedIndexKey": "$nope"}),
+            b(hashed::hash64(&Bson::Null)),
+        ),
+        (
+            Bson::from(doc! {"$toHashedIndexKey": 5.5}),
+            b(hashed::hash64(&Bson::Int32(5))),
+        ),
+        (
+            Bson::from(doc! {"$toHashedIndexKey": "$a"}),
+            b(hashed::hash64(&Bson::Int64(5))),
+        ),
+        // The operand as a whole: an array is hashed, not unwrapped.
+        (
+            Bson::from(doc! {"$toHashedIndexKey": [1, 2]}),
+            b(hashed::hash64(&Bson::from(vec![
+                Bson::Int32(1),
+                Bson::Int32(2),
+            ]))),
+        ),
+        (
+            Bson::from(doc! {"$toHashedIndexKey": ["$a"]}),
+            b(hashed::hash64(&Bson::from(vec![Bson::Int32(5)]))),
+        ),
+    ]);
+}

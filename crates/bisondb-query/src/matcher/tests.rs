@@ -2270,3 +2270,64 @@ fn geo_operators_match_table() {
     let m = Matcher::parse_doc(&doc! {"x": 1, "g": {"$near": [1, 2]}}).unwrap();
     assert_eq!(m.near().map(|(p, n)| (p, n.point.x)), Some(("g", 1.0)));
 }
+
+#[test]
+fn sample_rate() {
+    // 0 and 1 are constants; both number types and decimals are accepted.
+    let d = doc! {"a": 1};
+    for (f, want) in [
+        (doc! {"$sampleRate": 0}, false),
+        (doc! {"$sampleRate": 0.0}, false),
+        (doc! {"$sampleRate": 1}, true),
+        (doc! {"$sampleRate": 1_i64}, true),
+        (doc! {"$sampleRate": dec("1")}, true),
+        (doc! {"$and": [{"a": 1}, {"$sampleRate": 1.0}]}, true),
+        (doc! {"a": 2, "$sampleRate": 1.0}, false),
+    ] {
+        assert_eq!(Matcher::parse_doc(&f).unwrap().matches_doc(&d), want, "{f}");
+    }
+    // Between: each evaluation draws afresh, so about half of 2000 match.
+    let m = Matcher::parse_doc(&doc! {"$sampleRate": 0.5}).unwrap();
+    let hits = (0..2000).filter(|_| m.matches_doc(&d)).count();
+    assert!((800..1200).contains(&hits), "{hits} of 2000");
+    let m = Matcher::parse_doc(&doc! {"$sampleRate": 0.01}).unwrap();
+    let hits = (0..2000).filter(|_| m.matches_doc(&d)).count();
+    assert!(hits < 100, "{hits} of 2000");
+    let cases: Vec<(Document, i32, &str)> = vec![
+        (
+            doc! {"$sampleRate": "0.5"},
+            2,
+            "argument to $sampleRate must be a numeric type",
+        ),
+        (
+            doc! {"$sampleRate": null},
+            2,
+            "argument to $sampleRate must be a numeric type",
+        ),
+        (
+            doc! {"$sampleRate": 1.5},
+            2,
+            "numeric argument to $sampleRate must be in [0, 1]",
+        ),
+        (
+            doc! {"$sampleRate": -0.1},
+            2,
+            "numeric argument to $sampleRate must be in [0, 1]",
+        ),
+        (
+            doc! {"$sampleRate": f64::NAN},
+            2,
+            "numeric argument to $sampleRate must be in [0, 1]",
+        ),
+        (
+            doc! {"a": {"$sampleRate": 0.5}},
+            2,
+            "unknown operator: $sampleRate",
+        ),
+    ];
+    for (f, code, msg) in cases {
+        let e = Matcher::parse_doc(&f).expect_err(&f.to_string());
+        assert_eq!(e.code.code(), code, "{f}: {e}");
+        assert!(e.message.contains(msg), "{f}: {}", e.message);
+    }
+}
