@@ -10,6 +10,7 @@
 pub mod accumulators;
 pub(crate) mod key;
 pub mod output;
+pub mod spill;
 mod stages;
 
 pub use stages::internal_unpack_bucket::unpack_bucket;
@@ -52,6 +53,25 @@ where
     }))
 }
 
+/// Like [`blocking`], for a stage whose output is itself a stream (a merge
+/// of spilled runs): `all` consumes the input on the first pull.
+pub(crate) fn blocking_stream<F>(input: DocStream, all: F) -> DocStream
+where
+    F: FnOnce(DocStream) -> MongoResult<DocStream> + Send + 'static,
+{
+    let mut pending = Some((input, all));
+    let mut out: Option<DocStream> = None;
+    Box::new(std::iter::from_fn(move || {
+        if let Some((input, all)) = pending.take() {
+            match all(input) {
+                Ok(s) => out = Some(s),
+                Err(e) => return Some(Err(e)),
+            }
+        }
+        out.as_mut()?.next()
+    }))
+}
+
 /// What every stage gets when the pipeline is built.
 #[derive(Clone)]
 pub struct RunCtx {
@@ -63,6 +83,8 @@ pub struct RunCtx {
     /// Text scores of the documents a leading `$text` `$match` found, by
     /// `_id`, for `{$meta: "textScore"}`.
     pub text_scores: Option<Arc<crate::matcher::ScoresById>>,
+    /// Blocking stages' memory limits and spill directory.
+    pub memory: Arc<spill::MemoryLimits>,
 }
 
 impl RunCtx {
@@ -191,6 +213,8 @@ pub struct Pipeline {
     collation: Option<Arc<Collation>>,
     /// See [`Pipeline::set_text_scores`].
     text_scores: Option<Arc<crate::matcher::ScoresById>>,
+    /// See [`Pipeline::set_memory_limits`].
+    memory: Arc<spill::MemoryLimits>,
 }
 
 impl Pipeline {
@@ -198,6 +222,12 @@ impl Pipeline {
     /// feeds them), for `{$meta: "textScore"}` in the stages.
     pub fn set_text_scores(&mut self, scores: Arc<crate::matcher::ScoresById>) {
         self.text_scores = Some(scores);
+    }
+
+    /// The memory limits of the blocking stages, `allowDiskUse` and the spill
+    /// directory (default: mongod's 100 MiB, spilling allowed).
+    pub fn set_memory_limits(&mut self, limits: spill::MemoryLimits) {
+        self.memory = Arc::new(limits);
     }
 
     /// Parses the stages of an `aggregate` command's `pipeline`.
@@ -293,6 +323,7 @@ impl Pipeline {
             output,
             collation: None,
             text_scores: None,
+            memory: Arc::default(),
         })
     }
 
@@ -404,6 +435,7 @@ impl Pipeline {
             reader,
             collation: self.collation.clone(),
             text_scores: self.text_scores.clone(),
+            memory: self.memory.clone(),
         };
         Box::new(FuseOnError {
             inner: self.run_stages(input, &cx),

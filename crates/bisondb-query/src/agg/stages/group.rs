@@ -1,14 +1,27 @@
 //! `$group`: buckets documents by the `_id` expression (canonical keys, so
 //! 1 and 1.0 share a group) and folds accumulators per bucket. Output is in
 //! first-seen group order with `_id` first.
+//!
+//! Memory: the groups' keys and accumulator states are counted (estimated,
+//! as mongod does) against `internalDocumentSourceGroupMaxMemoryBytes`. Past
+//! it, without `allowDiskUse`, the stage fails with 292. With it, the groups
+//! already in memory keep accumulating, and every document of a group not in
+//! memory yet is spilled with its group key through the external sort
+//! ([`Sorter`]); after the input ends, the spilled documents come back
+//! ordered by key (stably, so `$first`/`$push` see input order) and are
+//! aggregated one group at a time. The two sets of keys are disjoint, so no
+//! accumulator state ever needs merging. Spilled groups come after the
+//! in-memory ones (mongod's output order is unspecified too).
 
 use crate::agg::accumulators::{AccState, Accumulator};
 use crate::agg::key::key_of_in;
+use crate::agg::spill::{approx_doc_size, approx_size, MemoryLimits, SortedDocs, Sorter};
 use crate::agg::{spec_doc, DocStream, RunCtx, Stage};
 use crate::expr::{Expr, Vars};
 use bisondb_error::{MongoError, MongoResult};
 use bson::{Bson, Document};
 use std::collections::HashMap;
+use std::sync::Arc;
 
 #[derive(Debug)]
 pub(crate) struct GroupStage {
@@ -60,11 +73,79 @@ impl GroupStage {
 struct Group {
     id: Bson,
     states: Vec<AccState>,
+    /// Documents folded in, and the states' size when last measured (at
+    /// every power of two of `docs`, so measuring stays amortised O(1)).
+    docs: u64,
+    measured: usize,
 }
 
-fn group_all(stage: &GroupStage, input: DocStream, vars: Vars) -> MongoResult<Vec<Document>> {
+/// Estimated memory of an accumulator state.
+fn state_size(st: &AccState) -> usize {
+    let values = |v: &mut dyn Iterator<Item = &Bson>| 24 + v.map(approx_size).sum::<usize>();
+    match st {
+        AccState::Push(v) | AccState::FirstN(v, _) | AccState::Extremes(v, _) => {
+            values(&mut v.iter())
+        }
+        // The values and their canonical keys.
+        AccState::Set(v, _) => 2 * values(&mut v.iter()),
+        AccState::LastN(v, _) => values(&mut v.iter()),
+        AccState::Merge(d) => approx_doc_size(d),
+        AccState::Ranked { items, .. } => {
+            24 + items
+                .iter()
+                .map(|(k, v)| values(&mut k.iter()) + approx_size(v))
+                .sum::<usize>()
+        }
+        AccState::Quantiles(a, b) => 48 + 8 * (a.len() + b.len()),
+        AccState::Extreme(Some(v)) | AccState::First(Some(v)) | AccState::Last(v) => {
+            16 + approx_size(v)
+        }
+        _ => 32,
+    }
+}
+
+fn new_group(stage: &GroupStage, id: Bson) -> Group {
+    Group {
+        id,
+        states: stage.fields.iter().map(|(_, a)| a.new_state()).collect(),
+        docs: 0,
+        measured: 0,
+    }
+}
+
+fn finish_group(stage: &GroupStage, g: Group) -> Document {
+    let mut out = Document::new();
+    out.insert("_id", g.id);
+    for ((name, acc), st) in stage.fields.iter().zip(g.states) {
+        out.insert(name.clone(), st.finish(acc.op));
+    }
+    out
+}
+
+/// The spilled documents' sort: by group key, the bytes of the record's `k`.
+fn spill_sorter(limits: &MemoryLimits) -> Sorter<Vec<u8>> {
+    Sorter::new(
+        limits.group_bytes,
+        limits,
+        Arc::new(|raw: &bson::RawDocument| {
+            raw.get_binary("k")
+                .map(|b| b.bytes.to_vec())
+                .map_err(|e| MongoError::internal(format!("corrupt $group spill record: {e}")))
+        }),
+        Arc::new(|a: &Vec<u8>, b: &Vec<u8>| a.cmp(b)),
+    )
+}
+
+fn group_all(
+    stage: Arc<GroupStage>,
+    input: DocStream,
+    vars: Vars<'static>,
+    limits: &MemoryLimits,
+) -> MongoResult<DocStream> {
     let mut index: HashMap<Vec<u8>, usize> = HashMap::new();
     let mut groups: Vec<Group> = Vec::new();
+    let mut bytes = 0usize;
+    let mut overflow: Option<Sorter<Vec<u8>>> = None;
     for r in input {
         let doc = r?;
         let id = stage.id.eval(&doc, &vars)?;
@@ -72,10 +153,21 @@ fn group_all(stage: &GroupStage, input: DocStream, vars: Vars) -> MongoResult<Ve
         let slot = match index.get(&key) {
             Some(i) => *i,
             None => {
-                groups.push(Group {
-                    id: id.unwrap_or(Bson::Null),
-                    states: stage.fields.iter().map(|(_, a)| a.new_state()).collect(),
-                });
+                let id = id.unwrap_or(Bson::Null);
+                if let Some(sorter) = overflow.as_mut() {
+                    let rec = bson::doc! {
+                        "k": bson::Binary { subtype: bson::spec::BinarySubtype::Generic, bytes: key.clone() },
+                        "i": id,
+                        "d": doc,
+                    };
+                    let size = approx_doc_size(&rec);
+                    sorter.push(key, rec, size)?;
+                    continue;
+                }
+                bytes = bytes
+                    .saturating_add(2 * key.len() + approx_size(&id))
+                    .saturating_add(32 * stage.fields.len());
+                groups.push(new_group(&stage, id));
                 let i = groups.len() - 1;
                 index.insert(key, i);
                 i
@@ -87,18 +179,99 @@ fn group_all(stage: &GroupStage, input: DocStream, vars: Vars) -> MongoResult<Ve
         for ((_, acc), st) in stage.fields.iter().zip(g.states.iter_mut()) {
             acc.accumulate(st, &doc, &vars)?;
         }
-    }
-    Ok(groups
-        .into_iter()
-        .map(|g| {
-            let mut out = Document::new();
-            out.insert("_id", g.id);
-            for ((name, acc), st) in stage.fields.iter().zip(g.states) {
-                out.insert(name.clone(), st.finish(acc.op));
+        g.docs += 1;
+        if g.docs.is_power_of_two() {
+            let m: usize = g.states.iter().map(state_size).sum();
+            bytes = bytes.saturating_sub(g.measured).saturating_add(m);
+            g.measured = m;
+        }
+        if bytes > limits.group_bytes && overflow.is_none() {
+            if !limits.allow_disk_use {
+                return Err(crate::agg::spill::group_limit_error());
             }
-            out
-        })
-        .collect())
+            overflow = Some(spill_sorter(limits));
+        }
+    }
+    let st = stage.clone();
+    let in_memory = groups.into_iter().map(move |g| Ok(finish_group(&st, g)));
+    Ok(match overflow {
+        None => Box::new(in_memory),
+        Some(sorter) => Box::new(in_memory.chain(SpilledGroups {
+            sorted: sorter.finish()?,
+            pending: None,
+            stage,
+            vars,
+            failed: false,
+        })),
+    })
+}
+
+/// Aggregates the spilled documents, which arrive ordered by group key.
+struct SpilledGroups {
+    sorted: SortedDocs,
+    pending: Option<Document>,
+    stage: Arc<GroupStage>,
+    vars: Vars<'static>,
+    failed: bool,
+}
+
+impl SpilledGroups {
+    fn next_group(&mut self) -> MongoResult<Option<Document>> {
+        let first = match self.pending.take() {
+            Some(r) => r,
+            None => match self.sorted.next() {
+                Some(r) => r?,
+                None => return Ok(None),
+            },
+        };
+        let key = record_key(&first)?;
+        let mut g = new_group(&self.stage, first.get("i").cloned().unwrap_or(Bson::Null));
+        let mut rec = first;
+        loop {
+            let doc = match rec.remove("d") {
+                Some(Bson::Document(d)) => d,
+                _ => return Err(MongoError::internal("corrupt $group spill record")),
+            };
+            for ((_, acc), st) in self.stage.fields.iter().zip(g.states.iter_mut()) {
+                acc.accumulate(st, &doc, &self.vars)?;
+            }
+            match self.sorted.next() {
+                None => break,
+                Some(r) => {
+                    let next = r?;
+                    if record_key(&next)? != key {
+                        self.pending = Some(next);
+                        break;
+                    }
+                    rec = next;
+                }
+            }
+        }
+        Ok(Some(finish_group(&self.stage, g)))
+    }
+}
+
+fn record_key(rec: &Document) -> MongoResult<Vec<u8>> {
+    rec.get_binary_generic("k")
+        .cloned()
+        .map_err(|e| MongoError::internal(format!("corrupt $group spill record: {e}")))
+}
+
+impl Iterator for SpilledGroups {
+    type Item = MongoResult<Document>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.failed {
+            return None;
+        }
+        match self.next_group() {
+            Ok(d) => d.map(Ok),
+            Err(e) => {
+                self.failed = true;
+                Some(Err(e))
+            }
+        }
+    }
 }
 
 impl Stage for GroupStage {
@@ -108,6 +281,8 @@ impl Stage for GroupStage {
 
     fn run(self: Box<Self>, input: DocStream, cx: &RunCtx) -> DocStream {
         let vars = cx.vars();
-        crate::agg::blocking(input, move |inp| group_all(&self, inp, vars))
+        let limits = cx.memory.clone();
+        let stage: Arc<GroupStage> = Arc::from(self);
+        crate::agg::blocking_stream(input, move |inp| group_all(stage, inp, vars, &limits))
     }
 }

@@ -308,8 +308,19 @@ impl SetWindowFieldsStage {
         // Partition (first-seen order, then sorted by partition value).
         let mut parts: Vec<(Bson, Vec<Document>)> = Vec::new();
         let mut index: HashMap<Vec<u8>, usize> = HashMap::new();
+        // The whole input is held: counted against the blocking-stage limit,
+        // past which it fails with 292 (BisonDB does not spill this stage).
+        let limit = cx.memory.group_bytes;
+        let mut bytes = 0usize;
         for r in input {
             let d = r?;
+            bytes = bytes.saturating_add(crate::agg::spill::approx_doc_size(&d));
+            if bytes > limit {
+                return Err(crate::agg::spill::stage_limit_error(
+                    "$setWindowFields",
+                    limit,
+                ));
+            }
             let pv = match &self.partition_by {
                 Some(e) => e.eval(&d, &vars)?,
                 None => None,

@@ -1,11 +1,16 @@
 //! `$sort`: a blocking, stable sort. Followed directly by `$limit k`, it keeps
-//! only the best k documents seen so far (bounded memory).
+//! only the best k documents seen so far (bounded memory). Otherwise it holds
+//! at most the memory limit (`internalQueryMaxBlockingSortMemoryUsageBytes`)
+//! and then spills sorted runs to disk ([`crate::agg::spill::Sorter`]), or
+//! fails with 292 when `allowDiskUse` is false.
 
+use crate::agg::spill::{self, MemoryLimits, Sorter};
 use crate::agg::{spec_doc, DocStream, RunCtx, Stage};
 use crate::sort::SortSpec;
 use bisondb_error::{MongoError, MongoResult};
 use bson::{Bson, Document, RawDocumentBuf};
 use std::cmp::Ordering;
+use std::sync::Arc;
 
 #[derive(Debug)]
 pub(crate) struct SortStage {
@@ -34,6 +39,9 @@ impl SortStage {
         })
     }
 }
+
+/// A `$sort` + `$limit` keeping at most this many documents stays in memory.
+const TOP_K_IN_MEMORY: u64 = 10_000;
 
 /// A document with its sort key extracted once.
 struct Keyed {
@@ -69,8 +77,40 @@ fn sort_all(spec: &SortSpec, input: DocStream, top_k: Option<u64>) -> MongoResul
     Ok(buf.into_iter().map(|x| x.doc).collect())
 }
 
+/// The whole input in order, within the memory limit or spilled.
+fn sort_external(
+    spec: SortSpec,
+    input: DocStream,
+    limits: &MemoryLimits,
+) -> MongoResult<DocStream> {
+    let spec = Arc::new(spec);
+    let (s1, s2) = (spec.clone(), spec);
+    let limit = limits.sort_bytes;
+    let mut sorter = Sorter::new(
+        limit,
+        limits,
+        Arc::new(move |raw: &bson::RawDocument| Ok(s1.sort_key(raw))),
+        Arc::new(move |a: &Vec<Bson>, b: &Vec<Bson>| s2.compare_keys(a, b)),
+    );
+    for r in input {
+        let doc = r?;
+        let raw = RawDocumentBuf::try_from(&doc).map_err(|e| {
+            MongoError::internal(format!("document cannot be encoded for sorting: {e}"))
+        })?;
+        let key = sorter.key_of(&raw)?;
+        // The raw size stands for the document; the key is held beside it.
+        let size = raw.as_bytes().len() + key.iter().map(spill::approx_size).sum::<usize>();
+        if !limits.allow_disk_use && sorter.would_exceed(size) {
+            return Err(spill::sort_limit_error(limit));
+        }
+        sorter.push(key, doc, size)?;
+    }
+    sorter.finish()
+}
+
 impl Stage for SortStage {
     fn run(self: Box<Self>, input: DocStream, cx: &RunCtx) -> DocStream {
+        let top_k = self.top_k;
         let spec = self.spec.with_collation(cx.collation.clone());
         // `{$meta: "textScore"}` reads the scores the leading `$text`
         // `$match` recorded (40218 without one).
@@ -82,8 +122,22 @@ impl Stage for SortStage {
             Ok(s) => s,
             Err(e) => return Box::new(std::iter::once(Err(e))),
         };
-        let top_k = self.top_k;
-        crate::agg::blocking(input, move |inp| sort_all(&spec, inp, top_k))
+        // A small top k is bounded by itself; mongod does not count it either.
+        match top_k {
+            Some(k) if k <= TOP_K_IN_MEMORY => {
+                crate::agg::blocking(input, move |inp| sort_all(&spec, inp, Some(k)))
+            }
+            top_k => {
+                let limits = cx.memory.clone();
+                crate::agg::blocking_stream(input, move |inp| {
+                    let sorted = sort_external(spec, inp, &limits)?;
+                    Ok(match top_k.and_then(|k| usize::try_from(k).ok()) {
+                        Some(k) => Box::new(sorted.take(k)),
+                        None => sorted,
+                    })
+                })
+            }
+        }
     }
 
     fn set_top_k(&mut self, k: u64) -> bool {
