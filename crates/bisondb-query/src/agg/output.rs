@@ -5,6 +5,7 @@
 use super::stages::lookup::substitute_stages;
 use super::Pipeline;
 use crate::expr::value::type_name;
+use crate::expr::{Expr, Vars};
 use bisondb_error::{ErrorCode, MongoError, MongoResult};
 use bson::{Bson, Document};
 
@@ -15,9 +16,13 @@ pub enum WhenMatched {
     KeepExisting,
     Merge,
     Fail,
-    /// An update pipeline run on the existing document, with `$$new` bound
-    /// to the incoming one.
-    Pipeline(Vec<Document>),
+    /// An update pipeline run on the existing document, with the `let`
+    /// variables (by default `{new: "$$ROOT"}`) evaluated against the
+    /// incoming document.
+    Pipeline {
+        stages: Vec<Document>,
+        lets: Vec<(String, Expr)>,
+    },
 }
 
 /// What `$merge` does when no target document matches.
@@ -97,6 +102,67 @@ fn target(arg: &Bson, stage: &str) -> MongoResult<(Option<String>, String)> {
     }
 }
 
+/// mongod's name for a `whenMatched` mode, in its messages.
+fn mode_name(m: &WhenMatched) -> &'static str {
+    match m {
+        WhenMatched::Replace => "replace",
+        WhenMatched::KeepExisting => "keepExisting",
+        WhenMatched::Merge => "merge",
+        WhenMatched::Fail => "fail",
+        WhenMatched::Pipeline { .. } => "pipeline",
+    }
+}
+
+/// Binds `$merge`'s `let` to its `whenMatched` pipeline: `{new: "$$ROOT"}`
+/// when absent, `new` added when a merge that inserts left it out (mongod
+/// does, to send the incoming document along), and `let` refused with any
+/// other mode (51199).
+fn with_lets(
+    when_matched: WhenMatched,
+    lets: Option<Document>,
+    when_not_matched: WhenNotMatched,
+) -> MongoResult<WhenMatched> {
+    let WhenMatched::Pipeline { stages, .. } = when_matched else {
+        if lets.is_some() {
+            return Err(MongoError::location(
+                51199,
+                format!(
+                    "Cannot use 'let' variables with 'whenMatched: {}' mode",
+                    mode_name(&when_matched)
+                ),
+            ));
+        }
+        return Ok(when_matched);
+    };
+    let mut spec = lets.unwrap_or_else(|| bson::doc! {"new": "$$ROOT"});
+    match spec.get("new") {
+        None if when_not_matched == WhenNotMatched::Insert => {
+            spec.insert("new", "$$ROOT");
+        }
+        None => {}
+        Some(Bson::String(s)) if s == "$$ROOT" => {}
+        Some(_) => {
+            return Err(MongoError::location(
+                51273,
+                "'let' may not define a value for the reserved 'new' variable other than '$$ROOT'",
+            ))
+        }
+    }
+    let mut lets = Vec::with_capacity(spec.len());
+    for (name, v) in &spec {
+        crate::expr::check_var_name(name)?;
+        lets.push((name.clone(), Expr::parse(v)?));
+    }
+    // Parse the pipeline once with placeholders, so a bad one fails the
+    // command rather than the first matching document.
+    let probe: Vec<(String, Option<Bson>)> = lets
+        .iter()
+        .map(|(n, _)| (n.clone(), Some(Bson::Null)))
+        .collect();
+    crate::update::UpdateSpec::parse_pipeline(&substitute_stages(&stages, &probe))?;
+    Ok(WhenMatched::Pipeline { stages, lets })
+}
+
 impl OutputStage {
     pub(crate) fn parse(name: &str, arg: &Bson) -> MongoResult<OutputStage> {
         if name == "$out" {
@@ -129,6 +195,7 @@ impl OutputStage {
         let mut on = vec!["_id".to_string()];
         let mut when_matched = WhenMatched::Merge;
         let mut when_not_matched = WhenNotMatched::Insert;
+        let mut lets: Option<Document> = None;
         for (k, v) in spec {
             match k.as_str() {
                 "into" => into = Some(target(v, name)?),
@@ -167,9 +234,10 @@ impl OutputStage {
                                     _ => return Err(MongoError::failed_to_parse("$merge 'whenMatched' pipeline must contain objects")),
                                 }
                             }
-                            let probe = substitute_stages(&docs, &[("new".to_string(), Some(Bson::Null))]);
-                            crate::update::UpdateSpec::parse_pipeline(&probe)?;
-                            WhenMatched::Pipeline(docs)
+                            WhenMatched::Pipeline {
+                                stages: docs,
+                                lets: Vec::new(),
+                            }
                         }
                         other => {
                             return Err(MongoError::type_mismatch(format!(
@@ -191,12 +259,15 @@ impl OutputStage {
                         }
                     }
                 }
-                "let" => {
-                    return Err(MongoError::new(
-                        ErrorCode::NotImplemented,
-                        "$merge with 'let' variables is not supported by BisonDB yet",
-                    ))
-                }
+                "let" => match v {
+                    Bson::Document(d) => lets = Some(d.clone()),
+                    other => {
+                        return Err(MongoError::type_mismatch(format!(
+                            "BSON field '$merge.let' is the wrong type '{}', expected type 'object'",
+                            type_name(other)
+                        )))
+                    }
+                },
                 other => return Err(MongoError::location(40415, format!("BSON field '$merge.{other}' is an unknown field."))),
             }
         }
@@ -206,6 +277,7 @@ impl OutputStage {
                 "BSON field '$merge.into' is missing but a required field",
             )
         })?;
+        let when_matched = with_lets(when_matched, lets, when_not_matched)?;
         Ok(OutputStage::Merge {
             db,
             coll,
@@ -268,8 +340,13 @@ impl OutputStage {
                 ErrorCode::DuplicateKey,
                 "$merge failed due to matching document in the target collection (whenMatched: 'fail')",
             )),
-            WhenMatched::Pipeline(stages) => {
-                let stages = substitute_stages(stages, &[("new".to_string(), Some(Bson::Document(incoming)))]);
+            WhenMatched::Pipeline { stages, lets } => {
+                let vars = Vars::new();
+                let mut vals = Vec::with_capacity(lets.len());
+                for (name, e) in lets {
+                    vals.push((name.clone(), e.eval(&incoming, &vars)?));
+                }
+                let stages = substitute_stages(stages, &vals);
                 let spec = crate::update::UpdateSpec::parse_pipeline(&stages)?;
                 let mut out = existing.clone();
                 spec.apply(&mut out, false)?;

@@ -1249,6 +1249,52 @@ fn out_and_merge() {
 }
 
 #[test]
+fn merge_let() {
+    use super::output::{MergeAction, OutputStage};
+    let merge = |spec: Document| OutputStage::parse("$merge", &Bson::from(spec));
+    // Variables are evaluated against the incoming document; `new` stays
+    // bound to it when the merge inserts.
+    let m = merge(doc! {"into": "c", "let": {"add": "$n", "tag": {"$concat": ["x", "$s"]}},
+        "whenMatched": [{"$set": {"total": {"$add": ["$total", "$$add"]}, "tag": "$$tag", "was": "$$new.n"}}]})
+    .unwrap();
+    assert_eq!(
+        m.merge_one(
+            Some(&doc! {"_id": 1, "total": 5}),
+            doc! {"_id": 1, "n": 3, "s": "y"}
+        )
+        .unwrap(),
+        MergeAction::Replace(doc! {"_id": 1, "total": 8, "tag": "xy", "was": 3})
+    );
+    // Without `let`, `new` is the incoming document.
+    let m = merge(doc! {"into": "c", "whenMatched": [{"$set": {"v": "$$new.v"}}]}).unwrap();
+    assert_eq!(
+        m.merge_one(Some(&doc! {"_id": 1, "v": 1}), doc! {"_id": 1, "v": 2})
+            .unwrap(),
+        MergeAction::Replace(doc! {"_id": 1, "v": 2})
+    );
+    for (spec, code) in [
+        (doc! {"into": "c", "let": {"a": 1}, "whenMatched": "merge"}, 51199),
+        (doc! {"into": "c", "let": {"a": 1}}, 51199),
+        (
+            doc! {"into": "c", "let": {"new": "$x"}, "whenMatched": [{"$set": {"a": 1}}]},
+            51273,
+        ),
+        (
+            doc! {"into": "c", "let": 5, "whenMatched": [{"$set": {"a": 1}}]},
+            14,
+        ),
+    ] {
+        let e = merge(spec.clone()).unwrap_err();
+        assert_eq!(e.code.code(), code, "{spec}: {}", e.message);
+    }
+    let e = merge(doc! {"into": "c", "let": {"a": 1}, "whenMatched": "keepExisting"}).unwrap_err();
+    assert_eq!(
+        e.message,
+        "Cannot use 'let' variables with 'whenMatched: keepExisting' mode"
+    );
+}
+
+#[test]
 fn bucket_auto_granularity() {
     let docs = |vs: &[i32]| vs.iter().map(|v| doc! {"v": *v}).collect::<Vec<_>>();
     check(vec![
