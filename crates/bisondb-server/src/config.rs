@@ -48,6 +48,15 @@ pub struct ServerConfig {
     /// The `--setParameter name=value` pairs (and a config file's
     /// `setParameter` keys) as given, for `getCmdLineOpts`.
     pub set_parameters: Vec<(String, String)>,
+    /// mongod's `internalQueryMaxBlockingSortMemoryUsageBytes`: what an
+    /// aggregation `$sort` holds in memory before it spills (or fails, 292).
+    pub sort_memory_bytes: usize,
+    /// mongod's `internalDocumentSourceGroupMaxMemoryBytes`: the same for
+    /// `$group` (and the blocking stages that cannot spill).
+    pub group_memory_bytes: usize,
+    /// mongod's `allowDiskUseByDefault`: `allowDiskUse` when a command
+    /// leaves it out.
+    pub allow_disk_use_by_default: bool,
 }
 
 impl Default for ServerConfig {
@@ -71,6 +80,9 @@ impl Default for ServerConfig {
             slow_op_sample_rate: 1.0,
             enable_test_commands: false,
             set_parameters: Vec::new(),
+            sort_memory_bytes: bisondb_query::agg::spill::DEFAULT_LIMIT_BYTES,
+            group_memory_bytes: bisondb_query::agg::spill::DEFAULT_LIMIT_BYTES,
+            allow_disk_use_by_default: true,
         }
     }
 }
@@ -168,6 +180,26 @@ impl ServerConfig {
                     .ok()
                     .filter(|s| (1..=i32::MAX as u64).contains(s))
                     .ok_or_else(|| bad("a whole number of seconds >= 1"))?;
+            }
+            "internalQueryMaxBlockingSortMemoryUsageBytes"
+            | "internalDocumentSourceGroupMaxMemoryBytes" => {
+                let n = value
+                    .parse::<usize>()
+                    .ok()
+                    .filter(|n| *n >= 1)
+                    .ok_or_else(|| bad("a whole number of bytes >= 1"))?;
+                if name == "internalDocumentSourceGroupMaxMemoryBytes" {
+                    self.group_memory_bytes = n;
+                } else {
+                    self.sort_memory_bytes = n;
+                }
+            }
+            "allowDiskUseByDefault" => {
+                self.allow_disk_use_by_default = match value {
+                    "1" | "true" => true,
+                    "0" | "false" => false,
+                    _ => return Err(bad("a boolean (1, 0, true or false)")),
+                };
             }
             _ => {
                 return Err(MongoError::bad_value(format!(
@@ -330,7 +362,13 @@ impl ServerConfig {
 
 /// The server parameters `--setParameter` (and a config file's `setParameter`
 /// section) may set at startup.
-pub const STARTUP_PARAMETERS: &[&str] = &["enableTestCommands", "ttlMonitorSleepSecs"];
+pub const STARTUP_PARAMETERS: &[&str] = &[
+    "allowDiskUseByDefault",
+    "enableTestCommands",
+    "internalDocumentSourceGroupMaxMemoryBytes",
+    "internalQueryMaxBlockingSortMemoryUsageBytes",
+    "ttlMonitorSleepSecs",
+];
 
 /// Splits mongod's comma-separated `bindIp` list.
 pub fn split_ips(s: &str) -> Vec<String> {
@@ -455,6 +493,19 @@ mod tests {
         assert!(c.apply_set_parameter_arg("enableTestCommands=yes").is_err());
         assert!(c.apply_set_parameter_arg("ttlMonitorSleepSecs=0").is_err());
         assert!(c.apply_set_parameter_arg("ttlMonitorSleepSecs=x").is_err());
+        c.apply_set_parameter_arg("internalQueryMaxBlockingSortMemoryUsageBytes=1024")
+            .unwrap();
+        c.apply_set_parameter_arg("internalDocumentSourceGroupMaxMemoryBytes=2048")
+            .unwrap();
+        c.apply_set_parameter_arg("allowDiskUseByDefault=false")
+            .unwrap();
+        assert_eq!(
+            (c.sort_memory_bytes, c.group_memory_bytes, c.allow_disk_use_by_default),
+            (1024, 2048, false)
+        );
+        assert!(c
+            .apply_set_parameter_arg("internalDocumentSourceGroupMaxMemoryBytes=0")
+            .is_err());
 
         let mut y = ServerConfig::default();
         y.apply_yaml("setParameter:\n  enableTestCommands: 1\n  ttlMonitorSleepSecs: 2\n")

@@ -106,6 +106,9 @@ impl Server {
             }
         };
         let storage = Storage::open(engine).map_err(MongoError::from)?;
+        // Spill files of blocking aggregation stages a previous run left
+        // behind (it crashed mid-query): nothing reads them any more.
+        bisondb_query::agg::spill::clear_spill_dir(&crate::state::spill_dir(&config.dbpath));
 
         let mut listeners = Vec::new();
         for ip in &config.bind_ip {

@@ -92,3 +92,8 @@ impl ServerState {
         self.shutting_down.load(Ordering::SeqCst)
     }
 }
+
+/// Where blocking aggregation stages spill: `<dbpath>/_tmp`, as mongod.
+pub fn spill_dir(dbpath: &std::path::Path) -> std::path::PathBuf {
+    dbpath.join("_tmp")
+}

@@ -4,6 +4,7 @@
 use bisondb_error::{ErrorCode, MongoError, MongoResult};
 use std::sync::Arc;
 
+use bisondb_query::agg::spill::MemoryLimits;
 use bisondb_query::agg::{CollectionReader, DocStream, Pipeline};
 use bisondb_query::matcher::Matcher;
 use bson::{Document, RawBsonRef, RawDocument, RawDocumentBuf};
@@ -25,10 +26,14 @@ pub struct Aggregate {
     batch_size: Option<usize>,
     lsid: Option<Document>,
     hint: Option<plan::Hint>,
+    /// `allowDiskUse`, when given (else the server's `allowDiskUseByDefault`).
+    allow_disk_use: Option<bool>,
     /// The pipeline started with `$listLocalSessions` (removed from `pipeline`).
     local_sessions: bool,
     /// The pipeline started with `$collStats` (removed from `pipeline`).
     coll_stats: Option<super::coll_stats::CollStatsStage>,
+    /// The pipeline started with `$indexStats` (removed from `pipeline`).
+    index_stats: bool,
     /// With `explain: true`, the command itself: the reply is its plan (as the
     /// `explain` command with `queryPlanner` verbosity gives) and nothing runs.
     explain: Option<RawDocumentBuf>,
@@ -50,6 +55,7 @@ impl Command for Aggregate {
         let mut have_cursor = false;
         let mut lsid = None;
         let mut hint = None;
+        let mut allow_disk_use = None;
         let mut collation = None;
         let mut explain = false;
         let lets = LetVars::from_body(n, req.body)?;
@@ -94,7 +100,8 @@ impl Command for Aggregate {
                 "explain" => explain = args::as_bool(n, "explain", v)?,
                 "hint" => hint = plan::Hint::parse(v)?,
                 "collation" => collation = crate::collation::parse_arg(n, v)?,
-                "allowDiskUse" | "bypassDocumentValidation" => {
+                "allowDiskUse" => allow_disk_use = Some(args::as_bool(n, "allowDiskUse", v)?),
+                "bypassDocumentValidation" => {
                     args::as_bool(n, k.as_str(), v)?;
                 }
                 "lsid" => lsid = Some(args::to_document(args::as_doc(n, "lsid", v)?)?),
@@ -159,10 +166,20 @@ impl Command for Aggregate {
             }
             _ => None,
         };
+        // $indexStats reads the indexes' usage counters: it becomes the input.
+        let index_stats = match stages.first().and_then(|s| s.get("$indexStats")) {
+            Some(spec) => {
+                super::index_stats::check_spec(spec, coll.as_deref())?;
+                stages.remove(0);
+                true
+            }
+            None => false,
+        };
         let pipeline = Pipeline::parse(&lets.pipeline(&stages))?;
         Ok(Aggregate {
             local_sessions,
             coll_stats,
+            index_stats,
             wc: util::write_concern(n, req.body)?,
             db: req.db.clone(),
             coll,
@@ -170,6 +187,7 @@ impl Command for Aggregate {
             batch_size,
             lsid,
             hint,
+            allow_disk_use,
             explain: explain.then(|| req.body.to_owned()),
             ns_coll: None,
             bypass_validation: crate::validation::bypass(n, req.body)?,
@@ -230,9 +248,15 @@ impl Command for Aggregate {
             let coll = self.coll.as_deref().unwrap_or_default();
             let stats = stage.output(ctx.state, &self.db, coll)?;
             Box::new(std::iter::once(Ok(stats)))
+        } else if self.index_stats {
+            let port = ctx.state.bound_port.get().copied().unwrap_or(0);
+            let host = format!("{}:{port}", super::host_info::hostname());
+            let docs = super::index_stats::output(coll.as_ref(), &host)?;
+            Box::new(docs.into_iter().map(Ok))
         } else {
             let stats = Arc::new(plan::Stats::default());
             ctx.conn.op.plan(&stats, &chosen);
+            plan::note_index_use(coll.as_ref(), &chosen);
             let scan = plan::execute(coll.as_ref(), &chosen, &matcher, stats)?;
             // A leading `$text`: each document's score is recorded by `_id`
             // as it enters, for `{$meta: "textScore"}` in later stages.
@@ -263,6 +287,8 @@ impl Command for Aggregate {
             db: self.db.clone(),
         });
         let out_stage = self.pipeline.output().cloned();
+        self.pipeline
+            .set_memory_limits(memory_limits(ctx, self.allow_disk_use));
         let output = self.pipeline.run_with_reader(input, Some(reader));
         if let Some(stage) = out_stage {
             crate::write::write_output(
@@ -325,6 +351,22 @@ fn check_list_local_sessions(spec: &bson::Bson) -> MongoResult<()> {
 pub(crate) struct StorageReader {
     pub(crate) storage: bisondb_storage::Storage,
     pub(crate) db: String,
+}
+
+/// The blocking stages' limits from the server's parameters, the command's
+/// `allowDiskUse`, and the spill directory: `<dbpath>/_tmp` when the dbpath
+/// exists (also for inMemory, as mongod), else the system temp directory.
+fn memory_limits(ctx: &Context<'_>, allow_disk_use: Option<bool>) -> MemoryLimits {
+    let cfg = &ctx.state.config;
+    MemoryLimits {
+        sort_bytes: cfg.sort_memory_bytes,
+        group_bytes: cfg.group_memory_bytes,
+        allow_disk_use: allow_disk_use.unwrap_or(cfg.allow_disk_use_by_default),
+        spill_dir: cfg
+            .dbpath
+            .is_dir()
+            .then(|| crate::state::spill_dir(&cfg.dbpath)),
+    }
 }
 
 /// The top-level `fields` of `d` that it has, in its order, as an owned
