@@ -702,6 +702,20 @@ fn access_source(
 
 /// Counts the index keys inside the plan's bounds without fetching documents
 /// (valid when `plan.count_exact`).
+/// Counts one use of the plan's index for `$indexStats` (user operations
+/// only, as mongod: callers are the commands, not the TTL monitor).
+pub fn note_index_use(coll: Option<&Collection>, plan: &Plan) {
+    let Some(coll) = coll else { return };
+    match &plan.access {
+        Access::Empty | Access::Collscan { id_index: false, .. } => {}
+        Access::IdLookup(_) | Access::Collscan { id_index: true, .. } => coll.note_index_use(None),
+        Access::Ixscan { index, .. } => coll.note_index_use(Some(&index.spec.name)),
+        Access::KeyRange { index, .. } => {
+            coll.note_index_use(index.as_ref().map(|i| i.spec.name.as_str()))
+        }
+    }
+}
+
 pub fn count_keys(coll: &Collection, plan: &Plan, stats: &Stats) -> MongoResult<u64> {
     let Access::Ixscan {
         index,

@@ -76,6 +76,7 @@ pub fn target_ids_planned(
     multi: bool,
 ) -> MongoResult<(Vec<RawBson>, PlanRun)> {
     let chosen = plan::choose(coll, sel.matcher, sel.filter_doc, sel.sort, sel.hint)?;
+    plan::note_index_use(coll, &chosen);
     let stats = std::sync::Arc::new(plan::Stats::default());
     let src = plan::execute(coll, &chosen, sel.matcher, stats.clone())?;
     let docs: Box<dyn Iterator<Item = MongoResult<RawDocumentBuf>>> = match sel.sort {

@@ -75,6 +75,8 @@ pub(crate) struct CollState {
     pub(crate) max_doc_key: Mutex<Option<(u64, Vec<u8>)>>,
     /// Limits and record-id sequence of a capped collection (from `options`).
     pub(crate) capped: Option<CappedState>,
+    /// `$indexStats`' counter of the `_id` index (the documents' own order).
+    pub(crate) id_usage: crate::index::IndexUsage,
 }
 
 type Key = (String, String);
@@ -274,6 +276,7 @@ impl Storage {
             indexes: RwLock::new(Arc::new(Vec::new())),
             max_doc_key: Mutex::new(None),
             capped,
+            id_usage: crate::index::IndexUsage::new(),
         };
         let mut batch = WriteBatch::new();
         batch.put(layout::meta_key(), encode_meta(new_next)?);
@@ -976,6 +979,7 @@ fn parse_entry(
         indexes: RwLock::new(Arc::new(Vec::new())),
         max_doc_key: Mutex::new(None),
         capped,
+        id_usage: crate::index::IndexUsage::new(),
     };
     Ok((db, name, state, index_records))
 }

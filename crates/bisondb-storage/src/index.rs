@@ -17,7 +17,7 @@
 //! of an interrupted drop never surface in a new index.
 
 use std::ops::Bound;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use bisondb_error::MongoError;
@@ -226,6 +226,34 @@ pub struct IndexInfo {
     pub prepare_unique: bool,
 }
 
+/// How often user operations used one index since `since` (`$indexStats`'
+/// `accesses`). Kept in memory only: as in mongod, a restart, a drop and
+/// re-create, or a `collMod` of the index starts it again.
+#[derive(Debug)]
+pub struct IndexUsage {
+    ops: AtomicU64,
+    since: bson::DateTime,
+}
+
+impl IndexUsage {
+    pub(crate) fn new() -> IndexUsage {
+        IndexUsage {
+            ops: AtomicU64::new(0),
+            since: bson::DateTime::now(),
+        }
+    }
+
+    /// One more operation used the index.
+    pub(crate) fn note(&self) {
+        self.ops.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// `(ops, since)`.
+    pub fn get(&self) -> (u64, bson::DateTime) {
+        (self.ops.load(Ordering::Relaxed), self.since)
+    }
+}
+
 /// One live index of a collection.
 pub(crate) struct IndexState {
     pub(crate) id: u64,
@@ -239,6 +267,8 @@ pub(crate) struct IndexState {
     pub(crate) prepare_unique: AtomicBool,
     /// A text index's definition (its entries come from it, not `keygen`).
     pub(crate) text: Option<TextSpec>,
+    /// `$indexStats`' counter.
+    pub(crate) usage: IndexUsage,
 }
 
 impl std::fmt::Debug for IndexState {
@@ -284,6 +314,7 @@ impl IndexState {
             keygen,
             multikey: AtomicBool::new(multikey),
             prepare_unique: AtomicBool::new(false),
+            usage: IndexUsage::new(),
         })
     }
 

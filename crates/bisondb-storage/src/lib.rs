@@ -25,6 +25,9 @@ pub use catalog::{CollectionInfo, DbStats, Storage};
 pub use engine::{BatchOp, Durability, Engine, KeyValue, Snapshot, WriteBatch};
 pub use error::{DuplicateKeyInfo, StorageError};
 pub use index::{hash_bounds, GeoKind, IndexInfo, IndexScan, IndexSpec};
+
+/// `$indexStats`' view of one index: its name, `accesses.ops` and `accesses.since`.
+pub type IndexUsageInfo = (String, u64, bson::DateTime);
 pub use keycode::{encode_id, encode_value, hashed_key};
 pub use lsm::{LsmEngine, LsmOptions};
 pub use memory::MemoryEngine;

@@ -134,6 +134,29 @@ impl Collection {
         self.state.indexes.read().iter().map(|i| i.info()).collect()
     }
 
+    /// Notes that a user operation used index `name` (`$indexStats`); `None`
+    /// is the `_id` index. An unknown name (dropped meanwhile) is ignored.
+    pub fn note_index_use(&self, name: Option<&str>) {
+        match name {
+            None => self.state.id_usage.note(),
+            Some(n) => {
+                if let Some(ix) = self.state.indexes.read().iter().find(|i| i.spec.name == n) {
+                    ix.usage.note();
+                }
+            }
+        }
+    }
+
+    /// The usage counters: the `_id` index's, then each secondary index's by name.
+    pub fn index_usage(&self) -> ((u64, bson::DateTime), Vec<crate::IndexUsageInfo>) {
+        let list = self.state.indexes.read().clone();
+        let secondary = list.iter().map(|i| {
+            let (ops, since) = i.usage.get();
+            (i.spec.name.clone(), ops, since)
+        });
+        (self.state.id_usage.get(), secondary.collect())
+    }
+
     /// `db.collection`.
     pub fn namespace(&self) -> &str {
         &self.ns

@@ -190,7 +190,6 @@ const NOT_IMPLEMENTED_STAGES: &[&str] = &[
     "$changeStreamSplitLargeEvent",
     "$collStats",
     "$currentOp",
-    "$indexStats",
     "$listLocalSessions",
     "$listSampledQueries",
     "$listSearchIndexes",
@@ -270,6 +269,14 @@ impl Pipeline {
                 return Err(MongoError::location(
                     40603,
                     "$geoNear was not the first stage in the pipeline.",
+                ));
+            }
+            // The aggregate command takes a leading $indexStats off before
+            // parsing: any other place (later, or in a sub-pipeline) is refused.
+            if name == "$indexStats" {
+                return Err(MongoError::location(
+                    40602,
+                    "$indexStats is only valid as the first stage in a pipeline",
                 ));
             }
             if name == "$documents" && pos != 0 {

@@ -117,6 +117,7 @@ impl Count {
             None,
             self.hint.as_ref(),
         )?;
+        plan::note_index_use(coll.as_ref(), &chosen);
         if chosen.count_exact && matches!(chosen.access, plan::Access::Ixscan { .. }) {
             let n = plan::count_keys(c, &chosen, &stats)?;
             return Ok((n, Some(chosen), true));

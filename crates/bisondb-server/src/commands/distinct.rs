@@ -80,6 +80,7 @@ impl Command for Distinct {
         )?;
         let stats = std::sync::Arc::new(plan::Stats::default());
         ctx.conn.op.plan(&stats, &chosen);
+        plan::note_index_use(coll.as_ref(), &chosen);
         let docs = plan::execute(coll.as_ref(), &chosen, &query, stats)?
             .map(|d| d.and_then(|d| args::to_document(&d)));
         values_reply_in(docs, &self.key, collation.as_deref())

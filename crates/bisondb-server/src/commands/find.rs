@@ -337,6 +337,7 @@ impl Find {
                 query_collation.as_deref(),
             )?
         };
+        plan::note_index_use(coll, &chosen);
         let src = plan::execute(coll, &chosen, filter, stats.clone())?;
         let src: DocSource = match sort {
             Some(spec) if !chosen.provides_sort => {

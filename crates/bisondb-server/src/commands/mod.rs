@@ -41,6 +41,7 @@ pub mod get_more;
 pub mod get_parameter;
 pub mod hello;
 pub mod host_info;
+pub mod index_stats;
 pub mod insert;
 pub mod kill_cursors;
 pub mod let_vars;
