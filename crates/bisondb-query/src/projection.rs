@@ -53,6 +53,30 @@ enum Leaf {
     Computed(Expr),
     /// `{$meta: "textScore"}`: the document's text search score.
     TextScore,
+    /// Other `{$meta: ...}` fields, filled from [`DocMeta`].
+    Meta(MetaField),
+}
+
+/// The metadata a `find` projection can show besides the text score.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum MetaField {
+    /// `"indexKey"`: the key of the secondary index the plan read.
+    IndexKey,
+    /// `"sortKey"`: the values the sort compared, as an array.
+    SortKey,
+    /// Metadata nothing here produces (Atlas Search's, `randVal`): mongod
+    /// leaves the field out when the document has none.
+    Absent,
+}
+
+/// Per-document metadata for [`Projection::apply_raw_with_meta`]; `None`
+/// leaves the `$meta` field out, as mongod does when it has no such value.
+#[derive(Debug, Clone, Default)]
+pub struct DocMeta {
+    /// The index key the document was found through.
+    pub index_key: Option<Bson>,
+    /// The document's sort key.
+    pub sort_key: Option<Bson>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -210,22 +234,35 @@ fn flatten(spec: &Document, prefix: &str, out: &mut Vec<(String, Leaf)>) -> Mong
                     ("$meta", Some(Bson::String(m))) if m == "textScore" => {
                         out.push((path, Leaf::TextScore))
                     }
+                    ("$meta", Some(Bson::String(m))) if m == "indexKey" => {
+                        out.push((path, Leaf::Meta(MetaField::IndexKey)))
+                    }
+                    ("$meta", Some(Bson::String(m))) if m == "sortKey" => {
+                        out.push((path, Leaf::Meta(MetaField::SortKey)))
+                    }
+                    // No Atlas Search here, and `find` never draws random
+                    // values: these never have a value.
                     ("$meta", Some(Bson::String(m)))
                         if matches!(
                             m.as_str(),
                             "randVal"
                                 | "searchScore"
                                 | "searchHighlights"
-                                | "geoNearDistance"
-                                | "geoNearPoint"
-                                | "recordId"
-                                | "indexKey"
-                                | "sortKey"
                                 | "searchScoreDetails"
                                 | "searchSequenceToken"
+                                | "vectorSearchScore"
+                        ) =>
+                    {
+                        out.push((path, Leaf::Meta(MetaField::Absent)))
+                    }
+                    ("$meta", Some(Bson::String(m)))
+                        if matches!(
+                            m.as_str(),
+                            "geoNearDistance"
+                                | "geoNearPoint"
+                                | "recordId"
                                 | "score"
                                 | "scoreDetails"
-                                | "vectorSearchScore"
                         ) =>
                     {
                         return Err(not_implemented(&format!("$meta \"{m}\" projection")))
@@ -298,10 +335,19 @@ impl Node {
         })
     }
 
+    /// Whether a `{$meta: m}` field is anywhere in this subtree.
+    fn has_meta(&self, m: MetaField) -> bool {
+        self.children.iter().any(|(_, c)| match c {
+            Child::Leaf(Leaf::Meta(x)) => *x == m,
+            Child::Leaf(_) => false,
+            Child::Sub(sub) => sub.has_meta(m),
+        })
+    }
+
     /// Whether this subtree computes any field (and so creates documents).
     fn has_computed(&self) -> bool {
         self.children.iter().any(|(_, c)| match c {
-            Child::Leaf(Leaf::Computed(_) | Leaf::TextScore) => true,
+            Child::Leaf(Leaf::Computed(_) | Leaf::TextScore | Leaf::Meta(_)) => true,
             Child::Leaf(_) => false,
             Child::Sub(sub) => sub.has_computed(),
         })
@@ -366,7 +412,7 @@ impl Projection {
                     Kind::Inclusion
                 }
                 Leaf::Exclude => Kind::Exclusion,
-                Leaf::Slice(..) | Leaf::TextScore => Kind::Neutral,
+                Leaf::Slice(..) | Leaf::TextScore | Leaf::Meta(_) => Kind::Neutral,
             };
             match (kind, leaf_kind) {
                 (Kind::Inclusion, Kind::Exclusion) => {
@@ -420,6 +466,17 @@ impl Projection {
         })
     }
 
+    /// Whether a `{$meta: "sortKey"}` field is in the projection (`find`
+    /// refuses it without a sort).
+    pub fn needs_sort_key(&self) -> bool {
+        self.root.has_meta(MetaField::SortKey)
+    }
+
+    /// Whether a `{$meta: "indexKey"}` field is in the projection.
+    pub fn needs_index_key(&self) -> bool {
+        self.root.has_meta(MetaField::IndexKey)
+    }
+
     /// Whether this is an inclusion projection.
     pub fn is_inclusion(&self) -> bool {
         self.inclusion
@@ -427,6 +484,11 @@ impl Projection {
 
     /// Applies the projection to an owned document.
     pub fn apply(&self, doc: &Document) -> MongoResult<Document> {
+        self.apply_with_meta(doc, &DocMeta::default())
+    }
+
+    /// [`Projection::apply`] with the document's `$meta` values.
+    pub fn apply_with_meta(&self, doc: &Document, meta: &DocMeta) -> MongoResult<Document> {
         let key = if self.has_positional {
             let raw = RawDocumentBuf::try_from(doc)
                 .map_err(|e| MongoError::new(ErrorCode::InvalidBSON, e.to_string()))?;
@@ -452,15 +514,25 @@ impl Projection {
             root: doc,
             key,
             score,
+            meta,
         };
         self.project_doc(&self.root, doc, &ctx, true)
     }
 
     /// Applies the projection to a raw document.
     pub fn apply_raw(&self, doc: &RawDocument) -> MongoResult<RawDocumentBuf> {
+        self.apply_raw_with_meta(doc, &DocMeta::default())
+    }
+
+    /// [`Projection::apply_raw`] with the document's `$meta` values.
+    pub fn apply_raw_with_meta(
+        &self,
+        doc: &RawDocument,
+        meta: &DocMeta,
+    ) -> MongoResult<RawDocumentBuf> {
         let owned = Document::try_from(doc)
             .map_err(|e| MongoError::new(ErrorCode::InvalidBSON, e.to_string()))?;
-        let projected = self.apply(&owned)?;
+        let projected = self.apply_with_meta(&owned, meta)?;
         RawDocumentBuf::try_from(&projected)
             .map_err(|e| MongoError::new(ErrorCode::InvalidBSON, e.to_string()))
     }
@@ -492,7 +564,7 @@ impl Projection {
                     }
                 }
                 // Added after the document's own fields.
-                Some(Child::Leaf(Leaf::Computed(_) | Leaf::TextScore)) => None,
+                Some(Child::Leaf(Leaf::Computed(_) | Leaf::TextScore | Leaf::Meta(_))) => None,
                 Some(Child::Leaf(leaf)) => apply_leaf(leaf, fv, ctx.key)?,
                 Some(Child::Sub(sub)) => self.apply_sub(sub, fv, ctx)?,
             };
@@ -510,6 +582,16 @@ impl Projection {
                 Child::Leaf(Leaf::TextScore) => {
                     if let Some(score) = ctx.score {
                         out.insert(k.clone(), score);
+                    }
+                }
+                Child::Leaf(Leaf::Meta(m)) => {
+                    let v = match m {
+                        MetaField::IndexKey => ctx.meta.index_key.as_ref(),
+                        MetaField::SortKey => ctx.meta.sort_key.as_ref(),
+                        MetaField::Absent => None,
+                    };
+                    if let Some(v) = v {
+                        out.insert(k.clone(), v.clone());
                     }
                 }
                 Child::Sub(sub) if sub.has_computed() && !d.contains_key(k) => {
@@ -571,6 +653,8 @@ struct Ctx<'a> {
     key: Option<usize>,
     /// The document's text score, for `{$meta: "textScore"}`.
     score: Option<f64>,
+    /// The document's other metadata.
+    meta: &'a DocMeta,
 }
 
 fn apply_leaf(leaf: &Leaf, v: &Bson, key: Option<usize>) -> MongoResult<Option<Bson>> {
@@ -589,7 +673,7 @@ fn apply_leaf(leaf: &Leaf, v: &Bson, key: Option<usize>) -> MongoResult<Option<B
         },
         Leaf::Include => Some(v.clone()),
         // Evaluated by `project_doc`, which has the whole document.
-        Leaf::Computed(_) | Leaf::TextScore => None,
+        Leaf::Computed(_) | Leaf::TextScore | Leaf::Meta(_) => None,
         Leaf::Exclude => None,
         Leaf::Slice(skip, limit) => Some(match v {
             Bson::Array(items) => Bson::Array(slice(items, *skip, *limit)),
@@ -743,7 +827,8 @@ mod tests {
                 31254,
                 "Cannot do exclusion on field a",
             ),
-            (doc! {"a": {"$meta": "searchScore"}}, 238, "$meta"),
+            (doc! {"a": {"$meta": "recordId"}}, 238, "$meta \"recordId\""),
+            (doc! {"a": {"$meta": "geoNearDistance"}}, 238, "$meta"),
             (
                 doc! {"a": {"$meta": "textScore"}},
                 40218,
@@ -887,5 +972,36 @@ mod tests {
                 "{spec}"
             );
         }
+    }
+
+    #[test]
+    fn meta_fields_come_from_doc_meta() {
+        let d = doc! {"_id": 1, "a": 1, "b": "x"};
+        let p = Projection::parse(&doc! {
+            "k": {"$meta": "indexKey"},
+            "s": {"$meta": "sortKey"},
+            "r": {"$meta": "searchScore"},
+            "v": {"$meta": "randVal"},
+        })
+        .unwrap();
+        assert!(p.needs_sort_key() && p.needs_index_key());
+        // Not an inclusion: the whole document stays, the values follow it.
+        let meta = DocMeta {
+            index_key: Some(Bson::from(doc! {"a": 1})),
+            sort_key: Some(Bson::from(vec![Bson::Int32(1)])),
+        };
+        assert_eq!(
+            p.apply_with_meta(&d, &meta).unwrap(),
+            doc! {"_id": 1, "a": 1, "b": "x", "k": {"a": 1}, "s": [1]}
+        );
+        // Without values the fields are left out, as mongod does.
+        assert_eq!(p.apply(&d).unwrap(), d);
+        // With an inclusion, only the included fields and the metadata.
+        let p = Projection::parse(&doc! {"a": 1, "k": {"$meta": "indexKey"}}).unwrap();
+        assert!(!p.needs_sort_key());
+        assert_eq!(
+            p.apply_with_meta(&d, &meta).unwrap(),
+            doc! {"_id": 1, "a": 1, "k": {"a": 1}}
+        );
     }
 }

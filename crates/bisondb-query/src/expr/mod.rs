@@ -942,22 +942,32 @@ fn parse_custom(name: &'static str, arg: &Bson, scope: &mut Scope) -> MongoResul
         // Only the text score is kept per document so far.
         "$meta" => match arg {
             Bson::String(m) if m == "textScore" => Ok(Expr::Call(name, Vec::new())),
+            // Nothing here sets these (no Atlas Search stages; `$sample`
+            // keeps no random values): mongod's value for a document
+            // without the metadata is missing.
             Bson::String(m)
                 if matches!(
                     m.as_str(),
                     "randVal"
                         | "searchScore"
                         | "searchHighlights"
-                        | "geoNearDistance"
+                        | "searchScoreDetails"
+                        | "searchSequenceToken"
+                        | "vectorSearchScore"
+                ) =>
+            {
+                Ok(Expr::Missing)
+            }
+            Bson::String(m)
+                if matches!(
+                    m.as_str(),
+                    "geoNearDistance"
                         | "geoNearPoint"
                         | "recordId"
                         | "indexKey"
                         | "sortKey"
-                        | "searchScoreDetails"
-                        | "searchSequenceToken"
                         | "score"
                         | "scoreDetails"
-                        | "vectorSearchScore"
                 ) =>
             {
                 Err(MongoError::new(

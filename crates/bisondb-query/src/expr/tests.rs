@@ -862,9 +862,9 @@ fn parse_errors() {
             "Unrecognized expression '$foo'",
         ),
         (
-            Bson::from(doc! {"$meta": "searchScore"}),
+            Bson::from(doc! {"$meta": "sortKey"}),
             238,
-            "$meta \"searchScore\" is not supported by BisonDB yet",
+            "$meta \"sortKey\" is not supported by BisonDB yet",
         ),
         (
             Bson::from(doc! {"$meta": "bogus"}),
@@ -1492,4 +1492,26 @@ fn to_hashed_index_key() {
             b(hashed::hash64(&Bson::from(vec![Bson::Int32(5)]))),
         ),
     ]);
+}
+
+#[test]
+fn meta_without_metadata_is_missing() {
+    for m in [
+        "randVal",
+        "searchScore",
+        "searchHighlights",
+        "searchScoreDetails",
+        "searchSequenceToken",
+        "vectorSearchScore",
+    ] {
+        assert_eq!(
+            eval_doc(Bson::from(doc! {"$meta": m})).unwrap(),
+            None,
+            "{m}"
+        );
+    }
+    for m in ["indexKey", "recordId", "geoNearDistance", "geoNearPoint"] {
+        let e = eval_doc(Bson::from(doc! {"$meta": m})).unwrap_err();
+        assert_eq!(e.code.code(), 238, "{m}");
+    }
 }

@@ -2,11 +2,11 @@
 
 use bisondb_error::{ErrorCode, MongoError, MongoResult};
 use bisondb_query::matcher::Matcher;
-use bisondb_query::projection::Projection;
+use bisondb_query::projection::{DocMeta, Projection};
 use bisondb_query::sort::SortSpec;
 use std::sync::Arc;
 
-use bson::{doc, Document, RawBsonRef, RawDocumentBuf};
+use bson::{doc, Bson, Document, RawBsonRef, RawDocumentBuf};
 
 use super::let_vars::LetVars;
 use super::{util, Command, Context};
@@ -359,7 +359,11 @@ impl Find {
             }
             Some(p) => {
                 let p = Projection::parse_with_filter(p, &self.filter)?;
-                Box::new(src.map(move |d| d.and_then(|d| p.apply_raw(&d))))
+                if p.needs_sort_key() || p.needs_index_key() {
+                    meta_projection(p, &chosen, sort.cloned(), src)?
+                } else {
+                    Box::new(src.map(move |d| d.and_then(|d| p.apply_raw(&d))))
+                }
             }
             None => src,
         };
@@ -432,6 +436,48 @@ impl Find {
         };
         Ok((planner, Some(exec)))
     }
+}
+
+/// A projection with `{$meta: "sortKey"}` or `{$meta: "indexKey"}`: each
+/// document's sort key (the values the sort compared, always an array) and
+/// the key of the secondary index the plan read, as mongod shows them.
+fn meta_projection(
+    p: Projection,
+    chosen: &plan::Plan,
+    sort: Option<SortSpec>,
+    src: DocSource,
+) -> MongoResult<DocSource> {
+    let sort = if p.needs_sort_key() {
+        match sort {
+            Some(s) if !s.is_empty() => Some(s),
+            _ => {
+                return Err(MongoError::bad_value(
+                    "cannot use sortKey $meta projection without a sort",
+                ))
+            }
+        }
+    } else {
+        None
+    };
+    let keys = if p.needs_index_key() {
+        Some(plan::ReturnKey::new(chosen)?).filter(|k| k.from_secondary_index())
+    } else {
+        None
+    };
+    Ok(Box::new(src.map(move |d| {
+        let d = d?;
+        let meta = DocMeta {
+            index_key: match &keys {
+                Some(k) => Some(Bson::Document(
+                    Document::try_from(k.key_of(&d)?.as_ref())
+                        .map_err(crate::request::invalid_bson)?,
+                )),
+                None => None,
+            },
+            sort_key: sort.as_ref().map(|s| Bson::Array(s.sort_key(&d))),
+        };
+        p.apply_raw_with_meta(&d, &meta)
+    })))
 }
 
 /// `{$natural: 1}` / `{$natural: -1}` as a sort: `Some(forward)`.

@@ -410,6 +410,13 @@ impl ReturnKey {
         Ok(ReturnKey { how })
     }
 
+    /// Whether the plan reads a secondary index (`{$meta: "indexKey"}` has
+    /// a value only then: mongod leaves it out for collection scans and
+    /// `_id` lookups).
+    pub fn from_secondary_index(&self) -> bool {
+        matches!(self.how, KeyFrom::Index { .. })
+    }
+
     /// The key document for `doc`.
     pub fn key_of(&self, doc: &RawDocumentBuf) -> MongoResult<RawDocumentBuf> {
         let d = match &self.how {
