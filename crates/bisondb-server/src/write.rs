@@ -282,16 +282,27 @@ pub fn write_output(
         } => {
             let target_db = target_db.as_deref().unwrap_or(db);
             let tmp = format!("tmp.agg_out.{:016x}", rand::random::<u64>());
-            let options = match storage.collection(target_db, coll) {
+            // The replacement keeps the target's options (validator,
+            // collation...) and its indexes, built on the temporary
+            // collection before it is filled: a document that breaks a
+            // unique index fails the $out and the target stays as it was.
+            let (options, indexes) = match storage.collection(target_db, coll) {
                 Some(existing) if !existing.options().contains_key("viewOn") => {
-                    existing.options().as_ref().clone()
+                    (existing.options().as_ref().clone(), existing.indexes())
                 }
-                _ => Document::new(),
+                _ => (Document::new(), Vec::new()),
             };
             let tmp_coll = storage
                 .create_collection(target_db, &tmp, options)
                 .map_err(MongoError::from)?;
-            let filled = Validator::for_collection(Some(&tmp_coll), bypass_validation)
+            let indexed = indexes.into_iter().try_for_each(|ix| {
+                storage
+                    .create_index(target_db, &tmp, ix.spec)
+                    .map(|_| ())
+                    .map_err(MongoError::from)
+            });
+            let filled = indexed
+                .and_then(|()| Validator::for_collection(Some(&tmp_coll), bypass_validation))
                 .and_then(|v| fill_out(&tmp_coll, docs, durability, v.as_ref()));
             let renamed = filled.and_then(|()| {
                 storage
@@ -311,17 +322,34 @@ pub fn write_output(
             ..
         } => {
             let target_db = target_db.as_deref().unwrap_or(db);
-            let target = storage
-                .get_or_create_collection(target_db, coll)
-                .map_err(MongoError::from)?;
-            let validator = Validator::for_collection(Some(&target), bypass_validation)?;
             let on: Vec<String> = if on.is_empty() {
                 vec!["_id".to_string()]
             } else {
                 on.clone()
             };
+            // `on` fields other than `_id` need a unique index on exactly
+            // them (checked before the target is created): it finds each
+            // document's match, and guarantees there is at most one.
+            let hint = if on.len() == 1 && on.first().is_some_and(|f| f == "_id") {
+                None
+            } else {
+                let existing = storage.collection(target_db, coll);
+                Some(plan::Hint::Name(merge_on_index(existing.as_ref(), &on)?))
+            };
+            let target = storage
+                .get_or_create_collection(target_db, coll)
+                .map_err(MongoError::from)?;
+            let validator = Validator::for_collection(Some(&target), bypass_validation)?;
             for d in docs {
-                merge_doc(&target, stage, &on, d?, durability, validator.as_ref())?;
+                merge_doc(
+                    &target,
+                    stage,
+                    &on,
+                    hint.as_ref(),
+                    d?,
+                    durability,
+                    validator.as_ref(),
+                )?;
             }
             Ok(())
         }
@@ -360,10 +388,60 @@ fn fill_out(
     Ok(())
 }
 
+/// The name of the target's index that supports `$merge` on `on`: unique,
+/// not partial, on exactly those fields (in any order and direction).
+/// mongod's 51183 otherwise, a missing target included.
+fn merge_on_index(target: Option<&Collection>, on: &[String]) -> MongoResult<String> {
+    let wanted: std::collections::BTreeSet<&str> = on.iter().map(String::as_str).collect();
+    target
+        .into_iter()
+        .flat_map(|c| c.indexes())
+        .find(|ix| {
+            let fields: std::collections::BTreeSet<&str> =
+                ix.spec.key.keys().map(String::as_str).collect();
+            ix.spec.unique
+                && ix.spec.partial_filter.is_none()
+                && ix.spec.key.len() == fields.len()
+                && fields == wanted
+        })
+        .map(|ix| ix.spec.name)
+        .ok_or_else(|| {
+            MongoError::location(
+                51183,
+                "Cannot find index to verify that join fields will be unique",
+            )
+        })
+}
+
+/// The value of the `on` field `path` in `doc`, as mongod reads it: an
+/// array anywhere along the path fails (51185), a path through a
+/// non-document is missing.
+fn merge_on_value<'d>(doc: &'d Document, path: &str) -> MongoResult<Option<&'d Bson>> {
+    let mut cur: Option<&Bson> = None;
+    let mut here = doc;
+    let mut parts = path.split('.').peekable();
+    while let Some(part) = parts.next() {
+        cur = here.get(part);
+        match cur {
+            Some(Bson::Array(_)) => {
+                return Err(MongoError::location(
+                    51185,
+                    format!("$merge write error: 'on' field '{path}' is an array"),
+                ))
+            }
+            Some(Bson::Document(d)) => here = d,
+            _ if parts.peek().is_some() => return Ok(None),
+            _ => {}
+        }
+    }
+    Ok(cur)
+}
+
 fn merge_doc(
     target: &Collection,
     stage: &OutputStage,
     on: &[String],
+    hint: Option<&plan::Hint>,
     incoming: Document,
     durability: Durability,
     validator: Option<&Validator>,
@@ -371,18 +449,19 @@ fn merge_doc(
     let mut key = Document::new();
     let mut key_value = Document::new();
     for field in on {
-        let v = bisondb_query::path::get_path_bson(&incoming, field);
-        match v {
-            Some(Bson::Null | Bson::Undefined | Bson::Array(_)) | None if field != "_id" => {
+        match merge_on_value(&incoming, field)? {
+            Some(Bson::Null | Bson::Undefined) | None if field != "_id" => {
                 return Err(MongoError::location(
                     51132,
-                    "$merge write error: 'on' field cannot be missing, null, undefined or an array",
+                    format!("$merge write error: 'on' field '{field}' cannot be missing, null or undefined if supporting index is sparse"),
                 ))
             }
             Some(v) => {
                 key.insert(field.clone(), bson::doc! {"$eq": v.clone()});
                 key_value.insert(field.clone(), v.clone());
             }
+            // A document without `_id` matches nothing: it is inserted
+            // with a new one.
             None => {}
         }
     }
@@ -390,10 +469,11 @@ fn merge_doc(
         None
     } else {
         let matcher = Matcher::parse_doc(&key)?;
-        match target_ids(Some(target), Selection::filter(&matcher), false)?
-            .into_iter()
-            .next()
-        {
+        let sel = Selection {
+            hint,
+            ..Selection::filter(&matcher)
+        };
+        match target_ids(Some(target), sel, false)?.into_iter().next() {
             Some(id) => target
                 .get(id.as_raw_bson_ref())
                 .map_err(MongoError::from)?
@@ -447,4 +527,32 @@ fn merge_doc(
         MergeAction::Keep | MergeAction::Discard => {}
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::merge_on_value;
+    use bson::{doc, Bson};
+
+    #[test]
+    fn merge_on_values() {
+        let d = doc! {"a": 1, "b": {"c": "x", "l": [1]}, "arr": [{"c": 1}], "s": "str"};
+        let cases: &[(&str, Result<Option<Bson>, i32>)] = &[
+            ("a", Ok(Some(Bson::Int32(1)))),
+            ("b.c", Ok(Some(Bson::String("x".into())))),
+            ("missing", Ok(None)),
+            // A path through a scalar is missing.
+            ("s.c", Ok(None)),
+            // An array anywhere along the path fails.
+            ("b.l", Err(51185)),
+            ("arr.c", Err(51185)),
+            ("arr", Err(51185)),
+        ];
+        for (path, want) in cases {
+            let got = merge_on_value(&d, path)
+                .map(|v| v.cloned())
+                .map_err(|e| e.code.code());
+            assert_eq!(&got, want, "{path}");
+        }
+    }
 }

@@ -1273,7 +1273,10 @@ fn merge_let() {
         MergeAction::Replace(doc! {"_id": 1, "v": 2})
     );
     for (spec, code) in [
-        (doc! {"into": "c", "let": {"a": 1}, "whenMatched": "merge"}, 51199),
+        (
+            doc! {"into": "c", "let": {"a": 1}, "whenMatched": "merge"},
+            51199,
+        ),
         (doc! {"into": "c", "let": {"a": 1}}, 51199),
         (
             doc! {"into": "c", "let": {"new": "$x"}, "whenMatched": [{"$set": {"a": 1}}]},
@@ -1511,7 +1514,9 @@ fn densify_calendar_units() {
         // Each month is added to the previous value, the day clamped to the
         // month's length (Jan 31 -> Feb 29 -> Mar 29), as $dateAdd does.
         (
-            vec![doc! {"$densify": {"field": "t", "range": {"step": 1, "unit": "month", "bounds": "full"}}}],
+            vec![
+                doc! {"$densify": {"field": "t", "range": {"step": 1, "unit": "month", "bounds": "full"}}},
+            ],
             vec![t(1_706_659_200_000), t(1_714_521_600_000)],
             vec![
                 t(1_706_659_200_000),
@@ -1523,12 +1528,16 @@ fn densify_calendar_units() {
         ),
         // A quarter is three months; explicit bounds are half-open.
         (
-            vec![doc! {"$densify": {"field": "t", "range": {"step": 1, "unit": "quarter", "bounds": [DateTime::from_millis(1_700_006_400_000), DateTime::from_millis(1_715_731_200_000)]}}}],
+            vec![
+                doc! {"$densify": {"field": "t", "range": {"step": 1, "unit": "quarter", "bounds": [DateTime::from_millis(1_700_006_400_000), DateTime::from_millis(1_715_731_200_000)]}}},
+            ],
             vec![t(1_700_006_400_000)],
             vec![t(1_700_006_400_000), t(1_707_955_200_000)],
         ),
         (
-            vec![doc! {"$densify": {"field": "t", "range": {"step": 1, "unit": "year", "bounds": "full"}}}],
+            vec![
+                doc! {"$densify": {"field": "t", "range": {"step": 1, "unit": "year", "bounds": "full"}}},
+            ],
             vec![t(1_700_006_400_000), t(1_763_164_800_000)],
             vec![
                 t(1_700_006_400_000),
