@@ -15,6 +15,8 @@ use bson::{Bson, Decimal128};
 use num_bigint::BigUint;
 use std::cmp::Ordering;
 
+mod transcendental;
+
 /// Significant digits of a decimal128 coefficient.
 const DIGITS: u64 = 34;
 /// Smallest and largest exponent of the coefficient (`c × 10^exp`).
@@ -1250,6 +1252,20 @@ mod expr_tests {
                 dec("9223372036854775807"),
             ),
             (bson::bson!({"$toBool": dec("NaN")}), Bson::Boolean(true)),
+            // Logarithms and powers computed in decimal128 (34 digits).
+            (bson::bson!({"$exp": dec("1")}), dec("2.718281828459045235360287471352662")),
+            (bson::bson!({"$exp": dec("NaN")}), dec("NaN")),
+            (bson::bson!({"$ln": dec("10")}), dec("2.302585092994045684017991454684364")),
+            (bson::bson!({"$ln": dec("NaN")}), dec("NaN")),
+            (bson::bson!({"$log10": dec("1000")}), dec("3")),
+            (bson::bson!({"$log": [dec("1000"), 10]}), dec("3")),
+            (bson::bson!({"$log": [dec("100"), dec("0.1")]}), dec("-2.000000000000000000000000000000000")),
+            (bson::bson!({"$pow": [dec("1.1"), 2]}), dec("1.21")),
+            (bson::bson!({"$pow": [2, dec("0.5")]}), dec("1.414213562373095048801688724209698")),
+            // A double operand converts to 15 digits first: 2.5 is 2.50000000000000.
+            (bson::bson!({"$pow": [2.5, dec("2")]}), dec("6.2500000000000000000000000000")),
+            (bson::bson!({"$pow": [dec("2"), null]}), Bson::Null),
+            (bson::bson!({"$ln": null}), Bson::Null),
             // Non-decimal fast paths are unchanged.
             (bson::bson!({"$add": [1, 2]}), Bson::Int32(3)),
             (bson::bson!({"$divide": [1, 4]}), Bson::Double(0.25)),
@@ -1281,10 +1297,20 @@ mod expr_tests {
             (bson::bson!({"$trunc": [dec("1"), dec("-21")]}), 51083, "precision value -21"),
             (bson::bson!({"$round": [1, dec("1.4")]}), 51082, "integral"),
             (bson::bson!({"$sqrt": dec("-4")}), 28714, "greater than or equal to 0"),
-            (bson::bson!({"$exp": dec("1")}), 238, "$exp"),
-            (bson::bson!({"$pow": [dec("2"), 2]}), 238, "$pow"),
-            (bson::bson!({"$ln": dec("2")}), 238, "$ln"),
-            (bson::bson!({"$log": [dec("2"), 10]}), 238, "$log"),
+            (bson::bson!({"$ln": dec("0")}), 28766, "$ln's argument must be a positive number, but is 0"),
+            (bson::bson!({"$ln": dec("-1")}), 28766, "positive number"),
+            (bson::bson!({"$log10": dec("-0.5")}), 28761, "$log10's argument must be a positive number"),
+            (bson::bson!({"$log": [dec("0"), 10]}), 28758, "$log's argument must be a positive number"),
+            (bson::bson!({"$log": [dec("2"), dec("1.00")]}), 28759, "$log's base must be a positive number not equal to 1"),
+            (bson::bson!({"$log": [dec("2"), -3]}), 28759, "base"),
+            (bson::bson!({"$log": [dec("2"), "x"]}), 28756, "$log's argument must be numeric"),
+            (bson::bson!({"$pow": [dec("0"), -1]}), 28764, "base of 0 and a negative exponent"),
+            (bson::bson!({"$pow": [0, dec("-0.5")]}), 28764, "base of 0 and a negative exponent"),
+            (bson::bson!({"$pow": [dec("2"), "x"]}), 28763, "exponent must be numeric"),
+            (bson::bson!({"$pow": ["x", dec("2")]}), 28762, "base must be numeric"),
+            (bson::bson!({"$exp": "x"}), 28765, "$exp only supports numeric types"),
+            // Trigonometry is not implemented for decimals yet.
+            (bson::bson!({"$sin": dec("1")}), 238, "$sin"),
             (bson::bson!({"$convert": {"input": 1, "to": "binData"}}), 238, "binData"),
         ];
         for (e, code, msg) in cases {

@@ -160,6 +160,9 @@ pub(super) fn eval(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
             let (Some(a), Some(b)) = (a, b) else {
                 return Ok(Some(Bson::Null));
             };
+            if matches!(a, Bson::Decimal128(_)) || matches!(b, Bson::Decimal128(_)) {
+                return pow_decimal(&a, &b).map(Some);
+            }
             let base = num(&a, name)?.ok_or_else(|| {
                 MongoError::location(
                     28762,
@@ -181,16 +184,12 @@ pub(super) fn eval(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
             Ok(Some(pow(base, exp)))
         }
         "$log" => {
-            let (a, b) = two_numbers(
-                name,
-                args,
-                cx,
-                28756,
-                "$log's argument must be numeric, not",
-            )?;
-            let Some((a, b)) = a.zip(b) else {
-                return Ok(Some(Bson::Null));
-            };
+            let (a, b) =
+                match two_operands(args, cx, 28756, "$log's argument must be numeric, not")? {
+                    Operands::Null => return Ok(Some(Bson::Null)),
+                    Operands::Decs(x, base) => return log_decimal(x, base).map(Some),
+                    Operands::Nums(a, b) => (a, b),
+                };
             let (x, base) = (a.as_f64(), b.as_f64());
             if x <= 0.0 || x.is_nan() {
                 return Err(MongoError::location(
@@ -274,6 +273,59 @@ pub(super) fn eval(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
         }
         _ => unary(name, args, cx),
     }
+}
+
+/// `$log` when either operand is a decimal: computed in decimal128, with
+/// mongod's errors for a non-positive argument or base and a base of one
+/// (NaN passes and gives NaN).
+fn log_decimal(x: Dec, base: Dec) -> MongoResult<Bson> {
+    if matches!(x.cmp_zero(), Some(Ordering::Less | Ordering::Equal)) {
+        return Err(MongoError::location(
+            28758,
+            format!(
+                "$log's argument must be a positive number, but is {}",
+                x.to_bson()
+            ),
+        ));
+    }
+    let one = Dec::from_i64(1);
+    if matches!(base.cmp_zero(), Some(Ordering::Less | Ordering::Equal))
+        || base.minus(one).cmp_zero() == Some(Ordering::Equal)
+    {
+        return Err(MongoError::location(
+            28759,
+            format!(
+                "$log's base must be a positive number not equal to 1, but is {}",
+                base.to_bson()
+            ),
+        ));
+    }
+    Ok(x.log(base).into_bson())
+}
+
+/// `$pow` when either operand is a decimal: both are read as decimals
+/// (a double through mongod's 15-digit conversion) and the power is
+/// computed in decimal128.
+fn pow_decimal(a: &Bson, b: &Bson) -> MongoResult<Bson> {
+    let base = Dec::from_number(a).ok_or_else(|| {
+        MongoError::location(
+            28762,
+            format!("$pow's base must be numeric, not {}", type_name(a)),
+        )
+    })?;
+    let exp = Dec::from_number(b).ok_or_else(|| {
+        MongoError::location(
+            28763,
+            format!("$pow's exponent must be numeric, not {}", type_name(b)),
+        )
+    })?;
+    if base.cmp_zero() == Some(Ordering::Equal) && exp.cmp_zero() == Some(Ordering::Less) {
+        return Err(MongoError::location(
+            28764,
+            "$pow cannot take a base of 0 and a negative exponent",
+        ));
+    }
+    Ok(base.pow(exp).into_bson())
 }
 
 fn as_i64(n: Num) -> i64 {
@@ -449,6 +501,33 @@ fn unary(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
                 ));
             }
             return Ok(Some(d.sqrt().into_bson()));
+        }
+        if matches!(name, "$exp" | "$ln" | "$log10") {
+            let x = Dec::from_bson(d);
+            // mongod lets NaN through (its result is NaN) and refuses zero
+            // and negative numbers for the logarithms.
+            if name != "$exp" && matches!(x.cmp_zero(), Some(Ordering::Less | Ordering::Equal)) {
+                let (code, op) = if name == "$ln" {
+                    (28766, "$ln")
+                } else {
+                    (28761, "$log10")
+                };
+                return Err(MongoError::location(
+                    code,
+                    format!(
+                        "{op}'s argument must be a positive number, but is {}",
+                        x.to_bson()
+                    ),
+                ));
+            }
+            return Ok(Some(
+                match name {
+                    "$exp" => x.exp(),
+                    "$ln" => x.ln(),
+                    _ => x.log10(),
+                }
+                .into_bson(),
+            ));
         }
         if matches!(name, "$abs" | "$ceil" | "$floor" | "$round" | "$trunc") {
             let Some(place) = place_arg(name, args, cx)? else {
