@@ -295,12 +295,9 @@ pub fn write_output(
             let tmp_coll = storage
                 .create_collection(target_db, &tmp, options)
                 .map_err(MongoError::from)?;
-            let indexed = indexes.into_iter().try_for_each(|ix| {
-                storage
-                    .create_index(target_db, &tmp, ix.spec)
-                    .map(|_| ())
-                    .map_err(MongoError::from)
-            });
+            let indexed = indexes
+                .into_iter()
+                .try_for_each(|ix| storage.create_index(target_db, &tmp, ix.spec).map(|_| ()));
             let filled = indexed
                 .and_then(|()| Validator::for_collection(Some(&tmp_coll), bypass_validation))
                 .and_then(|v| fill_out(&tmp_coll, docs, durability, v.as_ref()));

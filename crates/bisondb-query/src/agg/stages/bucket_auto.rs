@@ -17,6 +17,9 @@ use bisondb_error::{MongoError, MongoResult};
 use bson::{doc, Bson, Document};
 use std::cmp::Ordering;
 
+/// A document with its `groupBy` value.
+type Row = (Bson, Document);
+
 #[derive(Debug)]
 pub(crate) struct BucketAutoStage {
     group_by: Expr,
@@ -134,7 +137,7 @@ impl BucketAutoStage {
         let total = rows.len();
         let approx = ((total as f64) / (self.buckets as f64)).round().max(1.0) as usize;
         // Each group with its (min, max) boundaries.
-        let mut groups: Vec<(Bson, Bson, Vec<(Bson, Document)>)> = Vec::new();
+        let mut groups: Vec<(Bson, Bson, Vec<Row>)> = Vec::new();
         let mut it = rows.into_iter().peekable();
         while let Some(first) = it.next() {
             let last_bucket = groups.len() + 1 == self.buckets;
