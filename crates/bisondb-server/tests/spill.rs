@@ -150,6 +150,28 @@ async fn allow_disk_use_by_default_off() {
     )
     .await;
     assert_eq!(all.len(), N as usize);
+    // getParameter shows the values the server started with.
+    let p = t
+        .tcp
+        .database("admin")
+        .run_command(doc! {
+            "getParameter": 1,
+            "allowDiskUseByDefault": 1,
+            "internalQueryMaxBlockingSortMemoryUsageBytes": 1,
+            "internalDocumentSourceGroupMaxMemoryBytes": 1,
+        })
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(p.get_bool("allowDiskUseByDefault").ok(), Some(false));
+    assert_eq!(
+        p.get_i64("internalQueryMaxBlockingSortMemoryUsageBytes")
+            .ok(),
+        Some(4096)
+    );
+    assert_eq!(
+        p.get_i64("internalDocumentSourceGroupMaxMemoryBytes").ok(),
+        Some(100 * 1024 * 1024)
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

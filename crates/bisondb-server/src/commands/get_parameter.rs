@@ -10,6 +10,7 @@ use crate::request::CommandRequest;
 /// The parameters BisonDB has, with their values. Sorted by name.
 fn parameters() -> Vec<(&'static str, Bson)> {
     vec![
+        ("allowDiskUseByDefault", Bson::Boolean(true)),
         ("authenticationMechanisms", Bson::Array(vec![])),
         (
             "cursorTimeoutMillis",
@@ -21,6 +22,10 @@ fn parameters() -> Vec<(&'static str, Bson)> {
         (
             "featureCompatibilityVersion",
             Bson::Document(doc! {"version": "8.0"}),
+        ),
+        (
+            "internalDocumentSourceGroupMaxMemoryBytes",
+            Bson::Int64(100 * 1024 * 1024),
         ),
         (
             "internalQueryMaxBlockingSortMemoryUsageBytes",
@@ -71,6 +76,20 @@ impl Command for GetParameter {
             match *k {
                 "ttlMonitorSleepSecs" => *v = Bson::Int32(ttl),
                 "enableTestCommands" => *v = Bson::Boolean(ctx.state.config.enable_test_commands),
+                // The blocking aggregation stages' limits as set at startup.
+                "allowDiskUseByDefault" => {
+                    *v = Bson::Boolean(ctx.state.config.allow_disk_use_by_default)
+                }
+                "internalDocumentSourceGroupMaxMemoryBytes" => {
+                    *v = Bson::Int64(
+                        i64::try_from(ctx.state.config.group_memory_bytes).unwrap_or(i64::MAX),
+                    )
+                }
+                "internalQueryMaxBlockingSortMemoryUsageBytes" => {
+                    *v = Bson::Int64(
+                        i64::try_from(ctx.state.config.sort_memory_bytes).unwrap_or(i64::MAX),
+                    )
+                }
                 _ => {}
             }
         }
