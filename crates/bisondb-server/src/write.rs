@@ -331,7 +331,7 @@ pub fn write_output(
                 None
             } else {
                 let existing = storage.collection(target_db, coll);
-                Some(plan::Hint::Name(merge_on_index(existing.as_ref(), &on)?))
+                merge_on_index(existing.as_ref(), &on)?.map(plan::Hint::Name)
             };
             let target = storage
                 .get_or_create_collection(target_db, coll)
@@ -387,8 +387,10 @@ fn fill_out(
 
 /// The name of the target's index that supports `$merge` on `on`: unique,
 /// not partial, on exactly those fields (in any order and direction).
-/// mongod's 51183 otherwise, a missing target included.
-fn merge_on_index(target: Option<&Collection>, on: &[String]) -> MongoResult<String> {
+/// mongod's 51183 otherwise, a missing target included. `None` for a
+/// hidden index: it still makes the fields unique, but the planner may not
+/// be told to use it.
+fn merge_on_index(target: Option<&Collection>, on: &[String]) -> MongoResult<Option<String>> {
     let wanted: std::collections::BTreeSet<&str> = on.iter().map(String::as_str).collect();
     target
         .into_iter()
@@ -401,7 +403,7 @@ fn merge_on_index(target: Option<&Collection>, on: &[String]) -> MongoResult<Str
                 && ix.spec.key.len() == fields.len()
                 && fields == wanted
         })
-        .map(|ix| ix.spec.name)
+        .map(|ix| (!ix.spec.hidden).then_some(ix.spec.name))
         .ok_or_else(|| {
             MongoError::location(
                 51183,

@@ -86,6 +86,20 @@ async fn merge_on_a_unique_index_with_let() {
     assert_eq!(docs[1].get_str("k").ok(), Some("b"));
     assert_eq!(docs[1].get_i32("n").ok(), Some(2));
 
+    // A hidden unique index still makes the fields unique.
+    db.run_command(doc! {"collMod": "t", "index": {"name": "k_unique", "hidden": true}})
+        .await
+        .unwrap();
+    collect(
+        src.aggregate(vec![project.clone(), merge("k")])
+            .await
+            .unwrap(),
+    )
+    .await;
+    let docs = sorted(&db, "t").await;
+    assert_eq!(docs.len(), 2, "{docs:?}");
+    assert_eq!(docs[0].get_i32("n").ok(), Some(11));
+
     // Each document needs its `on` values, never arrays.
     let missing = doc! {"$project": {"_id": 0, "n": 1}};
     assert_eq!(agg_err(&db, "src", vec![missing, merge("k")]).await, 51132);
