@@ -16,6 +16,8 @@ use num_bigint::BigUint;
 use std::cmp::Ordering;
 
 mod transcendental;
+mod trig;
+pub use trig::Trig;
 
 /// Significant digits of a decimal128 coefficient.
 const DIGITS: u64 = 34;
@@ -1266,6 +1268,11 @@ mod expr_tests {
             (bson::bson!({"$pow": [2.5, dec("2")]}), dec("6.2500000000000000000000000000")),
             (bson::bson!({"$pow": [dec("2"), null]}), Bson::Null),
             (bson::bson!({"$ln": null}), Bson::Null),
+            (bson::bson!({"$sin": dec("1")}), dec("0.8414709848078965066525023216302990")),
+            (bson::bson!({"$atan2": [dec("1"), 1]}), dec("0.7853981633974483096156608458198757")),
+            (bson::bson!({"$degreesToRadians": dec("180")}), dec("3.141592653589793238462643383279503")),
+            (bson::bson!({"$acos": dec("NaN")}), dec("NaN")),
+            (bson::bson!({"$cosh": null}), Bson::Null),
             // Non-decimal fast paths are unchanged.
             (bson::bson!({"$add": [1, 2]}), Bson::Int32(3)),
             (bson::bson!({"$divide": [1, 4]}), Bson::Double(0.25)),
@@ -1309,8 +1316,11 @@ mod expr_tests {
             (bson::bson!({"$pow": [dec("2"), "x"]}), 28763, "exponent must be numeric"),
             (bson::bson!({"$pow": ["x", dec("2")]}), 28762, "base must be numeric"),
             (bson::bson!({"$exp": "x"}), 28765, "$exp only supports numeric types"),
-            // Trigonometry is not implemented for decimals yet.
-            (bson::bson!({"$sin": dec("1")}), 238, "$sin"),
+            (bson::bson!({"$sin": dec("Infinity")}), 50989, "cannot apply $sin to Infinity, value must be in (-inf,inf)"),
+            (bson::bson!({"$asin": dec("1.5")}), 50989, "cannot apply $asin to 1.5, value must be in [-1,1]"),
+            (bson::bson!({"$acosh": dec("0")}), 50989, "[1,inf]"),
+            (bson::bson!({"$atanh": dec("-2")}), 50989, "[-1,1]"),
+            (bson::bson!({"$atan2": [dec("1"), "x"]}), 51044, "$atan2 only supports numeric types"),
             (bson::bson!({"$convert": {"input": 1, "to": "binData"}}), 238, "binData"),
         ];
         for (e, code, msg) in cases {

@@ -20,7 +20,7 @@ use super::{digits, finish, pow10, Dec, Rounding, EMIN};
 use num_bigint::{BigInt, BigUint, Sign};
 
 /// Extra digits carried inside a computation beyond the caller's scale.
-const GUARD: u64 = 20;
+pub(super) const GUARD: u64 = 20;
 /// Error bound, in units of the last place of the caller's scale, that the
 /// functions below stay within (their true error is a few dozen units).
 const ERR: u32 = 1000;
@@ -29,7 +29,7 @@ const ERR: u32 = 1000;
 const START: u64 = 60;
 const MAX_SCALE: u64 = 2000;
 
-fn p10(n: u64) -> BigInt {
+pub(super) fn p10(n: u64) -> BigInt {
     BigInt::from(pow10(n))
 }
 
@@ -79,7 +79,7 @@ fn ln10(q: u64) -> BigInt {
 }
 
 /// `ln(c × 10^e)` at scale `p`, for `c > 0`.
-fn ln_fixed(c: &BigUint, e: i64, p: u64) -> BigInt {
+pub(super) fn ln_fixed(c: &BigUint, e: i64, p: u64) -> BigInt {
     let q = p + GUARD;
     let d = digits(c);
     // c = m × 10^(d-1) with m in [1, 10).
@@ -90,7 +90,7 @@ fn ln_fixed(c: &BigUint, e: i64, p: u64) -> BigInt {
 
 /// `exp(t)` for `t` at scale `p` (|t| below a few tens of thousands), as
 /// `(m, k)`: the value is `m × 10^(k - p)` with `m` about in `[1, 10)`.
-fn exp_fixed(t: &BigInt, p: u64) -> (BigInt, i64) {
+pub(super) fn exp_fixed(t: &BigInt, p: u64) -> (BigInt, i64) {
     let q = p + GUARD;
     let tq = t * p10(GUARD);
     let l10 = ln10(q);
@@ -137,7 +137,7 @@ fn settle(v: &BigInt, err: u32, exp: i64) -> Option<Dec> {
 
 /// Runs `f` at growing scales until its result rounds unambiguously. `f(p)`
 /// returns `(v, exp)` meaning `v × 10^exp`, within [`ERR`] units of `v`.
-fn ziv(f: impl Fn(u64) -> (BigInt, i64)) -> Dec {
+pub(super) fn ziv(f: impl Fn(u64) -> (BigInt, i64)) -> Dec {
     let mut p = START;
     loop {
         let (v, exp) = f(p);
@@ -154,7 +154,7 @@ fn ziv(f: impl Fn(u64) -> (BigInt, i64)) -> Dec {
 
 /// The coefficient with its trailing zeros removed, and the exponent that
 /// keeps the value.
-fn strip(coef: u128, exp: i32) -> (u128, i64) {
+pub(super) fn strip(coef: u128, exp: i32) -> (u128, i64) {
     let (mut c, mut e) = (coef, i64::from(exp));
     while c != 0 && c % 10 == 0 {
         c /= 10;
@@ -163,13 +163,13 @@ fn strip(coef: u128, exp: i32) -> (u128, i64) {
     (c, e)
 }
 
-const ONE: Dec = Dec::Finite {
+pub(super) const ONE: Dec = Dec::Finite {
     neg: false,
     coef: 1,
     exp: 0,
 };
 
-fn zero(neg: bool) -> Dec {
+pub(super) fn zero(neg: bool) -> Dec {
     Dec::Finite {
         neg,
         coef: 0,

@@ -6,7 +6,7 @@ use super::value::{
     Num,
 };
 use super::{arg, cmp_values, Ctx, Expr, Value};
-use crate::decimal::{Dec, Rounding};
+use crate::decimal::{Dec, Rounding, Trig};
 use bisondb_error::{MongoError, MongoResult};
 use bson::{Bson, DateTime};
 use std::cmp::Ordering;
@@ -255,16 +255,12 @@ pub(super) fn eval(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
             )),
         },
         "$atan2" => {
-            let (a, b) = two_numbers(
-                name,
-                args,
-                cx,
-                51044,
-                "$atan2 only supports numeric types, not",
-            )?;
-            let Some((a, b)) = a.zip(b) else {
-                return Ok(Some(Bson::Null));
-            };
+            let (a, b) =
+                match two_operands(args, cx, 51044, "$atan2 only supports numeric types, not")? {
+                    Operands::Null => return Ok(Some(Bson::Null)),
+                    Operands::Decs(y, x) => return Ok(Some(y.atan2(x).into_bson())),
+                    Operands::Nums(a, b) => (a, b),
+                };
             Ok(Some(Bson::Double(a.as_f64().atan2(b.as_f64()))))
         }
         "$sin" | "$cos" | "$tan" | "$asin" | "$acos" | "$atan" | "$sinh" | "$cosh" | "$tanh"
@@ -333,20 +329,6 @@ fn as_i64(n: Num) -> i64 {
         Num::I32(i) => i64::from(i),
         Num::I64(i) => i,
         Num::F64(d) => d as i64,
-    }
-}
-
-fn two_numbers(
-    name: &str,
-    args: &[Expr],
-    cx: &Ctx,
-    code: i32,
-    prefix: &str,
-) -> MongoResult<(Option<Num>, Option<Num>)> {
-    match two_operands(args, cx, code, prefix)? {
-        Operands::Null => Ok((None, None)),
-        Operands::Nums(x, y) => Ok((Some(x), Some(y))),
-        Operands::Decs(..) => Err(decimal_unsupported(name)),
     }
 }
 
@@ -819,6 +801,9 @@ fn trig(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
     let Some(v) = v else {
         return Ok(Some(Bson::Null));
     };
+    if let Bson::Decimal128(d) = v {
+        return trig_decimal(name, Dec::from_bson(d)).map(Some);
+    }
     let Some(n) = num(&v, name)? else {
         return Err(MongoError::location(
             28765,
@@ -853,4 +838,46 @@ fn trig(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
         _ => x.to_degrees(),
     };
     Ok(Some(Bson::Double(r)))
+}
+
+/// The trigonometric operators on a decimal, computed in decimal128, with
+/// mongod's 50989 for an argument outside the function's domain (the
+/// infinities for `$sin`, `$cos` and `$tan`); NaN gives NaN.
+fn trig_decimal(name: &str, x: Dec) -> MongoResult<Bson> {
+    let f = match name {
+        "$sin" => Trig::Sin,
+        "$cos" => Trig::Cos,
+        "$tan" => Trig::Tan,
+        "$asin" => Trig::Asin,
+        "$acos" => Trig::Acos,
+        "$atan" => Trig::Atan,
+        "$sinh" => Trig::Sinh,
+        "$cosh" => Trig::Cosh,
+        "$tanh" => Trig::Tanh,
+        "$asinh" => Trig::Asinh,
+        "$acosh" => Trig::Acosh,
+        "$atanh" => Trig::Atanh,
+        "$degreesToRadians" => Trig::DegreesToRadians,
+        _ => Trig::RadiansToDegrees,
+    };
+    let bounds = match f {
+        Trig::Sin | Trig::Cos | Trig::Tan => Some("(-inf,inf)"),
+        Trig::Asin | Trig::Acos | Trig::Atanh => Some("[-1,1]"),
+        Trig::Acosh => Some("[1,inf]"),
+        _ => None,
+    };
+    let r = x.trig(f);
+    // Out of the domain is exactly where a non-NaN argument gives NaN.
+    if let Some(bounds) = bounds {
+        if r.is_nan() && !x.is_nan() {
+            return Err(MongoError::location(
+                50989,
+                format!(
+                    "cannot apply {name} to {}, value must be in {bounds}",
+                    x.to_bson()
+                ),
+            ));
+        }
+    }
+    Ok(r.into_bson())
 }
