@@ -62,6 +62,24 @@ async fn sort_and_group_spill_past_the_lowered_limits() {
     assert_eq!(got, want);
     assert_eq!(tmp_files(&t), 0, "spill files left after the cursor ended");
 
+    // A cursor killed before its end takes its spill files with it.
+    let db = t.tcp.database("spill");
+    let reply = db
+        .run_command(
+            doc! {"aggregate": "c", "pipeline": [{"$sort": {"a": 1}}], "cursor": {"batchSize": 5}},
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let id = reply.get_document("cursor").unwrap().get_i64("id").unwrap();
+    assert_ne!(id, 0);
+    if test_engine() == "lsm" {
+        assert!(tmp_files(&t) > 0);
+    }
+    db.run_command(doc! {"killCursors": "c", "cursors": [id]})
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(tmp_files(&t), 0, "spill files left after killCursors");
+
     // $group: every key, with its count and sum.
     let groups = collect(
         c.aggregate(vec![
