@@ -1227,6 +1227,7 @@ pub fn sorted_source(
     spec: &bisondb_query::sort::SortSpec,
     keep: Option<usize>,
     allow_disk_use: bool,
+    memory_limit: usize,
     stats: Arc<Stats>,
 ) -> MongoResult<DocSource> {
     let st = stats.clone();
@@ -1236,7 +1237,7 @@ pub fn sorted_source(
                 .fetch_add(d.as_bytes().len() as u64, Ordering::Relaxed);
         }
     }));
-    let sorted = sort(input, spec, keep, allow_disk_use)?;
+    let sorted = sort_within(input, spec, keep, allow_disk_use, memory_limit)?;
     Ok(counted(Box::new(sorted.into_iter().map(Ok)), stats, |s| {
         &s.sort
     }))
@@ -1258,6 +1259,19 @@ pub fn sort(
     keep: Option<usize>,
     allow_disk_use: bool,
 ) -> MongoResult<Vec<RawDocumentBuf>> {
+    sort_within(src, spec, keep, allow_disk_use, SORT_MEMORY_LIMIT)
+}
+
+/// [`sort`] under `limit` bytes (the server's
+/// `internalQueryMaxBlockingSortMemoryUsageBytes`). With `allow_disk_use` the
+/// documents stay in memory past it (find's sort does not spill).
+pub fn sort_within(
+    src: DocSource,
+    spec: &bisondb_query::sort::SortSpec,
+    keep: Option<usize>,
+    allow_disk_use: bool,
+    limit: usize,
+) -> MongoResult<Vec<RawDocumentBuf>> {
     let mut docs: Vec<RawDocumentBuf> = Vec::new();
     let mut bytes = 0usize;
     let cmp = |a: &RawDocumentBuf, b: &RawDocumentBuf| spec.compare_raw(a, b);
@@ -1273,10 +1287,10 @@ pub fn sort(
                 bytes = docs.iter().map(|d| d.as_bytes().len()).sum();
             }
         }
-        if bytes > SORT_MEMORY_LIMIT && !allow_disk_use {
+        if bytes > limit && !allow_disk_use {
             return Err(MongoError::new(
                 bisondb_error::ErrorCode::QueryExceededMemoryLimitNoDiskUseAllowed,
-                "Sort exceeded memory limit of 104857600 bytes, but did not opt in to external sorting.",
+                format!("Sort exceeded memory limit of {limit} bytes, but did not opt in to external sorting."),
             ));
         }
     }

@@ -132,6 +132,31 @@ async fn sort_and_group_spill_past_the_lowered_limits() {
         );
         assert!(error_message(&e).contains(msg), "{e}");
     }
+    // find's blocking sort: the same limit; allowDiskUse defaults to true.
+    let all = collect(
+        c.find(doc! {})
+            .sort(doc! {"a": 1})
+            .await
+            .unwrap_or_else(|e| panic!("{e}")),
+    )
+    .await;
+    assert_eq!(all.len(), N as usize);
+    let e = match c
+        .find(doc! {})
+        .sort(doc! {"a": 1})
+        .allow_disk_use(false)
+        .await
+    {
+        Ok(cursor) => futures::TryStreamExt::try_collect::<Vec<_>>(cursor)
+            .await
+            .expect_err("memory limit"),
+        Err(e) => e,
+    };
+    assert_eq!(error_code(&e), Some(292), "{e}");
+    assert!(
+        error_message(&e).contains("Sort exceeded memory limit of 4096 bytes"),
+        "{e}"
+    );
     // A $sort + small $limit keeps only its top k: never limited.
     let top = collect(
         c.aggregate(vec![
@@ -168,6 +193,13 @@ async fn allow_disk_use_by_default_off() {
     )
     .await;
     assert_eq!(all.len(), N as usize);
+    let e = match c.find(doc! {}).sort(doc! {"a": 1}).await {
+        Ok(cursor) => futures::TryStreamExt::try_collect::<Vec<_>>(cursor)
+            .await
+            .expect_err("memory limit"),
+        Err(e) => e,
+    };
+    assert_eq!(error_code(&e), Some(292), "{e}");
     // getParameter shows the values the server started with.
     let p = t
         .tcp

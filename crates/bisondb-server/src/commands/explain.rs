@@ -242,7 +242,7 @@ fn explain_filter(
     let stats = Arc::new(plan::Stats::default());
     let mut src = plan::execute(coll.as_ref(), &chosen, &m, stats.clone())?;
     if let (Some(s), false) = (&t.sort, chosen.provides_sort) {
-        src = plan::sorted_source(src, s, None, true, stats.clone())?;
+        src = plan::sorted_source(src, s, None, true, plan::SORT_MEMORY_LIMIT, stats.clone())?;
     }
     for d in plan::counted(src, stats.clone(), |s| &s.out) {
         d?;

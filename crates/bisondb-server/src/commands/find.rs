@@ -28,7 +28,9 @@ pub struct Find {
     limit: Option<u64>,
     batch_size: Option<usize>,
     single_batch: bool,
-    allow_disk_use: bool,
+    /// `allowDiskUse`, when given (else the server's `allowDiskUseByDefault`,
+    /// true as in mongod 8.0).
+    allow_disk_use: Option<bool>,
     no_cursor_timeout: bool,
     lsid: Option<Document>,
     /// `tailable` and `awaitData` (see `crate::tailable`).
@@ -83,7 +85,7 @@ impl Command for Find {
             limit: None,
             batch_size: None,
             single_batch: false,
-            allow_disk_use: false,
+            allow_disk_use: None,
             no_cursor_timeout: false,
             lsid: None,
             tailable: false,
@@ -137,7 +139,7 @@ impl Command for Find {
                     f.batch_size = Some(args::as_non_negative(n, "batchSize", v)? as usize)
                 }
                 "singleBatch" => f.single_batch = args::as_bool(n, "singleBatch", v)?,
-                "allowDiskUse" => f.allow_disk_use = args::as_bool(n, "allowDiskUse", v)?,
+                "allowDiskUse" => f.allow_disk_use = Some(args::as_bool(n, "allowDiskUse", v)?),
                 "noCursorTimeout" => f.no_cursor_timeout = args::as_bool(n, "noCursorTimeout", v)?,
                 "hint" => f.hint = plan::Hint::parse(v)?,
                 "collation" => f.collation = crate::collation::parse_arg(n, v)?,
@@ -209,7 +211,11 @@ impl Command for Find {
             return self.execute_tailable(ctx, coll);
         }
         let stats = Arc::new(plan::Stats::default());
-        let (chosen, src) = self.source(coll.as_ref(), stats.clone())?;
+        let allow_disk_use = self
+            .allow_disk_use
+            .unwrap_or(ctx.state.config.allow_disk_use_by_default);
+        let sort_memory = (allow_disk_use, ctx.state.config.sort_memory_bytes);
+        let (chosen, src) = self.source(coll.as_ref(), stats.clone(), sort_memory)?;
         ctx.conn.op.plan(&stats, &chosen);
         let mut cursor = Cursor::new(ns.clone(), src, self.limit);
         cursor.profile = ctx.conn.op.cursor_profile();
@@ -296,6 +302,8 @@ impl Find {
         &self,
         coll: Option<&bisondb_storage::Collection>,
         stats: Arc<plan::Stats>,
+        // `allowDiskUse` (resolved) and the blocking sort's memory limit.
+        (allow_disk_use, sort_memory_bytes): (bool, usize),
     ) -> MongoResult<(plan::Plan, DocSource)> {
         // Under a non-simple collation, string comparisons in the filter and
         // the sort use it (the planner then keeps string bounds and index
@@ -342,7 +350,14 @@ impl Find {
         let src: DocSource = match sort {
             Some(spec) if !chosen.provides_sort => {
                 let keep = self.limit.map(|l| l.saturating_add(self.skip) as usize);
-                plan::sorted_source(src, spec, keep, self.allow_disk_use, stats.clone())?
+                plan::sorted_source(
+                    src,
+                    spec,
+                    keep,
+                    allow_disk_use,
+                    sort_memory_bytes,
+                    stats.clone(),
+                )?
             }
             _ => src,
         };
@@ -380,7 +395,11 @@ impl Find {
         let coll = ctx.state.storage.collection(&self.db, &self.coll);
         let stats = Arc::new(plan::Stats::default());
         let started = std::time::Instant::now();
-        let (chosen, src) = self.source(coll.as_ref(), stats.clone())?;
+        let allow_disk_use = self
+            .allow_disk_use
+            .unwrap_or(ctx.state.config.allow_disk_use_by_default);
+        let sort_memory = (allow_disk_use, ctx.state.config.sort_memory_bytes);
+        let (chosen, src) = self.source(coll.as_ref(), stats.clone(), sort_memory)?;
         let mut tree = plan::describe(&chosen, &self.filter_doc, false);
         if let Some(s) = &self.sort {
             if !chosen.provides_sort {
