@@ -1,5 +1,6 @@
 //! Decimal128 logarithms, exponentials and powers (`$exp`, `$ln`, `$log10`,
-//! `$log`, `$pow`) through the driver: 34-digit results and mongod's errors.
+//! `$log`, `$pow`) and trigonometry through the driver: 34-digit results and
+//! mongod's errors.
 
 mod common;
 
@@ -32,6 +33,9 @@ async fn decimal_logarithms_and_powers() {
                 "sq": {"$pow": ["$x", 2]},
                 "root2": {"$pow": [2, dec("0.5")]},
                 "sqrt2": {"$sqrt": dec("2")},
+                "sin": {"$sin": "$one"},
+                "atan2": {"$atan2": ["$one", -1]},
+                "pi": {"$degreesToRadians": dec("180")},
             }}])
             .await
             .unwrap()
@@ -53,6 +57,21 @@ async fn decimal_logarithms_and_powers() {
         assert_eq!(d.get("log"), Some(&dec("3")), "{t}");
         assert_eq!(d.get("sq"), Some(&dec("1.21")), "{t}");
         assert_eq!(d.get("root2"), d.get("sqrt2"), "{t}");
+        assert_eq!(
+            d.get("sin"),
+            Some(&dec("0.8414709848078965066525023216302990")),
+            "{t}"
+        );
+        assert_eq!(
+            d.get("atan2"),
+            Some(&dec("2.356194490192344928846982537459627")),
+            "{t}"
+        );
+        assert_eq!(
+            d.get("pi"),
+            Some(&dec("3.141592653589793238462643383279503")),
+            "{t}"
+        );
 
         for (expr, code) in [
             (doc! {"$ln": dec("0")}, 28766),
@@ -60,6 +79,8 @@ async fn decimal_logarithms_and_powers() {
             (doc! {"$log": [dec("5"), dec("1")]}, 28759),
             (doc! {"$log": [dec("-5"), 10]}, 28758),
             (doc! {"$pow": [dec("0"), -2]}, 28764),
+            (doc! {"$asin": dec("2")}, 50989),
+            (doc! {"$cos": dec("-Infinity")}, 50989),
         ] {
             let res = coll
                 .aggregate(vec![doc! {"$project": {"v": expr.clone()}}])
