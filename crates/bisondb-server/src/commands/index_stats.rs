@@ -78,10 +78,10 @@ mod tests {
         assert!(check_spec(&Bson::Document(doc! {}), Some("c")).is_ok());
         for bad in [Bson::Document(doc! {"a": 1}), Bson::Int32(1), Bson::Null] {
             let e = check_spec(&bad, Some("c")).unwrap_err();
-            assert_eq!(e.code(), 28803, "{bad:?}");
+            assert_eq!(e.code.code(), 28803, "{bad:?}");
         }
         let e = check_spec(&Bson::Document(doc! {}), None).unwrap_err();
-        assert_eq!(e.code(), ErrorCode::InvalidNamespace as i32);
+        assert_eq!(e.code, ErrorCode::InvalidNamespace);
     }
 
     #[test]
