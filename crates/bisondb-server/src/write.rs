@@ -167,29 +167,7 @@ pub fn update(
         }
     }
     if res.matched == 0 && upsert {
-        let mut doc = match spec {
-            UpdateSpec::Replacement(r) => {
-                let mut d = Document::new();
-                if !r.contains_key("_id") {
-                    if let Some(id) = matcher.id_equality() {
-                        d.insert("_id", id);
-                    }
-                }
-                d.extend(r.clone());
-                d
-            }
-            _ => {
-                let mut d = upsert_seed(&matcher.equality_fields())?;
-                spec.apply_with_query(&mut d, true, Some(matcher))?;
-                d
-            }
-        };
-        if !doc.contains_key("_id") {
-            let mut with_id = Document::new();
-            with_id.insert("_id", bson::oid::ObjectId::new());
-            with_id.extend(doc);
-            doc = with_id;
-        }
+        let doc = upsert_document(matcher, spec)?;
         let raw = util::prepare_owned(&doc)?;
         if let Some(v) = validator {
             v.check(&raw, None)?;
@@ -207,6 +185,36 @@ pub fn update(
         }
     }
     Ok(res)
+}
+
+/// The document an upsert inserts: the replacement (with the filter's `_id`),
+/// or the filter's equality fields with the update applied; `_id` first,
+/// generated when missing. Shared with the time-series write path.
+pub fn upsert_document(matcher: &Matcher, spec: &UpdateSpec) -> MongoResult<Document> {
+    let d = match spec {
+        UpdateSpec::Replacement(r) => {
+            let mut d = Document::new();
+            if !r.contains_key("_id") {
+                if let Some(id) = matcher.id_equality() {
+                    d.insert("_id", id);
+                }
+            }
+            d.extend(r.clone());
+            d
+        }
+        _ => {
+            let mut d = upsert_seed(&matcher.equality_fields())?;
+            spec.apply_with_query(&mut d, true, Some(matcher))?;
+            d
+        }
+    };
+    if d.contains_key("_id") {
+        return Ok(d);
+    }
+    let mut with_id = Document::new();
+    with_id.insert("_id", bson::oid::ObjectId::new());
+    with_id.extend(d);
+    Ok(with_id)
 }
 
 /// Deletes the documents `sel` selects (at most one unless `multi`); returns

@@ -15,7 +15,6 @@ use bisondb_error::{MongoError, MongoResult};
 use bisondb_query::agg::unpack_bucket;
 use bisondb_query::matcher::Matcher;
 use bisondb_query::projection::Projection;
-use bisondb_query::update::{upsert_seed, UpdateSpec};
 use bisondb_storage::{Collection, Durability, Modify};
 use bson::{doc, Bson, Document, RawBson, RawDocumentBuf};
 
@@ -30,6 +29,7 @@ use crate::commands::Context;
 use crate::reply;
 use crate::request::CommandRequest;
 use crate::state::OpCounters;
+use crate::write::upsert_document;
 
 #[derive(Default)]
 struct Outcome {
@@ -218,35 +218,6 @@ fn write_measurements(
         write_group(buckets, ts, key, group, durability)?;
     }
     Ok(())
-}
-
-/// The measurement an upsert inserts, built as for any collection: the
-/// replacement (with the filter's `_id`), or the filter's equality fields with
-/// the update applied; `_id` first, generated when missing.
-fn upsert_document(matcher: &Matcher, update: &UpdateSpec) -> MongoResult<Document> {
-    let d = match update {
-        UpdateSpec::Replacement(r) => {
-            let mut d = Document::new();
-            if !r.contains_key("_id") {
-                if let Some(id) = matcher.id_equality() {
-                    d.insert("_id", id);
-                }
-            }
-            d.extend(r.clone());
-            d
-        }
-        spec => {
-            let mut d = upsert_seed(&matcher.equality_fields())?;
-            spec.apply_with_query(&mut d, true, Some(matcher))?;
-            d
-        }
-    };
-    if d.contains_key("_id") {
-        return Ok(d);
-    }
-    let mut with_id = doc! {"_id": bson::oid::ObjectId::new()};
-    with_id.extend(d);
-    Ok(with_id)
 }
 
 /// `findAndModify` on a time-series collection: the command parsed as for any
