@@ -18,8 +18,10 @@ use bisondb_query::projection::Projection;
 use bisondb_storage::{Collection, Durability, Modify};
 use bson::{doc, Bson, Document, RawBson, RawDocumentBuf};
 
-use super::bucket::Bucket;
-use super::write::{bucket_collection, meta_key, write_group, Measurement};
+use super::write::{
+    bucket_collection, keep_new_version, keep_row, meta_key, open_rewrite, rewritten, write_group,
+    Measurement,
+};
 use super::TsOptions;
 use crate::args;
 use crate::commands::let_vars::LetVars;
@@ -137,16 +139,11 @@ fn apply_statement(
         let mut step = (0u64, 0u64, Vec::new());
         buckets.modify(id.as_raw_bson_ref(), durability, &mut |cur| {
             step = (0, 0, Vec::new());
-            let Some(cur) = cur else {
+            let Some((rows, mut kept)) = open_rewrite(cur, ts)? else {
                 return Ok(Modify::Keep);
             };
-            let d = args::to_document(cur)?;
-            let Some(old) = Bucket::from_document(&d, &ts.time_field) else {
-                return Ok(Modify::Keep);
-            };
-            let mut kept = Bucket::new(old.id, old.start_ms, old.meta.clone());
             let mut left = budget;
-            for mut row in unpack_bucket(&d, &ts.time_field, ts.meta_field.as_deref()) {
+            for row in rows {
                 let mut new_version = None;
                 if left > 0 && matcher.matches_doc(&row) {
                     left -= 1;
@@ -162,27 +159,14 @@ fn apply_statement(
                 match new_version {
                     Some(after) => {
                         let m = Measurement::from_document(after, ts)?;
-                        if m.meta == old.meta && kept.fits(m.time_ms, ts.max_span) {
-                            kept.push(&ts.time_field, &m.fields);
-                        } else {
+                        if !keep_new_version(&mut kept, ts, &m) {
                             step.2.push(m);
                         }
                     }
-                    None => {
-                        if let Some(mf) = &ts.meta_field {
-                            row.remove(mf);
-                        }
-                        kept.push(&ts.time_field, &row);
-                    }
+                    None => keep_row(&mut kept, ts, row),
                 }
             }
-            Ok(if step.1 == 0 {
-                Modify::Keep
-            } else if kept.is_empty() {
-                Modify::Delete
-            } else {
-                Modify::Replace(reply::to_raw(&kept.to_document())?)
-            })
+            rewritten(&kept, step.1 > 0)
         })?;
         budget = budget.saturating_sub(step.0);
         out.matched += step.0;
@@ -356,38 +340,20 @@ fn rewrite_one(
     buckets.modify(id.as_raw_bson_ref(), durability, &mut |cur| {
         found = false;
         moved = false;
-        let Some(cur) = cur else {
+        let Some((rows, mut kept)) = open_rewrite(cur, ts)? else {
             return Ok(Modify::Keep);
         };
-        let d = args::to_document(cur)?;
-        let Some(old) = Bucket::from_document(&d, &ts.time_field) else {
-            return Ok(Modify::Keep);
-        };
-        let mut kept = Bucket::new(old.id, old.start_ms, old.meta.clone());
-        for mut row in unpack_bucket(&d, &ts.time_field, ts.meta_field.as_deref()) {
+        for row in rows {
             if !found && row == *before {
                 found = true;
                 if let Some(m) = &new_version {
-                    if m.meta == old.meta && kept.fits(m.time_ms, ts.max_span) {
-                        kept.push(&ts.time_field, &m.fields);
-                    } else {
-                        moved = true;
-                    }
+                    moved = !keep_new_version(&mut kept, ts, m);
                 }
                 continue;
             }
-            if let Some(mf) = &ts.meta_field {
-                row.remove(mf);
-            }
-            kept.push(&ts.time_field, &row);
+            keep_row(&mut kept, ts, row);
         }
-        Ok(if !found {
-            Modify::Keep
-        } else if kept.is_empty() {
-            Modify::Delete
-        } else {
-            Modify::Replace(reply::to_raw(&kept.to_document())?)
-        })
+        rewritten(&kept, found)
     })?;
     if moved {
         if let Some(m) = new_version {

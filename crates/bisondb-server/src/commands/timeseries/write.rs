@@ -22,7 +22,7 @@ use bisondb_query::agg::unpack_bucket;
 use bisondb_query::matcher::Matcher;
 use bisondb_storage::{Collection, Durability, Modify};
 use bson::oid::ObjectId;
-use bson::{doc, Bson, Document, RawBson, RawBsonRef, RawDocumentBuf};
+use bson::{doc, Bson, Document, RawBson, RawBsonRef, RawDocument, RawDocumentBuf};
 
 use super::bucket::{bucket_id, round_down, Bucket};
 use super::{buckets_name, TsOptions};
@@ -334,33 +334,71 @@ fn rewrite_bucket(
     let mut removed = 0u64;
     buckets.modify(id, durability, &mut |cur| {
         removed = 0;
-        let Some(cur) = cur else {
+        let Some((rows, mut kept)) = open_rewrite(cur, ts)? else {
             return Ok(Modify::Keep);
         };
-        let d = args::to_document(cur)?;
-        let Some(old) = Bucket::from_document(&d, &ts.time_field) else {
-            return Ok(Modify::Keep);
-        };
-        let mut kept = Bucket::new(old.id, old.start_ms, old.meta.clone());
-        for mut row in unpack_bucket(&d, &ts.time_field, ts.meta_field.as_deref()) {
+        for row in rows {
             if remove_row(&row) {
                 removed += 1;
                 continue;
             }
-            if let Some(m) = &ts.meta_field {
-                row.remove(m);
-            }
-            kept.push(&ts.time_field, &row);
+            keep_row(&mut kept, ts, row);
         }
-        Ok(if removed == 0 {
-            Modify::Keep
-        } else if kept.is_empty() {
-            Modify::Delete
-        } else {
-            Modify::Replace(reply::to_raw(&kept.to_document())?)
-        })
+        rewritten(&kept, removed > 0)
     })?;
     Ok(removed)
+}
+
+/// The stored bucket `cur` opened for a rewrite inside one `modify`: its
+/// measurements (meta field included), and an empty bucket with the same
+/// `_id`, start and meta that collects those that stay. `None` when it is gone
+/// or not a bucket: nothing to rewrite.
+pub(super) fn open_rewrite(
+    cur: Option<&RawDocument>,
+    ts: &TsOptions,
+) -> MongoResult<Option<(Vec<Document>, Bucket)>> {
+    let Some(cur) = cur else {
+        return Ok(None);
+    };
+    let d = args::to_document(cur)?;
+    let Some(old) = Bucket::from_document(&d, &ts.time_field) else {
+        return Ok(None);
+    };
+    let rows = unpack_bucket(&d, &ts.time_field, ts.meta_field.as_deref());
+    Ok(Some((rows, Bucket::new(old.id, old.start_ms, old.meta))))
+}
+
+/// Keeps an unpacked measurement in the rewritten bucket; its meta field is
+/// the bucket's meta, stored once for all, not per row.
+pub(super) fn keep_row(kept: &mut Bucket, ts: &TsOptions, mut row: Document) {
+    if let Some(mf) = &ts.meta_field {
+        row.remove(mf);
+    }
+    kept.push(&ts.time_field, &row);
+}
+
+/// Adds a changed measurement to the rewritten bucket when it still belongs
+/// there (same meta value, time within the bucket's span); `false` when it
+/// must move to another bucket.
+pub(super) fn keep_new_version(kept: &mut Bucket, ts: &TsOptions, m: &Measurement) -> bool {
+    if m.meta == kept.meta && kept.fits(m.time_ms, ts.max_span) {
+        kept.push(&ts.time_field, &m.fields);
+        true
+    } else {
+        false
+    }
+}
+
+/// What a rewrite does to the stored bucket: nothing when no row changed, a
+/// delete when none remain, else the rebuilt bucket under the same `_id`.
+pub(super) fn rewritten(kept: &Bucket, changed: bool) -> MongoResult<Modify> {
+    Ok(if !changed {
+        Modify::Keep
+    } else if kept.is_empty() {
+        Modify::Delete
+    } else {
+        Modify::Replace(reply::to_raw(&kept.to_document())?)
+    })
 }
 
 fn delete_matching(
