@@ -146,13 +146,7 @@ impl Command for FindAndModify {
             Some(p) => Some(Projection::parse_with_filter(p, &self.query)?),
             None => None,
         };
-        let project = |d: Option<Document>| -> MongoResult<Bson> {
-            match (d, &fields) {
-                (None, _) => Ok(Bson::Null),
-                (Some(d), Some(p)) => Ok(Bson::Document(p.apply(&d)?)),
-                (Some(d), None) => Ok(Bson::Document(d)),
-            }
-        };
+        let project = |d: Option<Document>| project_value(d, fields.as_ref());
         let sel = write::Selection {
             matcher: &self.query,
             filter_doc: Some(&self.query_doc),
@@ -211,5 +205,15 @@ impl Command for FindAndModify {
             leo.insert("upserted", id);
         }
         reply::ok(doc! {"lastErrorObject": leo, "value": value})
+    }
+}
+
+/// The reply's `value`: the document through the `fields` projection, or null
+/// when there is none. Shared with the time-series `findAndModify`.
+pub(crate) fn project_value(d: Option<Document>, fields: Option<&Projection>) -> MongoResult<Bson> {
+    match (d, fields) {
+        (None, _) => Ok(Bson::Null),
+        (Some(d), Some(p)) => Ok(Bson::Document(p.apply(&d)?)),
+        (Some(d), None) => Ok(Bson::Document(d)),
     }
 }

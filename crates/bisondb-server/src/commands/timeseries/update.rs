@@ -219,13 +219,8 @@ pub(super) fn find_and_modify(
         Some(p) => Some(Projection::parse_with_filter(p, &f.query)?),
         None => None,
     };
-    let project = |d: Option<Document>| -> MongoResult<Bson> {
-        match (d, &fields) {
-            (None, _) => Ok(Bson::Null),
-            (Some(d), Some(p)) => Ok(Bson::Document(p.apply(&d)?)),
-            (Some(d), None) => Ok(Bson::Document(d)),
-        }
-    };
+    let project =
+        |d: Option<Document>| crate::commands::find_and_modify::project_value(d, fields.as_ref());
     let target = find_target(&buckets, ts, &f.query, f.sort.as_ref())?;
     let durability = f.wc.durability;
     let Some((id, before)) = target else {
