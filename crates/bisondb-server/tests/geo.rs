@@ -25,6 +25,18 @@ async fn find(db: &Database, coll: &str, filter: Document) -> mongodb::error::Re
     Ok(ids(&docs))
 }
 
+/// The winning plan `explain` reports for a find on `p` with `filter`.
+async fn winning_plan(db: &Database, filter: Document) -> Document {
+    let ex = db
+        .run_command(doc! {"explain": {"find": "p", "filter": filter}})
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    ex.get_document("queryPlanner")
+        .and_then(|q| q.get_document("winningPlan"))
+        .cloned()
+        .unwrap_or_else(|e| panic!("{e}: {ex}"))
+}
+
 fn point(x: f64, y: f64) -> Document {
     doc! {"type": "Point", "coordinates": [x, y]}
 }
@@ -206,14 +218,11 @@ async fn within_and_intersects() {
     .unwrap_or_else(|e| panic!("{e}"));
     got.sort_unstable();
     assert_eq!(got, vec![2, 3]);
-    let ex = db
-        .run_command(doc! {"explain": {"find": "p", "filter": {"geo": {"$geoWithin": {"$geometry": square.clone()}}}}})
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    let win = ex
-        .get_document("queryPlanner")
-        .and_then(|q| q.get_document("winningPlan"))
-        .unwrap_or_else(|e| panic!("{e}: {ex}"));
+    let win = winning_plan(
+        &db,
+        doc! {"geo": {"$geoWithin": {"$geometry": square.clone()}}},
+    )
+    .await;
     assert_eq!(win.get_str("stage").ok(), Some("FETCH"), "{win}");
     let scan = win
         .get_document("inputStage")
@@ -289,14 +298,7 @@ async fn near_needs_an_index_and_sorts_by_distance() {
     .err()
     .unwrap_or_else(|| panic!("$near under $or must fail"));
     assert_eq!(error_code(&e), Some(2), "{e}");
-    let ex = db
-        .run_command(doc! {"explain": {"find": "p", "filter": {"geo": {"$near": {"$geometry": point(0.0, 0.0)}}}}})
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    let win = ex
-        .get_document("queryPlanner")
-        .and_then(|q| q.get_document("winningPlan"))
-        .unwrap_or_else(|e| panic!("{e}: {ex}"));
+    let win = winning_plan(&db, doc! {"geo": {"$near": {"$geometry": point(0.0, 0.0)}}}).await;
     assert_eq!(
         win.get_str("stage").ok(),
         Some("GEO_NEAR_2DSPHERE"),
@@ -311,14 +313,11 @@ async fn near_needs_an_index_and_sorts_by_distance() {
         "{win}"
     );
     // With a $maxDistance the cells around the point are scanned instead.
-    let ex = db
-        .run_command(doc! {"explain": {"find": "p", "filter": {"geo": {"$near": {"$geometry": point(0.0, 0.0), "$maxDistance": 250_000}}}}})
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    let win = ex
-        .get_document("queryPlanner")
-        .and_then(|q| q.get_document("winningPlan"))
-        .unwrap_or_else(|e| panic!("{e}: {ex}"));
+    let win = winning_plan(
+        &db,
+        doc! {"geo": {"$near": {"$geometry": point(0.0, 0.0), "$maxDistance": 250_000}}},
+    )
+    .await;
     assert_eq!(
         win.get_str("stage").ok(),
         Some("GEO_NEAR_2DSPHERE"),
