@@ -17,6 +17,17 @@ async fn agg_err(db: &Database, coll: &str, pipeline: Vec<Document>) -> i32 {
     error_code(&err).unwrap_or_default()
 }
 
+/// Runs a pipeline that writes (`$merge`, `$out`) to its end.
+async fn agg_run(db: &Database, coll: &str, pipeline: Vec<Document>) {
+    collect(
+        db.collection::<Document>(coll)
+            .aggregate(pipeline)
+            .await
+            .unwrap(),
+    )
+    .await;
+}
+
 async fn sorted(db: &Database, coll: &str) -> Vec<Document> {
     collect(
         db.collection::<Document>(coll)
@@ -72,12 +83,7 @@ async fn merge_on_a_unique_index_with_let() {
     db.run_command(doc! {"createIndexes": "t", "indexes": [{"key": {"k": -1}, "name": "k_unique", "unique": true}]})
         .await
         .unwrap();
-    collect(
-        src.aggregate(vec![project.clone(), merge("k")])
-            .await
-            .unwrap(),
-    )
-    .await;
+    agg_run(&db, "src", vec![project.clone(), merge("k")]).await;
     let docs = sorted(&db, "t").await;
     assert_eq!(docs.len(), 2, "{docs:?}");
     // The match was updated with the `let` variable and `$$new`...
@@ -90,12 +96,7 @@ async fn merge_on_a_unique_index_with_let() {
     db.run_command(doc! {"collMod": "t", "index": {"name": "k_unique", "hidden": true}})
         .await
         .unwrap();
-    collect(
-        src.aggregate(vec![project.clone(), merge("k")])
-            .await
-            .unwrap(),
-    )
-    .await;
+    agg_run(&db, "src", vec![project.clone(), merge("k")]).await;
     let docs = sorted(&db, "t").await;
     assert_eq!(docs.len(), 2, "{docs:?}");
     assert_eq!(docs[0].get_i32("n").ok(), Some(11));
@@ -137,10 +138,10 @@ async fn out_keeps_the_targets_indexes_and_options() {
         .unwrap();
 
     let out = doc! {"$out": "t"};
-    collect(
-        src.aggregate(vec![doc! {"$match": {"_id": {"$lt": 3}}}, out.clone()])
-            .await
-            .unwrap(),
+    agg_run(
+        &db,
+        "src",
+        vec![doc! {"$match": {"_id": {"$lt": 3}}}, out.clone()],
     )
     .await;
     assert_eq!(
