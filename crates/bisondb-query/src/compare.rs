@@ -55,6 +55,19 @@ pub fn is_numeric_type(t: ElementType) -> bool {
 // Numbers
 // ---------------------------------------------------------------------------
 
+/// A numeric value as an `f64` (a decimal through its string, so the nearest
+/// double), `None` for any other type: how index specs, geo coordinates and
+/// text weights read numbers given in any of the four numeric types.
+pub fn number_as_f64(v: &Bson) -> Option<f64> {
+    match v {
+        Bson::Int32(i) => Some(f64::from(*i)),
+        Bson::Int64(i) => Some(*i as f64),
+        Bson::Double(d) => Some(*d),
+        Bson::Decimal128(d) => d.to_string().parse().ok(),
+        _ => None,
+    }
+}
+
 /// A number reduced to a form where every BSON numeric type compares exactly
 /// (or, for non-integral doubles against decimals, through the shortest
 /// decimal string that round-trips the double).

@@ -14,6 +14,8 @@
 use bisondb_error::{MongoError, MongoResult};
 use bson::{Bson, Document};
 
+use crate::compare::number_as_f64;
+
 /// Radius mongod's spherical distances use (meters).
 pub const EARTH_RADIUS_M: f64 = 6_378_100.0;
 
@@ -72,16 +74,6 @@ impl Stored {
     }
 }
 
-fn num(v: &Bson) -> Option<f64> {
-    match v {
-        Bson::Int32(i) => Some(f64::from(*i)),
-        Bson::Int64(i) => Some(*i as f64),
-        Bson::Double(d) => Some(*d),
-        Bson::Decimal128(d) => d.to_string().parse().ok(),
-        _ => None,
-    }
-}
-
 /// A legacy coordinate pair: an array whose first two elements are numbers,
 /// or a document (not GeoJSON) whose first two values are. `None` when `v`
 /// has neither form; `Some(Err)` when it has the form but not numbers.
@@ -97,7 +89,7 @@ pub fn legacy_point(v: &Bson) -> Option<Result<Pt, String>> {
     let Some(y) = it.next() else {
         return Some(Err("geo field only has 1 element".into()));
     };
-    Some(match (num(x), num(y)) {
+    Some(match (number_as_f64(x), number_as_f64(y)) {
         (Some(x), Some(y)) => Ok(Pt { x, y }),
         _ => Err("Point must only contain numeric elements".into()),
     })
@@ -113,7 +105,7 @@ fn position(v: &Bson) -> Result<Pt, String> {
     if a.len() < 2 {
         return Err("Point must only contain numeric elements".into());
     }
-    let mut xs = a.iter().map(num);
+    let mut xs = a.iter().map(number_as_f64);
     match (xs.next().flatten(), xs.next().flatten()) {
         (Some(x), Some(y)) if xs.all(|z| z.is_some()) => {
             if !(-180.0..=180.0).contains(&x) || !(-90.0..=90.0).contains(&y) {
@@ -662,7 +654,7 @@ fn query_point(v: &Bson, what: &str) -> MongoResult<Pt> {
 }
 
 fn query_radius(v: Option<&Bson>, op: &str) -> MongoResult<f64> {
-    match v.and_then(num) {
+    match v.and_then(number_as_f64) {
         Some(r) if r >= 0.0 && r.is_finite() => Ok(r),
         _ => Err(bad(format!("radius must be a non-negative number in {op}"))),
     }
@@ -835,7 +827,7 @@ impl Near {
         let dist = |name: &str, inner: Option<&Bson>| -> MongoResult<Option<f64>> {
             match inner.or_else(|| ops.get(name)) {
                 None => Ok(None),
-                Some(x) => match num(x) {
+                Some(x) => match number_as_f64(x) {
                     Some(d) if d >= 0.0 && !d.is_nan() => Ok(Some(d)),
                     Some(_) => Err(bad(format!("{name} must be non-negative"))),
                     None => Err(bad(format!("{name} must be a number"))),

@@ -21,7 +21,7 @@ use bson::raw::{RawBsonRef, RawDocument};
 use bson::{Bson, Document, RawBson};
 
 use crate::collation::Collation;
-use crate::compare::compare_raw_in;
+use crate::compare::{compare_raw_in, number_as_f64};
 use crate::matcher::Matcher;
 use crate::path::{array_index, lookup_raw, LookupInfo};
 
@@ -404,14 +404,7 @@ fn check_flat(v: &Bson, min: f64, max: f64) -> MongoResult<crate::geo::Pt> {
             format!("geo field only has 1 element :: caused by :: {v}"),
         ));
     };
-    let num = |b: &Bson| match b {
-        Bson::Int32(i) => Some(f64::from(*i)),
-        Bson::Int64(i) => Some(*i as f64),
-        Bson::Double(d) => Some(*d),
-        Bson::Decimal128(d) => d.to_string().parse().ok(),
-        _ => None,
-    };
-    let (Some(x), Some(y)) = (num(x), num(y)) else {
+    let (Some(x), Some(y)) = (number_as_f64(x), number_as_f64(y)) else {
         return Err(MongoError::location(
             13026,
             format!(

@@ -23,6 +23,8 @@ use icu_properties::props::{
 use icu_properties::CodePointSetData;
 use rust_stemmers::{Algorithm, Stemmer};
 
+use crate::compare::number_as_f64;
+
 /// The only text index version BisonDB builds (mongod's default since 3.2).
 pub const TEXT_INDEX_VERSION: i32 = 3;
 /// mongod's bound on a field's weight (exclusive).
@@ -356,7 +358,7 @@ pub fn fix_spec(spec: &Document) -> MongoResult<(Document, Document)> {
             if k == "_fts" && !matches!(v, Bson::String(s) if s == "text") {
                 return Err(cannot_create("expecting _fts:\"text\""));
             }
-            if k == "_ftsx" && number(v).map(|x| x as i64) != Some(1) {
+            if k == "_ftsx" && number_as_f64(v).map(|x| x as i64) != Some(1) {
                 return Err(cannot_create("expecting _ftsx:1"));
             }
             if k == "_fts" {
@@ -385,7 +387,7 @@ pub fn fix_spec(spec: &Document) -> MongoResult<(Document, Document)> {
                 ))
             }
             other => {
-                let n = number(other).map(|x| x as i64);
+                let n = number_as_f64(other).map(|x| x as i64);
                 if n != Some(1) && n != Some(-1) {
                     return Err(cannot_create(
                         "expected value 1 or -1 for non-text key in compound index",
@@ -405,7 +407,7 @@ pub fn fix_spec(spec: &Document) -> MongoResult<(Document, Document)> {
         None => {}
         Some(Bson::Document(w)) => {
             for (k, v) in w {
-                let Some(x) = number(v) else {
+                let Some(x) = number_as_f64(v) else {
                     return Err(cannot_create("weight for text index needs numeric type"));
                 };
                 weights.insert(k.clone(), x as i64);
@@ -470,7 +472,7 @@ pub fn fix_spec(spec: &Document) -> MongoResult<(Document, Document)> {
     }
     match spec.get("textIndexVersion") {
         None => {}
-        Some(v) => match number(v) {
+        Some(v) => match number_as_f64(v) {
             None => {
                 return Err(cannot_create(
                     "text index option 'textIndexVersion' must be a number",
@@ -496,16 +498,6 @@ pub fn fix_spec(spec: &Document) -> MongoResult<(Document, Document)> {
     Ok((fixed, options))
 }
 
-fn number(v: &Bson) -> Option<f64> {
-    match v {
-        Bson::Int32(i) => Some(f64::from(*i)),
-        Bson::Int64(i) => Some(*i as f64),
-        Bson::Double(d) => Some(*d),
-        Bson::Decimal128(d) => d.to_string().parse().ok(),
-        _ => None,
-    }
-}
-
 impl TextSpec {
     /// The definition of a stored text index (key `{..., _fts: "text", _ftsx:
     /// 1, ...}` and the options [`fix_spec`] made).
@@ -517,7 +509,7 @@ impl TextSpec {
                 if k == WILDCARD {
                     wildcard = true;
                 } else {
-                    weights.insert(k.clone(), number(v).unwrap_or(1.0));
+                    weights.insert(k.clone(), number_as_f64(v).unwrap_or(1.0));
                 }
             }
         }

@@ -18,6 +18,7 @@
 //! so that is the whole feature there, as on a standalone mongod.
 
 use bisondb_error::{ErrorCode, MongoError, MongoResult};
+use bisondb_query::compare::number_as_f64;
 use bson::{doc, Bson, Document, RawBsonRef};
 
 use crate::args;
@@ -120,17 +121,7 @@ pub fn check_spec(spec: &Document, expire_after_seconds: Option<i64>) -> MongoRe
 
 /// `{_id: 1}` exactly (any numeric 1: mongod compares the values as numbers).
 fn is_id_ascending(key: &Document) -> bool {
-    key.len() == 1 && key.get("_id").and_then(number) == Some(1.0)
-}
-
-fn number(v: &Bson) -> Option<f64> {
-    match v {
-        Bson::Int32(i) => Some(f64::from(*i)),
-        Bson::Int64(i) => Some(*i as f64),
-        Bson::Double(d) => Some(*d),
-        Bson::Decimal128(d) => d.to_string().parse().ok(),
-        _ => None,
-    }
+    key.len() == 1 && key.get("_id").and_then(number_as_f64) == Some(1.0)
 }
 
 /// mongod's rules between `clusteredIndex` and the capped options: `size`
@@ -224,7 +215,11 @@ pub fn check_index_spec(
     if !keys_match {
         return Ok(false);
     }
-    if spec.get("v").and_then(number).is_some_and(|v| v != 2.0) {
+    if spec
+        .get("v")
+        .and_then(number_as_f64)
+        .is_some_and(|v| v != 2.0)
+    {
         return Err(MongoError::location(
             6100908,
             "Cannot create an index with the same key pattern as the collection's clusteredIndex but a different 'v' field",
@@ -266,7 +261,7 @@ impl Clustered {
     /// Whether an index key pattern names the cluster key, as mongod decides
     /// it: one numeric field, `_id` (so `{_id: -1}` does too).
     pub fn matches_key(key: &Document) -> bool {
-        key.len() == 1 && key.get("_id").and_then(number).is_some()
+        key.len() == 1 && key.get("_id").and_then(number_as_f64).is_some()
     }
 
     /// The clustered index as `listIndexes` shows it: the specification, the

@@ -8,6 +8,7 @@
 //! does not count the clustered index in `numIndexesBefore`/`After`.
 
 use bisondb_error::{ErrorCode, MongoError, MongoResult};
+use bisondb_query::compare::number_as_f64;
 use bisondb_storage::IndexSpec;
 use bson::{doc, Bson, Document, RawBsonRef, RawDocumentBuf};
 
@@ -217,16 +218,6 @@ fn spec_error(spec: &Document, why: &str) -> MongoError {
     )
 }
 
-fn number(v: &Bson) -> Option<f64> {
-    match v {
-        Bson::Int32(i) => Some(f64::from(*i)),
-        Bson::Int64(i) => Some(*i as f64),
-        Bson::Double(d) => Some(*d),
-        Bson::Decimal128(d) => d.to_string().parse().ok(),
-        _ => None,
-    }
-}
-
 /// Default index name, as drivers and mongod build it: `a_1_b_-1`.
 pub fn default_name(key: &Document) -> String {
     key.iter()
@@ -305,7 +296,7 @@ fn parse_spec(spec: &Document) -> MongoResult<Option<IndexSpec>> {
             Bson::String(t) => {
                 return Err(spec_error(spec, &format!("Unknown index plugin '{t}'")))
             }
-            other => match number(other) {
+            other => match number_as_f64(other) {
                 Some(x) if x != 0.0 && !x.is_nan() => {}
                 Some(_) => {
                     return Err(spec_error(
@@ -351,7 +342,7 @@ fn parse_spec(spec: &Document) -> MongoResult<Option<IndexSpec>> {
         match spec.get(f) {
             None => Ok(false),
             Some(Bson::Boolean(b)) => Ok(*b),
-            Some(v) => number(v).map(|x| x != 0.0).ok_or_else(|| {
+            Some(v) => number_as_f64(v).map(|x| x != 0.0).ok_or_else(|| {
                 MongoError::type_mismatch(format!("The field '{f}' must be a boolean"))
             }),
         }
@@ -400,7 +391,7 @@ fn parse_spec(spec: &Document) -> MongoResult<Option<IndexSpec>> {
         }
     };
     if let Some(c) = spec.get("clustered") {
-        if !matches!(c, Bson::Boolean(true)) && number(c).is_none_or(|x| x == 0.0) {
+        if !matches!(c, Bson::Boolean(true)) && number_as_f64(c).is_none_or(|x| x == 0.0) {
             return Err(MongoError::location(
                 6492800,
                 "Value 'false' for field 'clustered' is invalid",
@@ -413,7 +404,7 @@ fn parse_spec(spec: &Document) -> MongoResult<Option<IndexSpec>> {
             ));
         }
     }
-    let is_id = key.len() == 1 && key.get("_id").and_then(number) == Some(1.0);
+    let is_id = key.len() == 1 && key.get("_id").and_then(number_as_f64) == Some(1.0);
     if is_id {
         // A different name conflicts with `_id_`, unless the collection is
         // clustered (`execute` decides).
@@ -446,7 +437,7 @@ fn parse_spec(spec: &Document) -> MongoResult<Option<IndexSpec>> {
     let expire_after_seconds = match spec.get("expireAfterSeconds") {
         None => None,
         Some(v) => {
-            let Some(x) = number(v) else {
+            let Some(x) = number_as_f64(v) else {
                 return Err(spec_error(
                     spec,
                     "TTL index 'expireAfterSeconds' option must be numeric",
@@ -516,7 +507,7 @@ fn geo_options(spec: &Document, key: &Document, hashed: bool) -> MongoResult<Doc
     let opt_num = |f: &str| -> MongoResult<Option<f64>> {
         match spec.get(f) {
             None => Ok(None),
-            Some(v) => number(v)
+            Some(v) => number_as_f64(v)
                 .map(Some)
                 .ok_or_else(|| spec_error(spec, &format!("{f} must be a number"))),
         }

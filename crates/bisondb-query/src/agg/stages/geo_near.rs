@@ -7,6 +7,7 @@
 //! by distance (blocking).
 
 use crate::agg::{DocStream, RunCtx, Stage};
+use crate::compare::number_as_f64;
 use crate::geo::{parse_stored, Near};
 use crate::matcher::Matcher;
 use crate::path::{lookup_raw, set_path_bson};
@@ -27,16 +28,6 @@ fn bad(msg: impl Into<String>) -> MongoError {
     MongoError::bad_value(msg)
 }
 
-fn number(v: &Bson) -> Option<f64> {
-    match v {
-        Bson::Int32(i) => Some(f64::from(*i)),
-        Bson::Int64(i) => Some(*i as f64),
-        Bson::Double(d) => Some(*d),
-        Bson::Decimal128(d) => d.to_string().parse().ok(),
-        _ => None,
-    }
-}
-
 pub(crate) fn parse(arg: &Bson) -> MongoResult<Vec<Box<dyn Stage>>> {
     let Bson::Document(spec) = arg else {
         return Err(MongoError::location(
@@ -52,7 +43,7 @@ pub(crate) fn parse(arg: &Bson) -> MongoResult<Vec<Box<dyn Stage>>> {
     let mut key = None;
     let (mut spherical, mut min, mut max) = (false, None, None);
     let non_negative = |name: &str, v: &Bson| -> MongoResult<f64> {
-        match number(v) {
+        match number_as_f64(v) {
             Some(x) if x >= 0.0 => Ok(x),
             Some(_) => Err(bad(format!("{name} must be nonnegative"))),
             None => Err(MongoError::type_mismatch(format!(
