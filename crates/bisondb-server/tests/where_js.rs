@@ -22,6 +22,11 @@ async fn setup(client: &Client, db: &str) -> mongodb::Collection<Document> {
     c
 }
 
+/// The documents `pipeline` returns from `c`.
+async fn aggregate(c: &mongodb::Collection<Document>, pipeline: Vec<Document>) -> Vec<Document> {
+    collect(c.aggregate(pipeline).await.unwrap().with_type::<Document>()).await
+}
+
 fn xs(docs: &[Document]) -> Vec<i64> {
     docs.iter().map(|d| num(d, "x")).collect()
 }
@@ -246,17 +251,11 @@ async fn function_expressions_run_javascript() {
         "args": ["$x", "$tag"],
         "lang": "js",
     }};
-    let docs = collect(
-        c.aggregate(vec![
+    let docs = aggregate(&c, vec![
             doc! {"$match": {"$expr": {"$function": {"body": "(x) => x < 4", "args": ["$x"], "lang": "js"}}}},
             doc! {"$project": {"_id": 0, "x": 1, "y": double}},
             doc! {"$sort": {"x": 1}},
-        ])
-        .await
-        .unwrap()
-        .with_type::<Document>(),
-    )
-    .await;
+        ]).await;
     assert_eq!(
         docs,
         vec![
@@ -328,14 +327,12 @@ async fn accumulator_runs_javascript_per_group() {
         "finalize": "function(state) { return state.sum / state.count }",
         "lang": "js",
     }};
-    let docs = collect(
-        c.aggregate(vec![
+    let docs = aggregate(
+        &c,
+        vec![
             doc! {"$group": {"_id": "$tag", "avg": avg, "n": {"$sum": 1}}},
             doc! {"$sort": {"_id": 1}},
-        ])
-        .await
-        .unwrap()
-        .with_type::<Document>(),
+        ],
     )
     .await;
     assert_eq!(
@@ -346,17 +343,15 @@ async fn accumulator_runs_javascript_per_group() {
         ]
     );
     // Without finalize the state is the result.
-    let docs = collect(
-        c.aggregate(vec![doc! {"$group": {"_id": null, "s": {"$accumulator": {
+    let docs = aggregate(
+        &c,
+        vec![doc! {"$group": {"_id": null, "s": {"$accumulator": {
             "init": "function() { return [] }",
             "accumulate": "function(s, x) { if (x < 3) s.push(x); return s }",
             "accumulateArgs": ["$x"],
             "merge": "function(a, b) { return a.concat(b) }",
             "lang": "js",
-        }}}}])
-        .await
-        .unwrap()
-        .with_type::<Document>(),
+        }}}}],
     )
     .await;
     let mut got: Vec<f64> = docs[0]
