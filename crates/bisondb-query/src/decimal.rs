@@ -1255,22 +1255,46 @@ mod expr_tests {
             ),
             (bson::bson!({"$toBool": dec("NaN")}), Bson::Boolean(true)),
             // Logarithms and powers computed in decimal128 (34 digits).
-            (bson::bson!({"$exp": dec("1")}), dec("2.718281828459045235360287471352662")),
+            (
+                bson::bson!({"$exp": dec("1")}),
+                dec("2.718281828459045235360287471352662"),
+            ),
             (bson::bson!({"$exp": dec("NaN")}), dec("NaN")),
-            (bson::bson!({"$ln": dec("10")}), dec("2.302585092994045684017991454684364")),
+            (
+                bson::bson!({"$ln": dec("10")}),
+                dec("2.302585092994045684017991454684364"),
+            ),
             (bson::bson!({"$ln": dec("NaN")}), dec("NaN")),
             (bson::bson!({"$log10": dec("1000")}), dec("3")),
             (bson::bson!({"$log": [dec("1000"), 10]}), dec("3")),
-            (bson::bson!({"$log": [dec("100"), dec("0.1")]}), dec("-2.000000000000000000000000000000000")),
+            (
+                bson::bson!({"$log": [dec("100"), dec("0.1")]}),
+                dec("-2.000000000000000000000000000000000"),
+            ),
             (bson::bson!({"$pow": [dec("1.1"), 2]}), dec("1.21")),
-            (bson::bson!({"$pow": [2, dec("0.5")]}), dec("1.414213562373095048801688724209698")),
+            (
+                bson::bson!({"$pow": [2, dec("0.5")]}),
+                dec("1.414213562373095048801688724209698"),
+            ),
             // A double operand converts to 15 digits first: 2.5 is 2.50000000000000.
-            (bson::bson!({"$pow": [2.5, dec("2")]}), dec("6.2500000000000000000000000000")),
+            (
+                bson::bson!({"$pow": [2.5, dec("2")]}),
+                dec("6.2500000000000000000000000000"),
+            ),
             (bson::bson!({"$pow": [dec("2"), null]}), Bson::Null),
             (bson::bson!({"$ln": null}), Bson::Null),
-            (bson::bson!({"$sin": dec("1")}), dec("0.8414709848078965066525023216302990")),
-            (bson::bson!({"$atan2": [dec("1"), 1]}), dec("0.7853981633974483096156608458198757")),
-            (bson::bson!({"$degreesToRadians": dec("180")}), dec("3.141592653589793238462643383279503")),
+            (
+                bson::bson!({"$sin": dec("1")}),
+                dec("0.8414709848078965066525023216302990"),
+            ),
+            (
+                bson::bson!({"$atan2": [dec("1"), 1]}),
+                dec("0.7853981633974483096156608458198757"),
+            ),
+            (
+                bson::bson!({"$degreesToRadians": dec("180")}),
+                dec("3.141592653589793238462643383279503"),
+            ),
             (bson::bson!({"$acos": dec("NaN")}), dec("NaN")),
             (bson::bson!({"$cosh": null}), Bson::Null),
             // Non-decimal fast paths are unchanged.

@@ -500,7 +500,11 @@ mod tests {
         c.apply_set_parameter_arg("allowDiskUseByDefault=false")
             .unwrap();
         assert_eq!(
-            (c.sort_memory_bytes, c.group_memory_bytes, c.allow_disk_use_by_default),
+            (
+                c.sort_memory_bytes,
+                c.group_memory_bytes,
+                c.allow_disk_use_by_default
+            ),
             (1024, 2048, false)
         );
         assert!(c

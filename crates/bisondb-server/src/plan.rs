@@ -707,7 +707,10 @@ fn access_source(
 pub fn note_index_use(coll: Option<&Collection>, plan: &Plan) {
     let Some(coll) = coll else { return };
     match &plan.access {
-        Access::Empty | Access::Collscan { id_index: false, .. } => {}
+        Access::Empty
+        | Access::Collscan {
+            id_index: false, ..
+        } => {}
         Access::IdLookup(_) | Access::Collscan { id_index: true, .. } => coll.note_index_use(None),
         Access::Ixscan { index, .. } => coll.note_index_use(Some(&index.spec.name)),
         Access::KeyRange { index, .. } => {

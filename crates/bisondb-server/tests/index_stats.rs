@@ -37,7 +37,10 @@ async fn counts_the_operations_that_used_each_index() {
 
     let s = stats(&db).await;
     assert_eq!(s.len(), 2, "{s:?}");
-    let a = s.iter().find(|d| d.get_str("name").ok() == Some("a_1")).unwrap();
+    let a = s
+        .iter()
+        .find(|d| d.get_str("name").ok() == Some("a_1"))
+        .unwrap();
     let keys: Vec<&str> = a.keys().map(String::as_str).collect();
     assert_eq!(keys, ["name", "key", "host", "accesses", "spec"]);
     assert_eq!(a.get_document("key").unwrap(), &doc! {"a": 1});
