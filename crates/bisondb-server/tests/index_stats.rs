@@ -1,6 +1,6 @@
 //! `$indexStats` through the official driver: each index with its usage
 //! counter, advanced by the operations whose plan read that index (find,
-//! count, distinct, aggregate, update, delete), and mongod's errors.
+//! count, distinct, aggregate, update, delete, findAndModify), and mongod's errors.
 
 mod common;
 
@@ -66,13 +66,16 @@ async fn counts_the_operations_that_used_each_index() {
         .await
         .unwrap();
     coll.delete_one(doc! {"a": 19}).await.unwrap();
+    coll.find_one_and_update(doc! {"a": 8}, doc! {"$set": {"y": 1}})
+        .await
+        .unwrap();
     // Through `_id`, and a collection scan that counts for no index.
     coll.find_one(doc! {"_id": 2}).await.unwrap();
     coll.find_one(doc! {"b": 2}).await.unwrap();
 
     let s = stats(&db).await;
     // countDocuments is an aggregate whose leading $match uses the index.
-    assert_eq!(ops(&s, "a_1"), 5, "{s:?}");
+    assert_eq!(ops(&s, "a_1"), 6, "{s:?}");
     assert_eq!(ops(&s, "_id_"), 1, "{s:?}");
 
     // Dropping and re-creating the index starts its counter again.

@@ -36,23 +36,20 @@ pub fn output(coll: Option<&Collection>, host: &str) -> MongoResult<Vec<Document
     let Some(coll) = coll else {
         return Ok(Vec::new());
     };
-    let options = coll.options();
-    let id_spec = match super::clustered::Clustered::of_options(&options) {
-        Some(c) => c.list_indexes_entry(&options),
-        None => super::util::id_index_spec(),
-    };
     let ((id_ops, id_since), usage) = coll.index_usage();
-    let mut out = vec![entry(id_spec, host, id_ops, id_since)];
-    for ix in coll.indexes() {
-        let mut spec = ix.spec.to_document();
-        if ix.prepare_unique {
-            spec.insert("prepareUnique", true);
-        }
-        // Indexes created after `indexes()` was read are left for the next call.
-        let Some((_, ops, since)) = usage.iter().find(|(n, _, _)| *n == ix.spec.name) else {
+    let mut specs = super::list_indexes::index_specs(coll).into_iter();
+    let mut out = Vec::new();
+    if let Some(id_spec) = specs.next() {
+        out.push(entry(id_spec, host, id_ops, id_since));
+    }
+    for spec in specs {
+        // Indexes created after `index_usage()` was read are left for the next call.
+        let name = spec.get_str("name").ok();
+        let found = usage.iter().find(|(n, _, _)| Some(n.as_str()) == name);
+        let Some(&(_, ops, since)) = found else {
             continue;
         };
-        out.push(entry(spec, host, *ops, *since));
+        out.push(entry(spec, host, ops, since));
     }
     Ok(out)
 }

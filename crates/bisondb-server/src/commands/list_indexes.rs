@@ -53,23 +53,34 @@ impl Command for ListIndexes {
                 format!("ns does not exist: {ns}"),
             ));
         };
-        let options = coll.options();
-        let first = match super::clustered::Clustered::of_options(&options) {
-            Some(c) => c.list_indexes_entry(&options),
-            None => util::id_index_spec(),
-        };
-        let mut specs = vec![crate::reply::to_raw(&first)?];
-        for ix in coll.indexes() {
-            let mut spec = ix.spec.to_document();
-            if ix.prepare_unique {
-                spec.insert("prepareUnique", true);
-            }
-            specs.push(crate::reply::to_raw(&spec)?);
-        }
+        let specs = index_specs(&coll)
+            .iter()
+            .map(crate::reply::to_raw)
+            .collect::<MongoResult<Vec<_>>>()?;
         let src: DocSource = Box::new(specs.into_iter().map(Ok));
         let mut cursor = Cursor::new(ns.clone(), src, None);
         cursor.knows_end = true; // the listing is built in memory
         let batch = cursor.next_batch(self.batch_size)?;
         util::finish_first_batch(ctx.state, &ns, cursor, batch, false)
     }
+}
+
+/// Each index's specification as `listIndexes` shows it: the `_id` index (or
+/// a clustered collection's clustered index) first, then the secondary
+/// indexes in creation order.
+pub fn index_specs(coll: &bisondb_storage::Collection) -> Vec<bson::Document> {
+    let options = coll.options();
+    let first = match super::clustered::Clustered::of_options(&options) {
+        Some(c) => c.list_indexes_entry(&options),
+        None => util::id_index_spec(),
+    };
+    let mut specs = vec![first];
+    for ix in coll.indexes() {
+        let mut spec = ix.spec.to_document();
+        if ix.prepare_unique {
+            spec.insert("prepareUnique", true);
+        }
+        specs.push(spec);
+    }
+    specs
 }
