@@ -69,10 +69,10 @@ pub(crate) struct CollState {
     pub(crate) stats_generation: AtomicU64,
     /// Secondary indexes; replaced (under `write_lock`) when one is created or dropped.
     pub(crate) indexes: RwLock<IndexList>,
-    /// An upper bound of the collection's document keys, with the engine generation
-    /// it was read under (taken under `write_lock`). A new key above it cannot exist,
-    /// so inserts of increasing `_id`s (ObjectIds) skip the existence lookup.
-    pub(crate) max_doc_key: Mutex<Option<(u64, Vec<u8>)>>,
+    /// Upper bounds of the collection's document keys, with the engine generation
+    /// they were read under (taken under `write_lock`). A new key above them cannot
+    /// exist, so inserts of increasing `_id`s (ObjectIds) skip the existence lookup.
+    pub(crate) max_doc_key: Mutex<Option<crate::store::DocKeyBounds>>,
     /// Limits and record-id sequence of a capped collection (from `options`).
     pub(crate) capped: Option<CappedState>,
     /// `$indexStats`' counter of the `_id` index (the documents' own order).

@@ -29,7 +29,7 @@ use crate::bignum::Big;
 
 /// Type bytes, in mongod's canonical type order. Zero is reserved as the
 /// end-of-document/array terminator, so every type byte must be greater.
-mod tag {
+pub(crate) mod tag {
     pub const MIN_KEY: u8 = 0x01;
     pub const UNDEFINED: u8 = 0x02;
     pub const NULL: u8 = 0x07;

@@ -22,6 +22,8 @@ use crate::index::{self, Entry, IndexInfo, IndexScan, IndexState};
 use crate::keycode::encode_id;
 use crate::layout;
 use bisondb_query::matcher::bounds::FieldBounds;
+use key_bounds::BatchHighs;
+pub(crate) use key_bounds::DocKeyBounds;
 
 /// Documents fetched per engine scan by [`DocIter`].
 const SCAN_CHUNK: usize = 256;
@@ -294,8 +296,8 @@ impl Collection {
             }
         };
         let generation = self.engine.generation();
-        let bound = self.doc_key_bound_locked(snap.as_ref(), generation);
-        let mut highest: Option<Vec<u8>> = None;
+        let bounds = self.doc_key_bounds_locked(snap.as_ref(), generation);
+        let mut highs = BatchHighs::default();
         let indexes = self.state.indexes.read().clone();
         let mut batch = WriteBatch::with_capacity(docs.len() * (1 + indexes.len()) + 1);
         // Keys already queued in this call; one document needs no set.
@@ -307,7 +309,7 @@ impl Collection {
         let mut became_multikey: Vec<Arc<IndexState>> = Vec::new();
         for (i, doc) in docs.iter().enumerate() {
             let prepared = self
-                .prepare_insert(snap.as_ref(), doc, &queued, bound.as_deref())
+                .prepare_insert(snap.as_ref(), doc, &queued, bounds.as_ref())
                 .and_then(|key| {
                     if indexes.is_empty() {
                         return Ok((key, IndexWrites::default()));
@@ -329,9 +331,7 @@ impl Collection {
                         queued.insert(key.clone());
                     }
                     added_size = added_size.saturating_add(doc.as_bytes().len() as u64);
-                    if highest.as_ref().is_none_or(|h| key > *h) {
-                        highest = Some(key.clone());
-                    }
+                    highs.note(&key);
                     batch.put(key, doc.as_bytes().to_vec());
                     writes.apply(self.state.id, &mut batch, &mut became_multikey);
                     accepted.push(i);
@@ -357,7 +357,7 @@ impl Collection {
             Ok(()) => {
                 self.state.count.store(count, Ordering::Release);
                 self.state.data_size.store(size, Ordering::Release);
-                self.raise_doc_key_bound_locked(generation, bound, highest);
+                self.raise_doc_key_bounds_locked(bounds, highs);
                 out.inserted = accepted.len();
                 for ix in became_multikey {
                     ix.multikey.store(true, Ordering::Release);
@@ -377,27 +377,27 @@ impl Collection {
         snap: &dyn Snapshot,
         doc: &RawDocument,
         queued: &HashSet<Vec<u8>>,
-        bound: Option<&[u8]>,
+        bounds: Option<&DocKeyBounds>,
     ) -> Result<Vec<u8>, StorageError> {
         let id = id_of(doc)
             .ok_or_else(|| StorageError::InvalidArgument("document has no _id field".into()))?;
         let key = layout::doc_key_for(self.state.id, id);
-        // Above every stored key, the key cannot exist: skip the engine lookup.
-        let above_all = bound.is_some_and(|b| key.as_slice() > b);
-        if queued.contains(&key) || (!above_all && snap.get(&key)?.is_some()) {
+        // Proven new by the bounds: skip the engine lookup.
+        let known_new = bounds.is_some_and(|b| b.proves_absent(&key));
+        if queued.contains(&key) || (!known_new && snap.get(&key)?.is_some()) {
             return Err(self.duplicate(id));
         }
         Ok(key)
     }
 
-    /// The upper bound of stored document keys (empty when there are none), read
-    /// once per engine generation; `None` when it could not be read (every insert
-    /// then looks its key up). The caller holds the write lock.
-    fn doc_key_bound_locked(&self, snap: &dyn Snapshot, generation: u64) -> Option<Vec<u8>> {
+    /// The bounds of stored document keys (see [`DocKeyBounds`]), read once per
+    /// engine generation; `None` when they could not be read (every insert then
+    /// looks its key up). The caller holds the write lock.
+    fn doc_key_bounds_locked(&self, snap: &dyn Snapshot, generation: u64) -> Option<DocKeyBounds> {
         let mut cached = self.state.max_doc_key.lock();
-        if let Some((g, key)) = cached.as_ref() {
-            if *g == generation {
-                return Some(key.clone());
+        if let Some(b) = cached.as_ref() {
+            if b.generation() == generation {
+                return Some(b.clone());
             }
         }
         let (start, end) = layout::doc_range(self.state.id);
@@ -405,24 +405,19 @@ impl Collection {
             .scan(Bound::Included(&start), Bound::Excluded(&end), true, 1)
             .ok()?;
         let key = last.into_iter().next().map(|(k, _)| k).unwrap_or_default();
-        *cached = Some((generation, key.clone()));
-        Some(key)
+        let b = DocKeyBounds::new(generation, key);
+        *cached = Some(b.clone());
+        Some(b)
     }
 
-    /// Records that keys up to `highest` now exist (after a successful write).
-    fn raise_doc_key_bound_locked(
-        &self,
-        generation: u64,
-        bound: Option<Vec<u8>>,
-        highest: Option<Vec<u8>>,
-    ) {
+    /// Records the keys a committed batch stored.
+    fn raise_doc_key_bounds_locked(&self, bounds: Option<DocKeyBounds>, highs: BatchHighs) {
         let mut cached = self.state.max_doc_key.lock();
-        *cached = match (bound, highest) {
-            (Some(b), Some(h)) => Some((generation, b.max(h))),
-            (Some(b), None) => Some((generation, b)),
-            // Unknown before: stay unknown (it is read again next time).
-            (None, _) => None,
-        };
+        *cached = bounds.map(|mut b| {
+            highs.apply(&mut b);
+            b
+        });
+        // Unknown before: stay unknown (they are read again next time).
     }
 
     /// The index entries to delete (those of `old`) and to add (those of
@@ -957,6 +952,7 @@ impl Iterator for DocIter {
 pub(crate) mod capped;
 pub use capped::NaturalIter;
 
+mod key_bounds;
 mod validate;
 pub use validate::{IndexReport, ValidateOptions, ValidateReport};
 

@@ -664,3 +664,51 @@ fn increasing_ids_skip_lookups_but_duplicates_are_still_caught() {
         1
     );
 }
+
+/// Two driver processes' ObjectIds interleave (same second, different process
+/// bytes): the per-process bounds let both skip lookups, and still every
+/// re-insert of an earlier id, from either process or in another type's range,
+/// is a duplicate.
+#[test]
+fn interleaved_process_object_ids_still_find_every_duplicate() {
+    let s = open();
+    let c = coll(&s);
+    let oid = |process: u8, n: u8| {
+        let mut b = [0u8; 12];
+        b[..4].copy_from_slice(&1_700_000_000u32.to_be_bytes());
+        b[4..9].copy_from_slice(&[process; 5]);
+        b[11] = n;
+        Bson::ObjectId(ObjectId::from_bytes(b))
+    };
+    let mut all = Vec::new();
+    for n in 0..20u8 {
+        // The higher process first, so the lower one writes below its keys.
+        for p in [9u8, 1] {
+            let d = doc_with_id(oid(p, n));
+            assert_eq!(insert(&c, std::slice::from_ref(&d), true).inserted, 1);
+            all.push(d);
+        }
+    }
+    assert_eq!(insert(&c, &[doc_with_id(Bson::Int32(5))], true).inserted, 1);
+    for d in all.iter().chain([&doc_with_id(Bson::Int32(5))]) {
+        let out = insert(&c, std::slice::from_ref(d), true);
+        assert_eq!(out.inserted, 0, "re-insert of {d:?}");
+        assert!(matches!(
+            out.errors.first(),
+            Some((0, StorageError::DuplicateKey(_)))
+        ));
+    }
+    // A batch mixing new keys of both processes and one old key stops there.
+    let batch = [
+        doc_with_id(oid(1, 50)),
+        doc_with_id(oid(9, 50)),
+        doc_with_id(oid(1, 3)),
+    ];
+    let out = insert(&c, &batch, true);
+    assert_eq!(out.inserted, 2);
+    assert!(matches!(
+        out.errors.first(),
+        Some((2, StorageError::DuplicateKey(_)))
+    ));
+    assert_eq!(c.count(), 43);
+}
