@@ -40,7 +40,9 @@ impl Workload {
     after_help = "Targets: a mongodb:// URI (TCP, or a Unix socket such as \
 mongodb://%2Ftmp%2Fbisondb-27017.sock), or `wire-limit` / `wire-limit-socket`: a \
 built-in responder that acknowledges every command without storing, i.e. the \
-client-and-protocol ceiling of this machine."
+client-and-protocol ceiling of this machine; `wire-limit-process` / \
+`wire-limit-process-socket`: the same responder in a child process, i.e. the ceiling \
+of any server across the process boundary."
 )]
 pub struct BenchArgs {
     /// What to replay.

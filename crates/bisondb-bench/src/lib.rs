@@ -24,6 +24,10 @@ use workload::Target;
 /// Target names that select the built-in responder instead of a URI.
 pub const WIRE_LIMIT: &str = "wire-limit";
 pub const WIRE_LIMIT_SOCKET: &str = "wire-limit-socket";
+/// The same responder in a child process: what a server that does no work at all
+/// reaches across the process boundary a real server has.
+pub const WIRE_LIMIT_PROCESS: &str = "wire-limit-process";
+pub const WIRE_LIMIT_PROCESS_SOCKET: &str = "wire-limit-process-socket";
 
 /// Entry point of the `bench` subcommand: validates, runs, prints; exit code 2 for bad
 /// arguments, 1 for a failed run.
@@ -92,6 +96,9 @@ async fn serve_wire_limit(port: u16) -> ExitCode {
     match WireLimit::start_on(port).await {
         Ok(w) => {
             println!("wire-limit listening: {} and {}", w.tcp_uri, w.socket_uri);
+            // For a parent that started this process (`wire-limit-process`): it
+            // removes the socket file after killing this process.
+            println!("wire-limit socket file: {}", w.socket_path().display());
             let _ = tokio::signal::ctrl_c().await;
             println!("wire-limit answered {} commands", w.requests());
             ExitCode::SUCCESS
@@ -109,32 +116,117 @@ pub fn write_plot(path: &std::path::Path, report: &Report) -> Result<(), String>
         .map_err(|e| format!("cannot write {}: {e}", path.display()))
 }
 
+/// The responders a run started, kept alive until it ends.
+#[derive(Default)]
+struct Responders {
+    in_process: Option<WireLimit>,
+    child: Option<ChildResponder>,
+}
+
 /// Resolves a target name, starting the built-in responder on first use.
-async fn resolve(name: &str, wl: &mut Option<WireLimit>) -> Result<Target, String> {
-    if name != WIRE_LIMIT && name != WIRE_LIMIT_SOCKET {
-        return Ok(Target {
-            label: name.to_string(),
-            uri: name.to_string(),
-        });
-    }
-    if wl.is_none() {
-        *wl = Some(
-            WireLimit::start()
-                .await
-                .map_err(|e| format!("cannot start the wire-limit responder: {e}"))?,
-        );
-    }
-    let w = wl
-        .as_ref()
-        .ok_or_else(|| "wire-limit responder missing".to_string())?;
+async fn resolve(name: &str, r: &mut Responders) -> Result<Target, String> {
+    let (tcp, socket) = match name {
+        WIRE_LIMIT | WIRE_LIMIT_SOCKET => {
+            if r.in_process.is_none() {
+                r.in_process = Some(
+                    WireLimit::start()
+                        .await
+                        .map_err(|e| format!("cannot start the wire-limit responder: {e}"))?,
+                );
+            }
+            let w = r
+                .in_process
+                .as_ref()
+                .ok_or_else(|| "wire-limit responder missing".to_string())?;
+            (w.tcp_uri.clone(), w.socket_uri.clone())
+        }
+        WIRE_LIMIT_PROCESS | WIRE_LIMIT_PROCESS_SOCKET => {
+            if r.child.is_none() {
+                r.child = Some(ChildResponder::start().await?);
+            }
+            let c = r
+                .child
+                .as_ref()
+                .ok_or_else(|| "wire-limit responder process missing".to_string())?;
+            (c.tcp_uri.clone(), c.socket_uri.clone())
+        }
+        _ => {
+            return Ok(Target {
+                label: name.to_string(),
+                uri: name.to_string(),
+            })
+        }
+    };
     Ok(Target {
         label: name.to_string(),
-        uri: if name == WIRE_LIMIT {
-            w.tcp_uri.clone()
+        uri: if name.ends_with("-socket") {
+            socket
         } else {
-            w.socket_uri.clone()
+            tcp
         },
     })
+}
+
+/// The wire-limit responder in a child process (this executable with
+/// `bench profile-single --serve-wire-limit 0`), killed when dropped.
+struct ChildResponder {
+    tcp_uri: String,
+    socket_uri: String,
+    socket_file: Option<std::path::PathBuf>,
+    _child: tokio::process::Child,
+}
+
+impl ChildResponder {
+    async fn start() -> Result<Self, String> {
+        use tokio::io::{AsyncBufReadExt, BufReader};
+        let exe = workload::worker_exe()?;
+        let mut child = tokio::process::Command::new(&exe)
+            .args(["bench", "profile-single", "--serve-wire-limit", "0"])
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| format!("cannot start {} as a responder: {e}", exe.display()))?;
+        let stdout = child
+            .stdout
+            .take()
+            .ok_or_else(|| "the responder process has no stdout".to_string())?;
+        let mut lines = BufReader::new(stdout).lines();
+        let mut uris = None;
+        let mut socket_file = None;
+        while uris.is_none() || socket_file.is_none() {
+            let line = tokio::time::timeout(std::time::Duration::from_secs(10), lines.next_line())
+                .await
+                .map_err(|_| "the responder process did not start within 10 s".to_string())?
+                .map_err(|e| format!("reading the responder process: {e}"))?
+                .ok_or_else(|| "the responder process exited before listening".to_string())?;
+            if let Some(rest) = line.strip_prefix("wire-limit listening: ") {
+                uris = rest
+                    .split_once(" and ")
+                    .map(|(t, s)| (t.to_string(), s.to_string()));
+            } else if let Some(path) = line.strip_prefix("wire-limit socket file: ") {
+                socket_file = Some(std::path::PathBuf::from(path));
+            }
+        }
+        let (tcp_uri, socket_uri) =
+            uris.ok_or_else(|| "the responder process printed no address".to_string())?;
+        Ok(ChildResponder {
+            tcp_uri,
+            socket_uri,
+            socket_file,
+            _child: child,
+        })
+    }
+}
+
+impl Drop for ChildResponder {
+    fn drop(&mut self) {
+        // The child is killed (kill_on_drop) without running its own cleanup.
+        if let Some(p) = &self.socket_file {
+            let _ = std::fs::remove_file(p);
+        }
+    }
 }
 
 fn progress_bar(show: bool) -> ProgressBar {
@@ -153,10 +245,10 @@ fn progress_bar(show: bool) -> ProgressBar {
 /// Runs every run the plan asks for (A, or A B A B ... with `--compare`) and gathers
 /// the results. Public so tests can drive it without a process.
 pub async fn run_plan(plan: &Plan, show_progress: bool) -> Result<Report, String> {
-    let mut wl = None;
-    let a = resolve(&plan.uri, &mut wl).await?;
+    let mut responders = Responders::default();
+    let a = resolve(&plan.uri, &mut responders).await?;
     let b = match &plan.compare {
-        Some(c) => Some(resolve(c, &mut wl).await?),
+        Some(c) => Some(resolve(c, &mut responders).await?),
         None => None,
     };
     let mut results = Vec::new();

@@ -132,6 +132,11 @@ impl WireLimit {
         })
     }
 
+    /// The Unix socket's file.
+    pub fn socket_path(&self) -> &std::path::Path {
+        &self.socket_path
+    }
+
     /// Documents acknowledged so far for `db.coll`.
     pub fn count(&self, ns: &str) -> u64 {
         self.counters.get(ns)

@@ -390,7 +390,7 @@ async fn db_stats(db: &Database) -> (Option<f64>, Option<f64>) {
 
 /// The executable that re-runs this benchmark as a worker: `BISONDB_BENCH_EXE` when
 /// set (tests), else this process's own binary, which has the `bench` subcommand.
-fn worker_exe() -> Result<std::path::PathBuf, String> {
+pub(crate) fn worker_exe() -> Result<std::path::PathBuf, String> {
     match std::env::var_os("BISONDB_BENCH_EXE") {
         Some(p) => Ok(p.into()),
         None => std::env::current_exe().map_err(|e| format!("cannot find own executable: {e}")),

@@ -93,3 +93,60 @@ fn bad_arguments_exit_2() {
         assert!(String::from_utf8_lossy(&out.stderr).contains("must be at least 1"));
     }
 }
+
+#[test]
+fn wire_limit_process_runs_the_responder_in_a_child_and_cleans_up() {
+    let out = bisondb(&[
+        "bench",
+        "profile-single",
+        "--uri",
+        "wire-limit-process-socket",
+        "--compare",
+        "wire-limit-process",
+        "--runs",
+        "1",
+        "--docs",
+        "300",
+        "--drop",
+        "--json",
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_str(&stdout).expect("JSON output");
+    let results = v["results"].as_array().expect("results");
+    assert_eq!(results.len(), 2);
+    for (r, target) in results
+        .iter()
+        .zip(["wire-limit-process-socket", "wire-limit-process"])
+    {
+        assert_eq!(r["target"], target);
+        assert_eq!(r["docs"], 300);
+        // The child counted every document the driver sent it.
+        assert_eq!(r["objects"], 300.0, "{r}");
+        assert!(r["docs_per_sec"].as_f64().unwrap() > 0.0);
+    }
+    // The child's socket file is gone with it (no stale files in the temp dir).
+    let leftovers: Vec<_> = std::fs::read_dir(std::env::temp_dir())
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("bisondb-bench-wire-limit-"))
+        .collect();
+    for name in leftovers {
+        // Another test's responder may be running; only a dead process's file is stale.
+        let pid: u32 = name
+            .trim_start_matches("bisondb-bench-wire-limit-")
+            .split('-')
+            .next()
+            .and_then(|p| p.parse().ok())
+            .unwrap_or(0);
+        assert!(
+            std::path::Path::new(&format!("/proc/{pid}")).exists(),
+            "stale socket file {name}"
+        );
+    }
+}
