@@ -29,6 +29,14 @@ const STATS: u8 = 0x02;
 /// random order while documents mostly append).
 pub(crate) const INDEX_REGION: u8 = 0x03;
 
+/// The regions whose keys do not arrive in append order: each collection's stats
+/// record (rewritten by every write) and index entries. An engine that keeps
+/// document tables apart from them (the lsm engine) lets a load of increasing
+/// `_id`s flush tables that overlap no other: with the stats record among the
+/// documents, every flushed table spanned up to it, so each one overlapped every
+/// older one and compaction rewrote the whole collection again and again.
+pub(crate) const APART_REGIONS: std::ops::Range<u8> = STATS..INDEX_REGION + 1;
+
 const META: u8 = 0x00;
 const ENTRY: u8 = 0x01;
 const PENDING_DROP: u8 = 0x02;

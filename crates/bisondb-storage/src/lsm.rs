@@ -4,12 +4,13 @@
 //! Files: the dbpath holds `mongod.lock` and `storage.bson` (see [`crate::dbpath`])
 //! and a `lsm/` directory that belongs to fjall (its journal and table files).
 //!
-//! Two fjall keyspaces share one journal: `index` holds the secondary-index
-//! region of the key space (keys starting with [`layout::INDEX_REGION`]) and
-//! `main` everything else. Documents arrive in `_id` order (ObjectIds grow), so
-//! their tables append and rarely need rewriting, while index keys land all over
-//! their range; kept together, every flush of random index keys would overlap
-//! every older table and compaction would rewrite the documents with them. A
+//! Two fjall keyspaces share one journal: `index` holds the regions of the key
+//! space that are written out of order ([`layout::APART_REGIONS`]: collection
+//! stats and secondary-index entries) and `main` everything else. Documents
+//! arrive in `_id` order (ObjectIds grow), so their tables append and need no
+//! rewriting, while index keys land all over their range and every write rewrites
+//! its collection's stats record; kept together, every flushed table would
+//! overlap every older one and compaction would rewrite the documents with them. A
 //! batch spanning both keyspaces is still one atomic journal entry, and scans
 //! read the region's keyspace in its place in key order, so the split is
 //! invisible behind [`Engine`].
@@ -135,7 +136,10 @@ type Segment<'a> = (Bound<Vec<u8>>, Bound<Vec<u8>>, &'a Keyspace);
 impl Open {
     /// The keyspace that stores `key` (an unprefixed engine key).
     fn keyspace_for(&self, key: &[u8]) -> &Keyspace {
-        if key.first() == Some(&layout::INDEX_REGION) {
+        if key
+            .first()
+            .is_some_and(|r| layout::APART_REGIONS.contains(r))
+        {
             &self.ix
         } else {
             &self.ks
@@ -157,10 +161,9 @@ impl Open {
     }
 
     /// The parts of the stored key space in key order, each with its keyspace:
-    /// below the index region, the region, above it.
+    /// below the regions kept apart, those regions, above them.
     fn segments(&self) -> [Segment<'_>; 3] {
-        let lo = vec![KEY_PREFIX, layout::INDEX_REGION];
-        let hi = vec![KEY_PREFIX, layout::INDEX_REGION + 1];
+        let (lo, hi) = apart_bounds();
         [
             (Bound::Unbounded, Bound::Excluded(lo.clone()), &self.ks),
             (Bound::Included(lo), Bound::Excluded(hi.clone()), &self.ix),
@@ -358,12 +361,21 @@ fn open_fjall(data_dir: &Path, dbpath: &Path) -> Result<Open, StorageError> {
     Ok(open)
 }
 
-/// Moves index entries that a dbpath written before the split keeps in `main`
-/// into the index keyspace, a chunk per atomic batch, so a crash midway leaves
-/// every entry in exactly one place and the next open finishes the move.
+/// `[lo, hi)` of the stored (prefixed) keys of [`layout::APART_REGIONS`].
+fn apart_bounds() -> (Vec<u8>, Vec<u8>) {
+    (
+        vec![KEY_PREFIX, layout::APART_REGIONS.start],
+        vec![KEY_PREFIX, layout::APART_REGIONS.end],
+    )
+}
+
+/// Moves the keys of the regions kept apart that a dbpath written before the
+/// split keeps in `main` (index entries before the index keyspace, stats records
+/// before they joined it) into the index keyspace, a chunk per atomic batch, so
+/// a crash midway leaves every entry in exactly one place and the next open
+/// finishes the move.
 fn move_index_region(open: &Open) -> Result<(), StorageError> {
-    let lo = vec![KEY_PREFIX, layout::INDEX_REGION];
-    let hi = vec![KEY_PREFIX, layout::INDEX_REGION + 1];
+    let (lo, hi) = apart_bounds();
     let mut moved = 0usize;
     loop {
         let mut b = open.db.batch();
@@ -390,7 +402,7 @@ fn move_index_region(open: &Open) -> Result<(), StorageError> {
             .map_err(|e| map_fjall(e, "open"))?;
         tracing::info!(
             entries = moved,
-            "moved index entries into their own keyspace"
+            "moved index entries and collection stats into the index keyspace"
         );
     }
     Ok(())

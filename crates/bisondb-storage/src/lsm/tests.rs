@@ -99,34 +99,44 @@ fn data_survives_close_and_reopen() {
     assert!(e.size_on_disk() > 0);
 }
 
-/// Index entries go to their own keyspace; a dbpath written before that split
-/// (entries in `main`) has them moved on open, and reads see one key space.
+/// Index entries and stats records go to their own keyspace; a dbpath written
+/// before that split (keys in `main`) has them moved on open, and reads see one
+/// key space.
 #[test]
 fn index_region_lives_in_its_own_keyspace_and_old_layouts_are_moved() {
     let dir = tempdir();
     let index_key = |n: u8| vec![layout::INDEX_REGION, 0, n];
+    let stats_key = |n: u8| vec![layout::APART_REGIONS.start, 0, n];
     {
         let e = open(dir.path());
         put(&e, b"\x01doc", b"d", Durability::Buffered);
         put(&e, &index_key(1), b"new", Durability::Buffered);
+        put(&e, &stats_key(1), b"s1", Durability::Buffered);
         put(&e, b"\x04marker", b"m", Durability::Buffered);
         let open = e
             .shared
             .current()
             .unwrap_or_else(|e| panic!("current: {e}"));
-        let stored = prefixed(&index_key(1));
-        assert!(
-            matches!(open.ix.get(&stored), Ok(Some(_))),
-            "entry in the index keyspace"
-        );
-        assert!(matches!(open.ks.get(&stored), Ok(None)), "not in main");
-        // What an older version wrote: index entries in `main`.
+        for key in [index_key(1), stats_key(1)] {
+            let stored = prefixed(&key);
+            assert!(
+                matches!(open.ix.get(&stored), Ok(Some(_))),
+                "{key:?} in the index keyspace"
+            );
+            assert!(matches!(open.ks.get(&stored), Ok(None)), "not in main");
+        }
+        assert!(matches!(open.ks.get(prefixed(b"\x01doc")), Ok(Some(_))));
+        // What an older version wrote: index entries and stats in `main`.
         for n in 2..=4u8 {
             assert!(open
                 .ks
                 .insert(prefixed(&index_key(n)), b"old".to_vec())
                 .is_ok());
         }
+        assert!(open
+            .ks
+            .insert(prefixed(&stats_key(2)), b"s2".to_vec())
+            .is_ok());
         drop(open);
         assert!(e.close().is_ok());
     }
@@ -136,6 +146,8 @@ fn index_region_lives_in_its_own_keyspace_and_old_layouts_are_moved() {
         keys,
         vec![
             b"\x01doc".to_vec(),
+            stats_key(1),
+            stats_key(2),
             index_key(1),
             index_key(2),
             index_key(3),
@@ -147,13 +159,13 @@ fn index_region_lives_in_its_own_keyspace_and_old_layouts_are_moved() {
         .shared
         .current()
         .unwrap_or_else(|e| panic!("current: {e}"));
-    let region = vec![KEY_PREFIX, layout::INDEX_REGION]..vec![KEY_PREFIX, layout::INDEX_REGION + 1];
+    let (lo, hi) = apart_bounds();
     assert_eq!(
-        open.ks.range::<Vec<u8>, _>(region.clone()).count(),
+        open.ks.range::<Vec<u8>, _>(lo.clone()..hi.clone()).count(),
         0,
         "main holds no entries"
     );
-    assert_eq!(open.ix.range::<Vec<u8>, _>(region).count(), 4);
+    assert_eq!(open.ix.range::<Vec<u8>, _>(lo..hi).count(), 6);
     // Reverse scans with limits cross the region boundaries in order too.
     let snap = e.snapshot();
     let last_three = snap
