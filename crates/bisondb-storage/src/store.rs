@@ -16,7 +16,7 @@ use bisondb_error::{ErrorCode, MongoError};
 use bson::{Bson, RawBsonRef, RawDocument, RawDocumentBuf, Uuid};
 
 use crate::catalog::{CollState, CollectionInfo};
-use crate::engine::{Durability, Engine, Snapshot, WriteBatch};
+use crate::engine::{BatchOp, Durability, Engine, Snapshot, WriteBatch};
 use crate::error::StorageError;
 use crate::index::{self, Entry, IndexInfo, IndexScan, IndexState};
 use crate::keycode::encode_id;
@@ -300,16 +300,14 @@ impl Collection {
         let mut highs = BatchHighs::default();
         let indexes = self.state.indexes.read().clone();
         let mut batch = WriteBatch::with_capacity(docs.len() * (1 + indexes.len()) + 1);
-        // Keys already queued in this call; one document needs no set.
-        let mut queued: HashSet<Vec<u8>> =
-            HashSet::with_capacity(if docs.len() > 1 { docs.len() } else { 0 });
+        let mut queued = QueuedKeys::default();
         let mut queued_unique: HashSet<Vec<u8>> = HashSet::new();
         let mut accepted: Vec<usize> = Vec::with_capacity(docs.len());
         let mut added_size = 0u64;
         let mut became_multikey: Vec<Arc<IndexState>> = Vec::new();
         for (i, doc) in docs.iter().enumerate() {
             let prepared = self
-                .prepare_insert(snap.as_ref(), doc, &queued, bounds.as_ref())
+                .prepare_insert(snap.as_ref(), doc, &mut queued, &batch, bounds.as_ref())
                 .and_then(|key| {
                     if indexes.is_empty() {
                         return Ok((key, IndexWrites::default()));
@@ -327,9 +325,7 @@ impl Collection {
                 });
             match prepared {
                 Ok((key, writes)) => {
-                    if docs.len() > 1 {
-                        queued.insert(key.clone());
-                    }
+                    queued.add(&key);
                     added_size = added_size.saturating_add(doc.as_bytes().len() as u64);
                     highs.note(&key);
                     batch.put(key, doc.as_bytes().to_vec());
@@ -376,7 +372,8 @@ impl Collection {
         &self,
         snap: &dyn Snapshot,
         doc: &RawDocument,
-        queued: &HashSet<Vec<u8>>,
+        queued: &mut QueuedKeys,
+        batch: &WriteBatch,
         bounds: Option<&DocKeyBounds>,
     ) -> Result<Vec<u8>, StorageError> {
         let id = id_of(doc)
@@ -384,7 +381,7 @@ impl Collection {
         let key = layout::doc_key_for(self.state.id, id);
         // Proven new by the bounds: skip the engine lookup.
         let known_new = bounds.is_some_and(|b| b.proves_absent(&key));
-        if queued.contains(&key) || (!known_new && snap.get(&key)?.is_some()) {
+        if queued.contains(&key, batch) || (!known_new && snap.get(&key)?.is_some()) {
             return Err(self.duplicate(id));
         }
         Ok(key)
@@ -860,6 +857,54 @@ impl Collection {
             reverse,
             buffer: Vec::new().into_iter(),
             exhausted: false,
+        }
+    }
+}
+
+/// The document keys one insert call has queued, for its duplicate check.
+/// Drivers send increasing ObjectIds, so a key above every queued one needs
+/// neither hashing nor a copy; only a batch that goes back builds a set, once,
+/// from the keys the batch holds (hashing every key took 3.5% of the request
+/// thread on `timeseries-batch`).
+#[derive(Default)]
+struct QueuedKeys {
+    greatest: Option<Vec<u8>>,
+    set: Option<HashSet<Vec<u8>>>,
+}
+
+impl QueuedKeys {
+    fn contains(&mut self, key: &[u8], batch: &WriteBatch) -> bool {
+        match &self.greatest {
+            None => return false,
+            Some(g) if key > g.as_slice() => return false,
+            Some(_) => {}
+        }
+        // Index entries in the batch live in other regions: never equal to a
+        // document key, so taking every queued key is exact.
+        let set = self.set.get_or_insert_with(|| {
+            batch
+                .ops()
+                .iter()
+                .filter_map(|op| match op {
+                    BatchOp::Put(k, _) => Some(k.clone()),
+                    BatchOp::Delete(_) => None,
+                })
+                .collect()
+        });
+        set.contains(key)
+    }
+
+    fn add(&mut self, key: &[u8]) {
+        if let Some(set) = &mut self.set {
+            set.insert(key.to_vec());
+        }
+        match &mut self.greatest {
+            Some(g) if key <= g.as_slice() => {}
+            Some(g) => {
+                g.clear();
+                g.extend_from_slice(key);
+            }
+            None => self.greatest = Some(key.to_vec()),
         }
     }
 }

@@ -170,14 +170,17 @@ pub fn prepare_for_insert(doc: &RawDocument) -> MongoResult<std::borrow::Cow<'_,
     let mut first = true;
     let mut id_first = false;
     let mut id: Option<RawBsonRef<'_>> = None;
-    for el in doc.iter() {
-        let (k, v) = el.map_err(crate::request::invalid_bson)?;
-        if k.as_str() == "_id" {
+    // Elements, not values: only `_id`'s value is read (the others were checked
+    // when the message was decoded, and parsing them again cost the request path).
+    for el in doc.iter_elements() {
+        let el = el.map_err(crate::request::invalid_bson)?;
+        if el.key().as_str() == "_id" {
             if id.is_some() {
                 return Err(MongoError::bad_value(
                     "can't have multiple _id fields in one document",
                 ));
             }
+            let v = el.value().map_err(crate::request::invalid_bson)?;
             check_id_value(v)?;
             id = Some(v);
             id_first = first;

@@ -712,3 +712,31 @@ fn interleaved_process_object_ids_still_find_every_duplicate() {
     ));
     assert_eq!(c.count(), 43);
 }
+
+/// The batch's own duplicate check: in order it needs no set, out of order it
+/// builds one from what the batch holds; both find every repeat.
+#[test]
+fn duplicates_inside_one_batch_in_and_out_of_order() {
+    let ids = |v: &[i32]| -> Vec<RawDocumentBuf> {
+        v.iter().map(|i| doc_with_id(Bson::Int32(*i))).collect()
+    };
+    let cases: &[(&[i32], &[usize])] = &[
+        (&[1, 2, 3, 3], &[3]),
+        (&[1, 2, 3, 1], &[3]),
+        (&[5, 1, 2, 1, 6, 5, 7], &[3, 5]),
+        (&[3, 2, 1], &[]),
+        (&[1, 2, 3, 4], &[]),
+    ];
+    for (batch, dup_at) in cases {
+        let s = open();
+        let c = coll(&s);
+        let out = insert(&c, &ids(batch), false);
+        let failed: Vec<usize> = out.errors.iter().map(|(i, _)| *i).collect();
+        assert_eq!(&failed, dup_at, "{batch:?}");
+        assert!(out
+            .errors
+            .iter()
+            .all(|(_, e)| matches!(e, StorageError::DuplicateKey(_))));
+        assert_eq!(out.inserted, batch.len() - dup_at.len(), "{batch:?}");
+    }
+}
