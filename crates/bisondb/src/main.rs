@@ -190,14 +190,14 @@ fn init_logging(c: &ServerConfig) -> Result<(), String> {
     Ok(())
 }
 
-/// Transparent huge pages off for the server process, unless
-/// `MIMALLOC_ALLOW_THP` asks for them. mimalloc marks its arenas for huge pages,
-/// and the storage engine frees each flushed memtable and fills a new one, so
-/// requests kept faulting in fresh 2 MiB pages and zeroing them whole (the
-/// kernel's `clear_page` was 5% of the server's samples during a
-/// `timeseries-batch` load); with 4 KiB pages the request threads used about 10%
-/// less CPU per document (docs/PERFORMANCE.md). mongod before 8.0 also asks for
-/// THP to be off.
+/// Transparent huge pages off for this process, unless `MIMALLOC_ALLOW_THP`
+/// asks for them. mimalloc marks its arenas for huge pages, and the storage
+/// engine frees each flushed memtable and fills a new one, so requests kept
+/// faulting in fresh 2 MiB pages and zeroing them whole (the kernel's
+/// `clear_page` was 5% of the server's samples during a `timeseries-batch` load,
+/// and 11.6% of the bench client's, which builds and frees a batch at a time);
+/// with 4 KiB pages the server's request threads used about 10% less CPU per
+/// document (docs/PERFORMANCE.md). mongod before 8.0 also asks for THP to be off.
 #[cfg(target_os = "linux")]
 fn disable_transparent_huge_pages() {
     if std::env::var_os("MIMALLOC_ALLOW_THP").is_some() {
@@ -217,13 +217,13 @@ fn disable_transparent_huge_pages() {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    #[cfg(target_os = "linux")]
+    disable_transparent_huge_pages();
     let args = match cli.command {
         Some(Cmd::Serve(a)) => a,
         Some(Cmd::Bench(b)) => return bisondb_bench::run(b),
         None => cli.serve,
     };
-    #[cfg(target_os = "linux")]
-    disable_transparent_huge_pages();
     let config = match build_config(&args) {
         Ok(c) => c,
         Err(e) => {
