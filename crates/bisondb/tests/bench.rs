@@ -96,6 +96,7 @@ fn bad_arguments_exit_2() {
 
 #[test]
 fn wire_limit_process_runs_the_responder_in_a_child_and_cleans_up() {
+    let before = responder_socket_files();
     let out = bisondb(&[
         "bench",
         "profile-single",
@@ -129,15 +130,10 @@ fn wire_limit_process_runs_the_responder_in_a_child_and_cleans_up() {
         assert_eq!(r["objects"], 300.0, "{r}");
         assert!(r["docs_per_sec"].as_f64().unwrap() > 0.0);
     }
-    // The child's socket file is gone with it (no stale files in the temp dir).
-    let leftovers: Vec<_> = std::fs::read_dir(std::env::temp_dir())
-        .unwrap()
-        .filter_map(|e| e.ok())
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| n.starts_with("bisondb-bench-wire-limit-"))
-        .collect();
-    for name in leftovers {
-        // Another test's responder may be running; only a dead process's file is stale.
+    // The child's socket file is gone with it: every responder socket file that
+    // appeared during the run and is still there belongs to a live process (another
+    // test's in-process responder), never to the killed child.
+    for name in responder_socket_files().difference(&before) {
         let pid: u32 = name
             .trim_start_matches("bisondb-bench-wire-limit-")
             .split('-')
@@ -149,4 +145,13 @@ fn wire_limit_process_runs_the_responder_in_a_child_and_cleans_up() {
             "stale socket file {name}"
         );
     }
+}
+
+fn responder_socket_files() -> std::collections::BTreeSet<String> {
+    std::fs::read_dir(std::env::temp_dir())
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("bisondb-bench-wire-limit-"))
+        .collect()
 }
