@@ -207,7 +207,7 @@ fn disable_transparent_huge_pages() {
     // process; no memory is read or written through the arguments.
     let rc = unsafe { libc::prctl(libc::PR_SET_THP_DISABLE, 1, 0, 0, 0) };
     if rc != 0 {
-        // Only a speed matter: say so in the log once the logger is up.
+        // Only a speed matter, so start anyway; the logger is not up yet.
         eprintln!(
             "bisondb: could not turn transparent huge pages off for this process: {}",
             std::io::Error::last_os_error()
