@@ -60,10 +60,10 @@ pub const JOURNAL_COMMIT_INTERVAL_RANGE_MS: std::ops::RangeInclusive<u64> = 1..=
 /// Sub-directory of the dbpath that fjall owns.
 const DATA_DIR: &str = "lsm";
 
-/// The fjall keyspace holding the key space outside the index region.
+/// The fjall keyspace holding the rest of the key space (documents, catalog, ...).
 const KEYSPACE: &str = "main";
 
-/// The fjall keyspace holding the index region.
+/// The fjall keyspace holding the regions kept apart ([`layout::APART_REGIONS`]).
 const INDEX_KEYSPACE: &str = "index";
 
 /// Level-0 tables of the main keyspace before they are merged down (fjall's
@@ -96,7 +96,7 @@ const INDEX_MEMTABLE_BYTES: u64 = 16 << 20;
 /// slows writers from 20 level-0 tables on, so this stays below that).
 const INDEX_L0_TABLES: u8 = 16;
 
-/// Entries moved per batch when an older dbpath's index region is moved into
+/// Entries moved per batch when an older dbpath's regions kept apart are moved into
 /// its own keyspace on open.
 const MIGRATE_CHUNK: usize = 4096;
 
@@ -150,7 +150,7 @@ impl LsmOptions {
 struct Open {
     db: Database,
     ks: Keyspace,
-    /// The index region (see the module docs).
+    /// The regions kept apart (see the module docs).
     ix: Keyspace,
 }
 
@@ -385,7 +385,7 @@ fn open_fjall(data_dir: &Path, dbpath: &Path) -> Result<Open, StorageError> {
         })
         .map_err(|e| map_fjall(e, "open"))?;
     let open = Open { db, ks, ix };
-    move_index_region(&open)?;
+    move_apart_regions(&open)?;
     Ok(open)
 }
 
@@ -402,7 +402,7 @@ fn apart_bounds() -> (Vec<u8>, Vec<u8>) {
 /// before they joined it) into the index keyspace, a chunk per atomic batch, so
 /// a crash midway leaves every entry in exactly one place and the next open
 /// finishes the move.
-fn move_index_region(open: &Open) -> Result<(), StorageError> {
+fn move_apart_regions(open: &Open) -> Result<(), StorageError> {
     let (lo, hi) = apart_bounds();
     let mut moved = 0usize;
     loop {
