@@ -97,7 +97,7 @@ const INDEX_MEMTABLE_BYTES: u64 = 16 << 20;
 const INDEX_L0_TABLES: u8 = 16;
 
 /// Entries moved per batch when an older dbpath's regions kept apart are moved into
-/// its own keyspace on open.
+/// the index keyspace on open.
 const MIGRATE_CHUNK: usize = 4096;
 
 /// Data block size. LZ4 only finds repeats inside one block, and documents of a
