@@ -15,6 +15,11 @@
 //! read the region's keyspace in its place in key order, so the split is
 //! invisible behind [`Engine`].
 //!
+//! Index entries do not go into fjall one by one: each batch's index-region
+//! operations are journaled as one value and kept in memory as a sorted run
+//! that reads merge in, until a background thread ingests the runs into index
+//! tables in bulk (see [`buffer`] for the protocol and why it is safe).
+//!
 //! Durability follows mongod: every commit reaches the operating system at once
 //! (so a killed process loses nothing), and the journal is fsynced in the
 //! background at least every `journal_commit_interval` (so a power loss loses at
@@ -48,6 +53,9 @@ use crate::error::StorageError;
 use crate::layout;
 use crate::memory::range_is_empty;
 
+mod buffer;
+use buffer::{Merged, Run};
+
 /// The engine name recorded in the dbpath and reported by [`Engine::name`].
 pub const ENGINE_NAME: &str = "lsm";
 
@@ -65,6 +73,18 @@ const KEYSPACE: &str = "main";
 
 /// The fjall keyspace holding the regions kept apart ([`layout::APART_REGIONS`]).
 const INDEX_KEYSPACE: &str = "index";
+
+/// The fjall keyspace journaling the index write buffer's runs (see [`buffer`]).
+const BUFFER_KEYSPACE: &str = "ixbuf";
+
+/// Memtable size of the buffer keyspace: its blobs are deleted once ingested,
+/// so a memtable larger than the buffer rarely writes them into tables at all.
+const BUFFER_MEMTABLE_BYTES: u64 = 128 << 20;
+
+/// Default [`LsmOptions::index_buffer_bytes`]: ingesting 64 MiB of index
+/// entries at a time adds as much to level 0 per ingestion as four 16 MiB
+/// memtable flushes did, so compaction works as before.
+pub const DEFAULT_INDEX_BUFFER_BYTES: usize = 64 << 20;
 
 /// Level-0 tables of the main keyspace before they are merged down (fjall's
 /// default is 4). One client's increasing `_id`s flush tables that overlap no
@@ -121,12 +141,16 @@ const PROBE_BYTES: usize = 1 << 20;
 pub struct LsmOptions {
     /// How often buffered writes are synced to disk at the latest.
     pub journal_commit_interval: Duration,
+    /// Bytes of buffered index entries that start an ingestion into index
+    /// tables; at twice this, writers ingest themselves rather than wait.
+    pub index_buffer_bytes: usize,
 }
 
 impl Default for LsmOptions {
     fn default() -> Self {
         LsmOptions {
             journal_commit_interval: DEFAULT_JOURNAL_COMMIT_INTERVAL,
+            index_buffer_bytes: DEFAULT_INDEX_BUFFER_BYTES,
         }
     }
 }
@@ -141,6 +165,7 @@ impl LsmOptions {
         }
         Ok(LsmOptions {
             journal_commit_interval: Duration::from_millis(ms),
+            ..LsmOptions::default()
         })
     }
 }
@@ -152,6 +177,39 @@ struct Open {
     ks: Keyspace,
     /// The regions kept apart (see the module docs).
     ix: Keyspace,
+    /// The journaled blobs of the index write buffer.
+    wb: Keyspace,
+    /// The index write buffer's runs.
+    buffer: IndexBuffer,
+}
+
+/// What the index write buffer holds, under one mutex that commits with index
+/// operations and snapshot creation take, so a snapshot sees a batch's
+/// documents and its run together or neither.
+#[derive(Default)]
+struct BufferState {
+    /// Oldest first; shared with the snapshots that captured it.
+    runs: Arc<Vec<Arc<Run>>>,
+    /// Sequence number of the next run's blob.
+    next_seq: u64,
+    /// Encoded bytes in `runs`.
+    bytes: usize,
+}
+
+#[derive(Default)]
+struct IndexBuffer {
+    state: parking_lot::Mutex<BufferState>,
+    /// Held while runs are merged or ingested: only its holder removes or
+    /// replaces runs (commits only append), so positions in the list stay put.
+    maintain: parking_lot::Mutex<()>,
+}
+
+/// The key of part `part` of run `seq`'s blob.
+fn blob_key(seq: u64, part: u32) -> [u8; 12] {
+    let mut k = [0u8; 12];
+    k[..8].copy_from_slice(&seq.to_be_bytes());
+    k[8..].copy_from_slice(&part.to_be_bytes());
+    k
 }
 
 /// A part of the stored key space: `[lower, upper)` and the keyspace holding it.
@@ -170,9 +228,139 @@ impl Open {
         }
     }
 
-    /// Both keyspaces, for whole-database maintenance.
-    fn keyspaces(&self) -> [&Keyspace; 2] {
-        [&self.ks, &self.ix]
+    /// The keyspaces, for whole-database maintenance.
+    fn keyspaces(&self) -> [&Keyspace; 3] {
+        [&self.ks, &self.ix, &self.wb]
+    }
+
+    /// The runs and their size, as of now.
+    fn buffered(&self) -> (Arc<Vec<Arc<Run>>>, usize) {
+        let st = self.buffer.state.lock();
+        (st.runs.clone(), st.bytes)
+    }
+
+    /// Ingests every run buffered now into index tables, deletes their blobs
+    /// and drops them from the list, in that order (see [`buffer`]).
+    fn flush_buffer(&self) -> Result<(), StorageError> {
+        self.flush_buffer_from(1)
+    }
+
+    /// [`Open::flush_buffer`] if the runs still hold at least `min_bytes` once
+    /// this caller's turn comes (writers that all found the buffer full must
+    /// not ingest one after another).
+    fn flush_buffer_from(&self, min_bytes: usize) -> Result<(), StorageError> {
+        let _maintain = self.buffer.maintain.lock();
+        let (runs, bytes) = self.buffered();
+        if bytes < min_bytes {
+            return Ok(());
+        }
+        let Some(max_seq) = runs.iter().map(|r| r.max_seq).max() else {
+            return Ok(());
+        };
+        let mut ingest = self
+            .ix
+            .start_ingestion()
+            .map_err(|e| map_fjall(e, "index ingestion"))?;
+        for (k, v) in Merged::new(&runs, Bound::Unbounded, Bound::Unbounded, false) {
+            let key = stored_key(k)?;
+            match v {
+                Some(v) => ingest.write(key, v),
+                None => ingest.write_tombstone(key),
+            }
+            .map_err(|e| map_fjall(e, "index ingestion"))?;
+        }
+        ingest
+            .finish()
+            .map_err(|e| map_fjall(e, "index ingestion"))?;
+        let end = blob_key(max_seq.saturating_add(1), 0);
+        let mut b = self.db.batch();
+        for guard in self.wb.range::<&[u8], _>(..&end[..]) {
+            let k = guard.key().map_err(|e| map_fjall(e, "index ingestion"))?;
+            b.remove(&self.wb, k);
+        }
+        b.commit().map_err(|e| map_fjall(e, "index ingestion"))?;
+        // Flushing the blobs' memtable now, while nearly all of it is deleted,
+        // writes little more than tombstones and lets fjall drop the journals
+        // holding them; later it would write live blobs into tables, dead soon after.
+        self.wb
+            .rotate_memtable()
+            .map_err(|e| map_fjall(e, "index ingestion"))?;
+        let mut st = self.buffer.state.lock();
+        let removed: usize = runs.iter().map(|r| r.bytes()).sum();
+        let list = Arc::make_mut(&mut st.runs);
+        list.drain(..runs.len().min(list.len()));
+        st.bytes = st.bytes.saturating_sub(removed);
+        Ok(())
+    }
+
+    /// Merges one group of runs of a size class, if there is one; true when
+    /// it did (the caller loops).
+    fn merge_runs(&self) -> Result<bool, StorageError> {
+        let _maintain = self.buffer.maintain.lock();
+        let (runs, _) = self.buffered();
+        let Some(group) = buffer::mergeable(&runs) else {
+            return Ok(false);
+        };
+        let parts = runs.get(group.clone()).unwrap_or_default();
+        let level = parts.first().map_or(0, |r| r.level.saturating_add(1));
+        let merged = Arc::new(buffer::merge(parts, level)?);
+        let mut st = self.buffer.state.lock();
+        // Only the maintainer removes runs, so the group is where it was.
+        let still = st
+            .runs
+            .get(group.clone())
+            .is_some_and(|now| now.iter().zip(parts).all(|(a, b)| Arc::ptr_eq(a, b)));
+        if !still {
+            return Err(StorageError::Internal(
+                "index write buffer runs moved during a merge".into(),
+            ));
+        }
+        let before: usize = parts.iter().map(|r| r.bytes()).sum();
+        st.bytes = st
+            .bytes
+            .saturating_sub(before)
+            .saturating_add(merged.bytes());
+        let list = Arc::make_mut(&mut st.runs);
+        list.splice(group, [merged]);
+        Ok(true)
+    }
+
+    /// Loads the blobs a crash left behind back into runs (the caller ingests them).
+    fn recover_buffer(&self) -> Result<usize, StorageError> {
+        let mut runs: Vec<Arc<Run>> = Vec::new();
+        let mut parts: Vec<fjall::Slice> = Vec::new();
+        let mut current: Option<u64> = None;
+        let finish = |seq: u64, parts: &mut Vec<fjall::Slice>, runs: &mut Vec<Arc<Run>>| {
+            let slices: Vec<&[u8]> = parts.iter().map(|p| &p[..]).collect();
+            let run = buffer::decode_run(&slices, seq)?;
+            parts.clear();
+            runs.push(Arc::new(run));
+            Ok::<(), StorageError>(())
+        };
+        for guard in self.wb.iter() {
+            let (k, v) = guard
+                .into_inner()
+                .map_err(|e| map_fjall(e, "index buffer recovery"))?;
+            let seq = k
+                .get(..8)
+                .and_then(|b| <[u8; 8]>::try_from(b).ok())
+                .map(u64::from_be_bytes)
+                .ok_or_else(|| StorageError::Corrupt(format!("bad index buffer key {k:?}")))?;
+            if let Some(prev) = current.filter(|&p| p != seq) {
+                finish(prev, &mut parts, &mut runs)?;
+            }
+            current = Some(seq);
+            parts.push(v);
+        }
+        if let Some(prev) = current {
+            finish(prev, &mut parts, &mut runs)?;
+        }
+        let n = runs.len();
+        let mut st = self.buffer.state.lock();
+        st.next_seq = runs.iter().map(|r| r.max_seq + 1).max().unwrap_or(0);
+        st.bytes = runs.iter().map(|r| r.bytes()).sum();
+        st.runs = Arc::new(runs);
+        Ok(n)
     }
 
     /// Writes every memtable into tables.
@@ -229,12 +417,18 @@ struct Shared {
     stop: Mutex<bool>,
     stop_signal: Condvar,
     lock: Arc<DbPathLock>,
+    /// [`LsmOptions::index_buffer_bytes`].
+    index_buffer_bytes: usize,
+    /// Wakes the index buffer's maintainer: (work is due, stop).
+    maintainer_signal: parking_lot::Mutex<(bool, bool)>,
+    maintainer_wake: parking_lot::Condvar,
 }
 
 /// The persistent [`Engine`].
 pub struct LsmEngine {
     shared: Arc<Shared>,
     flusher: parking_lot::Mutex<Option<JoinHandle<()>>>,
+    maintainer: parking_lot::Mutex<Option<JoinHandle<()>>>,
 }
 
 impl std::fmt::Debug for LsmEngine {
@@ -267,6 +461,9 @@ impl LsmEngine {
             stop: Mutex::new(false),
             stop_signal: Condvar::new(),
             lock,
+            index_buffer_bytes: options.index_buffer_bytes.max(1),
+            maintainer_signal: parking_lot::Mutex::new((false, false)),
+            maintainer_wake: parking_lot::Condvar::new(),
         });
         let interval = options
             .journal_commit_interval
@@ -276,10 +473,18 @@ impl LsmEngine {
             .name("bisondb-journal".into())
             .spawn(move || worker.run_flusher(interval))
             .map_err(|e| StorageError::Io(format!("cannot start the journal flusher: {e}")))?;
+        let worker = shared.clone();
+        let maintainer = std::thread::Builder::new()
+            .name("bisondb-ixbuf".into())
+            .spawn(move || worker.run_maintainer())
+            .map_err(|e| {
+                StorageError::Io(format!("cannot start the index buffer maintainer: {e}"))
+            })?;
         tracing::info!(dbpath = %dbpath.display(), "lsm storage engine opened");
         Ok(LsmEngine {
             shared,
             flusher: parking_lot::Mutex::new(Some(flusher)),
+            maintainer: parking_lot::Mutex::new(Some(maintainer)),
         })
     }
 
@@ -304,14 +509,39 @@ impl LsmEngine {
     /// Stops the background flusher, syncs everything and releases the files (once
     /// no snapshot holds them any more). Later writes fail; idempotent.
     pub fn close(&self) -> Result<(), StorageError> {
+        self.stop_maintainer();
         self.stop_flusher();
-        let result = self.shared.sync_all_now();
+        // Ingesting what the index buffer holds, then writing every memtable
+        // into tables, lets the next open skip replaying the journal.
+        let flushed = match self.shared.open.read().clone() {
+            Some(open) if !self.shared.failed.load(Ordering::Acquire) => open
+                .flush_buffer()
+                .and_then(|()| open.flush_memtables())
+                // Only deleted blobs are left in it: compacting drops them.
+                .and_then(|()| {
+                    open.wb
+                        .major_compact()
+                        .map_err(|e| map_fjall(e, "compaction"))
+                }),
+            _ => Ok(()),
+        };
+        let result = flushed.and(self.shared.sync_all_now());
         // Dropping the last handle on the fjall instance joins its workers; a
         // snapshot still alive defers that to its own drop.
         if self.shared.open.write().take().is_some() {
             tracing::info!(dbpath = %self.shared.dbpath.display(), "lsm storage engine closed");
         }
         result
+    }
+
+    fn stop_maintainer(&self) {
+        self.shared.maintainer_signal.lock().1 = true;
+        self.shared.maintainer_wake.notify_all();
+        if let Some(handle) = self.maintainer.lock().take() {
+            if handle.join().is_err() {
+                tracing::error!("the index buffer maintainer thread panicked");
+            }
+        }
     }
 
     fn stop_flusher(&self) {
@@ -330,6 +560,7 @@ impl LsmEngine {
     /// measurement of the size on disk sees the engine settled.
     pub fn settle(&self) -> Result<(), StorageError> {
         let open = self.shared.current()?;
+        open.flush_buffer()?;
         open.flush_memtables()?;
         for ks in open.keyspaces() {
             ks.major_compact().map_err(|e| map_fjall(e, "compaction"))?;
@@ -384,8 +615,27 @@ fn open_fjall(data_dir: &Path, dbpath: &Path) -> Result<Open, StorageError> {
                 ))
         })
         .map_err(|e| map_fjall(e, "open"))?;
-    let open = Open { db, ks, ix };
+    let wb = db
+        .keyspace(BUFFER_KEYSPACE, || {
+            KeyspaceCreateOptions::default().max_memtable_size(BUFFER_MEMTABLE_BYTES)
+        })
+        .map_err(|e| map_fjall(e, "open"))?;
+    let open = Open {
+        db,
+        ks,
+        ix,
+        wb,
+        buffer: IndexBuffer::default(),
+    };
     move_apart_regions(&open)?;
+    let replayed = open.recover_buffer()?;
+    if replayed > 0 {
+        open.flush_buffer()?;
+        tracing::info!(
+            runs = replayed,
+            "ingested index entries the write buffer held at the last stop"
+        );
+    }
     Ok(open)
 }
 
@@ -488,7 +738,12 @@ impl Shared {
 
     fn commit(&self, batch: WriteBatch) -> Result<(), StorageError> {
         let open = self.current()?;
-        let ops = sorted_last_op_per_key(batch.into_ops());
+        let mut ops = sorted_last_op_per_key(batch.into_ops());
+        // Sorted, so the index region's operations are one stretch.
+        let region = Some(&layout::INDEX_REGION);
+        let lo = ops.partition_point(|op| op.key().first() < region);
+        let hi = ops.partition_point(|op| op.key().first() <= region);
+        let indexed: Vec<BatchOp> = ops.drain(lo..hi).collect();
         let mut b = open.db.batch();
         for op in ops {
             match op {
@@ -496,8 +751,92 @@ impl Shared {
                 BatchOp::Delete(k) => b.remove(open.keyspace_for(&k), stored_key(&k)?),
             }
         }
-        b.commit().map_err(|e| self.fail(e, "write"))?;
+        if indexed.is_empty() {
+            b.commit().map_err(|e| self.fail(e, "write"))?;
+        } else {
+            self.commit_with_run(&open, b, &indexed)?;
+        }
         self.commits.fetch_add(1, Ordering::AcqRel);
+        Ok(())
+    }
+
+    /// Commits `b` together with the blob of the run of `indexed` (sorted index
+    /// operations), then makes the run visible, both under the buffer's state
+    /// lock so no snapshot sees one without the other.
+    fn commit_with_run(
+        &self,
+        open: &Open,
+        mut b: fjall::OwnedWriteBatch,
+        indexed: &[BatchOp],
+    ) -> Result<(), StorageError> {
+        if let Some(op) = indexed.iter().find(|op| op.key().len() > MAX_KEY_LEN) {
+            stored_key(op.key())?;
+        }
+        let limit = self.index_buffer_bytes.saturating_mul(2);
+        if open.buffered().1 >= limit {
+            // The maintainer is behind: ingest here rather than grow without bound.
+            open.flush_buffer_from(limit)?;
+        }
+        let mut run = buffer::run_of_ops(indexed, 0)?;
+        let parts: Vec<fjall::Slice> = run.parts().into_iter().map(fjall::Slice::from).collect();
+        let mut st = open.buffer.state.lock();
+        let seq = st.next_seq;
+        for (i, part) in parts.into_iter().enumerate() {
+            let i = u32::try_from(i).map_err(|_| {
+                StorageError::InvalidArgument("a write with too many index entries".into())
+            })?;
+            b.insert(&open.wb, blob_key(seq, i), part);
+        }
+        b.commit().map_err(|e| self.fail(e, "write"))?;
+        run.max_seq = seq;
+        st.next_seq = seq.saturating_add(1);
+        st.bytes = st.bytes.saturating_add(run.bytes());
+        Arc::make_mut(&mut st.runs).push(Arc::new(run));
+        let due = st.runs.len() >= buffer::FAN_IN || st.bytes >= self.index_buffer_bytes;
+        drop(st);
+        if due {
+            self.maintainer_signal.lock().0 = true;
+            self.maintainer_wake.notify_one();
+        }
+        Ok(())
+    }
+
+    /// The index buffer's background thread: merges runs and ingests them when
+    /// a commit says work is due (and once a second regardless).
+    fn run_maintainer(&self) {
+        loop {
+            {
+                let mut signal = self.maintainer_signal.lock();
+                if !signal.0 && !signal.1 {
+                    self.maintainer_wake
+                        .wait_for(&mut signal, Duration::from_secs(1));
+                }
+                if signal.1 {
+                    return;
+                }
+                signal.0 = false;
+            }
+            if self.failed.load(Ordering::Acquire) {
+                continue;
+            }
+            let Some(open) = self.open.read().clone() else {
+                continue;
+            };
+            if let Err(e) = self.maintain(&open) {
+                tracing::warn!(error = %e, "index write buffer maintenance failed; will retry");
+            }
+        }
+    }
+
+    /// Ingests the buffer once it is full, else merges runs while a group is due.
+    fn maintain(&self, open: &Open) -> Result<(), StorageError> {
+        while !self.maintainer_signal.lock().1 {
+            if open.buffered().1 >= self.index_buffer_bytes {
+                open.flush_buffer_from(self.index_buffer_bytes)?;
+            } else if !open.merge_runs()? {
+                break;
+            }
+        }
         Ok(())
     }
 
@@ -692,10 +1031,14 @@ impl Engine for LsmEngine {
 
     fn snapshot(&self) -> Arc<dyn Snapshot> {
         match self.shared.open.read().clone() {
-            Some(open) => Arc::new(LsmSnapshot {
-                snap: open.db.snapshot(),
-                open,
-            }),
+            Some(open) => {
+                // Under the buffer's lock: a batch's documents and index run together.
+                let st = open.buffer.state.lock();
+                let snap = open.db.snapshot();
+                let runs = st.runs.clone();
+                drop(st);
+                Arc::new(LsmSnapshot { snap, runs, open })
+            }
             None => Arc::new(ClosedSnapshot),
         }
     }
@@ -718,6 +1061,7 @@ impl Engine for LsmEngine {
         // Flush the memtable into a compressed table so data files reflect the
         // data; compaction is left to the background.
         let open = self.shared.current()?;
+        open.flush_buffer()?;
         open.flush_memtables()?;
         self.shared.sync_all_now()
     }
@@ -770,9 +1114,11 @@ fn allocated(m: &std::fs::Metadata) -> u64 {
     m.len()
 }
 
-/// A point-in-time view: a fjall snapshot plus the instance it reads from.
+/// A point-in-time view: a fjall snapshot, the index buffer's runs at the
+/// same instant, and the instance it reads from.
 struct LsmSnapshot {
     snap: fjall::Snapshot,
+    runs: Arc<Vec<Arc<Run>>>,
     open: Arc<Open>,
 }
 
@@ -780,6 +1126,10 @@ impl Snapshot for LsmSnapshot {
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, StorageError> {
         if key.len() > MAX_KEY_LEN {
             return Ok(None);
+        }
+        // The newest run that mentions the key decides.
+        if let Some(op) = self.runs.iter().rev().find_map(|r| r.get(key)) {
+            return Ok(op.map(<[u8]>::to_vec));
         }
         self.snap
             .get(self.open.keyspace_for(key), prefixed(key))
@@ -809,6 +1159,12 @@ impl Snapshot for LsmSnapshot {
             if range_is_empty(lo, hi) {
                 continue;
             }
+            if !self.runs.is_empty() && std::ptr::eq(ks, &self.open.ix) {
+                if self.scan_merged(ks, lo, hi, reverse, limit, &mut out)? {
+                    break;
+                }
+                continue;
+            }
             let range = (owned(lo), owned(hi));
             let iter = self.snap.range::<Vec<u8>, _>(ks, range);
             let mut push = |guard: fjall::Guard| -> Result<bool, StorageError> {
@@ -829,6 +1185,75 @@ impl Snapshot for LsmSnapshot {
             }
         }
         Ok(out)
+    }
+}
+
+impl LsmSnapshot {
+    /// Appends to `out` (up to `limit` in all) the entries of `ks` within the
+    /// stored-key bounds `lo`/`hi`, merged with the index buffer's runs, which
+    /// are newer than anything in fjall. True when `out` is full.
+    fn scan_merged(
+        &self,
+        ks: &Keyspace,
+        lo: Bound<&[u8]>,
+        hi: Bound<&[u8]>,
+        reverse: bool,
+        limit: usize,
+        out: &mut Vec<KeyValue>,
+    ) -> Result<bool, StorageError> {
+        // Runs hold unprefixed keys; every stored key and bound has the prefix.
+        fn strip(b: Bound<&[u8]>) -> Bound<&[u8]> {
+            match b {
+                Bound::Included(k) => Bound::Included(k.get(1..).unwrap_or_default()),
+                Bound::Excluded(k) => Bound::Excluded(k.get(1..).unwrap_or_default()),
+                Bound::Unbounded => Bound::Unbounded,
+            }
+        }
+        let mut runs = Merged::new(&self.runs, strip(lo), strip(hi), reverse).peekable();
+        let iter = self.snap.range::<Vec<u8>, _>(ks, (owned(lo), owned(hi)));
+        let mut stored: Box<dyn Iterator<Item = fjall::Guard>> = if reverse {
+            Box::new(iter.rev())
+        } else {
+            Box::new(iter)
+        };
+        let mut next_stored = || -> Result<Option<KeyValue>, StorageError> {
+            match stored.next() {
+                None => Ok(None),
+                Some(g) => {
+                    let (k, v) = g.into_inner().map_err(|e| map_fjall(e, "scan"))?;
+                    Ok(Some((k.get(1..).unwrap_or_default().to_vec(), v.to_vec())))
+                }
+            }
+        };
+        let mut head = next_stored()?;
+        let first = if reverse {
+            std::cmp::Ordering::Greater
+        } else {
+            std::cmp::Ordering::Less
+        };
+        while out.len() < limit {
+            let order = match (&head, runs.peek()) {
+                (None, None) => return Ok(false),
+                (Some(_), None) => first,
+                (None, Some(_)) => first.reverse(),
+                (Some((k, _)), Some((rk, _))) => k.as_slice().cmp(rk),
+            };
+            if order == first {
+                if let Some(kv) = head.take() {
+                    out.push(kv);
+                }
+                head = next_stored()?;
+                continue;
+            }
+            if order == std::cmp::Ordering::Equal {
+                // The run's operation replaces what fjall holds.
+                head = next_stored()?;
+            }
+            if let Some((k, Some(v))) = runs.next() {
+                out.push((k.to_vec(), v.to_vec()));
+            }
+        }
+        Ok(true)
     }
 }
 

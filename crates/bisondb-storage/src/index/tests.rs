@@ -291,6 +291,19 @@ fn index_results_equal_collection_scan_lsm() {
     model_run(Arc::new(engine), 7);
 }
 
+/// The same with an index write buffer of a few KiB, so index reads merge runs
+/// with index tables that ingestion fills meanwhile.
+#[test]
+fn index_results_equal_collection_scan_lsm_through_a_small_index_buffer() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let options = LsmOptions {
+        index_buffer_bytes: 4 << 10,
+        ..LsmOptions::default()
+    };
+    let engine = LsmEngine::open(dir.path(), options).unwrap_or_else(|e| panic!("{e}"));
+    model_run(Arc::new(engine), 11);
+}
+
 fn unique(name: &str, key: Document) -> IndexSpec {
     IndexSpec {
         name: name.into(),

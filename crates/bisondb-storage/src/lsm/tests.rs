@@ -28,25 +28,49 @@ fn open_storage(dir: &Path) -> Storage {
 struct Factory {
     root: tempfile::TempDir,
     next: AtomicUsize,
+    options: LsmOptions,
 }
 
 impl Factory {
     fn new() -> Factory {
+        Factory::with(LsmOptions::default())
+    }
+
+    fn with(options: LsmOptions) -> Factory {
         Factory {
             root: tempdir(),
             next: AtomicUsize::new(0),
+            options,
         }
     }
 
     fn make(&self) -> Arc<dyn Engine> {
         let n = self.next.fetch_add(1, Ordering::Relaxed);
-        Arc::new(open(&self.root.path().join(n.to_string())))
+        let dir = self.root.path().join(n.to_string());
+        Arc::new(
+            LsmEngine::open(&dir, self.options.clone()).unwrap_or_else(|e| panic!("open: {e}")),
+        )
+    }
+}
+
+/// Options whose index write buffer ingests after a few hundred bytes, so runs
+/// are merged and ingested while the tests read.
+fn tiny_buffer() -> LsmOptions {
+    LsmOptions {
+        index_buffer_bytes: 300,
+        ..LsmOptions::default()
     }
 }
 
 #[test]
 fn passes_engine_conformance() {
     let f = Factory::new();
+    conformance::run_all(&|| f.make());
+}
+
+#[test]
+fn passes_engine_conformance_through_a_tiny_index_buffer() {
+    let f = Factory::with(tiny_buffer());
     conformance::run_all(&|| f.make());
 }
 
@@ -57,6 +81,126 @@ proptest! {
         let f = Factory::new();
         conformance::check_against_model(&f.make(), &ops);
     }
+
+    #[test]
+    fn matches_btreemap_model_through_a_tiny_index_buffer(ops in conformance::proptest_ops()) {
+        let f = Factory::with(tiny_buffer());
+        conformance::check_against_model(&f.make(), &ops);
+    }
+}
+
+/// A batch's document and index entry are seen together or not at all, by
+/// snapshots taken while runs are merged, ingested and dropped underneath, and
+/// everything survives a reopen with nothing left in the buffer.
+#[test]
+fn snapshots_see_documents_and_index_entries_together_during_ingestion() {
+    let dir = tempdir();
+    let e = Arc::new(
+        LsmEngine::open(dir.path(), tiny_buffer()).unwrap_or_else(|e| panic!("open: {e}")),
+    );
+    let doc = |i: u32| [&[0x01u8][..], &i.to_be_bytes()].concat();
+    // Index keys in scrambled order, as real ones arrive.
+    let ix = |i: u32| {
+        [
+            &[layout::INDEX_REGION][..],
+            &i.wrapping_mul(2_654_435_761).to_be_bytes(),
+        ]
+        .concat()
+    };
+    const N: u32 = 3000;
+    let writer = {
+        let e = e.clone();
+        std::thread::spawn(move || {
+            for i in 0..N {
+                let mut b = WriteBatch::new();
+                b.put(doc(i), b"d".to_vec());
+                b.put(ix(i), i.to_be_bytes().to_vec());
+                if i % 3 == 0 && i > 0 {
+                    // Replace an older entry: delete it and write it anew.
+                    b.delete(ix(i - 1));
+                    b.put(ix(i - 1), (i - 1).to_be_bytes().to_vec());
+                }
+                e.write(b, Durability::Buffered)
+                    .unwrap_or_else(|err| panic!("write {i}: {err}"));
+            }
+        })
+    };
+    let check = |s: &Arc<dyn Snapshot>| -> usize {
+        let docs = s
+            .scan(
+                Bound::Included(&[0x01]),
+                Bound::Excluded(&[0x02]),
+                false,
+                usize::MAX,
+            )
+            .unwrap_or_else(|err| panic!("scan docs: {err}"));
+        let ixs = s
+            .scan(
+                Bound::Included(&[layout::INDEX_REGION]),
+                Bound::Excluded(&[layout::INDEX_REGION + 1]),
+                false,
+                usize::MAX,
+            )
+            .unwrap_or_else(|err| panic!("scan index: {err}"));
+        assert_eq!(docs.len(), ixs.len(), "documents and index entries in step");
+        for w in ixs.windows(2) {
+            assert!(w[0].0 < w[1].0, "index keys ascend");
+        }
+        for (k, v) in &ixs {
+            let i = u32::from_be_bytes(v.as_slice().try_into().unwrap_or_else(|_| panic!("value")));
+            assert_eq!(k, &ix(i));
+            assert_eq!(s.get(&doc(i)).ok(), Some(Some(b"d".to_vec())));
+            assert_eq!(s.get(k).ok(), Some(Some(v.clone())));
+        }
+        // Backwards, in chunks, the same entries.
+        let mut back = Vec::new();
+        let mut end = Bound::Excluded(vec![layout::INDEX_REGION + 1]);
+        loop {
+            let chunk = s
+                .scan(
+                    Bound::Included(&[layout::INDEX_REGION]),
+                    end.as_ref().map(|k| k.as_slice()),
+                    true,
+                    7,
+                )
+                .unwrap_or_else(|err| panic!("reverse scan: {err}"));
+            let Some(last) = chunk.last() else { break };
+            end = Bound::Excluded(last.0.clone());
+            back.extend(chunk);
+        }
+        back.reverse();
+        assert_eq!(back, ixs);
+        ixs.len()
+    };
+    let mut seen = 0;
+    while !writer.is_finished() {
+        let n = check(&e.snapshot());
+        assert!(n >= seen, "entries never disappear: {seen} -> {n}");
+        seen = n;
+    }
+    writer.join().unwrap_or_else(|_| panic!("writer panicked"));
+    assert_eq!(check(&e.snapshot()), N as usize);
+    let o = e
+        .shared
+        .current()
+        .unwrap_or_else(|err| panic!("current: {err}"));
+    assert!(
+        o.ix.len().unwrap_or(0) > 0,
+        "the tiny buffer ingested into index tables"
+    );
+    drop(o);
+    assert!(e.close().is_ok());
+    drop(e);
+    let e = open(dir.path());
+    let o = e
+        .shared
+        .current()
+        .unwrap_or_else(|err| panic!("current: {err}"));
+    assert_eq!(o.wb.len().ok(), Some(0), "a clean close leaves no blobs");
+    assert_eq!(o.buffered().1, 0);
+    drop(o);
+    let s = e.snapshot();
+    assert_eq!(check(&s), N as usize);
 }
 
 fn put(engine: &dyn Engine, k: &[u8], v: &[u8], durability: Durability) {
@@ -117,6 +261,15 @@ fn index_region_lives_in_its_own_keyspace_and_old_layouts_are_moved() {
             .shared
             .current()
             .unwrap_or_else(|e| panic!("current: {e}"));
+        // Index entries wait in the write buffer (readable) until ingested.
+        assert!(matches!(open.ix.get(prefixed(&index_key(1))), Ok(None)));
+        assert_eq!(
+            e.snapshot().get(&index_key(1)).ok(),
+            Some(Some(b"new".to_vec()))
+        );
+        assert_eq!(open.wb.len().ok(), Some(1), "one journaled blob");
+        assert!(open.flush_buffer().is_ok());
+        assert_eq!(open.wb.len().ok(), Some(0), "blob deleted once ingested");
         for key in [index_key(1), stats_key(1)] {
             let stored = prefixed(&key);
             assert!(
@@ -233,10 +386,12 @@ fn dbpath_of_another_engine_is_refused() {
     // And the other way round: an lsm dbpath refuses another engine's claim.
     let lsm_dir = tempdir();
     drop(open(lsm_dir.path()));
-    assert!(matches!(
-        dbpath::claim(lsm_dir.path(), "rocksdb"),
-        Err(StorageError::EngineMismatch(_))
-    ));
+    let claimed = dbpath::claim(lsm_dir.path(), "rocksdb");
+    assert!(
+        matches!(claimed, Err(StorageError::EngineMismatch(_))),
+        "{:?}",
+        claimed.err()
+    );
 }
 
 #[test]
@@ -442,10 +597,18 @@ fn crash_child() {
     } else {
         Durability::Buffered
     };
-    let s = open_storage(Path::new(dir));
+    // A small index write buffer, so kills also land mid-ingestion.
+    let options = LsmOptions {
+        index_buffer_bytes: 16 << 10,
+        ..LsmOptions::default()
+    };
+    let engine = LsmEngine::open(Path::new(dir), options).unwrap_or_else(|e| panic!("open: {e}"));
+    let s = Storage::open(Arc::new(engine)).unwrap_or_else(|e| panic!("storage open: {e}"));
+    s.create_index("crash", "docs", v_index())
+        .unwrap_or_else(|e| panic!("create index: {e}"));
     let c = s
-        .get_or_create_collection("crash", "docs")
-        .unwrap_or_else(|e| panic!("create: {e}"));
+        .collection("crash", "docs")
+        .unwrap_or_else(|| panic!("no collection after create_index"));
     let threads: Vec<_> = (0..4)
         .map(|t| {
             let c = c.clone();
@@ -531,14 +694,29 @@ fn run_and_kill_child(dir: &Path, mode: &str, round: u32, min_acks: usize) -> Ve
     acks
 }
 
+/// The crash child's index on `v`, whose keys arrive out of `_id` order from
+/// its four threads.
+fn v_index() -> crate::IndexSpec {
+    crate::IndexSpec::from_document(&doc! {"key": {"v": 1}, "name": "v_1"})
+        .unwrap_or_else(|| panic!("index spec"))
+}
+
 /// Every acknowledged document is present, the count record equals the
-/// documents present, and the store takes writes again.
+/// documents present, the index on `v` holds exactly the documents' entries,
+/// and the store takes writes again.
 fn verify_after_crash(dir: &Path, acks: &[String]) -> u64 {
     let s = open_storage(dir);
     let Some(c) = s.collection("crash", "docs") else {
         assert!(acks.is_empty(), "acknowledged inserts but no collection");
         return 0;
     };
+    let report = c
+        .validate(crate::ValidateOptions::default())
+        .unwrap_or_else(|e| panic!("validate: {e}"));
+    assert!(
+        report.valid(),
+        "index consistent after the crash: {report:?}"
+    );
     for id in acks {
         let got = c
             .get(bson::RawBsonRef::String(id))
