@@ -363,11 +363,23 @@ impl Open {
         Ok(n)
     }
 
-    /// Writes every memtable into tables.
+    /// Writes every memtable into tables and waits for fjall's worker to finish.
+    /// Not `rotate_memtable_and_wait`: a failed flush makes fjall refuse writes
+    /// and its worker exit, and that call would then wait forever for a queue
+    /// nobody drains (a shutdown hung that way); here the refusal ends the wait.
     fn flush_memtables(&self) -> Result<(), StorageError> {
         for ks in self.keyspaces() {
-            ks.rotate_memtable_and_wait()
+            ks.rotate_memtable().map_err(|e| map_fjall(e, "flush"))?;
+        }
+        while self
+            .keyspaces()
+            .iter()
+            .any(|ks| ks.sealed_memtable_count() > 0)
+        {
+            self.db
+                .persist(PersistMode::Buffer)
                 .map_err(|e| map_fjall(e, "flush"))?;
+            std::thread::sleep(Duration::from_millis(2));
         }
         Ok(())
     }
@@ -1127,9 +1139,11 @@ impl Snapshot for LsmSnapshot {
         if key.len() > MAX_KEY_LEN {
             return Ok(None);
         }
-        // The newest run that mentions the key decides.
-        if let Some(op) = self.runs.iter().rev().find_map(|r| r.get(key)) {
-            return Ok(op.map(<[u8]>::to_vec));
+        // Runs hold only index keys; the newest run that mentions the key decides.
+        if key.first() == Some(&layout::INDEX_REGION) {
+            if let Some(op) = self.runs.iter().rev().find_map(|r| r.get(key)) {
+                return Ok(op.map(<[u8]>::to_vec));
+            }
         }
         self.snap
             .get(self.open.keyspace_for(key), prefixed(key))
