@@ -101,19 +101,20 @@ pub const DEFAULT_INDEX_BUFFER_BYTES: usize = 64 << 20;
 /// before keep theirs.
 const MAIN_L0_TABLES: u8 = 16;
 
-/// Memtable size of the index keyspace. Index keys arrive in random order, so
-/// every insert searches the skiplist from its head with cache misses all the
-/// way down: a 16 MiB memtable (a quarter of fjall's default, half the 32 MiB
-/// kept before) makes those searches cheaper, and [`INDEX_L0_TABLES`] keeps the
-/// amount merged into the level below per compaction (256 MiB of memtables) as
-/// it was, so compaction does not rewrite that level more often. Measured on
-/// 10M seed-003 documents through the server: 5.86-5.88 vs 6.35-6.64 µs of
-/// server CPU per indexed document (docs/PERFORMANCE.md). fjall stores these
-/// options when it creates the keyspace, so dbpaths created before keep theirs.
+/// Memtable size of the index keyspace. Chosen (16 MiB, a quarter of fjall's
+/// default) when index entries went through it in random order, to make each
+/// skiplist search cheaper; since the index write buffer only the stats records
+/// do (index entries arrive by ingestion), so the size now matters little.
+/// fjall stores these options when it creates the keyspace, so dbpaths created
+/// before keep theirs.
 const INDEX_MEMTABLE_BYTES: u64 = 16 << 20;
 
 /// Level-0 tables of the index keyspace before they are merged down (fjall
-/// slows writers from 20 level-0 tables on, so this stays below that).
+/// slows writers from 20 level-0 tables on, so this stays below that). Each
+/// ingestion of the index write buffer adds one run of up to 64 MiB, so about
+/// 1 GiB of index entries accumulates before the first merge; reads merge those
+/// runs meanwhile (seed 003's one-day count over 10M documents, 8 runs, took
+/// the same 15 ms as before the buffer).
 const INDEX_L0_TABLES: u8 = 16;
 
 /// Entries moved per batch when an older dbpath's regions kept apart are moved into
@@ -1020,10 +1021,10 @@ fn probe_writable(dir: &Path) -> std::io::Result<()> {
 
 /// The batch in key order with only the last operation on each key: fjall
 /// stamps a whole batch with one sequence number, so two operations on one key
-/// would be ambiguous, and inserting in key order lets neighbouring memtable
-/// (skip-list) searches share their path (an indexed 5000-document batch writes
-/// 5000 index keys scattered over the key space: 296k -> 384k documents/s in
-/// lsm_bench). The sort is stable, so the last of equal keys is the latest.
+/// would be ambiguous; the index write buffer takes a batch's index operations
+/// as one sorted run; and inserting in key order lets neighbouring memtable
+/// (skip-list) searches share their path. The sort is stable, so the last of
+/// equal keys is the latest.
 fn sorted_last_op_per_key(mut ops: Vec<BatchOp>) -> Vec<BatchOp> {
     ops.sort_by(|a, b| a.key().cmp(b.key()));
     let mut out: Vec<BatchOp> = Vec::with_capacity(ops.len());
