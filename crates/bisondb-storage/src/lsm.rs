@@ -782,15 +782,16 @@ impl Shared {
         mut b: fjall::OwnedWriteBatch,
         indexed: &[BatchOp],
     ) -> Result<(), StorageError> {
-        if let Some(op) = indexed.iter().find(|op| op.key().len() > MAX_KEY_LEN) {
-            stored_key(op.key())?;
+        // Ingestion would write these keys into fjall later; refuse them now.
+        for op in indexed {
+            check_key_len(op.key())?;
         }
         let limit = self.index_buffer_bytes.saturating_mul(2);
         if open.buffered().1 >= limit {
             // The maintainer is behind: ingest here rather than grow without bound.
             open.flush_buffer_from(limit)?;
         }
-        let mut run = buffer::run_of_ops(indexed, 0)?;
+        let mut run = buffer::run_of_ops(indexed)?;
         let parts: Vec<fjall::Slice> = run.parts().into_iter().map(fjall::Slice::from).collect();
         let mut st = open.buffer.state.lock();
         let seq = st.next_seq;
@@ -974,17 +975,23 @@ const KEY_PREFIX: u8 = 0;
 /// The longest key fjall takes, minus our prefix.
 pub const MAX_KEY_LEN: usize = u16::MAX as usize - 1;
 
-/// `key` as stored: prefixed, and refused (rather than letting fjall panic) when
-/// too long, which a client can cause with a huge `_id`. Built straight into
-/// fjall's key type: one allocation and copy per key on the write path.
-fn stored_key(key: &[u8]) -> Result<fjall::Slice, StorageError> {
+/// Refuses a key too long for fjall (rather than letting it panic), which a
+/// client can cause with a huge `_id` or indexed value.
+fn check_key_len(key: &[u8]) -> Result<(), StorageError> {
     if key.len() > MAX_KEY_LEN {
         return Err(StorageError::InvalidArgument(format!(
             "key too large to store: {} bytes, the lsm engine accepts at most {MAX_KEY_LEN} \
-             (is the _id that large?)",
+             (is the _id or an indexed value that large?)",
             key.len()
         )));
     }
+    Ok(())
+}
+
+/// `key` as stored: prefixed, and checked by [`check_key_len`]. Built straight
+/// into fjall's key type: one allocation and copy per key on the write path.
+fn stored_key(key: &[u8]) -> Result<fjall::Slice, StorageError> {
+    check_key_len(key)?;
     let mut parts = std::io::Read::chain(&[KEY_PREFIX][..], key);
     fjall::Slice::from_reader(&mut parts, key.len() + 1)
         .map_err(|e| StorageError::Internal(format!("building a stored key: {e}")))

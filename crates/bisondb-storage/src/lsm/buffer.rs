@@ -222,8 +222,9 @@ impl RunBuilder {
 }
 
 /// The run of a batch's index-region operations (sorted, one per key, as the
-/// engine's commit prepares them).
-pub(super) fn run_of_ops(ops: &[BatchOp], seq: u64) -> Result<Run, StorageError> {
+/// engine's commit prepares them); the commit sets its `max_seq` once the
+/// blob has its sequence number.
+pub(super) fn run_of_ops(ops: &[BatchOp]) -> Result<Run, StorageError> {
     let bytes = ops
         .iter()
         .map(|op| match op {
@@ -238,7 +239,7 @@ pub(super) fn run_of_ops(ops: &[BatchOp], seq: u64) -> Result<Run, StorageError>
             BatchOp::Delete(k) => b.push(k, None)?,
         }
     }
-    Ok(b.finish(seq, 0))
+    Ok(b.finish(0, 0))
 }
 
 /// Decodes journaled blob parts (in order) back into a run, checking every

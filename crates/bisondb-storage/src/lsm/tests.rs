@@ -1051,8 +1051,13 @@ fn oversized_keys_are_refused_not_panicked() {
         (MAX_KEY_LEN + 1, false),
         (1 << 20, false),
     ];
-    for (len, ok) in cases {
-        let key = vec![0x42u8; len];
+    // Documents and index entries (which take the index write buffer's path).
+    for (first, (len, ok)) in [0x42u8, layout::INDEX_REGION]
+        .into_iter()
+        .flat_map(|f| cases.map(|c| (f, c)))
+    {
+        let mut key = vec![0x42u8; len];
+        key[0] = first;
         let mut b = WriteBatch::new();
         b.put(key.clone(), b"v".to_vec());
         let got = e.write(b, Durability::Buffered);
@@ -1063,6 +1068,16 @@ fn oversized_keys_are_refused_not_panicked() {
         let read = e.snapshot().get(&key).ok().flatten();
         assert_eq!(read.is_some(), ok, "len {len}");
     }
+    let o = e
+        .shared
+        .current()
+        .unwrap_or_else(|err| panic!("current: {err}"));
+    assert_eq!(
+        o.wb.len().ok(),
+        Some(1),
+        "only the accepted index key's blob"
+    );
+    drop(o);
     // A refused key does not poison the engine.
     put(&e, b"after", b"1", Durability::Sync);
 }

@@ -22,7 +22,7 @@ fn batch_ops_round_trip_through_the_blob_encoding() {
         BatchOp::Delete(vec![3, 2]),
         BatchOp::Put(vec![3, 3], vec![]),
     ];
-    let r = run_of_ops(&ops, 7).unwrap_or_else(|e| panic!("{e}"));
+    let r = run_of_ops(&ops).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(r.len(), 3);
     assert_eq!(r.entry(0), (&[3u8, 1][..], Some(&[9u8, 9][..])));
     assert_eq!(r.entry(1), (&[3u8, 2][..], None));
