@@ -387,3 +387,133 @@ async fn users_info_finds_no_users_and_checks_its_argument() {
         }
     }
 }
+
+/// `indexSizes` of a collection, by name.
+fn index_sizes(cs: &Document) -> Vec<(String, i64)> {
+    cs.get_document("indexSizes")
+        .map(|d| d.keys().map(|k| (k.clone(), num(d, k))).collect())
+        .unwrap_or_default()
+}
+
+/// What collStats, dbStats and listDatabases say of index sizes, for a
+/// server whose only collection is `db.c`: per index, their sum, and the
+/// totals agree.
+async fn check_size_totals(client: &mongodb::Client, db: &mongodb::Database) -> Document {
+    let cs = db.run_command(doc! {"collStats": "c"}).await.unwrap();
+    let sum: i64 = index_sizes(&cs).iter().map(|(_, n)| n).sum();
+    assert_eq!(num(&cs, "totalIndexSize"), sum, "{cs}");
+    assert_eq!(
+        num(&cs, "totalSize"),
+        num(&cs, "storageSize") + num(&cs, "totalIndexSize"),
+        "{cs}"
+    );
+    // The database's figures are shares of the same whole: they differ from
+    // the collection's sum only by rounding, one byte per index at most.
+    let ds = db.run_command(doc! {"dbStats": 1}).await.unwrap();
+    let slack = index_sizes(&cs).len() as i64;
+    assert!((num(&ds, "indexSize") - sum).abs() <= slack, "{ds} / {cs}");
+    assert_eq!(num(&ds, "storageSize"), num(&cs, "storageSize"), "{ds}");
+    assert_eq!(
+        num(&ds, "totalSize"),
+        num(&ds, "storageSize") + num(&ds, "indexSize"),
+        "{ds}"
+    );
+    let listed = client
+        .database("admin")
+        .run_command(doc! {"listDatabases": 1, "filter": {"name": db.name()}})
+        .await
+        .unwrap();
+    let on_disk = listed
+        .get_array("databases")
+        .ok()
+        .and_then(|a| a.first())
+        .and_then(|d| d.as_document())
+        .map(|d| num(d, "sizeOnDisk"))
+        .unwrap_or(-1);
+    assert_eq!(on_disk, num(&ds, "totalSize"), "{listed}");
+    cs
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn index_sizes_are_measured_per_index_and_survive_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let dbpath = dir.path().join("data");
+    let (server, client) = restart_lsm(dir.path(), &dbpath).await;
+    let db = client.database("sizes");
+    let c = db.collection::<Document>("c");
+    // `s` keys are ~100 bytes, `n` keys a few: the `s_1` index is the larger.
+    let docs: Vec<Document> = (0..2000)
+        .map(|i| doc! {"_id": i, "s": format!("{i:0>100}"), "n": i})
+        .collect();
+    c.insert_many(docs).await.unwrap();
+    db.run_command(doc! {"createIndexes": "c", "indexes": [
+        {"key": {"s": 1}, "name": "s_1"},
+        {"key": {"n": 1}, "name": "n_1"},
+    ]})
+    .await
+    .unwrap();
+    let cs = check_size_totals(&client, &db).await;
+    let sizes = index_sizes(&cs);
+    let size = |name: &str| {
+        sizes
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, s)| *s)
+            .unwrap_or(-1)
+    };
+    assert!(size("_id_") > 0, "{cs}");
+    assert!(size("s_1") > size("n_1") && size("n_1") > 0, "{cs}");
+
+    // Writes change the sizes; deleting every document with `n` < 1000
+    // takes half of each index away.
+    c.delete_many(doc! {"n": {"$lt": 1000}}).await.unwrap();
+    let cs = check_size_totals(&client, &db).await;
+    assert!(num(&cs, "totalIndexSize") > 0, "{cs}");
+
+    db.run_command(doc! {"dropIndexes": "c", "index": "s_1"})
+        .await
+        .unwrap();
+    let cs = check_size_totals(&client, &db).await;
+    let names: Vec<String> = index_sizes(&cs).into_iter().map(|(n, _)| n).collect();
+    assert_eq!(names, vec!["_id_", "n_1"], "{cs}");
+
+    let _ = client
+        .database("admin")
+        .run_command(doc! {"shutdown": 1})
+        .await;
+    drop(client);
+    tokio::time::timeout(std::time::Duration::from_secs(20), server.wait())
+        .await
+        .expect("shutdown completes");
+    let (_server, client) = restart_lsm(dir.path(), &dbpath).await;
+    let db = client.database("sizes");
+    let cs = check_size_totals(&client, &db).await;
+    let after: Vec<String> = index_sizes(&cs)
+        .into_iter()
+        .filter(|(_, n)| *n > 0)
+        .map(|(n, _)| n)
+        .collect();
+    assert_eq!(after, vec!["_id_", "n_1"], "{cs}");
+    assert_eq!(num(&cs, "count"), 1000, "{cs}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_engine_without_files_reports_no_sizes_on_disk() {
+    let ts = start_with(|cfg| cfg.storage_engine = "inMemory".into()).await;
+    let (_, client) = ts.clients()[0];
+    let db = client.database("sizes_mem");
+    db.collection::<Document>("c")
+        .insert_many((0..100).map(|i| doc! {"_id": i, "n": i}))
+        .await
+        .unwrap();
+    db.run_command(doc! {"createIndexes": "c", "indexes": [{"key": {"n": 1}, "name": "n_1"}]})
+        .await
+        .unwrap();
+    let cs = check_size_totals(client, &db).await;
+    assert_eq!(
+        index_sizes(&cs),
+        vec![("_id_".to_string(), 0), ("n_1".to_string(), 0)],
+        "{cs}"
+    );
+    assert_eq!(num(&cs, "storageSize"), 0, "{cs}");
+}

@@ -46,10 +46,48 @@ pub struct DbStats {
     pub objects: u64,
     /// Sum of the BSON sizes of all documents.
     pub data_size: u64,
-    /// The engine's on-disk size apportioned to this database by data size.
+    /// The engine's on-disk size apportioned to this database's documents
+    /// (see [`DiskShare`]).
     pub storage_size: u64,
     /// The `_id` index of each collection plus its secondary indexes.
     pub indexes: u64,
+    /// The engine's on-disk size apportioned to those indexes.
+    pub index_size: u64,
+}
+
+/// The engine's size on disk, apportioned to what it stores by logical bytes:
+/// documents (their BSON sizes), `_id` indexes (the document keys) and
+/// secondary indexes (their entries). The engine compresses and shares its
+/// files, so no part has a file of its own to measure; the shares of all
+/// parts add up to the whole. An engine without files (inMemory) has no
+/// size on disk: every share is 0.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DiskShare {
+    on_disk: u64,
+    logical: u64,
+}
+
+impl DiskShare {
+    /// The on-disk bytes of `logical` bytes.
+    pub fn of(&self, logical: u64) -> u64 {
+        if self.logical == 0 {
+            return 0;
+        }
+        let share = u128::from(self.on_disk) * u128::from(logical) / u128::from(self.logical);
+        u64::try_from(share).unwrap_or(u64::MAX)
+    }
+}
+
+/// Logical bytes of one collection: documents, document keys, index entries.
+fn logical_bytes(state: &CollState) -> (u64, u64, u64) {
+    let indexes = state.indexes.read().iter().fold(0u64, |n, ix| {
+        n.saturating_add(ix.bytes.load(Ordering::Relaxed))
+    });
+    (
+        state.data_size.load(Ordering::Relaxed),
+        state.id_bytes.load(Ordering::Relaxed),
+        indexes,
+    )
 }
 
 /// Shared state of one collection; every [`Collection`] handle points at it.
@@ -62,10 +100,13 @@ pub(crate) struct CollState {
     pub(crate) write_lock: Mutex<()>,
     pub(crate) count: AtomicU64,
     pub(crate) data_size: AtomicU64,
+    /// Bytes of the document keys (the `_id` index); each secondary index keeps
+    /// its own in its [`IndexState`].
+    pub(crate) id_bytes: AtomicU64,
     /// Set (under `write_lock`) when the collection is dropped, so stale handles
     /// stop writing keys nobody will clean up.
     pub(crate) dropped: AtomicBool,
-    /// The [`Engine::generation`] `count` and `data_size` were read under.
+    /// The [`Engine::generation`] the stats (count, sizes) were read under.
     pub(crate) stats_generation: AtomicU64,
     /// Secondary indexes; replaced (under `write_lock`) when one is created or dropped.
     pub(crate) indexes: RwLock<IndexList>,
@@ -115,6 +156,7 @@ impl Storage {
             None => 1,
         };
         let mut collections = BTreeMap::new();
+        let mut migrated = WriteBatch::new();
         let (start, end) = (layout::entry_prefix(), layout::pending_drop_prefix());
         let entries = snap.scan(
             Bound::Included(&start),
@@ -134,17 +176,20 @@ impl Storage {
                 list.push(Arc::new(ix));
             }
             *state.indexes.write() = Arc::new(list);
-            let (count, size) = match snap.get(&layout::stats_key(state.id))? {
-                Some(v) => layout::decode_stats(&v)?,
-                None => (0, 0),
-            };
-            state.count.store(count, Ordering::Relaxed);
-            state.data_size.store(size, Ordering::Relaxed);
+            if let Some(measured) = crate::store::load_stats(snap.as_ref(), &state)? {
+                // Written by an older BisonDB, without index sizes: store them
+                // so that this is the only open that measures.
+                tracing::info!(db, name, "measured the sizes of the collection's indexes");
+                migrated.put(layout::stats_key(state.id), layout::encode_stats(&measured));
+            }
             state
                 .stats_generation
                 .store(engine.generation(), Ordering::Relaxed);
             next_id = next_id.max(state.id.saturating_add(1));
             collections.insert((db, name), Arc::new(state));
+        }
+        if !migrated.is_empty() {
+            engine.write(migrated, Durability::Buffered)?;
         }
         let pending_end = crate::engine::prefix_successor(&end);
         let pending = snap.scan(
@@ -271,6 +316,7 @@ impl Storage {
             write_lock: Mutex::new(()),
             count: AtomicU64::new(0),
             data_size: AtomicU64::new(0),
+            id_bytes: AtomicU64::new(0),
             dropped: AtomicBool::new(false),
             stats_generation: AtomicU64::new(self.inner.engine.generation()),
             indexes: RwLock::new(Arc::new(Vec::new())),
@@ -281,7 +327,10 @@ impl Storage {
         let mut batch = WriteBatch::new();
         batch.put(layout::meta_key(), encode_meta(new_next)?);
         batch.put(layout::entry_key(db, name), encode_entry(db, name, &state)?);
-        batch.put(layout::stats_key(id), layout::encode_stats(0, 0));
+        batch.put(
+            layout::stats_key(id),
+            layout::encode_stats(&layout::StatsRecord::default()),
+        );
         self.inner.engine.write(batch, Durability::Buffered)?;
         *next_id = new_next;
         let state = Arc::new(state);
@@ -452,7 +501,7 @@ impl Storage {
         if state.dropped.load(Ordering::SeqCst) {
             return Err(StorageError::NamespaceNotFound(format!("{db}.{name}")).into());
         }
-        let multikey = match coll.build_index_locked(&ix) {
+        let (multikey, tally) = match coll.build_index_locked(&ix) {
             Ok(m) => m,
             Err(e) => {
                 purge_range(self.inner.engine.as_ref(), index::index_range(state.id, id))?;
@@ -463,9 +512,11 @@ impl Storage {
         let previous = state.indexes.read().clone();
         let mut list = (*previous).clone();
         list.push(ix);
-        *state.indexes.write() = Arc::new(list);
+        let list = Arc::new(list);
+        *state.indexes.write() = list.clone();
         let mut batch = WriteBatch::new();
         batch.put(layout::meta_key(), encode_meta(new_next)?);
+        batch.put(layout::stats_key(state.id), layout::encode_stats(&tally));
         let record = encode_entry(db, name, &state);
         match record {
             Ok(r) => batch.put(layout::entry_key(db, name), r),
@@ -482,6 +533,7 @@ impl Storage {
             purge_range(self.inner.engine.as_ref(), index::index_range(state.id, id))?;
             return Err(e.into());
         }
+        coll.publish_tally_locked(&tally, &list);
         *next_id = new_next;
         tracing::debug!(db, name, index = id, "index created");
         Ok(true)
@@ -588,6 +640,8 @@ impl Storage {
             old.prepare_unique.load(Ordering::Acquire),
             Ordering::Release,
         );
+        // Same id, same entries.
+        replacement.set_tally(&old.tally());
         *state.indexes.write() = Arc::new(with_index_replaced(&previous, old.id, &replacement));
         let mut batch = WriteBatch::new();
         let written = encode_entry(db, name, &state).and_then(|r| {
@@ -671,20 +725,23 @@ impl Storage {
         let mut spec = old.spec.clone();
         spec.unique = unique;
         let ix = Arc::new(IndexState::new(id, spec, false)?);
-        let multikey = match coll.build_index_locked(&ix) {
+        let (multikey, mut tally) = match coll.build_index_locked(&ix) {
             Ok(m) => m,
             Err(e) => {
                 purge_range(self.inner.engine.as_ref(), index::index_range(state.id, id))?;
                 return Err(e.into());
             }
         };
+        tally.indexes.retain(|t| t.id != old.id);
         ix.multikey.store(multikey, Ordering::Release);
         // A unique index needs no preparation any more; a non-unique one starts without.
-        *state.indexes.write() = Arc::new(with_index_replaced(&previous, old.id, &ix));
+        let list = Arc::new(with_index_replaced(&previous, old.id, &ix));
+        *state.indexes.write() = list.clone();
         let mut batch = WriteBatch::new();
         let written = encode_meta(new_next)
             .and_then(|meta| {
                 batch.put(layout::meta_key(), meta);
+                batch.put(layout::stats_key(state.id), layout::encode_stats(&tally));
                 encode_entry(db, name, &state)
             })
             .and_then(|r| {
@@ -700,6 +757,7 @@ impl Storage {
             purge_range(self.inner.engine.as_ref(), index::index_range(state.id, id))?;
             return Err(e.into());
         }
+        coll.publish_tally_locked(&tally, &list);
         *next_id = new_next;
         // The old entries are unreachable now; ids are never reused.
         purge_range(
@@ -719,29 +777,53 @@ impl Storage {
         self.inner.engine.checkpoint()
     }
 
+    /// How the engine's size on disk divides among what it stores.
+    pub fn disk_share(&self) -> DiskShare {
+        let logical = self
+            .inner
+            .collections
+            .read()
+            .values()
+            .fold(0u64, |n, state| {
+                let (docs, keys, indexes) = logical_bytes(state);
+                n.saturating_add(docs)
+                    .saturating_add(keys)
+                    .saturating_add(indexes)
+            });
+        DiskShare {
+            on_disk: self.inner.engine.size_on_disk(),
+            logical,
+        }
+    }
+
     /// Counts and sizes for `dbStats`; all zero for a missing database.
     pub fn database_stats(&self, db: &str) -> DbStats {
-        let (mut stats, mut total_data) = (DbStats::default(), 0u64);
-        for (key, state) in self.inner.collections.read().iter() {
-            let size = state.data_size.load(Ordering::Relaxed);
-            total_data = total_data.saturating_add(size);
-            if key.0 == db {
-                stats.collections += 1;
-                // Every collection has its `_id` index, except a clustered
-                // one: its documents are that index, which mongod does not count.
-                let id_index = !state.options.read().contains_key("clusteredIndex");
-                stats.indexes += u64::from(id_index) + state.indexes.read().len() as u64;
-                stats.objects = stats
-                    .objects
-                    .saturating_add(state.count.load(Ordering::Relaxed));
-                stats.data_size = stats.data_size.saturating_add(size);
+        let share = self.disk_share();
+        let mut stats = DbStats::default();
+        let (mut doc_bytes, mut index_bytes) = (0u64, 0u64);
+        let collections = self.inner.collections.read();
+        for (_, state) in collections.iter().filter(|(k, _)| k.0 == db) {
+            let (docs, keys, indexes) = logical_bytes(state);
+            stats.collections += 1;
+            // Every collection has its `_id` index, except a clustered
+            // one: its documents are that index, which mongod does not count.
+            let id_index = !state.options.read().contains_key("clusteredIndex");
+            stats.indexes += u64::from(id_index) + state.indexes.read().len() as u64;
+            stats.objects = stats
+                .objects
+                .saturating_add(state.count.load(Ordering::Relaxed));
+            stats.data_size = stats.data_size.saturating_add(docs);
+            doc_bytes = doc_bytes.saturating_add(docs);
+            index_bytes = index_bytes.saturating_add(indexes);
+            // A clustered collection's keys count with its documents.
+            if id_index {
+                index_bytes = index_bytes.saturating_add(keys);
+            } else {
+                doc_bytes = doc_bytes.saturating_add(keys);
             }
         }
-        let on_disk = self.inner.engine.size_on_disk();
-        if total_data > 0 {
-            let share = u128::from(on_disk) * u128::from(stats.data_size) / u128::from(total_data);
-            stats.storage_size = u64::try_from(share).unwrap_or(u64::MAX);
-        }
+        stats.storage_size = share.of(doc_bytes);
+        stats.index_size = share.of(index_bytes);
         stats
     }
 }
@@ -974,6 +1056,7 @@ fn parse_entry(
         write_lock: Mutex::new(()),
         count: AtomicU64::new(0),
         data_size: AtomicU64::new(0),
+        id_bytes: AtomicU64::new(0),
         dropped: AtomicBool::new(false),
         stats_generation: AtomicU64::new(0),
         indexes: RwLock::new(Arc::new(Vec::new())),

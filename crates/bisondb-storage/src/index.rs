@@ -224,6 +224,10 @@ pub struct IndexInfo {
     /// `collMod`'s `prepareUnique`: new duplicate keys are refused, existing
     /// ones stay, until the index is converted to unique.
     pub prepare_unique: bool,
+    /// Entries in the index, and their bytes (key plus value) before the
+    /// engine compresses them.
+    pub entries: u64,
+    pub bytes: u64,
 }
 
 /// How often user operations used one index since `since` (`$indexStats`'
@@ -269,6 +273,10 @@ pub(crate) struct IndexState {
     pub(crate) text: Option<TextSpec>,
     /// `$indexStats`' counter.
     pub(crate) usage: IndexUsage,
+    /// Entries and their bytes (key plus value), as the collection's stats
+    /// record last committed them; changed under the collection's write lock.
+    pub(crate) entries: AtomicU64,
+    pub(crate) bytes: AtomicU64,
 }
 
 impl std::fmt::Debug for IndexState {
@@ -315,7 +323,24 @@ impl IndexState {
             multikey: AtomicBool::new(multikey),
             prepare_unique: AtomicBool::new(false),
             usage: IndexUsage::new(),
+            entries: AtomicU64::new(0),
+            bytes: AtomicU64::new(0),
         })
+    }
+
+    /// This index's line in the stats record.
+    pub(crate) fn tally(&self) -> crate::layout::IndexTally {
+        crate::layout::IndexTally {
+            id: self.id,
+            entries: self.entries.load(Ordering::Acquire),
+            bytes: self.bytes.load(Ordering::Acquire),
+        }
+    }
+
+    /// Makes `t` (a committed record's line for this index) current.
+    pub(crate) fn set_tally(&self, t: &crate::layout::IndexTally) {
+        self.entries.store(t.entries, Ordering::Release);
+        self.bytes.store(t.bytes, Ordering::Release);
     }
 
     pub(crate) fn info(&self) -> IndexInfo {
@@ -324,6 +349,8 @@ impl IndexState {
             fields: self.fields.clone(),
             multikey: self.multikey.load(Ordering::Acquire),
             prepare_unique: self.prepare_unique.load(Ordering::Acquire),
+            entries: self.entries.load(Ordering::Acquire),
+            bytes: self.bytes.load(Ordering::Acquire),
         }
     }
 }

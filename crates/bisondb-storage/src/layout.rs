@@ -5,7 +5,8 @@
 //! [0x00 0x01] db 0x00 collection      -> catalog entry (BSON)
 //! [0x00 0x02] id:u64be                -> pending drop marker (cleanup after a crash)
 //! [0x01] id:u64be encode_id(_id)      -> the raw document
-//! [0x02] id:u64be                     -> count:u64be data_size:u64be
+//! [0x02] id:u64be                     -> count:u64be data_size:u64be 0x01 id_bytes:u64be
+//!                                        (index:u64be entries:u64be bytes:u64be)*
 //! [0x03] ...                          -> index entries (see `crate::index`)
 //! [0x04] ...                          -> multikey markers (see `crate::index`)
 //! [0x05] id:u64be rid:u64be            -> natural order of a capped collection
@@ -117,26 +118,119 @@ pub(crate) fn stats_key(id: u64) -> Vec<u8> {
     k
 }
 
-pub(crate) fn encode_stats(count: u64, data_size: u64) -> Vec<u8> {
-    let mut v = Vec::with_capacity(16);
-    v.extend_from_slice(&count.to_be_bytes());
-    v.extend_from_slice(&data_size.to_be_bytes());
+/// What a collection's stats record keeps: its document count and sizes,
+/// rewritten by every write in the same batch as the write, so it is exactly
+/// as durable as the documents it describes.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct StatsRecord {
+    pub(crate) count: u64,
+    /// Sum of the documents' BSON sizes.
+    pub(crate) data_size: u64,
+    /// Sum of the lengths of the documents' keys: what the `_id` index holds.
+    pub(crate) id_bytes: u64,
+    /// One per secondary index, in no particular order. An index that is not
+    /// (or no longer) in the catalog is ignored: index ids are never reused.
+    pub(crate) indexes: Vec<IndexTally>,
+}
+
+/// The entries of one secondary index and their bytes (key plus value).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct IndexTally {
+    pub(crate) id: u64,
+    pub(crate) entries: u64,
+    pub(crate) bytes: u64,
+}
+
+impl StatsRecord {
+    /// One more document, stored under a key of `key` bytes.
+    pub(crate) fn add_doc(&mut self, key: usize, doc: usize) {
+        self.count = self.count.saturating_add(1);
+        self.data_size = self.data_size.saturating_add(doc as u64);
+        self.id_bytes = self.id_bytes.saturating_add(key as u64);
+    }
+
+    /// One document fewer.
+    pub(crate) fn remove_doc(&mut self, key: usize, doc: usize) {
+        self.count = self.count.saturating_sub(1);
+        self.data_size = self.data_size.saturating_sub(doc as u64);
+        self.id_bytes = self.id_bytes.saturating_sub(key as u64);
+    }
+
+    /// An entry of `bytes` (key plus value) added to or removed from index `ix`.
+    pub(crate) fn index_entry(&mut self, ix: u64, bytes: usize, added: bool) {
+        if !self.indexes.iter().any(|t| t.id == ix) {
+            self.indexes.push(IndexTally {
+                id: ix,
+                ..IndexTally::default()
+            });
+        }
+        let Some(t) = self.indexes.iter_mut().find(|t| t.id == ix) else {
+            return;
+        };
+        if added {
+            t.entries = t.entries.saturating_add(1);
+            t.bytes = t.bytes.saturating_add(bytes as u64);
+        } else {
+            t.entries = t.entries.saturating_sub(1);
+            t.bytes = t.bytes.saturating_sub(bytes as u64);
+        }
+    }
+}
+
+/// Version byte after the count and data size; a record without one was
+/// written before index sizes were kept (see [`decode_stats`]).
+const STATS_V1: u8 = 0x01;
+
+pub(crate) fn encode_stats(r: &StatsRecord) -> Vec<u8> {
+    let mut v = Vec::with_capacity(25 + 24 * r.indexes.len());
+    v.extend_from_slice(&r.count.to_be_bytes());
+    v.extend_from_slice(&r.data_size.to_be_bytes());
+    v.push(STATS_V1);
+    v.extend_from_slice(&r.id_bytes.to_be_bytes());
+    for ix in &r.indexes {
+        v.extend_from_slice(&ix.id.to_be_bytes());
+        v.extend_from_slice(&ix.entries.to_be_bytes());
+        v.extend_from_slice(&ix.bytes.to_be_bytes());
+    }
     v
 }
 
-pub(crate) fn decode_stats(v: &[u8]) -> Result<(u64, u64), StorageError> {
-    let word = |r: std::ops::Range<usize>| {
-        v.get(r)
+/// The record, and whether it knows the index sizes: a record of 16 bytes
+/// (count and data size only) was written by an older BisonDB, and its
+/// `id_bytes` and `indexes` come back empty for the caller to measure.
+pub(crate) fn decode_stats(v: &[u8]) -> Result<(StatsRecord, bool), StorageError> {
+    let word = |at: usize| {
+        v.get(at..at + 8)
             .and_then(|b| <[u8; 8]>::try_from(b).ok())
             .map(u64::from_be_bytes)
     };
-    match (word(0..8), word(8..16), v.len()) {
-        (Some(c), Some(s), 16) => Ok((c, s)),
-        _ => Err(StorageError::Corrupt(format!(
-            "bad collection stats record of {} bytes",
-            v.len()
-        ))),
+    let bad = || StorageError::Corrupt(format!("bad collection stats record of {} bytes", v.len()));
+    let (Some(count), Some(data_size)) = (word(0), word(8)) else {
+        return Err(bad());
+    };
+    let mut r = StatsRecord {
+        count,
+        data_size,
+        ..StatsRecord::default()
+    };
+    if v.len() == 16 {
+        return Ok((r, false));
     }
+    let tail = v.len().checked_sub(25).ok_or_else(bad)?;
+    if v.get(16) != Some(&STATS_V1) || tail % 24 != 0 {
+        return Err(bad());
+    }
+    r.id_bytes = word(17).ok_or_else(bad)?;
+    r.indexes = (0..tail / 24)
+        .map(|i| {
+            let at = 25 + 24 * i;
+            match (word(at), word(at + 8), word(at + 16)) {
+                (Some(id), Some(entries), Some(bytes)) => Ok(IndexTally { id, entries, bytes }),
+                _ => Err(bad()),
+            }
+        })
+        .collect::<Result<_, _>>()?;
+    Ok((r, true))
 }
 
 #[cfg(test)]
@@ -145,13 +239,46 @@ mod tests {
 
     #[test]
     fn stats_round_trip_and_reject_garbage() {
-        assert_eq!(
-            decode_stats(&encode_stats(3, u64::MAX)).ok(),
-            Some((3, u64::MAX))
-        );
-        for bad in [&[][..], &[0u8; 15][..], &[0u8; 17][..]] {
+        let r = StatsRecord {
+            count: 3,
+            data_size: u64::MAX,
+            id_bytes: 42,
+            indexes: vec![
+                IndexTally {
+                    id: 9,
+                    entries: 3,
+                    bytes: 120,
+                },
+                IndexTally {
+                    id: 11,
+                    entries: 0,
+                    bytes: 0,
+                },
+            ],
+        };
+        assert_eq!(decode_stats(&encode_stats(&r)).ok(), Some((r, true)));
+        let none = StatsRecord::default();
+        assert_eq!(decode_stats(&encode_stats(&none)).ok(), Some((none, true)));
+        let mut bad_version = encode_stats(&StatsRecord::default());
+        bad_version[16] = 2;
+        let mut torn = encode_stats(&StatsRecord {
+            indexes: vec![IndexTally::default()],
+            ..StatsRecord::default()
+        });
+        torn.pop();
+        for bad in [&[][..], &[0u8; 15][..], &[0u8; 17][..], &bad_version, &torn] {
             assert!(matches!(decode_stats(bad), Err(StorageError::Corrupt(_))));
         }
+    }
+
+    #[test]
+    fn a_record_of_an_older_release_has_no_index_sizes() {
+        let mut old = 3u64.to_be_bytes().to_vec();
+        old.extend_from_slice(&100u64.to_be_bytes());
+        let (r, known) = decode_stats(&old).expect("16-byte record");
+        assert!(!known);
+        assert_eq!((r.count, r.data_size, r.id_bytes), (3, 100, 0));
+        assert!(r.indexes.is_empty());
     }
 
     #[test]

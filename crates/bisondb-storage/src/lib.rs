@@ -21,7 +21,7 @@ pub mod lsm;
 pub mod memory;
 mod store;
 
-pub use catalog::{CollectionInfo, DbStats, Storage};
+pub use catalog::{CollectionInfo, DbStats, DiskShare, Storage};
 pub use engine::{BatchOp, Durability, Engine, KeyValue, Snapshot, WriteBatch};
 pub use error::{DuplicateKeyInfo, StorageError};
 pub use index::{hash_bounds, GeoKind, IndexInfo, IndexScan, IndexSpec};

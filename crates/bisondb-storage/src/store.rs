@@ -1,5 +1,6 @@
 //! The document store: documents clustered by `_id` inside their collection,
-//! with the collection's count and data size kept exact on every write.
+//! with the collection's count and sizes (of its documents, of their keys, of
+//! each index's entries) kept exact on every write.
 //!
 //! Each write to a collection runs under that collection's write lock, checks
 //! what it must against a snapshot taken under the lock (duplicate `_id`s, the
@@ -20,7 +21,7 @@ use crate::engine::{BatchOp, Durability, Engine, Snapshot, WriteBatch};
 use crate::error::StorageError;
 use crate::index::{self, Entry, IndexInfo, IndexScan, IndexState};
 use crate::keycode::encode_id;
-use crate::layout;
+use crate::layout::{self, StatsRecord};
 use bisondb_query::matcher::bounds::FieldBounds;
 use key_bounds::BatchHighs;
 pub(crate) use key_bounds::DocKeyBounds;
@@ -241,12 +242,7 @@ impl Collection {
         if self.state.stats_generation.load(Ordering::Acquire) == generation {
             return Ok(snap);
         }
-        let (count, size) = match snap.get(&layout::stats_key(self.state.id))? {
-            Some(v) => layout::decode_stats(&v)?,
-            None => (0, 0),
-        };
-        self.state.count.store(count, Ordering::Release);
-        self.state.data_size.store(size, Ordering::Release);
+        load_stats(snap.as_ref(), &self.state)?;
         self.state
             .stats_generation
             .store(generation, Ordering::Release);
@@ -303,7 +299,7 @@ impl Collection {
         let mut queued = QueuedKeys::default();
         let mut queued_unique: HashSet<Vec<u8>> = HashSet::new();
         let mut accepted: Vec<usize> = Vec::with_capacity(docs.len());
-        let mut added_size = 0u64;
+        let mut tally = self.tally_locked(&indexes);
         let mut became_multikey: Vec<Arc<IndexState>> = Vec::new();
         for (i, doc) in docs.iter().enumerate() {
             let prepared = self
@@ -326,10 +322,10 @@ impl Collection {
             match prepared {
                 Ok((key, writes)) => {
                     queued.add(&key);
-                    added_size = added_size.saturating_add(doc.as_bytes().len() as u64);
+                    tally.add_doc(key.len(), doc.as_bytes().len());
                     highs.note(&key);
                     batch.put(key, doc.as_bytes().to_vec());
-                    writes.apply(self.state.id, &mut batch, &mut became_multikey);
+                    writes.apply(self.state.id, &mut batch, &mut became_multikey, &mut tally);
                     accepted.push(i);
                 }
                 Err(e) => {
@@ -343,16 +339,13 @@ impl Collection {
         if accepted.is_empty() {
             return out;
         }
-        let count = self.count().saturating_add(accepted.len() as u64);
-        let size = self.data_size().saturating_add(added_size);
         batch.put(
             layout::stats_key(self.state.id),
-            layout::encode_stats(count, size),
+            layout::encode_stats(&tally),
         );
         match self.engine.write(batch, Durability::Buffered) {
             Ok(()) => {
-                self.state.count.store(count, Ordering::Release);
-                self.state.data_size.store(size, Ordering::Release);
+                self.publish_tally_locked(&tally, &indexes);
                 self.raise_doc_key_bounds_locked(bounds, highs);
                 out.inserted = accepted.len();
                 for ix in became_multikey {
@@ -447,7 +440,7 @@ impl Collection {
             };
             for (e, _) in &old_entries {
                 if !unchanged(&e.key, &new_entries) {
-                    w.deletes.push(e.key.clone());
+                    w.deletes.push((ix.id, e.key.clone(), e.value.len()));
                 }
             }
             for (e, values) in new_entries {
@@ -475,7 +468,7 @@ impl Collection {
                     }
                     unique_added.push(values_key.to_vec());
                 }
-                w.puts.push(e);
+                w.puts.push((ix.id, e));
             }
             if multikey && !ix.multikey.load(Ordering::Acquire) {
                 w.multikey.push(ix.clone());
@@ -521,10 +514,16 @@ impl Collection {
     /// Builds `ix` over every document, writing its entries in chunks (the
     /// index is not in the catalog yet, so nobody reads them). The caller holds
     /// the write lock and purges the index's range if this fails. Returns
-    /// whether the index is multikey.
-    pub(crate) fn build_index_locked(&self, ix: &IndexState) -> Result<bool, StorageError> {
+    /// whether the index is multikey, and the collection's stats record with
+    /// the new index's entries in it, for the caller to commit with the index.
+    pub(crate) fn build_index_locked(
+        &self,
+        ix: &IndexState,
+    ) -> Result<(bool, StatsRecord), StorageError> {
         const CHUNK: usize = 8192;
         let snap = self.writable_snapshot_locked()?;
+        let mut tally = self.tally_locked(&self.state.indexes.read());
+        tally.indexes.push(ix.tally());
         let mut multikey = false;
         let mut batch = WriteBatch::with_capacity(CHUNK);
         // Unique keys of the current chunk; earlier chunks are in the engine.
@@ -547,6 +546,7 @@ impl Collection {
                         return Err(index::duplicate(&self.ns, ix, &values));
                     }
                 }
+                tally.index_entry(ix.id, e.key.len().saturating_add(e.value.len()), true);
                 batch.put(e.key, e.value);
             }
             if batch.len() >= CHUNK {
@@ -559,7 +559,7 @@ impl Collection {
         if !batch.is_empty() {
             self.engine.write(batch, Durability::Buffered)?;
         }
-        Ok(multikey)
+        Ok((multikey, tally))
     }
 
     /// Index entries of index `name` within `bounds` (one per key field), in
@@ -669,9 +669,9 @@ impl Collection {
         let key = layout::doc_key(self.state.id, &encoded);
         let current = snap.get(&key)?.map(decode_doc).transpose()?;
         let decision = f(current.as_deref())?;
-        let (count, size) = (self.count(), self.data_size());
         let mut batch = WriteBatch::with_capacity(2);
         let indexes = self.state.indexes.read().clone();
+        let mut tally = self.tally_locked(&indexes);
         let mut became_multikey = Vec::new();
         if !indexes.is_empty() {
             let new = match &decision {
@@ -697,19 +697,16 @@ impl Collection {
                     &encoded,
                     &mut HashSet::new(),
                 )?;
-                writes.apply(self.state.id, &mut batch, &mut became_multikey);
+                writes.apply(self.state.id, &mut batch, &mut became_multikey, &mut tally);
             }
         }
-        let (result, count, size) = match (decision, current) {
+        let result = match (decision, current) {
             (Modify::Keep, None) | (Modify::Delete, None) => return Ok(ModifyResult::NotFound),
             (Modify::Keep, Some(_)) => return Ok(ModifyResult::Unchanged),
             (Modify::Delete, Some(old)) => {
+                tally.remove_doc(key.len(), old.as_bytes().len());
                 batch.delete(key);
-                (
-                    ModifyResult::Deleted,
-                    count.saturating_sub(1),
-                    size.saturating_sub(old.as_bytes().len() as u64),
-                )
+                ModifyResult::Deleted
             }
             (Modify::Replace(_), None) => {
                 return Err(MongoError::internal(format!(
@@ -724,11 +721,12 @@ impl Collection {
                         "Performing an update on the path '_id' would modify the immutable field '_id'",
                     ));
                 }
-                let size = size
+                tally.data_size = tally
+                    .data_size
                     .saturating_sub(old.as_bytes().len() as u64)
                     .saturating_add(new.as_bytes().len() as u64);
                 batch.put(key, new.into_bytes());
-                (ModifyResult::Replaced, count, size)
+                ModifyResult::Replaced
             }
             (Modify::Insert(_), Some(_)) => return Err(self.duplicate(id).into()),
             (Modify::Insert(new), None) => {
@@ -738,16 +736,16 @@ impl Collection {
                         self.ns
                     )));
                 }
-                let size = size.saturating_add(new.as_bytes().len() as u64);
+                tally.add_doc(key.len(), new.as_bytes().len());
                 // The bound no longer covers this key; read it again next time.
                 *self.state.max_doc_key.lock() = None;
                 batch.put(key, new.into_bytes());
-                (ModifyResult::Inserted, count.saturating_add(1), size)
+                ModifyResult::Inserted
             }
         };
-        let (count, size, next_rid) =
-            self.capped_modify_locked(snap.as_ref(), &encoded, result, &mut batch, (count, size))?;
-        self.commit_locked(batch, count, size)?;
+        let next_rid =
+            self.capped_modify_locked(snap.as_ref(), &encoded, result, &mut batch, &mut tally)?;
+        self.commit_locked(batch, &tally, &indexes)?;
         self.capped_committed_locked(next_rid);
         for ix in became_multikey {
             ix.multikey.store(true, Ordering::Release);
@@ -760,17 +758,37 @@ impl Collection {
     fn commit_locked(
         &self,
         mut batch: WriteBatch,
-        count: u64,
-        size: u64,
+        tally: &StatsRecord,
+        indexes: &[Arc<IndexState>],
     ) -> Result<(), StorageError> {
         batch.put(
             layout::stats_key(self.state.id),
-            layout::encode_stats(count, size),
+            layout::encode_stats(tally),
         );
         self.engine.write(batch, Durability::Buffered)?;
-        self.state.count.store(count, Ordering::Release);
-        self.state.data_size.store(size, Ordering::Release);
+        self.publish_tally_locked(tally, indexes);
         Ok(())
+    }
+
+    /// The stats record as last committed; the caller holds the write lock
+    /// and passes the indexes it writes under.
+    pub(crate) fn tally_locked(&self, indexes: &[Arc<IndexState>]) -> StatsRecord {
+        StatsRecord {
+            count: self.count(),
+            data_size: self.data_size(),
+            id_bytes: self.state.id_bytes.load(Ordering::Acquire),
+            indexes: indexes.iter().map(|ix| ix.tally()).collect(),
+        }
+    }
+
+    /// Makes a committed stats record current.
+    pub(crate) fn publish_tally_locked(&self, tally: &StatsRecord, indexes: &[Arc<IndexState>]) {
+        publish(&self.state, tally, indexes);
+    }
+
+    /// Bytes of the document keys: what the `_id` index holds, O(1).
+    pub fn id_index_bytes(&self) -> u64 {
+        self.state.id_bytes.load(Ordering::Acquire)
     }
 
     /// Deletes the document with this `_id`; `false` if there was none.
@@ -789,10 +807,10 @@ impl Collection {
         let Some(old) = snap.get(&key)? else {
             return Ok(false);
         };
-        let count = self.count().saturating_sub(1);
-        let size = self.data_size().saturating_sub(old.len() as u64);
         let mut batch = WriteBatch::with_capacity(2);
         let indexes = self.state.indexes.read().clone();
+        let mut tally = self.tally_locked(&indexes);
+        tally.remove_doc(key.len(), old.len());
         if !indexes.is_empty() {
             let doc = decode_doc(old)?;
             let encoded = encode_id(id);
@@ -804,11 +822,11 @@ impl Collection {
                 &encoded,
                 &mut HashSet::new(),
             )?;
-            writes.apply(self.state.id, &mut batch, &mut Vec::new());
+            writes.apply(self.state.id, &mut batch, &mut Vec::new(), &mut tally);
         }
         batch.delete(key);
         self.forget_locked(snap.as_ref(), &encode_id(id), &mut batch)?;
-        self.commit_locked(batch, count, size)?;
+        self.commit_locked(batch, &tally, &indexes)?;
         Ok(true)
     }
 
@@ -912,18 +930,29 @@ impl QueuedKeys {
 /// Index changes for one document, queued into the document's batch.
 #[derive(Default)]
 struct IndexWrites {
-    deletes: Vec<Vec<u8>>,
-    puts: Vec<Entry>,
+    /// `(index id, key, length of the value)`.
+    deletes: Vec<(u64, Vec<u8>, usize)>,
+    /// `(index id, entry)`.
+    puts: Vec<(u64, Entry)>,
     /// Indexes this document makes multikey.
     multikey: Vec<Arc<IndexState>>,
 }
 
 impl IndexWrites {
-    fn apply(self, coll: u64, batch: &mut WriteBatch, became: &mut Vec<Arc<IndexState>>) {
-        for k in self.deletes {
+    /// Queues the writes into `batch` and counts them in `tally`.
+    fn apply(
+        self,
+        coll: u64,
+        batch: &mut WriteBatch,
+        became: &mut Vec<Arc<IndexState>>,
+        tally: &mut StatsRecord,
+    ) {
+        for (ix, k, value_len) in self.deletes {
+            tally.index_entry(ix, k.len().saturating_add(value_len), false);
             batch.delete(k);
         }
-        for e in self.puts {
+        for (ix, e) in self.puts {
+            tally.index_entry(ix, e.key.len().saturating_add(e.value.len()), true);
             batch.put(e.key, e.value);
         }
         for ix in self.multikey {
@@ -933,6 +962,50 @@ impl IndexWrites {
             }
         }
     }
+}
+
+/// Makes `tally` (a committed stats record) the collection's current stats.
+/// Indexes the record does not name have no entries yet.
+fn publish(state: &CollState, tally: &StatsRecord, indexes: &[Arc<IndexState>]) {
+    state.count.store(tally.count, Ordering::Release);
+    state.data_size.store(tally.data_size, Ordering::Release);
+    state.id_bytes.store(tally.id_bytes, Ordering::Release);
+    for ix in indexes {
+        match tally.indexes.iter().find(|t| t.id == ix.id) {
+            Some(t) => ix.set_tally(t),
+            None => ix.set_tally(&layout::IndexTally::default()),
+        }
+    }
+}
+
+/// Reads the collection's stats record from `snap` and makes it current.
+/// A record an older BisonDB wrote lacks the key and index sizes: they are
+/// measured from `snap`, and the whole record is returned for the caller to
+/// store.
+pub(crate) fn load_stats(
+    snap: &dyn Snapshot,
+    state: &CollState,
+) -> Result<Option<StatsRecord>, StorageError> {
+    let indexes = state.indexes.read().clone();
+    let (mut record, known) = match snap.get(&layout::stats_key(state.id))? {
+        Some(v) => layout::decode_stats(&v)?,
+        None => (StatsRecord::default(), true),
+    };
+    if !known {
+        validate::for_each(snap, layout::doc_range(state.id), |k, _| {
+            record.id_bytes = record.id_bytes.saturating_add(k.len() as u64);
+            Ok(())
+        })?;
+        for ix in indexes.iter() {
+            let range = index::index_range(state.id, ix.id);
+            validate::for_each(snap, range, |k, v| {
+                record.index_entry(ix.id, k.len().saturating_add(v.len()), true);
+                Ok(())
+            })?;
+        }
+    }
+    publish(state, &record, &indexes);
+    Ok((!known).then_some(record))
 }
 
 fn decode_doc(bytes: Vec<u8>) -> Result<RawDocumentBuf, StorageError> {

@@ -64,34 +64,36 @@ pub fn storage_stats(
     }
     let scale = scale.max(1);
     let (count, size) = (c.count(), c.data_size());
-    let db = storage.database_stats(c.db());
-    // The database's on-disk bytes, apportioned to this collection by data size.
-    let on_disk = if db.data_size == 0 {
-        0
-    } else {
-        (db.storage_size as u128 * size as u128 / db.data_size as u128) as u64
-    };
+    // On-disk sizes are the engine's, apportioned by logical bytes (see
+    // `DiskShare`); an engine without files reports 0.
+    let share = storage.disk_share();
     let sc = |n: u64| (n / scale) as i64;
-    // Index entries are not measured apart from the data yet (see
-    // docs/COMPATIBILITY.md): every index is listed, with size 0.
     // A clustered collection has no `_id_` index: its clustered index is the
-    // collection itself, which mongod does not list among its indexes.
+    // collection itself (its keys count with the documents), which mongod
+    // does not list among its indexes.
     let clustered = super::clustered::Clustered::of_options(&c.options()).is_some();
-    let mut index_sizes = if clustered {
-        doc! {}
+    let (storage_size, mut index_sizes, mut total_index) = if clustered {
+        (
+            share.of(size.saturating_add(c.id_index_bytes())),
+            doc! {},
+            0u64,
+        )
     } else {
-        doc! {"_id_": 0i64}
+        let id = share.of(c.id_index_bytes());
+        (share.of(size), doc! {"_id_": sc(id)}, id)
     };
     let secondary = c.indexes();
     for ix in &secondary {
-        index_sizes.insert(ix.spec.name.clone(), 0i64);
+        let bytes = share.of(ix.bytes);
+        total_index = total_index.saturating_add(bytes);
+        index_sizes.insert(ix.spec.name.clone(), sc(bytes));
     }
     let avg = size.checked_div(count).unwrap_or(0);
     let mut out = doc! {
         "size": sc(size),
         "count": count as i64,
         "avgObjSize": avg as i64,
-        "storageSize": sc(on_disk),
+        "storageSize": sc(storage_size),
     };
     // `capped`, and for a capped collection `max` and `maxSize`.
     out.extend(super::capped::stats_fields(c, scale));
@@ -99,8 +101,8 @@ pub fn storage_stats(
         "nindexes": i32::from(!clustered) + secondary.len() as i32,
         "indexDetails": {},
         "indexBuilds": [],
-        "totalIndexSize": 0i64,
-        "totalSize": sc(on_disk),
+        "totalIndexSize": sc(total_index),
+        "totalSize": sc(storage_size.saturating_add(total_index)),
         "indexSizes": index_sizes,
         "scaleFactor": scale as i64,
     });

@@ -57,8 +57,8 @@ impl Command for DbStats {
             "dataSize": sc(s.data_size) as f64,
             "storageSize": sc(s.storage_size) as f64,
             "indexes": s.indexes as i64,
-            "indexSize": 0.0,
-            "totalSize": sc(s.storage_size) as f64,
+            "indexSize": sc(s.index_size) as f64,
+            "totalSize": sc(s.storage_size.saturating_add(s.index_size)) as f64,
             "scaleFactor": self.scale as i64,
         })
     }

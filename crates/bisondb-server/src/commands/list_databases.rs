@@ -42,7 +42,7 @@ impl Command for ListDatabases {
         let mut total: u64 = 0;
         for name in storage.list_databases() {
             let stats = storage.database_stats(&name);
-            let size = stats.storage_size;
+            let size = stats.storage_size.saturating_add(stats.index_size);
             let entry: Document = if self.name_only {
                 doc! {"name": name}
             } else {

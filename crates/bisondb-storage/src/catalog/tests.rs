@@ -164,7 +164,7 @@ fn rename_cases() {
 }
 
 #[test]
-fn stats_apportion_disk_size_by_data_size() {
+fn stats_apportion_disk_size_by_logical_bytes() {
     struct Sized(MemoryEngine);
     impl Engine for Sized {
         fn name(&self) -> &'static str {
@@ -202,10 +202,25 @@ fn stats_apportion_disk_size_by_data_size() {
         (2, 20, 2)
     );
     assert_eq!(stats.data_size, b.data_size() + b2.data_size());
+    // Documents and their keys (the `_id` indexes) share the disk by bytes.
+    let logical = |c: &Collection| c.data_size() + c.id_index_bytes();
+    let total = logical(&a) + logical(&b) + logical(&b2);
     assert_eq!(
-        stats.storage_size, 6000,
-        "two thirds of the data, two thirds of the disk"
+        stats.storage_size,
+        9000 * (b.data_size() + b2.data_size()) / total
     );
+    assert_eq!(
+        stats.index_size,
+        9000 * (b.id_index_bytes() + b2.id_index_bytes()) / total
+    );
+    assert!(b.id_index_bytes() > 0);
+    // The database's two collections hold about two thirds of the bytes.
+    let whole = 9000 * (logical(&b) + logical(&b2)) / total;
+    assert!(
+        (whole - 1..=whole).contains(&(stats.storage_size + stats.index_size)),
+        "{whole}: {stats:?}"
+    );
+    assert!((5900..6100).contains(&whole), "{whole}");
     assert_eq!(s.database_stats("none"), DbStats::default());
     assert!(s.sync().is_ok());
 }
@@ -342,6 +357,12 @@ fn index_edits_prepare_unique_and_conversions() {
     assert_eq!(s.convert_index("d", "c", "x_1", true).unwrap(), Ok(true));
     let info = &c.indexes()[0];
     assert!(info.spec.unique && info.spec.hidden && !info.prepare_unique);
+    // The rebuilt index's entries replace the old one's in the stats record.
+    assert_eq!(info.entries, c.count());
+    let report = c
+        .validate(crate::store::ValidateOptions { repair: false })
+        .unwrap();
+    assert!(report.valid() && report.warnings.is_empty(), "{report:?}");
 
     // Reopened: the unique index still refuses duplicates.
     drop(c);
@@ -359,5 +380,54 @@ fn index_edits_prepare_unique_and_conversions() {
     drop(c);
     drop(s);
     let s = open_on(&engine);
-    assert!(s.collection("d", "c").unwrap().indexes()[0].prepare_unique);
+    let c = s.collection("d", "c").unwrap();
+    assert!(c.indexes()[0].prepare_unique);
+    assert_eq!(c.indexes()[0].entries, c.count());
+    let report = c
+        .validate(crate::store::ValidateOptions { repair: false })
+        .unwrap();
+    assert!(report.valid() && report.warnings.is_empty(), "{report:?}");
+}
+
+#[test]
+fn index_sizes_are_measured_once_for_a_store_of_an_older_release() {
+    let engine = MemoryEngine::shared();
+    let s = open_on(&engine);
+    let c = s
+        .get_or_create_collection("db", "c")
+        .unwrap_or_else(|e| panic!("{e}"));
+    let spec = IndexSpec::from_document(&doc! {"name": "v_1", "key": {"v": 1}})
+        .unwrap_or_else(|| panic!("spec"));
+    s.create_index("db", "c", spec)
+        .unwrap_or_else(|e| panic!("{e}"));
+    insert_ids(&c, 0..50);
+    let sizes = |c: &Collection| {
+        let ix: Vec<(u64, u64)> = c.indexes().iter().map(|i| (i.entries, i.bytes)).collect();
+        (c.count(), c.data_size(), c.id_index_bytes(), ix)
+    };
+    let want = sizes(&c);
+    assert_eq!(want.3.first().map(|t| t.0), Some(50));
+    assert!(want.2 > 0 && want.3.iter().all(|t| t.1 > 0), "{want:?}");
+    // The record as an older BisonDB wrote it: count and data size only.
+    let key = layout::stats_key(c.state().id);
+    let mut old = c.count().to_be_bytes().to_vec();
+    old.extend_from_slice(&c.data_size().to_be_bytes());
+    let mut b = WriteBatch::new();
+    b.put(key.clone(), old);
+    engine
+        .write(b, Durability::Buffered)
+        .unwrap_or_else(|e| panic!("{e}"));
+    drop((c, s));
+
+    let s = open_on(&engine);
+    let c = s.collection("db", "c").unwrap_or_else(|| panic!("coll"));
+    assert_eq!(sizes(&c), want, "measured on open");
+    let stored = engine
+        .snapshot()
+        .get(&key)
+        .unwrap_or_else(|e| panic!("{e}"))
+        .unwrap_or_default();
+    let (record, known) = layout::decode_stats(&stored).unwrap_or_else(|e| panic!("{e}"));
+    assert!(known, "the measured record is stored");
+    assert_eq!(record, c.tally_locked(&c.state().indexes.read()));
 }

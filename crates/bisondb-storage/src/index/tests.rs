@@ -168,10 +168,24 @@ fn by_index(c: &Collection, m: &Matcher, name: &str, reverse: bool) -> BTreeSet<
     ids_of(out.into_iter())
 }
 
-/// Every index holds exactly the keys its documents generate.
+/// Every index holds exactly the keys its documents generate, and the
+/// collection's stats record counts exactly the stored entries and key bytes.
 fn check_consistent(c: &Collection) {
     let snap = c.snapshot();
     let state = c.state().clone();
+    let (s, e) = crate::layout::doc_range(state.id);
+    let key_bytes: u64 = snap
+        .scan(
+            std::ops::Bound::Included(&s),
+            std::ops::Bound::Excluded(&e),
+            false,
+            usize::MAX,
+        )
+        .unwrap_or_else(|e| panic!("{e}"))
+        .iter()
+        .map(|(k, _)| k.len() as u64)
+        .sum();
+    assert_eq!(c.id_index_bytes(), key_bytes, "bytes of the document keys");
     for ix in state.indexes.read().iter() {
         let mut want = BTreeSet::new();
         for d in c.scan(false) {
@@ -185,23 +199,29 @@ fn check_consistent(c: &Collection) {
             }
         }
         let (s, e) = super::index_range(state.id, ix.id);
-        let got: BTreeSet<Vec<u8>> = snap
+        let stored = snap
             .scan(
                 std::ops::Bound::Included(&s),
                 std::ops::Bound::Excluded(&e),
                 false,
                 usize::MAX,
             )
-            .unwrap_or_else(|e| panic!("{e}"))
-            .into_iter()
-            .map(|(k, _)| k)
-            .collect();
+            .unwrap_or_else(|e| panic!("{e}"));
+        let bytes: u64 = stored.iter().map(|(k, v)| (k.len() + v.len()) as u64).sum();
+        let got: BTreeSet<Vec<u8>> = stored.into_iter().map(|(k, _)| k).collect();
         assert_eq!(got, want, "entries of {}", ix.spec.name);
+        let info = ix.info();
+        assert_eq!(
+            (info.entries, info.bytes),
+            (got.len() as u64, bytes),
+            "tally of {}",
+            ix.spec.name
+        );
     }
 }
 
 fn model_run(engine: Arc<dyn Engine>, seed: u64) {
-    let storage = Storage::open(engine).unwrap_or_else(|e| panic!("{e}"));
+    let storage = Storage::open(engine.clone()).unwrap_or_else(|e| panic!("{e}"));
     let mut r = Rng(seed);
     // Half the indexes exist before the documents (maintained on insert), half
     // are built over existing documents.
@@ -274,6 +294,21 @@ fn model_run(engine: Arc<dyn Engine>, seed: u64) {
             }
         }
     }
+    // The sizes are read back from the stats record as they were kept.
+    let sizes = |c: &Collection| {
+        let ix: Vec<(String, u64, u64)> = c
+            .indexes()
+            .into_iter()
+            .map(|i| (i.spec.name, i.entries, i.bytes))
+            .collect();
+        (c.count(), c.data_size(), c.id_index_bytes(), ix)
+    };
+    let reopened = Storage::open(engine).unwrap_or_else(|e| panic!("{e}"));
+    let again = reopened
+        .collection("db", "c")
+        .unwrap_or_else(|| panic!("coll"));
+    assert_eq!(sizes(&again), sizes(&c));
+    check_consistent(&again);
 }
 
 #[test]

@@ -36,7 +36,7 @@ use super::{decode_doc, id_of, Collection, IndexWrites, InsertOutcome, ModifyRes
 use crate::engine::{prefix_successor, Durability, KeyValue, Snapshot, WriteBatch};
 use crate::error::StorageError;
 use crate::index::IndexState;
-use crate::layout;
+use crate::layout::{self, StatsRecord};
 
 const NATURAL: u8 = 0x05;
 const RID_OF: u8 = 0x06;
@@ -192,17 +192,17 @@ impl<'a> Evictor<'a> {
         Ok(self.buffer.pop_front())
     }
 
-    /// Removes the oldest documents while `count`/`size` exceed the limits.
+    /// Removes the oldest documents while the count or size in `tally`
+    /// exceeds the limits, counting what it removes there.
     fn evict(
         &mut self,
         capped: &CappedState,
         docs: &[&RawDocument],
         batch: &mut WriteBatch,
-        count: &mut u64,
-        size: &mut u64,
+        tally: &mut StatsRecord,
     ) -> Result<(), StorageError> {
         let id = self.coll.state.id;
-        while capped.over(*count, *size) {
+        while capped.over(tally.count, tally.data_size) {
             let (natural, encoded, doc): (Vec<u8>, Vec<u8>, RawDocumentBuf) =
                 if let Some((natural, encoded)) = self.next_stored()? {
                     let key = layout::doc_key(id, &encoded);
@@ -230,15 +230,14 @@ impl<'a> Evictor<'a> {
                     &encoded,
                     &mut HashSet::new(),
                 )?;
-                writes.apply(id, batch, &mut Vec::new());
+                writes.apply(id, batch, &mut Vec::new(), tally);
             }
             let key = layout::doc_key(id, &encoded);
+            tally.remove_doc(key.len(), doc.as_bytes().len());
             batch.delete(key.clone());
             batch.delete(natural);
             batch.delete(rid_key(id, &encoded));
             self.evicted.insert(key);
-            *count = count.saturating_sub(1);
-            *size = size.saturating_sub(doc.as_bytes().len() as u64);
         }
         Ok(())
     }
@@ -365,7 +364,7 @@ impl Collection {
         let mut queued: HashSet<Vec<u8>> = HashSet::new();
         let mut queued_unique: HashSet<Vec<u8>> = HashSet::new();
         let mut evictor = Evictor::new(self, snap.as_ref(), &indexes);
-        let (mut count, mut size) = (self.count(), self.data_size());
+        let mut tally = self.tally_locked(&indexes);
         let mut accepted: Vec<usize> = Vec::with_capacity(docs.len());
         let mut became_multikey = Vec::new();
         for (i, doc) in docs.iter().enumerate() {
@@ -407,12 +406,11 @@ impl Collection {
             batch.put(key.clone(), doc.as_bytes().to_vec());
             batch.put(natural_key(self.state.id, rid), encoded.clone());
             batch.put(rid_key(self.state.id, &encoded), rid.to_be_bytes().to_vec());
-            writes.apply(self.state.id, &mut batch, &mut became_multikey);
+            writes.apply(self.state.id, &mut batch, &mut became_multikey, &mut tally);
             evictor.evicted.remove(&key);
+            tally.add_doc(key.len(), doc.as_bytes().len());
             queued.insert(key);
-            count = count.saturating_add(1);
-            size = size.saturating_add(doc.as_bytes().len() as u64);
-            if let Err(e) = evictor.evict(capped, docs, &mut batch, &mut count, &mut size) {
+            if let Err(e) = evictor.evict(capped, docs, &mut batch, &mut tally) {
                 // Nothing is written: every document of the call fails.
                 fail_all(&mut out, i + 1, e);
                 return out;
@@ -430,12 +428,11 @@ impl Collection {
         }
         batch.put(
             layout::stats_key(self.state.id),
-            layout::encode_stats(count, size),
+            layout::encode_stats(&tally),
         );
         match self.engine.write(batch, Durability::Buffered) {
             Ok(()) => {
-                self.state.count.store(count, Ordering::Release);
-                self.state.data_size.store(size, Ordering::Release);
+                self.publish_tally_locked(&tally, &indexes);
                 // Evictions lower the highest key; read the bound again next time.
                 *self.state.max_doc_key.lock() = None;
                 for ix in became_multikey {
@@ -455,24 +452,24 @@ impl Collection {
     /// Queues what a capped collection needs beside a delete, an upsert or a
     /// replacement by [`Collection::modify`] (under the write lock): a delete
     /// drops the natural-order keys, an upsert gets a record id and evicts as an
-    /// insert does. Returns the adjusted count and size and, for an upsert, the
-    /// next record id to publish once the batch is committed.
+    /// insert does, counting the evictions in `tally`. Returns, for an upsert,
+    /// the next record id to publish once the batch is committed.
     pub(super) fn capped_modify_locked(
         &self,
         snap: &dyn Snapshot,
         encoded: &[u8],
         result: ModifyResult,
         batch: &mut WriteBatch,
-        (mut count, mut size): (u64, u64),
-    ) -> Result<(u64, u64, Option<u64>), StorageError> {
+        tally: &mut StatsRecord,
+    ) -> Result<Option<u64>, StorageError> {
         let Some(capped) = self.state.capped.as_ref() else {
-            return Ok((count, size, None));
+            return Ok(None);
         };
         let id = self.state.id;
         match result {
             ModifyResult::Deleted => {
                 self.forget_locked(snap, encoded, batch)?;
-                Ok((count, size, None))
+                Ok(None)
             }
             ModifyResult::Inserted => {
                 let rid = self.next_rid_locked(capped, snap, self.engine.generation())?;
@@ -480,10 +477,10 @@ impl Collection {
                 batch.put(rid_key(id, encoded), rid.to_be_bytes().to_vec());
                 let indexes = self.state.indexes.read().clone();
                 let mut evictor = Evictor::new(self, snap, &indexes);
-                evictor.evict(capped, &[], batch, &mut count, &mut size)?;
-                Ok((count, size, Some(rid.saturating_add(1))))
+                evictor.evict(capped, &[], batch, tally)?;
+                Ok(Some(rid.saturating_add(1)))
             }
-            _ => Ok((count, size, None)),
+            _ => Ok(None),
         }
     }
 
@@ -725,6 +722,17 @@ mod tests {
         assert!(newest > last_before, "{newest:?} after {last_before:?}");
         assert_eq!(natural(&c, false), vec![3, 11]);
         assert_eq!(c.count(), 2);
+        // Evictions took their index entries out of the sizes too: the stats
+        // record matches what is stored (validate compares them).
+        assert_eq!(c.indexes().first().map(|i| i.entries), Some(2));
+        assert_sizes_exact(&c);
+    }
+
+    fn assert_sizes_exact(c: &Collection) {
+        let r = c
+            .validate(crate::store::ValidateOptions { repair: false })
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(r.valid() && r.warnings.is_empty(), "{r:?}");
     }
 
     #[test]
@@ -752,6 +760,7 @@ mod tests {
         assert_eq!(r.ok(), Some(ModifyResult::Deleted));
         assert_eq!(natural(&c, false), vec![7]);
         assert_eq!(c.data_size(), stored_size(&c));
+        assert_sizes_exact(&c);
     }
 
     #[test]

@@ -38,7 +38,7 @@ use super::{capped, id_of, Collection};
 use crate::engine::{Durability, Snapshot, WriteBatch};
 use crate::error::StorageError;
 use crate::index::{self, IndexState};
-use crate::layout;
+use crate::layout::{self, StatsRecord};
 
 /// Keys read per engine scan.
 const CHUNK: usize = 512;
@@ -117,6 +117,7 @@ impl Collection {
             repair: options.repair,
             report: ValidateReport::default(),
             index_keys: vec![0; indexes.len()],
+            index_bytes: vec![0; indexes.len()],
             index_errors: vec![Vec::new(); indexes.len()],
             batch: WriteBatch::new(),
         };
@@ -154,6 +155,8 @@ struct Run<'a> {
     report: ValidateReport,
     /// Entries found per index.
     index_keys: Vec<u64>,
+    /// Their bytes (key plus value), as the stats record keeps them.
+    index_bytes: Vec<u64>,
     /// Errors per index (an index with any is not valid).
     index_errors: Vec<Vec<String>>,
     /// Repairs, committed at the end in one batch.
@@ -165,6 +168,7 @@ impl Run<'_> {
         let id = self.coll.state.id;
         let mut buckets = vec![0i64; if self.indexes.is_empty() { 0 } else { BUCKETS }];
         let mut size = 0u64;
+        let mut key_bytes = 0u64;
         let mut kept = 0u64;
         let mut invalid_reasons: Vec<String> = Vec::new();
         let mut not_multikey: Vec<bool> = vec![false; self.indexes.len()];
@@ -178,6 +182,7 @@ impl Run<'_> {
             match check_document(key, value) {
                 Ok(d) => {
                     size = size.saturating_add(len);
+                    key_bytes = key_bytes.saturating_add(key.len() as u64);
                     kept += 1;
                     for (i, ix) in indexes.iter().enumerate() {
                         match index::entries(ix, id, &d.doc, &d.suffix) {
@@ -214,6 +219,7 @@ impl Run<'_> {
                         self.report.removed_corrupt_records += 1;
                     } else {
                         size = size.saturating_add(len);
+                        key_bytes = key_bytes.saturating_add(key.len() as u64);
                         kept += 1;
                     }
                 }
@@ -223,13 +229,15 @@ impl Run<'_> {
 
         // Pass 1 over the indexes: subtract every stored entry.
         for (i, ix) in indexes.iter().enumerate() {
-            let mut n = 0u64;
+            let (mut n, mut bytes) = (0u64, 0u64);
             for_each(self.snap, index::index_range(id, ix.id), |key, value| {
                 n += 1;
+                bytes = bytes.saturating_add((key.len() + value.len()) as u64);
                 buckets[bucket_of(i, key, value)] -= 1;
                 Ok(())
             })?;
             self.index_keys[i] = n;
+            self.index_bytes[i] = bytes;
         }
 
         if self.report.invalid_documents > 0 {
@@ -256,7 +264,21 @@ impl Run<'_> {
         if self.coll.state.capped.is_some() {
             self.check_natural_order()?;
         }
-        self.check_stats(kept, size)?;
+        let found = StatsRecord {
+            count: kept,
+            data_size: size,
+            id_bytes: key_bytes,
+            indexes: indexes
+                .iter()
+                .zip(self.index_keys.iter().zip(&self.index_bytes))
+                .map(|(ix, (&entries, &bytes))| layout::IndexTally {
+                    id: ix.id,
+                    entries,
+                    bytes,
+                })
+                .collect(),
+        };
+        self.check_stats(found)?;
 
         self.report.indexes.push(IndexReport {
             name: "_id_".to_string(),
@@ -339,6 +361,8 @@ impl Run<'_> {
             let ix = &indexes[i];
             if repair {
                 removed.insert(key.clone());
+                self.index_bytes[i] =
+                    self.index_bytes[i].saturating_sub((key.len() + value.len()) as u64);
                 self.batch.delete(key);
                 self.index_keys[i] = self.index_keys[i].saturating_sub(1);
                 continue;
@@ -366,6 +390,8 @@ impl Run<'_> {
                 && !removed.contains(&key)
                 && self.snap.get(&key)?.is_some_and(|owner| owner != value);
             if repair && !taken {
+                self.index_bytes[i] =
+                    self.index_bytes[i].saturating_add((key.len() + value.len()) as u64);
                 self.batch.put(key, value);
                 self.index_keys[i] += 1;
                 inserted += 1;
@@ -512,30 +538,49 @@ impl Run<'_> {
         Ok(())
     }
 
-    /// The stored count and size against the documents; corrected in the
-    /// repair batch (or on their own) when they differ.
-    fn check_stats(&mut self, count: u64, size: u64) -> Result<(), StorageError> {
+    /// The stored stats record (count, sizes, index entries) against what
+    /// the passes found; corrected in the repair batch (or on its own) when
+    /// they differ.
+    fn check_stats(&mut self, found: StatsRecord) -> Result<(), StorageError> {
         let id = self.coll.state.id;
         let stored = match self.snap.get(&layout::stats_key(id))? {
             Some(v) => layout::decode_stats(&v).ok(),
-            None => Some((0, 0)),
+            None => Some((StatsRecord::default(), true)),
         };
+        // Lines of indexes no longer in the catalog are ignored when read.
+        let stored = stored.map(|(mut r, known)| {
+            r.indexes
+                .retain(|t| found.indexes.iter().any(|f| f.id == t.id));
+            r.indexes.sort_by_key(|t| t.id);
+            (r, known)
+        });
+        let mut sorted = found.clone();
+        sorted.indexes.sort_by_key(|t| t.id);
+        let matches = stored
+            .as_ref()
+            .is_some_and(|(r, known)| *known && *r == sorted);
         let changes = !self.batch.is_empty();
-        if stored == Some((count, size)) && !changes {
+        if matches && !changes {
             return Ok(());
         }
-        if stored != Some((count, size)) && self.report.removed_corrupt_records == 0 {
-            let (c, s) = stored.unwrap_or((0, 0));
-            self.report.warnings.push(format!(
-                "The collection's count and data size ({c} documents, {s} bytes) did not match its documents ({count}, {size} bytes) and were corrected."
-            ));
+        if !matches && self.report.removed_corrupt_records == 0 {
+            let (c, s) = stored
+                .as_ref()
+                .map_or((0, 0), |(r, _)| (r.count, r.data_size));
+            let (count, size) = (found.count, found.data_size);
+            self.report.warnings.push(if (c, s) == (count, size) {
+                "The collection's key and index sizes did not match its documents and index entries and were corrected.".to_string()
+            } else {
+                format!(
+                    "The collection's count and data size ({c} documents, {s} bytes) did not match its documents ({count}, {size} bytes) and were corrected."
+                )
+            });
         }
         self.batch
-            .put(layout::stats_key(id), layout::encode_stats(count, size));
+            .put(layout::stats_key(id), layout::encode_stats(&found));
         let batch = std::mem::take(&mut self.batch);
         self.coll.engine.write(batch, Durability::Buffered)?;
-        self.coll.state.count.store(count, Ordering::Release);
-        self.coll.state.data_size.store(size, Ordering::Release);
+        self.coll.publish_tally_locked(&found, self.indexes);
         if changes {
             self.report.repaired = true;
         }
@@ -587,7 +632,7 @@ impl Lister {
 }
 
 /// Calls `f` on every key and value in `[start, end)` of `snap`, in chunks.
-fn for_each(
+pub(super) fn for_each(
     snap: &dyn Snapshot,
     (start, end): (Vec<u8>, Vec<u8>),
     mut f: impl FnMut(&[u8], &[u8]) -> Result<(), StorageError>,

@@ -243,16 +243,39 @@ fn invalid_documents_are_reported_and_repair_removes_them() {
 fn wrong_stats_are_corrected_with_a_warning() {
     for (engine, s, _dir) in stores() {
         let c = populated(&s, "c", 4);
+        let indexes = c.state().indexes.read().clone();
+        let right = c.tally_locked(&indexes);
         let size = c.data_size();
+        // A wrong count, in the record format of an older BisonDB.
+        let mut old = 40u64.to_be_bytes().to_vec();
+        old.extend_from_slice(&1u64.to_be_bytes());
         write(
             s.engine().as_ref(),
-            Some((layout::stats_key(c.state().id), layout::encode_stats(40, 1))),
+            Some((layout::stats_key(c.state().id), old)),
             None,
         );
         let r = validate(&c, false);
         assert!(r.valid(), "{engine}: {r:?}");
         assert_eq!(r.warnings.len(), 1, "{engine}: {r:?}");
+        assert!(r.warnings[0].contains("(40 documents, 1 bytes)"), "{r:?}");
         assert_eq!((c.count(), c.data_size()), (4, size));
+        assert_eq!(c.tally_locked(&indexes), right, "{engine}");
+        assert!(validate(&c, false).warnings.is_empty());
+
+        // Right count and size, wrong bytes of an index's entries.
+        let mut wrong = right.clone();
+        wrong.indexes[0].bytes += 1;
+        write(
+            s.engine().as_ref(),
+            Some((
+                layout::stats_key(c.state().id),
+                layout::encode_stats(&wrong),
+            )),
+            None,
+        );
+        let r = validate(&c, false);
+        assert_eq!(r.warnings.len(), 1, "{engine}: {r:?}");
+        assert!(r.warnings[0].contains("index sizes"), "{r:?}");
         assert!(validate(&c, false).warnings.is_empty());
     }
 }
