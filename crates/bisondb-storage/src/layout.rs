@@ -158,13 +158,17 @@ impl StatsRecord {
 
     /// An entry of `bytes` (key plus value) added to or removed from index `ix`.
     pub(crate) fn index_entry(&mut self, ix: u64, bytes: usize, added: bool) {
-        if !self.indexes.iter().any(|t| t.id == ix) {
-            self.indexes.push(IndexTally {
-                id: ix,
-                ..IndexTally::default()
-            });
-        }
-        let Some(t) = self.indexes.iter_mut().find(|t| t.id == ix) else {
+        let at = match self.indexes.iter().position(|t| t.id == ix) {
+            Some(at) => at,
+            None => {
+                self.indexes.push(IndexTally {
+                    id: ix,
+                    ..IndexTally::default()
+                });
+                self.indexes.len().saturating_sub(1)
+            }
+        };
+        let Some(t) = self.indexes.get_mut(at) else {
             return;
         };
         if added {
