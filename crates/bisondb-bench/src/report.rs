@@ -54,8 +54,9 @@ pub struct RunResult {
     pub docs_per_sec: f64,
     /// Latency of one timed command.
     pub latency: Latency,
-    /// dbStats storageSize / objects, when the target reports a storage size.
+    /// dbStats totalSize (else storageSize) / objects, when the target reports a size.
     pub bytes_per_doc: Option<f64>,
+    /// The database's size on disk: dbStats totalSize, else storageSize.
     pub storage_size: Option<f64>,
     pub objects: Option<f64>,
     pub queries: Vec<QueryTime>,

@@ -219,3 +219,18 @@ fn worker_arguments_round_trip() {
     assert_eq!(w.write_concern, p.write_concern);
     assert_eq!(w.collection, p.collection);
 }
+
+#[test]
+fn size_on_disk_counts_indexes_when_the_target_reports_them() {
+    use bson::doc;
+    let mongod =
+        doc! {"objects": 10_i64, "storageSize": 4096.0, "indexSize": 2048.0, "totalSize": 6144.0};
+    assert_eq!(
+        workload::size_and_objects(&mongod),
+        (Some(6144.0), Some(10.0))
+    );
+    // An older server without `totalSize`.
+    let old = doc! {"objects": 10, "storageSize": 4096};
+    assert_eq!(workload::size_and_objects(&old), (Some(4096.0), Some(10.0)));
+    assert_eq!(workload::size_and_objects(&doc! {}), (None, None));
+}

@@ -433,18 +433,29 @@ async fn join_histograms(
     }
 }
 
-/// dbStats storageSize and objects, when the target reports them.
+/// The database's size on disk and its object count, when the target reports
+/// them (see [`size_and_objects`]).
 async fn db_stats(db: &Database) -> (Option<f64>, Option<f64>) {
-    let Ok(s) = db.run_command(doc! {"dbStats": 1}).await else {
-        return (None, None);
-    };
+    match db.run_command(doc! {"dbStats": 1}).await {
+        Ok(s) => size_and_objects(&s),
+        Err(_) => (None, None),
+    }
+}
+
+/// From a dbStats reply: the size on disk, `totalSize` (documents and indexes,
+/// what `show dbs` prints) or `storageSize` from a target without `totalSize`,
+/// and `objects`.
+pub(crate) fn size_and_objects(s: &bson::Document) -> (Option<f64>, Option<f64>) {
     let num = |k: &str| match s.get(k) {
         Some(Bson::Int32(v)) => Some(f64::from(*v)),
         Some(Bson::Int64(v)) => Some(*v as f64),
         Some(Bson::Double(v)) => Some(*v),
         _ => None,
     };
-    (num("storageSize"), num("objects"))
+    (
+        num("totalSize").or_else(|| num("storageSize")),
+        num("objects"),
+    )
 }
 
 /// The executable that re-runs this benchmark as a worker: `BISONDB_BENCH_EXE` when
