@@ -20,6 +20,8 @@ mod layout;
 pub mod lsm;
 pub mod memory;
 mod store;
+#[cfg(test)]
+mod testing;
 
 pub use catalog::{CollectionInfo, DbStats, DiskShare, Storage};
 pub use engine::{BatchOp, Durability, Engine, KeyValue, Snapshot, WriteBatch};

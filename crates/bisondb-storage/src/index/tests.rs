@@ -578,8 +578,7 @@ fn reopen_keeps_indexes_and_multikey() {
         );
         storage.sync().unwrap_or_else(|e| panic!("{e}"));
     }
-    let engine =
-        LsmEngine::open(dir.path(), LsmOptions::default()).unwrap_or_else(|e| panic!("{e}"));
+    let engine = crate::testing::open_lsm(dir.path(), LsmOptions::default());
     let storage = Storage::open(Arc::new(engine)).unwrap_or_else(|e| panic!("{e}"));
     let c = storage
         .collection("db", "r")

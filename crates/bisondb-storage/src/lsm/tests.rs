@@ -5,6 +5,7 @@
 use super::*;
 use crate::catalog::Storage;
 use crate::conformance;
+use crate::testing::retry_in_use;
 use bson::oid::ObjectId;
 use bson::{doc, rawdoc, RawDocument, RawDocumentBuf};
 use proptest::prelude::*;
@@ -15,7 +16,8 @@ fn tempdir() -> tempfile::TempDir {
 }
 
 fn open(dir: &Path) -> LsmEngine {
-    LsmEngine::open(dir, LsmOptions::default()).unwrap_or_else(|e| panic!("open: {e}"))
+    retry_in_use(|| LsmEngine::open(dir, LsmOptions::default()))
+        .unwrap_or_else(|e| panic!("open: {e}"))
 }
 
 fn open_storage(dir: &Path) -> Storage {
@@ -48,7 +50,8 @@ impl Factory {
         let n = self.next.fetch_add(1, Ordering::Relaxed);
         let dir = self.root.path().join(n.to_string());
         Arc::new(
-            LsmEngine::open(&dir, self.options.clone()).unwrap_or_else(|e| panic!("open: {e}")),
+            retry_in_use(|| LsmEngine::open(&dir, self.options.clone()))
+                .unwrap_or_else(|e| panic!("open: {e}")),
         )
     }
 }
@@ -386,7 +389,7 @@ fn dbpath_of_another_engine_is_refused() {
     // And the other way round: an lsm dbpath refuses another engine's claim.
     let lsm_dir = tempdir();
     drop(open(lsm_dir.path()));
-    let claimed = dbpath::claim(lsm_dir.path(), "rocksdb");
+    let claimed = retry_in_use(|| dbpath::claim(lsm_dir.path(), "rocksdb"));
     assert!(
         matches!(claimed, Err(StorageError::EngineMismatch(_))),
         "{:?}",
@@ -897,7 +900,8 @@ fn full_disk_fails_writes_keeps_reads_and_recovers_after_space_is_freed() {
     }
     assert!(e.recoveries() >= 1, "the engine reopened its files");
     drop(e);
-    let e = LsmEngine::open(&dbpath, opts).unwrap_or_else(|e| panic!("reopen: {e}"));
+    let e = retry_in_use(|| LsmEngine::open(&dbpath, opts.clone()))
+        .unwrap_or_else(|e| panic!("reopen: {e}"));
     let snap = e.snapshot();
     for i in 0..100u32 {
         let key = format!("acked-{i:03}");
@@ -988,7 +992,8 @@ fn store_on_a_full_disk_refuses_inserts_serves_reads_and_keeps_counts_exact() {
     );
     drop((c, s, engine));
     let s = Storage::open(Arc::new(
-        LsmEngine::open(&dbpath, opts).unwrap_or_else(|e| panic!("reopen: {e}")),
+        retry_in_use(|| LsmEngine::open(&dbpath, opts.clone()))
+            .unwrap_or_else(|e| panic!("reopen: {e}")),
     ))
     .unwrap_or_else(|e| panic!("storage reopen: {e}"));
     let c = s

@@ -811,9 +811,8 @@ mod tests {
     fn lsm_keeps_order_limits_and_sequence_across_restart() {
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
         let open = || {
-            let engine = crate::LsmEngine::open_shared(dir.path(), crate::LsmOptions::default())
-                .unwrap_or_else(|e| panic!("open: {e}"));
-            Storage::open(engine).unwrap_or_else(|e| panic!("{e}"))
+            let engine = crate::testing::open_lsm(dir.path(), crate::LsmOptions::default());
+            Storage::open(Arc::new(engine)).unwrap_or_else(|e| panic!("{e}"))
         };
         {
             let s = open();
