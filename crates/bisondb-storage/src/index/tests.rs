@@ -168,20 +168,26 @@ fn by_index(c: &Collection, m: &Matcher, name: &str, reverse: bool) -> BTreeSet<
     ids_of(out.into_iter())
 }
 
+/// Every key and value stored in `[start, end)`.
+fn stored(
+    snap: &dyn crate::engine::Snapshot,
+    (s, e): (Vec<u8>, Vec<u8>),
+) -> Vec<(Vec<u8>, Vec<u8>)> {
+    snap.scan(
+        std::ops::Bound::Included(&s),
+        std::ops::Bound::Excluded(&e),
+        false,
+        usize::MAX,
+    )
+    .unwrap_or_else(|e| panic!("{e}"))
+}
+
 /// Every index holds exactly the keys its documents generate, and the
 /// collection's stats record counts exactly the stored entries and key bytes.
 fn check_consistent(c: &Collection) {
     let snap = c.snapshot();
     let state = c.state().clone();
-    let (s, e) = crate::layout::doc_range(state.id);
-    let key_bytes: u64 = snap
-        .scan(
-            std::ops::Bound::Included(&s),
-            std::ops::Bound::Excluded(&e),
-            false,
-            usize::MAX,
-        )
-        .unwrap_or_else(|e| panic!("{e}"))
+    let key_bytes: u64 = stored(snap.as_ref(), crate::layout::doc_range(state.id))
         .iter()
         .map(|(k, _)| k.len() as u64)
         .sum();
@@ -198,17 +204,12 @@ fn check_consistent(c: &Collection) {
                 want.insert(e.key);
             }
         }
-        let (s, e) = super::index_range(state.id, ix.id);
-        let stored = snap
-            .scan(
-                std::ops::Bound::Included(&s),
-                std::ops::Bound::Excluded(&e),
-                false,
-                usize::MAX,
-            )
-            .unwrap_or_else(|e| panic!("{e}"));
-        let bytes: u64 = stored.iter().map(|(k, v)| (k.len() + v.len()) as u64).sum();
-        let got: BTreeSet<Vec<u8>> = stored.into_iter().map(|(k, _)| k).collect();
+        let entries = stored(snap.as_ref(), super::index_range(state.id, ix.id));
+        let bytes: u64 = entries
+            .iter()
+            .map(|(k, v)| (k.len() + v.len()) as u64)
+            .sum();
+        let got: BTreeSet<Vec<u8>> = entries.into_iter().map(|(k, _)| k).collect();
         assert_eq!(got, want, "entries of {}", ix.spec.name);
         let info = ix.info();
         assert_eq!(
@@ -727,17 +728,8 @@ fn text_entries_follow_terms_through_writes() {
         check_consistent(&c);
         // One entry per distinct term: run, dog, cat for _id 1; stop words
         // and non-indexed paths give none.
-        let (s, e) = super::index_range(c.state().id, c.state().indexes.read()[0].id);
-        let n = c
-            .snapshot()
-            .scan(
-                std::ops::Bound::Included(&s),
-                std::ops::Bound::Excluded(&e),
-                false,
-                usize::MAX,
-            )
-            .unwrap_or_else(|e| panic!("{e}"))
-            .len();
+        let range = super::index_range(c.state().id, c.state().indexes.read()[0].id);
+        let n = stored(c.snapshot().as_ref(), range).len();
         assert_eq!(n, 3);
         // Replacing and deleting keep the entries in step with the documents.
         c.modify(
