@@ -4,6 +4,7 @@ use std::path::Path;
 
 use crate::error::StorageError;
 use crate::lsm::{LsmEngine, LsmOptions};
+use crate::store::{Collection, ValidateOptions};
 
 /// `f` again while it fails with `DbPathInUse`, for up to two seconds. The
 /// crash tests spawn children of this test binary, and between fork and exec a
@@ -26,4 +27,13 @@ pub(crate) fn retry_in_use<T>(f: impl Fn() -> Result<T, StorageError>) -> Result
 /// engine on `dir`.
 pub(crate) fn open_lsm(dir: &Path, options: LsmOptions) -> LsmEngine {
     retry_in_use(|| LsmEngine::open(dir, options.clone())).unwrap_or_else(|e| panic!("open: {e}"))
+}
+
+/// `validate` finds `c` consistent and has nothing to warn about: among other
+/// things, its stats record (count, sizes, index entries) matches what is stored.
+pub(crate) fn assert_validates_clean(c: &Collection) {
+    let r = c
+        .validate(ValidateOptions { repair: false })
+        .unwrap_or_else(|e| panic!("validate: {e}"));
+    assert!(r.valid() && r.warnings.is_empty(), "{r:?}");
 }

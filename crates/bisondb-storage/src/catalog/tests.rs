@@ -359,10 +359,7 @@ fn index_edits_prepare_unique_and_conversions() {
     assert!(info.spec.unique && info.spec.hidden && !info.prepare_unique);
     // The rebuilt index's entries replace the old one's in the stats record.
     assert_eq!(info.entries, c.count());
-    let report = c
-        .validate(crate::store::ValidateOptions { repair: false })
-        .unwrap();
-    assert!(report.valid() && report.warnings.is_empty(), "{report:?}");
+    crate::testing::assert_validates_clean(&c);
 
     // Reopened: the unique index still refuses duplicates.
     drop(c);
@@ -383,10 +380,7 @@ fn index_edits_prepare_unique_and_conversions() {
     let c = s.collection("d", "c").unwrap();
     assert!(c.indexes()[0].prepare_unique);
     assert_eq!(c.indexes()[0].entries, c.count());
-    let report = c
-        .validate(crate::store::ValidateOptions { repair: false })
-        .unwrap();
-    assert!(report.valid() && report.warnings.is_empty(), "{report:?}");
+    crate::testing::assert_validates_clean(&c);
 }
 
 #[test]

@@ -725,14 +725,7 @@ mod tests {
         // Evictions took their index entries out of the sizes too: the stats
         // record matches what is stored (validate compares them).
         assert_eq!(c.indexes().first().map(|i| i.entries), Some(2));
-        assert_sizes_exact(&c);
-    }
-
-    fn assert_sizes_exact(c: &Collection) {
-        let r = c
-            .validate(crate::store::ValidateOptions { repair: false })
-            .unwrap_or_else(|e| panic!("{e}"));
-        assert!(r.valid() && r.warnings.is_empty(), "{r:?}");
+        crate::testing::assert_validates_clean(&c);
     }
 
     #[test]
@@ -760,7 +753,7 @@ mod tests {
         assert_eq!(r.ok(), Some(ModifyResult::Deleted));
         assert_eq!(natural(&c, false), vec![7]);
         assert_eq!(c.data_size(), stored_size(&c));
-        assert_sizes_exact(&c);
+        crate::testing::assert_validates_clean(&c);
     }
 
     #[test]
