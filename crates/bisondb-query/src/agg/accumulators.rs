@@ -401,6 +401,40 @@ impl JsAcc {
     }
 }
 
+/// A fresh state for each of a stage's named accumulators (`$group`'s
+/// fields, `$bucket`'s and `$bucketAuto`'s `output`).
+pub(crate) fn new_states(accs: &[(String, Accumulator)]) -> Vec<AccState> {
+    accs.iter().map(|(_, a)| a.new_state()).collect()
+}
+
+/// Folds `doc` into every state of `accs` (made by [`new_states`]).
+pub(crate) fn accumulate_all(
+    accs: &[(String, Accumulator)],
+    states: &mut [AccState],
+    doc: &Document,
+    vars: &Vars,
+) -> MongoResult<()> {
+    for ((_, acc), st) in accs.iter().zip(states.iter_mut()) {
+        acc.accumulate(st, doc, vars)?;
+    }
+    Ok(())
+}
+
+/// A group's output document: `_id` first, then each accumulator's result
+/// under its name.
+pub(crate) fn finish_all(
+    id: Bson,
+    accs: &[(String, Accumulator)],
+    states: Vec<AccState>,
+) -> Document {
+    let mut out = Document::new();
+    out.insert("_id", id);
+    for ((name, acc), st) in accs.iter().zip(states) {
+        out.insert(name.clone(), st.finish(acc.op));
+    }
+    out
+}
+
 /// Running state of one accumulator in one group.
 #[derive(Debug, Clone)]
 pub enum AccState {
@@ -479,22 +513,7 @@ fn parse_object_form(name: &str, op: AccOp, arg: &Bson) -> MongoResult<Accumulat
         // `$median`/`$percentile` returned above.
         _ => (&["input"], &["input"]),
     };
-    for k in d.keys() {
-        if !allowed.contains(&k.as_str()) {
-            return Err(MongoError::location(
-                5787901,
-                format!("Unknown argument to {name} '{k}'"),
-            ));
-        }
-    }
-    for k in required {
-        if !d.contains_key(*k) {
-            return Err(MongoError::location(
-                40414,
-                format!("BSON field '{name}.{k}' is missing but a required field"),
-            ));
-        }
-    }
+    check_fields(name, d, allowed, required)?;
     let mut params = AccParams::default();
     if let Some(n) = d.get("n") {
         params.n = match n {
@@ -529,6 +548,28 @@ fn parse_object_form(name: &str, op: AccOp, arg: &Bson) -> MongoResult<Accumulat
     })
 }
 
+/// Checks that an object-form accumulator's spec `d` has only `allowed`
+/// fields and all `required` ones.
+fn check_fields(name: &str, d: &Document, allowed: &[&str], required: &[&str]) -> MongoResult<()> {
+    for k in d.keys() {
+        if !allowed.contains(&k.as_str()) {
+            return Err(MongoError::location(
+                5787901,
+                format!("Unknown argument to {name} '{k}'"),
+            ));
+        }
+    }
+    for k in required {
+        if !d.contains_key(*k) {
+            return Err(MongoError::location(
+                40414,
+                format!("BSON field '{name}.{k}' is missing but a required field"),
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Checks the fields of a `$median`/`$percentile` spec (accumulator or
 /// expression: mongod parses both alike) and returns the requested
 /// percentiles: the `p` list, or 0.5 for `$median`.
@@ -548,22 +589,7 @@ pub(crate) fn parse_quantile_spec(
     } else {
         (&["input", "p", "method"], &["input", "p", "method"])
     };
-    for k in d.keys() {
-        if !allowed.contains(&k.as_str()) {
-            return Err(MongoError::location(
-                5787901,
-                format!("Unknown argument to {name} '{k}'"),
-            ));
-        }
-    }
-    for k in required {
-        if !d.contains_key(*k) {
-            return Err(MongoError::location(
-                40414,
-                format!("BSON field '{name}.{k}' is missing but a required field"),
-            ));
-        }
-    }
+    check_fields(name, d, allowed, required)?;
     let ps = quantile_params(median, d)?;
     Ok((d.get("input").cloned().unwrap_or(Bson::Null), ps))
 }

@@ -5,6 +5,7 @@
 //! the collation finds equal (`"a"` and `"A"` at strength 2) group together.
 
 use bson::Bson;
+use std::collections::HashMap;
 
 use crate::collation::Collation;
 
@@ -132,6 +133,40 @@ pub fn key_of_in(v: Option<&Bson>, c: Option<&Collation>) -> Vec<u8> {
     let mut out = Vec::new();
     canonical_key_in(v, &mut out, c);
     out
+}
+
+/// Items gathered into groups by canonical key: the groups in first-seen
+/// order, each with the value its key was first seen with (the partitions
+/// of `$densify`, `$fill` and `$setWindowFields`).
+pub(crate) struct Partitions<K, T> {
+    groups: Vec<(K, Vec<T>)>,
+    index: HashMap<Vec<u8>, usize>,
+}
+
+impl<K, T> Partitions<K, T> {
+    pub(crate) fn new() -> Self {
+        Partitions {
+            groups: Vec::new(),
+            index: HashMap::new(),
+        }
+    }
+
+    /// Adds `item` to the group of `key` (canonical key bytes), which starts
+    /// with `value` when the key is new.
+    pub(crate) fn push(&mut self, key: Vec<u8>, value: K, item: T) {
+        let groups = &mut self.groups;
+        let slot = *self.index.entry(key).or_insert_with(|| {
+            groups.push((value, Vec::new()));
+            groups.len() - 1
+        });
+        if let Some((_, items)) = groups.get_mut(slot) {
+            items.push(item);
+        }
+    }
+
+    pub(crate) fn into_groups(self) -> Vec<(K, Vec<T>)> {
+        self.groups
+    }
 }
 
 #[cfg(test)]

@@ -2,7 +2,9 @@
 //! sorted `boundaries` (lower bound inclusive), plus an optional `default`
 //! bucket; each bucket's `_id` is its lower bound.
 
-use crate::agg::accumulators::{AccOp, AccState, Accumulator};
+use crate::agg::accumulators::{
+    accumulate_all, finish_all, new_states, AccOp, AccState, Accumulator,
+};
 use crate::agg::{DocStream, RunCtx, Stage};
 use crate::collation::Collation;
 use crate::compare::{compare_bson, compare_bson_in};
@@ -24,6 +26,44 @@ fn same_type(a: &Bson, b: &Bson) -> bool {
     (is_number(a) && is_number(b)) || std::mem::discriminant(a) == std::mem::discriminant(b)
 }
 
+/// Whether a `groupBy` (of `$bucketAuto` too) is a `$`-prefixed path or an
+/// expression object.
+pub(super) fn is_group_by(v: &Bson) -> bool {
+    matches!(v, Bson::String(s) if s.starts_with('$'))
+        || matches!(v, Bson::Document(d) if d.keys().next().is_some_and(|f| f.starts_with('$')))
+}
+
+/// Parses the `output` of `stage` (`$bucket` or `$bucketAuto`): its
+/// accumulators by field name; anything but an object fails with `code`.
+pub(super) fn parse_output(
+    v: &Bson,
+    stage: &str,
+    code: i32,
+) -> MongoResult<Vec<(String, Accumulator)>> {
+    let Bson::Document(d) = v else {
+        return Err(MongoError::location(
+            code,
+            format!(
+                "The {stage} 'output' field must be an object, but found type: {}",
+                type_name(v)
+            ),
+        ));
+    };
+    let mut out = Vec::with_capacity(d.len());
+    for (name, acc) in d {
+        out.push((name.clone(), Accumulator::parse(name, acc)?));
+    }
+    Ok(out)
+}
+
+/// The output of a bucket stage without `output`: `{count: {$sum: 1}}`.
+pub(super) fn count_output() -> Vec<(String, Accumulator)> {
+    vec![(
+        "count".to_string(),
+        Accumulator::new(AccOp::Sum, Expr::Literal(Bson::Int32(1))),
+    )]
+}
+
 pub(crate) fn parse(arg: &Bson) -> MongoResult<Vec<Box<dyn Stage>>> {
     let Bson::Document(spec) = arg else {
         return Err(MongoError::location(
@@ -38,9 +78,7 @@ pub(crate) fn parse(arg: &Bson) -> MongoResult<Vec<Box<dyn Stage>>> {
     for (k, v) in spec {
         match k.as_str() {
             "groupBy" => {
-                let ok = matches!(v, Bson::String(s) if s.starts_with('$'))
-                    || matches!(v, Bson::Document(d) if d.keys().next().is_some_and(|f| f.starts_with('$')));
-                if !ok {
+                if !is_group_by(v) {
                     return Err(MongoError::location(
                         40202,
                         format!("The $bucket 'groupBy' field must be defined as a $-prefixed path or an expression, but found: {}", render(v)),
@@ -61,24 +99,7 @@ pub(crate) fn parse(arg: &Bson) -> MongoResult<Vec<Box<dyn Stage>>> {
                 }
             },
             "default" => default = Some(v.clone()),
-            "output" => match v {
-                Bson::Document(d) => {
-                    let mut out = Vec::with_capacity(d.len());
-                    for (name, acc) in d {
-                        out.push((name.clone(), Accumulator::parse(name, acc)?));
-                    }
-                    output = Some(out);
-                }
-                _ => {
-                    return Err(MongoError::location(
-                        40196,
-                        format!(
-                            "The $bucket 'output' field must be an object, but found type: {}",
-                            type_name(v)
-                        ),
-                    ))
-                }
-            },
+            "output" => output = Some(parse_output(v, "$bucket", 40196)?),
             other => {
                 return Err(MongoError::location(
                     40197,
@@ -123,12 +144,7 @@ pub(crate) fn parse(arg: &Bson) -> MongoResult<Vec<Box<dyn Stage>>> {
             ));
         }
     }
-    let output = output.unwrap_or_else(|| {
-        vec![(
-            "count".to_string(),
-            Accumulator::new(AccOp::Sum, Expr::Literal(Bson::Int32(1))),
-        )]
-    });
+    let output = output.unwrap_or_else(count_output);
     Ok(vec![Box::new(BucketStage {
         group_by,
         boundaries,
@@ -177,11 +193,8 @@ impl BucketStage {
             let st = states
                 .get_mut(slot)
                 .ok_or_else(|| MongoError::internal("bucket slot"))?;
-            let st =
-                st.get_or_insert_with(|| self.output.iter().map(|(_, a)| a.new_state()).collect());
-            for ((_, acc), s) in self.output.iter().zip(st.iter_mut()) {
-                acc.accumulate(s, &doc, &vars)?;
-            }
+            let st = st.get_or_insert_with(|| new_states(&self.output));
+            accumulate_all(&self.output, st, &doc, &vars)?;
         }
         let mut out = Vec::new();
         for (i, st) in states.into_iter().enumerate() {
@@ -191,12 +204,7 @@ impl BucketStage {
             } else {
                 self.boundaries.get(i).cloned().unwrap_or(Bson::Null)
             };
-            let mut d = Document::new();
-            d.insert("_id", id);
-            for ((name, acc), s) in self.output.iter().zip(st) {
-                d.insert(name.clone(), s.finish(acc.op));
-            }
-            out.push(d);
+            out.push(finish_all(id, &self.output, st));
         }
         Ok(out)
     }

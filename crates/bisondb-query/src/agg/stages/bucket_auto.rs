@@ -8,7 +8,10 @@
 mod granularity;
 use granularity::Granularity;
 
-use crate::agg::accumulators::{AccOp, Accumulator};
+use super::bucket::{count_output, is_group_by, parse_output};
+use super::whole_number;
+
+use crate::agg::accumulators::{accumulate_all, finish_all, new_states, Accumulator};
 use crate::agg::{DocStream, RunCtx, Stage};
 use crate::compare::compare_bson_in;
 use crate::expr::value::{render, type_name};
@@ -43,9 +46,7 @@ pub(crate) fn parse(arg: &Bson) -> MongoResult<Vec<Box<dyn Stage>>> {
     for (k, v) in spec {
         match k.as_str() {
             "groupBy" => {
-                let ok = matches!(v, Bson::String(s) if s.starts_with('$'))
-                    || matches!(v, Bson::Document(d) if d.keys().next().is_some_and(|f| f.starts_with('$')));
-                if !ok {
+                if !is_group_by(v) {
                     return Err(MongoError::location(
                         40239,
                         format!("The $bucketAuto 'groupBy' field must be defined as a $-prefixed path or an expression object, but found: {}", render(v)),
@@ -54,17 +55,12 @@ pub(crate) fn parse(arg: &Bson) -> MongoResult<Vec<Box<dyn Stage>>> {
                 group_by = Some(Expr::parse(v)?);
             }
             "buckets" => {
-                let n = match v {
-                    Bson::Int32(i) => i64::from(*i),
-                    Bson::Int64(i) => *i,
-                    Bson::Double(d) if d.fract() == 0.0 => *d as i64,
-                    other => {
-                        return Err(MongoError::location(
-                            40241,
-                            format!("The $bucketAuto 'buckets' field must be a numeric value, but found type: {}", type_name(other)),
-                        ))
-                    }
-                };
+                let n = whole_number(v).ok_or_else(|| {
+                    MongoError::location(
+                        40241,
+                        format!("The $bucketAuto 'buckets' field must be a numeric value, but found type: {}", type_name(v)),
+                    )
+                })?;
                 if n <= 0 || n > i64::from(i32::MAX) {
                     return Err(MongoError::location(
                         40243,
@@ -73,24 +69,7 @@ pub(crate) fn parse(arg: &Bson) -> MongoResult<Vec<Box<dyn Stage>>> {
                 }
                 buckets = Some(usize::try_from(n).unwrap_or(1));
             }
-            "output" => match v {
-                Bson::Document(d) => {
-                    let mut out = Vec::with_capacity(d.len());
-                    for (name, acc) in d {
-                        out.push((name.clone(), Accumulator::parse(name, acc)?));
-                    }
-                    output = Some(out);
-                }
-                other => {
-                    return Err(MongoError::location(
-                        40244,
-                        format!(
-                            "The $bucketAuto 'output' field must be an object, but found type: {}",
-                            type_name(other)
-                        ),
-                    ))
-                }
-            },
+            "output" => output = Some(parse_output(v, "$bucketAuto", 40244)?),
             "granularity" => granularity = Some(Granularity::parse(v)?),
             other => {
                 return Err(MongoError::location(
@@ -106,12 +85,7 @@ pub(crate) fn parse(arg: &Bson) -> MongoResult<Vec<Box<dyn Stage>>> {
             "$bucketAuto requires 'groupBy' and 'buckets' to be specified",
         ));
     };
-    let output = output.unwrap_or_else(|| {
-        vec![(
-            "count".to_string(),
-            Accumulator::new(AccOp::Sum, Expr::Literal(Bson::Int32(1))),
-        )]
-    });
+    let output = output.unwrap_or_else(count_output);
     Ok(vec![Box::new(BucketAutoStage {
         group_by,
         buckets,
@@ -184,17 +158,12 @@ impl BucketAutoStage {
         }
         let mut out = Vec::with_capacity(groups.len());
         for (min, max, g) in groups {
-            let mut states: Vec<_> = self.output.iter().map(|(_, a)| a.new_state()).collect();
+            let mut states = new_states(&self.output);
             for (_, d) in &g {
-                for ((_, acc), st) in self.output.iter().zip(states.iter_mut()) {
-                    acc.accumulate(st, d, &vars)?;
-                }
+                accumulate_all(&self.output, &mut states, d, &vars)?;
             }
-            let mut res = doc! {"_id": {"min": min, "max": max}};
-            for ((name, acc), st) in self.output.iter().zip(states) {
-                res.insert(name.clone(), st.finish(acc.op));
-            }
-            out.push(res);
+            let id = Bson::Document(doc! {"min": min, "max": max});
+            out.push(finish_all(id, &self.output, states));
         }
         Ok(out)
     }

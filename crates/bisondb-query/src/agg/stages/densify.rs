@@ -5,14 +5,14 @@
 //! year) add months as `$dateAdd` does in UTC (the day clamped to the month's
 //! length, each step from the previous value).
 
-use crate::agg::key::key_of_in;
+use super::{number_or_date, partition_fields_arg};
+use crate::agg::key::{key_of_in, Partitions};
 use crate::agg::{DocStream, RunCtx, Stage};
 use crate::collation::Collation;
 use crate::expr::value::{type_name, Num};
 use crate::update::path::{set_path, split};
 use bisondb_error::{MongoError, MongoResult};
 use bson::{Bson, DateTime, Document};
-use std::collections::HashMap;
 
 /// mongod's cap on documents one `$densify` may generate.
 const MAX_GENERATED: usize = 500_000;
@@ -60,13 +60,6 @@ fn unit_of(u: &str) -> MongoResult<Unit> {
     })
 }
 
-fn as_number(v: &Bson) -> Option<f64> {
-    match v {
-        Bson::DateTime(d) => Some(d.timestamp_millis() as f64),
-        other => Num::from_bson(other).map(Num::as_f64),
-    }
-}
-
 pub(crate) fn parse(arg: &Bson) -> MongoResult<Vec<Box<dyn Stage>>> {
     let Bson::Document(spec) = arg else {
         return Err(MongoError::location(
@@ -84,16 +77,7 @@ pub(crate) fn parse(arg: &Bson) -> MongoResult<Vec<Box<dyn Stage>>> {
                 field = Some(s.clone())
             }
             ("partitionByFields", Bson::Array(a)) => {
-                for f in a {
-                    match f {
-                        Bson::String(s) => partition_fields.push(s.clone()),
-                        _ => {
-                            return Err(MongoError::type_mismatch(
-                                "$densify partitionByFields must be an array of strings",
-                            ))
-                        }
-                    }
-                }
+                partition_fields.extend(partition_fields_arg("$densify", a)?)
             }
             ("range", Bson::Document(d)) => range = Some(d.clone()),
             (other, v) => {
@@ -151,7 +135,7 @@ pub(crate) fn parse(arg: &Bson) -> MongoResult<Vec<Box<dyn Stage>>> {
         Some(Bson::String(s)) if s == "full" => Bounds::Full,
         Some(Bson::String(s)) if s == "partition" => Bounds::Partition,
         Some(Bson::Array(a)) if a.len() == 2 => {
-            let (Some(lo), Some(hi)) = (a.first().and_then(as_number), a.get(1).and_then(as_number)) else {
+            let (Some(lo), Some(hi)) = (a.first().and_then(number_or_date), a.get(1).and_then(number_or_date)) else {
                 return Err(MongoError::location(5733403, "a bounding array in a range statement must contain two numeric or date values"));
             };
             if lo > hi {
@@ -201,10 +185,9 @@ impl DensifyStage {
         let docs: Vec<Document> = input.collect::<MongoResult<_>>()?;
         let like_date = self.unit.is_some();
         let value_of =
-            |d: &Document| crate::path::get_path_bson(d, &self.field).and_then(as_number);
+            |d: &Document| crate::path::get_path_bson(d, &self.field).and_then(number_or_date);
         // Partition, remembering each partition's field values.
-        let mut order: Vec<(Document, Vec<Document>)> = Vec::new();
-        let mut index: HashMap<Vec<u8>, usize> = HashMap::new();
+        let mut parts: Partitions<Document, Document> = Partitions::new();
         let mut passthrough = Vec::new();
         let (mut gmin, mut gmax) = (f64::INFINITY, f64::NEG_INFINITY);
         for d in docs {
@@ -220,19 +203,11 @@ impl DensifyStage {
                     key.insert(f.clone(), v.clone());
                 }
             }
-            let slot = *index
-                .entry(key_of_in(Some(&Bson::Document(key.clone())), c))
-                .or_insert_with(|| {
-                    order.push((key, Vec::new()));
-                    order.len() - 1
-                });
-            if let Some((_, v)) = order.get_mut(slot) {
-                v.push(d);
-            }
+            parts.push(key_of_in(Some(&Bson::Document(key.clone())), c), key, d);
         }
         let mut out = passthrough;
         let mut generated = 0usize;
-        for (key, mut part) in order {
+        for (key, mut part) in parts.into_groups() {
             part.sort_by(|a, b| match (value_of(a), value_of(b)) {
                 (Some(x), Some(y)) => x.total_cmp(&y),
                 _ => std::cmp::Ordering::Equal,

@@ -3,16 +3,16 @@
 //! (`method: "locf"`), or linear interpolation on the sort field
 //! (`method: "linear"`).
 
-use crate::agg::key::key_of_in;
+use super::{number_or_date, partition_fields_arg};
+use crate::agg::key::{key_of_in, Partitions};
 use crate::agg::{DocStream, RunCtx, Stage};
 use crate::compare::compare_bson_in;
-use crate::expr::value::{nullish, type_name, Num};
+use crate::expr::value::{nullish, type_name};
 use crate::expr::{Expr, Vars};
 use crate::sort::SortSpec;
 use crate::update::path::{set_path, split};
 use bisondb_error::{MongoError, MongoResult};
 use bson::{Bson, Document, RawDocumentBuf};
-use std::collections::HashMap;
 
 #[derive(Debug)]
 enum Method {
@@ -46,16 +46,7 @@ pub(crate) fn parse(arg: &Bson) -> MongoResult<Vec<Box<dyn Stage>>> {
         match (k.as_str(), v) {
             ("partitionBy", v) => partition_by = Some(Expr::parse(v)?),
             ("partitionByFields", Bson::Array(a)) => {
-                for f in a {
-                    match f {
-                        Bson::String(s) => partition_fields.push(s.clone()),
-                        _ => {
-                            return Err(MongoError::type_mismatch(
-                                "$fill partitionByFields must be an array of strings",
-                            ))
-                        }
-                    }
-                }
+                partition_fields.extend(partition_fields_arg("$fill", a)?)
             }
             ("sortBy", Bson::Document(d)) => {
                 sort = Some(SortSpec::parse(d)?);
@@ -132,13 +123,6 @@ pub(crate) fn parse(arg: &Bson) -> MongoResult<Vec<Box<dyn Stage>>> {
     })])
 }
 
-fn numeric(v: &Bson) -> Option<f64> {
-    match v {
-        Bson::DateTime(d) => Some(d.timestamp_millis() as f64),
-        other => Num::from_bson(other).map(Num::as_f64),
-    }
-}
-
 impl FillStage {
     fn partition_key(&self, d: &Document, vars: &Vars) -> MongoResult<Bson> {
         if let Some(e) = &self.partition_by {
@@ -158,21 +142,13 @@ impl FillStage {
 
     fn run_all(&self, input: DocStream, cx: &RunCtx) -> MongoResult<Vec<Document>> {
         let vars = cx.vars();
-        let mut parts: Vec<(Bson, Vec<Document>)> = Vec::new();
-        let mut index: HashMap<Vec<u8>, usize> = HashMap::new();
+        let mut partitions = Partitions::new();
         for r in input {
             let d = r?;
             let pk = self.partition_key(&d, &vars)?;
-            let slot = *index
-                .entry(key_of_in(Some(&pk), vars.collation()))
-                .or_insert_with(|| {
-                    parts.push((pk, Vec::new()));
-                    parts.len() - 1
-                });
-            if let Some((_, docs)) = parts.get_mut(slot) {
-                docs.push(d);
-            }
+            partitions.push(key_of_in(Some(&pk), vars.collation()), pk, d);
         }
+        let mut parts = partitions.into_groups();
         if self.partition_by.is_some() || !self.partition_fields.is_empty() {
             parts.sort_by(|a, b| compare_bson_in(&a.0, &b.0, vars.collation()));
         }
@@ -234,7 +210,7 @@ impl FillStage {
                     let sf = self.sort_field.clone().unwrap_or_default();
                     let xs: Vec<Option<f64>> = docs
                         .iter()
-                        .map(|d| crate::path::get_path_bson(d, &sf).and_then(numeric))
+                        .map(|d| crate::path::get_path_bson(d, &sf).and_then(number_or_date))
                         .collect();
                     let known: Vec<usize> = (0..docs.len())
                         .filter(|i| values.get(*i).is_some_and(Option::is_some))
@@ -244,8 +220,8 @@ impl FillStage {
                             continue;
                         };
                         let (Some(Some(ya)), Some(Some(yb))) = (
-                            values.get(a).map(|v| v.as_ref().and_then(numeric)),
-                            values.get(b).map(|v| v.as_ref().and_then(numeric)),
+                            values.get(a).map(|v| v.as_ref().and_then(number_or_date)),
+                            values.get(b).map(|v| v.as_ref().and_then(number_or_date)),
                         ) else {
                             continue;
                         };

@@ -3,6 +3,7 @@
 //! starting from `startWith`, breadth first.
 
 use super::lookup::{equality_keys, value_keys};
+use super::{map_docs_prepared, whole_number};
 use crate::agg::{DocStream, RunCtx, Stage};
 use crate::expr::value::type_name;
 use crate::expr::{Expr, Vars};
@@ -68,17 +69,12 @@ pub(crate) fn parse(arg: &Bson) -> MongoResult<Vec<Box<dyn Stage>>> {
             "as" => as_path = Some(path_arg(v, k)?),
             "depthField" => depth_field = Some(path_arg(v, k)?),
             "maxDepth" => {
-                let n = match v {
-                    Bson::Int32(i) => i64::from(*i),
-                    Bson::Int64(i) => *i,
-                    Bson::Double(d) if d.fract() == 0.0 => *d as i64,
-                    other => {
-                        return Err(MongoError::location(
-                            40100,
-                            format!("maxDepth must be numeric, found type: {}", type_name(other)),
-                        ))
-                    }
-                };
+                let n = whole_number(v).ok_or_else(|| {
+                    MongoError::location(
+                        40100,
+                        format!("maxDepth must be numeric, found type: {}", type_name(v)),
+                    )
+                })?;
                 max_depth = Some(u64::try_from(n).map_err(|_| {
                     MongoError::location(
                         40101,
@@ -197,31 +193,13 @@ impl GraphLookupStage {
 
 impl Stage for GraphLookupStage {
     fn run(self: Box<Self>, input: DocStream, cx: &RunCtx) -> DocStream {
-        let cx = cx.clone();
         let vars = cx.vars();
-        let mut graph: Option<Graph> = None;
-        let mut input = input;
-        let mut failed = false;
-        Box::new(std::iter::from_fn(move || {
-            if failed {
-                return None;
-            }
-            let doc = match input.next()? {
-                Ok(d) => d,
-                Err(e) => return Some(Err(e)),
-            };
-            if graph.is_none() {
-                match self.load(&cx) {
-                    Ok(g) => graph = Some(g),
-                    Err(e) => {
-                        failed = true;
-                        return Some(Err(e));
-                    }
-                }
-            }
-            let g = graph.as_ref()?;
-            Some(self.search(doc, g, &vars))
-        }))
+        map_docs_prepared(
+            input,
+            (self, cx.clone(), vars),
+            |(st, cx, _)| st.load(cx),
+            |(st, _, vars), doc, g| st.search(doc, g, vars),
+        )
     }
 
     fn foreign_collections(&self, out: &mut Vec<String>) {

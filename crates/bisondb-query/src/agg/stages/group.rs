@@ -13,7 +13,7 @@
 //! accumulator state ever needs merging. Spilled groups come after the
 //! in-memory ones (mongod's output order is unspecified too).
 
-use crate::agg::accumulators::{AccState, Accumulator};
+use crate::agg::accumulators::{accumulate_all, finish_all, new_states, AccState, Accumulator};
 use crate::agg::key::key_of_in;
 use crate::agg::spill::{approx_doc_size, approx_size, MemoryLimits, SortedDocs, Sorter};
 use crate::agg::{spec_doc, DocStream, RunCtx, Stage};
@@ -107,19 +107,14 @@ fn state_size(st: &AccState) -> usize {
 fn new_group(stage: &GroupStage, id: Bson) -> Group {
     Group {
         id,
-        states: stage.fields.iter().map(|(_, a)| a.new_state()).collect(),
+        states: new_states(&stage.fields),
         docs: 0,
         measured: 0,
     }
 }
 
 fn finish_group(stage: &GroupStage, g: Group) -> Document {
-    let mut out = Document::new();
-    out.insert("_id", g.id);
-    for ((name, acc), st) in stage.fields.iter().zip(g.states) {
-        out.insert(name.clone(), st.finish(acc.op));
-    }
-    out
+    finish_all(g.id, &stage.fields, g.states)
 }
 
 /// The spilled documents' sort: by group key, the bytes of the record's `k`.
@@ -176,9 +171,7 @@ fn group_all(
         let g = groups
             .get_mut(slot)
             .ok_or_else(|| MongoError::internal("group index out of range"))?;
-        for ((_, acc), st) in stage.fields.iter().zip(g.states.iter_mut()) {
-            acc.accumulate(st, &doc, &vars)?;
-        }
+        accumulate_all(&stage.fields, &mut g.states, &doc, &vars)?;
         g.docs += 1;
         if g.docs.is_power_of_two() {
             let m: usize = g.states.iter().map(state_size).sum();
@@ -232,9 +225,7 @@ impl SpilledGroups {
                 Some(Bson::Document(d)) => d,
                 _ => return Err(MongoError::internal("corrupt $group spill record")),
             };
-            for ((_, acc), st) in self.stage.fields.iter().zip(g.states.iter_mut()) {
-                acc.accumulate(st, &doc, &self.vars)?;
-            }
+            accumulate_all(&self.stage.fields, &mut g.states, &doc, &self.vars)?;
             match self.sorted.next() {
                 None => break,
                 Some(r) => {

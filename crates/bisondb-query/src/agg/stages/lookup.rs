@@ -3,6 +3,7 @@
 //! `foreignField`), an uncorrelated `pipeline`, and both together. `let`
 //! (correlated sub-pipelines) is not supported yet.
 
+use super::map_docs_prepared;
 use crate::agg::key::key_of_in;
 use crate::agg::{DocStream, Pipeline, RunCtx, Stage};
 use crate::collation::Collation;
@@ -346,30 +347,12 @@ fn run_sub(stages: &[Document], docs: Vec<Document>, cx: &RunCtx) -> MongoResult
 
 impl Stage for LookupStage {
     fn run(self: Box<Self>, input: DocStream, cx: &RunCtx) -> DocStream {
-        let cx = cx.clone();
-        let mut joined: Option<Joined> = None;
-        let mut input = input;
-        let mut failed = false;
-        Box::new(std::iter::from_fn(move || {
-            if failed {
-                return None;
-            }
-            let doc = match input.next()? {
-                Ok(d) => d,
-                Err(e) => return Some(Err(e)),
-            };
-            if joined.is_none() {
-                match self.prepare(&cx) {
-                    Ok(j) => joined = Some(j),
-                    Err(e) => {
-                        failed = true;
-                        return Some(Err(e));
-                    }
-                }
-            }
-            let j = joined.as_ref()?;
-            Some(self.join(doc, j, &cx))
-        }))
+        map_docs_prepared(
+            input,
+            (self, cx.clone()),
+            |(st, cx)| st.prepare(cx),
+            |(st, cx), doc, j| st.join(doc, j, cx),
+        )
     }
 
     fn foreign_collections(&self, out: &mut Vec<String>) {

@@ -40,12 +40,87 @@ where
     Box::new(input.map(move |r| r.and_then(&mut f)))
 }
 
-/// Reads a non-negative integral count for `$skip`/`$limit`.
-pub(crate) fn integral_arg(v: &bson::Bson) -> Option<i64> {
+/// Maps each input document with `each`, given state that `prepare` builds
+/// from `this` when the first document arrives, so an empty input never
+/// reads the foreign collection (`$lookup`, `$graphLookup`). Input errors
+/// pass through; a failed `prepare` is returned once and ends the stream.
+pub(crate) fn map_docs_prepared<T, S, P, F>(
+    input: DocStream,
+    this: T,
+    prepare: P,
+    mut each: F,
+) -> DocStream
+where
+    T: Send + 'static,
+    S: Send + 'static,
+    P: FnOnce(&T) -> MongoResult<S> + Send + 'static,
+    F: FnMut(&T, Document, &S) -> MongoResult<Document> + Send + 'static,
+{
+    let mut input = input;
+    let mut prepare = Some(prepare);
+    let mut state: Option<S> = None;
+    Box::new(std::iter::from_fn(move || {
+        if prepare.is_none() && state.is_none() {
+            // `prepare` failed.
+            return None;
+        }
+        let doc = match input.next()? {
+            Ok(d) => d,
+            Err(e) => return Some(Err(e)),
+        };
+        if let Some(p) = prepare.take() {
+            match p(&this) {
+                Ok(s) => state = Some(s),
+                Err(e) => return Some(Err(e)),
+            }
+        }
+        let s = state.as_ref()?;
+        Some(each(&this, doc, s))
+    }))
+}
+
+/// Reads a whole number: an int, a long or an integral double (a double
+/// past the i64 range saturates).
+pub(crate) fn whole_number(v: &bson::Bson) -> Option<i64> {
     match v {
         bson::Bson::Int32(i) => Some(i64::from(*i)),
         bson::Bson::Int64(i) => Some(*i),
-        bson::Bson::Double(d) if d.fract() == 0.0 && d.abs() < 9.0e18 => Some(*d as i64),
+        bson::Bson::Double(d) if d.fract() == 0.0 => Some(*d as i64),
         _ => None,
     }
+}
+
+/// Reads the count of `$skip`/`$limit` (they reject a negative one): a whole
+/// number, but no double past 9e18.
+pub(crate) fn integral_arg(v: &bson::Bson) -> Option<i64> {
+    match v {
+        bson::Bson::Double(d) if d.abs() >= 9.0e18 => None,
+        other => whole_number(other),
+    }
+}
+
+/// A number or a date (as epoch milliseconds) as a double: the values
+/// `$densify` ranges over and `$fill`/`$setWindowFields` interpolate or
+/// measure ranges on.
+pub(crate) fn number_or_date(v: &bson::Bson) -> Option<f64> {
+    match v {
+        bson::Bson::DateTime(d) => Some(d.timestamp_millis() as f64),
+        other => crate::expr::value::Num::from_bson(other).map(crate::expr::value::Num::as_f64),
+    }
+}
+
+/// Reads `partitionByFields` of `stage` (`$densify`, `$fill`): field names.
+pub(crate) fn partition_fields_arg(stage: &str, a: &[bson::Bson]) -> MongoResult<Vec<String>> {
+    let mut fields = Vec::with_capacity(a.len());
+    for f in a {
+        match f {
+            bson::Bson::String(s) => fields.push(s.clone()),
+            _ => {
+                return Err(bisondb_error::MongoError::type_mismatch(format!(
+                    "{stage} partitionByFields must be an array of strings"
+                )))
+            }
+        }
+    }
+    Ok(fields)
 }

@@ -3,8 +3,9 @@
 //! (default: the whole partition), `$rank`, `$denseRank`, `$documentNumber`,
 //! `$shift` and `$locf`. Others fail with NotImplemented.
 
+use super::number_or_date;
 use crate::agg::accumulators::{AccOp, Accumulator};
-use crate::agg::key::key_of_in;
+use crate::agg::key::{key_of_in, Partitions};
 use crate::agg::{DocStream, RunCtx, Stage};
 use crate::compare::compare_bson_in;
 use crate::expr::value::{nullish, type_name, Num};
@@ -13,7 +14,6 @@ use crate::sort::SortSpec;
 use crate::update::path::{set_path, split};
 use bisondb_error::{ErrorCode, MongoError, MongoResult};
 use bson::{Bson, Document, RawDocumentBuf};
-use std::collections::HashMap;
 
 /// One end of a window.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -306,8 +306,7 @@ impl SetWindowFieldsStage {
     fn run_all(&self, input: DocStream, cx: &RunCtx) -> MongoResult<Vec<Document>> {
         let vars = cx.vars();
         // Partition (first-seen order, then sorted by partition value).
-        let mut parts: Vec<(Bson, Vec<Document>)> = Vec::new();
-        let mut index: HashMap<Vec<u8>, usize> = HashMap::new();
+        let mut partitions = Partitions::new();
         // The whole input is held: counted against the blocking-stage limit,
         // past which it fails with 292 (BisonDB does not spill this stage).
         let limit = cx.memory.group_bytes;
@@ -326,14 +325,9 @@ impl SetWindowFieldsStage {
                 None => None,
             };
             let key = key_of_in(pv.as_ref(), vars.collation());
-            let slot = *index.entry(key).or_insert_with(|| {
-                parts.push((pv.unwrap_or(Bson::Null), Vec::new()));
-                parts.len() - 1
-            });
-            if let Some((_, docs)) = parts.get_mut(slot) {
-                docs.push(d);
-            }
+            partitions.push(key, pv.unwrap_or(Bson::Null), d);
         }
+        let mut parts = partitions.into_groups();
         parts.sort_by(|a, b| compare_bson_in(&a.0, &b.0, vars.collation()));
         let mut out = Vec::new();
         for (_, docs) in parts {
@@ -379,10 +373,7 @@ impl SetWindowFieldsStage {
 
     fn sort_value(&self, d: &Document) -> Option<f64> {
         let f = self.sort_field.as_ref()?;
-        match crate::path::get_path_bson(d, f)? {
-            Bson::DateTime(t) => Some(t.timestamp_millis() as f64),
-            other => Num::from_bson(other).map(Num::as_f64),
-        }
+        number_or_date(crate::path::get_path_bson(d, f)?)
     }
 
     /// Computes one output field for every document of a sorted partition.
