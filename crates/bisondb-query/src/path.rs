@@ -178,6 +178,24 @@ fn fanout(v: &Bson, parts: &[&str]) -> Option<Bson> {
     }
 }
 
+/// Checks one component of a field path (`b` of `a.b`) as mongod's
+/// `FieldPath` does: not empty, not `$`-prefixed.
+pub(crate) fn check_field_name(part: &str) -> MongoResult<()> {
+    if part.is_empty() {
+        return Err(MongoError::location(
+            15998,
+            "FieldPath field names may not be empty strings.",
+        ));
+    }
+    if part.starts_with('$') {
+        return Err(MongoError::location(
+            16410,
+            "FieldPath field names may not start with '$'. Consider using $getField or $setField.",
+        ));
+    }
+    Ok(())
+}
+
 fn split_checked(path: &str) -> MongoResult<Vec<&str>> {
     let parts: Vec<&str> = path.split('.').collect();
     if parts.iter().any(|p| p.is_empty()) {

@@ -13,6 +13,7 @@ use bson::{doc, Bson, Document, RawDocumentBuf};
 use crate::compare::NumKey;
 use crate::expr::{Expr, Vars};
 use crate::matcher::Matcher;
+use crate::path::check_field_name;
 
 /// A parsed find projection.
 #[derive(Debug, Clone)]
@@ -141,18 +142,7 @@ fn parse_slice(v: &Bson) -> MongoResult<Leaf> {
 
 fn check_path(path: &str) -> MongoResult<()> {
     for part in path.split('.') {
-        if part.is_empty() {
-            return Err(MongoError::location(
-                15998,
-                "FieldPath field names may not be empty strings.",
-            ));
-        }
-        if part.starts_with('$') {
-            return Err(MongoError::location(
-                16410,
-                "FieldPath field names may not start with '$'. Consider using $getField or $setField.",
-            ));
-        }
+        check_field_name(part)?;
     }
     Ok(())
 }

@@ -17,7 +17,7 @@ use std::sync::Arc;
 use crate::collation::Collation;
 use crate::compare::{compare_bson_in, compare_raw_in, NumKey};
 use crate::matcher::TextScoreSource;
-use crate::path::lookup_raw;
+use crate::path::{check_field_name, lookup_raw};
 
 /// A parsed sort specification.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -42,18 +42,7 @@ fn check_sort_path(path: &str) -> MongoResult<()> {
         ));
     }
     for part in path.split('.') {
-        if part.is_empty() {
-            return Err(MongoError::location(
-                15998,
-                "FieldPath field names may not be empty strings.",
-            ));
-        }
-        if part.starts_with('$') {
-            return Err(MongoError::location(
-                16410,
-                "FieldPath field names may not start with '$'. Consider using $getField or $setField.",
-            ));
-        }
+        check_field_name(part)?;
     }
     Ok(())
 }

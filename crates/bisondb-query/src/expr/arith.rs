@@ -113,38 +113,31 @@ pub(super) fn eval(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
             Ok(Some(r))
         }
         "$divide" => {
-            let (a, b) =
-                match two_operands(args, cx, 16609, "$divide only supports numeric types, not")? {
-                    Operands::Null => return Ok(Some(Bson::Null)),
-                    Operands::Decs(a, b) => {
-                        // mongod refuses a zero divisor for decimals too.
-                        if b.is_zero() {
-                            return Err(MongoError::location(16608, "can't $divide by zero"));
-                        }
-                        return Ok(Some(a.quotient(b).into_bson()));
-                    }
-                    Operands::Nums(a, b) => (a, b),
-                };
-            if b.is_zero() {
-                return Err(MongoError::location(16608, "can't $divide by zero"));
-            }
-            Ok(Some(Bson::Double(a.as_f64() / b.as_f64())))
+            let ops = nonzero_divisor(
+                args,
+                cx,
+                16609,
+                "$divide only supports numeric types, not",
+                (16608, "can't $divide by zero"),
+            )?;
+            Ok(Some(match ops {
+                Operands::Null => Bson::Null,
+                Operands::Decs(a, b) => a.quotient(b).into_bson(),
+                Operands::Nums(a, b) => Bson::Double(a.as_f64() / b.as_f64()),
+            }))
         }
         "$mod" => {
-            let (a, b) =
-                match two_operands(args, cx, 16611, "$mod only supports numeric types, not")? {
-                    Operands::Null => return Ok(Some(Bson::Null)),
-                    Operands::Decs(a, b) => {
-                        if b.is_zero() {
-                            return Err(MongoError::location(16610, "can't $mod by zero"));
-                        }
-                        return Ok(Some(a.fmod(b).into_bson()));
-                    }
-                    Operands::Nums(a, b) => (a, b),
-                };
-            if b.is_zero() {
-                return Err(MongoError::location(16610, "can't $mod by zero"));
-            }
+            let (a, b) = match nonzero_divisor(
+                args,
+                cx,
+                16611,
+                "$mod only supports numeric types, not",
+                (16610, "can't $mod by zero"),
+            )? {
+                Operands::Null => return Ok(Some(Bson::Null)),
+                Operands::Decs(a, b) => return Ok(Some(a.fmod(b).into_bson())),
+                Operands::Nums(a, b) => (a, b),
+            };
             Ok(Some(match (a, b) {
                 (Num::I32(x), Num::I32(y)) => Bson::Int32(x.wrapping_rem(y)),
                 (Num::F64(_), _) | (_, Num::F64(_)) => Bson::Double(a.as_f64() % b.as_f64()),
@@ -360,6 +353,27 @@ fn two_operands(args: &[Expr], cx: &Ctx, code: i32, prefix: &str) -> MongoResult
         code,
         format!("{prefix} {} and {}", type_name(av), type_name(bv)),
     ))
+}
+
+/// [`two_operands`] of `$divide`/`$mod`: a zero divisor fails with `zero`
+/// (code, message), decimal or not (mongod refuses a zero decimal too).
+fn nonzero_divisor(
+    args: &[Expr],
+    cx: &Ctx,
+    code: i32,
+    prefix: &str,
+    zero: (i32, &str),
+) -> MongoResult<Operands> {
+    let ops = two_operands(args, cx, code, prefix)?;
+    let zero_divisor = match &ops {
+        Operands::Null => false,
+        Operands::Nums(_, b) => b.is_zero(),
+        Operands::Decs(_, b) => b.is_zero(),
+    };
+    if zero_divisor {
+        return Err(MongoError::location(zero.0, zero.1));
+    }
+    Ok(ops)
 }
 
 fn add(args: &[Expr], cx: &Ctx) -> MongoResult<Value> {

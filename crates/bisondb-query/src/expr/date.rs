@@ -504,6 +504,43 @@ fn int_of(v: &Bson) -> Option<i64> {
     }
 }
 
+/// Reads the `format` argument of `op` (`$dateToString`, `$dateFromString`):
+/// `Some(None)` when it is missing (the default format), `None` when it is
+/// null (the result is then null).
+fn format_arg(v: Value, op: &str, code: i32) -> MongoResult<Option<Option<String>>> {
+    match v {
+        None => Ok(Some(None)),
+        Some(Bson::String(f)) => Ok(Some(Some(f))),
+        v if nullish(v.as_ref()) => Ok(None),
+        Some(other) => Err(MongoError::location(
+            code,
+            format!(
+                "{op} requires that 'format' be a string, found: {} with value {}",
+                type_name(&other),
+                super::value::render(&other)
+            ),
+        )),
+    }
+}
+
+/// The result for a null input: the `onNull` argument at `i`, or null
+/// without one.
+fn on_null(args: &[Expr], i: usize, cx: &Ctx) -> MongoResult<Value> {
+    match arg(args, i)? {
+        Expr::Missing => Ok(Some(Bson::Null)),
+        e => cx.ev(e),
+    }
+}
+
+/// The result for an input that fails with `e`: the `onError` argument at
+/// `i`, or `e` without one.
+fn on_error(args: &[Expr], i: usize, cx: &Ctx, e: MongoError) -> MongoResult<Value> {
+    match arg(args, i)? {
+        Expr::Missing => Err(e),
+        on_error => cx.ev(on_error),
+    }
+}
+
 /// Evaluates the named-argument date operators. `args` follow the order of
 /// the operator's entry in the named-argument table.
 pub(super) fn eval_named(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
@@ -511,20 +548,8 @@ pub(super) fn eval_named(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Val
         "$dateToString" => {
             // date, format, timezone, onNull
             let d = cx.ev(arg(args, 0)?)?;
-            let fmt = match cx.ev(arg(args, 1)?)? {
-                None => None,
-                Some(Bson::String(f)) => Some(f),
-                v if nullish(v.as_ref()) => return Ok(Some(Bson::Null)),
-                Some(other) => {
-                    return Err(MongoError::location(
-                        18533,
-                        format!(
-                        "$dateToString requires that 'format' be a string, found: {} with value {}",
-                        type_name(&other),
-                        super::value::render(&other)
-                    ),
-                    ))
-                }
+            let Some(fmt) = format_arg(cx.ev(arg(args, 1)?)?, "$dateToString", 18533)? else {
+                return Ok(Some(Bson::Null));
             };
             let Some(zone) = tz_arg(args.get(2), cx)? else {
                 return Ok(Some(Bson::Null));
@@ -538,10 +563,7 @@ pub(super) fn eval_named(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Val
                 .to_string()
             });
             if nullish(d.as_ref()) {
-                return match arg(args, 3)? {
-                    Expr::Missing => Ok(Some(Bson::Null)),
-                    e => cx.ev(e),
-                };
+                return on_null(args, 3, cx);
             }
             let ms = d.as_ref().and_then(date_millis).ok_or_else(|| {
                 MongoError::location(
@@ -797,37 +819,21 @@ pub(super) fn eval_named(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Val
         "$dateFromString" => {
             // dateString, format, timezone, onError, onNull
             let s = cx.ev(arg(args, 0)?)?;
-            let fmt = match cx.ev(arg(args, 1)?)? {
-                None => None,
-                Some(Bson::String(f)) => Some(f),
-                v if nullish(v.as_ref()) => return Ok(Some(Bson::Null)),
-                Some(other) => {
-                    return Err(MongoError::location(
-                        40684,
-                        format!("$dateFromString requires that 'format' be a string, found: {} with value {}", type_name(&other), super::value::render(&other)),
-                    ))
-                }
+            let Some(fmt) = format_arg(cx.ev(arg(args, 1)?)?, "$dateFromString", 40684)? else {
+                return Ok(Some(Bson::Null));
             };
             let Some(zone) = tz_arg(args.get(2), cx)? else {
                 return Ok(Some(Bson::Null));
             };
             let s = match s {
                 Some(Bson::String(s)) => s,
-                v if nullish(v.as_ref()) => {
-                    return match arg(args, 4)? {
-                        Expr::Missing => Ok(Some(Bson::Null)),
-                        e => cx.ev(e),
-                    }
-                }
+                v if nullish(v.as_ref()) => return on_null(args, 4, cx),
                 Some(other) => {
                     let e = MongoError::new(
                         ErrorCode::ConversionFailure,
                         format!("$dateFromString requires that 'dateString' be a string, found: {} with value {}", type_name(&other), super::value::render(&other)),
                     );
-                    return match arg(args, 3)? {
-                        Expr::Missing => Err(e),
-                        on_error => cx.ev(on_error),
-                    };
+                    return on_error(args, 3, cx, e);
                 }
                 None => return Ok(Some(Bson::Null)),
             };
@@ -849,10 +855,7 @@ pub(super) fn eval_named(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Val
                         ErrorCode::ConversionFailure,
                         format!("Error parsing date string '{s}'"),
                     );
-                    match arg(args, 3)? {
-                        Expr::Missing => Err(e),
-                        on_error => cx.ev(on_error),
-                    }
+                    on_error(args, 3, cx, e)
                 }
             }
         }
@@ -960,20 +963,9 @@ fn parse_with_format(s: &str, fmt: &str) -> Option<(i64, bool)> {
     })
 }
 
-const PART_NAMES: [&str; 10] = [
-    "year",
-    "month",
-    "day",
-    "hour",
-    "minute",
-    "second",
-    "millisecond",
-    "isoWeekYear",
-    "isoWeek",
-    "isoDayOfWeek",
-];
-
 fn date_from_parts(args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
+    // year ... isoDayOfWeek, then timezone.
+    let names = super::arg_names("$dateFromParts");
     let mut vals: [Option<i64>; 10] = [None; 10];
     for (i, slot) in vals.iter_mut().enumerate() {
         let e = arg(args, i)?;
@@ -984,7 +976,7 @@ fn date_from_parts(args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
         if nullish(v.as_ref()) {
             return Ok(Some(Bson::Null));
         }
-        let pname = PART_NAMES.get(i).copied().unwrap_or("");
+        let pname = names.get(i).copied().unwrap_or("");
         let n = v.as_ref().and_then(int_of).ok_or_else(|| {
             MongoError::location(
                 40515,

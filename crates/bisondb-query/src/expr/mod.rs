@@ -21,7 +21,7 @@ pub(crate) use date::add_months;
 
 use crate::collation::Collation;
 use crate::compare::compare_bson_in;
-use crate::path::get_path_bson_fanout;
+use crate::path::{check_field_name, get_path_bson_fanout};
 use bisondb_error::{ErrorCode, MongoError, MongoResult};
 use bson::{doc, Bson, DateTime, Document};
 use std::cmp::Ordering;
@@ -373,18 +373,7 @@ fn check_field_path(path: &str) -> MongoResult<()> {
         ));
     }
     for p in path.split('.') {
-        if p.is_empty() {
-            return Err(MongoError::location(
-                15998,
-                "FieldPath field names may not be empty strings.",
-            ));
-        }
-        if p.starts_with('$') {
-            return Err(MongoError::location(
-                16410,
-                "FieldPath field names may not start with '$'. Consider using $getField or $setField.",
-            ));
-        }
+        check_field_name(p)?;
         if p.contains('\0') {
             return Err(MongoError::location(
                 16411,
@@ -717,6 +706,15 @@ fn parse_with_vars(v: &Bson, names: &[String], scope: &mut Scope) -> MongoResult
     let r = Expr::parse_in(v, scope);
     scope.names.truncate(before);
     r
+}
+
+/// The argument names of a named-argument operator (see [`NAMED`]), in the
+/// order of its parsed arguments.
+pub(super) fn arg_names(op: &str) -> &'static [&'static str] {
+    NAMED
+        .iter()
+        .find(|(n, _, _)| *n == op)
+        .map_or(&[], |(_, names, _)| names)
 }
 
 /// Operators taking only named arguments: name, argument names (their order

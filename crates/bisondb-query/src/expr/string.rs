@@ -273,42 +273,14 @@ pub(super) fn eval(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
             Ok(Some(Bson::String(out.to_string())))
         }
         "$indexOfBytes" => {
-            let s = cx.ev(arg(args, 0)?)?;
-            if nullish(s.as_ref()) {
+            let Some((s, sub)) = index_of_strings(args, cx, "$indexOfBytes", (40091, 40092))?
+            else {
                 return Ok(Some(Bson::Null));
-            }
-            let Some(Bson::String(s)) = s else {
-                return Err(MongoError::location(
-                    40091,
-                    format!(
-                        "$indexOfBytes requires a string as the first argument, found: {}",
-                        type_name_opt(s.as_ref())
-                    ),
-                ));
-            };
-            let sub = cx.ev(arg(args, 1)?)?;
-            let Some(Bson::String(sub)) = sub else {
-                return Err(MongoError::location(
-                    40092,
-                    format!(
-                        "$indexOfBytes requires a string as the second argument, found: {}",
-                        type_name_opt(sub.as_ref())
-                    ),
-                ));
             };
             let Some((start, end)) = index_bounds(args, cx, "$indexOfBytes", s.len())? else {
                 return Ok(Some(Bson::Int32(-1)));
             };
-            let hay = s.as_bytes().get(start..end).unwrap_or_default();
-            let needle = sub.as_bytes();
-            let found = if needle.is_empty() {
-                Some(0)
-            } else {
-                hay.windows(needle.len()).position(|w| w == needle)
-            };
-            Ok(Some(Bson::Int32(found.map_or(-1, |p| {
-                i32::try_from(p + start).unwrap_or(i32::MAX)
-            }))))
+            Ok(Some(first_index(s.as_bytes(), sub.as_bytes(), start, end)))
         }
         "$strcasecmp" => {
             let a = coerce_to_string(&cx.ev(arg(args, 0)?)?, 16007)?.to_ascii_uppercase();
@@ -409,16 +381,25 @@ fn index_bounds(
     Ok((start <= end).then_some((start, end)))
 }
 
-fn index_of_cp(args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
+/// The string and substring arguments of `op` (`$indexOfBytes`,
+/// `$indexOfCP`); `None` when the string is null or missing (the result is
+/// then null). `codes`: the errors for a string and a substring that are not
+/// strings.
+fn index_of_strings(
+    args: &[Expr],
+    cx: &Ctx,
+    op: &str,
+    codes: (i32, i32),
+) -> MongoResult<Option<(String, String)>> {
     let s = cx.ev(arg(args, 0)?)?;
     if nullish(s.as_ref()) {
-        return Ok(Some(Bson::Null));
+        return Ok(None);
     }
     let Some(Bson::String(s)) = s else {
         return Err(MongoError::location(
-            40093,
+            codes.0,
             format!(
-                "$indexOfCP requires a string as the first argument, found: {}",
+                "{op} requires a string as the first argument, found: {}",
                 type_name_opt(s.as_ref())
             ),
         ));
@@ -426,28 +407,38 @@ fn index_of_cp(args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
     let sub = cx.ev(arg(args, 1)?)?;
     let Some(Bson::String(sub)) = sub else {
         return Err(MongoError::location(
-            40094,
+            codes.1,
             format!(
-                "$indexOfCP requires a string as the second argument, found: {}",
+                "{op} requires a string as the second argument, found: {}",
                 type_name_opt(sub.as_ref())
             ),
         ));
+    };
+    Ok(Some((s, sub)))
+}
+
+/// The result of `$indexOfBytes`/`$indexOfCP`: where `needle` first starts
+/// within `hay[start..end]`, counted from the start of `hay`, or -1.
+fn first_index<T: PartialEq>(hay: &[T], needle: &[T], start: usize, end: usize) -> Bson {
+    let hay = hay.get(start..end).unwrap_or_default();
+    let found = if needle.is_empty() {
+        Some(0)
+    } else {
+        hay.windows(needle.len()).position(|w| w == needle)
+    };
+    Bson::Int32(found.map_or(-1, |p| i32::try_from(p + start).unwrap_or(i32::MAX)))
+}
+
+fn index_of_cp(args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
+    let Some((s, sub)) = index_of_strings(args, cx, "$indexOfCP", (40093, 40094))? else {
+        return Ok(Some(Bson::Null));
     };
     let chars: Vec<char> = s.chars().collect();
     let needle: Vec<char> = sub.chars().collect();
     let Some((start, end)) = index_bounds(args, cx, "$indexOfCP", chars.len())? else {
         return Ok(Some(Bson::Int32(-1)));
     };
-    let hay = chars.get(start..end).unwrap_or_default();
-    let found = if needle.is_empty() {
-        Some(0)
-    } else {
-        hay.windows(needle.len())
-            .position(|w| w == needle.as_slice())
-    };
-    Ok(Some(Bson::Int32(found.map_or(-1, |p| {
-        i32::try_from(p + start).unwrap_or(i32::MAX)
-    }))))
+    Ok(Some(first_index(&chars, &needle, start, end)))
 }
 
 /// A regex compiled once at parse time; equality is by source.
