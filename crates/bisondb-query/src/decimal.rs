@@ -770,11 +770,14 @@ mod tests {
     use super::*;
     use std::str::FromStr;
 
-    fn d(s: &str) -> Dec {
+    /// A decimal from its string form (the tests of `transcendental` and
+    /// `trig` use it too).
+    pub(super) fn d(s: &str) -> Dec {
         Dec::from_bson(Decimal128::from_str(s).unwrap())
     }
 
-    fn s(x: Dec) -> String {
+    /// A decimal's string form, as mongod prints it.
+    pub(super) fn s(x: Dec) -> String {
         x.to_bson().to_string()
     }
 

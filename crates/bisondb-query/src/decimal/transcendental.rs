@@ -487,16 +487,7 @@ fn pow_general(coef: u128, exp: i32, y: Dec, neg: bool) -> Dec {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use bson::Decimal128;
-    use std::str::FromStr;
-
-    fn d(s: &str) -> Dec {
-        Dec::from_bson(Decimal128::from_str(s).unwrap())
-    }
-
-    fn s(x: Dec) -> String {
-        x.to_bson().to_string()
-    }
+    use crate::decimal::tests::{d, s};
 
     #[test]
     fn known_values() {

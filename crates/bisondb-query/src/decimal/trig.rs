@@ -421,12 +421,7 @@ impl Dec {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use bson::Decimal128;
-    use std::str::FromStr;
-
-    fn d(s: &str) -> Dec {
-        Dec::from_bson(Decimal128::from_str(s).unwrap())
-    }
+    use crate::decimal::tests::d;
 
     /// Expected values: mpmath at 120 digits rounded half to even to 34.
     #[test]
