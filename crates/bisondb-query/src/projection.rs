@@ -11,7 +11,7 @@ use bson::raw::RawDocument;
 use bson::{doc, Bson, Document, RawDocumentBuf};
 
 use crate::compare::NumKey;
-use crate::expr::{Expr, Vars};
+use crate::expr::{Expr, Vars, ABSENT_META};
 use crate::matcher::Matcher;
 use crate::path::check_field_name;
 
@@ -230,19 +230,7 @@ fn flatten(spec: &Document, prefix: &str, out: &mut Vec<(String, Leaf)>) -> Mong
                     ("$meta", Some(Bson::String(m))) if m == "sortKey" => {
                         out.push((path, Leaf::Meta(MetaField::SortKey)))
                     }
-                    // No Atlas Search here, and `find` never draws random
-                    // values: these never have a value.
-                    ("$meta", Some(Bson::String(m)))
-                        if matches!(
-                            m.as_str(),
-                            "randVal"
-                                | "searchScore"
-                                | "searchHighlights"
-                                | "searchScoreDetails"
-                                | "searchSequenceToken"
-                                | "vectorSearchScore"
-                        ) =>
-                    {
+                    ("$meta", Some(Bson::String(m))) if ABSENT_META.contains(&m.as_str()) => {
                         out.push((path, Leaf::Meta(MetaField::Absent)))
                     }
                     ("$meta", Some(Bson::String(m)))

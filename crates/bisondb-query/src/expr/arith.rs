@@ -376,6 +376,16 @@ fn nonzero_divisor(
     Ok(ops)
 }
 
+/// mongod's error for `$ln` or `$log10` (`op`) of a number out of its
+/// domain; `shown` is the argument as the message prints it.
+fn log_domain_error(op: &str, shown: impl std::fmt::Display) -> MongoError {
+    let code = if op == "$ln" { 28766 } else { 28761 };
+    MongoError::location(
+        code,
+        format!("{op}'s argument must be a positive number, but is {shown}"),
+    )
+}
+
 fn add(args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
     let mut acc = Num::I32(0);
     // Set once a decimal operand is met: the rest of the sum is decimal.
@@ -503,18 +513,7 @@ fn unary(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
             // mongod lets NaN through (its result is NaN) and refuses zero
             // and negative numbers for the logarithms.
             if name != "$exp" && matches!(x.cmp_zero(), Some(Ordering::Less | Ordering::Equal)) {
-                let (code, op) = if name == "$ln" {
-                    (28766, "$ln")
-                } else {
-                    (28761, "$log10")
-                };
-                return Err(MongoError::location(
-                    code,
-                    format!(
-                        "{op}'s argument must be a positive number, but is {}",
-                        x.to_bson()
-                    ),
-                ));
+                return Err(log_domain_error(name, x.to_bson()));
             }
             return Ok(Some(
                 match name {
@@ -591,29 +590,11 @@ fn unary(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
             Bson::Double(f.sqrt())
         }
         "$exp" => Bson::Double(f.exp()),
-        "$ln" => {
+        "$ln" | "$log10" => {
             if f <= 0.0 || f.is_nan() {
-                return Err(MongoError::location(
-                    28766,
-                    format!(
-                        "$ln's argument must be a positive number, but is {}",
-                        super::render_value(&Some(v))
-                    ),
-                ));
+                return Err(log_domain_error(name, super::render_value(&Some(v))));
             }
-            Bson::Double(f.ln())
-        }
-        "$log10" => {
-            if f <= 0.0 || f.is_nan() {
-                return Err(MongoError::location(
-                    28761,
-                    format!(
-                        "$log10's argument must be a positive number, but is {}",
-                        super::render_value(&Some(v))
-                    ),
-                ));
-            }
-            Bson::Double(f.log10())
+            Bson::Double(if name == "$ln" { f.ln() } else { f.log10() })
         }
         other => {
             return Err(MongoError::internal(format!(

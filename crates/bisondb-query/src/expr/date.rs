@@ -20,6 +20,20 @@ pub(crate) fn date_millis(v: &Bson) -> Option<i64> {
     }
 }
 
+/// [`date_millis`] of an operator's date argument, which must be a date
+/// (or a timestamp or an ObjectId).
+fn to_date_millis(d: &Value) -> MongoResult<i64> {
+    d.as_ref().and_then(date_millis).ok_or_else(|| {
+        MongoError::location(
+            16006,
+            format!(
+                "can't convert from BSON type {} to Date",
+                type_name_opt(d.as_ref())
+            ),
+        )
+    })
+}
+
 /// Seconds bound (about 95,000 years either side of 1970) for time zone
 /// look-ups: chrono cannot represent every BSON date, and no zone's rules
 /// change that far out, so clamping does not change the offset found.
@@ -193,15 +207,7 @@ pub(super) fn eval(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
     if nullish(d.as_ref()) {
         return Ok(Some(Bson::Null));
     }
-    let Some(ms) = d.as_ref().and_then(date_millis) else {
-        return Err(MongoError::location(
-            16006,
-            format!(
-                "can't convert from BSON type {} to Date",
-                type_name_opt(d.as_ref())
-            ),
-        ));
-    };
+    let ms = to_date_millis(&d)?;
     let ms = zone.local(ms);
     let days = ms.div_euclid(86_400_000);
     let rem = ms.rem_euclid(86_400_000);
@@ -313,15 +319,7 @@ fn date_arg(args: &[Expr], cx: &Ctx, name: &str) -> MongoResult<Option<i64>> {
     if nullish(d.as_ref()) {
         return Ok(None);
     }
-    let ms = d.as_ref().and_then(date_millis).ok_or_else(|| {
-        MongoError::location(
-            16006,
-            format!(
-                "can't convert from BSON type {} to Date",
-                type_name_opt(d.as_ref())
-            ),
-        )
-    })?;
+    let ms = to_date_millis(&d)?;
     let _ = name;
     Ok(Some(zone.local(ms)))
 }
@@ -565,15 +563,7 @@ pub(super) fn eval_named(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Val
             if nullish(d.as_ref()) {
                 return on_null(args, 3, cx);
             }
-            let ms = d.as_ref().and_then(date_millis).ok_or_else(|| {
-                MongoError::location(
-                    16006,
-                    format!(
-                        "can't convert from BSON type {} to Date",
-                        type_name_opt(d.as_ref())
-                    ),
-                )
-            })?;
+            let ms = to_date_millis(&d)?;
             format_date(&fmt, zone.local(ms), zone.offset_ms(ms)).map(|s| Some(Bson::String(s)))
         }
         "$dateFromParts" => date_from_parts(args, cx),
@@ -788,15 +778,7 @@ pub(super) fn eval_named(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Val
             if nullish(d.as_ref()) {
                 return Ok(Some(Bson::Null));
             }
-            let ms = d.as_ref().and_then(date_millis).ok_or_else(|| {
-                MongoError::location(
-                    16006,
-                    format!(
-                        "can't convert from BSON type {} to Date",
-                        type_name_opt(d.as_ref())
-                    ),
-                )
-            })?;
+            let ms = to_date_millis(&d)?;
             let p = parts_of(zone.local(ms));
             let i = |v: i64| Bson::Int32(i32::try_from(v).unwrap_or(i32::MAX));
             let mut out = bson::Document::new();

@@ -708,6 +708,18 @@ fn parse_with_vars(v: &Bson, names: &[String], scope: &mut Scope) -> MongoResult
     r
 }
 
+/// `$meta` names that never have a value here (no Atlas Search stages, and
+/// no random values are kept per document): they read as missing, in
+/// expressions and in find projections.
+pub(crate) const ABSENT_META: &[&str] = &[
+    "randVal",
+    "searchScore",
+    "searchHighlights",
+    "searchScoreDetails",
+    "searchSequenceToken",
+    "vectorSearchScore",
+];
+
 /// The argument names of a named-argument operator (see [`NAMED`]), in the
 /// order of its parsed arguments.
 pub(super) fn arg_names(op: &str) -> &'static [&'static str] {
@@ -943,19 +955,7 @@ fn parse_custom(name: &'static str, arg: &Bson, scope: &mut Scope) -> MongoResul
             // Nothing here sets these (no Atlas Search stages; `$sample`
             // keeps no random values): mongod's value for a document
             // without the metadata is missing.
-            Bson::String(m)
-                if matches!(
-                    m.as_str(),
-                    "randVal"
-                        | "searchScore"
-                        | "searchHighlights"
-                        | "searchScoreDetails"
-                        | "searchSequenceToken"
-                        | "vectorSearchScore"
-                ) =>
-            {
-                Ok(Expr::Missing)
-            }
+            Bson::String(m) if ABSENT_META.contains(&m.as_str()) => Ok(Expr::Missing),
             Bson::String(m)
                 if matches!(
                     m.as_str(),
