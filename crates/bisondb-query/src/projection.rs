@@ -591,18 +591,7 @@ impl Projection {
             Bson::Array(items) => {
                 let mut out = Vec::with_capacity(items.len());
                 for e in items {
-                    let r = match e {
-                        Bson::Document(_) | Bson::Array(_) => self.apply_sub(node, e, ctx)?,
-                        _ if node.has_computed() => Some(Bson::Document(self.project_doc(
-                            node,
-                            &Document::new(),
-                            ctx,
-                            false,
-                        )?)),
-                        other if !self.inclusion => Some(other.clone()),
-                        _ => None,
-                    };
-                    out.extend(r);
+                    out.extend(self.apply_sub(node, e, ctx)?);
                 }
                 Some(Bson::Array(out))
             }

@@ -489,12 +489,15 @@ fn int_of(n: Num) -> Option<i64> {
     }
 }
 
-fn unary(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
+/// The operand of a one-argument operator; `None` when it is null or
+/// missing (the result is then null).
+fn first_operand(args: &[Expr], cx: &Ctx) -> MongoResult<Option<Bson>> {
     let v = cx.ev(arg(args, 0)?)?;
-    if nullish(v.as_ref()) {
-        return Ok(Some(Bson::Null));
-    }
-    let Some(v) = v else {
+    Ok(v.filter(|v| !nullish(Some(v))))
+}
+
+fn unary(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
+    let Some(v) = first_operand(args, cx)? else {
         return Ok(Some(Bson::Null));
     };
     if let Bson::Decimal128(d) = v {
@@ -789,11 +792,7 @@ fn bit_combine(name: &str, a: Num, b: Num) -> Num {
 }
 
 fn trig(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
-    let v = cx.ev(arg(args, 0)?)?;
-    if nullish(v.as_ref()) {
-        return Ok(Some(Bson::Null));
-    }
-    let Some(v) = v else {
+    let Some(v) = first_operand(args, cx)? else {
         return Ok(Some(Bson::Null));
     };
     if let Bson::Decimal128(d) = v {
