@@ -3,7 +3,7 @@
 //! specs (`{a: {b: <expr>}}` or `"a.b"`) merge into embedded documents and
 //! apply to each document of an array. `$$REMOVE` removes the field.
 
-use crate::agg::{DocStream, RunCtx, Stage};
+use crate::agg::{spec_doc, DocStream, RunCtx, Stage};
 use crate::expr::{Expr, Vars};
 use bisondb_error::{MongoError, MongoResult};
 use bson::{Bson, Document};
@@ -80,15 +80,12 @@ fn parse_fields(spec: &Document, stage: &str) -> MongoResult<Vec<(String, Item)>
 }
 
 fn parse_named(arg: &Bson, stage: &'static str) -> MongoResult<Vec<Box<dyn Stage>>> {
-    let Bson::Document(spec) = arg else {
-        return Err(MongoError::location(
-            40272,
-            format!(
-                "{stage} specification stage must be an object, got {}",
-                crate::expr::value::type_name(arg)
-            ),
-        ));
-    };
+    let spec = spec_doc(arg, 40272, |v| {
+        format!(
+            "{stage} specification stage must be an object, got {}",
+            crate::expr::value::type_name(v)
+        )
+    })?;
     if spec.is_empty() {
         return Err(MongoError::location(
             40177,

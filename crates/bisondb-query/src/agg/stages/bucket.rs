@@ -5,7 +5,7 @@
 use crate::agg::accumulators::{
     accumulate_all, finish_all, new_states, AccOp, AccState, Accumulator,
 };
-use crate::agg::{DocStream, RunCtx, Stage};
+use crate::agg::{spec_doc, DocStream, RunCtx, Stage};
 use crate::collation::Collation;
 use crate::compare::{compare_bson, compare_bson_in};
 use crate::expr::value::{is_number, render, type_name};
@@ -65,15 +65,12 @@ pub(super) fn count_output() -> Vec<(String, Accumulator)> {
 }
 
 pub(crate) fn parse(arg: &Bson) -> MongoResult<Vec<Box<dyn Stage>>> {
-    let Bson::Document(spec) = arg else {
-        return Err(MongoError::location(
-            40201,
-            format!(
-                "Argument to $bucket stage must be an object, but found type: {}",
-                type_name(arg)
-            ),
-        ));
-    };
+    let spec = spec_doc(arg, 40201, |v| {
+        format!(
+            "Argument to $bucket stage must be an object, but found type: {}",
+            type_name(v)
+        )
+    })?;
     let (mut group_by, mut boundaries, mut default, mut output) = (None, None, None, None);
     for (k, v) in spec {
         match k.as_str() {

@@ -12,7 +12,7 @@ use super::bucket::{count_output, is_group_by, parse_output};
 use super::whole_number;
 
 use crate::agg::accumulators::{accumulate_all, finish_all, new_states, Accumulator};
-use crate::agg::{DocStream, RunCtx, Stage};
+use crate::agg::{spec_doc, DocStream, RunCtx, Stage};
 use crate::compare::compare_bson_in;
 use crate::expr::value::{render, type_name};
 use crate::expr::Expr;
@@ -32,15 +32,12 @@ pub(crate) struct BucketAutoStage {
 }
 
 pub(crate) fn parse(arg: &Bson) -> MongoResult<Vec<Box<dyn Stage>>> {
-    let Bson::Document(spec) = arg else {
-        return Err(MongoError::location(
-            40240,
-            format!(
-                "The argument to $bucketAuto must be an object, but found type: {}",
-                type_name(arg)
-            ),
-        ));
-    };
+    let spec = spec_doc(arg, 40240, |v| {
+        format!(
+            "The argument to $bucketAuto must be an object, but found type: {}",
+            type_name(v)
+        )
+    })?;
     let (mut group_by, mut buckets, mut output) = (None, None, None);
     let mut granularity = None;
     for (k, v) in spec {

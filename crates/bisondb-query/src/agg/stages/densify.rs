@@ -7,7 +7,7 @@
 
 use super::{number_or_date, partition_fields_arg};
 use crate::agg::key::{key_of_in, Partitions};
-use crate::agg::{DocStream, RunCtx, Stage};
+use crate::agg::{spec_doc, DocStream, RunCtx, Stage};
 use crate::collation::Collation;
 use crate::expr::value::{type_name, Num};
 use crate::update::path::{set_path, split};
@@ -61,15 +61,12 @@ fn unit_of(u: &str) -> MongoResult<Unit> {
 }
 
 pub(crate) fn parse(arg: &Bson) -> MongoResult<Vec<Box<dyn Stage>>> {
-    let Bson::Document(spec) = arg else {
-        return Err(MongoError::location(
-            5733400,
-            format!(
-                "$densify specification must be an object, found {}",
-                type_name(arg)
-            ),
-        ));
-    };
+    let spec = spec_doc(arg, 5733400, |v| {
+        format!(
+            "$densify specification must be an object, found {}",
+            type_name(v)
+        )
+    })?;
     let (mut field, mut partition_fields, mut range) = (None, Vec::new(), None);
     for (k, v) in spec {
         match (k.as_str(), v) {

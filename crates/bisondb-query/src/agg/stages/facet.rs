@@ -1,7 +1,7 @@
 //! `$facet`: runs several sub-pipelines over the same input and returns one
 //! document with each sub-pipeline's results as an array.
 
-use crate::agg::{DocStream, Pipeline, RunCtx, Stage};
+use crate::agg::{spec_doc, DocStream, Pipeline, RunCtx, Stage};
 use crate::expr::value::type_name;
 use bisondb_error::{MongoError, MongoResult};
 use bson::{Bson, Document};
@@ -24,15 +24,12 @@ pub(crate) struct FacetStage {
 }
 
 pub(crate) fn parse(arg: &Bson) -> MongoResult<Vec<Box<dyn Stage>>> {
-    let Bson::Document(spec) = arg else {
-        return Err(MongoError::location(
-            15955,
-            format!(
-                "the $facet specification must be a non-empty object, but found: {}",
-                type_name(arg)
-            ),
-        ));
-    };
+    let spec = spec_doc(arg, 15955, |v| {
+        format!(
+            "the $facet specification must be a non-empty object, but found: {}",
+            type_name(v)
+        )
+    })?;
     if spec.is_empty() {
         return Err(MongoError::location(
             40169,

@@ -5,7 +5,7 @@
 
 use super::{number_or_date, partition_fields_arg};
 use crate::agg::key::{key_of_in, Partitions};
-use crate::agg::{DocStream, RunCtx, Stage};
+use crate::agg::{spec_doc, DocStream, RunCtx, Stage};
 use crate::compare::compare_bson_in;
 use crate::expr::value::{nullish, type_name};
 use crate::expr::{Expr, Vars};
@@ -31,15 +31,12 @@ pub(crate) struct FillStage {
 }
 
 pub(crate) fn parse(arg: &Bson) -> MongoResult<Vec<Box<dyn Stage>>> {
-    let Bson::Document(spec) = arg else {
-        return Err(MongoError::location(
-            6050200,
-            format!(
-                "$fill specification must be an object, found {}",
-                type_name(arg)
-            ),
-        ));
-    };
+    let spec = spec_doc(arg, 6050200, |v| {
+        format!(
+            "$fill specification must be an object, found {}",
+            type_name(v)
+        )
+    })?;
     let (mut partition_by, mut partition_fields, mut sort, mut sort_field, mut outputs) =
         (None, Vec::new(), None, None, None);
     for (k, v) in spec {

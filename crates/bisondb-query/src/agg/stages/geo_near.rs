@@ -6,7 +6,7 @@
 //! collection, keeps what `query` and the distance bounds allow, and sorts
 //! by distance (blocking).
 
-use crate::agg::{DocStream, RunCtx, Stage};
+use crate::agg::{spec_doc, DocStream, RunCtx, Stage};
 use crate::compare::number_as_f64;
 use crate::geo::{parse_stored, Near};
 use crate::matcher::Matcher;
@@ -29,12 +29,9 @@ fn bad(msg: impl Into<String>) -> MongoError {
 }
 
 pub(crate) fn parse(arg: &Bson) -> MongoResult<Vec<Box<dyn Stage>>> {
-    let Bson::Document(spec) = arg else {
-        return Err(MongoError::location(
-            10065,
-            "$geoNear stage requires an object as argument",
-        ));
-    };
+    let spec = spec_doc(arg, 10065, |_| {
+        "$geoNear stage requires an object as argument".to_string()
+    })?;
     let mut near = None;
     let mut distance_field = None;
     let mut include_locs = None;

@@ -4,7 +4,7 @@
 
 use super::lookup::{equality_keys, value_keys};
 use super::{map_docs_prepared, whole_number};
-use crate::agg::{DocStream, RunCtx, Stage};
+use crate::agg::{spec_doc, DocStream, RunCtx, Stage};
 use crate::expr::value::type_name;
 use crate::expr::{Expr, Vars};
 use crate::matcher::Matcher;
@@ -43,12 +43,9 @@ fn path_arg(v: &Bson, what: &str) -> MongoResult<Vec<String>> {
 }
 
 pub(crate) fn parse(arg: &Bson) -> MongoResult<Vec<Box<dyn Stage>>> {
-    let Bson::Document(spec) = arg else {
-        return Err(MongoError::location(
-            40327,
-            "the $graphLookup stage specification must be an object",
-        ));
-    };
+    let spec = spec_doc(arg, 40327, |_| {
+        "the $graphLookup stage specification must be an object".to_string()
+    })?;
     let (mut from, mut start_with, mut connect_from, mut connect_to, mut as_path) =
         (None, None, None, None, None);
     let (mut max_depth, mut depth_field, mut restrict) = (None, None, None);

@@ -1,6 +1,6 @@
 //! `$replaceRoot: {newRoot: <expr>}` and `$replaceWith: <expr>`.
 
-use crate::agg::{DocStream, RunCtx, Stage};
+use crate::agg::{spec_doc, DocStream, RunCtx, Stage};
 use crate::expr::value::{render, render_doc, type_name};
 use crate::expr::Expr;
 use bisondb_error::{MongoError, MongoResult};
@@ -12,15 +12,12 @@ pub(crate) struct ReplaceRootStage {
 }
 
 pub(crate) fn parse_replace_root(arg: &Bson) -> MongoResult<Vec<Box<dyn Stage>>> {
-    let Bson::Document(d) = arg else {
-        return Err(MongoError::location(
-            40229,
-            format!(
-                "expected an object as specification for $replaceRoot stage, got {}",
-                type_name(arg)
-            ),
-        ));
-    };
+    let d = spec_doc(arg, 40229, |v| {
+        format!(
+            "expected an object as specification for $replaceRoot stage, got {}",
+            type_name(v)
+        )
+    })?;
     for k in d.keys() {
         if k != "newRoot" {
             return Err(MongoError::location(

@@ -1,7 +1,7 @@
 //! `$sample: {size: n}`: n documents chosen uniformly at random (reservoir
 //! sampling, so memory stays bounded by n).
 
-use crate::agg::{DocStream, RunCtx, Stage};
+use crate::agg::{spec_doc, DocStream, RunCtx, Stage};
 use crate::expr::value::type_name;
 use bisondb_error::{MongoError, MongoResult};
 use bson::{Bson, Document};
@@ -13,12 +13,9 @@ pub(crate) struct SampleStage {
 }
 
 pub(crate) fn parse(arg: &Bson) -> MongoResult<Vec<Box<dyn Stage>>> {
-    let Bson::Document(spec) = arg else {
-        return Err(MongoError::location(
-            28745,
-            "the $sample stage specification must be an object",
-        ));
-    };
+    let spec = spec_doc(arg, 28745, |_| {
+        "the $sample stage specification must be an object".to_string()
+    })?;
     let mut size = None;
     for (k, v) in spec {
         if k != "size" {
