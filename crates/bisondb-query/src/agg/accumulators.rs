@@ -1,6 +1,7 @@
 //! `$group` accumulators: parsing (`{$sum: <expr>}`) and per-group state.
 
 use super::key::key_of_in;
+use super::stages::missing_field;
 use crate::collation::Collation;
 use crate::compare::{compare_bson, compare_bson_in};
 use crate::expr::value::{nullish, type_name_opt, Num, Summer};
@@ -561,10 +562,7 @@ fn check_fields(name: &str, d: &Document, allowed: &[&str], required: &[&str]) -
     }
     for k in required {
         if !d.contains_key(*k) {
-            return Err(MongoError::location(
-                40414,
-                format!("BSON field '{name}.{k}' is missing but a required field"),
-            ));
+            return Err(missing_field(name, k));
         }
     }
     Ok(())

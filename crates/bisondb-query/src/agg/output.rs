@@ -3,6 +3,7 @@
 //! document, what `$merge` does with it given the matching target document.
 
 use super::stages::lookup::substitute_stages;
+use super::stages::{missing_field, unknown_field};
 use super::Pipeline;
 use crate::expr::value::type_name;
 use crate::expr::{Expr, Vars};
@@ -76,20 +77,10 @@ fn target(arg: &Bson, stage: &str) -> MongoResult<(Option<String>, String)> {
                             "$out to a time series collection is not supported by BisonDB yet",
                         ))
                     }
-                    (other, _) => {
-                        return Err(MongoError::location(
-                            40415,
-                            format!("BSON field '{stage}.{other}' is an unknown field."),
-                        ))
-                    }
+                    (other, _) => return Err(unknown_field(stage, other)),
                 }
             }
-            let coll = coll.ok_or_else(|| {
-                MongoError::location(
-                    40414,
-                    format!("BSON field '{stage}.coll' is missing but a required field"),
-                )
-            })?;
+            let coll = coll.ok_or_else(|| missing_field(stage, "coll"))?;
             Ok((db, coll))
         }
         other => Err(MongoError::location(
@@ -268,15 +259,10 @@ impl OutputStage {
                         )))
                     }
                 },
-                other => return Err(MongoError::location(40415, format!("BSON field '$merge.{other}' is an unknown field."))),
+                other => return Err(unknown_field("$merge", other)),
             }
         }
-        let (db, coll) = into.ok_or_else(|| {
-            MongoError::location(
-                40414,
-                "BSON field '$merge.into' is missing but a required field",
-            )
-        })?;
+        let (db, coll) = into.ok_or_else(|| missing_field("$merge", "into"))?;
         let when_matched = with_lets(when_matched, lets, when_not_matched)?;
         Ok(OutputStage::Merge {
             db,

@@ -5,7 +5,7 @@
 //! year) add months as `$dateAdd` does in UTC (the day clamped to the month's
 //! length, each step from the previous value).
 
-use super::{number_or_date, partition_fields_arg};
+use super::{missing_field, number_or_date, partition_fields_arg, unknown_field_or_type};
 use crate::agg::key::{key_of_in, Partitions};
 use crate::agg::{spec_doc, DocStream, RunCtx, Stage};
 use crate::collation::Collation;
@@ -77,38 +77,15 @@ pub(crate) fn parse(arg: &Bson) -> MongoResult<Vec<Box<dyn Stage>>> {
                 partition_fields.extend(partition_fields_arg("$densify", a)?)
             }
             ("range", Bson::Document(d)) => range = Some(d.clone()),
-            (other, v) => {
-                return Err(MongoError::location(
-                    40415,
-                    format!(
-                    "BSON field '$densify.{other}' is an unknown field or has the wrong type '{}'.",
-                    type_name(v)
-                ),
-                ))
-            }
+            (other, v) => return Err(unknown_field_or_type("$densify", other, v)),
         }
     }
-    let field = field.ok_or_else(|| {
-        MongoError::location(
-            40414,
-            "BSON field '$densify.field' is missing but a required field",
-        )
-    })?;
-    let range = range.ok_or_else(|| {
-        MongoError::location(
-            40414,
-            "BSON field '$densify.range' is missing but a required field",
-        )
-    })?;
+    let field = field.ok_or_else(|| missing_field("$densify", "field"))?;
+    let range = range.ok_or_else(|| missing_field("$densify", "range"))?;
     let step = range
         .get("step")
         .and_then(|s| Num::from_bson(s).map(Num::as_f64))
-        .ok_or_else(|| {
-            MongoError::location(
-                40414,
-                "BSON field '$densify.range.step' is missing but a required field",
-            )
-        })?;
+        .ok_or_else(|| missing_field("$densify.range", "step"))?;
     if step <= 0.0 || !step.is_finite() {
         return Err(MongoError::location(
             5733401,

@@ -3,7 +3,7 @@
 //! (`method: "locf"`), or linear interpolation on the sort field
 //! (`method: "linear"`).
 
-use super::{number_or_date, partition_fields_arg};
+use super::{missing_field, number_or_date, partition_fields_arg, unknown_field_or_type};
 use crate::agg::key::{key_of_in, Partitions};
 use crate::agg::{spec_doc, DocStream, RunCtx, Stage};
 use crate::compare::compare_bson_in;
@@ -74,23 +74,10 @@ pub(crate) fn parse(arg: &Bson) -> MongoResult<Vec<Box<dyn Stage>>> {
                 }
                 outputs = Some(out);
             }
-            (other, v) => {
-                return Err(MongoError::location(
-                    40415,
-                    format!(
-                    "BSON field '$fill.{other}' is an unknown field or has the wrong type '{}'.",
-                    type_name(v)
-                ),
-                ))
-            }
+            (other, v) => return Err(unknown_field_or_type("$fill", other, v)),
         }
     }
-    let outputs = outputs.ok_or_else(|| {
-        MongoError::location(
-            40414,
-            "BSON field '$fill.output' is missing but a required field",
-        )
-    })?;
+    let outputs = outputs.ok_or_else(|| missing_field("$fill", "output"))?;
     if partition_by.is_some() && !partition_fields.is_empty() {
         return Err(MongoError::location(
             6050204,

@@ -29,7 +29,7 @@ pub(crate) mod unset;
 pub(crate) mod unwind;
 
 use super::DocStream;
-use bisondb_error::MongoResult;
+use bisondb_error::{MongoError, MongoResult};
 use bson::Document;
 
 /// Applies a per-document transformation lazily, passing errors through.
@@ -116,11 +116,40 @@ pub(crate) fn partition_fields_arg(stage: &str, a: &[bson::Bson]) -> MongoResult
         match f {
             bson::Bson::String(s) => fields.push(s.clone()),
             _ => {
-                return Err(bisondb_error::MongoError::type_mismatch(format!(
+                return Err(MongoError::type_mismatch(format!(
                     "{stage} partitionByFields must be an array of strings"
                 )))
             }
         }
     }
     Ok(fields)
+}
+
+/// mongod's error for a field a stage's spec does not have (40415), worded
+/// as its spec parser words it: `BSON field '<parent>.<field>' ...`.
+pub(crate) fn unknown_field(parent: &str, field: &str) -> MongoError {
+    MongoError::location(
+        40415,
+        format!("BSON field '{parent}.{field}' is an unknown field."),
+    )
+}
+
+/// [`unknown_field`] for a parser that also reports a known field of the
+/// wrong type this way (`$densify`, `$fill`).
+pub(crate) fn unknown_field_or_type(parent: &str, field: &str, v: &bson::Bson) -> MongoError {
+    MongoError::location(
+        40415,
+        format!(
+            "BSON field '{parent}.{field}' is an unknown field or has the wrong type '{}'.",
+            crate::expr::value::type_name(v)
+        ),
+    )
+}
+
+/// mongod's error for a required field missing from a spec (40414).
+pub(crate) fn missing_field(parent: &str, field: &str) -> MongoError {
+    MongoError::location(
+        40414,
+        format!("BSON field '{parent}.{field}' is missing but a required field"),
+    )
 }

@@ -1,5 +1,6 @@
 //! `$replaceRoot: {newRoot: <expr>}` and `$replaceWith: <expr>`.
 
+use super::unknown_field;
 use crate::agg::{spec_doc, DocStream, RunCtx, Stage};
 use crate::expr::value::{render, render_doc, type_name};
 use crate::expr::Expr;
@@ -20,10 +21,7 @@ pub(crate) fn parse_replace_root(arg: &Bson) -> MongoResult<Vec<Box<dyn Stage>>>
     })?;
     for k in d.keys() {
         if k != "newRoot" {
-            return Err(MongoError::location(
-                40415,
-                format!("BSON field '$replaceRoot.{k}' is an unknown field."),
-            ));
+            return Err(unknown_field("$replaceRoot", k));
         }
     }
     let new_root = d.get("newRoot").ok_or_else(|| {

@@ -3,7 +3,7 @@
 //! (default: the whole partition), `$rank`, `$denseRank`, `$documentNumber`,
 //! `$shift` and `$locf`. Others fail with NotImplemented.
 
-use super::number_or_date;
+use super::{missing_field, number_or_date, unknown_field};
 use crate::agg::accumulators::{AccOp, Accumulator};
 use crate::agg::key::{key_of_in, Partitions};
 use crate::agg::{DocStream, RunCtx, Stage};
@@ -261,20 +261,10 @@ pub(crate) fn parse(arg: &Bson) -> MongoResult<Vec<Box<dyn Stage>>> {
                 }
                 outputs = Some(out);
             }
-            other => {
-                return Err(MongoError::location(
-                    40415,
-                    format!("BSON field '$setWindowFields.{other}' is an unknown field."),
-                ))
-            }
+            other => return Err(unknown_field("$setWindowFields", other)),
         }
     }
-    let outputs = outputs.ok_or_else(|| {
-        MongoError::location(
-            40414,
-            "BSON field '$setWindowFields.output' is missing but a required field",
-        )
-    })?;
+    let outputs = outputs.ok_or_else(|| missing_field("$setWindowFields", "output"))?;
     for (_, f) in &outputs {
         let needs_one_sort = matches!(
             f,

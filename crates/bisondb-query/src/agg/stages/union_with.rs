@@ -1,6 +1,7 @@
 //! `$unionWith`: after the input, the documents of another collection
 //! (optionally through a sub-pipeline).
 
+use super::{missing_field, unknown_field};
 use crate::agg::{DocStream, Pipeline, RunCtx, Stage};
 use crate::expr::value::type_name;
 use bisondb_error::{MongoError, MongoResult};
@@ -39,20 +40,10 @@ pub(crate) fn parse(arg: &Bson) -> MongoResult<Vec<Box<dyn Stage>>> {
                             type_name(other)
                         )))
                     }
-                    (other, _) => {
-                        return Err(MongoError::location(
-                            40415,
-                            format!("BSON field '$unionWith.{other}' is an unknown field."),
-                        ))
-                    }
+                    (other, _) => return Err(unknown_field("$unionWith", other)),
                 }
             }
-            let coll = coll.ok_or_else(|| {
-                MongoError::location(
-                    40414,
-                    "BSON field '$unionWith.coll' is missing but a required field",
-                )
-            })?;
+            let coll = coll.ok_or_else(|| missing_field("$unionWith", "coll"))?;
             (coll, pipeline)
         }
         other => {
