@@ -1547,3 +1547,117 @@ fn densify_calendar_units() {
         ),
     ]);
 }
+
+/// The spec errors the stages word through shared helpers keep each
+/// stage's code and wording.
+#[test]
+fn shared_spec_errors() {
+    check_err(vec![
+        (
+            vec![doc! {"$graphLookup": {"from": "c", "maxDepth": "x"}}],
+            vec![],
+            40100,
+            "maxDepth must be numeric, found type: string",
+        ),
+        (
+            vec![doc! {"$graphLookup": 1}],
+            vec![],
+            40327,
+            "the $graphLookup stage specification must be an object",
+        ),
+        (
+            vec![doc! {"$bucketAuto": {"groupBy": "$a", "buckets": "x"}}],
+            vec![],
+            40241,
+            "The $bucketAuto 'buckets' field must be a numeric value, but found type: string",
+        ),
+        (
+            vec![doc! {"$bucketAuto": {"groupBy": "$a", "buckets": 1.0e19}}],
+            vec![],
+            40243,
+            "must be greater than 0, but found: 9223372036854775807",
+        ),
+        (
+            vec![doc! {"$bucketAuto": {"groupBy": "$a", "buckets": 2, "output": 1}}],
+            vec![],
+            40244,
+            "The $bucketAuto 'output' field must be an object, but found type: int",
+        ),
+        (
+            vec![doc! {"$bucket": {"groupBy": "$a", "boundaries": [0, 1], "output": 1}}],
+            vec![],
+            40196,
+            "The $bucket 'output' field must be an object, but found type: int",
+        ),
+        (
+            vec![doc! {"$bucket": "x"}],
+            vec![],
+            40201,
+            "Argument to $bucket stage must be an object, but found type: string",
+        ),
+        (
+            vec![
+                doc! {"$densify": {"field": "v", "partitionByFields": [1], "range": {"step": 1, "bounds": "full"}}},
+            ],
+            vec![],
+            14,
+            "$densify partitionByFields must be an array of strings",
+        ),
+        (
+            vec![doc! {"$fill": {"partitionByFields": [1], "output": {"v": {"value": 0}}}}],
+            vec![],
+            14,
+            "$fill partitionByFields must be an array of strings",
+        ),
+        (
+            vec![doc! {"$densify": {"field": "v", "range": {"bounds": "full"}}}],
+            vec![],
+            40414,
+            "BSON field '$densify.range.step' is missing but a required field",
+        ),
+        (
+            vec![doc! {"$fill": {"output": {"v": {"value": 0}}, "x": 1}}],
+            vec![],
+            40415,
+            "BSON field '$fill.x' is an unknown field or has the wrong type 'int'.",
+        ),
+        (
+            vec![doc! {"$setWindowFields": {"output": {}, "x": 1}}],
+            vec![],
+            40415,
+            "BSON field '$setWindowFields.x' is an unknown field.",
+        ),
+        (
+            vec![doc! {"$replaceRoot": {"newRoot": "$a", "x": 1}}],
+            vec![],
+            40415,
+            "BSON field '$replaceRoot.x' is an unknown field.",
+        ),
+        (
+            vec![doc! {"$unionWith": {"pipeline": []}}],
+            vec![],
+            40414,
+            "BSON field '$unionWith.coll' is missing but a required field",
+        ),
+    ]);
+}
+
+/// `$lookup` and `$graphLookup` read their foreign collection when the
+/// first document arrives: never for an empty input, and a failed read is
+/// reported once and ends the stream.
+#[test]
+fn foreign_stages_prepare_on_first_document() {
+    let stages = [
+        doc! {"$lookup": {"from": "c", "localField": "a", "foreignField": "b", "as": "f"}},
+        doc! {"$graphLookup": {"from": "c", "startWith": "$a", "connectFromField": "a", "connectToField": "b", "as": "f"}},
+    ];
+    for stage in stages {
+        // `run` supplies no collection reader, so reading fails.
+        assert_eq!(run(vec![stage.clone()], vec![]).unwrap(), vec![]);
+        let p = Pipeline::parse(std::slice::from_ref(&stage)).unwrap();
+        let input: DocStream = Box::new(vec![doc! {"a": 1}, doc! {"a": 2}].into_iter().map(Ok));
+        let out: Vec<MongoResult<Document>> = p.run(input).collect();
+        assert_eq!(out.len(), 1, "{stage:?}");
+        assert!(out.first().is_some_and(Result::is_err), "{stage:?}");
+    }
+}
