@@ -1515,3 +1515,114 @@ fn meta_without_metadata_is_missing() {
         assert_eq!(e.code.code(), 238, "{m}");
     }
 }
+
+/// The errors and null results the date, string and arithmetic operators
+/// share helpers for keep each operator's code and wording.
+#[test]
+fn shared_operator_helpers() {
+    check_err(vec![
+        (
+            Bson::from(doc! {"$dateToString": {"date": "$$NOW", "format": 1}}),
+            18533,
+            "$dateToString requires that 'format' be a string, found: int with value 1",
+        ),
+        (
+            Bson::from(doc! {"$dateFromString": {"dateString": "2020-01-01", "format": 1}}),
+            40684,
+            "$dateFromString requires that 'format' be a string, found: int with value 1",
+        ),
+        (
+            Bson::from(doc! {"$dateToString": {"date": "x"}}),
+            16006,
+            "can't convert from BSON type string to Date",
+        ),
+        (
+            Bson::from(doc! {"$dateToParts": {"date": 1}}),
+            16006,
+            "can't convert from BSON type int to Date",
+        ),
+        (
+            Bson::from(doc! {"$dateFromParts": {"year": 2020, "hour": "x"}}),
+            40515,
+            "'hour' must evaluate to an integer, found string with value \"x\"",
+        ),
+        (
+            Bson::from(doc! {"$dateFromParts": {"isoWeekYear": 2020, "isoDayOfWeek": 1.5}}),
+            40515,
+            "'isoDayOfWeek' must evaluate to an integer",
+        ),
+        (
+            Bson::from(doc! {"$indexOfBytes": [1, "a"]}),
+            40091,
+            "$indexOfBytes requires a string as the first argument, found: int",
+        ),
+        (
+            Bson::from(doc! {"$indexOfBytes": ["a", 1]}),
+            40092,
+            "$indexOfBytes requires a string as the second argument, found: int",
+        ),
+        (
+            Bson::from(doc! {"$indexOfCP": [1, "a"]}),
+            40093,
+            "$indexOfCP requires a string as the first argument, found: int",
+        ),
+        (
+            Bson::from(doc! {"$indexOfCP": ["a", null]}),
+            40094,
+            "$indexOfCP requires a string as the second argument, found: null",
+        ),
+        (
+            Bson::from(doc! {"$log10": 0}),
+            28761,
+            "$log10's argument must be a positive number, but is 0",
+        ),
+        (
+            Bson::from(doc! {"$ln": -1.5}),
+            28766,
+            "$ln's argument must be a positive number, but is -1.5",
+        ),
+        (
+            Bson::from(doc! {"$mod": [Bson::Decimal128("1".parse().unwrap()), 0]}),
+            16610,
+            "can't $mod by zero",
+        ),
+        (
+            Bson::from(doc! {"$divide": [1, Bson::Decimal128("0".parse().unwrap())]}),
+            16608,
+            "can't $divide by zero",
+        ),
+    ]);
+    check(vec![
+        (
+            Bson::from(doc! {"$dateToString": {"date": "$$NOW", "format": null}}),
+            b(Bson::Null),
+        ),
+        (
+            Bson::from(doc! {"$dateToString": {"date": null, "onNull": "none"}}),
+            b("none"),
+        ),
+        (
+            Bson::from(doc! {"$dateFromString": {"dateString": null, "onNull": "none"}}),
+            b("none"),
+        ),
+        (
+            Bson::from(doc! {"$dateFromString": {"dateString": 1, "onError": "bad"}}),
+            b("bad"),
+        ),
+        (
+            Bson::from(doc! {"$dateFromString": {"dateString": "x", "onError": "bad"}}),
+            b("bad"),
+        ),
+        (
+            Bson::from(doc! {"$indexOfBytes": [null, "a"]}),
+            b(Bson::Null),
+        ),
+        (Bson::from(doc! {"$indexOfCP": ["héllo", "l", 3]}), b(3)),
+        (Bson::from(doc! {"$indexOfBytes": ["héllo", "l", 4]}), b(4)),
+        (Bson::from(doc! {"$indexOfCP": ["abc", "", 5]}), b(-1)),
+        (Bson::from(doc! {"$sqrt": null}), b(Bson::Null)),
+        (Bson::from(doc! {"$sin": "$missing"}), b(Bson::Null)),
+        (Bson::from(doc! {"$mod": [7, 4]}), b(3)),
+        (Bson::from(doc! {"$divide": [7, 2]}), b(3.5)),
+    ]);
+}
