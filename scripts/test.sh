@@ -16,6 +16,9 @@
 #   PYTHON=python3.11   interpreter used to create .venv (default python3)
 #   BISONDB_ENGINE      run the compat suite on this engine only (default: on
 #                       lsm, then on inMemory)
+#   BISONDB_SPECS       the MongoDB specs folder the unified-format runner reads
+#                       (default ../shared/specs beside the repository, skipped
+#                       when absent); when set it must exist (.ci/run sets it)
 set -uo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
