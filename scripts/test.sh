@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # BisonDB's full test run (the README's test command):
 #   1. cargo test --workspace                (all Rust tests; the server's
-#      integration tests once more with BISONDB_TEST_ENGINE=lsm)
+#      integration tests, one binary built from its tests/main.rs, once
+#      more with BISONDB_TEST_ENGINE=lsm)
 #   2. cargo build --release -p bisondb      (the server the compat suite starts)
 #   3. .venv with pymongo + pytest           (tests/compat/requirements.txt)
 #   4. mongosh + the Node.js driver          (tests/compat/node, npm ci)
@@ -46,8 +47,9 @@ if [ "${SKIP_CARGO_TEST:-0}" != "1" ]; then
   if ! cargo test --workspace; then
     failures+=("cargo test --workspace")
   fi
-  # The server's integration tests run in memory above; once more on the
-  # persistent engine (already built, so this costs only the test time).
+  # The server's integration tests (the `it` test binary, unified-format
+  # runner included) run in memory above; once more on the persistent engine
+  # (already built, so this costs only the test time).
   step "cargo test -p bisondb-server --tests on lsm"
   if ! BISONDB_TEST_ENGINE=lsm cargo test -p bisondb-server --tests; then
     failures+=("cargo test -p bisondb-server --tests on lsm")

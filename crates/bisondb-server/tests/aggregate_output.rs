@@ -2,10 +2,8 @@
 //! target's indexes and options, `$bucketAuto` with `granularity` and
 //! `$densify` by calendar units, through the driver on the test engine.
 
-mod common;
-
+use crate::common::*;
 use bson::{doc, DateTime, Document};
-use common::*;
 use mongodb::Database;
 
 async fn agg_err(db: &Database, coll: &str, pipeline: Vec<Document>) -> i32 {

@@ -3,12 +3,10 @@
 //! order (`$natural` sort and hint), tailable and `awaitData` cursors, and the
 //! options and order surviving a restart of the persistent engine.
 
-mod common;
-
 use std::time::{Duration, Instant};
 
+use crate::common::*;
 use bson::{doc, Bson, Document};
-use common::*;
 use futures::StreamExt;
 use mongodb::options::CursorType;
 use mongodb::Database;

@@ -4,13 +4,11 @@
 //! index, `collMod`, the TTL monitor on a clustered collection's `_id`, and
 //! the options surviving a restart of the persistent engine.
 
-mod common;
-
 use std::time::Duration;
 
+use crate::common::*;
 use bisondb_server::Server;
 use bson::{doc, Bson, Document};
-use common::*;
 use mongodb::{Client, Database};
 
 fn first_batch(reply: &Document) -> Vec<Document> {

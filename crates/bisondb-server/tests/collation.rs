@@ -3,10 +3,8 @@
 //! collection's default collation from `create`, index use under a collation,
 //! and mongod's errors for malformed collation documents.
 
-mod common;
-
+use crate::common::*;
 use bson::{doc, Bson, Document};
-use common::*;
 use mongodb::options::{Collation, CollationStrength};
 use mongodb::Database;
 

@@ -2,10 +2,8 @@
 //! types, skip/limit, and cursor mechanics (batch sizes, getMore, singleBatch,
 //! killCursors) checked on the raw `find`/`getMore` replies.
 
-mod common;
-
+use crate::common::*;
 use bson::{doc, oid::ObjectId, Bson, DateTime, Document, Regex};
-use common::*;
 use mongodb::{Collection, Database};
 
 fn ids(docs: &[Document]) -> Vec<i64> {

@@ -5,12 +5,10 @@
 //! and what explain says ran. Runs on the engine BISONDB_TEST_ENGINE names;
 //! one test restarts an lsm server to check the index options persist.
 
-mod common;
-
 use std::time::Duration;
 
+use crate::common::*;
 use bson::{doc, Bson, Document};
-use common::*;
 use mongodb::Database;
 
 fn ids(docs: &[Document]) -> Vec<i32> {

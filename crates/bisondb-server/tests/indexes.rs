@@ -3,13 +3,11 @@
 //! data, the planner and `explain`, hints, index-only counts, and the TTL
 //! monitor with a short interval.
 
-mod common;
-
 use std::time::Duration;
 
+use crate::common::*;
 use bisondb_server::Server;
 use bson::{doc, Bson, Document};
-use common::*;
 use mongodb::options::IndexOptions;
 use mongodb::IndexModel;
 

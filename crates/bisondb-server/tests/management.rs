@@ -1,10 +1,8 @@
 //! Databases and collections: listing, create, drop, rename, dropDatabase,
 //! listIndexes, and the dbStats/collStats numbers.
 
-mod common;
-
+use crate::common::*;
 use bson::{doc, Document};
-use common::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn list_databases_and_collections() {

@@ -1,14 +1,12 @@
 //! The persistent `lsm` engine through the server: data survives a clean restart,
 //! and a second server cannot open a dbpath that is in use.
 
-mod common;
-
 use std::path::Path;
 use std::time::Duration;
 
+use crate::common::*;
 use bisondb_server::{RunningServer, Server};
 use bson::{doc, Document};
-use common::*;
 use mongodb::Client;
 
 async fn start_lsm(dir: &Path, dbpath: &Path) -> (RunningServer, Client) {

@@ -3,10 +3,10 @@
 //! getMores, commands, inserts, updates, deletes and failed commands, at
 //! level 2, at level 1 with `slowms` and with a filter, and none at level 0.
 
-mod common;
+use crate::common;
 
+use crate::common::*;
 use bson::{doc, Bson, Document};
-use common::*;
 use mongodb::Database;
 
 async fn profile(db: &Database, cmd: Document) -> Document {

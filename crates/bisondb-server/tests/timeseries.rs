@@ -7,12 +7,10 @@
 //! index commands, `drop`,
 //! `collMod`, the TTL monitor, and a restart of the persistent engine.
 
-mod common;
-
 use std::time::Duration;
 
+use crate::common::*;
 use bson::{doc, Bson, Document};
-use common::*;
 use mongodb::Database;
 
 fn at(ms: i64) -> Bson {

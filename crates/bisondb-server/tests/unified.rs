@@ -10,13 +10,10 @@
 //! the list stays true), and when fewer tests pass than [`PASS_FLOOR`] (tests
 //! that start being skipped are a regression too).
 
-mod common;
+use crate::common;
 
-#[path = "unified/extjson.rs"]
 mod extjson;
-#[path = "unified/matching.rs"]
 mod matching;
-#[path = "unified/runner.rs"]
 mod runner;
 
 use std::path::{Path, PathBuf};

@@ -1,10 +1,8 @@
 //! Writes other than insert: update operators, upserts, replacements, matched vs
 //! modified counts, deletes, and findAndModify in its three driver forms.
 
-mod common;
-
+use crate::common::*;
 use bson::{doc, Bson, Document};
-use common::*;
 use mongodb::options::ReturnDocument;
 use mongodb::Collection;
 

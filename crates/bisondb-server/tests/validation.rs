@@ -3,10 +3,8 @@
 //! `bypassDocumentValidation`, the 121 error's `errInfo`, `collMod` changes
 //! taking effect, and validators and index changes surviving an lsm restart.
 
-mod common;
-
+use crate::common::*;
 use bson::{doc, Bson, Document};
-use common::*;
 use mongodb::options::ReturnDocument;
 use mongodb::{Collection, Database};
 

@@ -1,10 +1,8 @@
 //! Read-only views through the driver: creation, reads (find, counts, distinct,
 //! aggregate), views on views, listCollections, write errors and drop.
 
-mod common;
-
+use crate::common::*;
 use bson::{doc, Bson, Document};
-use common::*;
 use mongodb::Database;
 
 async fn setup(db: &Database) {

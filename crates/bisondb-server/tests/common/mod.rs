@@ -7,9 +7,6 @@
 //! Each test starts its own server so tests can run in parallel without sharing
 //! counters, cursors or collections.
 
-// Every test binary compiles this module but uses only part of it.
-#![allow(dead_code)]
-
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
