@@ -417,12 +417,11 @@ async fn convert_and_clone_as_capped() {
     db.run_command(doc! {"cloneCollectionAsCapped": "src", "toCollection": "copy", "size": 1000})
         .await
         .unwrap();
-    let listed = db
-        .run_command(doc! {"listCollections": 1, "filter": {"name": "copy"}})
-        .await
-        .unwrap();
     assert_eq!(
-        batch(&listed, "firstBatch")[0].get_document("options").ok(),
+        collection_entry(&db, "copy")
+            .await
+            .get_document("options")
+            .ok(),
         Some(&doc! {"capped": true, "size": 1024})
     );
     // `_id` order of the source is the copy's insertion order.

@@ -48,19 +48,7 @@ async fn profile_command_reads_and_sets_the_settings() {
         doc! {"was": 1, "slowms": 20, "sampleRate": 0.5, "ok": 1.0}
     );
     // Turning profiling on created system.profile: capped, 1 MiB.
-    let info = db
-        .run_command(doc! {"listCollections": 1, "filter": {"name": "system.profile"}})
-        .await
-        .unwrap();
-    let first = info
-        .get_document("cursor")
-        .unwrap()
-        .get_array("firstBatch")
-        .unwrap()
-        .first()
-        .and_then(Bson::as_document)
-        .cloned()
-        .expect("system.profile listed");
+    let first = collection_entry(&db, "system.profile").await;
     let options = first.get_document("options").unwrap();
     assert_eq!(options.get_bool("capped").ok(), Some(true));
     assert_eq!(num(options, "size"), 1 << 20);

@@ -23,6 +23,26 @@ async fn get(coll: &Collection<Document>, id: i32) -> Document {
         .unwrap_or_else(|| panic!("document {id} missing"))
 }
 
+/// `(matched, modified)` of an update_many, for the tests of those counts.
+async fn update_many_counts(
+    coll: &Collection<Document>,
+    filter: Document,
+    update: Document,
+) -> (u64, u64) {
+    let r = coll.update_many(filter, update).await.unwrap();
+    (r.matched_count, r.modified_count)
+}
+
+/// `(matched, modified)` of an update_one.
+async fn update_one_counts(
+    coll: &Collection<Document>,
+    filter: Document,
+    update: Document,
+) -> (u64, u64) {
+    let r = coll.update_one(filter, update).await.unwrap();
+    (r.matched_count, r.modified_count)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn update_operators() {
     let ts = start().await;
@@ -102,26 +122,27 @@ async fn update_operators() {
             is_num(d.get("n").unwrap(), 1.0) && is_num(d.get("q").unwrap(), 99.0),
             "{t}: {d}"
         );
-        let r = coll
-            .update_one(doc! {"_id": 3}, doc! {"$min": {"n": 5}, "$max": {"q": 50}})
-            .await
-            .unwrap();
         assert_eq!(
-            (r.matched_count, r.modified_count),
+            update_one_counts(
+                &coll,
+                doc! {"_id": 3},
+                doc! {"$min": {"n": 5}, "$max": {"q": 50}}
+            )
+            .await,
             (1, 0),
             "{t}: $min/$max that change nothing"
         );
 
-        let r = coll
-            .update_many(doc! {}, doc! {"$inc": {"all": 1}})
-            .await
-            .unwrap();
-        assert_eq!((r.matched_count, r.modified_count), (3, 3), "{t}");
-        let r = coll
-            .update_many(doc! {"n": {"$gt": 100}}, doc! {"$set": {"x": 1}})
-            .await
-            .unwrap();
-        assert_eq!((r.matched_count, r.modified_count), (0, 0), "{t}");
+        assert_eq!(
+            update_many_counts(&coll, doc! {}, doc! {"$inc": {"all": 1}}).await,
+            (3, 3),
+            "{t}"
+        );
+        assert_eq!(
+            update_many_counts(&coll, doc! {"n": {"$gt": 100}}, doc! {"$set": {"x": 1}}).await,
+            (0, 0),
+            "{t}"
+        );
     }
 }
 
@@ -131,20 +152,16 @@ async fn setting_the_same_value_is_matched_not_modified() {
     for (t, client) in ts.clients() {
         let coll = client.database("upd").collection::<Document>(t);
         seeded(&coll).await;
-        let r = coll
-            .update_many(doc! {"n": {"$lte": 2}}, doc! {"$set": {"n": 2}})
-            .await
-            .unwrap();
         assert_eq!(
-            (r.matched_count, r.modified_count),
+            update_many_counts(&coll, doc! {"n": {"$lte": 2}}, doc! {"$set": {"n": 2}}).await,
             (2, 1),
             "{t}: _id 2 already has n: 2"
         );
-        let r = coll
-            .update_one(doc! {"_id": 3}, doc! {"$set": {"q": 30}})
-            .await
-            .unwrap();
-        assert_eq!((r.matched_count, r.modified_count), (1, 0), "{t}");
+        assert_eq!(
+            update_one_counts(&coll, doc! {"_id": 3}, doc! {"$set": {"q": 30}}).await,
+            (1, 0),
+            "{t}"
+        );
     }
 }
 
