@@ -332,14 +332,7 @@ async fn capped_options_and_order_survive_a_restart_on_lsm() {
     for id in [9, 8, 7, 6] {
         insert(&db, "c", [id]).await;
     }
-    let _ = client
-        .database("admin")
-        .run_command(doc! {"shutdown": 1})
-        .await;
-    drop(client);
-    tokio::time::timeout(Duration::from_secs(20), server.wait())
-        .await
-        .expect("shutdown completes");
+    shutdown_by_command(server, client).await;
 
     let (server, client) = restart_lsm(dir.path(), &dbpath).await;
     let db = client.database("keep");

@@ -448,14 +448,7 @@ async fn clustered_options_survive_a_restart_on_lsm() {
         doc! {"create": "p", "changeStreamPreAndPostImages": {"enabled": true}},
     )
     .await;
-    let _ = client
-        .database("admin")
-        .run_command(doc! {"shutdown": 1})
-        .await;
-    drop(client);
-    tokio::time::timeout(Duration::from_secs(20), server.wait())
-        .await
-        .unwrap_or_else(|e| panic!("shutdown did not complete: {e}"));
+    shutdown_by_command(server, client).await;
 
     let (server, client) = restart_lsm(dir.path(), &dbpath).await;
     let db = client.database("keep");

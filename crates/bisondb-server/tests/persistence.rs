@@ -2,7 +2,6 @@
 //! and a second server cannot open a dbpath that is in use.
 
 use std::path::Path;
-use std::time::Duration;
 
 use crate::common::*;
 use bisondb_server::{RunningServer, Server};
@@ -46,14 +45,7 @@ async fn data_survives_a_clean_restart() {
         .await
         .unwrap();
     assert_eq!(num(&r, "n"), 1, "{r}");
-    let _ = client
-        .database("admin")
-        .run_command(doc! {"shutdown": 1})
-        .await;
-    drop(client);
-    tokio::time::timeout(Duration::from_secs(20), server.wait())
-        .await
-        .expect("shutdown completes");
+    shutdown_by_command(server, client).await;
 
     let (server, client) = restart_lsm(dir.path(), &dbpath).await;
     let db = client.database("keep");

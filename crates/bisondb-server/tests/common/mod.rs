@@ -116,6 +116,20 @@ pub async fn restart_lsm(dir: &Path, dbpath: &Path) -> (RunningServer, Client) {
     panic!("the dbpath lock was never released");
 }
 
+/// Stops a server as a client does, with the `shutdown` command (mongod closes
+/// the connection instead of answering, so the reply is ignored), and waits
+/// for it to stop (at most 20 s), for the tests that restart on its dbpath.
+pub async fn shutdown_by_command(server: RunningServer, client: Client) {
+    let _ = client
+        .database("admin")
+        .run_command(bson::doc! {"shutdown": 1})
+        .await;
+    drop(client);
+    tokio::time::timeout(Duration::from_secs(20), server.wait())
+        .await
+        .unwrap_or_else(|e| panic!("shutdown did not complete: {e}"));
+}
+
 /// The driver URI for a Unix socket: the path percent-encoded as the host.
 pub fn socket_uri(path: &Path) -> String {
     let encoded: String = path
