@@ -4,6 +4,7 @@
 use crate::common::*;
 use bson::{doc, Bson, Document};
 use mongodb::options::ReturnDocument;
+use mongodb::results::UpdateResult;
 use mongodb::Collection;
 
 async fn seeded(coll: &Collection<Document>) {
@@ -23,23 +24,12 @@ async fn get(coll: &Collection<Document>, id: i32) -> Document {
         .unwrap_or_else(|| panic!("document {id} missing"))
 }
 
-/// `(matched, modified)` of an update_many, for the tests of those counts.
-async fn update_many_counts(
-    coll: &Collection<Document>,
-    filter: Document,
-    update: Document,
+/// Runs an update (`update_one`, `update_many`) and returns its
+/// `(matched, modified)`, for the tests of those counts.
+async fn counts(
+    update: impl std::future::IntoFuture<Output = mongodb::error::Result<UpdateResult>>,
 ) -> (u64, u64) {
-    let r = coll.update_many(filter, update).await.unwrap();
-    (r.matched_count, r.modified_count)
-}
-
-/// `(matched, modified)` of an update_one.
-async fn update_one_counts(
-    coll: &Collection<Document>,
-    filter: Document,
-    update: Document,
-) -> (u64, u64) {
-    let r = coll.update_one(filter, update).await.unwrap();
+    let r = update.await.unwrap();
     (r.matched_count, r.modified_count)
 }
 
@@ -123,23 +113,19 @@ async fn update_operators() {
             "{t}: {d}"
         );
         assert_eq!(
-            update_one_counts(
-                &coll,
-                doc! {"_id": 3},
-                doc! {"$min": {"n": 5}, "$max": {"q": 50}}
-            )
-            .await,
+            counts(coll.update_one(doc! {"_id": 3}, doc! {"$min": {"n": 5}, "$max": {"q": 50}}))
+                .await,
             (1, 0),
             "{t}: $min/$max that change nothing"
         );
 
         assert_eq!(
-            update_many_counts(&coll, doc! {}, doc! {"$inc": {"all": 1}}).await,
+            counts(coll.update_many(doc! {}, doc! {"$inc": {"all": 1}})).await,
             (3, 3),
             "{t}"
         );
         assert_eq!(
-            update_many_counts(&coll, doc! {"n": {"$gt": 100}}, doc! {"$set": {"x": 1}}).await,
+            counts(coll.update_many(doc! {"n": {"$gt": 100}}, doc! {"$set": {"x": 1}})).await,
             (0, 0),
             "{t}"
         );
@@ -153,12 +139,12 @@ async fn setting_the_same_value_is_matched_not_modified() {
         let coll = client.database("upd").collection::<Document>(t);
         seeded(&coll).await;
         assert_eq!(
-            update_many_counts(&coll, doc! {"n": {"$lte": 2}}, doc! {"$set": {"n": 2}}).await,
+            counts(coll.update_many(doc! {"n": {"$lte": 2}}, doc! {"$set": {"n": 2}})).await,
             (2, 1),
             "{t}: _id 2 already has n: 2"
         );
         assert_eq!(
-            update_one_counts(&coll, doc! {"_id": 3}, doc! {"$set": {"q": 30}}).await,
+            counts(coll.update_one(doc! {"_id": 3}, doc! {"$set": {"q": 30}})).await,
             (1, 0),
             "{t}"
         );
