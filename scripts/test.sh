@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # BisonDB's full test run (the README's test command):
 #   1. cargo test --workspace                (all Rust tests; the server's
-#      integration tests once more with BISONDB_TEST_ENGINE=lsm)
+#      integration tests, one binary built from its tests/main.rs, once
+#      more with BISONDB_TEST_ENGINE=lsm)
 #   2. cargo build --release -p bisondb      (the server the compat suite starts)
 #   3. .venv with pymongo + pytest           (tests/compat/requirements.txt)
 #   4. mongosh + the Node.js driver          (tests/compat/node, npm ci)
@@ -16,6 +17,9 @@
 #   PYTHON=python3.11   interpreter used to create .venv (default python3)
 #   BISONDB_ENGINE      run the compat suite on this engine only (default: on
 #                       lsm, then on inMemory)
+#   BISONDB_SPECS       the MongoDB specs folder the unified-format runner reads
+#                       (default ../shared/specs beside the repository, skipped
+#                       when absent); when set it must exist (.ci/run sets it)
 set -uo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -43,8 +47,9 @@ if [ "${SKIP_CARGO_TEST:-0}" != "1" ]; then
   if ! cargo test --workspace; then
     failures+=("cargo test --workspace")
   fi
-  # The server's integration tests run in memory above; once more on the
-  # persistent engine (already built, so this costs only the test time).
+  # The server's integration tests (the `it` test binary, unified-format
+  # runner included) run in memory above; once more on the persistent engine
+  # (already built, so this costs only the test time).
   step "cargo test -p bisondb-server --tests on lsm"
   if ! BISONDB_TEST_ENGINE=lsm cargo test -p bisondb-server --tests; then
     failures+=("cargo test -p bisondb-server --tests on lsm")

@@ -45,18 +45,30 @@ macro_rules! error_codes {
                 }
             }
         }
+
+        /// The table as written, in order, for the test that keeps it sorted.
+        #[cfg(test)]
+        const TABLE: &[(&str, i32)] = &[$( (stringify!($variant), $code) ),*];
     };
 }
 
-// Codes and names as in mongod's src/mongo/base/error_codes.yml. Keep sorted by code.
+// Codes and names as in mongod's src/mongo/base/error_codes.yml, sorted by code
+// (the `table_is_sorted_and_unique` test checks). Codes marked `failCommand` are
+// here because drivers' tests make the failCommand fail point return them, so
+// the reply's codeName is mongod's.
 error_codes! {
     InternalError = 1,
     BadValue = 2,
     NoSuchKey = 4,
+    HostUnreachable = 6, // failCommand
+    HostNotFound = 7, // failCommand
+    UnknownError = 8,
+    FailedToParse = 9,
     Unauthorized = 13,
     TypeMismatch = 14,
     Overflow = 15,
     InvalidLength = 16,
+    ProtocolError = 17,
     IllegalOperation = 20,
     EmptyArrayOperation = 21,
     InvalidBSON = 22,
@@ -77,6 +89,7 @@ error_codes! {
     EmptyFieldName = 56,
     DottedFieldName = 57,
     CommandNotFound = 59,
+    WriteConcernFailed = 64, // failCommand
     ImmutableField = 66,
     CannotCreateIndex = 67,
     IndexAlreadyExists = 68,
@@ -84,27 +97,52 @@ error_codes! {
     InvalidNamespace = 73,
     IndexOptionsConflict = 85,
     IndexKeySpecsConflict = 86,
+    NetworkTimeout = 89, // failCommand
+    ShutdownInProgress = 91, // failCommand
+    OperationFailed = 96,
     DBPathInUse = 98,
+    WriteConflict = 112, // failCommand
     CommandNotSupported = 115,
     DocumentValidationFailure = 121,
-    NotImplemented = 238,
-    ConversionFailure = 241,
-    CannotIndexParallelArrays = 171,
-    InvalidIndexSpecificationOption = 197,
-    QueryFeatureNotAllowed = 224,
     CommandFailed = 125,
     AmbiguousIndexKeyPattern = 132,
     CappedPositionLost = 136,
     JSInterpreterFailure = 139,
-    QueryPlanKilled = 175,
-    CannotBuildIndexKeys = 201,
-    NoSuchTransaction = 251,
     ExceededMemoryLimit = 146,
-    OperationNotSupportedInTransaction = 263,
+    IncompatibleCollationVersion = 161,
+    CommandNotSupportedOnView = 166,
+    OptionNotSupportedOnView = 167,
+    InvalidPipelineOperator = 168,
+    CannotIndexParallelArrays = 171,
+    QueryPlanKilled = 175,
+    IncompatibleServerVersion = 177,
+    GraphContainsCycle = 180,
+    ViewDepthLimitExceeded = 182,
+    PrimarySteppedDown = 189, // failCommand
+    InvalidIndexSpecificationOption = 197,
+    CannotBuildIndexKeys = 201,
     InvalidUUID = 207,
-    InterruptedAtShutdown = 11600,
-    DuplicateKey = 11000,
+    QueryFeatureNotAllowed = 224,
+    NotImplemented = 238,
+    ConversionFailure = 241,
+    NoSuchTransaction = 251,
+    ExceededTimeLimit = 262, // failCommand
+    OperationNotSupportedInTransaction = 263,
+    FailPointSetFailed = 266, // configureFailPoint's own error
+    NoQueryExecutionPlans = 291,
+    QueryExceededMemoryLimitNoDiskUseAllowed = 292,
+    APIStrictError = 323,
+    UnsupportedOpQueryCommand = 352,
+    CannotConvertIndexToUnique = 359,
+    SocketException = 9001, // failCommand
+    NotWritablePrimary = 10107, // failCommand
     BSONObjectTooLarge = 10334,
+    DuplicateKey = 11000,
+    InterruptedAtShutdown = 11600,
+    InterruptedDueToReplStateChange = 11602, // failCommand
+    NotPrimaryNoSecondaryOk = 13435, // failCommand
+    NotPrimaryOrSecondary = 13436, // failCommand
+    OutOfDiskSpace = 14031,
     Location15974 = 15974,
     Location16020 = 16020,
     Location17276 = 17276,
@@ -112,40 +150,7 @@ error_codes! {
     Location31254 = 31254,
     Location40324 = 40324,
     Location40352 = 40352,
-    CommandNotSupportedOnView = 166,
-    OptionNotSupportedOnView = 167,
-    InvalidPipelineOperator = 168,
-    GraphContainsCycle = 180,
-    ViewDepthLimitExceeded = 182,
-    FailedToParse = 9,
-    UnknownError = 8,
-    OutOfDiskSpace = 14031,
-    ProtocolError = 17,
-    IncompatibleServerVersion = 177,
     ClientMarkedKilled = 46841,
-    NoQueryExecutionPlans = 291,
-    QueryExceededMemoryLimitNoDiskUseAllowed = 292,
-    UnsupportedOpQueryCommand = 352,
-    CannotConvertIndexToUnique = 359,
-    APIStrictError = 323,
-    OperationFailed = 96,
-    IncompatibleCollationVersion = 161,
-    // Codes drivers' tests make the failCommand fail point return, named so
-    // the reply's codeName is mongod's, and configureFailPoint's own error.
-    HostUnreachable = 6,
-    HostNotFound = 7,
-    WriteConcernFailed = 64,
-    NetworkTimeout = 89,
-    ShutdownInProgress = 91,
-    WriteConflict = 112,
-    PrimarySteppedDown = 189,
-    ExceededTimeLimit = 262,
-    FailPointSetFailed = 266,
-    SocketException = 9001,
-    NotWritablePrimary = 10107,
-    InterruptedDueToReplStateChange = 11602,
-    NotPrimaryNoSecondaryOk = 13435,
-    NotPrimaryOrSecondary = 13436,
 }
 
 impl fmt::Display for ErrorCode {
@@ -254,6 +259,23 @@ mod tests {
         let mut seen = std::collections::HashSet::new();
         for c in all {
             assert!(seen.insert(c), "duplicate {c}");
+        }
+    }
+
+    #[test]
+    fn table_is_sorted_and_unique() {
+        for pair in TABLE.windows(2) {
+            let [(a, ac), (b, bc)] = pair else {
+                unreachable!("windows(2) yields pairs")
+            };
+            assert!(
+                ac < bc,
+                "the error table must be sorted by code without duplicates: {a} = {ac} comes before {b} = {bc}"
+            );
+        }
+        let mut names = std::collections::HashSet::new();
+        for (name, _) in TABLE {
+            assert!(names.insert(name), "duplicate name {name}");
         }
     }
 }

@@ -1,9 +1,7 @@
 //! Counting, distinct and the aggregation pipeline through the driver.
 
-mod common;
-
+use crate::common::*;
 use bson::{doc, Bson, Document};
-use common::*;
 use mongodb::Collection;
 
 async fn sales(coll: &Collection<Document>) {

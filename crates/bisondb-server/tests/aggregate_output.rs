@@ -2,10 +2,8 @@
 //! target's indexes and options, `$bucketAuto` with `granularity` and
 //! `$densify` by calendar units, through the driver on the test engine.
 
-mod common;
-
+use crate::common::*;
 use bson::{doc, DateTime, Document};
-use common::*;
 use mongodb::Database;
 
 async fn agg_err(db: &Database, coll: &str, pipeline: Vec<Document>) -> i32 {
@@ -153,14 +151,7 @@ async fn out_keeps_the_targets_indexes_and_options() {
         index_names(&db, "t").await,
         vec!["_id_", "k_unique", "z_desc"]
     );
-    let info = db
-        .run_command(doc! {"listCollections": 1, "filter": {"name": "t"}})
-        .await
-        .unwrap();
-    let first = info
-        .get_document("cursor")
-        .and_then(|c| c.get_array("firstBatch"))
-        .unwrap();
+    let first = collection_entry(&db, "t").await;
     assert!(format!("{first:?}").contains("validator"), "{first:?}");
     let bad = doc! {"$project": {"k": "text"}};
     assert_eq!(agg_err(&db, "src", vec![bad, out.clone()]).await, 121);

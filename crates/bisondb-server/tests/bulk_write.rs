@@ -2,10 +2,8 @@
 //! mixed ops over two namespaces, ordered and unordered failures, verbose results,
 //! upserts, and malformed commands sent raw.
 
-mod common;
-
+use crate::common::*;
 use bson::{doc, Bson, Document};
-use common::*;
 use mongodb::error::ErrorKind;
 use mongodb::options::{
     DeleteManyModel, DeleteOneModel, InsertOneModel, ReplaceOneModel, UpdateManyModel,

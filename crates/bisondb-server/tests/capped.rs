@@ -3,12 +3,10 @@
 //! order (`$natural` sort and hint), tailable and `awaitData` cursors, and the
 //! options and order surviving a restart of the persistent engine.
 
-mod common;
-
 use std::time::{Duration, Instant};
 
+use crate::common::*;
 use bson::{doc, Bson, Document};
-use common::*;
 use futures::StreamExt;
 use mongodb::options::CursorType;
 use mongodb::Database;
@@ -334,14 +332,7 @@ async fn capped_options_and_order_survive_a_restart_on_lsm() {
     for id in [9, 8, 7, 6] {
         insert(&db, "c", [id]).await;
     }
-    let _ = client
-        .database("admin")
-        .run_command(doc! {"shutdown": 1})
-        .await;
-    drop(client);
-    tokio::time::timeout(Duration::from_secs(20), server.wait())
-        .await
-        .expect("shutdown completes");
+    shutdown_by_command(server, client).await;
 
     let (server, client) = restart_lsm(dir.path(), &dbpath).await;
     let db = client.database("keep");
@@ -419,12 +410,11 @@ async fn convert_and_clone_as_capped() {
     db.run_command(doc! {"cloneCollectionAsCapped": "src", "toCollection": "copy", "size": 1000})
         .await
         .unwrap();
-    let listed = db
-        .run_command(doc! {"listCollections": 1, "filter": {"name": "copy"}})
-        .await
-        .unwrap();
     assert_eq!(
-        batch(&listed, "firstBatch")[0].get_document("options").ok(),
+        collection_entry(&db, "copy")
+            .await
+            .get_document("options")
+            .ok(),
         Some(&doc! {"capped": true, "size": 1024})
     );
     // `_id` order of the source is the copy's insertion order.

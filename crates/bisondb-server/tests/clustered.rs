@@ -4,36 +4,12 @@
 //! index, `collMod`, the TTL monitor on a clustered collection's `_id`, and
 //! the options surviving a restart of the persistent engine.
 
-mod common;
-
 use std::time::Duration;
 
+use crate::common::*;
 use bisondb_server::Server;
 use bson::{doc, Bson, Document};
-use common::*;
 use mongodb::{Client, Database};
-
-fn first_batch(reply: &Document) -> Vec<Document> {
-    reply
-        .get_document("cursor")
-        .and_then(|c| c.get_array("firstBatch"))
-        .map(|a| a.iter().filter_map(|b| b.as_document().cloned()).collect())
-        .unwrap_or_else(|e| panic!("no firstBatch in {reply}: {e}"))
-}
-
-async fn run(db: &Database, cmd: Document) -> Document {
-    db.run_command(cmd.clone())
-        .await
-        .unwrap_or_else(|e| panic!("{cmd} failed: {e}"))
-}
-
-async fn collection_entry(db: &Database, name: &str) -> Document {
-    let r = run(db, doc! {"listCollections": 1, "filter": {"name": name}}).await;
-    first_batch(&r)
-        .into_iter()
-        .next()
-        .unwrap_or_else(|| panic!("{name} not listed: {r}"))
-}
 
 async fn indexes(db: &Database, name: &str) -> Vec<Document> {
     first_batch(&run(db, doc! {"listIndexes": name}).await)
@@ -435,21 +411,7 @@ async fn ttl_monitor_expires_clustered_documents_by_id() {
     ])
     .await
     .unwrap_or_else(|e| panic!("{e}"));
-    let mut left = Vec::new();
-    for _ in 0..50 {
-        tokio::time::sleep(Duration::from_millis(200)).await;
-        let docs = collect(
-            coll.find(doc! {})
-                .sort(doc! {"n": 1})
-                .await
-                .unwrap_or_else(|e| panic!("{e}")),
-        )
-        .await;
-        left = field(&docs, "n");
-        if left.len() == 3 {
-            break;
-        }
-    }
+    let left = left_after_ttl(&coll, "n", 3).await;
     assert_eq!(
         left,
         vec![
@@ -486,14 +448,7 @@ async fn clustered_options_survive_a_restart_on_lsm() {
         doc! {"create": "p", "changeStreamPreAndPostImages": {"enabled": true}},
     )
     .await;
-    let _ = client
-        .database("admin")
-        .run_command(doc! {"shutdown": 1})
-        .await;
-    drop(client);
-    tokio::time::timeout(Duration::from_secs(20), server.wait())
-        .await
-        .unwrap_or_else(|e| panic!("shutdown did not complete: {e}"));
+    shutdown_by_command(server, client).await;
 
     let (server, client) = restart_lsm(dir.path(), &dbpath).await;
     let db = client.database("keep");

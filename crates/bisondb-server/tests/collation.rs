@@ -3,10 +3,8 @@
 //! collection's default collation from `create`, index use under a collation,
 //! and mongod's errors for malformed collation documents.
 
-mod common;
-
+use crate::common::*;
 use bson::{doc, Bson, Document};
-use common::*;
 use mongodb::options::{Collation, CollationStrength};
 use mongodb::Database;
 
@@ -223,17 +221,7 @@ async fn collection_default_collation() {
             .await
             .unwrap();
         // listCollections shows the resolved collation.
-        let r = db
-            .run_command(doc! {"listCollections": 1, "filter": {"name": "d"}})
-            .await
-            .unwrap();
-        let entry = r
-            .get_document("cursor")
-            .and_then(|c| c.get_array("firstBatch"))
-            .unwrap()[0]
-            .as_document()
-            .unwrap()
-            .clone();
+        let entry = collection_entry(&db, "d").await;
         let coll = entry
             .get_document("options")
             .and_then(|o| o.get_document("collation"))
@@ -536,17 +524,7 @@ async fn views_with_a_collation() {
             167,
         );
         // listCollections shows the resolved collation of the view.
-        let r = db
-            .run_command(doc! {"listCollections": 1, "filter": {"name": "v"}})
-            .await
-            .unwrap();
-        let entry = r
-            .get_document("cursor")
-            .and_then(|c| c.get_array("firstBatch"))
-            .unwrap()[0]
-            .as_document()
-            .unwrap()
-            .clone();
+        let entry = collection_entry(&db, "v").await;
         let coll = entry
             .get_document("options")
             .and_then(|o| o.get_document("collation"))

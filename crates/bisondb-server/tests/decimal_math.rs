@@ -2,10 +2,8 @@
 //! `$log`, `$pow`) and trigonometry through the driver: 34-digit results and
 //! mongod's errors.
 
-mod common;
-
+use crate::common::*;
 use bson::{doc, Bson, Decimal128, Document};
-use common::*;
 use futures::TryStreamExt;
 use std::str::FromStr;
 

@@ -1,10 +1,8 @@
 //! Command errors: unknown and unsupported commands, wrong field types, unknown
 //! fields. Each carries mongod's code and codeName, and the connection stays usable.
 
-mod common;
-
+use crate::common::*;
 use bson::{doc, Document};
-use common::*;
 use mongodb::Client;
 
 /// The client still answers commands and reads data after an error.

@@ -4,11 +4,9 @@
 //! is exhausted. The Rust driver has no exhaust cursors, so these tests speak
 //! raw OP_MSG.
 
-mod common;
-
+use crate::common::*;
 use bisondb_wire::msg_flags;
 use bson::{doc, Document, RawDocumentBuf};
-use common::*;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 

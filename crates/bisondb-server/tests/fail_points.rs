@@ -3,12 +3,12 @@
 //! with each of its actions, `maxTimeAlwaysTimeOut`, and the command's absence
 //! when test commands are off.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 
+use crate::common::{error_code, error_code_name, error_message, expect_code, num, TestServer};
 use bson::{doc, Document};
-use common::{error_code, error_code_name, error_message, expect_code, num, TestServer};
 use mongodb::error::{ErrorKind, WriteFailure};
 use mongodb::Client;
 

@@ -2,10 +2,8 @@
 //! types, skip/limit, and cursor mechanics (batch sizes, getMore, singleBatch,
 //! killCursors) checked on the raw `find`/`getMore` replies.
 
-mod common;
-
+use crate::common::*;
 use bson::{doc, oid::ObjectId, Bson, DateTime, Document, Regex};
-use common::*;
 use mongodb::{Collection, Database};
 
 fn ids(docs: &[Document]) -> Vec<i64> {
@@ -288,10 +286,7 @@ async fn raw_find_default_batch_and_many_get_mores() {
         let db = client.database("cur");
         thousand(&db, t).await;
 
-        let r = db
-            .run_command(doc! {"find": t, "filter": {}})
-            .await
-            .unwrap();
+        let r = run(&db, doc! {"find": t, "filter": {}}).await;
         let (id, first, ns) = cursor_of(&r);
         assert_eq!(first, 101, "{t}: default first batch");
         assert_ne!(id, 0);
@@ -300,10 +295,7 @@ async fn raw_find_default_batch_and_many_get_mores() {
         let mut total = first;
         let mut batches = 0;
         loop {
-            let r = db
-                .run_command(doc! {"getMore": id, "collection": t, "batchSize": 7})
-                .await
-                .unwrap();
+            let r = run(&db, doc! {"getMore": id, "collection": t, "batchSize": 7}).await;
             let (next_id, n, _) = cursor_of(&r);
             batches += 1;
             total += n;
@@ -330,10 +322,7 @@ async fn raw_find_batch_size_then_unbounded_get_more() {
     let ts = start().await;
     let db = ts.unix.database("cur");
     thousand(&db, "c").await;
-    let r = db
-        .run_command(doc! {"find": "c", "batchSize": 7, "sort": {"_id": -1}})
-        .await
-        .unwrap();
+    let r = run(&db, doc! {"find": "c", "batchSize": 7, "sort": {"_id": -1}}).await;
     let (id, n, _) = cursor_of(&r);
     assert_eq!(n, 7);
     let first = r
@@ -345,10 +334,7 @@ async fn raw_find_batch_size_then_unbounded_get_more() {
         first[0].as_document().unwrap().get("_id").unwrap(),
         999.0
     ));
-    let r = db
-        .run_command(doc! {"getMore": id, "collection": "c"})
-        .await
-        .unwrap();
+    let r = run(&db, doc! {"getMore": id, "collection": "c"}).await;
     let (id2, n, _) = cursor_of(&r);
     assert_eq!(
         (id2, n),
@@ -357,10 +343,7 @@ async fn raw_find_batch_size_then_unbounded_get_more() {
     );
 
     // batchSize 0 opens a cursor with an empty first batch.
-    let r = db
-        .run_command(doc! {"find": "c", "batchSize": 0})
-        .await
-        .unwrap();
+    let r = run(&db, doc! {"find": "c", "batchSize": 0}).await;
     let (id, n, _) = cursor_of(&r);
     assert_eq!(n, 0);
     assert_ne!(id, 0);
@@ -402,27 +385,15 @@ async fn single_batch_and_limit_close_the_cursor() {
     let ts = start().await;
     let db = ts.tcp.database("cur");
     thousand(&db, "c").await;
-    let r = db
-        .run_command(doc! {"find": "c", "batchSize": 5, "singleBatch": true})
-        .await
-        .unwrap();
+    let r = run(&db, doc! {"find": "c", "batchSize": 5, "singleBatch": true}).await;
     assert_eq!(cursor_of(&r), (0, 5, "cur.c".to_string()));
 
-    let r = db
-        .run_command(doc! {"find": "c", "limit": 5, "batchSize": 2})
-        .await
-        .unwrap();
+    let r = run(&db, doc! {"find": "c", "limit": 5, "batchSize": 2}).await;
     let (id, n, _) = cursor_of(&r);
     assert_eq!(n, 2);
-    let r = db
-        .run_command(doc! {"getMore": id, "collection": "c", "batchSize": 2})
-        .await
-        .unwrap();
+    let r = run(&db, doc! {"getMore": id, "collection": "c", "batchSize": 2}).await;
     assert_eq!(cursor_of(&r).1, 2);
-    let r = db
-        .run_command(doc! {"getMore": id, "collection": "c", "batchSize": 2})
-        .await
-        .unwrap();
+    let r = run(&db, doc! {"getMore": id, "collection": "c", "batchSize": 2}).await;
     let (id_last, n, _) = cursor_of(&r);
     assert_eq!(
         (id_last, n),
@@ -430,10 +401,7 @@ async fn single_batch_and_limit_close_the_cursor() {
         "limit 5 ends the cursor after 5 documents"
     );
 
-    let r = db
-        .run_command(doc! {"find": "c", "limit": 3})
-        .await
-        .unwrap();
+    let r = run(&db, doc! {"find": "c", "limit": 3}).await;
     assert_eq!(
         cursor_of(&r).0,
         0,
@@ -448,17 +416,11 @@ async fn kill_cursors_then_get_more_fails_43() {
     for (t, client) in ts.clients() {
         let db = client.database("kc");
         thousand(&db, t).await;
-        let r = db
-            .run_command(doc! {"find": t, "batchSize": 2})
-            .await
-            .unwrap();
+        let r = run(&db, doc! {"find": t, "batchSize": 2}).await;
         let (id, _, _) = cursor_of(&r);
         assert_ne!(id, 0);
         let missing = 123_456_789i64;
-        let k = db
-            .run_command(doc! {"killCursors": t, "cursors": [id, missing]})
-            .await
-            .unwrap();
+        let k = run(&db, doc! {"killCursors": t, "cursors": [id, missing]}).await;
         assert_eq!(
             k.get_array("cursorsKilled").unwrap(),
             &vec![Bson::Int64(id)],
@@ -481,10 +443,7 @@ async fn kill_cursors_then_get_more_fails_43() {
             "{t}"
         );
         // The connection survives the error.
-        let r = db
-            .run_command(doc! {"find": t, "batchSize": 1})
-            .await
-            .unwrap();
+        let r = run(&db, doc! {"find": t, "batchSize": 1}).await;
         assert_eq!(cursor_of(&r).1, 1);
     }
 }
@@ -508,10 +467,7 @@ async fn get_more_on_another_collection_is_refused() {
     let ts = start().await;
     let db = ts.tcp.database("cur");
     thousand(&db, "a").await;
-    let r = db
-        .run_command(doc! {"find": "a", "batchSize": 2})
-        .await
-        .unwrap();
+    let r = run(&db, doc! {"find": "a", "batchSize": 2}).await;
     let (id, _, _) = cursor_of(&r);
     let e = expect_code(
         db.run_command(doc! {"getMore": id, "collection": "b"})
@@ -520,10 +476,7 @@ async fn get_more_on_another_collection_is_refused() {
     );
     assert!(error_message(&e).contains("cur.a"), "{}", error_message(&e));
     // The refused getMore leaves the cursor usable from its own collection.
-    let r = db
-        .run_command(doc! {"getMore": id, "collection": "a", "batchSize": 3})
-        .await
-        .unwrap();
+    let r = run(&db, doc! {"getMore": id, "collection": "a", "batchSize": 3}).await;
     let (same, n, _) = cursor_of(&r);
     assert_eq!((same, n), (id, 3));
     let batch = r

@@ -5,12 +5,8 @@
 //! and what explain says ran. Runs on the engine BISONDB_TEST_ENGINE names;
 //! one test restarts an lsm server to check the index options persist.
 
-mod common;
-
-use std::time::Duration;
-
+use crate::common::*;
 use bson::{doc, Bson, Document};
-use common::*;
 use mongodb::Database;
 
 fn ids(docs: &[Document]) -> Vec<i32> {
@@ -432,14 +428,7 @@ async fn geo_index_options_survive_a_restart_on_lsm() {
     ]})
     .await
     .unwrap_or_else(|e| panic!("{e}"));
-    let _ = client
-        .database("admin")
-        .run_command(doc! {"shutdown": 1})
-        .await;
-    drop(client);
-    tokio::time::timeout(Duration::from_secs(20), server.wait())
-        .await
-        .unwrap_or_else(|e| panic!("shutdown: {e}"));
+    shutdown_by_command(server, client).await;
     let (_server, client) = restart_lsm(dir.path(), &dbpath).await;
     let db = client.database("geo_restart");
     let c = db.collection::<Document>("c");

@@ -2,10 +2,8 @@
 //! buildInfo, getParameter, getCmdLineOpts, serverStatus, hostInfo, whatsmyuri,
 //! connectionStatus, listCommands, getLog, endSessions, and wire compression.
 
-mod common;
-
+use crate::common::*;
 use bson::{doc, spec::BinarySubtype, Binary, Bson, Document};
-use common::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hello_reports_mongod_limits_on_both_transports() {

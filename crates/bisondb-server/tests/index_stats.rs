@@ -2,10 +2,8 @@
 //! counter, advanced by the operations whose plan read that index (find,
 //! count, distinct, aggregate, update, delete, findAndModify), and mongod's errors.
 
-mod common;
-
+use crate::common::*;
 use bson::{doc, Document};
-use common::*;
 use futures::TryStreamExt;
 use mongodb::Database;
 

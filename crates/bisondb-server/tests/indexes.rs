@@ -3,13 +3,11 @@
 //! data, the planner and `explain`, hints, index-only counts, and the TTL
 //! monitor with a short interval.
 
-mod common;
-
 use std::time::Duration;
 
+use crate::common::*;
 use bisondb_server::Server;
 use bson::{doc, Bson, Document};
-use common::*;
 use mongodb::options::IndexOptions;
 use mongodb::IndexModel;
 
@@ -222,17 +220,28 @@ async fn explain(db: &mongodb::Database, cmd: Document, verbosity: &str) -> Docu
         .unwrap_or_else(|e| panic!("{e}"))
 }
 
-#[tokio::test]
-async fn planner_and_explain_tell_what_ran() {
-    let t = start().await;
-    let db = t.tcp.database("ex");
+/// Collection `ts` of `n` documents `{_id: i, day: i % days, v: i}` with an
+/// index on `day`, as the explain tests read it.
+async fn days_with_index(
+    db: &mongodb::Database,
+    n: i32,
+    days: i32,
+) -> mongodb::Collection<Document> {
     let coll = db.collection::<Document>("ts");
-    coll.insert_many((0..1000).map(|i| doc! {"_id": i, "day": i % 100, "v": i}))
+    coll.insert_many((0..n).map(|i| doc! {"_id": i, "day": i % days, "v": i}))
         .await
         .unwrap_or_else(|e| panic!("{e}"));
     coll.create_index(IndexModel::builder().keys(doc! {"day": 1}).build())
         .await
         .unwrap_or_else(|e| panic!("{e}"));
+    coll
+}
+
+#[tokio::test]
+async fn planner_and_explain_tell_what_ran() {
+    let t = start().await;
+    let db = t.tcp.database("ex");
+    let coll = days_with_index(&db, 1000, 100).await;
 
     // Equality: IXSCAN under FETCH, 10 keys and 10 documents examined.
     let e = explain(
@@ -581,13 +590,7 @@ fn stage_counters(stage: &Document) -> (i64, i64, i64, i64, i64) {
 async fn execution_stages_report_per_stage_stats() {
     let t = start().await;
     let db = t.tcp.database("exstages");
-    let coll = db.collection::<Document>("ts");
-    coll.insert_many((0..200).map(|i| doc! {"_id": i, "day": i % 20, "v": i}))
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    coll.create_index(IndexModel::builder().keys(doc! {"day": 1}).build())
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
+    days_with_index(&db, 200, 20).await;
 
     // FETCH -> IXSCAN: 10 keys, 10 documents, 5 of them match `v < 100`.
     let e = explain(
@@ -796,21 +799,7 @@ async fn ttl_monitor_deletes_expired_documents() {
     ])
     .await
     .unwrap_or_else(|e| panic!("{e}"));
-    let mut left = Vec::new();
-    for _ in 0..50 {
-        tokio::time::sleep(Duration::from_millis(200)).await;
-        let docs = collect(
-            coll.find(doc! {})
-                .sort(doc! {"_id": 1})
-                .await
-                .unwrap_or_else(|e| panic!("{e}")),
-        )
-        .await;
-        left = field(&docs, "_id");
-        if left.len() == 3 {
-            break;
-        }
-    }
+    let left = left_after_ttl(&coll, "_id", 3).await;
     assert_eq!(
         left,
         vec![

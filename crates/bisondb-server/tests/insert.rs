@@ -2,10 +2,8 @@
 //! ordered and unordered batches, numeric `_id` equality, invalid `_id`, the 16 MiB
 //! document limit, and `$`-prefixed field names.
 
-mod common;
-
+use crate::common::*;
 use bson::{doc, Bson, Document};
-use common::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn insert_one_and_many_generate_object_ids() {

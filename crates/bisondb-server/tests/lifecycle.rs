@@ -1,13 +1,11 @@
 //! Server lifecycle and load: the shutdown command, stale and live socket files,
 //! port conflicts, and concurrent inserters.
 
-mod common;
-
 use std::time::Duration;
 
+use crate::common::*;
 use bisondb_server::Server;
 use bson::{doc, Document};
-use common::*;
 use mongodb::Client;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

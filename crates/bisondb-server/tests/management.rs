@@ -1,10 +1,8 @@
 //! Databases and collections: listing, create, drop, rename, dropDatabase,
 //! listIndexes, and the dbStats/collStats numbers.
 
-mod common;
-
+use crate::common::*;
 use bson::{doc, Document};
-use common::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn list_databases_and_collections() {
@@ -477,14 +475,7 @@ async fn index_sizes_are_measured_per_index_and_survive_a_restart() {
     let names: Vec<String> = index_sizes(&cs).into_iter().map(|(n, _)| n).collect();
     assert_eq!(names, vec!["_id_", "n_1"], "{cs}");
 
-    let _ = client
-        .database("admin")
-        .run_command(doc! {"shutdown": 1})
-        .await;
-    drop(client);
-    tokio::time::timeout(std::time::Duration::from_secs(20), server.wait())
-        .await
-        .expect("shutdown completes");
+    shutdown_by_command(server, client).await;
     let (_server, client) = restart_lsm(dir.path(), &dbpath).await;
     let db = client.database("sizes");
     let cs = check_size_totals(&client, &db).await;

@@ -2,10 +2,8 @@
 //! exclusive, with mongod's 51173-51176 errors), `returnKey`, and
 //! `showRecordId` (not built: 238), through the official driver.
 
-mod common;
-
+use crate::common::*;
 use bson::{doc, Document};
-use common::*;
 use mongodb::options::Hint;
 use mongodb::Database;
 

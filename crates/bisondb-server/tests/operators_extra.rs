@@ -5,10 +5,8 @@
 //! metadata nothing here produces. Storage-backed (the index key comes from
 //! a real index scan), so it runs on both engines.
 
-mod common;
-
+use crate::common::*;
 use bson::{doc, Bson, Document};
-use common::*;
 use mongodb::Collection;
 
 async fn seeded(s: &TestServer, name: &str, n: i32) -> Collection<Document> {

@@ -1,14 +1,11 @@
 //! The persistent `lsm` engine through the server: data survives a clean restart,
 //! and a second server cannot open a dbpath that is in use.
 
-mod common;
-
 use std::path::Path;
-use std::time::Duration;
 
+use crate::common::*;
 use bisondb_server::{RunningServer, Server};
 use bson::{doc, Document};
-use common::*;
 use mongodb::Client;
 
 async fn start_lsm(dir: &Path, dbpath: &Path) -> (RunningServer, Client) {
@@ -48,14 +45,7 @@ async fn data_survives_a_clean_restart() {
         .await
         .unwrap();
     assert_eq!(num(&r, "n"), 1, "{r}");
-    let _ = client
-        .database("admin")
-        .run_command(doc! {"shutdown": 1})
-        .await;
-    drop(client);
-    tokio::time::timeout(Duration::from_secs(20), server.wait())
-        .await
-        .expect("shutdown completes");
+    shutdown_by_command(server, client).await;
 
     let (server, client) = restart_lsm(dir.path(), &dbpath).await;
     let db = client.database("keep");

@@ -3,10 +3,10 @@
 //! getMores, commands, inserts, updates, deletes and failed commands, at
 //! level 2, at level 1 with `slowms` and with a filter, and none at level 0.
 
-mod common;
+use crate::common;
 
+use crate::common::*;
 use bson::{doc, Bson, Document};
-use common::*;
 use mongodb::Database;
 
 async fn profile(db: &Database, cmd: Document) -> Document {
@@ -48,19 +48,7 @@ async fn profile_command_reads_and_sets_the_settings() {
         doc! {"was": 1, "slowms": 20, "sampleRate": 0.5, "ok": 1.0}
     );
     // Turning profiling on created system.profile: capped, 1 MiB.
-    let info = db
-        .run_command(doc! {"listCollections": 1, "filter": {"name": "system.profile"}})
-        .await
-        .unwrap();
-    let first = info
-        .get_document("cursor")
-        .unwrap()
-        .get_array("firstBatch")
-        .unwrap()
-        .first()
-        .and_then(Bson::as_document)
-        .cloned()
-        .expect("system.profile listed");
+    let first = collection_entry(&db, "system.profile").await;
     let options = first.get_document("options").unwrap();
     assert_eq!(options.get_bool("capped").ok(), Some(true));
     assert_eq!(num(options, "size"), 1 << 20);

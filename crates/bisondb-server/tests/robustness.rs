@@ -1,10 +1,8 @@
 //! Malformed traffic on raw TCP connections: each bad message must close only its
 //! own connection, while a driver client and another raw connection keep working.
 
-mod common;
-
+use crate::common::*;
 use bson::{doc, Document, RawDocumentBuf};
-use common::*;
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 

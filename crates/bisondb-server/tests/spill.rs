@@ -8,10 +8,8 @@
 //! BISONDB_TEST_ENGINE names (the dbpath, and so `_tmp`, exists on lsm only;
 //! inMemory spills to the system temp directory).
 
-mod common;
-
+use crate::common::*;
 use bson::{doc, Document};
-use common::*;
 use futures::StreamExt;
 use mongodb::Collection;
 

@@ -7,10 +7,8 @@
 //! errors (27 without a text index, 17261/17262 for bad language fields) and
 //! the IXSCAN explain shows. Runs on the engine BISONDB_TEST_ENGINE names.
 
-mod common;
-
+use crate::common::*;
 use bson::{doc, Bson, Document};
-use common::*;
 use mongodb::{Collection, Database};
 
 fn ids(docs: &[Document]) -> Vec<i32> {

@@ -7,12 +7,10 @@
 //! index commands, `drop`,
 //! `collMod`, the TTL monitor, and a restart of the persistent engine.
 
-mod common;
-
 use std::time::Duration;
 
+use crate::common::*;
 use bson::{doc, Bson, Document};
-use common::*;
 use mongodb::Database;
 
 fn at(ms: i64) -> Bson {
@@ -571,14 +569,7 @@ async fn time_series_survive_a_restart_on_lsm() {
         ])
         .await
         .unwrap_or_else(|e| panic!("{e}"));
-    let _ = client
-        .database("admin")
-        .run_command(doc! {"shutdown": 1})
-        .await;
-    drop(client);
-    tokio::time::timeout(Duration::from_secs(20), server.wait())
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
+    shutdown_by_command(server, client).await;
 
     let (server, client) = restart_lsm(dir.path(), &dbpath).await;
     let db = client.database("keep");

@@ -1,19 +1,19 @@
 //! MongoDB's Unified Test Format, run against an in-process BisonDB through the
 //! official Rust driver. The specification files are read from `$BISONDB_SPECS`
-//! or `../shared/specs` beside the workspace and never copied into the repository;
-//! when neither exists the test says it skipped and passes.
+//! or `../shared/specs` beside the workspace and never copied into the repository.
+//! When `BISONDB_SPECS` is set the folder must exist (CI sets it, so a missing
+//! copy fails there); when it is not set and the default folder is absent, the
+//! test says it skipped and passes.
 //!
-//! Conformance is reported per file; the test fails only when fewer tests pass
-//! than [`PASS_FLOOR`], so a regression fails CI while known gaps are printed
-//! with their reasons.
+//! Conformance is reported per file. The test fails on any failure not in
+//! [`EXPECTED_FAILURES`], on a listed test that passes or no longer exists (so
+//! the list stays true), and when fewer tests pass than [`PASS_FLOOR`] (tests
+//! that start being skipped are a regression too).
 
-mod common;
+use crate::common;
 
-#[path = "unified/extjson.rs"]
 mod extjson;
-#[path = "unified/matching.rs"]
 mod matching;
-#[path = "unified/runner.rs"]
 mod runner;
 
 use std::path::{Path, PathBuf};
@@ -23,6 +23,13 @@ use runner::Outcome;
 /// The number of tests that passed when this floor was last raised.
 const PASS_FLOOR: usize = 397;
 
+/// Tests that fail today, as `<file> :: <description>` (the file relative to the
+/// specs root), each with the reason. Empty: every test that runs passes; the
+/// ones the runner cannot run are skipped with their reason (a topology or
+/// server version BisonDB does not claim, or a feature the runner does not
+/// model), see `runner.rs`.
+const EXPECTED_FAILURES: &[(&str, &str)] = &[];
+
 /// The spec folders (relative to the specs root) the runner executes.
 const SUITES: &[&str] = &[
     "crud/unified",
@@ -31,36 +38,48 @@ const SUITES: &[&str] = &[
     "run-command/unified",
 ];
 
+/// The specs folder: `$BISONDB_SPECS`, which must then exist, or else
+/// `../shared/specs` beside the workspace when it is there.
 fn specs_root() -> Option<PathBuf> {
     if let Some(p) = std::env::var_os("BISONDB_SPECS") {
-        return Some(PathBuf::from(p));
+        let p = PathBuf::from(p);
+        assert!(
+            p.is_dir(),
+            "BISONDB_SPECS is set to {}, which is not a folder",
+            p.display()
+        );
+        return Some(p);
     }
     let default = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/specs");
     default.is_dir().then_some(default)
 }
 
+/// The JSON files of every suite, in order. A suite missing from the specs
+/// folder fails the test: the copy is incomplete.
 fn spec_files(root: &Path) -> Vec<PathBuf> {
     let mut files = Vec::new();
     for suite in SUITES {
         let p = root.join(suite);
         if p.is_file() {
             files.push(p);
-        } else if let Ok(rd) = std::fs::read_dir(&p) {
-            let mut found: Vec<PathBuf> = rd
-                .filter_map(Result::ok)
-                .map(|e| e.path())
-                .filter(|p| p.extension().is_some_and(|x| x == "json"))
-                .collect();
-            found.sort();
-            files.extend(found);
+            continue;
         }
+        let rd = std::fs::read_dir(&p)
+            .unwrap_or_else(|e| panic!("spec suite {} is missing: {e}", p.display()));
+        let mut found: Vec<PathBuf> = rd
+            .filter_map(Result::ok)
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|x| x == "json"))
+            .collect();
+        found.sort();
+        files.extend(found);
     }
     files
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unified_spec_conformance() {
-    let Some(root) = specs_root().filter(|r| r.is_dir()) else {
+    let Some(root) = specs_root() else {
         println!("unified: skipped (no specs folder; set BISONDB_SPECS)");
         return;
     };
@@ -69,6 +88,9 @@ async fn unified_spec_conformance() {
     // the `failPoint` operation needs configureFailPoint.
     let server = common::start_with(|c| c.enable_test_commands = true).await;
     let (mut passed, mut failed, mut skipped) = (0usize, 0usize, 0usize);
+    // Failures not in EXPECTED_FAILURES, and the listed tests that ran, by name.
+    let mut unexpected: Vec<String> = Vec::new();
+    let mut ran: Vec<(String, bool)> = Vec::new();
     for path in spec_files(&root) {
         let name = path
             .strip_prefix(&root)
@@ -83,6 +105,7 @@ async fn unified_spec_conformance() {
             Err(e) => {
                 println!("FAIL {name}: unreadable: {e}");
                 failed += 1;
+                unexpected.push(name);
                 continue;
             }
         };
@@ -91,17 +114,31 @@ async fn unified_spec_conformance() {
             Err(e) => {
                 println!("FAIL {name}: bad JSON: {e}");
                 failed += 1;
+                unexpected.push(name);
                 continue;
             }
         };
         let report = runner::run_file(&json, &server.tcp_uri).await;
         let (mut p, mut f, mut s) = (0, 0, 0);
         for (desc, outcome) in &report.tests {
+            let test = format!("{name} :: {desc}");
+            let listed = EXPECTED_FAILURES.iter().any(|(t, _)| *t == test);
             match outcome {
-                Outcome::Passed => p += 1,
+                Outcome::Passed => {
+                    p += 1;
+                    if listed {
+                        ran.push((test, true));
+                    }
+                }
                 Outcome::Failed(why) => {
                     f += 1;
-                    println!("  FAIL {name} :: {desc}: {why}");
+                    if listed {
+                        println!("  FAIL (expected) {test}: {why}");
+                        ran.push((test, false));
+                    } else {
+                        println!("  FAIL {test}: {why}");
+                        unexpected.push(test);
+                    }
                 }
                 Outcome::Skipped(why) => {
                     s += 1;
@@ -117,6 +154,35 @@ async fn unified_spec_conformance() {
         skipped += s;
     }
     println!("unified: {passed} passed, {failed} failed, {skipped} skipped");
+    assert!(
+        unexpected.is_empty(),
+        "unified: {} failures not in EXPECTED_FAILURES (fix them, or list each with its reason):\n  {}",
+        unexpected.len(),
+        unexpected.join("\n  ")
+    );
+    let now_passing: Vec<&str> = ran
+        .iter()
+        .filter(|(_, passed)| *passed)
+        .map(|(t, _)| t.as_str())
+        .collect();
+    assert!(
+        now_passing.is_empty(),
+        "unified: listed in EXPECTED_FAILURES but passing now (take them off the list):\n  {}",
+        now_passing.join("\n  ")
+    );
+    // With a filter only part of the list runs; otherwise every entry must.
+    if only.is_none() {
+        let gone: Vec<&str> = EXPECTED_FAILURES
+            .iter()
+            .map(|(t, _)| *t)
+            .filter(|t| !ran.iter().any(|(r, _)| r == t))
+            .collect();
+        assert!(
+            gone.is_empty(),
+            "unified: listed in EXPECTED_FAILURES but not run (renamed, removed or skipped now):\n  {}",
+            gone.join("\n  ")
+        );
+    }
     assert!(
         passed >= PASS_FLOOR,
         "unified conformance regressed: {passed} passed, floor is {PASS_FLOOR}"

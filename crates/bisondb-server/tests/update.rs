@@ -1,11 +1,10 @@
 //! Writes other than insert: update operators, upserts, replacements, matched vs
 //! modified counts, deletes, and findAndModify in its three driver forms.
 
-mod common;
-
+use crate::common::*;
 use bson::{doc, Bson, Document};
-use common::*;
 use mongodb::options::ReturnDocument;
+use mongodb::results::UpdateResult;
 use mongodb::Collection;
 
 async fn seeded(coll: &Collection<Document>) {
@@ -23,6 +22,15 @@ async fn get(coll: &Collection<Document>, id: i32) -> Document {
         .await
         .unwrap()
         .unwrap_or_else(|| panic!("document {id} missing"))
+}
+
+/// Runs an update (`update_one`, `update_many`) and returns its
+/// `(matched, modified)`, for the tests of those counts.
+async fn counts(
+    update: impl std::future::IntoFuture<Output = mongodb::error::Result<UpdateResult>>,
+) -> (u64, u64) {
+    let r = update.await.unwrap();
+    (r.matched_count, r.modified_count)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -104,26 +112,23 @@ async fn update_operators() {
             is_num(d.get("n").unwrap(), 1.0) && is_num(d.get("q").unwrap(), 99.0),
             "{t}: {d}"
         );
-        let r = coll
-            .update_one(doc! {"_id": 3}, doc! {"$min": {"n": 5}, "$max": {"q": 50}})
-            .await
-            .unwrap();
         assert_eq!(
-            (r.matched_count, r.modified_count),
+            counts(coll.update_one(doc! {"_id": 3}, doc! {"$min": {"n": 5}, "$max": {"q": 50}}))
+                .await,
             (1, 0),
             "{t}: $min/$max that change nothing"
         );
 
-        let r = coll
-            .update_many(doc! {}, doc! {"$inc": {"all": 1}})
-            .await
-            .unwrap();
-        assert_eq!((r.matched_count, r.modified_count), (3, 3), "{t}");
-        let r = coll
-            .update_many(doc! {"n": {"$gt": 100}}, doc! {"$set": {"x": 1}})
-            .await
-            .unwrap();
-        assert_eq!((r.matched_count, r.modified_count), (0, 0), "{t}");
+        assert_eq!(
+            counts(coll.update_many(doc! {}, doc! {"$inc": {"all": 1}})).await,
+            (3, 3),
+            "{t}"
+        );
+        assert_eq!(
+            counts(coll.update_many(doc! {"n": {"$gt": 100}}, doc! {"$set": {"x": 1}})).await,
+            (0, 0),
+            "{t}"
+        );
     }
 }
 
@@ -133,20 +138,16 @@ async fn setting_the_same_value_is_matched_not_modified() {
     for (t, client) in ts.clients() {
         let coll = client.database("upd").collection::<Document>(t);
         seeded(&coll).await;
-        let r = coll
-            .update_many(doc! {"n": {"$lte": 2}}, doc! {"$set": {"n": 2}})
-            .await
-            .unwrap();
         assert_eq!(
-            (r.matched_count, r.modified_count),
+            counts(coll.update_many(doc! {"n": {"$lte": 2}}, doc! {"$set": {"n": 2}})).await,
             (2, 1),
             "{t}: _id 2 already has n: 2"
         );
-        let r = coll
-            .update_one(doc! {"_id": 3}, doc! {"$set": {"q": 30}})
-            .await
-            .unwrap();
-        assert_eq!((r.matched_count, r.modified_count), (1, 0), "{t}");
+        assert_eq!(
+            counts(coll.update_one(doc! {"_id": 3}, doc! {"$set": {"q": 30}})).await,
+            (1, 0),
+            "{t}"
+        );
     }
 }
 

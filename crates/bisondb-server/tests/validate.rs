@@ -3,10 +3,8 @@
 //! (Corrupted collections are covered by the storage crate's tests, which can
 //! write to the engine behind the collection's back.)
 
-mod common;
-
+use crate::common::*;
 use bson::{doc, Bson, Document};
-use common::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn validate_reports_a_consistent_collection() {

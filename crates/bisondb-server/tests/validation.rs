@@ -3,10 +3,8 @@
 //! `bypassDocumentValidation`, the 121 error's `errInfo`, `collMod` changes
 //! taking effect, and validators and index changes surviving an lsm restart.
 
-mod common;
-
+use crate::common::*;
 use bson::{doc, Bson, Document};
-use common::*;
 use mongodb::options::ReturnDocument;
 use mongodb::{Collection, Database};
 
@@ -31,18 +29,7 @@ async fn create_stores_the_options_and_list_collections_shows_them() {
         doc! {"validationLevel": "moderate", "validationAction": "warn"},
     )
     .await;
-    let r = db
-        .run_command(doc! {"listCollections": 1, "filter": {"name": "c"}})
-        .await
-        .unwrap();
-    let first = r
-        .get_document("cursor")
-        .unwrap()
-        .get_array("firstBatch")
-        .unwrap()[0]
-        .as_document()
-        .unwrap()
-        .clone();
+    let first = collection_entry(&db, "c").await;
     assert_eq!(
         first.get_document("options").unwrap(),
         &doc! {"validator": {"a": {"$gte": 0}}, "validationLevel": "moderate", "validationAction": "warn"}
@@ -496,17 +483,8 @@ async fn validators_and_coll_mod_survive_an_lsm_restart() {
     let c = db.collection::<Document>("c");
     expect_code(c.insert_one(doc! {"a": -1}).await, 121);
     c.insert_one(doc! {"a": 1}).await.unwrap();
-    let r = db
-        .run_command(doc! {"listCollections": 1, "filter": {"name": "c"}})
+    let options = collection_entry(&db, "c")
         .await
-        .unwrap();
-    let options = r
-        .get_document("cursor")
-        .unwrap()
-        .get_array("firstBatch")
-        .unwrap()[0]
-        .as_document()
-        .unwrap()
         .get_document("options")
         .unwrap()
         .clone();

@@ -1,11 +1,21 @@
 //! Read-only views through the driver: creation, reads (find, counts, distinct,
 //! aggregate), views on views, listCollections, write errors and drop.
 
-mod common;
-
+use crate::common::*;
 use bson::{doc, Bson, Document};
-use common::*;
 use mongodb::Database;
+
+/// The `create` command of view `v` over `src`: `qty >= 2`, without `secret`.
+fn create_v() -> Document {
+    doc! {
+        "create": "v",
+        "viewOn": "src",
+        "pipeline": [
+            {"$match": {"qty": {"$gte": 2}}},
+            {"$project": {"secret": 0}},
+        ],
+    }
+}
 
 async fn setup(db: &Database) {
     db.collection::<Document>("src")
@@ -18,16 +28,7 @@ async fn setup(db: &Database) {
         ])
         .await
         .unwrap();
-    db.run_command(doc! {
-        "create": "v",
-        "viewOn": "src",
-        "pipeline": [
-            {"$match": {"qty": {"$gte": 2}}},
-            {"$project": {"secret": 0}},
-        ],
-    })
-    .await
-    .unwrap();
+    db.run_command(create_v()).await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -228,16 +229,7 @@ async fn create_checks_and_list_collections() {
     );
     expect_code(db.run_command(doc! {"create": "v"}).await, 48);
     // Same definition again is a no-op, as for collections.
-    db.run_command(doc! {
-        "create": "v",
-        "viewOn": "src",
-        "pipeline": [
-            {"$match": {"qty": {"$gte": 2}}},
-            {"$project": {"secret": 0}},
-        ],
-    })
-    .await
-    .unwrap();
+    db.run_command(create_v()).await.unwrap();
     // A view on a view must have that view's collation (collations on
     // views are tested in collation.rs).
     expect_code(

@@ -4,12 +4,10 @@
 //! not allowed), `maxTimeMS` interrupting a sleeping script, and a sleeping
 //! script leaving other connections alone.
 
-mod common;
-
 use std::time::{Duration, Instant};
 
+use crate::common::*;
 use bson::{doc, Bson, Document, JavaScriptCodeWithScope};
-use common::*;
 use mongodb::Client;
 
 async fn setup(client: &Client, db: &str) -> mongodb::Collection<Document> {

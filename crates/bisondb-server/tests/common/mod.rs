@@ -7,9 +7,6 @@
 //! Each test starts its own server so tests can run in parallel without sharing
 //! counters, cursors or collections.
 
-// Every test binary compiles this module but uses only part of it.
-#![allow(dead_code)]
-
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -117,6 +114,20 @@ pub async fn restart_lsm(dir: &Path, dbpath: &Path) -> (RunningServer, Client) {
         }
     }
     panic!("the dbpath lock was never released");
+}
+
+/// Stops a server as a client does, with the `shutdown` command (mongod closes
+/// the connection instead of answering, so the reply is ignored), and waits
+/// for it to stop (at most 20 s), for the tests that restart on its dbpath.
+pub async fn shutdown_by_command(server: RunningServer, client: Client) {
+    let _ = client
+        .database("admin")
+        .run_command(bson::doc! {"shutdown": 1})
+        .await;
+    drop(client);
+    tokio::time::timeout(Duration::from_secs(20), server.wait())
+        .await
+        .unwrap_or_else(|e| panic!("shutdown did not complete: {e}"));
 }
 
 /// The driver URI for a Unix socket: the path percent-encoded as the host.
@@ -265,6 +276,63 @@ pub fn field(docs: &[Document], key: &str) -> Vec<Bson> {
     docs.iter()
         .map(|d| d.get(key).cloned().unwrap_or(Bson::Null))
         .collect()
+}
+
+/// Runs a command that must succeed and returns its reply.
+pub async fn run(db: &mongodb::Database, cmd: Document) -> Document {
+    db.run_command(cmd.clone())
+        .await
+        .unwrap_or_else(|e| panic!("{cmd} failed: {e}"))
+}
+
+/// The documents of a command reply's `cursor.firstBatch`.
+#[track_caller]
+pub fn first_batch(reply: &Document) -> Vec<Document> {
+    reply
+        .get_document("cursor")
+        .and_then(|c| c.get_array("firstBatch"))
+        .map(|a| a.iter().filter_map(|b| b.as_document().cloned()).collect())
+        .unwrap_or_else(|e| panic!("no firstBatch in {reply}: {e}"))
+}
+
+/// Collection `name`'s entry in the reply of a raw `listCollections` command
+/// (its `options`, `info`, `type` as the server reports them); panics if it is
+/// not listed.
+pub async fn collection_entry(db: &mongodb::Database, name: &str) -> Document {
+    let r = db
+        .run_command(bson::doc! {"listCollections": 1, "filter": {"name": name}})
+        .await
+        .unwrap_or_else(|e| panic!("listCollections: {e}"));
+    first_batch(&r)
+        .into_iter()
+        .next()
+        .unwrap_or_else(|| panic!("{name} not listed: {r}"))
+}
+
+/// The values of `key` in `coll`, sorted by it, once the TTL monitor has left
+/// `n` documents (or as they are after 10 s of polling, for the caller's
+/// assertion to show).
+pub async fn left_after_ttl(
+    coll: &mongodb::Collection<Document>,
+    key: &str,
+    n: usize,
+) -> Vec<Bson> {
+    let mut left = Vec::new();
+    for _ in 0..50 {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let docs = collect(
+            coll.find(bson::doc! {})
+                .sort(bson::doc! {key: 1})
+                .await
+                .unwrap_or_else(|e| panic!("{e}")),
+        )
+        .await;
+        left = field(&docs, key);
+        if left.len() == n {
+            break;
+        }
+    }
+    left
 }
 
 // ---- raw wire protocol -----------------------------------------------------
