@@ -26,6 +26,8 @@ use bson::{doc, Bson, Document, RawBson, RawBsonRef, RawDocumentBuf};
 
 use crate::cursor::DocSource;
 
+#[cfg(test)]
+mod explain_golden;
 mod geo_near;
 mod min_max;
 mod text;
