@@ -25,10 +25,9 @@ use bisondb_query::sort::SortSpec;
 use bisondb_storage::{Collection, IndexInfo};
 use bson::{doc, Bson, Document, RawBson, RawDocumentBuf};
 
-use super::{
-    bad_hint, contains, index_collation, same_pattern, sort_direction, Access, Fetch, Hint, Plan,
-    Stats,
-};
+use super::access::{index_collation, Fetch};
+use super::choose::{bad_hint, contains, same_pattern, sort_direction};
+use super::{Access, Hint, Plan, Stats};
 use crate::cursor::DocSource;
 
 /// A `find`'s `min` and `max` as sent (an empty document: not given).

@@ -1,0 +1,263 @@
+//! Access paths: how a plan reaches its documents. The `_id` point lookup,
+//! the collection scan (in natural order for a capped collection, or through
+//! the `_id` index when hinted), the index scan over the bounds the filter
+//! puts on an index's fields followed by a fetch that re-checks the whole
+//! filter, and counting index keys alone when they answer a count. Each
+//! counts the keys and documents it examined into [`Stats`].
+
+use std::collections::HashSet;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use bisondb_error::{ErrorCode, MongoError, MongoResult};
+use bisondb_query::collation::Collation;
+use bisondb_query::matcher::bounds::{field_bounds_in, FieldBounds};
+use bisondb_query::matcher::Matcher;
+use bisondb_storage::{Collection, IndexInfo, IndexScan, Snapshot};
+use bson::{RawBson, RawDocumentBuf};
+
+use super::{counted, geo_near, min_max, Access, Plan, Stats};
+use crate::cursor::DocSource;
+
+pub(super) fn bounds_for(index: &IndexInfo, m: &Matcher) -> Vec<FieldBounds> {
+    bisondb_storage::hash_bounds(&index.spec, raw_bounds_for(index, m))
+}
+
+/// The bounds the filter puts on each field of `index`, before hashing.
+pub(super) fn raw_bounds_for(index: &IndexInfo, m: &Matcher) -> Vec<FieldBounds> {
+    // An index with a collation holds collation keys for strings: only string
+    // predicates under that collation can bound it.
+    let Some(collation) = index_collation(index) else {
+        // A collation that cannot be read: the index bounds nothing.
+        return index.fields.iter().map(|_| FieldBounds::full()).collect();
+    };
+    let geo = index.spec.geo_field().map(|(i, _)| i);
+    index
+        .fields
+        .iter()
+        .enumerate()
+        .map(|(i, f)| {
+            if geo == Some(i) {
+                // A geo field holds cells, bounded only by geo predicates.
+                return geo_near::field_bounds(index, m, &f.path);
+            }
+            field_bounds_in(m, &f.path, index.multikey, collation.as_deref())
+        })
+        .collect()
+}
+
+/// The collation of an index: `Some(None)` for simple, `None` when its stored
+/// collation cannot be read (validated when the index was created, so only a
+/// damaged catalog gets here).
+pub(super) fn index_collation(index: &IndexInfo) -> Option<Option<Arc<Collation>>> {
+    match &index.spec.collation {
+        None => Some(None),
+        Some(c) => crate::collation::parse_spec(c).ok(),
+    }
+}
+
+/// Runs `plan`, yielding the documents that match `m` and counting what it
+/// examined into `stats`.
+pub fn execute(
+    coll: Option<&Collection>,
+    plan: &Plan,
+    m: &Matcher,
+    stats: Arc<Stats>,
+) -> MongoResult<DocSource> {
+    let Some(coll) = coll else {
+        stats.access.end();
+        return Ok(Box::new(std::iter::empty()));
+    };
+    let src = access_source(coll, plan, m, stats.clone())?;
+    let src = counted(src, stats, |s| &s.access);
+    match &plan.geo_near {
+        Some(g) => geo_near::sorted(src, g),
+        None => Ok(src),
+    }
+}
+
+fn access_source(
+    coll: &Collection,
+    plan: &Plan,
+    m: &Matcher,
+    stats: Arc<Stats>,
+) -> MongoResult<DocSource> {
+    let m = m.clone();
+    match &plan.access {
+        Access::Empty => Ok(Box::new(std::iter::empty())),
+        Access::KeyRange { index, start, end } => {
+            min_max::source(coll, index.as_deref(), start, end, m, stats)
+        }
+        Access::IdLookup(id) => {
+            let id = RawBson::try_from(id.clone()).map_err(crate::request::invalid_bson)?;
+            let found = coll.get(id.as_raw_bson_ref()).map_err(MongoError::from)?;
+            stats.keys_examined.fetch_add(1, Ordering::Relaxed);
+            stats
+                .docs_examined
+                .fetch_add(found.is_some() as u64, Ordering::Relaxed);
+            Ok(Box::new(
+                found.into_iter().filter(move |d| m.matches(d)).map(Ok),
+            ))
+        }
+        Access::Collscan { reverse, id_index } => {
+            let all = m.is_empty();
+            let id_index = *id_index;
+            // A capped collection's natural order is insertion order.
+            let mut scan: Box<dyn Iterator<Item = _> + Send> = if coll.is_capped() && !id_index {
+                Box::new(coll.scan_natural(*reverse).map(|r| r.map(|(_, d)| d)))
+            } else {
+                Box::new(coll.scan(*reverse))
+            };
+            let read = std::iter::from_fn(move || {
+                let r = scan.next();
+                match &r {
+                    Some(Ok(_)) => {
+                        stats.docs_examined.fetch_add(1, Ordering::Relaxed);
+                        if id_index {
+                            // The `_id` index entry of this document.
+                            stats.keys_examined.fetch_add(1, Ordering::Relaxed);
+                            stats.ixscan.add();
+                        }
+                    }
+                    Some(Err(_)) => {}
+                    None => stats.ixscan.end(),
+                }
+                r
+            });
+            Ok(Box::new(read.filter_map(move |r| {
+                match r {
+                    Ok(d) if all => Some(Ok(d)),
+                    // $expr may fail to evaluate; mongod fails the operation rather than skip the document.
+                    Ok(d) => match m.try_matches(&d) {
+                        Ok(true) => Some(Ok(d)),
+                        Ok(false) => None,
+                        Err(e) => Some(Err(e)),
+                    },
+                    Err(e) => Some(Err(MongoError::from(e))),
+                }
+            })))
+        }
+        Access::Ixscan {
+            index,
+            bounds,
+            reverse,
+        } => {
+            let snapshot = coll.snapshot();
+            let scan = coll
+                .index_scan(snapshot.clone(), &index.spec.name, bounds, *reverse)
+                .ok_or_else(|| {
+                    MongoError::new(
+                        ErrorCode::QueryPlanKilled,
+                        format!("index {} dropped during the query", index.spec.name),
+                    )
+                })?;
+            Ok(Box::new(Fetch {
+                coll: coll.clone(),
+                snapshot,
+                scan,
+                seen: index.multikey.then(HashSet::new),
+                matcher: m,
+                stats,
+            }))
+        }
+    }
+}
+
+/// Counts the index keys inside the plan's bounds without fetching documents
+/// (valid when `plan.count_exact`).
+pub fn count_keys(coll: &Collection, plan: &Plan, stats: &Stats) -> MongoResult<u64> {
+    let Access::Ixscan {
+        index,
+        bounds,
+        reverse,
+    } = &plan.access
+    else {
+        return Err(MongoError::internal("count_keys without an index scan"));
+    };
+    let mut scan = coll
+        .index_scan(coll.snapshot(), &index.spec.name, bounds, *reverse)
+        .ok_or_else(|| MongoError::new(ErrorCode::QueryPlanKilled, "index dropped during count"))?;
+    let mut n = 0u64;
+    for r in scan.by_ref() {
+        r?;
+        n += 1;
+        stats.ixscan.add();
+    }
+    stats.ixscan.end();
+    // mongod's COUNT_SCAN counts a key examined on every step, including the
+    // last one that finds the end of the range (10 matching keys: 11).
+    stats
+        .keys_examined
+        .fetch_add(scan.keys_examined().saturating_add(1), Ordering::Relaxed);
+    Ok(n)
+}
+
+/// Index scan then fetch: each entry's document is read from the scan's
+/// snapshot and re-checked against the whole filter (bounds are a superset).
+/// Results follow index order, as mongod's IXSCAN → FETCH does: applications and
+/// drivers' tests rely on it (pymongo's `test_hint`).
+pub(super) struct Fetch {
+    pub(super) coll: Collection,
+    pub(super) snapshot: Arc<dyn Snapshot>,
+    pub(super) scan: IndexScan,
+    /// Multikey indexes can name a document once per array element.
+    pub(super) seen: Option<HashSet<Vec<u8>>>,
+    pub(super) matcher: Matcher,
+    pub(super) stats: Arc<Stats>,
+}
+
+impl Fetch {
+    /// The next encoded `_id` to fetch, skipping repeats from multikey entries.
+    fn next_id(&mut self) -> Option<MongoResult<Vec<u8>>> {
+        loop {
+            let before = self.scan.keys_examined();
+            let next = self.scan.next();
+            let after = self.scan.keys_examined();
+            self.stats
+                .keys_examined
+                .fetch_add(after.saturating_sub(before), Ordering::Relaxed);
+            let Some(next) = next else {
+                self.stats.ixscan.end();
+                return None;
+            };
+            match next {
+                Err(e) => return Some(Err(e.into())),
+                Ok(id) => {
+                    if let Some(seen) = &mut self.seen {
+                        self.stats.dups_tested.fetch_add(1, Ordering::Relaxed);
+                        if !seen.insert(id.clone()) {
+                            self.stats.dups_dropped.fetch_add(1, Ordering::Relaxed);
+                            continue;
+                        }
+                    }
+                    self.stats.ixscan.add();
+                    return Some(Ok(id));
+                }
+            }
+        }
+    }
+}
+
+impl Iterator for Fetch {
+    type Item = MongoResult<RawDocumentBuf>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            let id = match self.next_id()? {
+                Ok(id) => id,
+                Err(e) => return Some(Err(e)),
+            };
+            let doc = match self.coll.fetch(self.snapshot.as_ref(), &id) {
+                Ok(Some(d)) => d,
+                Ok(None) => continue,
+                Err(e) => return Some(Err(e.into())),
+            };
+            self.stats.docs_examined.fetch_add(1, Ordering::Relaxed);
+            match self.matcher.try_matches(&doc) {
+                Ok(true) => return Some(Ok(doc)),
+                Ok(false) => continue,
+                Err(e) => return Some(Err(e)),
+            }
+        }
+    }
+}
