@@ -221,21 +221,11 @@ fn explain_filter(
         t.sort.as_ref(),
         t.hint.as_ref(),
     )?;
-    let mut tree = plan::describe(&chosen, &t.filter, false);
+    let mut tree = plan::StageTree::of_plan(&chosen, &t.filter, false);
     if let (Some(s), false) = (&t.sort, chosen.provides_sort) {
-        let mut pattern = Document::new();
-        for (k, asc) in s.fields() {
-            pattern.insert(k.clone(), if *asc { 1 } else { -1 });
-        }
-        tree = doc! {"stage": "SORT", "sortPattern": pattern, "memLimit": plan::SORT_MEMORY_LIMIT as i64, "type": "simple", "inputStage": tree};
+        tree = tree.sort(s, None);
     }
-    let planner = doc! {
-        "namespace": util::ns(db, &t.coll),
-        "parsedQuery": parsed_query(&t.filter),
-        "indexFilterSet": false,
-        "winningPlan": tree.clone(),
-        "rejectedPlans": [],
-    };
+    let planner = plan::query_planner(util::ns(db, &t.coll), &t.filter, &tree);
     if !execute {
         return Ok((planner, None));
     }
@@ -247,69 +237,9 @@ fn explain_filter(
     for d in plan::counted(src, stats.clone(), |s| &s.out) {
         d?;
     }
-    let returned = stats.out.n();
-    let stages = plan::execution_stages(&tree, Some(&chosen), &stats);
+    let stages = tree.execution_stages(&stats);
     Ok((
         planner,
-        Some(doc! {
-            "executionSuccess": true,
-            "nReturned": reply::count(returned),
-            "executionTimeMillis": reply::count(started.elapsed().as_millis() as u64),
-            "totalKeysExamined": reply::count(stats.keys()),
-            "totalDocsExamined": reply::count(stats.docs()),
-            "executionStages": stages,
-        }),
+        Some(plan::execution_stats(&stats, started, stages)),
     ))
-}
-
-/// The filter as mongod's explain shows its parsed form for the common
-/// shapes: a field compared to a plain value is an `$eq` (a regular
-/// expression value a `$regex`), operator documents stay as sent. (mongod
-/// also gathers several conditions under `$and` in its canonical order;
-/// BisonDB keeps them as one document.)
-pub(crate) fn parsed_query(filter: &Document) -> Document {
-    let mut out = Document::new();
-    for (k, v) in filter {
-        let shown = match v {
-            _ if k.starts_with('$') => v.clone(),
-            Bson::Document(d) if d.keys().next().is_some_and(|f| f.starts_with('$')) => v.clone(),
-            Bson::RegularExpression(r) => {
-                let mut d = doc! {"$regex": r.pattern.as_str()};
-                if !r.options.is_empty() {
-                    d.insert("$options", r.options.as_str());
-                }
-                Bson::Document(d)
-            }
-            _ => Bson::Document(doc! {"$eq": v.clone()}),
-        };
-        out.insert(k.clone(), shown);
-    }
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::parsed_query;
-    use bson::{doc, Regex};
-
-    #[test]
-    fn parsed_query_shows_equalities_as_eq() {
-        assert_eq!(parsed_query(&doc! {"a": 3}), doc! {"a": {"$eq": 3}});
-        assert_eq!(
-            parsed_query(&doc! {"a": {"x": 1}}),
-            doc! {"a": {"$eq": {"x": 1}}}
-        );
-        assert_eq!(
-            parsed_query(&doc! {"a": {"$gt": 1}, "$or": [{"b": 1}]}),
-            doc! {"a": {"$gt": 1}, "$or": [{"b": 1}]}
-        );
-        let re = Regex {
-            pattern: "^x".to_string().try_into().expect("pattern"),
-            options: "i".to_string().try_into().expect("options"),
-        };
-        assert_eq!(
-            parsed_query(&doc! {"s": re}),
-            doc! {"s": {"$regex": "^x", "$options": "i"}}
-        );
-    }
 }

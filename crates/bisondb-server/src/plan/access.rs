@@ -3,7 +3,8 @@
 //! the `_id` index when hinted), the index scan over the bounds the filter
 //! puts on an index's fields followed by a fetch that re-checks the whole
 //! filter, and counting index keys alone when they answer a count. Each
-//! counts the keys and documents it examined into [`Stats`].
+//! counts the keys and documents it examined into [`Stats`], and renders its
+//! explain stage (IDHACK, COLLSCAN, IXSCAN or COUNT_SCAN) from them.
 
 use std::collections::HashSet;
 use std::sync::atomic::Ordering;
@@ -11,13 +12,16 @@ use std::sync::Arc;
 
 use bisondb_error::{ErrorCode, MongoError, MongoResult};
 use bisondb_query::collation::Collation;
-use bisondb_query::matcher::bounds::{field_bounds_in, FieldBounds};
+use bisondb_query::index_keys::KeyField;
+use bisondb_query::matcher::bounds::{field_bounds_in, FieldBounds, Interval};
 use bisondb_query::matcher::Matcher;
 use bisondb_storage::{Collection, IndexInfo, IndexScan, Snapshot};
-use bson::{RawBson, RawDocumentBuf};
+use bson::{doc, Bson, Document, RawBson, RawDocumentBuf};
 
+use super::explain::{Ran, Stage};
 use super::{counted, geo_near, min_max, Access, Plan, Stats};
 use crate::cursor::DocSource;
+use crate::reply::count;
 
 pub(super) fn bounds_for(index: &IndexInfo, m: &Matcher) -> Vec<FieldBounds> {
     bisondb_storage::hash_bounds(&index.spec, raw_bounds_for(index, m))
@@ -260,4 +264,317 @@ impl Iterator for Fetch {
             }
         }
     }
+}
+
+/// explain's IDHACK: the `_id` point lookup.
+pub(super) struct IdHackStage;
+
+impl Stage for IdHackStage {
+    fn name(&self) -> &'static str {
+        "IDHACK"
+    }
+    fn describe(&self, _: &mut Document) {}
+    fn ran(&self, s: &Stats, _: Option<&Ran>) -> Ran {
+        let eof = s.access.is_eof();
+        Ran {
+            works: s.docs().max(s.access.n()) + u64::from(eof),
+            advanced: s.access.n(),
+            eof,
+        }
+    }
+    fn describe_run(&self, s: &Stats, out: &mut Document) {
+        out.insert("keysExamined", count(s.keys()));
+        out.insert("docsExamined", count(s.docs()));
+    }
+}
+
+/// explain's COLLSCAN: every document, each checked against `filter`.
+pub(super) struct CollscanStage<'a> {
+    pub filter: Option<&'a Document>,
+    pub reverse: bool,
+}
+
+impl Stage for CollscanStage<'_> {
+    fn name(&self) -> &'static str {
+        "COLLSCAN"
+    }
+    fn filter(&self) -> Option<&Document> {
+        self.filter
+    }
+    fn describe(&self, out: &mut Document) {
+        out.insert("direction", direction(self.reverse));
+    }
+    fn ran(&self, s: &Stats, _: Option<&Ran>) -> Ran {
+        let eof = s.access.is_eof();
+        Ran {
+            works: s.docs() + u64::from(eof),
+            advanced: s.access.n(),
+            eof,
+        }
+    }
+    fn describe_run(&self, s: &Stats, out: &mut Document) {
+        self.describe(out);
+        out.insert("docsExamined", count(s.docs()));
+    }
+}
+
+fn direction(reverse: bool) -> &'static str {
+    if reverse {
+        "backward"
+    } else {
+        "forward"
+    }
+}
+
+/// What part of an index a scan reads, as explain shows it.
+pub(super) enum ScanBounds<'a> {
+    /// The bounds the filter put on each field.
+    Fields(&'a [FieldBounds]),
+    /// The whole `_id` index.
+    All,
+    /// `find`'s `min`/`max`: whole keys from `start` (inclusive) to `end`
+    /// (exclusive).
+    KeyRange { start: &'a [Bson], end: &'a [Bson] },
+}
+
+/// explain's IXSCAN (or COUNT_SCAN, which reads keys without fetching).
+pub(super) struct IndexScanStage<'a> {
+    /// `None`: the `_id` index (the collection's own order).
+    index: Option<&'a IndexInfo>,
+    bounds: ScanBounds<'a>,
+    reverse: bool,
+    counting: bool,
+}
+
+impl<'a> IndexScanStage<'a> {
+    pub fn new(index: Option<&'a IndexInfo>, bounds: ScanBounds<'a>, reverse: bool) -> Self {
+        IndexScanStage {
+            index,
+            bounds,
+            reverse,
+            counting: false,
+        }
+    }
+
+    /// The same scan as a COUNT_SCAN.
+    pub fn counting(self) -> Self {
+        IndexScanStage {
+            counting: true,
+            ..self
+        }
+    }
+
+    /// The index's fields (the `_id` index's when none).
+    fn fields(&self) -> Vec<KeyField> {
+        match self.index {
+            Some(ix) => ix.fields.clone(),
+            None => vec![KeyField {
+                path: "_id".into(),
+                descending: false,
+            }],
+        }
+    }
+
+    /// `indexBounds` as an IXSCAN shows them: each field's intervals in the
+    /// order the scan meets them.
+    pub fn index_bounds(&self) -> Document {
+        match &self.bounds {
+            ScanBounds::Fields(bounds) => {
+                let mut ib = Document::new();
+                for (f, b) in self.fields().iter().zip(bounds.iter()) {
+                    let shown: Vec<Bson> = if self.reverse != f.descending {
+                        b.intervals
+                            .iter()
+                            .rev()
+                            .map(|i| Bson::String(reversed(i)))
+                            .collect()
+                    } else {
+                        b.intervals
+                            .iter()
+                            .map(|i| Bson::String(i.display()))
+                            .collect()
+                    };
+                    ib.insert(f.path.clone(), shown);
+                }
+                ib
+            }
+            ScanBounds::All => {
+                let full = if self.reverse {
+                    "[MaxKey, MinKey]"
+                } else {
+                    "[MinKey, MaxKey]"
+                };
+                doc! {"_id": [full]}
+            }
+            ScanBounds::KeyRange { start, end } => {
+                let fields = self.fields();
+                let key_doc = |values: &[Bson]| -> Document {
+                    fields
+                        .iter()
+                        .zip(values)
+                        .map(|(f, v)| (f.path.clone(), v.clone()))
+                        .collect()
+                };
+                doc! {
+                    "startKey": key_doc(start),
+                    "startKeyInclusive": true,
+                    "endKey": key_doc(end),
+                    "endKeyInclusive": false,
+                }
+            }
+        }
+    }
+
+    /// mongod's COUNT_SCAN shows one key range as `startKey`/`endKey` with
+    /// their inclusivity and no direction; bounds of several intervals keep
+    /// the IXSCAN form (mongod would not count-scan them).
+    fn count_range(&self) -> Option<Document> {
+        let ScanBounds::Fields(bounds) = &self.bounds else {
+            return None;
+        };
+        let fields = self.fields();
+        let intervals: Vec<&Interval> = bounds
+            .iter()
+            .map(|b| match b.intervals.as_slice() {
+                [i] => Some(i),
+                _ => None,
+            })
+            .collect::<Option<_>>()
+            .filter(|v: &Vec<&Interval>| v.len() == fields.len())?;
+        let mut start = Document::new();
+        let mut end = Document::new();
+        let (mut start_inc, mut end_inc) = (true, true);
+        for (f, i) in fields.iter().zip(&intervals) {
+            // A descending field stores its values inverted: its range starts high.
+            let (lo, lo_inc, hi, hi_inc) = if f.descending {
+                (&i.hi, i.hi_inclusive, &i.lo, i.lo_inclusive)
+            } else {
+                (&i.lo, i.lo_inclusive, &i.hi, i.hi_inclusive)
+            };
+            start.insert(f.path.clone(), lo.clone());
+            end.insert(f.path.clone(), hi.clone());
+            start_inc &= lo_inc;
+            end_inc &= hi_inc;
+        }
+        Some(doc! {
+            "startKey": start,
+            "startKeyInclusive": start_inc,
+            "endKey": end,
+            "endKeyInclusive": end_inc,
+        })
+    }
+
+    /// The number of key ranges the scan seeks to: one per combination of
+    /// the point intervals on the leading fields, times the intervals of the
+    /// first ranged field (as the storage scan builds them).
+    fn seeks(&self) -> u64 {
+        let ScanBounds::Fields(bounds) = &self.bounds else {
+            return 1;
+        };
+        let mut n = 1u64;
+        for b in bounds.iter() {
+            if b.is_full() {
+                break;
+            }
+            n = n.saturating_mul(b.intervals.len() as u64);
+            if !b.is_points() {
+                break;
+            }
+        }
+        n
+    }
+}
+
+impl Stage for IndexScanStage<'_> {
+    fn name(&self) -> &'static str {
+        if self.counting {
+            "COUNT_SCAN"
+        } else {
+            "IXSCAN"
+        }
+    }
+
+    fn describe(&self, out: &mut Document) {
+        let (key, name, multikey, unique, sparse, partial) = match self.index {
+            Some(ix) => (
+                ix.spec.key.clone(),
+                ix.spec.name.as_str(),
+                ix.multikey,
+                ix.spec.unique,
+                ix.spec.sparse,
+                ix.spec.partial_filter.is_some(),
+            ),
+            None => (doc! {"_id": 1}, "_id_", false, true, false, false),
+        };
+        let mut multikey_paths = Document::new();
+        for f in self.fields() {
+            let v: Vec<Bson> = if multikey {
+                vec![Bson::String(f.path.clone())]
+            } else {
+                Vec::new()
+            };
+            multikey_paths.insert(f.path, v);
+        }
+        out.insert("keyPattern", key);
+        out.insert("indexName", name);
+        out.insert("isMultiKey", multikey);
+        out.insert("multiKeyPaths", multikey_paths);
+        out.insert("isUnique", unique);
+        out.insert("isSparse", sparse);
+        out.insert("isPartial", partial);
+        out.insert("indexVersion", 2);
+        let range = if self.counting {
+            self.count_range()
+        } else {
+            None
+        };
+        match range {
+            Some(range) => {
+                out.insert("indexBounds", range);
+            }
+            None => {
+                out.insert("direction", direction(self.reverse));
+                out.insert("indexBounds", self.index_bounds());
+            }
+        }
+    }
+
+    fn ran(&self, s: &Stats, _: Option<&Ran>) -> Ran {
+        let eof = s.ixscan.is_eof();
+        let works = if self.counting {
+            // keysExamined already counts the step that found the end.
+            s.keys().max(s.ixscan.n() + u64::from(eof))
+        } else {
+            s.keys().max(s.ixscan.n()) + u64::from(eof)
+        };
+        Ran {
+            works,
+            advanced: s.ixscan.n(),
+            eof,
+        }
+    }
+
+    fn describe_run(&self, s: &Stats, out: &mut Document) {
+        self.describe(out);
+        out.insert("keysExamined", count(s.keys()));
+        if self.counting {
+            out.insert("dupsTested", 0);
+            out.insert("dupsDropped", 0);
+        } else {
+            out.insert("seeks", count(self.seeks()));
+            out.insert("dupsTested", count(s.dups_tested.load(Ordering::Relaxed)));
+            out.insert("dupsDropped", count(s.dups_dropped.load(Ordering::Relaxed)));
+        }
+    }
+}
+
+/// An interval as a backward scan meets it: `[5, 1]` for `[1, 5]`.
+fn reversed(i: &Interval) -> String {
+    let flipped = Interval {
+        lo: i.hi.clone(),
+        lo_inclusive: i.hi_inclusive,
+        hi: i.lo.clone(),
+        hi_inclusive: i.lo_inclusive,
+    };
+    flipped.display()
 }

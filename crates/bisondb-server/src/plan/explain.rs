@@ -1,400 +1,467 @@
-//! explain's plan trees: the `winningPlan` of a [`Plan`] and, from the
-//! [`Stats`] of running it, each stage's `executionStats`.
+//! explain's plan trees. A plan is a chain of physical stages (mongod's
+//! names: IDHACK, COLLSCAN, IXSCAN or COUNT_SCAN, FETCH, SORT, SKIP, LIMIT,
+//! the projections, the text and geo stages, COUNT), each implementing
+//! [`Stage`]: it writes its own fields of the `queryPlanner.winningPlan`
+//! node and, from the plan's [`Stats`], how it ran and its fields of the
+//! `executionStats.executionStages` node. A [`StageTree`] is built from the
+//! chosen [`Plan`] ([`StageTree::of_plan`]) with the stages a command stacks
+//! on top of it (sort, skip, limit, projection, count), in the order the
+//! command runs them; explain walks it once for each section.
+//!
+//! The stages of the access paths live with them (`access.rs`), the SORT
+//! with the blocking sort (`sort.rs`), the text and geo stages in `text.rs`
+//! and `geo_near.rs`; the stages the commands add, and the tree, here.
 
-use std::sync::atomic::Ordering;
+use std::time::Instant;
 
-use bisondb_query::matcher::bounds::FieldBounds;
-use bisondb_storage::IndexInfo;
 use bson::{doc, Bson, Document};
 
-use super::{geo_near, min_max, text, Access, Plan, Stats, SORT_MEMORY_LIMIT};
-
-/// The access part of explain's `winningPlan`.
-pub fn describe(plan: &Plan, filter: &Document, count_scan: bool) -> Document {
-    if let Some(g) = &plan.geo_near {
-        let scan = Plan {
-            geo_near: None,
-            ..plan.clone()
-        };
-        return geo_near::describe(g, describe(&scan, filter, count_scan));
-    }
-    let filter_field = |d: &mut Document| {
-        if !filter.is_empty() {
-            d.insert("filter", filter.clone());
-        }
-    };
-    match &plan.access {
-        Access::Empty => doc! {"stage": "EOF"},
-        Access::KeyRange { index, start, end } => {
-            let mut fetch = doc! {"stage": "FETCH"};
-            filter_field(&mut fetch);
-            fetch.insert(
-                "inputStage",
-                min_max::describe(index.as_deref(), start, end),
-            );
-            fetch
-        }
-        Access::IdLookup(_) => doc! {"stage": "IDHACK"},
-        Access::Collscan {
-            reverse,
-            id_index: true,
-        } => {
-            let full = if *reverse {
-                "[MaxKey, MinKey]"
-            } else {
-                "[MinKey, MaxKey]"
-            };
-            let scan = doc! {
-                "stage": "IXSCAN",
-                "keyPattern": {"_id": 1},
-                "indexName": "_id_",
-                "isMultiKey": false,
-                "multiKeyPaths": {"_id": []},
-                "isUnique": true,
-                "isSparse": false,
-                "isPartial": false,
-                "indexVersion": 2,
-                "direction": if *reverse { "backward" } else { "forward" },
-                "indexBounds": {"_id": [full]},
-            };
-            let mut fetch = doc! {"stage": "FETCH"};
-            filter_field(&mut fetch);
-            fetch.insert("inputStage", scan);
-            fetch
-        }
-        Access::Collscan { reverse, .. } => {
-            let mut d = doc! {"stage": "COLLSCAN"};
-            filter_field(&mut d);
-            d.insert("direction", if *reverse { "backward" } else { "forward" });
-            d
-        }
-        Access::Ixscan {
-            index,
-            bounds,
-            reverse,
-        } => {
-            let mut ib = Document::new();
-            for (f, b) in index.fields.iter().zip(bounds) {
-                let shown: Vec<Bson> = if *reverse != f.descending {
-                    b.intervals
-                        .iter()
-                        .rev()
-                        .map(|i| Bson::String(reversed(i)))
-                        .collect()
-                } else {
-                    b.intervals
-                        .iter()
-                        .map(|i| Bson::String(i.display()))
-                        .collect()
-                };
-                ib.insert(f.path.clone(), shown);
-            }
-            let mut multikey_paths = Document::new();
-            for f in &index.fields {
-                let v: Vec<Bson> = if index.multikey {
-                    vec![Bson::String(f.path.clone())]
-                } else {
-                    Vec::new()
-                };
-                multikey_paths.insert(f.path.clone(), v);
-            }
-            let scan = doc! {
-                "stage": if count_scan { "COUNT_SCAN" } else { "IXSCAN" },
-                "keyPattern": index.spec.key.clone(),
-                "indexName": index.spec.name.clone(),
-                "isMultiKey": index.multikey,
-                "multiKeyPaths": multikey_paths,
-                "isUnique": index.spec.unique,
-                "isSparse": index.spec.sparse,
-                "isPartial": index.spec.partial_filter.is_some(),
-                "indexVersion": 2,
-                "direction": if *reverse { "backward" } else { "forward" },
-                "indexBounds": ib,
-            };
-            if count_scan {
-                return count_scan_stage(scan, index, bounds);
-            }
-            if index.spec.is_text() {
-                return text::describe(index, filter, scan);
-            }
-            let mut fetch = doc! {"stage": "FETCH"};
-            // Bounds that answer the whole filter leave FETCH nothing to
-            // check, and mongod shows no filter there.
-            if !plan.count_exact {
-                filter_field(&mut fetch);
-            }
-            fetch.insert("inputStage", scan);
-            fetch
-        }
-    }
-}
-
-/// mongod's COUNT_SCAN shows one key range as `startKey`/`endKey` with their
-/// inclusivity and no direction; bounds of several intervals keep the IXSCAN
-/// form (mongod would not count-scan them).
-fn count_scan_stage(mut scan: Document, index: &IndexInfo, bounds: &[FieldBounds]) -> Document {
-    let single: Option<Vec<&bisondb_query::matcher::bounds::Interval>> = bounds
-        .iter()
-        .map(|b| match b.intervals.as_slice() {
-            [i] => Some(i),
-            _ => None,
-        })
-        .collect();
-    let Some(intervals) = single.filter(|v| v.len() == index.fields.len()) else {
-        return scan;
-    };
-    let mut start = Document::new();
-    let mut end = Document::new();
-    for (f, i) in index.fields.iter().zip(&intervals) {
-        // A descending field stores its values inverted: its range starts high.
-        let (lo, hi) = if f.descending {
-            (&i.hi, &i.lo)
-        } else {
-            (&i.lo, &i.hi)
-        };
-        start.insert(f.path.clone(), lo.clone());
-        end.insert(f.path.clone(), hi.clone());
-    }
-    let (start_inc, end_inc) =
-        intervals
-            .iter()
-            .zip(&index.fields)
-            .fold((true, true), |(s, e), (i, f)| {
-                let (lo_inc, hi_inc) = if f.descending {
-                    (i.hi_inclusive, i.lo_inclusive)
-                } else {
-                    (i.lo_inclusive, i.hi_inclusive)
-                };
-                (s && lo_inc, e && hi_inc)
-            });
-    scan.remove("direction");
-    scan.insert(
-        "indexBounds",
-        doc! {
-            "startKey": start,
-            "startKeyInclusive": start_inc,
-            "endKey": end,
-            "endKeyInclusive": end_inc,
-        },
-    );
-    scan
-}
-
-/// An interval as a backward scan meets it: `[5, 1]` for `[1, 5]`.
-fn reversed(i: &bisondb_query::matcher::bounds::Interval) -> String {
-    let flipped = bisondb_query::matcher::bounds::Interval {
-        lo: i.hi.clone(),
-        lo_inclusive: i.hi_inclusive,
-        hi: i.lo.clone(),
-        hi_inclusive: i.lo_inclusive,
-    };
-    flipped.display()
-}
-
-/// The number of key ranges an index scan over `bounds` seeks to: one per
-/// combination of the point intervals on the leading fields, times the
-/// intervals of the first ranged field (as the storage scan builds them).
-fn seeks(plan: Option<&Plan>) -> u64 {
-    let Some(Access::Ixscan { bounds, .. }) = plan.map(|p| &p.access) else {
-        return 1;
-    };
-    let mut n = 1u64;
-    for b in bounds {
-        if b.is_full() {
-            break;
-        }
-        n = n.saturating_mul(b.intervals.len() as u64);
-        if !b.is_points() {
-            break;
-        }
-    }
-    n
-}
+use super::access::{IndexScanStage, ScanBounds};
+use super::sort::SortStage;
+use super::{geo_near, text, Access, Plan, Stats};
 
 /// How a stage ran: calls to its `work()`, results it returned, whether it
 /// reached its end.
-struct Ran {
-    works: u64,
-    advanced: u64,
-    eof: bool,
+///
+/// BisonDB's stages are iterators, not mongod's `work()` state machines, so
+/// `works` is derived as mongod's would count it: a scan does one work per
+/// key or document examined plus one that finds its end; FETCH, SKIP, LIMIT
+/// and projections one per work of their input (LIMIT one more when it stops
+/// before its input ends); a blocking SORT one per input work, then one per
+/// document it returns and one for its end. `needTime` is what is left after
+/// `advanced` and the end. Nothing yields, so `needYield`, `saveState` and
+/// `restoreState` are 0; times are not measured per stage
+/// (`executionTimeMillisEstimate` 0).
+#[derive(Debug, Clone, Copy)]
+pub struct Ran {
+    pub works: u64,
+    pub advanced: u64,
+    pub eof: bool,
 }
 
 impl Ran {
     /// A stage that works once per call of its child (FETCH, SKIP): as many
     /// works as the child, and at least one per result plus the end.
-    fn passing_through(child: Option<&Ran>, advanced: u64, eof: bool) -> Ran {
+    pub fn passing_through(child: Option<&Ran>, advanced: u64, eof: bool) -> Ran {
         Ran {
             works: child.map_or(0, |c| c.works).max(advanced + u64::from(eof)),
             advanced,
             eof,
         }
     }
-}
 
-/// explain's `executionStats.executionStages`: the `winning` plan tree with
-/// each stage's statistics from what ran (`stats`). BisonDB's stages are
-/// iterators, not mongod's `work()` state machines, so `works` is derived as
-/// mongod's would count it: a scan does one work per key or document examined
-/// plus one that finds its end; FETCH, SKIP, LIMIT and projections one per
-/// work of their input (LIMIT one more when it stops before its input ends);
-/// a blocking SORT one per input work, then one per document it returns and
-/// one for its end. `needTime` is what is left after `advanced` and the end.
-/// Nothing yields, so `needYield`, `saveState` and `restoreState` are 0;
-/// times are not measured per stage (`executionTimeMillisEstimate` 0).
-pub fn execution_stages(winning: &Document, plan: Option<&Plan>, stats: &Stats) -> Document {
-    annotate(winning, plan, stats).0
-}
-
-fn annotate(stage: &Document, plan: Option<&Plan>, s: &Stats) -> (Document, Ran) {
-    let name = stage.get_str("stage").unwrap_or_default();
-    let child = stage
-        .get_document("inputStage")
-        .ok()
-        .map(|c| annotate(c, plan, s));
-    let n = crate::reply::count;
-    let mut extra = Document::new();
-    let eof_n = |b: bool| b as u64;
-    let ran = match name {
-        "COLLSCAN" => {
-            extra.insert("docsExamined", n(s.docs()));
-            let eof = s.access.is_eof();
-            Ran {
-                works: s.docs() + eof_n(eof),
-                advanced: s.access.n(),
-                eof,
-            }
-        }
-        "IDHACK" => {
-            extra.insert("keysExamined", n(s.keys()));
-            extra.insert("docsExamined", n(s.docs()));
-            let eof = s.access.is_eof();
-            Ran {
-                works: s.docs().max(s.access.n()) + eof_n(eof),
-                advanced: s.access.n(),
-                eof,
-            }
-        }
-        "IXSCAN" => {
-            extra.insert("keysExamined", n(s.keys()));
-            extra.insert("seeks", n(seeks(plan)));
-            extra.insert("dupsTested", n(s.dups_tested.load(Ordering::Relaxed)));
-            extra.insert("dupsDropped", n(s.dups_dropped.load(Ordering::Relaxed)));
-            let eof = s.ixscan.is_eof();
-            Ran {
-                works: s.keys().max(s.ixscan.n()) + eof_n(eof),
-                advanced: s.ixscan.n(),
-                eof,
-            }
-        }
-        "COUNT_SCAN" => {
-            // keysExamined already counts the step that found the end.
-            extra.insert("keysExamined", n(s.keys()));
-            extra.insert("dupsTested", 0);
-            extra.insert("dupsDropped", 0);
-            let eof = s.ixscan.is_eof();
-            Ran {
-                works: s.keys().max(s.ixscan.n() + eof_n(eof)),
-                advanced: s.ixscan.n(),
-                eof,
-            }
-        }
-        "FETCH" => {
-            extra.insert("docsExamined", n(s.docs()));
-            extra.insert("alreadyHasObj", 0);
-            Ran::passing_through(
-                child.as_ref().map(|c| &c.1),
-                s.access.n(),
-                s.access.is_eof(),
-            )
-        }
-        "SORT" => {
-            extra.insert("memLimit", n(SORT_MEMORY_LIMIT as u64));
-            extra.insert("type", "simple");
-            extra.insert(
-                "totalDataSizeSorted",
-                n(s.sort_bytes.load(Ordering::Relaxed)),
-            );
-            extra.insert("usedDisk", false);
-            extra.insert("spills", 0);
-            let eof = s.sort.is_eof();
-            let advanced = s.sort.n();
-            Ran {
-                works: child.as_ref().map_or(0, |c| c.1.works) + advanced + eof_n(eof),
-                advanced,
-                eof,
-            }
-        }
-        "SKIP" => Ran::passing_through(child.as_ref().map(|c| &c.1), s.skip.n(), s.skip.is_eof()),
-        "LIMIT" => {
-            let advanced = s.out.n();
-            let amount = match stage.get("limitAmount") {
-                Some(Bson::Int32(i)) => *i as u64,
-                Some(Bson::Int64(i)) => *i as u64,
-                _ => u64::MAX,
-            };
-            let hit = advanced >= amount;
-            let (child_works, child_eof) =
-                child.as_ref().map_or((0, true), |c| (c.1.works, c.1.eof));
-            let eof = hit || child_eof;
-            Ran {
-                works: (child_works + eof_n(hit && !child_eof)).max(advanced + eof_n(eof)),
-                advanced,
-                eof,
-            }
-        }
-        "EOF" | "RECORD_STORE_FAST_COUNT" => Ran {
+    /// A stage that has nothing to read (EOF, a count from the catalog).
+    pub fn once() -> Ran {
+        Ran {
             works: 1,
             advanced: 0,
             eof: true,
-        },
-        "COUNT" => {
-            let (works, eof) = child.as_ref().map_or((1, true), |c| (c.1.works, c.1.eof));
-            Ran {
-                works,
-                advanced: 0,
-                eof,
-            }
         }
-        // Projections and anything else passing its input through.
-        _ => match &child {
-            Some((_, c)) => Ran {
-                works: c.works,
-                advanced: c.advanced,
-                eof: c.eof,
-            },
+    }
+
+    /// A stage that hands on what its input returns (projections, the text
+    /// and geo stages above their scan); without an input, what the whole
+    /// plan returned.
+    pub fn as_input(input: Option<&Ran>, s: &Stats) -> Ran {
+        match input {
+            Some(c) => *c,
             None => Ran {
-                works: s.out.n() + eof_n(s.out.is_eof()),
+                works: s.out.n() + u64::from(s.out.is_eof()),
                 advanced: s.out.n(),
                 eof: s.out.is_eof(),
             },
-        },
-    };
-    let mut d = doc! {"stage": name};
-    if let Some(f) = stage.get("filter") {
-        d.insert("filter", f.clone());
-    }
-    d.insert("nReturned", n(ran.advanced));
-    d.insert("executionTimeMillisEstimate", 0);
-    d.insert("works", n(ran.works));
-    d.insert("advanced", n(ran.advanced));
-    d.insert(
-        "needTime",
-        n(ran.works.saturating_sub(ran.advanced + eof_n(ran.eof))),
-    );
-    d.insert("needYield", 0);
-    d.insert("saveState", 0);
-    d.insert("restoreState", 0);
-    d.insert("isEOF", ran.eof as i32);
-    for (k, v) in stage {
-        if !matches!(k.as_str(), "stage" | "filter" | "inputStage") && !extra.contains_key(k) {
-            d.insert(k.clone(), v.clone());
         }
     }
-    for (k, v) in extra {
-        d.insert(k, v);
+}
+
+/// One physical stage of a plan, as explain shows it.
+pub trait Stage {
+    /// mongod's name of the stage (`"IXSCAN"`).
+    fn name(&self) -> &'static str;
+
+    /// The filter the stage checks, shown right after its name.
+    fn filter(&self) -> Option<&Document> {
+        None
     }
-    if let Some((c, _)) = child {
-        d.insert("inputStage", c);
+
+    /// The stage's own fields of its `winningPlan` node.
+    fn describe(&self, out: &mut Document);
+
+    /// How the stage ran, from the plan's counters and its input's run.
+    fn ran(&self, stats: &Stats, input: Option<&Ran>) -> Ran;
+
+    /// The stage's own fields of its `executionStages` node, after the
+    /// counters every stage has: its `winningPlan` fields, then what it
+    /// examined.
+    fn describe_run(&self, stats: &Stats, out: &mut Document) {
+        let _ = stats;
+        self.describe(out);
     }
-    (d, ran)
+}
+
+/// A plan's stages, each over its input.
+pub struct StageTree<'a> {
+    stage: Box<dyn Stage + 'a>,
+    input: Option<Box<StageTree<'a>>>,
+}
+
+impl<'a> StageTree<'a> {
+    /// A stage that reads no input.
+    pub fn leaf(stage: impl Stage + 'a) -> StageTree<'a> {
+        StageTree {
+            stage: Box::new(stage),
+            input: None,
+        }
+    }
+
+    /// `stage` over this tree.
+    pub fn then(self, stage: impl Stage + 'a) -> StageTree<'a> {
+        StageTree {
+            stage: Box::new(stage),
+            input: Some(Box::new(self)),
+        }
+    }
+
+    /// The stages of `plan`: its access path, and the ordering of a `$near`
+    /// query. `filter` is the filter as sent; `count_scan`: the plan counts
+    /// index keys without fetching (COUNT_SCAN).
+    pub fn of_plan(plan: &'a Plan, filter: &'a Document, count_scan: bool) -> StageTree<'a> {
+        let scan = Self::access(plan, filter, count_scan);
+        match &plan.geo_near {
+            Some(g) => scan.then(geo_near::GeoNearStage(g)),
+            None => scan,
+        }
+    }
+
+    fn access(plan: &'a Plan, filter: &'a Document, count_scan: bool) -> StageTree<'a> {
+        let fetch = |filter: &'a Document| FetchStage {
+            filter: (!filter.is_empty()).then_some(filter),
+        };
+        match &plan.access {
+            Access::Empty => StageTree::leaf(Eof),
+            Access::KeyRange { index, start, end } => StageTree::leaf(IndexScanStage::new(
+                index.as_deref(),
+                ScanBounds::KeyRange { start, end },
+                false,
+            ))
+            .then(fetch(filter)),
+            Access::IdLookup(_) => StageTree::leaf(super::access::IdHackStage),
+            Access::Collscan {
+                reverse,
+                id_index: true,
+            } => StageTree::leaf(IndexScanStage::new(None, ScanBounds::All, *reverse))
+                .then(fetch(filter)),
+            Access::Collscan { reverse, .. } => StageTree::leaf(super::access::CollscanStage {
+                filter: (!filter.is_empty()).then_some(filter),
+                reverse: *reverse,
+            }),
+            Access::Ixscan {
+                index,
+                bounds,
+                reverse,
+            } => {
+                let scan = IndexScanStage::new(Some(index), ScanBounds::Fields(bounds), *reverse);
+                if count_scan {
+                    return StageTree::leaf(scan.counting());
+                }
+                if index.spec.is_text() {
+                    return text::stages(index, filter, scan);
+                }
+                // Bounds that answer the whole filter leave FETCH nothing to
+                // check, and mongod shows no filter there.
+                let filter = if plan.count_exact {
+                    None
+                } else {
+                    (!filter.is_empty()).then_some(filter)
+                };
+                StageTree::leaf(scan).then(FetchStage { filter })
+            }
+        }
+    }
+
+    /// A blocking SORT by `spec` over this tree; `limit`: what `find` keeps.
+    pub fn sort(self, spec: &bisondb_query::sort::SortSpec, limit: Option<u64>) -> StageTree<'a> {
+        self.then(SortStage::new(spec, limit))
+    }
+
+    pub fn skip(self, amount: u64) -> StageTree<'a> {
+        self.then(SkipStage(amount))
+    }
+
+    pub fn limit(self, amount: u64) -> StageTree<'a> {
+        self.then(LimitStage(amount))
+    }
+
+    /// `find`'s `returnKey`: each result replaced by its index key.
+    pub fn return_key(self) -> StageTree<'a> {
+        self.then(PassThrough("RETURN_KEY"))
+    }
+
+    /// A projection of each result by `spec`.
+    pub fn projection(self, spec: &'a Document) -> StageTree<'a> {
+        self.then(ProjectionStage(spec))
+    }
+
+    /// `count` over this tree.
+    pub fn count(self) -> StageTree<'a> {
+        self.then(CountStage)
+    }
+
+    /// `count` without a filter: the collection's recorded count.
+    pub fn fast_count() -> StageTree<'a> {
+        StageTree::leaf(FastCount)
+    }
+
+    /// explain's `queryPlanner.winningPlan`.
+    pub fn winning_plan(&self) -> Document {
+        let mut d = doc! {"stage": self.stage.name()};
+        if let Some(f) = self.stage.filter() {
+            d.insert("filter", f.clone());
+        }
+        self.stage.describe(&mut d);
+        if let Some(input) = &self.input {
+            d.insert("inputStage", input.winning_plan());
+        }
+        d
+    }
+
+    /// explain's `executionStats.executionStages`: each stage with its
+    /// statistics from what ran (`stats`).
+    pub fn execution_stages(&self, stats: &Stats) -> Document {
+        self.run(stats).0
+    }
+
+    fn run(&self, s: &Stats) -> (Document, Ran) {
+        let input = self.input.as_ref().map(|i| i.run(s));
+        let ran = self.stage.ran(s, input.as_ref().map(|i| &i.1));
+        let n = crate::reply::count;
+        let mut d = doc! {"stage": self.stage.name()};
+        if let Some(f) = self.stage.filter() {
+            d.insert("filter", f.clone());
+        }
+        d.insert("nReturned", n(ran.advanced));
+        d.insert("executionTimeMillisEstimate", 0);
+        d.insert("works", n(ran.works));
+        d.insert("advanced", n(ran.advanced));
+        d.insert(
+            "needTime",
+            n(ran.works.saturating_sub(ran.advanced + u64::from(ran.eof))),
+        );
+        d.insert("needYield", 0);
+        d.insert("saveState", 0);
+        d.insert("restoreState", 0);
+        d.insert("isEOF", ran.eof as i32);
+        self.stage.describe_run(s, &mut d);
+        if let Some((i, _)) = input {
+            d.insert("inputStage", i);
+        }
+        (d, ran)
+    }
+}
+
+/// explain's `queryPlanner` section: the plan `tree` the planner chose for
+/// `filter` (as sent) on the namespace `ns`. Only one plan is ever
+/// considered, so none is rejected.
+pub fn query_planner(ns: String, filter: &Document, tree: &StageTree<'_>) -> Document {
+    doc! {
+        "namespace": ns,
+        "parsedQuery": parsed_query(filter),
+        "indexFilterSet": false,
+        "winningPlan": tree.winning_plan(),
+        "rejectedPlans": [],
+    }
+}
+
+/// explain's `executionStats` section: what the plan that ran since
+/// `started` returned and examined (`stats`), and its `executionStages`.
+pub fn execution_stats(stats: &Stats, started: Instant, stages: Document) -> Document {
+    let n = crate::reply::count;
+    doc! {
+        "executionSuccess": true,
+        "nReturned": n(stats.out.n()),
+        "executionTimeMillis": n(started.elapsed().as_millis() as u64),
+        "totalKeysExamined": n(stats.keys()),
+        "totalDocsExamined": n(stats.docs()),
+        "executionStages": stages,
+    }
+}
+
+/// The filter as mongod's explain shows its parsed form for the common
+/// shapes: a field compared to a plain value is an `$eq` (a regular
+/// expression value a `$regex`), operator documents stay as sent. (mongod
+/// also gathers several conditions under `$and` in its canonical order;
+/// BisonDB keeps them as one document.)
+fn parsed_query(filter: &Document) -> Document {
+    let mut out = Document::new();
+    for (k, v) in filter {
+        let shown = match v {
+            _ if k.starts_with('$') => v.clone(),
+            Bson::Document(d) if d.keys().next().is_some_and(|f| f.starts_with('$')) => v.clone(),
+            Bson::RegularExpression(r) => {
+                let mut d = doc! {"$regex": r.pattern.as_str()};
+                if !r.options.is_empty() {
+                    d.insert("$options", r.options.as_str());
+                }
+                Bson::Document(d)
+            }
+            _ => Bson::Document(doc! {"$eq": v.clone()}),
+        };
+        out.insert(k.clone(), shown);
+    }
+    out
+}
+
+/// Nothing can match (the collection does not exist).
+struct Eof;
+
+impl Stage for Eof {
+    fn name(&self) -> &'static str {
+        "EOF"
+    }
+    fn describe(&self, _: &mut Document) {}
+    fn ran(&self, _: &Stats, _: Option<&Ran>) -> Ran {
+        Ran::once()
+    }
+}
+
+/// The documents an index scan named, read and checked against the filter.
+pub struct FetchStage<'a> {
+    pub filter: Option<&'a Document>,
+}
+
+impl Stage for FetchStage<'_> {
+    fn name(&self) -> &'static str {
+        "FETCH"
+    }
+    fn filter(&self) -> Option<&Document> {
+        self.filter
+    }
+    fn describe(&self, _: &mut Document) {}
+    fn ran(&self, s: &Stats, input: Option<&Ran>) -> Ran {
+        Ran::passing_through(input, s.access.n(), s.access.is_eof())
+    }
+    fn describe_run(&self, s: &Stats, out: &mut Document) {
+        out.insert("docsExamined", crate::reply::count(s.docs()));
+        out.insert("alreadyHasObj", 0);
+    }
+}
+
+struct SkipStage(u64);
+
+impl Stage for SkipStage {
+    fn name(&self) -> &'static str {
+        "SKIP"
+    }
+    fn describe(&self, out: &mut Document) {
+        out.insert("skipAmount", self.0 as i64);
+    }
+    fn ran(&self, s: &Stats, input: Option<&Ran>) -> Ran {
+        Ran::passing_through(input, s.skip.n(), s.skip.is_eof())
+    }
+}
+
+struct LimitStage(u64);
+
+impl Stage for LimitStage {
+    fn name(&self) -> &'static str {
+        "LIMIT"
+    }
+    fn describe(&self, out: &mut Document) {
+        out.insert("limitAmount", self.0 as i64);
+    }
+    fn ran(&self, s: &Stats, input: Option<&Ran>) -> Ran {
+        let advanced = s.out.n();
+        let hit = advanced >= self.0;
+        let (input_works, input_eof) = input.map_or((0, true), |c| (c.works, c.eof));
+        let eof = hit || input_eof;
+        Ran {
+            works: (input_works + u64::from(hit && !input_eof)).max(advanced + u64::from(eof)),
+            advanced,
+            eof,
+        }
+    }
+}
+
+/// A stage with no fields of its own that hands on what its input returns.
+pub struct PassThrough(pub &'static str);
+
+impl Stage for PassThrough {
+    fn name(&self) -> &'static str {
+        self.0
+    }
+    fn describe(&self, _: &mut Document) {}
+    fn ran(&self, s: &Stats, input: Option<&Ran>) -> Ran {
+        Ran::as_input(input, s)
+    }
+}
+
+struct ProjectionStage<'a>(&'a Document);
+
+impl Stage for ProjectionStage<'_> {
+    fn name(&self) -> &'static str {
+        "PROJECTION_SIMPLE"
+    }
+    fn describe(&self, out: &mut Document) {
+        out.insert("transformBy", self.0.clone());
+    }
+    fn ran(&self, s: &Stats, input: Option<&Ran>) -> Ran {
+        Ran::as_input(input, s)
+    }
+}
+
+/// `count`: it returns nothing, it counts (the command adds `nCounted`).
+struct CountStage;
+
+impl Stage for CountStage {
+    fn name(&self) -> &'static str {
+        "COUNT"
+    }
+    fn describe(&self, _: &mut Document) {}
+    fn ran(&self, _: &Stats, input: Option<&Ran>) -> Ran {
+        let (works, eof) = input.map_or((1, true), |c| (c.works, c.eof));
+        Ran {
+            works,
+            advanced: 0,
+            eof,
+        }
+    }
+}
+
+struct FastCount;
+
+impl Stage for FastCount {
+    fn name(&self) -> &'static str {
+        "RECORD_STORE_FAST_COUNT"
+    }
+    fn describe(&self, _: &mut Document) {}
+    fn ran(&self, _: &Stats, _: Option<&Ran>) -> Ran {
+        Ran::once()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parsed_query;
+    use bson::{doc, Regex};
+
+    #[test]
+    fn parsed_query_shows_equalities_as_eq() {
+        assert_eq!(parsed_query(&doc! {"a": 3}), doc! {"a": {"$eq": 3}});
+        assert_eq!(
+            parsed_query(&doc! {"a": {"x": 1}}),
+            doc! {"a": {"$eq": {"x": 1}}}
+        );
+        assert_eq!(
+            parsed_query(&doc! {"a": {"$gt": 1}, "$or": [{"b": 1}]}),
+            doc! {"a": {"$gt": 1}, "$or": [{"b": 1}]}
+        );
+        let re = Regex {
+            pattern: "^x".to_string().try_into().expect("pattern"),
+            options: "i".to_string().try_into().expect("options"),
+        };
+        assert_eq!(
+            parsed_query(&doc! {"s": re}),
+            doc! {"s": {"$regex": "^x", "$options": "i"}}
+        );
+    }
 }

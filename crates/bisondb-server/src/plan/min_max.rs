@@ -289,62 +289,6 @@ pub(super) fn source(
     }))
 }
 
-/// explain's IXSCAN of a [`Access::KeyRange`] plan: one range of whole keys,
-/// shown as its start and end keys (the form of a COUNT_SCAN's bounds).
-pub(super) fn describe(index: Option<&IndexInfo>, start: &[Bson], end: &[Bson]) -> Document {
-    let fields = index.map_or_else(id_fields, |ix| ix.fields.clone());
-    let key_doc = |values: &[Bson]| -> Document {
-        fields
-            .iter()
-            .zip(values)
-            .map(|(f, v)| (f.path.clone(), v.clone()))
-            .collect()
-    };
-    let bounds = doc! {
-        "startKey": key_doc(start),
-        "startKeyInclusive": true,
-        "endKey": key_doc(end),
-        "endKeyInclusive": false,
-    };
-    let mut multikey_paths = Document::new();
-    for f in &fields {
-        let v: Vec<Bson> = if index.is_some_and(|ix| ix.multikey) {
-            vec![Bson::String(f.path.clone())]
-        } else {
-            Vec::new()
-        };
-        multikey_paths.insert(f.path.clone(), v);
-    }
-    match index {
-        Some(ix) => doc! {
-            "stage": "IXSCAN",
-            "keyPattern": ix.spec.key.clone(),
-            "indexName": ix.spec.name.clone(),
-            "isMultiKey": ix.multikey,
-            "multiKeyPaths": multikey_paths,
-            "isUnique": ix.spec.unique,
-            "isSparse": ix.spec.sparse,
-            "isPartial": ix.spec.partial_filter.is_some(),
-            "indexVersion": 2,
-            "direction": "forward",
-            "indexBounds": bounds,
-        },
-        None => doc! {
-            "stage": "IXSCAN",
-            "keyPattern": {"_id": 1},
-            "indexName": "_id_",
-            "isMultiKey": false,
-            "multiKeyPaths": multikey_paths,
-            "isUnique": true,
-            "isSparse": false,
-            "isPartial": false,
-            "indexVersion": 2,
-            "direction": "forward",
-            "indexBounds": bounds,
-        },
-    }
-}
-
 /// `returnKey`: the index key a plan reached each document through, as a
 /// document shaped by the key pattern (`{created_on: ...}`); an empty
 /// document when the plan used no index (a collection scan), as mongod.

@@ -1,13 +1,15 @@
 //! The blocking sort: documents held in memory (bounded to the first
 //! skip + limit when there is a limit) and sorted, counting the bytes it
-//! sorted for explain.
+//! sorted for explain, and its explain stage.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use bisondb_error::{MongoError, MongoResult};
-use bson::RawDocumentBuf;
+use bisondb_query::sort::SortSpec;
+use bson::{Document, RawDocumentBuf};
 
+use super::explain::{Ran, Stage};
 use super::{counted, Stats};
 use crate::cursor::DocSource;
 
@@ -90,4 +92,62 @@ pub fn sort_within(
         docs.truncate(k);
     }
     Ok(docs)
+}
+
+/// explain's SORT: a blocking sort by `pattern`, keeping the first `limit`
+/// when `find` gives one.
+pub(super) struct SortStage {
+    pattern: Document,
+    limit: Option<u64>,
+}
+
+impl SortStage {
+    pub fn new(spec: &SortSpec, limit: Option<u64>) -> SortStage {
+        let mut pattern = Document::new();
+        for (k, asc) in spec.fields() {
+            pattern.insert(k.clone(), if *asc { 1 } else { -1 });
+        }
+        SortStage { pattern, limit }
+    }
+}
+
+impl Stage for SortStage {
+    fn name(&self) -> &'static str {
+        "SORT"
+    }
+
+    fn describe(&self, out: &mut Document) {
+        out.insert("sortPattern", self.pattern.clone());
+        out.insert("memLimit", SORT_MEMORY_LIMIT as i64);
+        out.insert("type", "simple");
+        if let Some(l) = self.limit {
+            out.insert("limitAmount", l as i64);
+        }
+    }
+
+    fn ran(&self, s: &Stats, input: Option<&Ran>) -> Ran {
+        let eof = s.sort.is_eof();
+        let advanced = s.sort.n();
+        Ran {
+            works: input.map_or(0, |c| c.works) + advanced + u64::from(eof),
+            advanced,
+            eof,
+        }
+    }
+
+    fn describe_run(&self, s: &Stats, out: &mut Document) {
+        let n = crate::reply::count;
+        out.insert("sortPattern", self.pattern.clone());
+        if let Some(l) = self.limit {
+            out.insert("limitAmount", l as i64);
+        }
+        out.insert("memLimit", n(SORT_MEMORY_LIMIT as u64));
+        out.insert("type", "simple");
+        out.insert(
+            "totalDataSizeSorted",
+            n(s.sort_bytes.load(Ordering::Relaxed)),
+        );
+        out.insert("usedDisk", false);
+        out.insert("spills", 0);
+    }
 }
