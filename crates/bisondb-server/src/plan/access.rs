@@ -92,79 +92,101 @@ fn access_source(
         Access::KeyRange { index, start, end } => {
             min_max::source(coll, index.as_deref(), start, end, m, stats)
         }
-        Access::IdLookup(id) => {
-            let id = RawBson::try_from(id.clone()).map_err(crate::request::invalid_bson)?;
-            let found = coll.get(id.as_raw_bson_ref()).map_err(MongoError::from)?;
-            stats.keys_examined.fetch_add(1, Ordering::Relaxed);
-            stats
-                .docs_examined
-                .fetch_add(found.is_some() as u64, Ordering::Relaxed);
-            Ok(Box::new(
-                found.into_iter().filter(move |d| m.matches(d)).map(Ok),
-            ))
-        }
-        Access::Collscan { reverse, id_index } => {
-            let all = m.is_empty();
-            let id_index = *id_index;
-            // A capped collection's natural order is insertion order.
-            let mut scan: Box<dyn Iterator<Item = _> + Send> = if coll.is_capped() && !id_index {
-                Box::new(coll.scan_natural(*reverse).map(|r| r.map(|(_, d)| d)))
-            } else {
-                Box::new(coll.scan(*reverse))
-            };
-            let read = std::iter::from_fn(move || {
-                let r = scan.next();
-                match &r {
-                    Some(Ok(_)) => {
-                        stats.docs_examined.fetch_add(1, Ordering::Relaxed);
-                        if id_index {
-                            // The `_id` index entry of this document.
-                            stats.keys_examined.fetch_add(1, Ordering::Relaxed);
-                            stats.ixscan.add();
-                        }
-                    }
-                    Some(Err(_)) => {}
-                    None => stats.ixscan.end(),
-                }
-                r
-            });
-            Ok(Box::new(read.filter_map(move |r| {
-                match r {
-                    Ok(d) if all => Some(Ok(d)),
-                    // $expr may fail to evaluate; mongod fails the operation rather than skip the document.
-                    Ok(d) => match m.try_matches(&d) {
-                        Ok(true) => Some(Ok(d)),
-                        Ok(false) => None,
-                        Err(e) => Some(Err(e)),
-                    },
-                    Err(e) => Some(Err(MongoError::from(e))),
-                }
-            })))
-        }
+        Access::IdLookup(id) => id_lookup(coll, id, m, &stats),
+        Access::Collscan { reverse, id_index } => Ok(collscan(coll, *reverse, *id_index, m, stats)),
         Access::Ixscan {
             index,
             bounds,
             reverse,
-        } => {
-            let snapshot = coll.snapshot();
-            let scan = coll
-                .index_scan(snapshot.clone(), &index.spec.name, bounds, *reverse)
-                .ok_or_else(|| {
-                    MongoError::new(
-                        ErrorCode::QueryPlanKilled,
-                        format!("index {} dropped during the query", index.spec.name),
-                    )
-                })?;
-            Ok(Box::new(Fetch {
-                coll: coll.clone(),
-                snapshot,
-                scan,
-                seen: index.multikey.then(HashSet::new),
-                matcher: m,
-                stats,
-            }))
-        }
+        } => ixscan(coll, index, bounds, *reverse, m, stats),
     }
+}
+
+/// The document with `_id` `id`, if it matches.
+fn id_lookup(coll: &Collection, id: &Bson, m: Matcher, stats: &Stats) -> MongoResult<DocSource> {
+    let id = RawBson::try_from(id.clone()).map_err(crate::request::invalid_bson)?;
+    let found = coll.get(id.as_raw_bson_ref()).map_err(MongoError::from)?;
+    stats.keys_examined.fetch_add(1, Ordering::Relaxed);
+    stats
+        .docs_examined
+        .fetch_add(found.is_some() as u64, Ordering::Relaxed);
+    Ok(Box::new(
+        found.into_iter().filter(move |d| m.matches(d)).map(Ok),
+    ))
+}
+
+/// Every document, in `_id` order (a capped collection's in insertion
+/// order, unless `id_index` asks for the `_id` index), each checked by `m`.
+fn collscan(
+    coll: &Collection,
+    reverse: bool,
+    id_index: bool,
+    m: Matcher,
+    stats: Arc<Stats>,
+) -> DocSource {
+    let all = m.is_empty();
+    // A capped collection's natural order is insertion order.
+    let mut scan: Box<dyn Iterator<Item = _> + Send> = if coll.is_capped() && !id_index {
+        Box::new(coll.scan_natural(reverse).map(|r| r.map(|(_, d)| d)))
+    } else {
+        Box::new(coll.scan(reverse))
+    };
+    let read = std::iter::from_fn(move || {
+        let r = scan.next();
+        match &r {
+            Some(Ok(_)) => {
+                stats.docs_examined.fetch_add(1, Ordering::Relaxed);
+                if id_index {
+                    // The `_id` index entry of this document.
+                    stats.keys_examined.fetch_add(1, Ordering::Relaxed);
+                    stats.ixscan.add();
+                }
+            }
+            Some(Err(_)) => {}
+            None => stats.ixscan.end(),
+        }
+        r
+    });
+    Box::new(read.filter_map(move |r| {
+        match r {
+            Ok(d) if all => Some(Ok(d)),
+            // $expr may fail to evaluate; mongod fails the operation rather than skip the document.
+            Ok(d) => match m.try_matches(&d) {
+                Ok(true) => Some(Ok(d)),
+                Ok(false) => None,
+                Err(e) => Some(Err(e)),
+            },
+            Err(e) => Some(Err(MongoError::from(e))),
+        }
+    }))
+}
+
+/// The documents the entries of `index` within `bounds` name, each checked by `m`.
+fn ixscan(
+    coll: &Collection,
+    index: &IndexInfo,
+    bounds: &[FieldBounds],
+    reverse: bool,
+    m: Matcher,
+    stats: Arc<Stats>,
+) -> MongoResult<DocSource> {
+    let snapshot = coll.snapshot();
+    let scan = coll
+        .index_scan(snapshot.clone(), &index.spec.name, bounds, reverse)
+        .ok_or_else(|| {
+            MongoError::new(
+                ErrorCode::QueryPlanKilled,
+                format!("index {} dropped during the query", index.spec.name),
+            )
+        })?;
+    Ok(Box::new(Fetch {
+        coll: coll.clone(),
+        snapshot,
+        scan,
+        seen: index.multikey.then(HashSet::new),
+        matcher: m,
+        stats,
+    }))
 }
 
 /// Counts the index keys inside the plan's bounds without fetching documents

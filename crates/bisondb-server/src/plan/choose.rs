@@ -11,7 +11,7 @@ use bisondb_storage::{Collection, IndexInfo};
 use bson::{doc, Bson, Document};
 
 use super::access::{bounds_for, index_collation, raw_bounds_for};
-use super::{geo_near, text, Access, Hint, Plan};
+use super::{geo_near, text, Access, GeoNear, Hint, Plan};
 
 pub(super) fn bad_hint() -> MongoError {
     MongoError::bad_value("error processing query: planner returned error :: caused by :: hint provided does not correspond to an existing index")
@@ -197,12 +197,6 @@ pub fn choose(
     sort: Option<&SortSpec>,
     hint: Option<&Hint>,
 ) -> MongoResult<Plan> {
-    let plan = |access, provides_sort, count_exact| Plan {
-        access,
-        provides_sort,
-        count_exact,
-        geo_near: None,
-    };
     let Some(coll) = coll else {
         // mongod accepts any hint on a missing collection (nothing to scan).
         return Ok(plan(Access::Empty, true, true));
@@ -213,183 +207,213 @@ pub fn choose(
         return Ok(plan(access, false, false));
     }
     if let Some(g) = geo_near::choose(&indexes, m)? {
-        let access = match geo_near::near_bounds(&g) {
-            Some(bounds) => Access::Ixscan {
-                index: g.index.clone(),
-                bounds,
-                reverse: false,
-            },
-            None => Access::Collscan {
-                reverse: false,
-                id_index: false,
-            },
-        };
-        return Ok(Plan {
-            access,
-            provides_sort: sort.is_none(),
-            count_exact: false,
-            geo_near: Some(g),
-        });
+        return Ok(near_plan(g, sort));
     }
-    let ixscan = |ix: &IndexInfo, reverse: bool| {
-        let bounds = bounds_for(ix, m);
-        let exact = count_exact(ix, &bounds, m);
-        (
-            Access::Ixscan {
-                index: Box::new(ix.clone()),
-                bounds,
-                reverse,
-            },
-            exact,
-        )
+    let q = Query {
+        m,
+        filter_doc,
+        sort,
     };
-    match hint {
-        Some(Hint::Natural(forward)) => {
-            return Ok(plan(
-                Access::Collscan {
-                    reverse: !forward,
-                    id_index: false,
-                },
-                false,
-                false,
-            ))
-        }
-        Some(h) => {
-            let is_id = match h {
-                // A clustered collection's clustered index is its `_id` order.
-                Hint::Name(n) => {
-                    n == "_id_"
-                        || crate::commands::clustered::Clustered::of_options(&coll.options())
-                            .is_some_and(|c| c.name() == n)
-                }
-                Hint::Key(k) => same_pattern(k, &doc! {"_id": 1}),
-                Hint::Natural(_) => false,
-            };
-            if is_id {
-                return Ok(plan(
-                    Access::Collscan {
-                        reverse: false,
-                        id_index: true,
-                    },
-                    false,
-                    false,
-                ));
-            }
-            let found = indexes.iter().find(|ix| match h {
-                Hint::Name(n) => &ix.spec.name == n,
-                Hint::Key(k) => same_pattern(k, &ix.spec.key),
-                Hint::Natural(_) => false,
-            });
-            let Some(ix) = found.filter(|ix| !ix.spec.hidden) else {
-                return Err(bad_hint());
-            };
-            // A text index (without `$text`, which took the text plan above)
-            // would miss the documents without words, as a geo index without
-            // a geo predicate on its field would miss the documents without
-            // a location: the query scans the collection, and explain says so.
-            if ix.spec.is_text() || !geo_usable(ix, &raw_bounds_for(ix, m)) {
-                return Ok(plan(
-                    Access::Collscan {
-                        reverse: false,
-                        id_index: false,
-                    },
-                    false,
-                    false,
-                ));
-            }
-            if let Some(p) = &ix.spec.partial_filter {
-                if !filter_doc.is_some_and(|f| implies(f, p)) {
-                    return Err(MongoError::bad_value("error processing query: planner returned error :: caused by :: hint provided does not correspond to an existing index (a partial index the filter does not imply cannot answer it)"));
-                }
-            }
-            let dir = sort.and_then(|s| sort_direction(ix, s, &bounds_for(ix, m)));
-            let (access, exact) = ixscan(ix, dir.unwrap_or(false));
-            return Ok(plan(access, dir.is_some(), exact));
-        }
-        None => {}
+    if let Some(h) = hint {
+        return hinted(coll, &indexes, &q, h);
     }
     if let Some(id) = m.id_equality() {
         return Ok(plan(Access::IdLookup(id), true, false));
     }
-    let mut best: Option<(Rank, &IndexInfo, Vec<FieldBounds>)> = None;
-    if !constrained_paths(m).is_empty() {
-        // A text index holds only documents with words: it answers `$text`
-        // alone (`plan/text.rs`).
-        for ix in indexes
-            .iter()
-            .filter(|ix| !ix.spec.hidden && !ix.spec.is_text())
-        {
-            let raw = raw_bounds_for(ix, m);
-            if !geo_usable(ix, &raw) {
-                continue;
-            }
-            // Whether a sparse index may miss a match depends on the values
-            // the filter allows, not on their hashes.
-            if !usable(ix, &raw, filter_doc) {
-                continue;
-            }
-            let bounds = bisondb_storage::hash_bounds(&ix.spec, raw);
-            let (points, range) = score(&bounds);
-            if points == 0 && !range {
-                continue;
-            }
-            let sorted = sort.is_some_and(|s| sort_direction(ix, s, &bounds).is_some());
-            let key = (points, range, sorted, -(ix.fields.len() as isize));
-            if best.as_ref().is_none_or(|(k, _, _)| key > *k) {
-                best = Some((key, ix, bounds));
-            }
-        }
-    }
-    if let Some((_, ix, bounds)) = best {
-        let dir = sort.and_then(|s| sort_direction(ix, s, &bounds));
-        let exact = count_exact(ix, &bounds, m);
-        return Ok(plan(
-            Access::Ixscan {
-                index: Box::new(ix.clone()),
-                bounds,
-                reverse: dir.unwrap_or(false),
-            },
-            dir.is_some(),
-            exact,
-        ));
+    if let Some(best) = best_index(&indexes, &q) {
+        return Ok(best);
     }
     // No index narrows the filter: an index in sort order still saves the sort.
-    if let Some(s) = sort {
-        for ix in indexes.iter().filter(|ix| {
-            !ix.spec.hidden
-                && !ix.spec.sparse
-                && ix.spec.partial_filter.is_none()
-                && ix.spec.geo_field().is_none()
-                && !ix.spec.is_text()
-        }) {
-            if let Some(reverse) = sort_direction(ix, s, &[]) {
-                let (access, _) = ixscan(ix, reverse);
-                return Ok(plan(access, true, false));
-            }
-        }
-        // `_id` order is the collection's own order (a capped one's is
-        // insertion order), bytewise for strings.
-        if let [(path, asc)] = s.fields() {
-            if path == "_id" && !coll.is_capped() && s.collation().is_none() {
-                return Ok(plan(
-                    Access::Collscan {
-                        reverse: !asc,
-                        id_index: false,
-                    },
-                    true,
-                    false,
-                ));
-            }
+    if let Some(ordered) = sort.and_then(|s| in_sort_order(coll, &indexes, m, s)) {
+        return Ok(ordered);
+    }
+    Ok(plan(collscan(false), false, false))
+}
+
+/// What a query asks of the planner besides a hint.
+struct Query<'a> {
+    m: &'a Matcher,
+    filter_doc: Option<&'a Document>,
+    sort: Option<&'a SortSpec>,
+}
+
+fn plan(access: Access, provides_sort: bool, count_exact: bool) -> Plan {
+    Plan {
+        access,
+        provides_sort,
+        count_exact,
+        geo_near: None,
+    }
+}
+
+fn collscan(reverse: bool) -> Access {
+    Access::Collscan {
+        reverse,
+        id_index: false,
+    }
+}
+
+/// A scan of `ix` over `bounds`, in the direction that gives the sort when
+/// it can.
+fn index_plan(ix: &IndexInfo, bounds: Vec<FieldBounds>, q: &Query<'_>) -> Plan {
+    let dir = q.sort.and_then(|s| sort_direction(ix, s, &bounds));
+    let exact = count_exact(ix, &bounds, q.m);
+    plan(
+        Access::Ixscan {
+            index: Box::new(ix.clone()),
+            bounds,
+            reverse: dir.unwrap_or(false),
+        },
+        dir.is_some(),
+        exact,
+    )
+}
+
+/// A `$near` query: its index's cells around the point when the distance
+/// is bounded (`geo_near.rs`), else every document; ordered by distance.
+fn near_plan(g: GeoNear, sort: Option<&SortSpec>) -> Plan {
+    let access = match geo_near::near_bounds(&g) {
+        Some(bounds) => Access::Ixscan {
+            index: g.index.clone(),
+            bounds,
+            reverse: false,
+        },
+        None => collscan(false),
+    };
+    Plan {
+        access,
+        provides_sort: sort.is_none(),
+        count_exact: false,
+        geo_near: Some(g),
+    }
+}
+
+/// The plan a hint asks for: a collection scan in a direction, the `_id`
+/// index (the collection's own order), or a named index (code 2 when none
+/// is, or when it cannot answer the filter).
+fn hinted(coll: &Collection, indexes: &[IndexInfo], q: &Query<'_>, h: &Hint) -> MongoResult<Plan> {
+    if let Hint::Natural(forward) = h {
+        return Ok(plan(collscan(!forward), false, false));
+    }
+    if hints_id_index(coll, h) {
+        let access = Access::Collscan {
+            reverse: false,
+            id_index: true,
+        };
+        return Ok(plan(access, false, false));
+    }
+    let found = indexes.iter().find(|ix| match h {
+        Hint::Name(n) => &ix.spec.name == n,
+        Hint::Key(k) => same_pattern(k, &ix.spec.key),
+        Hint::Natural(_) => false,
+    });
+    let Some(ix) = found.filter(|ix| !ix.spec.hidden) else {
+        return Err(bad_hint());
+    };
+    // A text index (without `$text`, which took the text plan above)
+    // would miss the documents without words, as a geo index without
+    // a geo predicate on its field would miss the documents without
+    // a location: the query scans the collection, and explain says so.
+    if ix.spec.is_text() || !geo_usable(ix, &raw_bounds_for(ix, q.m)) {
+        return Ok(plan(collscan(false), false, false));
+    }
+    if let Some(p) = &ix.spec.partial_filter {
+        if !q.filter_doc.is_some_and(|f| implies(f, p)) {
+            return Err(MongoError::bad_value("error processing query: planner returned error :: caused by :: hint provided does not correspond to an existing index (a partial index the filter does not imply cannot answer it)"));
         }
     }
-    Ok(plan(
-        Access::Collscan {
-            reverse: false,
-            id_index: false,
-        },
-        false,
-        false,
-    ))
+    Ok(index_plan(ix, bounds_for(ix, q.m), q))
+}
+
+/// Whether `h` names the `_id` index, or a clustered collection's clustered
+/// index (its `_id` order).
+fn hints_id_index(coll: &Collection, h: &Hint) -> bool {
+    match h {
+        Hint::Name(n) => {
+            n == "_id_"
+                || crate::commands::clustered::Clustered::of_options(&coll.options())
+                    .is_some_and(|c| c.name() == n)
+        }
+        Hint::Key(k) => same_pattern(k, &doc! {"_id": 1}),
+        Hint::Natural(_) => false,
+    }
+}
+
+/// The index whose bounds narrow the filter most (see [`rank`]), if any does.
+fn best_index(indexes: &[IndexInfo], q: &Query<'_>) -> Option<Plan> {
+    if constrained_paths(q.m).is_empty() {
+        return None;
+    }
+    let mut best: Option<(Rank, &IndexInfo, Vec<FieldBounds>)> = None;
+    // A text index holds only documents with words: it answers `$text`
+    // alone (`plan/text.rs`).
+    for ix in indexes
+        .iter()
+        .filter(|ix| !ix.spec.hidden && !ix.spec.is_text())
+    {
+        let Some((key, bounds)) = rank(ix, q) else {
+            continue;
+        };
+        if best.as_ref().is_none_or(|(k, _, _)| key > *k) {
+            best = Some((key, ix, bounds));
+        }
+    }
+    best.map(|(_, ix, bounds)| index_plan(ix, bounds, q))
+}
+
+/// How good `ix` is for the query, with the bounds it would scan; `None`
+/// when it cannot answer it or its bounds narrow nothing.
+fn rank(ix: &IndexInfo, q: &Query<'_>) -> Option<(Rank, Vec<FieldBounds>)> {
+    let raw = raw_bounds_for(ix, q.m);
+    // Whether a sparse index may miss a match depends on the values the
+    // filter allows, not on their hashes.
+    if !geo_usable(ix, &raw) || !usable(ix, &raw, q.filter_doc) {
+        return None;
+    }
+    let bounds = bisondb_storage::hash_bounds(&ix.spec, raw);
+    let (points, range) = score(&bounds);
+    if points == 0 && !range {
+        return None;
+    }
+    let sorted = q
+        .sort
+        .is_some_and(|s| sort_direction(ix, s, &bounds).is_some());
+    Some(((points, range, sorted, -(ix.fields.len() as isize)), bounds))
+}
+
+/// A scan in `s` order when nothing narrows the filter: an index whose
+/// order is the sort's (forward or backward), or the collection's own
+/// `_id` order.
+fn in_sort_order(
+    coll: &Collection,
+    indexes: &[IndexInfo],
+    m: &Matcher,
+    s: &SortSpec,
+) -> Option<Plan> {
+    for ix in indexes.iter().filter(|ix| {
+        !ix.spec.hidden
+            && !ix.spec.sparse
+            && ix.spec.partial_filter.is_none()
+            && ix.spec.geo_field().is_none()
+            && !ix.spec.is_text()
+    }) {
+        if let Some(reverse) = sort_direction(ix, s, &[]) {
+            let access = Access::Ixscan {
+                index: Box::new(ix.clone()),
+                bounds: bounds_for(ix, m),
+                reverse,
+            };
+            return Some(plan(access, true, false));
+        }
+    }
+    // `_id` order is the collection's own order (a capped one's is
+    // insertion order), bytewise for strings.
+    match s.fields() {
+        [(path, asc)] if path == "_id" && !coll.is_capped() && s.collation().is_none() => {
+            Some(plan(collscan(!asc), true, false))
+        }
+        _ => None,
+    }
 }
 
 #[cfg(test)]
