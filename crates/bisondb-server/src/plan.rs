@@ -40,7 +40,7 @@ mod sort;
 mod text;
 pub use access::{count_keys, execute};
 pub use choose::choose;
-pub use explain::{execution_stats, query_planner, StageTree};
+pub use explain::{execution_stats, explain_read, query_planner, StageTree, Verbosity};
 pub use geo_near::{resolve_stage as resolve_geo_near, GeoNear};
 pub use min_max::{choose as choose_min_max, MinMax, ReturnKey};
 pub use sort::{collect, sort, sort_within, sorted_source, SORT_MEMORY_LIMIT};

@@ -2,27 +2,19 @@
 //! `aggregate`, `distinct`, `update`, `delete` or `findAndModify`, and with
 //! `executionStats` / `allPlansExecution` the statistics of running its read
 //! part (writes are never applied). Only one plan is ever considered, so
-//! `rejectedPlans` and `allPlansExecution` are empty.
-
-use std::sync::Arc;
+//! `rejectedPlans` and `allPlansExecution` are empty. The planner builds the
+//! sections (`plan/explain.rs`); this command finds the read part of the
+//! command it explains.
 
 use bisondb_error::{ErrorCode, MongoError, MongoResult};
-use bisondb_query::matcher::Matcher;
 use bisondb_query::sort::SortSpec;
-use bson::{doc, Bson, Document, RawBsonRef, RawDocumentBuf};
+use bson::{doc, Document, RawBsonRef, RawDocumentBuf};
 
 use super::{util, Command, Context};
 use crate::args;
-use crate::plan;
+use crate::plan::{self, Verbosity};
 use crate::reply;
 use crate::request::CommandRequest;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Verbosity {
-    QueryPlanner,
-    ExecutionStats,
-    AllPlansExecution,
-}
 
 pub struct Explain {
     db: String,
@@ -52,16 +44,7 @@ impl Command for Explain {
             match k.as_str() {
                 "explain" => inner = Some(args::as_doc(n, "explain", v)?.to_owned()),
                 "verbosity" => {
-                    verbosity = match args::as_str(n, "verbosity", v)? {
-                        "queryPlanner" => Verbosity::QueryPlanner,
-                        "executionStats" => Verbosity::ExecutionStats,
-                        "allPlansExecution" => Verbosity::AllPlansExecution,
-                        other => {
-                            return Err(MongoError::bad_value(format!(
-                                "verbosity string must be one of {{'queryPlanner', 'executionStats', 'allPlansExecution'}}, got '{other}'"
-                            )))
-                        }
-                    }
+                    verbosity = Verbosity::parse(args::as_str(n, "verbosity", v)?)?;
                 }
                 "comment" | "maxTimeMS" | "lsid" | "readConcern" | "$readPreference" => {}
                 other => args::check_known(n, other, &[])?,
@@ -77,7 +60,7 @@ impl Command for Explain {
 
     fn execute(self, ctx: &mut Context<'_>) -> MongoResult<RawDocumentBuf> {
         let req = CommandRequest::from_body(&self.inner, &self.db)?;
-        let execute = self.verbosity != Verbosity::QueryPlanner;
+        let execute = self.verbosity.runs();
         let (planner, exec) = match req.name {
             "find" => super::find::Find::parse(&req)?.explain(ctx, execute)?,
             "count" => super::count::Count::parse(&req)?.explain(ctx, execute)?,
@@ -92,13 +75,7 @@ impl Command for Explain {
                 ))
             }
         };
-        let mut out = doc! {"explainVersion": "1", "queryPlanner": planner};
-        if let Some(mut e) = exec {
-            if self.verbosity == Verbosity::AllPlansExecution {
-                e.insert("allPlansExecution", Vec::<Bson>::new());
-            }
-            out.insert("executionStats", e);
-        }
+        let mut out = self.verbosity.sections(planner, exec);
         let mut command = args::to_document(&self.inner)?;
         command.insert("$db", self.db.clone());
         out.insert("command", command);
@@ -212,34 +189,12 @@ fn explain_filter(
     execute: bool,
 ) -> MongoResult<(Document, Option<Document>)> {
     let coll = ctx.state.storage.collection(db, &t.coll);
-    let m = Matcher::parse_doc(&t.filter)?;
-    let started = std::time::Instant::now();
-    let chosen = plan::choose(
+    plan::explain_read(
         coll.as_ref(),
-        &m,
-        Some(&t.filter),
+        util::ns(db, &t.coll),
+        &t.filter,
         t.sort.as_ref(),
         t.hint.as_ref(),
-    )?;
-    let mut tree = plan::StageTree::of_plan(&chosen, &t.filter, false);
-    if let (Some(s), false) = (&t.sort, chosen.provides_sort) {
-        tree = tree.sort(s, None);
-    }
-    let planner = plan::query_planner(util::ns(db, &t.coll), &t.filter, &tree);
-    if !execute {
-        return Ok((planner, None));
-    }
-    let stats = Arc::new(plan::Stats::default());
-    let mut src = plan::execute(coll.as_ref(), &chosen, &m, stats.clone())?;
-    if let (Some(s), false) = (&t.sort, chosen.provides_sort) {
-        src = plan::sorted_source(src, s, None, true, plan::SORT_MEMORY_LIMIT, stats.clone())?;
-    }
-    for d in plan::counted(src, stats.clone(), |s| &s.out) {
-        d?;
-    }
-    let stages = tree.execution_stages(&stats);
-    Ok((
-        planner,
-        Some(plan::execution_stats(&stats, started, stages)),
-    ))
+        execute,
+    )
 }

@@ -8,17 +8,27 @@
 //! on top of it (sort, skip, limit, projection, count), in the order the
 //! command runs them; explain walks it once for each section.
 //!
+//! [`explain_read`] drives the explain of the commands whose read is a
+//! filter, a sort and a hint; `find` and `count` build their trees
+//! themselves (they stack skip, limit, projection or a count on the plan).
+//! [`Verbosity`] says how much runs and which sections the reply has.
+//!
 //! The stages of the access paths live with them (`access.rs`), the SORT
 //! with the blocking sort (`sort.rs`), the text and geo stages in `text.rs`
 //! and `geo_near.rs`; the stages the commands add, and the tree, here.
 
+use std::sync::Arc;
 use std::time::Instant;
 
+use bisondb_error::{MongoError, MongoResult};
+use bisondb_query::matcher::Matcher;
+use bisondb_query::sort::SortSpec;
+use bisondb_storage::Collection;
 use bson::{doc, Bson, Document};
 
 use super::access::{IndexScanStage, ScanBounds};
 use super::sort::SortStage;
-use super::{geo_near, text, Access, Plan, Stats};
+use super::{geo_near, text, Access, Hint, Plan, Stats, SORT_MEMORY_LIMIT};
 
 /// How a stage ran: calls to its `work()`, results it returned, whether it
 /// reached its end.
@@ -259,6 +269,85 @@ impl<'a> StageTree<'a> {
     }
 }
 
+/// How much an `explain` runs and tells: the plan only (`queryPlanner`),
+/// or also the statistics of running its read part to completion (writes
+/// are never applied). Only one plan is ever considered, so
+/// `allPlansExecution` adds an empty list of the others.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verbosity {
+    QueryPlanner,
+    ExecutionStats,
+    AllPlansExecution,
+}
+
+impl Verbosity {
+    pub fn parse(s: &str) -> MongoResult<Verbosity> {
+        match s {
+            "queryPlanner" => Ok(Verbosity::QueryPlanner),
+            "executionStats" => Ok(Verbosity::ExecutionStats),
+            "allPlansExecution" => Ok(Verbosity::AllPlansExecution),
+            other => Err(MongoError::bad_value(format!(
+                "verbosity string must be one of {{'queryPlanner', 'executionStats', 'allPlansExecution'}}, got '{other}'"
+            ))),
+        }
+    }
+
+    /// Whether the plan runs.
+    pub fn runs(self) -> bool {
+        self != Verbosity::QueryPlanner
+    }
+
+    /// The reply's plan sections: `queryPlanner` and, when the plan ran,
+    /// `executionStats`.
+    pub fn sections(self, planner: Document, exec: Option<Document>) -> Document {
+        let mut out = doc! {"explainVersion": "1", "queryPlanner": planner};
+        if let Some(mut e) = exec {
+            if self == Verbosity::AllPlansExecution {
+                e.insert("allPlansExecution", Vec::<Bson>::new());
+            }
+            out.insert("executionStats", e);
+        }
+        out
+    }
+}
+
+/// explain of a read by `filter`, `sort` and `hint` on `coll` (named `ns`):
+/// the read part of `aggregate` (its leading `$match` and a `$sort` right
+/// after it), `distinct`, `update`, `delete` and `findAndModify`. The
+/// `queryPlanner` section, and with `execute` the `executionStats` of
+/// reading every match.
+pub fn explain_read(
+    coll: Option<&Collection>,
+    ns: String,
+    filter: &Document,
+    sort: Option<&SortSpec>,
+    hint: Option<&Hint>,
+    execute: bool,
+) -> MongoResult<(Document, Option<Document>)> {
+    let m = Matcher::parse_doc(filter)?;
+    let started = Instant::now();
+    let chosen = super::choose(coll, &m, Some(filter), sort, hint)?;
+    let mut tree = StageTree::of_plan(&chosen, filter, false);
+    let blocking_sort = sort.filter(|_| !chosen.provides_sort);
+    if let Some(s) = blocking_sort {
+        tree = tree.sort(s, None);
+    }
+    let planner = query_planner(ns, filter, &tree);
+    if !execute {
+        return Ok((planner, None));
+    }
+    let stats = Arc::new(Stats::default());
+    let mut src = super::execute(coll, &chosen, &m, stats.clone())?;
+    if let Some(s) = blocking_sort {
+        src = super::sorted_source(src, s, None, true, SORT_MEMORY_LIMIT, stats.clone())?;
+    }
+    for d in super::counted(src, stats.clone(), |s| &s.out) {
+        d?;
+    }
+    let stages = tree.execution_stages(&stats);
+    Ok((planner, Some(execution_stats(&stats, started, stages))))
+}
+
 /// explain's `queryPlanner` section: the plan `tree` the planner chose for
 /// `filter` (as sent) on the namespace `ns`. Only one plan is ever
 /// considered, so none is rejected.
@@ -441,8 +530,27 @@ impl Stage for FastCount {
 
 #[cfg(test)]
 mod tests {
-    use super::parsed_query;
+    use super::{parsed_query, Verbosity};
     use bson::{doc, Regex};
+
+    #[test]
+    fn verbosity_names_the_three_levels_or_fails_with_code_2() {
+        for (name, v) in [
+            ("queryPlanner", Verbosity::QueryPlanner),
+            ("executionStats", Verbosity::ExecutionStats),
+            ("allPlansExecution", Verbosity::AllPlansExecution),
+        ] {
+            assert_eq!(Verbosity::parse(name).ok(), Some(v));
+        }
+        let e = Verbosity::parse("all")
+            .err()
+            .unwrap_or_else(|| panic!("'all' should fail"));
+        assert_eq!(e.code.code(), 2);
+        assert_eq!(
+            e.message,
+            "verbosity string must be one of {'queryPlanner', 'executionStats', 'allPlansExecution'}, got 'all'"
+        );
+    }
 
     #[test]
     fn parsed_query_shows_equalities_as_eq() {
