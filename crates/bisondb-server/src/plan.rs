@@ -15,8 +15,13 @@
 //!   index's fields (then a fetch that re-checks the whole filter), or the
 //!   collection scan. The commands stack the blocking sort (`plan/sort.rs`),
 //!   skip and projection on top.
-//! - Every stage counts what it examined and returned into [`Stats`], so
-//!   explain (`plan/explain.rs`) reports what actually happened.
+//! - Every stage counts what it examined and returned into [`Stats`]. For
+//!   explain, a [`StageTree`] (`plan/explain.rs`) holds the plan's physical
+//!   stages, each of which renders its own `winningPlan` node and, from the
+//!   counters, its `executionStages` node: the access paths' stages live in
+//!   `access.rs`, SORT in `sort.rs`, the text and geo stages in `text.rs` and
+//!   `geo_near.rs`. `plan/explain.rs` also drives the explain of a read by a
+//!   filter, sort and hint, and knows the verbosities.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;

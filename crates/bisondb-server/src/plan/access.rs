@@ -171,22 +171,8 @@ fn ixscan(
     stats: Arc<Stats>,
 ) -> MongoResult<DocSource> {
     let snapshot = coll.snapshot();
-    let scan = coll
-        .index_scan(snapshot.clone(), &index.spec.name, bounds, reverse)
-        .ok_or_else(|| {
-            MongoError::new(
-                ErrorCode::QueryPlanKilled,
-                format!("index {} dropped during the query", index.spec.name),
-            )
-        })?;
-    Ok(Box::new(Fetch {
-        coll: coll.clone(),
-        snapshot,
-        scan,
-        seen: index.multikey.then(HashSet::new),
-        matcher: m,
-        stats,
-    }))
+    let scan = coll.index_scan(snapshot.clone(), &index.spec.name, bounds, reverse);
+    Fetch::over(coll, snapshot, scan, index, m, stats)
 }
 
 /// Counts the index keys inside the plan's bounds without fetching documents
@@ -223,16 +209,43 @@ pub fn count_keys(coll: &Collection, plan: &Plan, stats: &Stats) -> MongoResult<
 /// Results follow index order, as mongod's IXSCAN → FETCH does: applications and
 /// drivers' tests rely on it (pymongo's `test_hint`).
 pub(super) struct Fetch {
-    pub(super) coll: Collection,
-    pub(super) snapshot: Arc<dyn Snapshot>,
-    pub(super) scan: IndexScan,
+    coll: Collection,
+    snapshot: Arc<dyn Snapshot>,
+    scan: IndexScan,
     /// Multikey indexes can name a document once per array element.
-    pub(super) seen: Option<HashSet<Vec<u8>>>,
-    pub(super) matcher: Matcher,
-    pub(super) stats: Arc<Stats>,
+    seen: Option<HashSet<Vec<u8>>>,
+    matcher: Matcher,
+    stats: Arc<Stats>,
 }
 
 impl Fetch {
+    /// The documents named by the entries `scan` reads (of `index`, in
+    /// `snapshot`), each checked by `m`. No scan: the index was dropped after
+    /// the plan was chosen.
+    pub(super) fn over(
+        coll: &Collection,
+        snapshot: Arc<dyn Snapshot>,
+        scan: Option<IndexScan>,
+        index: &IndexInfo,
+        m: Matcher,
+        stats: Arc<Stats>,
+    ) -> MongoResult<DocSource> {
+        let scan = scan.ok_or_else(|| {
+            MongoError::new(
+                ErrorCode::QueryPlanKilled,
+                format!("index {} dropped during the query", index.spec.name),
+            )
+        })?;
+        Ok(Box::new(Fetch {
+            coll: coll.clone(),
+            snapshot,
+            scan,
+            seen: index.multikey.then(HashSet::new),
+            matcher: m,
+            stats,
+        }))
+    }
+
     /// The next encoded `_id` to fetch, skipping repeats from multikey entries.
     fn next_id(&mut self) -> Option<MongoResult<Vec<u8>>> {
         loop {

@@ -148,7 +148,7 @@ impl<'a> StageTree<'a> {
             filter: (!filter.is_empty()).then_some(filter),
         };
         match &plan.access {
-            Access::Empty => StageTree::leaf(Eof),
+            Access::Empty => StageTree::leaf(NothingToRead("EOF")),
             Access::KeyRange { index, start, end } => StageTree::leaf(IndexScanStage::new(
                 index.as_deref(),
                 ScanBounds::KeyRange { start, end },
@@ -219,7 +219,7 @@ impl<'a> StageTree<'a> {
 
     /// `count` without a filter: the collection's recorded count.
     pub fn fast_count() -> StageTree<'a> {
-        StageTree::leaf(FastCount)
+        StageTree::leaf(NothingToRead("RECORD_STORE_FAST_COUNT"))
     }
 
     /// explain's `queryPlanner.winningPlan`.
@@ -400,12 +400,13 @@ fn parsed_query(filter: &Document) -> Document {
     out
 }
 
-/// Nothing can match (the collection does not exist).
-struct Eof;
+/// A stage with nothing to read: EOF (nothing can match, the collection
+/// does not exist) or RECORD_STORE_FAST_COUNT (a count from the catalog).
+struct NothingToRead(&'static str);
 
-impl Stage for Eof {
+impl Stage for NothingToRead {
     fn name(&self) -> &'static str {
-        "EOF"
+        self.0
     }
     fn describe(&self, _: &mut Document) {}
     fn ran(&self, _: &Stats, _: Option<&Ran>) -> Ran {
@@ -513,18 +514,6 @@ impl Stage for CountStage {
             advanced: 0,
             eof,
         }
-    }
-}
-
-struct FastCount;
-
-impl Stage for FastCount {
-    fn name(&self) -> &'static str {
-        "RECORD_STORE_FAST_COUNT"
-    }
-    fn describe(&self, _: &mut Document) {}
-    fn ran(&self, _: &Stats, _: Option<&Ran>) -> Ran {
-        Ran::once()
     }
 }
 

@@ -10,7 +10,6 @@
 //! checked on each fetched document.
 
 use std::cmp::Ordering as CmpOrdering;
-use std::collections::HashSet;
 use std::ops::Bound;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -271,22 +270,8 @@ pub(super) fn source(
         })));
     };
     let snapshot = coll.snapshot();
-    let scan = coll
-        .index_scan_keys(snapshot.clone(), &ix.spec.name, &lo, &hi, false)
-        .ok_or_else(|| {
-            MongoError::new(
-                bisondb_error::ErrorCode::QueryPlanKilled,
-                format!("index {} dropped during the query", ix.spec.name),
-            )
-        })?;
-    Ok(Box::new(Fetch {
-        coll: coll.clone(),
-        snapshot,
-        scan,
-        seen: ix.multikey.then(HashSet::new),
-        matcher: m,
-        stats,
-    }))
+    let scan = coll.index_scan_keys(snapshot.clone(), &ix.spec.name, &lo, &hi, false);
+    Fetch::over(coll, snapshot, scan, ix, m, stats)
 }
 
 /// `returnKey`: the index key a plan reached each document through, as a
