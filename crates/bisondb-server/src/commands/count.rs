@@ -139,18 +139,13 @@ impl Count {
         let stats = std::sync::Arc::new(plan::Stats::default());
         let started = std::time::Instant::now();
         let (total, chosen, keys_only) = self.run(ctx, stats.clone())?;
-        let input = match &chosen {
-            Some(p) => plan::describe(p, &self.query_doc, keys_only),
-            None => doc! {"stage": "RECORD_STORE_FAST_COUNT"},
-        };
-        let tree = doc! {"stage": "COUNT", "inputStage": input};
-        let planner = doc! {
-            "namespace": crate::commands::util::ns(&self.db, &self.coll),
-            "parsedQuery": super::explain::parsed_query(&self.query_doc),
-            "indexFilterSet": false,
-            "winningPlan": tree.clone(),
-            "rejectedPlans": [],
-        };
+        let tree = match &chosen {
+            Some(p) => plan::StageTree::of_plan(p, &self.query_doc, keys_only),
+            None => plan::StageTree::fast_count(),
+        }
+        .count();
+        let ns = crate::commands::util::ns(&self.db, &self.coll);
+        let planner = plan::query_planner(ns, &self.query_doc, &tree);
         if !execute {
             return Ok((planner, None));
         }
@@ -158,17 +153,10 @@ impl Count {
         if let Some(l) = self.limit {
             n = n.min(l);
         }
-        let mut stages = plan::execution_stages(&tree, chosen.as_ref(), &stats);
+        let mut stages = tree.execution_stages(&stats);
         stages.insert("nCounted", reply::count(n));
         stages.insert("nSkipped", reply::count(total.min(self.skip)));
-        let exec = doc! {
-            "executionSuccess": true,
-            "nReturned": 0i32,
-            "executionTimeMillis": reply::count(started.elapsed().as_millis() as u64),
-            "totalKeysExamined": reply::count(stats.keys()),
-            "totalDocsExamined": reply::count(stats.docs()),
-            "executionStages": stages,
-        };
+        let exec = plan::execution_stats(&stats, started, stages);
         Ok((planner, Some(exec)))
     }
 }

@@ -6,7 +6,7 @@ use bisondb_query::projection::{DocMeta, Projection};
 use bisondb_query::sort::SortSpec;
 use std::sync::Arc;
 
-use bson::{doc, Bson, Document, RawBsonRef, RawDocumentBuf};
+use bson::{Bson, Document, RawBsonRef, RawDocumentBuf};
 
 use super::let_vars::LetVars;
 use super::{util, Command, Context};
@@ -400,40 +400,25 @@ impl Find {
             .unwrap_or(ctx.state.config.allow_disk_use_by_default);
         let sort_memory = (allow_disk_use, ctx.state.config.sort_memory_bytes);
         let (chosen, src) = self.source(coll.as_ref(), stats.clone(), sort_memory)?;
-        let mut tree = plan::describe(&chosen, &self.filter_doc, false);
+        let mut tree = plan::StageTree::of_plan(&chosen, &self.filter_doc, false);
         if let Some(s) = &self.sort {
             if !chosen.provides_sort {
-                let mut pattern = Document::new();
-                for (k, asc) in s.fields() {
-                    pattern.insert(k.clone(), if *asc { 1 } else { -1 });
-                }
-                let mut d = doc! {"stage": "SORT", "sortPattern": pattern, "memLimit": plan::SORT_MEMORY_LIMIT as i64, "type": "simple"};
-                if let Some(l) = self.limit {
-                    d.insert("limitAmount", l as i64);
-                }
-                d.insert("inputStage", tree);
-                tree = d;
+                tree = tree.sort(s, self.limit);
             }
         }
         if self.skip > 0 {
-            tree = doc! {"stage": "SKIP", "skipAmount": self.skip as i64, "inputStage": tree};
+            tree = tree.skip(self.skip);
         }
         if let Some(l) = self.limit {
-            tree = doc! {"stage": "LIMIT", "limitAmount": l as i64, "inputStage": tree};
+            tree = tree.limit(l);
         }
         if self.return_key {
-            tree = doc! {"stage": "RETURN_KEY", "inputStage": tree};
+            tree = tree.return_key();
         } else if let Some(p) = &self.projection {
-            tree =
-                doc! {"stage": "PROJECTION_SIMPLE", "transformBy": p.clone(), "inputStage": tree};
+            tree = tree.projection(p);
         }
-        let planner = doc! {
-            "namespace": util::ns(&self.db, &self.coll),
-            "parsedQuery": super::explain::parsed_query(&self.filter_doc),
-            "indexFilterSet": false,
-            "winningPlan": tree.clone(),
-            "rejectedPlans": [],
-        };
+        let ns = util::ns(&self.db, &self.coll);
+        let planner = plan::query_planner(ns, &self.filter_doc, &tree);
         if !execute {
             return Ok((planner, None));
         }
@@ -443,16 +428,7 @@ impl Find {
         for d in src.take(usize::try_from(limit).unwrap_or(usize::MAX)) {
             d?;
         }
-        let returned = stats.out.n();
-        let stages = plan::execution_stages(&tree, Some(&chosen), &stats);
-        let exec = doc! {
-            "executionSuccess": true,
-            "nReturned": crate::reply::count(returned),
-            "executionTimeMillis": crate::reply::count(started.elapsed().as_millis() as u64),
-            "totalKeysExamined": crate::reply::count(stats.keys()),
-            "totalDocsExamined": crate::reply::count(stats.docs()),
-            "executionStages": stages,
-        };
+        let exec = plan::execution_stats(&stats, started, tree.execution_stages(&stats));
         Ok((planner, Some(exec)))
     }
 }
