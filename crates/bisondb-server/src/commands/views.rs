@@ -24,23 +24,12 @@ use bson::{doc, Bson, Document, RawBsonRef, RawDocumentBuf};
 use super::{Command, Context};
 use crate::args;
 use crate::plan;
+use crate::registry::OnView;
 use crate::reply;
 use crate::request::CommandRequest;
 
 /// mongod's limit on a chain of views on views.
 pub const MAX_VIEW_DEPTH: usize = 20;
-
-/// Commands that write to, or manage indexes of, their namespace.
-const WRITES: &[&str] = &[
-    "createIndexes",
-    "delete",
-    "dropIndexes",
-    "findAndModify",
-    "findandmodify",
-    "insert",
-    "listIndexes",
-    "update",
-];
 
 /// A view's definition as stored in the catalog.
 #[derive(Debug, Clone)]
@@ -226,26 +215,24 @@ fn target<'a>(req: &CommandRequest<'a>) -> Option<&'a str> {
     }
 }
 
-/// Runs `req` against a view when its namespace is one; `None` lets the
-/// command's own handler run.
+/// Runs `req` against a view when its namespace is one, as its command's
+/// `on_view` says; `None` lets the command's own handler run.
 pub fn intercept(
+    on_view: OnView,
     req: &CommandRequest<'_>,
     ctx: &mut Context<'_>,
 ) -> Option<MongoResult<RawDocumentBuf>> {
-    if req.name == "explain" {
-        return explain_on_view(req, ctx);
-    }
-    if !matches!(req.name, "find" | "count" | "distinct" | "aggregate")
-        && !WRITES.contains(&req.name)
-    {
-        return None;
+    match on_view {
+        OnView::Unaffected => return None,
+        OnView::ExplainsCommand => return explain_on_view(req, ctx),
+        OnView::ReadsThrough | OnView::Refused => {}
     }
     let coll = target(req)?;
     definition(&ctx.state.storage, &req.db, coll)?;
     if super::timeseries::is_coll_stats_aggregate(req, &ctx.state.storage, coll) {
         return None;
     }
-    if WRITES.contains(&req.name) {
+    if on_view == OnView::Refused {
         // Inserts and deletes into a time-series collection fill its buckets.
         if let Some(r) = super::timeseries::intercept(req, ctx, coll) {
             return Some(r);
