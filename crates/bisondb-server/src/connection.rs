@@ -19,7 +19,7 @@ use futures::{SinkExt, StreamExt};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio_util::codec::Framed;
 
-use crate::commands::{ConnectionInfo, Context};
+use crate::context::{ConnectionInfo, Context};
 use crate::fail_points::{CommandInfo, Injection, Then};
 use crate::registry::{self, CommandSpec, Reply};
 use crate::reply;

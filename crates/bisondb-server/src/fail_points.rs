@@ -31,7 +31,7 @@ use bisondb_error::{ErrorCode, MongoError, MongoResult};
 use bson::{doc, Bson, Document, RawBsonRef, RawDocument, RawDocumentBuf};
 use parking_lot::Mutex;
 
-use crate::commands::ConnectionInfo;
+use crate::context::ConnectionInfo;
 
 /// The fail points BisonDB implements.
 pub const FAIL_COMMAND: &str = "failCommand";

@@ -7,14 +7,18 @@
 //! Handlers live in [`commands`], one file each; they parse, execute against
 //! [`state::ServerState`] (storage, cursors, counters), and return a reply document.
 
-pub mod args;
 pub mod collation;
 pub mod commands;
 pub mod config;
 pub mod connection;
+pub mod context;
 pub mod cursor;
 pub mod fail_points;
+pub mod fields;
+pub mod let_vars;
 pub mod logbuf;
+pub mod namespaces;
+pub mod on_view;
 pub mod plan;
 pub mod profiler;
 pub mod registry;
@@ -22,7 +26,9 @@ pub mod reply;
 pub mod request;
 pub mod server;
 pub mod sessions;
+pub mod stages;
 pub mod state;
+pub mod storable;
 pub mod tailable;
 pub mod ttl;
 pub mod validation;

@@ -49,7 +49,7 @@ impl Hint {
             RawBsonRef::String("") => Ok(None),
             RawBsonRef::String(s) => Ok(Some(Hint::Name(s.to_string()))),
             RawBsonRef::Document(d) => {
-                let d = crate::args::to_document(d)?;
+                let d = crate::fields::to_document(d)?;
                 if d.is_empty() {
                     return Ok(None);
                 }
@@ -460,7 +460,7 @@ pub fn choose(
                 // A clustered collection's clustered index is its `_id` order.
                 Hint::Name(n) => {
                     n == "_id_"
-                        || crate::commands::clustered::Clustered::of_options(&coll.options())
+                        || crate::namespaces::clustered::Clustered::of_options(&coll.options())
                             .is_some_and(|c| c.name() == n)
                 }
                 Hint::Key(k) => same_pattern(k, &doc! {"_id": 1}),

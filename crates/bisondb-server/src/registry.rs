@@ -22,6 +22,7 @@ use bisondb_error::{ErrorCode, MongoError, MongoResult};
 use bson::RawDocumentBuf;
 
 use crate::commands::{self, Context};
+pub use crate::on_view::OnView;
 use crate::request::CommandRequest;
 
 pub type Handler = fn(&CommandRequest<'_>, &mut Context<'_>) -> MongoResult<RawDocumentBuf>;
@@ -36,23 +37,6 @@ pub enum Run {
     /// mongod removed it long ago: 59 CommandNotFound as for any unknown
     /// name. Listed for the compression specification, which names it.
     Removed,
-}
-
-/// How a command treats a view (or a time-series collection, which reads as
-/// a view over its buckets) named by its first field.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum OnView {
-    /// A read: runs as an aggregation over the view's source.
-    ReadsThrough,
-    /// Writes to its namespace or manages its indexes: 166
-    /// CommandNotSupportedOnView on a view; a time-series collection's
-    /// buckets take it instead.
-    Refused,
-    /// `explain`: refused while the command it explains names a view.
-    ExplainsCommand,
-    /// Names no collection, or its handler deals with a view itself (`drop`,
-    /// `collMod`, `listCollections`, ...).
-    Unaffected,
 }
 
 /// Whether a command's reply may be compressed (with the request's compressor).
@@ -730,7 +714,7 @@ pub fn dispatch_spec(
         ));
     }
     // Reads through a view run as aggregations; writes to one fail.
-    if let Some(r) = commands::views::intercept(spec.on_view, req, ctx) {
+    if let Some(r) = crate::on_view::intercept(spec.on_view, req, ctx) {
         return r;
     }
     handler(req, ctx)

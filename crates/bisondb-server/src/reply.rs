@@ -59,3 +59,19 @@ pub fn count(n: u64) -> Bson {
         Err(_) => Bson::Int64(i64::try_from(n).unwrap_or(i64::MAX)),
     }
 }
+
+/// A storage error as the client sees it, with duplicate-key details for writeErrors.
+pub fn storage_error_details(e: &bisondb_storage::StorageError) -> Option<Document> {
+    match e {
+        bisondb_storage::StorageError::DuplicateKey(info) => {
+            Some(doc! {"keyPattern": info.key_pattern.clone(), "keyValue": info.key_value.clone()})
+        }
+        _ => None,
+    }
+}
+
+/// A reply field name, as the raw document builders take it.
+pub(crate) fn key(s: &'static str) -> MongoResult<&'static bson::raw::CStr> {
+    <&bson::raw::CStr>::try_from(s)
+        .map_err(|e| MongoError::internal(format!("bad reply key {s}: {e}")))
+}

@@ -11,7 +11,6 @@ use bisondb_query::update::{upsert_seed, UpdateSpec};
 use bisondb_storage::{Collection, Durability, Modify};
 use bson::{Bson, Document, RawBson, RawDocument, RawDocumentBuf};
 
-use crate::commands::util;
 use crate::plan;
 use crate::validation::Validator;
 
@@ -149,7 +148,7 @@ pub fn update(
                 let mut after = before.clone();
                 let changed = spec.apply_with_query(&mut after, false, Some(matcher))?;
                 let action = if changed {
-                    let raw = util::prepare_owned(&after)?;
+                    let raw = crate::storable::prepare_owned(&after)?;
                     if let Some(v) = validator {
                         v.check(&raw, Some(cur))?;
                     }
@@ -168,7 +167,7 @@ pub fn update(
     }
     if res.matched == 0 && upsert {
         let doc = upsert_document(matcher, spec)?;
-        let raw = util::prepare_owned(&doc)?;
+        let raw = crate::storable::prepare_owned(&doc)?;
         if let Some(v) = validator {
             v.check(&raw, None)?;
         }
@@ -378,7 +377,7 @@ fn fill_out(
         }
     };
     for d in docs {
-        let raw = util::prepare_owned(&d?)?;
+        let raw = crate::storable::prepare_owned(&d?)?;
         if let Some(v) = validator {
             v.check(&raw, None)?;
         }
@@ -506,7 +505,7 @@ fn merge_doc(
         })?;
     match action {
         MergeAction::Insert(doc) => {
-            let raw = util::prepare_owned(&doc)?;
+            let raw = crate::storable::prepare_owned(&doc)?;
             if let Some(v) = validator {
                 v.check(&raw, None)?;
             }
@@ -516,7 +515,7 @@ fn merge_doc(
             }
         }
         MergeAction::Replace(doc) => {
-            let raw = util::prepare_owned(&doc)?;
+            let raw = crate::storable::prepare_owned(&doc)?;
             let Some(id) = existing.as_ref().and_then(|e| e.get("_id")) else {
                 return Err(MongoError::internal(
                     "$merge replaced a document without _id",

@@ -4,10 +4,10 @@ use bisondb_error::{MongoError, MongoResult};
 use bisondb_query::matcher::Matcher;
 use bson::{doc, Bson, Document, RawDocument, RawDocumentBuf};
 
-use super::let_vars::LetVars;
-use super::util::{self, WriteConcern};
 use super::Context;
-use crate::args;
+use crate::fields;
+use crate::fields::write::WriteConcern;
+use crate::let_vars::LetVars;
 use crate::plan;
 use crate::reply;
 use crate::request::CommandRequest;
@@ -70,11 +70,11 @@ pub(crate) fn parse_statement(d: &RawDocument, lets: &LetVars) -> MongoResult<St
         let (k, v) = el.map_err(crate::request::invalid_bson)?;
         match k.as_str() {
             "q" => {
-                let f = lets.filter(&args::to_document(args::as_doc(cmd, "deletes.q", v)?)?);
+                let f = lets.filter(&fields::to_document(fields::as_doc(cmd, "deletes.q", v)?)?);
                 q = Some((Matcher::parse_doc(&f)?, f));
             }
             "limit" => {
-                let l = args::as_i64(cmd, "deletes.limit", v)?;
+                let l = fields::as_i64(cmd, "deletes.limit", v)?;
                 if l != 0 && l != 1 {
                     return Err(MongoError::failed_to_parse(format!(
                         "The limit field in delete objects must be 0 or 1. Got {l}"
@@ -84,11 +84,11 @@ pub(crate) fn parse_statement(d: &RawDocument, lets: &LetVars) -> MongoResult<St
             }
             "hint" => hint = plan::Hint::parse(v)?,
             "collation" => collation = crate::collation::parse_arg(cmd, v)?,
-            other => return Err(args::unknown_field("DeleteOpEntry", other)),
+            other => return Err(fields::unknown_field("DeleteOpEntry", other)),
         }
     }
-    let (filter, filter_doc) = q.ok_or_else(|| args::missing_field("delete.deletes", "q"))?;
-    let limit = limit.ok_or_else(|| args::missing_field("delete.deletes", "limit"))?;
+    let (filter, filter_doc) = q.ok_or_else(|| fields::missing_field("delete.deletes", "q"))?;
+    let limit = limit.ok_or_else(|| fields::missing_field("delete.deletes", "limit"))?;
     Ok(Statement {
         filter,
         filter_doc,
@@ -101,7 +101,7 @@ pub(crate) fn parse_statement(d: &RawDocument, lets: &LetVars) -> MongoResult<St
 impl<'a> Delete<'a> {
     pub fn parse(req: &CommandRequest<'a>) -> MongoResult<Self> {
         // `let` is read by `LetVars::from_body`.
-        let b = util::parse_write_batch(req, "deletes", &["let"])?;
+        let b = crate::fields::write::parse_write_batch(req, "deletes", &["let"])?;
         let lets = LetVars::from_body(req.name, req.body)?;
         Ok(Delete {
             lets,

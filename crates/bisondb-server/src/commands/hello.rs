@@ -6,8 +6,8 @@ use bisondb_error::{MongoError, MongoResult};
 use bson::{doc, Bson, DateTime, RawBsonRef, RawDocumentBuf};
 
 use super::{Command, Context};
-use crate::args;
 use crate::connection::supported_compressor;
+use crate::fields;
 use crate::reply;
 use crate::request::CommandRequest;
 
@@ -33,13 +33,13 @@ impl Command for Hello {
         for el in req.body.iter() {
             let (k, v) = el.map_err(crate::request::invalid_bson)?;
             match k.as_str() {
-                "helloOk" => h.hello_ok = args::as_bool(req.name, "helloOk", v)?,
+                "helloOk" => h.hello_ok = fields::as_bool(req.name, "helloOk", v)?,
                 "compression" => {
-                    for c in args::as_array(req.name, "compression", v)? {
+                    for c in fields::as_array(req.name, "compression", v)? {
                         match c.map_err(crate::request::invalid_bson)? {
                             RawBsonRef::String(s) => h.compression.push(s.to_string()),
                             other => {
-                                return Err(args::wrong_type(
+                                return Err(fields::wrong_type(
                                     req.name,
                                     "compression",
                                     other,
@@ -50,7 +50,7 @@ impl Command for Hello {
                     }
                 }
                 "client" => {
-                    h.client = Some(args::to_document(args::as_doc(req.name, "client", v)?)?)
+                    h.client = Some(fields::to_document(fields::as_doc(req.name, "client", v)?)?)
                 }
                 // Everything else (saslSupportedMechs, topologyVersion, maxAwaitTimeMS,
                 // loadBalanced, backpressure, ...) concerns replica sets, auth or newer

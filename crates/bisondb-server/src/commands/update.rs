@@ -7,10 +7,10 @@ use bisondb_query::sort::SortSpec;
 use bisondb_query::update::UpdateSpec;
 use bson::{doc, Bson, Document, RawBsonRef, RawDocument, RawDocumentBuf};
 
-use super::let_vars::LetVars;
-use super::util::{self, WriteConcern};
 use super::Context;
-use crate::args;
+use crate::fields;
+use crate::fields::write::WriteConcern;
+use crate::let_vars::LetVars;
 use crate::plan;
 use crate::reply;
 use crate::request::CommandRequest;
@@ -82,19 +82,19 @@ pub fn parse_update_spec(
 ) -> MongoResult<UpdateSpec> {
     match v {
         RawBsonRef::Document(d) => {
-            UpdateSpec::parse_with_array_filters(&args::to_document(d)?, array_filters)
+            UpdateSpec::parse_with_array_filters(&fields::to_document(d)?, array_filters)
         }
         RawBsonRef::Array(a) => {
             let mut stages = Vec::new();
             for s in a {
                 match s.map_err(crate::request::invalid_bson)? {
-                    RawBsonRef::Document(d) => stages.push(args::to_document(d)?),
-                    other => return Err(args::wrong_type(cmd, field, other, "object")),
+                    RawBsonRef::Document(d) => stages.push(fields::to_document(d)?),
+                    other => return Err(fields::wrong_type(cmd, field, other, "object")),
                 }
             }
             UpdateSpec::parse_pipeline(&lets.pipeline(&stages))
         }
-        other => Err(args::wrong_type(cmd, field, other, "[object, array]")),
+        other => Err(fields::wrong_type(cmd, field, other, "[object, array]")),
     }
 }
 
@@ -130,29 +130,29 @@ pub(crate) fn parse_statement(
         let (k, v) = el.map_err(crate::request::invalid_bson)?;
         match k.as_str() {
             "q" => {
-                let f = lets.filter(&args::to_document(args::as_doc(cmd, "updates.q", v)?)?);
+                let f = lets.filter(&fields::to_document(fields::as_doc(cmd, "updates.q", v)?)?);
                 q = Some((Matcher::parse_doc(&f)?, f));
             }
             "u" => u = Some(v),
-            "multi" => multi = args::as_bool(cmd, "updates.multi", v)?,
-            "upsert" => upsert = args::as_bool(cmd, "updates.upsert", v)?,
+            "multi" => multi = fields::as_bool(cmd, "updates.multi", v)?,
+            "upsert" => upsert = fields::as_bool(cmd, "updates.upsert", v)?,
             "hint" => hint = plan::Hint::parse(v)?,
             "collation" => collation = crate::collation::parse_arg(cmd, v)?,
             "arrayFilters" => array_filters = parse_array_filters(cmd, v)?,
             "c" => {
-                args::as_doc(cmd, "updates.c", v)?;
+                fields::as_doc(cmd, "updates.c", v)?;
             }
             "sort" => {
-                let s = args::to_document(args::as_doc(cmd, "updates.sort", v)?)?;
+                let s = fields::to_document(fields::as_doc(cmd, "updates.sort", v)?)?;
                 if !s.is_empty() {
                     sort = Some(SortSpec::parse(&s)?);
                 }
             }
-            other => return Err(args::unknown_field("UpdateOpEntry", other)),
+            other => return Err(fields::unknown_field("UpdateOpEntry", other)),
         }
     }
-    let (filter, filter_doc) = q.ok_or_else(|| args::missing_field("update.updates", "q"))?;
-    let u = u.ok_or_else(|| args::missing_field("update.updates", "u"))?;
+    let (filter, filter_doc) = q.ok_or_else(|| fields::missing_field("update.updates", "q"))?;
+    let u = u.ok_or_else(|| fields::missing_field("update.updates", "u"))?;
     let update = parse_update_spec(cmd, "updates.u", u, &array_filters, lets)?;
     check_replacement(&update)?;
     if multi && sort.is_some() {
@@ -181,10 +181,10 @@ pub(crate) fn parse_statement(
 /// Reads `arrayFilters`: a list of filter documents for `$[<identifier>]`.
 pub fn parse_array_filters(cmd: &str, v: RawBsonRef<'_>) -> MongoResult<Vec<Document>> {
     let mut out = Vec::new();
-    for f in args::as_array(cmd, "arrayFilters", v)? {
+    for f in fields::as_array(cmd, "arrayFilters", v)? {
         match f.map_err(crate::request::invalid_bson)? {
-            RawBsonRef::Document(d) => out.push(args::to_document(d)?),
-            other => return Err(args::wrong_type(cmd, "arrayFilters", other, "object")),
+            RawBsonRef::Document(d) => out.push(fields::to_document(d)?),
+            other => return Err(fields::wrong_type(cmd, "arrayFilters", other, "object")),
         }
     }
     Ok(out)
@@ -193,7 +193,11 @@ pub fn parse_array_filters(cmd: &str, v: RawBsonRef<'_>) -> MongoResult<Vec<Docu
 impl<'a> Update<'a> {
     pub fn parse(req: &CommandRequest<'a>) -> MongoResult<Self> {
         // `let` is read by `LetVars::from_body`.
-        let b = util::parse_write_batch(req, "updates", &["bypassDocumentValidation", "let"])?;
+        let b = crate::fields::write::parse_write_batch(
+            req,
+            "updates",
+            &["bypassDocumentValidation", "let"],
+        )?;
         let lets = LetVars::from_body(req.name, req.body)?;
         Ok(Update {
             bypass_validation: crate::validation::bypass(req.name, req.body)?,

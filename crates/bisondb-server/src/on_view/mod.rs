@@ -1,134 +1,39 @@
-//! Read-only views, as mongod has them: a catalog entry whose options hold
-//! `viewOn` and `pipeline` and that has no documents of its own.
-//!
-//! Reads through a view (`find`, `count`, `distinct`, `aggregate`) resolve it to
-//! its source collection and the concatenated pipelines of the chain of views
-//! (at most [`MAX_VIEW_DEPTH`] deep) and run as an aggregation, as mongod does.
-//! Writes and index commands on a view fail with 166 CommandNotSupportedOnView.
-//! A time-series collection reads the same way, as a view over its bucket
-//! collection (`timeseries.rs`), whose writes [`intercept`] hands over there.
-//! A view's `collation` (resolved, in its options; simple when absent) is the
-//! collation every read through it runs with; an operation may repeat it but
-//! not override it (167), and a view on a view must have the same one.
-//! [`intercept`] is called by the registry before a command's own handler.
-
-use std::sync::Arc;
+//! Commands aimed at a view or a time-series collection, as each command's
+//! `on_view` fact (`registry::OnView`) says: reads run as an aggregation
+//! over the view's source (the view's pipeline, then the read's own
+//! options as stages), writes and index commands fail with 166
+//! CommandNotSupportedOnView, and on a time-series collection they go to its
+//! buckets instead ([`timeseries`]). An operation on a view may repeat the
+//! view's collation but not override it (167). [`intercept`] is called by the
+//! registry before a command's own handler; it sits above `commands/`, whose
+//! `aggregate` it runs.
 
 use bisondb_error::{ErrorCode, MongoError, MongoResult};
-use bisondb_query::agg::{CollectionReader, DocStream, Pipeline};
-use bisondb_query::collation::Collation;
-use bisondb_query::matcher::Matcher;
-use bisondb_storage::Storage;
 use bson::{doc, Bson, Document, RawBsonRef, RawDocumentBuf};
 
-use super::{Command, Context};
-use crate::args;
-use crate::plan;
-use crate::registry::OnView;
+use crate::commands::{Command, Context};
+use crate::fields;
+use crate::namespaces::views::{definition, resolve, run_stages_in, view_collation, Resolved};
 use crate::reply;
 use crate::request::CommandRequest;
 
-/// mongod's limit on a chain of views on views.
-pub const MAX_VIEW_DEPTH: usize = 20;
+mod timeseries;
 
-/// A view's definition as stored in the catalog.
-#[derive(Debug, Clone)]
-pub struct ViewDef {
-    pub view_on: String,
-    pub pipeline: Vec<Document>,
-    /// The view's resolved collation; `None` is the simple collation.
-    pub collation: Option<Document>,
-}
-
-/// The definition of `db.name` if it is a view.
-pub fn definition(storage: &Storage, db: &str, name: &str) -> Option<ViewDef> {
-    // Runs before every read and write command: read the options in place
-    // rather than copying the collection's info.
-    let coll = storage.collection(db, name)?;
-    let options = coll.options();
-    // A time-series collection reads as a view over its buckets.
-    view_of_options(&options).or_else(|| super::timeseries::view_def(name, &options))
-}
-
-/// A view's definition from catalog options (`None` for a collection).
-pub fn view_of_options(options: &Document) -> Option<ViewDef> {
-    let view_on = options.get_str("viewOn").ok()?.to_string();
-    let pipeline = match options.get("pipeline") {
-        Some(Bson::Array(a)) => a
-            .iter()
-            .filter_map(|s| match s {
-                Bson::Document(d) => Some(d.clone()),
-                _ => None,
-            })
-            .collect(),
-        _ => Vec::new(),
-    };
-    Some(ViewDef {
-        view_on,
-        pipeline,
-        collation: options.get_document("collation").ok().cloned(),
-    })
-}
-
-/// A view resolved down to a collection: its name and the pipeline to run over it.
-#[derive(Debug, Clone)]
-pub struct Resolved {
-    pub source: String,
-    pub pipeline: Vec<Document>,
-    /// The (outermost) view's collation; `None` is simple.
-    pub collation: Option<Document>,
-}
-
-fn depth_error() -> MongoError {
-    MongoError::new(
-        ErrorCode::ViewDepthLimitExceeded,
-        format!("View depth too deep or view cycle detected. Maximum depth is {MAX_VIEW_DEPTH}"),
-    )
-}
-
-/// Resolves `db.name` if it is a view; `None` for a collection or a missing name.
-pub fn resolve(storage: &Storage, db: &str, name: &str) -> MongoResult<Option<Resolved>> {
-    let mut chain: Vec<Vec<Document>> = Vec::new();
-    let mut current = name.to_string();
-    let mut collation = None;
-    while let Some(def) = definition(storage, db, &current) {
-        if chain.len() >= MAX_VIEW_DEPTH {
-            return Err(depth_error());
-        }
-        if chain.is_empty() {
-            collation = def.collation;
-        }
-        chain.push(def.pipeline);
-        current = def.view_on;
-    }
-    if chain.is_empty() {
-        return Ok(None);
-    }
-    // The innermost view's stages run first.
-    let pipeline = chain.into_iter().rev().flatten().collect();
-    Ok(Some(Resolved {
-        source: current,
-        pipeline,
-        collation,
-    }))
-}
-
-/// A view `db.name` on `view_on` must have the collation of `view_on` when that
-/// is a view too (mongod's check when a view is created).
-pub fn check_view_collation(
-    storage: &Storage,
-    db: &str,
-    name: &str,
-    view_on: &str,
-    collation: Option<&Document>,
-) -> MongoResult<()> {
-    match definition(storage, db, view_on) {
-        Some(def) if def.collation.as_ref() != collation => Err(MongoError::new(
-            ErrorCode::OptionNotSupportedOnView,
-            format!("View {db}.{name} has conflicting collation with view {db}.{view_on}"),
-        )),
-        _ => Ok(()),
-    }
+/// How a command treats a view (or a time-series collection, which reads as
+/// a view over its buckets) named by its first field.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OnView {
+    /// A read: runs as an aggregation over the view's source.
+    ReadsThrough,
+    /// Writes to its namespace or manages its indexes: 166
+    /// CommandNotSupportedOnView on a view; a time-series collection's
+    /// buckets take it instead.
+    Refused,
+    /// `explain`: refused while the command it explains names a view.
+    ExplainsCommand,
+    /// Names no collection, or its handler deals with a view itself (`drop`,
+    /// `collMod`, `listCollections`, ...).
+    Unaffected,
 }
 
 /// An operation on a view may give the view's own collation (or none), not
@@ -153,51 +58,6 @@ fn check_op_collation(n: &str, v: RawBsonRef<'_>, view: Option<&Document>) -> Mo
 /// view's, or simple (a view never inherits its source's default).
 fn collation_arg(view: Option<&Document>) -> Bson {
     Bson::Document(view.cloned().unwrap_or_else(|| doc! {"locale": "simple"}))
-}
-
-/// Checks a new view `db.name` on `view_on` with `pipeline` before it is stored:
-/// the pipeline must parse and must not write, and the chain of views it starts
-/// must neither loop nor be deeper than [`MAX_VIEW_DEPTH`].
-pub fn check_new_view(
-    storage: &Storage,
-    db: &str,
-    name: &str,
-    view_on: &str,
-    pipeline: &[Document],
-) -> MongoResult<()> {
-    for (i, stage) in pipeline.iter().enumerate() {
-        if let Some(op) = stage.keys().next() {
-            if op == "$out" || op == "$merge" {
-                return Err(MongoError::new(
-                    ErrorCode::OptionNotSupportedOnView,
-                    format!(
-                        "The aggregation stage {op} in location {i} of the pipeline cannot be used in the view definition of {db}.{name} because it writes to disk"
-                    ),
-                ));
-            }
-        }
-    }
-    Pipeline::parse(pipeline)?;
-    let mut depth = 1;
-    let mut current = view_on.to_string();
-    loop {
-        if current == name {
-            return Err(MongoError::new(
-                ErrorCode::GraphContainsCycle,
-                format!("View cycle detected: {db}.{name} is its own source"),
-            ));
-        }
-        match definition(storage, db, &current) {
-            Some(def) => {
-                depth += 1;
-                if depth > MAX_VIEW_DEPTH {
-                    return Err(depth_error());
-                }
-                current = def.view_on;
-            }
-            None => return Ok(()),
-        }
-    }
 }
 
 fn not_a_collection(db: &str, coll: &str) -> MongoError {
@@ -229,12 +89,12 @@ pub fn intercept(
     }
     let coll = target(req)?;
     definition(&ctx.state.storage, &req.db, coll)?;
-    if super::timeseries::is_coll_stats_aggregate(req, &ctx.state.storage, coll) {
+    if timeseries::is_coll_stats_aggregate(req, &ctx.state.storage, coll) {
         return None;
     }
     if on_view == OnView::Refused {
         // Inserts and deletes into a time-series collection fill its buckets.
-        if let Some(r) = super::timeseries::intercept(req, ctx, coll) {
+        if let Some(r) = timeseries::intercept(req, ctx, coll) {
             return Some(r);
         }
         return Some(Err(not_a_collection(&req.db, coll)));
@@ -295,7 +155,7 @@ fn run_aggregate(
         name: "aggregate",
         db: req.db.clone(),
     };
-    super::aggregate::Aggregate::parse(&sub)?
+    crate::commands::aggregate::Aggregate::parse(&sub)?
         .with_namespace(view)
         .execute(ctx)
 }
@@ -326,24 +186,24 @@ fn find(
             "find" => {}
             "filter" => {
                 if !matches!(v, RawBsonRef::Null) {
-                    filter = Some(args::to_document(args::as_doc(n, k.as_str(), v)?)?);
+                    filter = Some(fields::to_document(fields::as_doc(n, k.as_str(), v)?)?);
                 }
             }
             "sort" => {
                 if !matches!(v, RawBsonRef::Null) {
-                    sort = Some(args::to_document(args::as_doc(n, k.as_str(), v)?)?);
+                    sort = Some(fields::to_document(fields::as_doc(n, k.as_str(), v)?)?);
                 }
             }
             "projection" => {
                 if !matches!(v, RawBsonRef::Null) {
-                    projection = Some(args::to_document(args::as_doc(n, k.as_str(), v)?)?);
+                    projection = Some(fields::to_document(fields::as_doc(n, k.as_str(), v)?)?);
                 }
             }
-            "skip" => skip = args::as_non_negative(n, "skip", v)?,
-            "limit" => limit = args::as_i64(n, "limit", v)?,
-            "batchSize" => batch_size = Some(args::as_non_negative(n, "batchSize", v)?),
+            "skip" => skip = fields::as_non_negative(n, "skip", v)?,
+            "limit" => limit = fields::as_i64(n, "limit", v)?,
+            "batchSize" => batch_size = Some(fields::as_non_negative(n, "batchSize", v)?),
             "singleBatch" | "allowDiskUse" | "noCursorTimeout" | "allowPartialResults" => {
-                args::as_bool(n, k.as_str(), v)?;
+                fields::as_bool(n, k.as_str(), v)?;
             }
             "collation" => check_op_collation(n, v, resolved.collation.as_ref())?,
             "tailable" | "awaitData" | "min" | "max" | "returnKey" | "showRecordId" => {
@@ -355,9 +215,9 @@ fn find(
                 }
             }
             other if CARRIED.contains(&other) => {
-                body.insert(other, args::to_bson(v)?);
+                body.insert(other, fields::to_bson(v)?);
             }
-            other => args::check_known(n, other, &[])?,
+            other => fields::check_known(n, other, &[])?,
         }
     }
     if let Some(f) = filter.filter(|f| !f.is_empty()) {
@@ -406,20 +266,20 @@ fn aggregate(
                     .cloned()
                     .map(Bson::Document)
                     .collect();
-                for s in args::as_array(req.name, "pipeline", v)? {
-                    stages.push(args::to_bson(s.map_err(crate::request::invalid_bson)?)?);
+                for s in fields::as_array(req.name, "pipeline", v)? {
+                    stages.push(fields::to_bson(s.map_err(crate::request::invalid_bson)?)?);
                 }
                 body.insert("pipeline", stages);
             }
             "explain" => {
-                if args::as_bool(req.name, "explain", v)? {
+                if fields::as_bool(req.name, "explain", v)? {
                     return Err(explain_unsupported(&req.db, view));
                 }
             }
             "$db" => {}
             "collation" => check_op_collation(req.name, v, resolved.collation.as_ref())?,
             other => {
-                body.insert(other, args::to_bson(v)?);
+                body.insert(other, fields::to_bson(v)?);
             }
         }
     }
@@ -432,7 +292,7 @@ fn query_stage(v: RawBsonRef<'_>, n: &str) -> MongoResult<Option<Document>> {
     if matches!(v, RawBsonRef::Null) {
         return Ok(None);
     }
-    let q = args::to_document(args::as_doc(n, "query", v)?)?;
+    let q = fields::to_document(fields::as_doc(n, "query", v)?)?;
     Ok((!q.is_empty()).then(|| doc! {"$match": q}))
 }
 
@@ -451,10 +311,10 @@ fn count(
         match k.as_str() {
             "count" | "hint" | "fields" => {}
             "query" => stages.extend(query_stage(v, n)?),
-            "skip" => skip = args::as_non_negative(n, "skip", v)?,
-            "limit" => limit = args::as_i64(n, "limit", v)?,
+            "skip" => skip = fields::as_non_negative(n, "skip", v)?,
+            "limit" => limit = fields::as_i64(n, "limit", v)?,
             "collation" => check_op_collation(n, v, resolved.collation.as_ref())?,
-            other => args::check_known(n, other, &[])?,
+            other => fields::check_known(n, other, &[])?,
         }
     }
     if skip > 0 {
@@ -491,13 +351,13 @@ fn distinct(
         let (k, v) = el.map_err(crate::request::invalid_bson)?;
         match k.as_str() {
             "distinct" | "hint" => {}
-            "key" => key = Some(args::as_str(n, "key", v)?.to_string()),
+            "key" => key = Some(fields::as_str(n, "key", v)?.to_string()),
             "query" => stages.extend(query_stage(v, n)?),
             "collation" => check_op_collation(n, v, resolved.collation.as_ref())?,
-            other => args::check_known(n, other, &[])?,
+            other => fields::check_known(n, other, &[])?,
         }
     }
-    let key = key.ok_or_else(|| args::missing_field(n, "key"))?;
+    let key = key.ok_or_else(|| fields::missing_field(n, "key"))?;
     if key.is_empty() {
         return Err(MongoError::bad_value(
             "FieldPath cannot be constructed with empty string",
@@ -511,62 +371,5 @@ fn distinct(
         &stages,
         collation.clone(),
     )?;
-    super::distinct::values_reply_in(docs, &key, collation.as_deref())
-}
-
-/// The collation of a view, parsed (`None`: simple).
-fn view_collation(spec: Option<&Document>) -> MongoResult<Option<Arc<Collation>>> {
-    match spec {
-        Some(d) => crate::collation::parse_spec(d),
-        None => Ok(None),
-    }
-}
-
-/// Runs `stages` over a scan of `db.source` (which may be missing).
-pub fn run_stages(
-    storage: &Storage,
-    db: &str,
-    source: &str,
-    stages: &[Document],
-) -> MongoResult<DocStream> {
-    run_stages_in(storage, db, source, stages, None)
-}
-
-/// [`run_stages`] under a collation (`None`: simple).
-fn run_stages_in(
-    storage: &Storage,
-    db: &str,
-    source: &str,
-    stages: &[Document],
-    collation: Option<Arc<Collation>>,
-) -> MongoResult<DocStream> {
-    let pipeline = Pipeline::parse(stages)?.with_collation(collation.clone());
-    let coll = storage.collection(db, source);
-    let filter = pipeline.leading_match().cloned().unwrap_or_default();
-    let matcher = Matcher::parse_doc(&filter)?.with_collation(collation);
-    let scan = plan::matching_doc(coll.as_ref(), &matcher, &filter)?;
-    let input: DocStream = Box::new(scan.map(|r| r.and_then(|d| args::to_document(&d))));
-    let reader: Arc<dyn CollectionReader> = Arc::new(super::aggregate::StorageReader {
-        storage: storage.clone(),
-        db: db.to_string(),
-    });
-    Ok(pipeline.run_with_reader(input, Some(reader)))
-}
-
-/// The documents `$lookup`, `$unionWith` and `$graphLookup` see in `db.name`:
-/// through its pipeline when it is a view.
-pub fn read_through(storage: &Storage, db: &str, name: &str) -> MongoResult<Option<DocStream>> {
-    match resolve(storage, db, name)? {
-        Some(r) => {
-            let collation = view_collation(r.collation.as_ref())?;
-            Ok(Some(run_stages_in(
-                storage,
-                db,
-                &r.source,
-                &r.pipeline,
-                collation,
-            )?))
-        }
-        None => Ok(None),
-    }
+    crate::commands::distinct::values_reply_in(docs, &key, collation.as_deref())
 }
