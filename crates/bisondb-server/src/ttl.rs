@@ -5,7 +5,7 @@
 //! with a collection-level `expireAfterSeconds` is a TTL collection on `_id`:
 //! documents whose `_id` is an older date go (`clustered.rs`). A time-series
 //! collection with `expireAfterSeconds` loses the buckets whose newest
-//! measurement is older (`timeseries.rs`).
+//! measurement is older (`namespaces/timeseries.rs`).
 
 use std::sync::Arc;
 use std::time::Duration;

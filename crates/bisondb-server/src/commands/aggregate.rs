@@ -28,12 +28,6 @@ pub struct Aggregate {
     hint: Option<plan::Hint>,
     /// `allowDiskUse`, when given (else the server's `allowDiskUseByDefault`).
     allow_disk_use: Option<bool>,
-    /// The pipeline started with `$listLocalSessions` (removed from `pipeline`).
-    local_sessions: bool,
-    /// The pipeline started with `$collStats` (removed from `pipeline`).
-    coll_stats: Option<crate::stages::coll_stats::CollStatsStage>,
-    /// The pipeline started with `$indexStats` (removed from `pipeline`).
-    index_stats: bool,
     /// With `explain: true`, the command itself: the reply is its plan (as the
     /// `explain` command with `queryPlanner` verbosity gives) and nothing runs.
     explain: Option<RawDocumentBuf>,
@@ -143,46 +137,13 @@ impl Command for Aggregate {
                 ));
             }
         }
-        // $listLocalSessions reads the server's session cache, which the
-        // query crate cannot see: it becomes the pipeline's input here.
-        let mut stages = stages;
-        let local_sessions = match stages.first().and_then(|s| s.get("$listLocalSessions")) {
-            Some(spec) => {
-                crate::stages::list_local_sessions::check_spec(spec)?;
-                if coll.is_some() {
-                    return Err(MongoError::new(
-                        ErrorCode::InvalidNamespace,
-                        "$listLocalSessions must be run against a database with {aggregate: 1}",
-                    ));
-                }
-                stages.remove(0);
-                true
-            }
-            None => false,
-        };
-        // $collStats reads storage statistics: it becomes the pipeline's input.
-        let coll_stats = match stages.first().and_then(|s| s.get("$collStats")) {
-            Some(spec) if coll.is_some() => {
-                let stage = crate::stages::coll_stats::CollStatsStage::parse(spec)?;
-                stages.remove(0);
-                Some(stage)
-            }
-            _ => None,
-        };
-        // $indexStats reads the indexes' usage counters: it becomes the input.
-        let index_stats = match stages.first().and_then(|s| s.get("$indexStats")) {
-            Some(spec) => {
-                crate::stages::index_stats::check_spec(spec, coll.as_deref())?;
-                stages.remove(0);
-                true
-            }
-            None => false,
-        };
-        let pipeline = Pipeline::parse(&lets.pipeline(&stages))?;
+        // A leading stage the server supplies: its namespace and argument
+        // are checked here, before the rest of the pipeline is parsed.
+        if let Some(first) = stages.first() {
+            crate::stages::check_first(first, coll.as_deref())?;
+        }
+        let pipeline = Pipeline::parse_command(&lets.pipeline(&stages))?;
         Ok(Aggregate {
-            local_sessions,
-            coll_stats,
-            index_stats,
             wc: crate::fields::write::write_concern(n, req.body)?,
             db: req.db.clone(),
             coll,
@@ -245,17 +206,16 @@ impl Command for Aggregate {
         if chosen.provides_sort {
             self.pipeline.remove_leading_sort();
         }
-        let input: DocStream = if self.local_sessions {
-            Box::new(ctx.state.sessions.list().into_iter().map(Ok))
-        } else if let Some(stage) = &self.coll_stats {
-            let coll = self.coll.as_deref().unwrap_or_default();
-            let stats = stage.output(ctx.state, &self.db, coll)?;
-            Box::new(std::iter::once(Ok(stats)))
-        } else if self.index_stats {
-            let port = ctx.state.bound_port.get().copied().unwrap_or(0);
-            let host = format!("{}:{port}", crate::state::hostname());
-            let docs = crate::stages::index_stats::output(coll.as_ref(), &host)?;
-            Box::new(docs.into_iter().map(Ok))
+        let input: DocStream = if self.pipeline.leading_server_stage().is_some() {
+            // The stage makes the input from what the server has.
+            self.pipeline
+                .set_server_stages(Arc::new(crate::stages::ServerStagesOf {
+                    state: ctx.state.clone(),
+                    db: self.db.clone(),
+                    coll_name: self.coll.clone(),
+                    coll: coll.clone(),
+                }));
+            Box::new(std::iter::empty())
         } else {
             let stats = Arc::new(plan::Stats::default());
             ctx.conn.op.plan(&stats, &chosen);

@@ -11,7 +11,7 @@
 //! `unique_new`, `prepareUnique_old/_new`, `forceNonUnique_new`). Capped-size
 //! changes fail with 238 NotImplemented naming the option; a time-series
 //! collection's `timeseries` (granularity, bucketing) is checked and applied
-//! in `timeseries.rs`.
+//! in `namespaces/timeseries.rs`.
 //! A clustered collection's collection-level `expireAfterSeconds` (a number,
 //! or `"off"`) and any collection's `changeStreamPreAndPostImages` are
 //! options like the validation ones (`clustered.rs`); their reply is `{ok: 1}`.
@@ -58,7 +58,7 @@ pub struct CollMod {
     expire_after_seconds: Option<Option<i64>>,
     /// Options only a time-series or capped collection has.
     other_kind: Vec<&'static str>,
-    /// A time-series collection's new `timeseries` (`timeseries.rs`).
+    /// A time-series collection's new `timeseries` (`namespaces/timeseries.rs`).
     timeseries: Option<Document>,
     dry_run: bool,
 }

@@ -4,10 +4,10 @@
 //! with a collection-level `expireAfterSeconds`) and
 //! `changeStreamPreAndPostImages` are checked in `clustered.rs`. A collection's `collation` is stored
 //! resolved, as its default (`crate::collation`). Capped options are checked in `capped.rs`,
-//! time-series options (`timeseries`) in `timeseries.rs`, which also creates them.
+//! time-series options (`timeseries`) in `namespaces/timeseries.rs`, which also creates them.
 //! Validation options are checked here and kept in the catalog options, where
 //! writes find them (`validation.rs`). A view (`viewOn`, `pipeline`) is a
-//! catalog entry whose options hold its definition (see `views.rs`).
+//! catalog entry whose options hold its definition (see `namespaces/views.rs`).
 
 use bisondb_error::{ErrorCode, MongoError, MongoResult};
 use bson::{doc, Bson, Document, RawBsonRef, RawDocumentBuf};
@@ -144,7 +144,7 @@ impl Command for Create {
             ));
         }
         // Which options may come with `timeseries`, its field names and
-        // bucketing parameters (`timeseries.rs`).
+        // bucketing parameters (`namespaces/timeseries.rs`).
         crate::namespaces::timeseries::check_create(&req.db, &coll, req.body, &mut options)?;
         let view = match (view_on, pipeline) {
             (Some(on), stages) => {

@@ -1,6 +1,6 @@
 //! `findAndModify`: update (or remove) one document chosen by `query` and `sort`, and
 //! return it as it was before or, with `new: true`, after the change. On a
-//! time-series collection the parsed command runs in `timeseries/update.rs`.
+//! time-series collection the parsed command runs in `on_view/timeseries/update.rs`.
 
 use bisondb_error::{MongoError, MongoResult};
 use bisondb_query::matcher::Matcher;
