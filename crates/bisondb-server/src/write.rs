@@ -14,6 +14,26 @@ use bson::{Bson, Document, RawBson, RawDocument, RawDocumentBuf};
 use crate::plan;
 use crate::validation::Validator;
 
+/// Runs `run` on each statement of a write batch, in order, and returns the
+/// write errors: a failing statement is one (with its index) and, in an
+/// ordered batch, the last statement run.
+pub fn each_statement<'a>(
+    statements: &[&'a RawDocument],
+    ordered: bool,
+    mut run: impl FnMut(usize, &'a RawDocument) -> MongoResult<()>,
+) -> Vec<Bson> {
+    let mut errors = Vec::new();
+    for (i, raw) in statements.iter().enumerate() {
+        if let Err(e) = run(i, raw) {
+            errors.push(Bson::Document(crate::reply::write_error(i, &e, None)));
+            if ordered {
+                break;
+            }
+        }
+    }
+    errors
+}
+
 /// What one update statement did.
 #[derive(Debug, Default)]
 pub struct UpdateResult {

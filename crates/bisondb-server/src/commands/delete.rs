@@ -2,7 +2,7 @@
 
 use bisondb_error::{MongoError, MongoResult};
 use bisondb_query::matcher::Matcher;
-use bson::{doc, Bson, Document, RawDocument, RawDocumentBuf};
+use bson::{doc, Document, RawDocument, RawDocumentBuf};
 
 use super::Context;
 use crate::fields;
@@ -116,8 +116,7 @@ impl<'a> Delete<'a> {
     pub fn execute(self, ctx: &mut Context<'_>) -> MongoResult<RawDocumentBuf> {
         let coll = ctx.state.storage.collection(&self.db, &self.coll);
         let mut n = 0u64;
-        let mut errors: Vec<Bson> = Vec::new();
-        for (i, raw) in self.statements.iter().enumerate() {
+        let errors = write::each_statement(&self.statements, self.ordered, |_, raw| {
             let outcome = parse_statement(raw, &self.lets)
                 .and_then(|s| s.collate(coll.as_ref()))
                 .and_then(|s| {
@@ -139,24 +138,12 @@ impl<'a> Delete<'a> {
                 ),
                 Err(e) => ctx.conn.op.write_failed(e),
             }
-            match outcome {
-                Ok((k, _, _)) => {
-                    n += k;
-                    OpCounters::add(&ctx.state.opcounters.delete, k);
-                }
-                Err(e) => {
-                    errors.push(Bson::Document(reply::write_error(i, &e, None)));
-                    if self.ordered {
-                        break;
-                    }
-                }
-            }
-        }
-        let mut r = doc! {"n": reply::count(n)};
-        if !errors.is_empty() {
-            r.insert("writeErrors", errors);
-        }
-        reply::ok(r)
+            let (k, _, _) = outcome?;
+            n += k;
+            OpCounters::add(&ctx.state.opcounters.delete, k);
+            Ok(())
+        });
+        reply::write_reply(doc! {"n": reply::count(n)}, errors)
     }
 }
 

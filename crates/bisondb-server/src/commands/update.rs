@@ -5,7 +5,7 @@ use bisondb_error::{ErrorCode, MongoError, MongoResult};
 use bisondb_query::matcher::Matcher;
 use bisondb_query::sort::SortSpec;
 use bisondb_query::update::UpdateSpec;
-use bson::{doc, Bson, Document, RawBsonRef, RawDocument, RawDocumentBuf};
+use bson::{Document, RawBsonRef, RawDocument, RawDocumentBuf};
 
 use super::Context;
 use crate::fields;
@@ -65,10 +65,10 @@ impl Statement {
 pub struct Update<'a> {
     db: String,
     coll: String,
-    statements: Vec<&'a RawDocument>,
-    ordered: bool,
-    wc: WriteConcern,
-    lets: LetVars,
+    pub(crate) statements: Vec<&'a RawDocument>,
+    pub(crate) ordered: bool,
+    pub(crate) wc: WriteConcern,
+    pub(crate) lets: LetVars,
     bypass_validation: bool,
 }
 
@@ -211,15 +211,12 @@ impl<'a> Update<'a> {
     }
 
     pub fn execute(self, ctx: &mut Context<'_>) -> MongoResult<RawDocumentBuf> {
-        let mut matched = 0u64;
-        let mut modified = 0u64;
-        let mut upserted: Vec<Bson> = Vec::new();
-        let mut errors: Vec<Bson> = Vec::new();
+        let mut tally = reply::UpdateTally::default();
         // Parsed once for all statements; `None` when there is nothing to check.
         let coll = ctx.state.storage.collection(&self.db, &self.coll);
         let validator =
             crate::validation::Validator::for_collection(coll.as_ref(), self.bypass_validation)?;
-        for (i, raw) in self.statements.iter().enumerate() {
+        let errors = write::each_statement(&self.statements, self.ordered, |i, raw| {
             let outcome = parse_statement("update", raw, &self.lets)
                 .and_then(|s| s.collate(coll.as_ref()))
                 .and_then(|s| {
@@ -249,33 +246,11 @@ impl<'a> Update<'a> {
                 ),
                 Err(e) => ctx.conn.op.write_failed(e),
             }
-            match outcome {
-                Ok(r) => {
-                    matched += r.matched;
-                    modified += r.modified;
-                    if let Some(id) = r.upserted_id {
-                        upserted.push(Bson::Document(doc! {"index": i as i32, "_id": id}));
-                    }
-                }
-                Err(e) => {
-                    errors.push(Bson::Document(reply::write_error(i, &e, None)));
-                    if self.ordered {
-                        break;
-                    }
-                }
-            }
-        }
-        let mut r: Document = doc! {
-            "n": reply::count(matched + upserted.len() as u64),
-            "nModified": reply::count(modified),
-        };
-        if !upserted.is_empty() {
-            r.insert("upserted", upserted);
-        }
-        if !errors.is_empty() {
-            r.insert("writeErrors", errors);
-        }
-        reply::ok(r)
+            let r = outcome?;
+            tally.add(i, r.matched, r.modified, r.upserted_id);
+            Ok(())
+        });
+        tally.reply(errors)
     }
 }
 

@@ -140,6 +140,21 @@ fn explain_unsupported(db: &str, coll: &str) -> MongoError {
     )
 }
 
+/// Parses `body`, built here, as the command `name` on the database of `req`.
+pub(crate) fn parse_built<C: Command>(
+    req: &CommandRequest<'_>,
+    name: &'static str,
+    body: &Document,
+) -> MongoResult<C> {
+    let raw = reply::to_raw(body)?;
+    C::parse(&CommandRequest {
+        body: &raw,
+        sequences: Vec::new(),
+        name,
+        db: req.db.clone(),
+    })
+}
+
 /// Runs an `aggregate` body built here through the aggregate command, its
 /// cursor named after the view.
 fn run_aggregate(
@@ -148,14 +163,7 @@ fn run_aggregate(
     view: &str,
     body: Document,
 ) -> MongoResult<RawDocumentBuf> {
-    let raw = reply::to_raw(&body)?;
-    let sub = CommandRequest {
-        body: &raw,
-        sequences: Vec::new(),
-        name: "aggregate",
-        db: req.db.clone(),
-    };
-    crate::commands::aggregate::Aggregate::parse(&sub)?
+    parse_built::<crate::commands::aggregate::Aggregate>(req, "aggregate", &body)?
         .with_namespace(view)
         .execute(ctx)
 }
@@ -296,27 +304,53 @@ fn query_stage(v: RawBsonRef<'_>, n: &str) -> MongoResult<Option<Document>> {
     Ok((!q.is_empty()).then(|| doc! {"$match": q}))
 }
 
+/// Reads the body of a `count` or `distinct` on a view into the stages to
+/// run: the view's, then a `$match` of the `query`. `collation` may only
+/// repeat the view's; `hint` is ignored (the aggregation plans for itself);
+/// `own` reads the command's other fields and returns false for one it
+/// does not know.
+fn query_stages(
+    req: &CommandRequest<'_>,
+    resolved: &mut Resolved,
+    mut own: impl FnMut(&str, RawBsonRef<'_>) -> MongoResult<bool>,
+) -> MongoResult<Vec<Document>> {
+    let n = req.name;
+    let mut stages = std::mem::take(&mut resolved.pipeline);
+    for el in req.body.iter() {
+        let (k, v) = el.map_err(crate::request::invalid_bson)?;
+        match k.as_str() {
+            "hint" => {}
+            k if k == n => {}
+            "query" => stages.extend(query_stage(v, n)?),
+            "collation" => check_op_collation(n, v, resolved.collation.as_ref())?,
+            other => {
+                if !own(other, v)? {
+                    fields::check_known(n, other, &[])?;
+                }
+            }
+        }
+    }
+    Ok(stages)
+}
+
 /// `count` on a view runs as an aggregation ending in `$count`.
 fn count(
     req: &CommandRequest<'_>,
     ctx: &mut Context<'_>,
-    resolved: Resolved,
+    mut resolved: Resolved,
 ) -> MongoResult<RawDocumentBuf> {
     let n = req.name;
-    let mut stages = resolved.pipeline;
     let mut skip = 0i64;
     let mut limit = 0i64;
-    for el in req.body.iter() {
-        let (k, v) = el.map_err(crate::request::invalid_bson)?;
-        match k.as_str() {
-            "count" | "hint" | "fields" => {}
-            "query" => stages.extend(query_stage(v, n)?),
+    let mut stages = query_stages(req, &mut resolved, |k, v| {
+        match k {
+            "fields" => {}
             "skip" => skip = fields::as_non_negative(n, "skip", v)?,
             "limit" => limit = fields::as_i64(n, "limit", v)?,
-            "collation" => check_op_collation(n, v, resolved.collation.as_ref())?,
-            other => fields::check_known(n, other, &[])?,
+            _ => return Ok(false),
         }
-    }
+        Ok(true)
+    })?;
     if skip > 0 {
         stages.push(doc! {"$skip": skip});
     }
@@ -342,21 +376,17 @@ fn count(
 fn distinct(
     req: &CommandRequest<'_>,
     ctx: &mut Context<'_>,
-    resolved: Resolved,
+    mut resolved: Resolved,
 ) -> MongoResult<RawDocumentBuf> {
     let n = req.name;
-    let mut stages = resolved.pipeline;
     let mut key = None;
-    for el in req.body.iter() {
-        let (k, v) = el.map_err(crate::request::invalid_bson)?;
-        match k.as_str() {
-            "distinct" | "hint" => {}
-            "key" => key = Some(fields::as_str(n, "key", v)?.to_string()),
-            "query" => stages.extend(query_stage(v, n)?),
-            "collation" => check_op_collation(n, v, resolved.collation.as_ref())?,
-            other => fields::check_known(n, other, &[])?,
+    let stages = query_stages(req, &mut resolved, |k, v| {
+        if k != "key" {
+            return Ok(false);
         }
-    }
+        key = Some(fields::as_str(n, "key", v)?.to_string());
+        Ok(true)
+    })?;
     let key = key.ok_or_else(|| fields::missing_field(n, "key"))?;
     if key.is_empty() {
         return Err(MongoError::bad_value(

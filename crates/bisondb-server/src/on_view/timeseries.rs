@@ -116,11 +116,7 @@ fn insert(
         write_group(&buckets, ts, key, group, b.wc.durability)?;
     }
     OpCounters::add(&ctx.state.opcounters.insert, accepted);
-    let mut r = doc! {"n": reply::count(accepted)};
-    if !errors.is_empty() {
-        r.insert("writeErrors", errors);
-    }
-    reply::ok(r)
+    reply::write_reply(doc! {"n": reply::count(accepted)}, errors)
 }
 
 /// `delete` on a time-series collection: any filter, `limit` 0 or 1.
@@ -134,28 +130,14 @@ fn delete(
     let lets = LetVars::from_body(req.name, req.body)?;
     let buckets = ctx.state.storage.collection(&req.db, &buckets_name(name));
     let mut n = 0u64;
-    let mut errors: Vec<Bson> = Vec::new();
-    for (i, raw) in b.statements.iter().enumerate() {
-        let outcome = delete::parse_statement(raw, &lets).and_then(|s| match &buckets {
+    let errors = crate::write::each_statement(&b.statements, b.ordered, |_, raw| {
+        let k = delete::parse_statement(raw, &lets).and_then(|s| match &buckets {
             Some(c) => delete_matching(c, ts, s.selection().matcher, s.multi, b.wc.durability),
             None => Ok(0),
-        });
-        match outcome {
-            Ok(k) => {
-                n += k;
-                OpCounters::add(&ctx.state.opcounters.delete, k);
-            }
-            Err(e) => {
-                errors.push(Bson::Document(reply::write_error(i, &e, None)));
-                if b.ordered {
-                    break;
-                }
-            }
-        }
-    }
-    let mut r = doc! {"n": reply::count(n)};
-    if !errors.is_empty() {
-        r.insert("writeErrors", errors);
-    }
-    reply::ok(r)
+        })?;
+        n += k;
+        OpCounters::add(&ctx.state.opcounters.delete, k);
+        Ok(())
+    });
+    reply::write_reply(doc! {"n": reply::count(n)}, errors)
 }

@@ -20,14 +20,7 @@ fn run<C: Command>(
     name: &'static str,
     body: Document,
 ) -> MongoResult<RawDocumentBuf> {
-    let raw = reply::to_raw(&body)?;
-    let sub = CommandRequest {
-        body: &raw,
-        sequences: Vec::new(),
-        name,
-        db: req.db.clone(),
-    };
-    C::parse(&sub)?.execute(ctx)
+    crate::on_view::parse_built::<C>(req, name, &body)?.execute(ctx)
 }
 
 /// The fields of `req` other than its first, as they are.

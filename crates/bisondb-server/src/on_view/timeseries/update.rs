@@ -21,7 +21,6 @@ use bson::{doc, Bson, Document, RawBson, RawDocumentBuf};
 use crate::commands::update::{parse_statement, Statement};
 use crate::commands::Context;
 use crate::fields;
-use crate::let_vars::LetVars;
 use crate::namespaces::timeseries::write::{
     bucket_collection, keep_new_version, keep_row, meta_key, open_rewrite, rewritten, write_group,
     Measurement,
@@ -46,48 +45,19 @@ pub(super) fn update(
     name: &str,
     ts: &TsOptions,
 ) -> MongoResult<RawDocumentBuf> {
-    let b = crate::fields::write::parse_write_batch(
-        req,
-        "updates",
-        &["bypassDocumentValidation", "let"],
-    )?;
-    let lets = LetVars::from_body(req.name, req.body)?;
-    crate::validation::bypass(req.name, req.body)?;
+    // Parsed as for any collection; a validator does not apply to buckets.
+    let u = crate::commands::update::Update::parse(req)?;
     let buckets = bucket_collection(&ctx.state.storage, &req.db, name)?;
-    let (mut matched, mut modified) = (0u64, 0u64);
-    let mut upserted: Vec<Bson> = Vec::new();
-    let mut errors: Vec<Bson> = Vec::new();
-    for (i, raw) in b.statements.iter().enumerate() {
-        let outcome = parse_statement("update", raw, &lets)
-            .and_then(|s| apply_statement(&buckets, ts, &s, b.wc.durability));
+    let mut tally = reply::UpdateTally::default();
+    let errors = crate::write::each_statement(&u.statements, u.ordered, |i, raw| {
+        let outcome = parse_statement("update", raw, &u.lets)
+            .and_then(|s| apply_statement(&buckets, ts, &s, u.wc.durability));
         OpCounters::add(&ctx.state.opcounters.update, 1);
-        match outcome {
-            Ok(o) => {
-                matched += o.matched;
-                modified += o.modified;
-                if let Some(id) = o.upserted {
-                    upserted.push(Bson::Document(doc! {"index": i as i32, "_id": id}));
-                }
-            }
-            Err(e) => {
-                errors.push(Bson::Document(reply::write_error(i, &e, None)));
-                if b.ordered {
-                    break;
-                }
-            }
-        }
-    }
-    let mut r = doc! {
-        "n": reply::count(matched + upserted.len() as u64),
-        "nModified": reply::count(modified),
-    };
-    if !upserted.is_empty() {
-        r.insert("upserted", upserted);
-    }
-    if !errors.is_empty() {
-        r.insert("writeErrors", errors);
-    }
-    reply::ok(r)
+        let o = outcome?;
+        tally.add(i, o.matched, o.modified, o.upserted);
+        Ok(())
+    });
+    tally.reply(errors)
 }
 
 fn apply_statement(
