@@ -251,15 +251,28 @@ fn fail_point_injection(
         return None;
     };
     let req = CommandRequest::from_msg(msg.body(), Vec::new()).ok()?;
-    registry::lookup(req.name)?.handler()?;
-    state.fail_points.before_command(
-        &CommandInfo {
-            name: req.name,
-            db: &req.db,
-            body: req.body,
-        },
-        conn,
-    )
+    let spec = registry::lookup(req.name)?;
+    spec.handler()?;
+    let names = registry::names_of(spec);
+    state
+        .fail_points
+        .before_command(&fail_point_info(&req, spec, &names), conn)
+}
+
+/// What the fail points see of `req`; `names` are [`registry::names_of`]
+/// its spec.
+fn fail_point_info<'a>(
+    req: &'a CommandRequest<'_>,
+    spec: &CommandSpec,
+    names: &'a [&'static str],
+) -> CommandInfo<'a> {
+    CommandInfo {
+        name: req.name,
+        db: &req.db,
+        body: req.body,
+        names,
+        takes_write_concern: spec.write_concern,
+    }
 }
 
 /// Handles one decoded message; `None` when no reply is due (moreToCome).
@@ -359,12 +372,16 @@ fn run_command_with_fail_points(
     conn: &mut ConnectionInfo,
 ) -> RawDocumentBuf {
     let mut reply = run_command(req, spec, state, conn);
-    if state.config.enable_test_commands {
-        let info = CommandInfo {
-            name: req.name,
-            db: &req.db,
-            body: req.body,
+    // Commands the registry does not serve are never failed.
+    if let Some(spec) = spec.filter(|s| state.config.enable_test_commands && s.handler().is_some())
+    {
+        // Only a fail point that is on matches names (`note_cursor` reads none).
+        let names = if state.fail_points.any_on() {
+            registry::names_of(spec)
+        } else {
+            Vec::new()
         };
+        let info = fail_point_info(req, spec, &names);
         state.fail_points.note_cursor(&info, &reply);
         state.fail_points.after_command(&info, conn, &mut reply);
     }

@@ -68,6 +68,10 @@ pub struct CommandSpec {
     /// `connection::off_the_runtime_if_long`). Short commands (insert, hello)
     /// skip that hand-off, which costs a thread wake-up.
     pub may_run_long: bool,
+    /// Takes a write concern (`writeConcern`), so a failCommand fail point's
+    /// `writeConcernError` is added to its reply; `aggregate` takes one only
+    /// when it ends in `$out`/`$merge`, which `fail_points.rs` sees in its body.
+    pub write_concern: bool,
     /// Whether its reply may be compressed.
     pub reply: Reply,
     pub on_view: OnView,
@@ -114,6 +118,7 @@ const fn unserved(name: &'static str, run: Run, reply: Reply) -> CommandSpec {
         admin_only: false,
         test_only: false,
         may_run_long: false,
+        write_concern: false,
         reply,
         on_view: OnView::Unaffected,
         help: "",
@@ -132,6 +137,7 @@ const BUILD_INFO: CommandSpec = CommandSpec {
     admin_only: false,
     test_only: false,
     may_run_long: false,
+    write_concern: false,
     reply: Reply::Compressible,
     on_view: OnView::Unaffected,
     help: "version and build details",
@@ -144,6 +150,7 @@ const FIND_AND_MODIFY: CommandSpec = CommandSpec {
     admin_only: false,
     test_only: false,
     may_run_long: true,
+    write_concern: true,
     reply: Reply::Compressible,
     on_view: OnView::Refused,
     help: "update or delete one document and return it",
@@ -156,6 +163,7 @@ const HELLO: CommandSpec = CommandSpec {
     admin_only: false,
     test_only: false,
     may_run_long: false,
+    write_concern: false,
     reply: Reply::NeverCompressed,
     on_view: OnView::Unaffected,
     help: "handshake: server capabilities",
@@ -171,6 +179,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         admin_only: false,
         test_only: false,
         may_run_long: true,
+        write_concern: false,
         reply: Reply::Compressible,
         on_view: OnView::ReadsThrough,
         help: "run an aggregation pipeline",
@@ -186,6 +195,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         admin_only: true,
         test_only: false,
         may_run_long: true,
+        write_concern: true,
         reply: Reply::Compressible,
         on_view: OnView::Unaffected,
         help: "inserts, updates and deletes over several collections",
@@ -199,6 +209,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         admin_only: false,
         test_only: false,
         may_run_long: true,
+        write_concern: true,
         reply: Reply::Compressible,
         on_view: OnView::Unaffected,
         help: "copy a collection into a new capped collection",
@@ -210,6 +221,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         admin_only: false,
         test_only: false,
         may_run_long: true,
+        write_concern: true,
         reply: Reply::Compressible,
         on_view: OnView::Unaffected,
         help: "change a collection's validation options, an index's options or a view",
@@ -221,6 +233,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         admin_only: false,
         test_only: false,
         may_run_long: true,
+        write_concern: false,
         reply: Reply::Compressible,
         on_view: OnView::Unaffected,
         help: "statistics of a collection",
@@ -234,6 +247,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         admin_only: true,
         test_only: true,
         may_run_long: false,
+        write_concern: false,
         reply: Reply::Compressible,
         on_view: OnView::Unaffected,
         help: "set a fail point's mode (test commands only)",
@@ -245,6 +259,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         admin_only: false,
         test_only: false,
         may_run_long: false,
+        write_concern: false,
         reply: Reply::Compressible,
         on_view: OnView::Unaffected,
         help: "authentication state of this connection",
@@ -256,6 +271,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         admin_only: false,
         test_only: false,
         may_run_long: true,
+        write_concern: true,
         reply: Reply::Compressible,
         on_view: OnView::Unaffected,
         help: "replace a collection by a capped copy of it",
@@ -270,6 +286,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         admin_only: false,
         test_only: false,
         may_run_long: true,
+        write_concern: false,
         reply: Reply::Compressible,
         on_view: OnView::ReadsThrough,
         help: "count documents matching a query",
@@ -281,6 +298,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         admin_only: false,
         test_only: false,
         may_run_long: true,
+        write_concern: true,
         reply: Reply::Compressible,
         on_view: OnView::Unaffected,
         help: "create a collection",
@@ -292,6 +310,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         admin_only: false,
         test_only: false,
         may_run_long: true,
+        write_concern: true,
         reply: Reply::Compressible,
         on_view: OnView::Refused,
         help: "create indexes",
@@ -308,6 +327,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         admin_only: false,
         test_only: false,
         may_run_long: true,
+        write_concern: false,
         reply: Reply::Compressible,
         on_view: OnView::Unaffected,
         help: "statistics of a database",
@@ -319,6 +339,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         admin_only: false,
         test_only: false,
         may_run_long: true,
+        write_concern: true,
         reply: Reply::Compressible,
         on_view: OnView::Refused,
         help: "delete documents",
@@ -330,6 +351,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         admin_only: false,
         test_only: false,
         may_run_long: true,
+        write_concern: false,
         reply: Reply::Compressible,
         on_view: OnView::ReadsThrough,
         help: "distinct values of a field",
@@ -341,6 +363,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         admin_only: false,
         test_only: false,
         may_run_long: true,
+        write_concern: true,
         reply: Reply::Compressible,
         on_view: OnView::Unaffected,
         help: "drop a collection",
@@ -354,6 +377,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         admin_only: false,
         test_only: false,
         may_run_long: true,
+        write_concern: true,
         reply: Reply::Compressible,
         on_view: OnView::Unaffected,
         help: "drop a database",
@@ -365,6 +389,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         admin_only: false,
         test_only: false,
         may_run_long: true,
+        write_concern: true,
         reply: Reply::Compressible,
         on_view: OnView::Refused,
         help: "drop indexes",
@@ -379,6 +404,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         admin_only: false,
         test_only: false,
         may_run_long: false,
+        write_concern: false,
         reply: Reply::Compressible,
         on_view: OnView::Unaffected,
         help: "end logical sessions",
@@ -390,6 +416,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         admin_only: false,
         test_only: false,
         may_run_long: false,
+        write_concern: false,
         reply: Reply::Compressible,
         on_view: OnView::ExplainsCommand,
         help: "the query plan of a command, and its execution statistics",
@@ -402,6 +429,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         admin_only: false,
         test_only: false,
         may_run_long: true,
+        write_concern: false,
         reply: Reply::Compressible,
         on_view: OnView::ReadsThrough,
         help: "query documents",
@@ -415,6 +443,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         admin_only: true,
         test_only: false,
         may_run_long: false,
+        write_concern: false,
         reply: Reply::Compressible,
         on_view: OnView::Unaffected,
         help: "flush the storage engine's log to disk",
@@ -427,6 +456,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         admin_only: true,
         test_only: false,
         may_run_long: false,
+        write_concern: false,
         reply: Reply::Compressible,
         on_view: OnView::Unaffected,
         help: "the server's command line and parsed options",
@@ -439,6 +469,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         admin_only: true,
         test_only: false,
         may_run_long: false,
+        write_concern: false,
         reply: Reply::Compressible,
         on_view: OnView::Unaffected,
         help: "recent log lines",
@@ -450,6 +481,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         admin_only: false,
         test_only: false,
         may_run_long: true,
+        write_concern: false,
         reply: Reply::Compressible,
         on_view: OnView::Unaffected,
         help: "next batch of a cursor",
@@ -461,6 +493,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         admin_only: true,
         test_only: false,
         may_run_long: false,
+        write_concern: false,
         reply: Reply::Compressible,
         on_view: OnView::Unaffected,
         help: "server parameters",
@@ -475,6 +508,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         admin_only: false,
         test_only: false,
         may_run_long: false,
+        write_concern: false,
         reply: Reply::Compressible,
         on_view: OnView::Unaffected,
         help: "information about the host",
@@ -486,6 +520,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         admin_only: false,
         test_only: false,
         may_run_long: false,
+        write_concern: true,
         reply: Reply::Compressible,
         on_view: OnView::Refused,
         help: "insert documents",
@@ -501,6 +536,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         admin_only: false,
         test_only: false,
         may_run_long: false,
+        write_concern: false,
         reply: Reply::Compressible,
         on_view: OnView::Unaffected,
         help: "close cursors",
@@ -514,6 +550,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         admin_only: false,
         test_only: false,
         may_run_long: false,
+        write_concern: false,
         reply: Reply::Compressible,
         on_view: OnView::Unaffected,
         help: "collections of a database",
@@ -525,6 +562,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         admin_only: false,
         test_only: false,
         may_run_long: false,
+        write_concern: false,
         reply: Reply::Compressible,
         on_view: OnView::Unaffected,
         help: "the commands this server knows",
@@ -536,6 +574,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         admin_only: true,
         test_only: false,
         may_run_long: false,
+        write_concern: false,
         reply: Reply::Compressible,
         on_view: OnView::Unaffected,
         help: "the databases",
@@ -547,6 +586,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         admin_only: false,
         test_only: false,
         may_run_long: false,
+        write_concern: false,
         reply: Reply::Compressible,
         on_view: OnView::Refused,
         help: "indexes of a collection",
@@ -561,6 +601,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         admin_only: false,
         test_only: false,
         may_run_long: false,
+        write_concern: false,
         reply: Reply::Compressible,
         on_view: OnView::Unaffected,
         help: "check that the server answers",
@@ -572,6 +613,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         admin_only: false,
         test_only: false,
         may_run_long: false,
+        write_concern: false,
         reply: Reply::Compressible,
         on_view: OnView::Unaffected,
         help: "read or set the database profiler's level, slowms, sampleRate and filter",
@@ -585,6 +627,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         admin_only: true,
         test_only: false,
         may_run_long: true,
+        write_concern: true,
         reply: Reply::Compressible,
         on_view: OnView::Unaffected,
         help: "rename a collection",
@@ -601,6 +644,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         admin_only: false,
         test_only: false,
         may_run_long: false,
+        write_concern: false,
         reply: Reply::Compressible,
         on_view: OnView::Unaffected,
         help: "server statistics",
@@ -615,6 +659,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         admin_only: true,
         test_only: false,
         may_run_long: false,
+        write_concern: false,
         reply: Reply::Compressible,
         on_view: OnView::Unaffected,
         help: "stop the server",
@@ -627,6 +672,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         admin_only: false,
         test_only: false,
         may_run_long: true,
+        write_concern: true,
         reply: Reply::Compressible,
         on_view: OnView::Refused,
         help: "update documents",
@@ -641,6 +687,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         admin_only: false,
         test_only: false,
         may_run_long: false,
+        write_concern: false,
         reply: Reply::Compressible,
         on_view: OnView::Unaffected,
         help: "the users a database defines (none: BisonDB has no authentication yet)",
@@ -652,6 +699,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         admin_only: false,
         test_only: false,
         may_run_long: true,
+        write_concern: false,
         reply: Reply::Compressible,
         on_view: OnView::Unaffected,
         help: "check a collection's documents, indexes and statistics",
@@ -663,6 +711,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         admin_only: false,
         test_only: false,
         may_run_long: false,
+        write_concern: false,
         reply: Reply::Compressible,
         on_view: OnView::Unaffected,
         help: "the client's address as the server sees it",
@@ -674,6 +723,17 @@ pub fn lookup(name: &str) -> Option<&'static CommandSpec> {
         .binary_search_by(|c| c.name.cmp(name))
         .ok()
         .and_then(|i| COMMANDS.get(i))
+}
+
+/// Every name the command of `spec` answers to: its canonical name and its
+/// aliases (a fail point set on `isMaster` fails `hello` too, as mongod's).
+pub fn names_of(spec: &CommandSpec) -> Vec<&'static str> {
+    let canonical = spec.alias_of.unwrap_or(spec.name);
+    COMMANDS
+        .iter()
+        .filter(|c| c.name == canonical || c.alias_of == Some(canonical))
+        .map(|c| c.name)
+        .collect()
 }
 
 /// Runs one command: lookup, then [`dispatch_spec`].
@@ -757,6 +817,7 @@ mod tests {
                 Run::NotSupported | Run::Removed => {
                     assert!(c.help.is_empty(), "{n}");
                     assert!(!c.may_run_long && !c.admin_only && !c.test_only, "{n}");
+                    assert!(!c.write_concern, "{n}");
                     assert_eq!(c.on_view, OnView::Unaffected, "{n}");
                     assert!(c.alias_of.is_none(), "{n}");
                 }
@@ -786,6 +847,7 @@ mod tests {
                         c.admin_only,
                         c.test_only,
                         c.may_run_long,
+                        c.write_concern,
                         c.reply,
                         c.on_view
                     ),
@@ -793,6 +855,7 @@ mod tests {
                         of.admin_only,
                         of.test_only,
                         of.may_run_long,
+                        of.write_concern,
                         of.reply,
                         of.on_view
                     ),
@@ -800,6 +863,16 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn names_of_an_aliased_command() {
+        for name in ["hello", "isMaster", "ismaster"] {
+            let spec = lookup(name).unwrap_or_else(|| panic!("{name}"));
+            assert_eq!(names_of(spec), ["hello", "isMaster", "ismaster"]);
+        }
+        let insert = lookup("insert").unwrap_or_else(|| panic!("insert"));
+        assert_eq!(names_of(insert), ["insert"]);
     }
 
     /// The compression specification's list of commands whose replies are
