@@ -231,6 +231,15 @@ pub fn check_collection_name(name: &str) -> MongoResult<()> {
     Ok(())
 }
 
+/// Reads mongod's `scale` option (a positive whole number).
+pub fn parse_scale(cmd: &str, v: bson::RawBsonRef<'_>) -> MongoResult<u64> {
+    let s = as_i64(cmd, "scale", v)?;
+    if s < 1 {
+        return Err(MongoError::bad_value("scale has to be >= 1"));
+    }
+    Ok(s as u64)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -266,13 +275,4 @@ mod tests {
         assert!(check_collection_name("a$b").is_err());
         assert!(check_collection_name(".a").is_err());
     }
-}
-
-/// Reads mongod's `scale` option (a positive whole number).
-pub fn parse_scale(cmd: &str, v: bson::RawBsonRef<'_>) -> MongoResult<u64> {
-    let s = as_i64(cmd, "scale", v)?;
-    if s < 1 {
-        return Err(MongoError::bad_value("scale has to be >= 1"));
-    }
-    Ok(s as u64)
 }

@@ -405,7 +405,7 @@ impl Pipeline {
                     Some((_, Parse(parse))) => out.extend(parse(arg)?),
                     Some((name, Server)) if server_first && pos == 0 => {
                         out.push(Box::new(ServerStage {
-                            name: *name,
+                            name,
                             spec: arg.clone(),
                         }));
                     }
