@@ -510,11 +510,3 @@ fn error_reply(e: &MongoError) -> RawDocumentBuf {
         }
     }
 }
-
-/// The compressors this server offers, by mongod's names.
-pub fn supported_compressor(name: &str) -> Option<Compressor> {
-    match Compressor::from_name(name) {
-        Some(Compressor::Noop) | None => None,
-        some => some,
-    }
-}

@@ -3,10 +3,10 @@
 //! metadata, and agrees on wire compression.
 
 use bisondb_error::{MongoError, MongoResult};
+use bisondb_wire::Compressor;
 use bson::{doc, Bson, DateTime, RawBsonRef, RawDocumentBuf};
 
 use super::{Command, Context};
-use crate::connection::supported_compressor;
 use crate::fields;
 use crate::reply;
 use crate::request::CommandRequest;
@@ -153,6 +153,14 @@ pub fn awaitable_delay(body: &bson::RawDocument) -> Option<std::time::Duration> 
     };
     let ms = u64::try_from(ms).ok()?;
     Some(std::time::Duration::from_millis(ms).min(MAX_AWAIT))
+}
+
+/// The compressors this server offers, by mongod's names.
+fn supported_compressor(name: &str) -> Option<Compressor> {
+    match Compressor::from_name(name) {
+        Some(Compressor::Noop) | None => None,
+        some => some,
+    }
 }
 
 #[cfg(test)]
