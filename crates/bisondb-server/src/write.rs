@@ -11,8 +11,45 @@ use bisondb_query::update::{upsert_seed, UpdateSpec};
 use bisondb_storage::{Collection, Durability, Modify};
 use bson::{Bson, Document, RawBson, RawDocument, RawDocumentBuf};
 
+use crate::fields::write::WriteConcern;
+use crate::let_vars::LetVars;
 use crate::plan;
+use crate::request::CommandRequest;
 use crate::validation::Validator;
+
+/// The body of an `update` or `delete` command: the target, the statements
+/// (each parsed as it runs, so one bad statement is one write error),
+/// `ordered`, the write concern and `let`.
+pub struct Statements<'a> {
+    pub db: String,
+    pub coll: String,
+    pub statements: Vec<&'a RawDocument>,
+    pub ordered: bool,
+    pub wc: WriteConcern,
+    pub lets: LetVars,
+}
+
+impl<'a> Statements<'a> {
+    /// Reads the batch (`list` names its statements, `also` the command's
+    /// other fields) and `let`.
+    pub fn parse(req: &CommandRequest<'a>, list: &str, also: &[&str]) -> MongoResult<Self> {
+        let b = crate::fields::write::parse_write_batch(req, list, also)?;
+        let lets = LetVars::from_body(req.name, req.body)?;
+        Ok(Statements {
+            db: req.db.clone(),
+            coll: b.coll,
+            statements: b.statements,
+            ordered: b.ordered,
+            wc: b.wc,
+            lets,
+        })
+    }
+
+    /// [`each_statement`] over these statements.
+    pub fn each(&self, run: impl FnMut(usize, &'a RawDocument) -> MongoResult<()>) -> Vec<Bson> {
+        each_statement(&self.statements, self.ordered, run)
+    }
+}
 
 /// Runs `run` on each statement of a write batch, in order, and returns the
 /// write errors: a failing statement is one (with its index) and, in an

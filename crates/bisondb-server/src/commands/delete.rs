@@ -6,7 +6,6 @@ use bson::{doc, Document, RawDocument, RawDocumentBuf};
 
 use super::Context;
 use crate::fields;
-use crate::fields::write::WriteConcern;
 use crate::let_vars::LetVars;
 use crate::plan;
 use crate::reply;
@@ -15,12 +14,7 @@ use crate::state::OpCounters;
 use crate::write;
 
 pub struct Delete<'a> {
-    db: String,
-    coll: String,
-    statements: Vec<&'a RawDocument>,
-    ordered: bool,
-    wc: WriteConcern,
-    lets: LetVars,
+    batch: write::Statements<'a>,
 }
 
 /// One parsed delete statement.
@@ -100,31 +94,24 @@ pub(crate) fn parse_statement(d: &RawDocument, lets: &LetVars) -> MongoResult<St
 
 impl<'a> Delete<'a> {
     pub fn parse(req: &CommandRequest<'a>) -> MongoResult<Self> {
-        // `let` is read by `LetVars::from_body`.
-        let b = crate::fields::write::parse_write_batch(req, "deletes", &["let"])?;
-        let lets = LetVars::from_body(req.name, req.body)?;
-        Ok(Delete {
-            lets,
-            db: req.db.clone(),
-            coll: b.coll,
-            statements: b.statements,
-            ordered: b.ordered,
-            wc: b.wc,
-        })
+        // `let` is read with the batch.
+        let batch = write::Statements::parse(req, "deletes", &["let"])?;
+        Ok(Delete { batch })
     }
 
     pub fn execute(self, ctx: &mut Context<'_>) -> MongoResult<RawDocumentBuf> {
-        let coll = ctx.state.storage.collection(&self.db, &self.coll);
+        let b = &self.batch;
+        let coll = ctx.state.storage.collection(&b.db, &b.coll);
         let mut n = 0u64;
-        let errors = write::each_statement(&self.statements, self.ordered, |_, raw| {
-            let outcome = parse_statement(raw, &self.lets)
+        let errors = b.each(|_, raw| {
+            let outcome = parse_statement(raw, &b.lets)
                 .and_then(|s| s.collate(coll.as_ref()))
                 .and_then(|s| {
                     write::delete_planned(
                         coll.as_ref(),
                         s.selection(),
                         s.multi,
-                        self.wc.durability,
+                        b.wc.durability,
                         false,
                     )
                 });

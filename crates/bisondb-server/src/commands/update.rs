@@ -9,7 +9,6 @@ use bson::{Document, RawBsonRef, RawDocument, RawDocumentBuf};
 
 use super::Context;
 use crate::fields;
-use crate::fields::write::WriteConcern;
 use crate::let_vars::LetVars;
 use crate::plan;
 use crate::reply;
@@ -63,12 +62,7 @@ impl Statement {
 }
 
 pub struct Update<'a> {
-    db: String,
-    coll: String,
-    pub(crate) statements: Vec<&'a RawDocument>,
-    pub(crate) ordered: bool,
-    pub(crate) wc: WriteConcern,
-    pub(crate) lets: LetVars,
+    pub(crate) batch: write::Statements<'a>,
     bypass_validation: bool,
 }
 
@@ -192,43 +186,34 @@ pub fn parse_array_filters(cmd: &str, v: RawBsonRef<'_>) -> MongoResult<Vec<Docu
 
 impl<'a> Update<'a> {
     pub fn parse(req: &CommandRequest<'a>) -> MongoResult<Self> {
-        // `let` is read by `LetVars::from_body`.
-        let b = crate::fields::write::parse_write_batch(
-            req,
-            "updates",
-            &["bypassDocumentValidation", "let"],
-        )?;
-        let lets = LetVars::from_body(req.name, req.body)?;
+        // `let` is read with the batch.
+        let batch = write::Statements::parse(req, "updates", &["bypassDocumentValidation", "let"])?;
         Ok(Update {
             bypass_validation: crate::validation::bypass(req.name, req.body)?,
-            lets,
-            db: req.db.clone(),
-            coll: b.coll,
-            statements: b.statements,
-            ordered: b.ordered,
-            wc: b.wc,
+            batch,
         })
     }
 
     pub fn execute(self, ctx: &mut Context<'_>) -> MongoResult<RawDocumentBuf> {
         let mut tally = reply::UpdateTally::default();
         // Parsed once for all statements; `None` when there is nothing to check.
-        let coll = ctx.state.storage.collection(&self.db, &self.coll);
+        let b = &self.batch;
+        let coll = ctx.state.storage.collection(&b.db, &b.coll);
         let validator =
             crate::validation::Validator::for_collection(coll.as_ref(), self.bypass_validation)?;
-        let errors = write::each_statement(&self.statements, self.ordered, |i, raw| {
-            let outcome = parse_statement("update", raw, &self.lets)
+        let errors = b.each(|i, raw| {
+            let outcome = parse_statement("update", raw, &b.lets)
                 .and_then(|s| s.collate(coll.as_ref()))
                 .and_then(|s| {
                     write::update(
                         &ctx.state.storage,
-                        &self.db,
-                        &self.coll,
+                        &b.db,
+                        &b.coll,
                         s.selection(),
                         &s.update,
                         s.multi,
                         s.upsert,
-                        self.wc.durability,
+                        b.wc.durability,
                         false,
                         validator.as_ref(),
                     )

@@ -10,7 +10,6 @@ use bisondb_storage::Storage;
 use bson::{doc, Bson, RawBsonRef, RawDocumentBuf};
 
 use crate::commands::{delete, Context};
-use crate::let_vars::LetVars;
 use crate::namespaces::timeseries::write::{
     bucket_collection, delete_matching, measurement, meta_key, write_group, Measurement,
 };
@@ -126,12 +125,11 @@ fn delete(
     name: &str,
     ts: &TsOptions,
 ) -> MongoResult<RawDocumentBuf> {
-    let b = crate::fields::write::parse_write_batch(req, "deletes", &["let"])?;
-    let lets = LetVars::from_body(req.name, req.body)?;
+    let b = crate::write::Statements::parse(req, "deletes", &["let"])?;
     let buckets = ctx.state.storage.collection(&req.db, &buckets_name(name));
     let mut n = 0u64;
-    let errors = crate::write::each_statement(&b.statements, b.ordered, |_, raw| {
-        let k = delete::parse_statement(raw, &lets).and_then(|s| match &buckets {
+    let errors = b.each(|_, raw| {
+        let k = delete::parse_statement(raw, &b.lets).and_then(|s| match &buckets {
             Some(c) => delete_matching(c, ts, s.selection().matcher, s.multi, b.wc.durability),
             None => Ok(0),
         })?;

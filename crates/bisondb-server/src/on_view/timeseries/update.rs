@@ -46,10 +46,10 @@ pub(super) fn update(
     ts: &TsOptions,
 ) -> MongoResult<RawDocumentBuf> {
     // Parsed as for any collection; a validator does not apply to buckets.
-    let u = crate::commands::update::Update::parse(req)?;
+    let u = crate::commands::update::Update::parse(req)?.batch;
     let buckets = bucket_collection(&ctx.state.storage, &req.db, name)?;
     let mut tally = reply::UpdateTally::default();
-    let errors = crate::write::each_statement(&u.statements, u.ordered, |i, raw| {
+    let errors = u.each(|i, raw| {
         let outcome = parse_statement("update", raw, &u.lets)
             .and_then(|s| apply_statement(&buckets, ts, &s, u.wc.durability));
         OpCounters::add(&ctx.state.opcounters.update, 1);
