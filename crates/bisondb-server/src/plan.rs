@@ -67,7 +67,7 @@ impl Hint {
             RawBsonRef::String("") => Ok(None),
             RawBsonRef::String(s) => Ok(Some(Hint::Name(s.to_string()))),
             RawBsonRef::Document(d) => {
-                let d = crate::args::to_document(d)?;
+                let d = crate::fields::to_document(d)?;
                 if d.is_empty() {
                     return Ok(None);
                 }

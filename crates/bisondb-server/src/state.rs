@@ -97,3 +97,11 @@ impl ServerState {
 pub fn spill_dir(dbpath: &std::path::Path) -> std::path::PathBuf {
     dbpath.join("_tmp")
 }
+
+/// The host's name as the server reports it (`hostInfo`, `serverStatus`,
+/// `$collStats`, `$indexStats`).
+pub fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "localhost".to_string())
+}

@@ -8,7 +8,7 @@ use bisondb_query::matcher::Matcher;
 use bson::{doc, Document, RawDocumentBuf};
 
 use super::{Command, Context};
-use crate::args;
+use crate::fields;
 use crate::plan;
 use crate::reply;
 use crate::request::CommandRequest;
@@ -43,31 +43,31 @@ impl Command for Count {
             let (k, v) = el.map_err(crate::request::invalid_bson)?;
             match k.as_str() {
                 "count" => {
-                    c.coll = args::collection_name(n, v)?.to_string();
+                    c.coll = fields::collection_name(n, v)?.to_string();
                     have = true;
                 }
                 "query" => {
                     if let bson::RawBsonRef::Document(d) = v {
                         c.query = Matcher::parse(d)?;
-                        c.query_doc = args::to_document(d)?;
+                        c.query_doc = fields::to_document(d)?;
                     } else if !matches!(v, bson::RawBsonRef::Null) {
-                        return Err(args::wrong_type(n, "query", v, "object"));
+                        return Err(fields::wrong_type(n, "query", v, "object"));
                     }
                 }
-                "skip" => c.skip = args::as_non_negative(n, "skip", v)? as u64,
+                "skip" => c.skip = fields::as_non_negative(n, "skip", v)? as u64,
                 // mongod treats a negative count limit like its absolute value.
                 "limit" => {
-                    let l = args::as_i64(n, "limit", v)?.unsigned_abs();
+                    let l = fields::as_i64(n, "limit", v)?.unsigned_abs();
                     c.limit = (l > 0).then_some(l);
                 }
                 "hint" => c.hint = plan::Hint::parse(v)?,
                 "collation" => c.collation = crate::collation::parse_arg(n, v)?,
                 "fields" => {}
-                other => args::check_known(n, other, &[])?,
+                other => fields::check_known(n, other, &[])?,
             }
         }
         if !have {
-            return Err(args::missing_field(n, "count"));
+            return Err(fields::missing_field(n, "count"));
         }
         Ok(c)
     }
@@ -144,7 +144,7 @@ impl Count {
             None => plan::StageTree::fast_count(),
         }
         .count();
-        let ns = crate::commands::util::ns(&self.db, &self.coll);
+        let ns = crate::namespaces::ns(&self.db, &self.coll);
         let planner = plan::query_planner(ns, &self.query_doc, &tree);
         if !execute {
             return Ok((planner, None));

@@ -10,8 +10,8 @@ use bisondb_error::{ErrorCode, MongoError, MongoResult};
 use bisondb_query::sort::SortSpec;
 use bson::{doc, Document, RawBsonRef, RawDocumentBuf};
 
-use super::{util, Command, Context};
-use crate::args;
+use super::{Command, Context};
+use crate::fields;
 use crate::plan::{self, Verbosity};
 use crate::reply;
 use crate::request::CommandRequest;
@@ -42,15 +42,15 @@ impl Command for Explain {
         for el in req.body.iter() {
             let (k, v) = el.map_err(crate::request::invalid_bson)?;
             match k.as_str() {
-                "explain" => inner = Some(args::as_doc(n, "explain", v)?.to_owned()),
+                "explain" => inner = Some(fields::as_doc(n, "explain", v)?.to_owned()),
                 "verbosity" => {
-                    verbosity = Verbosity::parse(args::as_str(n, "verbosity", v)?)?;
+                    verbosity = Verbosity::parse(fields::as_str(n, "verbosity", v)?)?;
                 }
                 "comment" | "maxTimeMS" | "lsid" | "readConcern" | "$readPreference" => {}
-                other => args::check_known(n, other, &[])?,
+                other => fields::check_known(n, other, &[])?,
             }
         }
-        let inner = inner.ok_or_else(|| args::missing_field(n, "explain"))?;
+        let inner = inner.ok_or_else(|| fields::missing_field(n, "explain"))?;
         Ok(Explain {
             db: req.db.clone(),
             inner,
@@ -76,7 +76,7 @@ impl Command for Explain {
             }
         };
         let mut out = self.verbosity.sections(planner, exec);
-        let mut command = args::to_document(&self.inner)?;
+        let mut command = fields::to_document(&self.inner)?;
         command.insert("$db", self.db.clone());
         out.insert("command", command);
         out.insert(
@@ -102,14 +102,14 @@ impl Target {
         let coll = body
             .get(n)
             .map_err(crate::request::invalid_bson)?
-            .ok_or_else(|| args::missing_field(n, n))
-            .and_then(|v| args::collection_name(n, v))?
+            .ok_or_else(|| fields::missing_field(n, n))
+            .and_then(|v| fields::collection_name(n, v))?
             .to_string();
         let get_doc = |d: &bson::RawDocument, f: &str| -> MongoResult<Option<Document>> {
             match d.get(f).map_err(crate::request::invalid_bson)? {
-                Some(RawBsonRef::Document(x)) => Ok(Some(args::to_document(x)?)),
+                Some(RawBsonRef::Document(x)) => Ok(Some(fields::to_document(x)?)),
                 Some(RawBsonRef::Null) | None => Ok(None),
-                Some(other) => Err(args::wrong_type(n, f, other, "object")),
+                Some(other) => Err(fields::wrong_type(n, f, other, "object")),
             }
         };
         let hint_of = |d: &bson::RawDocument| -> MongoResult<Option<plan::Hint>> {
@@ -121,7 +121,7 @@ impl Target {
         let first_statement = |field: &str| -> MongoResult<bson::RawDocumentBuf> {
             let arr = body
                 .get_array(field)
-                .map_err(|_| args::missing_field(n, field))?;
+                .map_err(|_| fields::missing_field(n, field))?;
             match arr.into_iter().next() {
                 Some(Ok(RawBsonRef::Document(d))) => Ok(d.to_owned()),
                 _ => Err(MongoError::bad_value(format!(
@@ -149,11 +149,11 @@ impl Target {
                 // through the planner; the rest of the pipeline runs on its output.
                 let arr = body
                     .get_array("pipeline")
-                    .map_err(|_| args::missing_field(n, "pipeline"))?;
+                    .map_err(|_| fields::missing_field(n, "pipeline"))?;
                 let stages: Vec<Document> = arr
                     .into_iter()
                     .filter_map(|s| match s {
-                        Ok(RawBsonRef::Document(d)) => args::to_document(d).ok(),
+                        Ok(RawBsonRef::Document(d)) => fields::to_document(d).ok(),
                         _ => None,
                     })
                     .collect();
@@ -191,7 +191,7 @@ fn explain_filter(
     let coll = ctx.state.storage.collection(db, &t.coll);
     plan::explain_read(
         coll.as_ref(),
-        util::ns(db, &t.coll),
+        crate::namespaces::ns(db, &t.coll),
         &t.filter,
         t.sort.as_ref(),
         t.hint.as_ref(),

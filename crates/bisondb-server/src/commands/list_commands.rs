@@ -18,7 +18,11 @@ impl Command for ListCommands {
     fn execute(self, ctx: &mut Context<'_>) -> MongoResult<RawDocumentBuf> {
         let mut commands = Document::new();
         let test_commands = ctx.state.config.enable_test_commands;
-        for c in COMMANDS.iter().filter(|c| test_commands || !c.test_only) {
+        // Names BisonDB knows but does not serve are left out.
+        let listed = COMMANDS
+            .iter()
+            .filter(|c| c.handler().is_some() && (test_commands || !c.test_only));
+        for c in listed {
             commands.insert(
                 c.name,
                 doc! {"help": c.help, "adminOnly": c.admin_only, "requiresAuth": false, "secondaryOk": true, "apiVersions": []},

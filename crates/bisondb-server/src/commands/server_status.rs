@@ -24,7 +24,7 @@ impl Command for ServerStatus {
         let op = &s.opcounters;
         let (resident, virt) = memory_mb();
         reply::ok(doc! {
-            "host": super::host_info::hostname(),
+            "host": crate::state::hostname(),
             "version": super::build_info::COMPAT_VERSION,
             "process": "bisondb",
             "pid": i64::from(std::process::id()),

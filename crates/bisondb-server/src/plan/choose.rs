@@ -331,7 +331,7 @@ fn hints_id_index(coll: &Collection, h: &Hint) -> bool {
     match h {
         Hint::Name(n) => {
             n == "_id_"
-                || crate::commands::clustered::Clustered::of_options(&coll.options())
+                || crate::namespaces::clustered::Clustered::of_options(&coll.options())
                     .is_some_and(|c| c.name() == n)
         }
         Hint::Key(k) => same_pattern(k, &doc! {"_id": 1}),
