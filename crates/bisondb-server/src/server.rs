@@ -7,8 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bisondb_error::{ErrorCode, MongoError, MongoResult};
-use bisondb_storage::memory::MemoryEngine;
-use bisondb_storage::{Engine, LsmEngine, LsmOptions, Storage};
+use bisondb_storage::{Engine, LsmEngine, LsmOptions, MemoryEngine, Storage};
 use tokio::net::{TcpListener, UnixListener};
 use tokio::sync::Semaphore;
 use tokio::task::JoinHandle;

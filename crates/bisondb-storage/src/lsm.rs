@@ -47,11 +47,13 @@ use fjall::config::{BlockSizePolicy, CompressionPolicy, RestartIntervalPolicy};
 use fjall::{CompressionType, Database, Keyspace, KeyspaceCreateOptions, PersistMode, Readable};
 use parking_lot::RwLock;
 
+use bisondb_engine::{
+    owned_bound, range_is_empty, BatchOp, Capabilities, Durability, Engine, EngineError, KeyValue,
+    Snapshot, WriteBatch,
+};
+
 use crate::dbpath::{self, DbPathLock};
-use crate::engine::{BatchOp, Durability, Engine, KeyValue, Snapshot, WriteBatch};
-use crate::error::StorageError;
 use crate::layout;
-use crate::memory::range_is_empty;
 
 mod buffer;
 use buffer::{Merged, Run};
@@ -158,9 +160,9 @@ impl Default for LsmOptions {
 
 impl LsmOptions {
     /// Options with `--journalCommitInterval ms`; mongod accepts 1 to 500.
-    pub fn with_journal_commit_interval_ms(ms: u64) -> Result<LsmOptions, StorageError> {
+    pub fn with_journal_commit_interval_ms(ms: u64) -> Result<LsmOptions, EngineError> {
         if !JOURNAL_COMMIT_INTERVAL_RANGE_MS.contains(&ms) {
-            return Err(StorageError::InvalidArgument(format!(
+            return Err(EngineError::InvalidArgument(format!(
                 "journalCommitInterval must be between 1 and 500 milliseconds, got {ms}"
             )));
         }
@@ -242,14 +244,14 @@ impl Open {
 
     /// Ingests every run buffered now into index tables, deletes their blobs
     /// and drops them from the list, in that order (see [`buffer`]).
-    fn flush_buffer(&self) -> Result<(), StorageError> {
+    fn flush_buffer(&self) -> Result<(), EngineError> {
         self.flush_buffer_from(1)
     }
 
     /// [`Open::flush_buffer`] if the runs still hold at least `min_bytes` once
     /// this caller's turn comes (writers that all found the buffer full must
     /// not ingest one after another).
-    fn flush_buffer_from(&self, min_bytes: usize) -> Result<(), StorageError> {
+    fn flush_buffer_from(&self, min_bytes: usize) -> Result<(), EngineError> {
         let _maintain = self.buffer.maintain.lock();
         let (runs, bytes) = self.buffered();
         if bytes < min_bytes {
@@ -296,7 +298,7 @@ impl Open {
 
     /// Merges one group of runs of a size class, if there is one; true when
     /// it did (the caller loops).
-    fn merge_runs(&self) -> Result<bool, StorageError> {
+    fn merge_runs(&self) -> Result<bool, EngineError> {
         let _maintain = self.buffer.maintain.lock();
         let (runs, _) = self.buffered();
         let Some(group) = buffer::mergeable(&runs) else {
@@ -312,7 +314,7 @@ impl Open {
             .get(group.clone())
             .is_some_and(|now| now.iter().zip(parts).all(|(a, b)| Arc::ptr_eq(a, b)));
         if !still {
-            return Err(StorageError::Internal(
+            return Err(EngineError::Internal(
                 "index write buffer runs moved during a merge".into(),
             ));
         }
@@ -327,7 +329,7 @@ impl Open {
     }
 
     /// Loads the blobs a crash left behind back into runs (the caller ingests them).
-    fn recover_buffer(&self) -> Result<usize, StorageError> {
+    fn recover_buffer(&self) -> Result<usize, EngineError> {
         let mut runs: Vec<Arc<Run>> = Vec::new();
         let mut parts: Vec<fjall::Slice> = Vec::new();
         let mut current: Option<u64> = None;
@@ -336,7 +338,7 @@ impl Open {
             let run = buffer::decode_run(&slices, seq)?;
             parts.clear();
             runs.push(Arc::new(run));
-            Ok::<(), StorageError>(())
+            Ok::<(), EngineError>(())
         };
         for guard in self.wb.iter() {
             let (k, v) = guard
@@ -346,7 +348,7 @@ impl Open {
                 .get(..8)
                 .and_then(|b| <[u8; 8]>::try_from(b).ok())
                 .map(u64::from_be_bytes)
-                .ok_or_else(|| StorageError::Corrupt(format!("bad index buffer key {k:?}")))?;
+                .ok_or_else(|| EngineError::Corrupt(format!("bad index buffer key {k:?}")))?;
             if let Some(prev) = current.filter(|&p| p != seq) {
                 finish(prev, &mut parts, &mut runs)?;
             }
@@ -368,7 +370,7 @@ impl Open {
     /// Not `rotate_memtable_and_wait`: a failed flush makes fjall refuse writes
     /// and its worker exit, and that call would then wait forever for a queue
     /// nobody drains (a shutdown hung that way); here the refusal ends the wait.
-    fn flush_memtables(&self) -> Result<(), StorageError> {
+    fn flush_memtables(&self) -> Result<(), EngineError> {
         for ks in self.keyspaces() {
             ks.rotate_memtable().map_err(|e| map_fjall(e, "flush"))?;
         }
@@ -407,7 +409,7 @@ struct SyncState {
     /// Number of the last sync that succeeded.
     last_ok: u64,
     running: bool,
-    last_error: Option<StorageError>,
+    last_error: Option<EngineError>,
 }
 
 struct Shared {
@@ -417,7 +419,7 @@ struct Shared {
     /// Set when fjall refused a write; the flusher then reopens the files.
     failed: AtomicBool,
     /// The error that started the failure, so later refusals say what happened.
-    failure: parking_lot::Mutex<Option<StorageError>>,
+    failure: parking_lot::Mutex<Option<EngineError>>,
     /// Incremented on every reopen after a failure.
     generation: AtomicU64,
     /// Batches committed so far.
@@ -453,10 +455,13 @@ impl std::fmt::Debug for LsmEngine {
 }
 
 impl LsmEngine {
+    /// What the engine offers: its data survives restarts.
+    pub const CAPABILITIES: Capabilities = Capabilities { persistent: true };
+
     /// Opens (creating if needed) the engine in `dbpath`: takes the dbpath lock,
     /// checks the recorded engine, recovers the journal, and starts the background
     /// journal flusher.
-    pub fn open(dbpath: &Path, options: LsmOptions) -> Result<LsmEngine, StorageError> {
+    pub fn open(dbpath: &Path, options: LsmOptions) -> Result<LsmEngine, EngineError> {
         let lock = Arc::new(dbpath::claim(dbpath, ENGINE_NAME)?);
         let data_dir = dbpath.join(DATA_DIR);
         let open = open_fjall(&data_dir, dbpath)?;
@@ -485,13 +490,13 @@ impl LsmEngine {
         let flusher = std::thread::Builder::new()
             .name("bisondb-journal".into())
             .spawn(move || worker.run_flusher(interval))
-            .map_err(|e| StorageError::Io(format!("cannot start the journal flusher: {e}")))?;
+            .map_err(|e| EngineError::Io(format!("cannot start the journal flusher: {e}")))?;
         let worker = shared.clone();
         let maintainer = std::thread::Builder::new()
             .name("bisondb-ixbuf".into())
             .spawn(move || worker.run_maintainer())
             .map_err(|e| {
-                StorageError::Io(format!("cannot start the index buffer maintainer: {e}"))
+                EngineError::Io(format!("cannot start the index buffer maintainer: {e}"))
             })?;
         tracing::info!(dbpath = %dbpath.display(), "lsm storage engine opened");
         Ok(LsmEngine {
@@ -502,10 +507,7 @@ impl LsmEngine {
     }
 
     /// The engine behind the `Arc<dyn Engine>` that `Storage::open` takes.
-    pub fn open_shared(
-        dbpath: &Path,
-        options: LsmOptions,
-    ) -> Result<Arc<dyn Engine>, StorageError> {
+    pub fn open_shared(dbpath: &Path, options: LsmOptions) -> Result<Arc<dyn Engine>, EngineError> {
         Ok(Arc::new(LsmEngine::open(dbpath, options)?))
     }
 
@@ -521,7 +523,7 @@ impl LsmEngine {
 
     /// Stops the background flusher, syncs everything and releases the files (once
     /// no snapshot holds them any more). Later writes fail; idempotent.
-    pub fn close(&self) -> Result<(), StorageError> {
+    pub fn close(&self) -> Result<(), EngineError> {
         self.stop_maintainer();
         self.stop_flusher();
         // Ingesting what the index buffer holds, then writing every memtable
@@ -571,7 +573,7 @@ impl LsmEngine {
 
     /// Flushes memtables and compacts everything into one sorted run, so a
     /// measurement of the size on disk sees the engine settled.
-    pub fn settle(&self) -> Result<(), StorageError> {
+    pub fn settle(&self) -> Result<(), EngineError> {
         let open = self.shared.current()?;
         open.flush_buffer()?;
         open.flush_memtables()?;
@@ -590,7 +592,7 @@ impl Drop for LsmEngine {
     }
 }
 
-fn open_fjall(data_dir: &Path, dbpath: &Path) -> Result<Open, StorageError> {
+fn open_fjall(data_dir: &Path, dbpath: &Path) -> Result<Open, EngineError> {
     // One background worker for flushes and compactions: with two, fjall's
     // worker 0 hands every compaction to the others and re-queues the message
     // to itself while they work, a busy loop that took 12% of the CPU of an
@@ -600,7 +602,7 @@ fn open_fjall(data_dir: &Path, dbpath: &Path) -> Result<Open, StorageError> {
         .worker_threads(1)
         .open()
         .map_err(|e| match e {
-            fjall::Error::Locked => StorageError::DbPathInUse(format!(
+            fjall::Error::Locked => EngineError::DbPathInUse(format!(
                 "the data files in {} are in use by another BisonDB instance",
                 dbpath.display()
             )),
@@ -665,7 +667,7 @@ fn apart_bounds() -> (Vec<u8>, Vec<u8>) {
 /// before they joined it) into the index keyspace, a chunk per atomic batch, so
 /// a crash midway leaves every entry in exactly one place and the next open
 /// finishes the move.
-fn move_apart_regions(open: &Open) -> Result<(), StorageError> {
+fn move_apart_regions(open: &Open) -> Result<(), EngineError> {
     let (lo, hi) = apart_bounds();
     let mut moved = 0usize;
     loop {
@@ -699,13 +701,13 @@ fn move_apart_regions(open: &Open) -> Result<(), StorageError> {
     Ok(())
 }
 
-/// Translates a fjall error; a full disk becomes [`StorageError::Full`].
-fn map_fjall(e: fjall::Error, what: &str) -> StorageError {
+/// Translates a fjall error; a full disk becomes [`EngineError::Full`].
+fn map_fjall(e: fjall::Error, what: &str) -> EngineError {
     match e {
         fjall::Error::Io(io) | fjall::Error::Storage(fjall::LsmError::Io(io)) => {
-            dbpath::io_error(io, format!("lsm {what}"))
+            EngineError::from_io(io, format!("lsm {what}"))
         }
-        fjall::Error::Poisoned => StorageError::Io(format!(
+        fjall::Error::Poisoned => EngineError::Io(format!(
             "lsm {what}: the engine refuses writes after an earlier I/O failure"
         )),
         fjall::Error::Decompress(_)
@@ -713,30 +715,30 @@ fn map_fjall(e: fjall::Error, what: &str) -> StorageError {
         | fjall::Error::InvalidTag(_)
         | fjall::Error::JournalRecovery(_)
         | fjall::Error::Unrecoverable
-        | fjall::Error::Storage(_) => StorageError::Corrupt(format!("lsm {what}: {e:?}")),
-        other => StorageError::Io(format!("lsm {what}: {other:?}")),
+        | fjall::Error::Storage(_) => EngineError::Corrupt(format!("lsm {what}: {e:?}")),
+        other => EngineError::Io(format!("lsm {what}: {other:?}")),
     }
 }
 
 impl Shared {
-    fn current(&self) -> Result<Arc<Open>, StorageError> {
+    fn current(&self) -> Result<Arc<Open>, EngineError> {
         if self.failed.load(Ordering::Acquire) {
             return Err(self.failure_error());
         }
         self.open
             .read()
             .clone()
-            .ok_or_else(|| StorageError::Io("the lsm storage engine is closed".into()))
+            .ok_or_else(|| EngineError::Io("the lsm storage engine is closed".into()))
     }
 
-    fn failure_error(&self) -> StorageError {
+    fn failure_error(&self) -> EngineError {
         self.failure.lock().clone().unwrap_or_else(|| {
-            StorageError::Io("lsm: the engine refuses writes after an earlier I/O failure".into())
+            EngineError::Io("lsm: the engine refuses writes after an earlier I/O failure".into())
         })
     }
 
     /// Records a failed commit or sync: fjall now refuses writes until reopened.
-    fn fail(&self, e: fjall::Error, what: &str) -> StorageError {
+    fn fail(&self, e: fjall::Error, what: &str) -> EngineError {
         let err = map_fjall(e, what);
         let mut failure = self.failure.lock();
         if !self.failed.load(Ordering::Acquire) {
@@ -749,7 +751,7 @@ impl Shared {
         failure.clone().unwrap_or(err)
     }
 
-    fn commit(&self, batch: WriteBatch) -> Result<(), StorageError> {
+    fn commit(&self, batch: WriteBatch) -> Result<(), EngineError> {
         let open = self.current()?;
         let mut ops = sorted_last_op_per_key(batch.into_ops());
         // Sorted, so the index region's operations are one stretch.
@@ -781,7 +783,7 @@ impl Shared {
         open: &Open,
         mut b: fjall::OwnedWriteBatch,
         indexed: &[BatchOp],
-    ) -> Result<(), StorageError> {
+    ) -> Result<(), EngineError> {
         // Ingestion would write these keys into fjall later; refuse them now.
         for op in indexed {
             check_key_len(op.key())?;
@@ -797,7 +799,7 @@ impl Shared {
         let seq = st.next_seq;
         for (i, part) in parts.into_iter().enumerate() {
             let i = u32::try_from(i).map_err(|_| {
-                StorageError::InvalidArgument("a write with too many index entries".into())
+                EngineError::InvalidArgument("a write with too many index entries".into())
             })?;
             b.insert(&open.wb, blob_key(seq, i), part);
         }
@@ -843,7 +845,7 @@ impl Shared {
     }
 
     /// Ingests the buffer once it is full, else merges runs while a group is due.
-    fn maintain(&self, open: &Open) -> Result<(), StorageError> {
+    fn maintain(&self, open: &Open) -> Result<(), EngineError> {
         while !self.maintainer_signal.lock().1 {
             if open.buffered().1 >= self.index_buffer_bytes {
                 open.flush_buffer_from(self.index_buffer_bytes)?;
@@ -856,11 +858,11 @@ impl Shared {
 
     /// The group-commit barrier: returns once a sync that started after this call
     /// has succeeded (or fails with the error of the syncs that covered it).
-    fn sync(&self) -> Result<(), StorageError> {
+    fn sync(&self) -> Result<(), EngineError> {
         if self.commits.load(Ordering::Acquire) <= self.durable_commits.load(Ordering::Acquire) {
             return Ok(());
         }
-        let poisoned = |_| StorageError::Internal("lsm sync state lock poisoned".into());
+        let poisoned = |_| EngineError::Internal("lsm sync state lock poisoned".into());
         let mut st = self.sync.lock().map_err(poisoned)?;
         // A sync already running may have started before our commit; we need one
         // that starts after now.
@@ -873,7 +875,7 @@ impl Shared {
                 return Err(st
                     .last_error
                     .clone()
-                    .unwrap_or_else(|| StorageError::Io("lsm sync failed".into())));
+                    .unwrap_or_else(|| EngineError::Io("lsm sync failed".into())));
             }
             if st.running {
                 st = self.sync_done.wait(st).map_err(poisoned)?;
@@ -896,7 +898,7 @@ impl Shared {
     }
 
     /// One fsync of the journal (the caller arranges the sharing).
-    fn sync_all_now(&self) -> Result<(), StorageError> {
+    fn sync_all_now(&self) -> Result<(), EngineError> {
         let covered = self.commits.load(Ordering::Acquire);
         let open = self.current()?;
         open.db
@@ -977,9 +979,9 @@ pub const MAX_KEY_LEN: usize = u16::MAX as usize - 1;
 
 /// Refuses a key too long for fjall (rather than letting it panic), which a
 /// client can cause with a huge `_id` or indexed value.
-fn check_key_len(key: &[u8]) -> Result<(), StorageError> {
+fn check_key_len(key: &[u8]) -> Result<(), EngineError> {
     if key.len() > MAX_KEY_LEN {
-        return Err(StorageError::InvalidArgument(format!(
+        return Err(EngineError::InvalidArgument(format!(
             "key too large to store: {} bytes, the lsm engine accepts at most {MAX_KEY_LEN} \
              (is the _id or an indexed value that large?)",
             key.len()
@@ -990,11 +992,11 @@ fn check_key_len(key: &[u8]) -> Result<(), StorageError> {
 
 /// `key` as stored: prefixed, and checked by [`check_key_len`]. Built straight
 /// into fjall's key type: one allocation and copy per key on the write path.
-fn stored_key(key: &[u8]) -> Result<fjall::Slice, StorageError> {
+fn stored_key(key: &[u8]) -> Result<fjall::Slice, EngineError> {
     check_key_len(key)?;
     let mut parts = std::io::Read::chain(&[KEY_PREFIX][..], key);
     fjall::Slice::from_reader(&mut parts, key.len() + 1)
-        .map_err(|e| StorageError::Internal(format!("building a stored key: {e}")))
+        .map_err(|e| EngineError::Internal(format!("building a stored key: {e}")))
 }
 
 fn prefixed(key: &[u8]) -> Vec<u8> {
@@ -1049,6 +1051,10 @@ impl Engine for LsmEngine {
         ENGINE_NAME
     }
 
+    fn capabilities(&self) -> Capabilities {
+        Self::CAPABILITIES
+    }
+
     fn snapshot(&self) -> Arc<dyn Snapshot> {
         match self.shared.open.read().clone() {
             Some(open) => {
@@ -1063,7 +1069,7 @@ impl Engine for LsmEngine {
         }
     }
 
-    fn write(&self, batch: WriteBatch, durability: Durability) -> Result<(), StorageError> {
+    fn write(&self, batch: WriteBatch, durability: Durability) -> Result<(), EngineError> {
         if !batch.is_empty() {
             self.shared.commit(batch)?;
         }
@@ -1073,11 +1079,11 @@ impl Engine for LsmEngine {
         Ok(())
     }
 
-    fn sync(&self) -> Result<(), StorageError> {
+    fn sync(&self) -> Result<(), EngineError> {
         self.shared.sync()
     }
 
-    fn checkpoint(&self) -> Result<(), StorageError> {
+    fn checkpoint(&self) -> Result<(), EngineError> {
         // Flush the memtable into a compressed table so data files reflect the
         // data; compaction is left to the background.
         let open = self.shared.current()?;
@@ -1143,7 +1149,7 @@ struct LsmSnapshot {
 }
 
 impl Snapshot for LsmSnapshot {
-    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, StorageError> {
+    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, EngineError> {
         if key.len() > MAX_KEY_LEN {
             return Ok(None);
         }
@@ -1165,7 +1171,7 @@ impl Snapshot for LsmSnapshot {
         end: Bound<&[u8]>,
         reverse: bool,
         limit: usize,
-    ) -> Result<Vec<KeyValue>, StorageError> {
+    ) -> Result<Vec<KeyValue>, EngineError> {
         if limit == 0 || range_is_empty(start, end) {
             return Ok(Vec::new());
         }
@@ -1187,9 +1193,9 @@ impl Snapshot for LsmSnapshot {
                 }
                 continue;
             }
-            let range = (owned(lo), owned(hi));
+            let range = (owned_bound(lo), owned_bound(hi));
             let iter = self.snap.range::<Vec<u8>, _>(ks, range);
-            let mut push = |guard: fjall::Guard| -> Result<bool, StorageError> {
+            let mut push = |guard: fjall::Guard| -> Result<bool, EngineError> {
                 let (k, v) = guard.into_inner().map_err(|e| map_fjall(e, "scan"))?;
                 let key = k.get(1..).unwrap_or_default().to_vec();
                 out.push((key, v.to_vec()));
@@ -1222,7 +1228,7 @@ impl LsmSnapshot {
         reverse: bool,
         limit: usize,
         out: &mut Vec<KeyValue>,
-    ) -> Result<bool, StorageError> {
+    ) -> Result<bool, EngineError> {
         // Runs hold unprefixed keys; every stored key and bound has the prefix.
         fn strip(b: Bound<&[u8]>) -> Bound<&[u8]> {
             match b {
@@ -1232,13 +1238,15 @@ impl LsmSnapshot {
             }
         }
         let mut runs = Merged::new(&self.runs, strip(lo), strip(hi), reverse).peekable();
-        let iter = self.snap.range::<Vec<u8>, _>(ks, (owned(lo), owned(hi)));
+        let iter = self
+            .snap
+            .range::<Vec<u8>, _>(ks, (owned_bound(lo), owned_bound(hi)));
         let mut stored: Box<dyn Iterator<Item = fjall::Guard>> = if reverse {
             Box::new(iter.rev())
         } else {
             Box::new(iter)
         };
-        let mut next_stored = || -> Result<Option<KeyValue>, StorageError> {
+        let mut next_stored = || -> Result<Option<KeyValue>, EngineError> {
             match stored.next() {
                 None => Ok(None),
                 Some(g) => {
@@ -1287,14 +1295,6 @@ fn as_ref(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
     }
 }
 
-fn owned(b: Bound<&[u8]>) -> Bound<Vec<u8>> {
-    match b {
-        Bound::Included(k) => Bound::Included(k.to_vec()),
-        Bound::Excluded(k) => Bound::Excluded(k.to_vec()),
-        Bound::Unbounded => Bound::Unbounded,
-    }
-}
-
 /// The more restrictive of two bounds on the same side of a range: `keep` is
 /// how the kept key compares to the other (`Greater` for lower bounds, `Less`
 /// for upper ones); on equal keys the exclusive bound wins.
@@ -1322,8 +1322,8 @@ fn tighter<'a>(
 struct ClosedSnapshot;
 
 impl Snapshot for ClosedSnapshot {
-    fn get(&self, _key: &[u8]) -> Result<Option<Vec<u8>>, StorageError> {
-        Err(StorageError::Io("the lsm storage engine is closed".into()))
+    fn get(&self, _key: &[u8]) -> Result<Option<Vec<u8>>, EngineError> {
+        Err(EngineError::Io("the lsm storage engine is closed".into()))
     }
 
     fn scan(
@@ -1332,8 +1332,8 @@ impl Snapshot for ClosedSnapshot {
         _end: Bound<&[u8]>,
         _reverse: bool,
         _limit: usize,
-    ) -> Result<Vec<KeyValue>, StorageError> {
-        Err(StorageError::Io("the lsm storage engine is closed".into()))
+    ) -> Result<Vec<KeyValue>, EngineError> {
+        Err(EngineError::Io("the lsm storage engine is closed".into()))
     }
 }
 

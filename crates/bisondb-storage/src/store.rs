@@ -17,11 +17,11 @@ use bisondb_error::{ErrorCode, MongoError};
 use bson::{Bson, RawBsonRef, RawDocument, RawDocumentBuf, Uuid};
 
 use crate::catalog::{CollState, CollectionInfo};
-use crate::engine::{BatchOp, Durability, Engine, Snapshot, WriteBatch};
 use crate::error::StorageError;
 use crate::index::{self, Entry, IndexInfo, IndexScan, IndexState};
 use crate::keycode::encode_id;
 use crate::layout::{self, StatsRecord};
+use bisondb_engine::{BatchOp, Durability, Engine, Snapshot, WriteBatch};
 use bisondb_query::matcher::bounds::FieldBounds;
 use key_bounds::BatchHighs;
 pub(crate) use key_bounds::DocKeyBounds;
@@ -268,7 +268,7 @@ impl Collection {
     ) -> InsertOutcome {
         let mut out = self.insert_locked(docs, ordered);
         if durability == Durability::Sync && out.inserted > 0 {
-            out.durability_error = self.engine.sync().err();
+            out.durability_error = self.engine.sync().err().map(StorageError::from);
         }
         out
     }
@@ -355,7 +355,7 @@ impl Collection {
             Err(e) => {
                 // A failed batch may still surface after the engine recovers.
                 *self.state.max_doc_key.lock() = None;
-                out.batch_failed(accepted, ordered, e);
+                out.batch_failed(accepted, ordered, e.into());
             }
         }
         out
@@ -370,7 +370,7 @@ impl Collection {
         bounds: Option<&DocKeyBounds>,
     ) -> Result<Vec<u8>, StorageError> {
         let id = id_of(doc)
-            .ok_or_else(|| StorageError::InvalidArgument("document has no _id field".into()))?;
+            .ok_or_else(|| StorageError::invalid_argument("document has no _id field"))?;
         let key = layout::doc_key_for(self.state.id, id);
         // Proven new by the bounds: skip the engine lookup.
         let known_new = bounds.is_some_and(|b| b.proves_absent(&key));
@@ -489,8 +489,8 @@ impl Collection {
         let mut owners: std::collections::BTreeMap<Vec<u8>, Vec<Bson>> = Default::default();
         for doc in self.scan_ids_in(snap, Bound::Unbounded, Bound::Unbounded, false) {
             let doc = doc?;
-            let id = id_of(&doc)
-                .ok_or_else(|| StorageError::Corrupt("stored document without _id".into()))?;
+            let id =
+                id_of(&doc).ok_or_else(|| StorageError::corrupt("stored document without _id"))?;
             let encoded = encode_id(id);
             let id = Bson::try_from(id).unwrap_or(Bson::Null);
             for (e, _) in index::entries(ix, self.state.id, &doc, &encoded)?.0 {
@@ -531,8 +531,8 @@ impl Collection {
         let mut written = self.engine.snapshot();
         for doc in self.scan_ids_in(snap, Bound::Unbounded, Bound::Unbounded, false) {
             let doc = doc?;
-            let id = id_of(&doc)
-                .ok_or_else(|| StorageError::Corrupt("stored document without _id".into()))?;
+            let id =
+                id_of(&doc).ok_or_else(|| StorageError::corrupt("stored document without _id"))?;
             let encoded = encode_id(id);
             let (entries, m) = index::entries(ix, self.state.id, &doc, &encoded)?;
             multikey |= m;
@@ -1010,7 +1010,7 @@ pub(crate) fn load_stats(
 
 fn decode_doc(bytes: Vec<u8>) -> Result<RawDocumentBuf, StorageError> {
     RawDocumentBuf::from_bytes(bytes)
-        .map_err(|e| StorageError::Corrupt(format!("stored document: {e}")))
+        .map_err(|e| StorageError::corrupt(format!("stored document: {e}")))
 }
 
 fn same_id(doc: &RawDocument, encoded: &[u8]) -> bool {

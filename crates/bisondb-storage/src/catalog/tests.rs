@@ -2,7 +2,8 @@
 //! renames, stats and reopening over the same engine.
 
 use super::*;
-use crate::memory::MemoryEngine;
+use bisondb_engine::memory::MemoryEngine;
+use bisondb_engine::EngineError;
 use bson::{doc, rawdoc, RawDocument};
 
 /// Every key in the engine starting with `prefix`.
@@ -79,7 +80,7 @@ fn rejects_names_the_key_layout_cannot_hold() {
         assert!(
             matches!(
                 s.get_or_create_collection(db, name),
-                Err(StorageError::InvalidArgument(_))
+                Err(StorageError::Engine(EngineError::InvalidArgument(_)))
             ),
             "{db:?}.{name:?}"
         );
@@ -170,13 +171,16 @@ fn stats_apportion_disk_size_by_logical_bytes() {
         fn name(&self) -> &'static str {
             "sized"
         }
-        fn snapshot(&self) -> Arc<dyn crate::engine::Snapshot> {
+        fn capabilities(&self) -> bisondb_engine::Capabilities {
+            self.0.capabilities()
+        }
+        fn snapshot(&self) -> Arc<dyn bisondb_engine::Snapshot> {
             self.0.snapshot()
         }
-        fn write(&self, b: WriteBatch, d: Durability) -> Result<(), StorageError> {
+        fn write(&self, b: WriteBatch, d: Durability) -> Result<(), EngineError> {
             self.0.write(b, d)
         }
-        fn sync(&self) -> Result<(), StorageError> {
+        fn sync(&self) -> Result<(), EngineError> {
             Ok(())
         }
         fn size_on_disk(&self) -> u64 {
@@ -296,7 +300,10 @@ fn corrupt_catalog_is_reported_not_panicked() {
         batch.put(key.clone(), value);
         assert!(engine.write(batch, Durability::Buffered).is_ok());
         assert!(
-            matches!(Storage::open(engine), Err(StorageError::Corrupt(_))),
+            matches!(
+                Storage::open(engine),
+                Err(StorageError::Engine(EngineError::Corrupt(_)))
+            ),
             "{key:?}"
         );
     }

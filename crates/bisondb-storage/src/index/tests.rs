@@ -12,10 +12,10 @@ use bisondb_query::matcher::Matcher;
 use bson::{doc, Bson, Document, RawDocument, RawDocumentBuf};
 
 use crate::catalog::Storage;
-use crate::engine::{Durability, Engine};
-use crate::memory::MemoryEngine;
 use crate::store::{Collection, Modify};
 use crate::{id_of, LsmEngine, LsmOptions};
+use bisondb_engine::memory::MemoryEngine;
+use bisondb_engine::{Durability, Engine};
 
 use super::IndexSpec;
 
@@ -170,7 +170,7 @@ fn by_index(c: &Collection, m: &Matcher, name: &str, reverse: bool) -> BTreeSet<
 
 /// Every key and value stored in `[start, end)`.
 fn stored(
-    snap: &dyn crate::engine::Snapshot,
+    snap: &dyn bisondb_engine::Snapshot,
     (s, e): (Vec<u8>, Vec<u8>),
 ) -> Vec<(Vec<u8>, Vec<u8>)> {
     snap.scan(

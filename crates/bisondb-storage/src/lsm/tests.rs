@@ -4,8 +4,9 @@
 
 use super::*;
 use crate::catalog::Storage;
-use crate::conformance;
+use crate::error::StorageError;
 use crate::testing::retry_in_use;
+use bisondb_engine::conformance;
 use bson::oid::ObjectId;
 use bson::{doc, rawdoc, RawDocument, RawDocumentBuf};
 use proptest::prelude::*;
@@ -346,7 +347,7 @@ fn snapshot_outlives_engine_and_holds_the_files_until_dropped() {
     // The old instance is still open through the snapshot: a reopen must not
     // run a second instance on the same files.
     match LsmEngine::open(dir.path(), LsmOptions::default()) {
-        Err(StorageError::DbPathInUse(msg)) => assert!(msg.contains("in use"), "{msg}"),
+        Err(EngineError::DbPathInUse(msg)) => assert!(msg.contains("in use"), "{msg}"),
         other => panic!("expected DbPathInUse, got {other:?}"),
     }
     drop(snap);
@@ -359,7 +360,7 @@ fn second_open_of_a_dbpath_fails_naming_it() {
     let dir = tempdir();
     let _first = open(dir.path());
     match LsmEngine::open(dir.path(), LsmOptions::default()) {
-        Err(e @ StorageError::DbPathInUse(_)) => {
+        Err(e @ EngineError::DbPathInUse(_)) => {
             let msg = e.to_string();
             assert!(msg.contains(&dir.path().display().to_string()), "{msg}");
             assert!(msg.contains(dbpath::LOCK_FILE), "{msg}");
@@ -373,7 +374,7 @@ fn dbpath_of_another_engine_is_refused() {
     let dir = tempdir();
     assert!(dbpath::claim(dir.path(), "rocksdb").is_ok());
     match LsmEngine::open(dir.path(), LsmOptions::default()) {
-        Err(e @ StorageError::EngineMismatch(_)) => {
+        Err(e @ EngineError::EngineMismatch(_)) => {
             let msg = e.to_string();
             assert!(
                 msg.contains("created by engine 'rocksdb'; start with --storageEngine rocksdb"),
@@ -391,7 +392,7 @@ fn dbpath_of_another_engine_is_refused() {
     drop(open(lsm_dir.path()));
     let claimed = retry_in_use(|| dbpath::claim(lsm_dir.path(), "rocksdb"));
     assert!(
-        matches!(claimed, Err(StorageError::EngineMismatch(_))),
+        matches!(claimed, Err(EngineError::EngineMismatch(_))),
         "{:?}",
         claimed.err()
     );
@@ -448,20 +449,20 @@ fn batches_are_sorted_keeping_the_last_write_per_key() {
 #[test]
 fn fjall_errors_map_to_storage_errors() {
     let full = fjall::Error::Io(std::io::Error::from_raw_os_error(28));
-    assert_eq!(map_fjall(full, "write"), StorageError::Full);
+    assert_eq!(map_fjall(full, "write"), EngineError::Full);
     let nested = fjall::Error::Storage(fjall::LsmError::Io(std::io::Error::from_raw_os_error(28)));
-    assert_eq!(map_fjall(nested, "flush"), StorageError::Full);
+    assert_eq!(map_fjall(nested, "flush"), EngineError::Full);
     assert!(matches!(
         map_fjall(fjall::Error::Io(std::io::Error::from_raw_os_error(5)), "write"),
-        StorageError::Io(m) if m.contains("lsm write")
+        EngineError::Io(m) if m.contains("lsm write")
     ));
     assert!(matches!(
         map_fjall(fjall::Error::Poisoned, "write"),
-        StorageError::Io(m) if m.contains("earlier I/O failure")
+        EngineError::Io(m) if m.contains("earlier I/O failure")
     ));
     assert!(matches!(
         map_fjall(fjall::Error::InvalidTrailer, "read"),
-        StorageError::Corrupt(_)
+        EngineError::Corrupt(_)
     ));
 }
 
@@ -862,13 +863,13 @@ fn full_disk_fails_writes_keeps_reads_and_recovers_after_space_is_freed() {
     }
     assert_eq!(
         failure,
-        Some(StorageError::Full),
+        Some(EngineError::Full),
         "a full disk fails the write"
     );
     // Later writes keep failing with the same error, while reads still work.
     let mut b = WriteBatch::new();
     b.put(b"refused".to_vec(), b"x".to_vec());
-    assert_eq!(e.write(b, Durability::Buffered), Err(StorageError::Full));
+    assert_eq!(e.write(b, Durability::Buffered), Err(EngineError::Full));
     let snap = e.snapshot();
     for i in 0..100u32 {
         let key = format!("acked-{i:03}");
@@ -952,8 +953,8 @@ fn store_on_a_full_disk_refuses_inserts_serves_reads_and_keeps_counts_exact() {
             break;
         }
     }
-    assert_eq!(refused, Some(StorageError::Full));
-    let m: bisondb_error::MongoError = StorageError::Full.into();
+    assert_eq!(refused, Some(StorageError::Engine(EngineError::Full)));
+    let m: bisondb_error::MongoError = EngineError::Full.into();
     assert_eq!(m.code.name(), "OutOfDiskSpace");
     for d in &acked {
         let id = d
@@ -1068,7 +1069,7 @@ fn oversized_keys_are_refused_not_panicked() {
         let got = e.write(b, Durability::Buffered);
         assert_eq!(got.is_ok(), ok, "len {len}: {got:?}");
         if !ok {
-            assert!(matches!(got, Err(StorageError::InvalidArgument(_))));
+            assert!(matches!(got, Err(EngineError::InvalidArgument(_))));
         }
         let read = e.snapshot().get(&key).ok().flatten();
         assert_eq!(read.is_some(), ok, "len {len}");

@@ -33,10 +33,10 @@ use parking_lot::Mutex;
 use tokio::sync::watch;
 
 use super::{decode_doc, id_of, Collection, IndexWrites, InsertOutcome, ModifyResult};
-use crate::engine::{prefix_successor, Durability, KeyValue, Snapshot, WriteBatch};
 use crate::error::StorageError;
 use crate::index::IndexState;
 use crate::layout::{self, StatsRecord};
+use bisondb_engine::{prefix_successor, Durability, KeyValue, Snapshot, WriteBatch};
 
 const NATURAL: u8 = 0x05;
 const RID_OF: u8 = 0x06;
@@ -127,13 +127,13 @@ fn rid_of_natural_key(key: &[u8]) -> Result<u64, StorageError> {
     key.get(9..17)
         .and_then(|b| <[u8; 8]>::try_from(b).ok())
         .map(u64::from_be_bytes)
-        .ok_or_else(|| StorageError::Corrupt(format!("bad natural-order key {key:?}")))
+        .ok_or_else(|| StorageError::corrupt(format!("bad natural-order key {key:?}")))
 }
 
 pub(super) fn decode_rid(v: &[u8]) -> Result<u64, StorageError> {
     <[u8; 8]>::try_from(v)
         .map(u64::from_be_bytes)
-        .map_err(|_| StorageError::Corrupt(format!("bad record id of {} bytes", v.len())))
+        .map_err(|_| StorageError::corrupt(format!("bad record id of {} bytes", v.len())))
 }
 
 /// A document of this call not yet committed, oldest first: eviction may
@@ -207,16 +207,17 @@ impl<'a> Evictor<'a> {
                 if let Some((natural, encoded)) = self.next_stored()? {
                     let key = layout::doc_key(id, &encoded);
                     let Some(bytes) = self.snap.get(&key)? else {
-                        return Err(StorageError::Corrupt(format!(
+                        return Err(StorageError::corrupt(format!(
                             "natural-order key without its document in {}",
                             self.coll.ns
                         )));
                     };
                     (natural, encoded, decode_doc(bytes)?)
                 } else if let Some(f) = self.fresh.pop_front() {
-                    let doc = docs.get(f.doc).map(|d| (*d).to_owned()).ok_or_else(|| {
-                        StorageError::Internal("evicted an unknown document".into())
-                    })?;
+                    let doc = docs
+                        .get(f.doc)
+                        .map(|d| (*d).to_owned())
+                        .ok_or_else(|| StorageError::internal("evicted an unknown document"))?;
                     (natural_key(id, f.rid), f.encoded, doc)
                 } else {
                     break;
@@ -369,9 +370,8 @@ impl Collection {
         let mut became_multikey = Vec::new();
         for (i, doc) in docs.iter().enumerate() {
             let prepared = (|| {
-                let id = id_of(doc).ok_or_else(|| {
-                    StorageError::InvalidArgument("document has no _id field".into())
-                })?;
+                let id = id_of(doc)
+                    .ok_or_else(|| StorageError::invalid_argument("document has no _id field"))?;
                 let key = layout::doc_key_for(self.state.id, id);
                 let taken = !evictor.evicted.contains(&key)
                     && (queued.contains(&key) || snap.get(&key)?.is_some());
@@ -443,7 +443,7 @@ impl Collection {
             }
             Err(e) => {
                 *self.state.max_doc_key.lock() = None;
-                out.batch_failed(accepted, ordered, e);
+                out.batch_failed(accepted, ordered, e.into());
             }
         }
         out
@@ -561,7 +561,7 @@ impl NaturalIter {
         let rid = rid_of_natural_key(key)?;
         match self.snapshot.get(&layout::doc_key(self.coll, encoded))? {
             Some(bytes) => Ok((rid, decode_doc(bytes)?)),
-            None => Err(StorageError::Corrupt(format!(
+            None => Err(StorageError::corrupt(format!(
                 "natural-order key {rid} without its document"
             ))),
         }
@@ -592,8 +592,8 @@ mod tests {
     use super::*;
     use crate::catalog::Storage;
     use crate::index::IndexSpec;
-    use crate::memory::MemoryEngine;
     use crate::Modify;
+    use bisondb_engine::memory::MemoryEngine;
     use bson::{doc, rawdoc, RawBsonRef};
 
     fn capped(s: &Storage, size: i64, max: Option<i64>) -> Collection {

@@ -3,7 +3,8 @@
 
 use super::*;
 use crate::catalog::Storage;
-use crate::memory::MemoryEngine;
+use bisondb_engine::memory::MemoryEngine;
+use bisondb_engine::EngineError;
 use bson::oid::ObjectId;
 use bson::{rawdoc, Decimal128};
 use std::str::FromStr;
@@ -211,7 +212,7 @@ fn documents_without_id_are_rejected_not_panicked() {
     assert_eq!(out.inserted, 0);
     assert!(matches!(
         out.errors.as_slice(),
-        [(0, StorageError::InvalidArgument(_))]
+        [(0, StorageError::Engine(EngineError::InvalidArgument(_)))]
     ));
     assert_eq!(c.count(), 0);
 }
@@ -512,19 +513,22 @@ impl Engine for Flaky {
     fn name(&self) -> &'static str {
         "flaky"
     }
+    fn capabilities(&self) -> bisondb_engine::Capabilities {
+        self.inner.capabilities()
+    }
     fn snapshot(&self) -> Arc<dyn Snapshot> {
         self.inner.snapshot()
     }
-    fn write(&self, batch: WriteBatch, durability: Durability) -> Result<(), StorageError> {
+    fn write(&self, batch: WriteBatch, durability: Durability) -> Result<(), EngineError> {
         if self.fail.load(Ordering::SeqCst) {
-            return Err(StorageError::Io("disk on fire".into()));
+            return Err(EngineError::Io("disk on fire".into()));
         }
         self.inner.write(batch, durability)
     }
-    fn sync(&self) -> Result<(), StorageError> {
+    fn sync(&self) -> Result<(), EngineError> {
         self.syncs.fetch_add(1, Ordering::SeqCst);
         if self.fail_sync.load(Ordering::SeqCst) {
-            return Err(StorageError::Io("fsync failed".into()));
+            return Err(EngineError::Io("fsync failed".into()));
         }
         Ok(())
     }
@@ -549,7 +553,7 @@ fn failed_engine_write_inserts_nothing() {
     let failed: Vec<(usize, bool)> = unordered
         .errors
         .iter()
-        .map(|(i, e)| (*i, matches!(e, StorageError::Io(_))))
+        .map(|(i, e)| (*i, matches!(e, StorageError::Engine(EngineError::Io(_)))))
         .collect();
     assert_eq!(failed, vec![(0, true), (1, false), (2, true)]);
     let ordered = insert(&c, &docs, true);
@@ -560,7 +564,7 @@ fn failed_engine_write_inserts_nothing() {
     );
     assert!(matches!(
         ordered.errors.first(),
-        Some((0, StorageError::Io(_)))
+        Some((0, StorageError::Engine(EngineError::Io(_))))
     ));
     assert_eq!(c.count(), 0);
     engine.fail.store(false, Ordering::SeqCst);
@@ -602,7 +606,10 @@ fn sync_durability_syncs_after_the_write_and_only_when_something_changed() {
     let out = c.insert_many(&refs3, true, Durability::Sync);
     assert_eq!(out.inserted, 1);
     assert!(out.errors.is_empty());
-    assert!(matches!(out.durability_error, Some(StorageError::Io(_))));
+    assert!(matches!(
+        out.durability_error,
+        Some(StorageError::Engine(EngineError::Io(_)))
+    ));
     assert_eq!(c.count(), 2);
 }
 

@@ -4,8 +4,8 @@
 
 use super::*;
 use crate::catalog::Storage;
-use crate::engine::Engine;
 use crate::index::IndexSpec;
+use bisondb_engine::Engine;
 use bson::rawdoc;
 
 /// A fresh store on each engine (the temporary directory lives as long as it).

@@ -1,12 +1,13 @@
 //! Engine conformance checks, generic over `Arc<dyn Engine>`, so every engine
-//! (memory today, the persistent one later) is held to the same contract.
+//! (the in-memory reference, lsm, and any engine added later) is held to the
+//! same contract: an engine's tests call [`run_all`] with a factory of fresh
+//! engines, and [`check_against_model`] with generated operations.
 //!
 //! Two layers: hand-written scenarios that pin the contract's edge cases
 //! (atomic batches, snapshot isolation, bounds, reverse scans, limits), and a
 //! model check that replays any sequence of [`Op`]s against the engine and a
 //! `BTreeMap`, comparing every read. The model check is driven both by a
-//! deterministic generator (usable without proptest) and, in this crate's tests,
-//! by proptest strategies.
+//! deterministic generator and by proptest strategies ([`proptest_ops`]).
 
 use std::collections::BTreeMap;
 use std::ops::Bound;
@@ -151,8 +152,8 @@ fn pick(
     }
 }
 
-/// A tiny deterministic generator so the model check runs without proptest
-/// (e.g. from another crate's tests behind the `conformance` feature).
+/// A tiny deterministic generator, so [`run_all`] covers the model check with
+/// fixed seeds (reproducible in every engine's test run).
 struct XorShift(u64);
 
 impl XorShift {
@@ -399,15 +400,14 @@ fn chunked_rescan(engine: &Arc<dyn Engine>) {
     }
 }
 
-/// Proptest strategies for [`Op`] sequences (test builds only: proptest is a
-/// dev-dependency).
-#[cfg(test)]
+/// Proptest strategies for [`Op`] sequences.
 pub fn proptest_ops() -> impl proptest::strategy::Strategy<Value = Vec<Op>> {
     use proptest::prelude::*;
     let key = || {
         proptest::collection::vec(
-            // 0x02..0x04 straddle the index region, which the lsm engine keeps in
-            // a keyspace of its own.
+            // First bytes 0x02..=0x04 straddle the regions the store's layout
+            // writes out of order, which an engine may keep apart (lsm gives
+            // them a keyspace of their own): scans must cross such splits.
             prop_oneof![
                 Just(0x00u8),
                 Just(0x01),

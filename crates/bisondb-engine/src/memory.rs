@@ -12,8 +12,11 @@ use std::sync::Arc;
 use imbl::OrdMap;
 use parking_lot::RwLock;
 
-use crate::engine::{BatchOp, Durability, Engine, KeyValue, Snapshot, WriteBatch};
-use crate::error::StorageError;
+use crate::engine::{
+    owned_bound, range_is_empty, BatchOp, Capabilities, Durability, Engine, KeyValue, Snapshot,
+    WriteBatch,
+};
+use crate::error::EngineError;
 
 type Map = OrdMap<Vec<u8>, Vec<u8>>;
 
@@ -24,6 +27,12 @@ pub struct MemoryEngine {
 }
 
 impl MemoryEngine {
+    /// The engine's name, as `--storageEngine` and `storage.bson` spell it.
+    pub const NAME: &'static str = "inMemory";
+
+    /// What the engine offers: nothing survives a restart.
+    pub const CAPABILITIES: Capabilities = Capabilities { persistent: false };
+
     /// An empty engine.
     pub fn new() -> Self {
         MemoryEngine::default()
@@ -37,7 +46,11 @@ impl MemoryEngine {
 
 impl Engine for MemoryEngine {
     fn name(&self) -> &'static str {
-        "inMemory"
+        Self::NAME
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Self::CAPABILITIES
     }
 
     fn snapshot(&self) -> Arc<dyn Snapshot> {
@@ -46,7 +59,7 @@ impl Engine for MemoryEngine {
         })
     }
 
-    fn write(&self, batch: WriteBatch, _durability: Durability) -> Result<(), StorageError> {
+    fn write(&self, batch: WriteBatch, _durability: Durability) -> Result<(), EngineError> {
         if batch.is_empty() {
             return Ok(());
         }
@@ -64,7 +77,7 @@ impl Engine for MemoryEngine {
         Ok(())
     }
 
-    fn sync(&self) -> Result<(), StorageError> {
+    fn sync(&self) -> Result<(), EngineError> {
         Ok(())
     }
 
@@ -79,7 +92,7 @@ struct MemorySnapshot {
 }
 
 impl Snapshot for MemorySnapshot {
-    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, StorageError> {
+    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, EngineError> {
         Ok(self.map.get(key).cloned())
     }
 
@@ -89,35 +102,17 @@ impl Snapshot for MemorySnapshot {
         end: Bound<&[u8]>,
         reverse: bool,
         limit: usize,
-    ) -> Result<Vec<KeyValue>, StorageError> {
+    ) -> Result<Vec<KeyValue>, EngineError> {
         if limit == 0 || range_is_empty(start, end) {
             return Ok(Vec::new());
         }
-        // imbl ranges take owned bounds of the key type.
-        let owned = |b: Bound<&[u8]>| match b {
-            Bound::Included(k) => Bound::Included(k.to_vec()),
-            Bound::Excluded(k) => Bound::Excluded(k.to_vec()),
-            Bound::Unbounded => Bound::Unbounded,
-        };
-        let range = self.map.range((owned(start), owned(end)));
+        let range = self.map.range((owned_bound(start), owned_bound(end)));
         let pick = |(k, v): (&Vec<u8>, &Vec<u8>)| (k.clone(), v.clone());
         Ok(if reverse {
             range.rev().take(limit).map(pick).collect()
         } else {
             range.take(limit).map(pick).collect()
         })
-    }
-}
-
-/// True when no key can satisfy both bounds; ordered-map range APIs panic on an
-/// inverted range, and callers may legitimately ask for one (e.g. `$gt: 5, $lt: 3`).
-pub(crate) fn range_is_empty(start: Bound<&[u8]>, end: Bound<&[u8]>) -> bool {
-    match (start, end) {
-        (Bound::Included(s), Bound::Included(e)) => s > e,
-        (Bound::Included(s), Bound::Excluded(e))
-        | (Bound::Excluded(s), Bound::Included(e))
-        | (Bound::Excluded(s), Bound::Excluded(e)) => s >= e,
-        _ => false,
     }
 }
 
@@ -140,23 +135,9 @@ mod tests {
     fn reports_name_and_zero_size() {
         let e = MemoryEngine::new();
         assert_eq!(e.name(), "inMemory");
+        assert!(!e.capabilities().persistent);
         assert_eq!(e.size_on_disk(), 0);
         assert!(e.sync().is_ok());
-    }
-
-    #[test]
-    fn inverted_ranges_are_empty() {
-        type Case<'a> = (Bound<&'a [u8]>, Bound<&'a [u8]>, bool);
-        let cases: &[Case<'_>] = &[
-            (Bound::Included(b"b"), Bound::Excluded(b"a"), true),
-            (Bound::Included(b"a"), Bound::Excluded(b"a"), true),
-            (Bound::Included(b"a"), Bound::Included(b"a"), false),
-            (Bound::Excluded(b"a"), Bound::Included(b"a"), true),
-            (Bound::Unbounded, Bound::Excluded(b"a"), false),
-        ];
-        for (s, e, want) in cases {
-            assert_eq!(range_is_empty(*s, *e), *want, "{s:?} {e:?}");
-        }
     }
 
     proptest! {

@@ -1,7 +1,7 @@
-//! The engine-neutral storage contract: an ordered byte-key/byte-value store with
-//! atomic write batches, consistent snapshots and a durability barrier.
+//! The engine contract: an ordered byte-key/byte-value store with atomic write
+//! batches, consistent snapshots and a durability barrier.
 //!
-//! Everything above this trait (catalog, documents, indexes) is written once. The
+//! Everything above these traits (catalog, documents, indexes) is written once. The
 //! contract is deliberately small so that an LSM tree (fjall), the in-memory model,
 //! or a remote ordered transactional store can all implement it: nothing here
 //! assumes a local file, a single process, or a particular iterator lifetime.
@@ -11,7 +11,7 @@
 use std::ops::Bound;
 use std::sync::Arc;
 
-use crate::error::StorageError;
+use crate::error::EngineError;
 
 /// How durable a write must be before [`Engine::write`] returns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -97,10 +97,22 @@ impl WriteBatch {
 /// One key and its value, as returned by [`Snapshot::scan`].
 pub type KeyValue = (Vec<u8>, Vec<u8>);
 
+/// What an engine offers beyond the required contract, and how it must be
+/// called. Each engine states its capabilities once (a constant the engine
+/// table and [`Engine::capabilities`] both return).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Capabilities {
+    /// Data survives a restart (`serverStatus`' `storageEngine.persistent`).
+    pub persistent: bool,
+}
+
 /// An ordered key-value store (keys compare as unsigned bytes).
 pub trait Engine: Send + Sync + 'static {
     /// A short name for diagnostics and `serverStatus` (`"inMemory"`, `"lsm"`, ...).
     fn name(&self) -> &'static str;
+
+    /// What this engine offers (see [`Capabilities`]).
+    fn capabilities(&self) -> Capabilities;
 
     /// A consistent point-in-time view: later writes are never visible through it.
     fn snapshot(&self) -> Arc<dyn Snapshot>;
@@ -108,11 +120,11 @@ pub trait Engine: Send + Sync + 'static {
     /// Applies every operation of `batch` atomically: after a crash either all of
     /// them are present or none is. An empty batch is a no-op (but still honours
     /// `Durability::Sync` as a barrier for earlier writes).
-    fn write(&self, batch: WriteBatch, durability: Durability) -> Result<(), StorageError>;
+    fn write(&self, batch: WriteBatch, durability: Durability) -> Result<(), EngineError>;
 
     /// Durability barrier: every write that returned before this call is durable
     /// when it returns. A no-op for engines without stable storage.
-    fn sync(&self) -> Result<(), StorageError>;
+    fn sync(&self) -> Result<(), EngineError>;
 
     /// Bytes used on stable storage (0 for memory).
     fn size_on_disk(&self) -> u64;
@@ -120,7 +132,7 @@ pub trait Engine: Send + Sync + 'static {
     /// Writes buffered data into the engine's data files (not only its log) and
     /// makes everything durable, as mongod's `fsync` command does. Engines without
     /// such a distinction just sync.
-    fn checkpoint(&self) -> Result<(), StorageError> {
+    fn checkpoint(&self) -> Result<(), EngineError> {
         self.sync()
     }
 
@@ -136,7 +148,7 @@ pub trait Engine: Send + Sync + 'static {
 /// A read-only, point-in-time view of an [`Engine`].
 pub trait Snapshot: Send + Sync {
     /// The value stored under `key`, if any.
-    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, StorageError>;
+    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, EngineError>;
 
     /// Up to `limit` entries with key in the range given by `start` and `end`,
     /// ascending; or descending when `reverse` (then scanning from the top of the
@@ -147,7 +159,7 @@ pub trait Snapshot: Send + Sync {
         end: Bound<&[u8]>,
         reverse: bool,
         limit: usize,
-    ) -> Result<Vec<KeyValue>, StorageError>;
+    ) -> Result<Vec<KeyValue>, EngineError>;
 }
 
 /// The smallest key strictly greater than every key that starts with `prefix`,
@@ -164,9 +176,45 @@ pub fn prefix_successor(prefix: &[u8]) -> Option<Vec<u8>> {
     None
 }
 
+/// True when no key can satisfy both bounds; ordered-map range APIs panic on an
+/// inverted range, and callers may legitimately ask for one (e.g. `$gt: 5, $lt: 3`).
+pub fn range_is_empty(start: Bound<&[u8]>, end: Bound<&[u8]>) -> bool {
+    match (start, end) {
+        (Bound::Included(s), Bound::Included(e)) => s > e,
+        (Bound::Included(s), Bound::Excluded(e))
+        | (Bound::Excluded(s), Bound::Included(e))
+        | (Bound::Excluded(s), Bound::Excluded(e)) => s >= e,
+        _ => false,
+    }
+}
+
+/// `b` with its key copied: ordered-map ranges take owned bounds of their key type.
+pub fn owned_bound(b: Bound<&[u8]>) -> Bound<Vec<u8>> {
+    match b {
+        Bound::Included(k) => Bound::Included(k.to_vec()),
+        Bound::Excluded(k) => Bound::Excluded(k.to_vec()),
+        Bound::Unbounded => Bound::Unbounded,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn inverted_ranges_are_empty() {
+        type Case<'a> = (Bound<&'a [u8]>, Bound<&'a [u8]>, bool);
+        let cases: &[Case<'_>] = &[
+            (Bound::Included(b"b"), Bound::Excluded(b"a"), true),
+            (Bound::Included(b"a"), Bound::Excluded(b"a"), true),
+            (Bound::Included(b"a"), Bound::Included(b"a"), false),
+            (Bound::Excluded(b"a"), Bound::Included(b"a"), true),
+            (Bound::Unbounded, Bound::Excluded(b"a"), false),
+        ];
+        for (s, e, want) in cases {
+            assert_eq!(range_is_empty(*s, *e), *want, "{s:?} {e:?}");
+        }
+    }
 
     #[test]
     fn prefix_successor_table() {

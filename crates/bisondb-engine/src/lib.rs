@@ -1,0 +1,26 @@
+//! The storage engine contract of BisonDB, in the spirit of TiKV's
+//! `engine_traits`: an engine is an ordered byte-key/byte-value store that
+//! implements [`Engine`] (atomic write batches, a durability barrier) and
+//! [`Snapshot`] (consistent point-in-time reads), and fails with
+//! [`EngineError`].
+//!
+//! Everything above (catalog, documents, indexes, the key layout) lives in
+//! `bisondb-storage` and is written once against these traits; so are the
+//! engines that need a file format (`lsm` on fjall). This crate holds only
+//! what every engine shares: the traits, [`MemoryEngine`] (the reference
+//! model), and, behind the `conformance` feature, the tests every engine must
+//! pass. It depends on no file format, async runtime or query code.
+
+mod engine;
+pub mod error;
+pub mod memory;
+
+#[cfg(any(test, feature = "conformance"))]
+pub mod conformance;
+
+pub use engine::{
+    owned_bound, prefix_successor, range_is_empty, BatchOp, Capabilities, Durability, Engine,
+    KeyValue, Snapshot, WriteBatch,
+};
+pub use error::EngineError;
+pub use memory::MemoryEngine;
