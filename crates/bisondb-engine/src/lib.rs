@@ -12,6 +12,7 @@
 //! pass. It depends on no file format, async runtime or query code.
 
 mod engine;
+pub mod entry;
 pub mod error;
 pub mod memory;
 
@@ -22,5 +23,6 @@ pub use engine::{
     owned_bound, prefix_successor, range_is_empty, BatchOp, Capabilities, Durability, Engine,
     KeyValue, Snapshot, WriteBatch,
 };
+pub use entry::{EngineEntry, OpenOptions};
 pub use error::EngineError;
 pub use memory::MemoryEngine;

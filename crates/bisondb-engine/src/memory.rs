@@ -24,6 +24,9 @@ type Map = OrdMap<Vec<u8>, Vec<u8>>;
 #[derive(Default)]
 pub struct MemoryEngine {
     map: RwLock<Map>,
+    /// Whatever must live as long as the engine (the server's lock on a dbpath
+    /// it keeps other engines off); never read.
+    _guard: Option<Box<dyn std::any::Any + Send + Sync>>,
 }
 
 impl MemoryEngine {
@@ -36,6 +39,14 @@ impl MemoryEngine {
     /// An empty engine.
     pub fn new() -> Self {
         MemoryEngine::default()
+    }
+
+    /// An empty engine that keeps `guard` alive until it is dropped.
+    pub fn holding(guard: Box<dyn std::any::Any + Send + Sync>) -> Self {
+        MemoryEngine {
+            map: RwLock::default(),
+            _guard: Some(guard),
+        }
     }
 
     /// An empty engine behind the `Arc<dyn Engine>` that `Storage::open` takes.

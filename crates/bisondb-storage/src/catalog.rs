@@ -224,6 +224,11 @@ impl Storage {
         self.inner.engine.name()
     }
 
+    /// What the engine below this store offers (see [`bisondb_engine::Capabilities`]).
+    pub fn capabilities(&self) -> bisondb_engine::Capabilities {
+        self.inner.engine.capabilities()
+    }
+
     /// The engine below this store.
     pub fn engine(&self) -> &Arc<dyn Engine> {
         &self.inner.engine

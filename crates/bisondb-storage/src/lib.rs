@@ -12,6 +12,7 @@
 mod bignum;
 mod catalog;
 pub mod dbpath;
+mod engines;
 pub mod error;
 mod index;
 pub mod keycode;
@@ -22,10 +23,11 @@ mod store;
 mod testing;
 
 pub use bisondb_engine::{
-    BatchOp, Capabilities, Durability, Engine, EngineError, KeyValue, MemoryEngine, Snapshot,
-    WriteBatch,
+    BatchOp, Capabilities, Durability, Engine, EngineEntry, EngineError, KeyValue, MemoryEngine,
+    OpenOptions, Snapshot, WriteBatch,
 };
 pub use catalog::{CollectionInfo, DbStats, DiskShare, Storage};
+pub use engines::{engine_names, find_engine, ENGINES};
 pub use error::{DuplicateKeyInfo, StorageError};
 pub use index::{hash_bounds, GeoKind, IndexInfo, IndexScan, IndexSpec};
 
