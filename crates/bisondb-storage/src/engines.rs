@@ -12,7 +12,8 @@ use std::sync::Arc;
 use bisondb_engine::{Engine, EngineEntry, EngineError, MemoryEngine, OpenOptions};
 
 use crate::dbpath;
-use crate::lsm::{self, LsmEngine, LsmOptions};
+use crate::layout;
+use crate::lsm::{self, KeyRegions, LsmEngine, LsmOptions};
 
 /// Every engine, in the order `buildInfo` lists them and error messages name
 /// them. The default (`ServerConfig`'s) is `lsm`.
@@ -64,9 +65,30 @@ fn open_memory(options: &OpenOptions) -> Result<Arc<dyn Engine>, EngineError> {
 
 /// Opens (creating the directory) the persistent engine in the dbpath.
 fn open_lsm(options: &OpenOptions) -> Result<Arc<dyn Engine>, EngineError> {
-    let lsm_options =
-        LsmOptions::with_journal_commit_interval_ms(options.journal_commit_interval_ms)?;
+    let lsm_options = LsmOptions {
+        regions: store_regions(),
+        ..LsmOptions::with_journal_commit_interval_ms(options.journal_commit_interval_ms)?
+    };
     LsmEngine::open_shared(&options.dbpath, lsm_options)
+}
+
+/// What the lsm engine needs to know of the store's key layout: the regions
+/// written out of order (stats records and index entries), and the index
+/// entries, which go through its index write buffer.
+fn store_regions() -> KeyRegions {
+    KeyRegions {
+        apart: layout::APART_REGIONS,
+        buffered: Some(layout::INDEX_REGION),
+    }
+}
+
+/// The default lsm options with the store's key regions: what a [`crate::Storage`]
+/// over an lsm engine opened by hand (tests, benchmarks) needs.
+pub fn store_lsm_options() -> LsmOptions {
+    LsmOptions {
+        regions: store_regions(),
+        ..LsmOptions::default()
+    }
 }
 
 #[cfg(test)]

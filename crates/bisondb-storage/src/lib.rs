@@ -27,14 +27,14 @@ pub use bisondb_engine::{
     OpenOptions, Snapshot, WriteBatch,
 };
 pub use catalog::{CollectionInfo, DbStats, DiskShare, Storage};
-pub use engines::{engine_names, find_engine, ENGINES};
+pub use engines::{engine_names, find_engine, store_lsm_options, ENGINES};
 pub use error::{DuplicateKeyInfo, StorageError};
 pub use index::{hash_bounds, GeoKind, IndexInfo, IndexScan, IndexSpec};
 
 /// `$indexStats`' view of one index: its name, `accesses.ops` and `accesses.since`.
 pub type IndexUsageInfo = (String, u64, bson::DateTime);
 pub use keycode::{encode_id, encode_value, hashed_key};
-pub use lsm::{LsmEngine, LsmOptions};
+pub use lsm::{KeyRegions, LsmEngine, LsmOptions};
 pub use store::{
     id_of, Collection, DocIter, IndexReport, InsertOutcome, Modify, ModifyResult, NaturalIter,
     ValidateOptions, ValidateReport,

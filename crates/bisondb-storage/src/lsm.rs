@@ -5,8 +5,10 @@
 //! and a `lsm/` directory that belongs to fjall (its journal and table files).
 //!
 //! Two fjall keyspaces share one journal: `index` holds the regions of the key
-//! space that are written out of order ([`layout::APART_REGIONS`]: collection
-//! stats and secondary-index entries) and `main` everything else. Documents
+//! space that are written out of order (collection stats and secondary-index
+//! entries, in the store's layout) and `main` everything else. The engine
+//! knows nothing of the layout: the store names those regions, by their
+//! first byte, when it opens the engine ([`KeyRegions`]). Documents
 //! arrive in `_id` order (ObjectIds grow), so their tables append and need no
 //! rewriting, while index keys land all over their range and every write rewrites
 //! its collection's stats record; kept together, every flushed table would
@@ -53,7 +55,6 @@ use bisondb_engine::{
 };
 
 use crate::dbpath::{self, DbPathLock};
-use crate::layout;
 
 mod buffer;
 use buffer::{Merged, Run};
@@ -73,7 +74,7 @@ const DATA_DIR: &str = "lsm";
 /// The fjall keyspace holding the rest of the key space (documents, catalog, ...).
 const KEYSPACE: &str = "main";
 
-/// The fjall keyspace holding the regions kept apart ([`layout::APART_REGIONS`]).
+/// The fjall keyspace holding the regions kept apart ([`KeyRegions::apart`]).
 const INDEX_KEYSPACE: &str = "index";
 
 /// The fjall keyspace journaling the index write buffer's runs (see [`buffer`]).
@@ -139,6 +140,43 @@ const RESTART_INTERVAL: u8 = 32;
 /// reopening after a failure; a reopen itself writes a little.
 const PROBE_BYTES: usize = 1 << 20;
 
+/// What the engine is told about the key space it stores: regions named by
+/// the first byte of their keys. They decide only where keys are kept, never
+/// what a read returns; but a dbpath must always be opened with the regions
+/// it was written with (the store passes its layout's, always the same).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyRegions {
+    /// Keys written out of order (each collection's stats record, index
+    /// entries), kept in a keyspace of their own so that document tables
+    /// written in key order overlap no other.
+    pub apart: std::ops::Range<u8>,
+    /// Keys written only through the index write buffer (see [`buffer`]); a
+    /// region inside `apart`. Nothing else may write it directly.
+    pub buffered: Option<u8>,
+}
+
+impl KeyRegions {
+    /// No region kept apart and no write buffer: one keyspace for everything.
+    pub const NONE: KeyRegions = KeyRegions {
+        apart: 0..0,
+        buffered: None,
+    };
+
+    fn check(&self) -> Result<(), EngineError> {
+        match self.buffered {
+            Some(b) if !self.apart.contains(&b) => Err(EngineError::InvalidArgument(format!(
+                "the buffered key region {b:#04x} lies outside the regions kept apart {:?}",
+                self.apart
+            ))),
+            _ => Ok(()),
+        }
+    }
+
+    fn is_apart(&self, key: &[u8]) -> bool {
+        key.first().is_some_and(|r| self.apart.contains(r))
+    }
+}
+
 /// Settings of an [`LsmEngine`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LsmOptions {
@@ -147,6 +185,9 @@ pub struct LsmOptions {
     /// Bytes of buffered index entries that start an ingestion into index
     /// tables; at twice this, writers ingest themselves rather than wait.
     pub index_buffer_bytes: usize,
+    /// The key regions the store lays out ([`KeyRegions::NONE`] by default;
+    /// the store passes its own, see `bisondb_storage::store_lsm_options`).
+    pub regions: KeyRegions,
 }
 
 impl Default for LsmOptions {
@@ -154,6 +195,7 @@ impl Default for LsmOptions {
         LsmOptions {
             journal_commit_interval: DEFAULT_JOURNAL_COMMIT_INTERVAL,
             index_buffer_bytes: DEFAULT_INDEX_BUFFER_BYTES,
+            regions: KeyRegions::NONE,
         }
     }
 }
@@ -184,6 +226,8 @@ struct Open {
     wb: Keyspace,
     /// The index write buffer's runs.
     buffer: IndexBuffer,
+    /// Which keys live in `ix` and which go through the buffer.
+    regions: KeyRegions,
 }
 
 /// What the index write buffer holds, under one mutex that commits with index
@@ -221,10 +265,7 @@ type Segment<'a> = (Bound<Vec<u8>>, Bound<Vec<u8>>, &'a Keyspace);
 impl Open {
     /// The keyspace that stores `key` (an unprefixed engine key).
     fn keyspace_for(&self, key: &[u8]) -> &Keyspace {
-        if key
-            .first()
-            .is_some_and(|r| layout::APART_REGIONS.contains(r))
-        {
+        if self.regions.is_apart(key) {
             &self.ix
         } else {
             &self.ks
@@ -390,7 +431,7 @@ impl Open {
     /// The parts of the stored key space in key order, each with its keyspace:
     /// below the regions kept apart, those regions, above them.
     fn segments(&self) -> [Segment<'_>; 3] {
-        let (lo, hi) = apart_bounds();
+        let (lo, hi) = apart_bounds(&self.regions);
         [
             (Bound::Unbounded, Bound::Excluded(lo.clone()), &self.ks),
             (Bound::Included(lo), Bound::Excluded(hi.clone()), &self.ix),
@@ -434,6 +475,8 @@ struct Shared {
     lock: Arc<DbPathLock>,
     /// [`LsmOptions::index_buffer_bytes`].
     index_buffer_bytes: usize,
+    /// [`LsmOptions::regions`], for reopening.
+    regions: KeyRegions,
     /// Wakes the index buffer's maintainer: (work is due, stop).
     maintainer_signal: parking_lot::Mutex<(bool, bool)>,
     maintainer_wake: parking_lot::Condvar,
@@ -462,9 +505,10 @@ impl LsmEngine {
     /// checks the recorded engine, recovers the journal, and starts the background
     /// journal flusher.
     pub fn open(dbpath: &Path, options: LsmOptions) -> Result<LsmEngine, EngineError> {
+        options.regions.check()?;
         let lock = Arc::new(dbpath::claim(dbpath, ENGINE_NAME)?);
         let data_dir = dbpath.join(DATA_DIR);
-        let open = open_fjall(&data_dir, dbpath)?;
+        let open = open_fjall(&data_dir, dbpath, &options.regions)?;
         let shared = Arc::new(Shared {
             dbpath: dbpath.to_path_buf(),
             data_dir,
@@ -480,6 +524,7 @@ impl LsmEngine {
             stop_signal: Condvar::new(),
             lock,
             index_buffer_bytes: options.index_buffer_bytes.max(1),
+            regions: options.regions.clone(),
             maintainer_signal: parking_lot::Mutex::new((false, false)),
             maintainer_wake: parking_lot::Condvar::new(),
         });
@@ -592,7 +637,7 @@ impl Drop for LsmEngine {
     }
 }
 
-fn open_fjall(data_dir: &Path, dbpath: &Path) -> Result<Open, EngineError> {
+fn open_fjall(data_dir: &Path, dbpath: &Path, regions: &KeyRegions) -> Result<Open, EngineError> {
     // One background worker for flushes and compactions: with two, fjall's
     // worker 0 hands every compaction to the others and re-queues the message
     // to itself while they work, a busy loop that took 12% of the CPU of an
@@ -641,8 +686,10 @@ fn open_fjall(data_dir: &Path, dbpath: &Path) -> Result<Open, EngineError> {
         ix,
         wb,
         buffer: IndexBuffer::default(),
+        regions: regions.clone(),
     };
     move_apart_regions(&open)?;
+    check_apart_keyspace(&open)?;
     let replayed = open.recover_buffer()?;
     if replayed > 0 {
         open.flush_buffer()?;
@@ -654,12 +701,36 @@ fn open_fjall(data_dir: &Path, dbpath: &Path) -> Result<Open, EngineError> {
     Ok(open)
 }
 
-/// `[lo, hi)` of the stored (prefixed) keys of [`layout::APART_REGIONS`].
-fn apart_bounds() -> (Vec<u8>, Vec<u8>) {
+/// `[lo, hi)` of the stored (prefixed) keys of [`KeyRegions::apart`].
+fn apart_bounds(regions: &KeyRegions) -> (Vec<u8>, Vec<u8>) {
     (
-        vec![KEY_PREFIX, layout::APART_REGIONS.start],
-        vec![KEY_PREFIX, layout::APART_REGIONS.end],
+        vec![KEY_PREFIX, regions.apart.start],
+        vec![KEY_PREFIX, regions.apart.end],
     )
+}
+
+/// Refuses to open a dbpath whose index keyspace holds keys outside the
+/// regions these options keep apart: they were written with other regions,
+/// and reads would look for those keys in `main`.
+fn check_apart_keyspace(open: &Open) -> Result<(), EngineError> {
+    let (lo, hi) = apart_bounds(&open.regions);
+    let outside = |guard: Option<fjall::Guard>| -> Result<bool, EngineError> {
+        match guard {
+            None => Ok(false),
+            Some(g) => {
+                let k = g.key().map_err(|e| map_fjall(e, "open"))?;
+                Ok(k[..] < lo[..] || k[..] >= hi[..])
+            }
+        }
+    };
+    if outside(open.ix.first_key_value())? || outside(open.ix.last_key_value())? {
+        return Err(EngineError::InvalidArgument(format!(
+            "the lsm data files keep key regions apart that differ from {:?}; \
+             open them with the regions they were written with",
+            open.regions.apart
+        )));
+    }
+    Ok(())
 }
 
 /// Moves the keys of the regions kept apart that a dbpath written before the
@@ -668,7 +739,10 @@ fn apart_bounds() -> (Vec<u8>, Vec<u8>) {
 /// a crash midway leaves every entry in exactly one place and the next open
 /// finishes the move.
 fn move_apart_regions(open: &Open) -> Result<(), EngineError> {
-    let (lo, hi) = apart_bounds();
+    let (lo, hi) = apart_bounds(&open.regions);
+    if lo >= hi {
+        return Ok(());
+    }
     let mut moved = 0usize;
     loop {
         let mut b = open.db.batch();
@@ -754,11 +828,16 @@ impl Shared {
     fn commit(&self, batch: WriteBatch) -> Result<(), EngineError> {
         let open = self.current()?;
         let mut ops = sorted_last_op_per_key(batch.into_ops());
-        // Sorted, so the index region's operations are one stretch.
-        let region = Some(&layout::INDEX_REGION);
-        let lo = ops.partition_point(|op| op.key().first() < region);
-        let hi = ops.partition_point(|op| op.key().first() <= region);
-        let indexed: Vec<BatchOp> = ops.drain(lo..hi).collect();
+        // Sorted, so the buffered region's operations are one stretch.
+        let indexed: Vec<BatchOp> = match open.regions.buffered {
+            Some(region) => {
+                let region = Some(&region);
+                let lo = ops.partition_point(|op| op.key().first() < region);
+                let hi = ops.partition_point(|op| op.key().first() <= region);
+                ops.drain(lo..hi).collect()
+            }
+            None => Vec::new(),
+        };
         let mut b = open.db.batch();
         for op in ops {
             match op {
@@ -948,7 +1027,7 @@ impl Shared {
             return;
         }
         drop(old);
-        match open_fjall(&self.data_dir, &self.dbpath) {
+        match open_fjall(&self.data_dir, &self.dbpath, &self.regions) {
             Ok(open) => {
                 // Writes committed before the failure may sit in journals that
                 // were never fsynced; flushing them into (synced) tables makes
@@ -1153,8 +1232,8 @@ impl Snapshot for LsmSnapshot {
         if key.len() > MAX_KEY_LEN {
             return Ok(None);
         }
-        // Runs hold only index keys; the newest run that mentions the key decides.
-        if key.first() == Some(&layout::INDEX_REGION) {
+        // Runs hold only the buffered region; the newest run that mentions the key decides.
+        if key.first().is_some() && key.first() == self.open.regions.buffered.as_ref() {
             if let Some(op) = self.runs.iter().rev().find_map(|r| r.get(key)) {
                 return Ok(op.map(<[u8]>::to_vec));
             }

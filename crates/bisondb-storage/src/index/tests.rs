@@ -323,7 +323,7 @@ fn index_results_equal_collection_scan_memory() {
 fn index_results_equal_collection_scan_lsm() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let engine =
-        LsmEngine::open(dir.path(), LsmOptions::default()).unwrap_or_else(|e| panic!("{e}"));
+        LsmEngine::open(dir.path(), crate::store_lsm_options()).unwrap_or_else(|e| panic!("{e}"));
     model_run(Arc::new(engine), 7);
 }
 
@@ -334,7 +334,7 @@ fn index_results_equal_collection_scan_lsm_through_a_small_index_buffer() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let options = LsmOptions {
         index_buffer_bytes: 4 << 10,
-        ..LsmOptions::default()
+        ..crate::store_lsm_options()
     };
     let engine = LsmEngine::open(dir.path(), options).unwrap_or_else(|e| panic!("{e}"));
     model_run(Arc::new(engine), 11);
@@ -557,8 +557,8 @@ fn conflicting_definitions_and_drop() {
 fn reopen_keeps_indexes_and_multikey() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     {
-        let engine =
-            LsmEngine::open(dir.path(), LsmOptions::default()).unwrap_or_else(|e| panic!("{e}"));
+        let engine = LsmEngine::open(dir.path(), crate::store_lsm_options())
+            .unwrap_or_else(|e| panic!("{e}"));
         let storage = Storage::open(Arc::new(engine)).unwrap_or_else(|e| panic!("{e}"));
         let spec = IndexSpec {
             sparse: true,
@@ -579,7 +579,7 @@ fn reopen_keeps_indexes_and_multikey() {
         );
         storage.sync().unwrap_or_else(|e| panic!("{e}"));
     }
-    let engine = crate::testing::open_lsm(dir.path(), LsmOptions::default());
+    let engine = crate::testing::open_lsm(dir.path(), crate::store_lsm_options());
     let storage = Storage::open(Arc::new(engine)).unwrap_or_else(|e| panic!("{e}"));
     let c = storage
         .collection("db", "r")
@@ -701,7 +701,8 @@ fn text_spec(key: Document, weights: Document) -> IndexSpec {
 #[test]
 fn text_entries_follow_terms_through_writes() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    let lsm = LsmEngine::open(dir.path(), LsmOptions::default()).unwrap_or_else(|e| panic!("{e}"));
+    let lsm =
+        LsmEngine::open(dir.path(), crate::store_lsm_options()).unwrap_or_else(|e| panic!("{e}"));
     for engine in [
         Arc::new(MemoryEngine::new()) as Arc<dyn Engine>,
         Arc::new(lsm) as Arc<dyn Engine>,

@@ -12,13 +12,29 @@ use bson::{doc, rawdoc, RawDocument, RawDocumentBuf};
 use proptest::prelude::*;
 use std::sync::atomic::AtomicUsize;
 
+/// The store's key regions, as it hands them to the engine (stats records
+/// from 0x02, index entries 0x03, buffered); restated here so that these
+/// tests exercise the engine as the store opens it without reading its layout.
+const INDEX_REGION: u8 = 0x03;
+const REGIONS: KeyRegions = KeyRegions {
+    apart: 0x02..0x04,
+    buffered: Some(INDEX_REGION),
+};
+
+/// Default options with the store's key regions.
+fn options() -> LsmOptions {
+    LsmOptions {
+        regions: REGIONS,
+        ..LsmOptions::default()
+    }
+}
+
 fn tempdir() -> tempfile::TempDir {
     tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"))
 }
 
 fn open(dir: &Path) -> LsmEngine {
-    retry_in_use(|| LsmEngine::open(dir, LsmOptions::default()))
-        .unwrap_or_else(|e| panic!("open: {e}"))
+    retry_in_use(|| LsmEngine::open(dir, options())).unwrap_or_else(|e| panic!("open: {e}"))
 }
 
 fn open_storage(dir: &Path) -> Storage {
@@ -36,7 +52,7 @@ struct Factory {
 
 impl Factory {
     fn new() -> Factory {
-        Factory::with(LsmOptions::default())
+        Factory::with(options())
     }
 
     fn with(options: LsmOptions) -> Factory {
@@ -62,7 +78,7 @@ impl Factory {
 fn tiny_buffer() -> LsmOptions {
     LsmOptions {
         index_buffer_bytes: 300,
-        ..LsmOptions::default()
+        ..options()
     }
 }
 
@@ -106,7 +122,7 @@ fn snapshots_see_documents_and_index_entries_together_during_ingestion() {
     // Index keys in scrambled order, as real ones arrive.
     let ix = |i: u32| {
         [
-            &[layout::INDEX_REGION][..],
+            &[INDEX_REGION][..],
             &i.wrapping_mul(2_654_435_761).to_be_bytes(),
         ]
         .concat()
@@ -140,8 +156,8 @@ fn snapshots_see_documents_and_index_entries_together_during_ingestion() {
             .unwrap_or_else(|err| panic!("scan docs: {err}"));
         let ixs = s
             .scan(
-                Bound::Included(&[layout::INDEX_REGION]),
-                Bound::Excluded(&[layout::INDEX_REGION + 1]),
+                Bound::Included(&[INDEX_REGION]),
+                Bound::Excluded(&[INDEX_REGION + 1]),
                 false,
                 usize::MAX,
             )
@@ -158,11 +174,11 @@ fn snapshots_see_documents_and_index_entries_together_during_ingestion() {
         }
         // Backwards, in chunks, the same entries.
         let mut back = Vec::new();
-        let mut end = Bound::Excluded(vec![layout::INDEX_REGION + 1]);
+        let mut end = Bound::Excluded(vec![INDEX_REGION + 1]);
         loop {
             let chunk = s
                 .scan(
-                    Bound::Included(&[layout::INDEX_REGION]),
+                    Bound::Included(&[INDEX_REGION]),
                     end.as_ref().map(|k| k.as_slice()),
                     true,
                     7,
@@ -253,8 +269,8 @@ fn data_survives_close_and_reopen() {
 #[test]
 fn index_region_lives_in_its_own_keyspace_and_old_layouts_are_moved() {
     let dir = tempdir();
-    let index_key = |n: u8| vec![layout::INDEX_REGION, 0, n];
-    let stats_key = |n: u8| vec![layout::APART_REGIONS.start, 0, n];
+    let index_key = |n: u8| vec![INDEX_REGION, 0, n];
+    let stats_key = |n: u8| vec![REGIONS.apart.start, 0, n];
     {
         let e = open(dir.path());
         put(&e, b"\x01doc", b"d", Durability::Buffered);
@@ -316,7 +332,7 @@ fn index_region_lives_in_its_own_keyspace_and_old_layouts_are_moved() {
         .shared
         .current()
         .unwrap_or_else(|e| panic!("current: {e}"));
-    let (lo, hi) = apart_bounds();
+    let (lo, hi) = apart_bounds(&REGIONS);
     assert_eq!(
         open.ks.range::<Vec<u8>, _>(lo.clone()..hi.clone()).count(),
         0,
@@ -346,7 +362,7 @@ fn snapshot_outlives_engine_and_holds_the_files_until_dropped() {
     assert_eq!(snap.get(b"k").ok().flatten(), Some(b"old".to_vec()));
     // The old instance is still open through the snapshot: a reopen must not
     // run a second instance on the same files.
-    match LsmEngine::open(dir.path(), LsmOptions::default()) {
+    match LsmEngine::open(dir.path(), options()) {
         Err(EngineError::DbPathInUse(msg)) => assert!(msg.contains("in use"), "{msg}"),
         other => panic!("expected DbPathInUse, got {other:?}"),
     }
@@ -359,7 +375,7 @@ fn snapshot_outlives_engine_and_holds_the_files_until_dropped() {
 fn second_open_of_a_dbpath_fails_naming_it() {
     let dir = tempdir();
     let _first = open(dir.path());
-    match LsmEngine::open(dir.path(), LsmOptions::default()) {
+    match LsmEngine::open(dir.path(), options()) {
         Err(e @ EngineError::DbPathInUse(_)) => {
             let msg = e.to_string();
             assert!(msg.contains(&dir.path().display().to_string()), "{msg}");
@@ -373,7 +389,7 @@ fn second_open_of_a_dbpath_fails_naming_it() {
 fn dbpath_of_another_engine_is_refused() {
     let dir = tempdir();
     assert!(dbpath::claim(dir.path(), "rocksdb").is_ok());
-    match LsmEngine::open(dir.path(), LsmOptions::default()) {
+    match LsmEngine::open(dir.path(), options()) {
         Err(e @ EngineError::EngineMismatch(_)) => {
             let msg = e.to_string();
             assert!(
@@ -604,7 +620,7 @@ fn crash_child() {
     // A small index write buffer, so kills also land mid-ingestion.
     let options = LsmOptions {
         index_buffer_bytes: 16 << 10,
-        ..LsmOptions::default()
+        ..options()
     };
     let engine = LsmEngine::open(Path::new(dir), options).unwrap_or_else(|e| panic!("open: {e}"));
     let s = Storage::open(Arc::new(engine)).unwrap_or_else(|e| panic!("storage open: {e}"));
@@ -1058,7 +1074,7 @@ fn oversized_keys_are_refused_not_panicked() {
         (1 << 20, false),
     ];
     // Documents and index entries (which take the index write buffer's path).
-    for (first, (len, ok)) in [0x42u8, layout::INDEX_REGION]
+    for (first, (len, ok)) in [0x42u8, INDEX_REGION]
         .into_iter()
         .flat_map(|f| cases.map(|c| (f, c)))
     {
@@ -1086,4 +1102,40 @@ fn oversized_keys_are_refused_not_panicked() {
     drop(o);
     // A refused key does not poison the engine.
     put(&e, b"after", b"1", Durability::Sync);
+}
+
+/// The regions decide where keys are kept, so a dbpath opened with other
+/// regions than it was written with is refused rather than read wrong; and
+/// a buffered region must lie inside the regions kept apart.
+#[test]
+fn regions_other_than_the_stored_ones_are_refused() {
+    let dir = tempdir();
+    {
+        let e = open(dir.path());
+        put(&e, &[INDEX_REGION, 1], b"ix", Durability::Sync);
+        put(&e, &[0x02, 1], b"stats", Durability::Sync);
+        assert!(e.close().is_ok());
+    }
+    let refused = retry_in_use(|| LsmEngine::open(dir.path(), LsmOptions::default()));
+    assert!(
+        matches!(refused, Err(EngineError::InvalidArgument(ref m)) if m.contains("key regions")),
+        "{:?}",
+        refused.err()
+    );
+    let bad = LsmOptions {
+        regions: KeyRegions {
+            apart: 0x02..0x03,
+            buffered: Some(INDEX_REGION),
+        },
+        ..LsmOptions::default()
+    };
+    assert!(matches!(
+        LsmEngine::open(tempdir().path(), bad),
+        Err(EngineError::InvalidArgument(_))
+    ));
+    let e = open(dir.path());
+    assert_eq!(
+        e.snapshot().get(&[INDEX_REGION, 1]).ok(),
+        Some(Some(b"ix".to_vec()))
+    );
 }

@@ -804,7 +804,7 @@ mod tests {
     fn lsm_keeps_order_limits_and_sequence_across_restart() {
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
         let open = || {
-            let engine = crate::testing::open_lsm(dir.path(), crate::LsmOptions::default());
+            let engine = crate::testing::open_lsm(dir.path(), crate::store_lsm_options());
             Storage::open(Arc::new(engine)).unwrap_or_else(|e| panic!("{e}"))
         };
         {

@@ -12,7 +12,7 @@ use bson::rawdoc;
 fn stores() -> Vec<(&'static str, Storage, Option<tempfile::TempDir>)> {
     let memory = Storage::open(crate::MemoryEngine::shared()).unwrap_or_else(|e| panic!("{e}"));
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    let engine = crate::LsmEngine::open_shared(dir.path(), crate::LsmOptions::default())
+    let engine = crate::LsmEngine::open_shared(dir.path(), crate::store_lsm_options())
         .unwrap_or_else(|e| panic!("open: {e}"));
     let lsm = Storage::open(engine).unwrap_or_else(|e| panic!("{e}"));
     vec![("inMemory", memory, None), ("lsm", lsm, Some(dir))]
