@@ -113,7 +113,7 @@ pub fn check_against_model(engine: &Arc<dyn Engine>, ops: &[Op]) {
                     "step {step}: write failed"
                 );
             }
-            Op::Snapshot => snaps.push((engine.snapshot(), model.clone())),
+            Op::Snapshot => snaps.push((snapshot_of(engine), model.clone())),
             Op::Get { snap, key } => {
                 let (s, m) = pick(engine, &snaps, &model, *snap);
                 let got = s.get(key).ok().flatten();
@@ -148,7 +148,7 @@ fn pick(
     let slot = index % (snaps.len() + 1);
     match snaps.get(slot) {
         Some((s, m)) => (s.clone(), m.clone()),
-        None => (engine.snapshot(), model.clone()),
+        None => (snapshot_of(engine), model.clone()),
     }
 }
 
@@ -243,6 +243,14 @@ pub fn run_all(factory: EngineFactory<'_>) {
     }
 }
 
+/// A snapshot of `engine`; the engines under test are healthy, so a failure
+/// fails the test.
+fn snapshot_of(engine: &Arc<dyn Engine>) -> Arc<dyn Snapshot> {
+    engine
+        .snapshot()
+        .unwrap_or_else(|e| panic!("snapshot of a healthy engine failed: {e}"))
+}
+
 fn all(s: &Arc<dyn Snapshot>) -> Vec<(Vec<u8>, Vec<u8>)> {
     s.scan(Bound::Unbounded, Bound::Unbounded, false, usize::MAX)
         .unwrap_or_default()
@@ -253,7 +261,7 @@ fn kv(k: &[u8], v: &[u8]) -> (Vec<u8>, Vec<u8>) {
 }
 
 fn empty_engine(engine: &Arc<dyn Engine>) {
-    let s = engine.snapshot();
+    let s = snapshot_of(engine);
     assert_eq!(s.get(b"").ok(), Some(None));
     assert!(all(&s).is_empty());
     assert!(
@@ -269,7 +277,7 @@ fn put_get_delete(engine: &Arc<dyn Engine>) {
     b.put(vec![], b"empty key".to_vec());
     b.put(vec![0xFF, 0xFF], vec![]);
     assert!(engine.write(b, Durability::Buffered).is_ok());
-    let s = engine.snapshot();
+    let s = snapshot_of(engine);
     assert_eq!(s.get(b"a").ok().flatten(), Some(b"1".to_vec()));
     assert_eq!(s.get(b"").ok().flatten(), Some(b"empty key".to_vec()));
     assert_eq!(
@@ -283,7 +291,7 @@ fn put_get_delete(engine: &Arc<dyn Engine>) {
     b.delete(b"a".to_vec());
     b.delete(b"never-existed".to_vec());
     assert!(engine.write(b, Durability::Sync).is_ok());
-    let s = engine.snapshot();
+    let s = snapshot_of(engine);
     assert_eq!(s.get(b"a").ok(), Some(None));
     assert_eq!(all(&s), vec![kv(b"", b"empty key"), kv(&[0xFF, 0xFF], b"")]);
 }
@@ -296,14 +304,14 @@ fn batch_last_write_wins(engine: &Arc<dyn Engine>) {
     b.put(b"j".to_vec(), b"1".to_vec());
     b.delete(b"j".to_vec());
     assert!(engine.write(b, Durability::Buffered).is_ok());
-    assert_eq!(all(&engine.snapshot()), vec![kv(b"k", b"2")]);
+    assert_eq!(all(&snapshot_of(engine)), vec![kv(b"k", b"2")]);
 }
 
 fn snapshot_isolation(engine: &Arc<dyn Engine>) {
     let mut b = WriteBatch::new();
     b.put(b"x".to_vec(), b"old".to_vec());
     assert!(engine.write(b, Durability::Buffered).is_ok());
-    let before = engine.snapshot();
+    let before = snapshot_of(engine);
     let mut b = WriteBatch::new();
     b.put(b"x".to_vec(), b"new".to_vec());
     b.put(b"y".to_vec(), b"added".to_vec());
@@ -314,11 +322,11 @@ fn snapshot_isolation(engine: &Arc<dyn Engine>) {
         "snapshot must not see later writes"
     );
     assert_eq!(
-        all(&engine.snapshot()),
+        all(&snapshot_of(engine)),
         vec![kv(b"x", b"new"), kv(b"y", b"added")]
     );
     // A snapshot outlives further writes and its engine handle.
-    drop(engine.snapshot());
+    drop(snapshot_of(engine));
     assert_eq!(before.get(b"y").ok(), Some(None));
 }
 
@@ -328,7 +336,7 @@ fn scan_bounds_and_limits(engine: &Arc<dyn Engine>) {
         b.put(k.to_vec(), k.to_vec());
     }
     assert!(engine.write(b, Durability::Buffered).is_ok());
-    let s = engine.snapshot();
+    let s = snapshot_of(engine);
     let keys =
         |start: Bound<&[u8]>, end: Bound<&[u8]>, reverse: bool, limit: usize| -> Vec<Vec<u8>> {
             s.scan(start, end, reverse, limit)
@@ -375,7 +383,7 @@ fn chunked_rescan(engine: &Arc<dyn Engine>) {
         b.put(k.clone(), vec![1]);
     }
     assert!(engine.write(b, Durability::Buffered).is_ok());
-    let s = engine.snapshot();
+    let s = snapshot_of(engine);
     for reverse in [false, true] {
         let mut seen = Vec::new();
         let mut last: Option<Vec<u8>> = None;

@@ -114,8 +114,13 @@ pub trait Engine: Send + Sync + 'static {
     /// What this engine offers (see [`Capabilities`]).
     fn capabilities(&self) -> Capabilities;
 
-    /// A consistent point-in-time view: later writes are never visible through it.
-    fn snapshot(&self) -> Arc<dyn Snapshot>;
+    /// A consistent point-in-time view: later writes are never visible through
+    /// it, and it stays readable however long it is held (cursors keep one).
+    ///
+    /// May fail: an engine over a network store can lose its connection, a
+    /// closed engine has nothing to read. Callers propagate the error; they
+    /// never substitute an empty view.
+    fn snapshot(&self) -> Result<Arc<dyn Snapshot>, EngineError>;
 
     /// Applies every operation of `batch` atomically: after a crash either all of
     /// them are present or none is. An empty batch is a no-op (but still honours

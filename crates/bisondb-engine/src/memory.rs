@@ -64,10 +64,10 @@ impl Engine for MemoryEngine {
         Self::CAPABILITIES
     }
 
-    fn snapshot(&self) -> Arc<dyn Snapshot> {
-        Arc::new(MemorySnapshot {
+    fn snapshot(&self) -> Result<Arc<dyn Snapshot>, EngineError> {
+        Ok(Arc::new(MemorySnapshot {
             map: self.map.read().clone(),
-        })
+        }))
     }
 
     fn write(&self, batch: WriteBatch, _durability: Durability) -> Result<(), EngineError> {

@@ -150,7 +150,7 @@ impl Storage {
     /// Counts and per-collection locks live in the returned handle, so only one
     /// `Storage` may write to an engine at a time; clone the handle to share it.
     pub fn open(engine: Arc<dyn Engine>) -> Result<Storage, StorageError> {
-        let snap = engine.snapshot();
+        let snap = engine.snapshot()?;
         let mut next_id = match snap.get(&layout::meta_key())? {
             Some(bytes) => parse_meta(&bytes)?,
             None => 1,
@@ -926,7 +926,7 @@ pub(crate) fn purge_range(
     // (quadratic on an LSM tree). Nothing writes into the range any more.
     let mut resume: Option<Vec<u8>> = None;
     loop {
-        let snap = engine.snapshot();
+        let snap = engine.snapshot()?;
         let from = match &resume {
             Some(k) => Bound::Excluded(k.as_slice()),
             None => Bound::Included(start.as_slice()),

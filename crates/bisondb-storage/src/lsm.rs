@@ -1134,7 +1134,7 @@ impl Engine for LsmEngine {
         Self::CAPABILITIES
     }
 
-    fn snapshot(&self) -> Arc<dyn Snapshot> {
+    fn snapshot(&self) -> Result<Arc<dyn Snapshot>, EngineError> {
         match self.shared.open.read().clone() {
             Some(open) => {
                 // Under the buffer's lock: a batch's documents and index run together.
@@ -1142,9 +1142,9 @@ impl Engine for LsmEngine {
                 let snap = open.db.snapshot();
                 let runs = st.runs.clone();
                 drop(st);
-                Arc::new(LsmSnapshot { snap, runs, open })
+                Ok(Arc::new(LsmSnapshot { snap, runs, open }))
             }
-            None => Arc::new(ClosedSnapshot),
+            None => Err(EngineError::Io("the lsm storage engine is closed".into())),
         }
     }
 
@@ -1394,25 +1394,6 @@ fn tighter<'a>(
                 Bound::Excluded(e)
             }
         }
-    }
-}
-
-/// What a snapshot of a closed engine reads: an error, never stale emptiness.
-struct ClosedSnapshot;
-
-impl Snapshot for ClosedSnapshot {
-    fn get(&self, _key: &[u8]) -> Result<Option<Vec<u8>>, EngineError> {
-        Err(EngineError::Io("the lsm storage engine is closed".into()))
-    }
-
-    fn scan(
-        &self,
-        _start: Bound<&[u8]>,
-        _end: Bound<&[u8]>,
-        _reverse: bool,
-        _limit: usize,
-    ) -> Result<Vec<KeyValue>, EngineError> {
-        Err(EngineError::Io("the lsm storage engine is closed".into()))
     }
 }
 

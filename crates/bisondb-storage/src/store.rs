@@ -214,8 +214,8 @@ impl Collection {
     }
 
     /// A point-in-time view of the whole engine, for reads that must agree.
-    pub fn snapshot(&self) -> Arc<dyn Snapshot> {
-        self.engine.snapshot()
+    pub fn snapshot(&self) -> Result<Arc<dyn Snapshot>, StorageError> {
+        Ok(self.engine.snapshot()?)
     }
 
     fn check_live(&self) -> Result<(), StorageError> {
@@ -237,7 +237,7 @@ impl Collection {
     /// until this write has been committed or refused.
     fn writable_snapshot_locked(&self) -> Result<Arc<dyn Snapshot>, StorageError> {
         self.check_live()?;
-        let snap = self.engine.snapshot();
+        let snap = self.engine.snapshot()?;
         let generation = self.engine.generation();
         if self.state.stats_generation.load(Ordering::Acquire) == generation {
             return Ok(snap);
@@ -528,7 +528,7 @@ impl Collection {
         let mut batch = WriteBatch::with_capacity(CHUNK);
         // Unique keys of the current chunk; earlier chunks are in the engine.
         let mut pending: HashSet<Vec<u8>> = HashSet::new();
-        let mut written = self.engine.snapshot();
+        let mut written = self.engine.snapshot()?;
         for doc in self.scan_ids_in(snap, Bound::Unbounded, Bound::Unbounded, false) {
             let doc = doc?;
             let id =
@@ -553,7 +553,7 @@ impl Collection {
                 let full = std::mem::replace(&mut batch, WriteBatch::with_capacity(CHUNK));
                 self.engine.write(full, Durability::Buffered)?;
                 pending.clear();
-                written = self.engine.snapshot();
+                written = self.engine.snapshot()?;
             }
         }
         if !batch.is_empty() {
@@ -632,7 +632,7 @@ impl Collection {
     pub fn get(&self, id: RawBsonRef<'_>) -> Result<Option<RawDocumentBuf>, StorageError> {
         let key = layout::doc_key_for(self.state.id, id);
         self.engine
-            .snapshot()
+            .snapshot()?
             .get(&key)?
             .map(decode_doc)
             .transpose()
@@ -844,7 +844,11 @@ impl Collection {
         end: Bound<RawBsonRef<'_>>,
         reverse: bool,
     ) -> DocIter {
-        self.scan_ids_in(self.engine.snapshot(), start, end, reverse)
+        match self.engine.snapshot() {
+            Ok(snapshot) => self.scan_ids_in(snapshot, start, end, reverse),
+            // The iterator's first item reports the failure.
+            Err(e) => DocIter::failed(e.into()),
+        }
     }
 
     /// Like [`Collection::scan_ids`], reading from a snapshot the caller already holds.
@@ -869,7 +873,7 @@ impl Collection {
             Bound::Unbounded => Bound::Excluded(hi),
         };
         DocIter {
-            snapshot,
+            snapshot: Ok(snapshot),
             start,
             end,
             reverse,
@@ -1020,7 +1024,8 @@ fn same_id(doc: &RawDocument, encoded: &[u8]) -> bool {
 /// Documents of one collection in `_id` order, read in chunks from a snapshot
 /// the iterator owns (re-seeking after the last key of each chunk).
 pub struct DocIter {
-    snapshot: Arc<dyn Snapshot>,
+    /// The view read from, or why there is none (the first read reports it).
+    snapshot: Result<Arc<dyn Snapshot>, StorageError>,
     start: Bound<Vec<u8>>,
     end: Bound<Vec<u8>>,
     reverse: bool,
@@ -1029,10 +1034,23 @@ pub struct DocIter {
 }
 
 impl DocIter {
+    /// An iterator whose only item is `error`: no snapshot could be taken.
+    fn failed(error: StorageError) -> DocIter {
+        DocIter {
+            snapshot: Err(error),
+            start: Bound::Unbounded,
+            end: Bound::Unbounded,
+            reverse: false,
+            buffer: Vec::new().into_iter(),
+            exhausted: false,
+        }
+    }
+
     fn refill(&mut self) -> Result<(), StorageError> {
         let start = self.start.as_ref().map(Vec::as_slice);
         let end = self.end.as_ref().map(Vec::as_slice);
-        let chunk = self.snapshot.scan(start, end, self.reverse, SCAN_CHUNK)?;
+        let snapshot = self.snapshot.as_ref().map_err(Clone::clone)?;
+        let chunk = snapshot.scan(start, end, self.reverse, SCAN_CHUNK)?;
         if chunk.len() < SCAN_CHUNK {
             self.exhausted = true;
         }

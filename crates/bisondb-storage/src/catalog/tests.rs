@@ -10,6 +10,7 @@ use bson::{doc, rawdoc, RawDocument};
 fn keys_with_prefix(engine: &Arc<dyn Engine>, prefix: &[u8]) -> Vec<Vec<u8>> {
     let all = engine
         .snapshot()
+        .unwrap_or_else(|e| panic!("snapshot: {e}"))
         .scan(Bound::Included(prefix), Bound::Unbounded, false, usize::MAX);
     all.unwrap_or_default()
         .into_iter()
@@ -174,7 +175,7 @@ fn stats_apportion_disk_size_by_logical_bytes() {
         fn capabilities(&self) -> bisondb_engine::Capabilities {
             self.0.capabilities()
         }
-        fn snapshot(&self) -> Arc<dyn bisondb_engine::Snapshot> {
+        fn snapshot(&self) -> Result<Arc<dyn bisondb_engine::Snapshot>, EngineError> {
             self.0.snapshot()
         }
         fn write(&self, b: WriteBatch, d: Durability) -> Result<(), EngineError> {
@@ -425,6 +426,7 @@ fn index_sizes_are_measured_once_for_a_store_of_an_older_release() {
     assert_eq!(sizes(&c), want, "measured on open");
     let stored = engine
         .snapshot()
+        .unwrap_or_else(|e| panic!("snapshot: {e}"))
         .get(&key)
         .unwrap_or_else(|e| panic!("{e}"))
         .unwrap_or_default();

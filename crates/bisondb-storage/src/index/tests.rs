@@ -149,7 +149,7 @@ fn by_index(c: &Collection, m: &Matcher, name: &str, reverse: bool) -> BTreeSet<
         .map(|f| field_bounds(m, &f.path, info.multikey))
         .collect();
     let bounds = super::hash_bounds(&info.spec, bounds);
-    let snap = c.snapshot();
+    let snap = c.snapshot().unwrap_or_else(|e| panic!("snapshot: {e}"));
     let scan = c
         .index_scan(snap.clone(), name, &bounds, reverse)
         .unwrap_or_else(|| panic!("scan {name}"));
@@ -185,7 +185,7 @@ fn stored(
 /// Every index holds exactly the keys its documents generate, and the
 /// collection's stats record counts exactly the stored entries and key bytes.
 fn check_consistent(c: &Collection) {
-    let snap = c.snapshot();
+    let snap = c.snapshot().unwrap_or_else(|e| panic!("snapshot: {e}"));
     let state = c.state().clone();
     let key_bytes: u64 = stored(snap.as_ref(), crate::layout::doc_range(state.id))
         .iter()
@@ -421,7 +421,7 @@ fn unique_build_over_duplicates_fails_and_leaves_nothing() {
         .unwrap_or_else(|| panic!("build should fail"));
     assert_eq!(err.code.code(), 11000);
     assert!(c.indexes().is_empty());
-    let snap = c.snapshot();
+    let snap = c.snapshot().unwrap_or_else(|e| panic!("snapshot: {e}"));
     for (s, e) in super::collection_ranges(c.state().id) {
         let left = snap
             .scan(
@@ -539,7 +539,7 @@ fn conflicting_definitions_and_drop() {
     assert!(!storage
         .drop_index("db", "x", "a_1")
         .unwrap_or_else(|e| panic!("{e}")));
-    let snap = c.snapshot();
+    let snap = c.snapshot().unwrap_or_else(|e| panic!("snapshot: {e}"));
     for (s, e) in super::collection_ranges(c.state().id) {
         let left = snap
             .scan(
@@ -730,7 +730,13 @@ fn text_entries_follow_terms_through_writes() {
         // One entry per distinct term: run, dog, cat for _id 1; stop words
         // and non-indexed paths give none.
         let range = super::index_range(c.state().id, c.state().indexes.read()[0].id);
-        let n = stored(c.snapshot().as_ref(), range).len();
+        let n = stored(
+            c.snapshot()
+                .unwrap_or_else(|e| panic!("snapshot: {e}"))
+                .as_ref(),
+            range,
+        )
+        .len();
         assert_eq!(n, 3);
         // Replacing and deleting keep the entries in step with the documents.
         c.modify(

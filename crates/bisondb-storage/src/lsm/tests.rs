@@ -194,12 +194,15 @@ fn snapshots_see_documents_and_index_entries_together_during_ingestion() {
     };
     let mut seen = 0;
     while !writer.is_finished() {
-        let n = check(&e.snapshot());
+        let n = check(&e.snapshot().unwrap_or_else(|e| panic!("snapshot: {e}")));
         assert!(n >= seen, "entries never disappear: {seen} -> {n}");
         seen = n;
     }
     writer.join().unwrap_or_else(|_| panic!("writer panicked"));
-    assert_eq!(check(&e.snapshot()), N as usize);
+    assert_eq!(
+        check(&e.snapshot().unwrap_or_else(|e| panic!("snapshot: {e}"))),
+        N as usize
+    );
     let o = e
         .shared
         .current()
@@ -219,7 +222,7 @@ fn snapshots_see_documents_and_index_entries_together_during_ingestion() {
     assert_eq!(o.wb.len().ok(), Some(0), "a clean close leaves no blobs");
     assert_eq!(o.buffered().1, 0);
     drop(o);
-    let s = e.snapshot();
+    let s = e.snapshot().unwrap_or_else(|e| panic!("snapshot: {e}"));
     assert_eq!(check(&s), N as usize);
 }
 
@@ -232,6 +235,7 @@ fn put(engine: &dyn Engine, k: &[u8], v: &[u8], durability: Durability) {
 fn all(engine: &dyn Engine) -> Vec<KeyValue> {
     engine
         .snapshot()
+        .unwrap_or_else(|e| panic!("snapshot: {e}"))
         .scan(Bound::Unbounded, Bound::Unbounded, false, usize::MAX)
         .unwrap_or_else(|e| panic!("scan: {e}"))
 }
@@ -251,6 +255,10 @@ fn data_survives_close_and_reopen() {
         let mut b = WriteBatch::new();
         b.put(b"d".to_vec(), b"4".to_vec());
         assert!(e.write(b, Durability::Buffered).is_err(), "closed");
+        assert!(
+            matches!(e.snapshot(), Err(EngineError::Io(ref m)) if m.contains("closed")),
+            "a closed engine refuses snapshots rather than reading empty"
+        );
     }
     let e = open(dir.path());
     assert_eq!(
@@ -284,7 +292,10 @@ fn index_region_lives_in_its_own_keyspace_and_old_layouts_are_moved() {
         // Index entries wait in the write buffer (readable) until ingested.
         assert!(matches!(open.ix.get(prefixed(&index_key(1))), Ok(None)));
         assert_eq!(
-            e.snapshot().get(&index_key(1)).ok(),
+            e.snapshot()
+                .unwrap_or_else(|e| panic!("snapshot: {e}"))
+                .get(&index_key(1))
+                .ok(),
             Some(Some(b"new".to_vec()))
         );
         assert_eq!(open.wb.len().ok(), Some(1), "one journaled blob");
@@ -340,7 +351,7 @@ fn index_region_lives_in_its_own_keyspace_and_old_layouts_are_moved() {
     );
     assert_eq!(open.ix.range::<Vec<u8>, _>(lo..hi).count(), 6);
     // Reverse scans with limits cross the region boundaries in order too.
-    let snap = e.snapshot();
+    let snap = e.snapshot().unwrap_or_else(|e| panic!("snapshot: {e}"));
     let last_three = snap
         .scan(Bound::Unbounded, Bound::Unbounded, true, 3)
         .unwrap_or_else(|e| panic!("scan: {e}"));
@@ -356,7 +367,7 @@ fn snapshot_outlives_engine_and_holds_the_files_until_dropped() {
     let dir = tempdir();
     let e = open(dir.path());
     put(&e, b"k", b"old", Durability::Buffered);
-    let snap = e.snapshot();
+    let snap = e.snapshot().unwrap_or_else(|e| panic!("snapshot: {e}"));
     put(&e, b"k", b"new", Durability::Buffered);
     drop(e);
     assert_eq!(snap.get(b"k").ok().flatten(), Some(b"old".to_vec()));
@@ -368,7 +379,14 @@ fn snapshot_outlives_engine_and_holds_the_files_until_dropped() {
     }
     drop(snap);
     let e = open(dir.path());
-    assert_eq!(e.snapshot().get(b"k").ok().flatten(), Some(b"new".to_vec()));
+    assert_eq!(
+        e.snapshot()
+            .unwrap_or_else(|e| panic!("snapshot: {e}"))
+            .get(b"k")
+            .ok()
+            .flatten(),
+        Some(b"new".to_vec())
+    );
 }
 
 #[test]
@@ -886,7 +904,7 @@ fn full_disk_fails_writes_keeps_reads_and_recovers_after_space_is_freed() {
     let mut b = WriteBatch::new();
     b.put(b"refused".to_vec(), b"x".to_vec());
     assert_eq!(e.write(b, Durability::Buffered), Err(EngineError::Full));
-    let snap = e.snapshot();
+    let snap = e.snapshot().unwrap_or_else(|e| panic!("snapshot: {e}"));
     for i in 0..100u32 {
         let key = format!("acked-{i:03}");
         assert_eq!(
@@ -919,7 +937,7 @@ fn full_disk_fails_writes_keeps_reads_and_recovers_after_space_is_freed() {
     drop(e);
     let e = retry_in_use(|| LsmEngine::open(&dbpath, opts.clone()))
         .unwrap_or_else(|e| panic!("reopen: {e}"));
-    let snap = e.snapshot();
+    let snap = e.snapshot().unwrap_or_else(|e| panic!("snapshot: {e}"));
     for i in 0..100u32 {
         let key = format!("acked-{i:03}");
         assert!(
@@ -1087,7 +1105,12 @@ fn oversized_keys_are_refused_not_panicked() {
         if !ok {
             assert!(matches!(got, Err(EngineError::InvalidArgument(_))));
         }
-        let read = e.snapshot().get(&key).ok().flatten();
+        let read = e
+            .snapshot()
+            .unwrap_or_else(|e| panic!("snapshot: {e}"))
+            .get(&key)
+            .ok()
+            .flatten();
         assert_eq!(read.is_some(), ok, "len {len}");
     }
     let o = e
@@ -1135,7 +1158,10 @@ fn regions_other_than_the_stored_ones_are_refused() {
     ));
     let e = open(dir.path());
     assert_eq!(
-        e.snapshot().get(&[INDEX_REGION, 1]).ok(),
+        e.snapshot()
+            .unwrap_or_else(|e| panic!("snapshot: {e}"))
+            .get(&[INDEX_REGION, 1])
+            .ok(),
         Some(Some(b"ix".to_vec()))
     );
 }

@@ -287,7 +287,7 @@ impl Collection {
     pub fn has_record(&self, rid: u64) -> Result<bool, StorageError> {
         Ok(self
             .engine
-            .snapshot()
+            .snapshot()?
             .get(&natural_key(self.state.id, rid))?
             .is_some())
     }
@@ -514,7 +514,8 @@ impl Collection {
 /// Documents of a capped collection in insertion order with their record ids,
 /// read in chunks from a snapshot the iterator owns.
 pub struct NaturalIter {
-    snapshot: Arc<dyn Snapshot>,
+    /// The view read from, or why there is none (the first read reports it).
+    snapshot: Result<Arc<dyn Snapshot>, StorageError>,
     coll: u64,
     start: Bound<Vec<u8>>,
     end: Bound<Vec<u8>>,
@@ -531,7 +532,7 @@ impl NaturalIter {
         reverse: bool,
     ) -> NaturalIter {
         NaturalIter {
-            snapshot: coll.engine.snapshot(),
+            snapshot: coll.engine.snapshot().map_err(StorageError::from),
             coll: coll.state.id,
             start,
             end,
@@ -544,7 +545,8 @@ impl NaturalIter {
     fn refill(&mut self) -> Result<(), StorageError> {
         let start = self.start.as_ref().map(Vec::as_slice);
         let end = self.end.as_ref().map(Vec::as_slice);
-        let chunk = self.snapshot.scan(start, end, self.reverse, CHUNK)?;
+        let snapshot = self.snapshot.as_ref().map_err(Clone::clone)?;
+        let chunk = snapshot.scan(start, end, self.reverse, CHUNK)?;
         self.exhausted = chunk.len() < CHUNK;
         if let Some((last, _)) = chunk.last() {
             if self.reverse {
@@ -559,7 +561,8 @@ impl NaturalIter {
 
     fn fetch(&self, key: &[u8], encoded: &[u8]) -> Result<(u64, RawDocumentBuf), StorageError> {
         let rid = rid_of_natural_key(key)?;
-        match self.snapshot.get(&layout::doc_key(self.coll, encoded))? {
+        let snapshot = self.snapshot.as_ref().map_err(Clone::clone)?;
+        match snapshot.get(&layout::doc_key(self.coll, encoded))? {
             Some(bytes) => Ok((rid, decode_doc(bytes)?)),
             None => Err(StorageError::corrupt(format!(
                 "natural-order key {rid} without its document"
@@ -794,6 +797,7 @@ mod tests {
         for (start, end) in collection_ranges(id) {
             let left = engine
                 .snapshot()
+                .unwrap_or_else(|e| panic!("snapshot: {e}"))
                 .scan(Bound::Included(&start), Bound::Excluded(&end), false, 10)
                 .unwrap_or_else(|e| panic!("{e}"));
             assert!(left.is_empty(), "{left:?}");

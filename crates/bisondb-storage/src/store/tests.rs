@@ -506,6 +506,8 @@ struct Flaky {
     inner: MemoryEngine,
     fail: AtomicBool,
     fail_sync: AtomicBool,
+    /// Snapshots fail, as a network engine's do when its connection is lost.
+    fail_snapshot: AtomicBool,
     syncs: std::sync::atomic::AtomicUsize,
 }
 
@@ -516,7 +518,10 @@ impl Engine for Flaky {
     fn capabilities(&self) -> bisondb_engine::Capabilities {
         self.inner.capabilities()
     }
-    fn snapshot(&self) -> Arc<dyn Snapshot> {
+    fn snapshot(&self) -> Result<Arc<dyn Snapshot>, EngineError> {
+        if self.fail_snapshot.load(Ordering::SeqCst) {
+            return Err(EngineError::Io("connection lost".into()));
+        }
         self.inner.snapshot()
     }
     fn write(&self, batch: WriteBatch, durability: Durability) -> Result<(), EngineError> {
@@ -535,6 +540,30 @@ impl Engine for Flaky {
     fn size_on_disk(&self) -> u64 {
         0
     }
+}
+
+/// A snapshot that cannot be taken fails the read, the scan and the write
+/// that needed it, with the engine's error; nothing reads as empty.
+#[test]
+fn failed_snapshots_fail_reads_and_writes() {
+    let engine = Arc::new(Flaky::default());
+    let s = Storage::open(engine.clone()).unwrap_or_else(|e| panic!("{e}"));
+    let c = coll(&s);
+    assert_eq!(insert(&c, &[doc_with_id(Bson::Int32(1))], true).inserted, 1);
+    engine.fail_snapshot.store(true, Ordering::SeqCst);
+    let lost = |e: &StorageError| matches!(e, StorageError::Engine(EngineError::Io(m)) if m == "connection lost");
+    assert!(c.snapshot().err().is_some_and(|e| lost(&e)));
+    assert!(c.get(RawBsonRef::Int32(1)).err().is_some_and(|e| lost(&e)));
+    let mut scan = c.scan(false);
+    assert!(scan
+        .next()
+        .is_some_and(|r| r.err().is_some_and(|e| lost(&e))));
+    assert!(scan.next().is_none());
+    let out = insert(&c, &[doc_with_id(Bson::Int32(2))], true);
+    assert_eq!(out.inserted, 0);
+    assert!(out.errors.first().is_some_and(|(_, e)| lost(e)));
+    engine.fail_snapshot.store(false, Ordering::SeqCst);
+    assert_eq!(c.scan(false).count(), 1);
 }
 
 #[test]

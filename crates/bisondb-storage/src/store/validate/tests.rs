@@ -69,6 +69,7 @@ fn entries_of(c: &Collection) -> Vec<(Vec<u8>, Vec<u8>)> {
     let ix = index_state(c);
     let (start, end) = index::index_range(c.state().id, ix.id);
     c.snapshot()
+        .unwrap_or_else(|e| panic!("snapshot: {e}"))
         .scan(
             Bound::Included(&start),
             Bound::Excluded(&end),
