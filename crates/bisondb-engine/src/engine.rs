@@ -12,6 +12,7 @@ use std::ops::Bound;
 use std::sync::Arc;
 
 use crate::error::EngineError;
+use crate::txn::Transaction;
 
 /// How durable a write must be before [`Engine::write`] returns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -104,7 +105,25 @@ pub type KeyValue = (Vec<u8>, Vec<u8>);
 pub struct Capabilities {
     /// Data survives a restart (`serverStatus`' `storageEngine.persistent`).
     pub persistent: bool,
+    /// Calls may block for long: every read and write is a round trip to
+    /// another process (a network store). Callers on an async runtime must
+    /// run storage work on threads that may block, never on the runtime's
+    /// workers. Engines in this process (memory, lsm) block only for I/O
+    /// they bound themselves, and say `false`.
+    pub blocking_io: bool,
+    /// [`Engine::snapshot_at`] works: snapshots report their
+    /// [`Snapshot::commit_point`], and a snapshot at a recent commit point can
+    /// be taken again later. Without it `snapshot_at` fails with
+    /// [`EngineError::Unsupported`].
+    pub snapshot_at: bool,
 }
+
+/// A position in an engine's sequence of commits: a snapshot at a commit
+/// point sees every commit up to and including it, and none after. Points only
+/// grow, and compare in commit order; they mean nothing across engines or
+/// across restarts of an engine that does not persist them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct CommitPoint(pub u64);
 
 /// An ordered key-value store (keys compare as unsigned bytes).
 pub trait Engine: Send + Sync + 'static {
@@ -122,10 +141,36 @@ pub trait Engine: Send + Sync + 'static {
     /// never substitute an empty view.
     fn snapshot(&self) -> Result<Arc<dyn Snapshot>, EngineError>;
 
+    /// A snapshot that sees exactly the commits up to `point` (see
+    /// [`CommitPoint`]), where the engine has the [`Capabilities::snapshot_at`]
+    /// capability. An engine keeps old points for a bounded window: a point it
+    /// no longer keeps fails with [`EngineError::SnapshotTooOld`], a point
+    /// it has not reached yet with [`EngineError::InvalidArgument`]. Engines
+    /// without the capability fail with [`EngineError::Unsupported`] (the
+    /// default).
+    fn snapshot_at(&self, point: CommitPoint) -> Result<Arc<dyn Snapshot>, EngineError> {
+        Err(EngineError::Unsupported(format!(
+            "the {} storage engine cannot read at commit point {}",
+            self.name(),
+            point.0
+        )))
+    }
+
     /// Applies every operation of `batch` atomically: after a crash either all of
     /// them are present or none is. An empty batch is a no-op (but still honours
     /// `Durability::Sync` as a barrier for earlier writes).
+    ///
+    /// A plain write takes part in no transaction and waits for none: it costs
+    /// what it cost before transactions existed. A transaction whose snapshot
+    /// predates a plain write to a key it also wrote fails its commit (see
+    /// [`Transaction::commit`]).
     fn write(&self, batch: WriteBatch, durability: Durability) -> Result<(), EngineError>;
+
+    /// Starts a read-write transaction on a snapshot taken now (see
+    /// [`Transaction`] for what every engine guarantees). Engines over a
+    /// transactional store map it onto the store's own transactions; engines
+    /// in this process share [`crate::txn::LocalTransactions`].
+    fn begin(&self) -> Result<Box<dyn Transaction>, EngineError>;
 
     /// Durability barrier: every write that returned before this call is durable
     /// when it returns. A no-op for engines without stable storage.
@@ -165,6 +210,13 @@ pub trait Snapshot: Send + Sync {
         reverse: bool,
         limit: usize,
     ) -> Result<Vec<KeyValue>, EngineError>;
+
+    /// The commit point this snapshot reads at, for an engine with the
+    /// [`Capabilities::snapshot_at`] capability (`None` otherwise):
+    /// `snapshot_at` of it reads what this snapshot reads.
+    fn commit_point(&self) -> Option<CommitPoint> {
+        None
+    }
 }
 
 /// The smallest key strictly greater than every key that starts with `prefix`,

@@ -49,6 +49,7 @@ use fjall::config::{BlockSizePolicy, CompressionPolicy, RestartIntervalPolicy};
 use fjall::{CompressionType, Database, Keyspace, KeyspaceCreateOptions, PersistMode, Readable};
 use parking_lot::RwLock;
 
+use bisondb_engine::txn::{LocalTransactions, Transaction, TxnStore};
 use bisondb_engine::{
     owned_bound, range_is_empty, BatchOp, Capabilities, Durability, Engine, EngineError, KeyValue,
     Snapshot, WriteBatch,
@@ -485,6 +486,8 @@ struct Shared {
 /// The persistent [`Engine`].
 pub struct LsmEngine {
     shared: Arc<Shared>,
+    /// Transactions, through the layer the in-process engines share.
+    txns: Arc<LocalTransactions>,
     flusher: parking_lot::Mutex<Option<JoinHandle<()>>>,
     maintainer: parking_lot::Mutex<Option<JoinHandle<()>>>,
 }
@@ -498,8 +501,16 @@ impl std::fmt::Debug for LsmEngine {
 }
 
 impl LsmEngine {
-    /// What the engine offers: its data survives restarts.
-    pub const CAPABILITIES: Capabilities = Capabilities { persistent: true };
+    /// What the engine offers: its data survives restarts. No snapshots at a
+    /// commit point: fjall 3 opens snapshots only at the current instant (a
+    /// snapshot's sequence number is a hidden API, and old versions are kept
+    /// only for snapshots open at the time), and the index write buffer's runs
+    /// would need versions of their own; `snapshot_at` is refused.
+    pub const CAPABILITIES: Capabilities = Capabilities {
+        persistent: true,
+        blocking_io: false,
+        snapshot_at: false,
+    };
 
     /// Opens (creating if needed) the engine in `dbpath`: takes the dbpath lock,
     /// checks the recorded engine, recovers the journal, and starts the background
@@ -546,6 +557,7 @@ impl LsmEngine {
         tracing::info!(dbpath = %dbpath.display(), "lsm storage engine opened");
         Ok(LsmEngine {
             shared,
+            txns: LocalTransactions::new(),
             flusher: parking_lot::Mutex::new(Some(flusher)),
             maintainer: parking_lot::Mutex::new(Some(maintainer)),
         })
@@ -1135,27 +1147,15 @@ impl Engine for LsmEngine {
     }
 
     fn snapshot(&self) -> Result<Arc<dyn Snapshot>, EngineError> {
-        match self.shared.open.read().clone() {
-            Some(open) => {
-                // Under the buffer's lock: a batch's documents and index run together.
-                let st = open.buffer.state.lock();
-                let snap = open.db.snapshot();
-                let runs = st.runs.clone();
-                drop(st);
-                Ok(Arc::new(LsmSnapshot { snap, runs, open }))
-            }
-            None => Err(EngineError::Io("the lsm storage engine is closed".into())),
-        }
+        TxnStore::snapshot(self.shared.as_ref())
     }
 
     fn write(&self, batch: WriteBatch, durability: Durability) -> Result<(), EngineError> {
-        if !batch.is_empty() {
-            self.shared.commit(batch)?;
-        }
-        if durability == Durability::Sync {
-            self.shared.sync()?;
-        }
-        Ok(())
+        TxnStore::write(self.shared.as_ref(), batch, durability)
+    }
+
+    fn begin(&self) -> Result<Box<dyn Transaction>, EngineError> {
+        self.txns.begin(self.shared.clone())
     }
 
     fn sync(&self) -> Result<(), EngineError> {
@@ -1183,6 +1183,33 @@ impl Engine for LsmEngine {
         // storageSize, which leaves out its journal, this is where the data lives
         // once flushed (the journal is recycled and bounded in size).
         dir_size(&self.shared.data_dir)
+    }
+}
+
+/// The engine's reads and writes, which its transactions use too.
+impl TxnStore for Shared {
+    fn snapshot(&self) -> Result<Arc<dyn Snapshot>, EngineError> {
+        match self.open.read().clone() {
+            Some(open) => {
+                // Under the buffer's lock: a batch's documents and index run together.
+                let st = open.buffer.state.lock();
+                let snap = open.db.snapshot();
+                let runs = st.runs.clone();
+                drop(st);
+                Ok(Arc::new(LsmSnapshot { snap, runs, open }))
+            }
+            None => Err(EngineError::Io("the lsm storage engine is closed".into())),
+        }
+    }
+
+    fn write(&self, batch: WriteBatch, durability: Durability) -> Result<(), EngineError> {
+        if !batch.is_empty() {
+            self.commit(batch)?;
+        }
+        if durability == Durability::Sync {
+            self.sync()?;
+        }
+        Ok(())
     }
 }
 

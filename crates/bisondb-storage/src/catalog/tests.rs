@@ -181,6 +181,9 @@ fn stats_apportion_disk_size_by_logical_bytes() {
         fn write(&self, b: WriteBatch, d: Durability) -> Result<(), EngineError> {
             self.0.write(b, d)
         }
+        fn begin(&self) -> Result<Box<dyn bisondb_engine::Transaction>, EngineError> {
+            self.0.begin()
+        }
         fn sync(&self) -> Result<(), EngineError> {
             Ok(())
         }

@@ -1165,3 +1165,32 @@ fn regions_other_than_the_stored_ones_are_refused() {
         Some(Some(b"ix".to_vec()))
     );
 }
+
+/// Transactions go through the same commit as plain batches: keys of the
+/// regions kept apart and of the buffered index region commit with the
+/// documents, and conflicts on them are seen through the index buffer.
+#[test]
+fn transactions_span_every_key_region() {
+    let dir = tempdir();
+    let e = open(dir.path());
+    let (doc, stats, ix) = (vec![0x01, 1], vec![0x02, 1], vec![INDEX_REGION, 1]);
+    let mut t = e.begin().unwrap_or_else(|e| panic!("begin: {e}"));
+    for k in [&doc, &stats, &ix] {
+        assert!(t.put(k.clone(), b"t".to_vec()).is_ok());
+    }
+    assert_eq!(t.get(&ix).ok(), Some(Some(b"t".to_vec())));
+    assert!(t.commit(Durability::Sync).is_ok());
+    let s = e.snapshot().unwrap_or_else(|e| panic!("snapshot: {e}"));
+    for k in [&doc, &stats, &ix] {
+        assert_eq!(s.get(k).ok(), Some(Some(b"t".to_vec())), "{k:?}");
+    }
+    let mut late = e.begin().unwrap_or_else(|e| panic!("begin: {e}"));
+    put(&e, &ix, b"plain", Durability::Buffered);
+    assert!(late.put(ix.clone(), b"late".to_vec()).is_ok());
+    assert!(matches!(
+        late.commit(Durability::Buffered),
+        Err(EngineError::WriteConflict(_))
+    ));
+    let s = e.snapshot().unwrap_or_else(|e| panic!("snapshot: {e}"));
+    assert_eq!(s.get(&ix).ok(), Some(Some(b"plain".to_vec())));
+}

@@ -530,6 +530,9 @@ impl Engine for Flaky {
         }
         self.inner.write(batch, durability)
     }
+    fn begin(&self) -> Result<Box<dyn bisondb_engine::Transaction>, EngineError> {
+        self.inner.begin()
+    }
     fn sync(&self) -> Result<(), EngineError> {
         self.syncs.fetch_add(1, Ordering::SeqCst);
         if self.fail_sync.load(Ordering::SeqCst) {
