@@ -35,7 +35,9 @@ pub struct CollectionInfo {
     pub name: String,
     pub options: Document,
     pub uuid: Uuid,
-    /// `"collection"` (views and timeseries are not implemented).
+    /// Always `"collection"`: views and time-series collections are catalog
+    /// entries like any other, told apart by their options, from which the
+    /// server's `listCollections` reports `"view"` or `"timeseries"`.
     pub kind: &'static str,
 }
 

@@ -339,26 +339,35 @@ impl Collection {
         if accepted.is_empty() {
             return out;
         }
-        batch.put(
-            layout::stats_key(self.state.id),
-            layout::encode_stats(&tally),
-        );
-        match self.engine.write(batch, Durability::Buffered) {
+        match self.commit_inserts_locked(batch, &tally, &indexes, became_multikey) {
             Ok(()) => {
-                self.publish_tally_locked(&tally, &indexes);
                 self.raise_doc_key_bounds_locked(bounds, highs);
                 out.inserted = accepted.len();
-                for ix in became_multikey {
-                    ix.multikey.store(true, Ordering::Release);
-                }
             }
-            Err(e) => {
-                // A failed batch may still surface after the engine recovers.
-                *self.state.max_doc_key.lock() = None;
-                out.batch_failed(accepted, ordered, e.into());
-            }
+            Err(e) => out.batch_failed(accepted, ordered, e),
         }
         out
+    }
+
+    /// Commits an insert's batch with its stats record (as
+    /// [`Collection::commit_locked`] does) and marks the indexes it made multikey.
+    /// A failed batch may still surface after the engine recovers, so the
+    /// key bounds are read again next time.
+    fn commit_inserts_locked(
+        &self,
+        batch: WriteBatch,
+        tally: &StatsRecord,
+        indexes: &[Arc<IndexState>],
+        became_multikey: Vec<Arc<IndexState>>,
+    ) -> Result<(), StorageError> {
+        if let Err(e) = self.commit_locked(batch, tally, indexes) {
+            *self.state.max_doc_key.lock() = None;
+            return Err(e);
+        }
+        for ix in became_multikey {
+            ix.multikey.store(true, Ordering::Release);
+        }
+        Ok(())
     }
 
     fn prepare_insert(

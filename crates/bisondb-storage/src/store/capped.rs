@@ -25,7 +25,6 @@
 
 use std::collections::{HashSet, VecDeque};
 use std::ops::Bound;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use bson::{Bson, Document, RawDocument, RawDocumentBuf};
@@ -426,25 +425,14 @@ impl Collection {
         if accepted.is_empty() {
             return out;
         }
-        batch.put(
-            layout::stats_key(self.state.id),
-            layout::encode_stats(&tally),
-        );
-        match self.engine.write(batch, Durability::Buffered) {
+        match self.commit_inserts_locked(batch, &tally, &indexes, became_multikey) {
             Ok(()) => {
-                self.publish_tally_locked(&tally, &indexes);
                 // Evictions lower the highest key; read the bound again next time.
                 *self.state.max_doc_key.lock() = None;
-                for ix in became_multikey {
-                    ix.multikey.store(true, Ordering::Release);
-                }
                 out.inserted = accepted.len();
                 self.publish_locked(capped, generation, rid);
             }
-            Err(e) => {
-                *self.state.max_doc_key.lock() = None;
-                out.batch_failed(accepted, ordered, e.into());
-            }
+            Err(e) => out.batch_failed(accepted, ordered, e),
         }
         out
     }
