@@ -1260,7 +1260,12 @@ impl Snapshot for LsmSnapshot {
             return Ok(None);
         }
         // Runs hold only the buffered region; the newest run that mentions the key decides.
-        if key.first().is_some() && key.first() == self.open.regions.buffered.as_ref() {
+        if self
+            .open
+            .regions
+            .buffered
+            .is_some_and(|r| key.first() == Some(&r))
+        {
             if let Some(op) = self.runs.iter().rev().find_map(|r| r.get(key)) {
                 return Ok(op.map(<[u8]>::to_vec));
             }

@@ -35,7 +35,7 @@ use super::{decode_doc, id_of, Collection, IndexWrites, InsertOutcome, ModifyRes
 use crate::error::StorageError;
 use crate::index::IndexState;
 use crate::layout::{self, StatsRecord};
-use bisondb_engine::{prefix_successor, Durability, KeyValue, Snapshot, WriteBatch};
+use bisondb_engine::{prefix_successor, KeyValue, Snapshot, WriteBatch};
 
 const NATURAL: u8 = 0x05;
 const RID_OF: u8 = 0x06;
@@ -585,6 +585,7 @@ mod tests {
     use crate::index::IndexSpec;
     use crate::Modify;
     use bisondb_engine::memory::MemoryEngine;
+    use bisondb_engine::Durability;
     use bson::{doc, rawdoc, RawBsonRef};
 
     fn capped(s: &Storage, size: i64, max: Option<i64>) -> Collection {
