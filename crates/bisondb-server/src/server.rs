@@ -79,7 +79,11 @@ impl Server {
             );
         }
         let engine = open_engine(&config).await?;
-        let storage = Storage::open(engine).map_err(MongoError::from)?;
+        // Reading the catalog is a round of engine calls, which may block.
+        let storage = tokio::task::spawn_blocking(move || Storage::open(engine))
+            .await
+            .map_err(|e| MongoError::internal(format!("opening the catalog: {e}")))?
+            .map_err(MongoError::from)?;
         // Spill files of blocking aggregation stages a previous run left
         // behind (it crashed mid-query): nothing reads them any more.
         bisondb_query::agg::spill::clear_spill_dir(&crate::state::spill_dir(&config.dbpath));
