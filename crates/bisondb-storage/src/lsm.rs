@@ -20,7 +20,7 @@
 //! Index entries do not go into fjall one by one: each batch's index-region
 //! operations are journaled as one value and kept in memory as a sorted run
 //! that reads merge in, until a background thread ingests the runs into index
-//! tables in bulk (see [`buffer`] for the protocol and why it is safe).
+//! tables in bulk (see `lsm/buffer.rs` for the protocol and why it is safe).
 //!
 //! Durability follows mongod: every commit reaches the operating system at once
 //! (so a killed process loses nothing), and the journal is fsynced in the
@@ -151,7 +151,7 @@ pub struct KeyRegions {
     /// entries), kept in a keyspace of their own so that document tables
     /// written in key order overlap no other.
     pub apart: std::ops::Range<u8>,
-    /// Keys written only through the index write buffer (see [`buffer`]); a
+    /// Keys written only through the index write buffer (see `lsm/buffer.rs`); a
     /// region inside `apart`. Nothing else may write it directly.
     pub buffered: Option<u8>,
 }
