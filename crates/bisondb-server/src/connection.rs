@@ -448,7 +448,9 @@ fn dispatch_command(
             registry::dispatch_spec(spec, req, &mut ctx)
         }))
     };
-    let may_run_long = spec.is_some_and(|s| s.may_run_long);
+    // An engine over a network store may block in any storage call, so every
+    // command then leaves the runtime's worker, not only the long ones.
+    let may_run_long = spec.is_some_and(|s| s.may_run_long) || state.storage_may_block();
     let result: MongoResult<RawDocumentBuf> = match off_the_runtime_if_long(may_run_long, dispatch)
     {
         Ok(r) => r,

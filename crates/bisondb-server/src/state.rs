@@ -78,6 +78,14 @@ impl ServerState {
         })
     }
 
+    /// True when the storage engine's calls may block for long (a network
+    /// store, [`bisondb_storage::Capabilities::blocking_io`]): then every
+    /// command that touches storage must run off the async runtime's workers,
+    /// not only the ones that may run long.
+    pub fn storage_may_block(&self) -> bool {
+        self.storage.capabilities().blocking_io
+    }
+
     pub fn next_connection_id(&self) -> i64 {
         self.next_connection_id.fetch_add(1, Ordering::Relaxed)
     }

@@ -48,7 +48,7 @@ impl Command for ServerStatus {
             },
             "mem": {"bits": 64, "resident": resident, "virtual": virt, "supported": true},
             "metrics": {"cursor": {"open": {"total": s.cursors.len() as i64}}},
-            "storageEngine": {"name": s.storage.engine_name(), "persistent": s.storage.engine_name() != "inMemory"},
+            "storageEngine": {"name": s.storage.engine_name(), "persistent": s.storage.capabilities().persistent},
         })
     }
 }

@@ -170,7 +170,7 @@ fn ixscan(
     m: Matcher,
     stats: Arc<Stats>,
 ) -> MongoResult<DocSource> {
-    let snapshot = coll.snapshot();
+    let snapshot = coll.snapshot()?;
     let scan = coll.index_scan(snapshot.clone(), &index.spec.name, bounds, reverse);
     Fetch::over(coll, snapshot, scan, index, m, stats)
 }
@@ -187,7 +187,7 @@ pub fn count_keys(coll: &Collection, plan: &Plan, stats: &Stats) -> MongoResult<
         return Err(MongoError::internal("count_keys without an index scan"));
     };
     let mut scan = coll
-        .index_scan(coll.snapshot(), &index.spec.name, bounds, *reverse)
+        .index_scan(coll.snapshot()?, &index.spec.name, bounds, *reverse)
         .ok_or_else(|| MongoError::new(ErrorCode::QueryPlanKilled, "index dropped during count"))?;
     let mut n = 0u64;
     for r in scan.by_ref() {

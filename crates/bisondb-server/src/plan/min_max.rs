@@ -269,7 +269,7 @@ pub(super) fn source(
             Err(e) => Some(Err(MongoError::from(e))),
         })));
     };
-    let snapshot = coll.snapshot();
+    let snapshot = coll.snapshot()?;
     let scan = coll.index_scan_keys(snapshot.clone(), &ix.spec.name, &lo, &hi, false);
     Fetch::over(coll, snapshot, scan, ix, m, stats)
 }
