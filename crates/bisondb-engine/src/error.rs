@@ -59,8 +59,7 @@ impl EngineError {
             EngineError::InvalidArgument(_) => ErrorCode::BadValue,
             EngineError::WriteConflict(_) => ErrorCode::WriteConflict,
             EngineError::Unsupported(_) => ErrorCode::NotImplemented,
-            // The error table has no SnapshotTooOld yet; its number is 239.
-            EngineError::SnapshotTooOld(_) => ErrorCode::Other(239),
+            EngineError::SnapshotTooOld(_) => ErrorCode::SnapshotTooOld,
             EngineError::Io(_) | EngineError::Corrupt(_) | EngineError::Internal(_) => {
                 ErrorCode::InternalError
             }
