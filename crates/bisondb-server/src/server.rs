@@ -70,6 +70,9 @@ impl Server {
     /// Opens storage and binds every listener; returns once connections can be accepted.
     pub async fn start(config: ServerConfig) -> MongoResult<RunningServer> {
         config.validate()?;
+        tracing::info!(target: "CONTROL", id = crate::log::ids::STARTING, ctx = "initandlisten",
+            pid = std::process::id(), port = config.port, dbPath = %config.dbpath.display(),
+            architecture = "64-bit", "MongoDB starting");
         if config.resolved_storage_engine() != config.storage_engine {
             tracing::info!(
                 "storage engine '{}' is an alias of '{}'; using '{}'",
@@ -187,11 +190,13 @@ impl Server {
             }));
         }
         tasks.push(crate::ttl::spawn(state.clone()));
-        for a in &tcp_addrs {
-            tracing::info!(address = %a, "waiting for connections");
-        }
         if let Some(p) = &socket_path {
-            tracing::info!(socket = %p.display(), "waiting for connections");
+            tracing::info!(target: "NETWORK", id = crate::log::ids::UNIX_SOCKET, ctx = "listener",
+                path = %p.display(), "Listening on a Unix socket");
+        }
+        for a in &tcp_addrs {
+            tracing::info!(target: "NETWORK", id = crate::log::ids::WAITING_FOR_CONNECTIONS,
+                ctx = "listener", port = a.port(), address = %a, ssl = "off", "Waiting for connections");
         }
         Ok(RunningServer {
             state,
@@ -247,7 +252,7 @@ impl RunningServer {
         if let Some(p) = &self.socket_path {
             let _ = std::fs::remove_file(p);
         }
-        tracing::info!("shutdown complete");
+        tracing::info!(target: "CONTROL", id = crate::log::ids::SHUTDOWN_COMPLETE, "Shutdown complete");
     }
 }
 
