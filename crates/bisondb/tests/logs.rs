@@ -233,6 +233,16 @@ async fn json_lines_get_log_slow_query_and_verbosity() {
         .await
         .expect_err("unknown parameter");
     assert!(e.to_string().contains("unrecognized parameter"), "{e}");
+    let e = c
+        .database("admin")
+        .run_command(doc! {"setParameter": 1, "ttlMonitorSleepSecs": 5})
+        .await
+        .expect_err("a start-up parameter");
+    assert!(
+        e.to_string()
+            .contains("not allowed to change [ttlMonitorSleepSecs] at runtime"),
+        "{e}"
+    );
 }
 
 fn rotated(dir: &Path) -> Vec<PathBuf> {

@@ -42,6 +42,11 @@ fn parameters() -> Vec<(&'static str, Bson)> {
     ]
 }
 
+/// Whether `name` is a parameter BisonDB has (settable at run time or not).
+pub fn is_parameter(name: &str) -> bool {
+    parameters().iter().any(|(n, _)| *n == name)
+}
+
 pub struct GetParameter {
     all: bool,
     names: Vec<String>,

@@ -2,6 +2,8 @@
 //! log's: `logLevel` (the global verbosity) and `logComponentVerbosity`
 //! (mongosh's `db.setLogLevel(n, "query")` sends `{query: {verbosity: n}}`),
 //! and `quiet`. The reply's `was` is the parameter's value before, as mongod's.
+//! mongod's errors: another parameter BisonDB has is 20 IllegalOperation "not
+//! allowed to change [name] at runtime", an unknown name 72.
 
 use bisondb_error::{ErrorCode, MongoError, MongoResult};
 use bson::{doc, Bson, Document, RawDocumentBuf};
@@ -37,6 +39,14 @@ impl Command for SetParameter {
             ));
         }
         for (name, _) in &params {
+            if super::get_parameter::is_parameter(name)
+                && !RUNTIME_PARAMETERS.contains(&name.as_str())
+            {
+                return Err(MongoError::new(
+                    ErrorCode::IllegalOperation,
+                    format!("not allowed to change [{name}] at runtime"),
+                ));
+            }
             if !RUNTIME_PARAMETERS.contains(&name.as_str()) {
                 return Err(MongoError::new(
                     ErrorCode::InvalidOptions,

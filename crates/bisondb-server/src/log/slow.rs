@@ -1,6 +1,7 @@
 //! mongod's "Slow query" line (id 51803): a command that ran at least
-//! `slowms` (the profiler's threshold, `profile`/`--slowms`) is logged with
-//! mongod's attributes. Nothing is built for a faster command.
+//! `slowms` (the profiler's threshold and sample rate, `profile`/`--slowms`/
+//! `--slowOpSampleRate`) is logged with mongod's attributes. Nothing is built
+//! for a faster command.
 
 use std::time::Instant;
 
@@ -24,6 +25,11 @@ pub fn log_if_slow(
     let millis = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
     let slowms = state.profiler.slowms();
     if slowms < 0 || millis < u64::try_from(slowms).unwrap_or(0) {
+        return;
+    }
+    // mongod samples slow operations for the log as for the profiler.
+    let rate = state.profiler.sample_rate();
+    if rate < 1.0 && rand::random::<f64>() >= rate {
         return;
     }
     let (plan_summary, examined) = conn.op.plan_figures();
