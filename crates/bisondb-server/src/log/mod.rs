@@ -192,6 +192,8 @@ pub fn component_of(target: &str) -> (&'static str, bool) {
                 "ttl" => "INDEX",
                 "commands" | "profiler" | "fail_points" => "COMMAND",
                 "write" => "WRITE",
+                // mongod's "Document would fail validation" (20294) is STORAGE's.
+                "validation" => "STORAGE",
                 _ => "-",
             };
             (tag, false)
