@@ -334,6 +334,22 @@ async fn redacted_client_data() {
     assert_eq!(slow["attr"]["command"]["find"], "###");
     let text = std::fs::read_to_string(&b.log).expect("log");
     assert!(!text.contains("s3cr3t"), "client data in the log:\n{text}");
+    let opts = admin_any(&c, doc! {"getCmdLineOpts": 1})
+        .await
+        .expect("getCmdLineOpts");
+    let parsed = opts.get_document("parsed").expect("parsed");
+    let system_log = parsed.get_document("systemLog").expect("systemLog");
+    assert_eq!(system_log.get_str("destination").ok(), Some("file"));
+    assert!(system_log
+        .get_str("path")
+        .is_ok_and(|p| p.ends_with("bisondb.log")));
+    assert_eq!(
+        parsed
+            .get_document("security")
+            .ok()
+            .and_then(|s| s.get_bool("redactClientLogData").ok()),
+        Some(true)
+    );
     let p = admin_any(&c, doc! {"getParameter": 1, "redactClientLogData": 1})
         .await
         .expect("getParameter");

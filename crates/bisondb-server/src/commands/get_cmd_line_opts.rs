@@ -31,6 +31,32 @@ impl Command for GetCmdLineOpts {
                 "storage": {"dbPath": c.dbpath.display().to_string(), "engine": c.storage_engine.clone()},
                 "systemLog": {"quiet": c.quiet},
         };
+        // The log's settings, those given (mongod's `parsed` has the options set).
+        let mut system_log = doc! {"quiet": c.quiet};
+        if let (Some(path), crate::log::Destination::File) = (&c.logpath, c.log_destination) {
+            system_log.insert("destination", "file");
+            system_log.insert("path", path.display().to_string());
+        }
+        if c.log_append {
+            system_log.insert("logAppend", true);
+        }
+        if c.log_rotate == crate::log::RotateMode::Reopen {
+            system_log.insert("logRotate", "reopen");
+        }
+        if c.verbosity > 0 {
+            system_log.insert("verbosity", i32::from(c.verbosity));
+        }
+        if !c.component_verbosity.is_empty() {
+            let mut comps = Document::new();
+            for (name, v) in &c.component_verbosity {
+                comps.insert(name.clone(), doc! {"verbosity": i32::from(*v)});
+            }
+            system_log.insert("component", comps);
+        }
+        parsed.insert("systemLog", system_log);
+        if c.redact_client_log_data {
+            parsed.insert("security", doc! {"redactClientLogData": true});
+        }
         // mongod reports each --setParameter value as the string given.
         if !c.set_parameters.is_empty() {
             let mut params = Document::new();
