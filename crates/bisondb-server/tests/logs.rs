@@ -9,6 +9,16 @@ use bson::{doc, Document};
 
 use crate::common::{expect_code, start};
 
+/// `getParameter logComponentVerbosity`'s level of `component`.
+async fn component_verbosity(admin: &mongodb::Database, component: &str) -> Option<i32> {
+    let p = admin
+        .run_command(doc! {"getParameter": 1, "logComponentVerbosity": 1})
+        .await
+        .unwrap();
+    let v: &Document = p.get_document("logComponentVerbosity").unwrap();
+    v.get_document(component).ok()?.get_i32("verbosity").ok()
+}
+
 /// The only test here that changes a verbosity, and it puts it back: the
 /// levels are process-wide, though nothing in this binary writes a line.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -40,15 +50,7 @@ async fn set_log_level_as_mongosh_and_get_parameter() {
         .run_command(doc! {"setParameter": 1, "logComponentVerbosity": {"query": -1}})
         .await
         .unwrap();
-    let p = admin
-        .run_command(doc! {"getParameter": 1, "logComponentVerbosity": 1})
-        .await
-        .unwrap();
-    let v = p.get_document("logComponentVerbosity").unwrap();
-    assert_eq!(
-        v.get_document("query").unwrap().get_i32("verbosity").ok(),
-        Some(-1)
-    );
+    assert_eq!(component_verbosity(&admin, "query").await, Some(-1));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -87,15 +89,7 @@ async fn set_parameter_errors_as_mongod() {
             .await,
         2,
     );
-    let p = admin
-        .run_command(doc! {"getParameter": 1, "logComponentVerbosity": 1})
-        .await
-        .unwrap();
-    let v = p.get_document("logComponentVerbosity").unwrap();
-    assert_eq!(
-        v.get_document("command").unwrap().get_i32("verbosity").ok(),
-        Some(-1)
-    );
+    assert_eq!(component_verbosity(&admin, "command").await, Some(-1));
     expect_code(
         admin
             .run_command(doc! {"setParameter": 1, "logLevel": "high"})
