@@ -72,7 +72,18 @@ impl Server {
         config.validate()?;
         tracing::info!(target: "CONTROL", id = crate::log::ids::STARTING, ctx = "initandlisten",
             pid = std::process::id(), port = config.port, dbPath = %config.dbpath.display(),
-            architecture = "64-bit", "MongoDB starting");
+            architecture = "64-bit", host = %crate::state::hostname(), "MongoDB starting");
+        tracing::info!(target: "CONTROL", id = crate::log::ids::BUILD_INFO, ctx = "initandlisten",
+            buildInfo = ?crate::log::Json(serde_json::json!({
+                "version": crate::commands::build_info::COMPAT_VERSION,
+                "bisondb": {"version": env!("CARGO_PKG_VERSION")},
+                "modules": [],
+                "environment": {"target_arch": std::env::consts::ARCH, "target_os": std::env::consts::OS},
+            })),
+            "Build Info");
+        tracing::info!(target: "CONTROL", id = crate::log::ids::OPTIONS, ctx = "initandlisten",
+            options = ?crate::log::Json::doc(&crate::commands::get_cmd_line_opts::parsed_options(&config, config.port)),
+            "Options set by command line");
         if config.resolved_storage_engine() != config.storage_engine {
             tracing::info!(
                 "storage engine '{}' is an alias of '{}'; using '{}'",

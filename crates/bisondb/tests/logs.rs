@@ -135,6 +135,15 @@ async fn json_lines_get_log_slow_query_and_verbosity() {
         (started["c"].as_str(), started["ctx"].as_str()),
         (Some("CONTROL"), Some("initandlisten"))
     );
+    assert!(started["attr"]["host"].is_string(), "{started}");
+    let build = wait_for(&b.log, |l| l["id"] == 23403);
+    assert_eq!(build["attr"]["buildInfo"]["version"], "8.0.0");
+    let options = wait_for(&b.log, |l| l["id"] == 21951);
+    assert_eq!(
+        options["attr"]["options"]["systemLog"]["destination"],
+        "file"
+    );
+    assert_eq!(options["attr"]["options"]["net"]["port"], u64::from(b.port));
     let waiting = wait_for(&b.log, |l| l["id"] == 23016);
     assert_eq!(waiting["c"], "NETWORK");
     assert_eq!(waiting["attr"]["port"], u64::from(b.port));

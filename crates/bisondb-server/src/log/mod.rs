@@ -67,6 +67,10 @@ pub mod ids {
     pub const WAITING_FOR_CONNECTIONS: u64 = 23016;
     /// mongod's "MongoDB starting".
     pub const STARTING: u64 = 4615611;
+    /// mongod's "Build Info".
+    pub const BUILD_INFO: u64 = 23403;
+    /// mongod's "Options set by command line".
+    pub const OPTIONS: u64 = 21951;
     /// mongod's "Log rotation initiated".
     pub const LOG_ROTATION: u64 = 23166;
     /// BisonDB's own: the first of its range.
