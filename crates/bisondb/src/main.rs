@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use bisondb_server::config::{parse_log_rotate, parse_octal, split_ips};
+use bisondb_server::log::ids;
 use bisondb_server::{Server, ServerConfig};
 use clap::{Args, Parser, Subcommand};
 
@@ -236,30 +237,34 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    rt.block_on(async move {
+    let code = rt.block_on(async move {
         let server = match Server::start(config).await {
             Ok(s) => s,
             Err(e) => {
-                tracing::error!("{}", e.message);
+                tracing::error!(target: "CONTROL", ctx = "initandlisten", error = %e.message, "Could not start");
                 eprintln!("bisondb: {}", e.message);
-                return ExitCode::from(48);
+                return 48;
             }
         };
         let state = server.state.clone();
         tokio::spawn(async move {
-            let signal = wait_for_signal().await;
-            tracing::info!(target: "CONTROL", id = bisondb_server::log::ids::SHUTDOWN_REQUESTED,
-                ctx = "SignalHandler", signal, "Shutdown requested");
+            let (signal, error) = wait_for_signal().await;
+            tracing::info!(target: "CONTROL", id = ids::RECEIVED_SIGNAL, ctx = "SignalHandler",
+                signal, error, "Received signal");
             state.request_shutdown();
         });
         tokio::spawn(rotate_on_sigusr1());
         server.wait().await;
-        ExitCode::SUCCESS
-    })
+        0
+    });
+    tracing::info!(target: "CONTROL", id = ids::NOW_EXITING, ctx = "initandlisten", "Now exiting");
+    tracing::info!(target: "CONTROL", id = ids::SHUTTING_DOWN, ctx = "initandlisten",
+        exitCode = code, "Shutting down");
+    ExitCode::from(code)
 }
 
-/// Waits for SIGTERM or SIGINT; returns the signal's name.
-async fn wait_for_signal() -> &'static str {
+/// Waits for SIGTERM or SIGINT; returns its number and name, as mongod logs them.
+async fn wait_for_signal() -> (i32, &'static str) {
     use tokio::signal::unix::{signal, SignalKind};
     let (Ok(mut term), Ok(mut int)) = (
         signal(SignalKind::terminate()),
@@ -269,8 +274,8 @@ async fn wait_for_signal() -> &'static str {
         return std::future::pending().await;
     };
     tokio::select! {
-        _ = term.recv() => "SIGTERM",
-        _ = int.recv() => "SIGINT",
+        _ = term.recv() => (libc::SIGTERM, "Terminated"),
+        _ = int.recv() => (libc::SIGINT, "Interrupt"),
     }
 }
 
@@ -282,7 +287,7 @@ async fn rotate_on_sigusr1() {
     };
     while usr1.recv().await.is_some() {
         if let Err(e) = bisondb_server::log::rotate() {
-            tracing::warn!(target: "CONTROL", id = bisondb_server::log::ids::LOG_ROTATION, ctx = "SignalHandler", error = %e, "Log rotation failed");
+            tracing::warn!(target: "CONTROL", id = ids::LOG_ROTATION, ctx = "SignalHandler", error = %e, "Log rotation failed");
         }
     }
 }

@@ -366,6 +366,32 @@ async fn redacted_client_data() {
 }
 
 #[test]
+fn sigterm_is_logged_as_mongod_until_the_last_line() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut b = start(dir.path(), &[]);
+    let pid = i32::try_from(b.child.id()).expect("pid");
+    // SAFETY: sends a signal to the child this test started.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
+    let status = b.child.wait().expect("wait");
+    assert!(status.success(), "{status:?}");
+    let all = lines(&b.log);
+    let got = all
+        .iter()
+        .find(|l| l["id"] == 23377)
+        .expect("Received signal");
+    assert_eq!(got["attr"]["signal"], 15);
+    assert_eq!(got["attr"]["error"], "Terminated");
+    assert_eq!(got["ctx"], "SignalHandler");
+    let last = all.last().expect("lines");
+    assert_eq!(
+        (last["id"].as_u64(), last["msg"].as_str()),
+        (Some(23138), Some("Shutting down"))
+    );
+    assert_eq!(last["attr"]["exitCode"], 0);
+    assert!(all.iter().any(|l| l["id"] == 20565));
+}
+
+#[test]
 fn unknown_system_log_keys_are_refused() {
     let dir = tempfile::tempdir().expect("tempdir");
     let conf = dir.path().join("b.conf");

@@ -77,7 +77,13 @@ pub mod ids {
     pub const OWN: u64 = 1_000_000_000;
     /// BisonDB's "Listening on a Unix socket".
     pub const UNIX_SOCKET: u64 = OWN + 1;
-    /// BisonDB's "Shutdown requested" (signal or command).
+    /// mongod's "Received signal" (SIGTERM, SIGINT).
+    pub const RECEIVED_SIGNAL: u64 = 23377;
+    /// mongod's "Now exiting".
+    pub const NOW_EXITING: u64 = 20565;
+    /// mongod's "Shutting down" (with `exitCode`), the last line.
+    pub const SHUTTING_DOWN: u64 = 23138;
+    /// BisonDB's "Shutdown requested by command".
     pub const SHUTDOWN_REQUESTED: u64 = OWN + 2;
     /// BisonDB's "Shutdown complete".
     pub const SHUTDOWN_COMPLETE: u64 = OWN + 3;
