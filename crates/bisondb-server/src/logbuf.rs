@@ -20,7 +20,7 @@ pub fn total_written() -> u64 {
     TOTAL.load(Ordering::Relaxed)
 }
 
-/// Keeps `line` (mongod's JSON form) among the last [`CAPACITY`].
+/// Keeps `line` (mongod's JSON form) among the last 1024.
 pub fn push(line: String) {
     let mut l = LINES.lock();
     if l.len() == CAPACITY {

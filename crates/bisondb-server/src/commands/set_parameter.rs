@@ -2,8 +2,8 @@
 //! log's: `logLevel` (the global verbosity) and `logComponentVerbosity`
 //! (mongosh's `db.setLogLevel(n, "query")` sends `{query: {verbosity: n}}`),
 //! and `quiet`. The reply's `was` is the parameter's value before, as mongod's.
-//! mongod's errors: another parameter BisonDB has is 20 IllegalOperation "not
-//! allowed to change [name] at runtime", an unknown name 72.
+//! mongod's errors: another parameter BisonDB has is 20 IllegalOperation
+//! `not allowed to change [name] at runtime`, an unknown name 72.
 
 use bisondb_error::{ErrorCode, MongoError, MongoResult};
 use bson::{doc, Bson, Document, RawDocumentBuf};
