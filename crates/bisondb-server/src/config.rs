@@ -24,6 +24,19 @@ pub struct ServerConfig {
     pub max_conns: usize,
     pub quiet: bool,
     pub logpath: Option<PathBuf>,
+    /// `systemLog.destination` (`file` with a path, else standard output).
+    pub log_destination: crate::log::Destination,
+    /// `--logappend` / `systemLog.logAppend`: keep the old file's lines
+    /// instead of renaming it at start-up.
+    pub log_append: bool,
+    /// `--logRotate` / `systemLog.logRotate`: `rename` or `reopen`.
+    pub log_rotate: crate::log::RotateMode,
+    /// `-v`.. / `systemLog.verbosity`: the global log verbosity, 0 to 5.
+    pub verbosity: i8,
+    /// `systemLog.component.<name>.verbosity`, by mongod's component name.
+    pub component_verbosity: Vec<(String, i8)>,
+    /// `--redactClientLogData` / `security.redactClientLogData`.
+    pub redact_client_log_data: bool,
     /// The command line as given, for `getCmdLineOpts`.
     pub argv: Vec<String>,
     /// Seconds between TTL monitor passes (mongod's `ttlMonitorSleepSecs`).
@@ -66,6 +79,12 @@ impl Default for ServerConfig {
             max_conns: 1_000_000,
             quiet: false,
             logpath: None,
+            log_destination: crate::log::Destination::Stdout,
+            log_append: false,
+            log_rotate: crate::log::RotateMode::Rename,
+            verbosity: 0,
+            component_verbosity: Vec::new(),
+            redact_client_log_data: false,
             argv: Vec::new(),
             ttl_monitor_sleep_secs: 60,
             profile: 0,
@@ -134,6 +153,11 @@ impl ServerConfig {
                 "--slowOpSampleRate must be between 0 and 1, got {}",
                 self.slow_op_sample_rate
             )));
+        }
+        if self.log_rotate == crate::log::RotateMode::Reopen && !self.log_append {
+            return Err(MongoError::bad_value(
+                "logRotate: reopen needs logAppend (--logappend), as in mongod",
+            ));
         }
         if self.file_permissions > 0o777 {
             return Err(MongoError::bad_value(format!(
@@ -300,10 +324,13 @@ impl ServerConfig {
                 )
             })?;
         }
-        if let Some(v) = get("systemLog.quiet") {
-            self.quiet = v
+        if let Some(v) = get("systemLog") {
+            self.apply_system_log(v)?;
+        }
+        if let Some(v) = get("security.redactClientLogData") {
+            self.redact_client_log_data = v
                 .as_bool()
-                .ok_or_else(|| bad("systemLog.quiet", "a boolean"))?;
+                .ok_or_else(|| bad("security.redactClientLogData", "a boolean"))?;
         }
         if let Some(v) = get("setParameter") {
             let map = v
@@ -349,9 +376,93 @@ impl ServerConfig {
                 )
             })?;
         }
-        if let Some(v) = get("systemLog.path") {
-            let s = v.as_str().ok_or_else(|| bad("systemLog.path", "a path"))?;
-            self.logpath = Some(PathBuf::from(s));
+        Ok(())
+    }
+
+    /// The `systemLog` section. A key BisonDB does not implement is an error,
+    /// never ignored: a log that silently goes elsewhere is worse than none.
+    fn apply_system_log(&mut self, section: &serde_yaml::Value) -> MongoResult<()> {
+        let bad = |key: &str, want: &str| {
+            MongoError::bad_value(format!("config file: 'systemLog.{key}' must be {want}"))
+        };
+        let map = section
+            .as_mapping()
+            .ok_or_else(|| MongoError::bad_value("config file: 'systemLog' must be a mapping"))?;
+        let mut destination = None;
+        for (k, v) in map {
+            let key = k.as_str().unwrap_or_default();
+            match key {
+                "quiet" => self.quiet = v.as_bool().ok_or_else(|| bad(key, "a boolean"))?,
+                "path" => {
+                    let s = v.as_str().ok_or_else(|| bad(key, "a path"))?;
+                    self.logpath = Some(PathBuf::from(s));
+                }
+                "destination" => {
+                    destination = Some(match v.as_str() {
+                        Some("file") => crate::log::Destination::File,
+                        Some("syslog") => {
+                            return Err(MongoError::bad_value(
+                                "config file: systemLog.destination 'syslog' is not supported by BisonDB (use file, or leave it out for standard output)",
+                            ))
+                        }
+                        _ => return Err(bad(key, "file")),
+                    })
+                }
+                "logAppend" => {
+                    self.log_append = v.as_bool().ok_or_else(|| bad(key, "a boolean"))?
+                }
+                "logRotate" => {
+                    self.log_rotate = parse_log_rotate(v.as_str().unwrap_or_default())
+                        .ok_or_else(|| bad(key, "rename or reopen"))?
+                }
+                "verbosity" => self.verbosity = yaml_verbosity(v).ok_or_else(|| bad(key, "0 to 5"))?,
+                "component" => {
+                    let comps = v
+                        .as_mapping()
+                        .ok_or_else(|| bad(key, "a mapping of component names"))?;
+                    for (name, c) in comps {
+                        let name = name.as_str().unwrap_or_default();
+                        if !crate::log::COMPONENTS.iter().any(|(n, _)| *n == name) {
+                            return Err(MongoError::bad_value(format!(
+                                "config file: unknown log component 'systemLog.component.{name}'"
+                            )));
+                        }
+                        let level = c
+                            .get("verbosity")
+                            .filter(|_| c.as_mapping().is_some_and(|m| m.len() == 1))
+                            .and_then(yaml_verbosity)
+                            .ok_or_else(|| {
+                                bad(&format!("component.{name}"), "{verbosity: 0 to 5}")
+                            })?;
+                        self.component_verbosity.retain(|(n, _)| n != name);
+                        self.component_verbosity.push((name.to_string(), level));
+                    }
+                }
+                "timeStampFormat" => {
+                    if v.as_str() != Some("iso8601-utc") {
+                        return Err(bad(key, "iso8601-utc (the only format BisonDB writes)"));
+                    }
+                }
+                other => {
+                    return Err(MongoError::bad_value(format!(
+                        "config file: unknown or unsupported option 'systemLog.{other}'"
+                    )))
+                }
+            }
+        }
+        match (destination, &self.logpath) {
+            (Some(crate::log::Destination::File), None) => {
+                return Err(MongoError::bad_value(
+                    "config file: systemLog.destination: file needs systemLog.path",
+                ))
+            }
+            (None, Some(_)) => {
+                return Err(MongoError::bad_value(
+                    "config file: systemLog.path needs systemLog.destination: file",
+                ))
+            }
+            (Some(d), _) => self.log_destination = d,
+            (None, None) => {}
         }
         Ok(())
     }
@@ -366,6 +477,21 @@ pub const STARTUP_PARAMETERS: &[&str] = &[
     "internalQueryMaxBlockingSortMemoryUsageBytes",
     "ttlMonitorSleepSecs",
 ];
+
+/// `systemLog.logRotate` / `--logRotate`.
+pub fn parse_log_rotate(s: &str) -> Option<crate::log::RotateMode> {
+    match s {
+        "rename" => Some(crate::log::RotateMode::Rename),
+        "reopen" => Some(crate::log::RotateMode::Reopen),
+        _ => None,
+    }
+}
+
+fn yaml_verbosity(v: &serde_yaml::Value) -> Option<i8> {
+    v.as_i64()
+        .filter(|n| (0..=5).contains(n))
+        .and_then(|n| i8::try_from(n).ok())
+}
 
 /// Splits mongod's comma-separated `bindIp` list.
 pub fn split_ips(s: &str) -> Vec<String> {
@@ -515,6 +641,42 @@ mod tests {
         assert_eq!(y.ttl_monitor_sleep_secs, 2);
         assert!(y.apply_yaml("setParameter:\n  nope: 1\n").is_err());
         assert!(y.apply_yaml("setParameter: 3\n").is_err());
+    }
+
+    #[test]
+    fn system_log_keys_as_mongod() {
+        let mut c = ServerConfig::default();
+        c.apply_yaml(
+            "systemLog:\n  destination: file\n  path: /var/log/b.log\n  logAppend: true\n  logRotate: reopen\n  verbosity: 2\n  quiet: false\n  timeStampFormat: iso8601-utc\n  component:\n    query:\n      verbosity: 1\nsecurity:\n  redactClientLogData: true\n",
+        )
+        .unwrap();
+        assert_eq!(c.logpath, Some(PathBuf::from("/var/log/b.log")));
+        assert_eq!(c.log_destination, crate::log::Destination::File);
+        assert!(c.log_append && c.redact_client_log_data);
+        assert_eq!(c.log_rotate, crate::log::RotateMode::Reopen);
+        assert_eq!(c.verbosity, 2);
+        assert_eq!(c.component_verbosity, vec![("query".to_string(), 1)]);
+        c.validate().unwrap();
+
+        for refused in [
+            "systemLog:\n  syslogFacility: user\n",
+            "systemLog:\n  destination: syslog\n",
+            "systemLog:\n  path: /x.log\n",
+            "systemLog:\n  destination: file\n",
+            "systemLog:\n  verbosity: 9\n",
+            "systemLog:\n  component:\n    nosuch:\n      verbosity: 1\n",
+            "systemLog:\n  timeStampFormat: ctime\n",
+        ] {
+            assert!(
+                ServerConfig::default().apply_yaml(refused).is_err(),
+                "{refused}"
+            );
+        }
+        let reopen_without_append = ServerConfig {
+            log_rotate: crate::log::RotateMode::Reopen,
+            ..Default::default()
+        };
+        assert!(reopen_without_append.validate().is_err());
     }
 
     #[test]

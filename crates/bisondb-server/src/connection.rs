@@ -42,7 +42,10 @@ where
         peer,
         ..Default::default()
     };
-    tracing::debug!(conn = conn.id, peer = %conn.peer, "connection accepted");
+    tracing::info!(target: "NETWORK", id = crate::log::ids::CONNECTION_ACCEPTED, ctx = "listener",
+        remote = %conn.peer, connectionId = conn.id,
+        connectionCount = state.connections_current.load(std::sync::atomic::Ordering::Relaxed),
+        "Connection accepted");
     let mut framed = Framed::new(stream, MessageCodec::new());
     loop {
         if state.is_shutting_down() {
@@ -133,7 +136,10 @@ where
             }
         }
     }
-    tracing::debug!(conn = conn.id, "connection closed");
+    tracing::info!(target: "NETWORK", id = crate::log::ids::CONNECTION_ENDED, conn = conn.id,
+        remote = %conn.peer, connectionId = conn.id,
+        connectionCount = state.connections_current.load(std::sync::atomic::Ordering::Relaxed).saturating_sub(1),
+        "Connection ended");
 }
 
 /// A `getMore` sent with the OP_MSG flag `exhaustAllowed` (what drivers send
@@ -403,7 +409,11 @@ fn run_command(
     } else {
         None
     };
+    // One clock read per command: slow commands are logged at any profiling
+    // level (mongod's "Slow query"), and only those build a line.
+    let started = std::time::Instant::now();
     let reply = dispatch_command(req, spec, state, conn);
+    crate::log::slow::log_if_slow(state, req, conn, &reply, started);
     if let Some(p) = profiled {
         p.finish(state, req, conn, &reply);
     }
@@ -473,7 +483,9 @@ fn dispatch_command(
             doc
         }
         Err(e) => {
-            tracing::debug!(conn = conn.id, db = %req.db, command = req.name, code = e.code.code(), error = %e.message, body = %bson::Document::try_from(req.body).map(|d| d.to_string()).unwrap_or_default(), "command failed");
+            tracing::debug!(target: "COMMAND", id = crate::log::ids::COMMAND_FAILED, conn = conn.id,
+                db = %req.db, command = req.name, code = e.code.code(), error = %e.message,
+                body = ?crate::log::client_data(req.body), "Command failed");
             if e.code == ErrorCode::InternalError {
                 tracing::error!(command = req.name, error = %e, "internal error");
             }

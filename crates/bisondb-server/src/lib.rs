@@ -25,6 +25,7 @@ pub mod cursor;
 pub mod fail_points;
 pub mod fields;
 pub mod let_vars;
+pub mod log;
 pub mod logbuf;
 pub mod namespaces;
 pub mod on_view;

@@ -196,6 +196,20 @@ pub struct OpDebug {
     writes: Vec<WriteOutcome>,
 }
 
+impl OpDebug {
+    /// The plan summary and the keys and documents examined so far, for the
+    /// slow-query log line (`crate::log::slow`); known only when `enabled`.
+    pub fn plan_figures(&self) -> (Option<&str>, Option<(u64, u64)>) {
+        let examined = self.examined.as_ref().map(|e| {
+            (
+                e.stats.keys().saturating_sub(e.keys_before),
+                e.stats.docs().saturating_sub(e.docs_before),
+            )
+        });
+        (self.plan_summary.as_deref(), examined)
+    }
+}
+
 /// A plan's counters, and their values when this operation started (a
 /// getMore continues counting into its find's counters).
 #[derive(Debug, Clone)]
@@ -408,7 +422,7 @@ fn target_collection<'a>(req: &CommandRequest<'a>) -> Option<&'a str> {
 
 /// The namespace mongod records: `db.coll` for a command on a collection,
 /// `db.$cmd.aggregate` for a database aggregation, else the database name.
-fn namespace(req: &CommandRequest<'_>) -> String {
+pub fn namespace(req: &CommandRequest<'_>) -> String {
     match target_collection(req) {
         Some(c) => format!("{}.{c}", req.db),
         None if req.name == "aggregate" => format!("{}.$cmd.aggregate", req.db),
@@ -417,7 +431,7 @@ fn namespace(req: &CommandRequest<'_>) -> String {
 }
 
 /// mongod's `op` for a command.
-fn op_name(cmd: &str) -> &'static str {
+pub fn op_name(cmd: &str) -> &'static str {
     match cmd {
         "find" => "query",
         "getMore" => "getmore",
@@ -642,7 +656,7 @@ fn client_address(peer: &str) -> String {
     }
 }
 
-fn app_name(conn: &ConnectionInfo) -> Option<String> {
+pub fn app_name(conn: &ConnectionInfo) -> Option<String> {
     let app = conn
         .client_metadata
         .as_ref()?

@@ -70,6 +70,20 @@ impl Server {
     /// Opens storage and binds every listener; returns once connections can be accepted.
     pub async fn start(config: ServerConfig) -> MongoResult<RunningServer> {
         config.validate()?;
+        tracing::info!(target: "CONTROL", id = crate::log::ids::STARTING, ctx = "initandlisten",
+            pid = std::process::id(), port = config.port, dbPath = %config.dbpath.display(),
+            architecture = "64-bit", host = %crate::state::hostname(), "MongoDB starting");
+        tracing::info!(target: "CONTROL", id = crate::log::ids::BUILD_INFO, ctx = "initandlisten",
+            buildInfo = ?crate::log::Json(serde_json::json!({
+                "version": crate::commands::build_info::COMPAT_VERSION,
+                "bisondb": {"version": env!("CARGO_PKG_VERSION")},
+                "modules": [],
+                "environment": {"target_arch": std::env::consts::ARCH, "target_os": std::env::consts::OS},
+            })),
+            "Build Info");
+        tracing::info!(target: "CONTROL", id = crate::log::ids::OPTIONS, ctx = "initandlisten",
+            options = ?crate::log::Json::doc(&crate::commands::get_cmd_line_opts::parsed_options(&config, config.port)),
+            "Options set by command line");
         if config.resolved_storage_engine() != config.storage_engine {
             tracing::info!(
                 "storage engine '{}' is an alias of '{}'; using '{}'",
@@ -187,11 +201,13 @@ impl Server {
             }));
         }
         tasks.push(crate::ttl::spawn(state.clone()));
-        for a in &tcp_addrs {
-            tracing::info!(address = %a, "waiting for connections");
-        }
         if let Some(p) = &socket_path {
-            tracing::info!(socket = %p.display(), "waiting for connections");
+            tracing::info!(target: "NETWORK", id = crate::log::ids::UNIX_SOCKET, ctx = "listener",
+                path = %p.display(), "Listening on a Unix socket");
+        }
+        for a in &tcp_addrs {
+            tracing::info!(target: "NETWORK", id = crate::log::ids::WAITING_FOR_CONNECTIONS,
+                ctx = "listener", port = a.port(), address = %a, ssl = "off", "Waiting for connections");
         }
         Ok(RunningServer {
             state,
@@ -247,7 +263,7 @@ impl RunningServer {
         if let Some(p) = &self.socket_path {
             let _ = std::fs::remove_file(p);
         }
-        tracing::info!("shutdown complete");
+        tracing::info!(target: "CONTROL", id = crate::log::ids::SHUTDOWN_COMPLETE, "Shutdown complete");
     }
 }
 

@@ -37,6 +37,7 @@ mod index_stats;
 mod indexes;
 mod insert;
 mod lifecycle;
+mod logs;
 mod management;
 mod min_max;
 mod operators_extra;

@@ -5,7 +5,8 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use bisondb_server::config::{parse_octal, split_ips};
+use bisondb_server::config::{parse_log_rotate, parse_octal, split_ips};
+use bisondb_server::log::ids;
 use bisondb_server::{Server, ServerConfig};
 use clap::{Args, Parser, Subcommand};
 
@@ -79,6 +80,18 @@ struct ServeArgs {
     /// Write the log to this file instead of standard output.
     #[arg(long)]
     logpath: Option<PathBuf>,
+    /// Append to the log file instead of renaming the old one at start-up.
+    #[arg(long)]
+    logappend: bool,
+    /// What logRotate and SIGUSR1 do to the log file: rename or reopen [default: rename].
+    #[arg(long = "logRotate")]
+    log_rotate: Option<String>,
+    /// More log lines: -v to -vvvvv (the global verbosity, 1 to 5).
+    #[arg(short = 'v', long = "verbose", action = clap::ArgAction::Count)]
+    verbose: u8,
+    /// Write "###" in log lines instead of client data (command arguments, documents).
+    #[arg(long = "redactClientLogData")]
+    redact_client_log_data: bool,
     /// Profiling level of every database: 0 off, 1 slow operations, 2 all [default: 0].
     #[arg(long)]
     profile: Option<i32>,
@@ -138,6 +151,20 @@ fn build_config(a: &ServeArgs) -> Result<ServerConfig, String> {
     }
     if let Some(l) = &a.logpath {
         c.logpath = Some(l.clone());
+        c.log_destination = bisondb_server::log::Destination::File;
+    }
+    if a.logappend {
+        c.log_append = true;
+    }
+    if let Some(r) = &a.log_rotate {
+        c.log_rotate = parse_log_rotate(r)
+            .ok_or_else(|| format!("--logRotate must be rename or reopen, got {r}"))?;
+    }
+    if a.verbose > 0 {
+        c.verbosity = i8::try_from(a.verbose.min(5)).unwrap_or(5);
+    }
+    if a.redact_client_log_data {
+        c.redact_client_log_data = true;
     }
     if let Some(p) = a.profile {
         c.profile = p;
@@ -153,41 +180,6 @@ fn build_config(a: &ServeArgs) -> Result<ServerConfig, String> {
     }
     c.validate().map_err(|e| e.message)?;
     Ok(c)
-}
-
-fn init_logging(c: &ServerConfig) -> Result<(), String> {
-    use tracing_subscriber::layer::SubscriberExt;
-    use tracing_subscriber::util::SubscriberInitExt;
-    use tracing_subscriber::EnvFilter;
-    let default = if c.quiet { "warn" } else { "info" };
-    let filter = EnvFilter::try_from_env("BISONDB_LOG").unwrap_or_else(|_| EnvFilter::new(default));
-    let registry = tracing_subscriber::registry()
-        .with(filter)
-        .with(bisondb_server::logbuf::LogBufferLayer);
-    match &c.logpath {
-        Some(path) => {
-            let file = std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(path)
-                .map_err(|e| format!("cannot open log file {}: {e}", path.display()))?;
-            registry
-                .with(
-                    tracing_subscriber::fmt::layer()
-                        .with_ansi(false)
-                        .with_writer(std::sync::Mutex::new(file)),
-                )
-                .init();
-        }
-        None => {
-            use std::io::IsTerminal;
-            let ansi = std::io::stdout().is_terminal();
-            registry
-                .with(tracing_subscriber::fmt::layer().with_ansi(ansi))
-                .init()
-        }
-    }
-    Ok(())
 }
 
 /// Transparent huge pages off for this process, unless `MIMALLOC_ALLOW_THP`
@@ -231,7 +223,7 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    if let Err(e) = init_logging(&config) {
+    if let Err(e) = bisondb_server::log::install(&config) {
         eprintln!("bisondb: {e}");
         return ExitCode::from(2);
     }
@@ -245,38 +237,57 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    rt.block_on(async move {
+    let code = rt.block_on(async move {
         let server = match Server::start(config).await {
             Ok(s) => s,
             Err(e) => {
-                tracing::error!("{}", e.message);
+                tracing::error!(target: "CONTROL", ctx = "initandlisten", error = %e.message, "Could not start");
                 eprintln!("bisondb: {}", e.message);
-                return ExitCode::from(48);
+                return 48;
             }
         };
         let state = server.state.clone();
         tokio::spawn(async move {
-            wait_for_signal().await;
-            tracing::info!("signal received, shutting down");
+            let (signal, error) = wait_for_signal().await;
+            tracing::info!(target: "CONTROL", id = ids::RECEIVED_SIGNAL, ctx = "SignalHandler",
+                signal, error, "Received signal");
             state.request_shutdown();
         });
+        tokio::spawn(rotate_on_sigusr1());
         server.wait().await;
-        ExitCode::SUCCESS
-    })
+        0
+    });
+    tracing::info!(target: "CONTROL", id = ids::NOW_EXITING, ctx = "initandlisten", "Now exiting");
+    tracing::info!(target: "CONTROL", id = ids::SHUTTING_DOWN, ctx = "initandlisten",
+        exitCode = code, "Shutting down");
+    ExitCode::from(code)
 }
 
-async fn wait_for_signal() {
+/// Waits for SIGTERM or SIGINT; returns its number and name, as mongod logs them.
+async fn wait_for_signal() -> (i32, &'static str) {
     use tokio::signal::unix::{signal, SignalKind};
     let (Ok(mut term), Ok(mut int)) = (
         signal(SignalKind::terminate()),
         signal(SignalKind::interrupt()),
     ) else {
         // Without signal handlers the server still stops through the shutdown command.
-        std::future::pending::<()>().await;
-        return;
+        return std::future::pending().await;
     };
     tokio::select! {
-        _ = term.recv() => {}
-        _ = int.recv() => {}
+        _ = term.recv() => (libc::SIGTERM, "Terminated"),
+        _ = int.recv() => (libc::SIGINT, "Interrupt"),
+    }
+}
+
+/// SIGUSR1 rotates the log, as `logRotate` does (mongod's signal for it).
+async fn rotate_on_sigusr1() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let Ok(mut usr1) = signal(SignalKind::user_defined1()) else {
+        return;
+    };
+    while usr1.recv().await.is_some() {
+        if let Err(e) = bisondb_server::log::rotate() {
+            tracing::warn!(target: "CONTROL", id = ids::LOG_ROTATION, ctx = "SignalHandler", error = %e, "Log rotation failed");
+        }
     }
 }

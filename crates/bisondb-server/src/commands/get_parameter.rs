@@ -31,13 +31,20 @@ fn parameters() -> Vec<(&'static str, Bson)> {
             "internalQueryMaxBlockingSortMemoryUsageBytes",
             Bson::Int64(100 * 1024 * 1024),
         ),
+        ("logComponentVerbosity", Bson::Document(Default::default())),
         ("logLevel", Bson::Int32(0)),
         ("maxBSONDepth", Bson::Int32(200)),
         ("quiet", Bson::Boolean(false)),
+        ("redactClientLogData", Bson::Boolean(false)),
         ("requireApiVersion", Bson::Boolean(false)),
         ("transactionLifetimeLimitSeconds", Bson::Int32(60)),
         ("ttlMonitorSleepSecs", Bson::Int32(60)),
     ]
+}
+
+/// Whether `name` is a parameter BisonDB has (settable at run time or not).
+pub fn is_parameter(name: &str) -> bool {
+    parameters().iter().any(|(n, _)| *n == name)
 }
 
 pub struct GetParameter {
@@ -75,6 +82,13 @@ impl Command for GetParameter {
         for (k, v) in params.iter_mut() {
             match *k {
                 "ttlMonitorSleepSecs" => *v = Bson::Int32(ttl),
+                // The log's settings live in `crate::log`, changed by setParameter.
+                "logLevel" => *v = Bson::Int32(i32::from(crate::log::verbosity(None))),
+                "logComponentVerbosity" => {
+                    *v = Bson::Document(crate::log::component_verbosity_doc())
+                }
+                "quiet" => *v = Bson::Boolean(crate::log::quiet()),
+                "redactClientLogData" => *v = Bson::Boolean(crate::log::redacting()),
                 "enableTestCommands" => *v = Bson::Boolean(ctx.state.config.enable_test_commands),
                 // The blocking aggregation stages' limits as set at startup.
                 "allowDiskUseByDefault" => {

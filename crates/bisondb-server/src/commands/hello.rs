@@ -70,6 +70,9 @@ impl Command for Hello {
                     "The client metadata document may only be sent in the first hello",
                 ));
             }
+            tracing::info!(target: "NETWORK", id = crate::log::ids::CLIENT_METADATA,
+                conn = ctx.conn.id, remote = %ctx.conn.peer, client = format!("conn{}", ctx.conn.id),
+                doc = ?crate::log::Json::doc(&client), "client metadata");
             ctx.conn.client_metadata = Some(client);
             // Compression is agreed in the first handshake only.
             ctx.conn.compressors = self

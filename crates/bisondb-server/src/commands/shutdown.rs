@@ -21,7 +21,8 @@ impl Command for Shutdown {
     }
 
     fn execute(self, ctx: &mut Context<'_>) -> MongoResult<RawDocumentBuf> {
-        tracing::info!("shutdown requested by command");
+        tracing::info!(target: "CONTROL", id = crate::log::ids::SHUTDOWN_REQUESTED,
+            conn = ctx.conn.id, "Shutdown requested by command");
         let state = ctx.state.clone();
         // Let this reply reach the client before connections are told to close.
         std::thread::spawn(move || {
