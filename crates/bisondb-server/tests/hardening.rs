@@ -1,0 +1,151 @@
+//! Issue 20's bounded findings: arguments of the wrong type or range are
+//! refused with mongod's errors rather than ignored, `$out`/`$merge` cannot
+//! write into protected namespaces or onto views, namespaces are bounded to
+//! 255 bytes, and connections that stall mid-message are closed.
+
+use crate::common::*;
+use bson::{doc, Bson, Document};
+use mongodb::Database;
+
+/// Runs `cmd` on `db` and returns the code and message of its error: the
+/// command's, or its first write error's.
+async fn fails(db: &Database, cmd: Document) -> (i32, String) {
+    let name = cmd.keys().next().cloned().unwrap_or_default();
+    match db.run_command(cmd).await {
+        Ok(r) => match r.get_array("writeErrors").ok().and_then(|w| w.first()) {
+            Some(Bson::Document(w)) => (
+                w.get_i32("code").unwrap_or(-1),
+                w.get_str("errmsg").unwrap_or_default().to_string(),
+            ),
+            _ => panic!("{name} should fail, answered {r}"),
+        },
+        Err(e) => (error_code(&e).unwrap_or(-1), error_message(&e)),
+    }
+}
+
+/// Finding 6: `$out` and `$merge` into system collections, the internal
+/// databases, and onto a view fail with mongod's codes and leave the target
+/// as it was; the direct insert keeps its 73.
+#[tokio::test]
+async fn out_and_merge_refuse_protected_targets() {
+    let ts = start().await;
+    let db = ts.tcp.database("h6");
+    db.collection::<Document>("src")
+        .insert_one(doc! {"_id": 1, "a": 1})
+        .await
+        .unwrap();
+    let agg = |stage: Document| doc! {"aggregate": "src", "pipeline": [stage], "cursor": {}};
+    for coll in [
+        "system.users",
+        "system.js",
+        "system.views",
+        "system.profile",
+        "system.buckets.x",
+    ] {
+        let (code, msg) = fails(&db, agg(doc! {"$out": coll})).await;
+        assert_eq!(code, 17385, "$out to {coll}: {msg}");
+        assert_eq!(msg, format!("Can't $out to special collection: {coll}"));
+        let (code, msg) = fails(&db, agg(doc! {"$merge": {"into": coll}})).await;
+        assert_eq!(code, 31319, "$merge to {coll}: {msg}");
+        assert_eq!(msg, format!("Cannot $merge to special collection: {coll}"));
+    }
+    for (target_db, coll) in [
+        ("admin", "system.users"),
+        ("local", "oplog.rs"),
+        ("config", "system.sessions"),
+        ("config", "transactions"),
+        ("admin", "plain"),
+    ] {
+        let (code, msg) = fails(&db, agg(doc! {"$out": {"db": target_db, "coll": coll}})).await;
+        let expected = if coll.starts_with("system.") {
+            17385
+        } else {
+            31321
+        };
+        assert_eq!(code, expected, "$out to {target_db}.{coll}: {msg}");
+        let (code, msg) = fails(
+            &db,
+            agg(doc! {"$merge": {"into": {"db": target_db, "coll": coll}}}),
+        )
+        .await;
+        let expected = if coll.starts_with("system.") {
+            31319
+        } else {
+            31320
+        };
+        assert_eq!(code, expected, "$merge to {target_db}.{coll}: {msg}");
+    }
+    // Nothing was created by the refused writes.
+    for target_db in ["admin", "local", "config"] {
+        let names = ts
+            .tcp
+            .database(target_db)
+            .list_collection_names()
+            .await
+            .unwrap();
+        assert!(
+            !names
+                .iter()
+                .any(|n| n == "plain" || n == "oplog.rs" || n == "transactions"),
+            "{target_db}: {names:?}"
+        );
+    }
+    // A view stays a view.
+    run(&db, doc! {"create": "v", "viewOn": "src", "pipeline": []}).await;
+    let (code, _) = fails(&db, agg(doc! {"$out": "v"})).await;
+    assert_eq!(code, 166);
+    let (code, _) = fails(&db, agg(doc! {"$merge": {"into": "v"}})).await;
+    assert_eq!(code, 166);
+    let entry = collection_entry(&db, "v").await;
+    assert_eq!(entry.get_str("type").unwrap(), "view", "{entry}");
+    // The same names through insert: 73, unchanged.
+    let (code, _) = fails(&db, doc! {"insert": "system.js", "documents": [{"_id": 1}]}).await;
+    assert_eq!(code, 73);
+    // Ordinary targets still work.
+    run(&db, agg(doc! {"$out": "copy"})).await;
+    run(&db, agg(doc! {"$merge": {"into": "merged"}})).await;
+    assert_eq!(count(&db.collection("copy"), doc! {}).await, 1);
+    assert_eq!(count(&db.collection("merged"), doc! {}).await, 1);
+}
+
+/// Finding 7 (names): a namespace longer than 255 bytes is refused with 73
+/// wherever a collection would be made; 255 bytes exactly is accepted.
+#[tokio::test]
+async fn namespace_length_is_bounded() {
+    let ts = start().await;
+    let db = ts.tcp.database("h7");
+    // "h7." is 3 bytes.
+    let longest = "c".repeat(252);
+    run(
+        &db,
+        doc! {"insert": longest.as_str(), "documents": [{"_id": 1}]},
+    )
+    .await;
+    let long = "c".repeat(5000);
+    for cmd in [
+        doc! {"insert": long.as_str(), "documents": [{"_id": 1}]},
+        doc! {"create": long.as_str()},
+        doc! {"update": long.as_str(), "updates": [{"q": {}, "u": {"$set": {"a": 1}}, "upsert": true}]},
+        doc! {"createIndexes": long.as_str(), "indexes": [{"key": {"a": 1}, "name": "a_1"}]},
+        doc! {"aggregate": longest.as_str(), "pipeline": [{"$out": long.as_str()}], "cursor": {}},
+    ] {
+        let (code, msg) = fails(&db, cmd.clone()).await;
+        let first = cmd.keys().next().cloned().unwrap_or_default();
+        assert_eq!(code, 73, "{first}: {msg}");
+    }
+    let (code, msg) = fails(
+        &db,
+        doc! {"insert": "c".repeat(253), "documents": [{"_id": 1}]},
+    )
+    .await;
+    assert_eq!(code, 73);
+    assert_eq!(
+        msg,
+        format!(
+            "Fully qualified namespace is too long. Namespace: h7.{} Max: 255",
+            "c".repeat(253)
+        )
+    );
+    let names = db.list_collection_names().await.unwrap();
+    assert_eq!(names, vec![longest], "only the 255-byte namespace exists");
+}
