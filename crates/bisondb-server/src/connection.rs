@@ -412,22 +412,16 @@ fn run_command(
 
 /// The command's `maxTimeMS` as a time limit for the operation (0: none).
 /// `getMore` is left out: there it is how long an awaitData cursor waits.
-/// Values mongod would refuse are ignored here rather than failing commands
-/// that used to pass.
+/// A value mongod refuses gives 0 here: the registry's dispatch refuses the
+/// command with mongod's error ([`crate::fields::check_generic_args`])
+/// before anything runs.
 fn operation_max_time_ms(req: &CommandRequest<'_>) -> u64 {
     if req.name == "getMore" {
         return 0;
     }
-    let ms = match req.body.get("maxTimeMS") {
-        Ok(Some(RawBsonRef::Int32(n))) => f64::from(n),
-        Ok(Some(RawBsonRef::Int64(n))) => n as f64,
-        Ok(Some(RawBsonRef::Double(d))) => d,
-        _ => return 0,
-    };
-    if ms.is_finite() && ms >= 1.0 {
-        ms as u64
-    } else {
-        0
+    match req.body.get("maxTimeMS") {
+        Ok(Some(v)) => crate::fields::max_time_ms(v).unwrap_or(0),
+        _ => 0,
     }
 }
 

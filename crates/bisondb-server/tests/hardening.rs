@@ -149,3 +149,90 @@ async fn namespace_length_is_bounded() {
     let names = db.list_collection_names().await.unwrap();
     assert_eq!(names, vec![longest], "only the 255-byte namespace exists");
 }
+
+/// Finding 7 (arguments): generic and per-command fields of the wrong type
+/// or range are refused with mongod's codes and messages instead of being
+/// ignored; valid values still pass.
+#[tokio::test]
+async fn wrong_types_are_refused() {
+    let ts = start().await;
+    let db = ts.tcp.database("h7a");
+    db.collection::<Document>("c")
+        .insert_one(doc! {"_id": 1})
+        .await
+        .unwrap();
+    let cases: Vec<(Document, i32, &str)> = vec![
+        (
+            doc! {"find": "c", "maxTimeMS": "x"},
+            2,
+            "maxTimeMS must be a number",
+        ),
+        (
+            doc! {"find": "c", "maxTimeMS": -5},
+            2,
+            "-5 value for maxTimeMS is out of range [0, 2147483647]",
+        ),
+        (
+            doc! {"count": "c", "maxTimeMS": {}},
+            2,
+            "maxTimeMS must be a number",
+        ),
+        (
+            doc! {"aggregate": "c", "pipeline": [], "cursor": {}, "maxTimeMS": 1.5},
+            2,
+            "maxTimeMS has non-integral value",
+        ),
+        (
+            doc! {"find": "c", "readConcern": "x"},
+            14,
+            "BSON field 'find.readConcern' is the wrong type 'string', expected type 'object'",
+        ),
+        (
+            doc! {"find": "c", "allowPartialResults": "x"},
+            14,
+            "BSON field 'find.allowPartialResults' is the wrong type 'string', expected types '[bool, long, int, decimal, double]'",
+        ),
+        (
+            doc! {"ping": 1, "lsid": "x"},
+            14,
+            "BSON field 'ping.lsid' is the wrong type 'string', expected type 'object'",
+        ),
+        (
+            doc! {"distinct": "c", "key": "a", "writeConcern": 1},
+            14,
+            "BSON field 'distinct.writeConcern' is the wrong type 'int', expected type 'object'",
+        ),
+        (
+            doc! {"find": "c", "apiVersion": "2"},
+            322,
+            "API version must be \"1\"",
+        ),
+        (
+            doc! {"insert": "c", "documents": [{"a": 1}], "let": 1},
+            14,
+            "BSON field 'insert.let' is the wrong type 'int', expected type 'object'",
+        ),
+        (
+            doc! {"count": "c", "fields": 1},
+            14,
+            "BSON field 'count.fields' is the wrong type 'int', expected type 'object'",
+        ),
+    ];
+    for (cmd, code, msg) in cases {
+        let what = cmd.to_string();
+        let e = expect_code(db.run_command(cmd).await, code);
+        assert_eq!(error_message(&e), msg, "{what}");
+    }
+    // Nothing was inserted by the refused insert.
+    assert_eq!(count(&db.collection("c"), doc! {}).await, 1);
+    // Valid values, including the edges, still run.
+    for cmd in [
+        doc! {"find": "c", "maxTimeMS": 0},
+        doc! {"find": "c", "maxTimeMS": 2147483647_i64},
+        doc! {"find": "c", "maxTimeMS": 100.0},
+        doc! {"find": "c", "readConcern": {"level": "local"}, "allowPartialResults": true},
+        doc! {"ping": 1, "comment": {"any": ["thing"]}, "apiVersion": "1", "apiStrict": false},
+    ] {
+        run(&db, cmd).await;
+    }
+}
