@@ -236,3 +236,86 @@ async fn wrong_types_are_refused() {
         run(&db, cmd).await;
     }
 }
+
+/// Finding 9: a connection holding half a message, or silent since it was
+/// accepted, is closed after `incompleteMessageTimeoutMS`; one idle between
+/// messages is kept; the others are unharmed.
+#[tokio::test]
+async fn stalled_connections_are_closed() {
+    use tokio::io::AsyncWriteExt;
+    let ts = start_with(|c| c.incomplete_message_timeout_ms = 300).await;
+    let ping = doc! {"ping": 1, "$db": "admin"};
+    // Half a header after a first command.
+    let mut half_header = ts.raw_tcp().await;
+    raw_command(&mut half_header, ping.clone()).await;
+    half_header.write_all(&[64, 0, 0, 0, 1, 0]).await.unwrap();
+    // A whole header and part of its body.
+    let mut half_body = ts.raw_tcp().await;
+    raw_command(&mut half_body, ping.clone()).await;
+    let mut partial = header(100, 7, 2013);
+    partial.extend_from_slice(&[0u8; 20]);
+    half_body.write_all(&partial).await.unwrap();
+    // Never a word.
+    let mut silent = ts.raw_tcp().await;
+    // Idle between messages, for several timeouts.
+    let mut idle = ts.raw_tcp().await;
+    raw_command(&mut idle, ping.clone()).await;
+    let started = std::time::Instant::now();
+    for (what, s) in [
+        ("half a header", &mut half_header),
+        ("half a body", &mut half_body),
+        ("silent", &mut silent),
+    ] {
+        assert!(closed_by_server(s).await, "{what}: should be closed");
+    }
+    // Closed after one to two timeouts, far from the test's own limit.
+    assert!(started.elapsed() < std::time::Duration::from_secs(5));
+    tokio::time::sleep(std::time::Duration::from_millis(1000)).await;
+    let r = raw_command(&mut idle, ping.clone()).await;
+    assert!(is_num(r.get("ok").unwrap(), 1.0), "{r}");
+    run(&ts.tcp.database("admin"), doc! {"ping": 1}).await;
+}
+
+/// Finding 9: a client that pipelines requests without reading the replies
+/// is throttled: the server reads the next request only once it has written
+/// the reply to the last, so the client's writes stop (TCP back-pressure)
+/// long before the data could pile up in the server's memory.
+#[tokio::test]
+async fn pipelined_requests_are_throttled() {
+    use tokio::io::AsyncWriteExt;
+    let ts = start().await;
+    let db = ts.tcp.database("h9");
+    // Replies of about 1 MiB each fill the socket buffers in a few requests.
+    let big = "x".repeat(1 << 20);
+    db.collection::<Document>("c")
+        .insert_one(doc! {"_id": 1, "big": big})
+        .await
+        .unwrap();
+    let mut request = Vec::new();
+    let find = bson::RawDocumentBuf::try_from(&doc! {"find": "c", "$db": "h9"}).unwrap();
+    for i in 0..16_384 {
+        request.extend_from_slice(&bisondb_wire::encode_op_msg(i, 0, 0, &find, None).unwrap());
+    }
+    let mut s = ts.raw_tcp().await;
+    let limit = 256 << 20;
+    let mut written = 0usize;
+    let mut stalled = false;
+    while written < limit {
+        match tokio::time::timeout(std::time::Duration::from_secs(2), s.write_all(&request)).await {
+            Ok(r) => {
+                r.unwrap();
+                written += request.len();
+            }
+            Err(_) => {
+                stalled = true;
+                break;
+            }
+        }
+    }
+    assert!(
+        stalled,
+        "the server took {written} bytes of requests without their replies being read"
+    );
+    // Everyone else is served meanwhile.
+    run(&ts.tcp.database("admin"), doc! {"ping": 1}).await;
+}
