@@ -319,3 +319,52 @@ async fn pipelined_requests_are_throttled() {
     // Everyone else is served meanwhile.
     run(&ts.tcp.database("admin"), doc! {"ping": 1}).await;
 }
+
+/// Finding 10: on a full disk every write answers OutOfDiskSpace (14031),
+/// the first time and every time after. Needs a small filesystem (a tmpfs of
+/// a few MiB) named by `BISONDB_FULL_DISK_DIR`, so it is ignored by default:
+/// `mount -t tmpfs -o size=8m tmpfs /mnt/full && BISONDB_FULL_DISK_DIR=/mnt/full
+/// cargo test -p bisondb-server --test it full_disk -- --ignored`.
+#[tokio::test]
+#[ignore = "needs BISONDB_FULL_DISK_DIR, a small filesystem"]
+async fn full_disk_answers_out_of_disk_space() {
+    let Some(full) = std::env::var_os("BISONDB_FULL_DISK_DIR") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let dbpath = std::path::Path::new(&full).join(format!("db-{}", std::process::id()));
+    let (server, client) = restart_lsm(dir.path(), &dbpath).await;
+    let coll = client.database("full").collection::<Document>("c");
+    // Incompressible, so the files grow as fast as the documents.
+    let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
+    let mut noise = || {
+        (0..256 << 10)
+            .map(|_| {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                char::from(b'!' + (seed % 90) as u8)
+            })
+            .collect::<String>()
+    };
+    let mut errors = Vec::new();
+    for i in 0..400 {
+        let r = coll.insert_one(doc! {"_id": i, "big": noise()}).await;
+        if let Err(e) = r {
+            errors.push((error_code(&e), error_message(&e)));
+            if errors.len() == 5 {
+                break;
+            }
+        }
+    }
+    eprintln!("errors on the full disk: {errors:#?}");
+    assert_eq!(errors.len(), 5, "the disk never filled");
+    for (code, msg) in &errors {
+        assert_eq!(*code, Some(14031), "{msg}");
+    }
+    drop(coll);
+    drop(client);
+    server.shutdown();
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(20), server.wait()).await;
+    let _ = std::fs::remove_dir_all(&dbpath);
+}
