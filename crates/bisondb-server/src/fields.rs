@@ -148,18 +148,14 @@ pub fn check_generic_args(cmd: &str, body: &RawDocument) -> MongoResult<()> {
             k @ ("readConcern" | "writeConcern" | "lsid" | "$readPreference") => {
                 as_doc(cmd, k, v)?;
             }
-            "apiVersion" => {
-                if as_str(cmd, "apiVersion", v)? != "1" {
-                    return Err(MongoError::new(
-                        ErrorCode::Other(322),
-                        "API version must be \"1\"",
-                    ));
-                }
+            "apiVersion" if as_str(cmd, "apiVersion", v)? != "1" => {
+                return Err(MongoError::new(
+                    ErrorCode::Other(322),
+                    "API version must be \"1\"",
+                ));
             }
-            k @ ("apiStrict" | "apiDeprecationErrors") => {
-                if !matches!(v, RawBsonRef::Boolean(_)) {
-                    return Err(wrong_type(cmd, k, v, "bool"));
-                }
+            k @ ("apiStrict" | "apiDeprecationErrors") if !matches!(v, RawBsonRef::Boolean(_)) => {
+                return Err(wrong_type(cmd, k, v, "bool"));
             }
             _ => {}
         }
