@@ -196,14 +196,13 @@ impl ServerConfig {
                 "Bad value for parameter \"{name}\": '{value}' is not {want}"
             ))
         };
+        let flag = || match value {
+            "1" | "true" => Ok(true),
+            "0" | "false" => Ok(false),
+            _ => Err(bad("a boolean (1, 0, true or false)")),
+        };
         match name {
-            "enableTestCommands" => {
-                self.enable_test_commands = match value {
-                    "1" | "true" => true,
-                    "0" | "false" => false,
-                    _ => return Err(bad("a boolean (1, 0, true or false)")),
-                };
-            }
+            "enableTestCommands" => self.enable_test_commands = flag()?,
             "ttlMonitorSleepSecs" => {
                 self.ttl_monitor_sleep_secs = value
                     .parse::<u64>()
@@ -224,20 +223,8 @@ impl ServerConfig {
                     self.sort_memory_bytes = n;
                 }
             }
-            "allowDiskUseByDefault" => {
-                self.allow_disk_use_by_default = match value {
-                    "1" | "true" => true,
-                    "0" | "false" => false,
-                    _ => return Err(bad("a boolean (1, 0, true or false)")),
-                };
-            }
-            "honorSystemUmask" => {
-                self.honor_system_umask = match value {
-                    "1" | "true" => true,
-                    "0" | "false" => false,
-                    _ => return Err(bad("a boolean (1, 0, true or false)")),
-                };
-            }
+            "allowDiskUseByDefault" => self.allow_disk_use_by_default = flag()?,
+            "honorSystemUmask" => self.honor_system_umask = flag()?,
             "processUmask" => {
                 self.process_umask = Some(parse_octal(value).ok_or_else(|| bad("an octal umask"))?);
             }

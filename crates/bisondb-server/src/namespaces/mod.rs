@@ -41,33 +41,32 @@ pub enum Writer {
 /// the collection is created (the storage's `check_names`).
 pub fn check_writable(db: &str, coll: &str, writer: Writer) -> MongoResult<()> {
     let system = coll.starts_with("system.");
-    let internal = matches!(db, "admin" | "local" | "config");
-    match writer {
-        Writer::Command if system => Err(MongoError::new(
-            ErrorCode::InvalidNamespace,
-            format!(
-                "Invalid namespace specified '{db}.{coll}': cannot write to system collections"
-            ),
-        )),
-        Writer::Command => Ok(()),
-        Writer::Out if system => Err(MongoError::location(
-            17385,
-            format!("Can't $out to special collection: {coll}"),
-        )),
-        Writer::Out if internal => Err(MongoError::location(
-            31321,
-            format!("Can't $out to internal database: {db}"),
-        )),
-        Writer::Merge if system => Err(MongoError::location(
-            31319,
-            format!("Cannot $merge to special collection: {coll}"),
-        )),
-        Writer::Merge if internal => Err(MongoError::location(
-            31320,
-            format!("Cannot $merge to internal database: {db}"),
-        )),
-        Writer::Out | Writer::Merge => Ok(()),
+    // mongod's codes and wording differ between the two stages.
+    let (stage, cannot, special, internal) =
+        match writer {
+            Writer::Command if system => return Err(MongoError::new(
+                ErrorCode::InvalidNamespace,
+                format!(
+                    "Invalid namespace specified '{db}.{coll}': cannot write to system collections"
+                ),
+            )),
+            Writer::Command => return Ok(()),
+            Writer::Out => ("$out", "Can't", 17385, 31321),
+            Writer::Merge => ("$merge", "Cannot", 31319, 31320),
+        };
+    if system {
+        return Err(MongoError::location(
+            special,
+            format!("{cannot} {stage} to special collection: {coll}"),
+        ));
     }
+    if matches!(db, "admin" | "local" | "config") {
+        return Err(MongoError::location(
+            internal,
+            format!("{cannot} {stage} to internal database: {db}"),
+        ));
+    }
+    Ok(())
 }
 
 /// `$out` and `$merge` write into collections only: onto a view they fail
