@@ -3,7 +3,10 @@
 //! A malformed message (bad framing, bad checksum, undecodable sections) closes only
 //! this connection; a well-formed message carrying a bad command gets an error reply.
 //! A panic inside a command is caught and answered as an InternalError, so a BisonDB
-//! bug never takes a connection, or the server, down with it.
+//! bug never takes a connection, or the server, down with it. A connection that
+//! stalls mid-message, or never sends its first message, is closed after
+//! `incompleteMessageTimeoutMS` ([`StallWatch`]); one request is read only after
+//! the previous reply is written, so pipelining clients are held back by TCP.
 
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicI32, Ordering};
