@@ -63,7 +63,20 @@ pub struct ServerConfig {
     /// mongod's `allowDiskUseByDefault`: `allowDiskUse` when a command
     /// leaves it out.
     pub allow_disk_use_by_default: bool,
+    /// mongod's `honorSystemUmask`: files are created under the process's
+    /// own umask instead of owner-only (see [`Self::process_umask_to_set`]).
+    pub honor_system_umask: bool,
+    /// mongod's `processUmask`: the group and other bits of the umask when
+    /// the system umask is not honoured (`None`: 077, owner-only files).
+    pub process_umask: Option<u32>,
+    /// `--setParameter incompleteMessageTimeoutMS`: how long a connection may
+    /// hold a partly received message, or go without its first message
+    /// (the handshake), before it is closed; 0 turns the check off.
+    pub incomplete_message_timeout_ms: u64,
 }
+
+/// [`ServerConfig::incomplete_message_timeout_ms`]'s default: 30 seconds.
+pub const DEFAULT_INCOMPLETE_MESSAGE_TIMEOUT_MS: u64 = 30_000;
 
 impl Default for ServerConfig {
     fn default() -> Self {
@@ -95,6 +108,9 @@ impl Default for ServerConfig {
             sort_memory_bytes: bisondb_query::agg::spill::DEFAULT_LIMIT_BYTES,
             group_memory_bytes: bisondb_query::agg::spill::DEFAULT_LIMIT_BYTES,
             allow_disk_use_by_default: true,
+            honor_system_umask: false,
+            process_umask: None,
+            incomplete_message_timeout_ms: DEFAULT_INCOMPLETE_MESSAGE_TIMEOUT_MS,
         }
     }
 }
@@ -118,8 +134,25 @@ impl ServerConfig {
         bisondb_storage::find_engine(&self.storage_engine)
     }
 
+    /// The umask the binary sets at start-up, before any file is created
+    /// (fjall's files included, which no per-file mode could reach): owner-only
+    /// (077) as mongod, or `processUmask`'s group and other bits; `None` with
+    /// `honorSystemUmask`, which keeps the umask the process was started with.
+    /// The Unix socket's mode is `--filePermissions`, set on the socket itself.
+    pub fn process_umask_to_set(&self) -> Option<u32> {
+        if self.honor_system_umask {
+            return None;
+        }
+        Some(self.process_umask.map_or(0o077, |m| m & 0o077))
+    }
+
     /// Checks settings that can be wrong independently of the machine.
     pub fn validate(&self) -> MongoResult<()> {
+        if self.honor_system_umask && self.process_umask.is_some() {
+            return Err(MongoError::bad_value(
+                "processUmask cannot be used together with honorSystemUmask",
+            ));
+        }
         if !(1..=500).contains(&self.journal_commit_interval_ms) {
             return Err(MongoError::bad_value(format!(
                 "storage.journal.commitIntervalMs must be between 1 and 500, got {}",
@@ -187,14 +220,13 @@ impl ServerConfig {
                 "Bad value for parameter \"{name}\": '{value}' is not {want}"
             ))
         };
+        let flag = || match value {
+            "1" | "true" => Ok(true),
+            "0" | "false" => Ok(false),
+            _ => Err(bad("a boolean (1, 0, true or false)")),
+        };
         match name {
-            "enableTestCommands" => {
-                self.enable_test_commands = match value {
-                    "1" | "true" => true,
-                    "0" | "false" => false,
-                    _ => return Err(bad("a boolean (1, 0, true or false)")),
-                };
-            }
+            "enableTestCommands" => self.enable_test_commands = flag()?,
             "ttlMonitorSleepSecs" => {
                 self.ttl_monitor_sleep_secs = value
                     .parse::<u64>()
@@ -215,12 +247,15 @@ impl ServerConfig {
                     self.sort_memory_bytes = n;
                 }
             }
-            "allowDiskUseByDefault" => {
-                self.allow_disk_use_by_default = match value {
-                    "1" | "true" => true,
-                    "0" | "false" => false,
-                    _ => return Err(bad("a boolean (1, 0, true or false)")),
-                };
+            "allowDiskUseByDefault" => self.allow_disk_use_by_default = flag()?,
+            "honorSystemUmask" => self.honor_system_umask = flag()?,
+            "processUmask" => {
+                self.process_umask = Some(parse_octal(value).ok_or_else(|| bad("an octal umask"))?);
+            }
+            "incompleteMessageTimeoutMS" => {
+                self.incomplete_message_timeout_ms = value
+                    .parse::<u64>()
+                    .map_err(|_| bad("a whole number of milliseconds (0: no limit)"))?;
             }
             _ => {
                 return Err(MongoError::bad_value(format!(
@@ -245,9 +280,13 @@ impl ServerConfig {
     }
 
     /// Applies the settings of a YAML document (see [`Self::apply_yaml_file`]).
+    /// A key BisonDB does not honour ([`YAML_KEYS`]) stops start-up: a
+    /// setting silently ignored (`security.authorization`, `net.tls.mode`)
+    /// would leave the server running other than its operator asked.
     pub fn apply_yaml(&mut self, text: &str) -> MongoResult<()> {
         let root: serde_yaml::Value = serde_yaml::from_str(text)
             .map_err(|e| MongoError::failed_to_parse(format!("invalid YAML config file: {e}")))?;
+        check_yaml_keys(&root)?;
         let get = |path: &str| -> Option<&serde_yaml::Value> {
             let mut v = &root;
             for part in path.split('.') {
@@ -473,8 +512,11 @@ impl ServerConfig {
 pub const STARTUP_PARAMETERS: &[&str] = &[
     "allowDiskUseByDefault",
     "enableTestCommands",
+    "honorSystemUmask",
+    "incompleteMessageTimeoutMS",
     "internalDocumentSourceGroupMaxMemoryBytes",
     "internalQueryMaxBlockingSortMemoryUsageBytes",
+    "processUmask",
     "ttlMonitorSleepSecs",
 ];
 
@@ -491,6 +533,89 @@ fn yaml_verbosity(v: &serde_yaml::Value) -> Option<i8> {
     v.as_i64()
         .filter(|n| (0..=5).contains(n))
         .and_then(|n| i8::try_from(n).ok())
+}
+
+/// The YAML configuration keys BisonDB reads and honours, with mongod's
+/// names; `setParameter`'s own keys are [`STARTUP_PARAMETERS`], and
+/// `systemLog`'s are checked key by key where they are read (`apply_system_log`,
+/// which refuses the ones BisonDB does not implement). Any other key stops
+/// start-up ([`check_yaml_keys`]).
+pub const YAML_KEYS: &[&str] = &[
+    "net.bindIp",
+    "net.bindIpAll",
+    "net.maxIncomingConnections",
+    "net.port",
+    "net.unixDomainSocket.enabled",
+    "net.unixDomainSocket.filePermissions",
+    "net.unixDomainSocket.pathPrefix",
+    "operationProfiling.mode",
+    "operationProfiling.slowOpSampleRate",
+    "operationProfiling.slowOpThresholdMs",
+    "setParameter",
+    "storage.dbPath",
+    "storage.engine",
+    "security.redactClientLogData",
+    "storage.journal.commitIntervalMs",
+    "systemLog",
+];
+
+/// Refuses a configuration that names any key outside [`YAML_KEYS`], listing
+/// every such key; the security and TLS sections get their reason, since
+/// ignoring them would run the server open and in plaintext.
+pub fn check_yaml_keys(root: &serde_yaml::Value) -> MongoResult<()> {
+    fn walk(v: &serde_yaml::Value, prefix: &str, out: &mut Vec<String>) {
+        let Some(map) = v.as_mapping() else {
+            if !prefix.is_empty() && !YAML_KEYS.contains(&prefix) {
+                out.push(prefix.to_string());
+            }
+            return;
+        };
+        // `setParameter`'s values are checked one by one by `set_parameter`,
+        // `systemLog`'s by `apply_system_log`.
+        if prefix == "setParameter" || prefix == "systemLog" {
+            return;
+        }
+        for (k, child) in map {
+            let key = match k {
+                serde_yaml::Value::String(s) => s.clone(),
+                other => serde_yaml::to_string(other)
+                    .unwrap_or_default()
+                    .trim()
+                    .to_string(),
+            };
+            let path = if prefix.is_empty() {
+                key
+            } else {
+                format!("{prefix}.{key}")
+            };
+            walk(child, &path, out);
+        }
+    }
+    let mut refused = Vec::new();
+    if !matches!(root, serde_yaml::Value::Null) {
+        walk(root, "", &mut refused);
+    }
+    if refused.is_empty() {
+        return Ok(());
+    }
+    let security = refused.iter().any(|k| {
+        k.starts_with("security.") || k.starts_with("net.tls.") || k.starts_with("net.ssl.")
+    });
+    let why = if security {
+        " Authentication, authorization, keyFile and TLS are not supported by BisonDB yet: \
+         the server would run without them, open and in plaintext."
+    } else {
+        ""
+    };
+    Err(MongoError::new(
+        ErrorCode::InvalidOptions,
+        format!(
+            "config file: settings BisonDB does not implement: {}.{why} Remove them \
+             (see docs/COMPATIBILITY.md); the settings BisonDB honours are: {}",
+            refused.join(", "),
+            YAML_KEYS.join(", ")
+        ),
+    ))
 }
 
 /// Splits mongod's comma-separated `bindIp` list.
@@ -677,6 +802,62 @@ mod tests {
             ..Default::default()
         };
         assert!(reopen_without_append.validate().is_err());
+    }
+
+    #[test]
+    fn unimplemented_yaml_keys_stop_start_up() {
+        let mut c = ServerConfig::default();
+        let e = c
+            .apply_yaml(
+                "security:\n  authorization: enabled\n  keyFile: /k\nnet:\n  port: 1\n  tls:\n    mode: requireTLS\n",
+            )
+            .unwrap_err();
+        assert_eq!(e.code, ErrorCode::InvalidOptions);
+        assert!(
+            e.message.starts_with(
+                "config file: settings BisonDB does not implement: security.authorization, security.keyFile, net.tls.mode."
+            ),
+            "{}",
+            e.message
+        );
+        assert!(e.message.contains("open and in plaintext"), "{}", e.message);
+        assert_eq!(c.port, 27017, "nothing applied from a refused file");
+        let e = c
+            .apply_yaml("systemLog:\n  destination: file\n  quiet: true\n")
+            .unwrap_err();
+        assert!(
+            e.message.contains(": systemLog.destination."),
+            "{}",
+            e.message
+        );
+        assert!(!e.message.contains("plaintext"), "{}", e.message);
+        // A section given with no keys names nothing, and an empty file is fine.
+        c.apply_yaml("").unwrap();
+        c.apply_yaml("net:\n  port: 28001\nsetParameter:\n  honorSystemUmask: true\n")
+            .unwrap();
+        assert_eq!(c.port, 28001);
+        assert!(c.honor_system_umask);
+    }
+
+    #[test]
+    fn umask_and_timeout_parameters() {
+        let mut c = ServerConfig::default();
+        assert_eq!(c.process_umask_to_set(), Some(0o077));
+        assert_eq!(c.incomplete_message_timeout_ms, 30_000);
+        c.apply_set_parameter_arg("processUmask=027").unwrap();
+        assert_eq!(c.process_umask_to_set(), Some(0o027));
+        c.apply_set_parameter_arg("honorSystemUmask=true").unwrap();
+        assert!(c.validate().is_err(), "both umask settings at once");
+        c.process_umask = None;
+        assert_eq!(c.process_umask_to_set(), None);
+        c.validate().unwrap();
+        c.apply_set_parameter_arg("incompleteMessageTimeoutMS=0")
+            .unwrap();
+        assert_eq!(c.incomplete_message_timeout_ms, 0);
+        assert!(c
+            .apply_set_parameter_arg("incompleteMessageTimeoutMS=-1")
+            .is_err());
+        assert!(c.apply_set_parameter_arg("processUmask=9").is_err());
     }
 
     #[test]

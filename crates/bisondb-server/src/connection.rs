@@ -3,7 +3,10 @@
 //! A malformed message (bad framing, bad checksum, undecodable sections) closes only
 //! this connection; a well-formed message carrying a bad command gets an error reply.
 //! A panic inside a command is caught and answered as an InternalError, so a BisonDB
-//! bug never takes a connection, or the server, down with it.
+//! bug never takes a connection, or the server, down with it. A connection that
+//! stalls mid-message, or never sends its first message, is closed after
+//! `incompleteMessageTimeoutMS` ([`StallWatch`]); one request is read only after
+//! the previous reply is written, so pipelining clients are held back by TCP.
 
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicI32, Ordering};
@@ -47,12 +50,27 @@ where
         connectionCount = state.connections_current.load(std::sync::atomic::Ordering::Relaxed),
         "Connection accepted");
     let mut framed = Framed::new(stream, MessageCodec::new());
+    let mut stall = StallWatch::new(state.config.incomplete_message_timeout_ms);
+    let tick = tokio::time::sleep(stall.period);
+    tokio::pin!(tick);
     loop {
         if state.is_shutting_down() {
             break;
         }
         let frame = tokio::select! {
             f = framed.next() => f,
+            () = &mut tick, if stall.on() => {
+                match stall.check(!framed.read_buffer().is_empty()) {
+                    Some(next) => {
+                        tick.as_mut().reset(next);
+                        continue;
+                    }
+                    None => {
+                        tracing::info!(conn = conn.id, "closing connection: incomplete message or handshake past incompleteMessageTimeoutMS");
+                        break;
+                    }
+                }
+            }
             _ = state.shutdown.notified() => break,
         };
         let frame = match frame {
@@ -63,6 +81,12 @@ where
                 break;
             }
         };
+        stall.completed();
+        // A read buffer grown for one large message is not kept by an idle
+        // connection: with thousands of connections that would be gigabytes.
+        if framed.read_buffer().capacity() > KEEP_READ_BUFFER && framed.read_buffer().is_empty() {
+            *framed.read_buffer_mut() = bytes::BytesMut::new();
+        }
         let incoming = match decode_frame(frame) {
             Ok(m) => m,
             Err(e) => {
@@ -140,6 +164,61 @@ where
         remote = %conn.peer, connectionId = conn.id,
         connectionCount = state.connections_current.load(std::sync::atomic::Ordering::Relaxed).saturating_sub(1),
         "Connection ended");
+}
+
+/// The largest read buffer an idle connection keeps (see [`serve`]).
+const KEEP_READ_BUFFER: usize = 1 << 20;
+
+/// Closes a connection that stalls mid-message or never says hello.
+///
+/// A timer fires every `period` (the `incompleteMessageTimeoutMS`); per
+/// request the loop only marks that a message completed ([`Self::completed`]:
+/// two stores, no timer touched). When the timer fires, the connection is
+/// closed if it has not completed its first message since it was accepted,
+/// or if bytes of a message were already waiting at the previous firing and
+/// no message has completed since. So a stalled message is closed between one
+/// and two periods after it began, a silent new connection after one period,
+/// and an idle connection between messages never.
+struct StallWatch {
+    period: std::time::Duration,
+    /// A message has completed on this connection (its handshake, normally).
+    greeted: bool,
+    /// A message has completed since the timer last fired.
+    progressed: bool,
+    /// Bytes of an incomplete message were buffered when the timer last fired.
+    partial: bool,
+}
+
+impl StallWatch {
+    fn new(timeout_ms: u64) -> StallWatch {
+        StallWatch {
+            period: std::time::Duration::from_millis(timeout_ms),
+            greeted: false,
+            progressed: false,
+            partial: false,
+        }
+    }
+
+    fn on(&self) -> bool {
+        !self.period.is_zero()
+    }
+
+    fn completed(&mut self) {
+        self.greeted = true;
+        self.progressed = true;
+    }
+
+    /// On the timer: when to look next, or `None` to close the connection.
+    /// `buffered`: part of a message is waiting in the read buffer.
+    fn check(&mut self, buffered: bool) -> Option<tokio::time::Instant> {
+        let stalled = !self.greeted || (self.partial && buffered && !self.progressed);
+        if stalled {
+            return None;
+        }
+        self.partial = buffered;
+        self.progressed = false;
+        Some(tokio::time::Instant::now() + self.period)
+    }
 }
 
 /// A `getMore` sent with the OP_MSG flag `exhaustAllowed` (what drivers send
@@ -422,22 +501,16 @@ fn run_command(
 
 /// The command's `maxTimeMS` as a time limit for the operation (0: none).
 /// `getMore` is left out: there it is how long an awaitData cursor waits.
-/// Values mongod would refuse are ignored here rather than failing commands
-/// that used to pass.
+/// A value mongod refuses gives 0 here: the registry's dispatch refuses the
+/// command with mongod's error ([`crate::fields::check_generic_args`])
+/// before anything runs.
 fn operation_max_time_ms(req: &CommandRequest<'_>) -> u64 {
     if req.name == "getMore" {
         return 0;
     }
-    let ms = match req.body.get("maxTimeMS") {
-        Ok(Some(RawBsonRef::Int32(n))) => f64::from(n),
-        Ok(Some(RawBsonRef::Int64(n))) => n as f64,
-        Ok(Some(RawBsonRef::Double(d))) => d,
-        _ => return 0,
-    };
-    if ms.is_finite() && ms >= 1.0 {
-        ms as u64
-    } else {
-        0
+    match req.body.get("maxTimeMS") {
+        Ok(Some(v)) => crate::fields::max_time_ms(v).unwrap_or(0),
+        _ => 0,
     }
 }
 
@@ -522,5 +595,35 @@ fn error_reply(e: &MongoError) -> RawDocumentBuf {
             let clean = MongoError::new(e.code, e.message.replace('\0', "\\0"));
             RawDocumentBuf::try_from(&reply::error_document(&clean)).unwrap_or_default()
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stall_watch_closes_only_stalled_connections() {
+        // Never greeted: closed at the first firing.
+        let mut w = StallWatch::new(100);
+        assert!(w.on());
+        assert!(w.check(false).is_none());
+        // Greeted and idle: never closed.
+        let mut w = StallWatch::new(100);
+        w.completed();
+        for _ in 0..5 {
+            assert!(w.check(false).is_some());
+        }
+        // A partial message seen at one firing and still there, with no
+        // message completed, at the next: closed.
+        assert!(w.check(true).is_some());
+        assert!(w.check(true).is_none());
+        // Busy pipelining (bytes always buffered, messages completing): kept.
+        let mut w = StallWatch::new(100);
+        for _ in 0..5 {
+            w.completed();
+            assert!(w.check(true).is_some());
+        }
+        assert!(!StallWatch::new(0).on(), "0 turns the check off");
     }
 }

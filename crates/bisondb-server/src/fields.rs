@@ -95,6 +95,74 @@ pub fn wrong_type(cmd: &str, field: &str, v: RawBsonRef<'_>, expected: &str) -> 
     ))
 }
 
+/// The largest `maxTimeMS` mongod accepts (`INT_MAX`).
+pub const MAX_TIME_MS_LIMIT: i64 = i32::MAX as i64;
+
+/// `maxTimeMS` read as mongod's `parseMaxTimeMS` reads it: any number type
+/// (a decimal is truncated), whole and in `[0, 2147483647]`; 0 is "no limit".
+/// Every error is BadValue (2), with mongod's messages.
+pub fn max_time_ms(v: RawBsonRef<'_>) -> MongoResult<u64> {
+    // mongod's `safeNumberLong`: truncates, saturates, and reads NaN as 0.
+    let saturate = |d: f64| {
+        if d.is_nan() {
+            0
+        } else {
+            d as i64
+        }
+    };
+    let n = match v {
+        RawBsonRef::Int32(i) => i64::from(i),
+        RawBsonRef::Int64(i) => i,
+        RawBsonRef::Double(d) => saturate(d),
+        RawBsonRef::Decimal128(d) => saturate(d.to_string().parse::<f64>().unwrap_or(f64::NAN)),
+        _ => return Err(MongoError::bad_value("maxTimeMS must be a number")),
+    };
+    if !(0..=MAX_TIME_MS_LIMIT).contains(&n) {
+        return Err(MongoError::bad_value(format!(
+            "{n} value for maxTimeMS is out of range [0, {MAX_TIME_MS_LIMIT}]"
+        )));
+    }
+    if let RawBsonRef::Double(d) = v {
+        if d.fract() != 0.0 {
+            return Err(MongoError::bad_value("maxTimeMS has non-integral value"));
+        }
+    }
+    Ok(n as u64)
+}
+
+/// Checks the types of the generic arguments any command may carry, once per
+/// command before it runs (the registry's dispatch), so that no command can
+/// ignore a malformed one: `maxTimeMS` (see [`max_time_ms`]; a `getMore` may
+/// send null), `readConcern`, `writeConcern`, `lsid` and `$readPreference`
+/// (objects), `apiVersion` (the string "1", else 322 APIVersionError as in
+/// mongod), `apiStrict` and `apiDeprecationErrors` (booleans). `comment` takes
+/// any type. What these objects hold is read where they are used.
+pub fn check_generic_args(cmd: &str, body: &RawDocument) -> MongoResult<()> {
+    for el in body.iter() {
+        let (k, v) = el.map_err(crate::request::invalid_bson)?;
+        match k.as_str() {
+            "maxTimeMS" if cmd == "getMore" && v == RawBsonRef::Null => {}
+            "maxTimeMS" => {
+                max_time_ms(v)?;
+            }
+            k @ ("readConcern" | "writeConcern" | "lsid" | "$readPreference") => {
+                as_doc(cmd, k, v)?;
+            }
+            "apiVersion" if as_str(cmd, "apiVersion", v)? != "1" => {
+                return Err(MongoError::new(
+                    ErrorCode::Other(322),
+                    "API version must be \"1\"",
+                ));
+            }
+            k @ ("apiStrict" | "apiDeprecationErrors") if !matches!(v, RawBsonRef::Boolean(_)) => {
+                return Err(wrong_type(cmd, k, v, "bool"));
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
 /// Rejects a field that is neither known to the command nor generic.
 pub fn check_known(cmd: &str, field: &str, known: &[&str]) -> MongoResult<()> {
     if known.contains(&field) || is_generic_arg(field) {
@@ -259,6 +327,54 @@ mod tests {
         assert_eq!(e.code, ErrorCode::TypeMismatch);
         assert_eq!(e.message, "BSON field 'find.limit' is the wrong type 'string', expected types '[long, int, decimal, double]'");
         assert!(as_non_negative("find", "skip", RawBsonRef::Int32(-1)).is_err());
+    }
+
+    #[test]
+    fn max_time_ms_as_mongod_parses_it() {
+        assert_eq!(max_time_ms(RawBsonRef::Int32(0)).unwrap(), 0);
+        assert_eq!(max_time_ms(RawBsonRef::Double(100.0)).unwrap(), 100);
+        assert_eq!(
+            max_time_ms(RawBsonRef::Int64(i64::from(i32::MAX))).unwrap(),
+            2147483647
+        );
+        let msg = |v| max_time_ms(v).unwrap_err().message;
+        assert_eq!(msg(RawBsonRef::String("x")), "maxTimeMS must be a number");
+        assert_eq!(msg(RawBsonRef::Null), "maxTimeMS must be a number");
+        assert_eq!(
+            msg(RawBsonRef::Int32(-5)),
+            "-5 value for maxTimeMS is out of range [0, 2147483647]"
+        );
+        assert_eq!(
+            msg(RawBsonRef::Int64(1 << 40)),
+            "1099511627776 value for maxTimeMS is out of range [0, 2147483647]"
+        );
+        assert_eq!(
+            msg(RawBsonRef::Double(1.5)),
+            "maxTimeMS has non-integral value"
+        );
+        assert_eq!(
+            max_time_ms(RawBsonRef::Boolean(true)).unwrap_err().code,
+            ErrorCode::BadValue
+        );
+    }
+
+    #[test]
+    fn generic_args_types() {
+        let ok = bson::rawdoc! {"find": "c", "readConcern": {"level": "local"}, "lsid": {"id": 1},
+        "apiVersion": "1", "apiStrict": false, "comment": 5, "maxTimeMS": 10};
+        assert!(check_generic_args("find", &ok).is_ok());
+        let code = |d: &RawDocument| check_generic_args("find", d).unwrap_err().code.code();
+        assert_eq!(code(&bson::rawdoc! {"find": "c", "readConcern": "x"}), 14);
+        assert_eq!(code(&bson::rawdoc! {"find": "c", "writeConcern": 1}), 14);
+        assert_eq!(
+            code(&bson::rawdoc! {"find": "c", "$readPreference": "p"}),
+            14
+        );
+        assert_eq!(code(&bson::rawdoc! {"find": "c", "apiVersion": "2"}), 322);
+        assert_eq!(code(&bson::rawdoc! {"find": "c", "apiStrict": 1}), 14);
+        assert_eq!(code(&bson::rawdoc! {"find": "c", "maxTimeMS": {}}), 2);
+        let get_more = bson::rawdoc! {"getMore": 1_i64, "maxTimeMS": null};
+        assert!(check_generic_args("getMore", &get_more).is_ok());
     }
 
     #[test]

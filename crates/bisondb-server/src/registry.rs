@@ -811,6 +811,7 @@ pub fn dispatch_spec(
             format!("{} may only be run against the admin database.", spec.name),
         ));
     }
+    crate::fields::check_generic_args(req.name, req.body)?;
     // Reads through a view run as aggregations; writes to one fail.
     if let Some(r) = crate::on_view::intercept(spec.on_view, req, ctx) {
         return r;

@@ -322,6 +322,21 @@ pub fn delete_planned(
 /// Documents `$out` writes per storage batch (bounded memory, few batches).
 const OUT_BATCH: usize = 1000;
 
+/// Who writes through `stage` (a pipeline run in database `db`), and into
+/// which database and collection.
+pub fn output_target<'s>(
+    stage: &'s OutputStage,
+    db: &'s str,
+) -> (crate::namespaces::Writer, &'s str, &'s str) {
+    use crate::namespaces::Writer;
+    match stage {
+        OutputStage::Out { db: to, coll } => (Writer::Out, to.as_deref().unwrap_or(db), coll),
+        OutputStage::Merge { db: to, coll, .. } => {
+            (Writer::Merge, to.as_deref().unwrap_or(db), coll)
+        }
+    }
+}
+
 /// Carries out a pipeline's trailing `$out` or `$merge` in database `db`.
 ///
 /// `$out` fills a temporary collection and renames it over the target, so the
@@ -339,6 +354,12 @@ pub fn write_output(
     durability: Durability,
     bypass_validation: bool,
 ) -> MongoResult<()> {
+    // Checked again here, not only when the command was parsed, so that no
+    // caller can write through a forbidden target; and a view can appear
+    // between the parse and the run.
+    let (writer, target_db, target) = output_target(stage, db);
+    crate::namespaces::check_writable(target_db, target, writer)?;
+    crate::namespaces::check_not_view(storage, target_db, target)?;
     match stage {
         OutputStage::Out {
             db: target_db,

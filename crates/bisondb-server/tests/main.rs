@@ -33,6 +33,7 @@ mod fail_points;
 mod find;
 mod geo;
 mod handshake;
+mod hardening;
 mod index_stats;
 mod indexes;
 mod insert;

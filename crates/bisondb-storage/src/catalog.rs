@@ -892,8 +892,22 @@ fn check_names(db: &str, name: &str) -> Result<(), StorageError> {
             "Invalid collection name: '{name}'"
         )));
     }
+    // mongod's limit on `db.coll` (NamespaceString::MaxNsCollectionLen), checked
+    // here because every way of making a namespace (create, implicit creation,
+    // rename, $out/$merge targets, views) passes through this function.
+    if db.len() + 1 + name.len() > MAX_NAMESPACE_BYTES {
+        return Err(StorageError::Mongo(MongoError::new(
+            ErrorCode::InvalidNamespace,
+            format!(
+                "Fully qualified namespace is too long. Namespace: {db}.{name} Max: {MAX_NAMESPACE_BYTES}"
+            ),
+        )));
+    }
     Ok(())
 }
+
+/// The longest `db.collection` mongod accepts, in bytes.
+pub const MAX_NAMESPACE_BYTES: usize = 255;
 
 /// Queues the removal of collection `id`'s stats and a marker saying its
 /// documents still have to be purged.

@@ -787,6 +787,43 @@ fn move_apart_regions(open: &Open) -> Result<(), EngineError> {
     Ok(())
 }
 
+/// Free space below which a failed write is taken to have met a full disk.
+const NEARLY_FULL_BYTES: u64 = 1 << 20;
+
+/// `err`, or [`EngineError::Full`] when it is an I/O failure and the disk
+/// holding `dbpath` is (nearly) full. A write that fails on a full disk does
+/// not always say so: when fjall's own worker met the ENOSPC first (a flush),
+/// the next commit only sees fjall poisoned. Asking the filesystem makes every
+/// write on a full disk answer OutOfDiskSpace (14031), the first and the next.
+fn full_if_disk_is(err: EngineError, dbpath: &Path) -> EngineError {
+    match err {
+        EngineError::Io(_) if disk_full(dbpath) => EngineError::Full,
+        other => other,
+    }
+}
+
+/// Whether the filesystem holding `path` has less than [`NEARLY_FULL_BYTES`]
+/// available to this process.
+#[cfg(unix)]
+fn disk_full(path: &Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(c) = std::ffi::CString::new(path.as_os_str().as_bytes()) else {
+        return false;
+    };
+    // SAFETY: `c` is a NUL-terminated path and `st` a zeroed statvfs that the
+    // call fills; nothing else is read or written.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
+        return false;
+    }
+    (st.f_bavail as u64).saturating_mul(st.f_frsize as u64) < NEARLY_FULL_BYTES
+}
+
+#[cfg(not(unix))]
+fn disk_full(_path: &Path) -> bool {
+    false
+}
+
 /// Translates a fjall error; a full disk becomes [`EngineError::Full`].
 fn map_fjall(e: fjall::Error, what: &str) -> EngineError {
     match e {
@@ -819,13 +856,18 @@ impl Shared {
 
     fn failure_error(&self) -> EngineError {
         self.failure.lock().clone().unwrap_or_else(|| {
-            EngineError::Io("lsm: the engine refuses writes after an earlier I/O failure".into())
+            full_if_disk_is(
+                EngineError::Io(
+                    "lsm: the engine refuses writes after an earlier I/O failure".into(),
+                ),
+                &self.dbpath,
+            )
         })
     }
 
     /// Records a failed commit or sync: fjall now refuses writes until reopened.
     fn fail(&self, e: fjall::Error, what: &str) -> EngineError {
-        let err = map_fjall(e, what);
+        let err = full_if_disk_is(map_fjall(e, what), &self.dbpath);
         let mut failure = self.failure.lock();
         if !self.failed.load(Ordering::Acquire) {
             tracing::error!(error = %err, "lsm write failed; writes are refused until the disk recovers");

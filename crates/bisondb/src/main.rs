@@ -223,6 +223,12 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    // Before the first file (the log, the dbpath, fjall's files) is created.
+    #[cfg(unix)]
+    if let Some(mask) = config.process_umask_to_set() {
+        // SAFETY: umask only replaces this process's file-creation mask.
+        unsafe { libc::umask(mask as libc::mode_t) };
+    }
     if let Err(e) = bisondb_server::log::install(&config) {
         eprintln!("bisondb: {e}");
         return ExitCode::from(2);

@@ -143,6 +143,12 @@ impl Command for Aggregate {
             crate::stages::check_first(first, coll.as_deref())?;
         }
         let pipeline = Pipeline::parse_command(&lets.pipeline(&stages))?;
+        // mongod refuses a forbidden target when it parses the stage, before
+        // anything runs (explain included).
+        if let Some(out) = pipeline.output() {
+            let (writer, target_db, target) = crate::write::output_target(out, &req.db);
+            crate::namespaces::check_writable(target_db, target, writer)?;
+        }
         Ok(Aggregate {
             wc: crate::fields::write::write_concern(n, req.body)?,
             db: req.db.clone(),

@@ -62,7 +62,10 @@ impl Command for Count {
                 }
                 "hint" => c.hint = plan::Hint::parse(v)?,
                 "collation" => c.collation = crate::collation::parse_arg(n, v)?,
-                "fields" => {}
+                // Ignored as by mongod, but typed as its IDL types it.
+                "fields" => {
+                    fields::as_doc(n, "fields", v)?;
+                }
                 other => fields::check_known(n, other, &[])?,
             }
         }

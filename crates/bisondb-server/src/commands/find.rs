@@ -164,6 +164,14 @@ impl Command for Find {
                         ));
                     }
                 }
+                // Accepted for drivers and mongos, with no effect on a
+                // standalone server; typed as mongod's IDL types them.
+                k @ ("allowPartialResults" | "oplogReplay" | "readOnce") => {
+                    fields::as_bool(n, k, v)?;
+                }
+                "term" => {
+                    fields::as_i64(n, "term", v)?;
+                }
                 "lsid" => f.lsid = Some(fields::to_document(fields::as_doc(n, "lsid", v)?)?),
                 "let" => {} // read before the loop by `LetVars::from_body`
                 other => fields::check_known(n, other, KNOWN)?,

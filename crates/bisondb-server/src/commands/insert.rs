@@ -44,15 +44,7 @@ impl<'a> Insert<'a> {
 
     pub fn execute(self, ctx: &mut Context<'_>) -> MongoResult<RawDocumentBuf> {
         let db = self.db.as_str();
-        if self.coll.starts_with("system.") {
-            return Err(MongoError::new(
-                bisondb_error::ErrorCode::InvalidNamespace,
-                format!(
-                    "Invalid namespace specified '{db}.{}': cannot write to system collections",
-                    self.coll
-                ),
-            ));
-        }
+        crate::namespaces::check_writable(db, &self.coll, crate::namespaces::Writer::Command)?;
         let coll = ctx
             .state
             .storage

@@ -124,6 +124,11 @@ pub fn parse_write_batch<'a>(
         match k.as_str() {
             k if k == n => coll = Some(fields::collection_name(n, v)?.to_string()),
             "ordered" => ordered = fields::as_bool(n, "ordered", v)?,
+            // A command that reads `let` reads it itself; one that does not
+            // (insert) still refuses a malformed one, as mongod's IDL does.
+            "let" if also.contains(&"let") => {
+                fields::as_doc(n, "let", v)?;
+            }
             k if k == list || also.contains(&k) => {}
             other => fields::check_known(n, other, &[])?,
         }

@@ -7,6 +7,7 @@
 //! ask them, and nothing here reaches up into `commands/`. [`stats`] gives a
 //! collection's statistics as `collStats` and `$collStats` report them.
 
+use bisondb_error::{ErrorCode, MongoError, MongoResult};
 use bson::{doc, Bson, Document};
 
 pub mod capped;
@@ -18,6 +19,67 @@ pub mod views;
 /// `db.coll`
 pub fn ns(db: &str, coll: &str) -> String {
     format!("{db}.{coll}")
+}
+
+/// What asks to write documents into a namespace: each path answers a
+/// forbidden target with mongod's own code for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Writer {
+    /// A write command (`insert`...).
+    Command,
+    /// An aggregation's `$out`.
+    Out,
+    /// An aggregation's `$merge`.
+    Merge,
+}
+
+/// The one check of whether documents may be written into `db.coll` through
+/// `writer`: never into `system.*` collections (they hold the catalog's own
+/// documents: users, views, profiles, buckets...), and never through `$out` or
+/// `$merge` into the internal databases `admin`, `local` and `config` (mongod's
+/// `NamespaceString::isOnInternalDb`). The namespace's length is checked when
+/// the collection is created (the storage's `check_names`).
+pub fn check_writable(db: &str, coll: &str, writer: Writer) -> MongoResult<()> {
+    let system = coll.starts_with("system.");
+    // mongod's codes and wording differ between the two stages.
+    let (stage, cannot, special, internal) = match writer {
+        Writer::Command if system => {
+            return Err(MongoError::new(
+                ErrorCode::InvalidNamespace,
+                format!(
+                    "Invalid namespace specified '{db}.{coll}': cannot write to system collections"
+                ),
+            ))
+        }
+        Writer::Command => return Ok(()),
+        Writer::Out => ("$out", "Can't", 17385, 31321),
+        Writer::Merge => ("$merge", "Cannot", 31319, 31320),
+    };
+    if system {
+        return Err(MongoError::location(
+            special,
+            format!("{cannot} {stage} to special collection: {coll}"),
+        ));
+    }
+    if matches!(db, "admin" | "local" | "config") {
+        return Err(MongoError::location(
+            internal,
+            format!("{cannot} {stage} to internal database: {db}"),
+        ));
+    }
+    Ok(())
+}
+
+/// `$out` and `$merge` write into collections only: onto a view they fail
+/// with 166, as in mongod (a `$out` would otherwise replace the view).
+pub fn check_not_view(storage: &bisondb_storage::Storage, db: &str, coll: &str) -> MongoResult<()> {
+    match storage.collection(db, coll) {
+        Some(c) if c.options().contains_key("viewOn") => Err(MongoError::new(
+            ErrorCode::CommandNotSupportedOnView,
+            format!("Namespace {db}.{coll} is a view, not a collection"),
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// The `_id_` index as listIndexes reports it.

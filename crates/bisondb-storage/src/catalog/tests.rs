@@ -437,3 +437,30 @@ fn index_sizes_are_measured_once_for_a_store_of_an_older_release() {
     assert!(known, "the measured record is stored");
     assert_eq!(record, c.tally_locked(&c.state().indexes.read()));
 }
+
+/// mongod's 255-byte namespace limit holds for every way a collection is
+/// made: explicit and implicit creation, and a rename's target.
+#[test]
+fn namespace_length_is_bounded() {
+    let engine = MemoryEngine::shared();
+    let s = open_on(&engine);
+    // "d." plus 253 bytes is exactly 255: allowed.
+    let longest = "c".repeat(253);
+    assert!(s.create_collection("d", &longest, Document::new()).is_ok());
+    let too_long = "c".repeat(254);
+    let code = |r: Result<Collection, StorageError>| match r {
+        Err(e) => MongoError::from(e).code,
+        Ok(_) => panic!("a 256-byte namespace was accepted"),
+    };
+    assert_eq!(
+        code(s.create_collection("d", &too_long, Document::new())),
+        ErrorCode::InvalidNamespace
+    );
+    assert_eq!(
+        code(s.get_or_create_collection("d", &"x".repeat(5000))),
+        ErrorCode::InvalidNamespace
+    );
+    let renamed = s.rename_collection("d", &longest, "d", &too_long, false);
+    assert!(renamed.is_err());
+    assert_eq!(names(&s, "d"), vec![longest]);
+}

@@ -1194,3 +1194,24 @@ fn transactions_span_every_key_region() {
     let s = e.snapshot().unwrap_or_else(|e| panic!("snapshot: {e}"));
     assert_eq!(s.get(&ix).ok(), Some(Some(b"plain".to_vec())));
 }
+
+/// An I/O failure becomes OutOfDiskSpace only when the disk is full: on a
+/// disk with room it stays what it was (a full one is exercised by the
+/// server's `full_disk_answers_out_of_disk_space`, which needs a small
+/// filesystem).
+#[test]
+fn io_failures_are_full_only_on_a_full_disk() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    assert!(!disk_full(dir.path()), "a test machine's temp dir has room");
+    let io = EngineError::Io("lsm write: broken".into());
+    assert!(matches!(
+        full_if_disk_is(io, dir.path()),
+        EngineError::Io(_)
+    ));
+    assert!(matches!(
+        full_if_disk_is(EngineError::Full, dir.path()),
+        EngineError::Full
+    ));
+    // A path that cannot be asked about is not taken for a full disk.
+    assert!(!disk_full(Path::new("/nonexistent/bisondb")));
+}
