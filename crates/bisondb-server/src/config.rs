@@ -823,13 +823,19 @@ mod tests {
         assert!(e.message.contains("open and in plaintext"), "{}", e.message);
         assert_eq!(c.port, 27017, "nothing applied from a refused file");
         let e = c
-            .apply_yaml("systemLog:\n  destination: file\n  quiet: true\n")
+            .apply_yaml("storage:\n  wiredTiger:\n    engineConfig:\n      cacheSizeGB: 1\n")
             .unwrap_err();
         assert!(
-            e.message.contains(": systemLog.destination."),
+            e.message
+                .contains(": storage.wiredTiger.engineConfig.cacheSizeGB."),
             "{}",
             e.message
         );
+        // `systemLog`'s keys are the log settings' to refuse.
+        let e = c
+            .apply_yaml("systemLog:\n  syslogFacility: user\n")
+            .unwrap_err();
+        assert!(e.message.contains("syslogFacility"), "{}", e.message);
         assert!(!e.message.contains("plaintext"), "{}", e.message);
         // A section given with no keys names nothing, and an empty file is fine.
         c.apply_yaml("").unwrap();
