@@ -60,22 +60,50 @@ impl FieldPath {
             if let positional::Component::Filtered(id) = positional::classify(p) {
                 positional::check_identifier(id, path)?;
             }
-            if positional::is_positional(p) {
-                continue;
-            }
-            if p.starts_with('$') {
-                return Err(MongoError::new(
-                    ErrorCode::DollarPrefixedFieldName,
-                    format!(
-                        "The dollar ($) prefixed field '{p}' in '{path}' is not valid for storage."
-                    ),
-                ));
-            }
         }
         Ok(FieldPath {
             dotted: path.to_string(),
             parts,
         })
+    }
+
+    /// The first `$`-prefixed field name in the path that is not a
+    /// positional operator (`$`, `$[]`, `$[id]`).
+    fn dollar_field(&self) -> Option<&str> {
+        self.parts
+            .iter()
+            .find(|p| p.starts_with('$') && !positional::is_positional(p))
+            .map(String::as_str)
+    }
+
+    /// mongod (5.0+) validates an update's `$`-prefixed field names when it
+    /// stores the changed fields, not when it parses the update, and an
+    /// upsert that inserts is validated as an insert, which accepts them
+    /// (manual, "Dollar-Prefixed Field Names": "An update which creates a
+    /// new document during an upsert is treated as an insert rather than an
+    /// update for field name validation"). So the refusal happens here, for
+    /// an operation about to change an existing document. `$unset` is exempt:
+    /// it stores nothing, and through a missing field it does nothing.
+    fn check_storable(&self, kind: &OpKind, ctx: &Ctx) -> MongoResult<()> {
+        if ctx.inserting || matches!(kind, OpKind::Unset) {
+            return Ok(());
+        }
+        let mut paths = vec![self];
+        if let OpKind::Rename(to) = kind {
+            paths.push(to);
+        }
+        for fp in paths {
+            if let Some(p) = fp.dollar_field() {
+                return Err(MongoError::new(
+                    ErrorCode::DollarPrefixedFieldName,
+                    format!(
+                        "The dollar ($) prefixed field '{p}' in '{}' is not valid for storage.",
+                        fp.dotted
+                    ),
+                ));
+            }
+        }
+        Ok(())
     }
 
     fn has_positional(&self) -> bool {
@@ -491,6 +519,7 @@ fn parse_op(modifier: &str, fp: &FieldPath, value: &Bson) -> MongoResult<OpKind>
 }
 
 fn apply_op(doc: &mut Document, fp: &FieldPath, kind: &OpKind, ctx: &Ctx) -> MongoResult<()> {
+    fp.check_storable(kind, ctx)?;
     match kind {
         OpKind::Set(v) => fields::set(doc, fp, v.clone()),
         OpKind::SetOnInsert(v) => {

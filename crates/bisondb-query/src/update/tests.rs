@@ -535,3 +535,30 @@ fn long_paths_and_date_overflow_fail_cleanly() {
     let r = diff.eval(&doc! {"a": bson::DateTime::from_millis(i64::MIN), "b": bson::DateTime::from_millis(i64::MAX)}, &crate::expr::Vars::new());
     assert!(r.is_ok());
 }
+
+/// mongod 5.0+ (manual, "Dollar-Prefixed Field Names"): an upsert that
+/// inserts is validated as an insert, so `$set` of a `$`-prefixed field is
+/// accepted there; the same update of an existing document is refused with
+/// 52 DollarPrefixedFieldName; `$unset` through a missing `$`-named field
+/// does nothing.
+#[test]
+fn dollar_prefixed_fields_follow_insert_rules_in_upserts() {
+    let spec = UpdateSpec::parse(&doc! {"$set": {"$myKey": "v", "a.$b": 1}}).unwrap();
+    let mut d = doc! {"_id": 1};
+    assert!(spec.apply(&mut d, true).unwrap());
+    assert_eq!(d, doc! {"_id": 1, "$myKey": "v", "a": {"$b": 1}});
+
+    let mut existing = doc! {"_id": 1};
+    let e = spec.apply(&mut existing, false).unwrap_err();
+    assert_eq!(e.code, ErrorCode::DollarPrefixedFieldName);
+    assert_eq!(
+        e.message,
+        "The dollar ($) prefixed field '$myKey' in '$myKey' is not valid for storage."
+    );
+    assert_eq!(existing, doc! {"_id": 1});
+
+    let unset = UpdateSpec::parse(&doc! {"$unset": {"$missing.x": 1}}).unwrap();
+    let mut d = doc! {"_id": 1, "a": 1};
+    assert!(!unset.apply(&mut d, false).unwrap());
+    assert_eq!(d, doc! {"_id": 1, "a": 1});
+}
