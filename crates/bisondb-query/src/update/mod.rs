@@ -316,7 +316,16 @@ impl UpdateSpec {
                 };
                 for (fp, kind) in &ops.ops {
                     if fp.has_positional() {
-                        for concrete in positional::expand(&work, fp, query, filters)? {
+                        // Positions are resolved against the document as it
+                        // was matched, not as earlier operations left it:
+                        // mongod finds the `$` element once, from the query's
+                        // match, and tests each array filter once per element
+                        // before applying every path below it, so a second
+                        // `children.$.x` is not lost when the first changed
+                        // the field the query matched on. Paths never overlap
+                        // (checked at parse), so no earlier operation changed
+                        // the arrays being expanded.
+                        for concrete in positional::expand(doc, fp, query, filters)? {
                             apply_op(&mut work, &concrete, kind, &ctx)?;
                         }
                     } else {

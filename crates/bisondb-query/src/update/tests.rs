@@ -562,3 +562,33 @@ fn dollar_prefixed_fields_follow_insert_rules_in_upserts() {
     assert!(!unset.apply(&mut d, false).unwrap());
     assert_eq!(d, doc! {"_id": 1, "a": 1});
 }
+
+/// mongod resolves `$` once, from the query's match, for every path of the
+/// update (manual, "$ (update)": "the positional $ operator acts as a
+/// placeholder for the first element that matches the query document"), so
+/// two `children.$` paths both reach the element matched on `children.name`
+/// even when the first one changes that field. Array filters likewise test
+/// each element once, before any path below it is applied.
+#[test]
+fn positional_paths_resolve_against_the_matched_document() {
+    use crate::matcher::Matcher;
+    let spec =
+        UpdateSpec::parse(&doc! {"$set": {"children.$.name": "Luke", "children.$.updatedAt": 1}})
+            .unwrap();
+    let query = Matcher::parse_doc(&doc! {"children.name": "bar"}).unwrap();
+    let mut d = doc! {"_id": 1, "children": [{"name": "foo"}, {"name": "bar"}]};
+    assert!(spec.apply_with_query(&mut d, false, Some(&query)).unwrap());
+    assert_eq!(
+        d,
+        doc! {"_id": 1, "children": [{"name": "foo"}, {"name": "Luke", "updatedAt": 1}]}
+    );
+
+    let spec = UpdateSpec::parse_with_array_filters(
+        &doc! {"$set": {"a.$[x].b": 1, "a.$[x].c": 2}},
+        &[doc! {"x.b": 0}],
+    )
+    .unwrap();
+    let mut d = doc! {"_id": 1, "a": [{"b": 0}, {"b": 5}]};
+    assert!(spec.apply(&mut d, false).unwrap());
+    assert_eq!(d, doc! {"_id": 1, "a": [{"b": 1, "c": 2}, {"b": 5}]});
+}
