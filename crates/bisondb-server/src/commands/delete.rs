@@ -161,5 +161,6 @@ impl<'a> Delete<'a> {
 }
 
 pub fn handle(req: &CommandRequest<'_>, ctx: &mut Context<'_>) -> MongoResult<RawDocumentBuf> {
+    let _running = ctx.state.active.enter(req.name);
     Delete::parse(req)?.execute(ctx)
 }

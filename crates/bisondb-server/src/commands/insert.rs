@@ -122,5 +122,6 @@ impl<'a> Insert<'a> {
 /// The registry's entry point. Insert borrows the request's documents, so it is
 /// wired by hand rather than through [`super::run`].
 pub fn handle(req: &CommandRequest<'_>, ctx: &mut Context<'_>) -> MongoResult<RawDocumentBuf> {
+    let _running = ctx.state.active.enter(req.name);
     Insert::parse(req)?.execute(ctx)
 }

@@ -93,5 +93,6 @@ pub fn run<C: Command>(
     req: &CommandRequest<'_>,
     ctx: &mut Context<'_>,
 ) -> MongoResult<RawDocumentBuf> {
+    let _running = ctx.state.active.enter(req.name);
     C::parse(req)?.execute(ctx)
 }

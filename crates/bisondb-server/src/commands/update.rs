@@ -276,5 +276,6 @@ impl<'a> Update<'a> {
 }
 
 pub fn handle(req: &CommandRequest<'_>, ctx: &mut Context<'_>) -> MongoResult<RawDocumentBuf> {
+    let _running = ctx.state.active.enter(req.name);
     Update::parse(req)?.execute(ctx)
 }
