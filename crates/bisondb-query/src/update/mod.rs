@@ -83,9 +83,10 @@ impl FieldPath {
     /// new document during an upsert is treated as an insert rather than an
     /// update for field name validation"). So the refusal happens here, for
     /// an operation about to change an existing document. `$unset` is exempt:
-    /// it stores nothing, and through a missing field it does nothing.
+    /// it stores nothing, and through a missing field it does nothing; so is
+    /// `$setOnInsert`, which changes nothing in an existing document.
     fn check_storable(&self, kind: &OpKind, ctx: &Ctx) -> MongoResult<()> {
-        if ctx.inserting || matches!(kind, OpKind::Unset) {
+        if ctx.inserting || matches!(kind, OpKind::Unset | OpKind::SetOnInsert(_)) {
             return Ok(());
         }
         let mut paths = vec![self];

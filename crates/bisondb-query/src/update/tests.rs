@@ -557,6 +557,12 @@ fn dollar_prefixed_fields_follow_insert_rules_in_upserts() {
     );
     assert_eq!(existing, doc! {"_id": 1});
 
+    let on_insert = UpdateSpec::parse(&doc! {"$setOnInsert": {"$k": 1}}).unwrap();
+    let mut d = doc! {"_id": 1};
+    assert!(!on_insert.apply(&mut d, false).unwrap());
+    assert!(on_insert.apply(&mut d, true).unwrap());
+    assert_eq!(d, doc! {"_id": 1, "$k": 1});
+
     let unset = UpdateSpec::parse(&doc! {"$unset": {"$missing.x": 1}}).unwrap();
     let mut d = doc! {"_id": 1, "a": 1};
     assert!(!unset.apply(&mut d, false).unwrap());
