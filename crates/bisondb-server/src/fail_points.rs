@@ -54,7 +54,7 @@ pub const FAIL_MESSAGE: &str = "Failing command via 'failCommand' failpoint";
 /// Commands that take a write concern: a failCommand `writeConcernError` is
 /// added only to their replies (aggregate too when it ends in `$out`/`$merge`).
 /// Sorted.
-const WRITE_CONCERN_COMMANDS: &[&str] = &[
+pub(crate) const WRITE_CONCERN_COMMANDS: &[&str] = &[
     "bulkWrite",
     "cloneCollectionAsCapped",
     "collMod",

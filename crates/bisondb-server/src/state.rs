@@ -48,28 +48,11 @@ impl Drop for ActiveOp<'_> {
 impl ActiveOps {
     /// Counts `command` as running until the returned guard drops.
     pub fn enter(&self, command: &str) -> ActiveOp<'_> {
-        const WRITES: &[&str] = &[
-            "bulkWrite",
-            "cloneCollectionAsCapped",
-            "collMod",
-            "convertToCapped",
-            "create",
-            "createIndexes",
-            "delete",
-            "drop",
-            "dropDatabase",
-            "dropIndexes",
-            "findAndModify",
-            "findandmodify",
-            "insert",
-            "renameCollection",
-            "update",
-        ];
-        let counter = if WRITES.contains(&command) {
-            &self.writers
-        } else {
-            &self.readers
-        };
+        // The commands that write are those that take a write concern.
+        let writes = crate::fail_points::WRITE_CONCERN_COMMANDS
+            .binary_search(&command)
+            .is_ok();
+        let counter = if writes { &self.writers } else { &self.readers };
         counter.fetch_add(1, Ordering::Relaxed);
         ActiveOp(counter)
     }
