@@ -124,6 +124,7 @@ error_codes! {
     InvalidUUID = 207,
     QueryFeatureNotAllowed = 224,
     NotImplemented = 238,
+    SnapshotTooOld = 239,
     ConversionFailure = 241,
     NoSuchTransaction = 251,
     ExceededTimeLimit = 262, // failCommand

@@ -24,6 +24,7 @@ pub mod decimal;
 pub mod expr;
 pub mod geo;
 pub mod index_keys;
+mod js;
 pub mod matcher;
 pub mod path;
 pub mod projection;

@@ -71,7 +71,7 @@ enum Expr {
     /// `$jsonSchema`: a schema the whole document must satisfy.
     Schema(Box<json_schema::JsonSchema>),
     /// `$where`: a JavaScript predicate run with the document as `this`.
-    Where(bisondb_js::Predicate),
+    Where(crate::js::Predicate),
     /// `$text` (see `matcher/text.rs`).
     Text(Box<text::TextNode>),
 }
@@ -898,7 +898,7 @@ fn parse_entries<'a>(
 
 /// `$where`'s operand: a string or Code (compiled once, here); Code with
 /// scope has been refused since mongod 4.4.
-fn parse_where(v: &Bson) -> MongoResult<bisondb_js::Predicate> {
+fn parse_where(v: &Bson) -> MongoResult<crate::js::Predicate> {
     let code = match v {
         Bson::String(s) | Bson::JavaScriptCode(s) => s,
         Bson::JavaScriptCodeWithScope(_) => {
@@ -912,7 +912,7 @@ fn parse_where(v: &Bson) -> MongoResult<bisondb_js::Predicate> {
     if code.is_empty() {
         return Err(MongoError::bad_value("code for $where cannot be empty"));
     }
-    bisondb_js::Predicate::compile(code)
+    crate::js::Predicate::compile(code)
 }
 
 fn parse_logical_list(

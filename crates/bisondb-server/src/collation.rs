@@ -20,7 +20,7 @@ use bisondb_storage::Collection;
 use bson::{Bson, Document, RawBsonRef};
 use parking_lot::Mutex;
 
-use crate::args;
+use crate::fields;
 
 /// What a command said about collation: `None` when it gave no `collation`
 /// field, `Some(None)` for the simple collation, `Some(Some(c))` otherwise.
@@ -55,7 +55,7 @@ pub fn parse_spec(spec: &Document) -> MongoResult<Option<Arc<Collation>>> {
 /// mongod's IDL message). An empty object means no collation was given, as in
 /// mongod.
 pub fn parse_arg(cmd: &str, v: RawBsonRef<'_>) -> MongoResult<Given> {
-    let d = args::to_document(args::as_doc(cmd, "collation", v)?)?;
+    let d = fields::to_document(fields::as_doc(cmd, "collation", v)?)?;
     if d.is_empty() {
         return Ok(None);
     }

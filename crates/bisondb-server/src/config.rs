@@ -8,13 +8,6 @@ use std::path::{Path, PathBuf};
 
 use bisondb_error::{ErrorCode, MongoError, MongoResult};
 
-/// The storage engines BisonDB offers, by the names `--storageEngine` accepts.
-pub const ENGINES: &[&str] = &["inMemory", "lsm"];
-
-/// Other names `--storageEngine` accepts, and the engine each one means
-/// (`wiredTiger` so that mongod configuration files keep working).
-pub const ENGINE_ALIASES: &[(&str, &str)] = &[("wiredTiger", "lsm")];
-
 #[derive(Debug, Clone, PartialEq)]
 pub struct ServerConfig {
     pub port: u16,
@@ -93,13 +86,17 @@ impl ServerConfig {
         self.unix_socket_prefix.join(format!("bisondb-{port}.sock"))
     }
 
-    /// The engine `storage_engine` names, with aliases resolved (`wiredTiger` is `lsm`).
+    /// The engine `storage_engine` names, with aliases resolved (`wiredTiger` is
+    /// `lsm`); the name as given when no engine answers to it.
     pub fn resolved_storage_engine(&self) -> &str {
-        let name = self.storage_engine.as_str();
-        ENGINE_ALIASES
-            .iter()
-            .find(|(alias, _)| *alias == name)
-            .map_or(name, |(_, engine)| engine)
+        self.storage_engine_entry()
+            .map_or(self.storage_engine.as_str(), |e| e.name)
+    }
+
+    /// The row of the engine table (`bisondb_storage::ENGINES`) that
+    /// `storage_engine` names, if any.
+    pub fn storage_engine_entry(&self) -> Option<&'static bisondb_storage::EngineEntry> {
+        bisondb_storage::find_engine(&self.storage_engine)
     }
 
     /// Checks settings that can be wrong independently of the machine.
@@ -110,8 +107,8 @@ impl ServerConfig {
                 self.journal_commit_interval_ms
             )));
         }
-        if !ENGINES.contains(&self.resolved_storage_engine()) {
-            let known = ENGINES.join(", ");
+        if self.storage_engine_entry().is_none() {
+            let known = bisondb_storage::engine_names().join(", ");
             let hint = match self.storage_engine.as_str() {
                 "mmapv1" => {
                     " (MMAPv1 was removed from MongoDB in 4.2 and does not exist in BisonDB)"

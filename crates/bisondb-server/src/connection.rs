@@ -19,9 +19,9 @@ use futures::{SinkExt, StreamExt};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio_util::codec::Framed;
 
-use crate::commands::{ConnectionInfo, Context};
+use crate::context::{ConnectionInfo, Context};
 use crate::fail_points::{CommandInfo, Injection, Then};
-use crate::registry;
+use crate::registry::{self, CommandSpec, Reply};
 use crate::reply;
 use crate::request::{CommandRequest, Sequence};
 use crate::state::{OpCounters, ServerState};
@@ -31,22 +31,6 @@ static NEXT_REQUEST_ID: AtomicI32 = AtomicI32::new(1);
 fn next_request_id() -> i32 {
     NEXT_REQUEST_ID.fetch_add(1, Ordering::Relaxed) & i32::MAX
 }
-
-/// Commands whose replies are never compressed (the compression spec's list).
-const NEVER_COMPRESSED: &[&str] = &[
-    "authenticate",
-    "copydb",
-    "copydbSaslStart",
-    "copydbgetnonce",
-    "createUser",
-    "getnonce",
-    "hello",
-    "isMaster",
-    "ismaster",
-    "saslContinue",
-    "saslStart",
-    "updateUser",
-];
 
 /// Serves one client until it disconnects, sends garbage, or the server stops.
 pub async fn serve<S>(stream: S, state: Arc<ServerState>, peer: String)
@@ -210,7 +194,7 @@ impl ExhaustGetMore {
                 return false;
             }
             let reply = match CommandRequest::from_msg(&self.body, Vec::new()) {
-                Ok(req) => run_command(&req, state, conn),
+                Ok(req) => run_command(&req, registry::lookup(req.name), state, conn),
                 Err(e) => error_reply(&e),
             };
             let more = more_to_stream(&reply);
@@ -267,15 +251,28 @@ fn fail_point_injection(
         return None;
     };
     let req = CommandRequest::from_msg(msg.body(), Vec::new()).ok()?;
-    registry::lookup(req.name)?;
-    state.fail_points.before_command(
-        &CommandInfo {
-            name: req.name,
-            db: &req.db,
-            body: req.body,
-        },
-        conn,
-    )
+    let spec = registry::lookup(req.name)?;
+    spec.handler()?;
+    let names = registry::names_of(spec);
+    state
+        .fail_points
+        .before_command(&fail_point_info(&req, spec, &names), conn)
+}
+
+/// What the fail points see of `req`; `names` are [`registry::names_of`]
+/// its spec.
+fn fail_point_info<'a>(
+    req: &'a CommandRequest<'_>,
+    spec: &CommandSpec,
+    names: &'a [&'static str],
+) -> CommandInfo<'a> {
+    CommandInfo {
+        name: req.name,
+        db: &req.db,
+        body: req.body,
+        names,
+        takes_write_concern: spec.write_concern,
+    }
 }
 
 /// Handles one decoded message; `None` when no reply is due (moreToCome).
@@ -297,23 +294,24 @@ fn handle(
                     documents: s.documents().collect(),
                 })
                 .collect();
-            let (name, reply) = match CommandRequest::from_msg(msg.body(), sequences) {
+            // The one lookup of the command: every fact below comes from its spec.
+            let (spec, reply) = match CommandRequest::from_msg(msg.body(), sequences) {
                 Ok(req) => {
-                    let name = req.name.to_string();
+                    let spec = registry::lookup(req.name);
                     let reply = match failure {
                         Some(e) => error_reply(&e),
-                        None => run_command_with_fail_points(&req, state, conn),
+                        None => run_command_with_fail_points(&req, spec, state, conn),
                     };
-                    (name, reply)
+                    (spec, reply)
                 }
-                Err(e) => (String::new(), error_reply(&e)),
+                Err(e) => (None, error_reply(&e)),
             };
             if msg.more_to_come() {
                 return Ok(None);
             }
             let compressor = incoming
                 .compressor
-                .filter(|_| !NEVER_COMPRESSED.contains(&name.as_str()));
+                .filter(|_| spec.is_none_or(|s| s.reply == Reply::Compressible));
             encode_op_msg(next_request_id(), request_id, 0, &reply, compressor).map(Some)
         }
         Request::Query(q) => {
@@ -352,7 +350,7 @@ fn legacy_query(
     };
     match CommandRequest::from_body(body, db) {
         Ok(req) if matches!(req.name, "hello" | "isMaster" | "ismaster") => {
-            run_command(&req, state, conn)
+            run_command(&req, registry::lookup(req.name), state, conn)
         }
         Ok(req) => error_reply(&MongoError::location(
             352,
@@ -369,24 +367,31 @@ fn legacy_query(
 /// commands enabled, remembers a cursor opened under `maxTimeMS`.
 fn run_command_with_fail_points(
     req: &CommandRequest<'_>,
+    spec: Option<&CommandSpec>,
     state: &Arc<ServerState>,
     conn: &mut ConnectionInfo,
 ) -> RawDocumentBuf {
-    let mut reply = run_command(req, state, conn);
-    if state.config.enable_test_commands {
-        let info = CommandInfo {
-            name: req.name,
-            db: &req.db,
-            body: req.body,
+    let mut reply = run_command(req, spec, state, conn);
+    // Commands the registry does not serve are never failed.
+    if let Some(spec) = spec.filter(|s| state.config.enable_test_commands && s.handler().is_some())
+    {
+        // Only a fail point that is on matches names (`note_cursor` reads none).
+        let names = if state.fail_points.any_on() {
+            registry::names_of(spec)
+        } else {
+            Vec::new()
         };
+        let info = fail_point_info(req, spec, &names);
         state.fail_points.note_cursor(&info, &reply);
         state.fail_points.after_command(&info, conn, &mut reply);
     }
     reply
 }
 
+/// Runs one command, `spec` its entry in the registry (`None`: unknown).
 fn run_command(
     req: &CommandRequest<'_>,
+    spec: Option<&CommandSpec>,
     state: &Arc<ServerState>,
     conn: &mut ConnectionInfo,
 ) -> RawDocumentBuf {
@@ -398,7 +403,10 @@ fn run_command(
     } else {
         None
     };
-    let reply = dispatch_command(req, state, conn);
+    // serverStatus `globalLock.activeClients` counts the command until here.
+    let running = state.active.enter(spec.is_some_and(|s| s.write_concern));
+    let reply = dispatch_command(req, spec, state, conn);
+    drop(running);
     if let Some(p) = profiled {
         p.finish(state, req, conn, &reply);
     }
@@ -429,6 +437,7 @@ fn operation_max_time_ms(req: &CommandRequest<'_>) -> u64 {
 /// Runs one command and turns its error, or its panic, into the error reply.
 fn dispatch_command(
     req: &CommandRequest<'_>,
+    spec: Option<&CommandSpec>,
     state: &Arc<ServerState>,
     conn: &mut ConnectionInfo,
 ) -> RawDocumentBuf {
@@ -438,9 +447,15 @@ fn dispatch_command(
         // The thread that runs the command carries its deadline, so a `$where`
         // script (and anything else that asks) can end with MaxTimeMSExpired.
         let _deadline = bisondb_js::deadline::scope_ms(max_time_ms);
-        std::panic::catch_unwind(AssertUnwindSafe(|| registry::dispatch(req, &mut ctx)))
+        std::panic::catch_unwind(AssertUnwindSafe(|| {
+            registry::dispatch_spec(spec, req, &mut ctx)
+        }))
     };
-    let result: MongoResult<RawDocumentBuf> = match off_the_runtime_if_long(req.name, dispatch) {
+    // An engine over a network store may block in any storage call, so every
+    // command then leaves the runtime's worker, not only the long ones.
+    let may_run_long = spec.is_some_and(|s| s.may_run_long) || state.storage_may_block();
+    let result: MongoResult<RawDocumentBuf> = match off_the_runtime_if_long(may_run_long, dispatch)
+    {
         Ok(r) => r,
         Err(panic) => {
             let what = panic
@@ -470,43 +485,19 @@ fn dispatch_command(
     }
 }
 
-/// Commands that may scan a whole collection or more (an aggregation over
-/// 10,000,000 documents takes seconds), sorted for binary search.
-const MAY_RUN_LONG: &[&str] = &[
-    "aggregate",
-    "bulkWrite",
-    "cloneCollectionAsCapped",
-    "collMod",
-    "collStats",
-    "convertToCapped",
-    "count",
-    "create",
-    "createIndexes",
-    "dbStats",
-    "delete",
-    "distinct",
-    "drop",
-    "dropDatabase",
-    "dropIndexes",
-    "find",
-    "findAndModify",
-    "getMore",
-    "renameCollection",
-    "update",
-    "validate",
-];
-
 /// Runs `f`, a command's synchronous work, so that a long one does not hold
 /// up the other connections: on the multi-threaded runtime a command that may
 /// scan a collection runs under `block_in_place`, which hands this worker's
 /// queued tasks (a driver's heartbeat among them: a monitor that waits 10 s
 /// for its `hello` drops the connection pool) to another thread first.
 /// Short commands (insert, hello, ping) skip that hand-off, which costs a
-/// thread wake-up per call.
-fn off_the_runtime_if_long<T>(name: &str, f: impl FnOnce() -> T) -> T {
-    let multi_thread = tokio::runtime::Handle::try_current()
-        .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
-    if multi_thread && MAY_RUN_LONG.binary_search(&name).is_ok() {
+/// thread wake-up per call. Which commands may run long is a fact of their
+/// [`registry::CommandSpec`].
+fn off_the_runtime_if_long<T>(may_run_long: bool, f: impl FnOnce() -> T) -> T {
+    if may_run_long
+        && tokio::runtime::Handle::try_current()
+            .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread)
+    {
         tokio::task::block_in_place(f)
     } else {
         f()
@@ -522,21 +513,5 @@ fn error_reply(e: &MongoError) -> RawDocumentBuf {
             let clean = MongoError::new(e.code, e.message.replace('\0', "\\0"));
             RawDocumentBuf::try_from(&reply::error_document(&clean)).unwrap_or_default()
         }
-    }
-}
-
-/// The compressors this server offers, by mongod's names.
-pub fn supported_compressor(name: &str) -> Option<Compressor> {
-    match Compressor::from_name(name) {
-        Some(Compressor::Noop) | None => None,
-        some => some,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn may_run_long_is_sorted() {
-        assert!(super::MAY_RUN_LONG.windows(2).all(|w| w[0] < w[1]));
     }
 }

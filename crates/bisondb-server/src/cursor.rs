@@ -288,6 +288,44 @@ impl CursorManager {
     }
 }
 
+/// `{cursor: {firstBatch|nextBatch: [...], id, ns}, ok: 1}`, built raw so result
+/// documents are copied once, never re-parsed.
+pub fn cursor_reply(
+    ns: &str,
+    id: i64,
+    batch: RawArrayBuf,
+    first: bool,
+) -> MongoResult<RawDocumentBuf> {
+    let mut cursor = RawDocumentBuf::new();
+    cursor.append(
+        crate::reply::key(if first { "firstBatch" } else { "nextBatch" })?,
+        batch,
+    );
+    cursor.append(crate::reply::key("id")?, id);
+    cursor.append(crate::reply::key("ns")?, ns);
+    let mut reply = RawDocumentBuf::new();
+    reply.append(crate::reply::key("cursor")?, cursor);
+    reply.append(crate::reply::key("ok")?, 1.0);
+    Ok(reply)
+}
+
+/// Registers the rest of a batch as a cursor (if any) and builds the reply.
+pub fn finish_first_batch(
+    state: &crate::state::ServerState,
+    ns: &str,
+    mut cursor: Cursor,
+    batch: Batch,
+    single_batch: bool,
+) -> MongoResult<RawDocumentBuf> {
+    let id = if batch.exhausted || single_batch {
+        0
+    } else {
+        cursor.ns = ns.to_string();
+        state.cursors.register(cursor)
+    };
+    cursor_reply(ns, id, batch.docs, true)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

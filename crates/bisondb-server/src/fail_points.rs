@@ -31,7 +31,7 @@ use bisondb_error::{ErrorCode, MongoError, MongoResult};
 use bson::{doc, Bson, Document, RawBsonRef, RawDocument, RawDocumentBuf};
 use parking_lot::Mutex;
 
-use crate::commands::ConnectionInfo;
+use crate::context::ConnectionInfo;
 
 /// The fail points BisonDB implements.
 pub const FAIL_COMMAND: &str = "failCommand";
@@ -50,35 +50,6 @@ const NOT_MODELLED: &[&str] = &[
 
 /// The message mongod puts in a failCommand error.
 pub const FAIL_MESSAGE: &str = "Failing command via 'failCommand' failpoint";
-
-/// Commands that take a write concern: a failCommand `writeConcernError` is
-/// added only to their replies (aggregate too when it ends in `$out`/`$merge`).
-/// Sorted.
-pub(crate) const WRITE_CONCERN_COMMANDS: &[&str] = &[
-    "bulkWrite",
-    "cloneCollectionAsCapped",
-    "collMod",
-    "convertToCapped",
-    "create",
-    "createIndexes",
-    "delete",
-    "drop",
-    "dropDatabase",
-    "dropIndexes",
-    "findAndModify",
-    "findandmodify",
-    "insert",
-    "renameCollection",
-    "update",
-];
-
-/// Names one command answers to; `failCommands: ["isMaster"]` also fails
-/// `hello`, as mongod matches a command's aliases.
-const ALIASES: &[&[&str]] = &[
-    &["buildInfo", "buildinfo"],
-    &["findAndModify", "findandmodify"],
-    &["hello", "isMaster", "ismaster"],
-];
 
 /// At most this many time-limited cursor ids are remembered for
 /// `maxTimeAlwaysTimeOut` (a test opens a handful; this only bounds memory).
@@ -304,7 +275,11 @@ impl FailCommand {
                 return false;
             }
         }
-        self.all_commands || self.commands.iter().any(|c| same_command(c, cmd.name))
+        self.all_commands
+            || self
+                .commands
+                .iter()
+                .any(|c| cmd.names.contains(&c.as_str()))
     }
 
     /// The reply fields `errorLabels` adds.
@@ -313,14 +288,6 @@ impl FailCommand {
             .as_ref()
             .map(|l| doc! {"errorLabels": l.clone()})
     }
-}
-
-/// Whether `a` and `b` name the same command (one may be an alias).
-fn same_command(a: &str, b: &str) -> bool {
-    a == b
-        || ALIASES
-            .iter()
-            .any(|group| group.contains(&a) && group.contains(&b))
 }
 
 /// Fails unless `name` is a fail point BisonDB implements: mongod's error for
@@ -348,6 +315,12 @@ pub struct CommandInfo<'a> {
     pub name: &'a str,
     pub db: &'a str,
     pub body: &'a RawDocument,
+    /// Every name the command answers to (`hello`, `isMaster`, `ismaster`):
+    /// `failCommands: ["isMaster"]` fails `hello` too, as mongod matches a
+    /// command's aliases.
+    pub names: &'a [&'a str],
+    /// The command takes a write concern (its registry spec says so).
+    pub takes_write_concern: bool,
 }
 
 impl CommandInfo<'_> {
@@ -371,7 +344,7 @@ impl CommandInfo<'_> {
     }
 
     fn supports_write_concern(&self) -> bool {
-        if WRITE_CONCERN_COMMANDS.binary_search(&self.name).is_ok() {
+        if self.takes_write_concern {
             return true;
         }
         // An aggregation writes only through a final $out or $merge.
@@ -725,8 +698,6 @@ mod tests {
         assert!(matches!(f.block, Some(Err(ref e)) if e.code == ErrorCode::InvalidOptions));
         let f = FailCommand::parse(&doc! {"blockConnection": true, "blockTimeMS": -1});
         assert!(matches!(f.block, Some(Err(_))));
-        assert!(same_command("isMaster", "hello"));
-        assert!(!same_command("insert", "hello"));
     }
 
     fn conn(app: Option<&str>) -> ConnectionInfo {
@@ -753,6 +724,12 @@ mod tests {
             name,
             db: "d",
             body,
+            names: if name == "find" {
+                &["find"]
+            } else {
+                &["insert"]
+            },
+            takes_write_concern: name == "insert",
         };
         assert!(fps
             .before_command(&cmd("find", &find), &conn(Some("a")))
@@ -793,7 +770,6 @@ mod tests {
             .unwrap_err();
         assert_eq!(e.code, ErrorCode::NotImplemented);
         assert!(NOT_MODELLED.windows(2).all(|w| w[0] < w[1]));
-        assert!(WRITE_CONCERN_COMMANDS.windows(2).all(|w| w[0] < w[1]));
     }
 
     #[test]
@@ -808,6 +784,8 @@ mod tests {
             name: "count",
             db: "d",
             body,
+            names: &["count"],
+            takes_write_concern: false,
         };
         assert!(fps.before_command(&info(&plain), &c).is_none());
         let inj = fps.before_command(&info(&timed), &c).unwrap();
@@ -820,6 +798,8 @@ mod tests {
                 name: "find",
                 db: "d",
                 body: &find,
+                names: &["find"],
+                takes_write_concern: false,
             },
             &reply,
         );
@@ -829,6 +809,8 @@ mod tests {
             name: "getMore",
             db: "d",
             body,
+            names: &["getMore"],
+            takes_write_concern: false,
         };
         assert!(fps.before_command(&gm(&get_more), &c).is_some());
         assert!(fps.before_command(&gm(&other), &c).is_none());
@@ -846,6 +828,12 @@ mod tests {
             name,
             db: "d",
             body,
+            names: if name == "find" {
+                &["find"]
+            } else {
+                &["insert"]
+            },
+            takes_write_concern: name == "insert",
         };
         // writeConcernError alone does nothing before the command.
         assert!(fps.before_command(&info("insert", &insert), &c).is_none());

@@ -30,7 +30,7 @@ use bisondb_storage::Durability;
 use bson::{doc, Bson, Document, RawBsonRef, RawDocument, RawDocumentBuf};
 use parking_lot::RwLock;
 
-use crate::commands::ConnectionInfo;
+use crate::context::ConnectionInfo;
 use crate::plan;
 use crate::request::CommandRequest;
 use crate::state::ServerState;
@@ -441,7 +441,7 @@ fn recorded_command(body: &RawDocument) -> Document {
     let cut: String = text.chars().take(1024).collect();
     let mut d = doc! {"$truncated": cut};
     if let Ok(Some(c)) = body.get("comment") {
-        if let Ok(c) = crate::args::to_bson(c) {
+        if let Ok(c) = crate::fields::to_bson(c) {
             d.insert("comment", c);
         }
     }
@@ -546,7 +546,7 @@ fn build_entries(
             .get("comment")
             .ok()
             .flatten()
-            .and_then(|c| crate::args::to_bson(c).ok());
+            .and_then(|c| crate::fields::to_bson(c).ok());
         return op
             .writes
             .iter()
@@ -696,7 +696,7 @@ fn write_entries(state: &ServerState, db: &str, entries: &[RawDocumentBuf]) -> M
     let coll = ensure_collection(state, db)?;
     let prepared: Vec<_> = entries
         .iter()
-        .map(|e| crate::commands::util::prepare_for_insert(e))
+        .map(|e| crate::storable::prepare_for_insert(e))
         .collect::<MongoResult<_>>()?;
     let refs: Vec<&RawDocument> = prepared.iter().map(|c| c.as_ref()).collect();
     let outcome = coll.insert_many(&refs, false, Durability::Buffered);

@@ -1,304 +1,736 @@
 //! The one table of commands: sorted by name, looked up by binary search.
 //!
-//! Every command BisonDB serves has one entry here and one module in `commands/`.
-//! Commands mongod has but BisonDB does not are listed in [`UNSUPPORTED`] so they fail
-//! with an error that names them instead of "no such command".
+//! Every name a client may send that BisonDB knows of has one [`CommandSpec`] in
+//! [`COMMANDS`], holding all of the command's facts: its handler (one module in
+//! `commands/`, named after the command) or why it has none, the canonical name
+//! of an alias, whether it runs only against `admin` or only with test
+//! commands enabled, whether it may run long (off the async runtime), whether
+//! its reply may be compressed, how it treats a view, and its help line.
+//! Commands of mongod that BisonDB does not provide are entries too, so they
+//! fail with an error naming them instead of "no such command", and keep the
+//! facts that hold even for an error reply (a `saslStart` reply is never
+//! compressed). The connection loop looks a request's command up once and
+//! reads every fact from the spec it found.
+//!
+//! Facts later work adds per command go here, as one more field of
+//! [`CommandSpec`] stated in every entry (the unit tests below keep the table
+//! complete and consistent): the privileges a command requires (the security
+//! issue), whether it may run in a multi-document transaction and whether a
+//! driver may retry it (the replica-set issue).
 
 use bisondb_error::{ErrorCode, MongoError, MongoResult};
 use bson::RawDocumentBuf;
 
 use crate::commands::{self, Context};
+pub use crate::on_view::OnView;
 use crate::request::CommandRequest;
 
 pub type Handler = fn(&CommandRequest<'_>, &mut Context<'_>) -> MongoResult<RawDocumentBuf>;
 
+/// What serves a command.
+#[derive(Clone, Copy)]
+pub enum Run {
+    /// BisonDB serves it with this handler.
+    Handler(Handler),
+    /// mongod 8 has it, BisonDB does not yet: 115 CommandNotSupported naming it.
+    NotSupported,
+    /// mongod removed it long ago: 59 CommandNotFound as for any unknown
+    /// name. Listed for the compression specification, which names it.
+    Removed,
+}
+
+/// Whether a command's reply may be compressed (with the request's compressor).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reply {
+    Compressible,
+    /// The compression specification's list: the handshake and the
+    /// authentication commands, whose replies (errors too) are never
+    /// compressed.
+    NeverCompressed,
+}
+
+/// Everything the server knows about one command. Every entry states every
+/// field: there are no defaults to forget.
+#[derive(Clone, Copy)]
 pub struct CommandSpec {
     pub name: &'static str,
-    pub handler: Handler,
+    pub run: Run,
+    /// For another name of a command (`isMaster`), the canonical name; the
+    /// entry has the canonical one's facts and handler.
+    pub alias_of: Option<&'static str>,
     /// mongod refuses these outside the admin database.
     pub admin_only: bool,
     /// Exists only with `--setParameter enableTestCommands=1`; otherwise
     /// "no such command", as mongod.
     pub test_only: bool,
+    /// May scan a whole collection or more (an aggregation over 10,000,000
+    /// documents takes seconds): runs off the async runtime's worker (see
+    /// `connection::off_the_runtime_if_long`). Short commands (insert, hello)
+    /// skip that hand-off, which costs a thread wake-up.
+    pub may_run_long: bool,
+    /// Takes a write concern (`writeConcern`), so a failCommand fail point's
+    /// `writeConcernError` is added to its reply; `aggregate` takes one only
+    /// when it ends in `$out`/`$merge`, which `fail_points.rs` sees in its body.
+    pub write_concern: bool,
+    /// Whether its reply may be compressed.
+    pub reply: Reply,
+    pub on_view: OnView,
+    /// Shown by `listCommands`.
     pub help: &'static str,
 }
 
-const fn cmd(name: &'static str, handler: Handler, help: &'static str) -> CommandSpec {
+impl CommandSpec {
+    /// The handler, for a command BisonDB serves.
+    pub fn handler(&self) -> Option<Handler> {
+        match self.run {
+            Run::Handler(h) => Some(h),
+            Run::NotSupported | Run::Removed => None,
+        }
+    }
+}
+
+/// `listCommands` lists this table: the registry hands the served entries to
+/// the command, so that `commands/` does not import the registry back.
+fn list_commands(req: &CommandRequest<'_>, ctx: &mut Context<'_>) -> MongoResult<RawDocumentBuf> {
+    let served = COMMANDS
+        .iter()
+        .filter(|c| c.handler().is_some())
+        .map(|c| list_commands::Listed {
+            name: c.name,
+            help: c.help,
+            admin_only: c.admin_only,
+            test_only: c.test_only,
+        });
+    list_commands::ListCommands::parse(req)?.execute(ctx, served)
+}
+
+/// Another name of `of`, with its facts and handler.
+const fn alias(name: &'static str, of: &CommandSpec, help: &'static str) -> CommandSpec {
     CommandSpec {
         name,
-        handler,
+        alias_of: Some(of.name),
+        help,
+        ..*of
+    }
+}
+
+/// A command of mongod that BisonDB does not provide; `reply` is the one
+/// fact that still applies to its (error) reply.
+const fn not_supported(name: &'static str, reply: Reply) -> CommandSpec {
+    unserved(name, Run::NotSupported, reply)
+}
+
+/// A command mongod removed; listed because its replies are never compressed.
+const fn removed(name: &'static str) -> CommandSpec {
+    unserved(name, Run::Removed, Reply::NeverCompressed)
+}
+
+const fn unserved(name: &'static str, run: Run, reply: Reply) -> CommandSpec {
+    CommandSpec {
+        name,
+        run,
+        alias_of: None,
         admin_only: false,
         test_only: false,
-        help,
-    }
-}
-
-const fn admin(name: &'static str, handler: Handler, help: &'static str) -> CommandSpec {
-    CommandSpec {
-        name,
-        handler,
-        admin_only: true,
-        test_only: false,
-        help,
-    }
-}
-
-/// An admin command that exists only when test commands are enabled.
-const fn test_admin(name: &'static str, handler: Handler, help: &'static str) -> CommandSpec {
-    CommandSpec {
-        name,
-        handler,
-        admin_only: true,
-        test_only: true,
-        help,
+        may_run_long: false,
+        write_concern: false,
+        reply,
+        on_view: OnView::Unaffected,
+        help: "",
     }
 }
 
 use commands::*;
 
+// Commands known by other names too: the table lists each of these and, one
+// line each, its aliases.
+
+const BUILD_INFO: CommandSpec = CommandSpec {
+    name: "buildInfo",
+    run: Run::Handler(run::<build_info::BuildInfo>),
+    alias_of: None,
+    admin_only: false,
+    test_only: false,
+    may_run_long: false,
+    write_concern: false,
+    reply: Reply::Compressible,
+    on_view: OnView::Unaffected,
+    help: "version and build details",
+};
+
+const FIND_AND_MODIFY: CommandSpec = CommandSpec {
+    name: "findAndModify",
+    run: Run::Handler(run::<find_and_modify::FindAndModify>),
+    alias_of: None,
+    admin_only: false,
+    test_only: false,
+    may_run_long: true,
+    write_concern: true,
+    reply: Reply::Compressible,
+    on_view: OnView::Refused,
+    help: "update or delete one document and return it",
+};
+
+const HELLO: CommandSpec = CommandSpec {
+    name: "hello",
+    run: Run::Handler(run::<hello::Hello>),
+    alias_of: None,
+    admin_only: false,
+    test_only: false,
+    may_run_long: false,
+    write_concern: false,
+    reply: Reply::NeverCompressed,
+    on_view: OnView::Unaffected,
+    help: "handshake: server capabilities",
+};
+
 /// Sorted by name (byte order); a unit test keeps it so.
 pub static COMMANDS: &[CommandSpec] = &[
-    cmd(
-        "aggregate",
-        run::<aggregate::Aggregate>,
-        "run an aggregation pipeline",
-    ),
-    cmd(
-        "buildInfo",
-        run::<build_info::BuildInfo>,
-        "version and build details",
-    ),
-    cmd(
-        "buildinfo",
-        run::<build_info::BuildInfo>,
-        "alias of buildInfo",
-    ),
-    admin(
-        "bulkWrite",
-        bulk_write::handle,
-        "inserts, updates and deletes over several collections",
-    ),
-    cmd(
-        "cloneCollectionAsCapped",
-        run::<convert_to_capped::ConvertToCapped>,
-        "copy a collection into a new capped collection",
-    ),
-    cmd(
-        "collMod",
-        run::<coll_mod::CollMod>,
-        "change a collection's validation options, an index's options or a view",
-    ),
-    cmd(
-        "collStats",
-        run::<coll_stats::CollStats>,
-        "statistics of a collection",
-    ),
-    test_admin(
-        "configureFailPoint",
-        run::<configure_fail_point::ConfigureFailPoint>,
-        "set a fail point's mode (test commands only)",
-    ),
-    cmd(
-        "connectionStatus",
-        run::<connection_status::ConnectionStatus>,
-        "authentication state of this connection",
-    ),
-    cmd(
-        "convertToCapped",
-        run::<convert_to_capped::ConvertToCapped>,
-        "replace a collection by a capped copy of it",
-    ),
-    cmd(
-        "count",
-        run::<count::Count>,
-        "count documents matching a query",
-    ),
-    cmd("create", run::<create::Create>, "create a collection"),
-    cmd(
-        "createIndexes",
-        run::<create_indexes::CreateIndexes>,
-        "create indexes",
-    ),
-    cmd(
-        "dbStats",
-        run::<db_stats::DbStats>,
-        "statistics of a database",
-    ),
-    cmd("delete", delete::handle, "delete documents"),
-    cmd(
-        "distinct",
-        run::<distinct::Distinct>,
-        "distinct values of a field",
-    ),
-    cmd("drop", run::<drop::Drop>, "drop a collection"),
-    cmd(
-        "dropDatabase",
-        run::<drop_database::DropDatabase>,
-        "drop a database",
-    ),
-    cmd(
-        "dropIndexes",
-        run::<drop_indexes::DropIndexes>,
-        "drop indexes",
-    ),
-    cmd(
-        "endSessions",
-        run::<end_sessions::EndSessions>,
-        "end logical sessions",
-    ),
-    cmd(
-        "explain",
-        run::<explain::Explain>,
-        "the query plan of a command, and its execution statistics",
-    ),
-    cmd("find", run::<find::Find>, "query documents"),
-    cmd(
-        "findAndModify",
-        run::<find_and_modify::FindAndModify>,
-        "update or delete one document and return it",
-    ),
-    cmd(
-        "findandmodify",
-        run::<find_and_modify::FindAndModify>,
-        "alias of findAndModify",
-    ),
-    admin(
-        "fsync",
-        run::<fsync::Fsync>,
-        "flush the storage engine's log to disk",
-    ),
-    admin(
-        "getCmdLineOpts",
-        run::<get_cmd_line_opts::GetCmdLineOpts>,
-        "the server's command line and parsed options",
-    ),
-    admin("getLog", run::<get_log::GetLog>, "recent log lines"),
-    cmd(
-        "getMore",
-        run::<get_more::GetMore>,
-        "next batch of a cursor",
-    ),
-    admin(
-        "getParameter",
-        run::<get_parameter::GetParameter>,
-        "server parameters",
-    ),
-    cmd(
-        "hello",
-        run::<hello::Hello>,
-        "handshake: server capabilities",
-    ),
-    cmd(
-        "hostInfo",
-        run::<host_info::HostInfo>,
-        "information about the host",
-    ),
-    cmd("insert", insert::handle, "insert documents"),
-    cmd("isMaster", run::<hello::Hello>, "legacy alias of hello"),
-    cmd("ismaster", run::<hello::Hello>, "legacy alias of hello"),
-    cmd(
-        "killCursors",
-        run::<kill_cursors::KillCursors>,
-        "close cursors",
-    ),
-    cmd(
-        "listCollections",
-        run::<list_collections::ListCollections>,
-        "collections of a database",
-    ),
-    cmd(
-        "listCommands",
-        run::<list_commands::ListCommands>,
-        "the commands this server knows",
-    ),
-    admin(
-        "listDatabases",
-        run::<list_databases::ListDatabases>,
-        "the databases",
-    ),
-    cmd(
-        "listIndexes",
-        run::<list_indexes::ListIndexes>,
-        "indexes of a collection",
-    ),
-    cmd("ping", run::<ping::Ping>, "check that the server answers"),
-    cmd(
-        "profile",
-        run::<profile::Profile>,
-        "read or set the database profiler's level, slowms, sampleRate and filter",
-    ),
-    admin(
-        "renameCollection",
-        run::<rename_collection::RenameCollection>,
-        "rename a collection",
-    ),
-    cmd(
-        "serverStatus",
-        run::<server_status::ServerStatus>,
-        "server statistics",
-    ),
-    admin("shutdown", run::<shutdown::Shutdown>, "stop the server"),
-    cmd("update", update::handle, "update documents"),
-    cmd(
-        "usersInfo",
-        run::<users_info::UsersInfo>,
-        "the users a database defines (none: BisonDB has no authentication yet)",
-    ),
-    cmd(
-        "validate",
-        run::<validate::Validate>,
-        "check a collection's documents, indexes and statistics",
-    ),
-    cmd(
-        "whatsmyuri",
-        run::<whatsmyuri::WhatsMyUri>,
-        "the client's address as the server sees it",
-    ),
-];
-
-/// Commands of mongod 8 that BisonDB does not provide. Sorted.
-pub static UNSUPPORTED: &[&str] = &[
-    "abortTransaction",
-    "applyOps",
-    "authenticate",
-    "checkShardingIndex",
-    "commitTransaction",
-    "compact",
-    "createRole",
-    "createSearchIndexes",
-    "createUser",
-    "currentOp",
-    "dataSize",
-    "dropAllRolesFromDatabase",
-    "dropAllUsersFromDatabase",
-    "dropRole",
-    "dropSearchIndex",
-    "dropUser",
-    "filemd5",
-    "fsyncUnlock",
-    "getDefaultRWConcern",
-    "grantRolesToUser",
-    "killAllSessions",
-    "killAllSessionsByPattern",
-    "killOp",
-    "killSessions",
-    "listSearchIndexes",
-    "logout",
-    "mapReduce",
-    "reIndex",
-    "refreshSessions",
-    "replSetGetStatus",
-    "revokeRolesFromUser",
-    "rolesInfo",
-    "saslContinue",
-    "saslStart",
-    "setDefaultRWConcern",
-    "setFeatureCompatibilityVersion",
-    "setParameter",
-    "startSession",
-    "updateRole",
-    "updateSearchIndex",
-    "updateUser",
+    not_supported("abortTransaction", Reply::Compressible),
+    CommandSpec {
+        name: "aggregate",
+        run: Run::Handler(run::<aggregate::Aggregate>),
+        alias_of: None,
+        admin_only: false,
+        test_only: false,
+        may_run_long: true,
+        write_concern: false,
+        reply: Reply::Compressible,
+        on_view: OnView::ReadsThrough,
+        help: "run an aggregation pipeline",
+    },
+    not_supported("applyOps", Reply::Compressible),
+    not_supported("authenticate", Reply::NeverCompressed),
+    BUILD_INFO,
+    alias("buildinfo", &BUILD_INFO, "alias of buildInfo"),
+    CommandSpec {
+        name: "bulkWrite",
+        run: Run::Handler(bulk_write::handle),
+        alias_of: None,
+        admin_only: true,
+        test_only: false,
+        may_run_long: true,
+        write_concern: true,
+        reply: Reply::Compressible,
+        on_view: OnView::Unaffected,
+        help: "inserts, updates and deletes over several collections",
+    },
+    not_supported("checkShardingIndex", Reply::Compressible),
+    // Served by convert_to_capped.rs, which copies rather than replaces under this name.
+    CommandSpec {
+        name: "cloneCollectionAsCapped",
+        run: Run::Handler(run::<convert_to_capped::ConvertToCapped>),
+        alias_of: None,
+        admin_only: false,
+        test_only: false,
+        may_run_long: true,
+        write_concern: true,
+        reply: Reply::Compressible,
+        on_view: OnView::Unaffected,
+        help: "copy a collection into a new capped collection",
+    },
+    CommandSpec {
+        name: "collMod",
+        run: Run::Handler(run::<coll_mod::CollMod>),
+        alias_of: None,
+        admin_only: false,
+        test_only: false,
+        may_run_long: true,
+        write_concern: true,
+        reply: Reply::Compressible,
+        on_view: OnView::Unaffected,
+        help: "change a collection's validation options, an index's options or a view",
+    },
+    CommandSpec {
+        name: "collStats",
+        run: Run::Handler(run::<coll_stats::CollStats>),
+        alias_of: None,
+        admin_only: false,
+        test_only: false,
+        may_run_long: true,
+        write_concern: false,
+        reply: Reply::Compressible,
+        on_view: OnView::Unaffected,
+        help: "statistics of a collection",
+    },
+    not_supported("commitTransaction", Reply::Compressible),
+    not_supported("compact", Reply::Compressible),
+    CommandSpec {
+        name: "configureFailPoint",
+        run: Run::Handler(run::<configure_fail_point::ConfigureFailPoint>),
+        alias_of: None,
+        admin_only: true,
+        test_only: true,
+        may_run_long: false,
+        write_concern: false,
+        reply: Reply::Compressible,
+        on_view: OnView::Unaffected,
+        help: "set a fail point's mode (test commands only)",
+    },
+    CommandSpec {
+        name: "connectionStatus",
+        run: Run::Handler(run::<connection_status::ConnectionStatus>),
+        alias_of: None,
+        admin_only: false,
+        test_only: false,
+        may_run_long: false,
+        write_concern: false,
+        reply: Reply::Compressible,
+        on_view: OnView::Unaffected,
+        help: "authentication state of this connection",
+    },
+    CommandSpec {
+        name: "convertToCapped",
+        run: Run::Handler(run::<convert_to_capped::ConvertToCapped>),
+        alias_of: None,
+        admin_only: false,
+        test_only: false,
+        may_run_long: true,
+        write_concern: true,
+        reply: Reply::Compressible,
+        on_view: OnView::Unaffected,
+        help: "replace a collection by a capped copy of it",
+    },
+    removed("copydb"),
+    removed("copydbSaslStart"),
+    removed("copydbgetnonce"),
+    CommandSpec {
+        name: "count",
+        run: Run::Handler(run::<count::Count>),
+        alias_of: None,
+        admin_only: false,
+        test_only: false,
+        may_run_long: true,
+        write_concern: false,
+        reply: Reply::Compressible,
+        on_view: OnView::ReadsThrough,
+        help: "count documents matching a query",
+    },
+    CommandSpec {
+        name: "create",
+        run: Run::Handler(run::<create::Create>),
+        alias_of: None,
+        admin_only: false,
+        test_only: false,
+        may_run_long: true,
+        write_concern: true,
+        reply: Reply::Compressible,
+        on_view: OnView::Unaffected,
+        help: "create a collection",
+    },
+    CommandSpec {
+        name: "createIndexes",
+        run: Run::Handler(run::<create_indexes::CreateIndexes>),
+        alias_of: None,
+        admin_only: false,
+        test_only: false,
+        may_run_long: true,
+        write_concern: true,
+        reply: Reply::Compressible,
+        on_view: OnView::Refused,
+        help: "create indexes",
+    },
+    not_supported("createRole", Reply::Compressible),
+    not_supported("createSearchIndexes", Reply::Compressible),
+    not_supported("createUser", Reply::NeverCompressed),
+    not_supported("currentOp", Reply::Compressible),
+    not_supported("dataSize", Reply::Compressible),
+    CommandSpec {
+        name: "dbStats",
+        run: Run::Handler(run::<db_stats::DbStats>),
+        alias_of: None,
+        admin_only: false,
+        test_only: false,
+        may_run_long: true,
+        write_concern: false,
+        reply: Reply::Compressible,
+        on_view: OnView::Unaffected,
+        help: "statistics of a database",
+    },
+    CommandSpec {
+        name: "delete",
+        run: Run::Handler(delete::handle),
+        alias_of: None,
+        admin_only: false,
+        test_only: false,
+        may_run_long: true,
+        write_concern: true,
+        reply: Reply::Compressible,
+        on_view: OnView::Refused,
+        help: "delete documents",
+    },
+    CommandSpec {
+        name: "distinct",
+        run: Run::Handler(run::<distinct::Distinct>),
+        alias_of: None,
+        admin_only: false,
+        test_only: false,
+        may_run_long: true,
+        write_concern: false,
+        reply: Reply::Compressible,
+        on_view: OnView::ReadsThrough,
+        help: "distinct values of a field",
+    },
+    CommandSpec {
+        name: "drop",
+        run: Run::Handler(run::<drop::Drop>),
+        alias_of: None,
+        admin_only: false,
+        test_only: false,
+        may_run_long: true,
+        write_concern: true,
+        reply: Reply::Compressible,
+        on_view: OnView::Unaffected,
+        help: "drop a collection",
+    },
+    not_supported("dropAllRolesFromDatabase", Reply::Compressible),
+    not_supported("dropAllUsersFromDatabase", Reply::Compressible),
+    CommandSpec {
+        name: "dropDatabase",
+        run: Run::Handler(run::<drop_database::DropDatabase>),
+        alias_of: None,
+        admin_only: false,
+        test_only: false,
+        may_run_long: true,
+        write_concern: true,
+        reply: Reply::Compressible,
+        on_view: OnView::Unaffected,
+        help: "drop a database",
+    },
+    CommandSpec {
+        name: "dropIndexes",
+        run: Run::Handler(run::<drop_indexes::DropIndexes>),
+        alias_of: None,
+        admin_only: false,
+        test_only: false,
+        may_run_long: true,
+        write_concern: true,
+        reply: Reply::Compressible,
+        on_view: OnView::Refused,
+        help: "drop indexes",
+    },
+    not_supported("dropRole", Reply::Compressible),
+    not_supported("dropSearchIndex", Reply::Compressible),
+    not_supported("dropUser", Reply::Compressible),
+    CommandSpec {
+        name: "endSessions",
+        run: Run::Handler(run::<end_sessions::EndSessions>),
+        alias_of: None,
+        admin_only: false,
+        test_only: false,
+        may_run_long: false,
+        write_concern: false,
+        reply: Reply::Compressible,
+        on_view: OnView::Unaffected,
+        help: "end logical sessions",
+    },
+    CommandSpec {
+        name: "explain",
+        run: Run::Handler(run::<explain::Explain>),
+        alias_of: None,
+        admin_only: false,
+        test_only: false,
+        may_run_long: false,
+        write_concern: false,
+        reply: Reply::Compressible,
+        on_view: OnView::ExplainsCommand,
+        help: "the query plan of a command, and its execution statistics",
+    },
+    not_supported("filemd5", Reply::Compressible),
+    CommandSpec {
+        name: "find",
+        run: Run::Handler(run::<find::Find>),
+        alias_of: None,
+        admin_only: false,
+        test_only: false,
+        may_run_long: true,
+        write_concern: false,
+        reply: Reply::Compressible,
+        on_view: OnView::ReadsThrough,
+        help: "query documents",
+    },
+    FIND_AND_MODIFY,
+    alias("findandmodify", &FIND_AND_MODIFY, "alias of findAndModify"),
+    CommandSpec {
+        name: "fsync",
+        run: Run::Handler(run::<fsync::Fsync>),
+        alias_of: None,
+        admin_only: true,
+        test_only: false,
+        may_run_long: false,
+        write_concern: false,
+        reply: Reply::Compressible,
+        on_view: OnView::Unaffected,
+        help: "flush the storage engine's log to disk",
+    },
+    not_supported("fsyncUnlock", Reply::Compressible),
+    CommandSpec {
+        name: "getCmdLineOpts",
+        run: Run::Handler(run::<get_cmd_line_opts::GetCmdLineOpts>),
+        alias_of: None,
+        admin_only: true,
+        test_only: false,
+        may_run_long: false,
+        write_concern: false,
+        reply: Reply::Compressible,
+        on_view: OnView::Unaffected,
+        help: "the server's command line and parsed options",
+    },
+    not_supported("getDefaultRWConcern", Reply::Compressible),
+    CommandSpec {
+        name: "getLog",
+        run: Run::Handler(run::<get_log::GetLog>),
+        alias_of: None,
+        admin_only: true,
+        test_only: false,
+        may_run_long: false,
+        write_concern: false,
+        reply: Reply::Compressible,
+        on_view: OnView::Unaffected,
+        help: "recent log lines",
+    },
+    CommandSpec {
+        name: "getMore",
+        run: Run::Handler(run::<get_more::GetMore>),
+        alias_of: None,
+        admin_only: false,
+        test_only: false,
+        may_run_long: true,
+        write_concern: false,
+        reply: Reply::Compressible,
+        on_view: OnView::Unaffected,
+        help: "next batch of a cursor",
+    },
+    CommandSpec {
+        name: "getParameter",
+        run: Run::Handler(run::<get_parameter::GetParameter>),
+        alias_of: None,
+        admin_only: true,
+        test_only: false,
+        may_run_long: false,
+        write_concern: false,
+        reply: Reply::Compressible,
+        on_view: OnView::Unaffected,
+        help: "server parameters",
+    },
+    removed("getnonce"),
+    not_supported("grantRolesToUser", Reply::Compressible),
+    HELLO,
+    CommandSpec {
+        name: "hostInfo",
+        run: Run::Handler(run::<host_info::HostInfo>),
+        alias_of: None,
+        admin_only: false,
+        test_only: false,
+        may_run_long: false,
+        write_concern: false,
+        reply: Reply::Compressible,
+        on_view: OnView::Unaffected,
+        help: "information about the host",
+    },
+    CommandSpec {
+        name: "insert",
+        run: Run::Handler(insert::handle),
+        alias_of: None,
+        admin_only: false,
+        test_only: false,
+        may_run_long: false,
+        write_concern: true,
+        reply: Reply::Compressible,
+        on_view: OnView::Refused,
+        help: "insert documents",
+    },
+    alias("isMaster", &HELLO, "legacy alias of hello"),
+    alias("ismaster", &HELLO, "legacy alias of hello"),
+    not_supported("killAllSessions", Reply::Compressible),
+    not_supported("killAllSessionsByPattern", Reply::Compressible),
+    CommandSpec {
+        name: "killCursors",
+        run: Run::Handler(run::<kill_cursors::KillCursors>),
+        alias_of: None,
+        admin_only: false,
+        test_only: false,
+        may_run_long: false,
+        write_concern: false,
+        reply: Reply::Compressible,
+        on_view: OnView::Unaffected,
+        help: "close cursors",
+    },
+    not_supported("killOp", Reply::Compressible),
+    not_supported("killSessions", Reply::Compressible),
+    CommandSpec {
+        name: "listCollections",
+        run: Run::Handler(run::<list_collections::ListCollections>),
+        alias_of: None,
+        admin_only: false,
+        test_only: false,
+        may_run_long: false,
+        write_concern: false,
+        reply: Reply::Compressible,
+        on_view: OnView::Unaffected,
+        help: "collections of a database",
+    },
+    CommandSpec {
+        name: "listCommands",
+        run: Run::Handler(list_commands),
+        alias_of: None,
+        admin_only: false,
+        test_only: false,
+        may_run_long: false,
+        write_concern: false,
+        reply: Reply::Compressible,
+        on_view: OnView::Unaffected,
+        help: "the commands this server knows",
+    },
+    CommandSpec {
+        name: "listDatabases",
+        run: Run::Handler(run::<list_databases::ListDatabases>),
+        alias_of: None,
+        admin_only: true,
+        test_only: false,
+        may_run_long: false,
+        write_concern: false,
+        reply: Reply::Compressible,
+        on_view: OnView::Unaffected,
+        help: "the databases",
+    },
+    CommandSpec {
+        name: "listIndexes",
+        run: Run::Handler(run::<list_indexes::ListIndexes>),
+        alias_of: None,
+        admin_only: false,
+        test_only: false,
+        may_run_long: false,
+        write_concern: false,
+        reply: Reply::Compressible,
+        on_view: OnView::Refused,
+        help: "indexes of a collection",
+    },
+    not_supported("listSearchIndexes", Reply::Compressible),
+    not_supported("logout", Reply::Compressible),
+    not_supported("mapReduce", Reply::Compressible),
+    CommandSpec {
+        name: "ping",
+        run: Run::Handler(run::<ping::Ping>),
+        alias_of: None,
+        admin_only: false,
+        test_only: false,
+        may_run_long: false,
+        write_concern: false,
+        reply: Reply::Compressible,
+        on_view: OnView::Unaffected,
+        help: "check that the server answers",
+    },
+    CommandSpec {
+        name: "profile",
+        run: Run::Handler(run::<profile::Profile>),
+        alias_of: None,
+        admin_only: false,
+        test_only: false,
+        may_run_long: false,
+        write_concern: false,
+        reply: Reply::Compressible,
+        on_view: OnView::Unaffected,
+        help: "read or set the database profiler's level, slowms, sampleRate and filter",
+    },
+    not_supported("reIndex", Reply::Compressible),
+    not_supported("refreshSessions", Reply::Compressible),
+    CommandSpec {
+        name: "renameCollection",
+        run: Run::Handler(run::<rename_collection::RenameCollection>),
+        alias_of: None,
+        admin_only: true,
+        test_only: false,
+        may_run_long: true,
+        write_concern: true,
+        reply: Reply::Compressible,
+        on_view: OnView::Unaffected,
+        help: "rename a collection",
+    },
+    not_supported("replSetGetStatus", Reply::Compressible),
+    not_supported("revokeRolesFromUser", Reply::Compressible),
+    not_supported("rolesInfo", Reply::Compressible),
+    not_supported("saslContinue", Reply::NeverCompressed),
+    not_supported("saslStart", Reply::NeverCompressed),
+    CommandSpec {
+        name: "serverStatus",
+        run: Run::Handler(run::<server_status::ServerStatus>),
+        alias_of: None,
+        admin_only: false,
+        test_only: false,
+        may_run_long: false,
+        write_concern: false,
+        reply: Reply::Compressible,
+        on_view: OnView::Unaffected,
+        help: "server statistics",
+    },
+    not_supported("setDefaultRWConcern", Reply::Compressible),
+    not_supported("setFeatureCompatibilityVersion", Reply::Compressible),
+    not_supported("setParameter", Reply::Compressible),
+    CommandSpec {
+        name: "shutdown",
+        run: Run::Handler(run::<shutdown::Shutdown>),
+        alias_of: None,
+        admin_only: true,
+        test_only: false,
+        may_run_long: false,
+        write_concern: false,
+        reply: Reply::Compressible,
+        on_view: OnView::Unaffected,
+        help: "stop the server",
+    },
+    not_supported("startSession", Reply::Compressible),
+    CommandSpec {
+        name: "update",
+        run: Run::Handler(update::handle),
+        alias_of: None,
+        admin_only: false,
+        test_only: false,
+        may_run_long: true,
+        write_concern: true,
+        reply: Reply::Compressible,
+        on_view: OnView::Refused,
+        help: "update documents",
+    },
+    not_supported("updateRole", Reply::Compressible),
+    not_supported("updateSearchIndex", Reply::Compressible),
+    not_supported("updateUser", Reply::NeverCompressed),
+    CommandSpec {
+        name: "usersInfo",
+        run: Run::Handler(run::<users_info::UsersInfo>),
+        alias_of: None,
+        admin_only: false,
+        test_only: false,
+        may_run_long: false,
+        write_concern: false,
+        reply: Reply::Compressible,
+        on_view: OnView::Unaffected,
+        help: "the users a database defines (none: BisonDB has no authentication yet)",
+    },
+    CommandSpec {
+        name: "validate",
+        run: Run::Handler(run::<validate::Validate>),
+        alias_of: None,
+        admin_only: false,
+        test_only: false,
+        may_run_long: true,
+        write_concern: false,
+        reply: Reply::Compressible,
+        on_view: OnView::Unaffected,
+        help: "check a collection's documents, indexes and statistics",
+    },
+    CommandSpec {
+        name: "whatsmyuri",
+        run: Run::Handler(run::<whatsmyuri::WhatsMyUri>),
+        alias_of: None,
+        admin_only: false,
+        test_only: false,
+        may_run_long: false,
+        write_concern: false,
+        reply: Reply::Compressible,
+        on_view: OnView::Unaffected,
+        help: "the client's address as the server sees it",
+    },
 ];
 
 pub fn lookup(name: &str) -> Option<&'static CommandSpec> {
@@ -308,34 +740,59 @@ pub fn lookup(name: &str) -> Option<&'static CommandSpec> {
         .and_then(|i| COMMANDS.get(i))
 }
 
-/// Runs one command: lookup, admin check, handler.
+/// Every name the command of `spec` answers to: its canonical name and its
+/// aliases (a fail point set on `isMaster` fails `hello` too, as mongod's).
+pub fn names_of(spec: &CommandSpec) -> Vec<&'static str> {
+    let canonical = spec.alias_of.unwrap_or(spec.name);
+    COMMANDS
+        .iter()
+        .filter(|c| c.name == canonical || c.alias_of == Some(canonical))
+        .map(|c| c.name)
+        .collect()
+}
+
+/// Runs one command: lookup, then [`dispatch_spec`].
 pub fn dispatch(req: &CommandRequest<'_>, ctx: &mut Context<'_>) -> MongoResult<RawDocumentBuf> {
-    match lookup(req.name) {
-        Some(spec) if spec.test_only && !ctx.state.config.enable_test_commands => {
-            Err(no_such_command(req.name))
+    dispatch_spec(lookup(req.name), req, ctx)
+}
+
+/// Runs one command whose spec the caller looked up: test-only and admin
+/// checks, a view's treatment, then the handler.
+pub fn dispatch_spec(
+    spec: Option<&CommandSpec>,
+    req: &CommandRequest<'_>,
+    ctx: &mut Context<'_>,
+) -> MongoResult<RawDocumentBuf> {
+    let Some(spec) = spec else {
+        return Err(no_such_command(req.name));
+    };
+    let handler = match spec.run {
+        Run::Handler(h) => h,
+        Run::NotSupported => {
+            return Err(MongoError::new(
+                ErrorCode::CommandNotSupported,
+                format!(
+                    "BisonDB does not support the '{}' command yet (see docs/COMPATIBILITY.md)",
+                    req.name
+                ),
+            ))
         }
-        Some(spec) => {
-            if spec.admin_only && req.db != "admin" {
-                return Err(MongoError::new(
-                    ErrorCode::Unauthorized,
-                    format!("{} may only be run against the admin database.", spec.name),
-                ));
-            }
-            // Reads through a view run as aggregations; writes to one fail.
-            if let Some(r) = commands::views::intercept(req, ctx) {
-                return r;
-            }
-            (spec.handler)(req, ctx)
-        }
-        None if UNSUPPORTED.binary_search(&req.name).is_ok() => Err(MongoError::new(
-            ErrorCode::CommandNotSupported,
-            format!(
-                "BisonDB does not support the '{}' command yet (see docs/COMPATIBILITY.md)",
-                req.name
-            ),
-        )),
-        None => Err(no_such_command(req.name)),
+        Run::Removed => return Err(no_such_command(req.name)),
+    };
+    if spec.test_only && !ctx.state.config.enable_test_commands {
+        return Err(no_such_command(req.name));
     }
+    if spec.admin_only && req.db != "admin" {
+        return Err(MongoError::new(
+            ErrorCode::Unauthorized,
+            format!("{} may only be run against the admin database.", spec.name),
+        ));
+    }
+    // Reads through a view run as aggregations; writes to one fail.
+    if let Some(r) = crate::on_view::intercept(spec.on_view, req, ctx) {
+        return r;
+    }
+    handler(req, ctx)
 }
 
 fn no_such_command(name: &str) -> MongoError {
@@ -350,18 +807,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn tables_are_sorted_and_disjoint() {
+    fn table_is_sorted() {
         for w in COMMANDS.windows(2) {
             assert!(w[0].name < w[1].name, "{} >= {}", w[0].name, w[1].name);
-        }
-        for w in UNSUPPORTED.windows(2) {
-            assert!(w[0] < w[1], "{} >= {}", w[0], w[1]);
-        }
-        for name in UNSUPPORTED {
-            assert!(
-                lookup(name).is_none(),
-                "{name} is both supported and unsupported"
-            );
         }
     }
 
@@ -371,5 +819,103 @@ mod tests {
             assert_eq!(lookup(c.name).map(|s| s.name), Some(c.name));
         }
         assert!(lookup("nosuch").is_none());
+    }
+
+    /// Every spec is complete and its facts agree with each other.
+    #[test]
+    fn specs_are_complete_and_consistent() {
+        for c in COMMANDS {
+            let n = c.name;
+            match c.run {
+                Run::Handler(_) => assert!(!c.help.is_empty(), "{n}: no help"),
+                // A command without a handler has no facts about running.
+                Run::NotSupported | Run::Removed => {
+                    assert!(c.help.is_empty(), "{n}");
+                    assert!(!c.may_run_long && !c.admin_only && !c.test_only, "{n}");
+                    assert!(!c.write_concern, "{n}");
+                    assert_eq!(c.on_view, OnView::Unaffected, "{n}");
+                    assert!(c.alias_of.is_none(), "{n}");
+                }
+            }
+            // Admin commands name no collection of the admin database.
+            if c.admin_only {
+                assert_eq!(c.on_view, OnView::Unaffected, "{n}");
+            }
+            if c.test_only {
+                assert!(c.admin_only, "{n}: test commands run against admin");
+            }
+            // A command that reads through a view may scan its source.
+            if c.on_view == OnView::ReadsThrough {
+                assert!(c.may_run_long, "{n}");
+            }
+            if let Some(canonical) = c.alias_of {
+                let Some(of) = lookup(canonical) else {
+                    panic!("{n}: alias of the unknown {canonical}");
+                };
+                assert!(of.alias_of.is_none(), "{n}: alias of an alias");
+                let (Some(h), Some(of_h)) = (c.handler(), of.handler()) else {
+                    panic!("{n}: an alias without a handler");
+                };
+                assert_eq!(h as usize, of_h as usize, "{n}: not {canonical}'s handler");
+                assert_eq!(
+                    (
+                        c.admin_only,
+                        c.test_only,
+                        c.may_run_long,
+                        c.write_concern,
+                        c.reply,
+                        c.on_view
+                    ),
+                    (
+                        of.admin_only,
+                        of.test_only,
+                        of.may_run_long,
+                        of.write_concern,
+                        of.reply,
+                        of.on_view
+                    ),
+                    "{n}: facts differ from {canonical}'s"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn names_of_an_aliased_command() {
+        for name in ["hello", "isMaster", "ismaster"] {
+            let spec = lookup(name).unwrap_or_else(|| panic!("{name}"));
+            assert_eq!(names_of(spec), ["hello", "isMaster", "ismaster"]);
+        }
+        let insert = lookup("insert").unwrap_or_else(|| panic!("insert"));
+        assert_eq!(names_of(insert), ["insert"]);
+    }
+
+    /// The compression specification's list of commands whose replies are
+    /// never compressed, served or not.
+    #[test]
+    fn never_compressed_as_the_specification_lists() {
+        let mut never: Vec<&str> = COMMANDS
+            .iter()
+            .filter(|c| c.reply == Reply::NeverCompressed)
+            .map(|c| c.name)
+            .collect();
+        never.sort_unstable();
+        assert_eq!(
+            never,
+            [
+                "authenticate",
+                "copydb",
+                "copydbSaslStart",
+                "copydbgetnonce",
+                "createUser",
+                "getnonce",
+                "hello",
+                "isMaster",
+                "ismaster",
+                "saslContinue",
+                "saslStart",
+                "updateUser",
+            ]
+        );
     }
 }

@@ -59,3 +59,61 @@ pub fn count(n: u64) -> Bson {
         Err(_) => Bson::Int64(i64::try_from(n).unwrap_or(i64::MAX)),
     }
 }
+
+/// A storage error as the client sees it, with duplicate-key details for writeErrors.
+pub fn storage_error_details(e: &bisondb_storage::StorageError) -> Option<Document> {
+    match e {
+        bisondb_storage::StorageError::DuplicateKey(info) => {
+            Some(doc! {"keyPattern": info.key_pattern.clone(), "keyValue": info.key_value.clone()})
+        }
+        _ => None,
+    }
+}
+
+/// A reply field name, as the raw document builders take it.
+pub(crate) fn key(s: &'static str) -> MongoResult<&'static bson::raw::CStr> {
+    <&bson::raw::CStr>::try_from(s)
+        .map_err(|e| MongoError::internal(format!("bad reply key {s}: {e}")))
+}
+
+/// A write command's reply: `fields` (`n`, ...), then `writeErrors` when a
+/// statement failed.
+pub fn write_reply(mut fields: Document, errors: Vec<Bson>) -> MongoResult<RawDocumentBuf> {
+    if !errors.is_empty() {
+        fields.insert("writeErrors", errors);
+    }
+    ok(fields)
+}
+
+/// What the statements of an `update` command did, for its reply.
+#[derive(Default)]
+pub struct UpdateTally {
+    matched: u64,
+    modified: u64,
+    upserted: Vec<Bson>,
+}
+
+impl UpdateTally {
+    /// Counts statement `index`'s outcome.
+    pub fn add(&mut self, index: usize, matched: u64, modified: u64, upserted_id: Option<Bson>) {
+        self.matched += matched;
+        self.modified += modified;
+        if let Some(id) = upserted_id {
+            self.upserted
+                .push(Bson::Document(doc! {"index": index as i32, "_id": id}));
+        }
+    }
+
+    /// The reply: `n` (matched and upserted), `nModified`, then `upserted`
+    /// and `writeErrors` when there are some.
+    pub fn reply(self, errors: Vec<Bson>) -> MongoResult<RawDocumentBuf> {
+        let mut r = doc! {
+            "n": count(self.matched + self.upserted.len() as u64),
+            "nModified": count(self.modified),
+        };
+        if !self.upserted.is_empty() {
+            r.insert("upserted", self.upserted);
+        }
+        write_reply(r, errors)
+    }
+}

@@ -90,7 +90,7 @@ impl<'a> CommandRequest<'a> {
                             return Err(MongoError::type_mismatch(format!(
                                 "BSON field '{}.{field}.{i}' is the wrong type '{}', expected type 'object'",
                                 self.name,
-                                crate::args::type_name(other.element_type())
+                                crate::fields::type_name(other.element_type())
                             )))
                         }
                         Err(e) => return Err(invalid_bson(e)),
@@ -101,7 +101,7 @@ impl<'a> CommandRequest<'a> {
             Ok(Some(other)) => Err(MongoError::type_mismatch(format!(
                 "BSON field '{}.{field}' is the wrong type '{}', expected type 'array'",
                 self.name,
-                crate::args::type_name(other.element_type())
+                crate::fields::type_name(other.element_type())
             ))),
             Ok(None) => Ok(out),
             Err(e) => Err(invalid_bson(e)),

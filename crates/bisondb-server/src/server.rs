@@ -7,8 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bisondb_error::{ErrorCode, MongoError, MongoResult};
-use bisondb_storage::memory::MemoryEngine;
-use bisondb_storage::{Engine, LsmEngine, LsmOptions, Storage};
+use bisondb_storage::{Engine, OpenOptions, Storage};
 use tokio::net::{TcpListener, UnixListener};
 use tokio::sync::Semaphore;
 use tokio::task::JoinHandle;
@@ -31,52 +30,40 @@ pub struct RunningServer {
     /// Every connection task, so shutdown can wait until none holds the state
     /// (and with it the storage engine and its dbpath lock).
     connections: TaskTracker,
-    /// For `inMemory` on an existing dbpath: the lock that keeps a persistent
-    /// server off it meanwhile (the lsm engine holds its own).
-    dbpath_lock: Option<bisondb_storage::dbpath::DbPathLock>,
 }
 
-/// Opens the persistent engine in `--dbpath` (creating the directory) off the
-/// async threads: recovering the journal can take a while.
-async fn open_lsm(config: &ServerConfig) -> MongoResult<Arc<dyn Engine>> {
-    let options = LsmOptions::with_journal_commit_interval_ms(config.journal_commit_interval_ms)
-        .map_err(MongoError::from)?;
-    let dbpath = config.dbpath.clone();
-    let opened = tokio::task::spawn_blocking(move || LsmEngine::open_shared(&dbpath, options))
+/// Opens the engine the configuration names, off the async threads: opening
+/// can take a while (recovering a journal) or block (connecting).
+async fn open_engine(config: &ServerConfig) -> MongoResult<Arc<dyn Engine>> {
+    let Some(entry) = config.storage_engine_entry() else {
+        return Err(MongoError::new(
+            ErrorCode::InvalidOptions,
+            format!("unknown storage engine '{}'", config.storage_engine),
+        ));
+    };
+    let options = OpenOptions {
+        dbpath: config.dbpath.clone(),
+        journal_commit_interval_ms: config.journal_commit_interval_ms,
+    };
+    let opened = tokio::task::spawn_blocking(move || (entry.open)(&options))
         .await
-        .map_err(|e| MongoError::internal(format!("opening the lsm storage engine: {e}")))?;
+        .map_err(|e| {
+            MongoError::internal(format!("opening the {} storage engine: {e}", entry.name))
+        })?;
     opened.map_err(|e| {
-        MongoError::new(
-            e.code(),
-            format!(
-                "cannot start the lsm storage engine in {}: {e}",
-                config.dbpath.display()
-            ),
-        )
+        if entry.capabilities.persistent {
+            MongoError::new(
+                e.code(),
+                format!(
+                    "cannot start the {} storage engine in {}: {e}",
+                    entry.name,
+                    config.dbpath.display()
+                ),
+            )
+        } else {
+            MongoError::from(e)
+        }
     })
-}
-
-/// `inMemory` writes nothing, but like mongod it refuses a dbpath that holds another
-/// engine's data files and locks an existing dbpath against a persistent server.
-fn check_dbpath_for_memory(
-    dbpath: &std::path::Path,
-) -> MongoResult<Option<bisondb_storage::dbpath::DbPathLock>> {
-    if !dbpath.is_dir() {
-        return Ok(None);
-    }
-    let lock = bisondb_storage::dbpath::lock(dbpath).map_err(MongoError::from)?;
-    match bisondb_storage::dbpath::recorded_engine(dbpath).map_err(MongoError::from)? {
-        Some(found) if found != "inMemory" => Err(MongoError::new(
-            ErrorCode::Other(28662),
-            format!(
-                "Detected data files in {} created by the '{found}' storage engine, but the \
-                 specified storage engine was 'inMemory'; start with --storageEngine {found} \
-                 or choose another --dbpath",
-                dbpath.display()
-            ),
-        )),
-        _ => Ok(Some(lock)),
-    }
 }
 
 impl Server {
@@ -91,21 +78,12 @@ impl Server {
                 config.resolved_storage_engine()
             );
         }
-        let mut dbpath_lock = None;
-        let engine: Arc<dyn Engine> = match config.resolved_storage_engine() {
-            "inMemory" => {
-                dbpath_lock = check_dbpath_for_memory(&config.dbpath)?;
-                Arc::new(MemoryEngine::new())
-            }
-            "lsm" => open_lsm(&config).await?,
-            other => {
-                return Err(MongoError::new(
-                    ErrorCode::InvalidOptions,
-                    format!("unknown storage engine '{other}'"),
-                ))
-            }
-        };
-        let storage = Storage::open(engine).map_err(MongoError::from)?;
+        let engine = open_engine(&config).await?;
+        // Reading the catalog is a round of engine calls, which may block.
+        let storage = tokio::task::spawn_blocking(move || Storage::open(engine))
+            .await
+            .map_err(|e| MongoError::internal(format!("opening the catalog: {e}")))?
+            .map_err(MongoError::from)?;
         // Spill files of blocking aggregation stages a previous run left
         // behind (it crashed mid-query): nothing reads them any more.
         bisondb_query::agg::spill::clear_spill_dir(&crate::state::spill_dir(&config.dbpath));
@@ -221,7 +199,6 @@ impl Server {
             socket_path,
             tasks,
             connections: tracker,
-            dbpath_lock,
         })
     }
 }
@@ -270,7 +247,6 @@ impl RunningServer {
         if let Some(p) = &self.socket_path {
             let _ = std::fs::remove_file(p);
         }
-        drop(self.dbpath_lock);
         tracing::info!("shutdown complete");
     }
 }

@@ -28,8 +28,9 @@ impl OpCounters {
 }
 
 /// Commands running now, for serverStatus's `globalLock.activeClients`:
-/// writers run a write or DDL command, readers anything else (the
-/// `serverStatus` asking included).
+/// writers run a command that takes a write concern (a write or DDL command),
+/// readers anything else (the `serverStatus` asking included). The
+/// connection counts each command from dispatch to reply.
 #[derive(Default)]
 pub struct ActiveOps {
     readers: AtomicU64,
@@ -46,12 +47,9 @@ impl Drop for ActiveOp<'_> {
 }
 
 impl ActiveOps {
-    /// Counts `command` as running until the returned guard drops.
-    pub fn enter(&self, command: &str) -> ActiveOp<'_> {
-        // The commands that write are those that take a write concern.
-        let writes = crate::fail_points::WRITE_CONCERN_COMMANDS
-            .binary_search(&command)
-            .is_ok();
+    /// Counts a command (a writer when `writes`: it takes a write concern)
+    /// as running until the returned guard drops.
+    pub fn enter(&self, writes: bool) -> ActiveOp<'_> {
         let counter = if writes { &self.writers } else { &self.readers };
         counter.fetch_add(1, Ordering::Relaxed);
         ActiveOp(counter)
@@ -120,6 +118,14 @@ impl ServerState {
         })
     }
 
+    /// True when the storage engine's calls may block for long (a network
+    /// store, [`bisondb_storage::Capabilities::blocking_io`]): then every
+    /// command that touches storage must run off the async runtime's workers,
+    /// not only the ones that may run long.
+    pub fn storage_may_block(&self) -> bool {
+        self.storage.capabilities().blocking_io
+    }
+
     pub fn next_connection_id(&self) -> i64 {
         self.next_connection_id.fetch_add(1, Ordering::Relaxed)
     }
@@ -138,4 +144,12 @@ impl ServerState {
 /// Where blocking aggregation stages spill: `<dbpath>/_tmp`, as mongod.
 pub fn spill_dir(dbpath: &std::path::Path) -> std::path::PathBuf {
     dbpath.join("_tmp")
+}
+
+/// The host's name as the server reports it (`hostInfo`, `serverStatus`,
+/// `$collStats`, `$indexStats`).
+pub fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "localhost".to_string())
 }

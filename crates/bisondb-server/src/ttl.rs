@@ -5,7 +5,7 @@
 //! with a collection-level `expireAfterSeconds` is a TTL collection on `_id`:
 //! documents whose `_id` is an older date go (`clustered.rs`). A time-series
 //! collection with `expireAfterSeconds` loses the buckets whose newest
-//! measurement is older (`timeseries.rs`).
+//! measurement is older (`namespaces/timeseries.rs`).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -56,9 +56,14 @@ pub fn run_once(state: &ServerState) -> MongoResult<u64> {
                 continue;
             };
             // A time-series collection's old buckets go whole.
-            deleted +=
-                crate::commands::timeseries::expire(storage, &db, &info.name, &info.options, now)?;
-            if let Some(secs) = crate::commands::clustered::ttl_of(&coll.options()) {
+            deleted += crate::namespaces::timeseries::expire(
+                storage,
+                &db,
+                &info.name,
+                &info.options,
+                now,
+            )?;
+            if let Some(secs) = crate::namespaces::clustered::ttl_of(&coll.options()) {
                 let cutoff = now.saturating_sub(secs.saturating_mul(1000));
                 // The `_id` index (the clustered order itself) finds them.
                 deleted += expire(&coll, "_id_", "_id", cutoff)?;

@@ -19,7 +19,7 @@ use bisondb_query::matcher::Matcher;
 use bisondb_storage::Collection;
 use bson::{doc, Bson, Document, RawBsonRef, RawDocument, RawDocumentBuf};
 
-use crate::args;
+use crate::fields;
 
 /// The `validationLevel` values of mongod 8.0 (`"strict"` is the default).
 const LEVELS: &[&str] = &["off", "strict", "moderate"];
@@ -41,7 +41,7 @@ pub fn parse_action(cmd: &str, v: RawBsonRef<'_>) -> MongoResult<String> {
 }
 
 fn parse_enum(cmd: &str, field: &str, v: RawBsonRef<'_>, allowed: &[&str]) -> MongoResult<String> {
-    let s = args::as_str(cmd, field, v)?;
+    let s = fields::as_str(cmd, field, v)?;
     if !allowed.contains(&s) {
         // mongod's IDL wording for an enum value it does not know.
         return Err(MongoError::bad_value(format!(
@@ -54,7 +54,7 @@ fn parse_enum(cmd: &str, field: &str, v: RawBsonRef<'_>, allowed: &[&str]) -> Mo
 /// The command's `bypassDocumentValidation` (false when absent).
 pub fn bypass(cmd: &str, body: &RawDocument) -> MongoResult<bool> {
     match body.get("bypassDocumentValidation") {
-        Ok(Some(v)) => args::as_bool(cmd, "bypassDocumentValidation", v),
+        Ok(Some(v)) => fields::as_bool(cmd, "bypassDocumentValidation", v),
         Ok(None) => Ok(false),
         Err(e) => Err(crate::request::invalid_bson(e)),
     }
@@ -69,7 +69,7 @@ pub fn parse_validator(
     coll: &str,
     v: RawBsonRef<'_>,
 ) -> MongoResult<Document> {
-    let rules = args::to_document(args::as_doc(cmd, "validator", v)?)?;
+    let rules = fields::to_document(fields::as_doc(cmd, "validator", v)?)?;
     if rules.is_empty() {
         return Ok(rules);
     }
@@ -423,7 +423,7 @@ fn explain_path_op(path: &str, op: &str, v: &Bson, doc: &Document) -> Document {
 }
 
 fn type_of(v: &Bson) -> &'static str {
-    args::type_name(v.element_type())
+    fields::type_name(v.element_type())
 }
 
 /// Whether `value` satisfies the one-keyword schema `{keyword: spec}`.

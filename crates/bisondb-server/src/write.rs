@@ -11,9 +11,65 @@ use bisondb_query::update::{upsert_seed, UpdateSpec};
 use bisondb_storage::{Collection, Durability, Modify};
 use bson::{Bson, Document, RawBson, RawDocument, RawDocumentBuf};
 
-use crate::commands::util;
+use crate::fields::write::WriteConcern;
+use crate::let_vars::LetVars;
 use crate::plan;
+use crate::request::CommandRequest;
 use crate::validation::Validator;
+
+/// The body of an `update` or `delete` command: the target, the statements
+/// (each parsed as it runs, so one bad statement is one write error),
+/// `ordered`, the write concern and `let`.
+pub struct Statements<'a> {
+    pub db: String,
+    pub coll: String,
+    pub statements: Vec<&'a RawDocument>,
+    pub ordered: bool,
+    pub wc: WriteConcern,
+    pub lets: LetVars,
+}
+
+impl<'a> Statements<'a> {
+    /// Reads the batch (`list` names its statements, `also` the command's
+    /// other fields) and `let`.
+    pub fn parse(req: &CommandRequest<'a>, list: &str, also: &[&str]) -> MongoResult<Self> {
+        let b = crate::fields::write::parse_write_batch(req, list, also)?;
+        let lets = LetVars::from_body(req.name, req.body)?;
+        Ok(Statements {
+            db: req.db.clone(),
+            coll: b.coll,
+            statements: b.statements,
+            ordered: b.ordered,
+            wc: b.wc,
+            lets,
+        })
+    }
+
+    /// [`each_statement`] over these statements.
+    pub fn each(&self, run: impl FnMut(usize, &'a RawDocument) -> MongoResult<()>) -> Vec<Bson> {
+        each_statement(&self.statements, self.ordered, run)
+    }
+}
+
+/// Runs `run` on each statement of a write batch, in order, and returns the
+/// write errors: a failing statement is one (with its index) and, in an
+/// ordered batch, the last statement run.
+pub fn each_statement<'a>(
+    statements: &[&'a RawDocument],
+    ordered: bool,
+    mut run: impl FnMut(usize, &'a RawDocument) -> MongoResult<()>,
+) -> Vec<Bson> {
+    let mut errors = Vec::new();
+    for (i, raw) in statements.iter().enumerate() {
+        if let Err(e) = run(i, raw) {
+            errors.push(Bson::Document(crate::reply::write_error(i, &e, None)));
+            if ordered {
+                break;
+            }
+        }
+    }
+    errors
+}
 
 /// What one update statement did.
 #[derive(Debug, Default)]
@@ -149,7 +205,7 @@ pub fn update(
                 let mut after = before.clone();
                 let changed = spec.apply_with_query(&mut after, false, Some(matcher))?;
                 let action = if changed {
-                    let raw = util::prepare_owned(&after)?;
+                    let raw = crate::storable::prepare_owned(&after)?;
                     if let Some(v) = validator {
                         v.check(&raw, Some(cur))?;
                     }
@@ -168,7 +224,7 @@ pub fn update(
     }
     if res.matched == 0 && upsert {
         let doc = upsert_document(matcher, spec)?;
-        let raw = util::prepare_owned(&doc)?;
+        let raw = crate::storable::prepare_owned(&doc)?;
         if let Some(v) = validator {
             v.check(&raw, None)?;
         }
@@ -378,7 +434,7 @@ fn fill_out(
         }
     };
     for d in docs {
-        let raw = util::prepare_owned(&d?)?;
+        let raw = crate::storable::prepare_owned(&d?)?;
         if let Some(v) = validator {
             v.check(&raw, None)?;
         }
@@ -506,7 +562,7 @@ fn merge_doc(
         })?;
     match action {
         MergeAction::Insert(doc) => {
-            let raw = util::prepare_owned(&doc)?;
+            let raw = crate::storable::prepare_owned(&doc)?;
             if let Some(v) = validator {
                 v.check(&raw, None)?;
             }
@@ -516,7 +572,7 @@ fn merge_doc(
             }
         }
         MergeAction::Replace(doc) => {
-            let raw = util::prepare_owned(&doc)?;
+            let raw = crate::storable::prepare_owned(&doc)?;
             let Some(id) = existing.as_ref().and_then(|e| e.get("_id")) else {
                 return Err(MongoError::internal(
                     "$merge replaced a document without _id",

@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bisondb_storage::{Durability, Engine, IndexSpec, LsmEngine, LsmOptions, Storage};
+use bisondb_storage::{Durability, Engine, IndexSpec, LsmEngine, Storage};
 use bson::oid::ObjectId;
 use bson::{rawdoc, DateTime, RawDocument, RawDocumentBuf};
 
@@ -64,7 +64,7 @@ fn profile(i: usize) -> RawDocumentBuf {
 
 fn open(dir: &Path) -> (Arc<LsmEngine>, Storage) {
     let engine = Arc::new(
-        LsmEngine::open(dir, LsmOptions::default()).unwrap_or_else(|e| {
+        LsmEngine::open(dir, bisondb_storage::store_lsm_options()).unwrap_or_else(|e| {
             eprintln!("cannot open {}: {e}", dir.display());
             std::process::exit(1)
         }),

@@ -16,12 +16,12 @@ use bisondb_error::{ErrorCode, MongoError};
 use bson::{Binary, Bson, Document, RawDocumentBuf, Uuid};
 use parking_lot::{Mutex, RwLock};
 
-use crate::engine::{Durability, Engine, WriteBatch};
 use crate::error::{shell_format_document, StorageError};
 use crate::index::{self, IndexList, IndexSpec, IndexState};
 use crate::layout;
 use crate::store::capped::CappedState;
 use crate::store::Collection;
+use bisondb_engine::{Durability, Engine, WriteBatch};
 
 /// Catalog format version written in the meta record.
 const FORMAT_VERSION: i32 = 1;
@@ -35,7 +35,9 @@ pub struct CollectionInfo {
     pub name: String,
     pub options: Document,
     pub uuid: Uuid,
-    /// `"collection"` (views and timeseries are not implemented).
+    /// Always `"collection"`: views and time-series collections are catalog
+    /// entries like any other, told apart by their options, from which the
+    /// server's `listCollections` reports `"view"` or `"timeseries"`.
     pub kind: &'static str,
 }
 
@@ -150,7 +152,7 @@ impl Storage {
     /// Counts and per-collection locks live in the returned handle, so only one
     /// `Storage` may write to an engine at a time; clone the handle to share it.
     pub fn open(engine: Arc<dyn Engine>) -> Result<Storage, StorageError> {
-        let snap = engine.snapshot();
+        let snap = engine.snapshot()?;
         let mut next_id = match snap.get(&layout::meta_key())? {
             Some(bytes) => parse_meta(&bytes)?,
             None => 1,
@@ -170,7 +172,7 @@ impl Storage {
             for (ix_id, spec, prepare_unique) in index_records {
                 let multikey = snap.get(&index::multikey_key(state.id, ix_id))?.is_some();
                 let ix = IndexState::new(ix_id, spec, multikey)
-                    .map_err(|e| StorageError::Corrupt(format!("stored index: {}", e.message)))?;
+                    .map_err(|e| StorageError::corrupt(format!("stored index: {}", e.message)))?;
                 ix.prepare_unique.store(prepare_unique, Ordering::Release);
                 next_id = next_id.max(ix_id.saturating_add(1));
                 list.push(Arc::new(ix));
@@ -191,7 +193,7 @@ impl Storage {
         if !migrated.is_empty() {
             engine.write(migrated, Durability::Buffered)?;
         }
-        let pending_end = crate::engine::prefix_successor(&end);
+        let pending_end = bisondb_engine::prefix_successor(&end);
         let pending = snap.scan(
             Bound::Included(&end),
             pending_end
@@ -222,6 +224,11 @@ impl Storage {
     /// The engine's name (`"inMemory"`, ...).
     pub fn engine_name(&self) -> &'static str {
         self.inner.engine.name()
+    }
+
+    /// What the engine below this store offers (see [`bisondb_engine::Capabilities`]).
+    pub fn capabilities(&self) -> bisondb_engine::Capabilities {
+        self.inner.engine.capabilities()
     }
 
     /// The engine below this store.
@@ -307,7 +314,7 @@ impl Storage {
         let id = *next_id;
         let new_next = id
             .checked_add(1)
-            .ok_or_else(|| StorageError::Internal("collection ids exhausted".into()))?;
+            .ok_or_else(|| StorageError::internal("collection ids exhausted"))?;
         let capped = CappedState::from_options(&options);
         let state = CollState {
             id,
@@ -495,7 +502,7 @@ impl Storage {
         let id = *next_id;
         let new_next = id
             .checked_add(1)
-            .ok_or_else(|| StorageError::Internal("ids exhausted".into()))?;
+            .ok_or_else(|| StorageError::internal("ids exhausted"))?;
         let ix = Arc::new(IndexState::new(id, spec, false)?);
         let _w = state.write_lock.lock();
         if state.dropped.load(Ordering::SeqCst) {
@@ -566,7 +573,7 @@ impl Storage {
             batch.delete(index::multikey_key(state.id, ix.id));
             if let Err(e) = self.inner.engine.write(batch, Durability::Buffered) {
                 *state.indexes.write() = previous;
-                return Err(e);
+                return Err(e.into());
             }
             (state.id, ix.id)
         };
@@ -599,7 +606,10 @@ impl Storage {
         let mut batch = WriteBatch::new();
         let written = encode_entry(db, name, &state).and_then(|r| {
             batch.put(layout::entry_key(db, name), r);
-            self.inner.engine.write(batch, Durability::Buffered)
+            self.inner
+                .engine
+                .write(batch, Durability::Buffered)
+                .map_err(StorageError::from)
         });
         if let Err(e) = written {
             *state.options.write() = previous;
@@ -646,7 +656,10 @@ impl Storage {
         let mut batch = WriteBatch::new();
         let written = encode_entry(db, name, &state).and_then(|r| {
             batch.put(layout::entry_key(db, name), r);
-            self.inner.engine.write(batch, Durability::Buffered)
+            self.inner
+                .engine
+                .write(batch, Durability::Buffered)
+                .map_err(StorageError::from)
         });
         if let Err(e) = written {
             *state.indexes.write() = previous;
@@ -680,7 +693,10 @@ impl Storage {
         let mut batch = WriteBatch::new();
         let written = encode_entry(db, name, &state).and_then(|r| {
             batch.put(layout::entry_key(db, name), r);
-            self.inner.engine.write(batch, Durability::Buffered)
+            self.inner
+                .engine
+                .write(batch, Durability::Buffered)
+                .map_err(StorageError::from)
         });
         if let Err(e) = written {
             ix.prepare_unique.store(old, Ordering::Release);
@@ -721,7 +737,7 @@ impl Storage {
         let id = *next_id;
         let new_next = id
             .checked_add(1)
-            .ok_or_else(|| StorageError::Internal("ids exhausted".into()))?;
+            .ok_or_else(|| StorageError::internal("ids exhausted"))?;
         let mut spec = old.spec.clone();
         spec.unique = unique;
         let ix = Arc::new(IndexState::new(id, spec, false)?);
@@ -750,7 +766,10 @@ impl Storage {
                     batch.put(index::multikey_key(state.id, id), Vec::new());
                 }
                 batch.delete(index::multikey_key(state.id, old.id));
-                self.inner.engine.write(batch, Durability::Buffered)
+                self.inner
+                    .engine
+                    .write(batch, Durability::Buffered)
+                    .map_err(StorageError::from)
             });
         if let Err(e) = written {
             *state.indexes.write() = previous;
@@ -769,12 +788,12 @@ impl Storage {
 
     /// Durability barrier for everything written so far.
     pub fn sync(&self) -> Result<(), StorageError> {
-        self.inner.engine.sync()
+        Ok(self.inner.engine.sync()?)
     }
 
     /// Flushes buffered data into the engine's data files and syncs (`fsync`).
     pub fn checkpoint(&self) -> Result<(), StorageError> {
-        self.inner.engine.checkpoint()
+        Ok(self.inner.engine.checkpoint()?)
     }
 
     /// How the engine's size on disk divides among what it stores.
@@ -864,12 +883,12 @@ fn conflict(existing: &IndexSpec, requested: &IndexSpec) -> Result<Option<MongoE
 /// (mongod's rules and messages) belongs to the server.
 fn check_names(db: &str, name: &str) -> Result<(), StorageError> {
     if db.is_empty() || db.contains(['\0', '.']) {
-        return Err(StorageError::InvalidArgument(format!(
+        return Err(StorageError::invalid_argument(format!(
             "Invalid database name: '{db}'"
         )));
     }
     if name.is_empty() || name.contains('\0') {
-        return Err(StorageError::InvalidArgument(format!(
+        return Err(StorageError::invalid_argument(format!(
             "Invalid collection name: '{name}'"
         )));
     }
@@ -896,7 +915,7 @@ fn purge_collection_keys(engine: &dyn Engine, id: u64) -> Result<(), StorageErro
     let mut batch = WriteBatch::new();
     batch.delete(layout::stats_key(id));
     batch.delete(layout::pending_drop_key(id));
-    engine.write(batch, Durability::Buffered)
+    Ok(engine.write(batch, Durability::Buffered)?)
 }
 
 /// Deletes every key in `[start, end)` in bounded batches.
@@ -909,7 +928,7 @@ pub(crate) fn purge_range(
     // (quadratic on an LSM tree). Nothing writes into the range any more.
     let mut resume: Option<Vec<u8>> = None;
     loop {
-        let snap = engine.snapshot();
+        let snap = engine.snapshot()?;
         let from = match &resume {
             Some(k) => Bound::Excluded(k.as_slice()),
             None => Bound::Included(start.as_slice()),
@@ -931,14 +950,14 @@ pub(crate) fn purge_range(
 fn to_bytes(doc: &Document) -> Result<Vec<u8>, StorageError> {
     RawDocumentBuf::try_from(doc)
         .map(RawDocumentBuf::into_bytes)
-        .map_err(|e| StorageError::Internal(format!("cannot encode catalog record: {e}")))
+        .map_err(|e| StorageError::internal(format!("cannot encode catalog record: {e}")))
 }
 
 fn from_bytes(bytes: &[u8]) -> Result<Document, StorageError> {
     RawDocumentBuf::from_bytes(bytes.to_vec())
         .ok()
         .and_then(|raw| Document::try_from(raw).ok())
-        .ok_or_else(|| StorageError::Corrupt("undecodable catalog record".into()))
+        .ok_or_else(|| StorageError::corrupt("undecodable catalog record"))
 }
 
 fn encode_meta(next_id: u64) -> Result<Vec<u8>, StorageError> {
@@ -946,8 +965,7 @@ fn encode_meta(next_id: u64) -> Result<Vec<u8>, StorageError> {
     doc.insert("version", FORMAT_VERSION);
     doc.insert(
         "nextId",
-        i64::try_from(next_id)
-            .map_err(|_| StorageError::Internal("collection id overflow".into()))?,
+        i64::try_from(next_id).map_err(|_| StorageError::internal("collection id overflow"))?,
     );
     to_bytes(&doc)
 }
@@ -957,16 +975,16 @@ fn parse_meta(bytes: &[u8]) -> Result<u64, StorageError> {
     match doc.get_i32("version") {
         Ok(FORMAT_VERSION) => {}
         Ok(v) => {
-            return Err(StorageError::Corrupt(format!(
+            return Err(StorageError::corrupt(format!(
                 "unsupported catalog format version {v}"
             )))
         }
-        Err(_) => return Err(StorageError::Corrupt("catalog meta without version".into())),
+        Err(_) => return Err(StorageError::corrupt("catalog meta without version")),
     }
     doc.get_i64("nextId")
         .ok()
         .and_then(|n| u64::try_from(n).ok())
-        .ok_or_else(|| StorageError::Corrupt("catalog meta without nextId".into()))
+        .ok_or_else(|| StorageError::corrupt("catalog meta without nextId"))
 }
 
 fn encode_entry(db: &str, name: &str, state: &CollState) -> Result<Vec<u8>, StorageError> {
@@ -975,8 +993,7 @@ fn encode_entry(db: &str, name: &str, state: &CollState) -> Result<Vec<u8>, Stor
     doc.insert("name", name);
     doc.insert(
         "id",
-        i64::try_from(state.id)
-            .map_err(|_| StorageError::Internal("collection id overflow".into()))?,
+        i64::try_from(state.id).map_err(|_| StorageError::internal("collection id overflow"))?,
     );
     doc.insert("uuid", Bson::Binary(Binary::from(state.uuid)));
     doc.insert("options", state.options.read().as_ref().clone());
@@ -985,7 +1002,7 @@ fn encode_entry(db: &str, name: &str, state: &CollState) -> Result<Vec<u8>, Stor
         let mut d = Document::new();
         d.insert(
             "id",
-            i64::try_from(ix.id).map_err(|_| StorageError::Internal("index id overflow".into()))?,
+            i64::try_from(ix.id).map_err(|_| StorageError::internal("index id overflow"))?,
         );
         d.insert("spec", ix.spec.to_document());
         if ix.prepare_unique.load(Ordering::Acquire) {
@@ -1007,7 +1024,7 @@ fn parse_entry(
     bytes: &[u8],
 ) -> Result<(String, String, CollState, Vec<IndexRecord>), StorageError> {
     let doc = from_bytes(bytes)?;
-    let corrupt = |what: &str| StorageError::Corrupt(format!("catalog entry without valid {what}"));
+    let corrupt = |what: &str| StorageError::corrupt(format!("catalog entry without valid {what}"));
     let db = doc.get_str("db").map_err(|_| corrupt("db"))?.to_string();
     let name = doc
         .get_str("name")

@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 
 use bson::{doc, Document};
 
-use crate::error::StorageError;
+use bisondb_engine::EngineError;
 
 /// Name of the lock file inside the dbpath.
 pub const LOCK_FILE: &str = "mongod.lock";
@@ -42,9 +42,9 @@ impl DbPathLock {
 
 /// Creates `dbpath` if needed, takes its lock, and checks (or, for a fresh
 /// directory, records) that it belongs to `engine`.
-pub fn claim(dbpath: &Path, engine: &str) -> Result<DbPathLock, StorageError> {
+pub fn claim(dbpath: &Path, engine: &str) -> Result<DbPathLock, EngineError> {
     std::fs::create_dir_all(dbpath).map_err(|e| {
-        io_error(
+        EngineError::from_io(
             e,
             format!("cannot create dbpath directory {}", dbpath.display()),
         )
@@ -55,7 +55,7 @@ pub fn claim(dbpath: &Path, engine: &str) -> Result<DbPathLock, StorageError> {
 }
 
 /// Takes the advisory lock on `dbpath/mongod.lock` without waiting.
-pub fn lock(dbpath: &Path) -> Result<DbPathLock, StorageError> {
+pub fn lock(dbpath: &Path) -> Result<DbPathLock, EngineError> {
     let path = dbpath.join(LOCK_FILE);
     let mut file = OpenOptions::new()
         .read(true)
@@ -63,11 +63,13 @@ pub fn lock(dbpath: &Path) -> Result<DbPathLock, StorageError> {
         .create(true)
         .truncate(false)
         .open(&path)
-        .map_err(|e| io_error(e, format!("cannot open lock file {}", path.display())))?;
+        .map_err(|e| {
+            EngineError::from_io(e, format!("cannot open lock file {}", path.display()))
+        })?;
     match file.try_lock() {
         Ok(()) => {}
         Err(std::fs::TryLockError::WouldBlock) => {
-            return Err(StorageError::DbPathInUse(format!(
+            return Err(EngineError::DbPathInUse(format!(
                 "Unable to lock the lock file: {} (Resource temporarily unavailable). \
                  Another BisonDB instance is already running on the {} directory",
                 path.display(),
@@ -75,7 +77,7 @@ pub fn lock(dbpath: &Path) -> Result<DbPathLock, StorageError> {
             )));
         }
         Err(std::fs::TryLockError::Error(e)) => {
-            return Err(io_error(
+            return Err(EngineError::from_io(
                 e,
                 format!("Unable to lock the lock file: {}", path.display()),
             ));
@@ -94,18 +96,23 @@ pub fn lock(dbpath: &Path) -> Result<DbPathLock, StorageError> {
 }
 
 /// The engine recorded in `dbpath`, if any.
-pub fn recorded_engine(dbpath: &Path) -> Result<Option<String>, StorageError> {
+pub fn recorded_engine(dbpath: &Path) -> Result<Option<String>, EngineError> {
     let path = dbpath.join(ENGINE_FILE);
     let mut bytes = Vec::new();
     match File::open(&path) {
         Ok(mut f) => {
             f.read_to_end(&mut bytes)
-                .map_err(|e| io_error(e, format!("cannot read {}", path.display())))?;
+                .map_err(|e| EngineError::from_io(e, format!("cannot read {}", path.display())))?;
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(io_error(e, format!("cannot read {}", path.display()))),
+        Err(e) => {
+            return Err(EngineError::from_io(
+                e,
+                format!("cannot read {}", path.display()),
+            ))
+        }
     }
-    let corrupt = |what: &str| StorageError::Corrupt(format!("{}: {what}", path.display()));
+    let corrupt = |what: &str| EngineError::Corrupt(format!("{}: {what}", path.display()));
     let doc = Document::from_reader(bytes.as_slice()).map_err(|e| corrupt(&e.to_string()))?;
     let engine = doc
         .get_document("storage")
@@ -117,10 +124,10 @@ pub fn recorded_engine(dbpath: &Path) -> Result<Option<String>, StorageError> {
 
 /// Fails unless `dbpath` was created by `engine`; records `engine` when nothing
 /// is recorded yet. The caller holds the lock.
-pub fn check_engine(dbpath: &Path, engine: &str) -> Result<(), StorageError> {
+pub fn check_engine(dbpath: &Path, engine: &str) -> Result<(), EngineError> {
     match recorded_engine(dbpath)? {
         Some(found) if found == engine => Ok(()),
-        Some(found) => Err(StorageError::EngineMismatch(format!(
+        Some(found) => Err(EngineError::EngineMismatch(format!(
             "dbpath {} was created by engine '{found}'; start with --storageEngine {found} \
              or choose another --dbpath",
             dbpath.display()
@@ -131,13 +138,13 @@ pub fn check_engine(dbpath: &Path, engine: &str) -> Result<(), StorageError> {
 
 /// Writes `storage.bson` so that a crash leaves either no file or a whole one:
 /// write a temporary file, sync it, rename it over, sync the directory.
-fn record_engine(dbpath: &Path, engine: &str) -> Result<(), StorageError> {
+fn record_engine(dbpath: &Path, engine: &str) -> Result<(), EngineError> {
     let path = dbpath.join(ENGINE_FILE);
     let tmp = dbpath.join(format!("{ENGINE_FILE}.tmp"));
     let body = doc! { "storage": { "engine": engine, "formatVersion": 1i32 } };
     let bytes = body
         .to_vec()
-        .map_err(|e| StorageError::Internal(format!("cannot encode {ENGINE_FILE}: {e}")))?;
+        .map_err(|e| EngineError::Internal(format!("cannot encode {ENGINE_FILE}: {e}")))?;
     let write = || -> std::io::Result<()> {
         let mut f = File::create(&tmp)?;
         f.write_all(&bytes)?;
@@ -145,24 +152,7 @@ fn record_engine(dbpath: &Path, engine: &str) -> Result<(), StorageError> {
         std::fs::rename(&tmp, &path)?;
         File::open(dbpath)?.sync_all()
     };
-    write().map_err(|e| io_error(e, format!("cannot write {}", path.display())))
-}
-
-/// Maps an I/O error, turning "no space left" into [`StorageError::Full`].
-pub(crate) fn io_error(e: std::io::Error, context: String) -> StorageError {
-    if is_disk_full(&e) {
-        StorageError::Full
-    } else {
-        StorageError::Io(format!("{context}: {e}"))
-    }
-}
-
-/// True for the errors a full disk or an exhausted quota produce.
-pub(crate) fn is_disk_full(e: &std::io::Error) -> bool {
-    matches!(
-        e.kind(),
-        std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded
-    )
+    write().map_err(|e| EngineError::from_io(e, format!("cannot write {}", path.display())))
 }
 
 #[cfg(test)]
@@ -176,7 +166,7 @@ mod tests {
         assert!(first.is_ok(), "{first:?}");
         let second = lock(dir.path());
         match second {
-            Err(StorageError::DbPathInUse(msg)) => {
+            Err(EngineError::DbPathInUse(msg)) => {
                 assert!(msg.contains(&dir.path().display().to_string()), "{msg}");
                 assert!(msg.contains(LOCK_FILE), "{msg}");
                 assert!(msg.contains("already running"), "{msg}");
@@ -195,7 +185,7 @@ mod tests {
         assert_eq!(recorded_engine(dir.path()).ok(), Some(Some("lsm".into())));
         assert!(check_engine(dir.path(), "lsm").is_ok());
         match check_engine(dir.path(), "rocks") {
-            Err(e @ StorageError::EngineMismatch(_)) => {
+            Err(e @ EngineError::EngineMismatch(_)) => {
                 let msg = e.to_string();
                 assert!(
                     msg.contains("was created by engine 'lsm'; start with --storageEngine lsm"),
@@ -225,27 +215,10 @@ mod tests {
             assert!(
                 matches!(
                     check_engine(dir.path(), "lsm"),
-                    Err(StorageError::Corrupt(_))
+                    Err(EngineError::Corrupt(_))
                 ),
                 "{bytes:?}"
             );
-        }
-    }
-
-    #[test]
-    fn full_disk_errors_map_to_full() {
-        let cases = [
-            (std::io::Error::from_raw_os_error(28), true), // ENOSPC
-            (std::io::Error::from_raw_os_error(122), true), // EDQUOT
-            (std::io::Error::from_raw_os_error(5), false), // EIO
-            (std::io::Error::other("x"), false),
-        ];
-        for (e, full) in cases {
-            let mapped = io_error(e, "ctx".into());
-            assert_eq!(mapped == StorageError::Full, full, "{mapped:?}");
-            if !full {
-                assert!(matches!(mapped, StorageError::Io(ref m) if m.starts_with("ctx: ")));
-            }
         }
     }
 }

@@ -3,7 +3,10 @@
 //! Storage keeps its own small error enum (rather than returning `MongoError`
 //! directly) because the server needs structured data from some of them: a
 //! duplicate key reply carries `keyPattern` and `keyValue` next to the message.
+//! Failures of the engine below (I/O, corruption, a full disk, ...) are the
+//! contract's [`EngineError`], wrapped whole.
 
+use bisondb_engine::EngineError;
 use bisondb_error::{ErrorCode, MongoError};
 use bson::{Bson, Document};
 
@@ -19,33 +22,17 @@ pub enum StorageError {
     /// The collection does not exist.
     #[error("ns not found: {0}")]
     NamespaceNotFound(String),
-    /// The backend failed to read or write.
-    #[error("storage I/O error: {0}")]
-    Io(String),
-    /// Stored bytes do not decode; never caused by the client.
-    #[error("storage corruption detected: {0}")]
-    Corrupt(String),
-    /// The backend is out of space.
-    #[error("storage is full: no space left on the device holding the dbpath")]
-    Full,
-    /// Another process owns the dbpath (its lock file is locked).
-    #[error("{0}")]
-    DbPathInUse(String),
-    /// The dbpath was created by another storage engine.
-    #[error("{0}")]
-    EngineMismatch(String),
     /// The operation is not allowed (e.g. renaming a collection to itself).
     #[error("{0}")]
     IllegalOperation(String),
-    /// The caller passed something storage cannot accept.
-    #[error("{0}")]
-    InvalidArgument(String),
-    /// A broken invariant inside storage.
-    #[error("{0}")]
-    Internal(String),
     /// A client-facing error from index key generation (e.g. 171 parallel arrays).
     #[error("{}", .0.message)]
     Mongo(MongoError),
+    /// The engine failed (also used for what the store finds wrong with the
+    /// bytes it reads: [`EngineError::Corrupt`], and its own broken invariants:
+    /// [`EngineError::Internal`]).
+    #[error(transparent)]
+    Engine(#[from] EngineError),
 }
 
 /// What the server needs to build a duplicate-key write error
@@ -63,6 +50,26 @@ pub struct DuplicateKeyInfo {
 }
 
 impl StorageError {
+    /// [`EngineError::Corrupt`]: stored bytes do not decode.
+    pub fn corrupt(message: impl Into<String>) -> StorageError {
+        StorageError::Engine(EngineError::Corrupt(message.into()))
+    }
+
+    /// [`EngineError::Internal`]: a broken invariant.
+    pub fn internal(message: impl Into<String>) -> StorageError {
+        StorageError::Engine(EngineError::Internal(message.into()))
+    }
+
+    /// [`EngineError::InvalidArgument`]: something storage cannot accept.
+    pub fn invalid_argument(message: impl Into<String>) -> StorageError {
+        StorageError::Engine(EngineError::InvalidArgument(message.into()))
+    }
+
+    /// [`EngineError::Io`]: the backend failed to read or write.
+    pub fn io(message: impl Into<String>) -> StorageError {
+        StorageError::Engine(EngineError::Io(message.into()))
+    }
+
     /// The duplicate-key error for the clustered `_id` index of `namespace`.
     pub fn duplicate_id(namespace: &str, id: Bson) -> StorageError {
         let mut key_pattern = Document::new();
@@ -83,16 +90,9 @@ impl StorageError {
             StorageError::DuplicateKey(_) => ErrorCode::DuplicateKey,
             StorageError::NamespaceExists(_) => ErrorCode::NamespaceExists,
             StorageError::NamespaceNotFound(_) => ErrorCode::NamespaceNotFound,
-            StorageError::Full => ErrorCode::OutOfDiskSpace,
-            StorageError::DbPathInUse(_) => ErrorCode::DBPathInUse,
-            // mongod reports this one with a bare location code (28662).
-            StorageError::EngineMismatch(_) => ErrorCode::Other(28662),
-            StorageError::InvalidArgument(_) => ErrorCode::BadValue,
             StorageError::IllegalOperation(_) => ErrorCode::IllegalOperation,
             StorageError::Mongo(e) => e.code,
-            StorageError::Io(_) | StorageError::Corrupt(_) | StorageError::Internal(_) => {
-                ErrorCode::InternalError
-            }
+            StorageError::Engine(e) => e.code(),
         }
     }
 }
@@ -100,7 +100,7 @@ impl StorageError {
 impl From<StorageError> for MongoError {
     fn from(e: StorageError) -> MongoError {
         match &e {
-            StorageError::Internal(m) => MongoError::internal(m.clone()),
+            StorageError::Engine(inner) => inner.clone().into(),
             StorageError::Mongo(m) => m.clone(),
             StorageError::DuplicateKey(info) => {
                 let details = bson::doc! {
@@ -202,6 +202,8 @@ mod tests {
 
     #[test]
     fn codes_match_mongod() {
+        // The engine's own errors keep their codes when wrapped
+        // (bisondb-engine's tests list them all).
         let cases = [
             (
                 StorageError::NamespaceExists("a.b".into()),
@@ -213,21 +215,17 @@ mod tests {
                 26,
                 "NamespaceNotFound",
             ),
-            (StorageError::Full, 14031, "OutOfDiskSpace"),
-            (StorageError::InvalidArgument("x".into()), 2, "BadValue"),
             (
                 StorageError::IllegalOperation("x".into()),
                 20,
                 "IllegalOperation",
             ),
-            (StorageError::Io("x".into()), 1, "InternalError"),
-            (StorageError::DbPathInUse("x".into()), 98, "DBPathInUse"),
             (
-                StorageError::EngineMismatch("x".into()),
-                28662,
-                "Location28662",
+                StorageError::Engine(EngineError::Full),
+                14031,
+                "OutOfDiskSpace",
             ),
-            (StorageError::Internal("x".into()), 1, "InternalError"),
+            (StorageError::internal("x"), 1, "InternalError"),
         ];
         for (e, code, name) in cases {
             let m: MongoError = e.into();
@@ -262,7 +260,7 @@ mod tests {
             details,
             Some(bson::doc! {"keyPattern": {"_id": 1}, "keyValue": {"_id": 7}})
         );
-        let other = MongoError::from(StorageError::Io("disk".into()));
+        let other = MongoError::from(StorageError::io("disk"));
         assert!(other.details.is_none());
     }
 }

@@ -26,9 +26,9 @@ use bisondb_query::matcher::bounds::{FieldBounds, Interval};
 use bisondb_query::text::TextSpec;
 use bson::{Bson, Document, RawBson, RawDocument};
 
-use crate::engine::{prefix_successor, Snapshot};
 use crate::error::{DuplicateKeyInfo, StorageError};
 use crate::keycode::encode_value;
+use bisondb_engine::{prefix_successor, Snapshot};
 
 const ENTRIES: u8 = crate::layout::INDEX_REGION;
 const MULTIKEY: u8 = 0x04;
@@ -775,7 +775,7 @@ impl IndexScan {
                 Err(e) => {
                     self.current = None;
                     self.ranges = Vec::new().into_iter();
-                    return Some(Err(e));
+                    return Some(Err(e.into()));
                 }
             };
             if chunk.len() < SCAN_CHUNK {

@@ -18,8 +18,8 @@
 //! up in a new collection. Keys carry the id rather than the name, which makes a
 //! rename a catalog-only change.
 
-use crate::engine::prefix_successor;
 use crate::error::StorageError;
+use bisondb_engine::prefix_successor;
 
 const CATALOG: u8 = 0x00;
 const DOCS: u8 = 0x01;
@@ -74,7 +74,7 @@ pub(crate) fn pending_drop_id(key: &[u8]) -> Result<u64, StorageError> {
     key.get(2..)
         .and_then(|b| <[u8; 8]>::try_from(b).ok())
         .map(u64::from_be_bytes)
-        .ok_or_else(|| StorageError::Corrupt(format!("bad pending-drop key {key:?}")))
+        .ok_or_else(|| StorageError::corrupt(format!("bad pending-drop key {key:?}")))
 }
 
 /// All document keys of collection `id` start with this.
@@ -208,7 +208,7 @@ pub(crate) fn decode_stats(v: &[u8]) -> Result<(StatsRecord, bool), StorageError
             .and_then(|b| <[u8; 8]>::try_from(b).ok())
             .map(u64::from_be_bytes)
     };
-    let bad = || StorageError::Corrupt(format!("bad collection stats record of {} bytes", v.len()));
+    let bad = || StorageError::corrupt(format!("bad collection stats record of {} bytes", v.len()));
     let (Some(count), Some(data_size)) = (word(0), word(8)) else {
         return Err(bad());
     };
@@ -271,7 +271,12 @@ mod tests {
         });
         torn.pop();
         for bad in [&[][..], &[0u8; 15][..], &[0u8; 17][..], &bad_version, &torn] {
-            assert!(matches!(decode_stats(bad), Err(StorageError::Corrupt(_))));
+            assert!(matches!(
+                decode_stats(bad),
+                Err(StorageError::Engine(bisondb_engine::EngineError::Corrupt(
+                    _
+                )))
+            ));
         }
     }
 

@@ -1,38 +1,40 @@
-//! Storage for BisonDB: the engine-neutral [`Engine`] trait, the engines
-//! ([`MemoryEngine`], the reference model, and [`LsmEngine`], the persistent
-//! default on fjall), and everything written once above it (catalog, the
-//! `_id`-clustered document store, the order-preserving key encoding,
-//! per-collection counts and sizes, dbpath ownership).
+//! Storage for BisonDB: the persistent engine ([`LsmEngine`], on fjall), and
+//! everything written once above the engine contract of `bisondb-engine`
+//! (catalog, the `_id`-clustered document store, secondary indexes, the key
+//! layout and its order-preserving encoding, per-collection counts and sizes,
+//! dbpath ownership).
 //!
 //! This crate knows nothing about the wire protocol; it speaks raw BSON documents
 //! and [`StorageError`] (convertible into `MongoError` with mongod's codes).
+//! The contract's types are re-exported here, so the server can name them
+//! through one crate.
 
 mod bignum;
 mod catalog;
-#[cfg(any(test, feature = "conformance"))]
-pub mod conformance;
 pub mod dbpath;
-pub mod engine;
+mod engines;
 pub mod error;
 mod index;
 pub mod keycode;
 mod layout;
 pub mod lsm;
-pub mod memory;
 mod store;
 #[cfg(test)]
 mod testing;
 
+pub use bisondb_engine::{
+    BatchOp, Capabilities, Durability, Engine, EngineEntry, EngineError, KeyValue, MemoryEngine,
+    OpenOptions, Snapshot, WriteBatch,
+};
 pub use catalog::{CollectionInfo, DbStats, DiskShare, Storage};
-pub use engine::{BatchOp, Durability, Engine, KeyValue, Snapshot, WriteBatch};
+pub use engines::{engine_names, find_engine, store_lsm_options, ENGINES};
 pub use error::{DuplicateKeyInfo, StorageError};
 pub use index::{hash_bounds, GeoKind, IndexInfo, IndexScan, IndexSpec};
 
 /// `$indexStats`' view of one index: its name, `accesses.ops` and `accesses.since`.
 pub type IndexUsageInfo = (String, u64, bson::DateTime);
 pub use keycode::{encode_id, encode_value, hashed_key};
-pub use lsm::{LsmEngine, LsmOptions};
-pub use memory::MemoryEngine;
+pub use lsm::{KeyRegions, LsmEngine, LsmOptions};
 pub use store::{
     id_of, Collection, DocIter, IndexReport, InsertOutcome, Modify, ModifyResult, NaturalIter,
     ValidateOptions, ValidateReport,

@@ -5,8 +5,10 @@
 //! and a `lsm/` directory that belongs to fjall (its journal and table files).
 //!
 //! Two fjall keyspaces share one journal: `index` holds the regions of the key
-//! space that are written out of order ([`layout::APART_REGIONS`]: collection
-//! stats and secondary-index entries) and `main` everything else. Documents
+//! space that are written out of order (collection stats and secondary-index
+//! entries, in the store's layout) and `main` everything else. The engine
+//! knows nothing of the layout: the store names those regions, by their
+//! first byte, when it opens the engine ([`KeyRegions`]). Documents
 //! arrive in `_id` order (ObjectIds grow), so their tables append and need no
 //! rewriting, while index keys land all over their range and every write rewrites
 //! its collection's stats record; kept together, every flushed table would
@@ -18,7 +20,7 @@
 //! Index entries do not go into fjall one by one: each batch's index-region
 //! operations are journaled as one value and kept in memory as a sorted run
 //! that reads merge in, until a background thread ingests the runs into index
-//! tables in bulk (see [`buffer`] for the protocol and why it is safe).
+//! tables in bulk (see `lsm/buffer.rs` for the protocol and why it is safe).
 //!
 //! Durability follows mongod: every commit reaches the operating system at once
 //! (so a killed process loses nothing), and the journal is fsynced in the
@@ -47,11 +49,13 @@ use fjall::config::{BlockSizePolicy, CompressionPolicy, RestartIntervalPolicy};
 use fjall::{CompressionType, Database, Keyspace, KeyspaceCreateOptions, PersistMode, Readable};
 use parking_lot::RwLock;
 
+use bisondb_engine::txn::{LocalTransactions, Transaction, TxnStore};
+use bisondb_engine::{
+    owned_bound, range_is_empty, BatchOp, Capabilities, Durability, Engine, EngineError, KeyValue,
+    Snapshot, WriteBatch,
+};
+
 use crate::dbpath::{self, DbPathLock};
-use crate::engine::{BatchOp, Durability, Engine, KeyValue, Snapshot, WriteBatch};
-use crate::error::StorageError;
-use crate::layout;
-use crate::memory::range_is_empty;
 
 mod buffer;
 use buffer::{Merged, Run};
@@ -71,7 +75,7 @@ const DATA_DIR: &str = "lsm";
 /// The fjall keyspace holding the rest of the key space (documents, catalog, ...).
 const KEYSPACE: &str = "main";
 
-/// The fjall keyspace holding the regions kept apart ([`layout::APART_REGIONS`]).
+/// The fjall keyspace holding the regions kept apart ([`KeyRegions::apart`]).
 const INDEX_KEYSPACE: &str = "index";
 
 /// The fjall keyspace journaling the index write buffer's runs (see [`buffer`]).
@@ -137,6 +141,43 @@ const RESTART_INTERVAL: u8 = 32;
 /// reopening after a failure; a reopen itself writes a little.
 const PROBE_BYTES: usize = 1 << 20;
 
+/// What the engine is told about the key space it stores: regions named by
+/// the first byte of their keys. They decide only where keys are kept, never
+/// what a read returns; but a dbpath must always be opened with the regions
+/// it was written with (the store passes its layout's, always the same).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyRegions {
+    /// Keys written out of order (each collection's stats record, index
+    /// entries), kept in a keyspace of their own so that document tables
+    /// written in key order overlap no other.
+    pub apart: std::ops::Range<u8>,
+    /// Keys written only through the index write buffer (see `lsm/buffer.rs`); a
+    /// region inside `apart`. Nothing else may write it directly.
+    pub buffered: Option<u8>,
+}
+
+impl KeyRegions {
+    /// No region kept apart and no write buffer: one keyspace for everything.
+    pub const NONE: KeyRegions = KeyRegions {
+        apart: 0..0,
+        buffered: None,
+    };
+
+    fn check(&self) -> Result<(), EngineError> {
+        match self.buffered {
+            Some(b) if !self.apart.contains(&b) => Err(EngineError::InvalidArgument(format!(
+                "the buffered key region {b:#04x} lies outside the regions kept apart {:?}",
+                self.apart
+            ))),
+            _ => Ok(()),
+        }
+    }
+
+    fn is_apart(&self, key: &[u8]) -> bool {
+        key.first().is_some_and(|r| self.apart.contains(r))
+    }
+}
+
 /// Settings of an [`LsmEngine`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LsmOptions {
@@ -145,6 +186,9 @@ pub struct LsmOptions {
     /// Bytes of buffered index entries that start an ingestion into index
     /// tables; at twice this, writers ingest themselves rather than wait.
     pub index_buffer_bytes: usize,
+    /// The key regions the store lays out ([`KeyRegions::NONE`] by default;
+    /// the store passes its own, see `bisondb_storage::store_lsm_options`).
+    pub regions: KeyRegions,
 }
 
 impl Default for LsmOptions {
@@ -152,15 +196,16 @@ impl Default for LsmOptions {
         LsmOptions {
             journal_commit_interval: DEFAULT_JOURNAL_COMMIT_INTERVAL,
             index_buffer_bytes: DEFAULT_INDEX_BUFFER_BYTES,
+            regions: KeyRegions::NONE,
         }
     }
 }
 
 impl LsmOptions {
     /// Options with `--journalCommitInterval ms`; mongod accepts 1 to 500.
-    pub fn with_journal_commit_interval_ms(ms: u64) -> Result<LsmOptions, StorageError> {
+    pub fn with_journal_commit_interval_ms(ms: u64) -> Result<LsmOptions, EngineError> {
         if !JOURNAL_COMMIT_INTERVAL_RANGE_MS.contains(&ms) {
-            return Err(StorageError::InvalidArgument(format!(
+            return Err(EngineError::InvalidArgument(format!(
                 "journalCommitInterval must be between 1 and 500 milliseconds, got {ms}"
             )));
         }
@@ -182,6 +227,8 @@ struct Open {
     wb: Keyspace,
     /// The index write buffer's runs.
     buffer: IndexBuffer,
+    /// Which keys live in `ix` and which go through the buffer.
+    regions: KeyRegions,
 }
 
 /// What the index write buffer holds, under one mutex that commits with index
@@ -219,10 +266,7 @@ type Segment<'a> = (Bound<Vec<u8>>, Bound<Vec<u8>>, &'a Keyspace);
 impl Open {
     /// The keyspace that stores `key` (an unprefixed engine key).
     fn keyspace_for(&self, key: &[u8]) -> &Keyspace {
-        if key
-            .first()
-            .is_some_and(|r| layout::APART_REGIONS.contains(r))
-        {
+        if self.regions.is_apart(key) {
             &self.ix
         } else {
             &self.ks
@@ -242,14 +286,14 @@ impl Open {
 
     /// Ingests every run buffered now into index tables, deletes their blobs
     /// and drops them from the list, in that order (see [`buffer`]).
-    fn flush_buffer(&self) -> Result<(), StorageError> {
+    fn flush_buffer(&self) -> Result<(), EngineError> {
         self.flush_buffer_from(1)
     }
 
     /// [`Open::flush_buffer`] if the runs still hold at least `min_bytes` once
     /// this caller's turn comes (writers that all found the buffer full must
     /// not ingest one after another).
-    fn flush_buffer_from(&self, min_bytes: usize) -> Result<(), StorageError> {
+    fn flush_buffer_from(&self, min_bytes: usize) -> Result<(), EngineError> {
         let _maintain = self.buffer.maintain.lock();
         let (runs, bytes) = self.buffered();
         if bytes < min_bytes {
@@ -296,7 +340,7 @@ impl Open {
 
     /// Merges one group of runs of a size class, if there is one; true when
     /// it did (the caller loops).
-    fn merge_runs(&self) -> Result<bool, StorageError> {
+    fn merge_runs(&self) -> Result<bool, EngineError> {
         let _maintain = self.buffer.maintain.lock();
         let (runs, _) = self.buffered();
         let Some(group) = buffer::mergeable(&runs) else {
@@ -312,7 +356,7 @@ impl Open {
             .get(group.clone())
             .is_some_and(|now| now.iter().zip(parts).all(|(a, b)| Arc::ptr_eq(a, b)));
         if !still {
-            return Err(StorageError::Internal(
+            return Err(EngineError::Internal(
                 "index write buffer runs moved during a merge".into(),
             ));
         }
@@ -327,7 +371,7 @@ impl Open {
     }
 
     /// Loads the blobs a crash left behind back into runs (the caller ingests them).
-    fn recover_buffer(&self) -> Result<usize, StorageError> {
+    fn recover_buffer(&self) -> Result<usize, EngineError> {
         let mut runs: Vec<Arc<Run>> = Vec::new();
         let mut parts: Vec<fjall::Slice> = Vec::new();
         let mut current: Option<u64> = None;
@@ -336,7 +380,7 @@ impl Open {
             let run = buffer::decode_run(&slices, seq)?;
             parts.clear();
             runs.push(Arc::new(run));
-            Ok::<(), StorageError>(())
+            Ok::<(), EngineError>(())
         };
         for guard in self.wb.iter() {
             let (k, v) = guard
@@ -346,7 +390,7 @@ impl Open {
                 .get(..8)
                 .and_then(|b| <[u8; 8]>::try_from(b).ok())
                 .map(u64::from_be_bytes)
-                .ok_or_else(|| StorageError::Corrupt(format!("bad index buffer key {k:?}")))?;
+                .ok_or_else(|| EngineError::Corrupt(format!("bad index buffer key {k:?}")))?;
             if let Some(prev) = current.filter(|&p| p != seq) {
                 finish(prev, &mut parts, &mut runs)?;
             }
@@ -368,7 +412,7 @@ impl Open {
     /// Not `rotate_memtable_and_wait`: a failed flush makes fjall refuse writes
     /// and its worker exit, and that call would then wait forever for a queue
     /// nobody drains (a shutdown hung that way); here the refusal ends the wait.
-    fn flush_memtables(&self) -> Result<(), StorageError> {
+    fn flush_memtables(&self) -> Result<(), EngineError> {
         for ks in self.keyspaces() {
             ks.rotate_memtable().map_err(|e| map_fjall(e, "flush"))?;
         }
@@ -388,7 +432,7 @@ impl Open {
     /// The parts of the stored key space in key order, each with its keyspace:
     /// below the regions kept apart, those regions, above them.
     fn segments(&self) -> [Segment<'_>; 3] {
-        let (lo, hi) = apart_bounds();
+        let (lo, hi) = apart_bounds(&self.regions);
         [
             (Bound::Unbounded, Bound::Excluded(lo.clone()), &self.ks),
             (Bound::Included(lo), Bound::Excluded(hi.clone()), &self.ix),
@@ -407,7 +451,7 @@ struct SyncState {
     /// Number of the last sync that succeeded.
     last_ok: u64,
     running: bool,
-    last_error: Option<StorageError>,
+    last_error: Option<EngineError>,
 }
 
 struct Shared {
@@ -417,7 +461,7 @@ struct Shared {
     /// Set when fjall refused a write; the flusher then reopens the files.
     failed: AtomicBool,
     /// The error that started the failure, so later refusals say what happened.
-    failure: parking_lot::Mutex<Option<StorageError>>,
+    failure: parking_lot::Mutex<Option<EngineError>>,
     /// Incremented on every reopen after a failure.
     generation: AtomicU64,
     /// Batches committed so far.
@@ -432,6 +476,8 @@ struct Shared {
     lock: Arc<DbPathLock>,
     /// [`LsmOptions::index_buffer_bytes`].
     index_buffer_bytes: usize,
+    /// [`LsmOptions::regions`], for reopening.
+    regions: KeyRegions,
     /// Wakes the index buffer's maintainer: (work is due, stop).
     maintainer_signal: parking_lot::Mutex<(bool, bool)>,
     maintainer_wake: parking_lot::Condvar,
@@ -440,6 +486,8 @@ struct Shared {
 /// The persistent [`Engine`].
 pub struct LsmEngine {
     shared: Arc<Shared>,
+    /// Transactions, through the layer the in-process engines share.
+    txns: Arc<LocalTransactions>,
     flusher: parking_lot::Mutex<Option<JoinHandle<()>>>,
     maintainer: parking_lot::Mutex<Option<JoinHandle<()>>>,
 }
@@ -453,13 +501,25 @@ impl std::fmt::Debug for LsmEngine {
 }
 
 impl LsmEngine {
+    /// What the engine offers: its data survives restarts. No snapshots at a
+    /// commit point: fjall 3 opens snapshots only at the current instant (a
+    /// snapshot's sequence number is a hidden API, and old versions are kept
+    /// only for snapshots open at the time), and the index write buffer's runs
+    /// would need versions of their own; `snapshot_at` is refused.
+    pub const CAPABILITIES: Capabilities = Capabilities {
+        persistent: true,
+        blocking_io: false,
+        snapshot_at: false,
+    };
+
     /// Opens (creating if needed) the engine in `dbpath`: takes the dbpath lock,
     /// checks the recorded engine, recovers the journal, and starts the background
     /// journal flusher.
-    pub fn open(dbpath: &Path, options: LsmOptions) -> Result<LsmEngine, StorageError> {
+    pub fn open(dbpath: &Path, options: LsmOptions) -> Result<LsmEngine, EngineError> {
+        options.regions.check()?;
         let lock = Arc::new(dbpath::claim(dbpath, ENGINE_NAME)?);
         let data_dir = dbpath.join(DATA_DIR);
-        let open = open_fjall(&data_dir, dbpath)?;
+        let open = open_fjall(&data_dir, dbpath, &options.regions)?;
         let shared = Arc::new(Shared {
             dbpath: dbpath.to_path_buf(),
             data_dir,
@@ -475,6 +535,7 @@ impl LsmEngine {
             stop_signal: Condvar::new(),
             lock,
             index_buffer_bytes: options.index_buffer_bytes.max(1),
+            regions: options.regions.clone(),
             maintainer_signal: parking_lot::Mutex::new((false, false)),
             maintainer_wake: parking_lot::Condvar::new(),
         });
@@ -485,27 +546,25 @@ impl LsmEngine {
         let flusher = std::thread::Builder::new()
             .name("bisondb-journal".into())
             .spawn(move || worker.run_flusher(interval))
-            .map_err(|e| StorageError::Io(format!("cannot start the journal flusher: {e}")))?;
+            .map_err(|e| EngineError::Io(format!("cannot start the journal flusher: {e}")))?;
         let worker = shared.clone();
         let maintainer = std::thread::Builder::new()
             .name("bisondb-ixbuf".into())
             .spawn(move || worker.run_maintainer())
             .map_err(|e| {
-                StorageError::Io(format!("cannot start the index buffer maintainer: {e}"))
+                EngineError::Io(format!("cannot start the index buffer maintainer: {e}"))
             })?;
         tracing::info!(dbpath = %dbpath.display(), "lsm storage engine opened");
         Ok(LsmEngine {
             shared,
+            txns: LocalTransactions::new(),
             flusher: parking_lot::Mutex::new(Some(flusher)),
             maintainer: parking_lot::Mutex::new(Some(maintainer)),
         })
     }
 
     /// The engine behind the `Arc<dyn Engine>` that `Storage::open` takes.
-    pub fn open_shared(
-        dbpath: &Path,
-        options: LsmOptions,
-    ) -> Result<Arc<dyn Engine>, StorageError> {
+    pub fn open_shared(dbpath: &Path, options: LsmOptions) -> Result<Arc<dyn Engine>, EngineError> {
         Ok(Arc::new(LsmEngine::open(dbpath, options)?))
     }
 
@@ -521,7 +580,7 @@ impl LsmEngine {
 
     /// Stops the background flusher, syncs everything and releases the files (once
     /// no snapshot holds them any more). Later writes fail; idempotent.
-    pub fn close(&self) -> Result<(), StorageError> {
+    pub fn close(&self) -> Result<(), EngineError> {
         self.stop_maintainer();
         self.stop_flusher();
         // Ingesting what the index buffer holds, then writing every memtable
@@ -571,7 +630,7 @@ impl LsmEngine {
 
     /// Flushes memtables and compacts everything into one sorted run, so a
     /// measurement of the size on disk sees the engine settled.
-    pub fn settle(&self) -> Result<(), StorageError> {
+    pub fn settle(&self) -> Result<(), EngineError> {
         let open = self.shared.current()?;
         open.flush_buffer()?;
         open.flush_memtables()?;
@@ -590,7 +649,7 @@ impl Drop for LsmEngine {
     }
 }
 
-fn open_fjall(data_dir: &Path, dbpath: &Path) -> Result<Open, StorageError> {
+fn open_fjall(data_dir: &Path, dbpath: &Path, regions: &KeyRegions) -> Result<Open, EngineError> {
     // One background worker for flushes and compactions: with two, fjall's
     // worker 0 hands every compaction to the others and re-queues the message
     // to itself while they work, a busy loop that took 12% of the CPU of an
@@ -600,7 +659,7 @@ fn open_fjall(data_dir: &Path, dbpath: &Path) -> Result<Open, StorageError> {
         .worker_threads(1)
         .open()
         .map_err(|e| match e {
-            fjall::Error::Locked => StorageError::DbPathInUse(format!(
+            fjall::Error::Locked => EngineError::DbPathInUse(format!(
                 "the data files in {} are in use by another BisonDB instance",
                 dbpath.display()
             )),
@@ -639,8 +698,10 @@ fn open_fjall(data_dir: &Path, dbpath: &Path) -> Result<Open, StorageError> {
         ix,
         wb,
         buffer: IndexBuffer::default(),
+        regions: regions.clone(),
     };
     move_apart_regions(&open)?;
+    check_apart_keyspace(&open)?;
     let replayed = open.recover_buffer()?;
     if replayed > 0 {
         open.flush_buffer()?;
@@ -652,12 +713,36 @@ fn open_fjall(data_dir: &Path, dbpath: &Path) -> Result<Open, StorageError> {
     Ok(open)
 }
 
-/// `[lo, hi)` of the stored (prefixed) keys of [`layout::APART_REGIONS`].
-fn apart_bounds() -> (Vec<u8>, Vec<u8>) {
+/// `[lo, hi)` of the stored (prefixed) keys of [`KeyRegions::apart`].
+fn apart_bounds(regions: &KeyRegions) -> (Vec<u8>, Vec<u8>) {
     (
-        vec![KEY_PREFIX, layout::APART_REGIONS.start],
-        vec![KEY_PREFIX, layout::APART_REGIONS.end],
+        vec![KEY_PREFIX, regions.apart.start],
+        vec![KEY_PREFIX, regions.apart.end],
     )
+}
+
+/// Refuses to open a dbpath whose index keyspace holds keys outside the
+/// regions these options keep apart: they were written with other regions,
+/// and reads would look for those keys in `main`.
+fn check_apart_keyspace(open: &Open) -> Result<(), EngineError> {
+    let (lo, hi) = apart_bounds(&open.regions);
+    let outside = |guard: Option<fjall::Guard>| -> Result<bool, EngineError> {
+        match guard {
+            None => Ok(false),
+            Some(g) => {
+                let k = g.key().map_err(|e| map_fjall(e, "open"))?;
+                Ok(k[..] < lo[..] || k[..] >= hi[..])
+            }
+        }
+    };
+    if outside(open.ix.first_key_value())? || outside(open.ix.last_key_value())? {
+        return Err(EngineError::InvalidArgument(format!(
+            "the lsm data files keep key regions apart that differ from {:?}; \
+             open them with the regions they were written with",
+            open.regions.apart
+        )));
+    }
+    Ok(())
 }
 
 /// Moves the keys of the regions kept apart that a dbpath written before the
@@ -665,8 +750,11 @@ fn apart_bounds() -> (Vec<u8>, Vec<u8>) {
 /// before they joined it) into the index keyspace, a chunk per atomic batch, so
 /// a crash midway leaves every entry in exactly one place and the next open
 /// finishes the move.
-fn move_apart_regions(open: &Open) -> Result<(), StorageError> {
-    let (lo, hi) = apart_bounds();
+fn move_apart_regions(open: &Open) -> Result<(), EngineError> {
+    let (lo, hi) = apart_bounds(&open.regions);
+    if lo >= hi {
+        return Ok(());
+    }
     let mut moved = 0usize;
     loop {
         let mut b = open.db.batch();
@@ -699,13 +787,13 @@ fn move_apart_regions(open: &Open) -> Result<(), StorageError> {
     Ok(())
 }
 
-/// Translates a fjall error; a full disk becomes [`StorageError::Full`].
-fn map_fjall(e: fjall::Error, what: &str) -> StorageError {
+/// Translates a fjall error; a full disk becomes [`EngineError::Full`].
+fn map_fjall(e: fjall::Error, what: &str) -> EngineError {
     match e {
         fjall::Error::Io(io) | fjall::Error::Storage(fjall::LsmError::Io(io)) => {
-            dbpath::io_error(io, format!("lsm {what}"))
+            EngineError::from_io(io, format!("lsm {what}"))
         }
-        fjall::Error::Poisoned => StorageError::Io(format!(
+        fjall::Error::Poisoned => EngineError::Io(format!(
             "lsm {what}: the engine refuses writes after an earlier I/O failure"
         )),
         fjall::Error::Decompress(_)
@@ -713,30 +801,30 @@ fn map_fjall(e: fjall::Error, what: &str) -> StorageError {
         | fjall::Error::InvalidTag(_)
         | fjall::Error::JournalRecovery(_)
         | fjall::Error::Unrecoverable
-        | fjall::Error::Storage(_) => StorageError::Corrupt(format!("lsm {what}: {e:?}")),
-        other => StorageError::Io(format!("lsm {what}: {other:?}")),
+        | fjall::Error::Storage(_) => EngineError::Corrupt(format!("lsm {what}: {e:?}")),
+        other => EngineError::Io(format!("lsm {what}: {other:?}")),
     }
 }
 
 impl Shared {
-    fn current(&self) -> Result<Arc<Open>, StorageError> {
+    fn current(&self) -> Result<Arc<Open>, EngineError> {
         if self.failed.load(Ordering::Acquire) {
             return Err(self.failure_error());
         }
         self.open
             .read()
             .clone()
-            .ok_or_else(|| StorageError::Io("the lsm storage engine is closed".into()))
+            .ok_or_else(|| EngineError::Io("the lsm storage engine is closed".into()))
     }
 
-    fn failure_error(&self) -> StorageError {
+    fn failure_error(&self) -> EngineError {
         self.failure.lock().clone().unwrap_or_else(|| {
-            StorageError::Io("lsm: the engine refuses writes after an earlier I/O failure".into())
+            EngineError::Io("lsm: the engine refuses writes after an earlier I/O failure".into())
         })
     }
 
     /// Records a failed commit or sync: fjall now refuses writes until reopened.
-    fn fail(&self, e: fjall::Error, what: &str) -> StorageError {
+    fn fail(&self, e: fjall::Error, what: &str) -> EngineError {
         let err = map_fjall(e, what);
         let mut failure = self.failure.lock();
         if !self.failed.load(Ordering::Acquire) {
@@ -749,14 +837,19 @@ impl Shared {
         failure.clone().unwrap_or(err)
     }
 
-    fn commit(&self, batch: WriteBatch) -> Result<(), StorageError> {
+    fn commit(&self, batch: WriteBatch) -> Result<(), EngineError> {
         let open = self.current()?;
         let mut ops = sorted_last_op_per_key(batch.into_ops());
-        // Sorted, so the index region's operations are one stretch.
-        let region = Some(&layout::INDEX_REGION);
-        let lo = ops.partition_point(|op| op.key().first() < region);
-        let hi = ops.partition_point(|op| op.key().first() <= region);
-        let indexed: Vec<BatchOp> = ops.drain(lo..hi).collect();
+        // Sorted, so the buffered region's operations are one stretch.
+        let indexed: Vec<BatchOp> = match open.regions.buffered {
+            Some(region) => {
+                let region = Some(&region);
+                let lo = ops.partition_point(|op| op.key().first() < region);
+                let hi = ops.partition_point(|op| op.key().first() <= region);
+                ops.drain(lo..hi).collect()
+            }
+            None => Vec::new(),
+        };
         let mut b = open.db.batch();
         for op in ops {
             match op {
@@ -781,7 +874,7 @@ impl Shared {
         open: &Open,
         mut b: fjall::OwnedWriteBatch,
         indexed: &[BatchOp],
-    ) -> Result<(), StorageError> {
+    ) -> Result<(), EngineError> {
         // Ingestion would write these keys into fjall later; refuse them now.
         for op in indexed {
             check_key_len(op.key())?;
@@ -797,7 +890,7 @@ impl Shared {
         let seq = st.next_seq;
         for (i, part) in parts.into_iter().enumerate() {
             let i = u32::try_from(i).map_err(|_| {
-                StorageError::InvalidArgument("a write with too many index entries".into())
+                EngineError::InvalidArgument("a write with too many index entries".into())
             })?;
             b.insert(&open.wb, blob_key(seq, i), part);
         }
@@ -843,7 +936,7 @@ impl Shared {
     }
 
     /// Ingests the buffer once it is full, else merges runs while a group is due.
-    fn maintain(&self, open: &Open) -> Result<(), StorageError> {
+    fn maintain(&self, open: &Open) -> Result<(), EngineError> {
         while !self.maintainer_signal.lock().1 {
             if open.buffered().1 >= self.index_buffer_bytes {
                 open.flush_buffer_from(self.index_buffer_bytes)?;
@@ -856,11 +949,11 @@ impl Shared {
 
     /// The group-commit barrier: returns once a sync that started after this call
     /// has succeeded (or fails with the error of the syncs that covered it).
-    fn sync(&self) -> Result<(), StorageError> {
+    fn sync(&self) -> Result<(), EngineError> {
         if self.commits.load(Ordering::Acquire) <= self.durable_commits.load(Ordering::Acquire) {
             return Ok(());
         }
-        let poisoned = |_| StorageError::Internal("lsm sync state lock poisoned".into());
+        let poisoned = |_| EngineError::Internal("lsm sync state lock poisoned".into());
         let mut st = self.sync.lock().map_err(poisoned)?;
         // A sync already running may have started before our commit; we need one
         // that starts after now.
@@ -873,7 +966,7 @@ impl Shared {
                 return Err(st
                     .last_error
                     .clone()
-                    .unwrap_or_else(|| StorageError::Io("lsm sync failed".into())));
+                    .unwrap_or_else(|| EngineError::Io("lsm sync failed".into())));
             }
             if st.running {
                 st = self.sync_done.wait(st).map_err(poisoned)?;
@@ -896,7 +989,7 @@ impl Shared {
     }
 
     /// One fsync of the journal (the caller arranges the sharing).
-    fn sync_all_now(&self) -> Result<(), StorageError> {
+    fn sync_all_now(&self) -> Result<(), EngineError> {
         let covered = self.commits.load(Ordering::Acquire);
         let open = self.current()?;
         open.db
@@ -946,7 +1039,7 @@ impl Shared {
             return;
         }
         drop(old);
-        match open_fjall(&self.data_dir, &self.dbpath) {
+        match open_fjall(&self.data_dir, &self.dbpath, &self.regions) {
             Ok(open) => {
                 // Writes committed before the failure may sit in journals that
                 // were never fsynced; flushing them into (synced) tables makes
@@ -977,9 +1070,9 @@ pub const MAX_KEY_LEN: usize = u16::MAX as usize - 1;
 
 /// Refuses a key too long for fjall (rather than letting it panic), which a
 /// client can cause with a huge `_id` or indexed value.
-fn check_key_len(key: &[u8]) -> Result<(), StorageError> {
+fn check_key_len(key: &[u8]) -> Result<(), EngineError> {
     if key.len() > MAX_KEY_LEN {
-        return Err(StorageError::InvalidArgument(format!(
+        return Err(EngineError::InvalidArgument(format!(
             "key too large to store: {} bytes, the lsm engine accepts at most {MAX_KEY_LEN} \
              (is the _id or an indexed value that large?)",
             key.len()
@@ -990,11 +1083,11 @@ fn check_key_len(key: &[u8]) -> Result<(), StorageError> {
 
 /// `key` as stored: prefixed, and checked by [`check_key_len`]. Built straight
 /// into fjall's key type: one allocation and copy per key on the write path.
-fn stored_key(key: &[u8]) -> Result<fjall::Slice, StorageError> {
+fn stored_key(key: &[u8]) -> Result<fjall::Slice, EngineError> {
     check_key_len(key)?;
     let mut parts = std::io::Read::chain(&[KEY_PREFIX][..], key);
     fjall::Slice::from_reader(&mut parts, key.len() + 1)
-        .map_err(|e| StorageError::Internal(format!("building a stored key: {e}")))
+        .map_err(|e| EngineError::Internal(format!("building a stored key: {e}")))
 }
 
 fn prefixed(key: &[u8]) -> Vec<u8> {
@@ -1049,35 +1142,27 @@ impl Engine for LsmEngine {
         ENGINE_NAME
     }
 
-    fn snapshot(&self) -> Arc<dyn Snapshot> {
-        match self.shared.open.read().clone() {
-            Some(open) => {
-                // Under the buffer's lock: a batch's documents and index run together.
-                let st = open.buffer.state.lock();
-                let snap = open.db.snapshot();
-                let runs = st.runs.clone();
-                drop(st);
-                Arc::new(LsmSnapshot { snap, runs, open })
-            }
-            None => Arc::new(ClosedSnapshot),
-        }
+    fn capabilities(&self) -> Capabilities {
+        Self::CAPABILITIES
     }
 
-    fn write(&self, batch: WriteBatch, durability: Durability) -> Result<(), StorageError> {
-        if !batch.is_empty() {
-            self.shared.commit(batch)?;
-        }
-        if durability == Durability::Sync {
-            self.shared.sync()?;
-        }
-        Ok(())
+    fn snapshot(&self) -> Result<Arc<dyn Snapshot>, EngineError> {
+        TxnStore::snapshot(self.shared.as_ref())
     }
 
-    fn sync(&self) -> Result<(), StorageError> {
+    fn write(&self, batch: WriteBatch, durability: Durability) -> Result<(), EngineError> {
+        TxnStore::write(self.shared.as_ref(), batch, durability)
+    }
+
+    fn begin(&self) -> Result<Box<dyn Transaction>, EngineError> {
+        self.txns.begin(self.shared.clone())
+    }
+
+    fn sync(&self) -> Result<(), EngineError> {
         self.shared.sync()
     }
 
-    fn checkpoint(&self) -> Result<(), StorageError> {
+    fn checkpoint(&self) -> Result<(), EngineError> {
         // Flush the memtable into a compressed table so data files reflect the
         // data; compaction is left to the background.
         let open = self.shared.current()?;
@@ -1098,6 +1183,33 @@ impl Engine for LsmEngine {
         // storageSize, which leaves out its journal, this is where the data lives
         // once flushed (the journal is recycled and bounded in size).
         dir_size(&self.shared.data_dir)
+    }
+}
+
+/// The engine's reads and writes, which its transactions use too.
+impl TxnStore for Shared {
+    fn snapshot(&self) -> Result<Arc<dyn Snapshot>, EngineError> {
+        match self.open.read().clone() {
+            Some(open) => {
+                // Under the buffer's lock: a batch's documents and index run together.
+                let st = open.buffer.state.lock();
+                let snap = open.db.snapshot();
+                let runs = st.runs.clone();
+                drop(st);
+                Ok(Arc::new(LsmSnapshot { snap, runs, open }))
+            }
+            None => Err(EngineError::Io("the lsm storage engine is closed".into())),
+        }
+    }
+
+    fn write(&self, batch: WriteBatch, durability: Durability) -> Result<(), EngineError> {
+        if !batch.is_empty() {
+            self.commit(batch)?;
+        }
+        if durability == Durability::Sync {
+            self.sync()?;
+        }
+        Ok(())
     }
 }
 
@@ -1143,12 +1255,17 @@ struct LsmSnapshot {
 }
 
 impl Snapshot for LsmSnapshot {
-    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, StorageError> {
+    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, EngineError> {
         if key.len() > MAX_KEY_LEN {
             return Ok(None);
         }
-        // Runs hold only index keys; the newest run that mentions the key decides.
-        if key.first() == Some(&layout::INDEX_REGION) {
+        // Runs hold only the buffered region; the newest run that mentions the key decides.
+        if self
+            .open
+            .regions
+            .buffered
+            .is_some_and(|r| key.first() == Some(&r))
+        {
             if let Some(op) = self.runs.iter().rev().find_map(|r| r.get(key)) {
                 return Ok(op.map(<[u8]>::to_vec));
             }
@@ -1165,7 +1282,7 @@ impl Snapshot for LsmSnapshot {
         end: Bound<&[u8]>,
         reverse: bool,
         limit: usize,
-    ) -> Result<Vec<KeyValue>, StorageError> {
+    ) -> Result<Vec<KeyValue>, EngineError> {
         if limit == 0 || range_is_empty(start, end) {
             return Ok(Vec::new());
         }
@@ -1187,9 +1304,9 @@ impl Snapshot for LsmSnapshot {
                 }
                 continue;
             }
-            let range = (owned(lo), owned(hi));
+            let range = (owned_bound(lo), owned_bound(hi));
             let iter = self.snap.range::<Vec<u8>, _>(ks, range);
-            let mut push = |guard: fjall::Guard| -> Result<bool, StorageError> {
+            let mut push = |guard: fjall::Guard| -> Result<bool, EngineError> {
                 let (k, v) = guard.into_inner().map_err(|e| map_fjall(e, "scan"))?;
                 let key = k.get(1..).unwrap_or_default().to_vec();
                 out.push((key, v.to_vec()));
@@ -1222,7 +1339,7 @@ impl LsmSnapshot {
         reverse: bool,
         limit: usize,
         out: &mut Vec<KeyValue>,
-    ) -> Result<bool, StorageError> {
+    ) -> Result<bool, EngineError> {
         // Runs hold unprefixed keys; every stored key and bound has the prefix.
         fn strip(b: Bound<&[u8]>) -> Bound<&[u8]> {
             match b {
@@ -1232,13 +1349,15 @@ impl LsmSnapshot {
             }
         }
         let mut runs = Merged::new(&self.runs, strip(lo), strip(hi), reverse).peekable();
-        let iter = self.snap.range::<Vec<u8>, _>(ks, (owned(lo), owned(hi)));
+        let iter = self
+            .snap
+            .range::<Vec<u8>, _>(ks, (owned_bound(lo), owned_bound(hi)));
         let mut stored: Box<dyn Iterator<Item = fjall::Guard>> = if reverse {
             Box::new(iter.rev())
         } else {
             Box::new(iter)
         };
-        let mut next_stored = || -> Result<Option<KeyValue>, StorageError> {
+        let mut next_stored = || -> Result<Option<KeyValue>, EngineError> {
             match stored.next() {
                 None => Ok(None),
                 Some(g) => {
@@ -1287,14 +1406,6 @@ fn as_ref(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
     }
 }
 
-fn owned(b: Bound<&[u8]>) -> Bound<Vec<u8>> {
-    match b {
-        Bound::Included(k) => Bound::Included(k.to_vec()),
-        Bound::Excluded(k) => Bound::Excluded(k.to_vec()),
-        Bound::Unbounded => Bound::Unbounded,
-    }
-}
-
 /// The more restrictive of two bounds on the same side of a range: `keep` is
 /// how the kept key compares to the other (`Greater` for lower bounds, `Less`
 /// for upper ones); on equal keys the exclusive bound wins.
@@ -1315,25 +1426,6 @@ fn tighter<'a>(
                 Bound::Excluded(e)
             }
         }
-    }
-}
-
-/// What a snapshot of a closed engine reads: an error, never stale emptiness.
-struct ClosedSnapshot;
-
-impl Snapshot for ClosedSnapshot {
-    fn get(&self, _key: &[u8]) -> Result<Option<Vec<u8>>, StorageError> {
-        Err(StorageError::Io("the lsm storage engine is closed".into()))
-    }
-
-    fn scan(
-        &self,
-        _start: Bound<&[u8]>,
-        _end: Bound<&[u8]>,
-        _reverse: bool,
-        _limit: usize,
-    ) -> Result<Vec<KeyValue>, StorageError> {
-        Err(StorageError::Io("the lsm storage engine is closed".into()))
     }
 }
 

@@ -17,11 +17,11 @@ use bisondb_error::{ErrorCode, MongoError};
 use bson::{Bson, RawBsonRef, RawDocument, RawDocumentBuf, Uuid};
 
 use crate::catalog::{CollState, CollectionInfo};
-use crate::engine::{BatchOp, Durability, Engine, Snapshot, WriteBatch};
 use crate::error::StorageError;
 use crate::index::{self, Entry, IndexInfo, IndexScan, IndexState};
 use crate::keycode::encode_id;
 use crate::layout::{self, StatsRecord};
+use bisondb_engine::{BatchOp, Durability, Engine, Snapshot, WriteBatch};
 use bisondb_query::matcher::bounds::FieldBounds;
 use key_bounds::BatchHighs;
 pub(crate) use key_bounds::DocKeyBounds;
@@ -214,8 +214,8 @@ impl Collection {
     }
 
     /// A point-in-time view of the whole engine, for reads that must agree.
-    pub fn snapshot(&self) -> Arc<dyn Snapshot> {
-        self.engine.snapshot()
+    pub fn snapshot(&self) -> Result<Arc<dyn Snapshot>, StorageError> {
+        Ok(self.engine.snapshot()?)
     }
 
     fn check_live(&self) -> Result<(), StorageError> {
@@ -237,7 +237,7 @@ impl Collection {
     /// until this write has been committed or refused.
     fn writable_snapshot_locked(&self) -> Result<Arc<dyn Snapshot>, StorageError> {
         self.check_live()?;
-        let snap = self.engine.snapshot();
+        let snap = self.engine.snapshot()?;
         let generation = self.engine.generation();
         if self.state.stats_generation.load(Ordering::Acquire) == generation {
             return Ok(snap);
@@ -268,7 +268,7 @@ impl Collection {
     ) -> InsertOutcome {
         let mut out = self.insert_locked(docs, ordered);
         if durability == Durability::Sync && out.inserted > 0 {
-            out.durability_error = self.engine.sync().err();
+            out.durability_error = self.engine.sync().err().map(StorageError::from);
         }
         out
     }
@@ -339,26 +339,35 @@ impl Collection {
         if accepted.is_empty() {
             return out;
         }
-        batch.put(
-            layout::stats_key(self.state.id),
-            layout::encode_stats(&tally),
-        );
-        match self.engine.write(batch, Durability::Buffered) {
+        match self.commit_inserts_locked(batch, &tally, &indexes, became_multikey) {
             Ok(()) => {
-                self.publish_tally_locked(&tally, &indexes);
                 self.raise_doc_key_bounds_locked(bounds, highs);
                 out.inserted = accepted.len();
-                for ix in became_multikey {
-                    ix.multikey.store(true, Ordering::Release);
-                }
             }
-            Err(e) => {
-                // A failed batch may still surface after the engine recovers.
-                *self.state.max_doc_key.lock() = None;
-                out.batch_failed(accepted, ordered, e);
-            }
+            Err(e) => out.batch_failed(accepted, ordered, e),
         }
         out
+    }
+
+    /// Commits an insert's batch with its stats record (as
+    /// [`Collection::commit_locked`] does) and marks the indexes it made multikey.
+    /// A failed batch may still surface after the engine recovers, so the
+    /// key bounds are read again next time.
+    fn commit_inserts_locked(
+        &self,
+        batch: WriteBatch,
+        tally: &StatsRecord,
+        indexes: &[Arc<IndexState>],
+        became_multikey: Vec<Arc<IndexState>>,
+    ) -> Result<(), StorageError> {
+        if let Err(e) = self.commit_locked(batch, tally, indexes) {
+            *self.state.max_doc_key.lock() = None;
+            return Err(e);
+        }
+        for ix in became_multikey {
+            ix.multikey.store(true, Ordering::Release);
+        }
+        Ok(())
     }
 
     fn prepare_insert(
@@ -370,7 +379,7 @@ impl Collection {
         bounds: Option<&DocKeyBounds>,
     ) -> Result<Vec<u8>, StorageError> {
         let id = id_of(doc)
-            .ok_or_else(|| StorageError::InvalidArgument("document has no _id field".into()))?;
+            .ok_or_else(|| StorageError::invalid_argument("document has no _id field"))?;
         let key = layout::doc_key_for(self.state.id, id);
         // Proven new by the bounds: skip the engine lookup.
         let known_new = bounds.is_some_and(|b| b.proves_absent(&key));
@@ -489,8 +498,8 @@ impl Collection {
         let mut owners: std::collections::BTreeMap<Vec<u8>, Vec<Bson>> = Default::default();
         for doc in self.scan_ids_in(snap, Bound::Unbounded, Bound::Unbounded, false) {
             let doc = doc?;
-            let id = id_of(&doc)
-                .ok_or_else(|| StorageError::Corrupt("stored document without _id".into()))?;
+            let id =
+                id_of(&doc).ok_or_else(|| StorageError::corrupt("stored document without _id"))?;
             let encoded = encode_id(id);
             let id = Bson::try_from(id).unwrap_or(Bson::Null);
             for (e, _) in index::entries(ix, self.state.id, &doc, &encoded)?.0 {
@@ -528,11 +537,11 @@ impl Collection {
         let mut batch = WriteBatch::with_capacity(CHUNK);
         // Unique keys of the current chunk; earlier chunks are in the engine.
         let mut pending: HashSet<Vec<u8>> = HashSet::new();
-        let mut written = self.engine.snapshot();
+        let mut written = self.engine.snapshot()?;
         for doc in self.scan_ids_in(snap, Bound::Unbounded, Bound::Unbounded, false) {
             let doc = doc?;
-            let id = id_of(&doc)
-                .ok_or_else(|| StorageError::Corrupt("stored document without _id".into()))?;
+            let id =
+                id_of(&doc).ok_or_else(|| StorageError::corrupt("stored document without _id"))?;
             let encoded = encode_id(id);
             let (entries, m) = index::entries(ix, self.state.id, &doc, &encoded)?;
             multikey |= m;
@@ -553,7 +562,7 @@ impl Collection {
                 let full = std::mem::replace(&mut batch, WriteBatch::with_capacity(CHUNK));
                 self.engine.write(full, Durability::Buffered)?;
                 pending.clear();
-                written = self.engine.snapshot();
+                written = self.engine.snapshot()?;
             }
         }
         if !batch.is_empty() {
@@ -632,7 +641,7 @@ impl Collection {
     pub fn get(&self, id: RawBsonRef<'_>) -> Result<Option<RawDocumentBuf>, StorageError> {
         let key = layout::doc_key_for(self.state.id, id);
         self.engine
-            .snapshot()
+            .snapshot()?
             .get(&key)?
             .map(decode_doc)
             .transpose()
@@ -844,7 +853,11 @@ impl Collection {
         end: Bound<RawBsonRef<'_>>,
         reverse: bool,
     ) -> DocIter {
-        self.scan_ids_in(self.engine.snapshot(), start, end, reverse)
+        match self.engine.snapshot() {
+            Ok(snapshot) => self.scan_ids_in(snapshot, start, end, reverse),
+            // The iterator's first item reports the failure.
+            Err(e) => DocIter::failed(e.into()),
+        }
     }
 
     /// Like [`Collection::scan_ids`], reading from a snapshot the caller already holds.
@@ -869,7 +882,7 @@ impl Collection {
             Bound::Unbounded => Bound::Excluded(hi),
         };
         DocIter {
-            snapshot,
+            snapshot: Ok(snapshot),
             start,
             end,
             reverse,
@@ -1010,7 +1023,7 @@ pub(crate) fn load_stats(
 
 fn decode_doc(bytes: Vec<u8>) -> Result<RawDocumentBuf, StorageError> {
     RawDocumentBuf::from_bytes(bytes)
-        .map_err(|e| StorageError::Corrupt(format!("stored document: {e}")))
+        .map_err(|e| StorageError::corrupt(format!("stored document: {e}")))
 }
 
 fn same_id(doc: &RawDocument, encoded: &[u8]) -> bool {
@@ -1020,7 +1033,8 @@ fn same_id(doc: &RawDocument, encoded: &[u8]) -> bool {
 /// Documents of one collection in `_id` order, read in chunks from a snapshot
 /// the iterator owns (re-seeking after the last key of each chunk).
 pub struct DocIter {
-    snapshot: Arc<dyn Snapshot>,
+    /// The view read from, or why there is none (the first read reports it).
+    snapshot: Result<Arc<dyn Snapshot>, StorageError>,
     start: Bound<Vec<u8>>,
     end: Bound<Vec<u8>>,
     reverse: bool,
@@ -1029,10 +1043,23 @@ pub struct DocIter {
 }
 
 impl DocIter {
+    /// An iterator whose only item is `error`: no snapshot could be taken.
+    fn failed(error: StorageError) -> DocIter {
+        DocIter {
+            snapshot: Err(error),
+            start: Bound::Unbounded,
+            end: Bound::Unbounded,
+            reverse: false,
+            buffer: Vec::new().into_iter(),
+            exhausted: false,
+        }
+    }
+
     fn refill(&mut self) -> Result<(), StorageError> {
         let start = self.start.as_ref().map(Vec::as_slice);
         let end = self.end.as_ref().map(Vec::as_slice);
-        let chunk = self.snapshot.scan(start, end, self.reverse, SCAN_CHUNK)?;
+        let snapshot = self.snapshot.as_ref().map_err(Clone::clone)?;
+        let chunk = snapshot.scan(start, end, self.reverse, SCAN_CHUNK)?;
         if chunk.len() < SCAN_CHUNK {
             self.exhausted = true;
         }

@@ -2,19 +2,19 @@
 
 use std::path::Path;
 
-use crate::error::StorageError;
 use crate::lsm::{LsmEngine, LsmOptions};
 use crate::store::{Collection, ValidateOptions};
+use bisondb_engine::EngineError;
 
 /// `f` again while it fails with `DbPathInUse`, for up to two seconds. The
 /// crash tests spawn children of this test binary, and between fork and exec a
 /// child holds a copy of every descriptor, the dbpath lock of an engine that
 /// another test has just dropped among them: that dbpath looks locked for
 /// that moment (seen once in CI, on a loaded machine).
-pub(crate) fn retry_in_use<T>(f: impl Fn() -> Result<T, StorageError>) -> Result<T, StorageError> {
+pub(crate) fn retry_in_use<T>(f: impl Fn() -> Result<T, EngineError>) -> Result<T, EngineError> {
     for _ in 0..100 {
         match f() {
-            Err(StorageError::DbPathInUse(_)) => {
+            Err(EngineError::DbPathInUse(_)) => {
                 std::thread::sleep(std::time::Duration::from_millis(20))
             }
             other => return other,

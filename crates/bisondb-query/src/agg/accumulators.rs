@@ -287,7 +287,7 @@ fn parse_js(arg: &Bson) -> MongoResult<Accumulator> {
         };
         match Expr::parse(v)? {
             Expr::Literal(Bson::String(s)) | Expr::Literal(Bson::JavaScriptCode(s)) => {
-                bisondb_js::check_function(&s)?;
+                crate::js::check_function(&s)?;
                 Ok(Some(s))
             }
             Expr::Literal(_) => Err(MongoError::location(
@@ -386,15 +386,15 @@ impl JsAcc {
                         }
                     },
                 };
-                bisondb_js::call_function(&self.init, &init_args)?
+                crate::js::call_function(&self.init, &init_args)?
             }
         };
         let mut call_args = Vec::with_capacity(args.len() + 1);
         call_args.push(current);
         call_args.extend(args);
-        let next = bisondb_js::call_function(&self.accumulate, &call_args)?;
+        let next = crate::js::call_function(&self.accumulate, &call_args)?;
         *result = match &self.finalize {
-            Some(f) => bisondb_js::call_function(f, std::slice::from_ref(&next))?,
+            Some(f) => crate::js::call_function(f, std::slice::from_ref(&next))?,
             None => next.clone(),
         };
         *state = Some(next);

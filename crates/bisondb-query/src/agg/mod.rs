@@ -2,8 +2,11 @@
 //! chain of iterators over documents.
 //!
 //! Stages live one per file in `stages/` and are registered in one sorted
-//! table ([`STAGES`]); mongod stage names BisonDB does not build yet are in a
-//! second table so they fail with NotImplemented rather than as unknown.
+//! table ([`STAGES`]), with the stages the server supplies (they read what
+//! only it has: storage statistics, index usage, its session cache), which
+//! run through the [`ServerStages`] it hands the pipeline; mongod stage names
+//! BisonDB does not build yet are in a second table so they fail with
+//! NotImplemented rather than as unknown.
 //! Streaming stages pull one document at a time; blocking ones (`$group`,
 //! `$sort`, `$count`) drain their input on the first pull.
 
@@ -72,6 +75,15 @@ where
     }))
 }
 
+/// The server's implementation of the stages the table lists as
+/// [`StageImpl::Server`]: each is the first stage of an `aggregate` command's
+/// pipeline and makes its input from what only the server has.
+pub trait ServerStages: Send + Sync + Debug {
+    /// The output of the server stage `name` (as the table spells it) with
+    /// its argument `spec`.
+    fn run(&self, name: &str, spec: &Bson) -> MongoResult<DocStream>;
+}
+
 /// What every stage gets when the pipeline is built.
 #[derive(Clone)]
 pub struct RunCtx {
@@ -85,6 +97,8 @@ pub struct RunCtx {
     pub text_scores: Option<Arc<crate::matcher::ScoresById>>,
     /// Blocking stages' memory limits and spill directory.
     pub memory: Arc<spill::MemoryLimits>,
+    /// The server's stages, when it supplied them.
+    pub server: Option<Arc<dyn ServerStages>>,
 }
 
 impl RunCtx {
@@ -139,6 +153,11 @@ pub(crate) trait Stage: Debug + Send {
         None
     }
 
+    /// For a stage the server supplies: its name.
+    fn server_stage(&self) -> Option<&str> {
+        None
+    }
+
     /// For a stage whose output depends only on some top-level fields of
     /// its input (`$group`): adds them to `out` and returns `true`. The
     /// default, `false`, means it may read whole documents.
@@ -149,48 +168,117 @@ pub(crate) trait Stage: Debug + Send {
 
 type ParseFn = fn(&Bson) -> MongoResult<Vec<Box<dyn Stage>>>;
 
+/// Where a stage's implementation comes from.
+#[derive(Clone, Copy)]
+enum StageImpl {
+    /// Built here from its specification.
+    Parse(ParseFn),
+    /// Supplied by the server at run time ([`ServerStages`]); valid only as
+    /// the first stage of an `aggregate` command's pipeline
+    /// ([`Pipeline::parse_command`]), which the server has checked.
+    Server,
+}
+
+use StageImpl::{Parse, Server};
+
 /// Stages BisonDB implements, sorted by name.
-const STAGES: &[(&str, ParseFn)] = &[
+const STAGES: &[(&str, StageImpl)] = &[
     (
         "$_internalUnpackBucket",
-        stages::internal_unpack_bucket::parse,
+        Parse(stages::internal_unpack_bucket::parse),
     ),
-    ("$addFields", stages::add_fields::parse),
-    ("$bucket", stages::bucket::parse),
-    ("$bucketAuto", stages::bucket_auto::parse),
-    ("$count", stages::count::parse),
-    ("$densify", stages::densify::parse),
-    ("$documents", stages::documents::parse),
-    ("$facet", stages::facet::parse),
-    ("$fill", stages::fill::parse),
-    ("$geoNear", stages::geo_near::parse),
-    ("$graphLookup", stages::graph_lookup::parse),
-    ("$group", stages::group::parse),
-    ("$limit", stages::limit::parse),
-    ("$lookup", stages::lookup::parse),
-    ("$match", stages::match_::parse),
-    ("$project", stages::project::parse),
-    ("$redact", stages::redact::parse),
-    ("$replaceRoot", stages::replace_root::parse_replace_root),
-    ("$replaceWith", stages::replace_root::parse_replace_with),
-    ("$sample", stages::sample::parse),
-    ("$set", stages::add_fields::parse_set),
-    ("$setWindowFields", stages::set_window_fields::parse),
-    ("$skip", stages::skip::parse),
-    ("$sort", stages::sort::parse),
-    ("$sortByCount", stages::sort_by_count::parse),
-    ("$unionWith", stages::union_with::parse),
-    ("$unset", stages::unset::parse),
-    ("$unwind", stages::unwind::parse),
+    ("$addFields", Parse(stages::add_fields::parse)),
+    ("$bucket", Parse(stages::bucket::parse)),
+    ("$bucketAuto", Parse(stages::bucket_auto::parse)),
+    ("$collStats", Server),
+    ("$count", Parse(stages::count::parse)),
+    ("$densify", Parse(stages::densify::parse)),
+    ("$documents", Parse(stages::documents::parse)),
+    ("$facet", Parse(stages::facet::parse)),
+    ("$fill", Parse(stages::fill::parse)),
+    ("$geoNear", Parse(stages::geo_near::parse)),
+    ("$graphLookup", Parse(stages::graph_lookup::parse)),
+    ("$group", Parse(stages::group::parse)),
+    ("$indexStats", Server),
+    ("$limit", Parse(stages::limit::parse)),
+    ("$listLocalSessions", Server),
+    ("$lookup", Parse(stages::lookup::parse)),
+    ("$match", Parse(stages::match_::parse)),
+    ("$project", Parse(stages::project::parse)),
+    ("$redact", Parse(stages::redact::parse)),
+    (
+        "$replaceRoot",
+        Parse(stages::replace_root::parse_replace_root),
+    ),
+    (
+        "$replaceWith",
+        Parse(stages::replace_root::parse_replace_with),
+    ),
+    ("$sample", Parse(stages::sample::parse)),
+    ("$set", Parse(stages::add_fields::parse_set)),
+    ("$setWindowFields", Parse(stages::set_window_fields::parse)),
+    ("$skip", Parse(stages::skip::parse)),
+    ("$sort", Parse(stages::sort::parse)),
+    ("$sortByCount", Parse(stages::sort_by_count::parse)),
+    ("$unionWith", Parse(stages::union_with::parse)),
+    ("$unset", Parse(stages::unset::parse)),
+    ("$unwind", Parse(stages::unwind::parse)),
 ];
+
+/// A server stage anywhere the server does not run it: later in a
+/// pipeline, in a sub-pipeline, in a view's definition. `$indexStats` says
+/// so as mongod does; the others keep the error BisonDB gave before it
+/// served them.
+fn misplaced_server_stage(name: &str) -> MongoError {
+    match name {
+        "$indexStats" => MongoError::location(
+            40602,
+            "$indexStats is only valid as the first stage in a pipeline",
+        ),
+        _ => not_implemented(name),
+    }
+}
+
+fn not_implemented(name: &str) -> MongoError {
+    MongoError::new(
+        ErrorCode::NotImplemented,
+        format!("{name} is not supported by BisonDB yet"),
+    )
+}
+
+/// A server stage in a pipeline: its name and argument, run by the
+/// [`ServerStages`] in the run context. It reads no input.
+#[derive(Debug)]
+struct ServerStage {
+    name: &'static str,
+    spec: Bson,
+}
+
+impl Stage for ServerStage {
+    fn run(self: Box<Self>, _input: DocStream, cx: &RunCtx) -> DocStream {
+        let out = match &cx.server {
+            Some(server) => server.run(self.name, &self.spec),
+            None => Err(MongoError::internal(format!(
+                "{} ran without the server's stages",
+                self.name
+            ))),
+        };
+        match out {
+            Ok(docs) => docs,
+            Err(e) => Box::new(std::iter::once(Err(e))),
+        }
+    }
+
+    fn server_stage(&self) -> Option<&str> {
+        Some(self.name)
+    }
+}
 
 /// mongod stages not built yet, sorted.
 const NOT_IMPLEMENTED_STAGES: &[&str] = &[
     "$changeStream",
     "$changeStreamSplitLargeEvent",
-    "$collStats",
     "$currentOp",
-    "$listLocalSessions",
     "$listSampledQueries",
     "$listSearchIndexes",
     "$listSessions",
@@ -214,6 +302,8 @@ pub struct Pipeline {
     text_scores: Option<Arc<crate::matcher::ScoresById>>,
     /// See [`Pipeline::set_memory_limits`].
     memory: Arc<spill::MemoryLimits>,
+    /// See [`Pipeline::set_server_stages`].
+    server: Option<Arc<dyn ServerStages>>,
 }
 
 impl Pipeline {
@@ -229,8 +319,31 @@ impl Pipeline {
         self.memory = Arc::new(limits);
     }
 
-    /// Parses the stages of an `aggregate` command's `pipeline`.
+    /// The server's implementation of the stages it supplies.
+    pub fn set_server_stages(&mut self, server: Arc<dyn ServerStages>) {
+        self.server = Some(server);
+    }
+
+    /// The name of the server stage the pipeline starts with, if any: it
+    /// makes the pipeline's input, so the caller scans nothing.
+    pub fn leading_server_stage(&self) -> Option<&str> {
+        self.stages.first().and_then(|s| s.server_stage())
+    }
+
+    /// Parses the stages of a pipeline: a sub-pipeline, a view's definition,
+    /// an update pipeline. A stage the server supplies is refused.
     pub fn parse(stages: &[Document]) -> MongoResult<Pipeline> {
+        Pipeline::parse_stages(stages, false)
+    }
+
+    /// Parses an `aggregate` command's `pipeline`, whose first stage may be
+    /// one the server supplies (its namespace and argument checked by the
+    /// server).
+    pub fn parse_command(stages: &[Document]) -> MongoResult<Pipeline> {
+        Pipeline::parse_stages(stages, true)
+    }
+
+    fn parse_stages(stages: &[Document], server_first: bool) -> MongoResult<Pipeline> {
         // A time-series read: the part of a `$match` right after the unpacking
         // that buckets can answer runs before it too, so the planner scans
         // only the buckets that may hold matches.
@@ -271,14 +384,6 @@ impl Pipeline {
                     "$geoNear was not the first stage in the pipeline.",
                 ));
             }
-            // The aggregate command takes a leading $indexStats off before
-            // parsing: any other place (later, or in a sub-pipeline) is refused.
-            if name == "$indexStats" {
-                return Err(MongoError::location(
-                    40602,
-                    "$indexStats is only valid as the first stage in a pipeline",
-                ));
-            }
             if name == "$documents" && pos != 0 {
                 return Err(MongoError::location(
                     40602,
@@ -296,18 +401,19 @@ impl Pipeline {
                 continue;
             }
             match STAGES.binary_search_by(|(n, _)| n.cmp(&name.as_str())) {
-                Ok(i) => {
-                    let parse = STAGES
-                        .get(i)
-                        .map(|(_, f)| *f)
-                        .ok_or_else(|| MongoError::internal("stage table"))?;
-                    out.extend(parse(arg)?);
-                }
+                Ok(i) => match STAGES.get(i) {
+                    Some((_, Parse(parse))) => out.extend(parse(arg)?),
+                    Some((name, Server)) if server_first && pos == 0 => {
+                        out.push(Box::new(ServerStage {
+                            name,
+                            spec: arg.clone(),
+                        }));
+                    }
+                    Some((name, Server)) => return Err(misplaced_server_stage(name)),
+                    None => return Err(MongoError::internal("stage table")),
+                },
                 Err(_) if NOT_IMPLEMENTED_STAGES.binary_search(&name.as_str()).is_ok() => {
-                    return Err(MongoError::new(
-                        ErrorCode::NotImplemented,
-                        format!("{name} is not supported by BisonDB yet"),
-                    ));
+                    return Err(not_implemented(name));
                 }
                 Err(_) => {
                     return Err(MongoError::location(
@@ -331,6 +437,7 @@ impl Pipeline {
             collation: None,
             text_scores: None,
             memory: Arc::default(),
+            server: None,
         })
     }
 
@@ -443,6 +550,7 @@ impl Pipeline {
             collation: self.collation.clone(),
             text_scores: self.text_scores.clone(),
             memory: self.memory.clone(),
+            server: self.server.clone(),
         };
         Box::new(FuseOnError {
             inner: self.run_stages(input, &cx),

@@ -1684,3 +1684,52 @@ fn foreign_stages_prepare_on_first_document() {
         assert!(out.first().is_some_and(Result::is_err), "{stage:?}");
     }
 }
+
+/// The stages the server supplies: listed in the table, first in a
+/// command's pipeline only, run through the server's implementation.
+#[test]
+fn server_stages_run_through_the_server() {
+    #[derive(Debug)]
+    struct Fake;
+    impl ServerStages for Fake {
+        fn run(&self, name: &str, spec: &Bson) -> MongoResult<DocStream> {
+            let d = doc! {"stage": name, "spec": spec.clone()};
+            Ok(Box::new(std::iter::once(Ok(d))))
+        }
+    }
+    for name in ["$collStats", "$indexStats", "$listLocalSessions"] {
+        assert!(STAGES.iter().any(|(n, _)| *n == name), "{name}");
+        let first = [doc! {name: {}}, doc! {"$project": {"_id": 0}}];
+        // Anywhere but first in a command's pipeline: refused.
+        let e = Pipeline::parse(&first).unwrap_err();
+        let later = [doc! {"$match": {}}, doc! {name: {}}];
+        let e2 = Pipeline::parse_command(&later).unwrap_err();
+        assert_eq!((e.code, &e.message), (e2.code, &e2.message), "{name}");
+        if name == "$indexStats" {
+            assert_eq!(e.code.code(), 40602);
+        } else {
+            assert_eq!(e.message, format!("{name} is not supported by BisonDB yet"));
+        }
+        let p = Pipeline::parse_command(&first).unwrap();
+        assert_eq!(p.leading_server_stage(), Some(name));
+        // Without the server's implementation the run fails precisely.
+        let out: Vec<_> = p.run(Box::new(std::iter::empty())).collect();
+        assert!(
+            matches!(&out[..], [Err(e)] if e.message.contains("without the server's stages")),
+            "{out:?}"
+        );
+        let mut p = Pipeline::parse_command(&first).unwrap();
+        p.set_server_stages(Arc::new(Fake));
+        let out: Vec<_> = p
+            .run(Box::new(std::iter::empty()))
+            .collect::<MongoResult<_>>()
+            .unwrap();
+        assert_eq!(out, vec![doc! {"stage": name, "spec": {}}]);
+    }
+    assert_eq!(
+        Pipeline::parse(&[doc! {"$match": {}}])
+            .unwrap()
+            .leading_server_stage(),
+        None
+    );
+}

@@ -926,7 +926,7 @@ fn parse_function(arg: &Bson, scope: &mut Scope) -> MongoResult<Expr> {
             ))
         }
     }
-    bisondb_js::check_function(&body)?;
+    crate::js::check_function(&body)?;
     Ok(Expr::Call(
         "$function",
         vec![Expr::Literal(Bson::String(body)), args],
@@ -1348,7 +1348,7 @@ fn eval_call(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
                 _ => return Err(MongoError::internal("$function body")),
             };
             match cx.ev(arg(args, 1)?)? {
-                Some(Bson::Array(values)) => Ok(Some(bisondb_js::call_function(body, &values)?)),
+                Some(Bson::Array(values)) => Ok(Some(crate::js::call_function(body, &values)?)),
                 _ => Err(MongoError::location(
                     31266,
                     "The args field must be of type array",

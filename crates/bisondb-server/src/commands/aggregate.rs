@@ -9,10 +9,10 @@ use bisondb_query::agg::{CollectionReader, DocStream, Pipeline};
 use bisondb_query::matcher::Matcher;
 use bson::{Document, RawBsonRef, RawDocument, RawDocumentBuf};
 
-use super::let_vars::LetVars;
-use super::{util, Command, Context};
-use crate::args;
+use super::{Command, Context};
 use crate::cursor::{Cursor, DocSource, DEFAULT_FIRST_BATCH};
+use crate::fields;
+use crate::let_vars::LetVars;
 use crate::plan;
 use crate::request::CommandRequest;
 use crate::state::OpCounters;
@@ -22,18 +22,12 @@ pub struct Aggregate {
     /// `None` for a collection-less `{aggregate: 1}` (the pipeline starts with `$documents`).
     coll: Option<String>,
     pipeline: Pipeline,
-    wc: util::WriteConcern,
+    wc: crate::fields::write::WriteConcern,
     batch_size: Option<usize>,
     lsid: Option<Document>,
     hint: Option<plan::Hint>,
     /// `allowDiskUse`, when given (else the server's `allowDiskUseByDefault`).
     allow_disk_use: Option<bool>,
-    /// The pipeline started with `$listLocalSessions` (removed from `pipeline`).
-    local_sessions: bool,
-    /// The pipeline started with `$collStats` (removed from `pipeline`).
-    coll_stats: Option<super::coll_stats::CollStatsStage>,
-    /// The pipeline started with `$indexStats` (removed from `pipeline`).
-    index_stats: bool,
     /// With `explain: true`, the command itself: the reply is its plan (as the
     /// `explain` command with `queryPlanner` verbosity gives) and nothing runs.
     explain: Option<RawDocumentBuf>,
@@ -64,7 +58,7 @@ impl Command for Aggregate {
             match k.as_str() {
                 "aggregate" => match v {
                     RawBsonRef::String(_) => {
-                        coll = Some(Some(args::collection_name(n, v)?.to_string()))
+                        coll = Some(Some(fields::collection_name(n, v)?.to_string()))
                     }
                     RawBsonRef::Int32(1) | RawBsonRef::Int64(1) => coll = Some(None),
                     RawBsonRef::Double(1.0) => coll = Some(None),
@@ -75,42 +69,45 @@ impl Command for Aggregate {
                 },
                 "pipeline" => {
                     let mut list = Vec::new();
-                    for s in args::as_array(n, "pipeline", v)? {
+                    for s in fields::as_array(n, "pipeline", v)? {
                         match s.map_err(crate::request::invalid_bson)? {
-                            RawBsonRef::Document(d) => list.push(args::to_document(d)?),
-                            other => return Err(args::wrong_type(n, "pipeline", other, "object")),
+                            RawBsonRef::Document(d) => list.push(fields::to_document(d)?),
+                            other => {
+                                return Err(fields::wrong_type(n, "pipeline", other, "object"))
+                            }
                         }
                     }
                     stages = Some(list);
                 }
                 "cursor" => {
                     have_cursor = true;
-                    let c = args::as_doc(n, "cursor", v)?;
+                    let c = fields::as_doc(n, "cursor", v)?;
                     for el in c.iter() {
                         let (ck, cv) = el.map_err(crate::request::invalid_bson)?;
                         match ck.as_str() {
                             "batchSize" => {
                                 batch_size =
-                                    Some(args::as_non_negative(n, "cursor.batchSize", cv)? as usize)
+                                    Some(fields::as_non_negative(n, "cursor.batchSize", cv)?
+                                        as usize)
                             }
-                            other => return Err(args::unknown_field("aggregate.cursor", other)),
+                            other => return Err(fields::unknown_field("aggregate.cursor", other)),
                         }
                     }
                 }
-                "explain" => explain = args::as_bool(n, "explain", v)?,
+                "explain" => explain = fields::as_bool(n, "explain", v)?,
                 "hint" => hint = plan::Hint::parse(v)?,
                 "collation" => collation = crate::collation::parse_arg(n, v)?,
-                "allowDiskUse" => allow_disk_use = Some(args::as_bool(n, "allowDiskUse", v)?),
+                "allowDiskUse" => allow_disk_use = Some(fields::as_bool(n, "allowDiskUse", v)?),
                 "bypassDocumentValidation" => {
-                    args::as_bool(n, k.as_str(), v)?;
+                    fields::as_bool(n, k.as_str(), v)?;
                 }
-                "lsid" => lsid = Some(args::to_document(args::as_doc(n, "lsid", v)?)?),
+                "lsid" => lsid = Some(fields::to_document(fields::as_doc(n, "lsid", v)?)?),
                 "let" => {} // read by `LetVars::from_body`
-                other => args::check_known(n, other, &[])?,
+                other => fields::check_known(n, other, &[])?,
             }
         }
-        let coll = coll.ok_or_else(|| args::missing_field(n, "aggregate"))?;
-        let stages = stages.ok_or_else(|| args::missing_field(n, "pipeline"))?;
+        let coll = coll.ok_or_else(|| fields::missing_field(n, "aggregate"))?;
+        let stages = stages.ok_or_else(|| fields::missing_field(n, "pipeline"))?;
         if !have_cursor && !explain {
             return Err(MongoError::failed_to_parse(
                 "The 'cursor' option is required, except for aggregate with the explain argument",
@@ -140,47 +137,14 @@ impl Command for Aggregate {
                 ));
             }
         }
-        // $listLocalSessions reads the server's session cache, which the
-        // query crate cannot see: it becomes the pipeline's input here.
-        let mut stages = stages;
-        let local_sessions = match stages.first().and_then(|s| s.get("$listLocalSessions")) {
-            Some(spec) => {
-                check_list_local_sessions(spec)?;
-                if coll.is_some() {
-                    return Err(MongoError::new(
-                        ErrorCode::InvalidNamespace,
-                        "$listLocalSessions must be run against a database with {aggregate: 1}",
-                    ));
-                }
-                stages.remove(0);
-                true
-            }
-            None => false,
-        };
-        // $collStats reads storage statistics: it becomes the pipeline's input.
-        let coll_stats = match stages.first().and_then(|s| s.get("$collStats")) {
-            Some(spec) if coll.is_some() => {
-                let stage = super::coll_stats::CollStatsStage::parse(spec)?;
-                stages.remove(0);
-                Some(stage)
-            }
-            _ => None,
-        };
-        // $indexStats reads the indexes' usage counters: it becomes the input.
-        let index_stats = match stages.first().and_then(|s| s.get("$indexStats")) {
-            Some(spec) => {
-                super::index_stats::check_spec(spec, coll.as_deref())?;
-                stages.remove(0);
-                true
-            }
-            None => false,
-        };
-        let pipeline = Pipeline::parse(&lets.pipeline(&stages))?;
+        // A leading stage the server supplies: its namespace and argument
+        // are checked here, before the rest of the pipeline is parsed.
+        if let Some(first) = stages.first() {
+            crate::stages::check_first(first, coll.as_deref())?;
+        }
+        let pipeline = Pipeline::parse_command(&lets.pipeline(&stages))?;
         Ok(Aggregate {
-            local_sessions,
-            coll_stats,
-            index_stats,
-            wc: util::write_concern(n, req.body)?,
+            wc: crate::fields::write::write_concern(n, req.body)?,
             db: req.db.clone(),
             coll,
             pipeline,
@@ -201,7 +165,7 @@ impl Command for Aggregate {
         }
         OpCounters::add(&ctx.state.opcounters.command, 0);
         let ns_coll = self.ns_coll.as_deref().or(self.coll.as_deref());
-        let ns = util::ns(&self.db, ns_coll.unwrap_or("$cmd.aggregate"));
+        let ns = crate::namespaces::ns(&self.db, ns_coll.unwrap_or("$cmd.aggregate"));
         let coll = self
             .coll
             .as_deref()
@@ -242,17 +206,16 @@ impl Command for Aggregate {
         if chosen.provides_sort {
             self.pipeline.remove_leading_sort();
         }
-        let input: DocStream = if self.local_sessions {
-            Box::new(ctx.state.sessions.list().into_iter().map(Ok))
-        } else if let Some(stage) = &self.coll_stats {
-            let coll = self.coll.as_deref().unwrap_or_default();
-            let stats = stage.output(ctx.state, &self.db, coll)?;
-            Box::new(std::iter::once(Ok(stats)))
-        } else if self.index_stats {
-            let port = ctx.state.bound_port.get().copied().unwrap_or(0);
-            let host = format!("{}:{port}", super::host_info::hostname());
-            let docs = super::index_stats::output(coll.as_ref(), &host)?;
-            Box::new(docs.into_iter().map(Ok))
+        let input: DocStream = if self.pipeline.leading_server_stage().is_some() {
+            // The stage makes the input from what the server has.
+            self.pipeline
+                .set_server_stages(Arc::new(crate::stages::ServerStagesOf {
+                    state: ctx.state.clone(),
+                    db: self.db.clone(),
+                    coll_name: self.coll.clone(),
+                    coll: coll.clone(),
+                }));
+            Box::new(std::iter::empty())
         } else {
             let stats = Arc::new(plan::Stats::default());
             ctx.conn.op.plan(&stats, &chosen);
@@ -279,10 +242,10 @@ impl Command for Aggregate {
             // only those out of the stored BSON.
             match self.pipeline.needed_fields() {
                 Some(fields) => Box::new(scan.map(move |r| r.and_then(|d| fields_of(&d, &fields)))),
-                None => Box::new(scan.map(|r| r.and_then(|d| args::to_document(&d)))),
+                None => Box::new(scan.map(|r| r.and_then(|d| fields::to_document(&d)))),
             }
         };
-        let reader: Arc<dyn CollectionReader> = Arc::new(StorageReader {
+        let reader: Arc<dyn CollectionReader> = Arc::new(crate::namespaces::views::StorageReader {
             storage: ctx.state.storage.clone(),
             db: self.db.clone(),
         });
@@ -301,14 +264,14 @@ impl Command for Aggregate {
             )?;
             let mut cursor = Cursor::new(ns.clone(), Box::new(std::iter::empty()), None);
             let batch = cursor.next_batch(Some(0))?;
-            return util::finish_first_batch(ctx.state, &ns, cursor, batch, true);
+            return crate::cursor::finish_first_batch(ctx.state, &ns, cursor, batch, true);
         }
         let src: DocSource = Box::new(output.map(|r| r.and_then(|d| crate::reply::to_raw(&d))));
         let mut cursor = Cursor::new(ns.clone(), src, None);
         cursor.lsid = self.lsid;
         cursor.profile = ctx.conn.op.cursor_profile();
         let batch = cursor.next_batch(Some(self.batch_size.unwrap_or(DEFAULT_FIRST_BATCH)))?;
-        util::finish_first_batch(ctx.state, &ns, cursor, batch, false)
+        crate::cursor::finish_first_batch(ctx.state, &ns, cursor, batch, false)
     }
 }
 
@@ -318,39 +281,6 @@ impl Aggregate {
         self.ns_coll = Some(coll.to_string());
         self
     }
-}
-
-/// `$listLocalSessions: {}`, `{allUsers: true}` or `{users: [...]}`; without
-/// authentication every session belongs to the one (empty) user, so the
-/// options do not change what is listed.
-fn check_list_local_sessions(spec: &bson::Bson) -> MongoResult<()> {
-    const STAGE: &str = "$listLocalSessions";
-    let bson::Bson::Document(d) = spec else {
-        return Err(MongoError::new(
-            ErrorCode::TypeMismatch,
-            "$listLocalSessions must take an object",
-        ));
-    };
-    for (k, v) in d {
-        match (k.as_str(), v) {
-            ("allUsers", bson::Bson::Boolean(_)) | ("users", bson::Bson::Array(_)) => {}
-            ("allUsers" | "users", _) => {
-                return Err(MongoError::new(
-                    ErrorCode::TypeMismatch,
-                    format!("{STAGE}.{k} has the wrong type"),
-                ))
-            }
-            (other, _) => return Err(args::unknown_field(STAGE, other)),
-        }
-    }
-    Ok(())
-}
-
-/// Lets `$lookup`, `$graphLookup` and `$unionWith` read other collections of the
-/// same database (each read is a fresh snapshot scan).
-pub(crate) struct StorageReader {
-    pub(crate) storage: bisondb_storage::Storage,
-    pub(crate) db: String,
 }
 
 /// The blocking stages' limits from the server's parameters, the command's
@@ -377,22 +307,8 @@ fn fields_of(d: &RawDocument, fields: &[String]) -> MongoResult<Document> {
         let (k, v) = el.map_err(crate::request::invalid_bson)?;
         let k = k.as_str();
         if fields.iter().any(|f| f == k) {
-            out.insert(k, args::to_bson(v)?);
+            out.insert(k, fields::to_bson(v)?);
         }
     }
     Ok(out)
-}
-
-impl CollectionReader for StorageReader {
-    fn read(&self, collection: &str) -> MongoResult<DocStream> {
-        if let Some(docs) = super::views::read_through(&self.storage, &self.db, collection)? {
-            return Ok(docs);
-        }
-        let coll = self.storage.collection(&self.db, collection);
-        let all = Matcher::parse_doc(&Document::new())?;
-        let scan = plan::matching(coll.as_ref(), &all)?;
-        Ok(Box::new(
-            scan.map(|r| r.and_then(|d| args::to_document(&d))),
-        ))
-    }
 }

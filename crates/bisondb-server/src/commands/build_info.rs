@@ -32,7 +32,7 @@ impl Command for BuildInfo {
             "bits": 64,
             "debug": cfg!(debug_assertions),
             "maxBsonObjectSize": bisondb_wire::MAX_BSON_OBJECT_SIZE as i32,
-            "storageEngines": crate::config::ENGINES.to_vec(),
+            "storageEngines": bisondb_storage::engine_names(),
             "bisondb": {"version": env!("CARGO_PKG_VERSION")},
         })
     }

@@ -19,10 +19,10 @@ use bisondb_error::{ErrorCode, MongoError, MongoResult};
 use bson::raw::cstr;
 use bson::{doc, Bson, Document, RawBsonRef, RawDocument, RawDocumentBuf};
 
-use super::let_vars::LetVars;
-use super::util::{self, WriteConcern};
 use super::{delete, update, Context};
-use crate::args;
+use crate::fields;
+use crate::fields::write::WriteConcern;
+use crate::let_vars::LetVars;
 use crate::reply;
 use crate::request::CommandRequest;
 use crate::state::OpCounters;
@@ -126,9 +126,9 @@ fn parse_op<'a>(i: usize, d: &'a RawDocument, n_ns: usize) -> MongoResult<Op<'a>
     };
     let ns = match idx {
         RawBsonRef::Int32(_) | RawBsonRef::Int64(_) | RawBsonRef::Double(_) => {
-            args::as_i64(idl, kind_field, idx)?
+            fields::as_i64(idl, kind_field, idx)?
         }
-        other => return Err(args::wrong_type(idl, kind_field, other, "int")),
+        other => return Err(fields::wrong_type(idl, kind_field, other, "int")),
     };
     let ns = usize::try_from(ns)
         .ok()
@@ -148,31 +148,31 @@ fn parse_op<'a>(i: usize, d: &'a RawDocument, n_ns: usize) -> MongoResult<Op<'a>
             continue;
         }
         if !known.contains(&k) {
-            return Err(args::unknown_field(idl, k));
+            return Err(fields::unknown_field(idl, k));
         }
         match k {
             "document" => {
-                args::as_doc(idl, k, v)?;
+                fields::as_doc(idl, k, v)?;
                 has_document = true;
             }
             "filter" => {
-                args::as_doc(idl, k, v)?;
+                fields::as_doc(idl, k, v)?;
                 has_filter = true;
             }
             "updateMods" => {
                 if !matches!(v, RawBsonRef::Document(_) | RawBsonRef::Array(_)) {
-                    return Err(args::wrong_type(idl, k, v, "[object, array]"));
+                    return Err(fields::wrong_type(idl, k, v, "[object, array]"));
                 }
                 has_mods = true;
             }
             "multi" | "upsert" | "upsertSupplied" => {
-                args::as_bool(idl, k, v)?;
+                fields::as_bool(idl, k, v)?;
             }
             "arrayFilters" => {
-                args::as_array(idl, k, v)?;
+                fields::as_array(idl, k, v)?;
             }
             "sort" | "constants" => {
-                args::as_doc(idl, k, v)?;
+                fields::as_doc(idl, k, v)?;
             }
             // `hint` and `collation` are checked by the statement parsers.
             _ => {}
@@ -185,7 +185,7 @@ fn parse_op<'a>(i: usize, d: &'a RawDocument, n_ns: usize) -> MongoResult<Op<'a>
         Kind::Delete => (!has_filter).then_some("filter"),
     };
     if let Some(field) = missing {
-        return Err(args::missing_field(idl, field));
+        return Err(fields::missing_field(idl, field));
     }
     Ok(Op { kind, ns, body: d })
 }
@@ -196,14 +196,14 @@ fn parse_namespace(d: &RawDocument) -> MongoResult<Namespace> {
     for el in d.iter() {
         let (k, v) = el.map_err(crate::request::invalid_bson)?;
         match k.as_str() {
-            "ns" => ns = Some(args::as_str(idl, "ns", v)?),
+            "ns" => ns = Some(fields::as_str(idl, "ns", v)?),
             // Accepted and not checked: BisonDB has no collection UUIDs to compare,
             // no queryable encryption and no time-series collections.
             "collectionUUID" | "encryptionInformation" | "isTimeseriesNamespace" => {}
-            other => return Err(args::unknown_field(idl, other)),
+            other => return Err(fields::unknown_field(idl, other)),
         }
     }
-    let ns = ns.ok_or_else(|| args::missing_field(idl, "ns"))?;
+    let ns = ns.ok_or_else(|| fields::missing_field(idl, "ns"))?;
     let invalid = || {
         MongoError::new(
             ErrorCode::InvalidNamespace,
@@ -212,7 +212,7 @@ fn parse_namespace(d: &RawDocument) -> MongoResult<Namespace> {
     };
     let (db, coll) = ns.split_once('.').ok_or_else(invalid)?;
     crate::request::check_db_name(db)?;
-    args::check_collection_name(coll)?;
+    fields::check_collection_name(coll)?;
     Ok(Namespace {
         db: db.to_string(),
         coll: coll.to_string(),
@@ -246,7 +246,7 @@ fn as_delete_statement(op: &RawDocument) -> MongoResult<RawDocumentBuf> {
         match k.as_str() {
             "delete" => {}
             "filter" => out.append(cstr!("q"), v),
-            "multi" => multi = args::as_bool("BulkWriteDeleteOp", "multi", v)?,
+            "multi" => multi = fields::as_bool("BulkWriteDeleteOp", "multi", v)?,
             _ => out.append(k, v),
         }
     }
@@ -336,38 +336,38 @@ impl<'a> BulkWrite<'a> {
         for el in req.body.iter() {
             let (k, v) = el.map_err(crate::request::invalid_bson)?;
             match k.as_str() {
-                "ordered" => ordered = args::as_bool(CMD, "ordered", v)?,
-                "errorsOnly" => errors_only = args::as_bool(CMD, "errorsOnly", v)?,
+                "ordered" => ordered = fields::as_bool(CMD, "ordered", v)?,
+                "errorsOnly" => errors_only = fields::as_bool(CMD, "errorsOnly", v)?,
                 "bypassDocumentValidation" => {
-                    bypass_validation = args::as_bool(CMD, "bypassDocumentValidation", v)?;
+                    bypass_validation = fields::as_bool(CMD, "bypassDocumentValidation", v)?;
                 }
                 "cursor" => {
-                    let c = args::as_doc(CMD, "cursor", v)?;
+                    let c = fields::as_doc(CMD, "cursor", v)?;
                     for el in c.iter() {
                         let (k, v) = el.map_err(crate::request::invalid_bson)?;
                         match k.as_str() {
                             "batchSize" => {
-                                args::as_non_negative(CMD, "cursor.batchSize", v)?;
+                                fields::as_non_negative(CMD, "cursor.batchSize", v)?;
                             }
                             other => {
-                                return Err(args::unknown_field("BulkWriteCommandCursor", other))
+                                return Err(fields::unknown_field("BulkWriteCommandCursor", other))
                             }
                         }
                     }
                 }
                 // `let` is read by `LetVars::from_body`; `ops` and `nsInfo` below.
                 CMD | "ops" | "nsInfo" | "let" => {}
-                other => args::check_known(CMD, other, &[])?,
+                other => fields::check_known(CMD, other, &[])?,
             }
         }
         let lets = LetVars::from_body(CMD, req.body)?;
-        let wc = util::write_concern(CMD, req.body)?;
+        let wc = crate::fields::write::write_concern(CMD, req.body)?;
         let raw_ns = req
             .documents("nsInfo")?
-            .ok_or_else(|| args::missing_field(CMD, "nsInfo"))?;
+            .ok_or_else(|| fields::missing_field(CMD, "nsInfo"))?;
         let raw_ops = req
             .documents("ops")?
-            .ok_or_else(|| args::missing_field(CMD, "ops"))?;
+            .ok_or_else(|| fields::missing_field(CMD, "ops"))?;
         if raw_ops.is_empty() || raw_ops.len() > MAX_OPS {
             return Err(MongoError::new(
                 ErrorCode::InvalidLength,
@@ -417,7 +417,8 @@ impl<'a> BulkWrite<'a> {
         // (`timeseries/`), which this command does not do yet: refuse rather
         // than store measurements where no read would find them.
         if let Some(ns) = self.namespaces.iter().find(|ns| {
-            super::timeseries::options_of(&ctx.state.storage, &ns.db, &ns.coll).is_some()
+            crate::namespaces::timeseries::options_of(&ctx.state.storage, &ns.db, &ns.coll)
+                .is_some()
         }) {
             return Err(MongoError::new(
                 bisondb_error::ErrorCode::NotImplemented,
@@ -570,11 +571,11 @@ impl<'a> BulkWrite<'a> {
                 .map_err(crate::request::invalid_bson)
             {
                 Ok(Some(RawBsonRef::Document(d))) => Ok(d),
-                Ok(_) => Err(args::missing_field("BulkWriteInsertOp", "document")),
+                Ok(_) => Err(fields::missing_field("BulkWriteInsertOp", "document")),
                 Err(e) => Err(e),
             };
             let checked = doc
-                .and_then(util::prepare_for_insert)
+                .and_then(crate::storable::prepare_for_insert)
                 .and_then(|p| match validator {
                     Some(v) => v.check(&p, None).map(|()| p),
                     None => Ok(p),
@@ -605,7 +606,7 @@ impl<'a> BulkWrite<'a> {
             }
             let mut failed_at: Vec<usize> = Vec::with_capacity(outcome.errors.len());
             for (j, e) in outcome.errors {
-                let details = util::storage_error_details(&e);
+                let details = crate::reply::storage_error_details(&e);
                 failed_at.push(j);
                 if let Some(&idx) = positions.get(j) {
                     outcomes.push((idx, Outcome::Failed(MongoError::from(e), details)));

@@ -11,7 +11,7 @@
 //! `unique_new`, `prepareUnique_old/_new`, `forceNonUnique_new`). Capped-size
 //! changes fail with 238 NotImplemented naming the option; a time-series
 //! collection's `timeseries` (granularity, bucketing) is checked and applied
-//! in `timeseries.rs`.
+//! in `namespaces/timeseries.rs`.
 //! A clustered collection's collection-level `expireAfterSeconds` (a number,
 //! or `"off"`) and any collection's `changeStreamPreAndPostImages` are
 //! options like the validation ones (`clustered.rs`); their reply is `{ok: 1}`.
@@ -21,7 +21,7 @@ use bisondb_storage::IndexSpec;
 use bson::{doc, Bson, Document, RawBsonRef, RawDocumentBuf};
 
 use super::{Command, Context};
-use crate::args;
+use crate::fields;
 use crate::reply;
 use crate::request::CommandRequest;
 use crate::validation;
@@ -58,37 +58,37 @@ pub struct CollMod {
     expire_after_seconds: Option<Option<i64>>,
     /// Options only a time-series or capped collection has.
     other_kind: Vec<&'static str>,
-    /// A time-series collection's new `timeseries` (`timeseries.rs`).
+    /// A time-series collection's new `timeseries` (`namespaces/timeseries.rs`).
     timeseries: Option<Document>,
     dry_run: bool,
 }
 
 fn parse_index(v: RawBsonRef<'_>) -> MongoResult<IndexMod> {
-    let d = args::as_doc(CMD, "index", v)?;
+    let d = fields::as_doc(CMD, "index", v)?;
     let mut m = IndexMod::default();
     for el in d.iter() {
         let (k, v) = el.map_err(crate::request::invalid_bson)?;
         match k.as_str() {
-            "name" => m.name = Some(args::as_str(CMD, "index.name", v)?.to_string()),
+            "name" => m.name = Some(fields::as_str(CMD, "index.name", v)?.to_string()),
             "keyPattern" => {
-                m.key_pattern = Some(args::to_document(args::as_doc(
+                m.key_pattern = Some(fields::to_document(fields::as_doc(
                     CMD,
                     "index.keyPattern",
                     v,
                 )?)?)
             }
             "expireAfterSeconds" => {
-                m.expire_after_seconds = Some(args::as_i64(CMD, "index.expireAfterSeconds", v)?)
+                m.expire_after_seconds = Some(fields::as_i64(CMD, "index.expireAfterSeconds", v)?)
             }
-            "hidden" => m.hidden = Some(args::as_bool(CMD, "index.hidden", v)?),
-            "unique" => m.unique = Some(args::as_bool(CMD, "index.unique", v)?),
+            "hidden" => m.hidden = Some(fields::as_bool(CMD, "index.hidden", v)?),
+            "unique" => m.unique = Some(fields::as_bool(CMD, "index.unique", v)?),
             "prepareUnique" => {
-                m.prepare_unique = Some(args::as_bool(CMD, "index.prepareUnique", v)?)
+                m.prepare_unique = Some(fields::as_bool(CMD, "index.prepareUnique", v)?)
             }
             "forceNonUnique" => {
-                m.force_non_unique = Some(args::as_bool(CMD, "index.forceNonUnique", v)?)
+                m.force_non_unique = Some(fields::as_bool(CMD, "index.forceNonUnique", v)?)
             }
-            other => return Err(args::unknown_field("collMod.index", other)),
+            other => return Err(fields::unknown_field("collMod.index", other)),
         }
     }
     match (&m.name, &m.key_pattern) {
@@ -136,7 +136,7 @@ fn parse_index(v: RawBsonRef<'_>) -> MongoResult<IndexMod> {
 
 impl Command for CollMod {
     fn parse(req: &CommandRequest<'_>) -> MongoResult<Self> {
-        super::util::write_concern(req.name, req.body)?;
+        crate::fields::write::write_concern(req.name, req.body)?;
         let mut c = CollMod {
             db: req.db.clone(),
             coll: String::new(),
@@ -158,17 +158,17 @@ impl Command for CollMod {
             let (k, v) = el.map_err(crate::request::invalid_bson)?;
             match k.as_str() {
                 "collMod" => {
-                    c.coll = args::collection_name(CMD, v)?.to_string();
+                    c.coll = fields::collection_name(CMD, v)?.to_string();
                     have_coll = true;
                 }
                 "index" => c.index = Some(parse_index(v)?),
                 "validator" => {
-                    c.validator = Some(args::as_doc(CMD, "validator", v)?.to_owned());
+                    c.validator = Some(fields::as_doc(CMD, "validator", v)?.to_owned());
                 }
                 "validationLevel" => c.level = Some(validation::parse_level(CMD, v)?),
                 "validationAction" => c.action = Some(validation::parse_action(CMD, v)?),
                 "viewOn" => {
-                    let on = args::as_str(CMD, "viewOn", v)?;
+                    let on = fields::as_str(CMD, "viewOn", v)?;
                     if on.is_empty() {
                         return Err(MongoError::bad_value("'viewOn' cannot be empty"));
                     }
@@ -176,19 +176,21 @@ impl Command for CollMod {
                 }
                 "pipeline" => {
                     let mut stages = Vec::new();
-                    for s in args::as_array(CMD, "pipeline", v)? {
+                    for s in fields::as_array(CMD, "pipeline", v)? {
                         match s.map_err(crate::request::invalid_bson)? {
-                            RawBsonRef::Document(d) => stages.push(args::to_document(d)?),
+                            RawBsonRef::Document(d) => stages.push(fields::to_document(d)?),
                             other => {
-                                return Err(args::wrong_type(CMD, "pipeline", other, "object"))
+                                return Err(fields::wrong_type(CMD, "pipeline", other, "object"))
                             }
                         }
                     }
                     c.pipeline = Some(stages);
                 }
-                "dryRun" => c.dry_run = args::as_bool(CMD, "dryRun", v)?,
+                "dryRun" => c.dry_run = fields::as_bool(CMD, "dryRun", v)?,
                 "changeStreamPreAndPostImages" => {
-                    c.pre_images = Some(super::clustered::parse_pre_and_post_images(CMD, v)?);
+                    c.pre_images = Some(crate::namespaces::clustered::parse_pre_and_post_images(
+                        CMD, v,
+                    )?);
                 }
                 "expireAfterSeconds" => {
                     c.expire_after_seconds = Some(match v {
@@ -203,10 +205,10 @@ impl Command for CollMod {
                         | RawBsonRef::Int64(_)
                         | RawBsonRef::Double(_)
                         | RawBsonRef::Decimal128(_) => {
-                            Some(args::as_i64(CMD, "expireAfterSeconds", v)?)
+                            Some(fields::as_i64(CMD, "expireAfterSeconds", v)?)
                         }
                         other => {
-                            return Err(args::wrong_type(
+                            return Err(fields::wrong_type(
                                 CMD,
                                 "expireAfterSeconds",
                                 other,
@@ -216,18 +218,18 @@ impl Command for CollMod {
                     });
                 }
                 "timeseries" => {
-                    let t = args::as_doc(CMD, "timeseries", v)?;
-                    c.timeseries = Some(args::to_document(t)?);
+                    let t = fields::as_doc(CMD, "timeseries", v)?;
+                    c.timeseries = Some(fields::to_document(t)?);
                 }
                 "cappedSize" => c.other_kind.push("cappedSize"),
                 "cappedMax" => c.other_kind.push("cappedMax"),
                 // Accepted as mongod's IDL accepts them; BisonDB has no use for them.
                 "collectionUUID" | "isTimeseriesNamespace" => {}
-                other => args::check_known(CMD, other, &[])?,
+                other => fields::check_known(CMD, other, &[])?,
             }
         }
         if !have_coll {
-            return Err(args::missing_field(CMD, "collMod"));
+            return Err(fields::missing_field(CMD, "collMod"));
         }
         Ok(c)
     }
@@ -310,8 +312,8 @@ impl Command for CollMod {
             options.insert("viewOn", on.clone());
         }
         if is_view && (self.view_on.is_some() || self.pipeline.is_some()) {
-            if let Some(def) = super::views::view_of_options(&options) {
-                super::views::check_new_view(
+            if let Some(def) = crate::namespaces::views::view_of_options(&options) {
+                crate::namespaces::views::check_new_view(
                     storage,
                     &self.db,
                     &self.coll,
@@ -326,8 +328,8 @@ impl Command for CollMod {
                 return Err(on_view(field));
             }
             if enabled {
-                super::clustered::check_pre_images_db(&self.db)?;
-                options.insert(field, super::clustered::pre_images_option());
+                crate::namespaces::clustered::check_pre_images_db(&self.db)?;
+                options.insert(field, crate::namespaces::clustered::pre_images_option());
             } else {
                 options.remove(field);
             }
@@ -339,7 +341,7 @@ impl Command for CollMod {
             }
             // A time-series collection's TTL is one too (its buckets are
             // clustered in mongod); the time-series code keeps it there.
-            if super::clustered::Clustered::of_options(&options).is_none()
+            if crate::namespaces::clustered::Clustered::of_options(&options).is_none()
                 && !options.contains_key("timeseries")
             {
                 return Err(MongoError::new(
@@ -349,7 +351,7 @@ impl Command for CollMod {
             }
             match secs {
                 Some(secs) => {
-                    super::clustered::check_expire_after_seconds(secs)?;
+                    crate::namespaces::clustered::check_expire_after_seconds(secs)?;
                     options.insert(field, Bson::Int64(secs));
                 }
                 None => {
@@ -358,7 +360,7 @@ impl Command for CollMod {
             }
         }
         if let Some(t) = &self.timeseries {
-            options = super::timeseries::coll_mod(&self.coll, &options, Some(t))?;
+            options = crate::namespaces::timeseries::coll_mod(&self.coll, &options, Some(t))?;
         }
         if let Some(&field) = self.not_built.first() {
             return Err(MongoError::new(
@@ -409,7 +411,7 @@ impl CollMod {
         let ns = format!("{}.{}", self.db, self.coll);
         // A clustered collection's clustered index is the collection itself,
         // not one of its indexes: it cannot be hidden, nor found to change.
-        if let Some(c) = super::clustered::Clustered::of_options(&coll.options()) {
+        if let Some(c) = crate::namespaces::clustered::Clustered::of_options(&coll.options()) {
             let targets_it = match (&ix.name, &ix.key_pattern) {
                 (Some(n), _) => n == c.name(),
                 (None, Some(k)) => c.spec.get_document("key").is_ok_and(|ck| same_key(ck, k)),

@@ -11,8 +11,8 @@ use bisondb_error::MongoResult;
 use bson::{doc, Document, RawBsonRef, RawDocumentBuf};
 
 use super::{Command, Context};
-use crate::args;
 use crate::fail_points::{self, Mode};
+use crate::fields;
 use crate::reply;
 use crate::request::CommandRequest;
 
@@ -29,14 +29,14 @@ impl Command for ConfigureFailPoint {
         const CMD: &str = "configureFailPoint";
         let body = req.body;
         let name = match body.get(CMD) {
-            Ok(Some(v)) => args::as_str(CMD, CMD, v)?.to_string(),
+            Ok(Some(v)) => fields::as_str(CMD, CMD, v)?.to_string(),
             Ok(None) => String::new(),
             Err(e) => return Err(crate::request::invalid_bson(e)),
         };
         let mode = Mode::parse(body.get("mode").map_err(crate::request::invalid_bson)?);
         let data = match body.get("data").map_err(crate::request::invalid_bson)? {
             None => Ok(Document::new()),
-            Some(RawBsonRef::Document(d)) => args::to_document(d),
+            Some(RawBsonRef::Document(d)) => fields::to_document(d),
             Some(_) => Err(bisondb_error::MongoError::type_mismatch(
                 "the 'data' option must be a JSON object",
             )),

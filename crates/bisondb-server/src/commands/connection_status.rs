@@ -5,7 +5,7 @@ use bisondb_error::MongoResult;
 use bson::{doc, RawDocumentBuf};
 
 use super::{Command, Context};
-use crate::args;
+use crate::fields;
 use crate::reply;
 use crate::request::CommandRequest;
 
@@ -20,8 +20,8 @@ impl Command for ConnectionStatus {
             let (k, v) = el.map_err(crate::request::invalid_bson)?;
             match k.as_str() {
                 "connectionStatus" => {}
-                "showPrivileges" => show_privileges = args::as_bool(req.name, k.as_str(), v)?,
-                other => args::check_known(req.name, other, &[])?,
+                "showPrivileges" => show_privileges = fields::as_bool(req.name, k.as_str(), v)?,
+                other => fields::check_known(req.name, other, &[])?,
             }
         }
         Ok(ConnectionStatus { show_privileges })

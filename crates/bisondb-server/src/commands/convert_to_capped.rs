@@ -7,9 +7,9 @@
 use bisondb_error::{ErrorCode, MongoError, MongoResult};
 use bson::{doc, Document, RawBsonRef, RawDocumentBuf};
 
-use super::capped::CappedOptions;
-use super::{util, Command, Context};
-use crate::args;
+use super::{Command, Context};
+use crate::fields;
+use crate::namespaces::capped::CappedOptions;
 use crate::reply;
 use crate::request::CommandRequest;
 
@@ -34,8 +34,8 @@ impl Command for ConvertToCapped {
         for el in req.body.iter() {
             let (k, v) = el.map_err(crate::request::invalid_bson)?;
             match k.as_str() {
-                k if k == n => from = Some(args::collection_name(n, v)?.to_string()),
-                "toCollection" if clone => to = Some(args::collection_name(n, v)?.to_string()),
+                k if k == n => from = Some(fields::collection_name(n, v)?.to_string()),
+                "toCollection" if clone => to = Some(fields::collection_name(n, v)?.to_string()),
                 "size" => {
                     // mongod's IDL takes any number here.
                     if !matches!(
@@ -45,7 +45,7 @@ impl Command for ConvertToCapped {
                             | RawBsonRef::Double(_)
                             | RawBsonRef::Decimal128(_)
                     ) {
-                        return Err(args::wrong_type(
+                        return Err(fields::wrong_type(
                             n,
                             "size",
                             v,
@@ -56,15 +56,15 @@ impl Command for ConvertToCapped {
                     size = true;
                 }
                 "writeConcern" => {}
-                other => args::check_known(n, other, &[])?,
+                other => fields::check_known(n, other, &[])?,
             }
         }
-        let from = from.ok_or_else(|| args::missing_field(n, n))?;
+        let from = from.ok_or_else(|| fields::missing_field(n, n))?;
         if clone && to.is_none() {
-            return Err(args::missing_field(n, "toCollection"));
+            return Err(fields::missing_field(n, "toCollection"));
         }
         if !size {
-            return Err(args::missing_field(n, "size"));
+            return Err(fields::missing_field(n, "size"));
         }
         Ok(ConvertToCapped {
             name: if clone {
@@ -81,7 +81,7 @@ impl Command for ConvertToCapped {
 
     fn execute(self, ctx: &mut Context<'_>) -> MongoResult<RawDocumentBuf> {
         let storage = &ctx.state.storage;
-        let from_ns = util::ns(&self.db, &self.from);
+        let from_ns = crate::namespaces::ns(&self.db, &self.from);
         let Some(source) = storage.collection(&self.db, &self.from) else {
             return Err(MongoError::new(
                 ErrorCode::NamespaceNotFound,

@@ -8,7 +8,7 @@ use bisondb_query::matcher::Matcher;
 use bson::{doc, Document, RawDocumentBuf};
 
 use super::{Command, Context};
-use crate::args;
+use crate::fields;
 use crate::plan;
 use crate::reply;
 use crate::request::CommandRequest;
@@ -43,31 +43,31 @@ impl Command for Count {
             let (k, v) = el.map_err(crate::request::invalid_bson)?;
             match k.as_str() {
                 "count" => {
-                    c.coll = args::collection_name(n, v)?.to_string();
+                    c.coll = fields::collection_name(n, v)?.to_string();
                     have = true;
                 }
                 "query" => {
                     if let bson::RawBsonRef::Document(d) = v {
                         c.query = Matcher::parse(d)?;
-                        c.query_doc = args::to_document(d)?;
+                        c.query_doc = fields::to_document(d)?;
                     } else if !matches!(v, bson::RawBsonRef::Null) {
-                        return Err(args::wrong_type(n, "query", v, "object"));
+                        return Err(fields::wrong_type(n, "query", v, "object"));
                     }
                 }
-                "skip" => c.skip = args::as_non_negative(n, "skip", v)? as u64,
+                "skip" => c.skip = fields::as_non_negative(n, "skip", v)? as u64,
                 // mongod treats a negative count limit like its absolute value.
                 "limit" => {
-                    let l = args::as_i64(n, "limit", v)?.unsigned_abs();
+                    let l = fields::as_i64(n, "limit", v)?.unsigned_abs();
                     c.limit = (l > 0).then_some(l);
                 }
                 "hint" => c.hint = plan::Hint::parse(v)?,
                 "collation" => c.collation = crate::collation::parse_arg(n, v)?,
                 "fields" => {}
-                other => args::check_known(n, other, &[])?,
+                other => fields::check_known(n, other, &[])?,
             }
         }
         if !have {
-            return Err(args::missing_field(n, "count"));
+            return Err(fields::missing_field(n, "count"));
         }
         Ok(c)
     }
@@ -139,18 +139,13 @@ impl Count {
         let stats = std::sync::Arc::new(plan::Stats::default());
         let started = std::time::Instant::now();
         let (total, chosen, keys_only) = self.run(ctx, stats.clone())?;
-        let input = match &chosen {
-            Some(p) => plan::describe(p, &self.query_doc, keys_only),
-            None => doc! {"stage": "RECORD_STORE_FAST_COUNT"},
-        };
-        let tree = doc! {"stage": "COUNT", "inputStage": input};
-        let planner = doc! {
-            "namespace": crate::commands::util::ns(&self.db, &self.coll),
-            "parsedQuery": super::explain::parsed_query(&self.query_doc),
-            "indexFilterSet": false,
-            "winningPlan": tree.clone(),
-            "rejectedPlans": [],
-        };
+        let tree = match &chosen {
+            Some(p) => plan::StageTree::of_plan(p, &self.query_doc, keys_only),
+            None => plan::StageTree::fast_count(),
+        }
+        .count();
+        let ns = crate::namespaces::ns(&self.db, &self.coll);
+        let planner = plan::query_planner(ns, &self.query_doc, &tree);
         if !execute {
             return Ok((planner, None));
         }
@@ -158,17 +153,10 @@ impl Count {
         if let Some(l) = self.limit {
             n = n.min(l);
         }
-        let mut stages = plan::execution_stages(&tree, chosen.as_ref(), &stats);
+        let mut stages = tree.execution_stages(&stats);
         stages.insert("nCounted", reply::count(n));
         stages.insert("nSkipped", reply::count(total.min(self.skip)));
-        let exec = doc! {
-            "executionSuccess": true,
-            "nReturned": 0i32,
-            "executionTimeMillis": reply::count(started.elapsed().as_millis() as u64),
-            "totalKeysExamined": reply::count(stats.keys()),
-            "totalDocsExamined": reply::count(stats.docs()),
-            "executionStages": stages,
-        };
+        let exec = plan::execution_stats(&stats, started, stages);
         Ok((planner, Some(exec)))
     }
 }

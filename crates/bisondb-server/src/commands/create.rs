@@ -4,16 +4,16 @@
 //! with a collection-level `expireAfterSeconds`) and
 //! `changeStreamPreAndPostImages` are checked in `clustered.rs`. A collection's `collation` is stored
 //! resolved, as its default (`crate::collation`). Capped options are checked in `capped.rs`,
-//! time-series options (`timeseries`) in `timeseries.rs`, which also creates them.
+//! time-series options (`timeseries`) in `namespaces/timeseries.rs`, which also creates them.
 //! Validation options are checked here and kept in the catalog options, where
 //! writes find them (`validation.rs`). A view (`viewOn`, `pipeline`) is a
-//! catalog entry whose options hold its definition (see `views.rs`).
+//! catalog entry whose options hold its definition (see `namespaces/views.rs`).
 
 use bisondb_error::{ErrorCode, MongoError, MongoResult};
 use bson::{doc, Bson, Document, RawBsonRef, RawDocumentBuf};
 
 use super::{Command, Context};
-use crate::args;
+use crate::fields;
 use crate::reply;
 use crate::request::CommandRequest;
 
@@ -31,13 +31,13 @@ const UNSUPPORTED: &[&str] = &["encryptedFields"];
 impl Command for Create {
     fn parse(req: &CommandRequest<'_>) -> MongoResult<Self> {
         // A write concern a standalone server cannot satisfy fails the command.
-        super::util::write_concern(req.name, req.body)?;
+        crate::fields::write::write_concern(req.name, req.body)?;
         let n = req.name;
         let mut coll = None;
         let mut options = Document::new();
         let mut view_on = None;
         let mut pipeline = None;
-        let mut capped = super::capped::CappedOptions::default();
+        let mut capped = crate::namespaces::capped::CappedOptions::default();
         let mut clustered = None;
         let mut expire_after_seconds = None;
         let mut pre_and_post_images = None;
@@ -53,7 +53,7 @@ impl Command for Create {
             let (k, v) = el.map_err(crate::request::invalid_bson)?;
             let k = k.as_str();
             match k {
-                "create" => coll = Some(args::collection_name(n, v)?.to_string()),
+                "create" => coll = Some(fields::collection_name(n, v)?.to_string()),
                 // Stored resolved, as mongod shows it in listCollections.
                 "collation" => {
                     if let Some(Some(c)) = crate::collation::parse_arg(n, v)? {
@@ -61,7 +61,7 @@ impl Command for Create {
                     }
                 }
                 "viewOn" => {
-                    let on = args::as_str(n, k, v)?;
+                    let on = fields::as_str(n, k, v)?;
                     if on.is_empty() {
                         return Err(MongoError::bad_value("'viewOn' cannot be empty"));
                     }
@@ -69,10 +69,10 @@ impl Command for Create {
                 }
                 "pipeline" => {
                     let mut stages = Vec::new();
-                    for s in args::as_array(n, k, v)? {
+                    for s in fields::as_array(n, k, v)? {
                         match s.map_err(crate::request::invalid_bson)? {
-                            RawBsonRef::Document(d) => stages.push(args::to_document(d)?),
-                            other => return Err(args::wrong_type(n, k, other, "object")),
+                            RawBsonRef::Document(d) => stages.push(fields::to_document(d)?),
+                            other => return Err(fields::wrong_type(n, k, other, "object")),
                         }
                     }
                     pipeline = Some(stages);
@@ -90,20 +90,22 @@ impl Command for Create {
                 }
                 "capped" | "size" | "max" => capped.set(n, k, v)?,
                 "storageEngine" | "indexOptionDefaults" | "idIndex" => {
-                    args::as_doc(n, k, v)?;
+                    fields::as_doc(n, k, v)?;
                 }
-                "autoIndexId" => auto_index_id = args::as_bool(n, k, v)?,
+                "autoIndexId" => auto_index_id = fields::as_bool(n, k, v)?,
                 "clusteredIndex" if !matches!(v, RawBsonRef::Null) => {
-                    clustered = Some(super::clustered::parse_arg(n, v)?);
+                    clustered = Some(crate::namespaces::clustered::parse_arg(n, v)?);
                 }
                 "expireAfterSeconds" if !matches!(v, RawBsonRef::Null) => {
-                    expire_after_seconds = Some(args::as_i64(n, k, v)?);
+                    expire_after_seconds = Some(fields::as_i64(n, k, v)?);
                 }
                 "changeStreamPreAndPostImages" if !matches!(v, RawBsonRef::Null) => {
-                    pre_and_post_images = Some(super::clustered::parse_pre_and_post_images(n, v)?);
+                    pre_and_post_images = Some(
+                        crate::namespaces::clustered::parse_pre_and_post_images(n, v)?,
+                    );
                 }
                 "timeseries" if !matches!(v, RawBsonRef::Null) => {
-                    options.insert(k, super::timeseries::parse_create(n, v)?);
+                    options.insert(k, crate::namespaces::timeseries::parse_create(n, v)?);
                 }
                 "clusteredIndex"
                 | "expireAfterSeconds"
@@ -121,17 +123,17 @@ impl Command for Create {
                             format!("the create option '{k}' is not supported by BisonDB yet (see docs/COMPATIBILITY.md)"),
                         ));
                     }
-                    options.insert(k, args::to_bson(v)?);
+                    options.insert(k, fields::to_bson(v)?);
                 }
-                other => args::check_known(n, other, &[])?,
+                other => fields::check_known(n, other, &[])?,
             }
         }
-        let coll = coll.ok_or_else(|| args::missing_field(n, "create"))?;
+        let coll = coll.ok_or_else(|| fields::missing_field(n, "create"))?;
         // mongod's command-level checks: a clustered collection's capped
         // options, then `expireAfterSeconds` without clustering.
         if clustered.is_some() {
             let (is_capped, size, max) = capped.given();
-            super::clustered::check_capped(is_capped, size, max)?;
+            crate::namespaces::clustered::check_capped(is_capped, size, max)?;
         } else {
             capped.finish(&mut options)?;
         }
@@ -142,8 +144,8 @@ impl Command for Create {
             ));
         }
         // Which options may come with `timeseries`, its field names and
-        // bucketing parameters (`timeseries.rs`).
-        super::timeseries::check_create(&req.db, &coll, req.body, &mut options)?;
+        // bucketing parameters (`namespaces/timeseries.rs`).
+        crate::namespaces::timeseries::check_create(&req.db, &coll, req.body, &mut options)?;
         let view = match (view_on, pipeline) {
             (Some(on), stages) => {
                 if clustered.as_ref().is_some_and(|c| c.clusters()) {
@@ -218,12 +220,23 @@ impl Command for Create {
             return Err(exists(&self.db, &self.coll));
         }
         if self.options.contains_key("timeseries") && self.view.is_none() {
-            super::timeseries::create(&ctx.state.storage, &self.db, &self.coll, self.options)?;
+            crate::namespaces::timeseries::create(
+                &ctx.state.storage,
+                &self.db,
+                &self.coll,
+                self.options,
+            )?;
             return reply::ok(doc! {});
         }
         if let Some((on, stages)) = &self.view {
-            super::views::check_new_view(&ctx.state.storage, &self.db, &self.coll, on, stages)?;
-            super::views::check_view_collation(
+            crate::namespaces::views::check_new_view(
+                &ctx.state.storage,
+                &self.db,
+                &self.coll,
+                on,
+                stages,
+            )?;
+            crate::namespaces::views::check_view_collation(
                 &ctx.state.storage,
                 &self.db,
                 &self.coll,
@@ -251,13 +264,13 @@ impl Command for Create {
 fn collection_options(
     db: &str,
     options: &mut Document,
-    clustered: Option<super::clustered::ClusteredArg>,
+    clustered: Option<crate::namespaces::clustered::ClusteredArg>,
     expire_after_seconds: Option<i64>,
     pre_and_post_images: Option<bool>,
     timeseries: bool,
     auto_index_id: bool,
 ) -> MongoResult<()> {
-    use super::clustered::{self, ClusteredArg};
+    use crate::namespaces::clustered::{self, ClusteredArg};
     if pre_and_post_images == Some(true) {
         clustered::check_pre_images_db(db)?;
         options.insert(

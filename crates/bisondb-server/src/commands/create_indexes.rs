@@ -13,7 +13,7 @@ use bisondb_storage::IndexSpec;
 use bson::{doc, Bson, Document, RawBsonRef, RawDocumentBuf};
 
 use super::{Command, Context};
-use crate::args;
+use crate::fields;
 use crate::reply;
 use crate::request::CommandRequest;
 
@@ -66,7 +66,7 @@ const TEXT_OPTIONS: &[&str] = &[
 impl Command for CreateIndexes {
     fn parse(req: &CommandRequest<'_>) -> MongoResult<Self> {
         // A write concern a standalone server cannot satisfy fails the command.
-        super::util::write_concern(req.name, req.body)?;
+        crate::fields::write::write_concern(req.name, req.body)?;
         let n = req.name;
         let mut coll = None;
         let mut specs = Vec::new();
@@ -74,25 +74,25 @@ impl Command for CreateIndexes {
         for el in req.body.iter() {
             let (k, v) = el.map_err(crate::request::invalid_bson)?;
             match k.as_str() {
-                "createIndexes" => coll = Some(args::collection_name(n, v)?.to_string()),
+                "createIndexes" => coll = Some(fields::collection_name(n, v)?.to_string()),
                 "indexes" => {
                     have_indexes = true;
-                    for spec in args::as_array(n, "indexes", v)? {
+                    for spec in fields::as_array(n, "indexes", v)? {
                         let spec = match spec.map_err(crate::request::invalid_bson)? {
-                            RawBsonRef::Document(d) => args::to_document(d)?,
-                            other => return Err(args::wrong_type(n, "indexes", other, "object")),
+                            RawBsonRef::Document(d) => fields::to_document(d)?,
+                            other => return Err(fields::wrong_type(n, "indexes", other, "object")),
                         };
                         let parsed = parse_spec(&spec)?;
                         specs.push((spec, parsed));
                     }
                 }
                 "commitQuorum" => {}
-                other => args::check_known(n, other, &[])?,
+                other => fields::check_known(n, other, &[])?,
             }
         }
-        let coll = coll.ok_or_else(|| args::missing_field(n, "createIndexes"))?;
+        let coll = coll.ok_or_else(|| fields::missing_field(n, "createIndexes"))?;
         if !have_indexes {
-            return Err(args::missing_field(n, "indexes"));
+            return Err(fields::missing_field(n, "indexes"));
         }
         if specs.is_empty() {
             return Err(MongoError::bad_value(
@@ -111,12 +111,12 @@ impl Command for CreateIndexes {
         let existing = storage.collection(&self.db, &self.coll);
         let clustered = existing
             .as_ref()
-            .and_then(|c| super::clustered::Clustered::of_options(&c.options()));
+            .and_then(|c| crate::namespaces::clustered::Clustered::of_options(&c.options()));
         // Every specification is checked before any index is built.
         let mut wanted = Vec::new();
         for (raw, spec) in self.specs {
             let on_collection = existing.as_ref().map(|_| clustered.as_ref());
-            if super::clustered::check_index_spec(&raw, on_collection)? {
+            if crate::namespaces::clustered::check_index_spec(&raw, on_collection)? {
                 continue; // it exists as the clustered index
             }
             match spec {
@@ -242,21 +242,6 @@ fn check_id_index_spec(spec: &Document) -> MongoResult<()> {
     ))
 }
 
-/// Default index name, as drivers and mongod build it: `a_1_b_-1`.
-pub fn default_name(key: &Document) -> String {
-    key.iter()
-        .map(|(k, v)| {
-            let v = match v {
-                Bson::String(s) => s.clone(),
-                Bson::Double(d) if d.fract() == 0.0 => format!("{}", *d as i64),
-                other => other.to_string(),
-            };
-            format!("{k}_{v}")
-        })
-        .collect::<Vec<_>>()
-        .join("_")
-}
-
 /// Validates one specification; `None` for the `_id` index.
 fn parse_spec(spec: &Document) -> MongoResult<Option<IndexSpec>> {
     for k in spec.keys() {
@@ -333,7 +318,7 @@ fn parse_spec(spec: &Document) -> MongoResult<Option<IndexSpec>> {
                         spec,
                         &format!(
                             "Values in v:2 index key pattern cannot be of type {}. Only numbers > 0, numbers < 0, and strings are allowed.",
-                            args::type_name(other.element_type())
+                            fields::type_name(other.element_type())
                         ),
                     ))
                 }
@@ -360,7 +345,7 @@ fn parse_spec(spec: &Document) -> MongoResult<Option<IndexSpec>> {
                 "The 'name' field must be a string",
             ))
         }
-        None => default_name(&key),
+        None => crate::namespaces::default_index_name(&key),
     };
     let flag = |f: &str| -> MongoResult<bool> {
         match spec.get(f) {

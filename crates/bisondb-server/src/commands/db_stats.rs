@@ -1,25 +1,16 @@
 //! `dbStats`: counts and sizes of a database, scaled by `scale`.
 
-use bisondb_error::{MongoError, MongoResult};
+use bisondb_error::MongoResult;
 use bson::{doc, RawDocumentBuf};
 
 use super::{Command, Context};
-use crate::args;
+use crate::fields;
 use crate::reply;
 use crate::request::CommandRequest;
 
 pub struct DbStats {
     db: String,
     scale: u64,
-}
-
-/// Reads mongod's `scale` option (a positive whole number).
-pub fn parse_scale(cmd: &str, v: bson::RawBsonRef<'_>) -> MongoResult<u64> {
-    let s = args::as_i64(cmd, "scale", v)?;
-    if s < 1 {
-        return Err(MongoError::bad_value("scale has to be >= 1"));
-    }
-    Ok(s as u64)
 }
 
 impl Command for DbStats {
@@ -29,9 +20,9 @@ impl Command for DbStats {
             let (k, v) = el.map_err(crate::request::invalid_bson)?;
             match k.as_str() {
                 "dbStats" | "dbstats" => {}
-                "scale" => scale = parse_scale(req.name, v)?,
+                "scale" => scale = fields::parse_scale(req.name, v)?,
                 "freeStorage" => {}
-                other => args::check_known(req.name, other, &[])?,
+                other => fields::check_known(req.name, other, &[])?,
             }
         }
         Ok(DbStats {

@@ -2,12 +2,11 @@
 
 use bisondb_error::{MongoError, MongoResult};
 use bisondb_query::matcher::Matcher;
-use bson::{doc, Bson, Document, RawDocument, RawDocumentBuf};
+use bson::{doc, Document, RawDocument, RawDocumentBuf};
 
-use super::let_vars::LetVars;
-use super::util::{self, WriteConcern};
 use super::Context;
-use crate::args;
+use crate::fields;
+use crate::let_vars::LetVars;
 use crate::plan;
 use crate::reply;
 use crate::request::CommandRequest;
@@ -15,12 +14,7 @@ use crate::state::OpCounters;
 use crate::write;
 
 pub struct Delete<'a> {
-    db: String,
-    coll: String,
-    statements: Vec<&'a RawDocument>,
-    ordered: bool,
-    wc: WriteConcern,
-    lets: LetVars,
+    batch: write::Statements<'a>,
 }
 
 /// One parsed delete statement.
@@ -70,11 +64,11 @@ pub(crate) fn parse_statement(d: &RawDocument, lets: &LetVars) -> MongoResult<St
         let (k, v) = el.map_err(crate::request::invalid_bson)?;
         match k.as_str() {
             "q" => {
-                let f = lets.filter(&args::to_document(args::as_doc(cmd, "deletes.q", v)?)?);
+                let f = lets.filter(&fields::to_document(fields::as_doc(cmd, "deletes.q", v)?)?);
                 q = Some((Matcher::parse_doc(&f)?, f));
             }
             "limit" => {
-                let l = args::as_i64(cmd, "deletes.limit", v)?;
+                let l = fields::as_i64(cmd, "deletes.limit", v)?;
                 if l != 0 && l != 1 {
                     return Err(MongoError::failed_to_parse(format!(
                         "The limit field in delete objects must be 0 or 1. Got {l}"
@@ -84,11 +78,11 @@ pub(crate) fn parse_statement(d: &RawDocument, lets: &LetVars) -> MongoResult<St
             }
             "hint" => hint = plan::Hint::parse(v)?,
             "collation" => collation = crate::collation::parse_arg(cmd, v)?,
-            other => return Err(args::unknown_field("DeleteOpEntry", other)),
+            other => return Err(fields::unknown_field("DeleteOpEntry", other)),
         }
     }
-    let (filter, filter_doc) = q.ok_or_else(|| args::missing_field("delete.deletes", "q"))?;
-    let limit = limit.ok_or_else(|| args::missing_field("delete.deletes", "limit"))?;
+    let (filter, filter_doc) = q.ok_or_else(|| fields::missing_field("delete.deletes", "q"))?;
+    let limit = limit.ok_or_else(|| fields::missing_field("delete.deletes", "limit"))?;
     Ok(Statement {
         filter,
         filter_doc,
@@ -100,32 +94,24 @@ pub(crate) fn parse_statement(d: &RawDocument, lets: &LetVars) -> MongoResult<St
 
 impl<'a> Delete<'a> {
     pub fn parse(req: &CommandRequest<'a>) -> MongoResult<Self> {
-        // `let` is read by `LetVars::from_body`.
-        let b = util::parse_write_batch(req, "deletes", &["let"])?;
-        let lets = LetVars::from_body(req.name, req.body)?;
-        Ok(Delete {
-            lets,
-            db: req.db.clone(),
-            coll: b.coll,
-            statements: b.statements,
-            ordered: b.ordered,
-            wc: b.wc,
-        })
+        // `let` is read with the batch.
+        let batch = write::Statements::parse(req, "deletes", &["let"])?;
+        Ok(Delete { batch })
     }
 
     pub fn execute(self, ctx: &mut Context<'_>) -> MongoResult<RawDocumentBuf> {
-        let coll = ctx.state.storage.collection(&self.db, &self.coll);
+        let b = &self.batch;
+        let coll = ctx.state.storage.collection(&b.db, &b.coll);
         let mut n = 0u64;
-        let mut errors: Vec<Bson> = Vec::new();
-        for (i, raw) in self.statements.iter().enumerate() {
-            let outcome = parse_statement(raw, &self.lets)
+        let errors = b.each(|_, raw| {
+            let outcome = parse_statement(raw, &b.lets)
                 .and_then(|s| s.collate(coll.as_ref()))
                 .and_then(|s| {
                     write::delete_planned(
                         coll.as_ref(),
                         s.selection(),
                         s.multi,
-                        self.wc.durability,
+                        b.wc.durability,
                         false,
                     )
                 });
@@ -139,28 +125,15 @@ impl<'a> Delete<'a> {
                 ),
                 Err(e) => ctx.conn.op.write_failed(e),
             }
-            match outcome {
-                Ok((k, _, _)) => {
-                    n += k;
-                    OpCounters::add(&ctx.state.opcounters.delete, k);
-                }
-                Err(e) => {
-                    errors.push(Bson::Document(reply::write_error(i, &e, None)));
-                    if self.ordered {
-                        break;
-                    }
-                }
-            }
-        }
-        let mut r = doc! {"n": reply::count(n)};
-        if !errors.is_empty() {
-            r.insert("writeErrors", errors);
-        }
-        reply::ok(r)
+            let (k, _, _) = outcome?;
+            n += k;
+            OpCounters::add(&ctx.state.opcounters.delete, k);
+            Ok(())
+        });
+        reply::write_reply(doc! {"n": reply::count(n)}, errors)
     }
 }
 
 pub fn handle(req: &CommandRequest<'_>, ctx: &mut Context<'_>) -> MongoResult<RawDocumentBuf> {
-    let _running = ctx.state.active.enter(req.name);
     Delete::parse(req)?.execute(ctx)
 }

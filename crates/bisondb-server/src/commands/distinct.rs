@@ -7,7 +7,7 @@ use bisondb_query::matcher::Matcher;
 use bson::{doc, Bson, Document, RawDocumentBuf};
 
 use super::{Command, Context};
-use crate::args;
+use crate::fields;
 use crate::plan;
 use crate::reply;
 use crate::request::CommandRequest;
@@ -35,22 +35,22 @@ impl Command for Distinct {
         for el in req.body.iter() {
             let (k, v) = el.map_err(crate::request::invalid_bson)?;
             match k.as_str() {
-                "distinct" => coll = Some(args::collection_name(n, v)?.to_string()),
-                "key" => key = Some(args::as_str(n, "key", v)?.to_string()),
+                "distinct" => coll = Some(fields::collection_name(n, v)?.to_string()),
+                "key" => key = Some(fields::as_str(n, "key", v)?.to_string()),
                 "query" => {
                     if !matches!(v, bson::RawBsonRef::Null) {
-                        let raw = args::as_doc(n, "query", v)?;
+                        let raw = fields::as_doc(n, "query", v)?;
                         query = Matcher::parse(raw)?;
-                        query_doc = args::to_document(raw)?;
+                        query_doc = fields::to_document(raw)?;
                     }
                 }
                 "collation" => collation = crate::collation::parse_arg(n, v)?,
                 "hint" => hint = plan::Hint::parse(v)?,
-                other => args::check_known(n, other, &[])?,
+                other => fields::check_known(n, other, &[])?,
             }
         }
-        let coll = coll.ok_or_else(|| args::missing_field(n, "distinct"))?;
-        let key = key.ok_or_else(|| args::missing_field(n, "key"))?;
+        let coll = coll.ok_or_else(|| fields::missing_field(n, "distinct"))?;
+        let key = key.ok_or_else(|| fields::missing_field(n, "key"))?;
         if key.is_empty() {
             return Err(MongoError::bad_value(
                 "FieldPath cannot be constructed with empty string",
@@ -82,7 +82,7 @@ impl Command for Distinct {
         ctx.conn.op.plan(&stats, &chosen);
         plan::note_index_use(coll.as_ref(), &chosen);
         let docs = plan::execute(coll.as_ref(), &chosen, &query, stats)?
-            .map(|d| d.and_then(|d| args::to_document(&d)));
+            .map(|d| d.and_then(|d| fields::to_document(&d)));
         values_reply_in(docs, &self.key, collation.as_deref())
     }
 }

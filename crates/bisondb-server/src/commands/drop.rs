@@ -5,8 +5,8 @@
 use bisondb_error::MongoResult;
 use bson::{doc, RawDocumentBuf};
 
-use super::{util, Command, Context};
-use crate::args;
+use super::{Command, Context};
+use crate::fields;
 use crate::reply;
 use crate::request::CommandRequest;
 
@@ -18,16 +18,16 @@ pub struct Drop {
 impl Command for Drop {
     fn parse(req: &CommandRequest<'_>) -> MongoResult<Self> {
         // A write concern a standalone server cannot satisfy fails the command.
-        super::util::write_concern(req.name, req.body)?;
+        crate::fields::write::write_concern(req.name, req.body)?;
         let mut coll = None;
         for el in req.body.iter() {
             let (k, v) = el.map_err(crate::request::invalid_bson)?;
             match k.as_str() {
-                "drop" => coll = Some(args::collection_name(req.name, v)?.to_string()),
-                other => args::check_known(req.name, other, &[])?,
+                "drop" => coll = Some(fields::collection_name(req.name, v)?.to_string()),
+                other => fields::check_known(req.name, other, &[])?,
             }
         }
-        let coll = coll.ok_or_else(|| args::missing_field(req.name, "drop"))?;
+        let coll = coll.ok_or_else(|| fields::missing_field(req.name, "drop"))?;
         Ok(Drop {
             db: req.db.clone(),
             coll,
@@ -35,7 +35,7 @@ impl Command for Drop {
     }
 
     fn execute(self, ctx: &mut Context<'_>) -> MongoResult<RawDocumentBuf> {
-        let ns = util::ns(&self.db, &self.coll);
+        let ns = crate::namespaces::ns(&self.db, &self.coll);
         // As mongod: the profiler's collection goes only once it is unused.
         if self.coll == crate::profiler::COLLECTION
             && ctx.state.profiler.settings(&self.db).level > 0
@@ -46,14 +46,15 @@ impl Command for Drop {
             ));
         }
         let timeseries =
-            super::timeseries::options_of(&ctx.state.storage, &self.db, &self.coll).is_some();
+            crate::namespaces::timeseries::options_of(&ctx.state.storage, &self.db, &self.coll)
+                .is_some();
         let existed = ctx.state.storage.drop_collection(&self.db, &self.coll)?;
         if timeseries {
             // A time-series collection goes with its buckets.
-            super::timeseries::drop_buckets(&ctx.state.storage, &self.db, &self.coll)?;
-            ctx.state.cursors.kill_namespace(&util::ns(
+            crate::namespaces::timeseries::drop_buckets(&ctx.state.storage, &self.db, &self.coll)?;
+            ctx.state.cursors.kill_namespace(&crate::namespaces::ns(
                 &self.db,
-                &super::timeseries::buckets_name(&self.coll),
+                &crate::namespaces::timeseries::buckets_name(&self.coll),
             ));
         }
         ctx.state.cursors.kill_namespace(&ns);

@@ -5,7 +5,7 @@ use bisondb_error::MongoResult;
 use bson::{doc, RawDocumentBuf};
 
 use super::{Command, Context};
-use crate::args;
+use crate::fields;
 use crate::reply;
 use crate::request::CommandRequest;
 
@@ -16,10 +16,10 @@ pub struct DropDatabase {
 impl Command for DropDatabase {
     fn parse(req: &CommandRequest<'_>) -> MongoResult<Self> {
         // A write concern a standalone server cannot satisfy fails the command.
-        super::util::write_concern(req.name, req.body)?;
+        crate::fields::write::write_concern(req.name, req.body)?;
         for el in req.body.iter() {
             let (k, _) = el.map_err(crate::request::invalid_bson)?;
-            args::check_known(req.name, k.as_str(), &["dropDatabase"])?;
+            fields::check_known(req.name, k.as_str(), &["dropDatabase"])?;
         }
         Ok(DropDatabase { db: req.db.clone() })
     }

@@ -7,7 +7,7 @@ use bisondb_error::{ErrorCode, MongoError, MongoResult};
 use bson::{doc, Document, RawBsonRef, RawDocumentBuf};
 
 use super::{Command, Context};
-use crate::args;
+use crate::fields;
 use crate::reply;
 use crate::request::CommandRequest;
 
@@ -26,7 +26,7 @@ enum Target {
 impl Command for DropIndexes {
     fn parse(req: &CommandRequest<'_>) -> MongoResult<Self> {
         // A write concern a standalone server cannot satisfy fails the command.
-        super::util::write_concern(req.name, req.body)?;
+        crate::fields::write::write_concern(req.name, req.body)?;
         let n = req.name;
         let mut coll = None;
         let mut target = None;
@@ -34,27 +34,27 @@ impl Command for DropIndexes {
             let (k, v) = el.map_err(crate::request::invalid_bson)?;
             match k.as_str() {
                 "dropIndexes" | "deleteIndexes" => {
-                    coll = Some(args::collection_name(n, v)?.to_string())
+                    coll = Some(fields::collection_name(n, v)?.to_string())
                 }
                 "index" => {
                     target = Some(match v {
                         RawBsonRef::String("*") => Target::All,
                         RawBsonRef::String(s) => Target::Names(vec![s.to_string()]),
-                        RawBsonRef::Document(d) => Target::Key(args::to_document(d)?),
+                        RawBsonRef::Document(d) => Target::Key(fields::to_document(d)?),
                         RawBsonRef::Array(a) => {
                             let mut names = Vec::new();
                             for x in a {
                                 match x.map_err(crate::request::invalid_bson)? {
                                     RawBsonRef::String(s) => names.push(s.to_string()),
                                     other => {
-                                        return Err(args::wrong_type(n, "index", other, "string"))
+                                        return Err(fields::wrong_type(n, "index", other, "string"))
                                     }
                                 }
                             }
                             Target::Names(names)
                         }
                         other => {
-                            return Err(args::wrong_type(
+                            return Err(fields::wrong_type(
                                 n,
                                 "index",
                                 other,
@@ -63,11 +63,11 @@ impl Command for DropIndexes {
                         }
                     })
                 }
-                other => args::check_known(n, other, &[])?,
+                other => fields::check_known(n, other, &[])?,
             }
         }
-        let coll = coll.ok_or_else(|| args::missing_field(n, "dropIndexes"))?;
-        let target = target.ok_or_else(|| args::missing_field(n, "index"))?;
+        let coll = coll.ok_or_else(|| fields::missing_field(n, "dropIndexes"))?;
+        let target = target.ok_or_else(|| fields::missing_field(n, "index"))?;
         Ok(DropIndexes {
             db: req.db.clone(),
             coll,
@@ -84,15 +84,15 @@ impl Command for DropIndexes {
             ));
         };
         let indexes = coll.indexes();
-        let clustered = super::clustered::Clustered::of_options(&coll.options());
+        let clustered = crate::namespaces::clustered::Clustered::of_options(&coll.options());
         if let Some(c) = &clustered {
             let hits = match &self.target {
                 Target::All => false,
                 Target::Names(names) => names.iter().any(|n| n == c.name()),
-                Target::Key(key) => super::clustered::Clustered::matches_key(key),
+                Target::Key(key) => crate::namespaces::clustered::Clustered::matches_key(key),
             };
             if hits {
-                return Err(super::clustered::cannot_drop());
+                return Err(crate::namespaces::clustered::cannot_drop());
             }
         }
         // The clustered index is the collection itself, not one of its indexes.

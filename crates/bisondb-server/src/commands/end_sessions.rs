@@ -4,7 +4,7 @@ use bisondb_error::MongoResult;
 use bson::{doc, RawBsonRef, RawDocumentBuf};
 
 use super::{Command, Context};
-use crate::args;
+use crate::fields;
 use crate::reply;
 use crate::request::CommandRequest;
 
@@ -19,14 +19,14 @@ impl Command for EndSessions {
             .get("endSessions")
             .map_err(crate::request::invalid_bson)?;
         let arr = match v {
-            Some(v) => args::as_array(req.name, "endSessions", v)?,
-            None => return Err(args::missing_field(req.name, "endSessions")),
+            Some(v) => fields::as_array(req.name, "endSessions", v)?,
+            None => return Err(fields::missing_field(req.name, "endSessions")),
         };
         let mut lsids = Vec::new();
         for item in arr {
             match item.map_err(crate::request::invalid_bson)? {
-                RawBsonRef::Document(d) => lsids.push(args::to_document(d)?),
-                other => return Err(args::wrong_type(req.name, "endSessions", other, "object")),
+                RawBsonRef::Document(d) => lsids.push(fields::to_document(d)?),
+                other => return Err(fields::wrong_type(req.name, "endSessions", other, "object")),
             }
         }
         Ok(EndSessions { lsids })

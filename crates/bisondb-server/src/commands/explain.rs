@@ -2,27 +2,19 @@
 //! `aggregate`, `distinct`, `update`, `delete` or `findAndModify`, and with
 //! `executionStats` / `allPlansExecution` the statistics of running its read
 //! part (writes are never applied). Only one plan is ever considered, so
-//! `rejectedPlans` and `allPlansExecution` are empty.
-
-use std::sync::Arc;
+//! `rejectedPlans` and `allPlansExecution` are empty. The planner builds the
+//! sections (`plan/explain.rs`); this command finds the read part of the
+//! command it explains.
 
 use bisondb_error::{ErrorCode, MongoError, MongoResult};
-use bisondb_query::matcher::Matcher;
 use bisondb_query::sort::SortSpec;
-use bson::{doc, Bson, Document, RawBsonRef, RawDocumentBuf};
+use bson::{doc, Document, RawBsonRef, RawDocumentBuf};
 
-use super::{util, Command, Context};
-use crate::args;
-use crate::plan;
+use super::{Command, Context};
+use crate::fields;
+use crate::plan::{self, Verbosity};
 use crate::reply;
 use crate::request::CommandRequest;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Verbosity {
-    QueryPlanner,
-    ExecutionStats,
-    AllPlansExecution,
-}
 
 pub struct Explain {
     db: String,
@@ -50,24 +42,15 @@ impl Command for Explain {
         for el in req.body.iter() {
             let (k, v) = el.map_err(crate::request::invalid_bson)?;
             match k.as_str() {
-                "explain" => inner = Some(args::as_doc(n, "explain", v)?.to_owned()),
+                "explain" => inner = Some(fields::as_doc(n, "explain", v)?.to_owned()),
                 "verbosity" => {
-                    verbosity = match args::as_str(n, "verbosity", v)? {
-                        "queryPlanner" => Verbosity::QueryPlanner,
-                        "executionStats" => Verbosity::ExecutionStats,
-                        "allPlansExecution" => Verbosity::AllPlansExecution,
-                        other => {
-                            return Err(MongoError::bad_value(format!(
-                                "verbosity string must be one of {{'queryPlanner', 'executionStats', 'allPlansExecution'}}, got '{other}'"
-                            )))
-                        }
-                    }
+                    verbosity = Verbosity::parse(fields::as_str(n, "verbosity", v)?)?;
                 }
                 "comment" | "maxTimeMS" | "lsid" | "readConcern" | "$readPreference" => {}
-                other => args::check_known(n, other, &[])?,
+                other => fields::check_known(n, other, &[])?,
             }
         }
-        let inner = inner.ok_or_else(|| args::missing_field(n, "explain"))?;
+        let inner = inner.ok_or_else(|| fields::missing_field(n, "explain"))?;
         Ok(Explain {
             db: req.db.clone(),
             inner,
@@ -77,7 +60,7 @@ impl Command for Explain {
 
     fn execute(self, ctx: &mut Context<'_>) -> MongoResult<RawDocumentBuf> {
         let req = CommandRequest::from_body(&self.inner, &self.db)?;
-        let execute = self.verbosity != Verbosity::QueryPlanner;
+        let execute = self.verbosity.runs();
         let (planner, exec) = match req.name {
             "find" => super::find::Find::parse(&req)?.explain(ctx, execute)?,
             "count" => super::count::Count::parse(&req)?.explain(ctx, execute)?,
@@ -92,14 +75,8 @@ impl Command for Explain {
                 ))
             }
         };
-        let mut out = doc! {"explainVersion": "1", "queryPlanner": planner};
-        if let Some(mut e) = exec {
-            if self.verbosity == Verbosity::AllPlansExecution {
-                e.insert("allPlansExecution", Vec::<Bson>::new());
-            }
-            out.insert("executionStats", e);
-        }
-        let mut command = args::to_document(&self.inner)?;
+        let mut out = self.verbosity.sections(planner, exec);
+        let mut command = fields::to_document(&self.inner)?;
         command.insert("$db", self.db.clone());
         out.insert("command", command);
         out.insert(
@@ -125,14 +102,14 @@ impl Target {
         let coll = body
             .get(n)
             .map_err(crate::request::invalid_bson)?
-            .ok_or_else(|| args::missing_field(n, n))
-            .and_then(|v| args::collection_name(n, v))?
+            .ok_or_else(|| fields::missing_field(n, n))
+            .and_then(|v| fields::collection_name(n, v))?
             .to_string();
         let get_doc = |d: &bson::RawDocument, f: &str| -> MongoResult<Option<Document>> {
             match d.get(f).map_err(crate::request::invalid_bson)? {
-                Some(RawBsonRef::Document(x)) => Ok(Some(args::to_document(x)?)),
+                Some(RawBsonRef::Document(x)) => Ok(Some(fields::to_document(x)?)),
                 Some(RawBsonRef::Null) | None => Ok(None),
-                Some(other) => Err(args::wrong_type(n, f, other, "object")),
+                Some(other) => Err(fields::wrong_type(n, f, other, "object")),
             }
         };
         let hint_of = |d: &bson::RawDocument| -> MongoResult<Option<plan::Hint>> {
@@ -144,7 +121,7 @@ impl Target {
         let first_statement = |field: &str| -> MongoResult<bson::RawDocumentBuf> {
             let arr = body
                 .get_array(field)
-                .map_err(|_| args::missing_field(n, field))?;
+                .map_err(|_| fields::missing_field(n, field))?;
             match arr.into_iter().next() {
                 Some(Ok(RawBsonRef::Document(d))) => Ok(d.to_owned()),
                 _ => Err(MongoError::bad_value(format!(
@@ -172,11 +149,11 @@ impl Target {
                 // through the planner; the rest of the pipeline runs on its output.
                 let arr = body
                     .get_array("pipeline")
-                    .map_err(|_| args::missing_field(n, "pipeline"))?;
+                    .map_err(|_| fields::missing_field(n, "pipeline"))?;
                 let stages: Vec<Document> = arr
                     .into_iter()
                     .filter_map(|s| match s {
-                        Ok(RawBsonRef::Document(d)) => args::to_document(d).ok(),
+                        Ok(RawBsonRef::Document(d)) => fields::to_document(d).ok(),
                         _ => None,
                     })
                     .collect();
@@ -212,104 +189,12 @@ fn explain_filter(
     execute: bool,
 ) -> MongoResult<(Document, Option<Document>)> {
     let coll = ctx.state.storage.collection(db, &t.coll);
-    let m = Matcher::parse_doc(&t.filter)?;
-    let started = std::time::Instant::now();
-    let chosen = plan::choose(
+    plan::explain_read(
         coll.as_ref(),
-        &m,
-        Some(&t.filter),
+        crate::namespaces::ns(db, &t.coll),
+        &t.filter,
         t.sort.as_ref(),
         t.hint.as_ref(),
-    )?;
-    let mut tree = plan::describe(&chosen, &t.filter, false);
-    if let (Some(s), false) = (&t.sort, chosen.provides_sort) {
-        let mut pattern = Document::new();
-        for (k, asc) in s.fields() {
-            pattern.insert(k.clone(), if *asc { 1 } else { -1 });
-        }
-        tree = doc! {"stage": "SORT", "sortPattern": pattern, "memLimit": plan::SORT_MEMORY_LIMIT as i64, "type": "simple", "inputStage": tree};
-    }
-    let planner = doc! {
-        "namespace": util::ns(db, &t.coll),
-        "parsedQuery": parsed_query(&t.filter),
-        "indexFilterSet": false,
-        "winningPlan": tree.clone(),
-        "rejectedPlans": [],
-    };
-    if !execute {
-        return Ok((planner, None));
-    }
-    let stats = Arc::new(plan::Stats::default());
-    let mut src = plan::execute(coll.as_ref(), &chosen, &m, stats.clone())?;
-    if let (Some(s), false) = (&t.sort, chosen.provides_sort) {
-        src = plan::sorted_source(src, s, None, true, plan::SORT_MEMORY_LIMIT, stats.clone())?;
-    }
-    for d in plan::counted(src, stats.clone(), |s| &s.out) {
-        d?;
-    }
-    let returned = stats.out.n();
-    let stages = plan::execution_stages(&tree, Some(&chosen), &stats);
-    Ok((
-        planner,
-        Some(doc! {
-            "executionSuccess": true,
-            "nReturned": reply::count(returned),
-            "executionTimeMillis": reply::count(started.elapsed().as_millis() as u64),
-            "totalKeysExamined": reply::count(stats.keys()),
-            "totalDocsExamined": reply::count(stats.docs()),
-            "executionStages": stages,
-        }),
-    ))
-}
-
-/// The filter as mongod's explain shows its parsed form for the common
-/// shapes: a field compared to a plain value is an `$eq` (a regular
-/// expression value a `$regex`), operator documents stay as sent. (mongod
-/// also gathers several conditions under `$and` in its canonical order;
-/// BisonDB keeps them as one document.)
-pub(crate) fn parsed_query(filter: &Document) -> Document {
-    let mut out = Document::new();
-    for (k, v) in filter {
-        let shown = match v {
-            _ if k.starts_with('$') => v.clone(),
-            Bson::Document(d) if d.keys().next().is_some_and(|f| f.starts_with('$')) => v.clone(),
-            Bson::RegularExpression(r) => {
-                let mut d = doc! {"$regex": r.pattern.as_str()};
-                if !r.options.is_empty() {
-                    d.insert("$options", r.options.as_str());
-                }
-                Bson::Document(d)
-            }
-            _ => Bson::Document(doc! {"$eq": v.clone()}),
-        };
-        out.insert(k.clone(), shown);
-    }
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::parsed_query;
-    use bson::{doc, Regex};
-
-    #[test]
-    fn parsed_query_shows_equalities_as_eq() {
-        assert_eq!(parsed_query(&doc! {"a": 3}), doc! {"a": {"$eq": 3}});
-        assert_eq!(
-            parsed_query(&doc! {"a": {"x": 1}}),
-            doc! {"a": {"$eq": {"x": 1}}}
-        );
-        assert_eq!(
-            parsed_query(&doc! {"a": {"$gt": 1}, "$or": [{"b": 1}]}),
-            doc! {"a": {"$gt": 1}, "$or": [{"b": 1}]}
-        );
-        let re = Regex {
-            pattern: "^x".to_string().try_into().expect("pattern"),
-            options: "i".to_string().try_into().expect("options"),
-        };
-        assert_eq!(
-            parsed_query(&doc! {"s": re}),
-            doc! {"s": {"$regex": "^x", "$options": "i"}}
-        );
-    }
+        execute,
+    )
 }

@@ -6,12 +6,12 @@ use bisondb_query::projection::{DocMeta, Projection};
 use bisondb_query::sort::SortSpec;
 use std::sync::Arc;
 
-use bson::{doc, Bson, Document, RawBsonRef, RawDocumentBuf};
+use bson::{Bson, Document, RawBsonRef, RawDocumentBuf};
 
-use super::let_vars::LetVars;
-use super::{util, Command, Context};
-use crate::args;
+use super::{Command, Context};
 use crate::cursor::{Cursor, DocSource, DEFAULT_FIRST_BATCH};
+use crate::fields;
+use crate::let_vars::LetVars;
 use crate::plan;
 use crate::request::CommandRequest;
 use crate::state::OpCounters;
@@ -102,18 +102,18 @@ impl Command for Find {
             let (k, v) = el.map_err(crate::request::invalid_bson)?;
             match k.as_str() {
                 "find" => {
-                    f.coll = args::collection_name(n, v)?.to_string();
+                    f.coll = fields::collection_name(n, v)?.to_string();
                     have_coll = true;
                 }
                 "filter" if lets.is_empty() => {
-                    f.filter = Matcher::parse(args::as_doc(n, "filter", v)?)?
+                    f.filter = Matcher::parse(fields::as_doc(n, "filter", v)?)?
                 }
                 "filter" => {
-                    let d = args::to_document(args::as_doc(n, "filter", v)?)?;
+                    let d = fields::to_document(fields::as_doc(n, "filter", v)?)?;
                     f.filter = Matcher::parse_doc(&lets.filter(&d))?;
                 }
                 "projection" => {
-                    let p = args::to_document(args::as_doc(n, "projection", v)?)?;
+                    let p = fields::to_document(fields::as_doc(n, "projection", v)?)?;
                     let p = match lets.expr(&bson::Bson::Document(p)) {
                         bson::Bson::Document(d) => d,
                         _ => Document::new(),
@@ -123,36 +123,38 @@ impl Command for Find {
                     }
                 }
                 "sort" => {
-                    let s = args::to_document(args::as_doc(n, "sort", v)?)?;
+                    let s = fields::to_document(fields::as_doc(n, "sort", v)?)?;
                     if let Some(forward) = natural_sort(&s) {
                         natural = Some(forward);
                     } else if !s.is_empty() {
                         f.sort = Some(SortSpec::parse(&s)?);
                     }
                 }
-                "skip" => f.skip = args::as_non_negative(n, "skip", v)? as u64,
+                "skip" => f.skip = fields::as_non_negative(n, "skip", v)? as u64,
                 "limit" => {
-                    let l = args::as_non_negative(n, "limit", v)?;
+                    let l = fields::as_non_negative(n, "limit", v)?;
                     f.limit = (l > 0).then_some(l as u64);
                 }
                 "batchSize" => {
-                    f.batch_size = Some(args::as_non_negative(n, "batchSize", v)? as usize)
+                    f.batch_size = Some(fields::as_non_negative(n, "batchSize", v)? as usize)
                 }
-                "singleBatch" => f.single_batch = args::as_bool(n, "singleBatch", v)?,
-                "allowDiskUse" => f.allow_disk_use = Some(args::as_bool(n, "allowDiskUse", v)?),
-                "noCursorTimeout" => f.no_cursor_timeout = args::as_bool(n, "noCursorTimeout", v)?,
+                "singleBatch" => f.single_batch = fields::as_bool(n, "singleBatch", v)?,
+                "allowDiskUse" => f.allow_disk_use = Some(fields::as_bool(n, "allowDiskUse", v)?),
+                "noCursorTimeout" => {
+                    f.no_cursor_timeout = fields::as_bool(n, "noCursorTimeout", v)?
+                }
                 "hint" => f.hint = plan::Hint::parse(v)?,
                 "collation" => f.collation = crate::collation::parse_arg(n, v)?,
-                "tailable" => f.tailable = args::as_bool(n, "tailable", v)?,
-                "awaitData" => f.await_data = args::as_bool(n, "awaitData", v)?,
-                "min" => f.min_max.min = args::to_document(args::as_doc(n, "min", v)?)?,
-                "max" => f.min_max.max = args::to_document(args::as_doc(n, "max", v)?)?,
-                "returnKey" => f.return_key = args::as_bool(n, "returnKey", v)?,
+                "tailable" => f.tailable = fields::as_bool(n, "tailable", v)?,
+                "awaitData" => f.await_data = fields::as_bool(n, "awaitData", v)?,
+                "min" => f.min_max.min = fields::to_document(fields::as_doc(n, "min", v)?)?,
+                "max" => f.min_max.max = fields::to_document(fields::as_doc(n, "max", v)?)?,
+                "returnKey" => f.return_key = fields::as_bool(n, "returnKey", v)?,
                 // BisonDB keeps no record ids for ordinary collections (they
                 // are clustered by `_id`), and inventing one per scan would
                 // give the same document different ids.
                 "showRecordId" => {
-                    if args::as_bool(n, "showRecordId", v)? {
+                    if fields::as_bool(n, "showRecordId", v)? {
                         return Err(MongoError::new(
                             ErrorCode::NotImplemented,
                             format!(
@@ -162,13 +164,13 @@ impl Command for Find {
                         ));
                     }
                 }
-                "lsid" => f.lsid = Some(args::to_document(args::as_doc(n, "lsid", v)?)?),
+                "lsid" => f.lsid = Some(fields::to_document(fields::as_doc(n, "lsid", v)?)?),
                 "let" => {} // read before the loop by `LetVars::from_body`
-                other => args::check_known(n, other, KNOWN)?,
+                other => fields::check_known(n, other, KNOWN)?,
             }
         }
         if !have_coll {
-            return Err(args::missing_field(n, "find"));
+            return Err(fields::missing_field(n, "find"));
         }
         f.min_max.validate()?;
         // mongod's checks, in its order (query_request_helper).
@@ -194,7 +196,7 @@ impl Command for Find {
         }
         // The filter as sent: partial-index implication and explain's parsedQuery.
         if let Ok(Some(RawBsonRef::Document(d))) = req.body.get("filter") {
-            f.filter_doc = args::to_document(d)?;
+            f.filter_doc = fields::to_document(d)?;
         }
         // Parsed after the loop: a positional projection (`a.$`) needs the filter.
         if let Some(p) = &f.projection {
@@ -205,7 +207,7 @@ impl Command for Find {
 
     fn execute(self, ctx: &mut Context<'_>) -> MongoResult<RawDocumentBuf> {
         OpCounters::add(&ctx.state.opcounters.query, 1);
-        let ns = util::ns(&self.db, &self.coll);
+        let ns = crate::namespaces::ns(&self.db, &self.coll);
         let coll = ctx.state.storage.collection(&self.db, &self.coll);
         if self.tailable {
             return self.execute_tailable(ctx, coll);
@@ -229,7 +231,7 @@ impl Command for Find {
         cursor.lsid = self.lsid;
         let first = self.batch_size.unwrap_or(DEFAULT_FIRST_BATCH);
         let batch = cursor.next_batch(Some(first))?;
-        util::finish_first_batch(ctx.state, &ns, cursor, batch, self.single_batch)
+        crate::cursor::finish_first_batch(ctx.state, &ns, cursor, batch, self.single_batch)
     }
 }
 
@@ -241,7 +243,7 @@ impl Find {
         ctx: &mut Context<'_>,
         coll: Option<bisondb_storage::Collection>,
     ) -> MongoResult<RawDocumentBuf> {
-        let ns = util::ns(&self.db, &self.coll);
+        let ns = crate::namespaces::ns(&self.db, &self.coll);
         // A tailable cursor reads in natural order, through no index.
         for (used, name) in [
             (!self.min_max.min.is_empty(), "min"),
@@ -256,7 +258,7 @@ impl Find {
             }
         }
         let Some(coll) = coll else {
-            return util::cursor_reply(&ns, 0, bson::RawArrayBuf::new(), true);
+            return crate::cursor::cursor_reply(&ns, 0, bson::RawArrayBuf::new(), true);
         };
         let Some(inserts) = coll.subscribe_inserts() else {
             return Err(MongoError::bad_value(format!(
@@ -291,9 +293,9 @@ impl Find {
         // mongod keeps a tailable cursor only on a collection that has
         // records (SERVER-13955): on an empty one the cursor is dead at once.
         if coll.count() == 0 {
-            return util::cursor_reply(&ns, 0, batch.docs, true);
+            return crate::cursor::cursor_reply(&ns, 0, batch.docs, true);
         }
-        util::finish_first_batch(ctx.state, &ns, cursor, batch, false)
+        crate::cursor::finish_first_batch(ctx.state, &ns, cursor, batch, false)
     }
 
     /// Plans the query and builds the document stream (before the limit,
@@ -400,40 +402,25 @@ impl Find {
             .unwrap_or(ctx.state.config.allow_disk_use_by_default);
         let sort_memory = (allow_disk_use, ctx.state.config.sort_memory_bytes);
         let (chosen, src) = self.source(coll.as_ref(), stats.clone(), sort_memory)?;
-        let mut tree = plan::describe(&chosen, &self.filter_doc, false);
+        let mut tree = plan::StageTree::of_plan(&chosen, &self.filter_doc, false);
         if let Some(s) = &self.sort {
             if !chosen.provides_sort {
-                let mut pattern = Document::new();
-                for (k, asc) in s.fields() {
-                    pattern.insert(k.clone(), if *asc { 1 } else { -1 });
-                }
-                let mut d = doc! {"stage": "SORT", "sortPattern": pattern, "memLimit": plan::SORT_MEMORY_LIMIT as i64, "type": "simple"};
-                if let Some(l) = self.limit {
-                    d.insert("limitAmount", l as i64);
-                }
-                d.insert("inputStage", tree);
-                tree = d;
+                tree = tree.sort(s, self.limit);
             }
         }
         if self.skip > 0 {
-            tree = doc! {"stage": "SKIP", "skipAmount": self.skip as i64, "inputStage": tree};
+            tree = tree.skip(self.skip);
         }
         if let Some(l) = self.limit {
-            tree = doc! {"stage": "LIMIT", "limitAmount": l as i64, "inputStage": tree};
+            tree = tree.limit(l);
         }
         if self.return_key {
-            tree = doc! {"stage": "RETURN_KEY", "inputStage": tree};
+            tree = tree.return_key();
         } else if let Some(p) = &self.projection {
-            tree =
-                doc! {"stage": "PROJECTION_SIMPLE", "transformBy": p.clone(), "inputStage": tree};
+            tree = tree.projection(p);
         }
-        let planner = doc! {
-            "namespace": util::ns(&self.db, &self.coll),
-            "parsedQuery": super::explain::parsed_query(&self.filter_doc),
-            "indexFilterSet": false,
-            "winningPlan": tree.clone(),
-            "rejectedPlans": [],
-        };
+        let ns = crate::namespaces::ns(&self.db, &self.coll);
+        let planner = plan::query_planner(ns, &self.filter_doc, &tree);
         if !execute {
             return Ok((planner, None));
         }
@@ -443,16 +430,7 @@ impl Find {
         for d in src.take(usize::try_from(limit).unwrap_or(usize::MAX)) {
             d?;
         }
-        let returned = stats.out.n();
-        let stages = plan::execution_stages(&tree, Some(&chosen), &stats);
-        let exec = doc! {
-            "executionSuccess": true,
-            "nReturned": crate::reply::count(returned),
-            "executionTimeMillis": crate::reply::count(started.elapsed().as_millis() as u64),
-            "totalKeysExamined": crate::reply::count(stats.keys()),
-            "totalDocsExamined": crate::reply::count(stats.docs()),
-            "executionStages": stages,
-        };
+        let exec = plan::execution_stats(&stats, started, tree.execution_stages(&stats));
         Ok((planner, Some(exec)))
     }
 }

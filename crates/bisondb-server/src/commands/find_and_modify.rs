@@ -1,6 +1,6 @@
 //! `findAndModify`: update (or remove) one document chosen by `query` and `sort`, and
 //! return it as it was before or, with `new: true`, after the change. On a
-//! time-series collection the parsed command runs in `timeseries/update.rs`.
+//! time-series collection the parsed command runs in `on_view/timeseries/update.rs`.
 
 use bisondb_error::{MongoError, MongoResult};
 use bisondb_query::matcher::Matcher;
@@ -9,10 +9,10 @@ use bisondb_query::sort::SortSpec;
 use bisondb_query::update::UpdateSpec;
 use bson::{doc, Bson, Document, RawDocumentBuf};
 
-use super::let_vars::LetVars;
-use super::util::{self, WriteConcern};
 use super::{Command, Context};
-use crate::args;
+use crate::fields;
+use crate::fields::write::WriteConcern;
+use crate::let_vars::LetVars;
 use crate::plan;
 use crate::reply;
 use crate::request::CommandRequest;
@@ -52,7 +52,7 @@ impl Command for FindAndModify {
             new: false,
             fields: None,
             upsert: false,
-            wc: util::write_concern(n, req.body)?,
+            wc: crate::fields::write::write_concern(n, req.body)?,
             bypass_validation: false,
             collation: None,
         };
@@ -64,42 +64,42 @@ impl Command for FindAndModify {
             let (k, v) = el.map_err(crate::request::invalid_bson)?;
             match k.as_str() {
                 "findAndModify" | "findandmodify" => {
-                    f.coll = args::collection_name(n, v)?.to_string();
+                    f.coll = fields::collection_name(n, v)?.to_string();
                     have_coll = true;
                 }
                 "query" => {
-                    let q = lets.filter(&args::to_document(args::as_doc(n, "query", v)?)?);
+                    let q = lets.filter(&fields::to_document(fields::as_doc(n, "query", v)?)?);
                     f.query = Matcher::parse_doc(&q)?;
                     f.query_doc = q;
                 }
                 "sort" => {
-                    let s = args::to_document(args::as_doc(n, "sort", v)?)?;
+                    let s = fields::to_document(fields::as_doc(n, "sort", v)?)?;
                     if !s.is_empty() {
                         f.sort = Some(SortSpec::parse(&s)?);
                     }
                 }
-                "remove" => f.remove = args::as_bool(n, "remove", v)?,
+                "remove" => f.remove = fields::as_bool(n, "remove", v)?,
                 "update" => update_raw = Some(v),
-                "new" => f.new = args::as_bool(n, "new", v)?,
+                "new" => f.new = fields::as_bool(n, "new", v)?,
                 "fields" => {
-                    let p = args::to_document(args::as_doc(n, "fields", v)?)?;
+                    let p = fields::to_document(fields::as_doc(n, "fields", v)?)?;
                     if !p.is_empty() {
                         f.fields = Some(p);
                     }
                 }
-                "upsert" => f.upsert = args::as_bool(n, "upsert", v)?,
+                "upsert" => f.upsert = fields::as_bool(n, "upsert", v)?,
                 "hint" => f.hint = plan::Hint::parse(v)?,
                 "collation" => f.collation = crate::collation::parse_arg(n, v)?,
                 "arrayFilters" => array_filters = super::update::parse_array_filters(n, v)?,
                 "bypassDocumentValidation" => {
-                    f.bypass_validation = args::as_bool(n, "bypassDocumentValidation", v)?;
+                    f.bypass_validation = fields::as_bool(n, "bypassDocumentValidation", v)?;
                 }
                 "let" => {} // read by `LetVars::from_body`
-                other => args::check_known(n, other, &[])?,
+                other => fields::check_known(n, other, &[])?,
             }
         }
         if !have_coll {
-            return Err(args::missing_field(n, "findAndModify"));
+            return Err(fields::missing_field(n, "findAndModify"));
         }
         if let Some(v) = update_raw {
             let spec = super::update::parse_update_spec(n, "update", v, &array_filters, &lets)?;

@@ -6,7 +6,7 @@ use bisondb_error::{ErrorCode, MongoError, MongoResult};
 use bson::{doc, RawDocumentBuf};
 
 use super::{Command, Context};
-use crate::args;
+use crate::fields;
 use crate::reply;
 use crate::request::CommandRequest;
 
@@ -19,14 +19,14 @@ impl Command for Fsync {
             match k.as_str() {
                 "fsync" | "async" => {}
                 "lock" => {
-                    if args::as_bool(req.name, "lock", v)? {
+                    if fields::as_bool(req.name, "lock", v)? {
                         return Err(MongoError::new(
                             ErrorCode::NotImplemented,
                             "fsync with lock: true is not supported by BisonDB yet",
                         ));
                     }
                 }
-                other => args::check_known(req.name, other, &[])?,
+                other => fields::check_known(req.name, other, &[])?,
             }
         }
         Ok(Fsync)

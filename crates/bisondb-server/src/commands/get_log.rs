@@ -4,7 +4,7 @@ use bisondb_error::{MongoError, MongoResult};
 use bson::{doc, Bson, RawDocumentBuf};
 
 use super::{Command, Context};
-use crate::args;
+use crate::fields;
 use crate::reply;
 use crate::request::CommandRequest;
 
@@ -19,8 +19,8 @@ impl Command for GetLog {
             .get("getLog")
             .map_err(crate::request::invalid_bson)?;
         let which = match v {
-            Some(v) => args::as_str(req.name, "getLog", v)?.to_string(),
-            None => return Err(args::missing_field(req.name, "getLog")),
+            Some(v) => fields::as_str(req.name, "getLog", v)?.to_string(),
+            None => return Err(fields::missing_field(req.name, "getLog")),
         };
         Ok(GetLog { which })
     }

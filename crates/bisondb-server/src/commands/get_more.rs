@@ -3,8 +3,8 @@
 use bisondb_error::MongoResult;
 use bson::{RawBsonRef, RawDocumentBuf};
 
-use super::{util, Command, Context};
-use crate::args;
+use super::{Command, Context};
+use crate::fields;
 use crate::request::CommandRequest;
 use crate::state::OpCounters;
 
@@ -29,23 +29,23 @@ impl Command for GetMore {
             match k.as_str() {
                 "getMore" => match v {
                     RawBsonRef::Int64(i) => id = Some(i),
-                    other => return Err(args::wrong_type(n, "getMore", other, "long")),
+                    other => return Err(fields::wrong_type(n, "getMore", other, "long")),
                 },
-                "collection" => coll = Some(args::collection_name(n, v)?.to_string()),
+                "collection" => coll = Some(fields::collection_name(n, v)?.to_string()),
                 "batchSize" => {
-                    let b = args::as_non_negative(n, "batchSize", v)? as usize;
+                    let b = fields::as_non_negative(n, "batchSize", v)? as usize;
                     batch_size = (b > 0).then_some(b);
                 }
                 "maxTimeMS" => max_time = !matches!(v, RawBsonRef::Null),
                 "term" | "lastKnownCommittedOpTime" => {}
-                other => args::check_known(n, other, &[])?,
+                other => fields::check_known(n, other, &[])?,
             }
         }
-        let id = id.ok_or_else(|| args::missing_field(n, "getMore"))?;
-        let coll = coll.ok_or_else(|| args::missing_field(n, "collection"))?;
+        let id = id.ok_or_else(|| fields::missing_field(n, "getMore"))?;
+        let coll = coll.ok_or_else(|| fields::missing_field(n, "collection"))?;
         Ok(GetMore {
             id,
-            ns: util::ns(&req.db, &coll),
+            ns: crate::namespaces::ns(&req.db, &coll),
             batch_size,
             max_time,
         })
@@ -77,6 +77,6 @@ impl Command for GetMore {
             ctx.state.cursors.restore(self.id, cursor);
             self.id
         };
-        util::cursor_reply(&self.ns, id, batch.docs, false)
+        crate::cursor::cursor_reply(&self.ns, id, batch.docs, false)
     }
 }

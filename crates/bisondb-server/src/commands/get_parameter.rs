@@ -62,7 +62,7 @@ impl Command for GetParameter {
                     }
                     _ => {}
                 }
-            } else if !crate::args::is_generic_arg(k) {
+            } else if !crate::fields::is_generic_arg(k) {
                 names.push(k.to_string());
             }
         }

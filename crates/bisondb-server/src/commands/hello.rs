@@ -3,11 +3,11 @@
 //! metadata, and agrees on wire compression.
 
 use bisondb_error::{MongoError, MongoResult};
+use bisondb_wire::Compressor;
 use bson::{doc, Bson, DateTime, RawBsonRef, RawDocumentBuf};
 
 use super::{Command, Context};
-use crate::args;
-use crate::connection::supported_compressor;
+use crate::fields;
 use crate::reply;
 use crate::request::CommandRequest;
 
@@ -33,13 +33,13 @@ impl Command for Hello {
         for el in req.body.iter() {
             let (k, v) = el.map_err(crate::request::invalid_bson)?;
             match k.as_str() {
-                "helloOk" => h.hello_ok = args::as_bool(req.name, "helloOk", v)?,
+                "helloOk" => h.hello_ok = fields::as_bool(req.name, "helloOk", v)?,
                 "compression" => {
-                    for c in args::as_array(req.name, "compression", v)? {
+                    for c in fields::as_array(req.name, "compression", v)? {
                         match c.map_err(crate::request::invalid_bson)? {
                             RawBsonRef::String(s) => h.compression.push(s.to_string()),
                             other => {
-                                return Err(args::wrong_type(
+                                return Err(fields::wrong_type(
                                     req.name,
                                     "compression",
                                     other,
@@ -50,7 +50,7 @@ impl Command for Hello {
                     }
                 }
                 "client" => {
-                    h.client = Some(args::to_document(args::as_doc(req.name, "client", v)?)?)
+                    h.client = Some(fields::to_document(fields::as_doc(req.name, "client", v)?)?)
                 }
                 // Everything else (saslSupportedMechs, topologyVersion, maxAwaitTimeMS,
                 // loadBalanced, backpressure, ...) concerns replica sets, auth or newer
@@ -153,6 +153,14 @@ pub fn awaitable_delay(body: &bson::RawDocument) -> Option<std::time::Duration> 
     };
     let ms = u64::try_from(ms).ok()?;
     Some(std::time::Duration::from_millis(ms).min(MAX_AWAIT))
+}
+
+/// The compressors this server offers, by mongod's names.
+fn supported_compressor(name: &str) -> Option<Compressor> {
+    match Compressor::from_name(name) {
+        Some(Compressor::Noop) | None => None,
+        some => some,
+    }
 }
 
 #[cfg(test)]

@@ -21,7 +21,7 @@ impl Command for HostInfo {
         reply::ok(doc! {
             "system": {
                 "currentTime": DateTime::now(),
-                "hostname": hostname(),
+                "hostname": crate::state::hostname(),
                 "cpuAddrSize": 64,
                 "memSizeMB": (mem_total_kb() / 1024) as i64,
                 "memLimitMB": (mem_total_kb() / 1024) as i64,
@@ -34,12 +34,6 @@ impl Command for HostInfo {
             "extra": {"pageSize": 4096i64},
         })
     }
-}
-
-pub fn hostname() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|s| s.trim().to_string())
-        .unwrap_or_else(|_| "localhost".to_string())
 }
 
 fn mem_total_kb() -> u64 {

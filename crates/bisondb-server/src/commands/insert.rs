@@ -6,9 +6,9 @@ use std::borrow::Cow;
 use bisondb_error::{MongoError, MongoResult};
 use bson::{doc, Bson, RawDocument, RawDocumentBuf};
 
-use super::util::{self, WriteConcern};
 use super::Context;
-use crate::args;
+use crate::fields;
+use crate::fields::write::WriteConcern;
 use crate::reply;
 use crate::request::CommandRequest;
 use crate::state::OpCounters;
@@ -25,9 +25,13 @@ pub struct Insert<'a> {
 impl<'a> Insert<'a> {
     pub fn parse(req: &CommandRequest<'a>) -> MongoResult<Self> {
         if let Some(v) = req.body.get("let").map_err(crate::request::invalid_bson)? {
-            args::as_doc(req.name, "let", v)?;
+            fields::as_doc(req.name, "let", v)?;
         }
-        let b = util::parse_write_batch(req, "documents", &["bypassDocumentValidation", "let"])?;
+        let b = crate::fields::write::parse_write_batch(
+            req,
+            "documents",
+            &["bypassDocumentValidation", "let"],
+        )?;
         Ok(Insert {
             db: req.db.clone(),
             coll: b.coll,
@@ -62,7 +66,7 @@ impl<'a> Insert<'a> {
         let mut positions: Vec<usize> = Vec::with_capacity(self.docs.len());
         let mut errors: Vec<(usize, MongoError, Option<bson::Document>)> = Vec::new();
         for (i, d) in self.docs.iter().enumerate() {
-            let checked = util::prepare_for_insert(d).and_then(|p| match &validator {
+            let checked = crate::storable::prepare_for_insert(d).and_then(|p| match &validator {
                 Some(v) => v.check(&p, None).map(|()| p),
                 None => Ok(p),
             });
@@ -85,7 +89,7 @@ impl<'a> Insert<'a> {
         let wc_error = outcome.durability_error.map(MongoError::from);
         for (j, e) in outcome.errors {
             let idx = positions.get(j).copied().unwrap_or(j);
-            let details = util::storage_error_details(&e);
+            let details = crate::reply::storage_error_details(&e);
             errors.push((idx, MongoError::from(e), details));
         }
         if self.ordered {
@@ -122,6 +126,5 @@ impl<'a> Insert<'a> {
 /// The registry's entry point. Insert borrows the request's documents, so it is
 /// wired by hand rather than through [`super::run`].
 pub fn handle(req: &CommandRequest<'_>, ctx: &mut Context<'_>) -> MongoResult<RawDocumentBuf> {
-    let _running = ctx.state.active.enter(req.name);
     Insert::parse(req)?.execute(ctx)
 }

@@ -3,8 +3,8 @@
 use bisondb_error::MongoResult;
 use bson::{doc, Bson, RawBsonRef, RawDocumentBuf};
 
-use super::{util, Command, Context};
-use crate::args;
+use super::{Command, Context};
+use crate::fields;
 use crate::reply;
 use crate::request::CommandRequest;
 
@@ -20,26 +20,26 @@ impl Command for KillCursors {
         for el in req.body.iter() {
             let (k, v) = el.map_err(crate::request::invalid_bson)?;
             match k.as_str() {
-                "killCursors" => coll = Some(args::collection_name(req.name, v)?),
+                "killCursors" => coll = Some(fields::collection_name(req.name, v)?),
                 "cursors" => {
                     let mut out = Vec::new();
-                    for id in args::as_array(req.name, "cursors", v)? {
+                    for id in fields::as_array(req.name, "cursors", v)? {
                         match id.map_err(crate::request::invalid_bson)? {
                             RawBsonRef::Int64(i) => out.push(i),
                             other => {
-                                return Err(args::wrong_type(req.name, "cursors", other, "long"))
+                                return Err(fields::wrong_type(req.name, "cursors", other, "long"))
                             }
                         }
                     }
                     ids = Some(out);
                 }
-                other => args::check_known(req.name, other, &[])?,
+                other => fields::check_known(req.name, other, &[])?,
             }
         }
-        let coll = coll.ok_or_else(|| args::missing_field(req.name, "killCursors"))?;
-        let ids = ids.ok_or_else(|| args::missing_field(req.name, "cursors"))?;
+        let coll = coll.ok_or_else(|| fields::missing_field(req.name, "killCursors"))?;
+        let ids = ids.ok_or_else(|| fields::missing_field(req.name, "cursors"))?;
         Ok(KillCursors {
-            ns: util::ns(&req.db, coll),
+            ns: crate::namespaces::ns(&req.db, coll),
             ids,
         })
     }

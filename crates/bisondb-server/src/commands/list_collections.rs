@@ -6,9 +6,9 @@ use bisondb_error::MongoResult;
 use bisondb_query::matcher::Matcher;
 use bson::{doc, Bson, Document, RawDocumentBuf};
 
-use super::{util, Command, Context};
-use crate::args;
+use super::{Command, Context};
 use crate::cursor::{Cursor, DocSource};
+use crate::fields;
 use crate::request::CommandRequest;
 
 pub struct ListCollections {
@@ -33,21 +33,21 @@ impl Command for ListCollections {
                 "listCollections" => {}
                 "filter" => {
                     if !matches!(v, bson::RawBsonRef::Null) {
-                        l.filter = Some(Matcher::parse(args::as_doc(n, "filter", v)?)?);
+                        l.filter = Some(Matcher::parse(fields::as_doc(n, "filter", v)?)?);
                     }
                 }
-                "nameOnly" => l.name_only = args::as_bool(n, "nameOnly", v)?,
+                "nameOnly" => l.name_only = fields::as_bool(n, "nameOnly", v)?,
                 "authorizedCollections" | "includePendingDrops" => {
-                    args::as_bool(n, k.as_str(), v)?;
+                    fields::as_bool(n, k.as_str(), v)?;
                 }
                 "cursor" => {
-                    let c = args::as_doc(n, "cursor", v)?;
+                    let c = fields::as_doc(n, "cursor", v)?;
                     if let Some(b) = c.get("batchSize").map_err(crate::request::invalid_bson)? {
                         l.batch_size =
-                            Some(args::as_non_negative(n, "cursor.batchSize", b)? as usize);
+                            Some(fields::as_non_negative(n, "cursor.batchSize", b)? as usize);
                     }
                 }
-                other => args::check_known(n, other, &[])?,
+                other => fields::check_known(n, other, &[])?,
             }
         }
         Ok(l)
@@ -56,8 +56,9 @@ impl Command for ListCollections {
     fn execute(self, ctx: &mut Context<'_>) -> MongoResult<RawDocumentBuf> {
         let mut out: Vec<RawDocumentBuf> = Vec::new();
         for info in ctx.state.storage.list_collections(&self.db) {
-            let is_view = super::views::view_of_options(&info.options).is_some();
-            let is_ts = super::timeseries::TsOptions::of(&info.name, &info.options).is_some();
+            let is_view = crate::namespaces::views::view_of_options(&info.options).is_some();
+            let is_ts =
+                crate::namespaces::timeseries::TsOptions::of(&info.name, &info.options).is_some();
             let kind = if is_view {
                 "view"
             } else if is_ts {
@@ -87,8 +88,8 @@ impl Command for ListCollections {
                     "options": info.options.clone(),
                     "info": {"readOnly": false, "uuid": Bson::from(info.uuid)},
                 };
-                if super::clustered::Clustered::of_options(&info.options).is_none() {
-                    d.insert("idIndex", util::id_index_spec());
+                if crate::namespaces::clustered::Clustered::of_options(&info.options).is_none() {
+                    d.insert("idIndex", crate::namespaces::id_index_spec());
                 }
                 d
             };
@@ -104,11 +105,11 @@ impl Command for ListCollections {
             };
             out.push(crate::reply::to_raw(&entry)?);
         }
-        let ns = util::ns(&self.db, "$cmd.listCollections");
+        let ns = crate::namespaces::ns(&self.db, "$cmd.listCollections");
         let src: DocSource = Box::new(out.into_iter().map(Ok));
         let mut cursor = Cursor::new(ns.clone(), src, None);
         cursor.knows_end = true; // the listing is built in memory
         let batch = cursor.next_batch(self.batch_size)?;
-        util::finish_first_batch(ctx.state, &ns, cursor, batch, false)
+        crate::cursor::finish_first_batch(ctx.state, &ns, cursor, batch, false)
     }
 }

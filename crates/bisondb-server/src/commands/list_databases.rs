@@ -5,7 +5,7 @@ use bisondb_query::matcher::Matcher;
 use bson::{doc, Bson, Document, RawDocumentBuf};
 
 use super::{Command, Context};
-use crate::args;
+use crate::fields;
 use crate::reply;
 use crate::request::CommandRequest;
 
@@ -25,12 +25,12 @@ impl Command for ListDatabases {
             let (k, v) = el.map_err(crate::request::invalid_bson)?;
             match k.as_str() {
                 "listDatabases" => {}
-                "filter" => l.filter = Some(Matcher::parse(args::as_doc(n, "filter", v)?)?),
-                "nameOnly" => l.name_only = args::as_bool(n, "nameOnly", v)?,
+                "filter" => l.filter = Some(Matcher::parse(fields::as_doc(n, "filter", v)?)?),
+                "nameOnly" => l.name_only = fields::as_bool(n, "nameOnly", v)?,
                 "authorizedDatabases" => {
-                    args::as_bool(n, "authorizedDatabases", v)?;
+                    fields::as_bool(n, "authorizedDatabases", v)?;
                 }
-                other => args::check_known(n, other, &[])?,
+                other => fields::check_known(n, other, &[])?,
             }
         }
         Ok(l)

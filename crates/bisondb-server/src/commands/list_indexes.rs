@@ -6,9 +6,9 @@
 use bisondb_error::{ErrorCode, MongoError, MongoResult};
 use bson::RawDocumentBuf;
 
-use super::{util, Command, Context};
-use crate::args;
+use super::{Command, Context};
 use crate::cursor::{Cursor, DocSource};
+use crate::fields;
 use crate::request::CommandRequest;
 
 pub struct ListIndexes {
@@ -25,19 +25,19 @@ impl Command for ListIndexes {
         for el in req.body.iter() {
             let (k, v) = el.map_err(crate::request::invalid_bson)?;
             match k.as_str() {
-                "listIndexes" => coll = Some(args::collection_name(n, v)?.to_string()),
+                "listIndexes" => coll = Some(fields::collection_name(n, v)?.to_string()),
                 "cursor" => {
-                    let c = args::as_doc(n, "cursor", v)?;
+                    let c = fields::as_doc(n, "cursor", v)?;
                     if let Some(b) = c.get("batchSize").map_err(crate::request::invalid_bson)? {
                         batch_size =
-                            Some(args::as_non_negative(n, "cursor.batchSize", b)? as usize);
+                            Some(fields::as_non_negative(n, "cursor.batchSize", b)? as usize);
                     }
                 }
                 "includeBuildUUIDs" | "includeIndexBuildInfo" => {}
-                other => args::check_known(n, other, &[])?,
+                other => fields::check_known(n, other, &[])?,
             }
         }
-        let coll = coll.ok_or_else(|| args::missing_field(n, "listIndexes"))?;
+        let coll = coll.ok_or_else(|| fields::missing_field(n, "listIndexes"))?;
         Ok(ListIndexes {
             db: req.db.clone(),
             coll,
@@ -46,14 +46,14 @@ impl Command for ListIndexes {
     }
 
     fn execute(self, ctx: &mut Context<'_>) -> MongoResult<RawDocumentBuf> {
-        let ns = util::ns(&self.db, &self.coll);
+        let ns = crate::namespaces::ns(&self.db, &self.coll);
         let Some(coll) = ctx.state.storage.collection(&self.db, &self.coll) else {
             return Err(MongoError::new(
                 ErrorCode::NamespaceNotFound,
                 format!("ns does not exist: {ns}"),
             ));
         };
-        let specs = index_specs(&coll)
+        let specs = crate::namespaces::index_specs(&coll)
             .iter()
             .map(crate::reply::to_raw)
             .collect::<MongoResult<Vec<_>>>()?;
@@ -61,26 +61,6 @@ impl Command for ListIndexes {
         let mut cursor = Cursor::new(ns.clone(), src, None);
         cursor.knows_end = true; // the listing is built in memory
         let batch = cursor.next_batch(self.batch_size)?;
-        util::finish_first_batch(ctx.state, &ns, cursor, batch, false)
+        crate::cursor::finish_first_batch(ctx.state, &ns, cursor, batch, false)
     }
-}
-
-/// Each index's specification as `listIndexes` shows it: the `_id` index (or
-/// a clustered collection's clustered index) first, then the secondary
-/// indexes in creation order.
-pub fn index_specs(coll: &bisondb_storage::Collection) -> Vec<bson::Document> {
-    let options = coll.options();
-    let first = match super::clustered::Clustered::of_options(&options) {
-        Some(c) => c.list_indexes_entry(&options),
-        None => util::id_index_spec(),
-    };
-    let mut specs = vec![first];
-    for ix in coll.indexes() {
-        let mut spec = ix.spec.to_document();
-        if ix.prepare_unique {
-            spec.insert("prepareUnique", true);
-        }
-        specs.push(spec);
-    }
-    specs
 }

@@ -14,7 +14,7 @@ use bisondb_error::{MongoError, MongoResult};
 use bson::{doc, Document, RawBsonRef, RawDocumentBuf};
 
 use super::{Command, Context};
-use crate::args;
+use crate::fields;
 use crate::profiler::{self, DbSettings, Filter};
 use crate::reply;
 use crate::request::CommandRequest;
@@ -50,9 +50,9 @@ impl Command for Profile {
         for el in req.body.iter() {
             let (k, v) = el.map_err(crate::request::invalid_bson)?;
             match k.as_str() {
-                "profile" => p.level = args::as_i64(n, "profile", v)?,
+                "profile" => p.level = fields::as_i64(n, "profile", v)?,
                 "slowms" => {
-                    let ms = args::as_i64(n, "slowms", v)?;
+                    let ms = fields::as_i64(n, "slowms", v)?;
                     // mongod keeps slowms in an int.
                     p.slowms = Some(ms.clamp(i64::from(i32::MIN), i64::from(i32::MAX)) as i32);
                 }
@@ -65,7 +65,7 @@ impl Command for Profile {
                             d.to_string().parse::<f64>().unwrap_or(f64::NAN)
                         }
                         other => {
-                            return Err(args::wrong_type(
+                            return Err(fields::wrong_type(
                                 n,
                                 "sampleRate",
                                 other,
@@ -78,7 +78,7 @@ impl Command for Profile {
                 "filter" => {
                     p.filter = Some(match v {
                         RawBsonRef::Document(d) => {
-                            FilterChange::Set(Arc::new(Filter::parse(args::to_document(d)?)?))
+                            FilterChange::Set(Arc::new(Filter::parse(fields::to_document(d)?)?))
                         }
                         RawBsonRef::String("unset") => FilterChange::Unset,
                         _ => {
@@ -88,7 +88,7 @@ impl Command for Profile {
                         }
                     })
                 }
-                other => args::check_known(n, other, &[])?,
+                other => fields::check_known(n, other, &[])?,
             }
         }
         Ok(p)

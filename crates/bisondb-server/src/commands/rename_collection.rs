@@ -3,8 +3,8 @@
 use bisondb_error::{ErrorCode, MongoError, MongoResult};
 use bson::{doc, RawDocumentBuf};
 
-use super::{util, Command, Context};
-use crate::args;
+use super::{Command, Context};
+use crate::fields;
 use crate::reply;
 use crate::request::CommandRequest;
 
@@ -18,7 +18,7 @@ fn split_ns(ns: &str) -> MongoResult<(String, String)> {
     match ns.split_once('.') {
         Some((db, coll)) if !db.is_empty() && !coll.is_empty() => {
             crate::request::check_db_name(db)?;
-            args::check_collection_name(coll)?;
+            fields::check_collection_name(coll)?;
             Ok((db.to_string(), coll.to_string()))
         }
         _ => Err(MongoError::new(
@@ -31,25 +31,25 @@ fn split_ns(ns: &str) -> MongoResult<(String, String)> {
 impl Command for RenameCollection {
     fn parse(req: &CommandRequest<'_>) -> MongoResult<Self> {
         // A write concern a standalone server cannot satisfy fails the command.
-        super::util::write_concern(req.name, req.body)?;
+        crate::fields::write::write_concern(req.name, req.body)?;
         let n = req.name;
         let (mut from, mut to, mut drop_target) = (None, None, false);
         for el in req.body.iter() {
             let (k, v) = el.map_err(crate::request::invalid_bson)?;
             match k.as_str() {
                 "renameCollection" => {
-                    from = Some(split_ns(args::as_str(n, "renameCollection", v)?)?)
+                    from = Some(split_ns(fields::as_str(n, "renameCollection", v)?)?)
                 }
-                "to" => to = Some(split_ns(args::as_str(n, "to", v)?)?),
-                "dropTarget" => drop_target = args::as_bool(n, "dropTarget", v)?,
+                "to" => to = Some(split_ns(fields::as_str(n, "to", v)?)?),
+                "dropTarget" => drop_target = fields::as_bool(n, "dropTarget", v)?,
                 "stayTemp" => {
-                    args::as_bool(n, "stayTemp", v)?;
+                    fields::as_bool(n, "stayTemp", v)?;
                 }
-                other => args::check_known(n, other, &[])?,
+                other => fields::check_known(n, other, &[])?,
             }
         }
-        let from = from.ok_or_else(|| args::missing_field(n, "renameCollection"))?;
-        let to = to.ok_or_else(|| args::missing_field(n, "to"))?;
+        let from = from.ok_or_else(|| fields::missing_field(n, "renameCollection"))?;
+        let to = to.ok_or_else(|| fields::missing_field(n, "to"))?;
         Ok(RenameCollection {
             from,
             to,
@@ -69,8 +69,8 @@ impl Command for RenameCollection {
         }
         // The manual: renameCollection is not compatible with time series
         // collections (their buckets would be left behind).
-        if super::timeseries::options_of(storage, fd, fc).is_some()
-            || super::timeseries::options_of(storage, td, tc).is_some()
+        if crate::namespaces::timeseries::options_of(storage, fd, fc).is_some()
+            || crate::namespaces::timeseries::options_of(storage, td, tc).is_some()
         {
             return Err(MongoError::new(
                 ErrorCode::IllegalOperation,
@@ -90,8 +90,12 @@ impl Command for RenameCollection {
             ));
         }
         storage.rename_collection(fd, fc, td, tc, self.drop_target)?;
-        ctx.state.cursors.kill_namespace(&util::ns(fd, fc));
-        ctx.state.cursors.kill_namespace(&util::ns(td, tc));
+        ctx.state
+            .cursors
+            .kill_namespace(&crate::namespaces::ns(fd, fc));
+        ctx.state
+            .cursors
+            .kill_namespace(&crate::namespaces::ns(td, tc));
         reply::ok(doc! {})
     }
 }

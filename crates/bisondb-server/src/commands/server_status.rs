@@ -25,7 +25,7 @@ impl Command for ServerStatus {
         let (resident, virt) = memory_mb();
         let (readers, writers) = (s.active.readers(), s.active.writers());
         reply::ok(doc! {
-            "host": super::host_info::hostname(),
+            "host": crate::state::hostname(),
             "version": super::build_info::COMPAT_VERSION,
             "process": "bisondb",
             "pid": i64::from(std::process::id()),
@@ -64,7 +64,7 @@ impl Command for ServerStatus {
             },
             "mem": {"bits": 64, "resident": resident, "virtual": virt, "supported": true},
             "metrics": {"cursor": {"open": {"total": s.cursors.len() as i64}}},
-            "storageEngine": {"name": s.storage.engine_name(), "persistent": s.storage.engine_name() != "inMemory"},
+            "storageEngine": {"name": s.storage.engine_name(), "persistent": s.storage.capabilities().persistent},
         })
     }
 }

@@ -5,7 +5,7 @@ use bisondb_error::MongoResult;
 use bson::{doc, RawDocumentBuf};
 
 use super::{Command, Context};
-use crate::args;
+use crate::fields;
 use crate::reply;
 use crate::request::CommandRequest;
 
@@ -15,7 +15,7 @@ impl Command for Shutdown {
     fn parse(req: &CommandRequest<'_>) -> MongoResult<Self> {
         for el in req.body.iter() {
             let (k, _) = el.map_err(crate::request::invalid_bson)?;
-            args::check_known(req.name, k.as_str(), &["shutdown", "force", "timeoutSecs"])?;
+            fields::check_known(req.name, k.as_str(), &["shutdown", "force", "timeoutSecs"])?;
         }
         Ok(Shutdown)
     }

@@ -5,12 +5,11 @@ use bisondb_error::{ErrorCode, MongoError, MongoResult};
 use bisondb_query::matcher::Matcher;
 use bisondb_query::sort::SortSpec;
 use bisondb_query::update::UpdateSpec;
-use bson::{doc, Bson, Document, RawBsonRef, RawDocument, RawDocumentBuf};
+use bson::{Document, RawBsonRef, RawDocument, RawDocumentBuf};
 
-use super::let_vars::LetVars;
-use super::util::{self, WriteConcern};
 use super::Context;
-use crate::args;
+use crate::fields;
+use crate::let_vars::LetVars;
 use crate::plan;
 use crate::reply;
 use crate::request::CommandRequest;
@@ -63,12 +62,7 @@ impl Statement {
 }
 
 pub struct Update<'a> {
-    db: String,
-    coll: String,
-    statements: Vec<&'a RawDocument>,
-    ordered: bool,
-    wc: WriteConcern,
-    lets: LetVars,
+    pub(crate) batch: write::Statements<'a>,
     bypass_validation: bool,
 }
 
@@ -82,19 +76,19 @@ pub fn parse_update_spec(
 ) -> MongoResult<UpdateSpec> {
     match v {
         RawBsonRef::Document(d) => {
-            UpdateSpec::parse_with_array_filters(&args::to_document(d)?, array_filters)
+            UpdateSpec::parse_with_array_filters(&fields::to_document(d)?, array_filters)
         }
         RawBsonRef::Array(a) => {
             let mut stages = Vec::new();
             for s in a {
                 match s.map_err(crate::request::invalid_bson)? {
-                    RawBsonRef::Document(d) => stages.push(args::to_document(d)?),
-                    other => return Err(args::wrong_type(cmd, field, other, "object")),
+                    RawBsonRef::Document(d) => stages.push(fields::to_document(d)?),
+                    other => return Err(fields::wrong_type(cmd, field, other, "object")),
                 }
             }
             UpdateSpec::parse_pipeline(&lets.pipeline(&stages))
         }
-        other => Err(args::wrong_type(cmd, field, other, "[object, array]")),
+        other => Err(fields::wrong_type(cmd, field, other, "[object, array]")),
     }
 }
 
@@ -130,29 +124,29 @@ pub(crate) fn parse_statement(
         let (k, v) = el.map_err(crate::request::invalid_bson)?;
         match k.as_str() {
             "q" => {
-                let f = lets.filter(&args::to_document(args::as_doc(cmd, "updates.q", v)?)?);
+                let f = lets.filter(&fields::to_document(fields::as_doc(cmd, "updates.q", v)?)?);
                 q = Some((Matcher::parse_doc(&f)?, f));
             }
             "u" => u = Some(v),
-            "multi" => multi = args::as_bool(cmd, "updates.multi", v)?,
-            "upsert" => upsert = args::as_bool(cmd, "updates.upsert", v)?,
+            "multi" => multi = fields::as_bool(cmd, "updates.multi", v)?,
+            "upsert" => upsert = fields::as_bool(cmd, "updates.upsert", v)?,
             "hint" => hint = plan::Hint::parse(v)?,
             "collation" => collation = crate::collation::parse_arg(cmd, v)?,
             "arrayFilters" => array_filters = parse_array_filters(cmd, v)?,
             "c" => {
-                args::as_doc(cmd, "updates.c", v)?;
+                fields::as_doc(cmd, "updates.c", v)?;
             }
             "sort" => {
-                let s = args::to_document(args::as_doc(cmd, "updates.sort", v)?)?;
+                let s = fields::to_document(fields::as_doc(cmd, "updates.sort", v)?)?;
                 if !s.is_empty() {
                     sort = Some(SortSpec::parse(&s)?);
                 }
             }
-            other => return Err(args::unknown_field("UpdateOpEntry", other)),
+            other => return Err(fields::unknown_field("UpdateOpEntry", other)),
         }
     }
-    let (filter, filter_doc) = q.ok_or_else(|| args::missing_field("update.updates", "q"))?;
-    let u = u.ok_or_else(|| args::missing_field("update.updates", "u"))?;
+    let (filter, filter_doc) = q.ok_or_else(|| fields::missing_field("update.updates", "q"))?;
+    let u = u.ok_or_else(|| fields::missing_field("update.updates", "u"))?;
     let update = parse_update_spec(cmd, "updates.u", u, &array_filters, lets)?;
     check_replacement(&update)?;
     if multi && sort.is_some() {
@@ -181,10 +175,10 @@ pub(crate) fn parse_statement(
 /// Reads `arrayFilters`: a list of filter documents for `$[<identifier>]`.
 pub fn parse_array_filters(cmd: &str, v: RawBsonRef<'_>) -> MongoResult<Vec<Document>> {
     let mut out = Vec::new();
-    for f in args::as_array(cmd, "arrayFilters", v)? {
+    for f in fields::as_array(cmd, "arrayFilters", v)? {
         match f.map_err(crate::request::invalid_bson)? {
-            RawBsonRef::Document(d) => out.push(args::to_document(d)?),
-            other => return Err(args::wrong_type(cmd, "arrayFilters", other, "object")),
+            RawBsonRef::Document(d) => out.push(fields::to_document(d)?),
+            other => return Err(fields::wrong_type(cmd, "arrayFilters", other, "object")),
         }
     }
     Ok(out)
@@ -192,42 +186,34 @@ pub fn parse_array_filters(cmd: &str, v: RawBsonRef<'_>) -> MongoResult<Vec<Docu
 
 impl<'a> Update<'a> {
     pub fn parse(req: &CommandRequest<'a>) -> MongoResult<Self> {
-        // `let` is read by `LetVars::from_body`.
-        let b = util::parse_write_batch(req, "updates", &["bypassDocumentValidation", "let"])?;
-        let lets = LetVars::from_body(req.name, req.body)?;
+        // `let` is read with the batch.
+        let batch = write::Statements::parse(req, "updates", &["bypassDocumentValidation", "let"])?;
         Ok(Update {
             bypass_validation: crate::validation::bypass(req.name, req.body)?,
-            lets,
-            db: req.db.clone(),
-            coll: b.coll,
-            statements: b.statements,
-            ordered: b.ordered,
-            wc: b.wc,
+            batch,
         })
     }
 
     pub fn execute(self, ctx: &mut Context<'_>) -> MongoResult<RawDocumentBuf> {
-        let mut matched = 0u64;
-        let mut modified = 0u64;
-        let mut upserted: Vec<Bson> = Vec::new();
-        let mut errors: Vec<Bson> = Vec::new();
+        let mut tally = reply::UpdateTally::default();
         // Parsed once for all statements; `None` when there is nothing to check.
-        let coll = ctx.state.storage.collection(&self.db, &self.coll);
+        let b = &self.batch;
+        let coll = ctx.state.storage.collection(&b.db, &b.coll);
         let validator =
             crate::validation::Validator::for_collection(coll.as_ref(), self.bypass_validation)?;
-        for (i, raw) in self.statements.iter().enumerate() {
-            let outcome = parse_statement("update", raw, &self.lets)
+        let errors = b.each(|i, raw| {
+            let outcome = parse_statement("update", raw, &b.lets)
                 .and_then(|s| s.collate(coll.as_ref()))
                 .and_then(|s| {
                     write::update(
                         &ctx.state.storage,
-                        &self.db,
-                        &self.coll,
+                        &b.db,
+                        &b.coll,
                         s.selection(),
                         &s.update,
                         s.multi,
                         s.upsert,
-                        self.wc.durability,
+                        b.wc.durability,
                         false,
                         validator.as_ref(),
                     )
@@ -245,37 +231,14 @@ impl<'a> Update<'a> {
                 ),
                 Err(e) => ctx.conn.op.write_failed(e),
             }
-            match outcome {
-                Ok(r) => {
-                    matched += r.matched;
-                    modified += r.modified;
-                    if let Some(id) = r.upserted_id {
-                        upserted.push(Bson::Document(doc! {"index": i as i32, "_id": id}));
-                    }
-                }
-                Err(e) => {
-                    errors.push(Bson::Document(reply::write_error(i, &e, None)));
-                    if self.ordered {
-                        break;
-                    }
-                }
-            }
-        }
-        let mut r: Document = doc! {
-            "n": reply::count(matched + upserted.len() as u64),
-            "nModified": reply::count(modified),
-        };
-        if !upserted.is_empty() {
-            r.insert("upserted", upserted);
-        }
-        if !errors.is_empty() {
-            r.insert("writeErrors", errors);
-        }
-        reply::ok(r)
+            let r = outcome?;
+            tally.add(i, r.matched, r.modified, r.upserted_id);
+            Ok(())
+        });
+        tally.reply(errors)
     }
 }
 
 pub fn handle(req: &CommandRequest<'_>, ctx: &mut Context<'_>) -> MongoResult<RawDocumentBuf> {
-    let _running = ctx.state.active.enter(req.name);
     Update::parse(req)?.execute(ctx)
 }

@@ -9,7 +9,7 @@ use bisondb_error::{MongoError, MongoResult};
 use bson::{doc, Bson, RawBsonRef, RawDocumentBuf};
 
 use super::{Command, Context};
-use crate::args;
+use crate::fields;
 use crate::reply;
 use crate::request::CommandRequest;
 
@@ -89,17 +89,17 @@ impl Command for UsersInfo {
             match k {
                 "usersInfo" => all = check_argument(v)?,
                 "showCredentials" | "showCustomData" => {
-                    args::as_bool(n, k, v)?;
+                    fields::as_bool(n, k, v)?;
                 }
                 "showPrivileges" | "showAuthenticationRestrictions" => {
-                    if args::as_bool(n, k, v)? {
+                    if fields::as_bool(n, k, v)? {
                         detail = Some(k);
                     }
                 }
                 "filter" => {
-                    args::as_doc(n, k, v)?;
+                    fields::as_doc(n, k, v)?;
                 }
-                other => args::check_known(n, other, &[])?,
+                other => fields::check_known(n, other, &[])?,
             }
         }
         if let (true, Some(option)) = (all, detail) {

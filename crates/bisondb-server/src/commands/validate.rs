@@ -14,8 +14,8 @@ use bisondb_error::{ErrorCode, MongoError, MongoResult};
 use bisondb_storage::{ValidateOptions, ValidateReport};
 use bson::{doc, Bson, Document, RawBsonRef, RawDocumentBuf};
 
-use super::{util, Command, Context};
-use crate::args;
+use super::{Command, Context};
+use crate::fields;
 use crate::reply;
 use crate::request::CommandRequest;
 
@@ -69,7 +69,7 @@ impl Command for Validate {
         for el in req.body.iter() {
             let (k, v) = el.map_err(crate::request::invalid_bson)?;
             match k.as_str() {
-                "validate" => coll = Some(args::collection_name(req.name, v)?.to_string()),
+                "validate" => coll = Some(fields::collection_name(req.name, v)?.to_string()),
                 "full" => full = true_value(v),
                 "background" => background = true_value(v),
                 "repair" => repair = true_value(v),
@@ -81,7 +81,7 @@ impl Command for Validate {
                 _ => {}
             }
         }
-        let coll = coll.ok_or_else(|| args::missing_field(req.name, "validate"))?;
+        let coll = coll.ok_or_else(|| fields::missing_field(req.name, "validate"))?;
         let both = |a: &str, b: &str| {
             invalid(&format!(
                 "Running the validate command with both {{ {a}: true }} and {{ {b}: true }} is not supported."
@@ -130,14 +130,14 @@ impl Command for Validate {
     }
 
     fn execute(self, ctx: &mut Context<'_>) -> MongoResult<RawDocumentBuf> {
-        let ns = util::ns(&self.db, &self.coll);
+        let ns = crate::namespaces::ns(&self.db, &self.coll);
         let Some(c) = ctx.state.storage.collection(&self.db, &self.coll) else {
             return Err(MongoError::new(
                 ErrorCode::NamespaceNotFound,
                 format!("Collection '{ns}' does not exist to validate."),
             ));
         };
-        if super::views::view_of_options(&c.options()).is_some() {
+        if crate::namespaces::views::view_of_options(&c.options()).is_some() {
             return Err(MongoError::new(
                 ErrorCode::CommandNotSupportedOnView,
                 "Cannot validate a view",
@@ -166,7 +166,7 @@ impl Command for Validate {
         })?;
         // A clustered collection has no `_id_` index (its documents are the
         // clustered index), so mongod reports none.
-        if super::clustered::Clustered::of_options(&c.options()).is_some() {
+        if crate::namespaces::clustered::Clustered::of_options(&c.options()).is_some() {
             report.indexes.retain(|ix| ix.name != "_id_");
         }
         // mongod corrects a wrong count on its own unless told to insist on it.

@@ -17,8 +17,10 @@ use bisondb_query::matcher::bounds::{geo_bbox, FieldBounds, Interval};
 use bisondb_query::matcher::Matcher;
 use bisondb_query::path::lookup_raw;
 use bisondb_storage::{GeoKind, IndexInfo};
-use bson::{doc, Bson, Document, RawDocumentBuf};
+use bson::{Bson, Document, RawDocumentBuf};
 
+use super::explain::{Ran, Stage};
+use super::Stats;
 use crate::cursor::DocSource;
 
 /// A geo-near query's plan: its index, field and point.
@@ -155,18 +157,24 @@ pub fn sorted(src: DocSource, g: &GeoNear) -> MongoResult<DocSource> {
     Ok(Box::new(all.into_iter().map(|(_, d)| Ok(d))))
 }
 
-/// explain's stage for the plan, over the collection scan `input`.
-pub fn describe(g: &GeoNear, input: Document) -> Document {
-    let stage = match g.kind {
-        GeoKind::Flat => "GEO_NEAR_2D",
-        GeoKind::Sphere => "GEO_NEAR_2DSPHERE",
-    };
-    doc! {
-        "stage": stage,
-        "keyPattern": g.index.spec.key.clone(),
-        "indexName": g.index.spec.name.clone(),
-        "indexVersion": 2,
-        "inputStage": input,
+/// explain's GEO_NEAR_2D / GEO_NEAR_2DSPHERE: the scan's matches ordered by
+/// distance, naming the index that chose them.
+pub(super) struct GeoNearStage<'a>(pub &'a GeoNear);
+
+impl Stage for GeoNearStage<'_> {
+    fn name(&self) -> &'static str {
+        match self.0.kind {
+            GeoKind::Flat => "GEO_NEAR_2D",
+            GeoKind::Sphere => "GEO_NEAR_2DSPHERE",
+        }
+    }
+    fn describe(&self, out: &mut Document) {
+        out.insert("keyPattern", self.0.index.spec.key.clone());
+        out.insert("indexName", self.0.index.spec.name.clone());
+        out.insert("indexVersion", 2);
+    }
+    fn ran(&self, s: &Stats, input: Option<&Ran>) -> Ran {
+        Ran::as_input(input, s)
     }
 }
 

@@ -10,7 +10,6 @@
 //! checked on each fetched document.
 
 use std::cmp::Ordering as CmpOrdering;
-use std::collections::HashSet;
 use std::ops::Bound;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -25,10 +24,9 @@ use bisondb_query::sort::SortSpec;
 use bisondb_storage::{Collection, IndexInfo};
 use bson::{doc, Bson, Document, RawBson, RawDocumentBuf};
 
-use super::{
-    bad_hint, contains, index_collation, same_pattern, sort_direction, Access, Fetch, Hint, Plan,
-    Stats,
-};
+use super::access::{index_collation, Fetch};
+use super::choose::{bad_hint, contains, same_pattern, sort_direction};
+use super::{Access, Hint, Plan, Stats};
 use crate::cursor::DocSource;
 
 /// A `find`'s `min` and `max` as sent (an empty document: not given).
@@ -271,79 +269,9 @@ pub(super) fn source(
             Err(e) => Some(Err(MongoError::from(e))),
         })));
     };
-    let snapshot = coll.snapshot();
-    let scan = coll
-        .index_scan_keys(snapshot.clone(), &ix.spec.name, &lo, &hi, false)
-        .ok_or_else(|| {
-            MongoError::new(
-                bisondb_error::ErrorCode::QueryPlanKilled,
-                format!("index {} dropped during the query", ix.spec.name),
-            )
-        })?;
-    Ok(Box::new(Fetch {
-        coll: coll.clone(),
-        snapshot,
-        scan,
-        seen: ix.multikey.then(HashSet::new),
-        matcher: m,
-        stats,
-    }))
-}
-
-/// explain's IXSCAN of a [`Access::KeyRange`] plan: one range of whole keys,
-/// shown as its start and end keys (the form of a COUNT_SCAN's bounds).
-pub(super) fn describe(index: Option<&IndexInfo>, start: &[Bson], end: &[Bson]) -> Document {
-    let fields = index.map_or_else(id_fields, |ix| ix.fields.clone());
-    let key_doc = |values: &[Bson]| -> Document {
-        fields
-            .iter()
-            .zip(values)
-            .map(|(f, v)| (f.path.clone(), v.clone()))
-            .collect()
-    };
-    let bounds = doc! {
-        "startKey": key_doc(start),
-        "startKeyInclusive": true,
-        "endKey": key_doc(end),
-        "endKeyInclusive": false,
-    };
-    let mut multikey_paths = Document::new();
-    for f in &fields {
-        let v: Vec<Bson> = if index.is_some_and(|ix| ix.multikey) {
-            vec![Bson::String(f.path.clone())]
-        } else {
-            Vec::new()
-        };
-        multikey_paths.insert(f.path.clone(), v);
-    }
-    match index {
-        Some(ix) => doc! {
-            "stage": "IXSCAN",
-            "keyPattern": ix.spec.key.clone(),
-            "indexName": ix.spec.name.clone(),
-            "isMultiKey": ix.multikey,
-            "multiKeyPaths": multikey_paths,
-            "isUnique": ix.spec.unique,
-            "isSparse": ix.spec.sparse,
-            "isPartial": ix.spec.partial_filter.is_some(),
-            "indexVersion": 2,
-            "direction": "forward",
-            "indexBounds": bounds,
-        },
-        None => doc! {
-            "stage": "IXSCAN",
-            "keyPattern": {"_id": 1},
-            "indexName": "_id_",
-            "isMultiKey": false,
-            "multiKeyPaths": multikey_paths,
-            "isUnique": true,
-            "isSparse": false,
-            "isPartial": false,
-            "indexVersion": 2,
-            "direction": "forward",
-            "indexBounds": bounds,
-        },
-    }
+    let snapshot = coll.snapshot()?;
+    let scan = coll.index_scan_keys(snapshot.clone(), &ix.spec.name, &lo, &hi, false);
+    Fetch::over(coll, snapshot, scan, ix, m, stats)
 }
 
 /// `returnKey`: the index key a plan reached each document through, as a

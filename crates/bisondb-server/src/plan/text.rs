@@ -13,7 +13,9 @@ use bisondb_query::text::{BoundText, TextParams, TextQuery, TextSpec, TEXT_INDEX
 use bisondb_storage::IndexInfo;
 use bson::{doc, Bson, Document};
 
-use super::Access;
+use super::access::IndexScanStage;
+use super::explain::{FetchStage, PassThrough, Ran, Stage, StageTree};
+use super::{Access, Stats};
 
 /// The access path of a filter with `$text`, after binding it; `None` when
 /// the filter has no `$text`.
@@ -99,39 +101,64 @@ fn bounds(ix: &IndexInfo, prefix: &[Bson], terms: &[String]) -> Vec<FieldBounds>
 
 /// explain's stages for a `$text` scan, shaped as mongod's: TEXT_MATCH (the
 /// parsed query) over a FETCH over TEXT_OR over the index scan.
-pub(super) fn describe(ix: &IndexInfo, filter: &Document, scan: Document) -> Document {
-    let parsed = filter
-        .get("$text")
-        .and_then(|t| TextParams::parse(t).ok())
-        .and_then(|p| {
-            let spec = TextSpec::from_stored(&ix.spec.key, &ix.spec.type_options).ok()?;
-            TextQuery::parse(&p, spec.default_language).ok()
-        })
-        .unwrap_or_default();
-    let list = |v: Vec<String>| v.into_iter().map(Bson::String).collect::<Vec<_>>();
+pub(super) fn stages<'a>(
+    ix: &'a IndexInfo,
+    filter: &'a Document,
+    scan: IndexScanStage<'a>,
+) -> StageTree<'a> {
     let mut prefix = Document::new();
-    if let Ok(bounds) = scan.get_document("indexBounds") {
-        for (k, v) in bounds {
-            if k == "_fts" {
-                break;
-            }
-            prefix.insert(k.clone(), v.clone());
+    for (k, v) in scan.index_bounds() {
+        if k == "_fts" {
+            break;
         }
+        prefix.insert(k, v);
     }
-    doc! {
-        "stage": "TEXT_MATCH",
-        "indexPrefix": prefix,
-        "indexName": ix.spec.name.clone(),
-        "parsedTextQuery": {
-            "terms": list(parsed.positive_terms.into_iter().collect()),
-            "negatedTerms": list(parsed.negated_terms.into_iter().collect()),
-            "phrases": list(parsed.positive_phrases),
-            "negatedPhrases": list(parsed.negated_phrases),
-        },
-        "textIndexVersion": TEXT_INDEX_VERSION,
-        "inputStage": {
-            "stage": "FETCH",
-            "inputStage": {"stage": "TEXT_OR", "inputStage": scan},
-        },
+    StageTree::leaf(scan)
+        .then(PassThrough("TEXT_OR"))
+        .then(FetchStage { filter: None })
+        .then(TextMatchStage { ix, filter, prefix })
+}
+
+/// explain's TEXT_MATCH: the search as parsed, checked on each document.
+struct TextMatchStage<'a> {
+    ix: &'a IndexInfo,
+    filter: &'a Document,
+    /// The bounds of the index's fields before the text key.
+    prefix: Document,
+}
+
+impl Stage for TextMatchStage<'_> {
+    fn name(&self) -> &'static str {
+        "TEXT_MATCH"
+    }
+
+    fn describe(&self, out: &mut Document) {
+        let ix = self.ix;
+        let parsed = self
+            .filter
+            .get("$text")
+            .and_then(|t| TextParams::parse(t).ok())
+            .and_then(|p| {
+                let spec = TextSpec::from_stored(&ix.spec.key, &ix.spec.type_options).ok()?;
+                TextQuery::parse(&p, spec.default_language).ok()
+            })
+            .unwrap_or_default();
+        let list = |v: Vec<String>| v.into_iter().map(Bson::String).collect::<Vec<_>>();
+        out.insert("indexPrefix", self.prefix.clone());
+        out.insert("indexName", ix.spec.name.clone());
+        out.insert(
+            "parsedTextQuery",
+            doc! {
+                "terms": list(parsed.positive_terms.into_iter().collect()),
+                "negatedTerms": list(parsed.negated_terms.into_iter().collect()),
+                "phrases": list(parsed.positive_phrases),
+                "negatedPhrases": list(parsed.negated_phrases),
+            },
+        );
+        out.insert("textIndexVersion", TEXT_INDEX_VERSION);
+    }
+
+    fn ran(&self, s: &Stats, input: Option<&Ran>) -> Ran {
+        Ran::as_input(input, s)
     }
 }

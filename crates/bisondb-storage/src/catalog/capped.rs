@@ -13,10 +13,10 @@ use std::sync::atomic::Ordering;
 use bson::{Document, RawDocument, RawDocumentBuf};
 
 use super::{check_names, encode_entry, mark_dropped, purge_collection_keys, Storage};
-use crate::engine::{Durability, WriteBatch};
 use crate::error::StorageError;
 use crate::layout;
 use crate::store::Collection;
+use bisondb_engine::{Durability, WriteBatch};
 
 /// Documents per insert batch while copying.
 const COPY_CHUNK: usize = 1024;
@@ -77,7 +77,10 @@ impl Storage {
                 mark_dropped(&mut batch, old.id);
                 batch.delete(layout::entry_key(db, &temp));
                 batch.put(layout::entry_key(db, name), encode_entry(db, name, &new)?);
-                self.inner.engine.write(batch, Durability::Buffered)
+                self.inner
+                    .engine
+                    .write(batch, Durability::Buffered)
+                    .map_err(StorageError::from)
             });
             if let Err(e) = replaced {
                 self.discard_locked(db, &temp)?;
@@ -134,7 +137,7 @@ fn copy(source: &Collection, target: &Collection) -> Result<(), StorageError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::memory::MemoryEngine;
+    use bisondb_engine::memory::MemoryEngine;
     use bson::{doc, rawdoc};
 
     fn ids(c: &Collection) -> Vec<i32> {

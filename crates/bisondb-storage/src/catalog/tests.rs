@@ -2,13 +2,15 @@
 //! renames, stats and reopening over the same engine.
 
 use super::*;
-use crate::memory::MemoryEngine;
+use bisondb_engine::memory::MemoryEngine;
+use bisondb_engine::EngineError;
 use bson::{doc, rawdoc, RawDocument};
 
 /// Every key in the engine starting with `prefix`.
 fn keys_with_prefix(engine: &Arc<dyn Engine>, prefix: &[u8]) -> Vec<Vec<u8>> {
     let all = engine
         .snapshot()
+        .unwrap_or_else(|e| panic!("snapshot: {e}"))
         .scan(Bound::Included(prefix), Bound::Unbounded, false, usize::MAX);
     all.unwrap_or_default()
         .into_iter()
@@ -79,7 +81,7 @@ fn rejects_names_the_key_layout_cannot_hold() {
         assert!(
             matches!(
                 s.get_or_create_collection(db, name),
-                Err(StorageError::InvalidArgument(_))
+                Err(StorageError::Engine(EngineError::InvalidArgument(_)))
             ),
             "{db:?}.{name:?}"
         );
@@ -170,13 +172,19 @@ fn stats_apportion_disk_size_by_logical_bytes() {
         fn name(&self) -> &'static str {
             "sized"
         }
-        fn snapshot(&self) -> Arc<dyn crate::engine::Snapshot> {
+        fn capabilities(&self) -> bisondb_engine::Capabilities {
+            self.0.capabilities()
+        }
+        fn snapshot(&self) -> Result<Arc<dyn bisondb_engine::Snapshot>, EngineError> {
             self.0.snapshot()
         }
-        fn write(&self, b: WriteBatch, d: Durability) -> Result<(), StorageError> {
+        fn write(&self, b: WriteBatch, d: Durability) -> Result<(), EngineError> {
             self.0.write(b, d)
         }
-        fn sync(&self) -> Result<(), StorageError> {
+        fn begin(&self) -> Result<Box<dyn bisondb_engine::Transaction>, EngineError> {
+            self.0.begin()
+        }
+        fn sync(&self) -> Result<(), EngineError> {
             Ok(())
         }
         fn size_on_disk(&self) -> u64 {
@@ -296,7 +304,10 @@ fn corrupt_catalog_is_reported_not_panicked() {
         batch.put(key.clone(), value);
         assert!(engine.write(batch, Durability::Buffered).is_ok());
         assert!(
-            matches!(Storage::open(engine), Err(StorageError::Corrupt(_))),
+            matches!(
+                Storage::open(engine),
+                Err(StorageError::Engine(EngineError::Corrupt(_)))
+            ),
             "{key:?}"
         );
     }
@@ -418,6 +429,7 @@ fn index_sizes_are_measured_once_for_a_store_of_an_older_release() {
     assert_eq!(sizes(&c), want, "measured on open");
     let stored = engine
         .snapshot()
+        .unwrap_or_else(|e| panic!("snapshot: {e}"))
         .get(&key)
         .unwrap_or_else(|e| panic!("{e}"))
         .unwrap_or_default();

@@ -12,10 +12,10 @@ use bisondb_query::matcher::Matcher;
 use bson::{doc, Bson, Document, RawDocument, RawDocumentBuf};
 
 use crate::catalog::Storage;
-use crate::engine::{Durability, Engine};
-use crate::memory::MemoryEngine;
 use crate::store::{Collection, Modify};
 use crate::{id_of, LsmEngine, LsmOptions};
+use bisondb_engine::memory::MemoryEngine;
+use bisondb_engine::{Durability, Engine};
 
 use super::IndexSpec;
 
@@ -149,7 +149,7 @@ fn by_index(c: &Collection, m: &Matcher, name: &str, reverse: bool) -> BTreeSet<
         .map(|f| field_bounds(m, &f.path, info.multikey))
         .collect();
     let bounds = super::hash_bounds(&info.spec, bounds);
-    let snap = c.snapshot();
+    let snap = c.snapshot().unwrap_or_else(|e| panic!("snapshot: {e}"));
     let scan = c
         .index_scan(snap.clone(), name, &bounds, reverse)
         .unwrap_or_else(|| panic!("scan {name}"));
@@ -170,7 +170,7 @@ fn by_index(c: &Collection, m: &Matcher, name: &str, reverse: bool) -> BTreeSet<
 
 /// Every key and value stored in `[start, end)`.
 fn stored(
-    snap: &dyn crate::engine::Snapshot,
+    snap: &dyn bisondb_engine::Snapshot,
     (s, e): (Vec<u8>, Vec<u8>),
 ) -> Vec<(Vec<u8>, Vec<u8>)> {
     snap.scan(
@@ -185,7 +185,7 @@ fn stored(
 /// Every index holds exactly the keys its documents generate, and the
 /// collection's stats record counts exactly the stored entries and key bytes.
 fn check_consistent(c: &Collection) {
-    let snap = c.snapshot();
+    let snap = c.snapshot().unwrap_or_else(|e| panic!("snapshot: {e}"));
     let state = c.state().clone();
     let key_bytes: u64 = stored(snap.as_ref(), crate::layout::doc_range(state.id))
         .iter()
@@ -323,7 +323,7 @@ fn index_results_equal_collection_scan_memory() {
 fn index_results_equal_collection_scan_lsm() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let engine =
-        LsmEngine::open(dir.path(), LsmOptions::default()).unwrap_or_else(|e| panic!("{e}"));
+        LsmEngine::open(dir.path(), crate::store_lsm_options()).unwrap_or_else(|e| panic!("{e}"));
     model_run(Arc::new(engine), 7);
 }
 
@@ -334,7 +334,7 @@ fn index_results_equal_collection_scan_lsm_through_a_small_index_buffer() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let options = LsmOptions {
         index_buffer_bytes: 4 << 10,
-        ..LsmOptions::default()
+        ..crate::store_lsm_options()
     };
     let engine = LsmEngine::open(dir.path(), options).unwrap_or_else(|e| panic!("{e}"));
     model_run(Arc::new(engine), 11);
@@ -421,7 +421,7 @@ fn unique_build_over_duplicates_fails_and_leaves_nothing() {
         .unwrap_or_else(|| panic!("build should fail"));
     assert_eq!(err.code.code(), 11000);
     assert!(c.indexes().is_empty());
-    let snap = c.snapshot();
+    let snap = c.snapshot().unwrap_or_else(|e| panic!("snapshot: {e}"));
     for (s, e) in super::collection_ranges(c.state().id) {
         let left = snap
             .scan(
@@ -539,7 +539,7 @@ fn conflicting_definitions_and_drop() {
     assert!(!storage
         .drop_index("db", "x", "a_1")
         .unwrap_or_else(|e| panic!("{e}")));
-    let snap = c.snapshot();
+    let snap = c.snapshot().unwrap_or_else(|e| panic!("snapshot: {e}"));
     for (s, e) in super::collection_ranges(c.state().id) {
         let left = snap
             .scan(
@@ -557,8 +557,8 @@ fn conflicting_definitions_and_drop() {
 fn reopen_keeps_indexes_and_multikey() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     {
-        let engine =
-            LsmEngine::open(dir.path(), LsmOptions::default()).unwrap_or_else(|e| panic!("{e}"));
+        let engine = LsmEngine::open(dir.path(), crate::store_lsm_options())
+            .unwrap_or_else(|e| panic!("{e}"));
         let storage = Storage::open(Arc::new(engine)).unwrap_or_else(|e| panic!("{e}"));
         let spec = IndexSpec {
             sparse: true,
@@ -579,7 +579,7 @@ fn reopen_keeps_indexes_and_multikey() {
         );
         storage.sync().unwrap_or_else(|e| panic!("{e}"));
     }
-    let engine = crate::testing::open_lsm(dir.path(), LsmOptions::default());
+    let engine = crate::testing::open_lsm(dir.path(), crate::store_lsm_options());
     let storage = Storage::open(Arc::new(engine)).unwrap_or_else(|e| panic!("{e}"));
     let c = storage
         .collection("db", "r")
@@ -701,7 +701,8 @@ fn text_spec(key: Document, weights: Document) -> IndexSpec {
 #[test]
 fn text_entries_follow_terms_through_writes() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    let lsm = LsmEngine::open(dir.path(), LsmOptions::default()).unwrap_or_else(|e| panic!("{e}"));
+    let lsm =
+        LsmEngine::open(dir.path(), crate::store_lsm_options()).unwrap_or_else(|e| panic!("{e}"));
     for engine in [
         Arc::new(MemoryEngine::new()) as Arc<dyn Engine>,
         Arc::new(lsm) as Arc<dyn Engine>,
@@ -729,7 +730,13 @@ fn text_entries_follow_terms_through_writes() {
         // One entry per distinct term: run, dog, cat for _id 1; stop words
         // and non-indexed paths give none.
         let range = super::index_range(c.state().id, c.state().indexes.read()[0].id);
-        let n = stored(c.snapshot().as_ref(), range).len();
+        let n = stored(
+            c.snapshot()
+                .unwrap_or_else(|e| panic!("snapshot: {e}"))
+                .as_ref(),
+            range,
+        )
+        .len();
         assert_eq!(n, 3);
         // Replacing and deleting keep the entries in step with the documents.
         c.modify(

@@ -39,8 +39,8 @@ use std::cmp::Ordering;
 use std::ops::Bound;
 use std::sync::Arc;
 
-use crate::engine::BatchOp;
-use crate::error::StorageError;
+use bisondb_engine::BatchOp;
+use bisondb_engine::EngineError;
 
 /// Runs of one size class merged into one of the next class.
 pub(super) const FAN_IN: usize = 8;
@@ -188,10 +188,10 @@ impl RunBuilder {
     }
 
     /// Appends one operation; refuses a key or value too long to encode.
-    pub(super) fn push(&mut self, key: &[u8], value: Option<&[u8]>) -> Result<(), StorageError> {
+    pub(super) fn push(&mut self, key: &[u8], value: Option<&[u8]>) -> Result<(), EngineError> {
         let len = |b: &[u8]| {
             u32::try_from(b.len()).map_err(|_| {
-                StorageError::InvalidArgument(format!(
+                EngineError::InvalidArgument(format!(
                     "index entry of {} bytes is too large to store",
                     b.len()
                 ))
@@ -224,7 +224,7 @@ impl RunBuilder {
 /// The run of a batch's index-region operations (sorted, one per key, as the
 /// engine's commit prepares them); the commit sets its `max_seq` once the
 /// blob has its sequence number.
-pub(super) fn run_of_ops(ops: &[BatchOp]) -> Result<Run, StorageError> {
+pub(super) fn run_of_ops(ops: &[BatchOp]) -> Result<Run, EngineError> {
     let bytes = ops
         .iter()
         .map(|op| match op {
@@ -244,7 +244,7 @@ pub(super) fn run_of_ops(ops: &[BatchOp]) -> Result<Run, StorageError> {
 
 /// Decodes journaled blob parts (in order) back into a run, checking every
 /// length and that keys strictly ascend.
-pub(super) fn decode_run(parts: &[&[u8]], seq: u64) -> Result<Run, StorageError> {
+pub(super) fn decode_run(parts: &[&[u8]], seq: u64) -> Result<Run, EngineError> {
     let mut data = Vec::with_capacity(parts.iter().map(|p| p.len()).sum());
     for p in parts {
         data.extend_from_slice(p);
@@ -253,7 +253,7 @@ pub(super) fn decode_run(parts: &[&[u8]], seq: u64) -> Result<Run, StorageError>
     let mut at = 0usize;
     let mut last: Option<&[u8]> = None;
     while at < data.len() {
-        let bad = || StorageError::Corrupt(format!("index write buffer blob {seq} is damaged"));
+        let bad = || EngineError::Corrupt(format!("index write buffer blob {seq} is damaged"));
         let ((key, _), next) = parse(&data, at).ok_or_else(bad)?;
         if last.is_some_and(|l| l >= key) {
             return Err(bad());
@@ -350,7 +350,7 @@ impl<'a> Iterator for Merged<'a> {
 
 /// Merges `runs` (oldest first) into one run of class `level`. Deletions are
 /// kept: older data in fjall may still need shadowing.
-pub(super) fn merge(runs: &[Arc<Run>], level: u8) -> Result<Run, StorageError> {
+pub(super) fn merge(runs: &[Arc<Run>], level: u8) -> Result<Run, EngineError> {
     let entries = runs.iter().map(|r| r.len()).sum();
     let bytes = runs.iter().map(|r| r.bytes()).sum();
     let mut b = RunBuilder::with_capacity(entries, bytes);

@@ -4,20 +4,37 @@
 
 use super::*;
 use crate::catalog::Storage;
-use crate::conformance;
+use crate::error::StorageError;
 use crate::testing::retry_in_use;
+use bisondb_engine::conformance;
 use bson::oid::ObjectId;
 use bson::{doc, rawdoc, RawDocument, RawDocumentBuf};
 use proptest::prelude::*;
 use std::sync::atomic::AtomicUsize;
+
+/// The store's key regions, as it hands them to the engine (stats records
+/// from 0x02, index entries 0x03, buffered); restated here so that these
+/// tests exercise the engine as the store opens it without reading its layout.
+const INDEX_REGION: u8 = 0x03;
+const REGIONS: KeyRegions = KeyRegions {
+    apart: 0x02..0x04,
+    buffered: Some(INDEX_REGION),
+};
+
+/// Default options with the store's key regions.
+fn options() -> LsmOptions {
+    LsmOptions {
+        regions: REGIONS,
+        ..LsmOptions::default()
+    }
+}
 
 fn tempdir() -> tempfile::TempDir {
     tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"))
 }
 
 fn open(dir: &Path) -> LsmEngine {
-    retry_in_use(|| LsmEngine::open(dir, LsmOptions::default()))
-        .unwrap_or_else(|e| panic!("open: {e}"))
+    retry_in_use(|| LsmEngine::open(dir, options())).unwrap_or_else(|e| panic!("open: {e}"))
 }
 
 fn open_storage(dir: &Path) -> Storage {
@@ -35,7 +52,7 @@ struct Factory {
 
 impl Factory {
     fn new() -> Factory {
-        Factory::with(LsmOptions::default())
+        Factory::with(options())
     }
 
     fn with(options: LsmOptions) -> Factory {
@@ -61,7 +78,7 @@ impl Factory {
 fn tiny_buffer() -> LsmOptions {
     LsmOptions {
         index_buffer_bytes: 300,
-        ..LsmOptions::default()
+        ..options()
     }
 }
 
@@ -105,7 +122,7 @@ fn snapshots_see_documents_and_index_entries_together_during_ingestion() {
     // Index keys in scrambled order, as real ones arrive.
     let ix = |i: u32| {
         [
-            &[layout::INDEX_REGION][..],
+            &[INDEX_REGION][..],
             &i.wrapping_mul(2_654_435_761).to_be_bytes(),
         ]
         .concat()
@@ -139,8 +156,8 @@ fn snapshots_see_documents_and_index_entries_together_during_ingestion() {
             .unwrap_or_else(|err| panic!("scan docs: {err}"));
         let ixs = s
             .scan(
-                Bound::Included(&[layout::INDEX_REGION]),
-                Bound::Excluded(&[layout::INDEX_REGION + 1]),
+                Bound::Included(&[INDEX_REGION]),
+                Bound::Excluded(&[INDEX_REGION + 1]),
                 false,
                 usize::MAX,
             )
@@ -157,11 +174,11 @@ fn snapshots_see_documents_and_index_entries_together_during_ingestion() {
         }
         // Backwards, in chunks, the same entries.
         let mut back = Vec::new();
-        let mut end = Bound::Excluded(vec![layout::INDEX_REGION + 1]);
+        let mut end = Bound::Excluded(vec![INDEX_REGION + 1]);
         loop {
             let chunk = s
                 .scan(
-                    Bound::Included(&[layout::INDEX_REGION]),
+                    Bound::Included(&[INDEX_REGION]),
                     end.as_ref().map(|k| k.as_slice()),
                     true,
                     7,
@@ -177,12 +194,15 @@ fn snapshots_see_documents_and_index_entries_together_during_ingestion() {
     };
     let mut seen = 0;
     while !writer.is_finished() {
-        let n = check(&e.snapshot());
+        let n = check(&e.snapshot().unwrap_or_else(|e| panic!("snapshot: {e}")));
         assert!(n >= seen, "entries never disappear: {seen} -> {n}");
         seen = n;
     }
     writer.join().unwrap_or_else(|_| panic!("writer panicked"));
-    assert_eq!(check(&e.snapshot()), N as usize);
+    assert_eq!(
+        check(&e.snapshot().unwrap_or_else(|e| panic!("snapshot: {e}"))),
+        N as usize
+    );
     let o = e
         .shared
         .current()
@@ -202,7 +222,7 @@ fn snapshots_see_documents_and_index_entries_together_during_ingestion() {
     assert_eq!(o.wb.len().ok(), Some(0), "a clean close leaves no blobs");
     assert_eq!(o.buffered().1, 0);
     drop(o);
-    let s = e.snapshot();
+    let s = e.snapshot().unwrap_or_else(|e| panic!("snapshot: {e}"));
     assert_eq!(check(&s), N as usize);
 }
 
@@ -215,6 +235,7 @@ fn put(engine: &dyn Engine, k: &[u8], v: &[u8], durability: Durability) {
 fn all(engine: &dyn Engine) -> Vec<KeyValue> {
     engine
         .snapshot()
+        .unwrap_or_else(|e| panic!("snapshot: {e}"))
         .scan(Bound::Unbounded, Bound::Unbounded, false, usize::MAX)
         .unwrap_or_else(|e| panic!("scan: {e}"))
 }
@@ -234,6 +255,10 @@ fn data_survives_close_and_reopen() {
         let mut b = WriteBatch::new();
         b.put(b"d".to_vec(), b"4".to_vec());
         assert!(e.write(b, Durability::Buffered).is_err(), "closed");
+        assert!(
+            matches!(e.snapshot(), Err(EngineError::Io(ref m)) if m.contains("closed")),
+            "a closed engine refuses snapshots rather than reading empty"
+        );
     }
     let e = open(dir.path());
     assert_eq!(
@@ -252,8 +277,8 @@ fn data_survives_close_and_reopen() {
 #[test]
 fn index_region_lives_in_its_own_keyspace_and_old_layouts_are_moved() {
     let dir = tempdir();
-    let index_key = |n: u8| vec![layout::INDEX_REGION, 0, n];
-    let stats_key = |n: u8| vec![layout::APART_REGIONS.start, 0, n];
+    let index_key = |n: u8| vec![INDEX_REGION, 0, n];
+    let stats_key = |n: u8| vec![REGIONS.apart.start, 0, n];
     {
         let e = open(dir.path());
         put(&e, b"\x01doc", b"d", Durability::Buffered);
@@ -267,7 +292,10 @@ fn index_region_lives_in_its_own_keyspace_and_old_layouts_are_moved() {
         // Index entries wait in the write buffer (readable) until ingested.
         assert!(matches!(open.ix.get(prefixed(&index_key(1))), Ok(None)));
         assert_eq!(
-            e.snapshot().get(&index_key(1)).ok(),
+            e.snapshot()
+                .unwrap_or_else(|e| panic!("snapshot: {e}"))
+                .get(&index_key(1))
+                .ok(),
             Some(Some(b"new".to_vec()))
         );
         assert_eq!(open.wb.len().ok(), Some(1), "one journaled blob");
@@ -315,7 +343,7 @@ fn index_region_lives_in_its_own_keyspace_and_old_layouts_are_moved() {
         .shared
         .current()
         .unwrap_or_else(|e| panic!("current: {e}"));
-    let (lo, hi) = apart_bounds();
+    let (lo, hi) = apart_bounds(&REGIONS);
     assert_eq!(
         open.ks.range::<Vec<u8>, _>(lo.clone()..hi.clone()).count(),
         0,
@@ -323,7 +351,7 @@ fn index_region_lives_in_its_own_keyspace_and_old_layouts_are_moved() {
     );
     assert_eq!(open.ix.range::<Vec<u8>, _>(lo..hi).count(), 6);
     // Reverse scans with limits cross the region boundaries in order too.
-    let snap = e.snapshot();
+    let snap = e.snapshot().unwrap_or_else(|e| panic!("snapshot: {e}"));
     let last_three = snap
         .scan(Bound::Unbounded, Bound::Unbounded, true, 3)
         .unwrap_or_else(|e| panic!("scan: {e}"));
@@ -339,27 +367,34 @@ fn snapshot_outlives_engine_and_holds_the_files_until_dropped() {
     let dir = tempdir();
     let e = open(dir.path());
     put(&e, b"k", b"old", Durability::Buffered);
-    let snap = e.snapshot();
+    let snap = e.snapshot().unwrap_or_else(|e| panic!("snapshot: {e}"));
     put(&e, b"k", b"new", Durability::Buffered);
     drop(e);
     assert_eq!(snap.get(b"k").ok().flatten(), Some(b"old".to_vec()));
     // The old instance is still open through the snapshot: a reopen must not
     // run a second instance on the same files.
-    match LsmEngine::open(dir.path(), LsmOptions::default()) {
-        Err(StorageError::DbPathInUse(msg)) => assert!(msg.contains("in use"), "{msg}"),
+    match LsmEngine::open(dir.path(), options()) {
+        Err(EngineError::DbPathInUse(msg)) => assert!(msg.contains("in use"), "{msg}"),
         other => panic!("expected DbPathInUse, got {other:?}"),
     }
     drop(snap);
     let e = open(dir.path());
-    assert_eq!(e.snapshot().get(b"k").ok().flatten(), Some(b"new".to_vec()));
+    assert_eq!(
+        e.snapshot()
+            .unwrap_or_else(|e| panic!("snapshot: {e}"))
+            .get(b"k")
+            .ok()
+            .flatten(),
+        Some(b"new".to_vec())
+    );
 }
 
 #[test]
 fn second_open_of_a_dbpath_fails_naming_it() {
     let dir = tempdir();
     let _first = open(dir.path());
-    match LsmEngine::open(dir.path(), LsmOptions::default()) {
-        Err(e @ StorageError::DbPathInUse(_)) => {
+    match LsmEngine::open(dir.path(), options()) {
+        Err(e @ EngineError::DbPathInUse(_)) => {
             let msg = e.to_string();
             assert!(msg.contains(&dir.path().display().to_string()), "{msg}");
             assert!(msg.contains(dbpath::LOCK_FILE), "{msg}");
@@ -372,8 +407,8 @@ fn second_open_of_a_dbpath_fails_naming_it() {
 fn dbpath_of_another_engine_is_refused() {
     let dir = tempdir();
     assert!(dbpath::claim(dir.path(), "rocksdb").is_ok());
-    match LsmEngine::open(dir.path(), LsmOptions::default()) {
-        Err(e @ StorageError::EngineMismatch(_)) => {
+    match LsmEngine::open(dir.path(), options()) {
+        Err(e @ EngineError::EngineMismatch(_)) => {
             let msg = e.to_string();
             assert!(
                 msg.contains("created by engine 'rocksdb'; start with --storageEngine rocksdb"),
@@ -391,7 +426,7 @@ fn dbpath_of_another_engine_is_refused() {
     drop(open(lsm_dir.path()));
     let claimed = retry_in_use(|| dbpath::claim(lsm_dir.path(), "rocksdb"));
     assert!(
-        matches!(claimed, Err(StorageError::EngineMismatch(_))),
+        matches!(claimed, Err(EngineError::EngineMismatch(_))),
         "{:?}",
         claimed.err()
     );
@@ -448,20 +483,20 @@ fn batches_are_sorted_keeping_the_last_write_per_key() {
 #[test]
 fn fjall_errors_map_to_storage_errors() {
     let full = fjall::Error::Io(std::io::Error::from_raw_os_error(28));
-    assert_eq!(map_fjall(full, "write"), StorageError::Full);
+    assert_eq!(map_fjall(full, "write"), EngineError::Full);
     let nested = fjall::Error::Storage(fjall::LsmError::Io(std::io::Error::from_raw_os_error(28)));
-    assert_eq!(map_fjall(nested, "flush"), StorageError::Full);
+    assert_eq!(map_fjall(nested, "flush"), EngineError::Full);
     assert!(matches!(
         map_fjall(fjall::Error::Io(std::io::Error::from_raw_os_error(5)), "write"),
-        StorageError::Io(m) if m.contains("lsm write")
+        EngineError::Io(m) if m.contains("lsm write")
     ));
     assert!(matches!(
         map_fjall(fjall::Error::Poisoned, "write"),
-        StorageError::Io(m) if m.contains("earlier I/O failure")
+        EngineError::Io(m) if m.contains("earlier I/O failure")
     ));
     assert!(matches!(
         map_fjall(fjall::Error::InvalidTrailer, "read"),
-        StorageError::Corrupt(_)
+        EngineError::Corrupt(_)
     ));
 }
 
@@ -603,7 +638,7 @@ fn crash_child() {
     // A small index write buffer, so kills also land mid-ingestion.
     let options = LsmOptions {
         index_buffer_bytes: 16 << 10,
-        ..LsmOptions::default()
+        ..options()
     };
     let engine = LsmEngine::open(Path::new(dir), options).unwrap_or_else(|e| panic!("open: {e}"));
     let s = Storage::open(Arc::new(engine)).unwrap_or_else(|e| panic!("storage open: {e}"));
@@ -862,14 +897,14 @@ fn full_disk_fails_writes_keeps_reads_and_recovers_after_space_is_freed() {
     }
     assert_eq!(
         failure,
-        Some(StorageError::Full),
+        Some(EngineError::Full),
         "a full disk fails the write"
     );
     // Later writes keep failing with the same error, while reads still work.
     let mut b = WriteBatch::new();
     b.put(b"refused".to_vec(), b"x".to_vec());
-    assert_eq!(e.write(b, Durability::Buffered), Err(StorageError::Full));
-    let snap = e.snapshot();
+    assert_eq!(e.write(b, Durability::Buffered), Err(EngineError::Full));
+    let snap = e.snapshot().unwrap_or_else(|e| panic!("snapshot: {e}"));
     for i in 0..100u32 {
         let key = format!("acked-{i:03}");
         assert_eq!(
@@ -902,7 +937,7 @@ fn full_disk_fails_writes_keeps_reads_and_recovers_after_space_is_freed() {
     drop(e);
     let e = retry_in_use(|| LsmEngine::open(&dbpath, opts.clone()))
         .unwrap_or_else(|e| panic!("reopen: {e}"));
-    let snap = e.snapshot();
+    let snap = e.snapshot().unwrap_or_else(|e| panic!("snapshot: {e}"));
     for i in 0..100u32 {
         let key = format!("acked-{i:03}");
         assert!(
@@ -952,8 +987,8 @@ fn store_on_a_full_disk_refuses_inserts_serves_reads_and_keeps_counts_exact() {
             break;
         }
     }
-    assert_eq!(refused, Some(StorageError::Full));
-    let m: bisondb_error::MongoError = StorageError::Full.into();
+    assert_eq!(refused, Some(StorageError::Engine(EngineError::Full)));
+    let m: bisondb_error::MongoError = EngineError::Full.into();
     assert_eq!(m.code.name(), "OutOfDiskSpace");
     for d in &acked {
         let id = d
@@ -1057,7 +1092,7 @@ fn oversized_keys_are_refused_not_panicked() {
         (1 << 20, false),
     ];
     // Documents and index entries (which take the index write buffer's path).
-    for (first, (len, ok)) in [0x42u8, layout::INDEX_REGION]
+    for (first, (len, ok)) in [0x42u8, INDEX_REGION]
         .into_iter()
         .flat_map(|f| cases.map(|c| (f, c)))
     {
@@ -1068,9 +1103,14 @@ fn oversized_keys_are_refused_not_panicked() {
         let got = e.write(b, Durability::Buffered);
         assert_eq!(got.is_ok(), ok, "len {len}: {got:?}");
         if !ok {
-            assert!(matches!(got, Err(StorageError::InvalidArgument(_))));
+            assert!(matches!(got, Err(EngineError::InvalidArgument(_))));
         }
-        let read = e.snapshot().get(&key).ok().flatten();
+        let read = e
+            .snapshot()
+            .unwrap_or_else(|e| panic!("snapshot: {e}"))
+            .get(&key)
+            .ok()
+            .flatten();
         assert_eq!(read.is_some(), ok, "len {len}");
     }
     let o = e
@@ -1085,4 +1125,72 @@ fn oversized_keys_are_refused_not_panicked() {
     drop(o);
     // A refused key does not poison the engine.
     put(&e, b"after", b"1", Durability::Sync);
+}
+
+/// The regions decide where keys are kept, so a dbpath opened with other
+/// regions than it was written with is refused rather than read wrong; and
+/// a buffered region must lie inside the regions kept apart.
+#[test]
+fn regions_other_than_the_stored_ones_are_refused() {
+    let dir = tempdir();
+    {
+        let e = open(dir.path());
+        put(&e, &[INDEX_REGION, 1], b"ix", Durability::Sync);
+        put(&e, &[0x02, 1], b"stats", Durability::Sync);
+        assert!(e.close().is_ok());
+    }
+    let refused = retry_in_use(|| LsmEngine::open(dir.path(), LsmOptions::default()));
+    assert!(
+        matches!(refused, Err(EngineError::InvalidArgument(ref m)) if m.contains("key regions")),
+        "{:?}",
+        refused.err()
+    );
+    let bad = LsmOptions {
+        regions: KeyRegions {
+            apart: 0x02..0x03,
+            buffered: Some(INDEX_REGION),
+        },
+        ..LsmOptions::default()
+    };
+    assert!(matches!(
+        LsmEngine::open(tempdir().path(), bad),
+        Err(EngineError::InvalidArgument(_))
+    ));
+    let e = open(dir.path());
+    assert_eq!(
+        e.snapshot()
+            .unwrap_or_else(|e| panic!("snapshot: {e}"))
+            .get(&[INDEX_REGION, 1])
+            .ok(),
+        Some(Some(b"ix".to_vec()))
+    );
+}
+
+/// Transactions go through the same commit as plain batches: keys of the
+/// regions kept apart and of the buffered index region commit with the
+/// documents, and conflicts on them are seen through the index buffer.
+#[test]
+fn transactions_span_every_key_region() {
+    let dir = tempdir();
+    let e = open(dir.path());
+    let (doc, stats, ix) = (vec![0x01, 1], vec![0x02, 1], vec![INDEX_REGION, 1]);
+    let mut t = e.begin().unwrap_or_else(|e| panic!("begin: {e}"));
+    for k in [&doc, &stats, &ix] {
+        assert!(t.put(k.clone(), b"t".to_vec()).is_ok());
+    }
+    assert_eq!(t.get(&ix).ok(), Some(Some(b"t".to_vec())));
+    assert!(t.commit(Durability::Sync).is_ok());
+    let s = e.snapshot().unwrap_or_else(|e| panic!("snapshot: {e}"));
+    for k in [&doc, &stats, &ix] {
+        assert_eq!(s.get(k).ok(), Some(Some(b"t".to_vec())), "{k:?}");
+    }
+    let mut late = e.begin().unwrap_or_else(|e| panic!("begin: {e}"));
+    put(&e, &ix, b"plain", Durability::Buffered);
+    assert!(late.put(ix.clone(), b"late".to_vec()).is_ok());
+    assert!(matches!(
+        late.commit(Durability::Buffered),
+        Err(EngineError::WriteConflict(_))
+    ));
+    let s = e.snapshot().unwrap_or_else(|e| panic!("snapshot: {e}"));
+    assert_eq!(s.get(&ix).ok(), Some(Some(b"plain".to_vec())));
 }

@@ -25,7 +25,6 @@
 
 use std::collections::{HashSet, VecDeque};
 use std::ops::Bound;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use bson::{Bson, Document, RawDocument, RawDocumentBuf};
@@ -33,10 +32,10 @@ use parking_lot::Mutex;
 use tokio::sync::watch;
 
 use super::{decode_doc, id_of, Collection, IndexWrites, InsertOutcome, ModifyResult};
-use crate::engine::{prefix_successor, Durability, KeyValue, Snapshot, WriteBatch};
 use crate::error::StorageError;
 use crate::index::IndexState;
 use crate::layout::{self, StatsRecord};
+use bisondb_engine::{prefix_successor, KeyValue, Snapshot, WriteBatch};
 
 const NATURAL: u8 = 0x05;
 const RID_OF: u8 = 0x06;
@@ -127,13 +126,13 @@ fn rid_of_natural_key(key: &[u8]) -> Result<u64, StorageError> {
     key.get(9..17)
         .and_then(|b| <[u8; 8]>::try_from(b).ok())
         .map(u64::from_be_bytes)
-        .ok_or_else(|| StorageError::Corrupt(format!("bad natural-order key {key:?}")))
+        .ok_or_else(|| StorageError::corrupt(format!("bad natural-order key {key:?}")))
 }
 
 pub(super) fn decode_rid(v: &[u8]) -> Result<u64, StorageError> {
     <[u8; 8]>::try_from(v)
         .map(u64::from_be_bytes)
-        .map_err(|_| StorageError::Corrupt(format!("bad record id of {} bytes", v.len())))
+        .map_err(|_| StorageError::corrupt(format!("bad record id of {} bytes", v.len())))
 }
 
 /// A document of this call not yet committed, oldest first: eviction may
@@ -207,16 +206,17 @@ impl<'a> Evictor<'a> {
                 if let Some((natural, encoded)) = self.next_stored()? {
                     let key = layout::doc_key(id, &encoded);
                     let Some(bytes) = self.snap.get(&key)? else {
-                        return Err(StorageError::Corrupt(format!(
+                        return Err(StorageError::corrupt(format!(
                             "natural-order key without its document in {}",
                             self.coll.ns
                         )));
                     };
                     (natural, encoded, decode_doc(bytes)?)
                 } else if let Some(f) = self.fresh.pop_front() {
-                    let doc = docs.get(f.doc).map(|d| (*d).to_owned()).ok_or_else(|| {
-                        StorageError::Internal("evicted an unknown document".into())
-                    })?;
+                    let doc = docs
+                        .get(f.doc)
+                        .map(|d| (*d).to_owned())
+                        .ok_or_else(|| StorageError::internal("evicted an unknown document"))?;
                     (natural_key(id, f.rid), f.encoded, doc)
                 } else {
                     break;
@@ -286,7 +286,7 @@ impl Collection {
     pub fn has_record(&self, rid: u64) -> Result<bool, StorageError> {
         Ok(self
             .engine
-            .snapshot()
+            .snapshot()?
             .get(&natural_key(self.state.id, rid))?
             .is_some())
     }
@@ -369,9 +369,8 @@ impl Collection {
         let mut became_multikey = Vec::new();
         for (i, doc) in docs.iter().enumerate() {
             let prepared = (|| {
-                let id = id_of(doc).ok_or_else(|| {
-                    StorageError::InvalidArgument("document has no _id field".into())
-                })?;
+                let id = id_of(doc)
+                    .ok_or_else(|| StorageError::invalid_argument("document has no _id field"))?;
                 let key = layout::doc_key_for(self.state.id, id);
                 let taken = !evictor.evicted.contains(&key)
                     && (queued.contains(&key) || snap.get(&key)?.is_some());
@@ -426,25 +425,14 @@ impl Collection {
         if accepted.is_empty() {
             return out;
         }
-        batch.put(
-            layout::stats_key(self.state.id),
-            layout::encode_stats(&tally),
-        );
-        match self.engine.write(batch, Durability::Buffered) {
+        match self.commit_inserts_locked(batch, &tally, &indexes, became_multikey) {
             Ok(()) => {
-                self.publish_tally_locked(&tally, &indexes);
                 // Evictions lower the highest key; read the bound again next time.
                 *self.state.max_doc_key.lock() = None;
-                for ix in became_multikey {
-                    ix.multikey.store(true, Ordering::Release);
-                }
                 out.inserted = accepted.len();
                 self.publish_locked(capped, generation, rid);
             }
-            Err(e) => {
-                *self.state.max_doc_key.lock() = None;
-                out.batch_failed(accepted, ordered, e);
-            }
+            Err(e) => out.batch_failed(accepted, ordered, e),
         }
         out
     }
@@ -514,7 +502,8 @@ impl Collection {
 /// Documents of a capped collection in insertion order with their record ids,
 /// read in chunks from a snapshot the iterator owns.
 pub struct NaturalIter {
-    snapshot: Arc<dyn Snapshot>,
+    /// The view read from, or why there is none (the first read reports it).
+    snapshot: Result<Arc<dyn Snapshot>, StorageError>,
     coll: u64,
     start: Bound<Vec<u8>>,
     end: Bound<Vec<u8>>,
@@ -531,7 +520,7 @@ impl NaturalIter {
         reverse: bool,
     ) -> NaturalIter {
         NaturalIter {
-            snapshot: coll.engine.snapshot(),
+            snapshot: coll.engine.snapshot().map_err(StorageError::from),
             coll: coll.state.id,
             start,
             end,
@@ -544,7 +533,8 @@ impl NaturalIter {
     fn refill(&mut self) -> Result<(), StorageError> {
         let start = self.start.as_ref().map(Vec::as_slice);
         let end = self.end.as_ref().map(Vec::as_slice);
-        let chunk = self.snapshot.scan(start, end, self.reverse, CHUNK)?;
+        let snapshot = self.snapshot.as_ref().map_err(Clone::clone)?;
+        let chunk = snapshot.scan(start, end, self.reverse, CHUNK)?;
         self.exhausted = chunk.len() < CHUNK;
         if let Some((last, _)) = chunk.last() {
             if self.reverse {
@@ -559,9 +549,10 @@ impl NaturalIter {
 
     fn fetch(&self, key: &[u8], encoded: &[u8]) -> Result<(u64, RawDocumentBuf), StorageError> {
         let rid = rid_of_natural_key(key)?;
-        match self.snapshot.get(&layout::doc_key(self.coll, encoded))? {
+        let snapshot = self.snapshot.as_ref().map_err(Clone::clone)?;
+        match snapshot.get(&layout::doc_key(self.coll, encoded))? {
             Some(bytes) => Ok((rid, decode_doc(bytes)?)),
-            None => Err(StorageError::Corrupt(format!(
+            None => Err(StorageError::corrupt(format!(
                 "natural-order key {rid} without its document"
             ))),
         }
@@ -592,8 +583,9 @@ mod tests {
     use super::*;
     use crate::catalog::Storage;
     use crate::index::IndexSpec;
-    use crate::memory::MemoryEngine;
     use crate::Modify;
+    use bisondb_engine::memory::MemoryEngine;
+    use bisondb_engine::Durability;
     use bson::{doc, rawdoc, RawBsonRef};
 
     fn capped(s: &Storage, size: i64, max: Option<i64>) -> Collection {
@@ -794,6 +786,7 @@ mod tests {
         for (start, end) in collection_ranges(id) {
             let left = engine
                 .snapshot()
+                .unwrap_or_else(|e| panic!("snapshot: {e}"))
                 .scan(Bound::Included(&start), Bound::Excluded(&end), false, 10)
                 .unwrap_or_else(|e| panic!("{e}"));
             assert!(left.is_empty(), "{left:?}");
@@ -804,7 +797,7 @@ mod tests {
     fn lsm_keeps_order_limits_and_sequence_across_restart() {
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
         let open = || {
-            let engine = crate::testing::open_lsm(dir.path(), crate::LsmOptions::default());
+            let engine = crate::testing::open_lsm(dir.path(), crate::store_lsm_options());
             Storage::open(Arc::new(engine)).unwrap_or_else(|e| panic!("{e}"))
         };
         {

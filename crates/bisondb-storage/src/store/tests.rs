@@ -3,7 +3,8 @@
 
 use super::*;
 use crate::catalog::Storage;
-use crate::memory::MemoryEngine;
+use bisondb_engine::memory::MemoryEngine;
+use bisondb_engine::EngineError;
 use bson::oid::ObjectId;
 use bson::{rawdoc, Decimal128};
 use std::str::FromStr;
@@ -211,7 +212,7 @@ fn documents_without_id_are_rejected_not_panicked() {
     assert_eq!(out.inserted, 0);
     assert!(matches!(
         out.errors.as_slice(),
-        [(0, StorageError::InvalidArgument(_))]
+        [(0, StorageError::Engine(EngineError::InvalidArgument(_)))]
     ));
     assert_eq!(c.count(), 0);
 }
@@ -505,6 +506,8 @@ struct Flaky {
     inner: MemoryEngine,
     fail: AtomicBool,
     fail_sync: AtomicBool,
+    /// Snapshots fail, as a network engine's do when its connection is lost.
+    fail_snapshot: AtomicBool,
     syncs: std::sync::atomic::AtomicUsize,
 }
 
@@ -512,25 +515,58 @@ impl Engine for Flaky {
     fn name(&self) -> &'static str {
         "flaky"
     }
-    fn snapshot(&self) -> Arc<dyn Snapshot> {
+    fn capabilities(&self) -> bisondb_engine::Capabilities {
+        self.inner.capabilities()
+    }
+    fn snapshot(&self) -> Result<Arc<dyn Snapshot>, EngineError> {
+        if self.fail_snapshot.load(Ordering::SeqCst) {
+            return Err(EngineError::Io("connection lost".into()));
+        }
         self.inner.snapshot()
     }
-    fn write(&self, batch: WriteBatch, durability: Durability) -> Result<(), StorageError> {
+    fn write(&self, batch: WriteBatch, durability: Durability) -> Result<(), EngineError> {
         if self.fail.load(Ordering::SeqCst) {
-            return Err(StorageError::Io("disk on fire".into()));
+            return Err(EngineError::Io("disk on fire".into()));
         }
         self.inner.write(batch, durability)
     }
-    fn sync(&self) -> Result<(), StorageError> {
+    fn begin(&self) -> Result<Box<dyn bisondb_engine::Transaction>, EngineError> {
+        self.inner.begin()
+    }
+    fn sync(&self) -> Result<(), EngineError> {
         self.syncs.fetch_add(1, Ordering::SeqCst);
         if self.fail_sync.load(Ordering::SeqCst) {
-            return Err(StorageError::Io("fsync failed".into()));
+            return Err(EngineError::Io("fsync failed".into()));
         }
         Ok(())
     }
     fn size_on_disk(&self) -> u64 {
         0
     }
+}
+
+/// A snapshot that cannot be taken fails the read, the scan and the write
+/// that needed it, with the engine's error; nothing reads as empty.
+#[test]
+fn failed_snapshots_fail_reads_and_writes() {
+    let engine = Arc::new(Flaky::default());
+    let s = Storage::open(engine.clone()).unwrap_or_else(|e| panic!("{e}"));
+    let c = coll(&s);
+    assert_eq!(insert(&c, &[doc_with_id(Bson::Int32(1))], true).inserted, 1);
+    engine.fail_snapshot.store(true, Ordering::SeqCst);
+    let lost = |e: &StorageError| matches!(e, StorageError::Engine(EngineError::Io(m)) if m == "connection lost");
+    assert!(c.snapshot().err().is_some_and(|e| lost(&e)));
+    assert!(c.get(RawBsonRef::Int32(1)).err().is_some_and(|e| lost(&e)));
+    let mut scan = c.scan(false);
+    assert!(scan
+        .next()
+        .is_some_and(|r| r.err().is_some_and(|e| lost(&e))));
+    assert!(scan.next().is_none());
+    let out = insert(&c, &[doc_with_id(Bson::Int32(2))], true);
+    assert_eq!(out.inserted, 0);
+    assert!(out.errors.first().is_some_and(|(_, e)| lost(e)));
+    engine.fail_snapshot.store(false, Ordering::SeqCst);
+    assert_eq!(c.scan(false).count(), 1);
 }
 
 #[test]
@@ -549,7 +585,7 @@ fn failed_engine_write_inserts_nothing() {
     let failed: Vec<(usize, bool)> = unordered
         .errors
         .iter()
-        .map(|(i, e)| (*i, matches!(e, StorageError::Io(_))))
+        .map(|(i, e)| (*i, matches!(e, StorageError::Engine(EngineError::Io(_)))))
         .collect();
     assert_eq!(failed, vec![(0, true), (1, false), (2, true)]);
     let ordered = insert(&c, &docs, true);
@@ -560,7 +596,7 @@ fn failed_engine_write_inserts_nothing() {
     );
     assert!(matches!(
         ordered.errors.first(),
-        Some((0, StorageError::Io(_)))
+        Some((0, StorageError::Engine(EngineError::Io(_))))
     ));
     assert_eq!(c.count(), 0);
     engine.fail.store(false, Ordering::SeqCst);
@@ -602,7 +638,10 @@ fn sync_durability_syncs_after_the_write_and_only_when_something_changed() {
     let out = c.insert_many(&refs3, true, Durability::Sync);
     assert_eq!(out.inserted, 1);
     assert!(out.errors.is_empty());
-    assert!(matches!(out.durability_error, Some(StorageError::Io(_))));
+    assert!(matches!(
+        out.durability_error,
+        Some(StorageError::Engine(EngineError::Io(_)))
+    ));
     assert_eq!(c.count(), 2);
 }
 

@@ -35,10 +35,10 @@ use std::sync::Arc;
 use bson::{doc, Bson, Document, RawBsonRef, RawDocument, RawDocumentBuf};
 
 use super::{capped, id_of, Collection};
-use crate::engine::{Durability, Snapshot, WriteBatch};
 use crate::error::StorageError;
 use crate::index::{self, IndexState};
 use crate::layout::{self, StatsRecord};
+use bisondb_engine::{Durability, Snapshot, WriteBatch};
 
 /// Keys read per engine scan.
 const CHUNK: usize = 512;

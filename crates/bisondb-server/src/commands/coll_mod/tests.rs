@@ -2,7 +2,7 @@ use std::sync::Arc;
 
 use bson::{doc, Document, RawDocumentBuf};
 
-use crate::commands::{ConnectionInfo, Context};
+use crate::context::{ConnectionInfo, Context};
 use crate::request::CommandRequest;
 use crate::state::ServerState;
 

@@ -62,7 +62,7 @@ fn damaged_or_unsorted_blobs_are_refused() {
     for cut in (1..data.len()).filter(|&c| c != boundary) {
         let got = decode_run(&[&data[..cut]], 3);
         assert!(
-            matches!(got, Err(StorageError::Corrupt(_))),
+            matches!(got, Err(EngineError::Corrupt(_))),
             "cut at {cut} accepted"
         );
     }

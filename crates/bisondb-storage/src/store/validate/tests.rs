@@ -4,15 +4,15 @@
 
 use super::*;
 use crate::catalog::Storage;
-use crate::engine::Engine;
 use crate::index::IndexSpec;
+use bisondb_engine::Engine;
 use bson::rawdoc;
 
 /// A fresh store on each engine (the temporary directory lives as long as it).
 fn stores() -> Vec<(&'static str, Storage, Option<tempfile::TempDir>)> {
     let memory = Storage::open(crate::MemoryEngine::shared()).unwrap_or_else(|e| panic!("{e}"));
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    let engine = crate::LsmEngine::open_shared(dir.path(), crate::LsmOptions::default())
+    let engine = crate::LsmEngine::open_shared(dir.path(), crate::store_lsm_options())
         .unwrap_or_else(|e| panic!("open: {e}"));
     let lsm = Storage::open(engine).unwrap_or_else(|e| panic!("{e}"));
     vec![("inMemory", memory, None), ("lsm", lsm, Some(dir))]
@@ -69,6 +69,7 @@ fn entries_of(c: &Collection) -> Vec<(Vec<u8>, Vec<u8>)> {
     let ix = index_state(c);
     let (start, end) = index::index_range(c.state().id, ix.id);
     c.snapshot()
+        .unwrap_or_else(|e| panic!("snapshot: {e}"))
         .scan(
             Bound::Included(&start),
             Bound::Excluded(&end),

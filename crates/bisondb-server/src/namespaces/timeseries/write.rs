@@ -1,4 +1,4 @@
-//! Writes to a time-series collection: inserts into buckets, deletes of
+//! Writes to the buckets of a time-series collection: inserts, deletes of
 //! measurements, and the TTL monitor's deletion of old buckets.
 //!
 //! Insert: each measurement must hold a BSON date in the time field (else
@@ -20,19 +20,14 @@ use std::sync::{Mutex, OnceLock};
 use bisondb_error::{MongoError, MongoResult};
 use bisondb_query::agg::unpack_bucket;
 use bisondb_query::matcher::Matcher;
-use bisondb_storage::{Collection, Durability, Modify};
+use bisondb_storage::{Collection, Durability, Modify, Storage};
 use bson::oid::ObjectId;
-use bson::{doc, Bson, Document, RawBson, RawBsonRef, RawDocument, RawDocumentBuf};
+use bson::{doc, Bson, Document, RawBson, RawBsonRef, RawDocument};
 
 use super::bucket::{bucket_id, round_down, Bucket};
 use super::{buckets_name, TsOptions};
-use crate::args;
-use crate::commands::let_vars::LetVars;
-use crate::commands::util;
-use crate::commands::Context;
+use crate::fields;
 use crate::reply;
-use crate::request::CommandRequest;
-use crate::state::OpCounters;
 
 /// Open buckets: (bucket collection's UUID, meta value's bytes) -> bucket id.
 type OpenMap = HashMap<(bson::Uuid, Vec<u8>), ObjectId>;
@@ -47,17 +42,17 @@ fn open_map() -> &'static Mutex<OpenMap> {
 }
 
 /// A measurement ready for its bucket.
-pub(super) struct Measurement {
-    pub(super) time_ms: i64,
-    pub(super) meta: Option<Bson>,
+pub(crate) struct Measurement {
+    pub(crate) time_ms: i64,
+    pub(crate) meta: Option<Bson>,
     /// Its fields without the meta field, `_id` included.
-    pub(super) fields: Document,
+    pub(crate) fields: Document,
 }
 
 impl Measurement {
     /// A whole measurement (as a read returns it, or as an update or upsert
     /// made it): checks the time field and splits off the meta field.
-    pub(super) fn from_document(mut d: Document, ts: &TsOptions) -> MongoResult<Measurement> {
+    pub(crate) fn from_document(mut d: Document, ts: &TsOptions) -> MongoResult<Measurement> {
         let time_ms = match d.get(&ts.time_field) {
             Some(Bson::DateTime(t)) => t.timestamp_millis(),
             _ => return Err(bad_time(ts)),
@@ -71,7 +66,7 @@ impl Measurement {
     }
 }
 
-pub(super) fn bad_time(ts: &TsOptions) -> MongoError {
+pub(crate) fn bad_time(ts: &TsOptions) -> MongoError {
     MongoError::bad_value(format!(
         "'{}' must be present and contain a valid BSON UTC datetime value",
         ts.time_field
@@ -79,14 +74,14 @@ pub(super) fn bad_time(ts: &TsOptions) -> MongoError {
 }
 
 /// Checks one document and splits off its meta value.
-fn measurement(raw: &bson::RawDocument, ts: &TsOptions) -> MongoResult<Measurement> {
+pub(crate) fn measurement(raw: &bson::RawDocument, ts: &TsOptions) -> MongoResult<Measurement> {
     let len = raw.as_bytes().len();
-    if len > util::MAX_USER_DOC {
+    if len > crate::storable::MAX_USER_DOC {
         return Err(MongoError::new(
             bisondb_error::ErrorCode::BSONObjectTooLarge,
             format!(
                 "object to insert too large. size in bytes: {len}, max size: {}",
-                util::MAX_USER_DOC
+                crate::storable::MAX_USER_DOC
             ),
         ));
     }
@@ -109,10 +104,10 @@ fn measurement(raw: &bson::RawDocument, ts: &TsOptions) -> MongoResult<Measureme
                     "can't have multiple _id fields in one document",
                 ));
             }
-            util::check_id_value(v)?;
+            crate::storable::check_id_value(v)?;
             has_id = true;
         }
-        let value = args::to_bson(v)?;
+        let value = fields::to_bson(v)?;
         if ts.meta_field.as_deref() == Some(k) {
             meta = Some(value);
         } else {
@@ -131,7 +126,7 @@ fn measurement(raw: &bson::RawDocument, ts: &TsOptions) -> MongoResult<Measureme
 }
 
 /// Bytes identifying a meta value (missing is its own group).
-pub(super) fn meta_key(meta: &Option<Bson>) -> MongoResult<Vec<u8>> {
+pub(crate) fn meta_key(meta: &Option<Bson>) -> MongoResult<Vec<u8>> {
     match meta {
         None => Ok(Vec::new()),
         Some(m) => {
@@ -141,74 +136,22 @@ pub(super) fn meta_key(meta: &Option<Bson>) -> MongoResult<Vec<u8>> {
     }
 }
 
-/// `insert` into a time-series collection.
-pub(super) fn insert(
-    req: &CommandRequest<'_>,
-    ctx: &mut Context<'_>,
-    name: &str,
-    ts: &TsOptions,
-) -> MongoResult<RawDocumentBuf> {
-    if let Some(v) = req.body.get("let").map_err(crate::request::invalid_bson)? {
-        args::as_doc(req.name, "let", v)?;
-    }
-    let b = util::parse_write_batch(req, "documents", &["bypassDocumentValidation", "let"])?;
-    crate::validation::bypass(req.name, req.body)?;
-    let buckets = bucket_collection(ctx, &req.db, name)?;
-    let mut errors: Vec<Bson> = Vec::new();
-    // Groups keep the measurements' order; `order` keeps the groups' order.
-    let mut groups: HashMap<Vec<u8>, Vec<Measurement>> = HashMap::new();
-    let mut order: Vec<Vec<u8>> = Vec::new();
-    let mut accepted = 0u64;
-    for (i, raw) in b.statements.iter().enumerate() {
-        match measurement(raw, ts) {
-            Ok(m) => {
-                let key = meta_key(&m.meta)?;
-                if !groups.contains_key(&key) {
-                    order.push(key.clone());
-                }
-                groups.entry(key).or_default().push(m);
-                accepted += 1;
-            }
-            Err(e) => {
-                errors.push(Bson::Document(reply::write_error(i, &e, None)));
-                if b.ordered {
-                    break;
-                }
-            }
-        }
-    }
-    for key in order {
-        let Some(group) = groups.remove(&key) else {
-            continue;
-        };
-        write_group(&buckets, ts, key, group, b.wc.durability)?;
-    }
-    OpCounters::add(&ctx.state.opcounters.insert, accepted);
-    let mut r = doc! {"n": reply::count(accepted)};
-    if !errors.is_empty() {
-        r.insert("writeErrors", errors);
-    }
-    reply::ok(r)
-}
-
-pub(super) fn bucket_collection(
-    ctx: &Context<'_>,
+/// The bucket collection of the time-series collection `db.name`.
+pub(crate) fn bucket_collection(
+    storage: &Storage,
     db: &str,
     name: &str,
 ) -> MongoResult<Collection> {
-    ctx.state
-        .storage
-        .collection(db, &buckets_name(name))
-        .ok_or_else(|| {
-            MongoError::new(
-                bisondb_error::ErrorCode::NamespaceNotFound,
-                format!("Buckets collection not found for time-series collection {db}.{name}"),
-            )
-        })
+    storage.collection(db, &buckets_name(name)).ok_or_else(|| {
+        MongoError::new(
+            bisondb_error::ErrorCode::NamespaceNotFound,
+            format!("Buckets collection not found for time-series collection {db}.{name}"),
+        )
+    })
 }
 
 /// Writes one meta value's measurements: the open bucket first, then new ones.
-pub(super) fn write_group(
+pub(crate) fn write_group(
     buckets: &Collection,
     ts: &TsOptions,
     key: Vec<u8>,
@@ -228,7 +171,7 @@ pub(super) fn write_group(
             let Some(cur) = cur else {
                 return Ok(Modify::Keep);
             };
-            let Some(mut b) = args::to_document(cur)
+            let Some(mut b) = fields::to_document(cur)
                 .ok()
                 .and_then(|d| Bucket::from_document(&d, &ts.time_field))
             else {
@@ -284,44 +227,6 @@ pub(super) fn write_group(
     Ok(())
 }
 
-/// `delete` on a time-series collection: any filter, `limit` 0 or 1.
-pub(super) fn delete(
-    req: &CommandRequest<'_>,
-    ctx: &mut Context<'_>,
-    name: &str,
-    ts: &TsOptions,
-) -> MongoResult<RawDocumentBuf> {
-    let b = util::parse_write_batch(req, "deletes", &["let"])?;
-    let lets = LetVars::from_body(req.name, req.body)?;
-    let buckets = ctx.state.storage.collection(&req.db, &buckets_name(name));
-    let mut n = 0u64;
-    let mut errors: Vec<Bson> = Vec::new();
-    for (i, raw) in b.statements.iter().enumerate() {
-        let outcome =
-            crate::commands::delete::parse_statement(raw, &lets).and_then(|s| match &buckets {
-                Some(c) => delete_matching(c, ts, s.selection().matcher, s.multi, b.wc.durability),
-                None => Ok(0),
-            });
-        match outcome {
-            Ok(k) => {
-                n += k;
-                OpCounters::add(&ctx.state.opcounters.delete, k);
-            }
-            Err(e) => {
-                errors.push(Bson::Document(reply::write_error(i, &e, None)));
-                if b.ordered {
-                    break;
-                }
-            }
-        }
-    }
-    let mut r = doc! {"n": reply::count(n)};
-    if !errors.is_empty() {
-        r.insert("writeErrors", errors);
-    }
-    reply::ok(r)
-}
-
 /// Removes the measurements `keep_row` rejects from the bucket `id`, as it is
 /// now; returns how many it removed.
 fn rewrite_bucket(
@@ -353,14 +258,14 @@ fn rewrite_bucket(
 /// measurements (meta field included), and an empty bucket with the same
 /// `_id`, start and meta that collects those that stay. `None` when it is gone
 /// or not a bucket: nothing to rewrite.
-pub(super) fn open_rewrite(
+pub(crate) fn open_rewrite(
     cur: Option<&RawDocument>,
     ts: &TsOptions,
 ) -> MongoResult<Option<(Vec<Document>, Bucket)>> {
     let Some(cur) = cur else {
         return Ok(None);
     };
-    let d = args::to_document(cur)?;
+    let d = fields::to_document(cur)?;
     let Some(old) = Bucket::from_document(&d, &ts.time_field) else {
         return Ok(None);
     };
@@ -370,7 +275,7 @@ pub(super) fn open_rewrite(
 
 /// Keeps an unpacked measurement in the rewritten bucket; its meta field is
 /// the bucket's meta, stored once for all, not per row.
-pub(super) fn keep_row(kept: &mut Bucket, ts: &TsOptions, mut row: Document) {
+pub(crate) fn keep_row(kept: &mut Bucket, ts: &TsOptions, mut row: Document) {
     if let Some(mf) = &ts.meta_field {
         row.remove(mf);
     }
@@ -380,7 +285,7 @@ pub(super) fn keep_row(kept: &mut Bucket, ts: &TsOptions, mut row: Document) {
 /// Adds a changed measurement to the rewritten bucket when it still belongs
 /// there (same meta value, time within the bucket's span); `false` when it
 /// must move to another bucket.
-pub(super) fn keep_new_version(kept: &mut Bucket, ts: &TsOptions, m: &Measurement) -> bool {
+pub(crate) fn keep_new_version(kept: &mut Bucket, ts: &TsOptions, m: &Measurement) -> bool {
     if m.meta == kept.meta && kept.fits(m.time_ms, ts.max_span) {
         kept.push(&ts.time_field, &m.fields);
         true
@@ -391,7 +296,7 @@ pub(super) fn keep_new_version(kept: &mut Bucket, ts: &TsOptions, m: &Measuremen
 
 /// What a rewrite does to the stored bucket: nothing when no row changed, a
 /// delete when none remain, else the rebuilt bucket under the same `_id`.
-pub(super) fn rewritten(kept: &Bucket, changed: bool) -> MongoResult<Modify> {
+pub(crate) fn rewritten(kept: &Bucket, changed: bool) -> MongoResult<Modify> {
     Ok(if !changed {
         Modify::Keep
     } else if kept.is_empty() {
@@ -401,7 +306,7 @@ pub(super) fn rewritten(kept: &Bucket, changed: bool) -> MongoResult<Modify> {
     })
 }
 
-fn delete_matching(
+pub(crate) fn delete_matching(
     buckets: &Collection,
     ts: &TsOptions,
     matcher: &Matcher,
@@ -411,7 +316,7 @@ fn delete_matching(
     let mut n = 0u64;
     for bucket in buckets.scan(false) {
         let bucket = bucket?;
-        let d = args::to_document(&bucket)?;
+        let d = fields::to_document(&bucket)?;
         let rows = unpack_bucket(&d, &ts.time_field, ts.meta_field.as_deref());
         if !rows.iter().any(|r| matcher.matches_doc(r)) {
             continue;
@@ -439,7 +344,7 @@ fn delete_matching(
 
 /// The TTL monitor's pass: deletes every bucket whose newest time is before
 /// `cutoff_ms`.
-pub(super) fn delete_buckets_older_than(
+pub(crate) fn delete_buckets_older_than(
     buckets: &Collection,
     ts: &TsOptions,
     cutoff_ms: i64,

@@ -5,29 +5,23 @@
 //! and which has no documents; and `system.buckets.X`, an ordinary collection
 //! holding the measurements grouped into bucket documents (`bucket.rs`).
 //! Reads of `X` resolve it as a view over its buckets whose pipeline starts
-//! with `$_internalUnpackBucket` (`views::definition` asks [`view_def`]), so
-//! `find`, `count`, `distinct`, `aggregate` and `$lookup` see measurements.
-//! Writes to `X` come here from `views::intercept` ([`intercept`]): inserts
-//! and deletes (`write.rs`) and updates (`update.rs`) are built, index
-//! commands are translated to the buckets (`indexes.rs`), `findAndModify`
-//! runs over the measurements (`update.rs`). `drop X` drops both entries; the TTL monitor deletes
-//! whole buckets whose newest measurement is older than `expireAfterSeconds`
-//! ([`expire`]); `collMod` changes `expireAfterSeconds` and `granularity`
-//! ([`coll_mod`]).
+//! with `$_internalUnpackBucket` (`views::definition`), so `find`, `count`,
+//! `distinct`, `aggregate` and `$lookup` see measurements. Writes to `X`
+//! (routed by `on_view/timeseries.rs`) store measurements into buckets
+//! (`write.rs`); index keys on `X` translate to bucket keys (`indexes.rs`).
+//! `drop X` drops both entries; the TTL monitor deletes whole buckets whose
+//! newest measurement is older than `expireAfterSeconds` ([`expire`]);
+//! `collMod` changes `expireAfterSeconds` and `granularity` ([`coll_mod`]).
 
 pub mod bucket;
 pub mod indexes;
-mod update;
-mod write;
+pub mod write;
 
 use bisondb_error::{ErrorCode, MongoError, MongoResult};
 use bisondb_storage::Storage;
-use bson::{doc, Bson, Document, RawBsonRef, RawDocument, RawDocumentBuf};
+use bson::{doc, Bson, Document, RawBsonRef, RawDocument};
 
-use super::views::ViewDef;
-use super::Context;
-use crate::args;
-use crate::request::CommandRequest;
+use crate::fields;
 
 /// Bucket collections are named `system.buckets.<name>`.
 pub const BUCKETS_PREFIX: &str = "system.buckets.";
@@ -129,7 +123,7 @@ impl TsOptions {
     }
 
     /// `$_internalUnpackBucket`'s specification.
-    fn unpack_spec(&self) -> Document {
+    pub fn unpack_spec(&self) -> Document {
         let mut d = doc! {"timeField": self.time_field.clone()};
         if let Some(m) = &self.meta_field {
             d.insert("metaField", m.clone());
@@ -147,17 +141,17 @@ fn to_int(v: i64) -> Bson {
 /// required `timeField`, unknown fields, granularity names, ranges); the
 /// checks between fields come in [`check_create`].
 pub fn parse_create(cmd: &str, v: RawBsonRef<'_>) -> MongoResult<Document> {
-    let ts = args::as_doc(cmd, "timeseries", v)?;
+    let ts = fields::as_doc(cmd, "timeseries", v)?;
     let mut out = Document::new();
     for el in ts.iter() {
         let (k, v) = el.map_err(crate::request::invalid_bson)?;
         let path = format!("timeseries.{}", k.as_str());
         match k.as_str() {
             "timeField" | "metaField" => {
-                out.insert(k.as_str(), args::as_str(cmd, &path, v)?);
+                out.insert(k.as_str(), fields::as_str(cmd, &path, v)?);
             }
             "granularity" => {
-                let g = args::as_str(cmd, &path, v)?;
+                let g = fields::as_str(cmd, &path, v)?;
                 if !matches!(g, "seconds" | "minutes" | "hours") {
                     return Err(MongoError::bad_value(format!(
                         "Enumeration value '{g}' for field '{cmd}.{path}' is not a valid value."
@@ -166,7 +160,7 @@ pub fn parse_create(cmd: &str, v: RawBsonRef<'_>) -> MongoResult<Document> {
                 out.insert(k.as_str(), g);
             }
             "bucketMaxSpanSeconds" | "bucketRoundingSeconds" => {
-                let n = args::as_i64(cmd, &path, v)?;
+                let n = fields::as_i64(cmd, &path, v)?;
                 if n < 1 {
                     return Err(MongoError::location(
                         51024,
@@ -183,18 +177,18 @@ pub fn parse_create(cmd: &str, v: RawBsonRef<'_>) -> MongoResult<Document> {
                 }
                 out.insert(k.as_str(), n);
             }
-            other => return Err(args::unknown_field(cmd, &format!("timeseries.{other}"))),
+            other => return Err(fields::unknown_field(cmd, &format!("timeseries.{other}"))),
         }
     }
     if !out.contains_key("timeField") {
-        return Err(args::missing_field(cmd, "timeseries.timeField"));
+        return Err(fields::missing_field(cmd, "timeseries.timeField"));
     }
     Ok(out)
 }
 
 /// `expireAfterSeconds` of `create` and `collMod` (a number; mongod stores a long).
 pub fn parse_expire_after(cmd: &str, v: RawBsonRef<'_>) -> MongoResult<i64> {
-    let secs = args::as_i64(cmd, "expireAfterSeconds", v)?;
+    let secs = fields::as_i64(cmd, "expireAfterSeconds", v)?;
     if secs < 0 {
         return Err(MongoError::new(
             ErrorCode::InvalidOptions,
@@ -236,11 +230,11 @@ pub fn check_create(
     for el in body.iter() {
         let (k, v) = el.map_err(crate::request::invalid_bson)?;
         let k = k.as_str();
-        if k == "create" || ALLOWED_WITH.contains(&k) || args::is_generic_arg(k) {
+        if k == "create" || ALLOWED_WITH.contains(&k) || fields::is_generic_arg(k) {
             continue;
         }
         // `capped` is accepted unless it is true.
-        if k == "capped" && !args::as_bool("create", k, v)? {
+        if k == "capped" && !fields::as_bool("create", k, v)? {
             continue;
         }
         return Err(invalid(format!(
@@ -354,73 +348,10 @@ pub fn create(storage: &Storage, db: &str, name: &str, options: Document) -> Mon
     }
 }
 
-/// `X` read as a view: its buckets through `$_internalUnpackBucket`.
-pub fn view_def(name: &str, options: &Document) -> Option<ViewDef> {
-    let ts = TsOptions::of(name, options)?;
-    Some(ViewDef {
-        view_on: buckets_name(name),
-        pipeline: vec![doc! {"$_internalUnpackBucket": ts.unpack_spec()}],
-        collation: options.get_document("collation").ok().cloned(),
-    })
-}
-
 /// The time-series options of `db.name`, if it is a time-series collection.
 pub fn options_of(storage: &Storage, db: &str, name: &str) -> Option<TsOptions> {
     let coll = storage.collection(db, name)?;
     TsOptions::of(name, &coll.options())
-}
-
-/// Runs a write or index command aimed at a time-series collection; `None`
-/// when `coll` is not one.
-pub fn intercept(
-    req: &CommandRequest<'_>,
-    ctx: &mut Context<'_>,
-    coll: &str,
-) -> Option<MongoResult<RawDocumentBuf>> {
-    let ts = options_of(&ctx.state.storage, &req.db, coll)?;
-    Some(match req.name {
-        "insert" => write::insert(req, ctx, coll, &ts),
-        "delete" => write::delete(req, ctx, coll, &ts),
-        "update" => update::update(req, ctx, coll, &ts),
-        "findAndModify" | "findandmodify" => update::find_and_modify(req, ctx, coll, &ts),
-        "createIndexes" => indexes::create_indexes(req, ctx, coll, &ts),
-        "dropIndexes" => indexes::drop_indexes(req, ctx, coll, &ts),
-        "listIndexes" => indexes::list_indexes(req, ctx, coll, &ts),
-        other => Err(MongoError::new(
-            ErrorCode::NotImplemented,
-            format!(
-                "{other} on a time-series collection ({}.{coll}) is not supported by BisonDB yet (see docs/COMPATIBILITY.md)",
-                req.db
-            ),
-        )),
-    })
-}
-
-/// `collStats` / `$collStats` storage statistics of a time-series collection:
-/// its bucket collection's, without `count` (buckets are not measurements),
-/// with mongod's `timeseries` section. `None` for any other collection.
-pub fn bucket_stats(
-    storage: &Storage,
-    c: &bisondb_storage::Collection,
-    scale: u64,
-) -> Option<Document> {
-    TsOptions::of(c.name(), &c.options())?;
-    let buckets_ns = buckets_name(c.name());
-    let b = storage.collection(c.db(), &buckets_ns)?;
-    let mut out = super::coll_stats::storage_stats(storage, &b, scale);
-    out.remove("count");
-    out.remove("avgObjSize");
-    let count = b.count();
-    let avg = b.data_size().checked_div(count).unwrap_or(0);
-    out.insert(
-        "timeseries",
-        doc! {
-            "bucketsNs": format!("{}.{buckets_ns}", c.db()),
-            "bucketCount": count as i64,
-            "avgBucketSize": avg as i64,
-        },
-    );
-    Some(out)
 }
 
 /// How many measurements the time-series collection `c` holds (`None` for
@@ -446,23 +377,6 @@ pub fn measurement_count(
         n = n.saturating_add(rows as u64);
     }
     Ok(Some(n))
-}
-
-/// Whether an `aggregate` on the time-series collection `db.name` starts with
-/// `$collStats`, which reads `X` itself (its buckets' statistics) rather
-/// than its measurements.
-pub fn is_coll_stats_aggregate(req: &CommandRequest<'_>, storage: &Storage, name: &str) -> bool {
-    if req.name != "aggregate" {
-        return false;
-    }
-    let first_stage_is_coll_stats = match req.body.get("pipeline") {
-        Ok(Some(RawBsonRef::Array(a))) => matches!(
-            a.into_iter().next(),
-            Some(Ok(RawBsonRef::Document(d))) if matches!(d.get("$collStats"), Ok(Some(_)))
-        ),
-        _ => false,
-    };
-    first_stage_is_coll_stats && options_of(storage, &req.db, name).is_some()
 }
 
 /// Drops the bucket collection of `db.name` (after `name` itself was dropped).
@@ -559,7 +473,7 @@ pub fn coll_mod(
                         .get("v")
                         .map_err(crate::request::invalid_bson)?
                         .ok_or_else(|| MongoError::internal("granularity"))?;
-                    return Err(args::wrong_type(
+                    return Err(fields::wrong_type(
                         "collMod",
                         "timeseries.granularity",
                         v,
@@ -567,7 +481,7 @@ pub fn coll_mod(
                     ));
                 }
                 (other, _) => {
-                    return Err(args::unknown_field(
+                    return Err(fields::unknown_field(
                         "collMod",
                         &format!("timeseries.{other}"),
                     ))

@@ -5,9 +5,14 @@
 //! Commands here do the same with these helpers, so a typo in a client's option is an
 //! error rather than a silently ignored setting.
 
+pub mod write;
+
 use bisondb_error::{ErrorCode, MongoError, MongoResult};
 use bson::spec::ElementType;
 use bson::{Bson, Document, RawArray, RawBsonRef, RawDocument};
+
+/// Options accepted and ignored because they only affect performance or replication.
+pub const IGNORED_OPTIONS: &[&str] = &["$readPreference", "readConcern"];
 
 /// Fields any command may carry (driver and session plumbing), per mongod's generic
 /// arguments. Sorted for binary search.
@@ -224,6 +229,15 @@ pub fn check_collection_name(name: &str) -> MongoResult<()> {
         ));
     }
     Ok(())
+}
+
+/// Reads mongod's `scale` option (a positive whole number).
+pub fn parse_scale(cmd: &str, v: bson::RawBsonRef<'_>) -> MongoResult<u64> {
+    let s = as_i64(cmd, "scale", v)?;
+    if s < 1 {
+        return Err(MongoError::bad_value("scale has to be >= 1"));
+    }
+    Ok(s as u64)
 }
 
 #[cfg(test)]

@@ -18,16 +18,14 @@ use bisondb_query::projection::Projection;
 use bisondb_storage::{Collection, Durability, Modify};
 use bson::{doc, Bson, Document, RawBson, RawDocumentBuf};
 
-use super::write::{
+use crate::commands::update::{parse_statement, Statement};
+use crate::commands::Context;
+use crate::fields;
+use crate::namespaces::timeseries::write::{
     bucket_collection, keep_new_version, keep_row, meta_key, open_rewrite, rewritten, write_group,
     Measurement,
 };
-use super::TsOptions;
-use crate::args;
-use crate::commands::let_vars::LetVars;
-use crate::commands::update::{parse_statement, Statement};
-use crate::commands::util;
-use crate::commands::Context;
+use crate::namespaces::timeseries::TsOptions;
 use crate::reply;
 use crate::request::CommandRequest;
 use crate::state::OpCounters;
@@ -47,44 +45,19 @@ pub(super) fn update(
     name: &str,
     ts: &TsOptions,
 ) -> MongoResult<RawDocumentBuf> {
-    let b = util::parse_write_batch(req, "updates", &["bypassDocumentValidation", "let"])?;
-    let lets = LetVars::from_body(req.name, req.body)?;
-    crate::validation::bypass(req.name, req.body)?;
-    let buckets = bucket_collection(ctx, &req.db, name)?;
-    let (mut matched, mut modified) = (0u64, 0u64);
-    let mut upserted: Vec<Bson> = Vec::new();
-    let mut errors: Vec<Bson> = Vec::new();
-    for (i, raw) in b.statements.iter().enumerate() {
-        let outcome = parse_statement("update", raw, &lets)
-            .and_then(|s| apply_statement(&buckets, ts, &s, b.wc.durability));
+    // Parsed as for any collection; a validator does not apply to buckets.
+    let u = crate::commands::update::Update::parse(req)?.batch;
+    let buckets = bucket_collection(&ctx.state.storage, &req.db, name)?;
+    let mut tally = reply::UpdateTally::default();
+    let errors = u.each(|i, raw| {
+        let outcome = parse_statement("update", raw, &u.lets)
+            .and_then(|s| apply_statement(&buckets, ts, &s, u.wc.durability));
         OpCounters::add(&ctx.state.opcounters.update, 1);
-        match outcome {
-            Ok(o) => {
-                matched += o.matched;
-                modified += o.modified;
-                if let Some(id) = o.upserted {
-                    upserted.push(Bson::Document(doc! {"index": i as i32, "_id": id}));
-                }
-            }
-            Err(e) => {
-                errors.push(Bson::Document(reply::write_error(i, &e, None)));
-                if b.ordered {
-                    break;
-                }
-            }
-        }
-    }
-    let mut r = doc! {
-        "n": reply::count(matched + upserted.len() as u64),
-        "nModified": reply::count(modified),
-    };
-    if !upserted.is_empty() {
-        r.insert("upserted", upserted);
-    }
-    if !errors.is_empty() {
-        r.insert("writeErrors", errors);
-    }
-    reply::ok(r)
+        let o = outcome?;
+        tally.add(i, o.matched, o.modified, o.upserted);
+        Ok(())
+    });
+    tally.reply(errors)
 }
 
 fn apply_statement(
@@ -123,7 +96,7 @@ fn apply_statement(
     // The buckets with a match in a snapshot; each is re-checked when rewritten.
     let mut ids = Vec::new();
     for bucket in buckets.scan(false) {
-        let d = args::to_document(&bucket?)?;
+        let d = fields::to_document(&bucket?)?;
         let rows = unpack_bucket(&d, &ts.time_field, ts.meta_field.as_deref());
         if rows.iter().any(|r| matcher.matches_doc(r)) {
             if let Some(id) = d.get("_id").cloned() {
@@ -214,7 +187,7 @@ pub(super) fn find_and_modify(
 ) -> MongoResult<RawDocumentBuf> {
     use crate::commands::Command;
     let f = crate::commands::find_and_modify::FindAndModify::parse(req)?;
-    let buckets = bucket_collection(ctx, &req.db, name)?;
+    let buckets = bucket_collection(&ctx.state.storage, &req.db, name)?;
     let fields = match &f.fields {
         Some(p) => Some(Projection::parse_with_filter(p, &f.query)?),
         None => None,
@@ -289,7 +262,7 @@ fn find_target(
 ) -> MongoResult<Option<(RawBson, Document)>> {
     let mut target: Option<(RawBson, Document, Vec<Bson>)> = None;
     for bucket in buckets.scan(false) {
-        let d = args::to_document(&bucket?)?;
+        let d = fields::to_document(&bucket?)?;
         for row in unpack_bucket(&d, &ts.time_field, ts.meta_field.as_deref()) {
             if !query.matches_doc(&row) {
                 continue;

@@ -1,7 +1,7 @@
-//! The engine-neutral storage contract: an ordered byte-key/byte-value store with
-//! atomic write batches, consistent snapshots and a durability barrier.
+//! The engine contract: an ordered byte-key/byte-value store with atomic write
+//! batches, consistent snapshots and a durability barrier.
 //!
-//! Everything above this trait (catalog, documents, indexes) is written once. The
+//! Everything above these traits (catalog, documents, indexes) is written once. The
 //! contract is deliberately small so that an LSM tree (fjall), the in-memory model,
 //! or a remote ordered transactional store can all implement it: nothing here
 //! assumes a local file, a single process, or a particular iterator lifetime.
@@ -11,7 +11,8 @@
 use std::ops::Bound;
 use std::sync::Arc;
 
-use crate::error::StorageError;
+use crate::error::EngineError;
+use crate::txn::Transaction;
 
 /// How durable a write must be before [`Engine::write`] returns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -97,22 +98,83 @@ impl WriteBatch {
 /// One key and its value, as returned by [`Snapshot::scan`].
 pub type KeyValue = (Vec<u8>, Vec<u8>);
 
+/// What an engine offers beyond the required contract, and how it must be
+/// called. Each engine states its capabilities once (a constant the engine
+/// table and [`Engine::capabilities`] both return).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Capabilities {
+    /// Data survives a restart (`serverStatus`' `storageEngine.persistent`).
+    pub persistent: bool,
+    /// Calls may block for long: every read and write is a round trip to
+    /// another process (a network store). Callers on an async runtime must
+    /// run storage work on threads that may block, never on the runtime's
+    /// workers. Engines in this process (memory, lsm) block only for I/O
+    /// they bound themselves, and say `false`.
+    pub blocking_io: bool,
+    /// [`Engine::snapshot_at`] works: snapshots report their
+    /// [`Snapshot::commit_point`], and a snapshot at a recent commit point can
+    /// be taken again later. Without it `snapshot_at` fails with
+    /// [`EngineError::Unsupported`].
+    pub snapshot_at: bool,
+}
+
+/// A position in an engine's sequence of commits: a snapshot at a commit
+/// point sees every commit up to and including it, and none after. Points only
+/// grow, and compare in commit order; they mean nothing across engines or
+/// across restarts of an engine that does not persist them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct CommitPoint(pub u64);
+
 /// An ordered key-value store (keys compare as unsigned bytes).
 pub trait Engine: Send + Sync + 'static {
     /// A short name for diagnostics and `serverStatus` (`"inMemory"`, `"lsm"`, ...).
     fn name(&self) -> &'static str;
 
-    /// A consistent point-in-time view: later writes are never visible through it.
-    fn snapshot(&self) -> Arc<dyn Snapshot>;
+    /// What this engine offers (see [`Capabilities`]).
+    fn capabilities(&self) -> Capabilities;
+
+    /// A consistent point-in-time view: later writes are never visible through
+    /// it, and it stays readable however long it is held (cursors keep one).
+    ///
+    /// May fail: an engine over a network store can lose its connection, a
+    /// closed engine has nothing to read. Callers propagate the error; they
+    /// never substitute an empty view.
+    fn snapshot(&self) -> Result<Arc<dyn Snapshot>, EngineError>;
+
+    /// A snapshot that sees exactly the commits up to `point` (see
+    /// [`CommitPoint`]), where the engine has the [`Capabilities::snapshot_at`]
+    /// capability. An engine keeps old points for a bounded window: a point it
+    /// no longer keeps fails with [`EngineError::SnapshotTooOld`], a point
+    /// it has not reached yet with [`EngineError::InvalidArgument`]. Engines
+    /// without the capability fail with [`EngineError::Unsupported`] (the
+    /// default).
+    fn snapshot_at(&self, point: CommitPoint) -> Result<Arc<dyn Snapshot>, EngineError> {
+        Err(EngineError::Unsupported(format!(
+            "the {} storage engine cannot read at commit point {}",
+            self.name(),
+            point.0
+        )))
+    }
 
     /// Applies every operation of `batch` atomically: after a crash either all of
     /// them are present or none is. An empty batch is a no-op (but still honours
     /// `Durability::Sync` as a barrier for earlier writes).
-    fn write(&self, batch: WriteBatch, durability: Durability) -> Result<(), StorageError>;
+    ///
+    /// A plain write takes part in no transaction and waits for none: it costs
+    /// what it cost before transactions existed. A transaction whose snapshot
+    /// predates a plain write to a key it also wrote fails its commit (see
+    /// [`Transaction::commit`]).
+    fn write(&self, batch: WriteBatch, durability: Durability) -> Result<(), EngineError>;
+
+    /// Starts a read-write transaction on a snapshot taken now (see
+    /// [`Transaction`] for what every engine guarantees). Engines over a
+    /// transactional store map it onto the store's own transactions; engines
+    /// in this process share [`crate::txn::LocalTransactions`].
+    fn begin(&self) -> Result<Box<dyn Transaction>, EngineError>;
 
     /// Durability barrier: every write that returned before this call is durable
     /// when it returns. A no-op for engines without stable storage.
-    fn sync(&self) -> Result<(), StorageError>;
+    fn sync(&self) -> Result<(), EngineError>;
 
     /// Bytes used on stable storage (0 for memory).
     fn size_on_disk(&self) -> u64;
@@ -120,7 +182,7 @@ pub trait Engine: Send + Sync + 'static {
     /// Writes buffered data into the engine's data files (not only its log) and
     /// makes everything durable, as mongod's `fsync` command does. Engines without
     /// such a distinction just sync.
-    fn checkpoint(&self) -> Result<(), StorageError> {
+    fn checkpoint(&self) -> Result<(), EngineError> {
         self.sync()
     }
 
@@ -136,7 +198,7 @@ pub trait Engine: Send + Sync + 'static {
 /// A read-only, point-in-time view of an [`Engine`].
 pub trait Snapshot: Send + Sync {
     /// The value stored under `key`, if any.
-    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, StorageError>;
+    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, EngineError>;
 
     /// Up to `limit` entries with key in the range given by `start` and `end`,
     /// ascending; or descending when `reverse` (then scanning from the top of the
@@ -147,7 +209,14 @@ pub trait Snapshot: Send + Sync {
         end: Bound<&[u8]>,
         reverse: bool,
         limit: usize,
-    ) -> Result<Vec<KeyValue>, StorageError>;
+    ) -> Result<Vec<KeyValue>, EngineError>;
+
+    /// The commit point this snapshot reads at, for an engine with the
+    /// [`Capabilities::snapshot_at`] capability (`None` otherwise):
+    /// `snapshot_at` of it reads what this snapshot reads.
+    fn commit_point(&self) -> Option<CommitPoint> {
+        None
+    }
 }
 
 /// The smallest key strictly greater than every key that starts with `prefix`,
@@ -164,9 +233,45 @@ pub fn prefix_successor(prefix: &[u8]) -> Option<Vec<u8>> {
     None
 }
 
+/// True when no key can satisfy both bounds; ordered-map range APIs panic on an
+/// inverted range, and callers may legitimately ask for one (e.g. `$gt: 5, $lt: 3`).
+pub fn range_is_empty(start: Bound<&[u8]>, end: Bound<&[u8]>) -> bool {
+    match (start, end) {
+        (Bound::Included(s), Bound::Included(e)) => s > e,
+        (Bound::Included(s), Bound::Excluded(e))
+        | (Bound::Excluded(s), Bound::Included(e))
+        | (Bound::Excluded(s), Bound::Excluded(e)) => s >= e,
+        _ => false,
+    }
+}
+
+/// `b` with its key copied: ordered-map ranges take owned bounds of their key type.
+pub fn owned_bound(b: Bound<&[u8]>) -> Bound<Vec<u8>> {
+    match b {
+        Bound::Included(k) => Bound::Included(k.to_vec()),
+        Bound::Excluded(k) => Bound::Excluded(k.to_vec()),
+        Bound::Unbounded => Bound::Unbounded,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn inverted_ranges_are_empty() {
+        type Case<'a> = (Bound<&'a [u8]>, Bound<&'a [u8]>, bool);
+        let cases: &[Case<'_>] = &[
+            (Bound::Included(b"b"), Bound::Excluded(b"a"), true),
+            (Bound::Included(b"a"), Bound::Excluded(b"a"), true),
+            (Bound::Included(b"a"), Bound::Included(b"a"), false),
+            (Bound::Excluded(b"a"), Bound::Included(b"a"), true),
+            (Bound::Unbounded, Bound::Excluded(b"a"), false),
+        ];
+        for (s, e, want) in cases {
+            assert_eq!(range_is_empty(*s, *e), *want, "{s:?} {e:?}");
+        }
+    }
 
     #[test]
     fn prefix_successor_table() {

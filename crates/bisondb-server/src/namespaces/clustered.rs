@@ -21,7 +21,7 @@ use bisondb_error::{ErrorCode, MongoError, MongoResult};
 use bisondb_query::compare::number_as_f64;
 use bson::{doc, Bson, Document, RawBsonRef};
 
-use crate::args;
+use crate::fields;
 
 /// The clustered index's name when `create` gives none.
 pub const DEFAULT_NAME: &str = "_id_";
@@ -52,7 +52,7 @@ pub fn parse_arg(cmd: &str, v: RawBsonRef<'_>) -> MongoResult<ClusteredArg> {
         RawBsonRef::Boolean(b) => return Ok(ClusteredArg::Legacy(b)),
         RawBsonRef::Document(d) => d,
         other => {
-            return Err(args::wrong_type(
+            return Err(fields::wrong_type(
                 cmd,
                 "clusteredIndex",
                 other,
@@ -65,15 +65,15 @@ pub fn parse_arg(cmd: &str, v: RawBsonRef<'_>) -> MongoResult<ClusteredArg> {
     for el in d.iter() {
         let (k, v) = el.map_err(crate::request::invalid_bson)?;
         match k.as_str() {
-            "v" => version = args::as_i64(&ctx, "v", v)?,
-            "key" => key = Some(args::to_document(args::as_doc(&ctx, "key", v)?)?),
-            "name" => name = Some(args::as_str(&ctx, "name", v)?.to_string()),
-            "unique" => unique = Some(args::as_bool(&ctx, "unique", v)?),
-            other => return Err(args::unknown_field(&ctx, other)),
+            "v" => version = fields::as_i64(&ctx, "v", v)?,
+            "key" => key = Some(fields::to_document(fields::as_doc(&ctx, "key", v)?)?),
+            "name" => name = Some(fields::as_str(&ctx, "name", v)?.to_string()),
+            "unique" => unique = Some(fields::as_bool(&ctx, "unique", v)?),
+            other => return Err(fields::unknown_field(&ctx, other)),
         }
     }
-    let key = key.ok_or_else(|| args::missing_field(&ctx, "key"))?;
-    let unique = unique.ok_or_else(|| args::missing_field(&ctx, "unique"))?;
+    let key = key.ok_or_else(|| fields::missing_field(&ctx, "key"))?;
+    let unique = unique.ok_or_else(|| fields::missing_field(&ctx, "unique"))?;
     let name = name.unwrap_or_else(|| DEFAULT_NAME.to_string());
     let v = i32::try_from(version)
         .map(Bson::Int32)
@@ -304,18 +304,18 @@ pub fn cannot_drop() -> MongoError {
 /// struct: `enabled` required and a bool) of `cmd` and returns `enabled`.
 pub fn parse_pre_and_post_images(cmd: &str, v: RawBsonRef<'_>) -> MongoResult<bool> {
     const FIELD: &str = "changeStreamPreAndPostImages";
-    let d = args::as_doc(cmd, FIELD, v)?;
+    let d = fields::as_doc(cmd, FIELD, v)?;
     let ctx = format!("{cmd}.{FIELD}");
     let mut enabled = None;
     for el in d.iter() {
         let (k, v) = el.map_err(crate::request::invalid_bson)?;
         match (k.as_str(), v) {
             ("enabled", RawBsonRef::Boolean(b)) => enabled = Some(b),
-            ("enabled", other) => return Err(args::wrong_type(&ctx, "enabled", other, "bool")),
-            (other, _) => return Err(args::unknown_field(&ctx, other)),
+            ("enabled", other) => return Err(fields::wrong_type(&ctx, "enabled", other, "bool")),
+            (other, _) => return Err(fields::unknown_field(&ctx, other)),
         }
     }
-    enabled.ok_or_else(|| args::missing_field(&ctx, "enabled"))
+    enabled.ok_or_else(|| fields::missing_field(&ctx, "enabled"))
 }
 
 /// mongod refuses enabled pre- and post-images in the `admin`, `local` and

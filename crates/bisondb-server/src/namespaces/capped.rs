@@ -11,7 +11,7 @@
 use bisondb_error::{ErrorCode, MongoError, MongoResult};
 use bson::{Bson, Document, RawBsonRef};
 
-use crate::args;
+use crate::fields;
 
 /// mongod's bound on `size`: 1 PB.
 const MAX_SIZE: i64 = 1 << 50;
@@ -33,7 +33,7 @@ impl CappedOptions {
             return Ok(());
         }
         match key {
-            "capped" => self.capped = args::as_bool(cmd, key, v)?,
+            "capped" => self.capped = fields::as_bool(cmd, key, v)?,
             "size" => {
                 let n = whole(cmd, key, v)?;
                 if n < 1 {
@@ -119,7 +119,7 @@ fn whole(cmd: &str, key: &str, v: RawBsonRef<'_>) -> MongoResult<i64> {
                 MongoError::bad_value(format!("BSON field '{cmd}.{key}' is out of range: {s}"))
             })
         }
-        other => args::as_i64(cmd, key, other),
+        other => fields::as_i64(cmd, key, other),
     }
 }
 

@@ -37,7 +37,7 @@ pub fn output(coll: Option<&Collection>, host: &str) -> MongoResult<Vec<Document
         return Ok(Vec::new());
     };
     let ((id_ops, id_since), usage) = coll.index_usage();
-    let mut specs = super::list_indexes::index_specs(coll).into_iter();
+    let mut specs = crate::namespaces::index_specs(coll).into_iter();
     let mut out = Vec::new();
     if let Some(id_spec) = specs.next() {
         out.push(entry(id_spec, host, id_ops, id_since));

@@ -12,7 +12,7 @@ use bisondb_error::{MongoError, MongoResult};
 use bisondb_query::expr::{Expr, Vars};
 use bson::{doc, Bson, Document, RawBsonRef};
 
-use crate::args;
+use crate::fields;
 
 /// The evaluated `let` variables of one command.
 #[derive(Debug, Default, Clone)]
@@ -23,7 +23,7 @@ pub struct LetVars {
 impl LetVars {
     /// Validates the names and evaluates the values of `cmd`'s `let` document.
     pub fn parse(cmd: &str, v: RawBsonRef<'_>) -> MongoResult<LetVars> {
-        let d = args::to_document(args::as_doc(cmd, "let", v)?)?;
+        let d = fields::to_document(fields::as_doc(cmd, "let", v)?)?;
         let now = Vars::new();
         let mut vars = Vec::new();
         for (name, value) in &d {

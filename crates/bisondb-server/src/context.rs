@@ -1,0 +1,27 @@
+//! What a command runs with: the server state and what it knows about the
+//! connection it arrived on.
+
+use std::sync::Arc;
+
+use bisondb_wire::Compressor;
+
+use crate::state::ServerState;
+
+/// What a command knows about the connection it arrived on.
+#[derive(Debug, Default, Clone)]
+pub struct ConnectionInfo {
+    pub id: i64,
+    /// `host:port` of the peer, or a description for Unix sockets.
+    pub peer: String,
+    /// Compressors agreed in the handshake, in the client's order of preference.
+    pub compressors: Vec<Compressor>,
+    pub client_metadata: Option<bson::Document>,
+    /// What the current command reports for its profile entry (filled only
+    /// while its database profiles).
+    pub op: crate::profiler::OpDebug,
+}
+
+pub struct Context<'a> {
+    pub state: &'a Arc<ServerState>,
+    pub conn: &'a mut ConnectionInfo,
+}

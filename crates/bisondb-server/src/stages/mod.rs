@@ -1,0 +1,81 @@
+//! The aggregation stages the server supplies because they read what only
+//! it has: storage statistics (`$collStats`), index usage counters
+//! (`$indexStats`), the session cache (`$listLocalSessions`). `bisondb-query`'s
+//! stage table lists them as server stages; an `aggregate` command hands the
+//! pipeline [`ServerStagesOf`], which runs them.
+
+use std::sync::Arc;
+
+use bisondb_error::{ErrorCode, MongoError, MongoResult};
+use bisondb_query::agg::{DocStream, ServerStages};
+use bisondb_storage::Collection;
+use bson::{Bson, Document};
+
+use crate::state::ServerState;
+
+pub mod coll_stats;
+pub mod index_stats;
+pub mod list_local_sessions;
+
+/// Checks a server stage that starts an `aggregate` command's pipeline (its
+/// argument, and the namespace it needs: `coll` is `None` for
+/// `{aggregate: 1}`); any other first stage passes.
+pub fn check_first(stage: &Document, coll: Option<&str>) -> MongoResult<()> {
+    if let Some(spec) = stage.get("$listLocalSessions") {
+        list_local_sessions::check_spec(spec)?;
+        if coll.is_some() {
+            return Err(MongoError::new(
+                ErrorCode::InvalidNamespace,
+                "$listLocalSessions must be run against a database with {aggregate: 1}",
+            ));
+        }
+    } else if let Some(spec) = stage.get("$collStats") {
+        // `{aggregate: 1}` was refused before, as not collection-less.
+        coll_stats::CollStatsStage::parse(spec)?;
+    } else if let Some(spec) = stage.get("$indexStats") {
+        index_stats::check_spec(spec, coll)?;
+    }
+    Ok(())
+}
+
+/// The server stages of one `aggregate` command on `db` (and the
+/// collection it names, when it names one).
+pub struct ServerStagesOf {
+    pub state: Arc<ServerState>,
+    pub db: String,
+    pub coll_name: Option<String>,
+    /// The collection, when it exists.
+    pub coll: Option<Collection>,
+}
+
+impl std::fmt::Debug for ServerStagesOf {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServerStagesOf")
+            .field("db", &self.db)
+            .field("coll", &self.coll_name)
+            .finish()
+    }
+}
+
+impl ServerStages for ServerStagesOf {
+    fn run(&self, name: &str, spec: &Bson) -> MongoResult<DocStream> {
+        match name {
+            "$listLocalSessions" => Ok(Box::new(self.state.sessions.list().into_iter().map(Ok))),
+            "$collStats" => {
+                let stage = coll_stats::CollStatsStage::parse(spec)?;
+                let coll = self.coll_name.as_deref().unwrap_or_default();
+                let stats = stage.output(&self.state, &self.db, coll)?;
+                Ok(Box::new(std::iter::once(Ok(stats))))
+            }
+            "$indexStats" => {
+                let port = self.state.bound_port.get().copied().unwrap_or(0);
+                let host = format!("{}:{port}", crate::state::hostname());
+                let docs = index_stats::output(self.coll.as_ref(), &host)?;
+                Ok(Box::new(docs.into_iter().map(Ok)))
+            }
+            other => Err(MongoError::internal(format!(
+                "the server does not supply the stage {other}"
+            ))),
+        }
+    }
+}
