@@ -814,6 +814,17 @@ impl Near {
                 near = Some((p, true));
                 inner_max = d.get("$maxDistance");
                 inner_min = d.get("$minDistance");
+            } else if d.contains_key("type") {
+                // A bare GeoJSON point (`$near: {type: "Point", coordinates}`)
+                // is mongod's legacy-syntax form with a GeoJSON point
+                // (`GeoNearExpression::parseLegacyQuery` takes any query
+                // point): distances are meters on the sphere, as with
+                // `$geometry`, and `$maxDistance`/`$minDistance` are its
+                // siblings (manual, `$near`: "If the specified point is
+                // GeoJSON, specify the distance in meters").
+                if let Ok(Geometry::Point(p)) = query_geometry(v) {
+                    near = Some((p, true));
+                }
             }
         }
         let (point, geojson) = match near {

@@ -455,6 +455,9 @@ impl Expr {
     fn collate(&mut self, c: &Arc<Collation>) {
         match self {
             Expr::And(v) | Expr::Or(v) | Expr::Nor(v) => v.iter_mut().for_each(|e| e.collate(c)),
+            // Only a DBRef part (see `parse_entries`) has a path starting with
+            // `$`; mongod compares `$ref` and `$db` without the collation.
+            Expr::Path(p, _) if p == "$ref" || p == "$db" => {}
             Expr::Path(_, op) => op.collate(c),
             Expr::Agg(_, coll) => *coll = Some(c.clone()),
             Expr::Const(_) | Expr::Schema(_) | Expr::Where(_) | Expr::Text(_) => {}
@@ -843,6 +846,12 @@ fn parse_entries<'a>(
                         _ => Expr::Nor(list),
                     });
                 }
+                // A DBRef's parts are field names wherever a filter names
+                // fields (mongod's `parseDBRef`: an equality on the field;
+                // `$id` compares under the collation, `$ref` and `$db` bytewise).
+                "$ref" | "$id" | "$db" => {
+                    children.push(Expr::Path(k.clone(), PathOp::Eq(v.clone())))
+                }
                 "$comment" => {}
                 "$alwaysTrue" => children.push(Expr::Const(true)),
                 "$alwaysFalse" => children.push(Expr::Const(false)),
@@ -940,9 +949,28 @@ fn is_operator_doc(d: &Document) -> bool {
     }
 }
 
+/// mongod's `isDBRefDocument`: a document holding both `$ref` and `$id`, or,
+/// where an incomplete DBRef is allowed (under `$elemMatch`), any of `$ref`,
+/// `$id` and `$db`.
+fn is_dbref_doc(d: &Document, allow_incomplete: bool) -> bool {
+    let has = |k: &str| d.contains_key(k);
+    if allow_incomplete {
+        has("$ref") || has("$id") || has("$db")
+    } else {
+        has("$ref") && has("$id")
+    }
+}
+
+/// mongod's `isExpressionDocument`: a field's operand is a list of operators
+/// when its first key starts with `$`, unless it is a DBRef, which is
+/// compared as a value (`{a: {$ref: "c", $id: 1}}`).
+fn is_expression_doc(d: &Document, allow_incomplete_dbref: bool) -> bool {
+    d.keys().next().is_some_and(|k| k.starts_with('$')) && !is_dbref_doc(d, allow_incomplete_dbref)
+}
+
 fn parse_field_value(path: &str, v: &Bson, depth: usize) -> MongoResult<PathOp> {
     match v {
-        Bson::Document(d) if is_operator_doc(d) => parse_ops(path, d, depth),
+        Bson::Document(d) if is_expression_doc(d, false) => parse_ops(path, d, depth),
         Bson::RegularExpression(r) => Ok(PathOp::Regex(compile_regex(
             r.pattern.as_str(),
             r.options.as_str(),
@@ -1407,10 +1435,10 @@ fn parse_elem_match(v: &Bson, depth: usize) -> MongoResult<PathOp> {
     let Bson::Document(d) = v else {
         return Err(MongoError::bad_value("$elemMatch needs an Object"));
     };
-    let value_form = d
-        .keys()
-        .next()
-        .is_some_and(|k| k.starts_with('$') && !is_top_level_operator(k));
+    // Like mongod, a document naming `$ref`, `$id` or `$db` is the object
+    // form, where those are field names (a DBRef's parts), not operators.
+    let value_form =
+        is_expression_doc(d, true) && d.keys().next().is_some_and(|k| !is_top_level_operator(k));
     if value_form {
         Ok(PathOp::ElemMatchValue(match parse_ops("", d, depth + 1)? {
             PathOp::And(ops) => ops,

@@ -491,7 +491,10 @@ fn run_command(
     // One clock read per command: slow commands are logged at any profiling
     // level (mongod's "Slow query"), and only those build a line.
     let started = std::time::Instant::now();
+    // serverStatus `globalLock.activeClients` counts the command until here.
+    let running = state.active.enter(spec.is_some_and(|s| s.write_concern));
     let reply = dispatch_command(req, spec, state, conn);
+    drop(running);
     crate::log::slow::log_if_slow(state, req, conn, &reply, started);
     if let Some(p) = profiled {
         p.finish(state, req, conn, &reply);

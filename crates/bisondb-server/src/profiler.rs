@@ -352,8 +352,11 @@ pub struct Pending {
 }
 
 impl Pending {
-    /// Starts profiling `req` if its database profiles and it does not act on
-    /// `system.profile` itself. Call only when [`Profiler::is_active`].
+    /// Starts profiling `req` if its database profiles. Operations on
+    /// `system.profile` itself are profiled too, as in mongod (its
+    /// `profile()` makes no exception for the collection; a tool reading the
+    /// profile at level 2 sees its own queries). Call only when
+    /// [`Profiler::is_active`].
     pub fn start(
         state: &ServerState,
         req: &CommandRequest<'_>,
@@ -362,10 +365,7 @@ impl Pending {
         let settings = state.profiler.settings(&req.db);
         // `dropDatabase` is left out: its entry would bring back the
         // database it removed (mongod skips a database that disappeared).
-        if settings.level <= 0
-            || target_collection(req) == Some(COLLECTION)
-            || req.name == "dropDatabase"
-        {
+        if settings.level <= 0 || req.name == "dropDatabase" {
             return None;
         }
         conn.op = OpDebug {
@@ -553,15 +553,29 @@ fn build_entries(
     };
     if let (Some(field), false) = (per_statement, op.writes.is_empty()) {
         let stmts = statements(req, field);
+        // mongod's `appendCommentField`: a statement's entry records the
+        // statement, with the command's `comment` added when it has none.
+        let comment = req
+            .body
+            .get("comment")
+            .ok()
+            .flatten()
+            .and_then(|c| crate::fields::to_bson(c).ok());
         return op
             .writes
             .iter()
             .zip(stmts)
             .map(|(w, stmt)| {
+                let mut command = recorded_command(stmt);
+                if let Some(c) = &comment {
+                    if !command.contains_key("comment") {
+                        command.insert("comment", c.clone());
+                    }
+                }
                 let mut e = doc! {
                     "op": op_name(req.name),
                     "ns": ns.clone(),
-                    "command": recorded_command(stmt),
+                    "command": command,
                 };
                 if let Some((keys, docs, _)) = &w.examined {
                     e.insert("keysExamined", count(*keys));

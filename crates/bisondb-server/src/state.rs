@@ -27,6 +27,43 @@ impl OpCounters {
     }
 }
 
+/// Commands running now, for serverStatus's `globalLock.activeClients`:
+/// writers run a command that takes a write concern (a write or DDL command),
+/// readers anything else (the `serverStatus` asking included). The
+/// connection counts each command from dispatch to reply.
+#[derive(Default)]
+pub struct ActiveOps {
+    readers: AtomicU64,
+    writers: AtomicU64,
+}
+
+/// A running command, counted by [`ActiveOps`] until it drops.
+pub struct ActiveOp<'a>(&'a AtomicU64);
+
+impl Drop for ActiveOp<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+impl ActiveOps {
+    /// Counts a command (a writer when `writes`: it takes a write concern)
+    /// as running until the returned guard drops.
+    pub fn enter(&self, writes: bool) -> ActiveOp<'_> {
+        let counter = if writes { &self.writers } else { &self.readers };
+        counter.fetch_add(1, Ordering::Relaxed);
+        ActiveOp(counter)
+    }
+
+    pub fn readers(&self) -> u64 {
+        self.readers.load(Ordering::Relaxed)
+    }
+
+    pub fn writers(&self) -> u64 {
+        self.writers.load(Ordering::Relaxed)
+    }
+}
+
 pub struct ServerState {
     pub config: ServerConfig,
     pub storage: Storage,
@@ -34,6 +71,8 @@ pub struct ServerState {
     /// Logical sessions seen in commands, for `$listLocalSessions`.
     pub sessions: crate::sessions::SessionCache,
     pub opcounters: OpCounters,
+    /// Commands running now (serverStatus `globalLock.activeClients`).
+    pub active: ActiveOps,
     /// Profiling levels and thresholds (`profile`), in memory as in mongod.
     pub profiler: crate::profiler::Profiler,
     pub started: Instant,
@@ -65,6 +104,7 @@ impl ServerState {
             cursors: CursorManager::default(),
             sessions: Default::default(),
             opcounters: OpCounters::default(),
+            active: ActiveOps::default(),
             profiler,
             started: Instant::now(),
             started_at: SystemTime::now(),

@@ -508,3 +508,70 @@ async fn an_engine_without_files_reports_no_sizes_on_disk() {
     );
     assert_eq!(num(&cs, "storageSize"), 0, "{cs}");
 }
+
+/// mongod creates `admin`, `config` and `local` at startup, so even a fresh
+/// standalone lists them (`listDatabases`, manual: "returns a document that
+/// lists all databases"); `nameOnly` and `filter` apply to them as to any
+/// other database.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn list_databases_shows_admin_config_and_local() {
+    let ts = start().await;
+    let admin = ts.tcp.database("admin");
+    let r = admin.run_command(doc! {"listDatabases": 1}).await.unwrap();
+    let dbs: Vec<&Document> = r
+        .get_array("databases")
+        .unwrap()
+        .iter()
+        .filter_map(|d| d.as_document())
+        .collect();
+    let names: Vec<&str> = dbs.iter().filter_map(|d| d.get_str("name").ok()).collect();
+    for n in ["admin", "config", "local"] {
+        assert!(names.contains(&n), "{n} missing: {r}");
+    }
+    let mut sorted = names.clone();
+    sorted.sort();
+    assert_eq!(names, sorted, "{r}");
+    let local = dbs
+        .iter()
+        .find(|d| d.get_str("name").ok() == Some("local"))
+        .unwrap();
+    assert!(
+        local.get_bool("empty").is_ok() && local.contains_key("sizeOnDisk"),
+        "{local}"
+    );
+    let r = admin
+        .run_command(doc! {"listDatabases": 1, "nameOnly": true, "filter": {"name": "config"}})
+        .await
+        .unwrap();
+    assert_eq!(
+        r.get_array("databases").unwrap(),
+        &vec![bson::Bson::Document(doc! {"name": "config"})],
+        "{r}"
+    );
+}
+
+/// serverStatus's `globalLock` as mongod fills it: `totalTime` in
+/// microseconds since startup, `currentQueue` and `activeClients` split into
+/// readers and writers (the serverStatus itself is a running reader).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_status_global_lock() {
+    let ts = start().await;
+    let admin = ts.tcp.database("admin");
+    let r = admin.run_command(doc! {"serverStatus": 1}).await.unwrap();
+    let gl = r.get_document("globalLock").unwrap();
+    let total_time = gl.get_i64("totalTime").unwrap();
+    let uptime_ms = r.get_i64("uptimeMillis").unwrap();
+    assert!(
+        total_time >= uptime_ms * 1000 - 1000 && total_time > 0,
+        "{gl} / {uptime_ms}"
+    );
+    let q = gl.get_document("currentQueue").unwrap();
+    assert_eq!(q, &doc! {"total": 0, "readers": 0, "writers": 0});
+    let a = gl.get_document("activeClients").unwrap();
+    assert!(num(a, "readers") >= 1, "{a}");
+    assert_eq!(
+        num(a, "total"),
+        num(a, "readers") + num(a, "writers"),
+        "{a}"
+    );
+}

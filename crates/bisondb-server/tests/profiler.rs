@@ -207,9 +207,20 @@ async fn level_two_records_every_operation() {
     assert_eq!(num(&ups[0], "keysExamined"), 2);
     assert_eq!(num(&ups[0], "docsExamined"), 2);
     assert_eq!(ups[1].get_str("planSummary").ok(), Some("IDHACK"));
-    coll.delete_many(doc! {"_id": {"$gte": 10}}).await.unwrap();
+    coll.delete_many(doc! {"_id": {"$gte": 10}})
+        .comment("del")
+        .await
+        .unwrap();
     let e = one(entries(&db, doc! {"op": "remove"}).await, "delete");
     assert_eq!(num(&e, "ndeleted"), 3);
+    // mongod's `appendCommentField`: the statement's entry carries the
+    // command's comment.
+    let cmd = e.get_document("command").unwrap();
+    assert_eq!(
+        cmd.get_document("q").ok(),
+        Some(&doc! {"_id": {"$gte": 10}})
+    );
+    assert_eq!(cmd.get_str("comment").ok(), Some("del"), "{cmd}");
     assert!(e.contains_key("planSummary") && e.contains_key("docsExamined"));
     coll.find_one_and_update(doc! {"a": 4}, doc! {"$set": {"c": 1}})
         .await
@@ -247,14 +258,20 @@ async fn level_two_records_every_operation() {
     assert_eq!(e.get_str("errName").ok(), Some("BadValue"));
     assert!(!e.get_str("errMsg").unwrap().is_empty());
 
-    // Reading system.profile is not profiled; level 0 records nothing more.
+    // Reading system.profile is profiled too, as in mongod (tools count
+    // their own queries that way); level 0 records nothing more.
     let before = entries(&db, doc! {}).await.len();
-    entries(&db, doc! {}).await;
+    let read = entries(&db, doc! {}).await;
+    assert_eq!(read.len(), before + 1, "the first read was recorded");
+    let last = read.last().unwrap();
+    assert_eq!(last.get_str("ns").ok(), Some("prof_all.system.profile"));
+    assert_eq!(last.get_str("op").ok(), Some("query"));
     profile(&db, doc! {"profile": 0}).await;
     let after_off = entries(&db, doc! {}).await.len();
     coll.find_one(doc! {}).await.unwrap();
     assert_eq!(entries(&db, doc! {}).await.len(), after_off);
-    assert!(after_off <= before + 1, "{before} then {after_off}");
+    // The second read and the `profile` command that turned it off.
+    assert_eq!(after_off, before + 3, "{before} then {after_off}");
     // Other databases were never profiled.
     let other = s.tcp.database("prof_all_other");
     other

@@ -247,10 +247,33 @@ fn unwind_stage() {
             vec![
                 doc! {"_id": 1, "tags": "a", "i": 0_i64},
                 doc! {"_id": 1, "tags": "b", "i": 1_i64},
-                doc! {"_id": 2, "tags": [], "i": null},
+                // mongod drops an empty array's field (manual, `$unwind`).
+                doc! {"_id": 2, "i": null},
                 doc! {"_id": 3, "i": null},
                 doc! {"_id": 4, "tags": "solo", "i": null},
             ],
+        ),
+        (
+            // The manual's "Preserve Null and Empty Arrays" example: `sizes:
+            // []` comes out without `sizes`, `null` and missing as they were.
+            vec![doc! {"$unwind": {"path": "$sizes", "preserveNullAndEmptyArrays": true}}],
+            vec![
+                doc! {"_id": 2, "item": "EFG", "sizes": []},
+                doc! {"_id": 4, "item": "LMN"},
+                doc! {"_id": 5, "item": "XYZ", "sizes": null},
+                doc! {"_id": 6, "o": {"l": [], "k": 0}},
+            ],
+            vec![
+                doc! {"_id": 2, "item": "EFG"},
+                doc! {"_id": 4, "item": "LMN"},
+                doc! {"_id": 5, "item": "XYZ", "sizes": null},
+                doc! {"_id": 6, "o": {"l": [], "k": 0}},
+            ],
+        ),
+        (
+            vec![doc! {"$unwind": {"path": "$o.l", "preserveNullAndEmptyArrays": true}}],
+            vec![doc! {"_id": 6, "o": {"l": [], "k": 0}}],
+            vec![doc! {"_id": 6, "o": {"k": 0}}],
         ),
         (
             vec![doc! {"$unwind": "$o.l"}],

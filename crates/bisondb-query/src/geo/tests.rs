@@ -421,3 +421,32 @@ fn cells_of_odd_boxes_do_not_panic() {
         }
     }
 }
+
+/// mongod takes a bare GeoJSON point as `$near`'s / `$nearSphere`'s operand
+/// (`GeoNearExpression::parseLegacyQuery` accepts any query point) and
+/// measures from it in meters, as from `$geometry` (manual, `$near`: "If the
+/// specified point is GeoJSON, specify the distance in meters"), with
+/// `$maxDistance`/`$minDistance` beside it.
+#[test]
+fn near_bare_geojson_point() {
+    for op in ["$near", "$nearSphere"] {
+        let ops = doc! {op: {"type": "Point", "coordinates": [-179, 0]}, "$maxDistance": 200_000};
+        let n = Near::parse_query(op, &ops).unwrap();
+        assert!(n.geojson && n.spherical && n.max == Some(200_000.0), "{op}");
+        assert_eq!(n.point, Pt { x: -179.0, y: 0.0 });
+        // Across the antimeridian: 2 degrees of longitude at the equator.
+        let d = n.distance(&stored(bson!([179, 0]))).unwrap();
+        assert!((d - 222_637.6).abs() < 1.0, "{d}");
+        assert!(!n.in_range(d));
+    }
+    assert!(Near::parse_query(
+        "$near",
+        &doc! {"$near": {"type": "Point", "coordinates": [0, 100]}}
+    )
+    .is_err());
+    assert!(Near::parse_query(
+        "$near",
+        &doc! {"$near": {"type": "LineString", "coordinates": [[0, 0], [1, 1]]}}
+    )
+    .is_err());
+}

@@ -2331,3 +2331,52 @@ fn sample_rate() {
         assert!(e.message.contains(msg), "{f}: {}", e.message);
     }
 }
+
+/// mongod's matcher (expression_parser.cpp, `isDBRefDocument`,
+/// `parseDBRef`, `parseElemMatch`): `$ref`, `$id` and `$db` are field names,
+/// not operators, at any level where a filter names fields (so
+/// `{members: {$elemMatch: {$id: oid}}}` matches a DBRef in an array), and a
+/// field's operand with both `$ref` and `$id` is a DBRef value; an operand
+/// with only `$id` is an unknown operator, as there.
+#[test]
+fn dbref_fields() {
+    let oid = bson::oid::ObjectId::new();
+    let other = bson::oid::ObjectId::new();
+    let d = doc! {"members": [{"$ref": "users", "$id": oid}, {"$ref": "users", "$id": other, "$db": "x"}]};
+    check(&[
+        (
+            doc! {"members": {"$elemMatch": {"$id": oid}}},
+            d.clone(),
+            true,
+        ),
+        (
+            doc! {"members": {"$elemMatch": {"$id": oid, "$db": "x"}}},
+            d.clone(),
+            false,
+        ),
+        (
+            doc! {"members": {"$elemMatch": {"$ref": "users", "$db": "x"}}},
+            d.clone(),
+            true,
+        ),
+        (
+            doc! {"members": {"$elemMatch": {"$ref": "groups"}}},
+            d.clone(),
+            false,
+        ),
+        (doc! {"$id": oid}, doc! {"$ref": "users", "$id": oid}, true),
+        (
+            doc! {"$or": [{"$ref": "x"}, {"$id": oid}]},
+            doc! {"$id": oid},
+            true,
+        ),
+        (doc! {"members.$id": other}, d.clone(), true),
+        (
+            doc! {"m": {"$ref": "users", "$id": oid}},
+            doc! {"m": {"$ref": "users", "$id": oid}},
+            true,
+        ),
+    ]);
+    let e = Matcher::parse_doc(&doc! {"m": {"$id": oid}}).unwrap_err();
+    assert_eq!(e.message, "unknown operator: $id");
+}

@@ -60,22 +60,51 @@ impl FieldPath {
             if let positional::Component::Filtered(id) = positional::classify(p) {
                 positional::check_identifier(id, path)?;
             }
-            if positional::is_positional(p) {
-                continue;
-            }
-            if p.starts_with('$') {
-                return Err(MongoError::new(
-                    ErrorCode::DollarPrefixedFieldName,
-                    format!(
-                        "The dollar ($) prefixed field '{p}' in '{path}' is not valid for storage."
-                    ),
-                ));
-            }
         }
         Ok(FieldPath {
             dotted: path.to_string(),
             parts,
         })
+    }
+
+    /// The first `$`-prefixed field name in the path that is not a
+    /// positional operator (`$`, `$[]`, `$[id]`).
+    fn dollar_field(&self) -> Option<&str> {
+        self.parts
+            .iter()
+            .find(|p| p.starts_with('$') && !positional::is_positional(p))
+            .map(String::as_str)
+    }
+
+    /// mongod (5.0+) validates an update's `$`-prefixed field names when it
+    /// stores the changed fields, not when it parses the update, and an
+    /// upsert that inserts is validated as an insert, which accepts them
+    /// (manual, "Dollar-Prefixed Field Names": "An update which creates a
+    /// new document during an upsert is treated as an insert rather than an
+    /// update for field name validation"). So the refusal happens here, for
+    /// an operation about to change an existing document. `$unset` is exempt:
+    /// it stores nothing, and through a missing field it does nothing; so is
+    /// `$setOnInsert`, which changes nothing in an existing document.
+    fn check_storable(&self, kind: &OpKind, ctx: &Ctx) -> MongoResult<()> {
+        if ctx.inserting || matches!(kind, OpKind::Unset | OpKind::SetOnInsert(_)) {
+            return Ok(());
+        }
+        let mut paths = vec![self];
+        if let OpKind::Rename(to) = kind {
+            paths.push(to);
+        }
+        for fp in paths {
+            if let Some(p) = fp.dollar_field() {
+                return Err(MongoError::new(
+                    ErrorCode::DollarPrefixedFieldName,
+                    format!(
+                        "The dollar ($) prefixed field '{p}' in '{}' is not valid for storage.",
+                        fp.dotted
+                    ),
+                ));
+            }
+        }
+        Ok(())
     }
 
     fn has_positional(&self) -> bool {
@@ -288,7 +317,16 @@ impl UpdateSpec {
                 };
                 for (fp, kind) in &ops.ops {
                     if fp.has_positional() {
-                        for concrete in positional::expand(&work, fp, query, filters)? {
+                        // Positions are resolved against the document as it
+                        // was matched, not as earlier operations left it:
+                        // mongod finds the `$` element once, from the query's
+                        // match, and tests each array filter once per element
+                        // before applying every path below it, so a second
+                        // `children.$.x` is not lost when the first changed
+                        // the field the query matched on. Paths never overlap
+                        // (checked at parse), so no earlier operation changed
+                        // the arrays being expanded.
+                        for concrete in positional::expand(doc, fp, query, filters)? {
                             apply_op(&mut work, &concrete, kind, &ctx)?;
                         }
                     } else {
@@ -491,6 +529,7 @@ fn parse_op(modifier: &str, fp: &FieldPath, value: &Bson) -> MongoResult<OpKind>
 }
 
 fn apply_op(doc: &mut Document, fp: &FieldPath, kind: &OpKind, ctx: &Ctx) -> MongoResult<()> {
+    fp.check_storable(kind, ctx)?;
     match kind {
         OpKind::Set(v) => fields::set(doc, fp, v.clone()),
         OpKind::SetOnInsert(v) => {

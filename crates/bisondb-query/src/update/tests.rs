@@ -535,3 +535,66 @@ fn long_paths_and_date_overflow_fail_cleanly() {
     let r = diff.eval(&doc! {"a": bson::DateTime::from_millis(i64::MIN), "b": bson::DateTime::from_millis(i64::MAX)}, &crate::expr::Vars::new());
     assert!(r.is_ok());
 }
+
+/// mongod 5.0+ (manual, "Dollar-Prefixed Field Names"): an upsert that
+/// inserts is validated as an insert, so `$set` of a `$`-prefixed field is
+/// accepted there; the same update of an existing document is refused with
+/// 52 DollarPrefixedFieldName; `$unset` through a missing `$`-named field
+/// does nothing.
+#[test]
+fn dollar_prefixed_fields_follow_insert_rules_in_upserts() {
+    let spec = UpdateSpec::parse(&doc! {"$set": {"$myKey": "v", "a.$b": 1}}).unwrap();
+    let mut d = doc! {"_id": 1};
+    assert!(spec.apply(&mut d, true).unwrap());
+    assert_eq!(d, doc! {"_id": 1, "$myKey": "v", "a": {"$b": 1}});
+
+    let mut existing = doc! {"_id": 1};
+    let e = spec.apply(&mut existing, false).unwrap_err();
+    assert_eq!(e.code, ErrorCode::DollarPrefixedFieldName);
+    assert_eq!(
+        e.message,
+        "The dollar ($) prefixed field '$myKey' in '$myKey' is not valid for storage."
+    );
+    assert_eq!(existing, doc! {"_id": 1});
+
+    let on_insert = UpdateSpec::parse(&doc! {"$setOnInsert": {"$k": 1}}).unwrap();
+    let mut d = doc! {"_id": 1};
+    assert!(!on_insert.apply(&mut d, false).unwrap());
+    assert!(on_insert.apply(&mut d, true).unwrap());
+    assert_eq!(d, doc! {"_id": 1, "$k": 1});
+
+    let unset = UpdateSpec::parse(&doc! {"$unset": {"$missing.x": 1}}).unwrap();
+    let mut d = doc! {"_id": 1, "a": 1};
+    assert!(!unset.apply(&mut d, false).unwrap());
+    assert_eq!(d, doc! {"_id": 1, "a": 1});
+}
+
+/// mongod resolves `$` once, from the query's match, for every path of the
+/// update (manual, "$ (update)": "the positional $ operator acts as a
+/// placeholder for the first element that matches the query document"), so
+/// two `children.$` paths both reach the element matched on `children.name`
+/// even when the first one changes that field. Array filters likewise test
+/// each element once, before any path below it is applied.
+#[test]
+fn positional_paths_resolve_against_the_matched_document() {
+    use crate::matcher::Matcher;
+    let spec =
+        UpdateSpec::parse(&doc! {"$set": {"children.$.name": "Luke", "children.$.updatedAt": 1}})
+            .unwrap();
+    let query = Matcher::parse_doc(&doc! {"children.name": "bar"}).unwrap();
+    let mut d = doc! {"_id": 1, "children": [{"name": "foo"}, {"name": "bar"}]};
+    assert!(spec.apply_with_query(&mut d, false, Some(&query)).unwrap());
+    assert_eq!(
+        d,
+        doc! {"_id": 1, "children": [{"name": "foo"}, {"name": "Luke", "updatedAt": 1}]}
+    );
+
+    let spec = UpdateSpec::parse_with_array_filters(
+        &doc! {"$set": {"a.$[x].b": 1, "a.$[x].c": 2}},
+        &[doc! {"x.b": 0}],
+    )
+    .unwrap();
+    let mut d = doc! {"_id": 1, "a": [{"b": 0}, {"b": 5}]};
+    assert!(spec.apply(&mut d, false).unwrap());
+    assert_eq!(d, doc! {"_id": 1, "a": [{"b": 1, "c": 2}, {"b": 5}]});
+}

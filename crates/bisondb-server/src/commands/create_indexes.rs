@@ -123,6 +123,7 @@ impl Command for CreateIndexes {
                 Some(spec) => wanted.push(spec),
                 // `{_id: 1}` by another name names the existing `_id_` index.
                 None => {
+                    check_id_index_spec(&raw)?;
                     if raw.get_str("name").is_ok_and(|n| n != "_id_") {
                         return Err(MongoError::new(
                             ErrorCode::IndexOptionsConflict,
@@ -216,6 +217,29 @@ fn spec_error(spec: &Document, why: &str) -> MongoError {
             bisondb_storage::error::shell_format_document(spec)
         ),
     )
+}
+
+/// mongod's `validateIdIndexSpec`: an `{_id: 1}` specification may hold only
+/// `key`, `name`, `v`, `ns`, `collation` (and the legacy `_id`); any other
+/// option (`unique`, `sparse`, `background`, `expireAfterSeconds`, ...) is 197
+/// InvalidIndexSpecificationOption, checked before the name conflict (85).
+/// The specification is shown as mongod prepared it, with `v: 2` appended.
+fn check_id_index_spec(spec: &Document) -> MongoResult<()> {
+    const ALLOWED: &[&str] = &["collation", "name", "v", "key", "ns", "_id"];
+    let Some(k) = spec.keys().find(|k| !ALLOWED.contains(&k.as_str())) else {
+        return Ok(());
+    };
+    let mut shown = spec.clone();
+    if !shown.contains_key("v") {
+        shown.insert("v", 2);
+    }
+    Err(MongoError::new(
+        ErrorCode::InvalidIndexSpecificationOption,
+        format!(
+            "The field '{k}' is not valid for an _id index specification. Specification: {}",
+            bisondb_storage::error::shell_format_document(&shown)
+        ),
+    ))
 }
 
 /// Validates one specification; `None` for the `_id` index.
@@ -542,6 +566,23 @@ fn simple_marker() -> Document {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// mongod 8 (index_key_validate.cpp, `validateIdIndexSpec`): only `key`,
+    /// `name`, `v`, `ns` and `collation` are valid in an `_id` index spec.
+    #[test]
+    fn id_index_spec_options() {
+        assert!(check_id_index_spec(&doc! {"key": {"_id": 1}, "name": "_id_", "v": 2}).is_ok());
+        let e = check_id_index_spec(&doc! {"key": {"_id": 1}, "name": "_id_1", "unique": true})
+            .unwrap_err();
+        assert_eq!(e.code, ErrorCode::InvalidIndexSpecificationOption);
+        assert_eq!(
+            e.message,
+            "The field 'unique' is not valid for an _id index specification. \
+             Specification: { key: { _id: 1 }, name: \"_id_1\", unique: true, v: 2 }"
+        );
+        let e = check_id_index_spec(&doc! {"key": {"_id": 1}, "background": true}).unwrap_err();
+        assert!(e.message.starts_with("The field 'background' is not valid"));
+    }
 
     #[test]
     fn spec_validation_table() {

@@ -40,7 +40,18 @@ impl Command for ListDatabases {
         let storage = &ctx.state.storage;
         let mut list = Vec::new();
         let mut total: u64 = 0;
-        for name in storage.list_databases() {
+        // mongod creates `admin`, `config` and `local` at startup (a fresh
+        // standalone lists all three); BisonDB serves them whether or not
+        // they hold a collection, so they are always listed, with the sizes
+        // and emptiness measured like any other database's.
+        let mut names = storage.list_databases();
+        for always in ["admin", "config", "local"] {
+            if !names.iter().any(|n| n == always) {
+                names.push(always.to_string());
+            }
+        }
+        names.sort();
+        for name in names {
             let stats = storage.database_stats(&name);
             let size = stats.storage_size.saturating_add(stats.index_size);
             let entry: Document = if self.name_only {

@@ -1,4 +1,4 @@
-//! `serverStatus`: uptime, connections, operation counters, memory.
+//! `serverStatus`: uptime, connections, global lock, operation counters, memory.
 
 use std::sync::atomic::Ordering;
 
@@ -23,6 +23,7 @@ impl Command for ServerStatus {
         let max = s.config.max_conns as u64;
         let op = &s.opcounters;
         let (resident, virt) = memory_mb();
+        let (readers, writers) = (s.active.readers(), s.active.writers());
         reply::ok(doc! {
             "host": crate::state::hostname(),
             "version": super::build_info::COMPAT_VERSION,
@@ -38,6 +39,21 @@ impl Command for ServerStatus {
                 "totalCreated": s.connections_total.load(Ordering::Relaxed) as i64,
                 "active": current as i32,
             },
+            // mongod's global lock section. `totalTime` is the time since
+            // startup in microseconds (mongod: since the global lock was
+            // created at startup). BisonDB has no global lock, so nothing
+            // ever waits in its queue: `currentQueue` is 0 by construction.
+            // `activeClients` counts the commands running now, this one
+            // among the readers.
+            "globalLock": {
+                "totalTime": i64::try_from(up.as_micros()).unwrap_or(i64::MAX),
+                "currentQueue": {"total": 0_i32, "readers": 0_i32, "writers": 0_i32},
+                "activeClients": {
+                    "total": clamp_i32(readers + writers),
+                    "readers": clamp_i32(readers),
+                    "writers": clamp_i32(writers),
+                },
+            },
             "opcounters": {
                 "insert": op.insert.load(Ordering::Relaxed) as i64,
                 "query": op.query.load(Ordering::Relaxed) as i64,
@@ -51,6 +67,10 @@ impl Command for ServerStatus {
             "storageEngine": {"name": s.storage.engine_name(), "persistent": s.storage.capabilities().persistent},
         })
     }
+}
+
+fn clamp_i32(n: u64) -> i32 {
+    i32::try_from(n).unwrap_or(i32::MAX)
 }
 
 /// Resident and virtual size in MiB, from /proc/self/statm.

@@ -130,6 +130,18 @@ fn set(doc: &mut Document, path: &[String], v: Bson) {
     }
 }
 
+/// Removes the field at `path`, which is known to exist through documents.
+fn remove(doc: &mut Document, path: &[String]) {
+    let Some((first, rest)) = path.split_first() else {
+        return;
+    };
+    if rest.is_empty() {
+        doc.remove(first);
+    } else if let Some(Bson::Document(d)) = doc.get_mut(first) {
+        remove(d, rest);
+    }
+}
+
 impl UnwindStage {
     fn unwind(&self, doc: Document) -> Vec<MongoResult<Document>> {
         let with_index = |mut d: Document, idx: Bson| {
@@ -151,6 +163,16 @@ impl UnwindStage {
                     ));
                 }
                 out
+            }
+            Some(Bson::Array(_)) if self.preserve => {
+                // mongod outputs an empty array's document without the field
+                // (it sets the path to a missing value); a null or missing
+                // one is left as it is (manual, `$unwind`, "Preserve Null and
+                // Empty Arrays": `{_id: 2, item: "EFG", sizes: []}` comes
+                // out as `{_id: 2, item: "EFG"}`, `sizes: null` stays).
+                let mut doc = doc;
+                remove(&mut doc, &self.path);
+                vec![with_index(doc, Bson::Null)]
             }
             Some(Bson::Array(_)) | Some(Bson::Null) | None => {
                 if self.preserve {
