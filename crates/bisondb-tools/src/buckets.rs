@@ -5,9 +5,11 @@
 //! documents `{"0": v0, "1": v1, ...}`, can be read here; the compressed
 //! columns of later versions are refused with a message.
 //!
-//! A measurement is laid out as mongod's unpacking lays it out: the time
-//! field, then the meta field (the bucket's `meta`), then the other fields
-//! in the order of the bucket's `data`.
+//! A measurement is laid out as mongod's unpacking lays it out, by the same
+//! function the server's `$_internalUnpackBucket` uses (bisondb-query, a
+//! library of document logic, not a server crate): the time field, then the
+//! meta field (the bucket's `meta`), then the other fields in the order of
+//! the bucket's `data`.
 
 use bson::{Bson, Document, RawDocumentBuf};
 
@@ -36,31 +38,19 @@ pub fn unpack(
              restore into a server that accepts writes to system.buckets collections"
         )));
     }
-    let data = bucket
+    if bucket
         .get_document("data")
-        .map_err(|_| ToolError::new("a bucket has no data"))?;
-    let times = data
-        .get_document(time_field)
-        .map_err(|_| ToolError::new(format!("a bucket has no {time_field} column")))?;
-    let meta = meta_field.and_then(|m| bucket.get("meta").map(|v| (m, v)));
-    let mut out = Vec::with_capacity(times.len());
-    for (row, time) in times {
-        let mut d = Document::new();
-        d.insert(time_field, time.clone());
-        if let Some((name, v)) = meta {
-            d.insert(name, v.clone());
-        }
-        for (field, column) in data {
-            if field == time_field {
-                continue;
-            }
-            if let Some(v) = column.as_document().and_then(|c| c.get(row)) {
-                d.insert(field.clone(), v.clone());
-            }
-        }
-        out.push(d);
+        .and_then(|d| d.get_document(time_field))
+        .is_err()
+    {
+        return Err(ToolError::new(format!(
+            "a bucket has no {time_field} column: {}",
+            bucket.get("_id").map(|i| i.to_string()).unwrap_or_default()
+        )));
     }
-    Ok(out)
+    Ok(bisondb_query::agg::unpack_bucket(
+        &bucket, time_field, meta_field,
+    ))
 }
 
 #[cfg(test)]
