@@ -73,21 +73,28 @@ pub type Result<T> = std::result::Result<T, ToolError>;
 /// The server a tool connects to when no `--uri` is given.
 const DEFAULT_URI: &str = "mongodb://localhost:27017";
 
+/// The flags both tools share: the server and what of it to work on.
+#[derive(Args, Clone, Debug)]
+pub struct Scope {
+    /// The server to connect to.
+    #[arg(long, default_value = DEFAULT_URI)]
+    pub uri: String,
+    /// Only this database.
+    #[arg(long, short = 'd')]
+    pub db: Option<String>,
+    /// Only this collection (needs --db).
+    #[arg(long, short = 'c')]
+    pub collection: Option<String>,
+}
+
 /// `bisondb dump`'s flags (mongodump's names).
 #[derive(Args, Clone, Debug)]
 pub struct DumpArgs {
-    /// The server to dump.
-    #[arg(long, default_value = DEFAULT_URI)]
-    pub uri: String,
+    #[command(flatten)]
+    pub scope: Scope,
     /// The directory to write (created if missing).
     #[arg(long, short = 'o', default_value = "dump")]
     pub out: PathBuf,
-    /// Dump only this database.
-    #[arg(long, short = 'd')]
-    pub db: Option<String>,
-    /// Dump only this collection (needs --db).
-    #[arg(long, short = 'c')]
-    pub collection: Option<String>,
     /// Gzip every file (`.bson.gz`, `.metadata.json.gz`).
     #[arg(long)]
     pub gzip: bool,
@@ -99,18 +106,11 @@ pub struct DumpArgs {
 /// `bisondb restore`'s flags (mongorestore's names).
 #[derive(Args, Clone, Debug)]
 pub struct RestoreArgs {
-    /// The server to restore into.
-    #[arg(long, default_value = DEFAULT_URI)]
-    pub uri: String,
+    #[command(flatten)]
+    pub scope: Scope,
     /// The dump directory (as `bisondb dump --out` or `mongodump --out` wrote it).
     #[arg(long, default_value = "dump")]
     pub dir: PathBuf,
-    /// Restore only this database.
-    #[arg(long, short = 'd')]
-    pub db: Option<String>,
-    /// Restore only this collection (needs --db).
-    #[arg(long, short = 'c')]
-    pub collection: Option<String>,
     /// Accepted for mongorestore's sake: gzipped files are recognized by
     /// their `.gz` names either way.
     #[arg(long)]
@@ -142,10 +142,10 @@ pub struct RestoreArgs {
 impl From<DumpArgs> for DumpOptions {
     fn from(a: DumpArgs) -> DumpOptions {
         DumpOptions {
-            uri: a.uri,
+            uri: a.scope.uri,
             out: a.out,
-            db: a.db,
-            collection: a.collection,
+            db: a.scope.db,
+            collection: a.scope.collection,
             gzip: a.gzip,
             views_as_collections: a.views_as_collections,
         }
@@ -155,10 +155,10 @@ impl From<DumpArgs> for DumpOptions {
 impl From<RestoreArgs> for RestoreOptions {
     fn from(a: RestoreArgs) -> RestoreOptions {
         RestoreOptions {
-            uri: a.uri,
+            uri: a.scope.uri,
             dir: a.dir,
-            db: a.db,
-            collection: a.collection,
+            db: a.scope.db,
+            collection: a.scope.collection,
             drop: a.drop,
             maintain_insertion_order: a.maintain_insertion_order,
             stop_on_error: a.stop_on_error || a.maintain_insertion_order,
