@@ -1,6 +1,8 @@
 //! `bisondb restore`: reads a dump directory as mongorestore does.
 //!
-//! Each folder of the directory is a database, each `<coll>.metadata.json`
+//! Each folder of the directory is a database (with `--db X`, the directory
+//! may also be that database's folder itself, as `mongorestore --db X
+//! dump/X` takes it), each `<coll>.metadata.json`
 //! and `<coll>.bson` (either gzipped) one collection, named by the
 //! metadata's `collectionName` when there is one. Collections and time-series
 //! collections are restored first, views after them (a view may be defined
@@ -99,6 +101,14 @@ pub async fn restore(opts: RestoreOptions) -> Result<RestoreSummary> {
         return Err(ToolError::new("--collection needs --db"));
     }
     let client = Client::with_uri_str(&opts.uri).await?;
+    let mut summary = RestoreSummary::default();
+    // `--db X` with the folder of one database, as `mongorestore --db X dump/X`.
+    if let Some(db) = &opts.db {
+        if holds_collections(&opts.dir)? {
+            restore_database(&client.database(db), &opts.dir, &opts, &mut summary).await?;
+            return Ok(summary);
+        }
+    }
     let mut dbs = Vec::new();
     for entry in std::fs::read_dir(&opts.dir)
         .map_err(|e| ToolError::new(format!("cannot read {}: {e}", opts.dir.display())))?
@@ -116,7 +126,6 @@ pub async fn restore(opts: RestoreOptions) -> Result<RestoreSummary> {
         }
     }
     dbs.sort();
-    let mut summary = RestoreSummary::default();
     for (name, path) in dbs {
         if name == "local" {
             continue;
@@ -124,6 +133,21 @@ pub async fn restore(opts: RestoreOptions) -> Result<RestoreSummary> {
         restore_database(&client.database(&name), &path, &opts, &mut summary).await?;
     }
     Ok(summary)
+}
+
+/// Whether `dir` is the folder of one database: it holds dump files itself.
+fn holds_collections(dir: &Path) -> Result<bool> {
+    for f in std::fs::read_dir(dir)
+        .map_err(|e| ToolError::new(format!("cannot read {}: {e}", dir.display())))?
+    {
+        let name = f?.file_name();
+        let name = name.to_string_lossy();
+        let plain = name.strip_suffix(".gz").unwrap_or(&name);
+        if plain.ends_with(".bson") || plain.ends_with(".metadata.json") {
+            return Ok(true);
+        }
+    }
+    Ok(false)
 }
 
 /// The collections a database folder holds, by file stem.

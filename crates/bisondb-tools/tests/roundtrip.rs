@@ -437,6 +437,17 @@ async fn a_dump_restores_exactly() {
         assert_same(&sdb, &dst.client.database("rt")).await;
     }
 
+    // --db with the folder of that database restores it under the new name.
+    let dst = start().await;
+    let r = restore(RestoreOptions {
+        db: Some("copy".into()),
+        ..RestoreOptions::new(dst.uri.clone(), plain.join("rt"))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(r.views, 2, "{r:?}");
+    assert_same(&sdb, &dst.client.database("copy")).await;
+
     // --db and --collection dump one collection.
     let one = out.path().join("one");
     dump(DumpOptions {
