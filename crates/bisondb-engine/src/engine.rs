@@ -186,6 +186,15 @@ pub trait Engine: Send + Sync + 'static {
         self.sync()
     }
 
+    /// [`Engine::checkpoint`], then waits until the background work that would
+    /// still change the data files without new writes (flushes, compactions)
+    /// has finished: `fsync` with `lock: true` calls it with writes held back,
+    /// so the files can then be copied as they are. Engines without background
+    /// work just checkpoint.
+    fn checkpoint_and_settle(&self) -> Result<(), EngineError> {
+        self.checkpoint()
+    }
+
     /// A number that changes whenever the engine reopened its files underneath
     /// its users (after a write fault). A batch whose write reported an error
     /// may then have been applied after all, so state cached from earlier reads

@@ -526,17 +526,27 @@ fn dispatch_command(
 ) -> RawDocumentBuf {
     let mut ctx = Context { state, conn };
     let max_time_ms = operation_max_time_ms(req);
+    let writes = spec.is_some_and(|s| crate::fsync_lock::is_write(s, req.name, req.body));
     let dispatch = || {
         // The thread that runs the command carries its deadline, so a `$where`
         // script (and anything else that asks) can end with MaxTimeMSExpired.
         let _deadline = bisondb_js::deadline::scope_ms(max_time_ms);
         std::panic::catch_unwind(AssertUnwindSafe(|| {
+            // A write waits here while `fsync` holds the lock (`fsync_lock.rs`).
+            let _pass = if writes {
+                Some(state.fsync_lock.enter(|| state.is_shutting_down())?)
+            } else {
+                None
+            };
             registry::dispatch_spec(spec, req, &mut ctx)
         }))
     };
     // An engine over a network store may block in any storage call, so every
-    // command then leaves the runtime's worker, not only the long ones.
-    let may_run_long = spec.is_some_and(|s| s.may_run_long) || state.storage_may_block();
+    // command then leaves the runtime's worker, not only the long ones; so
+    // does a write that will wait for the fsync lock.
+    let may_run_long = spec.is_some_and(|s| s.may_run_long)
+        || state.storage_may_block()
+        || (writes && state.fsync_lock.is_locked());
     let result: MongoResult<RawDocumentBuf> = match off_the_runtime_if_long(may_run_long, dispatch)
     {
         Ok(r) => r,

@@ -348,13 +348,18 @@ impl CommandInfo<'_> {
             return true;
         }
         // An aggregation writes only through a final $out or $merge.
-        self.name == "aggregate"
-            && matches!(self.body.get("pipeline"), Ok(Some(RawBsonRef::Array(stages)))
-                if stages.into_iter().last().is_some_and(|s| matches!(s,
-                    Ok(RawBsonRef::Document(d)) if matches!(d.iter().next(),
-                        Some(Ok((k, _))) if k.as_str() == "$out" || k.as_str() == "$merge")))
-            )
+        self.name == "aggregate" && ends_in_out_or_merge(self.body)
     }
+}
+
+/// Whether an aggregate command's pipeline ends in `$out` or `$merge`, the
+/// stages through which an aggregation writes.
+pub fn ends_in_out_or_merge(body: &RawDocument) -> bool {
+    matches!(body.get("pipeline"), Ok(Some(RawBsonRef::Array(stages)))
+        if stages.into_iter().last().is_some_and(|s| matches!(s,
+            Ok(RawBsonRef::Document(d)) if matches!(d.iter().next(),
+                Some(Ok((k, _))) if k.as_str() == "$out" || k.as_str() == "$merge")))
+    )
 }
 
 /// What a fired fail point does to a command, in mongod's order: wait, then

@@ -24,6 +24,7 @@ pub mod context;
 pub mod cursor;
 pub mod fail_points;
 pub mod fields;
+pub mod fsync_lock;
 pub mod let_vars;
 pub mod log;
 pub mod logbuf;

@@ -88,6 +88,8 @@ pub struct ServerState {
     /// Test-only fail points (`configureFailPoint`), all off unless a test
     /// configured one.
     pub fail_points: crate::fail_points::FailPoints,
+    /// `fsync` with `lock: true`: writes wait while it is held.
+    pub fsync_lock: crate::fsync_lock::FsyncLock,
 }
 
 impl ServerState {
@@ -115,6 +117,7 @@ impl ServerState {
             shutdown: Notify::new(),
             bound_port: std::sync::OnceLock::new(),
             fail_points: Default::default(),
+            fsync_lock: Default::default(),
         })
     }
 

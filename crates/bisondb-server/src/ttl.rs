@@ -35,7 +35,12 @@ pub fn spawn(state: Arc<ServerState>) -> tokio::task::JoinHandle<()> {
                 break;
             }
             let pass = state.clone();
-            match tokio::task::spawn_blocking(move || run_once(&pass)).await {
+            // The monitor's deletes are writes: they wait while fsync holds the lock.
+            let task = move || {
+                let _gate = pass.fsync_lock.enter(|| pass.is_shutting_down())?;
+                run_once(&pass)
+            };
+            match tokio::task::spawn_blocking(task).await {
                 Ok(Ok(0)) => {}
                 Ok(Ok(n)) => tracing::info!(deleted = n, "TTL monitor removed expired documents"),
                 Ok(Err(e)) => tracing::warn!(error = %e, "TTL monitor pass failed"),

@@ -31,6 +31,7 @@ mod errors;
 mod exhaust;
 mod fail_points;
 mod find;
+mod fsync_lock;
 mod geo;
 mod handshake;
 mod hardening;

@@ -796,6 +796,12 @@ impl Storage {
         Ok(self.inner.engine.checkpoint()?)
     }
 
+    /// [`Storage::checkpoint`], then waits for the engine's background work to
+    /// stop changing its files (`fsync` with `lock: true`).
+    pub fn checkpoint_and_settle(&self) -> Result<(), StorageError> {
+        Ok(self.inner.engine.checkpoint_and_settle()?)
+    }
+
     /// How the engine's size on disk divides among what it stores.
     pub fn disk_share(&self) -> DiskShare {
         let logical = self

@@ -105,6 +105,12 @@ pub const DEFAULT_INDEX_BUFFER_BYTES: usize = 64 << 20;
 /// before keep theirs.
 const MAIN_L0_TABLES: u8 = 16;
 
+/// `checkpoint_and_settle`: how many looks 10 ms apart must find fjall's
+/// worker idle, and how long to wait for that at most (a long compaction is
+/// left running rather than holding `fsync` for minutes).
+const SETTLE_LOOKS: u32 = 5;
+const SETTLE_AT_MOST: Duration = Duration::from_secs(60);
+
 /// Memtable size of the index keyspace. Chosen (16 MiB, a quarter of fjall's
 /// default) when index entries went through it in random order, to make each
 /// skiplist search cheaper; since the index write buffer only the stats records
@@ -1210,6 +1216,27 @@ impl Engine for LsmEngine {
         let open = self.shared.current()?;
         open.flush_buffer()?;
         open.flush_memtables()?;
+        self.shared.sync_all_now()
+    }
+
+    fn checkpoint_and_settle(&self) -> Result<(), EngineError> {
+        self.checkpoint()?;
+        // fjall's worker finishes a flush's bookkeeping (a new version of the
+        // keyspace's manifest) and may start a compaction after the sealed
+        // memtables are gone; a compaction is queued before it counts as
+        // active, so the engine counts as settled only once it has been idle
+        // for several looks in a row.
+        let open = self.shared.current()?;
+        let mut idle = 0;
+        let give_up = std::time::Instant::now() + SETTLE_AT_MOST;
+        while idle < SETTLE_LOOKS && std::time::Instant::now() < give_up {
+            std::thread::sleep(Duration::from_millis(10));
+            if open.db.outstanding_flushes() == 0 && open.db.active_compactions() == 0 {
+                idle += 1;
+            } else {
+                idle = 0;
+            }
+        }
         self.shared.sync_all_now()
     }
 

@@ -1,5 +1,6 @@
 //! The `bisondb` binary: `bisondb [serve] [mongod-style flags]` starts the server;
-//! `bisondb bench WORKLOAD` runs the load generator.
+//! `bisondb bench WORKLOAD` runs the load generator; `bisondb dump` and
+//! `bisondb restore` back up and restore in mongodump's layout.
 //! Argument wiring only; the meaning of every setting lives in `bisondb-server`.
 
 use std::path::PathBuf;
@@ -37,6 +38,10 @@ enum Cmd {
     Serve(ServeArgs),
     /// Replay the seed insert benchmarks against any MongoDB-compatible URI.
     Bench(bisondb_bench::BenchArgs),
+    /// Dump databases to a directory in mongodump's layout.
+    Dump(bisondb_tools::DumpArgs),
+    /// Restore a directory mongodump or `bisondb dump` wrote.
+    Restore(bisondb_tools::RestoreArgs),
 }
 
 #[derive(Args, Clone, Default)]
@@ -214,6 +219,8 @@ fn main() -> ExitCode {
     let args = match cli.command {
         Some(Cmd::Serve(a)) => a,
         Some(Cmd::Bench(b)) => return bisondb_bench::run(b),
+        Some(Cmd::Dump(d)) => return bisondb_tools::run_dump(d),
+        Some(Cmd::Restore(r)) => return bisondb_tools::run_restore(r),
         None => cli.serve,
     };
     let config = match build_config(&args) {

@@ -33,6 +33,7 @@ pub mod explain;
 pub mod find;
 pub mod find_and_modify;
 pub mod fsync;
+pub mod fsync_unlock;
 pub mod get_cmd_line_opts;
 pub mod get_log;
 pub mod get_more;
