@@ -194,3 +194,22 @@ def test_profiler_records_delete_comments_and_its_own_reads(db):
     reads = db.system.profile.find({"ns": f"{db.name}.system.profile"}).to_list()
     assert [r["op"] for r in reads] == ["query"], reads
     db.system.profile.drop()
+
+
+def test_transaction_fields_fail_on_a_standalone(db):
+    """A standalone mongod refuses a transaction number (20 IllegalOperation,
+    "Transaction numbers are only allowed on a replica set member or mongos":
+    mongod's jstests/noPassthrough/retryable_writes_standalone_api.js), so a
+    transaction's statements never run outside a transaction."""
+    from bson import Int64
+    from bson.binary import Binary, UUID_SUBTYPE
+    import uuid
+
+    lsid = {"id": Binary(uuid.uuid4().bytes, UUID_SUBTYPE)}
+    db.txn_c.drop()
+    with pytest.raises(OperationFailure) as e:
+        db.command({"insert": "txn_c", "documents": [{"_id": 1}], "lsid": lsid,
+                    "txnNumber": Int64(1), "startTransaction": True, "autocommit": False})
+    assert e.value.code == 20
+    assert "only allowed on a replica set member or mongos" in str(e.value)
+    assert db.txn_c.count_documents({}) == 0

@@ -138,9 +138,13 @@ pub fn max_time_ms(v: RawBsonRef<'_>) -> MongoResult<u64> {
 /// mongod), `apiStrict` and `apiDeprecationErrors` (booleans). `comment` takes
 /// any type. What these objects hold is read where they are used.
 pub fn check_generic_args(cmd: &str, body: &RawDocument) -> MongoResult<()> {
+    let (mut txn_number, mut autocommit, mut start_transaction) = (false, false, false);
     for el in body.iter() {
         let (k, v) = el.map_err(crate::request::invalid_bson)?;
         match k.as_str() {
+            "txnNumber" => txn_number = true,
+            "autocommit" => autocommit = true,
+            "startTransaction" => start_transaction = true,
             "maxTimeMS" if cmd == "getMore" && v == RawBsonRef::Null => {}
             "maxTimeMS" => {
                 max_time_ms(v)?;
@@ -159,6 +163,38 @@ pub fn check_generic_args(cmd: &str, body: &RawDocument) -> MongoResult<()> {
             }
             _ => {}
         }
+    }
+    transaction_fields(txn_number, autocommit, start_transaction)
+}
+
+/// A transaction's or a retryable write's fields on a standalone server, as
+/// mongod's `initializeOperationSessionInfo` answers them there: a
+/// transaction number is refused outright (drivers only send one to a
+/// replica set or mongos), so no statement of a transaction ever runs
+/// outside one; `autocommit` and `startTransaction` need the fields they
+/// depend on. The replica-set mode (issue 17) will accept them instead.
+fn transaction_fields(
+    txn_number: bool,
+    autocommit: bool,
+    start_transaction: bool,
+) -> MongoResult<()> {
+    if txn_number {
+        return Err(MongoError::new(
+            ErrorCode::IllegalOperation,
+            "Transaction numbers are only allowed on a replica set member or mongos",
+        ));
+    }
+    if autocommit {
+        return Err(MongoError::new(
+            ErrorCode::InvalidOptions,
+            "'autocommit' field requires a transaction number to also be specified",
+        ));
+    }
+    if start_transaction {
+        return Err(MongoError::new(
+            ErrorCode::InvalidOptions,
+            "'startTransaction' field requires 'autocommit' field to also be specified",
+        ));
     }
     Ok(())
 }

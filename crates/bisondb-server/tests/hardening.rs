@@ -368,3 +368,49 @@ async fn full_disk_answers_out_of_disk_space() {
     let _ = tokio::time::timeout(std::time::Duration::from_secs(20), server.wait()).await;
     let _ = std::fs::remove_dir_all(&dbpath);
 }
+
+/// Issue 21: a transaction's fields on a standalone server fail as on a
+/// standalone mongod (its `retryable_writes_standalone_api.js`: an insert with
+/// `txnNumber` is 20 IllegalOperation), so no statement of a transaction runs
+/// outside one and nothing stays behind after `abortTransaction`.
+#[tokio::test]
+async fn transaction_fields_fail_on_a_standalone() {
+    let ts = start().await;
+    let db = ts.tcp.database("h_txn");
+    let lsid = doc! {"id": bson::Uuid::new()};
+    let txn_insert = doc! {
+        "insert": "c", "documents": [{"_id": 1}], "lsid": lsid.clone(),
+        "txnNumber": 1i64, "startTransaction": true, "autocommit": false,
+    };
+    let (code, msg) = fails(&db, txn_insert).await;
+    assert_eq!(code, 20, "{msg}");
+    // The retryable-writes specification has drivers replace exactly this
+    // server message (code 20, "Transaction numbers...") with their own
+    // advice, which the Rust driver does; pymongo's test reads the server's.
+    assert!(
+        msg.starts_with("This MongoDB deployment does not support retryable writes"),
+        "{msg}"
+    );
+    let retryable =
+        doc! {"insert": "c", "documents": [{"_id": 2}], "lsid": lsid.clone(), "txnNumber": 2i64};
+    assert_eq!(fails(&db, retryable).await.0, 20);
+    let (code, msg) = fails(&db, doc! {"find": "c", "autocommit": false}).await;
+    assert_eq!(code, 72, "{msg}");
+    assert!(
+        msg.contains("'autocommit' field requires a transaction number"),
+        "{msg}"
+    );
+    let (code, msg) = fails(&db, doc! {"find": "c", "startTransaction": true}).await;
+    assert_eq!(code, 72, "{msg}");
+    assert!(
+        msg.contains("'startTransaction' field requires 'autocommit'"),
+        "{msg}"
+    );
+    // Nothing was written by the refused statements.
+    let n = db
+        .collection::<Document>("c")
+        .count_documents(doc! {})
+        .await
+        .unwrap();
+    assert_eq!(n, 0);
+}
