@@ -119,13 +119,11 @@ impl FsyncLock {
     }
 }
 
-/// Whether a command writes, and so waits at the gate: the commands that
-/// take a write concern, `commitTransaction` (which applies a transaction's
-/// writes) and an aggregation ending in `$out` or `$merge`.
+/// Whether a command writes, and so waits at the gate: the commands whose
+/// spec says they take a write concern (a served `commitTransaction` will say
+/// so too) and an aggregation ending in `$out` or `$merge`.
 pub fn is_write(spec: &CommandSpec, name: &str, body: &RawDocument) -> bool {
-    spec.write_concern
-        || name == "commitTransaction"
-        || (name == "aggregate" && crate::fail_points::ends_in_out_or_merge(body))
+    spec.write_concern || (name == "aggregate" && crate::fail_points::ends_in_out_or_merge(body))
 }
 
 #[cfg(test)]
