@@ -73,6 +73,12 @@ pub struct ServerConfig {
     /// hold a partly received message, or go without its first message
     /// (the handshake), before it is closed; 0 turns the check off.
     pub incomplete_message_timeout_ms: u64,
+    /// mongod's `localLogicalSessionTimeoutMinutes`: a session unused this
+    /// long expires (`sessions.rs`).
+    pub local_logical_session_timeout_minutes: u32,
+    /// mongod's `logicalSessionRefreshMillis`: how often the session cache
+    /// writes `config.system.sessions` and drops expired sessions.
+    pub logical_session_refresh_millis: u64,
 }
 
 /// [`ServerConfig::incomplete_message_timeout_ms`]'s default: 30 seconds.
@@ -111,6 +117,8 @@ impl Default for ServerConfig {
             honor_system_umask: false,
             process_umask: None,
             incomplete_message_timeout_ms: DEFAULT_INCOMPLETE_MESSAGE_TIMEOUT_MS,
+            local_logical_session_timeout_minutes: crate::sessions::DEFAULT_TIMEOUT_MINUTES,
+            logical_session_refresh_millis: crate::sessions::DEFAULT_REFRESH_MILLIS,
         }
     }
 }
@@ -256,6 +264,21 @@ impl ServerConfig {
                 self.incomplete_message_timeout_ms = value
                     .parse::<u64>()
                     .map_err(|_| bad("a whole number of milliseconds (0: no limit)"))?;
+            }
+            // mongod's bounds: 1 minute to 24 hours.
+            "localLogicalSessionTimeoutMinutes" => {
+                self.local_logical_session_timeout_minutes = value
+                    .parse::<u32>()
+                    .ok()
+                    .filter(|m| (1..=24 * 60).contains(m))
+                    .ok_or_else(|| bad("a whole number of minutes from 1 to 1440"))?;
+            }
+            "logicalSessionRefreshMillis" => {
+                self.logical_session_refresh_millis = value
+                    .parse::<u64>()
+                    .ok()
+                    .filter(|m| (1..=i32::MAX as u64).contains(m))
+                    .ok_or_else(|| bad("a whole number of milliseconds >= 1"))?;
             }
             _ => {
                 return Err(MongoError::bad_value(format!(
@@ -516,6 +539,8 @@ pub const STARTUP_PARAMETERS: &[&str] = &[
     "incompleteMessageTimeoutMS",
     "internalDocumentSourceGroupMaxMemoryBytes",
     "internalQueryMaxBlockingSortMemoryUsageBytes",
+    "localLogicalSessionTimeoutMinutes",
+    "logicalSessionRefreshMillis",
     "processUmask",
     "ttlMonitorSleepSecs",
 ];

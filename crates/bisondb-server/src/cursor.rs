@@ -270,6 +270,14 @@ impl CursorManager {
             .retain(|_, c| c.lsid.as_ref().is_none_or(|l| !lsids.contains(l)));
     }
 
+    /// Removes the cursors whose session `lsid` satisfies `f` (the session
+    /// kill commands).
+    pub fn kill_matching(&self, f: impl Fn(&bson::Document) -> bool) {
+        self.cursors
+            .lock()
+            .retain(|_, c| c.lsid.as_ref().is_none_or(|l| !f(l)));
+    }
+
     /// Removes cursors idle longer than `timeout`; returns how many.
     pub fn reap(&self, timeout: Duration) -> usize {
         let now = Instant::now();

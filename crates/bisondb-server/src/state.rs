@@ -68,7 +68,7 @@ pub struct ServerState {
     pub config: ServerConfig,
     pub storage: Storage,
     pub cursors: CursorManager,
-    /// Logical sessions seen in commands, for `$listLocalSessions`.
+    /// Logical sessions (`sessions.rs`).
     pub sessions: crate::sessions::SessionCache,
     pub opcounters: OpCounters,
     /// Commands running now (serverStatus `globalLock.activeClients`).
@@ -100,11 +100,13 @@ impl ServerState {
             config.slowms,
             config.slow_op_sample_rate,
         );
+        let sessions =
+            crate::sessions::SessionCache::new(config.local_logical_session_timeout_minutes);
         Arc::new(ServerState {
             config,
             storage,
             cursors: CursorManager::default(),
-            sessions: Default::default(),
+            sessions,
             opcounters: OpCounters::default(),
             active: ActiveOps::default(),
             profiler,

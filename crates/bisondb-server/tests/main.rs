@@ -46,6 +46,7 @@ mod operators_extra;
 mod persistence;
 mod profiler;
 mod robustness;
+mod sessions;
 mod spill;
 mod text;
 mod timeseries;

@@ -31,8 +31,10 @@ fn parameters() -> Vec<(&'static str, Bson)> {
             "internalQueryMaxBlockingSortMemoryUsageBytes",
             Bson::Int64(100 * 1024 * 1024),
         ),
+        ("localLogicalSessionTimeoutMinutes", Bson::Int32(30)),
         ("logComponentVerbosity", Bson::Document(Default::default())),
         ("logLevel", Bson::Int32(0)),
+        ("logicalSessionRefreshMillis", Bson::Int32(300_000)),
         ("maxBSONDepth", Bson::Int32(200)),
         ("quiet", Bson::Boolean(false)),
         ("redactClientLogData", Bson::Boolean(false)),
@@ -82,6 +84,18 @@ impl Command for GetParameter {
         for (k, v) in params.iter_mut() {
             match *k {
                 "ttlMonitorSleepSecs" => *v = Bson::Int32(ttl),
+                "localLogicalSessionTimeoutMinutes" => {
+                    *v = Bson::Int32(
+                        i32::try_from(ctx.state.config.local_logical_session_timeout_minutes)
+                            .unwrap_or(i32::MAX),
+                    )
+                }
+                "logicalSessionRefreshMillis" => {
+                    *v = Bson::Int32(
+                        i32::try_from(ctx.state.config.logical_session_refresh_millis)
+                            .unwrap_or(i32::MAX),
+                    )
+                }
                 // The log's settings live in `crate::log`, changed by setParameter.
                 "logLevel" => *v = Bson::Int32(i32::from(crate::log::verbosity(None))),
                 "logComponentVerbosity" => {

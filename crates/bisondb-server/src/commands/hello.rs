@@ -101,7 +101,10 @@ impl Command for Hello {
         d.insert("maxMessageSizeBytes", bisondb_wire::MAX_MESSAGE_SIZE as i32);
         d.insert("maxWriteBatchSize", 100_000i32);
         d.insert("localTime", DateTime::now());
-        d.insert("logicalSessionTimeoutMinutes", 30i32);
+        d.insert(
+            "logicalSessionTimeoutMinutes",
+            i32::try_from(ctx.state.sessions.timeout_minutes()).unwrap_or(i32::MAX),
+        );
         d.insert("connectionId", Bson::Int64(ctx.conn.id));
         d.insert("minWireVersion", 0i32);
         d.insert("maxWireVersion", MAX_WIRE_VERSION);
