@@ -79,6 +79,12 @@ pub struct ServerConfig {
     /// mongod's `logicalSessionRefreshMillis`: how often the session cache
     /// writes `config.system.sessions` and drops expired sessions.
     pub logical_session_refresh_millis: u64,
+    /// `--replSet` / `replication.replSetName`: run as a member of this
+    /// replica set (see `crate::repl`); `None` is a standalone.
+    pub repl_set_name: Option<String>,
+    /// `--oplogSize` / `replication.oplogSizeMB`: the oplog's size in
+    /// megabytes; `None` sizes it as mongod does (`crate::repl::oplog_size_bytes`).
+    pub oplog_size_mb: Option<u64>,
 }
 
 /// [`ServerConfig::incomplete_message_timeout_ms`]'s default: 30 seconds.
@@ -119,6 +125,8 @@ impl Default for ServerConfig {
             incomplete_message_timeout_ms: DEFAULT_INCOMPLETE_MESSAGE_TIMEOUT_MS,
             local_logical_session_timeout_minutes: crate::sessions::DEFAULT_TIMEOUT_MINUTES,
             logical_session_refresh_millis: crate::sessions::DEFAULT_REFRESH_MILLIS,
+            repl_set_name: None,
+            oplog_size_mb: None,
         }
     }
 }
@@ -200,6 +208,7 @@ impl ServerConfig {
                 "logRotate: reopen needs logAppend (--logappend), as in mongod",
             ));
         }
+        crate::repl::validate_config(self)?;
         if self.file_permissions > 0o777 {
             return Err(MongoError::bad_value(format!(
                 "--filePermissions {:o} is not a valid octal permission mode",
@@ -411,6 +420,18 @@ impl ServerConfig {
                 self.set_parameter(name, &value)?;
             }
         }
+        if let Some(v) = get("replication.replSetName") {
+            let s = v
+                .as_str()
+                .ok_or_else(|| bad("replication.replSetName", "a replica set name"))?;
+            self.repl_set_name = Some(s.to_string());
+        }
+        if let Some(v) = get("replication.oplogSizeMB") {
+            self.oplog_size_mb = Some(
+                v.as_u64()
+                    .ok_or_else(|| bad("replication.oplogSizeMB", "a number of megabytes"))?,
+            );
+        }
         if let Some(v) = get("operationProfiling.mode") {
             self.profile = match v.as_str() {
                 Some("off") => 0,
@@ -576,6 +597,8 @@ pub const YAML_KEYS: &[&str] = &[
     "operationProfiling.mode",
     "operationProfiling.slowOpSampleRate",
     "operationProfiling.slowOpThresholdMs",
+    "replication.oplogSizeMB",
+    "replication.replSetName",
     "setParameter",
     "storage.dbPath",
     "storage.engine",

@@ -33,6 +33,7 @@ pub mod on_view;
 pub mod plan;
 pub mod profiler;
 pub mod registry;
+pub mod repl;
 pub mod reply;
 pub mod request;
 pub mod server;

@@ -90,11 +90,14 @@ pub struct ServerState {
     pub fail_points: crate::fail_points::FailPoints,
     /// `fsync` with `lock: true`: writes wait while it is held.
     pub fsync_lock: crate::fsync_lock::FsyncLock,
+    /// Replica-set mode (`--replSet`): see [`ServerState::repl`].
+    pub repl: crate::repl::ReplState,
 }
 
 impl ServerState {
     pub fn new(config: ServerConfig, storage: Storage) -> Arc<ServerState> {
         // Before `config` moves into the state: `--profile` and `--slowms`.
+        let repl = crate::repl::ReplState::new(&config);
         let profiler = crate::profiler::Profiler::new(
             config.profile,
             config.slowms,
@@ -120,6 +123,7 @@ impl ServerState {
             bound_port: std::sync::OnceLock::new(),
             fail_points: Default::default(),
             fsync_lock: Default::default(),
+            repl,
         })
     }
 
@@ -129,6 +133,14 @@ impl ServerState {
     /// not only the ones that may run long.
     pub fn storage_may_block(&self) -> bool {
         self.storage.capabilities().blocking_io
+    }
+
+    /// The replica-set state: whether the server runs with `--replSet`, the
+    /// set's name, whether it is initiated and primary, the cluster-time
+    /// clock (`crate::repl`'s module documentation lists the API).
+    #[inline]
+    pub fn repl(&self) -> &crate::repl::ReplState {
+        &self.repl
     }
 
     pub fn next_connection_id(&self) -> i64 {

@@ -110,6 +110,12 @@ struct ServeArgs {
     /// (configureFailPoint), `ttlMonitorSleepSecs=N`. Repeatable.
     #[arg(long = "setParameter", value_name = "NAME=VALUE")]
     set_parameter: Vec<String>,
+    /// Run as a member of this replica set (then `rs.initiate()` it).
+    #[arg(long = "replSet", value_name = "NAME")]
+    repl_set: Option<String>,
+    /// Size of the oplog in megabytes [default: 5% of free disk, 990 MB to 50 GB].
+    #[arg(long = "oplogSize", value_name = "MB")]
+    oplog_size: Option<u64>,
 }
 
 fn build_config(a: &ServeArgs) -> Result<ServerConfig, String> {
@@ -179,6 +185,12 @@ fn build_config(a: &ServeArgs) -> Result<ServerConfig, String> {
     }
     if let Some(r) = a.slow_op_sample_rate {
         c.slow_op_sample_rate = r;
+    }
+    if let Some(name) = &a.repl_set {
+        c.repl_set_name = Some(name.clone());
+    }
+    if let Some(mb) = a.oplog_size {
+        c.oplog_size_mb = Some(mb);
     }
     for p in &a.set_parameter {
         c.apply_set_parameter_arg(p).map_err(|e| e.message)?;

@@ -61,6 +61,13 @@ pub fn parsed_options(c: &crate::ServerConfig, port: u16) -> Document {
         system_log.insert("component", comps);
     }
     parsed.insert("systemLog", system_log);
+    if let Some(name) = &c.repl_set_name {
+        let mut replication = doc! {"replSet": name.clone()};
+        if let Some(mb) = c.oplog_size_mb {
+            replication.insert("oplogSizeMB", mb as i64);
+        }
+        parsed.insert("replication", replication);
+    }
     if c.redact_client_log_data {
         parsed.insert("security", doc! {"redactClientLogData": true});
     }

@@ -1,0 +1,337 @@
+//! Replica-set mode: one node that is the primary of its own set, as developers
+//! run `mongod --replSet rs0` then `rs.initiate()` to get sessions,
+//! transactions and change streams.
+//!
+//! The API other modules use ([`ReplState`], reached as
+//! `ServerState::repl()`):
+//! - [`ReplState::enabled`]: the server runs with `--replSet` (false: the
+//!   standalone, and nothing here costs anything);
+//! - [`ReplState::set_name`], [`ReplState::is_initiated`],
+//!   [`ReplState::is_writable_primary`] (initiated: a one-member set is always
+//!   its own primary), [`ReplState::term`];
+//! - [`ReplState::check_writable`]: the 10107 NotWritablePrimary error a
+//!   write gets before `replSetInitiate`, as on an uninitialized mongod;
+//! - [`ReplState::clock`]: the one monotonic cluster-time clock
+//!   ([`ClusterClock`]) every oplog entry's `ts` and every reply's
+//!   `operationTime`/`$clusterTime` come from.
+//!
+//! Without `--replSet` the server is the standalone it always was:
+//! `enabled()` is false, `is_writable_primary()` is true (a standalone takes
+//! writes), and no oplog is written.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use bisondb_error::{ErrorCode, MongoError, MongoResult};
+use bson::Timestamp;
+use parking_lot::RwLock;
+
+use crate::config::ServerConfig;
+
+/// The largest `--oplogSize` mongod takes: 1 PB in megabytes.
+const MAX_OPLOG_SIZE_MB: u64 = 1024 * 1024 * 1024;
+
+/// Refuses replica-set settings mongod refuses at start-up.
+pub fn validate_config(c: &ServerConfig) -> MongoResult<()> {
+    if let Some(name) = &c.repl_set_name {
+        if name.is_empty() {
+            return Err(MongoError::bad_value(
+                "replication.replSetName must not be empty",
+            ));
+        }
+        if name.contains('/') {
+            // mongod's legacy "name/seed1,seed2" form lists other members,
+            // which a one-node set has none of.
+            return Err(MongoError::bad_value(format!(
+                "--replSet {name}: a seed list is not supported (one-member replica sets only); give the set's name alone"
+            )));
+        }
+    }
+    if let Some(mb) = c.oplog_size_mb {
+        if mb == 0 || mb > MAX_OPLOG_SIZE_MB {
+            return Err(MongoError::bad_value(
+                "bad --oplogSize, arg must be greater than 0 and at most 1073741824 (1PB)",
+            ));
+        }
+        if c.repl_set_name.is_none() {
+            // mongod accepts it and ignores it without --replSet; say so
+            // rather than size an oplog that does not exist.
+            return Err(MongoError::bad_value(
+                "--oplogSize (replication.oplogSizeMB) needs --replSet (replication.replSetName)",
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The state of a set once `replSetInitiate` ran (also read back from
+/// `local.system.replset` at start-up).
+#[derive(Clone, Debug)]
+pub struct Initiated {
+    /// The set's configuration document as `replSetGetConfig` returns it.
+    pub config: bson::Document,
+    /// The election term; a restart elects again, so it grows by one.
+    pub term: i64,
+}
+
+/// The replica-set state of this server; see the module documentation.
+pub struct ReplState {
+    set_name: Option<String>,
+    initiated: RwLock<Option<Initiated>>,
+    clock: ClusterClock,
+}
+
+impl ReplState {
+    pub fn new(config: &ServerConfig) -> ReplState {
+        ReplState {
+            set_name: config.repl_set_name.clone(),
+            initiated: RwLock::new(None),
+            clock: ClusterClock::default(),
+        }
+    }
+
+    /// Whether the server runs in replica-set mode (`--replSet`).
+    #[inline]
+    pub fn enabled(&self) -> bool {
+        self.set_name.is_some()
+    }
+
+    /// The set's name (`--replSet`), `None` for a standalone.
+    pub fn set_name(&self) -> Option<&str> {
+        self.set_name.as_deref()
+    }
+
+    /// Whether `replSetInitiate` ran (now or before a restart).
+    pub fn is_initiated(&self) -> bool {
+        self.initiated.read().is_some()
+    }
+
+    /// Whether writes are taken: a standalone, or the (only, so primary)
+    /// member of an initiated set.
+    #[inline]
+    pub fn is_writable_primary(&self) -> bool {
+        !self.enabled() || self.is_initiated()
+    }
+
+    /// The current election term (0 before initiate and on a standalone).
+    pub fn term(&self) -> i64 {
+        self.initiated.read().as_ref().map_or(0, |i| i.term)
+    }
+
+    /// The set's configuration, once initiated.
+    pub fn initiated(&self) -> Option<Initiated> {
+        self.initiated.read().clone()
+    }
+
+    /// Records the set as initiated (by `replSetInitiate`, a reconfig, or
+    /// the configuration read back at start-up).
+    pub fn set_initiated(&self, state: Initiated) {
+        *self.initiated.write() = Some(state);
+    }
+
+    /// mongod's error for a write on a member that is not primary.
+    pub fn check_writable(&self) -> MongoResult<()> {
+        if self.is_writable_primary() {
+            return Ok(());
+        }
+        Err(MongoError::new(
+            ErrorCode::NotWritablePrimary,
+            "not primary",
+        ))
+    }
+
+    /// The cluster-time clock.
+    pub fn clock(&self) -> &ClusterClock {
+        &self.clock
+    }
+}
+
+/// The cluster time: a [`Timestamp`] (seconds, increment) that only grows,
+/// ticked once per oplog entry; its seconds follow the wall clock when the
+/// wall clock is ahead.
+#[derive(Default)]
+pub struct ClusterClock {
+    /// `seconds << 32 | increment`, so one atomic holds the pair.
+    packed: AtomicU64,
+}
+
+fn pack(ts: Timestamp) -> u64 {
+    (u64::from(ts.time) << 32) | u64::from(ts.increment)
+}
+
+fn unpack(v: u64) -> Timestamp {
+    Timestamp {
+        time: (v >> 32) as u32,
+        increment: v as u32,
+    }
+}
+
+fn wall_seconds() -> u32 {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    u32::try_from(secs).unwrap_or(u32::MAX)
+}
+
+impl ClusterClock {
+    /// The latest time handed out (or advanced to).
+    pub fn now(&self) -> Timestamp {
+        unpack(self.packed.load(Ordering::Acquire))
+    }
+
+    /// A new time, greater than every earlier one.
+    pub fn tick(&self) -> Timestamp {
+        let wall = wall_seconds();
+        let mut cur = self.packed.load(Ordering::Acquire);
+        loop {
+            let t = unpack(cur);
+            let next = if wall > t.time {
+                Timestamp {
+                    time: wall,
+                    increment: 1,
+                }
+            } else if t.increment == u32::MAX {
+                Timestamp {
+                    time: t.time.saturating_add(1),
+                    increment: 1,
+                }
+            } else {
+                Timestamp {
+                    time: t.time,
+                    increment: t.increment + 1,
+                }
+            };
+            match self.packed.compare_exchange_weak(
+                cur,
+                pack(next),
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return next,
+                Err(seen) => cur = seen,
+            }
+        }
+    }
+
+    /// Moves the clock to at least `ts` (the last oplog entry at start-up).
+    pub fn advance_to(&self, ts: Timestamp) {
+        self.packed.fetch_max(pack(ts), Ordering::AcqRel);
+    }
+}
+
+/// The oplog's size in bytes: `--oplogSize`, else mongod's default, 5% of
+/// the free space of the disk holding `dbpath` clamped to 990 MB..50 GB
+/// (5% of physical memory for the in-memory engine, clamped the same way).
+pub fn oplog_size_bytes(c: &ServerConfig) -> u64 {
+    const MB: u64 = 1024 * 1024;
+    if let Some(mb) = c.oplog_size_mb {
+        return mb.saturating_mul(MB);
+    }
+    let in_memory = c
+        .storage_engine_entry()
+        .is_some_and(|e| !e.capabilities.persistent);
+    let basis = if in_memory {
+        physical_memory_bytes()
+    } else {
+        free_disk_bytes(&c.dbpath)
+    };
+    let five_percent = basis.unwrap_or(0) / 20;
+    five_percent.clamp(990 * MB, 50 * 1024 * MB)
+}
+
+fn free_disk_bytes(path: &std::path::Path) -> Option<u64> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
+    let mut st = std::mem::MaybeUninit::<libc::statvfs>::uninit();
+    // SAFETY: `c` is a valid NUL-terminated path and `st` points to
+    // writable memory of the right size, which statvfs fills on success.
+    let rc = unsafe { libc::statvfs(c.as_ptr(), st.as_mut_ptr()) };
+    if rc != 0 {
+        return None;
+    }
+    // SAFETY: statvfs returned 0, so it initialised `st`.
+    let st = unsafe { st.assume_init() };
+    Some((st.f_bavail as u64).saturating_mul(st.f_frsize as u64))
+}
+
+fn physical_memory_bytes() -> Option<u64> {
+    let meminfo = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = meminfo.lines().find(|l| l.starts_with("MemTotal:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clock_only_grows() {
+        let c = ClusterClock::default();
+        let a = c.tick();
+        let b = c.tick();
+        assert!(pack(b) > pack(a));
+        c.advance_to(Timestamp {
+            time: u32::MAX - 1,
+            increment: 7,
+        });
+        let d = c.tick();
+        assert_eq!((d.time, d.increment), (u32::MAX - 1, 8));
+        c.advance_to(a);
+        assert_eq!(c.now(), d);
+    }
+
+    #[test]
+    fn settings_checked_as_mongod() {
+        let mut c = ServerConfig {
+            repl_set_name: Some("rs0".into()),
+            oplog_size_mb: Some(50),
+            ..Default::default()
+        };
+        assert!(validate_config(&c).is_ok());
+        assert_eq!(oplog_size_bytes(&c), 50 * 1024 * 1024);
+        c.oplog_size_mb = Some(0);
+        assert!(validate_config(&c).is_err());
+        c.oplog_size_mb = None;
+        let size = oplog_size_bytes(&c);
+        assert!((990 * 1024 * 1024..=50 * 1024 * 1024 * 1024).contains(&size));
+        c.repl_set_name = Some(String::new());
+        assert!(validate_config(&c).is_err());
+        let standalone = ServerConfig {
+            oplog_size_mb: Some(10),
+            ..Default::default()
+        };
+        assert!(validate_config(&standalone).is_err());
+    }
+
+    #[test]
+    fn yaml_replication_keys() {
+        let mut c = ServerConfig::default();
+        c.apply_yaml("replication:\n  replSetName: rs0\n  oplogSizeMB: 64\n")
+            .unwrap();
+        assert_eq!(c.repl_set_name.as_deref(), Some("rs0"));
+        assert_eq!(c.oplog_size_mb, Some(64));
+        assert!(c.apply_yaml("replication:\n  oplogSizeMB: big\n").is_err());
+        assert!(c
+            .apply_yaml("replication:\n  enableMajorityReadConcern: true\n")
+            .is_err());
+    }
+
+    #[test]
+    fn standalone_takes_writes_uninitiated_member_does_not() {
+        let standalone = ReplState::new(&ServerConfig::default());
+        assert!(!standalone.enabled());
+        assert!(standalone.check_writable().is_ok());
+        let member = ReplState::new(&ServerConfig {
+            repl_set_name: Some("rs0".into()),
+            ..Default::default()
+        });
+        assert!(member.enabled() && !member.is_initiated());
+        assert!(member.check_writable().is_err());
+        member.set_initiated(Initiated {
+            config: bson::doc! {"_id": "rs0"},
+            term: 1,
+        });
+        assert!(member.is_writable_primary());
+        assert_eq!(member.term(), 1);
+    }
+}
