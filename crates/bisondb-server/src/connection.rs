@@ -383,10 +383,11 @@ fn handle(
             let (spec, reply) = match CommandRequest::from_msg(msg.body(), sequences) {
                 Ok(req) => {
                     let spec = registry::lookup(req.name);
-                    let reply = match failure {
+                    let mut reply = match failure {
                         Some(e) => error_reply(&e),
                         None => run_command_with_fail_points(&req, spec, state, conn),
                     };
+                    crate::txn::label_reply(state, req.body, &mut reply);
                     (spec, reply)
                 }
                 Err(e) => (None, error_reply(&e)),

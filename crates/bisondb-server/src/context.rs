@@ -19,6 +19,8 @@ pub struct ConnectionInfo {
     /// What the current command reports for its profile entry (filled only
     /// while its database profiles).
     pub op: crate::profiler::OpDebug,
+    /// The retryable write the current command is (`crate::txn`), if any.
+    pub txn: Option<crate::txn::OpTxn>,
 }
 
 pub struct Context<'a> {

@@ -137,20 +137,28 @@ pub fn max_time_ms(v: RawBsonRef<'_>) -> MongoResult<u64> {
 /// (objects), `apiVersion` (the string "1", else 322 APIVersionError as in
 /// mongod), `apiStrict` and `apiDeprecationErrors` (booleans). `comment` takes
 /// any type. What these objects hold is read where they are used.
-pub fn check_generic_args(cmd: &str, body: &RawDocument) -> MongoResult<()> {
-    let (mut txn_number, mut autocommit, mut start_transaction) = (false, false, false);
+pub fn check_generic_args(
+    cmd: &str,
+    body: &RawDocument,
+    replica_set: bool,
+) -> MongoResult<SessionArgs> {
+    let mut args = SessionArgs::default();
+    let mut lsid = false;
     for el in body.iter() {
         let (k, v) = el.map_err(crate::request::invalid_bson)?;
         match k.as_str() {
-            "txnNumber" => txn_number = true,
-            "autocommit" => autocommit = true,
-            "startTransaction" => start_transaction = true,
+            "txnNumber" => args.txn_number = Some(txn_number(cmd, v)?),
+            "autocommit" => args.autocommit = Some(as_bool(cmd, "autocommit", v)?),
+            "startTransaction" => {
+                args.start_transaction = Some(as_bool(cmd, "startTransaction", v)?)
+            }
             "maxTimeMS" if cmd == "getMore" && v == RawBsonRef::Null => {}
             "maxTimeMS" => {
                 max_time_ms(v)?;
             }
             k @ ("readConcern" | "writeConcern" | "lsid" | "$readPreference") => {
                 as_doc(cmd, k, v)?;
+                lsid |= k == "lsid";
             }
             "apiVersion" if as_str(cmd, "apiVersion", v)? != "1" => {
                 return Err(MongoError::new(
@@ -164,37 +172,93 @@ pub fn check_generic_args(cmd: &str, body: &RawDocument) -> MongoResult<()> {
             _ => {}
         }
     }
-    transaction_fields(txn_number, autocommit, start_transaction)
+    transaction_fields(&args, lsid, replica_set)?;
+    Ok(args)
 }
 
-/// A transaction's or a retryable write's fields on a standalone server, as
-/// mongod's `initializeOperationSessionInfo` answers them there: a
+/// A command's transaction fields (`txnNumber`, `autocommit`,
+/// `startTransaction`), typed by [`check_generic_args`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SessionArgs {
+    pub txn_number: Option<i64>,
+    pub autocommit: Option<bool>,
+    pub start_transaction: Option<bool>,
+}
+
+impl SessionArgs {
+    /// A statement of a multi-document transaction (`autocommit: false`).
+    pub fn in_transaction(&self) -> bool {
+        self.autocommit.is_some()
+    }
+}
+
+/// `txnNumber`: a long (mongod's IDL also takes an int or a whole double).
+fn txn_number(cmd: &str, v: RawBsonRef<'_>) -> MongoResult<i64> {
+    match v {
+        RawBsonRef::Int64(n) => Ok(n),
+        RawBsonRef::Int32(n) => Ok(i64::from(n)),
+        RawBsonRef::Double(d) if d.fract() == 0.0 && d.is_finite() && d.abs() < 9.2e18 => {
+            Ok(d as i64)
+        }
+        other => Err(wrong_type(cmd, "txnNumber", other, "long")),
+    }
+}
+
+/// A transaction's or a retryable write's fields, as mongod's
+/// `initializeOperationSessionInfo` answers them. On a standalone a
 /// transaction number is refused outright (drivers only send one to a
 /// replica set or mongos), so no statement of a transaction ever runs
-/// outside one; `autocommit` and `startTransaction` need the fields they
-/// depend on. The replica-set mode (issue 17) will accept them instead.
-fn transaction_fields(
-    txn_number: bool,
-    autocommit: bool,
-    start_transaction: bool,
-) -> MongoResult<()> {
-    if txn_number {
-        return Err(MongoError::new(
-            ErrorCode::IllegalOperation,
-            "Transaction numbers are only allowed on a replica set member or mongos",
-        ));
+/// outside one. In replica-set mode a transaction number needs the session
+/// it numbers; `autocommit` can only be false and `startTransaction` only
+/// true. On both, `autocommit` and `startTransaction` need the fields they
+/// depend on.
+fn transaction_fields(args: &SessionArgs, lsid: bool, replica_set: bool) -> MongoResult<()> {
+    if let Some(n) = args.txn_number {
+        if !replica_set {
+            return Err(MongoError::new(
+                ErrorCode::IllegalOperation,
+                "Transaction numbers are only allowed on a replica set member or mongos",
+            ));
+        }
+        if !lsid {
+            return Err(MongoError::new(
+                ErrorCode::InvalidOptions,
+                "Transaction number requires a session ID to also be specified",
+            ));
+        }
+        if n < 0 {
+            return Err(MongoError::bad_value(format!(
+                "Transaction number cannot be negative: {n}"
+            )));
+        }
     }
-    if autocommit {
-        return Err(MongoError::new(
-            ErrorCode::InvalidOptions,
-            "'autocommit' field requires a transaction number to also be specified",
-        ));
+    if let Some(autocommit) = args.autocommit {
+        if args.txn_number.is_none() {
+            return Err(MongoError::new(
+                ErrorCode::InvalidOptions,
+                "'autocommit' field requires a transaction number to also be specified",
+            ));
+        }
+        if autocommit {
+            return Err(MongoError::new(
+                ErrorCode::InvalidOptions,
+                "Specifying autocommit=true is not allowed.",
+            ));
+        }
     }
-    if start_transaction {
-        return Err(MongoError::new(
-            ErrorCode::InvalidOptions,
-            "'startTransaction' field requires 'autocommit' field to also be specified",
-        ));
+    if let Some(start) = args.start_transaction {
+        if args.autocommit.is_none() {
+            return Err(MongoError::new(
+                ErrorCode::InvalidOptions,
+                "'startTransaction' field requires 'autocommit' field to also be specified",
+            ));
+        }
+        if !start {
+            return Err(MongoError::new(
+                ErrorCode::InvalidOptions,
+                "Specifying startTransaction=false is not allowed.",
+            ));
+        }
     }
     Ok(())
 }
@@ -398,8 +462,13 @@ mod tests {
     fn generic_args_types() {
         let ok = bson::rawdoc! {"find": "c", "readConcern": {"level": "local"}, "lsid": {"id": 1},
         "apiVersion": "1", "apiStrict": false, "comment": 5, "maxTimeMS": 10};
-        assert!(check_generic_args("find", &ok).is_ok());
-        let code = |d: &RawDocument| check_generic_args("find", d).unwrap_err().code.code();
+        assert!(check_generic_args("find", &ok, false).is_ok());
+        let code = |d: &RawDocument| {
+            check_generic_args("find", d, false)
+                .unwrap_err()
+                .code
+                .code()
+        };
         assert_eq!(code(&bson::rawdoc! {"find": "c", "readConcern": "x"}), 14);
         assert_eq!(code(&bson::rawdoc! {"find": "c", "writeConcern": 1}), 14);
         assert_eq!(
@@ -410,7 +479,56 @@ mod tests {
         assert_eq!(code(&bson::rawdoc! {"find": "c", "apiStrict": 1}), 14);
         assert_eq!(code(&bson::rawdoc! {"find": "c", "maxTimeMS": {}}), 2);
         let get_more = bson::rawdoc! {"getMore": 1_i64, "maxTimeMS": null};
-        assert!(check_generic_args("getMore", &get_more).is_ok());
+        assert!(check_generic_args("getMore", &get_more, false).is_ok());
+    }
+
+    #[test]
+    fn transaction_fields_by_mode() {
+        let code = |d: &RawDocument, rs: bool| {
+            check_generic_args("insert", d, rs)
+                .err()
+                .map(|e| e.code.code())
+        };
+        let lsid = bson::rawdoc! {"id": 1};
+        let retry = bson::rawdoc! {"insert": "c", "lsid": lsid.clone(), "txnNumber": 1_i64};
+        // A standalone refuses any transaction number; a replica set takes it.
+        assert_eq!(code(&retry, false), Some(20));
+        assert_eq!(code(&retry, true), None);
+        let args = check_generic_args("insert", &retry, true).unwrap_or_default();
+        assert_eq!(args.txn_number, Some(1));
+        assert!(!args.in_transaction());
+        // Without its session, with autocommit true or startTransaction false.
+        assert_eq!(
+            code(&bson::rawdoc! {"insert": "c", "txnNumber": 1_i64}, true),
+            Some(72)
+        );
+        assert_eq!(
+            code(
+                &bson::rawdoc! {"find": "c", "lsid": lsid.clone(), "txnNumber": 1_i64, "autocommit": true},
+                true
+            ),
+            Some(72)
+        );
+        assert_eq!(
+            code(
+                &bson::rawdoc! {"find": "c", "lsid": lsid.clone(), "txnNumber": 1_i64, "autocommit": false, "startTransaction": false},
+                true
+            ),
+            Some(72)
+        );
+        let txn = bson::rawdoc! {"find": "c", "lsid": lsid.clone(), "txnNumber": 1_i64, "autocommit": false, "startTransaction": true};
+        assert!(check_generic_args("find", &txn, true).is_ok_and(|a| a.in_transaction()));
+        assert_eq!(
+            code(&bson::rawdoc! {"find": "c", "autocommit": false}, true),
+            Some(72)
+        );
+        assert_eq!(
+            code(
+                &bson::rawdoc! {"find": "c", "lsid": lsid, "txnNumber": "1"},
+                true
+            ),
+            Some(14)
+        );
     }
 
     #[test]

@@ -70,6 +70,8 @@ pub struct ServerState {
     pub cursors: CursorManager,
     /// Logical sessions (`sessions.rs`).
     pub sessions: crate::sessions::SessionCache,
+    /// Sessions' transaction numbers: retryable writes (`crate::txn`).
+    pub txns: crate::txn::Transactions,
     pub opcounters: OpCounters,
     /// Commands running now (serverStatus `globalLock.activeClients`).
     pub active: ActiveOps,
@@ -110,6 +112,7 @@ impl ServerState {
             storage,
             cursors: CursorManager::default(),
             sessions,
+            txns: Default::default(),
             opcounters: OpCounters::default(),
             active: ActiveOps::default(),
             profiler,

@@ -266,6 +266,50 @@ enum Outcome {
     Failed(MongoError, Option<Document>),
 }
 
+impl Outcome {
+    /// What a retryable write's earlier attempt recorded for this op.
+    fn from_stmt(done: crate::txn::StmtOutcome) -> Outcome {
+        use crate::txn::StmtOutcome;
+        match done {
+            StmtOutcome::Inserted => Outcome::Inserted,
+            StmtOutcome::Updated {
+                matched,
+                modified,
+                upserted,
+            } => Outcome::Updated {
+                matched,
+                modified,
+                upserted,
+            },
+            StmtOutcome::Deleted { n } => Outcome::Deleted(n),
+            StmtOutcome::Reply(_) => Outcome::Failed(
+                MongoError::internal("a bulkWrite op recorded as a findAndModify"),
+                None,
+            ),
+        }
+    }
+
+    /// What a retry of this op must answer; `None` for a failure (a retry
+    /// runs it again).
+    fn to_stmt(&self) -> Option<crate::txn::StmtOutcome> {
+        use crate::txn::StmtOutcome;
+        match self {
+            Outcome::Inserted => Some(StmtOutcome::Inserted),
+            Outcome::Updated {
+                matched,
+                modified,
+                upserted,
+            } => Some(StmtOutcome::Updated {
+                matched: *matched,
+                modified: *modified,
+                upserted: upserted.clone(),
+            }),
+            Outcome::Deleted(n) => Some(StmtOutcome::Deleted { n: *n }),
+            Outcome::Failed(..) => None,
+        }
+    }
+}
+
 /// The running totals and per-op results of one command.
 #[derive(Default)]
 struct Tally {
@@ -445,7 +489,19 @@ impl<'a> BulkWrite<'a> {
                 i = end;
                 stop
             } else {
-                let outcome = self.run_one(ctx, op);
+                // A retryable write's retry answers an op that ran already
+                // with what it did then.
+                let retry = ctx.conn.txn.clone();
+                let outcome = match retry.as_ref().and_then(|t| t.executed(i)) {
+                    Some(done) => Outcome::from_stmt(done),
+                    None => {
+                        let outcome = self.run_one(ctx, op);
+                        if let (Some(t), Some(done)) = (&retry, outcome.to_stmt()) {
+                            t.record(i, done);
+                        }
+                        outcome
+                    }
+                };
                 let failed = tally.record(i, outcome, self.errors_only);
                 i += 1;
                 failed && self.ordered
@@ -564,7 +620,15 @@ impl<'a> BulkWrite<'a> {
         // Validation failures are per-op errors, like the insert command's writeErrors.
         let mut prepared: Vec<Cow<'_, RawDocument>> = Vec::with_capacity(ops.len());
         let mut positions: Vec<usize> = Vec::with_capacity(ops.len());
+        let retry = ctx.conn.txn.clone();
         for (j, op) in ops.iter().enumerate() {
+            if retry
+                .as_ref()
+                .is_some_and(|t| t.executed(start + j).is_some())
+            {
+                outcomes.push((start + j, Outcome::Inserted));
+                continue;
+            }
             let doc = match op
                 .body
                 .get("document")
@@ -621,6 +685,9 @@ impl<'a> BulkWrite<'a> {
             let mut written = 0u64;
             for (j, &idx) in positions.iter().enumerate() {
                 if j < first_failure && !failed_at.contains(&j) {
+                    if let Some(t) = &retry {
+                        t.record(idx, crate::txn::StmtOutcome::Inserted);
+                    }
                     outcomes.push((idx, Outcome::Inserted));
                     written += 1;
                 }

@@ -103,7 +103,16 @@ impl<'a> Delete<'a> {
         let b = &self.batch;
         let coll = ctx.state.storage.collection(&b.db, &b.coll);
         let mut n = 0u64;
-        let errors = b.each(|_, raw| {
+        let retry = ctx.conn.txn.clone();
+        let errors = b.each(|i, raw| {
+            // A retryable write's retry answers a statement that ran already
+            // with what it did then.
+            if let Some(crate::txn::StmtOutcome::Deleted { n: k }) =
+                retry.as_ref().and_then(|t| t.executed(i))
+            {
+                n += k;
+                return Ok(());
+            }
             let outcome = parse_statement(raw, &b.lets)
                 .and_then(|s| s.collate(coll.as_ref()))
                 .and_then(|s| {
@@ -126,6 +135,9 @@ impl<'a> Delete<'a> {
                 Err(e) => ctx.conn.op.write_failed(e),
             }
             let (k, _, _) = outcome?;
+            if let Some(t) = &retry {
+                t.record(i, crate::txn::StmtOutcome::Deleted { n: k });
+            }
             n += k;
             OpCounters::add(&ctx.state.opcounters.delete, k);
             Ok(())

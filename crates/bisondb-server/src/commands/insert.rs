@@ -57,7 +57,15 @@ impl<'a> Insert<'a> {
         let mut prepared: Vec<Cow<'_, RawDocument>> = Vec::with_capacity(self.docs.len());
         let mut positions: Vec<usize> = Vec::with_capacity(self.docs.len());
         let mut errors: Vec<(usize, MongoError, Option<bson::Document>)> = Vec::new();
+        // A retryable write's retry: statements that ran already count as
+        // inserted and do not run again.
+        let retry = ctx.conn.txn.clone();
+        let mut already = 0usize;
         for (i, d) in self.docs.iter().enumerate() {
+            if retry.as_ref().is_some_and(|t| t.executed(i).is_some()) {
+                already += 1;
+                continue;
+            }
             let checked = crate::storable::prepare_for_insert(d).and_then(|p| match &validator {
                 Some(v) => v.check(&p, None).map(|()| p),
                 None => Ok(p),
@@ -79,6 +87,20 @@ impl<'a> Insert<'a> {
         let outcome = coll.insert_many(&refs, self.ordered, self.wc.durability);
         let mut inserted = outcome.inserted;
         let wc_error = outcome.durability_error.map(MongoError::from);
+        if let Some(t) = &retry {
+            // The documents storage accepted: all but the failed ones, and
+            // in an ordered batch only those before the first failure.
+            let stop = if self.ordered {
+                outcome.errors.first().map_or(positions.len(), |(j, _)| *j)
+            } else {
+                positions.len()
+            };
+            for (j, &i) in positions.iter().enumerate().take(stop) {
+                if !outcome.errors.iter().any(|(k, _)| *k == j) {
+                    t.record(i, crate::txn::StmtOutcome::Inserted);
+                }
+            }
+        }
         for (j, e) in outcome.errors {
             let idx = positions.get(j).copied().unwrap_or(j);
             let details = crate::reply::storage_error_details(&e);
@@ -96,6 +118,7 @@ impl<'a> Insert<'a> {
             errors.sort_by_key(|(i, _, _)| *i);
         }
         OpCounters::add(&ctx.state.opcounters.insert, inserted as u64);
+        let inserted = inserted + already;
         let mut r = doc! {"n": reply::count(inserted as u64)};
         if !errors.is_empty() {
             let list: Vec<Bson> = errors

@@ -201,7 +201,19 @@ impl<'a> Update<'a> {
         let coll = ctx.state.storage.collection(&b.db, &b.coll);
         let validator =
             crate::validation::Validator::for_collection(coll.as_ref(), self.bypass_validation)?;
+        let retry = ctx.conn.txn.clone();
         let errors = b.each(|i, raw| {
+            // A retryable write's retry answers a statement that ran already
+            // with what it did then.
+            if let Some(crate::txn::StmtOutcome::Updated {
+                matched,
+                modified,
+                upserted,
+            }) = retry.as_ref().and_then(|t| t.executed(i))
+            {
+                tally.add(i, matched, modified, upserted);
+                return Ok(());
+            }
             let outcome = parse_statement("update", raw, &b.lets)
                 .and_then(|s| s.collate(coll.as_ref()))
                 .and_then(|s| {
@@ -232,6 +244,16 @@ impl<'a> Update<'a> {
                 Err(e) => ctx.conn.op.write_failed(e),
             }
             let r = outcome?;
+            if let Some(t) = &retry {
+                t.record(
+                    i,
+                    crate::txn::StmtOutcome::Updated {
+                        matched: r.matched,
+                        modified: r.modified,
+                        upserted: r.upserted_id.clone(),
+                    },
+                );
+            }
             tally.add(i, r.matched, r.modified, r.upserted_id);
             Ok(())
         });
