@@ -46,6 +46,7 @@ mod operators_extra;
 mod persistence;
 mod profiler;
 mod repl_set;
+mod retryable_writes;
 mod robustness;
 mod sessions;
 mod spill;

@@ -1,0 +1,230 @@
+//! Retryable writes in replica-set mode: a write with `lsid` and `txnNumber`
+//! runs each statement once, a retry answers what the first attempt did
+//! (the same document for findAndModify, the rest of a partly applied
+//! batch run), an older number is 225, commands that are not retryable
+//! writes refuse a number (50768), the driver's own retry after a
+//! retryable write concern error applies the write once, and errors a
+//! driver retries on carry `RetryableWriteError`.
+
+use crate::common;
+
+use crate::common::{error_code, expect_code, num};
+use bson::{doc, Document};
+use mongodb::{ClientSession, Database};
+
+async fn session_db(ts: &common::TestServer) -> (Database, ClientSession) {
+    let db = ts.tcp.database("rw");
+    let s = ts.tcp.start_session().await.unwrap();
+    (db, s)
+}
+
+async fn run(
+    db: &Database,
+    s: &mut ClientSession,
+    cmd: Document,
+) -> mongodb::error::Result<Document> {
+    db.run_command(cmd).session(s).await
+}
+
+async fn count(db: &Database) -> u64 {
+    db.collection::<Document>("c")
+        .count_documents(doc! {})
+        .await
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_same_txn_number_inserts_once() {
+    let ts = common::start_repl_set().await;
+    let (db, mut s) = session_db(&ts).await;
+    let cmd = doc! {"insert": "c", "documents": [{"_id": 1}, {"_id": 2}], "txnNumber": 1i64};
+    let first = run(&db, &mut s, cmd.clone()).await.unwrap();
+    assert_eq!(num(&first, "n"), 2);
+    // The retry answers the same count and writes nothing (no duplicate key).
+    let retry = run(&db, &mut s, cmd).await.unwrap();
+    assert_eq!(num(&retry, "n"), 2, "{retry}");
+    assert!(!retry.contains_key("writeErrors"), "{retry}");
+    assert_eq!(count(&db).await, 2);
+    // A new number is a new write.
+    let e = run(
+        &db,
+        &mut s,
+        doc! {"insert": "c", "documents": [{"_id": 1}], "txnNumber": 2i64},
+    )
+    .await
+    .unwrap();
+    assert!(e.contains_key("writeErrors"), "{e}");
+    // An older number is too old.
+    let old = expect_code(
+        run(
+            &db,
+            &mut s,
+            doc! {"insert": "c", "documents": [{"_id": 9}], "txnNumber": 1i64},
+        )
+        .await,
+        225,
+    );
+    assert!(common::error_message(&old).contains("txnNumber 1"), "{old}");
+    assert_eq!(count(&db).await, 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_partly_applied_batch_runs_only_the_rest() {
+    let ts = common::start_repl_set().await;
+    let (db, mut s) = session_db(&ts).await;
+    db.collection::<Document>("c")
+        .insert_one(doc! {"_id": 2})
+        .await
+        .unwrap();
+    let cmd = doc! {"insert": "c", "documents": [{"_id": 1}, {"_id": 2, "new": true}, {"_id": 3}], "txnNumber": 5i64};
+    let first = run(&db, &mut s, cmd.clone()).await.unwrap();
+    assert_eq!(num(&first, "n"), 1, "{first}");
+    assert!(first.contains_key("writeErrors"));
+    // The failed statement may succeed on the retry; the one that ran does
+    // not run again (it would be a duplicate key).
+    db.collection::<Document>("c")
+        .delete_one(doc! {"_id": 2})
+        .await
+        .unwrap();
+    let retry = run(&db, &mut s, cmd).await.unwrap();
+    assert_eq!(num(&retry, "n"), 3, "{retry}");
+    assert!(!retry.contains_key("writeErrors"), "{retry}");
+    assert_eq!(count(&db).await, 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn updates_deletes_and_find_and_modify_apply_once() {
+    let ts = common::start_repl_set().await;
+    let (db, mut s) = session_db(&ts).await;
+    let c = db.collection::<Document>("c");
+    c.insert_many(vec![
+        doc! {"_id": 1, "x": 0},
+        doc! {"_id": 2},
+        doc! {"_id": 3},
+    ])
+    .await
+    .unwrap();
+    let update = doc! {"update": "c", "updates": [
+        {"q": {"_id": 1}, "u": {"$inc": {"x": 1}}},
+        {"q": {"_id": 7}, "u": {"$set": {"y": 1}}, "upsert": true},
+    ], "txnNumber": 1i64};
+    let first = run(&db, &mut s, update.clone()).await.unwrap();
+    let retry = run(&db, &mut s, update).await.unwrap();
+    assert_eq!(num(&retry, "n"), num(&first, "n"));
+    assert_eq!(num(&retry, "nModified"), 1);
+    assert_eq!(
+        retry.get_array("upserted").ok(),
+        first.get_array("upserted").ok()
+    );
+    let one = c.find_one(doc! {"_id": 1}).await.unwrap().unwrap();
+    assert_eq!(num(&one, "x"), 1, "the $inc ran twice: {one}");
+
+    let delete = doc! {"delete": "c", "deletes": [{"q": {"_id": {"$in": [2, 3]}}, "limit": 0}], "txnNumber": 2i64};
+    let first = run(&db, &mut s, delete.clone()).await.unwrap();
+    assert_eq!(num(&first, "n"), 2);
+    // The retry reports the two documents the first attempt deleted.
+    c.insert_one(doc! {"_id": 2}).await.unwrap();
+    let retry = run(&db, &mut s, delete).await.unwrap();
+    assert_eq!(num(&retry, "n"), 2);
+    assert!(c.find_one(doc! {"_id": 2}).await.unwrap().is_some());
+
+    let fam = doc! {"findAndModify": "c", "query": {"_id": 1}, "update": {"$inc": {"x": 10}}, "new": true, "txnNumber": 3i64};
+    let first = run(&db, &mut s, fam.clone()).await.unwrap();
+    let retry = run(&db, &mut s, fam).await.unwrap();
+    assert_eq!(
+        first.get_document("value").unwrap(),
+        &doc! {"_id": 1, "x": 11}
+    );
+    assert_eq!(
+        retry.get_document("value").ok(),
+        first.get_document("value").ok()
+    );
+    let one = c.find_one(doc! {"_id": 1}).await.unwrap().unwrap();
+    assert_eq!(num(&one, "x"), 11);
+
+    // The session's record in config.transactions.
+    let rec = ts
+        .tcp
+        .database("config")
+        .collection::<Document>("transactions")
+        .find_one(doc! {"_id.id": s.id().get("id").cloned().unwrap()})
+        .await
+        .unwrap()
+        .unwrap_or_else(|| panic!("no config.transactions record"));
+    assert_eq!(rec.get_i64("txnNum").ok(), Some(3), "{rec}");
+    assert!(rec.get_datetime("lastWriteDate").is_ok(), "{rec}");
+    assert!(rec.get_document("lastWriteOpTime").is_ok(), "{rec}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_retryable_writes_take_a_txn_number() {
+    let ts = common::start_repl_set().await;
+    let (db, mut s) = session_db(&ts).await;
+    for cmd in [
+        doc! {"find": "c", "txnNumber": 1i64},
+        doc! {"count": "c", "txnNumber": 1i64},
+        doc! {"create": "d", "txnNumber": 1i64},
+    ] {
+        expect_code(run(&db, &mut s, cmd).await, 50768);
+    }
+    expect_code(
+        run(
+            &db,
+            &mut s,
+            doc! {"find": "c", "txnNumber": 1i64, "autocommit": true},
+        )
+        .await,
+        72,
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_driver_retries_after_a_retryable_write_concern_error_once() {
+    let ts = common::start_repl_set_with(|c| {
+        c.apply_set_parameter_arg("enableTestCommands=1").unwrap();
+    })
+    .await;
+    let admin = ts.tcp.database("admin");
+    // The write happens, its reply says it may not have: the driver retries.
+    admin
+        .run_command(doc! {"configureFailPoint": "failCommand", "mode": {"times": 1},
+            "data": {"failCommands": ["insert", "update"], "writeConcernError": {"code": 262, "errmsg": "exceeded time limit"}}})
+        .await
+        .unwrap();
+    let c = ts.tcp.database("rw").collection::<Document>("c");
+    c.insert_one(doc! {"_id": 1, "x": 0}).await.unwrap();
+    assert_eq!(count(&ts.tcp.database("rw")).await, 1);
+    admin
+        .run_command(doc! {"configureFailPoint": "failCommand", "mode": {"times": 1},
+            "data": {"failCommands": ["update"], "writeConcernError": {"code": 262, "errmsg": "exceeded time limit"}}})
+        .await
+        .unwrap();
+    c.update_one(doc! {"_id": 1}, doc! {"$inc": {"x": 1}})
+        .await
+        .unwrap();
+    let one = c.find_one(doc! {"_id": 1}).await.unwrap().unwrap();
+    assert_eq!(num(&one, "x"), 1, "the retried $inc ran twice: {one}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn errors_drivers_retry_on_carry_the_label() {
+    // Before replSetInitiate a member is not primary: 10107, retryable.
+    let ts = common::start_with(|c| c.repl_set_name = Some(common::SET_NAME.into())).await;
+    let direct = common::direct_client(ts.server.port()).await;
+    let db = direct.database("rw");
+    let mut s = direct.start_session().await.unwrap();
+    let e = run(
+        &db,
+        &mut s,
+        doc! {"insert": "c", "documents": [{"_id": 1}], "txnNumber": 1i64},
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(error_code(&e), Some(10107));
+    assert!(e.contains_label("RetryableWriteError"), "{e:?}");
+    // Without a transaction number the write is not retryable: no label.
+    let e = run(&db, &mut s, doc! {"insert": "c", "documents": [{"_id": 1}]})
+        .await
+        .unwrap_err();
+    assert!(!e.contains_label("RetryableWriteError"), "{e:?}");
+}
