@@ -68,6 +68,10 @@ impl Command for GetMore {
                 .and_then(|t| std::time::Instant::now().checked_add(t)),
         );
         let batch = cursor.next_batch(self.batch_size)?;
+        let token = match &cursor.stream {
+            Some(s) => Some(s.post_batch_token(&batch.docs)?),
+            None => None,
+        };
         let id = if batch.exhausted {
             0
         } else {
@@ -77,6 +81,9 @@ impl Command for GetMore {
             ctx.state.cursors.restore(self.id, cursor);
             self.id
         };
-        crate::cursor::cursor_reply(&self.ns, id, batch.docs, false)
+        match token {
+            Some(t) => crate::cursor::stream_reply(&self.ns, id, batch.docs, false, t),
+            None => crate::cursor::cursor_reply(&self.ns, id, batch.docs, false),
+        }
     }
 }
