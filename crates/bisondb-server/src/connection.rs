@@ -97,9 +97,12 @@ where
         // Awaitable hello: hold the answer (the topology of a standalone server does
         // not change) unless the server is shutting down.
         if let Request::Msg(msg) = &incoming.request {
-            if let Some(delay) = crate::commands::hello::awaitable_delay(msg.body()) {
+            if let Some((delay, mut topology)) =
+                crate::commands::hello::awaitable_hello(msg.body(), &state)
+            {
                 tokio::select! {
                     _ = tokio::time::sleep(delay) => {}
+                    _ = topology.changed() => {}
                     _ = state.shutdown.notified() => break,
                 }
             }
@@ -532,6 +535,9 @@ fn dispatch_command(
         // script (and anything else that asks) can end with MaxTimeMSExpired.
         let _deadline = bisondb_js::deadline::scope_ms(max_time_ms);
         std::panic::catch_unwind(AssertUnwindSafe(|| {
+            if writes {
+                crate::repl::check_write(state, &req.db)?;
+            }
             // A write waits here while `fsync` holds the lock (`fsync_lock.rs`).
             let _pass = if writes {
                 Some(state.fsync_lock.enter(|| state.is_shutting_down())?)

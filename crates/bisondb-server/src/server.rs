@@ -126,6 +126,7 @@ impl Server {
 
         let state = ServerState::new(config, storage);
         let _ = state.bound_port.set(port);
+        crate::repl::recover(&state)?;
         let conns = Arc::new(Semaphore::new(
             state.config.max_conns.min(Semaphore::MAX_PERMITS),
         ));

@@ -45,6 +45,7 @@ mod min_max;
 mod operators_extra;
 mod persistence;
 mod profiler;
+mod repl_set;
 mod robustness;
 mod spill;
 mod text;

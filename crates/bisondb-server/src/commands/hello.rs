@@ -1,5 +1,6 @@
 //! `hello` (and the legacy `isMaster` / `ismaster`): the handshake every driver sends
-//! first. Reports a writable standalone with mongod 8.0's limits, records the client
+//! first. Reports a writable standalone with mongod 8.0's limits (or, with
+//! `--replSet`, the set's member: `crate::repl::hello`), records the client
 //! metadata, and agrees on wire compression.
 
 use bisondb_error::{MongoError, MongoResult};
@@ -82,18 +83,20 @@ impl Command for Hello {
                 .collect();
         }
         let mut d = doc! {};
-        if self.legacy {
-            d.insert("ismaster", true);
+        let writable_key = if self.legacy {
+            "ismaster"
         } else {
-            d.insert("isWritablePrimary", true);
-        }
+            "isWritablePrimary"
+        };
+        let repl = ctx.state.repl();
+        d.insert(writable_key, true);
         if self.hello_ok {
             d.insert("helloOk", true);
         }
-        d.insert(
-            "topologyVersion",
-            doc! {"processId": process_id(), "counter": 0i64},
-        );
+        d.insert("topologyVersion", repl.topology_version());
+        if repl.enabled() {
+            crate::repl::hello::add_fields(repl, &mut d, writable_key);
+        }
         d.insert(
             "maxBsonObjectSize",
             bisondb_wire::MAX_BSON_OBJECT_SIZE as i32,
@@ -119,10 +122,23 @@ impl Command for Hello {
     }
 }
 
-/// One ObjectId per server process, as mongod's topologyVersion.processId.
-pub fn process_id() -> bson::oid::ObjectId {
-    static ID: std::sync::OnceLock<bson::oid::ObjectId> = std::sync::OnceLock::new();
-    *ID.get_or_init(bson::oid::ObjectId::new)
+pub use crate::repl::process_id;
+
+/// For an awaitable hello, how long to hold it at most and the receiver
+/// that ends the wait early when the topology changes.
+pub fn awaitable_hello(
+    body: &bson::RawDocument,
+    state: &crate::state::ServerState,
+) -> Option<(std::time::Duration, tokio::sync::watch::Receiver<i64>)> {
+    let repl = state.repl();
+    let counter = repl.topology_counter();
+    let delay = awaitable_delay(body, counter)?;
+    let mut topology = repl.watch_topology();
+    // A change between reading the counter and subscribing: answer now.
+    if *topology.borrow_and_update() != counter {
+        return None;
+    }
+    Some((delay, topology))
 }
 
 /// mongod's cap on `maxAwaitTimeMS` for awaitable hello is the client's value; we
@@ -130,10 +146,11 @@ pub fn process_id() -> bson::oid::ObjectId {
 const MAX_AWAIT: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// For an awaitable hello (the drivers' streaming monitor: `topologyVersion` equal to
-/// ours plus `maxAwaitTimeMS`), how long to hold the reply. A standalone server's
-/// topology never changes, so mongod answers only when the time is up; answering at
-/// once makes every monitor spin in a tight hello loop.
-pub fn awaitable_delay(body: &bson::RawDocument) -> Option<std::time::Duration> {
+/// ours, `counter` the current one, plus `maxAwaitTimeMS`), how long to hold the
+/// reply at most. Until the topology changes (a replica set's initiate or
+/// reconfig; a standalone's never does) mongod answers only when the time is up;
+/// answering at once makes every monitor spin in a tight hello loop.
+pub fn awaitable_delay(body: &bson::RawDocument, counter: i64) -> Option<std::time::Duration> {
     let name = body.iter().next()?.ok()?.0.as_str();
     if !matches!(name, "hello" | "isMaster" | "ismaster") {
         return None;
@@ -146,6 +163,15 @@ pub fn awaitable_delay(body: &bson::RawDocument) -> Option<std::time::Duration> 
         matches!(tv.get("processId").ok()?, Some(RawBsonRef::ObjectId(id)) if id == process_id());
     if !same_process {
         // A different processId means the client saw another server: answer now.
+        return None;
+    }
+    let seen = match tv.get("counter").ok()? {
+        Some(RawBsonRef::Int64(c)) => c,
+        Some(RawBsonRef::Int32(c)) => i64::from(c),
+        _ => return None,
+    };
+    if seen != counter {
+        // The client has not seen the current topology yet.
         return None;
     }
     let ms = match body.get("maxAwaitTimeMS").ok()?? {
@@ -175,16 +201,17 @@ mod tests {
     fn awaitable_hello_waits_only_for_our_topology() {
         let ours = rawdoc! {"hello": 1, "topologyVersion": {"processId": process_id(), "counter": 0i64}, "maxAwaitTimeMS": 10000};
         assert_eq!(
-            awaitable_delay(&ours),
+            awaitable_delay(&ours, 0),
             Some(std::time::Duration::from_secs(10))
         );
+        assert_eq!(awaitable_delay(&ours, 1), None);
         let other = rawdoc! {"hello": 1, "topologyVersion": {"processId": bson::oid::ObjectId::new(), "counter": 0i64}, "maxAwaitTimeMS": 10000};
-        assert_eq!(awaitable_delay(&other), None);
+        assert_eq!(awaitable_delay(&other, 0), None);
         let plain = rawdoc! {"hello": 1};
-        assert_eq!(awaitable_delay(&plain), None);
+        assert_eq!(awaitable_delay(&plain, 0), None);
         let ping = rawdoc! {"ping": 1, "maxAwaitTimeMS": 5};
-        assert_eq!(awaitable_delay(&ping), None);
+        assert_eq!(awaitable_delay(&ping, 0), None);
         let huge = rawdoc! {"isMaster": 1, "topologyVersion": {"processId": process_id(), "counter": 0i64}, "maxAwaitTimeMS": 9_000_000_000i64};
-        assert_eq!(awaitable_delay(&huge), Some(MAX_AWAIT));
+        assert_eq!(awaitable_delay(&huge, 0), Some(MAX_AWAIT));
     }
 }

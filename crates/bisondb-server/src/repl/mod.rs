@@ -19,6 +19,9 @@
 //! `enabled()` is false, `is_writable_primary()` is true (a standalone takes
 //! writes), and no oplog is written.
 
+pub mod hello;
+pub mod set_config;
+
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use bisondb_error::{ErrorCode, MongoError, MongoResult};
@@ -78,6 +81,16 @@ pub struct ReplState {
     set_name: Option<String>,
     initiated: RwLock<Option<Initiated>>,
     clock: ClusterClock,
+    /// hello's `topologyVersion.counter`: grows on every change an awaiting
+    /// hello must report (initiate, reconfig, a step-down attempt).
+    topology: tokio::sync::watch::Sender<i64>,
+    /// Serializes configuration changes (initiate, reconfig).
+    changing: parking_lot::Mutex<()>,
+    /// The optime and wall-clock milliseconds of the last write (hello's
+    /// `lastWrite`, `replSetGetStatus`'s optimes).
+    last_write: parking_lot::Mutex<(Timestamp, i64)>,
+    /// When this node was last elected (`replSetGetStatus`'s `electionTime`).
+    elected_at: parking_lot::Mutex<(Timestamp, i64)>,
 }
 
 impl ReplState {
@@ -86,6 +99,22 @@ impl ReplState {
             set_name: config.repl_set_name.clone(),
             initiated: RwLock::new(None),
             clock: ClusterClock::default(),
+            topology: tokio::sync::watch::Sender::new(0),
+            changing: parking_lot::Mutex::new(()),
+            last_write: parking_lot::Mutex::new((
+                Timestamp {
+                    time: 0,
+                    increment: 0,
+                },
+                0,
+            )),
+            elected_at: parking_lot::Mutex::new((
+                Timestamp {
+                    time: 0,
+                    increment: 0,
+                },
+                0,
+            )),
         }
     }
 
@@ -126,23 +155,206 @@ impl ReplState {
     /// the configuration read back at start-up).
     pub fn set_initiated(&self, state: Initiated) {
         *self.initiated.write() = Some(state);
+        self.topology_changed();
     }
 
-    /// mongod's error for a write on a member that is not primary.
+    /// The optime (timestamp) and wall time in milliseconds of the last
+    /// write.
+    pub fn last_write(&self) -> (Timestamp, i64) {
+        *self.last_write.lock()
+    }
+
+    /// Records a write at `ts` (the oplog calls it for each entry it commits).
+    pub fn note_write(&self, ts: Timestamp, wall_ms: i64) {
+        let mut last = self.last_write.lock();
+        if pack(ts) > pack(last.0) {
+            *last = (ts, wall_ms);
+        }
+    }
+
+    /// The optime and wall time of this node's last election.
+    pub fn elected_at(&self) -> (Timestamp, i64) {
+        *self.elected_at.lock()
+    }
+
+    /// hello's `topologyVersion.counter` now.
+    pub fn topology_counter(&self) -> i64 {
+        *self.topology.borrow()
+    }
+
+    /// Wakes every awaiting hello: what it would answer has changed.
+    pub fn topology_changed(&self) {
+        self.topology.send_modify(|c| *c += 1);
+    }
+
+    /// A receiver that sees the next topology change (awaitable hello).
+    pub fn watch_topology(&self) -> tokio::sync::watch::Receiver<i64> {
+        self.topology.subscribe()
+    }
+
+    /// At start-up: a set initiated before the restart is initiated again,
+    /// with this node elected in a new term (stored, as mongod stores its
+    /// term), so it comes back as primary.
+    pub fn recover(
+        &self,
+        storage: &bisondb_storage::Storage,
+        port: u16,
+        bind_ips: &[String],
+    ) -> MongoResult<()> {
+        if !self.enabled() {
+            return Ok(());
+        }
+        let Some(mut config) = set_config::load(storage)? else {
+            return Ok(());
+        };
+        if config.get_str("_id").ok() != self.set_name() {
+            return Err(MongoError::new(
+                ErrorCode::InvalidReplicaSetConfig,
+                format!(
+                    "the data in dbpath belongs to replica set {:?}, but --replSet names {:?}",
+                    config.get_str("_id").unwrap_or_default(),
+                    self.set_name().unwrap_or_default()
+                ),
+            ));
+        }
+        let host = config
+            .get_array("members")
+            .ok()
+            .and_then(|m| m.first())
+            .and_then(bson::Bson::as_document)
+            .and_then(|m| m.get_str("host").ok())
+            .unwrap_or_default()
+            .to_string();
+        if !set_config::is_self(&host, port, bind_ips) {
+            // mongod would start as a REMOVED member nobody can write to;
+            // say why instead.
+            return Err(MongoError::new(
+                ErrorCode::NodeNotFound,
+                format!(
+                    "the replica set configuration in local.system.replset names this node {host}, which does not map to this server (port {port}); start it on that address"
+                ),
+            ));
+        }
+        let term = config.get_i64("term").unwrap_or(0).saturating_add(1);
+        config.insert("term", term);
+        set_config::store(storage, &config)?;
+        self.set_initiated(Initiated { config, term });
+        Ok(())
+    }
+
+    /// Records this node's election (at initiate and at start-up), at a new
+    /// cluster time.
+    fn elected(&self, msg: &str) {
+        let ts = self.clock.tick();
+        let wall = wall_ms();
+        *self.elected_at.lock() = (ts, wall);
+        self.note_write(ts, wall);
+        tracing::info!(target: "REPL", set = self.set_name().unwrap_or_default(), term = self.term(), "{msg}");
+    }
+
+    /// `replSetInitiate` and `replSetReconfig`: under one lock, `change`
+    /// turns the current state into the new configuration, which is stored
+    /// durably before it takes effect.
+    pub fn change_config(
+        &self,
+        storage: &bisondb_storage::Storage,
+        change: impl FnOnce(Option<&Initiated>) -> MongoResult<Initiated>,
+    ) -> MongoResult<Initiated> {
+        let _one_at_a_time = self.changing.lock();
+        let current = self.initiated();
+        let next = change(current.as_ref())?;
+        set_config::store(storage, &next.config)?;
+        self.set_initiated(next.clone());
+        Ok(next)
+    }
+
+    /// mongod's error for a write on a member that is not primary, with
+    /// the `topologyVersion` drivers compare with their last hello (so
+    /// they do not take it for news and drop the server).
     pub fn check_writable(&self) -> MongoResult<()> {
         if self.is_writable_primary() {
             return Ok(());
         }
+        let mut e = MongoError::new(ErrorCode::NotWritablePrimary, "not primary");
+        let tv = bson::doc! {"topologyVersion": self.topology_version()};
+        if let Ok(raw) = bson::RawDocumentBuf::try_from(&tv) {
+            e = e.with_details(raw.into_bytes());
+        }
+        Err(e)
+    }
+
+    /// hello's `topologyVersion`: this process and the change counter.
+    pub fn topology_version(&self) -> bson::Document {
+        bson::doc! {"processId": process_id(), "counter": self.topology_counter()}
+    }
+
+    /// mongod's error for a replica-set command on a server started without
+    /// `--replSet`.
+    pub fn require_enabled(&self) -> MongoResult<()> {
+        if self.enabled() {
+            return Ok(());
+        }
         Err(MongoError::new(
-            ErrorCode::NotWritablePrimary,
-            "not primary",
+            ErrorCode::NoReplicationEnabled,
+            "This node was not started with replication enabled.",
         ))
+    }
+
+    /// The set's state, or mongod's error before `replSetInitiate`.
+    pub fn require_initiated(&self) -> MongoResult<Initiated> {
+        self.require_enabled()?;
+        self.initiated().ok_or_else(|| {
+            MongoError::new(
+                ErrorCode::NotYetInitialized,
+                "no replset config has been received",
+            )
+        })
     }
 
     /// The cluster-time clock.
     pub fn clock(&self) -> &ClusterClock {
         &self.clock
     }
+}
+
+/// At start-up, once the state exists: see [`ReplState::recover`].
+pub fn recover(state: &crate::state::ServerState) -> MongoResult<()> {
+    let repl = state.repl();
+    let port = state.bound_port.get().copied().unwrap_or(state.config.port);
+    repl.recover(&state.storage, port, &state.config.bind_ip)?;
+    if repl.is_initiated() {
+        on_elected(state, "new primary");
+    }
+    Ok(())
+}
+
+/// This node became primary (`replSetInitiate`, a restart of an initiated
+/// set): mongod's no-op entry `msg` marks it.
+pub fn on_elected(state: &crate::state::ServerState, msg: &str) {
+    state.repl().elected(msg);
+}
+
+/// Refuses a write (a command that takes a write concern) on a member that
+/// is not primary, as mongod; the `local` database is not replicated and
+/// takes writes anyway.
+#[inline]
+pub fn check_write(state: &crate::state::ServerState, db: &str) -> MongoResult<()> {
+    let repl = state.repl();
+    if repl.is_writable_primary() || db == "local" {
+        return Ok(());
+    }
+    repl.check_writable()
+}
+
+/// One ObjectId per server process, as mongod's `topologyVersion.processId`.
+pub fn process_id() -> bson::oid::ObjectId {
+    static ID: std::sync::OnceLock<bson::oid::ObjectId> = std::sync::OnceLock::new();
+    *ID.get_or_init(bson::oid::ObjectId::new)
+}
+
+/// Milliseconds since the epoch now (an oplog entry's `wall`).
+pub fn wall_ms() -> i64 {
+    bson::DateTime::now().timestamp_millis()
 }
 
 /// The cluster time: a [`Timestamp`] (seconds, increment) that only grows,

@@ -182,6 +182,66 @@ pub async fn start_with(edit: impl FnOnce(&mut ServerConfig)) -> TestServer {
     }
 }
 
+/// The replica set test servers run as (`--replSet`).
+pub const SET_NAME: &str = "rs0";
+
+/// Starts a server in replica-set mode (`--replSet rs0`, a 16 MB oplog) and
+/// initiates it as `rs.initiate()` with this node, `127.0.0.1:port`, its
+/// one member; returns once it answers as primary. The clients discover it
+/// as a replica set (their seed is its only member). Until sessions and
+/// retryable writes exist (issue 17's second part), clients that write
+/// must say `retryWrites=false`: use [`TestServer::tcp_client_with`].
+pub async fn start_repl_set() -> TestServer {
+    start_repl_set_with(|_| {}).await
+}
+
+/// [`start_repl_set`] with the configuration changed by `edit` first.
+pub async fn start_repl_set_with(edit: impl FnOnce(&mut ServerConfig)) -> TestServer {
+    let ts = start_with(|c| {
+        c.repl_set_name = Some(SET_NAME.into());
+        c.oplog_size_mb = Some(16);
+        edit(c)
+    })
+    .await;
+    initiate(ts.server.port()).await;
+    ts
+}
+
+/// `replSetInitiate` with the one-member configuration of the server on
+/// `port`, through a direct connection; waits until hello says primary.
+pub async fn initiate(port: u16) {
+    let direct = direct_client(port).await;
+    let admin = direct.database("admin");
+    admin
+        .run_command(bson::doc! {"replSetInitiate": {
+            "_id": SET_NAME,
+            "members": [{"_id": 0, "host": format!("127.0.0.1:{port}")}],
+        }})
+        .await
+        .unwrap_or_else(|e| panic!("replSetInitiate: {e}"));
+    for _ in 0..100 {
+        let hello = admin
+            .run_command(bson::doc! {"hello": 1})
+            .await
+            .unwrap_or_else(|e| panic!("hello: {e}"));
+        if hello.get_bool("isWritablePrimary").ok() == Some(true) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("the initiated server never became primary");
+}
+
+/// A client that talks to the server on `port` alone (`directConnection`),
+/// whatever it answers to hello: for a replica-set member before initiate.
+pub async fn direct_client(port: u16) -> Client {
+    Client::with_uri_str(format!(
+        "mongodb://127.0.0.1:{port}/?directConnection=true&retryWrites=false&serverSelectionTimeoutMS=5000"
+    ))
+    .await
+    .unwrap_or_else(|e| panic!("{e}"))
+}
+
 /// The server error code carried by a driver error: a command error, a single
 /// write error, or the first write error of an insert_many.
 pub fn error_code(e: &Error) -> Option<i32> {
