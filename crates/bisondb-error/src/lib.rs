@@ -136,9 +136,12 @@ error_codes! {
     SnapshotTooOld = 239,
     ConversionFailure = 241,
     NoSuchTransaction = 251,
+    InvalidResumeToken = 260,
     ExceededTimeLimit = 262, // failCommand
     OperationNotSupportedInTransaction = 263,
     FailPointSetFailed = 266, // configureFailPoint's own error
+    ChangeStreamFatalError = 280,
+    ChangeStreamHistoryLost = 286,
     NoQueryExecutionPlans = 291,
     QueryExceededMemoryLimitNoDiskUseAllowed = 292,
     APIStrictError = 323,

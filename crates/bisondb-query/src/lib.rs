@@ -18,6 +18,7 @@
 //! Nothing here does I/O, except the spill files of blocking aggregation
 //! stages; `$where` and `$function` run JavaScript through `bisondb-js`.
 pub mod agg;
+pub mod change_stream;
 pub mod collation;
 pub mod compare;
 pub mod decimal;

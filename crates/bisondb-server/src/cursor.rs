@@ -48,6 +48,19 @@ pub struct Cursor {
     /// run under it, as mongod counts a cursor's active time, not its idle
     /// time, against the limit.
     pub time_left: Option<Duration>,
+    /// Set for a change stream's cursor (`crate::stages::change_stream`).
+    pub stream: Option<std::sync::Arc<dyn StreamCursor>>,
+}
+
+/// What a change stream's cursor adds to a tailable one: every batch
+/// carries a `postBatchResumeToken`, the cursor closes after an
+/// `invalidate`, and it outlives the drop of the collection it watches
+/// (it reports that drop).
+pub trait StreamCursor: Send + Sync {
+    /// The stream has returned its last event (an `invalidate`).
+    fn ended(&self) -> bool;
+    /// The `postBatchResumeToken` of a batch just filled.
+    fn post_batch_token(&self, batch: &RawArrayBuf) -> MongoResult<bson::Document>;
 }
 
 impl std::fmt::Debug for Cursor {
@@ -83,6 +96,7 @@ impl Cursor {
             knows_end: false,
             profile: None,
             time_left: None,
+            stream: None,
         }
     }
 
@@ -128,7 +142,7 @@ impl Cursor {
                 break;
             }
             let size = match self.source.peek() {
-                None if self.tail.is_some() => {
+                None if self.tail.is_some() && !self.stream.as_ref().is_some_and(|s| s.ended()) => {
                     // Nothing more yet; forget the end so the next batch looks again.
                     self.source.next();
                     return Ok(Batch {
@@ -170,6 +184,7 @@ impl Cursor {
         // on that (pymongo's exhaust test expects find + 3 getMores for 3
         // documents in batches of 1).
         let exhausted = self.remaining == Some(0)
+            || self.stream.as_ref().is_some_and(|s| s.ended())
             || (self.tail.is_none() && (!full || self.knows_end) && self.source.peek().is_none());
         Ok(Batch { docs, exhausted })
     }
@@ -253,14 +268,16 @@ impl CursorManager {
 
     /// Kills every cursor on a namespace (drop, rename).
     pub fn kill_namespace(&self, ns: &str) {
-        self.cursors.lock().retain(|_, c| c.ns != ns);
+        self.cursors
+            .lock()
+            .retain(|_, c| c.ns != ns || c.stream.is_some());
     }
 
     /// Kills every cursor of a database.
     pub fn kill_database(&self, db: &str) {
         self.cursors
             .lock()
-            .retain(|_, c| c.ns.split_once('.').map(|(d, _)| d) != Some(db));
+            .retain(|_, c| c.stream.is_some() || c.ns.split_once('.').map(|(d, _)| d) != Some(db));
     }
 
     /// Kills cursors opened under any of the given logical sessions (endSessions).
@@ -308,6 +325,32 @@ pub fn cursor_reply(
     cursor.append(
         crate::reply::key(if first { "firstBatch" } else { "nextBatch" })?,
         batch,
+    );
+    cursor.append(crate::reply::key("id")?, id);
+    cursor.append(crate::reply::key("ns")?, ns);
+    let mut reply = RawDocumentBuf::new();
+    reply.append(crate::reply::key("cursor")?, cursor);
+    reply.append(crate::reply::key("ok")?, 1.0);
+    Ok(reply)
+}
+
+/// [`cursor_reply`] with a change stream's `postBatchResumeToken` after the
+/// batch, where mongod puts it.
+pub fn stream_reply(
+    ns: &str,
+    id: i64,
+    batch: RawArrayBuf,
+    first: bool,
+    token: bson::Document,
+) -> MongoResult<RawDocumentBuf> {
+    let mut cursor = RawDocumentBuf::new();
+    cursor.append(
+        crate::reply::key(if first { "firstBatch" } else { "nextBatch" })?,
+        batch,
+    );
+    cursor.append(
+        crate::reply::key("postBatchResumeToken")?,
+        crate::reply::to_raw(&token)?,
     );
     cursor.append(crate::reply::key("id")?, id);
     cursor.append(crate::reply::key("ns")?, ns);

@@ -24,6 +24,7 @@ mod aggregate;
 mod aggregate_output;
 mod bulk_write;
 mod capped;
+mod change_streams;
 mod clustered;
 mod collation;
 mod decimal_math;

@@ -190,6 +190,7 @@ const STAGES: &[(&str, StageImpl)] = &[
     ("$addFields", Parse(stages::add_fields::parse)),
     ("$bucket", Parse(stages::bucket::parse)),
     ("$bucketAuto", Parse(stages::bucket_auto::parse)),
+    ("$changeStream", Server),
     ("$collStats", Server),
     ("$count", Parse(stages::count::parse)),
     ("$densify", Parse(stages::densify::parse)),
@@ -231,9 +232,9 @@ const STAGES: &[(&str, StageImpl)] = &[
 /// served them.
 fn misplaced_server_stage(name: &str) -> MongoError {
     match name {
-        "$indexStats" => MongoError::location(
+        "$indexStats" | "$changeStream" => MongoError::location(
             40602,
-            "$indexStats is only valid as the first stage in a pipeline",
+            format!("{name} is only valid as the first stage in a pipeline"),
         ),
         _ => not_implemented(name),
     }
@@ -276,7 +277,6 @@ impl Stage for ServerStage {
 
 /// mongod stages not built yet, sorted.
 const NOT_IMPLEMENTED_STAGES: &[&str] = &[
-    "$changeStream",
     "$changeStreamSplitLargeEvent",
     "$currentOp",
     "$listSampledQueries",
@@ -289,6 +289,15 @@ const NOT_IMPLEMENTED_STAGES: &[&str] = &[
     "$shardedDataDistribution",
     "$vectorSearch",
 ];
+
+/// Whether `name` is a stage mongod has (built here, supplied by the server,
+/// an output stage or one not built yet), as opposed to an unknown name.
+pub fn is_stage_name(name: &str) -> bool {
+    name == "$out"
+        || name == "$merge"
+        || STAGES.binary_search_by(|(n, _)| n.cmp(&name)).is_ok()
+        || NOT_IMPLEMENTED_STAGES.binary_search(&name).is_ok()
+}
 
 /// A parsed aggregation pipeline.
 #[derive(Debug)]

@@ -468,8 +468,8 @@ fn pipeline_parse_errors() {
         (
             vec![doc! {"$changeStream": {}}],
             vec![],
-            238,
-            "$changeStream is not supported by BisonDB yet",
+            40602,
+            "$changeStream is only valid as the first stage in a pipeline",
         ),
         (
             vec![doc! {"$match": {}, "$limit": 1}],

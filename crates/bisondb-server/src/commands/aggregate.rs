@@ -38,6 +38,8 @@ pub struct Aggregate {
     bypass_validation: bool,
     /// The command's `collation`, if it gave one (else the collection's default).
     collation: crate::collation::Given,
+    /// A leading `$changeStream`'s argument.
+    change_stream: Option<bisondb_query::change_stream::ChangeStreamSpec>,
 }
 
 impl Command for Aggregate {
@@ -142,6 +144,12 @@ impl Command for Aggregate {
         if let Some(first) = stages.first() {
             crate::stages::check_first(first, coll.as_deref())?;
         }
+        let change_stream = match stages.first() {
+            Some(first) if first.contains_key("$changeStream") => Some(
+                crate::stages::change_stream::check(&stages, &req.db, coll.as_deref())?,
+            ),
+            _ => None,
+        };
         let pipeline = Pipeline::parse_command(&lets.pipeline(&stages))?;
         // mongod refuses a forbidden target when it parses the stage, before
         // anything runs (explain included).
@@ -162,6 +170,7 @@ impl Command for Aggregate {
             ns_coll: None,
             bypass_validation: crate::validation::bypass(n, req.body)?,
             collation,
+            change_stream,
         })
     }
 
@@ -170,6 +179,19 @@ impl Command for Aggregate {
             return super::explain::Explain::query_planner(self.db, body).execute(ctx);
         }
         OpCounters::add(&ctx.state.opcounters.command, 0);
+        if let Some(spec) = self.change_stream {
+            return crate::stages::change_stream::open(
+                ctx.state,
+                crate::stages::change_stream::Open {
+                    db: self.db,
+                    coll: self.coll,
+                    spec,
+                    pipeline: self.pipeline,
+                    batch_size: self.batch_size,
+                    lsid: self.lsid,
+                },
+            );
+        }
         let ns_coll = self.ns_coll.as_deref().or(self.coll.as_deref());
         let ns = crate::namespaces::ns(&self.db, ns_coll.unwrap_or("$cmd.aggregate"));
         let coll = self

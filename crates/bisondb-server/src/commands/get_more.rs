@@ -31,7 +31,14 @@ impl Command for GetMore {
                     RawBsonRef::Int64(i) => id = Some(i),
                     other => return Err(fields::wrong_type(n, "getMore", other, "long")),
                 },
-                "collection" => coll = Some(fields::collection_name(n, v)?.to_string()),
+                // A database or cluster change stream's cursor lives on
+                // `<db>.$cmd.aggregate`, as in mongod.
+                "collection" => {
+                    coll = Some(match v {
+                        RawBsonRef::String(c @ "$cmd.aggregate") => c.to_string(),
+                        _ => fields::collection_name(n, v)?.to_string(),
+                    })
+                }
                 "batchSize" => {
                     let b = fields::as_non_negative(n, "batchSize", v)? as usize;
                     batch_size = (b > 0).then_some(b);
@@ -68,6 +75,10 @@ impl Command for GetMore {
                 .and_then(|t| std::time::Instant::now().checked_add(t)),
         );
         let batch = cursor.next_batch(self.batch_size)?;
+        let token = match &cursor.stream {
+            Some(s) => Some(s.post_batch_token(&batch.docs)?),
+            None => None,
+        };
         let id = if batch.exhausted {
             0
         } else {
@@ -77,6 +88,9 @@ impl Command for GetMore {
             ctx.state.cursors.restore(self.id, cursor);
             self.id
         };
-        crate::cursor::cursor_reply(&self.ns, id, batch.docs, false)
+        match token {
+            Some(t) => crate::cursor::stream_reply(&self.ns, id, batch.docs, false, t),
+            None => crate::cursor::cursor_reply(&self.ns, id, batch.docs, false),
+        }
     }
 }

@@ -1,6 +1,7 @@
 //! The aggregation stages the server supplies because they read what only
 //! it has: storage statistics (`$collStats`), index usage counters
-//! (`$indexStats`), the session cache (`$listLocalSessions`). `bisondb-query`'s
+//! (`$indexStats`), the session cache (`$listLocalSessions`), the oplog
+//! (`$changeStream`, which also makes its own cursor: `change_stream.rs`). `bisondb-query`'s
 //! stage table lists them as server stages; an `aggregate` command hands the
 //! pipeline [`ServerStagesOf`], which runs them.
 
@@ -13,6 +14,7 @@ use bson::{Bson, Document};
 
 use crate::state::ServerState;
 
+pub mod change_stream;
 pub mod coll_stats;
 pub mod index_stats;
 pub mod list_local_sessions;

@@ -1,0 +1,500 @@
+//! Change streams through the official driver: `$changeStream` refused on a
+//! standalone (40573), its argument and namespace errors, and a stream
+//! reading `local.oplog.rs` in replica-set mode: events, the awaiting
+//! `getMore` that wakes when an entry is written, `postBatchResumeToken`,
+//! resuming, 286 when the history is gone, `updateLookup`, `invalidate` and
+//! the stages after `$changeStream`.
+//!
+//! The oplog-reading tests write hand-made entries in mongod's shape into
+//! the oplog, so they pin the reader down whatever writes the entries.
+
+use std::time::{Duration, Instant};
+
+use crate::common::*;
+use bson::{doc, spec::BinarySubtype, Binary, Bson, DateTime, Document, Timestamp};
+use mongodb::{Client, Database};
+
+fn batch(reply: &Document, which: &str) -> Vec<Document> {
+    reply
+        .get_document("cursor")
+        .unwrap()
+        .get_array(which)
+        .unwrap()
+        .iter()
+        .filter_map(|b| b.as_document().cloned())
+        .collect()
+}
+
+fn cursor_id(reply: &Document) -> i64 {
+    reply.get_document("cursor").unwrap().get_i64("id").unwrap()
+}
+
+fn pbrt(reply: &Document) -> String {
+    reply
+        .get_document("cursor")
+        .unwrap()
+        .get_document("postBatchResumeToken")
+        .unwrap()
+        .get_str("_data")
+        .unwrap()
+        .to_string()
+}
+
+fn token(event: &Document) -> String {
+    event
+        .get_document("_id")
+        .unwrap()
+        .get_str("_data")
+        .unwrap()
+        .to_string()
+}
+
+/// Hand-made entries' timestamps lie far ahead of the clock, so entries the
+/// server writes itself (when it writes an oplog) sort before them.
+fn ts(time: u32) -> Timestamp {
+    Timestamp {
+        time: 4_000_000_000 + time,
+        increment: 1,
+    }
+}
+
+fn uuid() -> Binary {
+    Binary {
+        subtype: BinarySubtype::Uuid,
+        bytes: vec![3; 16],
+    }
+}
+
+fn entry(time: u32, op: &str, ns: &str, o: Document, o2: Option<Document>) -> Document {
+    let mut e = doc! {"ts": ts(time), "t": 1_i64, "v": 2, "op": op, "ns": ns, "ui": uuid(), "o": o, "wall": DateTime::now()};
+    if let Some(o2) = o2 {
+        e.insert("o2", o2);
+    }
+    e
+}
+
+/// A replica-set server, a direct client, and its oplog (created as a
+/// capped collection when the server has none).
+async fn setup() -> (TestServer, Client) {
+    let ts = start_repl_set().await;
+    let client = direct_client(ts.server.port()).await;
+    let local = client.database("local");
+    if let Err(e) = local
+        .run_command(doc! {"create": "oplog.rs", "capped": true, "size": 1 << 20})
+        .await
+    {
+        assert_eq!(error_code(&e), Some(48), "{e}");
+    }
+    (ts, client)
+}
+
+async fn write_oplog(client: &Client, entries: Vec<Document>) {
+    client
+        .database("local")
+        .collection::<Document>("oplog.rs")
+        .insert_many(entries)
+        .await
+        .unwrap();
+}
+
+async fn aggregate(
+    db: &Database,
+    coll: Bson,
+    pipeline: Vec<Document>,
+) -> mongodb::error::Result<Document> {
+    db.run_command(doc! {"aggregate": coll, "pipeline": pipeline, "cursor": {}})
+        .await
+}
+
+async fn get_more(
+    db: &Database,
+    id: i64,
+    coll: &str,
+    wait_ms: i64,
+) -> mongodb::error::Result<Document> {
+    db.run_command(doc! {"getMore": id, "collection": coll, "maxTimeMS": wait_ms})
+        .await
+}
+
+#[tokio::test]
+async fn a_standalone_refuses_change_streams() {
+    let ts = start().await;
+    let coll = ts.tcp.database("d").collection::<Document>("c");
+    expect_code(coll.watch().await, 40573);
+    let db = ts.tcp.database("d");
+    expect_code(
+        aggregate(&db, Bson::Int32(1), vec![doc! {"$changeStream": {}}]).await,
+        40573,
+    );
+}
+
+#[tokio::test]
+async fn argument_and_namespace_errors() {
+    let (_ts, client) = setup().await;
+    let db = client.database("d");
+    let c = || Bson::String("c".into());
+    for (pipeline, code) in [
+        (vec![doc! {"$changeStream": 1}], 50808),
+        (vec![doc! {"$changeStream": {"nope": 1}}], 40415),
+        (vec![doc! {"$changeStream": {"fullDocument": "x"}}], 2),
+        (vec![doc! {"$changeStream": {"fullDocument": true}}], 14),
+        (
+            vec![doc! {"$changeStream": {"resumeAfter": {"_data": "zz"}}}],
+            50795,
+        ),
+        (
+            vec![doc! {"$changeStream": {"allChangesForCluster": true}}],
+            72,
+        ),
+        (vec![doc! {"$match": {}}, doc! {"$changeStream": {}}], 40602),
+        (
+            vec![doc! {"$changeStream": {}}, doc! {"$group": {"_id": 1}}],
+            20,
+        ),
+        (
+            vec![doc! {"$changeStream": {}}, doc! {"$unsupported": "foo"}],
+            40324,
+        ),
+    ] {
+        let e = aggregate(&db, c(), pipeline.clone()).await;
+        expect_code(e, code);
+    }
+    for internal in ["admin", "config", "local"] {
+        let db = client.database(internal);
+        expect_code(
+            aggregate(&db, Bson::Int32(1), vec![doc! {"$changeStream": {}}]).await,
+            73,
+        );
+    }
+    expect_code(
+        aggregate(
+            &db,
+            Bson::String("system.views".into()),
+            vec![doc! {"$changeStream": {}}],
+        )
+        .await,
+        73,
+    );
+    // A whole-cluster stream opens on admin.
+    let admin = client.database("admin");
+    let r = aggregate(
+        &admin,
+        Bson::Int32(1),
+        vec![doc! {"$changeStream": {"allChangesForCluster": true}}],
+    )
+    .await
+    .unwrap();
+    assert_ne!(cursor_id(&r), 0);
+}
+
+#[tokio::test]
+async fn events_resume_and_invalidate() {
+    let (_ts, client) = setup().await;
+    let db = client.database("d");
+    let opened = aggregate(
+        &db,
+        Bson::String("c".into()),
+        vec![doc! {"$changeStream": {}}],
+    )
+    .await
+    .unwrap();
+    let id = cursor_id(&opened);
+    assert_ne!(id, 0);
+    assert!(batch(&opened, "firstBatch").is_empty());
+    let first_token = pbrt(&opened);
+    // An empty getMore still carries a token, and it does not go back.
+    let empty = get_more(&db, id, "c", 10).await.unwrap();
+    assert!(batch(&empty, "nextBatch").is_empty());
+    assert!(pbrt(&empty) >= first_token);
+
+    write_oplog(
+        &client,
+        vec![
+            entry(
+                200,
+                "i",
+                "d.c",
+                doc! {"_id": 1, "a": 1},
+                Some(doc! {"_id": 1}),
+            ),
+            entry(201, "i", "d.other", doc! {"_id": 1}, None),
+            entry(
+                202,
+                "u",
+                "d.c",
+                doc! {"$v": 2, "diff": {"u": {"a": 2}, "sb": {"a": true, "l": 1}}},
+                Some(doc! {"_id": 1}),
+            ),
+            entry(203, "d", "d.c", doc! {"_id": 1}, None),
+        ],
+    )
+    .await;
+    let r = get_more(&db, id, "c", 1000).await.unwrap();
+    let events = batch(&r, "nextBatch");
+    let kinds: Vec<&str> = events
+        .iter()
+        .map(|e| e.get_str("operationType").unwrap())
+        .collect();
+    assert_eq!(kinds, ["insert", "update", "delete"]);
+    assert_eq!(
+        events[0].get_document("fullDocument").unwrap(),
+        &doc! {"_id": 1, "a": 1}
+    );
+    assert_eq!(
+        events[0].get_document("ns").unwrap(),
+        &doc! {"db": "d", "coll": "c"}
+    );
+    assert_eq!(events[0].get_timestamp("clusterTime").unwrap(), ts(200));
+    assert_eq!(
+        events[1].get_document("updateDescription").unwrap(),
+        &doc! {"updatedFields": {"a": 2}, "removedFields": [], "truncatedArrays": [{"field": "b", "newSize": 1}]}
+    );
+    assert_eq!(
+        events[2].get_document("documentKey").unwrap(),
+        &doc! {"_id": 1}
+    );
+    let tokens: Vec<String> = events.iter().map(token).collect();
+    assert!(tokens.windows(2).all(|w| w[0] < w[1]), "{tokens:?}");
+    assert!(pbrt(&r) >= tokens[2]);
+
+    // Resuming after the insert gives what followed it; startAtOperationTime
+    // gives the insert again.
+    let resumed = aggregate(
+        &db,
+        Bson::String("c".into()),
+        vec![
+            doc! {"$changeStream": {"resumeAfter": events[0].get_document("_id").unwrap().clone()}},
+        ],
+    )
+    .await
+    .unwrap();
+    let again: Vec<String> = batch(&resumed, "firstBatch").iter().map(token).collect();
+    assert_eq!(again, tokens[1..]);
+    let at = aggregate(
+        &db,
+        Bson::String("c".into()),
+        vec![doc! {"$changeStream": {"startAtOperationTime": ts(200)}}],
+    )
+    .await
+    .unwrap();
+    assert_eq!(batch(&at, "firstBatch").len(), 3);
+    // Before the oldest entry: the history is lost.
+    expect_code(
+        aggregate(
+            &db,
+            Bson::String("c".into()),
+            vec![doc! {"$changeStream": {"startAtOperationTime": ts(1)}}],
+        )
+        .await,
+        286,
+    );
+    // A database stream sees both collections.
+    let whole = aggregate(
+        &db,
+        Bson::Int32(1),
+        vec![doc! {"$changeStream": {"startAtOperationTime": ts(200)}}],
+    )
+    .await
+    .unwrap();
+    assert_eq!(batch(&whole, "firstBatch").len(), 4);
+
+    // The drop of the watched collection, then invalidate; the cursor closes.
+    write_oplog(
+        &client,
+        vec![entry(204, "c", "d.$cmd", doc! {"drop": "c"}, None)],
+    )
+    .await;
+    let r = get_more(&db, id, "c", 1000).await.unwrap();
+    let kinds: Vec<String> = batch(&r, "nextBatch")
+        .iter()
+        .map(|e| e.get_str("operationType").unwrap().to_string())
+        .collect();
+    assert_eq!(kinds, ["drop", "invalidate"]);
+    assert_eq!(cursor_id(&r), 0);
+    let invalidate = batch(&r, "nextBatch")[1]
+        .get_document("_id")
+        .unwrap()
+        .clone();
+    expect_code(
+        aggregate(
+            &db,
+            Bson::String("c".into()),
+            vec![doc! {"$changeStream": {"resumeAfter": invalidate.clone()}}],
+        )
+        .await,
+        260,
+    );
+    let after = aggregate(
+        &db,
+        Bson::String("c".into()),
+        vec![doc! {"$changeStream": {"startAfter": invalidate}}],
+    )
+    .await
+    .unwrap();
+    assert!(batch(&after, "firstBatch").is_empty());
+    assert_ne!(cursor_id(&after), 0);
+}
+
+#[tokio::test]
+async fn later_stages_update_lookup_and_a_modified_id() {
+    let (_ts, client) = setup().await;
+    let db = client.database("d");
+    db.collection::<Document>("c")
+        .insert_one(doc! {"_id": 1, "a": 5, "z": "now"})
+        .await
+        .unwrap();
+    write_oplog(
+        &client,
+        vec![
+            entry(
+                300,
+                "u",
+                "d.c",
+                doc! {"$v": 2, "diff": {"u": {"a": 5}}},
+                Some(doc! {"_id": 1}),
+            ),
+            entry(
+                301,
+                "u",
+                "d.c",
+                doc! {"$v": 2, "diff": {"u": {"a": 6}}},
+                Some(doc! {"_id": 2}),
+            ),
+            entry(302, "d", "d.c", doc! {"_id": 1}, None),
+        ],
+    )
+    .await;
+    let start = doc! {"startAtOperationTime": ts(300)};
+    let mut lookup = start.clone();
+    lookup.insert("fullDocument", "updateLookup");
+    let r = aggregate(
+        &db,
+        Bson::String("c".into()),
+        vec![doc! {"$changeStream": lookup}],
+    )
+    .await
+    .unwrap();
+    let events = batch(&r, "firstBatch");
+    assert_eq!(
+        events[0].get_document("fullDocument").unwrap(),
+        &doc! {"_id": 1, "a": 5, "z": "now"}
+    );
+    // A document gone since: null, as mongod.
+    assert_eq!(events[1].get("fullDocument"), Some(&Bson::Null));
+    assert!(events[2].get("fullDocument").is_none());
+
+    let r = aggregate(
+        &db,
+        Bson::String("c".into()),
+        vec![
+            doc! {"$changeStream": start.clone()},
+            doc! {"$match": {"operationType": "delete"}},
+            doc! {"$project": {"documentKey": 1}},
+        ],
+    )
+    .await
+    .unwrap();
+    let events = batch(&r, "firstBatch");
+    assert_eq!(events.len(), 1);
+    assert_eq!(events[0].keys().collect::<Vec<_>>(), ["_id", "documentKey"]);
+    // Past the filtered-out events, the batch's token is past the last entry read.
+    assert!(pbrt(&r) > token(&events[0]));
+
+    expect_code(
+        aggregate(
+            &db,
+            Bson::String("c".into()),
+            vec![doc! {"$changeStream": start}, doc! {"$project": {"_id": 0}}],
+        )
+        .await,
+        280,
+    );
+}
+
+#[tokio::test]
+async fn an_awaiting_get_more_wakes_when_an_entry_is_written() {
+    let (_ts, client) = setup().await;
+    let db = client.database("d");
+    let opened = aggregate(
+        &db,
+        Bson::String("c".into()),
+        vec![doc! {"$changeStream": {}}],
+    )
+    .await
+    .unwrap();
+    let id = cursor_id(&opened);
+    let mut latencies = Vec::new();
+    for i in 0..100u32 {
+        let waiter = {
+            let db = db.clone();
+            tokio::spawn(async move {
+                let r = get_more(&db, id, "c", 5000).await.unwrap();
+                (Instant::now(), batch(&r, "nextBatch"))
+            })
+        };
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let written = Instant::now();
+        write_oplog(
+            &client,
+            vec![entry(400 + i, "i", "d.c", doc! {"_id": i}, None)],
+        )
+        .await;
+        let (delivered, events) = waiter.await.unwrap();
+        assert_eq!(events.len(), 1, "round {i}");
+        latencies.push(delivered.saturating_duration_since(written));
+    }
+    latencies.sort();
+    // Well under the 5 s the getMore would wait: it was woken, not timed out.
+    let worst = latencies[latencies.len() - 1];
+    assert!(worst < Duration::from_secs(1), "{latencies:?}");
+    let p99 = latencies[latencies.len() * 99 / 100 - 1];
+    println!(
+        "oplog write to event delivery on an awaiting getMore ({} rounds): median {:?}, p99 {:?}, max {:?}",
+        latencies.len(),
+        latencies[latencies.len() / 2],
+        p99,
+        worst
+    );
+}
+
+#[tokio::test]
+async fn the_drivers_watch_helpers() {
+    use futures::StreamExt;
+    let (server, client) = setup().await;
+    let rs = server.tcp_client_with("retryWrites=false").await;
+    let coll = rs.database("d").collection::<Document>("c");
+    let mut coll_stream = coll.watch().await.unwrap();
+    let mut db_stream = rs.database("d").watch().await.unwrap();
+    let mut all_stream = rs.watch().await.unwrap();
+    write_oplog(
+        &client,
+        vec![
+            entry(500, "i", "d.c", doc! {"_id": 1}, None),
+            entry(501, "i", "e.x", doc! {"_id": 2}, None),
+            entry(502, "i", "d.y", doc! {"_id": 3}, None),
+        ],
+    )
+    .await;
+    let ev = coll_stream.next().await.unwrap().unwrap();
+    assert_eq!(ev.full_document, Some(doc! {"_id": 1}));
+    assert_eq!(ev.cluster_time, Some(ts(500)));
+    let first = coll_stream.resume_token().unwrap();
+    let mut seen = Vec::new();
+    for _ in 0..2 {
+        let ev = db_stream.next().await.unwrap().unwrap();
+        seen.push(ev.ns.unwrap().coll.unwrap());
+    }
+    assert_eq!(seen, ["c", "y"]);
+    let mut dbs = Vec::new();
+    for _ in 0..3 {
+        let ev = all_stream.next().await.unwrap().unwrap();
+        dbs.push(ev.ns.unwrap().db);
+    }
+    assert_eq!(dbs, ["d", "e", "d"]);
+    // A stream resumed from the first event's token sees what followed it.
+    write_oplog(&client, vec![entry(503, "d", "d.c", doc! {"_id": 1}, None)]).await;
+    let mut resumed = coll.watch().resume_after(first).await.unwrap();
+    let ev = resumed.next().await.unwrap().unwrap();
+    assert_eq!(ev.document_key, Some(doc! {"_id": 1}));
+    assert_eq!(ev.cluster_time, Some(ts(503)));
+}
