@@ -19,10 +19,13 @@
 //! `enabled()` is false, `is_writable_primary()` is true (a standalone takes
 //! writes), and no oplog is written.
 
+pub mod diff;
 pub mod hello;
+pub mod oplog;
 pub mod set_config;
 
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 use bisondb_error::{ErrorCode, MongoError, MongoResult};
 use bson::Timestamp;
@@ -91,11 +94,14 @@ pub struct ReplState {
     last_write: parking_lot::Mutex<(Timestamp, i64)>,
     /// When this node was last elected (`replSetGetStatus`'s `electionTime`).
     elected_at: parking_lot::Mutex<(Timestamp, i64)>,
+    /// `local.oplog.rs`, the store's op observer in replica-set mode.
+    oplog: Arc<oplog::Oplog>,
 }
 
 impl ReplState {
-    pub fn new(config: &ServerConfig) -> ReplState {
-        ReplState {
+    pub fn new(config: &ServerConfig) -> Arc<ReplState> {
+        Arc::new_cyclic(|me| ReplState {
+            oplog: oplog::Oplog::new(me.clone()),
             set_name: config.repl_set_name.clone(),
             initiated: RwLock::new(None),
             clock: ClusterClock::default(),
@@ -115,7 +121,7 @@ impl ReplState {
                 },
                 0,
             )),
-        }
+        })
     }
 
     /// Whether the server runs in replica-set mode (`--replSet`).
@@ -242,14 +248,9 @@ impl ReplState {
         Ok(())
     }
 
-    /// Records this node's election (at initiate and at start-up), at a new
-    /// cluster time.
-    fn elected(&self, msg: &str) {
-        let ts = self.clock.tick();
-        let wall = wall_ms();
-        *self.elected_at.lock() = (ts, wall);
-        self.note_write(ts, wall);
-        tracing::info!(target: "REPL", set = self.set_name().unwrap_or_default(), term = self.term(), "{msg}");
+    /// The oplog (`local.oplog.rs`); recording once the set is initiated.
+    pub fn oplog(&self) -> &Arc<oplog::Oplog> {
+        &self.oplog
     }
 
     /// `replSetInitiate` and `replSetReconfig`: under one lock, `change`
@@ -320,18 +321,62 @@ impl ReplState {
 /// At start-up, once the state exists: see [`ReplState::recover`].
 pub fn recover(state: &crate::state::ServerState) -> MongoResult<()> {
     let repl = state.repl();
+    if !repl.enabled() {
+        return Ok(());
+    }
+    state.storage.set_op_observer(repl.oplog.clone());
     let port = state.bound_port.get().copied().unwrap_or(state.config.port);
     repl.recover(&state.storage, port, &state.config.bind_ip)?;
     if repl.is_initiated() {
-        on_elected(state, "new primary");
+        on_elected(state, "new primary")?;
     }
     Ok(())
 }
 
 /// This node became primary (`replSetInitiate`, a restart of an initiated
-/// set): mongod's no-op entry `msg` marks it.
-pub fn on_elected(state: &crate::state::ServerState, msg: &str) {
-    state.repl().elected(msg);
+/// set): the oplog records from now on, and mongod's no-op entry `msg`
+/// marks the election.
+pub fn on_elected(state: &crate::state::ServerState, msg: &str) -> MongoResult<()> {
+    let repl = state.repl();
+    activate_oplog(state)?;
+    repl.oplog.noop(&state.storage, msg)?;
+    *repl.elected_at.lock() = repl.last_write();
+    tracing::info!(target: "REPL", set = repl.set_name().unwrap_or_default(), term = repl.term(), "{msg}");
+    Ok(())
+}
+
+/// Opens `local.oplog.rs` (creating it, capped at [`oplog_size_bytes`]),
+/// moves the clock past its last entry, and starts recording into it.
+fn activate_oplog(state: &crate::state::ServerState) -> MongoResult<()> {
+    let repl = state.repl();
+    if repl.oplog.is_active() {
+        return Ok(());
+    }
+    let storage = &state.storage;
+    let coll = match storage.collection(oplog::OPLOG_DB, oplog::OPLOG_COLL) {
+        Some(c) => c,
+        None => {
+            let size = i64::try_from(oplog_size_bytes(&state.config)).unwrap_or(i64::MAX);
+            storage
+                .create_collection(
+                    oplog::OPLOG_DB,
+                    oplog::OPLOG_COLL,
+                    bson::doc! {"capped": true, "size": size},
+                )
+                .map_err(MongoError::from)?
+        }
+    };
+    if let Some(Ok((_, last))) = coll.scan_natural(true).next() {
+        if let Ok(ts) = last.get_timestamp("ts") {
+            repl.clock.advance_to(ts);
+            let wall = last
+                .get_datetime("wall")
+                .map_or(0, |d| d.timestamp_millis());
+            repl.note_write(ts, wall);
+        }
+    }
+    repl.oplog.activate(coll);
+    Ok(())
 }
 
 /// Refuses a write (a command that takes a write concern) on a member that
