@@ -498,3 +498,83 @@ async fn the_drivers_watch_helpers() {
     assert_eq!(ev.document_key, Some(doc! {"_id": 1}));
     assert_eq!(ev.cluster_time, Some(ts(503)));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_resumes_after_a_restart_on_lsm() {
+    use bisondb_server::Server;
+    let dir = tempfile::tempdir().unwrap();
+    let dbpath = dir.path().join("data");
+    // A fixed port: the set's configuration names this node by address.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let cfg = || {
+        let mut c = lsm_config(dir.path(), &dbpath);
+        c.port = port;
+        c.repl_set_name = Some(SET_NAME.into());
+        c.oplog_size_mb = Some(16);
+        c
+    };
+    let server = Server::start(cfg()).await.unwrap();
+    initiate(port).await;
+    let client = direct_client(port).await;
+    if let Err(e) = client
+        .database("local")
+        .run_command(doc! {"create": "oplog.rs", "capped": true, "size": 1 << 20})
+        .await
+    {
+        assert_eq!(error_code(&e), Some(48), "{e}");
+    }
+    write_oplog(
+        &client,
+        vec![
+            entry(600, "i", "d.c", doc! {"_id": 1}, None),
+            entry(601, "i", "d.c", doc! {"_id": 2}, None),
+        ],
+    )
+    .await;
+    let db = client.database("d");
+    let r = aggregate(
+        &db,
+        Bson::String("c".into()),
+        vec![doc! {"$changeStream": {"startAtOperationTime": ts(600)}}],
+    )
+    .await
+    .unwrap();
+    let first = batch(&r, "firstBatch")[0]
+        .get_document("_id")
+        .unwrap()
+        .clone();
+    shutdown_by_command(server, client).await;
+
+    let mut server = None;
+    for _ in 0..100 {
+        match Server::start(cfg()).await {
+            Ok(s) => {
+                server = Some(s);
+                break;
+            }
+            Err(e) if e.code.code() == 98 => tokio::time::sleep(Duration::from_millis(50)).await,
+            Err(e) => panic!("restart failed: {} ({:?})", e.message, e.code),
+        }
+    }
+    let server = server.expect("the dbpath lock was never released");
+    let client = direct_client(port).await;
+    let db = client.database("d");
+    let r = aggregate(
+        &db,
+        Bson::String("c".into()),
+        vec![doc! {"$changeStream": {"resumeAfter": first}}],
+    )
+    .await
+    .unwrap();
+    let events = batch(&r, "firstBatch");
+    assert_eq!(events.len(), 1);
+    assert_eq!(
+        events[0].get_document("documentKey").unwrap(),
+        &doc! {"_id": 2}
+    );
+    shutdown_by_command(server, client).await;
+}

@@ -173,7 +173,7 @@ impl ResumeToken {
 }
 
 fn decode(hex: &str) -> Option<ResumeToken> {
-    if hex.len() % 2 != 0 || !hex.is_ascii() {
+    if !hex.len().is_multiple_of(2) || !hex.is_ascii() {
         return None;
     }
     let bytes = (0..hex.len())
