@@ -8,6 +8,8 @@
 
 use std::fmt;
 
+pub mod interrupt;
+
 macro_rules! error_codes {
     ($( $variant:ident = $code:literal ),* $(,)?) => {
         /// A MongoDB error code, named as mongod names it (`codeName`).
@@ -130,6 +132,7 @@ error_codes! {
     ExceededTimeLimit = 262, // failCommand
     OperationNotSupportedInTransaction = 263,
     FailPointSetFailed = 266, // configureFailPoint's own error
+    ClientDisconnect = 279,
     NoQueryExecutionPlans = 291,
     QueryExceededMemoryLimitNoDiskUseAllowed = 292,
     APIStrictError = 323,
@@ -140,6 +143,7 @@ error_codes! {
     BSONObjectTooLarge = 10334,
     DuplicateKey = 11000,
     InterruptedAtShutdown = 11600,
+    Interrupted = 11601,
     InterruptedDueToReplStateChange = 11602, // failCommand
     NotPrimaryNoSecondaryOk = 13435, // failCommand
     NotPrimaryOrSecondary = 13436, // failCommand

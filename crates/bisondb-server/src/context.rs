@@ -19,6 +19,8 @@ pub struct ConnectionInfo {
     /// What the current command reports for its profile entry (filled only
     /// while its database profiles).
     pub op: crate::profiler::OpDebug,
+    /// This connection's entry in the operations registry (`op_ctx.rs`).
+    pub client: Option<Arc<crate::op_ctx::Client>>,
 }
 
 pub struct Context<'a> {

@@ -142,7 +142,8 @@ impl Server {
                     match accepted {
                         Ok((stream, peer)) => {
                             let _ = stream.set_nodelay(true);
-                            spawn_connection(stream, peer.to_string(), &state, &conns, &tracker);
+                            let fd = std::os::fd::AsRawFd::as_raw_fd(&stream);
+                            spawn_connection(stream, peer.to_string(), Some(fd), &state, &conns, &tracker);
                         }
                         Err(e) => {
                             tracing::warn!(error = %e, "accept failed");
@@ -167,7 +168,8 @@ impl Server {
                     };
                     match accepted {
                         Ok((stream, _)) => {
-                            spawn_connection(stream, peer.clone(), &state, &conns, &tracker)
+                            let fd = std::os::fd::AsRawFd::as_raw_fd(&stream);
+                            spawn_connection(stream, peer.clone(), Some(fd), &state, &conns, &tracker)
                         }
                         Err(e) => {
                             tracing::warn!(error = %e, "accept failed");
@@ -201,6 +203,7 @@ impl Server {
             }));
         }
         tasks.push(crate::ttl::spawn(state.clone()));
+        tasks.push(crate::op_ctx::spawn_disconnect_watcher(state.clone()));
         if let Some(p) = &socket_path {
             tracing::info!(target: "NETWORK", id = crate::log::ids::UNIX_SOCKET, ctx = "listener",
                 path = %p.display(), "Listening on a Unix socket");
@@ -270,6 +273,7 @@ impl RunningServer {
 fn spawn_connection<S>(
     stream: S,
     peer: String,
+    fd: Option<i32>,
     state: &Arc<ServerState>,
     conns: &Arc<Semaphore>,
     tracker: &TaskTracker,
@@ -285,7 +289,7 @@ fn spawn_connection<S>(
         use std::sync::atomic::Ordering;
         state.connections_current.fetch_add(1, Ordering::Relaxed);
         state.connections_total.fetch_add(1, Ordering::Relaxed);
-        connection::serve(stream, state.clone(), peer).await;
+        connection::serve(stream, state.clone(), peer, fd).await;
         state.connections_current.fetch_sub(1, Ordering::Relaxed);
         drop(permit);
     });

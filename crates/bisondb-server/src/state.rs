@@ -90,6 +90,10 @@ pub struct ServerState {
     pub fail_points: crate::fail_points::FailPoints,
     /// `fsync` with `lock: true`: writes wait while it is held.
     pub fsync_lock: crate::fsync_lock::FsyncLock,
+    /// Operations in flight, per connection (`currentOp`, `killOp`).
+    pub ops: crate::op_ctx::Operations,
+    /// Per-collection time and counts (`top`).
+    pub top: crate::commands::top::Top,
 }
 
 impl ServerState {
@@ -118,6 +122,8 @@ impl ServerState {
             bound_port: std::sync::OnceLock::new(),
             fail_points: Default::default(),
             fsync_lock: Default::default(),
+            ops: Default::default(),
+            top: Default::default(),
         })
     }
 
@@ -136,6 +142,8 @@ impl ServerState {
     /// Asks every listener and connection to stop.
     pub fn request_shutdown(&self) {
         self.shutting_down.store(true, Ordering::SeqCst);
+        // Running commands end at their next check with 11600.
+        self.ops.kill_all_at_shutdown();
         self.shutdown.notify_waiters();
     }
 

@@ -38,6 +38,7 @@ mod hardening;
 mod index_stats;
 mod indexes;
 mod insert;
+mod interrupt;
 mod lifecycle;
 mod logs;
 mod management;

@@ -140,7 +140,7 @@ impl Command for Aggregate {
         // A leading stage the server supplies: its namespace and argument
         // are checked here, before the rest of the pipeline is parsed.
         if let Some(first) = stages.first() {
-            crate::stages::check_first(first, coll.as_deref())?;
+            crate::stages::check_first(first, &req.db, coll.as_deref())?;
         }
         let pipeline = Pipeline::parse_command(&lets.pipeline(&stages))?;
         // mongod refuses a forbidden target when it parses the stage, before
