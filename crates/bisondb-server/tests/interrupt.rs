@@ -385,3 +385,92 @@ async fn top_counts_per_collection() {
         .unwrap_err();
     assert_eq!(error_code(&e), Some(13));
 }
+
+/// This process's peak resident memory in KiB (`VmHWM`), for the record.
+fn peak_rss_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmHWM:"))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+/// Finding 4: three nested self-`$lookup`s over 300 documents fail fast with
+/// mongod's 4568 instead of growing to gigabytes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nested_lookups_stay_bounded() {
+    let ts = start().await;
+    let c = ts.tcp.database("interrupt_nest").collection::<Document>("s");
+    c.insert_many((0..300).map(|i| doc! {"_id": i, "v": i}))
+        .await
+        .unwrap();
+    let started = Instant::now();
+    let e = ts
+        .tcp
+        .database("interrupt_nest")
+        .run_command(doc! {"aggregate": "s", "pipeline": [
+            {"$lookup": {"from": "s", "pipeline": [
+                {"$lookup": {"from": "s", "pipeline": [
+                    {"$lookup": {"from": "s", "pipeline": [], "as": "m"}}], "as": "k"}}],
+                "as": "j"}},
+            {"$count": "n"}], "cursor": {}, "maxTimeMS": 10_000})
+        .await
+        .unwrap_err();
+    eprintln!(
+        "nested $lookup: {:?} after {:?}, peak RSS of the test process {} MiB",
+        error_code(&e),
+        started.elapsed(),
+        peak_rss_kib() / 1024
+    );
+    assert_eq!(error_code(&e), Some(4568), "{e}");
+}
+
+/// Finding 5: no document over 16 MiB reaches a client, whichever stage
+/// built it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_result_document_passes_16_mib() {
+    let ts = start().await;
+    let db = ts.tcp.database("interrupt_big");
+    let c = db.collection::<Document>("c");
+    // 20 documents of 1 MiB: 20 MiB together.
+    let big = "x".repeat(1 << 20);
+    for i in 0..20 {
+        c.insert_one(doc! {"_id": i, "s": big.clone()}).await.unwrap();
+    }
+    let agg = |pipeline: Vec<Document>| {
+        let db = db.clone();
+        async move {
+            db.run_command(doc! {"aggregate": "c", "pipeline": pipeline, "cursor": {}})
+                .await
+                .map_err(|e| error_code(&e))
+        }
+    };
+    let pushed = agg(vec![doc! {"$group": {"_id": null, "all": {"$push": "$s"}}}]).await;
+    assert_eq!(pushed.err(), Some(Some(10334)));
+    let joined = agg(vec![
+        doc! {"$limit": 1},
+        doc! {"$lookup": {"from": "c", "pipeline": [], "as": "j"}},
+    ])
+    .await;
+    assert_eq!(joined.err(), Some(Some(4568)));
+    let correlated = agg(vec![
+        doc! {"$limit": 1},
+        doc! {"$lookup": {"from": "c", "localField": "x", "foreignField": "x", "as": "j"}},
+    ])
+    .await;
+    assert_eq!(correlated.err(), Some(Some(4568)));
+    let faceted = agg(vec![doc! {"$facet": {"all": [{"$match": {}}]}}]).await;
+    assert_eq!(faceted.err(), Some(Some(10334)));
+    // Under the limit all is well.
+    let small = agg(vec![
+        doc! {"$limit": 1},
+        doc! {"$lookup": {"from": "c", "pipeline": [{"$limit": 3}], "as": "j"}},
+        doc! {"$project": {"n": {"$size": "$j"}}},
+    ])
+    .await
+    .unwrap();
+    assert_eq!(first_batch(&small)[0].get_i32("n").unwrap(), 3);
+}
