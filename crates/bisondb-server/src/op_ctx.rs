@@ -86,7 +86,11 @@ impl Drop for Running {
 impl Operations {
     /// Lists a new connection (`fd`: its socket, watched for a hang-up while
     /// it runs a command).
-    pub fn connect(state: &Arc<ServerState>, conn: &mut ConnectionInfo, fd: Option<i32>) -> Registered {
+    pub fn connect(
+        state: &Arc<ServerState>,
+        conn: &mut ConnectionInfo,
+        fd: Option<i32>,
+    ) -> Registered {
         let client = Arc::new(Client {
             connection_id: conn.id,
             peer: conn.peer.clone(),
@@ -104,7 +108,12 @@ impl Operations {
 
     /// Starts one command: its context (deadline `max_time_ms`, 0: none)
     /// becomes current on this thread and is listed under its connection.
-    pub fn begin(&self, req: &CommandRequest<'_>, conn: &ConnectionInfo, max_time_ms: u64) -> Running {
+    pub fn begin(
+        &self,
+        req: &CommandRequest<'_>,
+        conn: &ConnectionInfo,
+        max_time_ms: u64,
+    ) -> Running {
         let ctx = Arc::new(OpCtx::with_max_time_ms(max_time_ms));
         if self.shutting_down.load(Ordering::Relaxed) {
             ctx.kill(ErrorCode::InterruptedAtShutdown);
@@ -176,8 +185,11 @@ impl Operations {
                 continue;
             }
             if peer_hung_up(fd) {
-                tracing::info!(conn = c.connection_id, opid = op.opid,
-                    "client disconnected: interrupting its operation");
+                tracing::info!(
+                    conn = c.connection_id,
+                    opid = op.opid,
+                    "client disconnected: interrupting its operation"
+                );
                 op.ctx.kill(ErrorCode::ClientDisconnect);
             }
         }

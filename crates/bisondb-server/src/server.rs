@@ -143,7 +143,14 @@ impl Server {
                         Ok((stream, peer)) => {
                             let _ = stream.set_nodelay(true);
                             let fd = std::os::fd::AsRawFd::as_raw_fd(&stream);
-                            spawn_connection(stream, peer.to_string(), Some(fd), &state, &conns, &tracker);
+                            spawn_connection(
+                                stream,
+                                peer.to_string(),
+                                Some(fd),
+                                &state,
+                                &conns,
+                                &tracker,
+                            );
                         }
                         Err(e) => {
                             tracing::warn!(error = %e, "accept failed");
@@ -169,7 +176,14 @@ impl Server {
                     match accepted {
                         Ok((stream, _)) => {
                             let fd = std::os::fd::AsRawFd::as_raw_fd(&stream);
-                            spawn_connection(stream, peer.clone(), Some(fd), &state, &conns, &tracker)
+                            spawn_connection(
+                                stream,
+                                peer.clone(),
+                                Some(fd),
+                                &state,
+                                &conns,
+                                &tracker,
+                            )
                         }
                         Err(e) => {
                             tracing::warn!(error = %e, "accept failed");

@@ -52,16 +52,16 @@ async fn max_time_ms_ends_every_long_operation() {
         doc! {"count": "c", "query": {"x": {"$lt": -1}}, "maxTimeMS": 1},
         doc! {"distinct": "c", "key": "s", "query": {"x": {"$gte": 0}}, "maxTimeMS": 1},
         doc! {"aggregate": "c", "pipeline": [{"$group": {"_id": "$g", "n": {"$sum": 1}}}],
-              "cursor": {}, "maxTimeMS": 1},
+        "cursor": {}, "maxTimeMS": 1},
         // A self-join over 30,000 x 30,000 documents: hours without a limit.
         doc! {"aggregate": "c", "pipeline": [
-                {"$lookup": {"from": "c", "localField": "s", "foreignField": "s", "as": "j"}},
-                {"$count": "n"}],
-              "cursor": {}, "maxTimeMS": 200},
+          {"$lookup": {"from": "c", "localField": "s", "foreignField": "s", "as": "j"}},
+          {"$count": "n"}],
+        "cursor": {}, "maxTimeMS": 200},
         // A backtracking pattern (a lookahead needs fancy-regex) on every document.
         doc! {"find": "c", "filter": {"s": {"$regex": "^(a|a)*(?=b)"}}, "maxTimeMS": 200},
         doc! {"update": "c", "updates": [{"q": {}, "u": {"$inc": {"x": 1}}, "multi": true}],
-              "maxTimeMS": 1},
+        "maxTimeMS": 1},
         doc! {"delete": "c", "deletes": [{"q": {"x": {"$lt": -1}}, "limit": 0}], "maxTimeMS": 1},
     ];
     for cmd in cmds {
@@ -93,7 +93,7 @@ async fn get_more_runs_under_the_rest_of_the_limit() {
     let reply = run(
         &db,
         doc! {"find": "c", "filter": {"$or": [{"x": 0}, {"x": {"$lt": -1}}]}, "batchSize": 1,
-              "maxTimeMS": 30},
+        "maxTimeMS": 30},
     )
     .await;
     let id = reply.get_document("cursor").unwrap().get_i64("id").unwrap();
@@ -155,8 +155,8 @@ async fn kill_op_ends_a_long_aggregation_found_by_current_op() {
     let task = tokio::spawn(async move {
         let r = runner
             .run_command(doc! {"aggregate": "c", "pipeline": [
-                {"$lookup": {"from": "c", "localField": "s", "foreignField": "s", "as": "j"}},
-                {"$count": "n"}], "cursor": {}})
+            {"$lookup": {"from": "c", "localField": "s", "foreignField": "s", "as": "j"}},
+            {"$count": "n"}], "cursor": {}})
             .await;
         r.err().map(|e| (error_code(&e), error_code_name(&e)))
     });
@@ -168,7 +168,13 @@ async fn kill_op_ends_a_long_aggregation_found_by_current_op() {
     assert_eq!(op.get_str("op").unwrap(), "command");
     assert_eq!(op.get_str("ns").unwrap(), "interrupt_kill.c");
     assert_eq!(op.get_str("appName").unwrap(), "longAgg");
-    assert_eq!(op.get_document("command").unwrap().get_str("aggregate").unwrap(), "c");
+    assert_eq!(
+        op.get_document("command")
+            .unwrap()
+            .get_str("aggregate")
+            .unwrap(),
+        "c"
+    );
     assert!(op.get_str("desc").unwrap().starts_with("conn"));
     assert!(op.get_str("client").unwrap().starts_with("127.0.0.1:"));
     for f in ["connectionId", "secs_running", "microsecs_running"] {
@@ -203,14 +209,18 @@ async fn current_op_stage_and_command_forms() {
     let reply = run(
         &admin,
         doc! {"aggregate": 1, "pipeline": [{"$currentOp": {"allUsers": true}},
-              {"$match": {"command.aggregate": 1}}], "cursor": {}},
+        {"$match": {"command.aggregate": 1}}], "cursor": {}},
     )
     .await;
     let batch = first_batch(&reply);
     assert_eq!(batch.len(), 1, "{reply}");
     assert_eq!(batch[0].get_str("ns").unwrap(), "admin.$cmd");
     // Idle connections only with idleConnections / $all.
-    let idle = |docs: &[Document]| docs.iter().filter(|d| d.get_bool("active").ok() == Some(false)).count();
+    let idle = |docs: &[Document]| {
+        docs.iter()
+            .filter(|d| d.get_bool("active").ok() == Some(false))
+            .count()
+    };
     let with_idle = run(
         &admin,
         doc! {"aggregate": 1, "pipeline": [{"$currentOp": {"idleConnections": true}}], "cursor": {}},
@@ -225,15 +235,23 @@ async fn current_op_stage_and_command_forms() {
         .filter_map(|b| b.as_document().cloned())
         .collect();
     assert_eq!(idle(&docs), 0);
-    assert!(docs.iter().any(|d| d.get_document("command").is_ok_and(|c| c.contains_key("currentOp"))));
-    let all = run(&admin, doc! {"currentOp": 1, "$all": true, "$ownOps": false}).await;
+    assert!(docs.iter().any(|d| d
+        .get_document("command")
+        .is_ok_and(|c| c.contains_key("currentOp"))));
+    let all = run(
+        &admin,
+        doc! {"currentOp": 1, "$all": true, "$ownOps": false},
+    )
+    .await;
     assert!(all.get_array("inprog").unwrap().len() > docs.len(), "{all}");
     // A filter that matches nothing.
     let none = run(&admin, doc! {"currentOp": 1, "op": "no such op"}).await;
     assert!(none.get_array("inprog").unwrap().is_empty());
     // Idle cursors.
     let c = ts.tcp.database("interrupt_cur").collection::<Document>("c");
-    c.insert_many((0..5).map(|i| doc! {"_id": i})).await.unwrap();
+    c.insert_many((0..5).map(|i| doc! {"_id": i}))
+        .await
+        .unwrap();
     let open = run(
         &ts.tcp.database("interrupt_cur"),
         doc! {"find": "c", "batchSize": 1},
@@ -243,11 +261,13 @@ async fn current_op_stage_and_command_forms() {
     let cursors = run(
         &admin,
         doc! {"aggregate": 1, "pipeline": [{"$currentOp": {"idleCursors": true}},
-              {"$match": {"type": "idleCursor"}}], "cursor": {}},
+        {"$match": {"type": "idleCursor"}}], "cursor": {}},
     )
     .await;
     let cursors = first_batch(&cursors);
-    assert!(cursors.iter().any(|d| d.get_document("cursor").unwrap().get_i64("cursorId").ok() == Some(id)));
+    assert!(cursors
+        .iter()
+        .any(|d| d.get_document("cursor").unwrap().get_i64("cursorId").ok() == Some(id)));
     // Refusals: not on admin, not first, bad options, killOp without op.
     let e = ts
         .tcp
@@ -257,7 +277,9 @@ async fn current_op_stage_and_command_forms() {
         .unwrap_err();
     assert_eq!(error_code(&e), Some(73));
     let e = admin
-        .run_command(doc! {"aggregate": 1, "pipeline": [{"$currentOp": {"bogus": true}}], "cursor": {}})
+        .run_command(
+            doc! {"aggregate": 1, "pipeline": [{"$currentOp": {"bogus": true}}], "cursor": {}},
+        )
         .await
         .unwrap_err();
     assert_eq!(error_code(&e), Some(9));
@@ -305,7 +327,10 @@ async fn a_runaway_script_ends_when_its_client_disconnects() {
         wait_until_no_op(&admin, "interrupt_dc").await,
         "the script still runs after its client left"
     );
-    eprintln!("runaway script ended {:?} after its client left", started.elapsed());
+    eprintln!(
+        "runaway script ended {:?} after its client left",
+        started.elapsed()
+    );
     // The server goes on serving.
     assert_eq!(
         db.collection::<Document>("c")
@@ -340,7 +365,10 @@ async fn shutdown_interrupts_a_runaway_script() {
     tokio::time::timeout(Duration::from_secs(60), ts.server.wait())
         .await
         .expect("shutdown completes within 60 s");
-    eprintln!("shutdown with a runaway script took {:?}", started.elapsed());
+    eprintln!(
+        "shutdown with a runaway script took {:?}",
+        started.elapsed()
+    );
     // The script's client saw the shutdown (11600) or lost its connection.
     let code = tokio::time::timeout(Duration::from_secs(30), task)
         .await
@@ -376,7 +404,10 @@ async fn top_counts_per_collection() {
     assert_eq!(count("total"), 6);
     assert_eq!(count("writeLock"), 4);
     assert_eq!(count("readLock"), 2);
-    assert!(matches!(t.get_document("total").unwrap().get("time"), Some(Bson::Int64(_))));
+    assert!(matches!(
+        t.get_document("total").unwrap().get("time"),
+        Some(Bson::Int64(_))
+    ));
     let e = ts
         .tcp
         .database("x")
@@ -403,7 +434,10 @@ fn peak_rss_kib() -> u64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nested_lookups_stay_bounded() {
     let ts = start().await;
-    let c = ts.tcp.database("interrupt_nest").collection::<Document>("s");
+    let c = ts
+        .tcp
+        .database("interrupt_nest")
+        .collection::<Document>("s");
     c.insert_many((0..300).map(|i| doc! {"_id": i, "v": i}))
         .await
         .unwrap();
@@ -412,11 +446,11 @@ async fn nested_lookups_stay_bounded() {
         .tcp
         .database("interrupt_nest")
         .run_command(doc! {"aggregate": "s", "pipeline": [
+        {"$lookup": {"from": "s", "pipeline": [
             {"$lookup": {"from": "s", "pipeline": [
-                {"$lookup": {"from": "s", "pipeline": [
-                    {"$lookup": {"from": "s", "pipeline": [], "as": "m"}}], "as": "k"}}],
-                "as": "j"}},
-            {"$count": "n"}], "cursor": {}, "maxTimeMS": 10_000})
+                {"$lookup": {"from": "s", "pipeline": [], "as": "m"}}], "as": "k"}}],
+            "as": "j"}},
+        {"$count": "n"}], "cursor": {}, "maxTimeMS": 10_000})
         .await
         .unwrap_err();
     eprintln!(
@@ -438,7 +472,9 @@ async fn no_result_document_passes_16_mib() {
     // 20 documents of 1 MiB: 20 MiB together.
     let big = "x".repeat(1 << 20);
     for i in 0..20 {
-        c.insert_one(doc! {"_id": i, "s": big.clone()}).await.unwrap();
+        c.insert_one(doc! {"_id": i, "s": big.clone()})
+            .await
+            .unwrap();
     }
     let agg = |pipeline: Vec<Document>| {
         let db = db.clone();

@@ -18,9 +18,9 @@ mod stages;
 
 pub use stages::internal_unpack_bucket::unpack_bucket;
 
-use bisondb_error::interrupt::Checked;
 use crate::collation::Collation;
 use crate::expr::Vars;
+use bisondb_error::interrupt::Checked;
 use bisondb_error::{ErrorCode, MongoError, MongoResult};
 use bson::{Bson, DateTime, Document};
 use std::fmt::Debug;

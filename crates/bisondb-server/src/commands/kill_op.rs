@@ -34,12 +34,8 @@ impl Command for KillOp {
                 k => return Err(fields::unknown_field("killOp", k)),
             }
         }
-        let op = op.ok_or_else(|| {
-            MongoError::new(
-                ErrorCode::BadValue,
-                "Did not provide \"op\" field",
-            )
-        })?;
+        let op =
+            op.ok_or_else(|| MongoError::new(ErrorCode::BadValue, "Did not provide \"op\" field"))?;
         Ok(KillOp { op })
     }
 

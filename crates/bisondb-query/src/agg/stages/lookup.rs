@@ -318,7 +318,9 @@ impl LookupStage {
             idx.sort_unstable();
             idx.dedup();
             let docs = bounded(
-                idx.into_iter().filter_map(|i| j.foreign.get(i).cloned()).map(Ok),
+                idx.into_iter()
+                    .filter_map(|i| j.foreign.get(i).cloned())
+                    .map(Ok),
                 &self.from,
             )?;
             match &self.pipeline {
