@@ -225,7 +225,7 @@ pub fn check() -> MongoResult<()> {
             t.set(n);
             n
         });
-        if tick % CLOCK_EVERY == 0 {
+        if tick.is_multiple_of(CLOCK_EVERY) {
             op.check_now()
         } else {
             Ok(())

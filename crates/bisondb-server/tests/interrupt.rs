@@ -164,7 +164,7 @@ async fn kill_op_ends_a_long_aggregation_found_by_current_op() {
     let op = wait_for_op(&admin, "interrupt_kill").await;
     // mongod's fields.
     assert_eq!(op.get_str("type").unwrap(), "op");
-    assert_eq!(op.get_bool("active").unwrap(), true);
+    assert!(op.get_bool("active").unwrap());
     assert_eq!(op.get_str("op").unwrap(), "command");
     assert_eq!(op.get_str("ns").unwrap(), "interrupt_kill.c");
     assert_eq!(op.get_str("appName").unwrap(), "longAgg");
@@ -180,8 +180,8 @@ async fn kill_op_ends_a_long_aggregation_found_by_current_op() {
     for f in ["connectionId", "secs_running", "microsecs_running"] {
         assert!(op.contains_key(f), "currentOp lacks {f}: {op}");
     }
-    assert_eq!(op.get_bool("killPending").unwrap(), false);
-    assert_eq!(op.get_bool("waitingForLock").unwrap(), false);
+    assert!(!op.get_bool("killPending").unwrap());
+    assert!(!op.get_bool("waitingForLock").unwrap());
     assert!(op.get_document("clientMetadata").is_ok());
     let opid = op.get("opid").cloned().unwrap();
     let killed = run(&admin, doc! {"killOp": 1, "op": opid}).await;
