@@ -8,6 +8,8 @@
 
 use std::fmt;
 
+pub mod interrupt;
+
 macro_rules! error_codes {
     ($( $variant:ident = $code:literal ),* $(,)?) => {
         /// A MongoDB error code, named as mongod names it (`codeName`).
@@ -140,6 +142,7 @@ error_codes! {
     ExceededTimeLimit = 262, // failCommand
     OperationNotSupportedInTransaction = 263,
     FailPointSetFailed = 266, // configureFailPoint's own error
+    ClientDisconnect = 279,
     ChangeStreamFatalError = 280,
     ChangeStreamHistoryLost = 286,
     NoQueryExecutionPlans = 291,
@@ -152,6 +155,7 @@ error_codes! {
     BSONObjectTooLarge = 10334,
     DuplicateKey = 11000,
     InterruptedAtShutdown = 11600,
+    Interrupted = 11601,
     InterruptedDueToReplStateChange = 11602, // failCommand
     NotPrimaryNoSecondaryOk = 13435, // failCommand
     NotPrimaryOrSecondary = 13436, // failCommand

@@ -1,75 +1,47 @@
-//! The running operation's time limit (`maxTimeMS`), per thread.
+//! The running operation's time limit and kill flag, as scripts see them.
 //!
-//! A command runs synchronously on one thread (under `block_in_place` when it
-//! may scan), so the server sets the deadline around the command with
-//! [`scope`] and everything below it can ask [`check`] without the deadline
-//! being threaded through every call. The JavaScript engine's interrupt handler
-//! and `sleep()` read it too, which is what ends a long `$where`.
+//! The operation's context is `bisondb_error::interrupt`'s, shared with every
+//! other loop of the server: the server makes it current on the thread that
+//! runs the command, and the JavaScript engine's interrupt handler and
+//! `sleep()` read it here, which is what ends a long `$where` on `maxTimeMS`,
+//! `killOp`, a client that disconnected or shutdown.
 
-use std::cell::Cell;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use bisondb_error::{ErrorCode, MongoError, MongoResult};
-
-thread_local! {
-    static DEADLINE: Cell<Option<Instant>> = const { Cell::new(None) };
-}
+use bisondb_error::interrupt;
+use bisondb_error::{MongoError, MongoResult};
 
 /// Restores the previous deadline when dropped (scopes nest).
-#[must_use = "the deadline lasts as long as the guard"]
-pub struct Guard {
-    previous: Option<Instant>,
-}
+pub type Guard = interrupt::DeadlineGuard;
 
-impl Drop for Guard {
-    fn drop(&mut self) {
-        DEADLINE.with(|d| d.set(self.previous));
-    }
-}
-
-/// Sets this thread's deadline until the guard drops; `None` lifts it. A
-/// nested scope never extends an outer deadline.
+/// Limits this thread's operation to `deadline` until the guard drops; `None`
+/// keeps the current one. A nested scope never extends an outer deadline.
 pub fn scope(deadline: Option<Instant>) -> Guard {
-    DEADLINE.with(|d| {
-        let previous = d.get();
-        let next = match (previous, deadline) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => b.or(a),
-        };
-        d.set(next);
-        Guard { previous }
-    })
+    interrupt::limit_deadline(deadline)
 }
 
 /// A deadline `max_time_ms` milliseconds from now (`0`: none, as in mongod).
 pub fn scope_ms(max_time_ms: u64) -> Guard {
-    let deadline = match max_time_ms {
-        0 => None,
-        ms => Instant::now().checked_add(Duration::from_millis(ms)),
-    };
-    scope(deadline)
+    scope(interrupt::deadline_in_ms(max_time_ms))
 }
 
 /// This thread's deadline, if any.
 pub fn current() -> Option<Instant> {
-    DEADLINE.with(|d| d.get())
+    interrupt::deadline()
 }
 
-/// Whether the deadline has passed.
+/// Whether the operation must stop: killed, or past its deadline.
 pub fn expired() -> bool {
-    current().is_some_and(|d| Instant::now() >= d)
+    interrupt::interrupted()
 }
 
-/// 50 MaxTimeMSExpired once the deadline has passed.
+/// The operation's interruption as an error (50 MaxTimeMSExpired, 11601...).
 pub fn check() -> MongoResult<()> {
-    if expired() {
-        Err(error())
-    } else {
-        Ok(())
-    }
+    interrupt::check_now()
 }
 
-/// mongod's error for an operation that ran past its `maxTimeMS`.
+/// The error that ends the interrupted operation (50 MaxTimeMSExpired unless
+/// it was killed).
 pub fn error() -> MongoError {
-    MongoError::new(ErrorCode::MaxTimeMSExpired, "operation exceeded time limit")
+    interrupt::error()
 }

@@ -106,7 +106,12 @@ impl Engine {
         match self {
             Engine::Linear(re) => re.is_match(s),
             // Exceeding the backtrack limit counts as no match rather than failing the query.
-            Engine::Backtracking(re) => re.is_match(s).unwrap_or(false),
+            Engine::Backtracking(re) => {
+                // One backtracking match may be long: the operation's next
+                // check (per document) reads the clock.
+                bisondb_error::interrupt::hurry();
+                re.is_match(s).unwrap_or(false)
+            }
         }
     }
 }

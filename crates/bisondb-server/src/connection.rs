@@ -36,7 +36,9 @@ fn next_request_id() -> i32 {
 }
 
 /// Serves one client until it disconnects, sends garbage, or the server stops.
-pub async fn serve<S>(stream: S, state: Arc<ServerState>, peer: String)
+/// `fd` is the client's socket, watched for a hang-up while a command runs
+/// (`op_ctx.rs`).
+pub async fn serve<S>(stream: S, state: Arc<ServerState>, peer: String, fd: Option<i32>)
 where
     S: AsyncRead + AsyncWrite + Unpin,
 {
@@ -45,6 +47,7 @@ where
         peer,
         ..Default::default()
     };
+    let _listed = crate::op_ctx::Operations::connect(&state, &mut conn, fd);
     tracing::info!(target: "NETWORK", id = crate::log::ids::CONNECTION_ACCEPTED, ctx = "listener",
         remote = %conn.peer, connectionId = conn.id,
         connectionCount = state.connections_current.load(std::sync::atomic::Ordering::Relaxed),
@@ -499,6 +502,7 @@ fn run_command(
     let running = state.active.enter(spec.is_some_and(|s| s.write_concern));
     let reply = dispatch_command(req, spec, state, conn);
     drop(running);
+    state.top.record(req, spec, started.elapsed());
     crate::log::slow::log_if_slow(state, req, conn, &reply, started);
     if let Some(p) = profiled {
         p.finish(state, req, conn, &reply);
@@ -528,13 +532,14 @@ fn dispatch_command(
     state: &Arc<ServerState>,
     conn: &mut ConnectionInfo,
 ) -> RawDocumentBuf {
-    let mut ctx = Context { state, conn };
     let max_time_ms = operation_max_time_ms(req);
+    // The thread that runs the command carries its operation context (its
+    // deadline and kill flag), so every scan, stage and script checks it;
+    // `block_in_place` runs the command on this same thread.
+    let _op = state.ops.begin(req, conn, max_time_ms);
+    let mut ctx = Context { state, conn };
     let writes = spec.is_some_and(|s| crate::fsync_lock::is_write(s, req.name, req.body));
     let dispatch = || {
-        // The thread that runs the command carries its deadline, so a `$where`
-        // script (and anything else that asks) can end with MaxTimeMSExpired.
-        let _deadline = bisondb_js::deadline::scope_ms(max_time_ms);
         std::panic::catch_unwind(AssertUnwindSafe(|| {
             if writes {
                 crate::repl::check_write(state, &req.db)?;

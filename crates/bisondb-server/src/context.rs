@@ -21,6 +21,8 @@ pub struct ConnectionInfo {
     pub op: crate::profiler::OpDebug,
     /// The retryable write the current command is (`crate::txn`), if any.
     pub txn: Option<crate::txn::OpTxn>,
+    /// This connection's entry in the operations registry (`op_ctx.rs`).
+    pub client: Option<Arc<crate::op_ctx::Client>>,
 }
 
 pub struct Context<'a> {

@@ -212,6 +212,34 @@ impl CursorManager {
         }
     }
 
+    /// `$currentOp`'s `idleCursors` documents: the open cursors no getMore
+    /// is using (a getMore takes its cursor out of the map while it runs).
+    pub fn idle_report(&self, host: &str) -> Vec<bson::Document> {
+        let now = bson::DateTime::now();
+        let map = self.cursors.lock();
+        map.iter()
+            .map(|(id, c)| {
+                let idle = i64::try_from(c.last_used.elapsed().as_millis()).unwrap_or(i64::MAX);
+                let last = bson::DateTime::from_millis(now.timestamp_millis().saturating_sub(idle));
+                let mut d = bson::doc! {"type": "idleCursor", "host": host, "ns": c.ns.clone()};
+                if let Some(lsid) = &c.lsid {
+                    d.insert("lsid", lsid.clone());
+                }
+                d.insert(
+                    "cursor",
+                    bson::doc! {
+                        "cursorId": *id,
+                        "lastAccessDate": last,
+                        "noCursorTimeout": c.no_timeout,
+                        "tailable": c.tail.is_some(),
+                        "awaitData": c.is_await_data(),
+                    },
+                );
+                d
+            })
+            .collect()
+    }
+
     /// Takes a cursor out for a getMore; it must be put back with [`Self::restore`] if not exhausted.
     pub fn take(&self, id: i64, ns: &str) -> MongoResult<Cursor> {
         let mut map = self.cursors.lock();

@@ -30,6 +30,7 @@ pub mod log;
 pub mod logbuf;
 pub mod namespaces;
 pub mod on_view;
+pub mod op_ctx;
 pub mod plan;
 pub mod profiler;
 pub mod registry;

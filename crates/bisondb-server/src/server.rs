@@ -143,7 +143,15 @@ impl Server {
                     match accepted {
                         Ok((stream, peer)) => {
                             let _ = stream.set_nodelay(true);
-                            spawn_connection(stream, peer.to_string(), &state, &conns, &tracker);
+                            let fd = std::os::fd::AsRawFd::as_raw_fd(&stream);
+                            spawn_connection(
+                                stream,
+                                peer.to_string(),
+                                Some(fd),
+                                &state,
+                                &conns,
+                                &tracker,
+                            );
                         }
                         Err(e) => {
                             tracing::warn!(error = %e, "accept failed");
@@ -168,7 +176,15 @@ impl Server {
                     };
                     match accepted {
                         Ok((stream, _)) => {
-                            spawn_connection(stream, peer.clone(), &state, &conns, &tracker)
+                            let fd = std::os::fd::AsRawFd::as_raw_fd(&stream);
+                            spawn_connection(
+                                stream,
+                                peer.clone(),
+                                Some(fd),
+                                &state,
+                                &conns,
+                                &tracker,
+                            )
                         }
                         Err(e) => {
                             tracing::warn!(error = %e, "accept failed");
@@ -203,6 +219,7 @@ impl Server {
         }
         tasks.push(crate::ttl::spawn(state.clone()));
         tasks.push(crate::sessions::spawn(state.clone()));
+        tasks.push(crate::op_ctx::spawn_disconnect_watcher(state.clone()));
         if let Some(p) = &socket_path {
             tracing::info!(target: "NETWORK", id = crate::log::ids::UNIX_SOCKET, ctx = "listener",
                 path = %p.display(), "Listening on a Unix socket");
@@ -272,6 +289,7 @@ impl RunningServer {
 fn spawn_connection<S>(
     stream: S,
     peer: String,
+    fd: Option<i32>,
     state: &Arc<ServerState>,
     conns: &Arc<Semaphore>,
     tracker: &TaskTracker,
@@ -287,7 +305,7 @@ fn spawn_connection<S>(
         use std::sync::atomic::Ordering;
         state.connections_current.fetch_add(1, Ordering::Relaxed);
         state.connections_total.fetch_add(1, Ordering::Relaxed);
-        connection::serve(stream, state.clone(), peer).await;
+        connection::serve(stream, state.clone(), peer, fd).await;
         state.connections_current.fetch_sub(1, Ordering::Relaxed);
         drop(permit);
     });

@@ -94,6 +94,10 @@ pub struct ServerState {
     pub fsync_lock: crate::fsync_lock::FsyncLock,
     /// Replica-set mode (`--replSet`): see [`ServerState::repl`].
     pub repl: Arc<crate::repl::ReplState>,
+    /// Operations in flight, per connection (`currentOp`, `killOp`).
+    pub ops: crate::op_ctx::Operations,
+    /// Per-collection time and counts (`top`).
+    pub top: crate::commands::top::Top,
 }
 
 impl ServerState {
@@ -127,6 +131,8 @@ impl ServerState {
             fail_points: Default::default(),
             fsync_lock: Default::default(),
             repl,
+            ops: Default::default(),
+            top: Default::default(),
         })
     }
 
@@ -153,6 +159,8 @@ impl ServerState {
     /// Asks every listener and connection to stop.
     pub fn request_shutdown(&self) {
         self.shutting_down.store(true, Ordering::SeqCst);
+        // Running commands end at their next check with 11600.
+        self.ops.kill_all_at_shutdown();
         self.shutdown.notify_waiters();
     }
 

@@ -39,6 +39,7 @@ mod hardening;
 mod index_stats;
 mod indexes;
 mod insert;
+mod interrupt;
 mod lifecycle;
 mod logs;
 mod management;

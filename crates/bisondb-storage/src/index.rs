@@ -752,6 +752,13 @@ impl IndexScan {
 
     /// The next entry as `(key bytes after the index prefix, encoded _id)`.
     pub fn next_entry(&mut self) -> Option<Result<crate::KeyValue, StorageError>> {
+        // Stops at its operation's next check (`bisondb_error::interrupt`).
+        if let Err(e) = bisondb_error::interrupt::check() {
+            self.current = None;
+            self.ranges = Vec::new().into_iter();
+            self.buffer = Vec::new().into_iter();
+            return Some(Err(StorageError::Mongo(e)));
+        }
         loop {
             if let Some((k, v)) = self.buffer.next() {
                 self.keys_examined = self.keys_examined.saturating_add(1);

@@ -589,21 +589,21 @@ impl LsmEngine {
     pub fn close(&self) -> Result<(), EngineError> {
         self.stop_maintainer();
         self.stop_flusher();
+        // The journal first: whatever becomes of the flush below, every
+        // acknowledged write is then on disk and the next open replays it.
+        let synced = match self.shared.open.read().is_some() {
+            true if !self.shared.failed.load(Ordering::Acquire) => self.shared.sync_all_now(),
+            _ => Ok(()),
+        };
         // Ingesting what the index buffer holds, then writing every memtable
         // into tables, lets the next open skip replaying the journal.
         let flushed = match self.shared.open.read().clone() {
-            Some(open) if !self.shared.failed.load(Ordering::Acquire) => open
-                .flush_buffer()
-                .and_then(|()| open.flush_memtables())
-                // Only deleted blobs are left in it: compacting drops them.
-                .and_then(|()| {
-                    open.wb
-                        .major_compact()
-                        .map_err(|e| map_fjall(e, "compaction"))
-                }),
+            Some(open) if !self.shared.failed.load(Ordering::Acquire) => {
+                flush_within(open, CLOSE_FLUSH_LIMIT)
+            }
             _ => Ok(()),
         };
-        let result = flushed.and(self.shared.sync_all_now());
+        let result = synced.and(flushed).and(self.shared.sync_all_now());
         // Dropping the last handle on the fjall instance joins its workers; a
         // snapshot still alive defers that to its own drop.
         if self.shared.open.write().take().is_some() {
@@ -651,6 +651,59 @@ impl Drop for LsmEngine {
     fn drop(&mut self) {
         if let Err(e) = self.close() {
             tracing::error!(error = %e, "lsm storage engine did not close cleanly");
+        }
+    }
+}
+
+/// How long closing waits for the final flush before leaving the memtables to
+/// the journal (see [`flush_within`]).
+const CLOSE_FLUSH_LIMIT: Duration = Duration::from_secs(20);
+
+/// Flushes the index buffer and the memtables into tables on a thread of its
+/// own, waiting at most `limit`.
+///
+/// fjall 3.1's single worker can deadlock on its own bounded queue (1,000
+/// messages): writers `try_send` a rotation request on every write past a
+/// full memtable, which can fill the queue while the worker flushes; the
+/// worker then takes one request, rotates and blocks sending itself the
+/// `Flush` message (`Keyspace::inner_rotate_memtable`'s blocking `send`)
+/// into the slot a writer took back, and every later `rotate_memtable`
+/// (ours, here) blocks on the same send. Nothing ever drains the queue, so
+/// closing used to hang (issue 20, finding 3). Past the limit the flush is
+/// abandoned: the journal was synced before it, so nothing acknowledged is
+/// lost and the next open replays the journal; the stuck thread keeps its
+/// handle, so the instance is never dropped (dropping it would join the
+/// stuck worker) and the process can exit.
+fn flush_within(open: Arc<Open>, limit: Duration) -> Result<(), EngineError> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let spawned = std::thread::Builder::new()
+        .name("lsm-close-flush".into())
+        .spawn(move || {
+            let r = open
+                .flush_buffer()
+                .and_then(|()| open.flush_memtables())
+                // Only deleted blobs are left in it: compacting drops them.
+                .and_then(|()| {
+                    open.wb
+                        .major_compact()
+                        .map_err(|e| map_fjall(e, "compaction"))
+                });
+            let _ = tx.send(r);
+        });
+    if let Err(e) = spawned {
+        return Err(EngineError::Io(format!(
+            "could not start the closing flush: {e}"
+        )));
+    }
+    match rx.recv_timeout(limit) {
+        Ok(r) => r,
+        Err(_) => {
+            tracing::error!(
+                limit_secs = limit.as_secs(),
+                "lsm storage engine: the final flush did not finish (fjall's worker is stuck); \
+                 the synced journal holds every write and is replayed at the next start"
+            );
+            Ok(())
         }
     }
 }

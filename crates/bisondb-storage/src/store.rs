@@ -1160,6 +1160,13 @@ impl Iterator for DocIter {
     type Item = Result<RawDocumentBuf, StorageError>;
 
     fn next(&mut self) -> Option<Self::Item> {
+        // Every scan stops at its operation's next check once it is killed
+        // or past its deadline (`bisondb_error::interrupt`).
+        if let Err(e) = bisondb_error::interrupt::check() {
+            self.exhausted = true;
+            self.buffer = Vec::new().into_iter();
+            return Some(Err(StorageError::Mongo(e)));
+        }
         loop {
             if let Some((_, value)) = self.buffer.next() {
                 return Some(decode_doc(value));

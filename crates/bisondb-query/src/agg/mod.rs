@@ -20,6 +20,7 @@ pub use stages::internal_unpack_bucket::unpack_bucket;
 
 use crate::collation::Collation;
 use crate::expr::Vars;
+use bisondb_error::interrupt::Checked;
 use bisondb_error::{ErrorCode, MongoError, MongoResult};
 use bson::{Bson, DateTime, Document};
 use std::fmt::Debug;
@@ -112,7 +113,8 @@ impl RunCtx {
     /// Reads a foreign collection, or fails when no reader was supplied.
     pub(crate) fn read(&self, collection: &str, stage: &str) -> MongoResult<DocStream> {
         match &self.reader {
-            Some(r) => r.read(collection),
+            // A join's inner reads are checked like any scan.
+            Some(r) => Ok(Box::new(Checked::new(r.read(collection)?))),
             None => Err(MongoError::internal(format!(
                 "{stage} ran without a collection reader"
             ))),
@@ -193,6 +195,7 @@ const STAGES: &[(&str, StageImpl)] = &[
     ("$changeStream", Server),
     ("$collStats", Server),
     ("$count", Parse(stages::count::parse)),
+    ("$currentOp", Server),
     ("$densify", Parse(stages::densify::parse)),
     ("$documents", Parse(stages::documents::parse)),
     ("$facet", Parse(stages::facet::parse)),
@@ -278,7 +281,6 @@ impl Stage for ServerStage {
 /// mongod stages not built yet, sorted.
 const NOT_IMPLEMENTED_STAGES: &[&str] = &[
     "$changeStreamSplitLargeEvent",
-    "$currentOp",
     "$listSampledQueries",
     "$listSearchIndexes",
     "$listSessions",
@@ -568,9 +570,12 @@ impl Pipeline {
     }
 
     pub(crate) fn run_stages(self, input: DocStream, cx: &RunCtx) -> DocStream {
+        // Every stage pulls its input through the operation's check, so a
+        // stage (a join, a group, a sort) stops at its next input document
+        // once the operation is killed or past its deadline.
         let mut stream = input;
         for st in self.stages {
-            stream = st.run(stream, cx);
+            stream = st.run(Box::new(Checked::new(stream)), cx);
         }
         stream
     }

@@ -109,6 +109,52 @@ pub(crate) fn approx_doc_size(d: &Document) -> usize {
         .sum::<usize>()
 }
 
+/// mongod's largest document a stage may produce: 16 MiB plus 16 KiB of
+/// room for the fields the server adds (`BSONObjectMaxInternalSize`).
+pub const MAX_INTERNAL_DOC_BYTES: usize = 16 * 1024 * 1024 + 16 * 1024;
+
+/// The exact size of `d` encoded as BSON, without encoding it.
+pub fn bson_doc_size(d: &Document) -> usize {
+    5 + d
+        .iter()
+        .map(|(k, v)| 2 + k.len() + bson_value_size(v))
+        .sum::<usize>()
+}
+
+/// The exact size of the value part of an element holding `v`.
+pub fn bson_value_size(v: &Bson) -> usize {
+    match v {
+        Bson::Double(_) | Bson::DateTime(_) | Bson::Int64(_) | Bson::Timestamp(_) => 8,
+        Bson::String(s) | Bson::JavaScriptCode(s) | Bson::Symbol(s) => 5 + s.len(),
+        Bson::Document(d) => bson_doc_size(d),
+        Bson::Array(a) => {
+            let mut n = 5;
+            for (i, e) in a.iter().enumerate() {
+                n += 2 + decimal_digits(i) + bson_value_size(e);
+            }
+            n
+        }
+        Bson::Binary(b) => 5 + b.bytes.len(),
+        Bson::ObjectId(_) => 12,
+        Bson::Boolean(_) => 1,
+        Bson::Null | Bson::Undefined | Bson::MaxKey | Bson::MinKey => 0,
+        Bson::RegularExpression(r) => r.pattern.len() + r.options.len() + 2,
+        Bson::JavaScriptCodeWithScope(c) => 4 + 5 + c.code.len() + bson_doc_size(&c.scope),
+        Bson::Int32(_) => 4,
+        Bson::Decimal128(_) => 16,
+        Bson::DbPointer(_) => 5 + 12 + 24,
+    }
+}
+
+fn decimal_digits(mut i: usize) -> usize {
+    let mut n = 1;
+    while i >= 10 {
+        i /= 10;
+        n += 1;
+    }
+    n
+}
+
 fn io_err(what: &str, e: std::io::Error) -> MongoError {
     MongoError::internal(format!("spilling to disk failed ({what}): {e}"))
 }

@@ -142,7 +142,7 @@ impl Command for Aggregate {
         // A leading stage the server supplies: its namespace and argument
         // are checked here, before the rest of the pipeline is parsed.
         if let Some(first) = stages.first() {
-            crate::stages::check_first(first, coll.as_deref())?;
+            crate::stages::check_first(first, &req.db, coll.as_deref())?;
         }
         let change_stream = match stages.first() {
             Some(first) if first.contains_key("$changeStream") => Some(
@@ -294,7 +294,7 @@ impl Command for Aggregate {
             let batch = cursor.next_batch(Some(0))?;
             return crate::cursor::finish_first_batch(ctx.state, &ns, cursor, batch, true);
         }
-        let src: DocSource = Box::new(output.map(|r| r.and_then(|d| crate::reply::to_raw(&d))));
+        let src: DocSource = Box::new(output.map(|r| r.and_then(|d| result_doc(&d))));
         let mut cursor = Cursor::new(ns.clone(), src, None);
         cursor.lsid = self.lsid;
         cursor.profile = ctx.conn.op.cursor_profile();
@@ -339,4 +339,28 @@ fn fields_of(d: &RawDocument, fields: &[String]) -> MongoResult<Document> {
         }
     }
     Ok(out)
+}
+
+/// A pipeline's result document as it goes into a reply: no document a stage
+/// produces reaches the client past 16 MiB (mongod's 10334 BSONObjectTooLarge,
+/// whichever stage built it: `$group` with `$push`, `$lookup`, `$facet`).
+fn result_doc(d: &bson::Document) -> MongoResult<bson::RawDocumentBuf> {
+    let raw = crate::reply::to_raw(d)?;
+    let len = raw.as_bytes().len();
+    if len > crate::storable::MAX_USER_DOC {
+        let first = raw
+            .iter()
+            .next()
+            .and_then(Result::ok)
+            .map(|(k, _)| k.as_str().to_string())
+            .unwrap_or_default();
+        return Err(MongoError::new(
+            ErrorCode::BSONObjectTooLarge,
+            format!(
+                "BSONObj size: {len} (0x{len:X}) is invalid. Size must be between 0 and {}(16MB) First element: {first}",
+                bisondb_query::agg::spill::MAX_INTERNAL_DOC_BYTES
+            ),
+        ));
+    }
+    Ok(raw)
 }

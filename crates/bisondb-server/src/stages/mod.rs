@@ -1,7 +1,8 @@
 //! The aggregation stages the server supplies because they read what only
 //! it has: storage statistics (`$collStats`), index usage counters
-//! (`$indexStats`), the session cache (`$listLocalSessions`), the oplog
-//! (`$changeStream`, which also makes its own cursor: `change_stream.rs`). `bisondb-query`'s
+//! (`$indexStats`), the session cache (`$listLocalSessions`), the operations
+//! in flight (`$currentOp`), the oplog (`$changeStream`, which also makes its
+//! own cursor: `change_stream.rs`). `bisondb-query`'s
 //! stage table lists them as server stages; an `aggregate` command hands the
 //! pipeline [`ServerStagesOf`], which runs them.
 
@@ -16,14 +17,23 @@ use crate::state::ServerState;
 
 pub mod change_stream;
 pub mod coll_stats;
+pub mod current_op;
 pub mod index_stats;
 pub mod list_local_sessions;
 
 /// Checks a server stage that starts an `aggregate` command's pipeline (its
 /// argument, and the namespace it needs: `coll` is `None` for
 /// `{aggregate: 1}`); any other first stage passes.
-pub fn check_first(stage: &Document, coll: Option<&str>) -> MongoResult<()> {
-    if let Some(spec) = stage.get("$listLocalSessions") {
+pub fn check_first(stage: &Document, db: &str, coll: Option<&str>) -> MongoResult<()> {
+    if let Some(spec) = stage.get("$currentOp") {
+        current_op::Options::parse(spec)?;
+        if db != "admin" || coll.is_some() {
+            return Err(MongoError::new(
+                ErrorCode::InvalidNamespace,
+                "$currentOp must be run against the 'admin' database with {aggregate: 1}",
+            ));
+        }
+    } else if let Some(spec) = stage.get("$listLocalSessions") {
         list_local_sessions::check_spec(spec)?;
         if coll.is_some() {
             return Err(MongoError::new(
@@ -63,6 +73,10 @@ impl ServerStages for ServerStagesOf {
     fn run(&self, name: &str, spec: &Bson) -> MongoResult<DocStream> {
         match name {
             "$listLocalSessions" => Ok(Box::new(self.state.sessions.list().into_iter().map(Ok))),
+            "$currentOp" => {
+                let options = current_op::Options::parse(spec)?;
+                Ok(Box::new(options.report(&self.state).into_iter().map(Ok)))
+            }
             "$collStats" => {
                 let stage = coll_stats::CollStatsStage::parse(spec)?;
                 let coll = self.coll_name.as_deref().unwrap_or_default();

@@ -564,6 +564,11 @@ impl Iterator for NaturalIter {
     type Item = Result<(u64, RawDocumentBuf), StorageError>;
 
     fn next(&mut self) -> Option<Self::Item> {
+        if let Err(e) = bisondb_error::interrupt::check() {
+            self.exhausted = true;
+            self.buffer = Vec::new().into_iter();
+            return Some(Err(StorageError::Mongo(e)));
+        }
         loop {
             if let Some((key, encoded)) = self.buffer.next() {
                 return Some(self.fetch(&key, &encoded));

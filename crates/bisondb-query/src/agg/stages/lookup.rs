@@ -282,8 +282,11 @@ impl LookupStage {
                 }
             }
             (None, Some(stages)) if self.lets.is_empty() => {
+                // The same matches join every input document: past the
+                // largest document they would fail every join, so they fail
+                // here before more of them are held.
                 uncorrelated = Some(
-                    run_sub(stages, foreign.clone(), cx)?
+                    run_sub(stages, foreign.clone(), cx, &self.from)?
                         .into_iter()
                         .map(Bson::Document)
                         .collect(),
@@ -314,10 +317,12 @@ impl LookupStage {
             }
             idx.sort_unstable();
             idx.dedup();
-            let docs: Vec<Document> = idx
-                .into_iter()
-                .filter_map(|i| j.foreign.get(i).cloned())
-                .collect();
+            let docs = bounded(
+                idx.into_iter()
+                    .filter_map(|i| j.foreign.get(i).cloned())
+                    .map(Ok),
+                &self.from,
+            )?;
             match &self.pipeline {
                 Some(stages) if !self.lets.is_empty() => {
                     let vars = cx.vars();
@@ -325,9 +330,9 @@ impl LookupStage {
                     for (n, e) in &self.lets {
                         vals.push((n.clone(), e.eval(&doc, &vars)?));
                     }
-                    run_sub(&substitute_stages(stages, &vals), docs, cx)?
+                    run_sub(&substitute_stages(stages, &vals), docs, cx, &self.from)?
                 }
-                Some(stages) => run_sub(stages, docs, cx)?,
+                Some(stages) => run_sub(stages, docs, cx, &self.from)?,
                 None => docs,
             }
             .into_iter()
@@ -339,10 +344,43 @@ impl LookupStage {
     }
 }
 
-fn run_sub(stages: &[Document], docs: Vec<Document>, cx: &RunCtx) -> MongoResult<Vec<Document>> {
+fn run_sub(
+    stages: &[Document],
+    docs: Vec<Document>,
+    cx: &RunCtx,
+    from: &str,
+) -> MongoResult<Vec<Document>> {
     let p = Pipeline::parse(stages)?;
     let input: DocStream = Box::new(docs.into_iter().map(Ok));
-    p.run_stages(input, cx).collect()
+    bounded(p.run_stages(input, cx), from)
+}
+
+/// The matches of one join, checked against the operation's interruption per
+/// document and failing as mongod (4568) once their total size passes the
+/// largest document a stage may produce, so a join never holds more than
+/// that for one input document.
+fn bounded(
+    matches: impl Iterator<Item = MongoResult<Document>>,
+    from: &str,
+) -> MongoResult<Vec<Document>> {
+    let mut out = Vec::new();
+    let mut total = 0usize;
+    for d in matches {
+        bisondb_error::interrupt::check()?;
+        let d = d?;
+        total += crate::agg::spill::bson_doc_size(&d);
+        if total > crate::agg::spill::MAX_INTERNAL_DOC_BYTES {
+            return Err(MongoError::location(
+                4568,
+                format!(
+                    "Total size of documents in {from} matching pipeline's $lookup stage exceeds {} bytes",
+                    crate::agg::spill::MAX_INTERNAL_DOC_BYTES
+                ),
+            ));
+        }
+        out.push(d);
+    }
+    Ok(out)
 }
 
 impl Stage for LookupStage {

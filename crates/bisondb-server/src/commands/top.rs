@@ -1,0 +1,137 @@
+//! `top`: per-collection time and counts since start-up, as mongod's `top`
+//! reports them (`totals.<ns>.{total, readLock, writeLock, queries, getmore,
+//! insert, update, remove, commands}`, each `{time, count}` with time in
+//! microseconds). The connection records every finished command that names a
+//! collection ([`Top::record`]).
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use bisondb_error::MongoResult;
+use bson::{doc, Document, RawDocumentBuf};
+use parking_lot::Mutex;
+
+use super::{Command, Context};
+use crate::registry::CommandSpec;
+use crate::reply;
+use crate::request::CommandRequest;
+
+/// One `{time, count}` pair.
+#[derive(Debug, Default, Clone, Copy)]
+struct Usage {
+    micros: u64,
+    count: u64,
+}
+
+impl Usage {
+    fn add(&mut self, micros: u64) {
+        self.micros = self.micros.saturating_add(micros);
+        self.count += 1;
+    }
+
+    fn doc(self) -> Document {
+        doc! {
+            "time": i64::try_from(self.micros).unwrap_or(i64::MAX),
+            "count": i64::try_from(self.count).unwrap_or(i64::MAX),
+        }
+    }
+}
+
+#[derive(Debug, Default, Clone, Copy)]
+struct CollectionUsage {
+    total: Usage,
+    read_lock: Usage,
+    write_lock: Usage,
+    queries: Usage,
+    getmore: Usage,
+    insert: Usage,
+    update: Usage,
+    remove: Usage,
+    commands: Usage,
+}
+
+/// The server's per-collection usage.
+#[derive(Debug, Default)]
+pub struct Top {
+    by_ns: Mutex<HashMap<String, CollectionUsage>>,
+}
+
+impl Top {
+    /// Counts one finished command against the collection it names (commands
+    /// on no collection are not counted, as in mongod).
+    pub fn record(&self, req: &CommandRequest<'_>, spec: Option<&CommandSpec>, took: Duration) {
+        let coll = if req.name == "getMore" {
+            req.body.get_str("collection").ok()
+        } else {
+            match req.body.iter().next() {
+                Some(Ok((_, bson::RawBsonRef::String(s)))) => Some(s),
+                _ => None,
+            }
+        };
+        let Some(coll) = coll else { return };
+        let Some(spec) = spec else { return };
+        let micros = u64::try_from(took.as_micros()).unwrap_or(u64::MAX);
+        let mut map = self.by_ns.lock();
+        let ns_len = req.db.len() + 1 + coll.len();
+        // One allocation only the first time a collection is seen.
+        let key = {
+            let mut k = String::with_capacity(ns_len);
+            k.push_str(&req.db);
+            k.push('.');
+            k.push_str(coll);
+            k
+        };
+        let u = map.entry(key).or_default();
+        u.total.add(micros);
+        if spec.write_concern {
+            u.write_lock.add(micros);
+        } else {
+            u.read_lock.add(micros);
+        }
+        match req.name {
+            "find" => u.queries.add(micros),
+            "getMore" => u.getmore.add(micros),
+            "insert" => u.insert.add(micros),
+            "update" => u.update.add(micros),
+            "delete" => u.remove.add(micros),
+            _ => u.commands.add(micros),
+        }
+    }
+
+    fn report(&self) -> Document {
+        let map = self.by_ns.lock();
+        let mut names: Vec<&String> = map.keys().collect();
+        names.sort();
+        let mut totals = doc! {"note": "all times in microseconds"};
+        for ns in names {
+            let u = map[ns];
+            totals.insert(
+                ns.clone(),
+                doc! {
+                    "total": u.total.doc(),
+                    "readLock": u.read_lock.doc(),
+                    "writeLock": u.write_lock.doc(),
+                    "queries": u.queries.doc(),
+                    "getmore": u.getmore.doc(),
+                    "insert": u.insert.doc(),
+                    "update": u.update.doc(),
+                    "remove": u.remove.doc(),
+                    "commands": u.commands.doc(),
+                },
+            );
+        }
+        totals
+    }
+}
+
+pub struct TopCommand;
+
+impl Command for TopCommand {
+    fn parse(_req: &CommandRequest<'_>) -> MongoResult<Self> {
+        Ok(TopCommand)
+    }
+
+    fn execute(self, ctx: &mut Context<'_>) -> MongoResult<RawDocumentBuf> {
+        reply::ok(doc! {"totals": ctx.state.top.report()})
+    }
+}

@@ -1,0 +1,364 @@
+//! Operations in flight: each command's interruption context
+//! ([`bisondb_error::interrupt::OpCtx`]: its `maxTimeMS` deadline and kill
+//! flag) registered per connection, so `currentOp`/`$currentOp` can list it,
+//! `killOp` and shutdown can interrupt it, and a watcher can kill it with 279
+//! ClientDisconnect when its client hangs up while it runs.
+//!
+//! Per command this costs one opid increment, one allocation of the context,
+//! a copy of the command body and two uncontended locks of the connection's
+//! own entry; the registry's map is locked only when a connection opens or
+//! closes, and by the readers (`currentOp`, `killOp`, the watcher).
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use bisondb_error::interrupt::{self, OpCtx};
+use bisondb_error::ErrorCode;
+use bson::{doc, Bson, Document, RawDocumentBuf};
+use parking_lot::Mutex;
+
+use crate::context::ConnectionInfo;
+use crate::request::CommandRequest;
+use crate::state::ServerState;
+
+/// Every client connection and the operation each is running.
+#[derive(Default)]
+pub struct Operations {
+    next_opid: AtomicU32,
+    clients: Mutex<BTreeMap<i64, Arc<Client>>>,
+    /// Set at shutdown: every operation that begins is killed at once.
+    shutting_down: AtomicBool,
+}
+
+/// One connection as `currentOp` shows it.
+#[derive(Debug)]
+pub struct Client {
+    pub connection_id: i64,
+    pub peer: String,
+    /// The socket, for the disconnect watcher (`None`: not a socket, as in
+    /// the in-process tests' streams).
+    fd: Option<i32>,
+    /// The handshake's `client` document, once the connection said hello.
+    metadata: OnceLock<Document>,
+    current: Mutex<Option<Arc<RunningOp>>>,
+}
+
+/// A command running now.
+#[derive(Debug)]
+pub struct RunningOp {
+    pub opid: i32,
+    pub ctx: Arc<OpCtx>,
+    pub op: &'static str,
+    pub ns: String,
+    pub command: RawDocumentBuf,
+    pub started: Instant,
+}
+
+/// Removes the connection from the registry when it closes.
+pub struct Registered {
+    state: Arc<ServerState>,
+    id: i64,
+}
+
+impl Drop for Registered {
+    fn drop(&mut self) {
+        self.state.ops.clients.lock().remove(&self.id);
+    }
+}
+
+/// The running command: current on this thread and listed under its
+/// connection until dropped.
+pub struct Running {
+    client: Option<Arc<Client>>,
+    _entered: interrupt::Guard,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(c) = &self.client {
+            *c.current.lock() = None;
+        }
+    }
+}
+
+impl Operations {
+    /// Lists a new connection (`fd`: its socket, watched for a hang-up while
+    /// it runs a command).
+    pub fn connect(
+        state: &Arc<ServerState>,
+        conn: &mut ConnectionInfo,
+        fd: Option<i32>,
+    ) -> Registered {
+        let client = Arc::new(Client {
+            connection_id: conn.id,
+            peer: conn.peer.clone(),
+            fd,
+            metadata: OnceLock::new(),
+            current: Mutex::new(None),
+        });
+        state.ops.clients.lock().insert(conn.id, client.clone());
+        conn.client = Some(client);
+        Registered {
+            state: state.clone(),
+            id: conn.id,
+        }
+    }
+
+    /// Starts one command: its context (deadline `max_time_ms`, 0: none)
+    /// becomes current on this thread and is listed under its connection.
+    pub fn begin(
+        &self,
+        req: &CommandRequest<'_>,
+        conn: &ConnectionInfo,
+        max_time_ms: u64,
+    ) -> Running {
+        let ctx = Arc::new(OpCtx::with_max_time_ms(max_time_ms));
+        if self.shutting_down.load(Ordering::Relaxed) {
+            ctx.kill(ErrorCode::InterruptedAtShutdown);
+        }
+        let entered = interrupt::enter(ctx.clone());
+        let Some(client) = conn.client.clone() else {
+            return Running {
+                client: None,
+                _entered: entered,
+            };
+        };
+        if client.metadata.get().is_none() {
+            if let Some(m) = &conn.client_metadata {
+                let _ = client.metadata.set(m.clone());
+            }
+        }
+        let opid = (self.next_opid.fetch_add(1, Ordering::Relaxed) & (i32::MAX as u32)) as i32;
+        let running = RunningOp {
+            opid: opid.max(1),
+            ctx,
+            op: op_kind(req.name),
+            ns: namespace(req),
+            command: req.body.to_owned(),
+            started: Instant::now(),
+        };
+        *client.current.lock() = Some(Arc::new(running));
+        Running {
+            client: Some(client),
+            _entered: entered,
+        }
+    }
+
+    fn clients(&self) -> Vec<Arc<Client>> {
+        self.clients.lock().values().cloned().collect()
+    }
+
+    /// Interrupts the operation `opid` (`killOp`); false when none runs.
+    pub fn kill(&self, opid: i64) -> bool {
+        for c in self.clients() {
+            if let Some(op) = c.current.lock().as_ref() {
+                if i64::from(op.opid) == opid {
+                    op.ctx.kill(ErrorCode::Interrupted);
+                    return true;
+                }
+            }
+        }
+        false
+    }
+
+    /// Interrupts every running operation, and every one that starts from
+    /// now on, with 11600 InterruptedAtShutdown.
+    pub fn kill_all_at_shutdown(&self) {
+        self.shutting_down.store(true, Ordering::Relaxed);
+        for c in self.clients() {
+            if let Some(op) = c.current.lock().as_ref() {
+                op.ctx.kill(ErrorCode::InterruptedAtShutdown);
+            }
+        }
+    }
+
+    /// Kills with 279 ClientDisconnect the operations whose client hung up
+    /// (those running for longer than `after`).
+    pub fn kill_disconnected(&self, after: Duration) {
+        for c in self.clients() {
+            let Some(fd) = c.fd else { continue };
+            let op = c.current.lock().clone();
+            let Some(op) = op else { continue };
+            if op.started.elapsed() < after || op.ctx.killed().is_some() {
+                continue;
+            }
+            if peer_hung_up(fd) {
+                tracing::info!(
+                    conn = c.connection_id,
+                    opid = op.opid,
+                    "client disconnected: interrupting its operation"
+                );
+                op.ctx.kill(ErrorCode::ClientDisconnect);
+            }
+        }
+    }
+
+    /// `$currentOp`'s documents: active operations, then (when asked) idle
+    /// connections.
+    pub fn report(&self, host: &str, idle_connections: bool) -> Vec<Document> {
+        // mongod's form: `2026-01-01T00:00:00.000+00:00`.
+        let now = chrono::DateTime::from_timestamp_millis(bson::DateTime::now().timestamp_millis())
+            .unwrap_or_default()
+            .format("%Y-%m-%dT%H:%M:%S%.3f+00:00")
+            .to_string();
+        let mut out = Vec::new();
+        for c in self.clients() {
+            let op = c.current.lock().clone();
+            let mut d = doc! {
+                "type": "op",
+                "host": host,
+                "desc": format!("conn{}", c.connection_id),
+                "connectionId": c.connection_id,
+                "client": c.peer.clone(),
+            };
+            if let Some(m) = c.metadata.get() {
+                if let Ok(app) = m.get_document("application") {
+                    if let Ok(name) = app.get_str("name") {
+                        d.insert("appName", name);
+                    }
+                }
+                d.insert("clientMetadata", m.clone());
+            }
+            match op {
+                Some(op) => {
+                    d.insert("active", true);
+                    d.insert("currentOpTime", now.as_str());
+                    d.insert("threaded", true);
+                    d.insert("opid", op.opid);
+                    if let Ok(Some(bson::RawBsonRef::Document(lsid))) = op.command.get("lsid") {
+                        if let Ok(lsid) = Document::try_from(lsid) {
+                            d.insert("lsid", lsid);
+                        }
+                    }
+                    let running = op.started.elapsed();
+                    d.insert("secs_running", running.as_secs() as i64);
+                    d.insert(
+                        "microsecs_running",
+                        i64::try_from(running.as_micros()).unwrap_or(i64::MAX),
+                    );
+                    d.insert("op", op.op);
+                    d.insert("ns", op.ns.clone());
+                    d.insert("redacted", false);
+                    let command = Document::try_from(op.command.as_ref())
+                        .unwrap_or_else(|_| doc! {"$truncated": "unreadable command"});
+                    d.insert("command", command);
+                    d.insert("numYields", 0i32);
+                    d.insert("locks", Document::new());
+                    d.insert("waitingForLock", false);
+                    d.insert("lockStats", Document::new());
+                    d.insert("waitingForFlowControl", false);
+                    d.insert("flowControlStats", Document::new());
+                    d.insert("killPending", op.ctx.killed().is_some());
+                    out.push(d);
+                }
+                None if idle_connections => {
+                    d.insert("active", false);
+                    d.insert("currentOpTime", now.as_str());
+                    out.push(d);
+                }
+                None => {}
+            }
+        }
+        out
+    }
+}
+
+/// mongod's `op` for a command.
+fn op_kind(name: &str) -> &'static str {
+    match name {
+        "find" => "query",
+        "getMore" => "getmore",
+        "insert" => "insert",
+        "update" => "update",
+        "delete" => "remove",
+        _ => "command",
+    }
+}
+
+/// The namespace a command works on: `db.coll` when its first field names a
+/// collection (`getMore`: its `collection`), else `db.$cmd`.
+fn namespace(req: &CommandRequest<'_>) -> String {
+    let coll = if req.name == "getMore" {
+        req.body.get_str("collection").ok()
+    } else {
+        match req.body.iter().next() {
+            Some(Ok((_, bson::RawBsonRef::String(s)))) => Some(s),
+            _ => None,
+        }
+    };
+    match coll {
+        Some(c) => format!("{}.{c}", req.db),
+        None => format!("{}.$cmd", req.db),
+    }
+}
+
+/// Whether the peer of socket `fd` closed its end: a hang-up, or a read
+/// that would return end-of-file. Never blocks and never consumes data.
+fn peer_hung_up(fd: i32) -> bool {
+    let mut pfd = libc::pollfd {
+        fd,
+        events: libc::POLLIN | libc::POLLRDHUP,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd, timeout 0 (no wait).
+    let n = unsafe { libc::poll(&mut pfd, 1, 0) };
+    if n <= 0 {
+        return false;
+    }
+    if pfd.revents & (libc::POLLRDHUP | libc::POLLHUP | libc::POLLERR) != 0 {
+        return true;
+    }
+    if pfd.revents & libc::POLLIN != 0 {
+        let mut byte = 0u8;
+        // SAFETY: reads at most one byte into `byte`, peeking (nothing is consumed).
+        let r = unsafe {
+            libc::recv(
+                fd,
+                (&mut byte as *mut u8).cast(),
+                1,
+                libc::MSG_PEEK | libc::MSG_DONTWAIT,
+            )
+        };
+        return r == 0;
+    }
+    false
+}
+
+/// How often the watcher looks for clients that hung up, and how long a
+/// command runs before it is watched.
+pub const DISCONNECT_WATCH: Duration = Duration::from_millis(100);
+
+/// The task that kills the operations of clients that hung up.
+pub fn spawn_disconnect_watcher(state: Arc<ServerState>) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(DISCONNECT_WATCH);
+        loop {
+            tokio::select! {
+                _ = tick.tick() => state.ops.kill_disconnected(DISCONNECT_WATCH),
+                _ = state.shutdown.notified() => break,
+            }
+            if state.is_shutting_down() {
+                break;
+            }
+        }
+    })
+}
+
+/// The `host` field of `currentOp`: `hostname:port`.
+pub fn host(state: &ServerState) -> String {
+    let port = state.bound_port.get().copied().unwrap_or(state.config.port);
+    format!("{}:{port}", crate::state::hostname())
+}
+
+/// Reads a `Bson` as mongod's `killOp` reads `op`: a number that is an
+/// integer.
+pub fn opid_of(v: &Bson) -> Option<i64> {
+    match v {
+        Bson::Int32(i) => Some(i64::from(*i)),
+        Bson::Int64(i) => Some(*i),
+        Bson::Double(d) if d.fract() == 0.0 && d.is_finite() => Some(*d as i64),
+        _ => None,
+    }
+}

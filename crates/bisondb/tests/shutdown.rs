@@ -1,0 +1,133 @@
+//! Shutdown under load, through the real binary (issue 20, findings 2-3):
+//! SIGTERM while a script loops forever and clients write as fast as they
+//! can, on the persistent engine, repeated; every run must exit within a
+//! generous bound (60 s, to catch hangs). The measured times are printed
+//! (`--nocapture`) for the record; the goal is under 5 s.
+
+#![cfg(unix)]
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use mongodb::bson::{doc, Document};
+use mongodb::Client;
+
+fn free_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    l.local_addr().expect("addr").port()
+}
+
+struct Bison(Child);
+
+impl Drop for Bison {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn start(dbpath: &Path, port: u16) -> Bison {
+    let child = Command::new(env!("CARGO_BIN_EXE_bisondb"))
+        .args(["--port", &port.to_string(), "--nounixsocket"])
+        .args(["--storageEngine", "lsm"])
+        .arg("--dbpath")
+        .arg(dbpath)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start bisondb");
+    Bison(child)
+}
+
+/// Waits until the server answers a ping (at most 30 s).
+async fn connect(port: u16) -> Client {
+    let uri = format!("mongodb://127.0.0.1:{port}/?serverSelectionTimeoutMS=30000");
+    let client = Client::with_uri_str(&uri).await.expect("client");
+    client
+        .database("admin")
+        .run_command(doc! {"ping": 1})
+        .await
+        .expect("server up");
+    client
+}
+
+/// Waits for the process to exit; the time it took, or `None` past `limit`.
+fn wait_exit(b: &mut Bison, limit: Duration) -> Option<Duration> {
+    let started = Instant::now();
+    while started.elapsed() < limit {
+        if let Ok(Some(_)) = b.0.try_wait() {
+            return Some(started.elapsed());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    None
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sigterm_under_load_always_exits() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let dbpath = dir.path().join("db");
+    std::fs::create_dir_all(&dbpath).expect("dbpath");
+    let mut times = Vec::new();
+    for round in 0..3 {
+        let port = free_port();
+        let mut b = start(&dbpath, port);
+        let client = connect(port).await;
+        let coll = client.database("load").collection::<Document>("c");
+        coll.insert_one(doc! {"_id": format!("seed{round}")})
+            .await
+            .expect("seed");
+        // A script that never ends, with no maxTimeMS.
+        let runaway = coll.clone();
+        tokio::spawn(async move {
+            let _ = runaway.find_one(doc! {"$where": "while(true){}"}).await;
+        });
+        // Writers as fast as they go, with indexes to maintain.
+        coll.create_index(mongodb::IndexModel::builder().keys(doc! {"k": 1}).build())
+            .await
+            .expect("index");
+        for w in 0..4 {
+            let c = coll.clone();
+            tokio::spawn(async move {
+                let mut i = 0u64;
+                loop {
+                    let docs: Vec<Document> = (0..500)
+                        .map(|j| doc! {"k": format!("{round}-{w}-{i}-{j}"), "v": "x".repeat(200)})
+                        .collect();
+                    if c.insert_many(docs).await.is_err() {
+                        break;
+                    }
+                    i += 1;
+                }
+            });
+        }
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        let pid = i32::try_from(b.0.id()).expect("pid");
+        // SAFETY: signals our own child.
+        assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
+        let took = tokio::task::block_in_place(|| wait_exit(&mut b, Duration::from_secs(60)));
+        let took = took.unwrap_or_else(|| panic!("round {round}: no exit 60 s after SIGTERM"));
+        eprintln!("round {round}: exited {took:?} after SIGTERM");
+        times.push(took);
+    }
+    eprintln!("shutdown times under load: {times:?}");
+    // Every acknowledged seed survived the restarts.
+    let port = free_port();
+    let mut b = start(&dbpath, port);
+    let client = connect(port).await;
+    let coll = client.database("load").collection::<Document>("c");
+    for round in 0..3 {
+        let found = coll
+            .find_one(doc! {"_id": format!("seed{round}")})
+            .await
+            .expect("find");
+        assert!(found.is_some(), "seed{round} lost");
+    }
+    drop(client);
+    let pid = i32::try_from(b.0.id()).expect("pid");
+    // SAFETY: signals our own child.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
+    assert!(wait_exit(&mut b, Duration::from_secs(60)).is_some());
+}
