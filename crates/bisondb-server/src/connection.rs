@@ -36,13 +36,18 @@ fn next_request_id() -> i32 {
 }
 
 /// Serves one client until it disconnects, sends garbage, or the server stops.
-pub async fn serve<S>(stream: S, state: Arc<ServerState>, peer: String)
-where
+pub async fn serve<S>(
+    stream: S,
+    state: Arc<ServerState>,
+    peer: String,
+    tls: Option<crate::tls::PeerTls>,
+) where
     S: AsyncRead + AsyncWrite + Unpin,
 {
     let mut conn = ConnectionInfo {
         id: state.next_connection_id(),
         peer,
+        tls,
         ..Default::default()
     };
     tracing::info!(target: "NETWORK", id = crate::log::ids::CONNECTION_ACCEPTED, ctx = "listener",

@@ -19,6 +19,11 @@ pub struct ConnectionInfo {
     /// What the current command reports for its profile entry (filled only
     /// while its database profiles).
     pub op: crate::profiler::OpDebug,
+    /// What the TLS handshake established (`None`: plaintext).
+    pub tls: Option<crate::tls::PeerTls>,
+    /// The `$external` user this connection authenticated as with
+    /// MONGODB-X509 (`authenticate`).
+    pub x509_user: Option<String>,
 }
 
 pub struct Context<'a> {

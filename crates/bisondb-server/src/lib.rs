@@ -41,6 +41,7 @@ pub mod stages;
 pub mod state;
 pub mod storable;
 pub mod tailable;
+pub mod tls;
 pub mod ttl;
 pub mod validation;
 pub mod write;

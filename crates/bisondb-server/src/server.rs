@@ -124,8 +124,11 @@ impl Server {
             None
         };
 
+        let security = crate::tls::Security::load(&config)?;
+        let tls = security.tls.clone();
         let state = ServerState::new(config, storage);
         let _ = state.bound_port.set(port);
+        let _ = state.security.set(security);
         let conns = Arc::new(Semaphore::new(
             state.config.max_conns.min(Semaphore::MAX_PERMITS),
         ));
@@ -133,6 +136,7 @@ impl Server {
         let mut tasks = Vec::new();
         for l in listeners {
             let (state, conns, tracker) = (state.clone(), conns.clone(), tracker.clone());
+            let tls = tls.clone();
             tasks.push(tokio::spawn(async move {
                 loop {
                     let accepted = tokio::select! {
@@ -142,7 +146,25 @@ impl Server {
                     match accepted {
                         Ok((stream, peer)) => {
                             let _ = stream.set_nodelay(true);
-                            spawn_connection(stream, peer.to_string(), &state, &conns, &tracker);
+                            match &tls {
+                                None => spawn_connection(
+                                    |s, p| connection::serve(stream, s, p, None),
+                                    peer.to_string(),
+                                    &state,
+                                    &conns,
+                                    &tracker,
+                                ),
+                                Some(tls) => {
+                                    let tls = tls.clone();
+                                    spawn_connection(
+                                        |s, p| serve_tls_listener(stream, s, p, tls),
+                                        peer.to_string(),
+                                        &state,
+                                        &conns,
+                                        &tracker,
+                                    )
+                                }
+                            }
                         }
                         Err(e) => {
                             tracing::warn!(error = %e, "accept failed");
@@ -166,9 +188,13 @@ impl Server {
                         _ = state.shutdown.notified() => break,
                     };
                     match accepted {
-                        Ok((stream, _)) => {
-                            spawn_connection(stream, peer.clone(), &state, &conns, &tracker)
-                        }
+                        Ok((stream, _)) => spawn_connection(
+                            |s, p| connection::serve(stream, s, p, None),
+                            peer.clone(),
+                            &state,
+                            &conns,
+                            &tracker,
+                        ),
                         Err(e) => {
                             tracing::warn!(error = %e, "accept failed");
                             tokio::time::sleep(Duration::from_millis(10)).await;
@@ -207,7 +233,8 @@ impl Server {
         }
         for a in &tcp_addrs {
             tracing::info!(target: "NETWORK", id = crate::log::ids::WAITING_FOR_CONNECTIONS,
-                ctx = "listener", port = a.port(), address = %a, ssl = "off", "Waiting for connections");
+                ctx = "listener", port = a.port(), address = %a,
+                ssl = if tls.is_some() { "on" } else { "off" }, "Waiting for connections");
         }
         Ok(RunningServer {
             state,
@@ -267,28 +294,49 @@ impl RunningServer {
     }
 }
 
-fn spawn_connection<S>(
-    stream: S,
+/// Runs `serve` (the connection loop, after a TLS handshake when the
+/// listener has TLS) as a counted connection task.
+fn spawn_connection<F, Fut>(
+    serve: F,
     peer: String,
     state: &Arc<ServerState>,
     conns: &Arc<Semaphore>,
     tracker: &TaskTracker,
 ) where
-    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+    F: FnOnce(Arc<ServerState>, String) -> Fut,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
 {
     let Ok(permit) = conns.clone().try_acquire_owned() else {
         tracing::warn!(peer = %peer, max = state.config.max_conns, "connection refused because too many open connections");
         return;
     };
     let state = state.clone();
+    let served = serve(state.clone(), peer);
     tracker.spawn(async move {
         use std::sync::atomic::Ordering;
         state.connections_current.fetch_add(1, Ordering::Relaxed);
         state.connections_total.fetch_add(1, Ordering::Relaxed);
-        connection::serve(stream, state.clone(), peer).await;
+        served.await;
         state.connections_current.fetch_sub(1, Ordering::Relaxed);
         drop(permit);
     });
+}
+
+/// Serves a connection of a listener with TLS: plaintext or decrypted, as
+/// `tls::accept` finds it.
+async fn serve_tls_listener(
+    stream: tokio::net::TcpStream,
+    state: Arc<ServerState>,
+    peer: String,
+    tls: Arc<crate::tls::TlsServer>,
+) {
+    match crate::tls::accept(stream, &state, &peer, &tls).await {
+        Some(crate::tls::Accepted::Plain(s)) => connection::serve(s, state, peer, None).await,
+        Some(crate::tls::Accepted::Tls(s, info)) => {
+            connection::serve(s, state, peer, Some(info)).await
+        }
+        None => {}
+    }
 }
 
 /// Binds the Unix socket, replacing a stale file left by a killed server but never

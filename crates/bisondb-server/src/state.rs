@@ -90,6 +90,9 @@ pub struct ServerState {
     pub fail_points: crate::fail_points::FailPoints,
     /// `fsync` with `lock: true`: writes wait while it is held.
     pub fsync_lock: crate::fsync_lock::FsyncLock,
+    /// TLS acceptor, key file and TLS counters, loaded at start-up
+    /// (`tls::Security::load`); unset only in states built without a server.
+    pub security: std::sync::OnceLock<crate::tls::Security>,
 }
 
 impl ServerState {
@@ -118,6 +121,7 @@ impl ServerState {
             bound_port: std::sync::OnceLock::new(),
             fail_points: Default::default(),
             fsync_lock: Default::default(),
+            security: std::sync::OnceLock::new(),
         })
     }
 

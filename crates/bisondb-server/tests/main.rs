@@ -49,6 +49,7 @@ mod robustness;
 mod spill;
 mod text;
 mod timeseries;
+mod tls;
 mod unified;
 mod update;
 mod validate;
