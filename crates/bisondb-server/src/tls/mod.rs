@@ -608,4 +608,55 @@ mod tests {
             ]
         );
     }
+
+    #[test]
+    fn yaml_tls_and_security_keys() {
+        let mut c = ServerConfig::default();
+        c.apply_yaml(
+            "net:\n  tls:\n    mode: preferTLS\n    certificateKeyFile: /s.pem\n    certificateKeyFilePassword: pw\n    CAFile: /ca.pem\n    allowConnectionsWithoutCertificates: true\n    allowInvalidHostnames: true\n    disabledProtocols: TLS1_0,TLS1_1\nsecurity:\n  keyFile: /k\n  clusterAuthMode: keyFile\n",
+        )
+        .unwrap();
+        assert_eq!(c.tls.mode, TlsMode::Prefer);
+        assert_eq!(
+            c.tls.certificate_key_file.as_deref(),
+            Some(Path::new("/s.pem"))
+        );
+        assert_eq!(c.tls.certificate_key_file_password.as_deref(), Some("pw"));
+        assert!(c.tls.allow_connections_without_certificates && c.tls.allow_invalid_hostnames);
+        assert!(!c.tls.allow_invalid_certificates);
+        assert_eq!(
+            c.tls.disabled_protocols,
+            [TlsProtocol::Tls10, TlsProtocol::Tls11]
+        );
+        assert_eq!(c.key_file.as_deref(), Some(Path::new("/k")));
+        assert_eq!(c.cluster_auth_mode, Some(ClusterAuthMode::KeyFile));
+        c.validate().unwrap();
+        let parsed = parsed_tls_options(&c).unwrap();
+        assert_eq!(
+            parsed.get_str("certificateKeyFilePassword").unwrap(),
+            "<password>"
+        );
+
+        let mut c = ServerConfig::default();
+        c.apply_yaml("net:\n  ssl:\n    mode: requireSSL\n    PEMKeyFile: /s.pem\n")
+            .unwrap();
+        assert_eq!(c.tls.mode, TlsMode::Require);
+        assert!(c.tls.used_ssl_aliases);
+        for bad in [
+            "net:\n  tls:\n    mode: requireSSL\n",
+            "net:\n  tls:\n    allowInvalidCertificates: yes please\n",
+            "net:\n  tls:\n    disabledProtocols: SSL3\n",
+            "security:\n  clusterAuthMode: everything\n",
+        ] {
+            assert!(ServerConfig::default().apply_yaml(bad).is_err(), "{bad}");
+        }
+        // Options without a mode, and a mode without its certificate, stop start-up.
+        let mut c = ServerConfig::default();
+        c.apply_yaml("net:\n  tls:\n    CAFile: /ca.pem\n").unwrap();
+        assert!(c.validate().is_err());
+        let mut c = ServerConfig::default();
+        c.apply_yaml("security:\n  clusterAuthMode: x509\n")
+            .unwrap();
+        assert!(c.validate().is_err());
+    }
 }
