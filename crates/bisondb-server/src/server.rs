@@ -70,6 +70,10 @@ impl Server {
     /// Opens storage and binds every listener; returns once connections can be accepted.
     pub async fn start(config: ServerConfig) -> MongoResult<RunningServer> {
         config.validate()?;
+        // Key file and certificates first: a bad one stops start-up before
+        // the dbpath is opened.
+        let security = crate::tls::Security::load(&config)?;
+        let tls = security.tls.clone();
         tracing::info!(target: "CONTROL", id = crate::log::ids::STARTING, ctx = "initandlisten",
             pid = std::process::id(), port = config.port, dbPath = %config.dbpath.display(),
             architecture = "64-bit", host = %crate::state::hostname(), "MongoDB starting");
@@ -124,8 +128,6 @@ impl Server {
             None
         };
 
-        let security = crate::tls::Security::load(&config)?;
-        let tls = security.tls.clone();
         let state = ServerState::new(config, storage);
         let _ = state.bound_port.set(port);
         let _ = state.security.set(security);

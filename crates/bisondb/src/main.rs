@@ -111,7 +111,7 @@ struct ServeArgs {
     #[arg(long = "setParameter", value_name = "NAME=VALUE")]
     set_parameter: Vec<String>,
     #[command(flatten)]
-    security: SecurityArgs,
+    security: Box<SecurityArgs>,
 }
 
 /// TLS and key-file flags, mongod's names (the `--ssl*` ones are mongod's

@@ -200,7 +200,7 @@ impl TlsSettings {
             _ => return Err(bad("a string or a boolean")),
         };
         self.apply(key, value, ssl)
-            .map_err(|want| want.map_or_else(|| bad("a string"), |w| bad(w)))
+            .map_err(|want| want.map_or_else(|| bad("a string"), bad))
     }
 
     /// Applies one command-line option, named by its YAML key (`mode`,
@@ -208,20 +208,25 @@ impl TlsSettings {
     /// `--tls*` / `--ssl*` flags land here.
     pub fn apply_flag(&mut self, key: &str, value: OptionValue<'_>, ssl: bool) -> MongoResult<()> {
         let prefix = if ssl { "ssl" } else { "tls" };
+        // The flag is the key with its first letter capitalised: mode, --tlsMode.
+        let mut chars = key.chars();
+        let flag = match chars.next() {
+            Some(c) => format!("--{prefix}{}{}", c.to_ascii_uppercase(), chars.as_str()),
+            None => format!("--{prefix}"),
+        };
         match self.apply(key, value, ssl) {
             Ok(true) => Ok(()),
-            Ok(false) => Err(MongoError::bad_value(format!(
-                "unknown option --{prefix}{key}"
-            ))),
+            Ok(false) => Err(MongoError::bad_value(format!("unknown option {flag}"))),
             Err(e) => Err(e.map_or_else(
-                || MongoError::bad_value(format!("--{prefix}{key} takes a value")),
-                |w| MongoError::bad_value(format!("--{prefix}{key} must be {w}")),
+                || MongoError::bad_value(format!("{flag} takes a value")),
+                |w| MongoError::bad_value(format!("{flag} must be {w}")),
             )),
         }
     }
 
-    /// `Err(None)`: a value of the wrong kind; `Err(Some(..))` is never built
-    /// here (bad values carry their own error through `MongoResult`).
+    /// Sets one option: `Ok(false)` for a key BisonDB does not implement,
+    /// `Err(None)` when text was expected, `Err(Some(want))` when the value
+    /// is not `want`.
     fn apply(
         &mut self,
         key: &str,
