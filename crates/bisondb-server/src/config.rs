@@ -85,6 +85,12 @@ pub struct ServerConfig {
     /// `--oplogSize` / `replication.oplogSizeMB`: the oplog's size in
     /// megabytes; `None` sizes it as mongod does (`crate::repl::oplog_size_bytes`).
     pub oplog_size_mb: Option<u64>,
+    /// `--tls*` / `net.tls.*`: TLS on the TCP listeners.
+    pub tls: crate::tls::TlsSettings,
+    /// `--keyFile` / `security.keyFile`.
+    pub key_file: Option<PathBuf>,
+    /// `--clusterAuthMode` / `security.clusterAuthMode`.
+    pub cluster_auth_mode: Option<crate::tls::ClusterAuthMode>,
 }
 
 /// [`ServerConfig::incomplete_message_timeout_ms`]'s default: 30 seconds.
@@ -127,6 +133,9 @@ impl Default for ServerConfig {
             logical_session_refresh_millis: crate::sessions::DEFAULT_REFRESH_MILLIS,
             repl_set_name: None,
             oplog_size_mb: None,
+            tls: Default::default(),
+            key_file: None,
+            cluster_auth_mode: None,
         }
     }
 }
@@ -215,6 +224,12 @@ impl ServerConfig {
                 self.file_permissions
             )));
         }
+        self.tls.validate()?;
+        crate::tls::settings::validate_cluster_auth_mode(
+            self.cluster_auth_mode,
+            self.key_file.is_some(),
+            &self.tls,
+        )?;
         Ok(())
     }
 
@@ -403,6 +418,7 @@ impl ServerConfig {
                 .as_bool()
                 .ok_or_else(|| bad("security.redactClientLogData", "a boolean"))?;
         }
+        self.apply_security_yaml(&root)?;
         if let Some(v) = get("setParameter") {
             let map = v
                 .as_mapping()
@@ -458,6 +474,38 @@ impl ServerConfig {
                     "a number from 0 to 1",
                 )
             })?;
+        }
+        Ok(())
+    }
+
+    /// The `net.tls` / `net.ssl` sections and `security.keyFile` /
+    /// `security.clusterAuthMode`.
+    fn apply_security_yaml(&mut self, root: &serde_yaml::Value) -> MongoResult<()> {
+        for (section, ssl) in [("tls", false), ("ssl", true)] {
+            let Some(map) = root.get("net").and_then(|n| n.get(section)) else {
+                continue;
+            };
+            let map = map.as_mapping().ok_or_else(|| {
+                MongoError::bad_value(format!("config file: 'net.{section}' must be a mapping"))
+            })?;
+            for (k, v) in map {
+                // Keys it does not implement were refused by `check_yaml_keys`.
+                self.tls
+                    .apply_yaml_key(k.as_str().unwrap_or_default(), v, ssl)?;
+            }
+        }
+        let security = root.get("security");
+        if let Some(v) = security.and_then(|s| s.get("keyFile")) {
+            let s = v.as_str().ok_or_else(|| {
+                MongoError::bad_value("config file: 'security.keyFile' must be a path")
+            })?;
+            self.key_file = Some(PathBuf::from(s));
+        }
+        if let Some(v) = security.and_then(|s| s.get("clusterAuthMode")) {
+            let s = v.as_str().ok_or_else(|| {
+                MongoError::bad_value("config file: 'security.clusterAuthMode' must be a string")
+            })?;
+            self.cluster_auth_mode = Some(crate::tls::ClusterAuthMode::parse(s)?);
         }
         Ok(())
     }
@@ -591,6 +639,22 @@ pub const YAML_KEYS: &[&str] = &[
     "net.bindIpAll",
     "net.maxIncomingConnections",
     "net.port",
+    "net.ssl.CAFile",
+    "net.ssl.PEMKeyFile",
+    "net.ssl.PEMKeyPassword",
+    "net.ssl.allowConnectionsWithoutCertificates",
+    "net.ssl.allowInvalidCertificates",
+    "net.ssl.allowInvalidHostnames",
+    "net.ssl.disabledProtocols",
+    "net.ssl.mode",
+    "net.tls.CAFile",
+    "net.tls.allowConnectionsWithoutCertificates",
+    "net.tls.allowInvalidCertificates",
+    "net.tls.allowInvalidHostnames",
+    "net.tls.certificateKeyFile",
+    "net.tls.certificateKeyFilePassword",
+    "net.tls.disabledProtocols",
+    "net.tls.mode",
     "net.unixDomainSocket.enabled",
     "net.unixDomainSocket.filePermissions",
     "net.unixDomainSocket.pathPrefix",
@@ -602,6 +666,8 @@ pub const YAML_KEYS: &[&str] = &[
     "setParameter",
     "storage.dbPath",
     "storage.engine",
+    "security.clusterAuthMode",
+    "security.keyFile",
     "security.redactClientLogData",
     "storage.journal.commitIntervalMs",
     "systemLog",
@@ -650,8 +716,8 @@ pub fn check_yaml_keys(root: &serde_yaml::Value) -> MongoResult<()> {
         k.starts_with("security.") || k.starts_with("net.tls.") || k.starts_with("net.ssl.")
     });
     let why = if security {
-        " Authentication, authorization, keyFile and TLS are not supported by BisonDB yet: \
-         the server would run without them, open and in plaintext."
+        " These security and TLS settings are not implemented by BisonDB: \
+         running without them could leave the server open and in plaintext."
     } else {
         ""
     };
@@ -857,13 +923,13 @@ mod tests {
         let mut c = ServerConfig::default();
         let e = c
             .apply_yaml(
-                "security:\n  authorization: enabled\n  keyFile: /k\nnet:\n  port: 1\n  tls:\n    mode: requireTLS\n",
+                "security:\n  enableEncryption: true\n  keyFile: /k\nnet:\n  port: 1\n  tls:\n    mode: requireTLS\n    CRLFile: /crl.pem\n    certificateSelector: subject=x\n",
             )
             .unwrap_err();
         assert_eq!(e.code, ErrorCode::InvalidOptions);
         assert!(
             e.message.starts_with(
-                "config file: settings BisonDB does not implement: security.authorization, security.keyFile, net.tls.mode."
+                "config file: settings BisonDB does not implement: security.enableEncryption, net.tls.CRLFile, net.tls.certificateSelector."
             ),
             "{}",
             e.message

@@ -37,14 +37,20 @@ fn next_request_id() -> i32 {
 
 /// Serves one client until it disconnects, sends garbage, or the server stops.
 /// `fd` is the client's socket, watched for a hang-up while a command runs
-/// (`op_ctx.rs`).
-pub async fn serve<S>(stream: S, state: Arc<ServerState>, peer: String, fd: Option<i32>)
-where
+/// (`op_ctx.rs`); `tls` is what the TLS handshake established (`None`: plaintext).
+pub async fn serve<S>(
+    stream: S,
+    state: Arc<ServerState>,
+    peer: String,
+    fd: Option<i32>,
+    tls: Option<crate::tls::PeerTls>,
+) where
     S: AsyncRead + AsyncWrite + Unpin,
 {
     let mut conn = ConnectionInfo {
         id: state.next_connection_id(),
         peer,
+        tls,
         ..Default::default()
     };
     let _listed = crate::op_ctx::Operations::connect(&state, &mut conn, fd);

@@ -23,6 +23,11 @@ pub struct ConnectionInfo {
     pub txn: Option<crate::txn::OpTxn>,
     /// This connection's entry in the operations registry (`op_ctx.rs`).
     pub client: Option<Arc<crate::op_ctx::Client>>,
+    /// What the TLS handshake established (`None`: plaintext).
+    pub tls: Option<crate::tls::PeerTls>,
+    /// The `$external` user this connection authenticated as with
+    /// MONGODB-X509 (`authenticate`).
+    pub x509_user: Option<String>,
 }
 
 pub struct Context<'a> {

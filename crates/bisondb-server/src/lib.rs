@@ -43,6 +43,7 @@ pub mod stages;
 pub mod state;
 pub mod storable;
 pub mod tailable;
+pub mod tls;
 pub mod ttl;
 pub mod txn;
 pub mod validation;

@@ -209,7 +209,20 @@ pub static COMMANDS: &[CommandSpec] = &[
         help: "run an aggregation pipeline",
     },
     not_supported("applyOps", Reply::Compressible),
-    not_supported("authenticate", Reply::NeverCompressed),
+    CommandSpec {
+        name: "authenticate",
+        run: Run::Handler(run::<authenticate::Authenticate>),
+        alias_of: None,
+        admin_only: false,
+        test_only: false,
+        may_run_long: false,
+        write_concern: false,
+        txn: Txn::Refused,
+        reply: Reply::NeverCompressed,
+        on_view: OnView::Unaffected,
+        help:
+            "authenticate with MONGODB-X509: the client certificate's subject, a user of $external",
+    },
     BUILD_INFO,
     alias("buildinfo", &BUILD_INFO, "alias of buildInfo"),
     CommandSpec {

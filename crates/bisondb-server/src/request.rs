@@ -41,7 +41,11 @@ impl<'a> CommandRequest<'a> {
             }
             Err(e) => return Err(invalid_bson(e)),
         };
-        check_db_name(&db)?;
+        // `$external`, the virtual database of externally authenticated
+        // users (MONGODB-X509), takes commands as in mongod.
+        if db != EXTERNAL_DB {
+            check_db_name(&db)?;
+        }
         Ok(CommandRequest {
             body,
             sequences,
@@ -118,6 +122,9 @@ fn first_key(body: &RawDocument) -> MongoResult<&str> {
         )),
     }
 }
+
+/// The virtual database of externally authenticated users (MONGODB-X509).
+pub const EXTERNAL_DB: &str = "$external";
 
 /// mongod's rules for database names.
 pub fn check_db_name(db: &str) -> MongoResult<()> {

@@ -70,6 +70,10 @@ impl Server {
     /// Opens storage and binds every listener; returns once connections can be accepted.
     pub async fn start(config: ServerConfig) -> MongoResult<RunningServer> {
         config.validate()?;
+        // Key file and certificates first: a bad one stops start-up before
+        // the dbpath is opened.
+        let security = crate::tls::Security::load(&config)?;
+        let tls = security.tls.clone();
         tracing::info!(target: "CONTROL", id = crate::log::ids::STARTING, ctx = "initandlisten",
             pid = std::process::id(), port = config.port, dbPath = %config.dbpath.display(),
             architecture = "64-bit", host = %crate::state::hostname(), "MongoDB starting");
@@ -127,6 +131,7 @@ impl Server {
         let state = ServerState::new(config, storage);
         let _ = state.bound_port.set(port);
         crate::repl::recover(&state)?;
+        let _ = state.security.set(security);
         let conns = Arc::new(Semaphore::new(
             state.config.max_conns.min(Semaphore::MAX_PERMITS),
         ));
@@ -134,6 +139,7 @@ impl Server {
         let mut tasks = Vec::new();
         for l in listeners {
             let (state, conns, tracker) = (state.clone(), conns.clone(), tracker.clone());
+            let tls = tls.clone();
             tasks.push(tokio::spawn(async move {
                 loop {
                     let accepted = tokio::select! {
@@ -144,14 +150,25 @@ impl Server {
                         Ok((stream, peer)) => {
                             let _ = stream.set_nodelay(true);
                             let fd = std::os::fd::AsRawFd::as_raw_fd(&stream);
-                            spawn_connection(
-                                stream,
-                                peer.to_string(),
-                                Some(fd),
-                                &state,
-                                &conns,
-                                &tracker,
-                            );
+                            match &tls {
+                                None => spawn_connection(
+                                    move |s, p| connection::serve(stream, s, p, Some(fd), None),
+                                    peer.to_string(),
+                                    &state,
+                                    &conns,
+                                    &tracker,
+                                ),
+                                Some(tls) => {
+                                    let tls = tls.clone();
+                                    spawn_connection(
+                                        move |s, p| serve_tls_listener(stream, s, p, fd, tls),
+                                        peer.to_string(),
+                                        &state,
+                                        &conns,
+                                        &tracker,
+                                    )
+                                }
+                            }
                         }
                         Err(e) => {
                             tracing::warn!(error = %e, "accept failed");
@@ -178,9 +195,8 @@ impl Server {
                         Ok((stream, _)) => {
                             let fd = std::os::fd::AsRawFd::as_raw_fd(&stream);
                             spawn_connection(
-                                stream,
+                                move |s, p| connection::serve(stream, s, p, Some(fd), None),
                                 peer.clone(),
-                                Some(fd),
                                 &state,
                                 &conns,
                                 &tracker,
@@ -226,7 +242,8 @@ impl Server {
         }
         for a in &tcp_addrs {
             tracing::info!(target: "NETWORK", id = crate::log::ids::WAITING_FOR_CONNECTIONS,
-                ctx = "listener", port = a.port(), address = %a, ssl = "off", "Waiting for connections");
+                ctx = "listener", port = a.port(), address = %a,
+                ssl = if tls.is_some() { "on" } else { "off" }, "Waiting for connections");
         }
         Ok(RunningServer {
             state,
@@ -286,29 +303,52 @@ impl RunningServer {
     }
 }
 
-fn spawn_connection<S>(
-    stream: S,
+/// Runs `serve` (the connection loop, after a TLS handshake when the
+/// listener has TLS) as a counted connection task.
+fn spawn_connection<F, Fut>(
+    serve: F,
     peer: String,
-    fd: Option<i32>,
     state: &Arc<ServerState>,
     conns: &Arc<Semaphore>,
     tracker: &TaskTracker,
 ) where
-    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+    F: FnOnce(Arc<ServerState>, String) -> Fut,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
 {
     let Ok(permit) = conns.clone().try_acquire_owned() else {
         tracing::warn!(peer = %peer, max = state.config.max_conns, "connection refused because too many open connections");
         return;
     };
     let state = state.clone();
+    let served = serve(state.clone(), peer);
     tracker.spawn(async move {
         use std::sync::atomic::Ordering;
         state.connections_current.fetch_add(1, Ordering::Relaxed);
         state.connections_total.fetch_add(1, Ordering::Relaxed);
-        connection::serve(stream, state.clone(), peer, fd).await;
+        served.await;
         state.connections_current.fetch_sub(1, Ordering::Relaxed);
         drop(permit);
     });
+}
+
+/// Serves a connection of a listener with TLS: plaintext or decrypted, as
+/// `tls::accept` finds it.
+async fn serve_tls_listener(
+    stream: tokio::net::TcpStream,
+    state: Arc<ServerState>,
+    peer: String,
+    fd: i32,
+    tls: Arc<crate::tls::TlsServer>,
+) {
+    match crate::tls::accept(stream, &state, &peer, &tls).await {
+        Some(crate::tls::Accepted::Plain(s)) => {
+            connection::serve(s, state, peer, Some(fd), None).await
+        }
+        Some(crate::tls::Accepted::Tls(s, info)) => {
+            connection::serve(s, state, peer, Some(fd), Some(info)).await
+        }
+        None => {}
+    }
 }
 
 /// Binds the Unix socket, replacing a stale file left by a killed server but never

@@ -98,6 +98,9 @@ pub struct ServerState {
     pub ops: crate::op_ctx::Operations,
     /// Per-collection time and counts (`top`).
     pub top: crate::commands::top::Top,
+    /// TLS acceptor, key file and TLS counters, loaded at start-up
+    /// (`tls::Security::load`); unset only in states built without a server.
+    pub security: std::sync::OnceLock<crate::tls::Security>,
 }
 
 impl ServerState {
@@ -133,6 +136,7 @@ impl ServerState {
             repl,
             ops: Default::default(),
             top: Default::default(),
+            security: std::sync::OnceLock::new(),
         })
     }
 

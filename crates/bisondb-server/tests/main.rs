@@ -55,6 +55,7 @@ mod sessions;
 mod spill;
 mod text;
 mod timeseries;
+mod tls;
 mod unified;
 mod update;
 mod validate;

@@ -116,6 +116,134 @@ struct ServeArgs {
     /// Size of the oplog in megabytes [default: 5% of free disk, 990 MB to 50 GB].
     #[arg(long = "oplogSize", value_name = "MB")]
     oplog_size: Option<u64>,
+    #[command(flatten)]
+    security: Box<SecurityArgs>,
+}
+
+/// TLS and key-file flags, mongod's names (the `--ssl*` ones are mongod's
+/// deprecated aliases, still accepted by mongod 8).
+#[derive(Args, Clone, Default)]
+struct SecurityArgs {
+    /// TLS on the TCP listeners: disabled, allowTLS, preferTLS or requireTLS [default: disabled].
+    #[arg(long = "tlsMode")]
+    tls_mode: Option<String>,
+    /// PEM file with the server's certificate chain and private key.
+    #[arg(long = "tlsCertificateKeyFile")]
+    tls_certificate_key_file: Option<String>,
+    /// Password of an encrypted (PKCS#8) key in --tlsCertificateKeyFile.
+    #[arg(long = "tlsCertificateKeyFilePassword")]
+    tls_certificate_key_file_password: Option<String>,
+    /// PEM file of the CAs client certificates must chain to; clients must then present one.
+    #[arg(long = "tlsCAFile")]
+    tls_ca_file: Option<String>,
+    /// With --tlsCAFile, let clients connect without a certificate.
+    #[arg(long = "tlsAllowConnectionsWithoutCertificates")]
+    tls_allow_connections_without_certificates: bool,
+    /// Accept invalid client certificates (logged; they give no X.509 identity).
+    #[arg(long = "tlsAllowInvalidCertificates")]
+    tls_allow_invalid_certificates: bool,
+    /// Accepted as mongod; a standalone server checks no peer's hostname.
+    #[arg(long = "tlsAllowInvalidHostnames")]
+    tls_allow_invalid_hostnames: bool,
+    /// Comma-separated TLS1_0, TLS1_1, TLS1_2, TLS1_3 to refuse (BisonDB offers TLS 1.2 and 1.3 only).
+    #[arg(long = "tlsDisabledProtocols")]
+    tls_disabled_protocols: Option<String>,
+    #[arg(long = "sslMode", hide = true)]
+    ssl_mode: Option<String>,
+    #[arg(long = "sslPEMKeyFile", hide = true)]
+    ssl_pem_key_file: Option<String>,
+    #[arg(long = "sslPEMKeyPassword", hide = true)]
+    ssl_pem_key_password: Option<String>,
+    #[arg(long = "sslCAFile", hide = true)]
+    ssl_ca_file: Option<String>,
+    #[arg(long = "sslAllowConnectionsWithoutCertificates", hide = true)]
+    ssl_allow_connections_without_certificates: bool,
+    #[arg(long = "sslAllowInvalidCertificates", hide = true)]
+    ssl_allow_invalid_certificates: bool,
+    #[arg(long = "sslAllowInvalidHostnames", hide = true)]
+    ssl_allow_invalid_hostnames: bool,
+    #[arg(long = "sslDisabledProtocols", hide = true)]
+    ssl_disabled_protocols: Option<String>,
+    /// The replica-set key file (owner-only permissions; 6 to 1024 base64 characters).
+    #[arg(long = "keyFile")]
+    key_file: Option<PathBuf>,
+    /// Cluster member authentication: keyFile, sendKeyFile, sendX509 or x509.
+    #[arg(long = "clusterAuthMode")]
+    cluster_auth_mode: Option<String>,
+}
+
+impl SecurityArgs {
+    fn apply(&self, c: &mut ServerConfig) -> Result<(), String> {
+        use bisondb_server::tls::settings::OptionValue::{Flag, Text};
+        let texts = [
+            ("mode", &self.tls_mode, false),
+            ("certificateKeyFile", &self.tls_certificate_key_file, false),
+            (
+                "certificateKeyFilePassword",
+                &self.tls_certificate_key_file_password,
+                false,
+            ),
+            ("CAFile", &self.tls_ca_file, false),
+            ("disabledProtocols", &self.tls_disabled_protocols, false),
+            ("mode", &self.ssl_mode, true),
+            ("PEMKeyFile", &self.ssl_pem_key_file, true),
+            ("PEMKeyPassword", &self.ssl_pem_key_password, true),
+            ("CAFile", &self.ssl_ca_file, true),
+            ("disabledProtocols", &self.ssl_disabled_protocols, true),
+        ];
+        for (key, value, ssl) in texts {
+            if let Some(v) = value {
+                c.tls.apply_flag(key, Text(v), ssl).map_err(|e| e.message)?;
+            }
+        }
+        let flags = [
+            (
+                "allowConnectionsWithoutCertificates",
+                self.tls_allow_connections_without_certificates,
+                false,
+            ),
+            (
+                "allowInvalidCertificates",
+                self.tls_allow_invalid_certificates,
+                false,
+            ),
+            (
+                "allowInvalidHostnames",
+                self.tls_allow_invalid_hostnames,
+                false,
+            ),
+            (
+                "allowConnectionsWithoutCertificates",
+                self.ssl_allow_connections_without_certificates,
+                true,
+            ),
+            (
+                "allowInvalidCertificates",
+                self.ssl_allow_invalid_certificates,
+                true,
+            ),
+            (
+                "allowInvalidHostnames",
+                self.ssl_allow_invalid_hostnames,
+                true,
+            ),
+        ];
+        for (key, on, ssl) in flags {
+            if on {
+                c.tls
+                    .apply_flag(key, Flag(true), ssl)
+                    .map_err(|e| e.message)?;
+            }
+        }
+        if let Some(k) = &self.key_file {
+            c.key_file = Some(k.clone());
+        }
+        if let Some(m) = &self.cluster_auth_mode {
+            c.cluster_auth_mode =
+                Some(bisondb_server::tls::ClusterAuthMode::parse(m).map_err(|e| e.message)?);
+        }
+        Ok(())
+    }
 }
 
 fn build_config(a: &ServeArgs) -> Result<ServerConfig, String> {
@@ -195,6 +323,7 @@ fn build_config(a: &ServeArgs) -> Result<ServerConfig, String> {
     for p in &a.set_parameter {
         c.apply_set_parameter_arg(p).map_err(|e| e.message)?;
     }
+    a.security.apply(&mut c)?;
     c.validate().map_err(|e| e.message)?;
     Ok(c)
 }

@@ -18,7 +18,7 @@ impl Command for GetCmdLineOpts {
         let c = &ctx.state.config;
         let port = ctx.state.bound_port.get().copied().unwrap_or(c.port);
         let parsed = parsed_options(c, port);
-        reply::ok(doc! {"argv": c.argv.clone(), "parsed": parsed})
+        reply::ok(doc! {"argv": crate::tls::redact_argv(&c.argv), "parsed": parsed})
     }
 }
 
@@ -68,8 +68,18 @@ pub fn parsed_options(c: &crate::ServerConfig, port: u16) -> Document {
         }
         parsed.insert("replication", replication);
     }
+    let mut security = crate::tls::parsed_security_options(c);
     if c.redact_client_log_data {
-        parsed.insert("security", doc! {"redactClientLogData": true});
+        security.insert("redactClientLogData", true);
+    }
+    if !security.is_empty() {
+        parsed.insert("security", security);
+    }
+    if let (Some(tls), Ok(net)) = (
+        crate::tls::parsed_tls_options(c),
+        parsed.get_document_mut("net"),
+    ) {
+        net.insert("tls", tls);
     }
     // mongod reports each --setParameter value as the string given.
     if !c.set_parameters.is_empty() {

@@ -20,6 +20,9 @@ pub struct Hello {
     hello_ok: bool,
     compression: Vec<String>,
     client: Option<bson::Document>,
+    /// `speculativeAuthenticate`: MONGODB-X509 is answered here
+    /// (`authenticate::speculative`).
+    speculative: Option<RawDocumentBuf>,
 }
 
 impl Command for Hello {
@@ -30,6 +33,7 @@ impl Command for Hello {
             hello_ok: false,
             compression: Vec::new(),
             client: None,
+            speculative: None,
         };
         for el in req.body.iter() {
             let (k, v) = el.map_err(crate::request::invalid_bson)?;
@@ -49,6 +53,10 @@ impl Command for Hello {
                             }
                         }
                     }
+                }
+                "speculativeAuthenticate" => {
+                    h.speculative =
+                        Some(fields::as_doc(req.name, "speculativeAuthenticate", v)?.to_owned())
                 }
                 "client" => {
                     h.client = Some(fields::to_document(fields::as_doc(req.name, "client", v)?)?)
@@ -120,6 +128,11 @@ impl Command for Hello {
                 .map(|c| Bson::String(c.name().to_string()))
                 .collect();
             d.insert("compression", names);
+        }
+        if let Some(request) = &self.speculative {
+            if let Some(done) = super::authenticate::speculative(ctx, request) {
+                d.insert("speculativeAuthenticate", done);
+            }
         }
         reply::ok(d)
     }

@@ -12,6 +12,7 @@ pub use crate::context::{ConnectionInfo, Context};
 use crate::request::CommandRequest;
 
 pub mod aggregate;
+pub mod authenticate;
 pub mod build_info;
 pub mod bulk_write;
 pub mod coll_mod;

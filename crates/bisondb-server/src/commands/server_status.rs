@@ -24,7 +24,7 @@ impl Command for ServerStatus {
         let op = &s.opcounters;
         let (resident, virt) = memory_mb();
         let (readers, writers) = (s.active.readers(), s.active.writers());
-        reply::ok(doc! {
+        let mut status = doc! {
             "host": crate::state::hostname(),
             "version": super::build_info::COMPAT_VERSION,
             "process": "bisondb",
@@ -65,7 +65,9 @@ impl Command for ServerStatus {
             "mem": {"bits": 64, "resident": resident, "virtual": virt, "supported": true},
             "metrics": {"cursor": {"open": {"total": s.cursors.len() as i64}}},
             "storageEngine": {"name": s.storage.engine_name(), "persistent": s.storage.capabilities().persistent},
-        })
+        };
+        crate::tls::add_server_status(s, &mut status);
+        reply::ok(status)
     }
 }
 
