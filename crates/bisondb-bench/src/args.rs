@@ -20,6 +20,12 @@ pub enum Workload {
     /// Seed 003's analysis: per-day and per-hour avg/min/max of `value`, over the
     /// collection and over one month.
     TimeseriesAggregate,
+    /// Seed 001: one `insert` per document carrying a `--doc-size` string
+    /// (default 256 KiB), one client.
+    LargeInsert,
+    /// Seed 001: the same documents loaded (untimed), then read back with one
+    /// `find`, one client.
+    LargeRead,
 }
 
 impl Workload {
@@ -30,9 +36,27 @@ impl Workload {
             Workload::ProfilePool => "profile-pool",
             Workload::TimeseriesBatch => "timeseries-batch",
             Workload::TimeseriesAggregate => "timeseries-aggregate",
+            Workload::LargeInsert => "large-insert",
+            Workload::LargeRead => "large-read",
         }
     }
 }
+
+/// The client that runs the workload.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ClientKind {
+    /// The official Rust driver, in this process.
+    Rust,
+    /// pymongo, as the seeds ran it: `--python` runs `--pymongo-script` once per
+    /// run (profile-*, large-*).
+    Pymongo,
+}
+
+/// The string added to each document of the large-* workloads by default.
+pub const LARGE_DOC_SIZE: usize = 256 * 1024;
+/// The largest `--doc-size`: the document must stay under the 16 MiB BSON limit.
+pub const MAX_DOC_SIZE: usize = 16 * 1024 * 1024 - 4096;
 
 /// `bisondb bench`: replay the seed insert benchmarks against any MongoDB-compatible URI.
 #[derive(Args, Clone, Debug)]
@@ -88,6 +112,26 @@ pub struct BenchArgs {
     /// Collection to use [default: the workload's seed name: single, multiple, randomData].
     #[arg(long)]
     pub collection: Option<String>,
+    /// The client: the Rust driver, or pymongo through `--pymongo-script`.
+    #[arg(long, value_enum, default_value = "rust")]
+    pub client: ClientKind,
+    /// Python interpreter with pymongo installed, for `--client pymongo`.
+    #[arg(long, default_value = "python3")]
+    pub python: String,
+    /// The script `--client pymongo` runs once per run.
+    #[arg(long, default_value = "scripts/pymongo_bench.py")]
+    pub pymongo_script: PathBuf,
+    /// Bytes of string added to each profile-* or large-* document
+    /// [default: 262144 for large-*, else 0].
+    #[arg(long)]
+    pub doc_size: Option<usize>,
+    /// The server behind --uri: its CPU time per document is read from
+    /// /proc/PID/stat around each run (known without it for wire-limit-process).
+    #[arg(long)]
+    pub server_pid: Option<u32>,
+    /// The server behind --compare, as --server-pid.
+    #[arg(long)]
+    pub compare_server_pid: Option<u32>,
     /// Print the results as JSON instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -129,6 +173,13 @@ pub struct Plan {
     pub worker: bool,
     pub worker_offset: u64,
     pub serve_wire_limit: Option<u16>,
+    pub client: ClientKind,
+    pub python: String,
+    pub pymongo_script: PathBuf,
+    /// Bytes of string added to each profile-* or large-* document.
+    pub doc_size: usize,
+    pub server_pid: Option<u32>,
+    pub compare_server_pid: Option<u32>,
 }
 
 /// Parses `w=1,j=true` (either key optional, any order).
@@ -197,15 +248,52 @@ impl BenchArgs {
             (Workload::TimeseriesAggregate, Some(n)) if n != 1 => {
                 return Err("timeseries-aggregate runs its queries from one client".into())
             }
+            (Workload::LargeInsert | Workload::LargeRead, Some(n)) if n != 1 => {
+                return Err(format!("{} uses one client", w.name()))
+            }
             (_, Some(n)) => n,
             (Workload::ProfilePool, None) => 8,
             (_, None) => 1,
         };
-        if w == Workload::TimeseriesAggregate && self.processes != 1 {
-            return Err("--processes applies to the insert workloads".into());
+        if matches!(
+            w,
+            Workload::TimeseriesAggregate | Workload::LargeInsert | Workload::LargeRead
+        ) && self.processes != 1
+        {
+            return Err(format!(
+                "--processes applies to the insert workloads of many documents, not {}",
+                w.name()
+            ));
+        }
+        let large = matches!(w, Workload::LargeInsert | Workload::LargeRead);
+        let doc_size = self
+            .doc_size
+            .unwrap_or(if large { LARGE_DOC_SIZE } else { 0 });
+        if doc_size > MAX_DOC_SIZE {
+            return Err(format!(
+                "--doc-size must be at most {MAX_DOC_SIZE} (the 16 MiB document limit)"
+            ));
+        }
+        if self.doc_size.is_some() && w.name().starts_with("timeseries") {
+            return Err("--doc-size applies to profile-* and large-*".into());
+        }
+        if self.client == ClientKind::Pymongo {
+            if w.name().starts_with("timeseries") {
+                return Err("--client pymongo runs profile-* and large-*".into());
+            }
+            if self.processes != 1 {
+                return Err("--client pymongo runs in one process (its pool is threads)".into());
+            }
+            if self.write_concern.is_some() || self.w.is_some() || self.j.is_some() {
+                return Err("--client pymongo uses the URI's write concern".into());
+            }
+            if self.plot.is_some() {
+                return Err("--plot needs the Rust client's latencies".into());
+            }
         }
         let docs = self.docs.unwrap_or(match w {
             Workload::ProfileSingle | Workload::ProfilePool => 100_000,
+            Workload::LargeInsert | Workload::LargeRead => 300,
             _ => 1_000_000,
         });
         if docs == 0 {
@@ -239,6 +327,7 @@ impl BenchArgs {
             match w {
                 Workload::ProfileSingle => "single",
                 Workload::ProfilePool => "multiple",
+                Workload::LargeInsert | Workload::LargeRead => "large",
                 _ => "randomData",
             }
             .to_string()
@@ -262,6 +351,12 @@ impl BenchArgs {
             worker: self.worker,
             worker_offset: self.worker_offset,
             serve_wire_limit: self.serve_wire_limit,
+            client: self.client,
+            python: self.python.clone(),
+            pymongo_script: self.pymongo_script.clone(),
+            doc_size,
+            server_pid: self.server_pid,
+            compare_server_pid: self.compare_server_pid,
         })
     }
 }
@@ -327,6 +422,23 @@ mod tests {
             (&["profile-single", "--write-concern", "w1"], "key=value"),
             (&["profile-single", "--w", "99999999999"], "out of range"),
             (&["nosuch"], "invalid value"),
+            (&["large-insert", "--clients", "2"], "uses one client"),
+            (&["large-read", "--processes", "2"], "not large-read"),
+            (&["large-insert", "--doc-size", "16777216"], "at most"),
+            (&["timeseries-batch", "--doc-size", "10"], "applies to"),
+            (
+                &["timeseries-batch", "--client", "pymongo"],
+                "runs profile-* and large-*",
+            ),
+            (
+                &["profile-pool", "--client", "pymongo", "--processes", "2"],
+                "one process",
+            ),
+            (
+                &["profile-single", "--client", "pymongo", "--w", "1"],
+                "write concern",
+            ),
+            (&["profile-single", "--client", "perl"], "invalid value"),
         ];
         for (args, want) in cases {
             let err = plan(args).expect_err(&format!("{args:?} should fail"));
@@ -348,6 +460,13 @@ mod tests {
         assert_eq!(p.runs, 1, "without --compare there is one run");
         let p = plan(&["profile-single", "--compare", "wire-limit"]).unwrap();
         assert_eq!(p.runs, 3);
+        assert_eq!((p.client, p.doc_size), (ClientKind::Rust, 0));
+        let p = plan(&["large-read", "--client", "pymongo", "--server-pid", "7"]).unwrap();
+        assert_eq!((p.docs, p.doc_size, p.clients), (300, LARGE_DOC_SIZE, 1));
+        assert_eq!((p.client, p.server_pid), (ClientKind::Pymongo, Some(7)));
+        assert_eq!(p.collection, "large");
+        let p = plan(&["profile-pool", "--doc-size", "1000"]).unwrap();
+        assert_eq!((p.doc_size, p.clients), (1000, 8));
     }
 
     #[test]

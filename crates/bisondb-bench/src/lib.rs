@@ -6,7 +6,9 @@
 //! It depends on no server crate: what it measures is what any client sees.
 
 pub mod args;
+pub mod cpu;
 pub mod plot;
+pub mod pymongo;
 pub mod report;
 pub mod wirelimit;
 pub mod workload;
@@ -125,6 +127,7 @@ struct Responders {
 
 /// Resolves a target name, starting the built-in responder on first use.
 async fn resolve(name: &str, r: &mut Responders) -> Result<Target, String> {
+    let mut server_pid = None;
     let (tcp, socket) = match name {
         WIRE_LIMIT | WIRE_LIMIT_SOCKET => {
             if r.in_process.is_none() {
@@ -148,12 +151,14 @@ async fn resolve(name: &str, r: &mut Responders) -> Result<Target, String> {
                 .child
                 .as_ref()
                 .ok_or_else(|| "wire-limit responder process missing".to_string())?;
+            server_pid = c.pid;
             (c.tcp_uri.clone(), c.socket_uri.clone())
         }
         _ => {
             return Ok(Target {
                 label: name.to_string(),
                 uri: name.to_string(),
+                server_pid: None,
             })
         }
     };
@@ -164,6 +169,7 @@ async fn resolve(name: &str, r: &mut Responders) -> Result<Target, String> {
         } else {
             tcp
         },
+        server_pid,
     })
 }
 
@@ -173,6 +179,7 @@ struct ChildResponder {
     tcp_uri: String,
     socket_uri: String,
     socket_file: Option<std::path::PathBuf>,
+    pid: Option<u32>,
     _child: tokio::process::Child,
 }
 
@@ -215,6 +222,7 @@ impl ChildResponder {
             tcp_uri,
             socket_uri,
             socket_file,
+            pid: child.id(),
             _child: child,
         })
     }
@@ -246,9 +254,14 @@ fn progress_bar(show: bool) -> ProgressBar {
 /// the results. Public so tests can drive it without a process.
 pub async fn run_plan(plan: &Plan, show_progress: bool) -> Result<Report, String> {
     let mut responders = Responders::default();
-    let a = resolve(&plan.uri, &mut responders).await?;
+    let mut a = resolve(&plan.uri, &mut responders).await?;
+    a.server_pid = plan.server_pid.or(a.server_pid);
     let b = match &plan.compare {
-        Some(c) => Some(resolve(c, &mut responders).await?),
+        Some(c) => {
+            let mut b = resolve(c, &mut responders).await?;
+            b.server_pid = plan.compare_server_pid.or(b.server_pid);
+            Some(b)
+        }
         None => None,
     };
     let mut results = Vec::new();

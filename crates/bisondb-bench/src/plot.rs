@@ -267,6 +267,9 @@ mod tests {
     #[test]
     fn renders_runs_and_escapes() {
         let r = RunResult {
+            client: crate::args::ClientKind::Rust,
+            client_cpu_us_per_doc: None,
+            server_cpu_us_per_doc: None,
             workload: "profile-single".into(),
             target: "a<b>&\"c\"".into(),
             docs: 3,

@@ -4,6 +4,8 @@
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
+use crate::args::ClientKind;
+
 /// Latency summary in microseconds, from an HDR histogram (3 significant digits).
 #[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq)]
 pub struct Latency {
@@ -43,6 +45,17 @@ pub struct RunResult {
     pub workload: String,
     /// The target as given (`wire-limit`, or the URI).
     pub target: String,
+    /// The client that ran it.
+    #[serde(default = "rust_client")]
+    pub client: ClientKind,
+    /// The client's CPU microseconds per document over the timed part (this
+    /// process and the workers or script it waited for).
+    #[serde(default)]
+    pub client_cpu_us_per_doc: Option<f64>,
+    /// The server's CPU microseconds per document over the timed part, when
+    /// its pid is known (`--server-pid`, wire-limit-process).
+    #[serde(default)]
+    pub server_cpu_us_per_doc: Option<f64>,
     /// Documents inserted (for timeseries-aggregate: documents in the collection).
     pub docs: u64,
     /// Commands timed: inserts, batches or pipelines.
@@ -65,6 +78,10 @@ pub struct RunResult {
     /// (latency in microseconds, count) as recorded, for the distribution plot and for
     /// merging the histograms of worker processes.
     pub latency_counts: Vec<(u64, u64)>,
+}
+
+fn rust_client() -> ClientKind {
+    ClientKind::Rust
 }
 
 /// Histogram bounds: 1 µs to 1 hour keeps 3 significant digits in a few KiB.
@@ -104,6 +121,11 @@ pub struct Comparison {
     pub b_median_docs_per_sec: f64,
     pub a_median_p50_us: u64,
     pub b_median_p50_us: u64,
+    /// Medians of the CPU per document, where measured.
+    pub a_median_client_cpu_us: Option<f64>,
+    pub b_median_client_cpu_us: Option<f64>,
+    pub a_median_server_cpu_us: Option<f64>,
+    pub b_median_server_cpu_us: Option<f64>,
     /// b / a: above 1 means B is faster.
     pub ratio: f64,
 }
@@ -129,7 +151,15 @@ pub fn compare(a: &str, b: &str, results: &[RunResult]) -> Comparison {
     let tb = median(pick(results, b).map(|r| r.docs_per_sec).collect());
     let la = median(pick(results, a).map(|r| r.latency.p50_us as f64).collect());
     let lb = median(pick(results, b).map(|r| r.latency.p50_us as f64).collect());
+    let cpu = |t: &str, f: fn(&RunResult) -> Option<f64>| {
+        let v: Vec<f64> = pick(results, t).filter_map(f).collect();
+        (!v.is_empty()).then(|| median(v))
+    };
     Comparison {
+        a_median_client_cpu_us: cpu(a, |r| r.client_cpu_us_per_doc),
+        b_median_client_cpu_us: cpu(b, |r| r.client_cpu_us_per_doc),
+        a_median_server_cpu_us: cpu(a, |r| r.server_cpu_us_per_doc),
+        b_median_server_cpu_us: cpu(b, |r| r.server_cpu_us_per_doc),
         a: a.to_string(),
         b: b.to_string(),
         runs: pick(results, a).count(),
@@ -166,10 +196,15 @@ impl Report {
             "p99 µs",
             "max µs",
             "bytes/doc",
+            "client cpu µs/doc",
+            "server cpu µs/doc",
         ]
         .map(String::from)];
         let multi = self.results.len() > 1;
         for (i, r) in self.results.iter().enumerate() {
+            // pymongo's script times the run, not each command.
+            let timed = !r.latency_counts.is_empty();
+            let us = |v: u64| if timed { v.to_string() } else { "-".into() };
             rows.push([
                 if multi {
                     format!("{}", i + 1)
@@ -180,13 +215,13 @@ impl Report {
                 r.docs.to_string(),
                 format!("{:.2}", r.seconds),
                 format!("{:.0}", r.docs_per_sec),
-                r.latency.p50_us.to_string(),
-                r.latency.p95_us.to_string(),
-                r.latency.p99_us.to_string(),
-                r.latency.max_us.to_string(),
-                r.bytes_per_doc
-                    .map(|b| format!("{b:.1}"))
-                    .unwrap_or_else(|| "-".into()),
+                us(r.latency.p50_us),
+                us(r.latency.p95_us),
+                us(r.latency.p99_us),
+                us(r.latency.max_us),
+                optional(r.bytes_per_doc, 1),
+                optional(r.client_cpu_us_per_doc, 0),
+                optional(r.server_cpu_us_per_doc, 0),
             ]);
         }
         let widths: Vec<usize> = (0..rows[0].len())
@@ -195,8 +230,14 @@ impl Report {
         let mut out = String::new();
         if let Some(r) = self.results.first() {
             out.push_str(&format!(
-                "{}: {} client(s) x {} process(es)\n",
-                r.workload, r.clients, r.processes
+                "{}: {} client(s) x {} process(es), {} driver\n",
+                r.workload,
+                r.clients,
+                r.processes,
+                match r.client {
+                    ClientKind::Rust => "Rust",
+                    ClientKind::Pymongo => "pymongo",
+                }
             ));
         }
         for row in &rows {
@@ -237,10 +278,25 @@ impl Report {
                 c.b_median_docs_per_sec,
                 c.b_median_p50_us
             ));
+            if c.a_median_client_cpu_us.is_some() || c.a_median_server_cpu_us.is_some() {
+                out.push_str(&format!(
+                    "median cpu µs/doc: A client {} server {}, B client {} server {}\n",
+                    optional(c.a_median_client_cpu_us, 0),
+                    optional(c.a_median_server_cpu_us, 0),
+                    optional(c.b_median_client_cpu_us, 0),
+                    optional(c.b_median_server_cpu_us, 0),
+                ));
+            }
             out.push_str(&format!("ratio B/A: {:.3}x\n", c.ratio));
         }
         out
     }
+}
+
+/// A measured figure with `decimals`, or `-`.
+fn optional(v: Option<f64>, decimals: usize) -> String {
+    v.map(|v| format!("{v:.decimals$}"))
+        .unwrap_or_else(|| "-".into())
 }
 
 /// Keeps the table narrow: the scheme adds nothing.
@@ -256,6 +312,9 @@ mod tests {
         RunResult {
             workload: "profile-single".into(),
             target: target.into(),
+            client: ClientKind::Rust,
+            client_cpu_us_per_doc: None,
+            server_cpu_us_per_doc: None,
             docs: 10,
             ops: 10,
             clients: 1,
@@ -342,5 +401,54 @@ mod tests {
         let v: serde_json::Value = serde_json::from_str(&rep.to_json()).unwrap();
         assert_eq!(v["results"][1]["target"], "wire-limit");
         assert_eq!(v["results"][0]["latency"]["p50_us"], 42);
+        assert_eq!(v["results"][0]["client"], "rust");
+        assert!(v["results"][0]["server_cpu_us_per_doc"].is_null());
+        assert!(!t.contains("median cpu"), "no CPU measured: {t}");
+    }
+
+    #[test]
+    fn cpu_columns_and_pymongo_rows() {
+        let mut a = result("mongodb://127.0.0.1:1", 1000.0, 40);
+        a.client_cpu_us_per_doc = Some(88.4);
+        a.server_cpu_us_per_doc = Some(39.6);
+        let mut b = a.clone();
+        b.target = "mongodb://127.0.0.1:2".into();
+        b.client = ClientKind::Pymongo;
+        b.latency_counts.clear();
+        b.server_cpu_us_per_doc = Some(91.0);
+        a.latency_counts = vec![(40, 10)];
+        let rs = vec![a.clone(), b.clone()];
+        let rep = Report {
+            comparison: Some(compare(&a.target, &b.target, &rs)),
+            results: rs,
+        };
+        let t = rep.table();
+        assert!(
+            t.contains("client cpu µs/doc") && t.contains("server cpu µs/doc"),
+            "{t}"
+        );
+        let rows: Vec<&str> = t.lines().collect();
+        // A Rust-client row has latencies; pymongo's has dashes.
+        assert!(
+            rows[2].contains(" 40 ") && rows[2].contains("88") && rows[2].contains("40"),
+            "{t}"
+        );
+        assert!(rows[3].contains(" - ") && rows[3].ends_with("91"), "{t}");
+        assert!(
+            t.contains("median cpu µs/doc: A client 88 server 40, B client 88 server 91"),
+            "{t}"
+        );
+        let c = rep.comparison.as_ref().unwrap();
+        assert_eq!(c.b_median_server_cpu_us, Some(91.0));
+        // Results written by an older bench (worker lines) still parse.
+        let old = r#"{"workload":"profile-single","target":"t","docs":1,"ops":1,"clients":1,
+            "processes":1,"seconds":1.0,"docs_per_sec":1.0,"latency":{"p50_us":1,"p95_us":1,
+            "p99_us":1,"max_us":1,"mean_us":1.0},"bytes_per_doc":null,"storage_size":null,
+            "objects":null,"queries":[],"timeline":[],"latency_counts":[]}"#;
+        let r: RunResult = serde_json::from_str(old).unwrap();
+        assert_eq!(
+            (r.client, r.server_cpu_us_per_doc),
+            (ClientKind::Rust, None)
+        );
     }
 }

@@ -17,7 +17,8 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use tokio::io::{AsyncBufReadExt, BufReader};
 
-use crate::args::{Plan, Workload};
+use crate::args::{ClientKind, Plan, Workload};
+use crate::cpu;
 use crate::report::{
     histogram_counts, histogram_from_counts, new_histogram, record, Latency, QueryTime, RunResult,
 };
@@ -29,13 +30,23 @@ const SAMPLE_EVERY: Duration = Duration::from_millis(250);
 
 /// Seed 000's document, field for field.
 pub fn profile_doc(id: u64) -> Document {
-    doc! {
+    sized_profile_doc(id, "")
+}
+
+/// Seed 000's document with `value`, a string of `--doc-size` bytes, when
+/// `padding` is not empty (seed 001's large values).
+pub fn sized_profile_doc(id: u64, padding: &str) -> Document {
+    let mut d = doc! {
         "name": "Huidong Tian",
         "title": "PhD",
         "id": i64::try_from(id).unwrap_or(i64::MAX),
         "des": "I am a data scientist focusing on Python and R",
         "other": "As for why the book was created, a theory which has gained considerable interest, although still controversial is Persian imperial authorisation. ",
+    };
+    if !padding.is_empty() {
+        d.insert("value", padding);
     }
+    d
 }
 
 /// Seed 003's documents as a driver sends them: `_id` (an ObjectId made here, as
@@ -156,6 +167,8 @@ pub fn aggregate_pipelines() -> Vec<(&'static str, Vec<Document>)> {
 pub struct Target {
     pub label: String,
     pub uri: String,
+    /// The server's process, for its CPU time per document.
+    pub server_pid: Option<u32>,
 }
 
 /// What a timed phase hands back.
@@ -200,6 +213,9 @@ pub async fn run_once(
     target: &Target,
     bar: &ProgressBar,
 ) -> Result<RunResult, String> {
+    if plan.client == ClientKind::Pymongo {
+        return run_pymongo(plan, target).await;
+    }
     let (client, db) = connect(plan, &target.uri).await?;
     let result = measure(plan, target, bar, &db).await;
     // Ending sessions here, while the runtime is alive: a Client dropped during runtime
@@ -240,18 +256,34 @@ async fn measure(
         _ => plan.docs,
     };
     bar.set_length(total);
+    if plan.workload == Workload::LargeRead {
+        bar.set_prefix("loading");
+        profile(plan, &coll, &Arc::new(AtomicU64::new(0))).await?;
+        bar.set_prefix(target.label.clone());
+    }
     let sampler = Sampler::start(done.clone(), bar.clone(), plan.worker);
+    let (client0, server0) = (
+        cpu::own_cpu_secs(),
+        target.server_pid.and_then(cpu::process_cpu_secs),
+    );
     let start = Instant::now();
     let phase = if plan.processes > 1 && !plan.worker {
         spawn_workers(plan, target, &done).await
     } else {
         match plan.workload {
-            Workload::ProfileSingle | Workload::ProfilePool => profile(plan, &coll, &done).await,
+            Workload::ProfileSingle | Workload::ProfilePool | Workload::LargeInsert => {
+                profile(plan, &coll, &done).await
+            }
             Workload::TimeseriesBatch => batches(plan, &coll, plan.docs, &done).await,
             Workload::TimeseriesAggregate => aggregate(&coll, &done).await,
+            Workload::LargeRead => read_back(plan, &coll, &done).await,
         }
     };
     let seconds = start.elapsed().as_secs_f64();
+    let (client1, server1) = (
+        cpu::own_cpu_secs(),
+        target.server_pid.and_then(cpu::process_cpu_secs),
+    );
     let timeline = sampler.stop().await;
     let phase = phase?;
     bar.finish_and_clear();
@@ -272,6 +304,9 @@ async fn measure(
     Ok(RunResult {
         workload: plan.workload.name().into(),
         target: target.label.clone(),
+        client: ClientKind::Rust,
+        client_cpu_us_per_doc: cpu::per_doc_us(client0, client1, scanned),
+        server_cpu_us_per_doc: cpu::per_doc_us(server0, server1, scanned),
         docs: phase.docs,
         ops: phase.ops,
         clients: plan.clients,
@@ -303,6 +338,7 @@ async fn profile(
     for _ in 0..plan.clients {
         let (coll, next, done) = (coll.clone(), next.clone(), done.clone());
         let (n, offset) = (plan.docs, plan.worker_offset);
+        let padding = "x".repeat(plan.doc_size);
         tasks.push(tokio::spawn(async move {
             let mut h = new_histogram();
             loop {
@@ -310,7 +346,7 @@ async fn profile(
                 if i >= n {
                     break;
                 }
-                let d = profile_doc(offset.saturating_add(i));
+                let d = sized_profile_doc(offset.saturating_add(i), &padding);
                 let t = Instant::now();
                 coll.insert_one(d)
                     .await
@@ -327,6 +363,66 @@ async fn profile(
         ops: hist.len(),
         hist,
         queries: vec![],
+    })
+}
+
+/// Seed 001's read: one `find` over the loaded collection, timed to its last
+/// document; the latency is the wait for each document (long at each batch).
+async fn read_back(
+    plan: &Plan,
+    coll: &Collection<Document>,
+    done: &Arc<AtomicU64>,
+) -> Result<Phase, String> {
+    let coll = coll.clone_with_type::<RawDocumentBuf>();
+    let mut h = new_histogram();
+    let mut cursor = coll.find(doc! {}).await.map_err(|e| format!("find: {e}"))?;
+    let mut t = Instant::now();
+    let mut n = 0u64;
+    while cursor.advance().await.map_err(|e| format!("find: {e}"))? {
+        record(&mut h, t.elapsed().as_micros() as u64);
+        n += 1;
+        done.fetch_add(1, Ordering::Relaxed);
+        t = Instant::now();
+    }
+    if n != plan.docs {
+        return Err(format!(
+            "find returned {n} documents, expected {}",
+            plan.docs
+        ));
+    }
+    Ok(Phase {
+        docs: n,
+        ops: h.len(),
+        hist: h,
+        queries: vec![],
+    })
+}
+
+/// One run through pymongo ([`crate::pymongo`]), with the server's CPU time
+/// read around it.
+async fn run_pymongo(plan: &Plan, target: &Target) -> Result<RunResult, String> {
+    let r = crate::pymongo::run(plan, &target.uri, target.server_pid).await?;
+    Ok(RunResult {
+        workload: plan.workload.name().into(),
+        target: target.label.clone(),
+        client: ClientKind::Pymongo,
+        client_cpu_us_per_doc: cpu::per_doc_us(Some(0.0), Some(r.client_cpu_secs), r.docs),
+        server_cpu_us_per_doc: r
+            .server_cpu_secs
+            .and_then(|s| cpu::per_doc_us(Some(0.0), Some(s), r.docs)),
+        docs: r.docs,
+        ops: r.docs,
+        clients: r.threads,
+        processes: 1,
+        seconds: r.secs,
+        docs_per_sec: r.docs as f64 / r.secs,
+        latency: Latency::default(),
+        bytes_per_doc: None,
+        storage_size: None,
+        objects: None,
+        queries: vec![],
+        timeline: vec![],
+        latency_counts: vec![],
     })
 }
 

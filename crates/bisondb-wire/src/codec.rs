@@ -5,11 +5,22 @@
 //! a peer can never make the server allocate more than one maximum-size message
 //! per connection. Everything after the header is handed on untouched as a
 //! [`Frame`] for [`crate::decode_frame`].
+//!
+//! Between messages the codec keeps [`READ_CHUNK`] bytes of room in the read
+//! buffer, so the next small message arrives in one read: without it the room
+//! left behind a message is often a few hundred bytes, and a request that does
+//! not fit is read in two system calls (or, for a large one, its first bytes
+//! alone before the codec can reserve its length).
 
 use bytes::{Bytes, BytesMut};
 use tokio_util::codec::{Decoder, Encoder};
 
 use crate::{Header, WireError, HEADER_LEN, MAX_MESSAGE_SIZE};
+
+/// The room kept in the read buffer while no message length is known: the
+/// size of `tokio_util`'s first read buffer, so an idle connection holds no
+/// more than before.
+const READ_CHUNK: usize = 8 * 1024;
 
 /// One complete message: its header and the bytes that follow it.
 #[derive(Debug, Clone)]
@@ -98,6 +109,11 @@ impl Decoder for MessageCodec {
 
     fn decode(&mut self, src: &mut BytesMut) -> Result<Option<Frame>, WireError> {
         let Some(len_bytes) = src.get(..4) else {
+            // Room for a whole small message in the next read. A buffer whose
+            // earlier messages are all dropped is reused in place by `reserve`.
+            if src.capacity() - src.len() < READ_CHUNK {
+                src.reserve(READ_CHUNK);
+            }
             return Ok(None);
         };
         let mut a = [0u8; 4];
@@ -174,6 +190,27 @@ mod tests {
         assert!(codec.decode(&mut buf).unwrap().is_none());
         assert!(buf.capacity() >= full.len());
         assert!(buf.capacity() < 4 * full.len());
+    }
+
+    #[test]
+    fn keeps_room_for_the_next_message() {
+        let mut codec = MessageCodec::new();
+        // Two messages back to back in a buffer with no room to spare.
+        let mut stream = message(op::OP_MSG, &[1; 300]);
+        stream.extend(message(op::OP_MSG, &[2; 300]));
+        let mut buf = BytesMut::with_capacity(stream.len());
+        buf.extend_from_slice(&stream);
+        let first = codec.decode(&mut buf).unwrap().unwrap();
+        let second = codec.decode(&mut buf).unwrap().unwrap();
+        assert_eq!(first.payload.len(), 300);
+        assert_eq!(second.payload.len(), 300);
+        assert!(buf.is_empty());
+        assert!(codec.decode(&mut buf).unwrap().is_none());
+        assert!(buf.capacity() >= READ_CHUNK, "room for the next read");
+        // With a partial length there is room too; with a length, only the message.
+        let mut buf = BytesMut::from(&[0u8, 1][..]);
+        assert!(codec.decode(&mut buf).unwrap().is_none());
+        assert!(buf.capacity() - buf.len() >= READ_CHUNK);
     }
 
     #[test]
