@@ -134,7 +134,7 @@ impl Operations {
         let running = RunningOp {
             opid: opid.max(1),
             ctx,
-            op: op_kind(req.name),
+            op: crate::profiler::op_name(req.name),
             ns: namespace(req),
             command: req.body.to_owned(),
             started: Instant::now(),
@@ -265,30 +265,23 @@ impl Operations {
     }
 }
 
-/// mongod's `op` for a command.
-fn op_kind(name: &str) -> &'static str {
-    match name {
-        "find" => "query",
-        "getMore" => "getmore",
-        "insert" => "insert",
-        "update" => "update",
-        "delete" => "remove",
-        _ => "command",
-    }
-}
-
-/// The namespace a command works on: `db.coll` when its first field names a
-/// collection (`getMore`: its `collection`), else `db.$cmd`.
-fn namespace(req: &CommandRequest<'_>) -> String {
-    let coll = if req.name == "getMore" {
+/// The collection a command works on: its first field's value when that is
+/// a string (`getMore`: its `collection`).
+pub fn collection_of<'a>(req: &CommandRequest<'a>) -> Option<&'a str> {
+    if req.name == "getMore" {
         req.body.get_str("collection").ok()
     } else {
         match req.body.iter().next() {
             Some(Ok((_, bson::RawBsonRef::String(s)))) => Some(s),
             _ => None,
         }
-    };
-    match coll {
+    }
+}
+
+/// The namespace a command works on: `db.coll` when it names a collection,
+/// else `db.$cmd`.
+fn namespace(req: &CommandRequest<'_>) -> String {
+    match collection_of(req) {
         Some(c) => format!("{}.{c}", req.db),
         None => format!("{}.$cmd", req.db),
     }
