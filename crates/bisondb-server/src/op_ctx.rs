@@ -136,7 +136,7 @@ impl Operations {
             ctx,
             op: crate::profiler::op_name(req.name),
             ns: namespace(req),
-            command: req.body.to_owned(),
+            command: command_summary(req),
             started: Instant::now(),
         };
         *client.current.lock() = Some(Arc::new(running));
@@ -276,6 +276,25 @@ pub fn collection_of<'a>(req: &CommandRequest<'a>) -> Option<&'a str> {
             _ => None,
         }
     }
+}
+
+/// Commands up to this size are listed whole by `currentOp`; larger ones
+/// (an insert carrying its documents in the body) are not copied per command.
+const COMMAND_COPY_LIMIT: usize = 1024;
+
+/// The command as `currentOp` lists it: whole, or past
+/// [`COMMAND_COPY_LIMIT`] its first field and mongod's `$truncated` marker.
+fn command_summary(req: &CommandRequest<'_>) -> RawDocumentBuf {
+    if req.body.as_bytes().len() <= COMMAND_COPY_LIMIT {
+        return req.body.to_owned();
+    }
+    let d = match collection_of(req) {
+        Some(coll) => {
+            doc! {req.name: coll, "$truncated": format!("{{ {}: \"{coll}\", ... }}", req.name)}
+        }
+        None => doc! {req.name: 1, "$truncated": format!("{{ {}: ... }}", req.name)},
+    };
+    RawDocumentBuf::try_from(&d).unwrap_or_default()
 }
 
 /// The namespace a command works on: `db.coll` when it names a collection,
