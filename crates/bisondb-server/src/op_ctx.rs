@@ -134,9 +134,9 @@ impl Operations {
         let running = RunningOp {
             opid: opid.max(1),
             ctx,
-            op: op_kind(req.name),
+            op: crate::profiler::op_name(req.name),
             ns: namespace(req),
-            command: req.body.to_owned(),
+            command: command_summary(req),
             started: Instant::now(),
         };
         *client.current.lock() = Some(Arc::new(running));
@@ -265,30 +265,42 @@ impl Operations {
     }
 }
 
-/// mongod's `op` for a command.
-fn op_kind(name: &str) -> &'static str {
-    match name {
-        "find" => "query",
-        "getMore" => "getmore",
-        "insert" => "insert",
-        "update" => "update",
-        "delete" => "remove",
-        _ => "command",
-    }
-}
-
-/// The namespace a command works on: `db.coll` when its first field names a
-/// collection (`getMore`: its `collection`), else `db.$cmd`.
-fn namespace(req: &CommandRequest<'_>) -> String {
-    let coll = if req.name == "getMore" {
+/// The collection a command works on: its first field's value when that is
+/// a string (`getMore`: its `collection`).
+pub fn collection_of<'a>(req: &CommandRequest<'a>) -> Option<&'a str> {
+    if req.name == "getMore" {
         req.body.get_str("collection").ok()
     } else {
         match req.body.iter().next() {
             Some(Ok((_, bson::RawBsonRef::String(s)))) => Some(s),
             _ => None,
         }
+    }
+}
+
+/// Commands up to this size are listed whole by `currentOp`; larger ones
+/// (an insert carrying its documents in the body) are not copied per command.
+const COMMAND_COPY_LIMIT: usize = 1024;
+
+/// The command as `currentOp` lists it: whole, or past
+/// [`COMMAND_COPY_LIMIT`] its first field and mongod's `$truncated` marker.
+fn command_summary(req: &CommandRequest<'_>) -> RawDocumentBuf {
+    if req.body.as_bytes().len() <= COMMAND_COPY_LIMIT {
+        return req.body.to_owned();
+    }
+    let d = match collection_of(req) {
+        Some(coll) => {
+            doc! {req.name: coll, "$truncated": format!("{{ {}: \"{coll}\", ... }}", req.name)}
+        }
+        None => doc! {req.name: 1, "$truncated": format!("{{ {}: ... }}", req.name)},
     };
-    match coll {
+    RawDocumentBuf::try_from(&d).unwrap_or_default()
+}
+
+/// The namespace a command works on: `db.coll` when it names a collection,
+/// else `db.$cmd`.
+fn namespace(req: &CommandRequest<'_>) -> String {
+    match collection_of(req) {
         Some(c) => format!("{}.{c}", req.db),
         None => format!("{}.$cmd", req.db),
     }

@@ -510,3 +510,28 @@ async fn no_result_document_passes_16_mib() {
     .unwrap();
     assert_eq!(first_batch(&small)[0].get_i32("n").unwrap(), 3);
 }
+
+/// An index build stops at the operation's limit and leaves no index behind;
+/// built again without a limit it completes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_interrupted_index_build_leaves_no_index() {
+    let ts = start().await;
+    let db = ts.tcp.database("interrupt_ix");
+    let c = fill(&ts.tcp, "interrupt_ix", 30_000).await;
+    let build = doc! {"createIndexes": "c", "indexes": [{"key": {"s": 1, "x": 1}, "name": "sx"}]};
+    let mut limited = build.clone();
+    limited.insert("maxTimeMS", 1);
+    let (code, took) = timed_code(&db, limited).await;
+    eprintln!("index build with maxTimeMS 1: {code:?} after {took:?}");
+    assert_eq!(code, Some(50));
+    let names = c.list_index_names().await.unwrap();
+    assert_eq!(names, vec!["_id_".to_string()]);
+    run(&db, build).await;
+    assert_eq!(
+        c.count_documents(doc! {"s": "a".repeat(30)})
+            .hint(mongodb::options::Hint::Name("sx".into()))
+            .await
+            .unwrap(),
+        30_000
+    );
+}

@@ -1733,3 +1733,34 @@ fn server_stages_run_through_the_server() {
         None
     );
 }
+
+#[test]
+fn facet_input_is_bounded_by_the_memory_limit() {
+    let mut p = Pipeline::parse(&[doc! {"$facet": {"a": [{"$match": {}}]}}]).unwrap();
+    p.set_memory_limits(crate::agg::spill::MemoryLimits {
+        group_bytes: 1000,
+        ..Default::default()
+    });
+    let input: DocStream = Box::new((0..100).map(|i| Ok(doc! {"_id": i, "s": "x".repeat(50)})));
+    let out: Vec<_> = p.run(input).collect();
+    assert_eq!(
+        out[0].as_ref().unwrap_err().code,
+        bisondb_error::ErrorCode::ExceededMemoryLimit
+    );
+}
+
+#[test]
+fn interrupted_pipelines_end_with_the_interruption() {
+    use bisondb_error::interrupt;
+    let op = std::sync::Arc::new(interrupt::OpCtx::default());
+    let _current = interrupt::enter(op.clone());
+    op.kill(bisondb_error::ErrorCode::Interrupted);
+    let p = Pipeline::parse(&[doc! {"$group": {"_id": "$g", "n": {"$sum": 1}}}]).unwrap();
+    let input: DocStream = Box::new((0..10).map(|i| Ok(doc! {"g": i})));
+    let out: Vec<_> = p.run(input).collect();
+    assert_eq!(out.len(), 1);
+    assert_eq!(
+        out[0].as_ref().unwrap_err().code,
+        bisondb_error::ErrorCode::Interrupted
+    );
+}

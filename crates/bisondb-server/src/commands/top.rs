@@ -60,15 +60,9 @@ impl Top {
     /// Counts one finished command against the collection it names (commands
     /// on no collection are not counted, as in mongod).
     pub fn record(&self, req: &CommandRequest<'_>, spec: Option<&CommandSpec>, took: Duration) {
-        let coll = if req.name == "getMore" {
-            req.body.get_str("collection").ok()
-        } else {
-            match req.body.iter().next() {
-                Some(Ok((_, bson::RawBsonRef::String(s)))) => Some(s),
-                _ => None,
-            }
+        let Some(coll) = crate::op_ctx::collection_of(req) else {
+            return;
         };
-        let Some(coll) = coll else { return };
         let Some(spec) = spec else { return };
         let micros = u64::try_from(took.as_micros()).unwrap_or(u64::MAX);
         let mut map = self.by_ns.lock();

@@ -1,9 +1,10 @@
 //! `$facet`: runs several sub-pipelines over the same input and returns one
 //! document with each sub-pipeline's results as an array.
 
+use crate::agg::spill::bson_doc_size;
 use crate::agg::{spec_doc, DocStream, Pipeline, RunCtx, Stage};
 use crate::expr::value::type_name;
-use bisondb_error::{MongoError, MongoResult};
+use bisondb_error::{ErrorCode, MongoError, MongoResult};
 use bson::{Bson, Document};
 
 /// Stages mongod refuses inside `$facet`.
@@ -76,17 +77,51 @@ pub(crate) fn parse(arg: &Bson) -> MongoResult<Vec<Box<dyn Stage>>> {
     Ok(vec![Box::new(FacetStage { facets })])
 }
 
+/// mongod's `internalQueryFacetMaxOutputDocSizeBytes`.
+const MAX_FACET_OUTPUT_BYTES: usize = 100 * 1024 * 1024;
+
 fn facet_all(
     facets: &[(String, Vec<Document>)],
     input: DocStream,
     cx: &RunCtx,
 ) -> MongoResult<Document> {
-    let docs: Vec<Document> = input.collect::<MongoResult<_>>()?;
+    // The buffered input counts against the blocking stages' memory limit,
+    // the output against mongod's limit on the document `$facet` builds
+    // (`internalQueryFacetMaxOutputDocSizeBytes`, 100 MiB): past either the
+    // stage fails rather than hold more.
+    let limit = cx.memory.group_bytes;
+    let mut docs: Vec<Document> = Vec::new();
+    let mut held = 0usize;
+    for d in input {
+        let d = d?;
+        held += bson_doc_size(&d);
+        if held > limit {
+            return Err(MongoError::new(
+                ErrorCode::ExceededMemoryLimit,
+                format!("$facet's input exceeded the memory limit of {limit} bytes"),
+            ));
+        }
+        docs.push(d);
+    }
     let mut out = Document::new();
+    let mut built = 0usize;
     for (name, stages) in facets {
         let p = Pipeline::parse(stages)?;
         let sub: DocStream = Box::new(docs.clone().into_iter().map(Ok));
-        let results: Vec<Document> = p.run_stages(sub, cx).collect::<MongoResult<_>>()?;
+        let mut results: Vec<Document> = Vec::new();
+        for r in p.run_stages(sub, cx) {
+            let r = r?;
+            built += bson_doc_size(&r);
+            if built > MAX_FACET_OUTPUT_BYTES {
+                return Err(MongoError::location(
+                    4031700,
+                    format!(
+                        "document constructed by $facet is {built} bytes, which exceeds the limit of {MAX_FACET_OUTPUT_BYTES} bytes"
+                    ),
+                ));
+            }
+            results.push(r);
+        }
         out.insert(
             name.clone(),
             Bson::Array(results.into_iter().map(Bson::Document).collect()),
