@@ -283,7 +283,7 @@ async fn events_resume_and_invalidate() {
         aggregate(
             &db,
             Bson::String("c".into()),
-            vec![doc! {"$changeStream": {"startAtOperationTime": ts(1)}}],
+            vec![doc! {"$changeStream": {"startAtOperationTime": Timestamp { time: 1, increment: 0 }}}],
         )
         .await,
         286,
@@ -577,4 +577,177 @@ async fn a_token_resumes_after_a_restart_on_lsm() {
         &doc! {"_id": 2}
     );
     shutdown_by_command(server, client).await;
+}
+
+/// The next `n` events of a stream (read as plain documents, since the
+/// driver's event type leaves out fields such as `collectionUUID`).
+async fn next_events(
+    stream: &mut mongodb::change_stream::ChangeStream<Document>,
+    n: usize,
+) -> Vec<Document> {
+    use futures::StreamExt;
+    let mut out = Vec::new();
+    for _ in 0..n {
+        let ev = tokio::time::timeout(Duration::from_secs(10), stream.next())
+            .await
+            .expect("an event within 10 s")
+            .unwrap()
+            .unwrap();
+        out.push(ev);
+    }
+    out
+}
+
+fn kinds(events: &[Document]) -> Vec<String> {
+    events
+        .iter()
+        .map(|e| e.get_str("operationType").unwrap().to_string())
+        .collect()
+}
+
+#[tokio::test]
+async fn events_of_real_writes() {
+    let server = start_repl_set().await;
+    let rs = server.tcp_client_with("retryWrites=false").await;
+    let db = rs.database("app");
+    let coll = db.collection::<Document>("c");
+    db.create_collection("c").await.unwrap();
+    let mut stream = coll
+        .watch()
+        .full_document(mongodb::options::FullDocumentType::UpdateLookup)
+        .await
+        .unwrap()
+        .with_type::<Document>();
+    let mut db_stream = db
+        .watch()
+        .show_expanded_events(true)
+        .await
+        .unwrap()
+        .with_type::<Document>();
+    // Large enough that an update's diff is smaller than the document (else
+    // the entry is a replacement, as mongod's).
+    let pad = "x".repeat(200);
+    coll.insert_one(doc! {"_id": 1, "a": 1, "arr": [1, 2, 3], "o": {"1": 0}, "pad": &pad})
+        .await
+        .unwrap();
+    coll.update_one(
+        doc! {"_id": 1},
+        doc! {"$set": {"a": 2, "o.1": 5}, "$unset": {"gone": ""}, "$pop": {"arr": 1}},
+    )
+    .await
+    .unwrap();
+    coll.replace_one(doc! {"_id": 1}, doc! {"z": 1})
+        .await
+        .unwrap();
+    coll.delete_one(doc! {"_id": 1}).await.unwrap();
+    coll.create_index(mongodb::IndexModel::builder().keys(doc! {"x": 1}).build())
+        .await
+        .unwrap();
+    coll.drop().await.unwrap();
+
+    let events = next_events(&mut stream, 6).await;
+    assert_eq!(
+        kinds(&events),
+        [
+            "insert",
+            "update",
+            "replace",
+            "delete",
+            "drop",
+            "invalidate"
+        ]
+    );
+    assert_eq!(
+        events[0].get_document("fullDocument").unwrap(),
+        &doc! {"_id": 1, "a": 1, "arr": [1, 2, 3], "o": {"1": 0}, "pad": &pad}
+    );
+    let desc = events[1].get_document("updateDescription").unwrap();
+    assert_eq!(
+        desc.get_document("updatedFields").unwrap().get("a"),
+        Some(&Bson::Int32(2))
+    );
+    assert_eq!(
+        desc.get_document("updatedFields").unwrap().get("o.1"),
+        Some(&Bson::Int32(5))
+    );
+    assert_eq!(
+        desc.get_array("truncatedArrays").unwrap(),
+        &vec![Bson::Document(doc! {"field": "arr", "newSize": 2})]
+    );
+    assert!(!desc.contains_key("disambiguatedPaths"));
+    // updateLookup reads the document as it is when the event is returned:
+    // deleted since, so null.
+    assert!(matches!(
+        events[1].get("fullDocument"),
+        None | Some(Bson::Null)
+    ));
+    assert_eq!(
+        events[2].get_document("fullDocument").unwrap(),
+        &doc! {"_id": 1, "z": 1}
+    );
+    let tokens: Vec<String> = events.iter().map(token).collect();
+    assert!(tokens.windows(2).all(|w| w[0] < w[1]), "{tokens:?}");
+
+    let events = next_events(&mut db_stream, 6).await;
+    assert_eq!(
+        kinds(&events),
+        [
+            "insert",
+            "update",
+            "replace",
+            "delete",
+            "createIndexes",
+            "drop"
+        ]
+    );
+    let desc = events[1].get_document("updateDescription").unwrap();
+    assert_eq!(
+        desc.get_document("disambiguatedPaths").unwrap(),
+        &doc! {"o.1": ["o", "1"]}
+    );
+    assert!(events[0].contains_key("collectionUUID"));
+    assert_eq!(
+        events[4]
+            .get_document("operationDescription")
+            .unwrap()
+            .get_array("indexes")
+            .unwrap()
+            .len(),
+        1
+    );
+}
+
+#[tokio::test]
+async fn rename_and_drop_database() {
+    let server = start_repl_set().await;
+    let rs = server.tcp_client_with("retryWrites=false").await;
+    let db = rs.database("app2");
+    db.collection::<Document>("a")
+        .insert_one(doc! {"_id": 1})
+        .await
+        .unwrap();
+    let mut stream = db
+        .collection::<Document>("a")
+        .watch()
+        .await
+        .unwrap()
+        .with_type::<Document>();
+    let mut db_stream = db.watch().await.unwrap().with_type::<Document>();
+    rs.database("admin")
+        .run_command(doc! {"renameCollection": "app2.a", "to": "app2.b"})
+        .await
+        .unwrap();
+    let events = next_events(&mut stream, 2).await;
+    assert_eq!(kinds(&events), ["rename", "invalidate"]);
+    assert_eq!(
+        events[0].get_document("to").unwrap(),
+        &doc! {"db": "app2", "coll": "b"}
+    );
+    db.drop().await.unwrap();
+    // As mongod: the database's collections' drops, then dropDatabase,
+    // which ends a database stream.
+    let events = next_events(&mut db_stream, 3).await;
+    assert_eq!(kinds(&events), ["rename", "drop", "dropDatabase"]);
+    let last = next_events(&mut db_stream, 1).await;
+    assert_eq!(kinds(&last), ["invalidate"]);
 }
