@@ -313,17 +313,7 @@ pub fn cursor_reply(
     batch: RawArrayBuf,
     first: bool,
 ) -> MongoResult<RawDocumentBuf> {
-    let mut cursor = RawDocumentBuf::new();
-    cursor.append(
-        crate::reply::key(if first { "firstBatch" } else { "nextBatch" })?,
-        batch,
-    );
-    cursor.append(crate::reply::key("id")?, id);
-    cursor.append(crate::reply::key("ns")?, ns);
-    let mut reply = RawDocumentBuf::new();
-    reply.append(crate::reply::key("cursor")?, cursor);
-    reply.append(crate::reply::key("ok")?, 1.0);
-    Ok(reply)
+    reply_with(ns, id, batch, first, None)
 }
 
 /// [`cursor_reply`] with a change stream's `postBatchResumeToken` after the
@@ -335,15 +325,24 @@ pub fn stream_reply(
     first: bool,
     token: bson::Document,
 ) -> MongoResult<RawDocumentBuf> {
+    reply_with(ns, id, batch, first, Some(crate::reply::to_raw(&token)?))
+}
+
+fn reply_with(
+    ns: &str,
+    id: i64,
+    batch: RawArrayBuf,
+    first: bool,
+    token: Option<RawDocumentBuf>,
+) -> MongoResult<RawDocumentBuf> {
     let mut cursor = RawDocumentBuf::new();
     cursor.append(
         crate::reply::key(if first { "firstBatch" } else { "nextBatch" })?,
         batch,
     );
-    cursor.append(
-        crate::reply::key("postBatchResumeToken")?,
-        crate::reply::to_raw(&token)?,
-    );
+    if let Some(token) = token {
+        cursor.append(crate::reply::key("postBatchResumeToken")?, token);
+    }
     cursor.append(crate::reply::key("id")?, id);
     cursor.append(crate::reply::key("ns")?, ns);
     let mut reply = RawDocumentBuf::new();

@@ -14,17 +14,6 @@ use crate::common::*;
 use bson::{doc, spec::BinarySubtype, Binary, Bson, DateTime, Document, Timestamp};
 use mongodb::{Client, Database};
 
-fn batch(reply: &Document, which: &str) -> Vec<Document> {
-    reply
-        .get_document("cursor")
-        .unwrap()
-        .get_array(which)
-        .unwrap()
-        .iter()
-        .filter_map(|b| b.as_document().cloned())
-        .collect()
-}
-
 fn cursor_id(reply: &Document) -> i64 {
     reply.get_document("cursor").unwrap().get_i64("id").unwrap()
 }
@@ -104,6 +93,17 @@ async fn aggregate(
 ) -> mongodb::error::Result<Document> {
     db.run_command(doc! {"aggregate": coll, "pipeline": pipeline, "cursor": {}})
         .await
+}
+
+/// Opens a change stream on `c` with the `$changeStream` argument `spec`.
+async fn open_c(db: &Database, spec: Document) -> Document {
+    aggregate(
+        db,
+        Bson::String("c".into()),
+        vec![doc! {"$changeStream": spec}],
+    )
+    .await
+    .unwrap()
 }
 
 async fn get_more(
@@ -191,20 +191,14 @@ async fn argument_and_namespace_errors() {
 async fn events_resume_and_invalidate() {
     let (_ts, client) = setup().await;
     let db = client.database("d");
-    let opened = aggregate(
-        &db,
-        Bson::String("c".into()),
-        vec![doc! {"$changeStream": {}}],
-    )
-    .await
-    .unwrap();
+    let opened = open_c(&db, doc! {}).await;
     let id = cursor_id(&opened);
     assert_ne!(id, 0);
-    assert!(batch(&opened, "firstBatch").is_empty());
+    assert!(first_batch(&opened).is_empty());
     let first_token = pbrt(&opened);
     // An empty getMore still carries a token, and it does not go back.
     let empty = get_more(&db, id, "c", 10).await.unwrap();
-    assert!(batch(&empty, "nextBatch").is_empty());
+    assert!(next_batch(&empty).is_empty());
     assert!(pbrt(&empty) >= first_token);
 
     write_oplog(
@@ -230,7 +224,7 @@ async fn events_resume_and_invalidate() {
     )
     .await;
     let r = get_more(&db, id, "c", 1000).await.unwrap();
-    let events = batch(&r, "nextBatch");
+    let events = next_batch(&r);
     let kinds: Vec<&str> = events
         .iter()
         .map(|e| e.get_str("operationType").unwrap())
@@ -268,16 +262,10 @@ async fn events_resume_and_invalidate() {
     )
     .await
     .unwrap();
-    let again: Vec<String> = batch(&resumed, "firstBatch").iter().map(token).collect();
+    let again: Vec<String> = first_batch(&resumed).iter().map(token).collect();
     assert_eq!(again, tokens[1..]);
-    let at = aggregate(
-        &db,
-        Bson::String("c".into()),
-        vec![doc! {"$changeStream": {"startAtOperationTime": ts(200)}}],
-    )
-    .await
-    .unwrap();
-    assert_eq!(batch(&at, "firstBatch").len(), 3);
+    let at = open_c(&db, doc! {"startAtOperationTime": ts(200)}).await;
+    assert_eq!(first_batch(&at).len(), 3);
     // Before the oldest entry: the history is lost.
     expect_code(
         aggregate(
@@ -296,7 +284,7 @@ async fn events_resume_and_invalidate() {
     )
     .await
     .unwrap();
-    assert_eq!(batch(&whole, "firstBatch").len(), 4);
+    assert_eq!(first_batch(&whole).len(), 4);
 
     // The drop of the watched collection, then invalidate; the cursor closes.
     write_oplog(
@@ -305,16 +293,13 @@ async fn events_resume_and_invalidate() {
     )
     .await;
     let r = get_more(&db, id, "c", 1000).await.unwrap();
-    let kinds: Vec<String> = batch(&r, "nextBatch")
+    let kinds: Vec<String> = next_batch(&r)
         .iter()
         .map(|e| e.get_str("operationType").unwrap().to_string())
         .collect();
     assert_eq!(kinds, ["drop", "invalidate"]);
     assert_eq!(cursor_id(&r), 0);
-    let invalidate = batch(&r, "nextBatch")[1]
-        .get_document("_id")
-        .unwrap()
-        .clone();
+    let invalidate = next_batch(&r)[1].get_document("_id").unwrap().clone();
     expect_code(
         aggregate(
             &db,
@@ -324,14 +309,8 @@ async fn events_resume_and_invalidate() {
         .await,
         260,
     );
-    let after = aggregate(
-        &db,
-        Bson::String("c".into()),
-        vec![doc! {"$changeStream": {"startAfter": invalidate}}],
-    )
-    .await
-    .unwrap();
-    assert!(batch(&after, "firstBatch").is_empty());
+    let after = open_c(&db, doc! {"startAfter": invalidate}).await;
+    assert!(first_batch(&after).is_empty());
     assert_ne!(cursor_id(&after), 0);
 }
 
@@ -367,14 +346,8 @@ async fn later_stages_update_lookup_and_a_modified_id() {
     let start = doc! {"startAtOperationTime": ts(300)};
     let mut lookup = start.clone();
     lookup.insert("fullDocument", "updateLookup");
-    let r = aggregate(
-        &db,
-        Bson::String("c".into()),
-        vec![doc! {"$changeStream": lookup}],
-    )
-    .await
-    .unwrap();
-    let events = batch(&r, "firstBatch");
+    let r = open_c(&db, lookup).await;
+    let events = first_batch(&r);
     assert_eq!(
         events[0].get_document("fullDocument").unwrap(),
         &doc! {"_id": 1, "a": 5, "z": "now"}
@@ -394,7 +367,7 @@ async fn later_stages_update_lookup_and_a_modified_id() {
     )
     .await
     .unwrap();
-    let events = batch(&r, "firstBatch");
+    let events = first_batch(&r);
     assert_eq!(events.len(), 1);
     assert_eq!(events[0].keys().collect::<Vec<_>>(), ["_id", "documentKey"]);
     // Past the filtered-out events, the batch's token is past the last entry read.
@@ -417,13 +390,7 @@ async fn later_stages_update_lookup_and_a_modified_id() {
 async fn an_awaiting_get_more_wakes_when_an_entry_is_written() {
     let (_ts, client) = setup().await;
     let db = client.database("d");
-    let opened = aggregate(
-        &db,
-        Bson::String("c".into()),
-        vec![doc! {"$changeStream": {}}],
-    )
-    .await
-    .unwrap();
+    let opened = open_c(&db, doc! {}).await;
     let id = cursor_id(&opened);
     let mut latencies = Vec::new();
     for i in 0..100u32 {
@@ -431,7 +398,7 @@ async fn an_awaiting_get_more_wakes_when_an_entry_is_written() {
             let db = db.clone();
             tokio::spawn(async move {
                 let r = get_more(&db, id, "c", 5000).await.unwrap();
-                (Instant::now(), batch(&r, "nextBatch"))
+                (Instant::now(), next_batch(&r))
             })
         };
         tokio::time::sleep(Duration::from_millis(20)).await;
@@ -502,23 +469,10 @@ async fn the_drivers_watch_helpers() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_token_resumes_after_a_restart_on_lsm() {
-    use bisondb_server::Server;
     let dir = tempfile::tempdir().unwrap();
     let dbpath = dir.path().join("data");
-    // A fixed port: the set's configuration names this node by address.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let cfg = || {
-        let mut c = lsm_config(dir.path(), &dbpath);
-        c.port = port;
-        c.repl_set_name = Some(SET_NAME.into());
-        c.oplog_size_mb = Some(16);
-        c
-    };
-    let server = Server::start(cfg()).await.unwrap();
+    let (port, cfg) = lsm_member(dir.path(), &dbpath);
+    let server = start_retrying(&cfg).await;
     initiate(port).await;
     let client = direct_client(port).await;
     if let Err(e) = client
@@ -537,41 +491,15 @@ async fn a_token_resumes_after_a_restart_on_lsm() {
     )
     .await;
     let db = client.database("d");
-    let r = aggregate(
-        &db,
-        Bson::String("c".into()),
-        vec![doc! {"$changeStream": {"startAtOperationTime": ts(600)}}],
-    )
-    .await
-    .unwrap();
-    let first = batch(&r, "firstBatch")[0]
-        .get_document("_id")
-        .unwrap()
-        .clone();
+    let r = open_c(&db, doc! {"startAtOperationTime": ts(600)}).await;
+    let first = first_batch(&r)[0].get_document("_id").unwrap().clone();
     shutdown_by_command(server, client).await;
 
-    let mut server = None;
-    for _ in 0..100 {
-        match Server::start(cfg()).await {
-            Ok(s) => {
-                server = Some(s);
-                break;
-            }
-            Err(e) if e.code.code() == 98 => tokio::time::sleep(Duration::from_millis(50)).await,
-            Err(e) => panic!("restart failed: {} ({:?})", e.message, e.code),
-        }
-    }
-    let server = server.expect("the dbpath lock was never released");
+    let server = start_retrying(cfg).await;
     let client = direct_client(port).await;
     let db = client.database("d");
-    let r = aggregate(
-        &db,
-        Bson::String("c".into()),
-        vec![doc! {"$changeStream": {"resumeAfter": first}}],
-    )
-    .await
-    .unwrap();
-    let events = batch(&r, "firstBatch");
+    let r = open_c(&db, doc! {"resumeAfter": first}).await;
+    let events = first_batch(&r);
     assert_eq!(events.len(), 1);
     assert_eq!(
         events[0].get_document("documentKey").unwrap(),
