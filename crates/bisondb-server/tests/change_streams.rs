@@ -175,6 +175,19 @@ async fn argument_and_namespace_errors() {
         .await,
         73,
     );
+    // A view's output is not watched.
+    db.run_command(doc! {"create": "v", "viewOn": "c", "pipeline": []})
+        .await
+        .unwrap();
+    expect_code(
+        aggregate(
+            &db,
+            Bson::String("v".into()),
+            vec![doc! {"$changeStream": {}}],
+        )
+        .await,
+        166,
+    );
     // A whole-cluster stream opens on admin.
     let admin = client.database("admin");
     let r = aggregate(
