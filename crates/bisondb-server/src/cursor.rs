@@ -305,6 +305,16 @@ impl CursorManager {
     }
 }
 
+/// The collection a `getMore` or `killCursors` names: a collection, or
+/// `$cmd.aggregate` for the cursor of a collection-less aggregate (a
+/// database or cluster change stream), as in mongod.
+pub fn cursor_collection<'a>(cmd: &str, v: bson::RawBsonRef<'a>) -> MongoResult<&'a str> {
+    match v {
+        bson::RawBsonRef::String(c @ "$cmd.aggregate") => Ok(c),
+        _ => crate::fields::collection_name(cmd, v),
+    }
+}
+
 /// `{cursor: {firstBatch|nextBatch: [...], id, ns}, ok: 1}`, built raw so result
 /// documents are copied once, never re-parsed.
 pub fn cursor_reply(

@@ -198,6 +198,15 @@ async fn argument_and_namespace_errors() {
     .await
     .unwrap();
     assert_ne!(cursor_id(&r), 0);
+    // Its cursor lives on admin.$cmd.aggregate, which killCursors names.
+    let killed = admin
+        .run_command(doc! {"killCursors": "$cmd.aggregate", "cursors": [cursor_id(&r)]})
+        .await
+        .unwrap();
+    assert_eq!(
+        killed.get_array("cursorsKilled").unwrap(),
+        &vec![Bson::Int64(cursor_id(&r))]
+    );
 }
 
 #[tokio::test]
