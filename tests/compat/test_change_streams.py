@@ -69,7 +69,7 @@ def rs_client():
             assert time.monotonic() < deadline, "never became primary"
             time.sleep(0.05)
         try:
-            client.local.create_collection("oplog.rs", capped=True, size=1 << 20)
+            client.local.command("create", "oplog.rs", capped=True, size=1 << 20)
         except OperationFailure as e:
             assert e.code == 48  # the server keeps its own oplog
         yield client
@@ -146,3 +146,28 @@ def test_update_lookup_pipeline_and_invalidate(rs_client):
     with pytest.raises(OperationFailure) as info:
         coll.watch(resume_after=invalidate["_id"])
     assert info.value.code == 260
+
+
+def test_watch_real_writes(rs_client):
+    coll = rs_client.cs3.c
+    coll.insert_one({"_id": 0})
+    pad = "x" * 200  # keeps an update's diff smaller than the document
+    with coll.watch(max_await_time_ms=1000) as s, \
+            rs_client.cs3.watch(show_expanded_events=True, max_await_time_ms=1000) as dbs:
+        coll.insert_one({"_id": 1, "a": 1, "pad": pad})
+        coll.update_one({"_id": 1}, {"$set": {"a": 2}, "$unset": {"nope": ""}})
+        coll.replace_one({"_id": 1}, {"b": 1})
+        coll.delete_one({"_id": 1})
+        coll.create_index("b")
+        coll.drop()
+        events = [s.next() for _ in range(6)]
+        assert [e["operationType"] for e in events] == [
+            "insert", "update", "replace", "delete", "drop", "invalidate"]
+        assert events[0]["fullDocument"] == {"_id": 1, "a": 1, "pad": pad}
+        assert events[1]["updateDescription"]["updatedFields"] == {"a": 2}
+        assert events[2]["fullDocument"] == {"_id": 1, "b": 1}
+        expanded = [dbs.next() for _ in range(6)]
+        assert [e["operationType"] for e in expanded] == [
+            "insert", "update", "replace", "delete", "createIndexes", "drop"]
+        assert "collectionUUID" in expanded[0]
+        assert expanded[1]["updateDescription"]["disambiguatedPaths"] == {}

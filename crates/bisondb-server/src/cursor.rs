@@ -341,6 +341,16 @@ impl CursorManager {
     }
 }
 
+/// The collection a `getMore` or `killCursors` names: a collection, or
+/// `$cmd.aggregate` for the cursor of a collection-less aggregate (a
+/// database or cluster change stream), as in mongod.
+pub fn cursor_collection<'a>(cmd: &str, v: bson::RawBsonRef<'a>) -> MongoResult<&'a str> {
+    match v {
+        bson::RawBsonRef::String(c @ "$cmd.aggregate") => Ok(c),
+        _ => crate::fields::collection_name(cmd, v),
+    }
+}
+
 /// `{cursor: {firstBatch|nextBatch: [...], id, ns}, ok: 1}`, built raw so result
 /// documents are copied once, never re-parsed.
 pub fn cursor_reply(
@@ -349,17 +359,7 @@ pub fn cursor_reply(
     batch: RawArrayBuf,
     first: bool,
 ) -> MongoResult<RawDocumentBuf> {
-    let mut cursor = RawDocumentBuf::new();
-    cursor.append(
-        crate::reply::key(if first { "firstBatch" } else { "nextBatch" })?,
-        batch,
-    );
-    cursor.append(crate::reply::key("id")?, id);
-    cursor.append(crate::reply::key("ns")?, ns);
-    let mut reply = RawDocumentBuf::new();
-    reply.append(crate::reply::key("cursor")?, cursor);
-    reply.append(crate::reply::key("ok")?, 1.0);
-    Ok(reply)
+    reply_with(ns, id, batch, first, None)
 }
 
 /// [`cursor_reply`] with a change stream's `postBatchResumeToken` after the
@@ -371,15 +371,24 @@ pub fn stream_reply(
     first: bool,
     token: bson::Document,
 ) -> MongoResult<RawDocumentBuf> {
+    reply_with(ns, id, batch, first, Some(crate::reply::to_raw(&token)?))
+}
+
+fn reply_with(
+    ns: &str,
+    id: i64,
+    batch: RawArrayBuf,
+    first: bool,
+    token: Option<RawDocumentBuf>,
+) -> MongoResult<RawDocumentBuf> {
     let mut cursor = RawDocumentBuf::new();
     cursor.append(
         crate::reply::key(if first { "firstBatch" } else { "nextBatch" })?,
         batch,
     );
-    cursor.append(
-        crate::reply::key("postBatchResumeToken")?,
-        crate::reply::to_raw(&token)?,
-    );
+    if let Some(token) = token {
+        cursor.append(crate::reply::key("postBatchResumeToken")?, token);
+    }
     cursor.append(crate::reply::key("id")?, id);
     cursor.append(crate::reply::key("ns")?, ns);
     let mut reply = RawDocumentBuf::new();

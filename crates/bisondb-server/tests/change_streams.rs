@@ -14,17 +14,6 @@ use crate::common::*;
 use bson::{doc, spec::BinarySubtype, Binary, Bson, DateTime, Document, Timestamp};
 use mongodb::{Client, Database};
 
-fn batch(reply: &Document, which: &str) -> Vec<Document> {
-    reply
-        .get_document("cursor")
-        .unwrap()
-        .get_array(which)
-        .unwrap()
-        .iter()
-        .filter_map(|b| b.as_document().cloned())
-        .collect()
-}
-
 fn cursor_id(reply: &Document) -> i64 {
     reply.get_document("cursor").unwrap().get_i64("id").unwrap()
 }
@@ -106,6 +95,17 @@ async fn aggregate(
         .await
 }
 
+/// Opens a change stream on `c` with the `$changeStream` argument `spec`.
+async fn open_c(db: &Database, spec: Document) -> Document {
+    aggregate(
+        db,
+        Bson::String("c".into()),
+        vec![doc! {"$changeStream": spec}],
+    )
+    .await
+    .unwrap()
+}
+
 async fn get_more(
     db: &Database,
     id: i64,
@@ -166,15 +166,21 @@ async fn argument_and_namespace_errors() {
             73,
         );
     }
-    expect_code(
-        aggregate(
-            &db,
-            Bson::String("system.views".into()),
-            vec![doc! {"$changeStream": {}}],
-        )
-        .await,
-        73,
-    );
+    // A system collection is not watched, nor a view's output.
+    db.run_command(doc! {"create": "v", "viewOn": "c", "pipeline": []})
+        .await
+        .unwrap();
+    for (coll, code) in [("system.views", 73), ("v", 166)] {
+        expect_code(
+            aggregate(
+                &db,
+                Bson::String(coll.into()),
+                vec![doc! {"$changeStream": {}}],
+            )
+            .await,
+            code,
+        );
+    }
     // A whole-cluster stream opens on admin.
     let admin = client.database("admin");
     let r = aggregate(
@@ -185,26 +191,29 @@ async fn argument_and_namespace_errors() {
     .await
     .unwrap();
     assert_ne!(cursor_id(&r), 0);
+    // Its cursor lives on admin.$cmd.aggregate, which killCursors names.
+    let killed = admin
+        .run_command(doc! {"killCursors": "$cmd.aggregate", "cursors": [cursor_id(&r)]})
+        .await
+        .unwrap();
+    assert_eq!(
+        killed.get_array("cursorsKilled").unwrap(),
+        &vec![Bson::Int64(cursor_id(&r))]
+    );
 }
 
 #[tokio::test]
 async fn events_resume_and_invalidate() {
     let (_ts, client) = setup().await;
     let db = client.database("d");
-    let opened = aggregate(
-        &db,
-        Bson::String("c".into()),
-        vec![doc! {"$changeStream": {}}],
-    )
-    .await
-    .unwrap();
+    let opened = open_c(&db, doc! {}).await;
     let id = cursor_id(&opened);
     assert_ne!(id, 0);
-    assert!(batch(&opened, "firstBatch").is_empty());
+    assert!(first_batch(&opened).is_empty());
     let first_token = pbrt(&opened);
     // An empty getMore still carries a token, and it does not go back.
     let empty = get_more(&db, id, "c", 10).await.unwrap();
-    assert!(batch(&empty, "nextBatch").is_empty());
+    assert!(next_batch(&empty).is_empty());
     assert!(pbrt(&empty) >= first_token);
 
     write_oplog(
@@ -230,7 +239,7 @@ async fn events_resume_and_invalidate() {
     )
     .await;
     let r = get_more(&db, id, "c", 1000).await.unwrap();
-    let events = batch(&r, "nextBatch");
+    let events = next_batch(&r);
     let kinds: Vec<&str> = events
         .iter()
         .map(|e| e.get_str("operationType").unwrap())
@@ -268,22 +277,16 @@ async fn events_resume_and_invalidate() {
     )
     .await
     .unwrap();
-    let again: Vec<String> = batch(&resumed, "firstBatch").iter().map(token).collect();
+    let again: Vec<String> = first_batch(&resumed).iter().map(token).collect();
     assert_eq!(again, tokens[1..]);
-    let at = aggregate(
-        &db,
-        Bson::String("c".into()),
-        vec![doc! {"$changeStream": {"startAtOperationTime": ts(200)}}],
-    )
-    .await
-    .unwrap();
-    assert_eq!(batch(&at, "firstBatch").len(), 3);
+    let at = open_c(&db, doc! {"startAtOperationTime": ts(200)}).await;
+    assert_eq!(first_batch(&at).len(), 3);
     // Before the oldest entry: the history is lost.
     expect_code(
         aggregate(
             &db,
             Bson::String("c".into()),
-            vec![doc! {"$changeStream": {"startAtOperationTime": ts(1)}}],
+            vec![doc! {"$changeStream": {"startAtOperationTime": Timestamp { time: 1, increment: 0 }}}],
         )
         .await,
         286,
@@ -296,7 +299,7 @@ async fn events_resume_and_invalidate() {
     )
     .await
     .unwrap();
-    assert_eq!(batch(&whole, "firstBatch").len(), 4);
+    assert_eq!(first_batch(&whole).len(), 4);
 
     // The drop of the watched collection, then invalidate; the cursor closes.
     write_oplog(
@@ -305,16 +308,13 @@ async fn events_resume_and_invalidate() {
     )
     .await;
     let r = get_more(&db, id, "c", 1000).await.unwrap();
-    let kinds: Vec<String> = batch(&r, "nextBatch")
+    let kinds: Vec<String> = next_batch(&r)
         .iter()
         .map(|e| e.get_str("operationType").unwrap().to_string())
         .collect();
     assert_eq!(kinds, ["drop", "invalidate"]);
     assert_eq!(cursor_id(&r), 0);
-    let invalidate = batch(&r, "nextBatch")[1]
-        .get_document("_id")
-        .unwrap()
-        .clone();
+    let invalidate = next_batch(&r)[1].get_document("_id").unwrap().clone();
     expect_code(
         aggregate(
             &db,
@@ -324,14 +324,8 @@ async fn events_resume_and_invalidate() {
         .await,
         260,
     );
-    let after = aggregate(
-        &db,
-        Bson::String("c".into()),
-        vec![doc! {"$changeStream": {"startAfter": invalidate}}],
-    )
-    .await
-    .unwrap();
-    assert!(batch(&after, "firstBatch").is_empty());
+    let after = open_c(&db, doc! {"startAfter": invalidate}).await;
+    assert!(first_batch(&after).is_empty());
     assert_ne!(cursor_id(&after), 0);
 }
 
@@ -367,14 +361,8 @@ async fn later_stages_update_lookup_and_a_modified_id() {
     let start = doc! {"startAtOperationTime": ts(300)};
     let mut lookup = start.clone();
     lookup.insert("fullDocument", "updateLookup");
-    let r = aggregate(
-        &db,
-        Bson::String("c".into()),
-        vec![doc! {"$changeStream": lookup}],
-    )
-    .await
-    .unwrap();
-    let events = batch(&r, "firstBatch");
+    let r = open_c(&db, lookup).await;
+    let events = first_batch(&r);
     assert_eq!(
         events[0].get_document("fullDocument").unwrap(),
         &doc! {"_id": 1, "a": 5, "z": "now"}
@@ -394,7 +382,7 @@ async fn later_stages_update_lookup_and_a_modified_id() {
     )
     .await
     .unwrap();
-    let events = batch(&r, "firstBatch");
+    let events = first_batch(&r);
     assert_eq!(events.len(), 1);
     assert_eq!(events[0].keys().collect::<Vec<_>>(), ["_id", "documentKey"]);
     // Past the filtered-out events, the batch's token is past the last entry read.
@@ -411,17 +399,13 @@ async fn later_stages_update_lookup_and_a_modified_id() {
     );
 }
 
-#[tokio::test]
+/// Also the latency figure: from the start of an insert to the delivery of
+/// its event to a getMore already awaiting.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_awaiting_get_more_wakes_when_an_entry_is_written() {
     let (_ts, client) = setup().await;
     let db = client.database("d");
-    let opened = aggregate(
-        &db,
-        Bson::String("c".into()),
-        vec![doc! {"$changeStream": {}}],
-    )
-    .await
-    .unwrap();
+    let opened = open_c(&db, doc! {}).await;
     let id = cursor_id(&opened);
     let mut latencies = Vec::new();
     for i in 0..100u32 {
@@ -429,16 +413,15 @@ async fn an_awaiting_get_more_wakes_when_an_entry_is_written() {
             let db = db.clone();
             tokio::spawn(async move {
                 let r = get_more(&db, id, "c", 5000).await.unwrap();
-                (Instant::now(), batch(&r, "nextBatch"))
+                (Instant::now(), next_batch(&r))
             })
         };
         tokio::time::sleep(Duration::from_millis(20)).await;
         let written = Instant::now();
-        write_oplog(
-            &client,
-            vec![entry(400 + i, "i", "d.c", doc! {"_id": i}, None)],
-        )
-        .await;
+        db.collection::<Document>("c")
+            .insert_one(doc! {"_id": i})
+            .await
+            .unwrap();
         let (delivered, events) = waiter.await.unwrap();
         assert_eq!(events.len(), 1, "round {i}");
         latencies.push(delivered.saturating_duration_since(written));
@@ -449,7 +432,7 @@ async fn an_awaiting_get_more_wakes_when_an_entry_is_written() {
     assert!(worst < Duration::from_secs(1), "{latencies:?}");
     let p99 = latencies[latencies.len() * 99 / 100 - 1];
     println!(
-        "oplog write to event delivery on an awaiting getMore ({} rounds): median {:?}, p99 {:?}, max {:?}",
+        "insert to event delivery on an awaiting getMore ({} rounds): median {:?}, p99 {:?}, max {:?}",
         latencies.len(),
         latencies[latencies.len() / 2],
         p99,
@@ -501,23 +484,10 @@ async fn the_drivers_watch_helpers() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_token_resumes_after_a_restart_on_lsm() {
-    use bisondb_server::Server;
     let dir = tempfile::tempdir().unwrap();
     let dbpath = dir.path().join("data");
-    // A fixed port: the set's configuration names this node by address.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let cfg = || {
-        let mut c = lsm_config(dir.path(), &dbpath);
-        c.port = port;
-        c.repl_set_name = Some(SET_NAME.into());
-        c.oplog_size_mb = Some(16);
-        c
-    };
-    let server = Server::start(cfg()).await.unwrap();
+    let (port, cfg) = lsm_member(dir.path(), &dbpath);
+    let server = start_retrying(&cfg).await;
     initiate(port).await;
     let client = direct_client(port).await;
     if let Err(e) = client
@@ -536,45 +506,192 @@ async fn a_token_resumes_after_a_restart_on_lsm() {
     )
     .await;
     let db = client.database("d");
-    let r = aggregate(
-        &db,
-        Bson::String("c".into()),
-        vec![doc! {"$changeStream": {"startAtOperationTime": ts(600)}}],
-    )
-    .await
-    .unwrap();
-    let first = batch(&r, "firstBatch")[0]
-        .get_document("_id")
-        .unwrap()
-        .clone();
+    let r = open_c(&db, doc! {"startAtOperationTime": ts(600)}).await;
+    let first = first_batch(&r)[0].get_document("_id").unwrap().clone();
     shutdown_by_command(server, client).await;
 
-    let mut server = None;
-    for _ in 0..100 {
-        match Server::start(cfg()).await {
-            Ok(s) => {
-                server = Some(s);
-                break;
-            }
-            Err(e) if e.code.code() == 98 => tokio::time::sleep(Duration::from_millis(50)).await,
-            Err(e) => panic!("restart failed: {} ({:?})", e.message, e.code),
-        }
-    }
-    let server = server.expect("the dbpath lock was never released");
+    let server = start_retrying(cfg).await;
     let client = direct_client(port).await;
     let db = client.database("d");
-    let r = aggregate(
-        &db,
-        Bson::String("c".into()),
-        vec![doc! {"$changeStream": {"resumeAfter": first}}],
-    )
-    .await
-    .unwrap();
-    let events = batch(&r, "firstBatch");
+    let r = open_c(&db, doc! {"resumeAfter": first}).await;
+    let events = first_batch(&r);
     assert_eq!(events.len(), 1);
     assert_eq!(
         events[0].get_document("documentKey").unwrap(),
         &doc! {"_id": 2}
     );
     shutdown_by_command(server, client).await;
+}
+
+/// The next `n` events of a stream (read as plain documents, since the
+/// driver's event type leaves out fields such as `collectionUUID`).
+async fn next_events(
+    stream: &mut mongodb::change_stream::ChangeStream<Document>,
+    n: usize,
+) -> Vec<Document> {
+    use futures::StreamExt;
+    let mut out = Vec::new();
+    for _ in 0..n {
+        let ev = tokio::time::timeout(Duration::from_secs(10), stream.next())
+            .await
+            .expect("an event within 10 s")
+            .unwrap()
+            .unwrap();
+        out.push(ev);
+    }
+    out
+}
+
+fn kinds(events: &[Document]) -> Vec<String> {
+    events
+        .iter()
+        .map(|e| e.get_str("operationType").unwrap().to_string())
+        .collect()
+}
+
+#[tokio::test]
+async fn events_of_real_writes() {
+    let server = start_repl_set().await;
+    let rs = server.tcp_client_with("retryWrites=false").await;
+    let db = rs.database("app");
+    let coll = db.collection::<Document>("c");
+    db.create_collection("c").await.unwrap();
+    let mut stream = coll
+        .watch()
+        .full_document(mongodb::options::FullDocumentType::UpdateLookup)
+        .await
+        .unwrap()
+        .with_type::<Document>();
+    let mut db_stream = db
+        .watch()
+        .show_expanded_events(true)
+        .await
+        .unwrap()
+        .with_type::<Document>();
+    // Large enough that an update's diff is smaller than the document (else
+    // the entry is a replacement, as mongod's).
+    let pad = "x".repeat(200);
+    coll.insert_one(doc! {"_id": 1, "a": 1, "arr": [1, 2, 3], "o": {"1": 0}, "pad": &pad})
+        .await
+        .unwrap();
+    coll.update_one(
+        doc! {"_id": 1},
+        doc! {"$set": {"a": 2, "o.1": 5}, "$unset": {"gone": ""}, "$pop": {"arr": 1}},
+    )
+    .await
+    .unwrap();
+    coll.replace_one(doc! {"_id": 1}, doc! {"z": 1})
+        .await
+        .unwrap();
+    coll.delete_one(doc! {"_id": 1}).await.unwrap();
+    coll.create_index(mongodb::IndexModel::builder().keys(doc! {"x": 1}).build())
+        .await
+        .unwrap();
+    coll.drop().await.unwrap();
+
+    let events = next_events(&mut stream, 6).await;
+    assert_eq!(
+        kinds(&events),
+        [
+            "insert",
+            "update",
+            "replace",
+            "delete",
+            "drop",
+            "invalidate"
+        ]
+    );
+    assert_eq!(
+        events[0].get_document("fullDocument").unwrap(),
+        &doc! {"_id": 1, "a": 1, "arr": [1, 2, 3], "o": {"1": 0}, "pad": &pad}
+    );
+    let desc = events[1].get_document("updateDescription").unwrap();
+    assert_eq!(
+        desc.get_document("updatedFields").unwrap().get("a"),
+        Some(&Bson::Int32(2))
+    );
+    assert_eq!(
+        desc.get_document("updatedFields").unwrap().get("o.1"),
+        Some(&Bson::Int32(5))
+    );
+    assert_eq!(
+        desc.get_array("truncatedArrays").unwrap(),
+        &vec![Bson::Document(doc! {"field": "arr", "newSize": 2})]
+    );
+    assert!(!desc.contains_key("disambiguatedPaths"));
+    // updateLookup reads the document as it is when the event is returned:
+    // deleted since, so null.
+    assert!(matches!(
+        events[1].get("fullDocument"),
+        None | Some(Bson::Null)
+    ));
+    assert_eq!(
+        events[2].get_document("fullDocument").unwrap(),
+        &doc! {"_id": 1, "z": 1}
+    );
+    let tokens: Vec<String> = events.iter().map(token).collect();
+    assert!(tokens.windows(2).all(|w| w[0] < w[1]), "{tokens:?}");
+
+    let events = next_events(&mut db_stream, 6).await;
+    assert_eq!(
+        kinds(&events),
+        [
+            "insert",
+            "update",
+            "replace",
+            "delete",
+            "createIndexes",
+            "drop"
+        ]
+    );
+    let desc = events[1].get_document("updateDescription").unwrap();
+    assert_eq!(
+        desc.get_document("disambiguatedPaths").unwrap(),
+        &doc! {"o.1": ["o", "1"]}
+    );
+    assert!(events[0].contains_key("collectionUUID"));
+    assert_eq!(
+        events[4]
+            .get_document("operationDescription")
+            .unwrap()
+            .get_array("indexes")
+            .unwrap()
+            .len(),
+        1
+    );
+}
+
+#[tokio::test]
+async fn rename_and_drop_database() {
+    let server = start_repl_set().await;
+    let rs = server.tcp_client_with("retryWrites=false").await;
+    let db = rs.database("app2");
+    db.collection::<Document>("a")
+        .insert_one(doc! {"_id": 1})
+        .await
+        .unwrap();
+    let mut stream = db
+        .collection::<Document>("a")
+        .watch()
+        .await
+        .unwrap()
+        .with_type::<Document>();
+    let mut db_stream = db.watch().await.unwrap().with_type::<Document>();
+    rs.database("admin")
+        .run_command(doc! {"renameCollection": "app2.a", "to": "app2.b"})
+        .await
+        .unwrap();
+    let events = next_events(&mut stream, 2).await;
+    assert_eq!(kinds(&events), ["rename", "invalidate"]);
+    assert_eq!(
+        events[0].get_document("to").unwrap(),
+        &doc! {"db": "app2", "coll": "b"}
+    );
+    db.drop().await.unwrap();
+    // As mongod: the database's collections' drops, then dropDatabase,
+    // which ends a database stream.
+    let events = next_events(&mut db_stream, 3).await;
+    assert_eq!(kinds(&events), ["rename", "drop", "dropDatabase"]);
+    let last = next_events(&mut db_stream, 1).await;
+    assert_eq!(kinds(&last), ["invalidate"]);
 }

@@ -268,15 +268,14 @@ fn crud(op: &Document, kind: &str, db: &str, coll: &str, filter: &Filter) -> Mon
             .map(|id| bson::doc! {"_id": id.clone()})
             .ok_or_else(|| bad("the document has no _id"))
     };
-    let mut body = Document::new();
-    let (operation_type, key) = match kind {
+    // (type, document key, fullDocument, updateDescription)
+    let (operation_type, key, full, description) = match kind {
         "i" => {
             let key = match o2 {
                 Some(k) => k.clone(),
                 None => id_key()?,
             };
-            body.insert("fullDocument", o.clone());
-            ("insert", key)
+            ("insert", key, Some(o), None)
         }
         "u" => {
             let key = o2.cloned().ok_or_else(|| bad("an update has no 'o2'"))?;
@@ -285,29 +284,24 @@ fn crud(op: &Document, kind: &str, db: &str, coll: &str, filter: &Filter) -> Mon
                     (Some(Bson::Int32(2) | Bson::Int64(2)), Some(Bson::Document(d))) => d,
                     _ => return Err(bad("only $v: 2 update diffs are read")),
                 };
-                body.insert("ns", ns_doc(db, coll));
-                body.insert("documentKey", key.clone());
-                body.insert(
-                    "updateDescription",
-                    update_description(diff, filter.expanded)?,
-                );
-                return Ok(Draft {
-                    operation_type: "update",
-                    db: db.to_string(),
-                    coll: coll.to_string(),
-                    uuid: uuid_of(op),
-                    body,
-                    document_key: Some(key),
-                    invalidates_after: false,
-                });
+                let description = update_description(diff, filter.expanded)?;
+                ("update", key, None, Some(description))
+            } else {
+                // A whole new document: a replacement.
+                ("replace", key, Some(o), None)
             }
-            body.insert("fullDocument", o.clone());
-            ("replace", key)
         }
-        _ => ("delete", id_key()?),
+        _ => ("delete", id_key()?, None, None),
     };
+    let mut body = Document::new();
+    if let Some(full) = full {
+        body.insert("fullDocument", full.clone());
+    }
     body.insert("ns", ns_doc(db, coll));
     body.insert("documentKey", key.clone());
+    if let Some(d) = description {
+        body.insert("updateDescription", d);
+    }
     Ok(Draft {
         operation_type,
         db: db.to_string(),
@@ -519,6 +513,11 @@ mod tests {
         e
     }
 
+    /// The events of an entry on `d.c` for a stream on it.
+    fn on_c(i: u32, op: &str, o: Document, o2: Option<Document>) -> Vec<Event> {
+        events(&entry(i, op, "d.c", o, o2), &coll_filter()).unwrap()
+    }
+
     fn strip_id(mut d: Document) -> Document {
         d.remove("_id");
         d
@@ -527,17 +526,7 @@ mod tests {
     #[test]
     fn crud_events() {
         let f = coll_filter();
-        let ins = events(
-            &entry(
-                1,
-                "i",
-                "d.c",
-                doc! {"_id": 1, "a": 1},
-                Some(doc! {"_id": 1}),
-            ),
-            &f,
-        )
-        .unwrap();
+        let ins = on_c(1, "i", doc! {"_id": 1, "a": 1}, Some(doc! {"_id": 1}));
         assert_eq!(ins.len(), 1);
         assert_eq!(
             strip_id(ins[0].doc.clone()),
@@ -549,34 +538,19 @@ mod tests {
             &ins[0].token.to_document()
         );
 
-        let upd = events(
-            &entry(
-                2,
-                "u",
-                "d.c",
-                doc! {"$v": 2, "diff": {"u": {"a": 2}, "d": {"b": false}}},
-                Some(doc! {"_id": 1}),
-            ),
-            &f,
-        )
-        .unwrap();
+        let upd = on_c(
+            2,
+            "u",
+            doc! {"$v": 2, "diff": {"u": {"a": 2}, "d": {"b": false}}},
+            Some(doc! {"_id": 1}),
+        );
         assert_eq!(
             strip_id(upd[0].doc.clone()),
             doc! {"operationType": "update", "clusterTime": ts(2), "wallTime": DateTime::from_millis(5),
             "ns": {"db": "d", "coll": "c"}, "documentKey": {"_id": 1},
             "updateDescription": {"updatedFields": {"a": 2}, "removedFields": ["b"], "truncatedArrays": []}}
         );
-        let rep = events(
-            &entry(
-                3,
-                "u",
-                "d.c",
-                doc! {"_id": 1, "z": 1},
-                Some(doc! {"_id": 1}),
-            ),
-            &f,
-        )
-        .unwrap();
+        let rep = on_c(3, "u", doc! {"_id": 1, "z": 1}, Some(doc! {"_id": 1}));
         assert_eq!(rep[0].operation_type, "replace");
         assert_eq!(
             rep[0].doc.get_document("fullDocument").unwrap(),

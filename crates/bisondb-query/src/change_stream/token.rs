@@ -148,13 +148,15 @@ impl ResumeToken {
         };
         let data = match doc.get("_data") {
             Some(Bson::String(s)) => s,
-            Some(other) => return Err(MongoError::location(
-                40647,
-                format!(
+            Some(other) => {
+                return Err(MongoError::location(
+                    40647,
+                    format!(
                     "Bad resume token: _data of missing or of wrong type. Expected string, got {}",
                     crate::expr::value::type_name(other)
                 ),
-            )),
+                ))
+            }
             None => return Err(MongoError::location(
                 40647,
                 "Bad resume token: _data of missing or of wrong type. Expected string, got missing",

@@ -31,14 +31,7 @@ impl Command for GetMore {
                     RawBsonRef::Int64(i) => id = Some(i),
                     other => return Err(fields::wrong_type(n, "getMore", other, "long")),
                 },
-                // A database or cluster change stream's cursor lives on
-                // `<db>.$cmd.aggregate`, as in mongod.
-                "collection" => {
-                    coll = Some(match v {
-                        RawBsonRef::String(c @ "$cmd.aggregate") => c.to_string(),
-                        _ => fields::collection_name(n, v)?.to_string(),
-                    })
-                }
+                "collection" => coll = Some(crate::cursor::cursor_collection(n, v)?.to_string()),
                 "batchSize" => {
                     let b = fields::as_non_negative(n, "batchSize", v)? as usize;
                     batch_size = (b > 0).then_some(b);

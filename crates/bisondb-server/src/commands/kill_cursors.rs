@@ -20,7 +20,7 @@ impl Command for KillCursors {
         for el in req.body.iter() {
             let (k, v) = el.map_err(crate::request::invalid_bson)?;
             match k.as_str() {
-                "killCursors" => coll = Some(fields::collection_name(req.name, v)?),
+                "killCursors" => coll = Some(crate::cursor::cursor_collection(req.name, v)?),
                 "cursors" => {
                     let mut out = Vec::new();
                     for id in fields::as_array(req.name, "cursors", v)? {

@@ -268,6 +268,19 @@ fn aggregate(
                 body.insert("aggregate", resolved.source.clone());
             }
             "pipeline" => {
+                // A change stream watches collections, never a view's output.
+                if let Some(Ok(RawBsonRef::Document(first))) =
+                    fields::as_array(req.name, "pipeline", v)?
+                        .into_iter()
+                        .next()
+                {
+                    if matches!(first.get("$changeStream"), Ok(Some(_))) {
+                        return Err(MongoError::new(
+                            ErrorCode::CommandNotSupportedOnView,
+                            format!("Namespace {}.{view} is a view, not a collection", req.db),
+                        ));
+                    }
+                }
                 let mut stages: Vec<Bson> = resolved
                     .pipeline
                     .iter()

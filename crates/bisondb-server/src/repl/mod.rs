@@ -19,6 +19,7 @@
 //! `enabled()` is false, `is_writable_primary()` is true (a standalone takes
 //! writes), and no oplog is written.
 
+pub mod cluster_time;
 pub mod diff;
 pub mod hello;
 pub mod oplog;
@@ -377,6 +378,40 @@ fn activate_oplog(state: &crate::state::ServerState) -> MongoResult<()> {
     }
     repl.oplog.activate(coll);
     Ok(())
+}
+
+thread_local! {
+    /// Whether the command running on this thread runs on an initiated
+    /// replica-set member (see [`member_scope`]).
+    static MEMBER: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Marks the command about to run on this thread as running on an
+/// initiated replica-set member, until the guard drops: argument parsers
+/// that have no server state at hand (the write concern's) ask
+/// [`on_member`] to accept what only a member accepts (`w` above 1, tag
+/// modes, answered after the write by `cluster_time::finish_reply`).
+pub fn member_scope(state: &crate::state::ServerState) -> Option<MemberScope> {
+    let repl = state.repl();
+    if !repl.enabled() || !repl.is_initiated() {
+        return None;
+    }
+    Some(MemberScope(MEMBER.with(|m| m.replace(true))))
+}
+
+/// See [`member_scope`].
+pub struct MemberScope(bool);
+
+impl Drop for MemberScope {
+    fn drop(&mut self) {
+        MEMBER.with(|m| m.set(self.0));
+    }
+}
+
+/// Whether the command on this thread runs on an initiated replica-set
+/// member.
+pub fn on_member() -> bool {
+    MEMBER.with(|m| m.get())
 }
 
 /// Refuses a write (a command that takes a write concern) on a member that

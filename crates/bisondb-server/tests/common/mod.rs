@@ -355,6 +355,49 @@ pub fn first_batch(reply: &Document) -> Vec<Document> {
         .unwrap_or_else(|e| panic!("no firstBatch in {reply}: {e}"))
 }
 
+/// The documents of a `getMore` reply's `cursor.nextBatch`.
+#[track_caller]
+pub fn next_batch(reply: &Document) -> Vec<Document> {
+    reply
+        .get_document("cursor")
+        .and_then(|c| c.get_array("nextBatch"))
+        .map(|a| a.iter().filter_map(|b| b.as_document().cloned()).collect())
+        .unwrap_or_else(|e| panic!("no nextBatch in {reply}: {e}"))
+}
+
+/// A free TCP port and the configuration of a replica-set member on it
+/// (`--replSet rs0`, a 16 MB oplog) with its data in `dbpath` on the lsm
+/// engine, for the tests that restart a member (its set's configuration
+/// names it by address, so the port stays fixed).
+pub fn lsm_member(dir: &Path, dbpath: &Path) -> (u16, impl Fn() -> ServerConfig) {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .unwrap_or_else(|e| panic!("no free port: {e}"));
+    let (dir, dbpath) = (dir.to_path_buf(), dbpath.to_path_buf());
+    let cfg = move || {
+        let mut c = lsm_config(&dir, &dbpath);
+        c.port = port;
+        c.repl_set_name = Some(SET_NAME.into());
+        c.oplog_size_mb = Some(16);
+        c
+    };
+    (port, cfg)
+}
+
+/// Starts a server on `cfg()`, retrying while a previous in-process server
+/// on the same dbpath still holds its lock (98), for restart tests.
+pub async fn start_retrying(cfg: impl Fn() -> ServerConfig) -> RunningServer {
+    for _ in 0..100 {
+        match Server::start(cfg()).await {
+            Ok(s) => return s,
+            Err(e) if e.code.code() == 98 => tokio::time::sleep(Duration::from_millis(50)).await,
+            Err(e) => panic!("server failed to start: {} ({:?})", e.message, e.code),
+        }
+    }
+    panic!("the dbpath lock was never released");
+}
+
 /// Collection `name`'s entry in the reply of a raw `listCollections` command
 /// (its `options`, `info`, `type` as the server reports them); panics if it is
 /// not listed.
