@@ -552,7 +552,7 @@ fn dispatch_command(
     let dispatch = || {
         std::panic::catch_unwind(AssertUnwindSafe(|| {
             if writes {
-                crate::repl::check_write(state, &req.db)?;
+                crate::repl::check_write(state, &req.db, req.body)?;
             }
             crate::repl::cluster_time::before_command(state, req.body)?;
             let _member = crate::repl::member_scope(state);
