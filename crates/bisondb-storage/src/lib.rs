@@ -37,5 +37,5 @@ pub use keycode::{encode_id, encode_value, hashed_key};
 pub use lsm::{KeyRegions, LsmEngine, LsmOptions};
 pub use store::{
     id_of, Collection, DocIter, IndexReport, InsertOutcome, Modify, ModifyResult, NaturalIter,
-    ValidateOptions, ValidateReport,
+    StoreTxn, ValidateOptions, ValidateReport,
 };
