@@ -52,6 +52,7 @@ mod sessions;
 mod spill;
 mod text;
 mod timeseries;
+mod transactions;
 mod unified;
 mod update;
 mod validate;
