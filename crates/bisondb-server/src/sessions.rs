@@ -315,8 +315,7 @@ pub fn refresh_now(state: &ServerState) -> MongoResult<()> {
                 Some(_) => Modify::Replace(raw.clone()),
                 None => Modify::Insert(raw.clone()),
             })
-        })
-        .map_err(MongoError::from)?;
+        })?;
     }
     for (id, uid) in ended {
         let key = bson::RawDocumentBuf::try_from(&record_id(&id, &uid))

@@ -880,7 +880,7 @@ impl Collection {
         match self.snapshot() {
             Ok(snapshot) => self.scan_ids_in(snapshot, start, end, reverse),
             // The iterator's first item reports the failure.
-            Err(e) => DocIter::failed(e.into()),
+            Err(e) => DocIter::failed(e),
         }
     }
 

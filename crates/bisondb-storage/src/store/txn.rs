@@ -192,7 +192,7 @@ impl StoreTxn {
             touched.values().map(|t| t.coll.state().clone()).collect();
         let _locks: Vec<_> = states.iter().map(|s| s.write_lock.lock()).collect();
         let mut unchecked = WriteBatch::new();
-        let mut publish: Vec<(Collection, StatsRecord, Arc<Vec<Arc<IndexState>>>)> = Vec::new();
+        let mut publish: Vec<Publish> = Vec::new();
         for t in touched.into_values() {
             // Dropped since: 26 NamespaceNotFound, as a write to it would be.
             let _ = t.coll.writable_snapshot_locked()?;
@@ -231,6 +231,9 @@ impl StoreTxn {
         inner.touched.clear();
     }
 }
+
+/// A committed collection's new stats, made current after the commit.
+type Publish = (Collection, StatsRecord, Arc<Vec<Arc<IndexState>>>);
 
 /// [`StoreTxn::view`].
 struct TxnView(Arc<StoreTxn>);
