@@ -93,7 +93,7 @@ pub struct ServerState {
     /// `fsync` with `lock: true`: writes wait while it is held.
     pub fsync_lock: crate::fsync_lock::FsyncLock,
     /// Replica-set mode (`--replSet`): see [`ServerState::repl`].
-    pub repl: crate::repl::ReplState,
+    pub repl: Arc<crate::repl::ReplState>,
 }
 
 impl ServerState {

@@ -191,35 +191,40 @@ pub fn update(
     let coll = storage.collection(db, coll_name);
     let (ids, run) = target_ids_planned(coll.as_ref(), sel, multi)?;
     res.plan = Some(run);
+    // A replacement's oplog entry is the whole new document, not a diff.
+    let replacing = matches!(spec, UpdateSpec::Replacement(_));
     if let Some(coll) = &coll {
         for id in &ids {
-            coll.modify(id.as_raw_bson_ref(), durability, &mut |cur| {
-                let Some(cur) = cur else {
-                    return Ok(Modify::Keep);
-                };
-                if !matcher.matches(cur) {
-                    return Ok(Modify::Keep);
-                }
-                res.matched += 1;
-                let before = to_doc(cur)?;
-                let mut after = before.clone();
-                let changed = spec.apply_with_query(&mut after, false, Some(matcher))?;
-                let action = if changed {
-                    let raw = crate::storable::prepare_owned(&after)?;
-                    if let Some(v) = validator {
-                        v.check(&raw, Some(cur))?;
+            let modify = || {
+                coll.modify(id.as_raw_bson_ref(), durability, &mut |cur| {
+                    let Some(cur) = cur else {
+                        return Ok(Modify::Keep);
+                    };
+                    if !matcher.matches(cur) {
+                        return Ok(Modify::Keep);
                     }
-                    res.modified += 1;
-                    Modify::Replace(raw)
-                } else {
-                    Modify::Keep
-                };
-                if keep_images {
-                    res.before = Some(before);
-                    res.after = Some(after);
-                }
-                Ok(action)
-            })?;
+                    res.matched += 1;
+                    let before = to_doc(cur)?;
+                    let mut after = before.clone();
+                    let changed = spec.apply_with_query(&mut after, false, Some(matcher))?;
+                    let action = if changed {
+                        let raw = crate::storable::prepare_owned(&after)?;
+                        if let Some(v) = validator {
+                            v.check(&raw, Some(cur))?;
+                        }
+                        res.modified += 1;
+                        Modify::Replace(raw)
+                    } else {
+                        Modify::Keep
+                    };
+                    if keep_images {
+                        res.before = Some(before);
+                        res.after = Some(after);
+                    }
+                    Ok(action)
+                })
+            };
+            crate::repl::oplog::with_replacement(replacing, modify)?;
         }
     }
     if res.matched == 0 && upsert {
@@ -601,11 +606,13 @@ fn merge_doc(
             };
             let id = RawBson::try_from(id.clone())
                 .map_err(|_| MongoError::internal("$merge target _id is not encodable"))?;
-            target.modify(id.as_raw_bson_ref(), durability, &mut |cur| {
-                if let Some(v) = validator {
-                    v.check(&raw, cur)?;
-                }
-                Ok(Modify::Replace(raw.clone()))
+            crate::repl::oplog::with_replacement(true, || {
+                target.modify(id.as_raw_bson_ref(), durability, &mut |cur| {
+                    if let Some(v) = validator {
+                        v.check(&raw, cur)?;
+                    }
+                    Ok(Modify::Replace(raw.clone()))
+                })
             })?;
         }
         MergeAction::Keep | MergeAction::Discard => {}

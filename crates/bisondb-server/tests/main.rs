@@ -43,6 +43,7 @@ mod logs;
 mod management;
 mod min_max;
 mod operators_extra;
+mod oplog;
 mod persistence;
 mod profiler;
 mod repl_set;

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use crate::common::*;
 use bisondb_server::Server;
-use bson::{doc, Bson, Document};
+use bson::{doc, Bson, Document, Timestamp};
 use mongodb::Client;
 
 async fn admin_cmd(client: &Client, cmd: Document) -> mongodb::error::Result<Document> {
@@ -416,4 +416,127 @@ async fn a_restarted_member_is_primary_again() {
         }
     }
     assert_eq!(refused.expect("start refused").code.code(), 93);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replies_carry_cluster_time_and_write_concerns_are_answered() {
+    let ts = start_repl_set().await;
+    let client = direct_client(ts.server.port()).await;
+    let db = client.database("app");
+    let r = db
+        .run_command(doc! {"insert": "c", "documents": [{"_id": 1}]})
+        .await
+        .unwrap();
+    let op_time = r.get_timestamp("operationTime").unwrap();
+    let cluster = r.get_document("$clusterTime").unwrap();
+    let cluster_time = cluster.get_timestamp("clusterTime").unwrap();
+    assert!(
+        (cluster_time.time, cluster_time.increment) >= (op_time.time, op_time.increment),
+        "{r}"
+    );
+    let signature = cluster.get_document("signature").unwrap();
+    assert_eq!(signature.get_i64("keyId").ok(), Some(0));
+    match signature.get("hash") {
+        Some(Bson::Binary(b)) => assert_eq!(b.bytes, vec![0u8; 20]),
+        other => panic!("{other:?}"),
+    }
+    // The insert's own entry is at operationTime.
+    let entry = client
+        .database("local")
+        .collection::<Document>("oplog.rs")
+        .find_one(doc! {"op": "i", "o2": {"_id": 1}})
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(entry.get_timestamp("ts").ok(), Some(op_time));
+    // Reads after it see it, at every level.
+    for level in ["local", "available", "majority", "linearizable", "snapshot"] {
+        let mut rc = doc! {"level": level};
+        if level != "available" {
+            rc.insert("afterClusterTime", op_time);
+        }
+        let r = db
+            .run_command(doc! {"find": "c", "filter": {"_id": 1}, "readConcern": rc})
+            .await
+            .unwrap_or_else(|e| panic!("{level}: {e}"));
+        assert_eq!(first_batch(&r).len(), 1, "{level}: {r}");
+    }
+    // A time ahead of the clock: the member moves there and answers.
+    let ahead = Timestamp {
+        time: op_time.time + 5,
+        increment: 1,
+    };
+    let r = db
+        .run_command(doc! {"find": "c", "readConcern": {"afterClusterTime": ahead}})
+        .await
+        .unwrap();
+    let after = r.get_timestamp("operationTime").unwrap();
+    assert!(
+        (after.time, after.increment) >= (ahead.time, ahead.increment),
+        "{r}"
+    );
+    expect_code(
+        db.run_command(doc! {"find": "c", "readConcern": {"level": "bogus"}})
+            .await,
+        9,
+    );
+    expect_code(
+        db.run_command(
+            doc! {"find": "c", "readConcern": {"level": "snapshot", "atClusterTime": op_time}},
+        )
+        .await,
+        238,
+    );
+    // w: 1 and majority are satisfied; w: 2 cannot be, and says so beside
+    // the applied write; so does an unknown tag mode.
+    for w in [Bson::Int32(1), Bson::String("majority".into())] {
+        let r = db
+            .run_command(doc! {"insert": "c", "documents": [{}], "writeConcern": {"w": w.clone()}})
+            .await
+            .unwrap();
+        assert!(!r.contains_key("writeConcernError"), "{w}: {r}");
+    }
+    let r = db
+        .run_command(doc! {"insert": "c", "documents": [{"_id": "w2"}], "writeConcern": {"w": 2, "wtimeout": 100}})
+        .await
+        .unwrap();
+    let wce = r.get_document("writeConcernError").unwrap();
+    assert_eq!(wce.get_i32("code").ok(), Some(100), "{r}");
+    assert_eq!(
+        wce.get_str("codeName").ok(),
+        Some("UnsatisfiableWriteConcern")
+    );
+    assert_eq!(num(&r, "n"), 1, "{r}");
+    // Through the driver's insert API it is a write concern error.
+    let e = db
+        .collection::<Document>("c")
+        .insert_one(doc! {"_id": "w2b"})
+        .with_options(
+            mongodb::options::InsertOneOptions::builder()
+                .write_concern(
+                    mongodb::options::WriteConcern::builder()
+                        .w(mongodb::options::Acknowledgment::Nodes(2))
+                        .build(),
+                )
+                .build(),
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        format!("{e}").contains("Not enough data-bearing nodes"),
+        "{e}"
+    );
+    assert_eq!(
+        db.collection::<Document>("c")
+            .count_documents(doc! {"_id": "w2"})
+            .await
+            .unwrap(),
+        1
+    );
+    let r = db
+        .run_command(doc! {"insert": "c", "documents": [{}], "writeConcern": {"w": "dc2"}})
+        .await
+        .unwrap();
+    let wce = r.get_document("writeConcernError").unwrap();
+    assert_eq!(wce.get_i32("code").ok(), Some(79), "{r}");
 }

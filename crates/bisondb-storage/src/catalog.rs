@@ -129,6 +129,8 @@ struct Inner {
     collections: RwLock<BTreeMap<Key, Arc<CollState>>>,
     /// Serializes catalog changes; holds the next collection id.
     ddl: Mutex<u64>,
+    /// Records each write in its batch, once installed (`crate::observer`).
+    observer: std::sync::OnceLock<Arc<dyn crate::observer::OpObserver>>,
 }
 
 /// A handle on the whole store; cheap to clone and shareable across threads.
@@ -217,8 +219,42 @@ impl Storage {
                 engine,
                 collections: RwLock::new(collections),
                 ddl: Mutex::new(next_id),
+                observer: std::sync::OnceLock::new(),
             }),
         })
+    }
+
+    /// Installs the observer that records every later write in its batch
+    /// (`crate::observer`); once per store. `false` when one already is.
+    pub fn set_op_observer(&self, observer: Arc<dyn crate::observer::OpObserver>) -> bool {
+        self.inner.observer.set(observer).is_ok()
+    }
+
+    /// Writes a catalog change's batch, recorded by the observer as the
+    /// command `o` (with `o2`) on `db` (`coll`, with `uuid`) when it observes
+    /// `db`; `o` is built only then.
+    fn write_catalog(
+        &self,
+        batch: WriteBatch,
+        db: &str,
+        coll: &str,
+        uuid: Option<Uuid>,
+        o: impl FnOnce() -> (Document, Option<Document>),
+    ) -> Result<(), StorageError> {
+        match self.inner.observer.get() {
+            Some(observer) if observer.observes(db) => {
+                let (o, o2) = o();
+                let target = crate::observer::Target { db, coll, uuid };
+                let op = crate::observer::Op::Command {
+                    o: &o,
+                    o2: o2.as_ref(),
+                };
+                observer.commit(target, &[op], batch, &mut |b| {
+                    Ok(self.inner.engine.write(b, Durability::Buffered)?)
+                })
+            }
+            _ => Ok(self.inner.engine.write(batch, Durability::Buffered)?),
+        }
     }
 
     /// The engine's name (`"inMemory"`, ...).
@@ -260,15 +296,30 @@ impl Storage {
         let map = self.inner.collections.read();
         map.range((db.to_string(), String::new())..)
             .take_while(|((d, _), _)| d == db)
-            .map(|((d, n), s)| Collection::new(self.inner.engine.clone(), s.clone(), d, n))
+            .map(|((d, n), s)| {
+                Collection::new(
+                    self.inner.engine.clone(),
+                    self.inner.observer.get().cloned(),
+                    s.clone(),
+                    d,
+                    n,
+                )
+            })
             .collect()
     }
 
     /// A handle on `db.name`, if it exists.
     pub fn collection(&self, db: &str, name: &str) -> Option<Collection> {
         let map = self.inner.collections.read();
-        map.get(&(db.to_string(), name.to_string()))
-            .map(|s| Collection::new(self.inner.engine.clone(), s.clone(), db, name))
+        map.get(&(db.to_string(), name.to_string())).map(|s| {
+            Collection::new(
+                self.inner.engine.clone(),
+                self.inner.observer.get().cloned(),
+                s.clone(),
+                db,
+                name,
+            )
+        })
     }
 
     /// Begins a multi-document transaction on a snapshot taken now
@@ -344,7 +395,21 @@ impl Storage {
             layout::stats_key(id),
             layout::encode_stats(&layout::StatsRecord::default()),
         );
-        self.inner.engine.write(batch, Durability::Buffered)?;
+        let uuid = state.uuid;
+        self.write_catalog(batch, db, name, Some(uuid), || {
+            let options = state.options.read().clone();
+            let mut o = bson::doc! {"create": name};
+            for (k, v) in options.iter() {
+                o.insert(k.clone(), v.clone());
+            }
+            if !o.contains_key("clusteredIndex") && !o.contains_key("viewOn") {
+                o.insert(
+                    "idIndex",
+                    bson::doc! {"v": 2i32, "key": {"_id": 1i32}, "name": "_id_"},
+                );
+            }
+            (o, None)
+        })?;
         *next_id = new_next;
         let state = Arc::new(state);
         self.inner
@@ -352,7 +417,13 @@ impl Storage {
             .write()
             .insert((db.to_string(), name.to_string()), state.clone());
         tracing::debug!(db, name, id, "collection created");
-        Ok(Collection::new(self.inner.engine.clone(), state, db, name))
+        Ok(Collection::new(
+            self.inner.engine.clone(),
+            self.inner.observer.get().cloned(),
+            state,
+            db,
+            name,
+        ))
     }
 
     /// Drops `db.name` and all its documents; `false` if it did not exist.
@@ -383,7 +454,13 @@ impl Storage {
         let mut batch = WriteBatch::new();
         batch.delete(layout::entry_key(db, name));
         mark_dropped(&mut batch, state.id);
-        self.inner.engine.write(batch, Durability::Buffered)?;
+        self.write_catalog(batch, db, name, Some(state.uuid), || {
+            let records = state.count.load(Ordering::Acquire);
+            (
+                bson::doc! {"drop": name},
+                Some(bson::doc! {"numRecords": i64::try_from(records).unwrap_or(i64::MAX)}),
+            )
+        })?;
         state.dropped.store(true, Ordering::SeqCst);
         self.inner.collections.write().remove(&key);
         tracing::debug!(db, name, id = state.id, "collection dropped");
@@ -402,6 +479,11 @@ impl Storage {
             let mut ids = Vec::with_capacity(names.len());
             for name in names {
                 ids.extend(self.unlink_locked(db, &name)?);
+            }
+            if self.inner.observer.get().is_some_and(|o| o.observes(db)) {
+                self.write_catalog(WriteBatch::new(), db, "", None, || {
+                    (bson::doc! {"dropDatabase": 1i32}, None)
+                })?;
             }
             ids
         };
@@ -471,7 +553,21 @@ impl Storage {
             layout::entry_key(to_db, to),
             encode_entry(to_db, to, &source)?,
         );
-        self.inner.engine.write(batch, Durability::Buffered)?;
+        self.write_catalog(batch, from_db, from, Some(source.uuid), || {
+            let drop_target = match &target {
+                Some(t) => Bson::Binary(Binary::from_uuid(t.uuid)),
+                None => Bson::Boolean(false),
+            };
+            (
+                bson::doc! {
+                    "renameCollection": format!("{from_db}.{from}"),
+                    "to": format!("{to_db}.{to}"),
+                    "stayTemp": false,
+                    "dropTarget": drop_target,
+                },
+                None,
+            )
+        })?;
         if let Some(t) = &target {
             t.dropped.store(true, Ordering::SeqCst);
         }
@@ -541,7 +637,14 @@ impl Storage {
         if multikey {
             batch.put(index::multikey_key(state.id, id), Vec::new());
         }
-        if let Err(e) = self.inner.engine.write(batch, Durability::Buffered) {
+        let spec_doc = || {
+            let mut o = bson::doc! {"createIndexes": name};
+            if let Some(ix) = list.last() {
+                o.extend(ix.spec.to_document());
+            }
+            (o, None)
+        };
+        if let Err(e) = self.write_catalog(batch, db, name, Some(state.uuid), spec_doc) {
             *state.indexes.write() = previous;
             purge_range(self.inner.engine.as_ref(), index::index_range(state.id, id))?;
             return Err(e.into());
@@ -577,9 +680,15 @@ impl Storage {
                 }
             }
             batch.delete(index::multikey_key(state.id, ix.id));
-            if let Err(e) = self.inner.engine.write(batch, Durability::Buffered) {
+            let o = || {
+                (
+                    bson::doc! {"dropIndexes": name, "index": index_name},
+                    Some(ix.spec.to_document()),
+                )
+            };
+            if let Err(e) = self.write_catalog(batch, db, name, Some(state.uuid), o) {
                 *state.indexes.write() = previous;
-                return Err(e.into());
+                return Err(e);
             }
             (state.id, ix.id)
         };
@@ -612,10 +721,15 @@ impl Storage {
         let mut batch = WriteBatch::new();
         let written = encode_entry(db, name, &state).and_then(|r| {
             batch.put(layout::entry_key(db, name), r);
-            self.inner
-                .engine
-                .write(batch, Durability::Buffered)
-                .map_err(StorageError::from)
+            self.write_catalog(batch, db, name, Some(state.uuid), || {
+                // mongod records the options collMod set; the store knows
+                // the whole new set of them.
+                let mut o = bson::doc! {"collMod": name};
+                for (k, v) in state.options.read().iter() {
+                    o.insert(k.clone(), v.clone());
+                }
+                (o, None)
+            })
         });
         if let Err(e) = written {
             *state.options.write() = previous;
@@ -662,10 +776,17 @@ impl Storage {
         let mut batch = WriteBatch::new();
         let written = encode_entry(db, name, &state).and_then(|r| {
             batch.put(layout::entry_key(db, name), r);
-            self.inner
-                .engine
-                .write(batch, Durability::Buffered)
-                .map_err(StorageError::from)
+            self.write_catalog(batch, db, name, Some(state.uuid), || {
+                let mut index = bson::doc! {"name": index_name};
+                let new = spec.to_document();
+                let before = old.spec.to_document();
+                for (k, v) in new.iter() {
+                    if before.get(k) != Some(v) {
+                        index.insert(k.clone(), v.clone());
+                    }
+                }
+                (bson::doc! {"collMod": name, "index": index}, None)
+            })
         });
         if let Err(e) = written {
             *state.indexes.write() = previous;

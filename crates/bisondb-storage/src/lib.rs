@@ -18,6 +18,7 @@ mod index;
 pub mod keycode;
 mod layout;
 pub mod lsm;
+pub mod observer;
 mod store;
 #[cfg(test)]
 mod testing;
@@ -35,6 +36,8 @@ pub use index::{hash_bounds, GeoKind, IndexInfo, IndexScan, IndexSpec};
 pub type IndexUsageInfo = (String, u64, bson::DateTime);
 pub use keycode::{encode_id, encode_value, hashed_key};
 pub use lsm::{KeyRegions, LsmEngine, LsmOptions};
+pub use observer::{Op, OpObserver, Target};
+pub use store::capped::KeyedEntry;
 pub use store::{
     id_of, Collection, DocIter, IndexReport, InsertOutcome, Modify, ModifyResult, NaturalIter,
     StoreTxn, ValidateOptions, ValidateReport,

@@ -21,6 +21,7 @@ use crate::error::StorageError;
 use crate::index::{self, Entry, IndexInfo, IndexScan, IndexState};
 use crate::keycode::encode_id;
 use crate::layout::{self, StatsRecord};
+use crate::observer::{Op, OpObserver, Target};
 use bisondb_engine::{BatchOp, Durability, Engine, Snapshot, WriteBatch};
 use bisondb_query::matcher::bounds::FieldBounds;
 use key_bounds::BatchHighs;
@@ -98,6 +99,9 @@ pub enum ModifyResult {
 pub struct Collection {
     engine: Arc<dyn Engine>,
     state: Arc<CollState>,
+    /// Records each write in its batch (the oplog), when installed
+    /// (`crate::observer`).
+    observer: Option<Arc<dyn OpObserver>>,
     /// `db.name`, as it was named when this handle was obtained.
     ns: Arc<str>,
     db_len: usize,
@@ -115,12 +119,14 @@ impl std::fmt::Debug for Collection {
 impl Collection {
     pub(crate) fn new(
         engine: Arc<dyn Engine>,
+        observer: Option<Arc<dyn OpObserver>>,
         state: Arc<CollState>,
         db: &str,
         name: &str,
     ) -> Collection {
         Collection {
             engine,
+            observer,
             state,
             ns: Arc::from(format!("{db}.{name}")),
             db_len: db.len(),
@@ -362,7 +368,8 @@ impl Collection {
         if accepted.is_empty() {
             return out;
         }
-        match self.commit_inserts_locked(batch, &tally, &indexes, became_multikey) {
+        let observed = self.observed_inserts(docs, &accepted);
+        match self.commit_inserts_locked(batch, &tally, &indexes, became_multikey, &observed) {
             Ok(()) => {
                 self.raise_doc_key_bounds_locked(bounds, highs);
                 out.inserted = accepted.len();
@@ -382,8 +389,9 @@ impl Collection {
         tally: &StatsRecord,
         indexes: &[Arc<IndexState>],
         became_multikey: Vec<Arc<IndexState>>,
+        observed: &[Op<'_>],
     ) -> Result<(), StorageError> {
-        if let Err(e) = self.commit_locked(batch, tally, indexes) {
+        if let Err(e) = self.commit_locked(batch, tally, indexes, observed) {
             *self.state.max_doc_key.lock() = None;
             return Err(e);
         }
@@ -728,7 +736,9 @@ impl Collection {
                 writes.apply(self.state.id, &mut batch, &mut became_multikey, &mut tally);
             }
         }
-        let result = match (decision, current) {
+        // The new version, kept for the observer only when there is one.
+        let mut written: Option<RawDocumentBuf> = None;
+        let result = match (decision, current.as_deref()) {
             (Modify::Keep, None) | (Modify::Delete, None) => return Ok(ModifyResult::NotFound),
             (Modify::Keep, Some(_)) => return Ok(ModifyResult::Unchanged),
             (Modify::Delete, Some(old)) => {
@@ -753,6 +763,9 @@ impl Collection {
                     .data_size
                     .saturating_sub(old.as_bytes().len() as u64)
                     .saturating_add(new.as_bytes().len() as u64);
+                if self.observing() {
+                    written = Some(new.clone());
+                }
                 batch.put(key, new.into_bytes());
                 ModifyResult::Replaced
             }
@@ -767,13 +780,24 @@ impl Collection {
                 tally.add_doc(key.len(), new.as_bytes().len());
                 // The bound no longer covers this key; read it again next time.
                 *self.state.max_doc_key.lock() = None;
+                if self.observing() {
+                    written = Some(new.clone());
+                }
                 batch.put(key, new.into_bytes());
                 ModifyResult::Inserted
             }
         };
         let next_rid =
             self.capped_modify_locked(snap.as_ref(), &encoded, result, &mut batch, &mut tally)?;
-        self.commit_locked(batch, &tally, &indexes)?;
+        let observed = match (&written, &current, result) {
+            (Some(after), Some(before), _) => Some(Op::Update { before, after }),
+            (Some(doc), None, _) => Some(Op::Insert { doc }),
+            (None, Some(before), ModifyResult::Deleted) if self.observing() => {
+                Some(Op::Delete { before })
+            }
+            _ => None,
+        };
+        self.commit_locked(batch, &tally, &indexes, observed.as_slice())?;
         self.capped_committed_locked(next_rid);
         for ix in became_multikey {
             ix.multikey.store(true, Ordering::Release);
@@ -788,6 +812,7 @@ impl Collection {
         mut batch: WriteBatch,
         tally: &StatsRecord,
         indexes: &[Arc<IndexState>],
+        observed: &[Op<'_>],
     ) -> Result<(), StorageError> {
         if let Some(t) = txn::current() {
             // The transaction writes the stats record at its commit.
@@ -798,9 +823,56 @@ impl Collection {
             layout::stats_key(self.state.id),
             layout::encode_stats(tally),
         );
-        self.engine.write(batch, Durability::Buffered)?;
+        match self.observer.as_ref() {
+            Some(observer) if !observed.is_empty() && observer.observes(self.db()) => {
+                let target = Target {
+                    db: self.db(),
+                    coll: self.name(),
+                    uuid: Some(self.state.uuid),
+                };
+                observer.commit(target, observed, batch, &mut |b| {
+                    Ok(self.engine.write(b, Durability::Buffered)?)
+                })?;
+            }
+            _ => self.engine.write(batch, Durability::Buffered)?,
+        }
         self.publish_tally_locked(tally, indexes);
         Ok(())
+    }
+
+    /// This handle without the store's op observer: for the observer's own
+    /// collection (the oplog), which must not hold the observer that holds
+    /// it (that cycle would keep the engine open forever).
+    pub fn without_observer(&self) -> Collection {
+        Collection {
+            observer: None,
+            ..self.clone()
+        }
+    }
+
+    /// Whether this collection's writes are recorded by an observer (then
+    /// the store keeps the documents the observer is shown).
+    #[inline]
+    pub(crate) fn observing(&self) -> bool {
+        self.observer
+            .as_ref()
+            .is_some_and(|o| o.observes(self.db()))
+    }
+
+    /// The inserts of `accepted` documents, for the observer (empty when
+    /// nothing observes this collection).
+    pub(crate) fn observed_inserts<'d>(
+        &self,
+        docs: &[&'d RawDocument],
+        accepted: &[usize],
+    ) -> Vec<Op<'d>> {
+        if !self.observing() {
+            return Vec::new();
+        }
+        accepted
+            .iter()
+            .filter_map(|&i| docs.get(i).map(|doc| Op::Insert { doc }))
+            .collect()
     }
 
     /// The stats record as last committed; the caller holds the write lock
@@ -844,13 +916,18 @@ impl Collection {
         let indexes = self.state.indexes.read().clone();
         let mut tally = self.tally_locked(&indexes);
         tally.remove_doc(key.len(), old.len());
-        if !indexes.is_empty() {
-            let doc = decode_doc(old)?;
+        // Decoded when the index entries or the observer need it.
+        let before = if !indexes.is_empty() || self.observing() {
+            Some(decode_doc(old)?)
+        } else {
+            None
+        };
+        if let Some(doc) = before.as_ref().filter(|_| !indexes.is_empty()) {
             let encoded = encode_id(id);
             let writes = self.index_writes(
                 &indexes,
                 snap.as_ref(),
-                Some(&doc),
+                Some(doc),
                 None,
                 &encoded,
                 &mut HashSet::new(),
@@ -859,7 +936,11 @@ impl Collection {
         }
         batch.delete(key);
         self.forget_locked(snap.as_ref(), &encode_id(id), &mut batch)?;
-        self.commit_locked(batch, &tally, &indexes)?;
+        let observed = before
+            .as_deref()
+            .filter(|_| self.observing())
+            .map(|before| Op::Delete { before });
+        self.commit_locked(batch, &tally, &indexes, observed.as_slice())?;
         Ok(true)
     }
 

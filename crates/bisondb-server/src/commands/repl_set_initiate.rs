@@ -60,7 +60,7 @@ impl Command for ReplSetInitiate {
             config.insert("term", 1i64);
             Ok(Initiated { config, term: 1 })
         })?;
-        crate::repl::on_elected(state, "initiating set");
+        crate::repl::on_elected(state, "initiating set")?;
         let mut reply = doc! {};
         if defaulted {
             let me = initiated

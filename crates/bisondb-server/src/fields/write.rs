@@ -49,7 +49,9 @@ pub fn write_concern(cmd: &str, body: &RawDocument) -> MongoResult<WriteConcern>
                                 + &n.to_string(),
                         ));
                     }
-                    if n > 1 {
+                    // A replica-set member answers it after the write
+                    // (`repl::cluster_time`).
+                    if n > 1 && !crate::repl::on_member() {
                         return Err(MongoError::location(
                             2,
                             "cannot use 'w' > 1 on a standalone server (BisonDB runs without replication)",
@@ -58,6 +60,7 @@ pub fn write_concern(cmd: &str, body: &RawDocument) -> MongoResult<WriteConcern>
                     wc.unacknowledged = n == 0;
                 }
                 RawBsonRef::String("majority") => wc.durability = Durability::Sync,
+                RawBsonRef::String(_) if crate::repl::on_member() => {}
                 RawBsonRef::String(tag) => {
                     return Err(MongoError::new(
                         ErrorCode::Other(79),

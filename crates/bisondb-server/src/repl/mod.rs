@@ -19,10 +19,14 @@
 //! `enabled()` is false, `is_writable_primary()` is true (a standalone takes
 //! writes), and no oplog is written.
 
+pub mod cluster_time;
+pub mod diff;
 pub mod hello;
+pub mod oplog;
 pub mod set_config;
 
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 use bisondb_error::{ErrorCode, MongoError, MongoResult};
 use bson::Timestamp;
@@ -91,11 +95,14 @@ pub struct ReplState {
     last_write: parking_lot::Mutex<(Timestamp, i64)>,
     /// When this node was last elected (`replSetGetStatus`'s `electionTime`).
     elected_at: parking_lot::Mutex<(Timestamp, i64)>,
+    /// `local.oplog.rs`, the store's op observer in replica-set mode.
+    oplog: Arc<oplog::Oplog>,
 }
 
 impl ReplState {
-    pub fn new(config: &ServerConfig) -> ReplState {
-        ReplState {
+    pub fn new(config: &ServerConfig) -> Arc<ReplState> {
+        Arc::new_cyclic(|me| ReplState {
+            oplog: oplog::Oplog::new(me.clone()),
             set_name: config.repl_set_name.clone(),
             initiated: RwLock::new(None),
             clock: ClusterClock::default(),
@@ -115,7 +122,7 @@ impl ReplState {
                 },
                 0,
             )),
-        }
+        })
     }
 
     /// Whether the server runs in replica-set mode (`--replSet`).
@@ -242,14 +249,9 @@ impl ReplState {
         Ok(())
     }
 
-    /// Records this node's election (at initiate and at start-up), at a new
-    /// cluster time.
-    fn elected(&self, msg: &str) {
-        let ts = self.clock.tick();
-        let wall = wall_ms();
-        *self.elected_at.lock() = (ts, wall);
-        self.note_write(ts, wall);
-        tracing::info!(target: "REPL", set = self.set_name().unwrap_or_default(), term = self.term(), "{msg}");
+    /// The oplog (`local.oplog.rs`); recording once the set is initiated.
+    pub fn oplog(&self) -> &Arc<oplog::Oplog> {
+        &self.oplog
     }
 
     /// `replSetInitiate` and `replSetReconfig`: under one lock, `change`
@@ -320,18 +322,96 @@ impl ReplState {
 /// At start-up, once the state exists: see [`ReplState::recover`].
 pub fn recover(state: &crate::state::ServerState) -> MongoResult<()> {
     let repl = state.repl();
+    if !repl.enabled() {
+        return Ok(());
+    }
+    state.storage.set_op_observer(repl.oplog.clone());
     let port = state.bound_port.get().copied().unwrap_or(state.config.port);
     repl.recover(&state.storage, port, &state.config.bind_ip)?;
     if repl.is_initiated() {
-        on_elected(state, "new primary");
+        on_elected(state, "new primary")?;
     }
     Ok(())
 }
 
 /// This node became primary (`replSetInitiate`, a restart of an initiated
-/// set): mongod's no-op entry `msg` marks it.
-pub fn on_elected(state: &crate::state::ServerState, msg: &str) {
-    state.repl().elected(msg);
+/// set): the oplog records from now on, and mongod's no-op entry `msg`
+/// marks the election.
+pub fn on_elected(state: &crate::state::ServerState, msg: &str) -> MongoResult<()> {
+    let repl = state.repl();
+    activate_oplog(state)?;
+    repl.oplog.noop(&state.storage, msg)?;
+    *repl.elected_at.lock() = repl.last_write();
+    tracing::info!(target: "REPL", set = repl.set_name().unwrap_or_default(), term = repl.term(), "{msg}");
+    Ok(())
+}
+
+/// Opens `local.oplog.rs` (creating it, capped at [`oplog_size_bytes`]),
+/// moves the clock past its last entry, and starts recording into it.
+fn activate_oplog(state: &crate::state::ServerState) -> MongoResult<()> {
+    let repl = state.repl();
+    if repl.oplog.is_active() {
+        return Ok(());
+    }
+    let storage = &state.storage;
+    let coll = match storage.collection(oplog::OPLOG_DB, oplog::OPLOG_COLL) {
+        Some(c) => c,
+        None => {
+            let size = i64::try_from(oplog_size_bytes(&state.config)).unwrap_or(i64::MAX);
+            storage
+                .create_collection(
+                    oplog::OPLOG_DB,
+                    oplog::OPLOG_COLL,
+                    bson::doc! {"capped": true, "size": size},
+                )
+                .map_err(MongoError::from)?
+        }
+    };
+    if let Some(Ok((_, last))) = coll.scan_natural(true).next() {
+        if let Ok(ts) = last.get_timestamp("ts") {
+            repl.clock.advance_to(ts);
+            let wall = last
+                .get_datetime("wall")
+                .map_or(0, |d| d.timestamp_millis());
+            repl.note_write(ts, wall);
+        }
+    }
+    repl.oplog.activate(coll);
+    Ok(())
+}
+
+thread_local! {
+    /// Whether the command running on this thread runs on an initiated
+    /// replica-set member (see [`member_scope`]).
+    static MEMBER: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Marks the command about to run on this thread as running on an
+/// initiated replica-set member, until the guard drops: argument parsers
+/// that have no server state at hand (the write concern's) ask
+/// [`on_member`] to accept what only a member accepts (`w` above 1, tag
+/// modes, answered after the write by `cluster_time::finish_reply`).
+pub fn member_scope(state: &crate::state::ServerState) -> Option<MemberScope> {
+    let repl = state.repl();
+    if !repl.enabled() || !repl.is_initiated() {
+        return None;
+    }
+    Some(MemberScope(MEMBER.with(|m| m.replace(true))))
+}
+
+/// See [`member_scope`].
+pub struct MemberScope(bool);
+
+impl Drop for MemberScope {
+    fn drop(&mut self) {
+        MEMBER.with(|m| m.set(self.0));
+    }
+}
+
+/// Whether the command on this thread runs on an initiated replica-set
+/// member.
+pub fn on_member() -> bool {
+    MEMBER.with(|m| m.get())
 }
 
 /// Refuses a write (a command that takes a write concern) on a member that
