@@ -58,6 +58,25 @@ pub trait Transaction: Send {
     /// earlier, at the write itself. A transaction that wrote nothing
     /// commits trivially.
     fn commit(self: Box<Self>, durability: Durability) -> Result<(), EngineError>;
+
+    /// Like [`Transaction::commit`], also applying `unchecked` in the same
+    /// atomic batch: writes the caller derives from the transaction's own
+    /// (a store's per-collection count record) whose keys no transaction
+    /// claims and whose races the caller rules out under its own locks, so
+    /// they are neither claimed nor checked for conflicts. An engine that
+    /// cannot add them to its commit refuses, applying nothing.
+    fn commit_with(
+        self: Box<Self>,
+        unchecked: WriteBatch,
+        durability: Durability,
+    ) -> Result<(), EngineError> {
+        if unchecked.is_empty() {
+            return self.commit(durability);
+        }
+        Err(EngineError::InvalidArgument(
+            "this engine's transactions cannot commit writes outside the transaction".into(),
+        ))
+    }
 }
 
 /// What [`LocalTransactions`] needs from an engine: its snapshots and its
@@ -148,9 +167,9 @@ impl LocalTransaction {
         Ok(())
     }
 
-    /// Checks the written keys against the state now and applies the writes,
-    /// with no other commit in between.
-    fn apply(&self, durability: Durability) -> Result<(), EngineError> {
+    /// Checks the written keys against the state now and applies the writes
+    /// (with `unchecked` in the same batch), with no other commit in between.
+    fn apply(&self, unchecked: WriteBatch, durability: Durability) -> Result<(), EngineError> {
         let _committing = self.table.committing.lock();
         let now = self.store.snapshot()?;
         for key in self.writes.keys() {
@@ -161,7 +180,7 @@ impl LocalTransaction {
                 ));
             }
         }
-        let mut batch = WriteBatch::with_capacity(self.writes.len());
+        let mut batch = unchecked;
         for (key, value) in &self.writes {
             match value {
                 Some(v) => batch.put(key.clone(), v.clone()),
@@ -223,11 +242,19 @@ impl Transaction for LocalTransaction {
     }
 
     fn commit(self: Box<Self>, durability: Durability) -> Result<(), EngineError> {
-        if self.writes.is_empty() {
+        self.commit_with(WriteBatch::default(), durability)
+    }
+
+    fn commit_with(
+        self: Box<Self>,
+        unchecked: WriteBatch,
+        durability: Durability,
+    ) -> Result<(), EngineError> {
+        if self.writes.is_empty() && unchecked.is_empty() {
             return Ok(());
         }
         // Dropping `self` afterwards frees its keys, whatever the outcome.
-        self.apply(durability)
+        self.apply(unchecked, durability)
     }
 }
 

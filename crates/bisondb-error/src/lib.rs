@@ -114,6 +114,7 @@ error_codes! {
     NewReplicaSetConfigurationIncompatible = 103,
     WriteConflict = 112, // failCommand
     CommandNotSupported = 115,
+    ConflictingOperationInProgress = 117,
     DocumentValidationFailure = 121,
     CommandFailed = 125,
     AmbiguousIndexKeyPattern = 132,
@@ -133,11 +134,14 @@ error_codes! {
     InvalidIndexSpecificationOption = 197,
     CannotBuildIndexKeys = 201,
     InvalidUUID = 207,
+    IncompleteTransactionHistory = 217,
     QueryFeatureNotAllowed = 224,
+    TransactionTooOld = 225,
     NotImplemented = 238,
     SnapshotTooOld = 239,
     ConversionFailure = 241,
     NoSuchTransaction = 251,
+    TransactionCommitted = 256,
     InvalidResumeToken = 260,
     ExceededTimeLimit = 262, // failCommand
     OperationNotSupportedInTransaction = 263,

@@ -79,6 +79,13 @@ pub struct ServerConfig {
     /// mongod's `logicalSessionRefreshMillis`: how often the session cache
     /// writes `config.system.sessions` and drops expired sessions.
     pub logical_session_refresh_millis: u64,
+    /// mongod's `transactionLifetimeLimitSeconds`: an open transaction
+    /// older than this is aborted (`txn/transaction.rs`).
+    pub transaction_lifetime_limit_seconds: u64,
+    /// mongod's `maxTransactionLockRequestTimeoutMillis`, accepted: a
+    /// conflicting write in a transaction fails at once (WriteConflict)
+    /// rather than waiting, so there is no lock wait to bound.
+    pub max_transaction_lock_request_timeout_millis: i64,
     /// `--replSet` / `replication.replSetName`: run as a member of this
     /// replica set (see `crate::repl`); `None` is a standalone.
     pub repl_set_name: Option<String>,
@@ -131,6 +138,8 @@ impl Default for ServerConfig {
             incomplete_message_timeout_ms: DEFAULT_INCOMPLETE_MESSAGE_TIMEOUT_MS,
             local_logical_session_timeout_minutes: crate::sessions::DEFAULT_TIMEOUT_MINUTES,
             logical_session_refresh_millis: crate::sessions::DEFAULT_REFRESH_MILLIS,
+            transaction_lifetime_limit_seconds: crate::txn::transaction::DEFAULT_LIFETIME_SECONDS,
+            max_transaction_lock_request_timeout_millis: 5,
             repl_set_name: None,
             oplog_size_mb: None,
             tls: Default::default(),
@@ -296,6 +305,18 @@ impl ServerConfig {
                     .ok()
                     .filter(|m| (1..=24 * 60).contains(m))
                     .ok_or_else(|| bad("a whole number of minutes from 1 to 1440"))?;
+            }
+            "transactionLifetimeLimitSeconds" => {
+                self.transaction_lifetime_limit_seconds = value
+                    .parse::<u64>()
+                    .ok()
+                    .filter(|m| (1..=i32::MAX as u64).contains(m))
+                    .ok_or_else(|| bad("a whole number of seconds >= 1"))?;
+            }
+            "maxTransactionLockRequestTimeoutMillis" => {
+                self.max_transaction_lock_request_timeout_millis = value
+                    .parse::<i64>()
+                    .map_err(|_| bad("a whole number of milliseconds"))?;
             }
             "logicalSessionRefreshMillis" => {
                 self.logical_session_refresh_millis = value
@@ -610,7 +631,9 @@ pub const STARTUP_PARAMETERS: &[&str] = &[
     "internalQueryMaxBlockingSortMemoryUsageBytes",
     "localLogicalSessionTimeoutMinutes",
     "logicalSessionRefreshMillis",
+    "maxTransactionLockRequestTimeoutMillis",
     "processUmask",
+    "transactionLifetimeLimitSeconds",
     "ttlMonitorSleepSecs",
 ];
 

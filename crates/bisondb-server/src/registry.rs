@@ -194,7 +194,19 @@ const HELLO: CommandSpec = CommandSpec {
 
 /// Sorted by name (byte order); a unit test keeps it so.
 pub static COMMANDS: &[CommandSpec] = &[
-    not_supported("abortTransaction", Reply::Compressible),
+    CommandSpec {
+        name: "abortTransaction",
+        run: Run::Handler(run::<abort_transaction::AbortTransaction>),
+        alias_of: None,
+        admin_only: true,
+        test_only: false,
+        may_run_long: false,
+        write_concern: true,
+        txn: Txn::Ends,
+        reply: Reply::Compressible,
+        on_view: OnView::Unaffected,
+        help: "end the session's transaction, applying nothing",
+    },
     CommandSpec {
         name: "aggregate",
         run: Run::Handler(run::<aggregate::Aggregate>),
@@ -279,7 +291,19 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::Unaffected,
         help: "statistics of a collection",
     },
-    not_supported("commitTransaction", Reply::Compressible),
+    CommandSpec {
+        name: "commitTransaction",
+        run: Run::Handler(run::<commit_transaction::CommitTransaction>),
+        alias_of: None,
+        admin_only: true,
+        test_only: false,
+        may_run_long: false,
+        write_concern: true,
+        txn: Txn::Ends,
+        reply: Reply::Compressible,
+        on_view: OnView::Unaffected,
+        help: "apply the session's transaction atomically",
+    },
     not_supported("compact", Reply::Compressible),
     CommandSpec {
         name: "configureFailPoint",

@@ -89,6 +89,12 @@ impl Pattern {
         Pattern::default()
     }
 
+    /// Whether the pattern names the session `id` of the unauthenticated
+    /// user (the owner of every session while authentication is off).
+    pub fn matches_id(&self, id: &SessionId) -> bool {
+        self.matches(id, &no_auth_uid())
+    }
+
     fn matches(&self, id: &SessionId, uid: &Uid) -> bool {
         !self.nothing
             && self.id.as_ref().is_none_or(|p| p == id)
@@ -309,8 +315,7 @@ pub fn refresh_now(state: &ServerState) -> MongoResult<()> {
                 Some(_) => Modify::Replace(raw.clone()),
                 None => Modify::Insert(raw.clone()),
             })
-        })
-        .map_err(MongoError::from)?;
+        })?;
     }
     for (id, uid) in ended {
         let key = bson::RawDocumentBuf::try_from(&record_id(&id, &uid))

@@ -56,6 +56,7 @@ mod spill;
 mod text;
 mod timeseries;
 mod tls;
+mod transactions;
 mod unified;
 mod update;
 mod validate;

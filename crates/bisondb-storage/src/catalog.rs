@@ -322,6 +322,12 @@ impl Storage {
         })
     }
 
+    /// Begins a multi-document transaction on a snapshot taken now
+    /// (`store/txn.rs`).
+    pub fn begin_transaction(&self) -> Result<Arc<crate::store::StoreTxn>, StorageError> {
+        crate::store::StoreTxn::begin(self.inner.engine.clone())
+    }
+
     /// Creates `db.name`; `NamespaceExists` if it is already there.
     pub fn create_collection(
         &self,

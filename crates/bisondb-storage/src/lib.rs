@@ -40,5 +40,5 @@ pub use observer::{Op, OpObserver, Target};
 pub use store::capped::KeyedEntry;
 pub use store::{
     id_of, Collection, DocIter, IndexReport, InsertOutcome, Modify, ModifyResult, NaturalIter,
-    ValidateOptions, ValidateReport,
+    StoreTxn, ValidateOptions, ValidateReport,
 };

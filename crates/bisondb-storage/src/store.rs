@@ -221,6 +221,10 @@ impl Collection {
 
     /// A point-in-time view of the whole engine, for reads that must agree.
     pub fn snapshot(&self) -> Result<Arc<dyn Snapshot>, StorageError> {
+        // Inside a transaction: its view (`store/txn.rs`).
+        if let Some(t) = txn::current() {
+            return Ok(t.view());
+        }
         Ok(self.engine.snapshot()?)
     }
 
@@ -243,6 +247,18 @@ impl Collection {
     /// until this write has been committed or refused.
     fn writable_snapshot_locked(&self) -> Result<Arc<dyn Snapshot>, StorageError> {
         self.check_live()?;
+        if let Some(t) = txn::current() {
+            if self.state.capped.is_some() {
+                return Err(StorageError::Mongo(MongoError::new(
+                    ErrorCode::OperationNotSupportedInTransaction,
+                    format!(
+                        "Collection '{}' is a capped collection. Writes in transactions are not supported on capped collections.",
+                        self.ns
+                    ),
+                )));
+            }
+            return Ok(t.view());
+        }
         let snap = self.engine.snapshot()?;
         let generation = self.engine.generation();
         if self.state.stats_generation.load(Ordering::Acquire) == generation {
@@ -282,7 +298,8 @@ impl Collection {
     fn insert_locked(&self, docs: &[&RawDocument], ordered: bool) -> InsertOutcome {
         let mut out = InsertOutcome::default();
         let _w = self.state.write_lock.lock();
-        if let Some(capped) = self.state.capped.as_ref() {
+        let in_txn = txn::current().is_some();
+        if let Some(capped) = self.state.capped.as_ref().filter(|_| !in_txn) {
             return self.insert_capped_locked(capped, docs, ordered);
         }
         let snap = match self.writable_snapshot_locked() {
@@ -298,7 +315,13 @@ impl Collection {
             }
         };
         let generation = self.engine.generation();
-        let bounds = self.doc_key_bounds_locked(snap.as_ref(), generation);
+        // Inside a transaction its own writes are not below the bounds:
+        // every insert looks its key up in the transaction's view.
+        let bounds = if in_txn {
+            None
+        } else {
+            self.doc_key_bounds_locked(snap.as_ref(), generation)
+        };
         let mut highs = BatchHighs::default();
         let indexes = self.state.indexes.read().clone();
         let mut batch = WriteBatch::with_capacity(docs.len() * (1 + indexes.len()) + 1);
@@ -648,11 +671,7 @@ impl Collection {
     /// The document with this `_id`, if any.
     pub fn get(&self, id: RawBsonRef<'_>) -> Result<Option<RawDocumentBuf>, StorageError> {
         let key = layout::doc_key_for(self.state.id, id);
-        self.engine
-            .snapshot()?
-            .get(&key)?
-            .map(decode_doc)
-            .transpose()
+        self.snapshot()?.get(&key)?.map(decode_doc).transpose()
     }
 
     /// Atomic read-modify-write of one document by `_id` under the collection's
@@ -795,6 +814,11 @@ impl Collection {
         indexes: &[Arc<IndexState>],
         observed: &[Op<'_>],
     ) -> Result<(), StorageError> {
+        if let Some(t) = txn::current() {
+            // The transaction writes the stats record at its commit.
+            let base = self.tally_locked(indexes);
+            return t.absorb(self, batch, tally, &base);
+        }
         batch.put(
             layout::stats_key(self.state.id),
             layout::encode_stats(tally),
@@ -934,10 +958,10 @@ impl Collection {
         end: Bound<RawBsonRef<'_>>,
         reverse: bool,
     ) -> DocIter {
-        match self.engine.snapshot() {
+        match self.snapshot() {
             Ok(snapshot) => self.scan_ids_in(snapshot, start, end, reverse),
             // The iterator's first item reports the failure.
-            Err(e) => DocIter::failed(e.into()),
+            Err(e) => DocIter::failed(e),
         }
     }
 
@@ -1183,7 +1207,9 @@ impl Iterator for DocIter {
 }
 
 pub(crate) mod capped;
+pub(crate) mod txn;
 pub use capped::NaturalIter;
+pub use txn::StoreTxn;
 
 mod key_bounds;
 mod validate;

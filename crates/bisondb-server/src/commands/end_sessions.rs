@@ -35,6 +35,15 @@ impl Command for EndSessions {
     fn execute(self, ctx: &mut Context<'_>) -> MongoResult<RawDocumentBuf> {
         ctx.state.cursors.kill_sessions(&self.lsids);
         ctx.state.sessions.end(&self.lsids);
+        let ended: Vec<[u8; 16]> = self
+            .lsids
+            .iter()
+            .filter_map(|l| match l.get("id") {
+                Some(bson::Bson::Binary(b)) => <[u8; 16]>::try_from(b.bytes.as_slice()).ok(),
+                _ => None,
+            })
+            .collect();
+        crate::txn::transaction::abort_sessions(ctx.state, |id| ended.contains(id));
         reply::ok(doc! {})
     }
 }

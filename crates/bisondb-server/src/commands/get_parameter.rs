@@ -36,6 +36,7 @@ fn parameters() -> Vec<(&'static str, Bson)> {
         ("logLevel", Bson::Int32(0)),
         ("logicalSessionRefreshMillis", Bson::Int32(300_000)),
         ("maxBSONDepth", Bson::Int32(200)),
+        ("maxTransactionLockRequestTimeoutMillis", Bson::Int32(5)),
         ("quiet", Bson::Boolean(false)),
         ("redactClientLogData", Bson::Boolean(false)),
         ("requireApiVersion", Bson::Boolean(false)),
@@ -87,6 +88,18 @@ impl Command for GetParameter {
                 "localLogicalSessionTimeoutMinutes" => {
                     *v = Bson::Int32(
                         i32::try_from(ctx.state.config.local_logical_session_timeout_minutes)
+                            .unwrap_or(i32::MAX),
+                    )
+                }
+                "transactionLifetimeLimitSeconds" => {
+                    *v = Bson::Int32(
+                        i32::try_from(ctx.state.config.transaction_lifetime_limit_seconds)
+                            .unwrap_or(i32::MAX),
+                    )
+                }
+                "maxTransactionLockRequestTimeoutMillis" => {
+                    *v = Bson::Int32(
+                        i32::try_from(ctx.state.config.max_transaction_lock_request_timeout_millis)
                             .unwrap_or(i32::MAX),
                     )
                 }

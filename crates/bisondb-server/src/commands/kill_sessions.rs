@@ -39,6 +39,9 @@ impl Command for KillSessions {
 
     fn execute(self, ctx: &mut Context<'_>) -> MongoResult<RawDocumentBuf> {
         ctx.state.sessions.kill(ctx.state, &self.patterns);
+        crate::txn::transaction::abort_sessions(ctx.state, |id| {
+            self.patterns.iter().any(|p| p.matches_id(id))
+        });
         reply::ok(doc! {})
     }
 }

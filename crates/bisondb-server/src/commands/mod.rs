@@ -11,12 +11,14 @@ use bson::RawDocumentBuf;
 pub use crate::context::{ConnectionInfo, Context};
 use crate::request::CommandRequest;
 
+pub mod abort_transaction;
 pub mod aggregate;
 pub mod authenticate;
 pub mod build_info;
 pub mod bulk_write;
 pub mod coll_mod;
 pub mod coll_stats;
+pub mod commit_transaction;
 pub mod configure_fail_point;
 pub mod connection_status;
 pub mod convert_to_capped;

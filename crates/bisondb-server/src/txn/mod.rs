@@ -1,6 +1,7 @@
 //! Transaction numbers of server sessions (replica-set mode): retryable
-//! writes (`retryable.rs`) and how each command meets a `txnNumber`
-//! ([`Txn`], a fact of every registry entry).
+//! writes (`retryable.rs`), multi-document transactions (`transaction.rs`)
+//! and how each command meets a `txnNumber` ([`Txn`], a fact of every
+//! registry entry).
 //!
 //! A session's state ([`Session`]) is checked out by one command at a time,
 //! as mongod checks a session out to an operation: a second command on the
@@ -8,6 +9,7 @@
 //! the attempt it retries.
 
 pub mod retryable;
+pub mod transaction;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -68,6 +70,8 @@ struct SessionState {
     /// `txn_number` was read back from `config.transactions` after a
     /// restart: what its statements did is not known.
     history_lost: bool,
+    /// When `txn_number` is a multi-document transaction: where it stands.
+    txn: Option<transaction::Phase>,
 }
 
 /// One server session's transaction state; see the module documentation.
@@ -149,10 +153,7 @@ pub fn dispatch(
 ) -> MongoResult<RawDocumentBuf> {
     let txn_number = args.txn_number.unwrap_or_default();
     if args.in_transaction() {
-        return Err(MongoError::new(
-            ErrorCode::CommandNotSupported,
-            "BisonDB does not support multi-document transactions yet (see docs/COMPATIBILITY.md)",
-        ));
+        return transaction::run(kind, txn_number, args, req, ctx, run);
     }
     match kind {
         Txn::RetryableWrite => retryable::run(txn_number, req, ctx, run),
@@ -189,9 +190,11 @@ pub fn label_reply(
     if !state.repl().enabled() {
         return;
     }
-    if !matches!(body.get("txnNumber"), Ok(Some(_)))
-        || matches!(body.get("autocommit"), Ok(Some(_)))
-    {
+    if !matches!(body.get("txnNumber"), Ok(Some(_))) {
+        return;
+    }
+    if matches!(body.get("autocommit"), Ok(Some(_))) {
+        transaction::label_reply(body, reply);
         return;
     }
     if matches!(reply.get("errorLabels"), Ok(Some(_))) {
@@ -211,11 +214,16 @@ pub fn label_reply(
         }
     };
     if code.is_some_and(|c| RETRYABLE_CODES.contains(&c)) {
-        let mut labels = bson::RawArrayBuf::new();
-        labels.push("RetryableWriteError");
-        if let Ok(key) = crate::reply::key("errorLabels") {
-            reply.append(key, labels);
-        }
+        add_label(reply, "RetryableWriteError");
+    }
+}
+
+/// Appends `errorLabels: [label]` to a reply.
+fn add_label(reply: &mut RawDocumentBuf, label: &str) {
+    let mut labels = bson::RawArrayBuf::new();
+    labels.push(label);
+    if let Ok(key) = crate::reply::key("errorLabels") {
+        reply.append(key, labels);
     }
 }
 

@@ -53,7 +53,7 @@ pub fn run(
         match s.txn_number {
             Some(cur) if txn_number < cur => {
                 return Err(MongoError::new(
-                    ErrorCode::from_code(225),
+                    ErrorCode::TransactionTooOld,
                     format!(
                         "Retryable write with txnNumber {txn_number} is prohibited on session {} because a newer retryable write with txnNumber {cur} has already started on this session.",
                         uuid_text(&id)
@@ -63,7 +63,7 @@ pub fn run(
             Some(cur) if txn_number == cur => {
                 if s.history_lost {
                     return Err(MongoError::new(
-                        ErrorCode::from_code(217),
+                        ErrorCode::IncompleteTransactionHistory,
                         format!(
                             "Incomplete history detected for transaction {txn_number} on session {}",
                             uuid_text(&id)
@@ -115,7 +115,7 @@ fn wrote(reply: &RawDocumentBuf) -> bool {
 }
 
 /// The `txnNum` of the session's `config.transactions` record, if any.
-fn stored_txn_number(ctx: &Context<'_>, id: &[u8; 16]) -> MongoResult<Option<i64>> {
+pub(super) fn stored_txn_number(ctx: &Context<'_>, id: &[u8; 16]) -> MongoResult<Option<i64>> {
     let Some(coll) = ctx.state.storage.collection(TXN_DB, TXN_COLL) else {
         return Ok(None);
     };
@@ -134,7 +134,7 @@ fn stored_txn_number(ctx: &Context<'_>, id: &[u8; 16]) -> MongoResult<Option<i64
 }
 
 /// Writes the session's `config.transactions` record for `txn_number`.
-fn write_record(ctx: &Context<'_>, id: &[u8; 16], txn_number: i64) -> MongoResult<()> {
+pub(super) fn write_record(ctx: &Context<'_>, id: &[u8; 16], txn_number: i64) -> MongoResult<()> {
     let coll = ctx
         .state
         .storage

@@ -1,0 +1,338 @@
+//! Multi-document transactions (replica-set mode): the statements of a
+//! session's transaction (`autocommit: false`, the first with
+//! `startTransaction: true`) run in one store transaction
+//! (`bisondb_storage::StoreTxn`): they read one engine snapshot plus their
+//! own writes, and `commitTransaction` applies every write in one engine
+//! batch, so others see all of it or none. Conflicting writes fail at once
+//! with 112 WriteConflict (first writer wins); a statement that fails
+//! aborts the transaction, as in mongod, and the next one gets 251
+//! NoSuchTransaction. Both carry the `TransientTransactionError` label;
+//! a commit whose outcome a driver cannot know carries
+//! `UnknownTransactionCommitResult`. A transaction older than
+//! `transactionLifetimeLimitSeconds` is aborted by the next statement of
+//! the session or by the periodic reaper ([`reap`]).
+//!
+//! Gaps: the commit is not written to the oplog as one `applyOps` entry
+//! yet (the oplog hook is not merged), collections created inside a
+//! transaction (explicitly or by an insert) are created at once rather than
+//! at commit, and a plain write to a document a transaction wrote is not
+//! blocked: the transaction's commit then fails with WriteConflict.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bisondb_error::{ErrorCode, MongoError, MongoResult};
+use bisondb_storage::StoreTxn;
+use bson::{RawBsonRef, RawDocumentBuf};
+
+use super::{add_label, session_id, Txn};
+use crate::commands::Context;
+use crate::fields::SessionArgs;
+use crate::request::CommandRequest;
+
+/// mongod's default `transactionLifetimeLimitSeconds`.
+pub const DEFAULT_LIFETIME_SECONDS: u64 = 60;
+
+/// Where a session's transaction stands.
+#[derive(Clone)]
+pub enum Phase {
+    InProgress {
+        store: Arc<StoreTxn>,
+        started: Instant,
+    },
+    Committed,
+    Aborted,
+}
+
+fn no_such_transaction(msg: String) -> MongoError {
+    MongoError::new(ErrorCode::NoSuchTransaction, msg)
+}
+
+/// Runs a statement of a transaction (or its commit or abort).
+pub fn run(
+    kind: Txn,
+    txn_number: i64,
+    args: SessionArgs,
+    req: &CommandRequest<'_>,
+    ctx: &mut Context<'_>,
+    run: impl FnOnce(&CommandRequest<'_>, &mut Context<'_>) -> MongoResult<RawDocumentBuf>,
+) -> MongoResult<RawDocumentBuf> {
+    ctx.state.repl().check_writable()?;
+    let id = session_id(req)?;
+    let uuid = bson::Uuid::from_bytes(id);
+    let session = ctx.state.txns.session(id);
+    let _checkout = session.checkout.lock();
+    let starting = args.start_transaction == Some(true);
+    let read_concern = matches!(req.body.get("readConcern"), Ok(Some(_)));
+    let store = {
+        let mut s = session.state.lock();
+        if !s.loaded {
+            s.loaded = true;
+            if let Some(n) = super::retryable::stored_txn_number(ctx, &id)? {
+                s.txn_number = Some(n);
+                s.history_lost = true;
+            }
+        }
+        let limit = Duration::from_secs(ctx.state.config.transaction_lifetime_limit_seconds);
+        if let Some(Phase::InProgress { store, started }) = &s.txn {
+            if started.elapsed() >= limit {
+                store.abort();
+                s.txn = Some(Phase::Aborted);
+            }
+        }
+        let cur = s.txn_number;
+        if let Some(cur) = cur.filter(|c| txn_number < *c) {
+            return Err(MongoError::new(
+                ErrorCode::TransactionTooOld,
+                format!(
+                    "Cannot start transaction {txn_number} on session {uuid} because a newer transaction {cur} has already started."
+                ),
+            ));
+        }
+        if starting {
+            if cur == Some(txn_number) {
+                return Err(MongoError::new(
+                    ErrorCode::ConflictingOperationInProgress,
+                    format!(
+                        "Cannot start a transaction at given transaction number {txn_number} on session {uuid} because a transaction with the same number is in state {}",
+                        match &s.txn {
+                            Some(Phase::InProgress { .. }) => "TxnState::InProgress",
+                            Some(Phase::Committed) => "TxnState::Committed",
+                            Some(Phase::Aborted) => "TxnState::Aborted",
+                            None => "TxnState::None",
+                        }
+                    ),
+                ));
+            }
+            if kind == Txn::Ends {
+                return Err(no_such_transaction(format!(
+                    "Given transaction number {txn_number} does not match any in-progress transactions."
+                )));
+            }
+            check_read_concern(req)?;
+            // A new transaction ends any earlier one of the session.
+            if let Some(Phase::InProgress { store, .. }) = &s.txn {
+                store.abort();
+            }
+            let store = ctx
+                .state
+                .storage
+                .begin_transaction()
+                .map_err(MongoError::from)?;
+            s.txn_number = Some(txn_number);
+            s.executed.clear();
+            s.history_lost = false;
+            s.txn = Some(Phase::InProgress {
+                store: store.clone(),
+                started: Instant::now(),
+            });
+            store
+        } else {
+            if cur != Some(txn_number) || s.txn.is_none() {
+                return Err(no_such_transaction(format!(
+                    "Given transaction number {txn_number} does not match any in-progress transactions. The active transaction number is {}",
+                    cur.unwrap_or(-1)
+                )));
+            }
+            if read_concern && kind != Txn::Ends {
+                return Err(MongoError::new(
+                    ErrorCode::InvalidOptions,
+                    "Only the first command in a transaction may specify a readConcern",
+                ));
+            }
+            match s.txn.clone() {
+                Some(Phase::InProgress { store, .. }) => store,
+                Some(Phase::Committed) => {
+                    return match req.name {
+                        // A retried commit of a committed transaction succeeds.
+                        "commitTransaction" => crate::reply::ok(bson::doc! {}),
+                        _ => Err(MongoError::new(
+                            ErrorCode::TransactionCommitted,
+                            format!("Transaction with {{ txnNumber: {txn_number} }} has been committed."),
+                        )),
+                    };
+                }
+                Some(Phase::Aborted) | None => {
+                    return Err(no_such_transaction(format!(
+                        "Transaction with {{ txnNumber: {txn_number} }} has been aborted."
+                    )));
+                }
+            }
+        }
+    };
+    match kind {
+        Txn::Ends => {
+            let committing = req.name == "commitTransaction";
+            // The command parses its body (unknown fields are its errors).
+            run(req, ctx)?;
+            let outcome = if committing {
+                store.commit().map_err(MongoError::from)
+            } else {
+                store.abort();
+                Ok(())
+            };
+            let mut s = session.state.lock();
+            s.txn = Some(match outcome {
+                Ok(()) if committing => Phase::Committed,
+                _ => Phase::Aborted,
+            });
+            drop(s);
+            outcome?;
+            if committing && store_wrote(&store) {
+                super::retryable::write_record(ctx, &id, txn_number)?;
+            }
+            crate::reply::ok(bson::doc! {})
+        }
+        Txn::Refused => {
+            abort(&session, &store);
+            Err(MongoError::new(
+                ErrorCode::OperationNotSupportedInTransaction,
+                format!("Cannot run '{}' in a multi-document transaction.", req.name),
+            ))
+        }
+        Txn::Allowed | Txn::RetryableWrite => {
+            if req.name == "aggregate" && crate::fail_points::ends_in_out_or_merge(req.body) {
+                abort(&session, &store);
+                return Err(MongoError::new(
+                    ErrorCode::OperationNotSupportedInTransaction,
+                    "Cannot run aggregate with $out or $merge in a multi-document transaction.",
+                ));
+            }
+            let result = store.run(|| run(req, ctx)).and_then(conflict_as_error);
+            // A statement that fails ends its transaction, as in mongod.
+            let failed = match &result {
+                Err(_) => true,
+                Ok(r) => matches!(r.get("writeErrors"), Ok(Some(_))),
+            };
+            if failed {
+                abort(&session, &store);
+            }
+            result
+        }
+    }
+}
+
+/// A write conflict inside a transaction fails the command, as mongod's
+/// (the whole transaction is retried), rather than being one write error.
+fn conflict_as_error(reply: RawDocumentBuf) -> MongoResult<RawDocumentBuf> {
+    if let Ok(Some(RawBsonRef::Array(errors))) = reply.get("writeErrors") {
+        for e in errors.into_iter().flatten() {
+            if let RawBsonRef::Document(e) = e {
+                if matches!(e.get("code"), Ok(Some(RawBsonRef::Int32(112)))) {
+                    let msg = match e.get("errmsg") {
+                        Ok(Some(RawBsonRef::String(m))) => m.to_string(),
+                        _ => "WriteConflict".to_string(),
+                    };
+                    return Err(MongoError::new(ErrorCode::WriteConflict, msg));
+                }
+            }
+        }
+    }
+    Ok(reply)
+}
+
+/// Whether a committed store transaction wrote (the session record is
+/// written only then).
+fn store_wrote(store: &StoreTxn) -> bool {
+    store.wrote()
+}
+
+fn abort(session: &super::Session, store: &StoreTxn) {
+    store.abort();
+    session.state.lock().txn = Some(Phase::Aborted);
+}
+
+/// The read concerns a transaction may start with.
+fn check_read_concern(req: &CommandRequest<'_>) -> MongoResult<()> {
+    let Ok(Some(RawBsonRef::Document(rc))) = req.body.get("readConcern") else {
+        return Ok(());
+    };
+    match rc.get("level") {
+        Ok(None) | Ok(Some(RawBsonRef::String("local" | "majority" | "snapshot"))) => Ok(()),
+        _ => Err(MongoError::new(
+            ErrorCode::InvalidOptions,
+            "The readConcern level must be either 'local' (default), 'majority' or 'snapshot' in order to run in a transaction",
+        )),
+    }
+}
+
+/// The labels of a transaction statement's reply: `TransientTransactionError`
+/// on WriteConflict and NoSuchTransaction (the whole transaction may be
+/// retried), `UnknownTransactionCommitResult` on a commit whose outcome is
+/// unknown (a write concern error, a retryable error, a time limit).
+pub fn label_reply(body: &bson::RawDocument, reply: &mut RawDocumentBuf) {
+    if matches!(reply.get("errorLabels"), Ok(Some(_))) {
+        return;
+    }
+    let code_of = |d: &bson::RawDocument| match d.get("code") {
+        Ok(Some(RawBsonRef::Int32(c))) => Some(c),
+        _ => None,
+    };
+    let failed = matches!(reply.get("ok"), Ok(Some(RawBsonRef::Double(d))) if d == 0.0);
+    let committing =
+        matches!(body.iter().next(), Some(Ok((k, _))) if k.as_str() == "commitTransaction");
+    if failed {
+        let code = code_of(reply);
+        if matches!(code, Some(112 | 251)) {
+            add_label(reply, "TransientTransactionError");
+        } else if committing && code.is_some_and(|c| c == 50 || super::RETRYABLE_CODES.contains(&c))
+        {
+            add_label(reply, "UnknownTransactionCommitResult");
+        }
+    } else if committing && matches!(reply.get("writeConcernError"), Ok(Some(_))) {
+        add_label(reply, "UnknownTransactionCommitResult");
+    }
+}
+
+/// Aborts the transactions older than `transactionLifetimeLimitSeconds`
+/// (and the writes they hold); run periodically.
+pub fn reap(state: &crate::state::ServerState) {
+    let limit = Duration::from_secs(state.config.transaction_lifetime_limit_seconds);
+    let sessions: Vec<Arc<super::Session>> = state.txns.sessions.lock().values().cloned().collect();
+    for session in sessions {
+        let mut s = session.state.lock();
+        if let Some(Phase::InProgress { store, started }) = &s.txn {
+            if started.elapsed() >= limit {
+                store.abort();
+                s.txn = Some(Phase::Aborted);
+            }
+        }
+    }
+}
+
+/// Aborts the open transactions of the sessions `ids` names (the session
+/// kill commands, and a session's end).
+pub fn abort_sessions(state: &crate::state::ServerState, matches: impl Fn(&[u8; 16]) -> bool) {
+    let sessions: Vec<Arc<super::Session>> = state
+        .txns
+        .sessions
+        .lock()
+        .iter()
+        .filter(|(id, _)| matches(id))
+        .map(|(_, s)| s.clone())
+        .collect();
+    for session in sessions {
+        let mut s = session.state.lock();
+        if let Some(Phase::InProgress { store, .. }) = &s.txn {
+            store.abort();
+            s.txn = Some(Phase::Aborted);
+        }
+    }
+}
+
+/// Runs [`reap`] every second until shutdown.
+pub fn spawn_reaper(state: Arc<crate::state::ServerState>) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_secs(1));
+        loop {
+            tokio::select! {
+                _ = tick.tick() => {}
+                _ = state.shutdown.notified() => break,
+            }
+            if state.is_shutting_down() {
+                break;
+            }
+            reap(&state);
+        }
+    })
+}

@@ -1,0 +1,195 @@
+//! Multi-document transactions in replica-set mode through the driver's
+//! session API: commit applies every write at once, abort none, outside
+//! readers never see uncommitted writes, a transaction reads one snapshot,
+//! two transactions writing one document conflict (112 with
+//! TransientTransactionError), commands mongod refuses in a transaction are
+//! refused (263), NoSuchTransaction, and a retried commit.
+
+use crate::common;
+
+use crate::common::{error_code, expect_code, num};
+use bson::{doc, Document};
+use mongodb::{ClientSession, Collection};
+
+fn coll(ts: &common::TestServer) -> Collection<Document> {
+    ts.tcp.database("tx").collection::<Document>("c")
+}
+
+async fn find_x(c: &Collection<Document>, s: Option<&mut ClientSession>) -> Option<i64> {
+    let found = match s {
+        Some(s) => c.find_one(doc! {"_id": 1}).session(s).await.unwrap(),
+        None => c.find_one(doc! {"_id": 1}).await.unwrap(),
+    };
+    found.map(|d| num(&d, "x"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn commit_applies_everything_at_once_and_abort_nothing() {
+    let ts = common::start_repl_set().await;
+    let c = coll(&ts);
+    c.insert_one(doc! {"_id": 0}).await.unwrap();
+    let mut s = ts.tcp.start_session().await.unwrap();
+    s.start_transaction().await.unwrap();
+    c.insert_one(doc! {"_id": 1, "x": 1})
+        .session(&mut s)
+        .await
+        .unwrap();
+    c.update_one(doc! {"_id": 0}, doc! {"$set": {"y": 1}})
+        .session(&mut s)
+        .await
+        .unwrap();
+    // Inside: its own writes; outside: none of them.
+    assert_eq!(find_x(&c, Some(&mut s)).await, Some(1));
+    assert_eq!(find_x(&c, None).await, None);
+    assert!(c.find_one(doc! {"_id": 0, "y": 1}).await.unwrap().is_none());
+    assert_eq!(c.count_documents(doc! {}).await.unwrap(), 1);
+    s.commit_transaction().await.unwrap();
+    assert_eq!(find_x(&c, None).await, Some(1));
+    assert!(c.find_one(doc! {"_id": 0, "y": 1}).await.unwrap().is_some());
+    assert_eq!(c.count_documents(doc! {}).await.unwrap(), 2);
+    assert_eq!(c.estimated_document_count().await.unwrap(), 2);
+
+    s.start_transaction().await.unwrap();
+    c.delete_many(doc! {}).session(&mut s).await.unwrap();
+    c.insert_one(doc! {"_id": 9}).session(&mut s).await.unwrap();
+    s.abort_transaction().await.unwrap();
+    assert_eq!(c.estimated_document_count().await.unwrap(), 2);
+    assert!(c.find_one(doc! {"_id": 9}).await.unwrap().is_none());
+    let v = ts
+        .tcp
+        .database("tx")
+        .run_command(doc! {"validate": "c"})
+        .await
+        .unwrap();
+    assert_eq!(v.get_bool("valid").ok(), Some(true), "{v}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_transaction_reads_one_snapshot() {
+    let ts = common::start_repl_set().await;
+    let c = coll(&ts);
+    c.insert_one(doc! {"_id": 1, "x": 0}).await.unwrap();
+    let mut s = ts.tcp.start_session().await.unwrap();
+    s.start_transaction().await.unwrap();
+    assert_eq!(find_x(&c, Some(&mut s)).await, Some(0));
+    c.update_one(doc! {"_id": 1}, doc! {"$set": {"x": 5}})
+        .await
+        .unwrap();
+    assert_eq!(find_x(&c, Some(&mut s)).await, Some(0));
+    s.commit_transaction().await.unwrap();
+    assert_eq!(find_x(&c, None).await, Some(5));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_first_writer_wins() {
+    let ts = common::start_repl_set().await;
+    let c = coll(&ts);
+    c.insert_one(doc! {"_id": 1, "x": 0}).await.unwrap();
+    let mut a = ts.tcp.start_session().await.unwrap();
+    let mut b = ts.tcp.start_session().await.unwrap();
+    a.start_transaction().await.unwrap();
+    b.start_transaction().await.unwrap();
+    c.update_one(doc! {"_id": 1}, doc! {"$set": {"x": 1}})
+        .session(&mut a)
+        .await
+        .unwrap();
+    let e = c
+        .update_one(doc! {"_id": 1}, doc! {"$set": {"x": 2}})
+        .session(&mut b)
+        .await
+        .unwrap_err();
+    assert_eq!(error_code(&e), Some(112), "{e:?}");
+    assert!(e.contains_label("TransientTransactionError"), "{e:?}");
+    // The loser's transaction is over; the winner commits.
+    let _ = b.abort_transaction().await;
+    a.commit_transaction().await.unwrap();
+    assert_eq!(find_x(&c, None).await, Some(1));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn transaction_rules() {
+    let ts = common::start_repl_set().await;
+    let c = coll(&ts);
+    c.insert_one(doc! {"_id": 1, "x": 0}).await.unwrap();
+    let db = ts.tcp.database("tx");
+    let mut s = ts.tcp.start_session().await.unwrap();
+    // count is not allowed in a transaction; the transaction is aborted.
+    s.start_transaction().await.unwrap();
+    let e = db
+        .run_command(doc! {"count": "c"})
+        .session(&mut s)
+        .await
+        .unwrap_err();
+    assert_eq!(error_code(&e), Some(263), "{e:?}");
+    assert!(
+        common::error_message(&e).contains("Cannot run 'count' in a multi-document transaction.")
+    );
+    let _ = s.abort_transaction().await;
+    // A committed transaction's commit, retried, succeeds.
+    s.start_transaction().await.unwrap();
+    c.insert_one(doc! {"_id": 2}).session(&mut s).await.unwrap();
+    s.commit_transaction().await.unwrap();
+    s.commit_transaction().await.unwrap();
+    // Raw statements: a number that was never started is NoSuchTransaction.
+    let mut raw = ts.tcp.start_session().await.unwrap();
+    let admin = ts.tcp.database("admin");
+    let e = expect_code(
+        db.run_command(doc! {"find": "c", "txnNumber": 7i64, "autocommit": false})
+            .session(&mut raw)
+            .await,
+        251,
+    );
+    assert!(e.contains_label("TransientTransactionError"), "{e:?}");
+    // A transaction may not start with another read concern.
+    expect_code(
+        db.run_command(doc! {"find": "c", "txnNumber": 8i64, "autocommit": false, "startTransaction": true, "readConcern": {"level": "available"}})
+            .session(&mut raw)
+            .await,
+        72,
+    );
+    db.run_command(doc! {"insert": "c", "documents": [{"_id": 3}], "txnNumber": 9i64, "autocommit": false, "startTransaction": true})
+        .session(&mut raw)
+        .await
+        .unwrap();
+    admin
+        .run_command(doc! {"abortTransaction": 1, "txnNumber": 9i64, "autocommit": false})
+        .session(&mut raw)
+        .await
+        .unwrap();
+    expect_code(
+        admin
+            .run_command(doc! {"commitTransaction": 1, "txnNumber": 9i64, "autocommit": false})
+            .session(&mut raw)
+            .await,
+        251,
+    );
+    assert!(c.find_one(doc! {"_id": 3}).await.unwrap().is_none());
+    // An older number is too old.
+    expect_code(
+        db.run_command(
+            doc! {"find": "c", "txnNumber": 8i64, "autocommit": false, "startTransaction": true},
+        )
+        .session(&mut raw)
+        .await,
+        225,
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn old_transactions_are_aborted() {
+    let ts = common::start_repl_set_with(|c| {
+        c.apply_set_parameter_arg("transactionLifetimeLimitSeconds=1")
+            .unwrap();
+    })
+    .await;
+    let c = coll(&ts);
+    let mut s = ts.tcp.start_session().await.unwrap();
+    s.start_transaction().await.unwrap();
+    c.insert_one(doc! {"_id": 1}).session(&mut s).await.unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(2500)).await;
+    let e = s.commit_transaction().await.unwrap_err();
+    assert_eq!(error_code(&e), Some(251), "{e:?}");
+    assert!(c.find_one(doc! {"_id": 1}).await.unwrap().is_none());
+    // Its key is free again.
+    c.insert_one(doc! {"_id": 1}).await.unwrap();
+}

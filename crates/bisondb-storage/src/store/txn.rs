@@ -1,0 +1,362 @@
+//! Multi-document transactions over the store: the seam between the
+//! collection code and an engine [`Transaction`].
+//!
+//! A [`StoreTxn`] is entered on the thread that runs one of its statements
+//! ([`StoreTxn::run`]); while it is, every [`Collection`] read and write on
+//! that thread goes through it instead of the engine: snapshots are the
+//! transaction's view (the snapshot it began with plus its own writes), and
+//! a write's batch is added to the transaction (first writer wins: a key
+//! another open transaction wrote is [`StorageError`] WriteConflict at
+//! once) instead of being written. The collection's count and sizes are
+//! not written with each statement: the transaction keeps, per collection,
+//! the change its statements made, and [`StoreTxn::commit`] writes each
+//! touched collection's stats record as it is then plus that change, in the
+//! same engine batch as the transaction's writes, under the collections'
+//! write locks. So concurrent transactions on one collection conflict only
+//! on the documents and index keys they both write.
+//!
+//! Outside a transaction the collection code pays one thread-local read per
+//! snapshot and per commit; nothing else changes.
+//!
+//! Capped collections refuse writes inside a transaction, as mongod's do.
+
+use std::cell::RefCell;
+use std::collections::{BTreeMap, HashMap};
+use std::ops::Bound;
+use std::sync::Arc;
+
+use bisondb_engine::{
+    BatchOp, CommitPoint, Durability, Engine, EngineError, KeyValue, Snapshot, Transaction,
+    WriteBatch,
+};
+use parking_lot::Mutex;
+
+use crate::catalog::CollState;
+use crate::error::StorageError;
+use crate::index::IndexState;
+use crate::layout::{self, StatsRecord};
+use crate::store::Collection;
+
+thread_local! {
+    /// The transaction entered on this thread, if any.
+    static CURRENT: RefCell<Option<Arc<StoreTxn>>> = const { RefCell::new(None) };
+}
+
+/// The transaction entered on this thread (see [`StoreTxn::run`]).
+pub(crate) fn current() -> Option<Arc<StoreTxn>> {
+    CURRENT.with(|c| c.borrow().clone())
+}
+
+/// What a transaction's statements changed in one collection's stats.
+#[derive(Default)]
+struct Delta {
+    count: i64,
+    data_size: i64,
+    id_bytes: i64,
+    /// By index id: entries and bytes.
+    indexes: HashMap<u64, (i64, i64)>,
+}
+
+fn diff(new: u64, old: u64) -> i64 {
+    (new as i128 - old as i128).clamp(i64::MIN as i128, i64::MAX as i128) as i64
+}
+
+fn apply(v: u64, d: i64) -> u64 {
+    if d >= 0 {
+        v.saturating_add(d as u64)
+    } else {
+        v.saturating_sub(d.unsigned_abs())
+    }
+}
+
+struct Touched {
+    coll: Collection,
+    delta: Delta,
+}
+
+struct Inner {
+    /// `None` once committed or aborted.
+    txn: Option<Box<dyn Transaction>>,
+    /// The collections written, by collection id (locked in this order at
+    /// commit, so two commits never wait on each other in a circle).
+    touched: BTreeMap<u64, Touched>,
+}
+
+/// An open multi-document transaction of the store; see the module
+/// documentation.
+pub struct StoreTxn {
+    inner: Mutex<Inner>,
+}
+
+impl std::fmt::Debug for StoreTxn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("StoreTxn")
+    }
+}
+
+fn ended() -> StorageError {
+    StorageError::from(EngineError::InvalidArgument(
+        "the transaction has already ended".into(),
+    ))
+}
+
+impl StoreTxn {
+    /// Begins a transaction on a snapshot of `engine` taken now.
+    pub(crate) fn begin(engine: Arc<dyn Engine>) -> Result<Arc<StoreTxn>, StorageError> {
+        let txn = engine.begin()?;
+        Ok(Arc::new(StoreTxn {
+            inner: Mutex::new(Inner {
+                txn: Some(txn),
+                touched: BTreeMap::new(),
+            }),
+        }))
+    }
+
+    /// Runs `f` with this transaction entered on the current thread: the
+    /// collection code reads and writes through it until `f` returns.
+    pub fn run<R>(self: &Arc<Self>, f: impl FnOnce() -> R) -> R {
+        struct Leave(Option<Arc<StoreTxn>>);
+        impl Drop for Leave {
+            fn drop(&mut self) {
+                let before = self.0.take();
+                CURRENT.with(|c| *c.borrow_mut() = before);
+            }
+        }
+        let before = CURRENT.with(|c| c.borrow_mut().replace(self.clone()));
+        let _leave = Leave(before);
+        f()
+    }
+
+    /// The transaction's view as a snapshot: what it began with plus its
+    /// own writes, read when the view is read.
+    pub(crate) fn view(self: &Arc<Self>) -> Arc<dyn Snapshot> {
+        Arc::new(TxnView(self.clone()))
+    }
+
+    /// Adds a collection write's batch to the transaction (instead of
+    /// writing it) and remembers how it changes the collection's stats
+    /// (`tally` against `base`, the stats as committed). The caller holds
+    /// the collection's write lock.
+    pub(crate) fn absorb(
+        &self,
+        coll: &Collection,
+        batch: WriteBatch,
+        tally: &StatsRecord,
+        base: &StatsRecord,
+    ) -> Result<(), StorageError> {
+        let mut inner = self.inner.lock();
+        let Inner { txn, touched } = &mut *inner;
+        let txn = txn.as_mut().ok_or_else(ended)?;
+        for op in batch.into_ops() {
+            match op {
+                BatchOp::Put(k, v) => txn.put(k, v)?,
+                BatchOp::Delete(k) => txn.delete(k)?,
+            }
+        }
+        let t = touched.entry(coll.state().id).or_insert_with(|| Touched {
+            coll: coll.clone(),
+            delta: Delta::default(),
+        });
+        t.delta.count += diff(tally.count, base.count);
+        t.delta.data_size += diff(tally.data_size, base.data_size);
+        t.delta.id_bytes += diff(tally.id_bytes, base.id_bytes);
+        for ix in &tally.indexes {
+            let before = base
+                .indexes
+                .iter()
+                .find(|b| b.id == ix.id)
+                .copied()
+                .unwrap_or_default();
+            let e = t.delta.indexes.entry(ix.id).or_default();
+            e.0 += diff(ix.entries, before.entries);
+            e.1 += diff(ix.bytes, before.bytes);
+        }
+        Ok(())
+    }
+
+    /// Whether the transaction wrote anything.
+    pub fn wrote(&self) -> bool {
+        !self.inner.lock().touched.is_empty()
+    }
+
+    /// Applies every write of the transaction and the touched collections'
+    /// stats records in one atomic engine batch. Fails with WriteConflict,
+    /// applying nothing, when a key it wrote was changed by another commit
+    /// after its snapshot.
+    pub fn commit(&self) -> Result<(), StorageError> {
+        let mut inner = self.inner.lock();
+        let txn = inner.txn.take().ok_or_else(ended)?;
+        let touched = std::mem::take(&mut inner.touched);
+        drop(inner);
+        let states: Vec<Arc<CollState>> =
+            touched.values().map(|t| t.coll.state().clone()).collect();
+        let _locks: Vec<_> = states.iter().map(|s| s.write_lock.lock()).collect();
+        let mut unchecked = WriteBatch::new();
+        let mut publish: Vec<Publish> = Vec::new();
+        for t in touched.into_values() {
+            // Dropped since: 26 NamespaceNotFound, as a write to it would be.
+            let _ = t.coll.writable_snapshot_locked()?;
+            let indexes = t.coll.state().indexes.read().clone();
+            let mut tally = t.coll.tally_locked(&indexes);
+            tally.count = apply(tally.count, t.delta.count);
+            tally.data_size = apply(tally.data_size, t.delta.data_size);
+            tally.id_bytes = apply(tally.id_bytes, t.delta.id_bytes);
+            for ix in tally.indexes.iter_mut() {
+                if let Some((entries, bytes)) = t.delta.indexes.get(&ix.id) {
+                    ix.entries = apply(ix.entries, *entries);
+                    ix.bytes = apply(ix.bytes, *bytes);
+                }
+            }
+            unchecked.put(
+                layout::stats_key(t.coll.state().id),
+                layout::encode_stats(&tally),
+            );
+            publish.push((t.coll, tally, indexes));
+        }
+        txn.commit_with(unchecked, Durability::Buffered)?;
+        for (coll, tally, indexes) in publish {
+            coll.publish_tally_locked(&tally, &indexes);
+            // The key bounds that let inserts skip their lookup know nothing
+            // of the keys this commit added: read them again.
+            *coll.state().max_doc_key.lock() = None;
+        }
+        Ok(())
+    }
+
+    /// Ends the transaction without applying anything (its keys are free
+    /// for other transactions at once).
+    pub fn abort(&self) {
+        let mut inner = self.inner.lock();
+        inner.txn = None;
+        inner.touched.clear();
+    }
+}
+
+/// A committed collection's new stats, made current after the commit.
+type Publish = (Collection, StatsRecord, Arc<Vec<Arc<IndexState>>>);
+
+/// [`StoreTxn::view`].
+struct TxnView(Arc<StoreTxn>);
+
+impl Snapshot for TxnView {
+    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, EngineError> {
+        let inner = self.0.inner.lock();
+        match inner.txn.as_ref() {
+            Some(t) => t.get(key),
+            None => Err(EngineError::InvalidArgument(
+                "the transaction has already ended".into(),
+            )),
+        }
+    }
+
+    fn scan(
+        &self,
+        start: Bound<&[u8]>,
+        end: Bound<&[u8]>,
+        reverse: bool,
+        limit: usize,
+    ) -> Result<Vec<KeyValue>, EngineError> {
+        let inner = self.0.inner.lock();
+        match inner.txn.as_ref() {
+            Some(t) => t.scan(start, end, reverse, limit),
+            None => Err(EngineError::InvalidArgument(
+                "the transaction has already ended".into(),
+            )),
+        }
+    }
+
+    fn commit_point(&self) -> Option<CommitPoint> {
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use bisondb_engine::MemoryEngine;
+    use bson::{rawdoc, RawBsonRef};
+
+    use crate::catalog::Storage;
+    use crate::store::Modify;
+    use crate::Durability;
+
+    fn storage() -> Storage {
+        Storage::open(MemoryEngine::shared()).unwrap_or_else(|e| panic!("open: {e}"))
+    }
+
+    #[test]
+    fn writes_are_isolated_until_commit_and_counted_then() {
+        let s = storage();
+        let c = s.get_or_create_collection("db", "c").unwrap();
+        c.insert_many(&[&rawdoc! {"_id": 0}], true, Durability::Buffered);
+        let t = s.begin_transaction().unwrap();
+        let out = t.run(|| {
+            c.insert_many(
+                &[&rawdoc! {"_id": 1}, &rawdoc! {"_id": 2}],
+                true,
+                Durability::Buffered,
+            )
+        });
+        assert_eq!(out.inserted, 2, "{out:?}");
+        // Its own reads see them; others do not, and the count is unchanged.
+        assert_eq!(t.run(|| c.scan(false).count()), 3);
+        assert_eq!(c.scan(false).count(), 1);
+        assert_eq!(c.count(), 1);
+        // A duplicate of its own insert is a duplicate inside it.
+        let dup = t.run(|| c.insert_many(&[&rawdoc! {"_id": 1}], true, Durability::Buffered));
+        assert_eq!(dup.errors.len(), 1);
+        t.commit().unwrap();
+        assert_eq!(c.scan(false).count(), 3);
+        assert_eq!(c.count(), 3);
+        crate::testing::assert_validates_clean(&c);
+    }
+
+    #[test]
+    fn the_first_writer_wins_and_abort_applies_nothing() {
+        let s = storage();
+        let c = s.get_or_create_collection("db", "c").unwrap();
+        c.insert_many(&[&rawdoc! {"_id": 1, "x": 0}], true, Durability::Buffered);
+        let set = |x: i32| {
+            move |cur: Option<&bson::RawDocument>| {
+                Ok(match cur {
+                    Some(_) => Modify::Replace(rawdoc! {"_id": 1, "x": x}),
+                    None => Modify::Keep,
+                })
+            }
+        };
+        let a = s.begin_transaction().unwrap();
+        let b = s.begin_transaction().unwrap();
+        let id = RawBsonRef::Int32(1);
+        a.run(|| c.modify(id, Durability::Buffered, &mut set(1)))
+            .unwrap();
+        let e = b
+            .run(|| c.modify(id, Durability::Buffered, &mut set(2)))
+            .unwrap_err();
+        assert_eq!(e.code.code(), 112, "{e:?}");
+        b.abort();
+        a.commit().unwrap();
+        let now = c.get(id).unwrap().unwrap();
+        assert_eq!(now.get_i32("x").ok(), Some(1));
+        // An aborted transaction leaves nothing.
+        let d = s.begin_transaction().unwrap();
+        d.run(|| c.delete(id, Durability::Buffered)).unwrap();
+        d.abort();
+        assert!(c.get(id).unwrap().is_some());
+        assert_eq!(c.count(), 1);
+    }
+
+    #[test]
+    fn a_commit_after_a_plain_write_to_its_key_conflicts() {
+        let s = storage();
+        let c = s.get_or_create_collection("db", "c").unwrap();
+        let t = s.begin_transaction().unwrap();
+        t.run(|| c.insert_many(&[&rawdoc! {"_id": 5}], true, Durability::Buffered));
+        c.insert_many(
+            &[&rawdoc! {"_id": 5, "plain": true}],
+            true,
+            Durability::Buffered,
+        );
+        assert!(t.commit().is_err());
+        assert_eq!(c.count(), 1);
+        crate::testing::assert_validates_clean(&c);
+    }
+}
