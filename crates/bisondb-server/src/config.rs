@@ -73,6 +73,15 @@ pub struct ServerConfig {
     /// hold a partly received message, or go without its first message
     /// (the handshake), before it is closed; 0 turns the check off.
     pub incomplete_message_timeout_ms: u64,
+    /// `--auth` / `security.authorization: enabled`: every command but the
+    /// handshake and authentication ones needs an authenticated user with
+    /// the privileges it requires (`auth/`).
+    pub auth: bool,
+    /// mongod's `scramIterationCount`: PBKDF2 rounds of new SCRAM-SHA-1
+    /// credentials (10000, at least 5000).
+    pub scram_iteration_count: i32,
+    /// mongod's `scramSHA256IterationCount` (15000, at least 5000).
+    pub scram_sha256_iteration_count: i32,
 }
 
 /// [`ServerConfig::incomplete_message_timeout_ms`]'s default: 30 seconds.
@@ -111,6 +120,9 @@ impl Default for ServerConfig {
             honor_system_umask: false,
             process_umask: None,
             incomplete_message_timeout_ms: DEFAULT_INCOMPLETE_MESSAGE_TIMEOUT_MS,
+            auth: false,
+            scram_iteration_count: crate::auth::DEFAULT_SHA1_ITERATIONS,
+            scram_sha256_iteration_count: crate::auth::DEFAULT_SHA256_ITERATIONS,
         }
     }
 }
@@ -257,6 +269,14 @@ impl ServerConfig {
                     .parse::<u64>()
                     .map_err(|_| bad("a whole number of milliseconds (0: no limit)"))?;
             }
+            "scramIterationCount" | "scramSHA256IterationCount" => {
+                let n = crate::auth::parse_iteration_count(name, value)?;
+                if name == "scramIterationCount" {
+                    self.scram_iteration_count = n;
+                } else {
+                    self.scram_sha256_iteration_count = n;
+                }
+            }
             _ => {
                 return Err(MongoError::bad_value(format!(
                     "Unknown --setParameter '{name}' (BisonDB accepts: {})",
@@ -365,6 +385,13 @@ impl ServerConfig {
         }
         if let Some(v) = get("systemLog") {
             self.apply_system_log(v)?;
+        }
+        if let Some(v) = get("security.authorization") {
+            self.auth = match v.as_str() {
+                Some("enabled") => true,
+                Some("disabled") => false,
+                _ => return Err(bad("security.authorization", "enabled or disabled")),
+            };
         }
         if let Some(v) = get("security.redactClientLogData") {
             self.redact_client_log_data = v
@@ -517,6 +544,8 @@ pub const STARTUP_PARAMETERS: &[&str] = &[
     "internalDocumentSourceGroupMaxMemoryBytes",
     "internalQueryMaxBlockingSortMemoryUsageBytes",
     "processUmask",
+    "scramIterationCount",
+    "scramSHA256IterationCount",
     "ttlMonitorSleepSecs",
 ];
 
@@ -554,6 +583,7 @@ pub const YAML_KEYS: &[&str] = &[
     "setParameter",
     "storage.dbPath",
     "storage.engine",
+    "security.authorization",
     "security.redactClientLogData",
     "storage.journal.commitIntervalMs",
     "systemLog",
@@ -602,7 +632,7 @@ pub fn check_yaml_keys(root: &serde_yaml::Value) -> MongoResult<()> {
         k.starts_with("security.") || k.starts_with("net.tls.") || k.starts_with("net.ssl.")
     });
     let why = if security {
-        " Authentication, authorization, keyFile and TLS are not supported by BisonDB yet: \
+        " keyFile and TLS are not supported by BisonDB yet: \
          the server would run without them, open and in plaintext."
     } else {
         ""
@@ -805,6 +835,29 @@ mod tests {
     }
 
     #[test]
+    fn authorization_and_scram_parameters() {
+        let mut c = ServerConfig::default();
+        assert!(!c.auth);
+        assert_eq!(
+            (c.scram_iteration_count, c.scram_sha256_iteration_count),
+            (10000, 15000)
+        );
+        c.apply_yaml(
+            "security:\n  authorization: enabled\nsetParameter:\n  scramIterationCount: 6000\n",
+        )
+        .unwrap_or_else(|e| panic!("{e:?}"));
+        assert!(c.auth);
+        assert_eq!(c.scram_iteration_count, 6000);
+        assert!(c.apply_yaml("security:\n  authorization: yes\n").is_err());
+        assert!(c
+            .apply_set_parameter_arg("scramSHA256IterationCount=4999")
+            .is_err());
+        c.apply_set_parameter_arg("scramSHA256IterationCount=20000")
+            .unwrap_or_else(|e| panic!("{e:?}"));
+        assert_eq!(c.scram_sha256_iteration_count, 20000);
+    }
+
+    #[test]
     fn unimplemented_yaml_keys_stop_start_up() {
         let mut c = ServerConfig::default();
         let e = c
@@ -815,7 +868,7 @@ mod tests {
         assert_eq!(e.code, ErrorCode::InvalidOptions);
         assert!(
             e.message.starts_with(
-                "config file: settings BisonDB does not implement: security.authorization, security.keyFile, net.tls.mode."
+                "config file: settings BisonDB does not implement: security.keyFile, net.tls.mode."
             ),
             "{}",
             e.message

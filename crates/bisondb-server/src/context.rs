@@ -19,6 +19,8 @@ pub struct ConnectionInfo {
     /// What the current command reports for its profile entry (filled only
     /// while its database profiles).
     pub op: crate::profiler::OpDebug,
+    /// Who the connection is authenticated as (`auth/`).
+    pub auth: crate::auth::ConnAuth,
 }
 
 pub struct Context<'a> {

@@ -41,7 +41,12 @@ impl<'a> CommandRequest<'a> {
             }
             Err(e) => return Err(invalid_bson(e)),
         };
-        check_db_name(&db)?;
+        // `$external` is mongod's one database name with a `$`: where the
+        // users authenticated elsewhere (MONGODB-X509) live; user and
+        // authentication commands name it.
+        if db != "$external" {
+            check_db_name(&db)?;
+        }
         Ok(CommandRequest {
             body,
             sequences,

@@ -90,6 +90,8 @@ pub struct ServerState {
     pub fail_points: crate::fail_points::FailPoints,
     /// `fsync` with `lock: true`: writes wait while it is held.
     pub fsync_lock: crate::fsync_lock::FsyncLock,
+    /// Users, roles and `--auth` (`auth/`).
+    pub auth: crate::auth::AuthState,
 }
 
 impl ServerState {
@@ -100,7 +102,9 @@ impl ServerState {
             config.slowms,
             config.slow_op_sample_rate,
         );
+        let auth = crate::auth::AuthState::new(&config);
         Arc::new(ServerState {
+            auth,
             config,
             storage,
             cursors: CursorManager::default(),

@@ -19,6 +19,10 @@ pub struct Hello {
     hello_ok: bool,
     compression: Vec<String>,
     client: Option<bson::Document>,
+    /// `saslSupportedMechs: "<db>.<user>"`: answer that user's mechanisms.
+    sasl_supported_mechs: Option<crate::auth::Name>,
+    /// `speculativeAuthenticate`: a `saslStart` run with the handshake.
+    speculative: Option<super::sasl_start::SaslStart>,
 }
 
 impl Command for Hello {
@@ -29,6 +33,8 @@ impl Command for Hello {
             hello_ok: false,
             compression: Vec::new(),
             client: None,
+            sasl_supported_mechs: None,
+            speculative: None,
         };
         for el in req.body.iter() {
             let (k, v) = el.map_err(crate::request::invalid_bson)?;
@@ -52,7 +58,23 @@ impl Command for Hello {
                 "client" => {
                     h.client = Some(fields::to_document(fields::as_doc(req.name, "client", v)?)?)
                 }
-                // Everything else (saslSupportedMechs, topologyVersion, maxAwaitTimeMS,
+                "saslSupportedMechs" => {
+                    let s = fields::as_str(req.name, "saslSupportedMechs", v)?;
+                    h.sasl_supported_mechs = s
+                        .split_once('.')
+                        .map(|(db, user)| crate::auth::Name::new(user, db));
+                }
+                // A speculative `saslStart` that cannot even be read is left
+                // out, as mongod does: the driver then authenticates anew.
+                "speculativeAuthenticate" => {
+                    if let RawBsonRef::Document(d) = v {
+                        if d.get("saslStart").ok().flatten().is_some() {
+                            h.speculative =
+                                super::sasl_start::parse_start("saslStart", d, &req.db).ok();
+                        }
+                    }
+                }
+                // Everything else (topologyVersion, maxAwaitTimeMS,
                 // loadBalanced, backpressure, ...) concerns replica sets, auth or newer
                 // driver features; the handshake must never fail on a field a newer
                 // driver adds, so they are accepted and ignored.
@@ -114,6 +136,25 @@ impl Command for Hello {
                 .map(|c| Bson::String(c.name().to_string()))
                 .collect();
             d.insert("compression", names);
+        }
+        if let Some(user) = &self.sasl_supported_mechs {
+            if let Some(u) =
+                crate::auth::users::get(&ctx.state.storage, crate::auth::users::USERS, user)?
+            {
+                let mechs: Vec<Bson> = crate::auth::users::mechanisms(&u)
+                    .into_iter()
+                    .filter(|m| m != "external")
+                    .map(Bson::String)
+                    .collect();
+                d.insert("saslSupportedMechs", mechs);
+            }
+        }
+        // A failed speculative authentication is no error of the handshake:
+        // the reply leaves the field out (the failure is logged).
+        if let Some(start) = self.speculative {
+            if let Ok(r) = start.start(ctx, true) {
+                d.insert("speculativeAuthenticate", r);
+            }
         }
         reply::ok(d)
     }
