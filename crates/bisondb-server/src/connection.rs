@@ -533,8 +533,8 @@ fn dispatch_command(
         let _deadline = bisondb_js::deadline::scope_ms(max_time_ms);
         std::panic::catch_unwind(AssertUnwindSafe(|| {
             // With `--auth`, who may run what (`auth/`); one branch without.
-            if state.auth.enabled && spec.is_some() {
-                crate::auth::check(req.name, &ctx)?;
+            if let Some(spec) = spec.filter(|_| state.auth.enabled) {
+                registry::authorize(spec, req, &mut ctx)?;
             }
             // A write waits here while `fsync` holds the lock (`fsync_lock.rs`).
             let _pass = if writes {

@@ -21,6 +21,7 @@
 use bisondb_error::{ErrorCode, MongoError, MongoResult};
 use bson::RawDocumentBuf;
 
+use crate::auth::{needs, Action, Needs};
 use crate::commands::{self, Context};
 pub use crate::on_view::OnView;
 use crate::request::CommandRequest;
@@ -77,6 +78,9 @@ pub struct CommandSpec {
     pub on_view: OnView,
     /// Shown by `listCommands`.
     pub help: &'static str,
+    /// What a user must be granted to run it with `--auth` (mongod's
+    /// "Privilege Actions"), or that it runs before authentication.
+    pub privileges: Needs,
 }
 
 impl CommandSpec {
@@ -137,6 +141,8 @@ const fn unserved(name: &'static str, run: Run, reply: Reply) -> CommandSpec {
         reply,
         on_view: OnView::Unaffected,
         help: "",
+        // Unserved: only the 13 of an unauthenticated client applies.
+        privileges: Needs::Authenticated,
     }
 }
 
@@ -156,6 +162,7 @@ const BUILD_INFO: CommandSpec = CommandSpec {
     reply: Reply::Compressible,
     on_view: OnView::Unaffected,
     help: "version and build details",
+    privileges: Needs::Nothing,
 };
 
 const FIND_AND_MODIFY: CommandSpec = CommandSpec {
@@ -169,6 +176,7 @@ const FIND_AND_MODIFY: CommandSpec = CommandSpec {
     reply: Reply::Compressible,
     on_view: OnView::Refused,
     help: "update or delete one document and return it",
+    privileges: Needs::Computed(needs::find_and_modify),
 };
 
 const HELLO: CommandSpec = CommandSpec {
@@ -182,6 +190,7 @@ const HELLO: CommandSpec = CommandSpec {
     reply: Reply::NeverCompressed,
     on_view: OnView::Unaffected,
     help: "handshake: server capabilities",
+    privileges: Needs::Nothing,
 };
 
 /// Sorted by name (byte order); a unit test keeps it so.
@@ -198,9 +207,14 @@ pub static COMMANDS: &[CommandSpec] = &[
         reply: Reply::Compressible,
         on_view: OnView::ReadsThrough,
         help: "run an aggregation pipeline",
+        privileges: Needs::Computed(needs::aggregate),
     },
     not_supported("applyOps", Reply::Compressible),
-    not_supported("authenticate", Reply::NeverCompressed),
+    // MONGODB-X509's command runs before authentication, as mongod's.
+    CommandSpec {
+        privileges: Needs::Nothing,
+        ..not_supported("authenticate", Reply::NeverCompressed)
+    },
     BUILD_INFO,
     alias("buildinfo", &BUILD_INFO, "alias of buildInfo"),
     CommandSpec {
@@ -214,6 +228,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         reply: Reply::Compressible,
         on_view: OnView::Unaffected,
         help: "inserts, updates and deletes over several collections",
+        privileges: Needs::Computed(needs::bulk_write),
     },
     not_supported("checkShardingIndex", Reply::Compressible),
     // Served by convert_to_capped.rs, which copies rather than replaces under this name.
@@ -228,6 +243,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         reply: Reply::Compressible,
         on_view: OnView::Unaffected,
         help: "copy a collection into a new capped collection",
+        privileges: Needs::Computed(needs::clone_collection_as_capped),
     },
     CommandSpec {
         name: "collMod",
@@ -240,6 +256,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         reply: Reply::Compressible,
         on_view: OnView::Unaffected,
         help: "change a collection's validation options, an index's options or a view",
+        privileges: Needs::Collection(&[Action::CollMod]),
     },
     CommandSpec {
         name: "collStats",
@@ -252,6 +269,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         reply: Reply::Compressible,
         on_view: OnView::Unaffected,
         help: "statistics of a collection",
+        privileges: Needs::Collection(&[Action::CollStats]),
     },
     not_supported("commitTransaction", Reply::Compressible),
     not_supported("compact", Reply::Compressible),
@@ -266,6 +284,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         reply: Reply::Compressible,
         on_view: OnView::Unaffected,
         help: "set a fail point's mode (test commands only)",
+        privileges: Needs::Authenticated,
     },
     CommandSpec {
         name: "connectionStatus",
@@ -278,6 +297,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         reply: Reply::Compressible,
         on_view: OnView::Unaffected,
         help: "authentication state of this connection",
+        privileges: Needs::Nothing,
     },
     CommandSpec {
         name: "convertToCapped",
@@ -290,6 +310,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         reply: Reply::Compressible,
         on_view: OnView::Unaffected,
         help: "replace a collection by a capped copy of it",
+        privileges: Needs::Collection(&[Action::ConvertToCapped]),
     },
     removed("copydb"),
     removed("copydbSaslStart"),
@@ -305,6 +326,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         reply: Reply::Compressible,
         on_view: OnView::ReadsThrough,
         help: "count documents matching a query",
+        privileges: Needs::Collection(&[Action::Find]),
     },
     CommandSpec {
         name: "create",
@@ -317,6 +339,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         reply: Reply::Compressible,
         on_view: OnView::Unaffected,
         help: "create a collection",
+        privileges: Needs::Computed(needs::create),
     },
     CommandSpec {
         name: "createIndexes",
@@ -329,6 +352,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         reply: Reply::Compressible,
         on_view: OnView::Refused,
         help: "create indexes",
+        privileges: Needs::Collection(&[Action::CreateIndex]),
     },
     not_supported("createRole", Reply::Compressible),
     not_supported("createSearchIndexes", Reply::Compressible),
@@ -343,6 +367,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         reply: Reply::NeverCompressed,
         on_view: OnView::Unaffected,
         help: "create a user of this database",
+        privileges: Needs::Computed(needs::create_user),
     },
     not_supported("currentOp", Reply::Compressible),
     not_supported("dataSize", Reply::Compressible),
@@ -357,6 +382,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         reply: Reply::Compressible,
         on_view: OnView::Unaffected,
         help: "statistics of a database",
+        privileges: Needs::Database(&[Action::DbStats]),
     },
     CommandSpec {
         name: "delete",
@@ -369,6 +395,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         reply: Reply::Compressible,
         on_view: OnView::Refused,
         help: "delete documents",
+        privileges: Needs::Collection(&[Action::Remove]),
     },
     CommandSpec {
         name: "distinct",
@@ -381,6 +408,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         reply: Reply::Compressible,
         on_view: OnView::ReadsThrough,
         help: "distinct values of a field",
+        privileges: Needs::Collection(&[Action::Find]),
     },
     CommandSpec {
         name: "drop",
@@ -393,6 +421,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         reply: Reply::Compressible,
         on_view: OnView::Unaffected,
         help: "drop a collection",
+        privileges: Needs::Collection(&[Action::DropCollection]),
     },
     not_supported("dropAllRolesFromDatabase", Reply::Compressible),
     CommandSpec {
@@ -406,6 +435,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         reply: Reply::Compressible,
         on_view: OnView::Unaffected,
         help: "remove every user of this database",
+        privileges: Needs::Database(&[Action::DropUser]),
     },
     CommandSpec {
         name: "dropDatabase",
@@ -418,6 +448,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         reply: Reply::Compressible,
         on_view: OnView::Unaffected,
         help: "drop a database",
+        privileges: Needs::Database(&[Action::DropDatabase]),
     },
     CommandSpec {
         name: "dropIndexes",
@@ -430,6 +461,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         reply: Reply::Compressible,
         on_view: OnView::Refused,
         help: "drop indexes",
+        privileges: Needs::Collection(&[Action::DropIndex]),
     },
     not_supported("dropRole", Reply::Compressible),
     not_supported("dropSearchIndex", Reply::Compressible),
@@ -444,6 +476,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         reply: Reply::Compressible,
         on_view: OnView::Unaffected,
         help: "remove a user of this database",
+        privileges: Needs::Database(&[Action::DropUser]),
     },
     CommandSpec {
         name: "endSessions",
@@ -456,6 +489,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         reply: Reply::Compressible,
         on_view: OnView::Unaffected,
         help: "end logical sessions",
+        privileges: Needs::Nothing,
     },
     CommandSpec {
         name: "explain",
@@ -468,6 +502,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         reply: Reply::Compressible,
         on_view: OnView::ExplainsCommand,
         help: "the query plan of a command, and its execution statistics",
+        privileges: Needs::Explained,
     },
     not_supported("filemd5", Reply::Compressible),
     CommandSpec {
@@ -481,6 +516,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         reply: Reply::Compressible,
         on_view: OnView::ReadsThrough,
         help: "query documents",
+        privileges: Needs::Collection(&[Action::Find]),
     },
     FIND_AND_MODIFY,
     alias("findandmodify", &FIND_AND_MODIFY, "alias of findAndModify"),
@@ -496,6 +532,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         reply: Reply::Compressible,
         on_view: OnView::Unaffected,
         help: "flush the storage engine's data files to disk; lock: true blocks writes",
+        privileges: Needs::Cluster(&[Action::Fsync]),
     },
     CommandSpec {
         name: "fsyncUnlock",
@@ -508,6 +545,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         reply: Reply::Compressible,
         on_view: OnView::Unaffected,
         help: "release one hold of the lock fsync with lock: true took",
+        privileges: Needs::Cluster(&[Action::Unlock]),
     },
     CommandSpec {
         name: "getCmdLineOpts",
@@ -520,6 +558,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         reply: Reply::Compressible,
         on_view: OnView::Unaffected,
         help: "the server's command line and parsed options",
+        privileges: Needs::Cluster(&[Action::GetCmdLineOpts]),
     },
     not_supported("getDefaultRWConcern", Reply::Compressible),
     CommandSpec {
@@ -533,6 +572,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         reply: Reply::Compressible,
         on_view: OnView::Unaffected,
         help: "recent log lines",
+        privileges: Needs::Cluster(&[Action::GetLog]),
     },
     CommandSpec {
         name: "getMore",
@@ -545,6 +585,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         reply: Reply::Compressible,
         on_view: OnView::Unaffected,
         help: "next batch of a cursor",
+        privileges: Needs::Computed(needs::get_more),
     },
     CommandSpec {
         name: "getParameter",
@@ -557,6 +598,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         reply: Reply::Compressible,
         on_view: OnView::Unaffected,
         help: "server parameters",
+        privileges: Needs::Cluster(&[Action::GetParameter]),
     },
     removed("getnonce"),
     not_supported("grantRolesToUser", Reply::Compressible),
@@ -572,6 +614,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         reply: Reply::Compressible,
         on_view: OnView::Unaffected,
         help: "information about the host",
+        privileges: Needs::Cluster(&[Action::HostInfo]),
     },
     CommandSpec {
         name: "insert",
@@ -584,6 +627,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         reply: Reply::Compressible,
         on_view: OnView::Refused,
         help: "insert documents",
+        privileges: Needs::Computed(needs::insert),
     },
     alias("isMaster", &HELLO, "legacy alias of hello"),
     alias("ismaster", &HELLO, "legacy alias of hello"),
@@ -600,6 +644,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         reply: Reply::Compressible,
         on_view: OnView::Unaffected,
         help: "close cursors",
+        privileges: Needs::Collection(&[Action::KillCursors]),
     },
     not_supported("killOp", Reply::Compressible),
     not_supported("killSessions", Reply::Compressible),
@@ -614,6 +659,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         reply: Reply::Compressible,
         on_view: OnView::Unaffected,
         help: "collections of a database",
+        privileges: Needs::Computed(needs::list_collections),
     },
     CommandSpec {
         name: "listCommands",
@@ -626,6 +672,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         reply: Reply::Compressible,
         on_view: OnView::Unaffected,
         help: "the commands this server knows",
+        privileges: Needs::Nothing,
     },
     CommandSpec {
         name: "listDatabases",
@@ -638,6 +685,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         reply: Reply::Compressible,
         on_view: OnView::Unaffected,
         help: "the databases",
+        privileges: Needs::Authenticated,
     },
     CommandSpec {
         name: "listIndexes",
@@ -650,6 +698,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         reply: Reply::Compressible,
         on_view: OnView::Refused,
         help: "indexes of a collection",
+        privileges: Needs::Collection(&[Action::ListIndexes]),
     },
     not_supported("listSearchIndexes", Reply::Compressible),
     CommandSpec {
@@ -663,6 +712,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         reply: Reply::Compressible,
         on_view: OnView::Unaffected,
         help: "rename or reopen the log file",
+        privileges: Needs::Cluster(&[Action::LogRotate]),
     },
     CommandSpec {
         name: "logout",
@@ -675,6 +725,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         reply: Reply::Compressible,
         on_view: OnView::Unaffected,
         help: "end this connection's authentication",
+        privileges: Needs::Nothing,
     },
     not_supported("mapReduce", Reply::Compressible),
     CommandSpec {
@@ -688,6 +739,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         reply: Reply::Compressible,
         on_view: OnView::Unaffected,
         help: "check that the server answers",
+        privileges: Needs::Nothing,
     },
     CommandSpec {
         name: "profile",
@@ -700,6 +752,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         reply: Reply::Compressible,
         on_view: OnView::Unaffected,
         help: "read or set the database profiler's level, slowms, sampleRate and filter",
+        privileges: Needs::Database(&[Action::EnableProfiler]),
     },
     not_supported("reIndex", Reply::Compressible),
     not_supported("refreshSessions", Reply::Compressible),
@@ -714,6 +767,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         reply: Reply::Compressible,
         on_view: OnView::Unaffected,
         help: "rename a collection",
+        privileges: Needs::Computed(needs::rename_collection),
     },
     not_supported("replSetGetStatus", Reply::Compressible),
     not_supported("revokeRolesFromUser", Reply::Compressible),
@@ -729,6 +783,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         reply: Reply::NeverCompressed,
         on_view: OnView::Unaffected,
         help: "continue a SASL authentication conversation",
+        privileges: Needs::Nothing,
     },
     CommandSpec {
         name: "saslStart",
@@ -741,6 +796,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         reply: Reply::NeverCompressed,
         on_view: OnView::Unaffected,
         help: "begin a SASL (SCRAM) authentication conversation",
+        privileges: Needs::Nothing,
     },
     CommandSpec {
         name: "serverStatus",
@@ -753,6 +809,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         reply: Reply::Compressible,
         on_view: OnView::Unaffected,
         help: "server statistics",
+        privileges: Needs::Cluster(&[Action::ServerStatus]),
     },
     not_supported("setDefaultRWConcern", Reply::Compressible),
     not_supported("setFeatureCompatibilityVersion", Reply::Compressible),
@@ -767,6 +824,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         reply: Reply::Compressible,
         on_view: OnView::Unaffected,
         help: "set server parameters at run time",
+        privileges: Needs::Cluster(&[Action::SetParameter]),
     },
     CommandSpec {
         name: "shutdown",
@@ -779,6 +837,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         reply: Reply::Compressible,
         on_view: OnView::Unaffected,
         help: "stop the server",
+        privileges: Needs::Cluster(&[Action::Shutdown]),
     },
     not_supported("startSession", Reply::Compressible),
     CommandSpec {
@@ -792,6 +851,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         reply: Reply::Compressible,
         on_view: OnView::Refused,
         help: "update documents",
+        privileges: Needs::Computed(needs::update),
     },
     not_supported("updateRole", Reply::Compressible),
     not_supported("updateSearchIndex", Reply::Compressible),
@@ -806,6 +866,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         reply: Reply::NeverCompressed,
         on_view: OnView::Unaffected,
         help: "change a user's password, roles or data",
+        privileges: Needs::Computed(needs::update_user),
     },
     CommandSpec {
         name: "usersInfo",
@@ -818,6 +879,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         reply: Reply::Compressible,
         on_view: OnView::Unaffected,
         help: "the users a database defines (none: BisonDB has no authentication yet)",
+        privileges: Needs::Computed(needs::users_info),
     },
     CommandSpec {
         name: "validate",
@@ -830,6 +892,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         reply: Reply::Compressible,
         on_view: OnView::Unaffected,
         help: "check a collection's documents, indexes and statistics",
+        privileges: Needs::Collection(&[Action::Validate]),
     },
     CommandSpec {
         name: "whatsmyuri",
@@ -842,6 +905,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         reply: Reply::Compressible,
         on_view: OnView::Unaffected,
         help: "the client's address as the server sees it",
+        privileges: Needs::Authenticated,
     },
 ];
 
@@ -861,6 +925,30 @@ pub fn names_of(spec: &CommandSpec) -> Vec<&'static str> {
         .filter(|c| c.name == canonical || c.alias_of == Some(canonical))
         .map(|c| c.name)
         .collect()
+}
+
+/// With `--auth`: whether the connection may run `req`, whose spec is
+/// `spec` (`explain` needs what the command it explains needs).
+pub fn authorize(
+    spec: &CommandSpec,
+    req: &CommandRequest<'_>,
+    ctx: &mut Context<'_>,
+) -> MongoResult<()> {
+    // A removed command is "no such command" to everyone, as on mongod.
+    if matches!(spec.run, Run::Removed) {
+        return Ok(());
+    }
+    if !matches!(spec.privileges, Needs::Explained) {
+        return crate::auth::check(req.name, &spec.privileges, req, ctx);
+    }
+    crate::auth::check(req.name, &Needs::Authenticated, req, ctx)?;
+    if let Ok(Some(bson::RawBsonRef::Document(inner))) = req.body.get(req.name) {
+        let inner = CommandRequest::from_body(inner, &req.db)?;
+        if let Some(s) = lookup(inner.name).filter(|s| !matches!(s.privileges, Needs::Explained)) {
+            return authorize(s, &inner, ctx).map_err(|_| crate::auth::not_authorized(req));
+        }
+    }
+    Ok(())
 }
 
 /// Runs one command: lookup, then [`dispatch_spec`].

@@ -23,6 +23,7 @@ mod common;
 mod aggregate;
 mod aggregate_output;
 mod auth;
+mod authz;
 mod bulk_write;
 mod capped;
 mod clustered;

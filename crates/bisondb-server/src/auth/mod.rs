@@ -11,15 +11,22 @@
 //! [`authenticate_as`], which marks a connection authenticated as a user
 //! of the store.
 
+pub mod needs;
+pub mod privileges;
 pub mod roles;
 pub mod scram;
 pub mod users;
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
 
 use bisondb_error::{ErrorCode, MongoError, MongoResult};
 
 use crate::context::{ConnectionInfo, Context};
+pub use privileges::{Action, Needs, OwnedTarget, Required, Target};
 pub use users::Name;
 
 /// mongod's log id of "Authentication failed".
@@ -59,6 +66,9 @@ pub struct AuthState {
     generation: AtomicU64,
     sha1_iterations: AtomicI32,
     sha256_iterations: AtomicI32,
+    /// Each user's privileges, resolved once per generation and shared by
+    /// its connections.
+    cache: Mutex<HashMap<Name, (u64, Arc<privileges::Resolved>)>>,
 }
 
 impl AuthState {
@@ -68,12 +78,14 @@ impl AuthState {
             generation: AtomicU64::new(1),
             sha1_iterations: AtomicI32::new(config.scram_iteration_count),
             sha256_iterations: AtomicI32::new(config.scram_sha256_iteration_count),
+            cache: Mutex::new(HashMap::new()),
         }
     }
 
-    /// A user or role changed.
+    /// A user or role changed: every resolved privilege set is stale.
     pub fn changed(&self) {
         self.generation.fetch_add(1, Ordering::AcqRel);
+        self.cache.lock().clear();
     }
 
     pub fn generation(&self) -> u64 {
@@ -104,12 +116,16 @@ pub struct ConnAuth {
     pub user: Option<Name>,
     /// A SCRAM conversation between `saslStart` and its last `saslContinue`.
     conversation: Option<scram::Conversation>,
+    /// The user's privileges and the authorization generation they were
+    /// resolved at ([`AuthState::generation`]).
+    resolved: Option<(u64, Arc<privileges::Resolved>)>,
 }
 
 /// Marks `conn` authenticated as `user` (after SCRAM, or for MONGODB-X509
 /// once the client certificate's subject named a `$external` user).
 pub fn authenticate_as(conn: &mut ConnectionInfo, user: Name) {
     conn.auth.conversation = None;
+    conn.auth.resolved = None;
     conn.auth.user = Some(user);
 }
 
@@ -123,43 +139,139 @@ pub fn is_local(peer: &str) -> bool {
         .is_ok_and(|a| a.ip().is_loopback())
 }
 
-/// The commands mongod runs before authentication (its commands whose
-/// `requiresAuth()` is false).
-const WITHOUT_AUTHENTICATION: &[&str] = &[
-    "authenticate",
-    "buildInfo",
-    "buildinfo",
-    "connectionStatus",
-    "endSessions",
-    "getnonce",
-    "hello",
-    "isMaster",
-    "ismaster",
-    "logout",
-    "ping",
-    "saslContinue",
-    "saslStart",
-];
-
 /// Commands the localhost exception allows while no user exists.
 const LOCALHOST_EXCEPTION: &[&str] = &["createUser", "createRole"];
 
-/// Whether `conn` may run the command `name` (canonical or alias) on a
-/// server with `--auth`: 13 Unauthorized with mongod's message otherwise.
-pub fn check(name: &str, ctx: &Context<'_>) -> MongoResult<()> {
-    if WITHOUT_AUTHENTICATION.contains(&name) || ctx.conn.auth.user.is_some() {
+/// Whether the connection may run the command `name` (as sent), which
+/// `needs` what its spec states, on a server with `--auth`: 13 Unauthorized
+/// with mongod's messages otherwise.
+pub fn check(
+    name: &str,
+    needs: &Needs,
+    req: &crate::request::CommandRequest<'_>,
+    ctx: &mut Context<'_>,
+) -> MongoResult<()> {
+    if matches!(needs, Needs::Nothing) {
         return Ok(());
     }
-    if LOCALHOST_EXCEPTION.contains(&name)
-        && is_local(&ctx.conn.peer)
-        && !users::any_user(&ctx.state.storage)
-    {
-        return Ok(());
+    if ctx.conn.auth.user.is_none() {
+        if LOCALHOST_EXCEPTION.contains(&name)
+            && is_local(&ctx.conn.peer)
+            && !users::any_user(&ctx.state.storage)
+        {
+            return Ok(());
+        }
+        return Err(MongoError::new(
+            ErrorCode::Unauthorized,
+            format!("Command {name} requires authentication"),
+        ));
     }
-    Err(MongoError::new(
+    let required = match needs {
+        Needs::Nothing | Needs::Authenticated | Needs::Explained => return Ok(()),
+        Needs::Collection(a) => match req.body.iter().next() {
+            Some(Ok((_, bson::RawBsonRef::String(coll)))) => {
+                vec![Required::ns(&req.db, coll, a)]
+            }
+            _ => vec![Required::db(&req.db, a)],
+        },
+        Needs::Database(a) => vec![Required::db(&req.db, a)],
+        Needs::Cluster(a) => vec![Required::cluster(a)],
+        Needs::Computed(f) => f(req)?,
+    };
+    let resolved = resolved(ctx)?;
+    let me = ctx.conn.auth.user.as_ref();
+    for r in &required {
+        let ok = match &r.target {
+            OwnedTarget::Ns(db, coll) => resolved.allows(&Target::Ns(db, coll), r.actions),
+            OwnedTarget::Db(db) => resolved.allows(&Target::Db(db), r.actions),
+            OwnedTarget::Cluster => resolved.allows(&Target::Cluster, r.actions),
+            OwnedTarget::OwnUser(u) => {
+                me == Some(u) || resolved.allows(&Target::Db(&u.db), r.actions)
+            }
+        };
+        if !ok {
+            return Err(not_authorized(req));
+        }
+    }
+    Ok(())
+}
+
+/// mongod's 13 for an authenticated user without the privileges.
+pub fn not_authorized(req: &crate::request::CommandRequest<'_>) -> MongoError {
+    let shown = bson::Document::try_from(req.body)
+        .map(|d| d.to_string())
+        .unwrap_or_else(|_| format!("{{ {}: ... }}", req.name));
+    MongoError::new(
         ErrorCode::Unauthorized,
-        format!("Command {name} requires authentication"),
-    ))
+        format!("not authorized on {} to execute command {shown}", req.db),
+    )
+}
+
+/// The connection's user's privileges, current with the last change of
+/// any user or role (`None` when nobody is authenticated).
+pub fn resolved(ctx: &mut Context<'_>) -> MongoResult<Arc<privileges::Resolved>> {
+    let Some(user) = ctx.conn.auth.user.clone() else {
+        return Ok(Arc::new(privileges::Resolved::default()));
+    };
+    let generation = ctx.state.auth.generation();
+    if let Some((g, r)) = &ctx.conn.auth.resolved {
+        if *g == generation {
+            return Ok(r.clone());
+        }
+    }
+    let cached = ctx.state.auth.cache.lock().get(&user).cloned();
+    let r = match cached {
+        Some((g, r)) if g == generation => r,
+        _ => {
+            let r = Arc::new(resolve_user(ctx.state, &user)?);
+            ctx.state
+                .auth
+                .cache
+                .lock()
+                .insert(user, (generation, r.clone()));
+            r
+        }
+    };
+    ctx.conn.auth.resolved = Some((generation, r.clone()));
+    Ok(r)
+}
+
+/// Reads a user's roles and their privileges from the store. A user that
+/// no longer exists has none (its connections keep their identity and
+/// lose every privilege, as on mongod).
+fn resolve_user(
+    state: &crate::state::ServerState,
+    user: &Name,
+) -> MongoResult<privileges::Resolved> {
+    let direct = match users::get(&state.storage, users::USERS, user)? {
+        Some(d) => users::roles_of(&d),
+        None => Vec::new(),
+    };
+    resolve_roles(state, &direct)
+}
+
+/// The roles `direct` grants (inherited ones included) and their privileges.
+pub fn resolve_roles(
+    state: &crate::state::ServerState,
+    direct: &[Name],
+) -> MongoResult<privileges::Resolved> {
+    let roles = role_closure(state, direct)?;
+    let mut privileges = Vec::new();
+    for r in &roles {
+        match privileges::builtin(r) {
+            Some(p) => privileges.extend(p),
+            None => {
+                if let Some(d) = users::get(&state.storage, users::ROLES, r)? {
+                    if let Ok(list) = d.get_array("privileges") {
+                        for p in list.iter().filter_map(bson::Bson::as_document) {
+                            privileges.push(privileges::Privilege::from_document(p)?);
+                        }
+                    }
+                }
+            }
+        }
+    }
+    Ok(privileges::Resolved { roles, privileges })
 }
 
 /// What `saslStart` (or a speculative one in `hello`) answers.
@@ -313,14 +425,52 @@ pub fn add_inherited(
     direct: &[Name],
     out: &mut bson::Document,
 ) -> MongoResult<()> {
-    let all = role_closure(state, direct)?;
-    out.insert("inheritedRoles", roles::to_bson(&all));
-    out.insert("inheritedPrivileges", bson::Bson::Array(Vec::new()));
+    let resolved = resolve_roles(state, direct)?;
+    out.insert("inheritedRoles", roles::to_bson(&resolved.roles));
+    out.insert("inheritedPrivileges", privileges_bson(&resolved));
     out.insert(
         "inheritedAuthenticationRestrictions",
         bson::Bson::Array(Vec::new()),
     );
     Ok(())
+}
+
+/// Privileges as mongod lists them: `[{resource, actions}]`, merged by
+/// resource.
+pub fn privileges_bson(r: &privileges::Resolved) -> bson::Bson {
+    bson::Bson::Array(
+        r.merged()
+            .iter()
+            .map(|p| bson::Bson::Document(p.to_document()))
+            .collect(),
+    )
+}
+
+/// Whether the connection may see database `db` in `listDatabases`
+/// (`authorizedDatabases`): any privilege on it.
+pub fn may_see_db(ctx: &mut Context<'_>, db: &str) -> MongoResult<bool> {
+    Ok(resolved(ctx)?.any_on_db(db))
+}
+
+/// Whether `listDatabases` shows every database: auth is off, or the user
+/// has `listDatabases` on the cluster.
+pub fn may_list_all_dbs(ctx: &mut Context<'_>) -> MongoResult<bool> {
+    if !ctx.state.auth.enabled {
+        return Ok(true);
+    }
+    Ok(resolved(ctx)?.allows(
+        &Target::Cluster,
+        privileges::ActionSet::of(&[Action::ListDatabases]),
+    ))
+}
+
+/// Whether the connection may see collection `db.coll` in
+/// `listCollections` with `authorizedCollections`.
+pub fn may_see_collection(ctx: &mut Context<'_>, db: &str, coll: &str) -> MongoResult<bool> {
+    if !ctx.state.auth.enabled {
+        return Ok(true);
+    }
+    Ok(resolved(ctx)?.any_on_collection(db, coll))
 }
 
 /// `connectionStatus`'s `authInfo`.
@@ -335,12 +485,23 @@ pub fn connection_status(ctx: &Context<'_>, show_privileges: bool) -> MongoResul
         };
         roles_list = role_closure(ctx.state, &direct)?;
     }
+    let privileges = if show_privileges && ctx.conn.auth.user.is_some() {
+        let direct = match ctx.conn.auth.user.as_ref() {
+            Some(u) => users::get(&ctx.state.storage, users::USERS, u)?
+                .map(|d| users::roles_of(&d))
+                .unwrap_or_default(),
+            None => Vec::new(),
+        };
+        privileges_bson(&resolve_roles(ctx.state, &direct)?)
+    } else {
+        bson::Bson::Array(Vec::new())
+    };
     let mut auth = bson::doc! {
         "authenticatedUsers": users_list,
         "authenticatedUserRoles": roles::to_bson(&roles_list),
     };
     if show_privileges {
-        auth.insert("authenticatedUserPrivileges", bson::Bson::Array(Vec::new()));
+        auth.insert("authenticatedUserPrivileges", privileges);
     }
     Ok(auth)
 }
