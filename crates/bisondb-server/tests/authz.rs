@@ -565,3 +565,167 @@ async fn privileges_follow_user_changes_at_the_next_command() {
         2
     );
 }
+
+#[tokio::test]
+async fn user_defined_roles_grant_inherit_and_revoke() {
+    let (s, root) = server().await;
+    let app = root.database("app");
+    let admin = root.database("admin");
+    let ok = |r: mongodb::error::Result<Document>| r.unwrap_or_else(|e| panic!("{e}"));
+    ok(app
+        .run_command(doc! {"createRole": "appReader", "privileges": [{"resource": {"db": "app", "collection": "c"}, "actions": ["find"]}], "roles": []})
+        .await);
+    ok(admin
+        .run_command(doc! {"createRole": "both", "privileges": [{"resource": {"cluster": true}, "actions": ["serverStatus"]}], "roles": [{"role": "appReader", "db": "app"}]})
+        .await);
+    // mongod's refusals.
+    for (db, cmd, code) in [
+        (
+            "app",
+            doc! {"createRole": "appReader", "privileges": [], "roles": []},
+            51002,
+        ),
+        (
+            "app",
+            doc! {"createRole": "read", "privileges": [], "roles": []},
+            2,
+        ),
+        (
+            "app",
+            doc! {"createRole": "wide", "privileges": [{"resource": {"cluster": true}, "actions": ["serverStatus"]}], "roles": []},
+            2,
+        ),
+        (
+            "app",
+            doc! {"createRole": "bad", "privileges": [{"resource": {"db": "app", "collection": ""}, "actions": ["fly"]}], "roles": []},
+            9,
+        ),
+        (
+            "app",
+            doc! {"createRole": "orphan", "privileges": [], "roles": ["nosuch"]},
+            31,
+        ),
+        (
+            "app",
+            doc! {"grantRolesToRole": "appReader", "roles": [{"role": "both", "db": "admin"}]},
+            17,
+        ),
+        ("app", doc! {"dropRole": "read"}, 2),
+        ("app", doc! {"dropRole": "nosuch"}, 31),
+    ] {
+        let e = root
+            .database(db)
+            .run_command(cmd.clone())
+            .await
+            .expect_err("refused");
+        assert_eq!(error_code(&e), Some(code), "{cmd}: {e}");
+    }
+    ok(admin
+        .run_command(doc! {"createUser": "rita", "pwd": "p", "roles": ["both"]})
+        .await);
+    let rita = as_user(s.server.port(), "rita", "p", "admin").await;
+    // Inherited: find on app.c only, serverStatus.
+    assert!(!refused(&rita, "app", doc! {"find": "c"}).await);
+    assert!(!refused(&rita, "admin", doc! {"serverStatus": 1}).await);
+    assert!(refused(&rita, "app", doc! {"find": "d"}).await);
+    assert!(refused(&rita, "other", doc! {"find": "c"}).await);
+    assert!(refused(&rita, "app", doc! {"insert": "c", "documents": [{}]}).await);
+    // grantPrivilegesToRole / revokePrivilegesFromRole, seen at the next command.
+    let insert_c = doc! {"resource": {"db": "app", "collection": "c"}, "actions": ["insert"]};
+    ok(app
+        .run_command(doc! {"grantPrivilegesToRole": "appReader", "privileges": [insert_c.clone()]})
+        .await);
+    assert!(!refused(&rita, "app", doc! {"insert": "c", "documents": [{}]}).await);
+    ok(app
+        .run_command(doc! {"revokePrivilegesFromRole": "appReader", "privileges": [insert_c]})
+        .await);
+    assert!(refused(&rita, "app", doc! {"insert": "c", "documents": [{}]}).await);
+    assert!(
+        !refused(&rita, "app", doc! {"find": "c"}).await,
+        "find stays"
+    );
+    // grantRolesToRole / revokeRolesFromRole.
+    ok(app
+        .run_command(
+            doc! {"grantRolesToRole": "appReader", "roles": [{"role": "read", "db": "other"}]},
+        )
+        .await);
+    assert!(!refused(&rita, "other", doc! {"find": "c"}).await);
+    ok(app
+        .run_command(
+            doc! {"revokeRolesFromRole": "appReader", "roles": [{"role": "read", "db": "other"}]},
+        )
+        .await);
+    assert!(refused(&rita, "other", doc! {"find": "c"}).await);
+    // grantRolesToUser / revokeRolesFromUser.
+    ok(admin
+        .run_command(
+            doc! {"grantRolesToUser": "rita", "roles": [{"role": "readWrite", "db": "other"}]},
+        )
+        .await);
+    assert!(!refused(&rita, "other", doc! {"insert": "c", "documents": [{}]}).await);
+    ok(admin
+        .run_command(
+            doc! {"revokeRolesFromUser": "rita", "roles": [{"role": "readWrite", "db": "other"}]},
+        )
+        .await);
+    assert!(refused(&rita, "other", doc! {"insert": "c", "documents": [{}]}).await);
+    // rolesInfo in its forms.
+    let r = ok(admin
+        .run_command(doc! {"rolesInfo": "both", "showPrivileges": true})
+        .await);
+    let text = format!("{r}");
+    assert!(
+        text.contains("\"role\": \"appReader\"")
+            && text.contains("\"serverStatus\"")
+            && text.contains("\"find\""),
+        "{text}"
+    );
+    assert!(text.contains("\"isBuiltin\": false"), "{text}");
+    let r = ok(app.run_command(doc! {"rolesInfo": 1}).await);
+    assert_eq!(r.get_array("roles").map(Vec::len).ok(), Some(1), "{r}");
+    let r = ok(app
+        .run_command(doc! {"rolesInfo": 1, "showBuiltinRoles": true})
+        .await);
+    assert_eq!(r.get_array("roles").map(Vec::len).ok(), Some(6), "{r}");
+    let r = ok(app
+        .run_command(doc! {"rolesInfo": {"role": "read", "db": "app"}, "showPrivileges": true})
+        .await);
+    assert!(format!("{r}").contains("\"isBuiltin\": true"), "{r}");
+    // dropRole takes the role from its holders.
+    ok(app.run_command(doc! {"dropRole": "appReader"}).await);
+    assert!(refused(&rita, "app", doc! {"find": "c"}).await);
+    let r = ok(admin.run_command(doc! {"rolesInfo": "both"}).await);
+    assert!(!format!("{r}").contains("appReader"), "{r}");
+    let r = ok(admin
+        .run_command(doc! {"dropAllRolesFromDatabase": 1})
+        .await);
+    assert_eq!(r.get_i32("n").ok(), Some(1), "{r}");
+    assert!(refused(&rita, "admin", doc! {"serverStatus": 1}).await);
+    // A userAdmin of app may manage app's roles and users, nothing else.
+    ok(app
+        .run_command(doc! {"createUser": "ua", "pwd": "p", "roles": ["userAdmin"]})
+        .await);
+    let ua = as_user(s.server.port(), "ua", "p", "app").await;
+    ok(ua
+        .database("app")
+        .run_command(doc! {"createRole": "r2", "privileges": [], "roles": ["read"]})
+        .await);
+    assert!(
+        refused(
+            &ua,
+            "other",
+            doc! {"createRole": "r3", "privileges": [], "roles": []}
+        )
+        .await
+    );
+    assert!(
+        refused(
+            &ua,
+            "app",
+            doc! {"createUser": "x", "pwd": "p", "roles": [{"role": "root", "db": "admin"}]}
+        )
+        .await
+    );
+    assert!(refused(&ua, "app", doc! {"find": "c"}).await);
+}
