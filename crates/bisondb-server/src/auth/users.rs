@@ -221,3 +221,50 @@ pub fn credentials(
     }
     Ok(d)
 }
+
+/// The fields `createUser` and `updateUser` share, as sent.
+pub struct UserFields {
+    pub name: Name,
+    pub pwd: Option<String>,
+    /// `digestPassword` (true unless the client digested a SHA-1 password).
+    pub digest_password: bool,
+    pub custom_data: Option<Document>,
+    pub roles: Option<Vec<Name>>,
+    pub mechanisms: Option<Vec<Mechanism>>,
+    pub restrictions: Option<Bson>,
+}
+
+impl UserFields {
+    pub fn parse(req: &crate::request::CommandRequest<'_>) -> MongoResult<UserFields> {
+        use crate::fields;
+        let n = req.name;
+        let mut u = UserFields {
+            name: Name::new("", req.db.clone()),
+            pwd: None,
+            digest_password: true,
+            custom_data: None,
+            roles: None,
+            mechanisms: None,
+            restrictions: None,
+        };
+        for el in req.body.iter() {
+            let (k, v) = el.map_err(crate::request::invalid_bson)?;
+            match k.as_str() {
+                k if k == n => u.name.name = fields::as_str(n, n, v)?.to_string(),
+                "pwd" => u.pwd = Some(fields::as_str(n, "pwd", v)?.to_string()),
+                "digestPassword" => u.digest_password = fields::as_bool(n, "digestPassword", v)?,
+                "customData" => {
+                    u.custom_data = Some(fields::to_document(fields::as_doc(n, "customData", v)?)?)
+                }
+                "roles" => u.roles = Some(super::roles::parse_role_names(n, "roles", v, &req.db)?),
+                "mechanisms" => u.mechanisms = Some(parse_mechanisms(n, v)?),
+                "authenticationRestrictions" => {
+                    fields::as_array(n, "authenticationRestrictions", v)?;
+                    u.restrictions = Some(fields::to_bson(v)?);
+                }
+                other => fields::check_known(n, other, &[])?,
+            }
+        }
+        Ok(u)
+    }
+}

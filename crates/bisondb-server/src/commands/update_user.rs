@@ -2,71 +2,36 @@
 //! custom data, mechanisms or authentication restrictions.
 
 use bisondb_error::{MongoError, MongoResult};
-use bson::{doc, Bson, Document, RawDocumentBuf};
+use bson::{doc, RawDocumentBuf};
 
 use super::{Command, Context};
 use crate::auth::roles;
 use crate::auth::scram::Mechanism;
-use crate::auth::users::{self, Name};
-use crate::fields;
+use crate::auth::users::{self, UserFields};
 use crate::reply;
 use crate::request::CommandRequest;
 
-pub struct UpdateUser {
-    name: Name,
-    pwd: Option<String>,
-    digest_password: bool,
-    custom_data: Option<Document>,
-    roles: Option<Vec<Name>>,
-    mechanisms: Option<Vec<Mechanism>>,
-    restrictions: Option<Bson>,
-}
+pub struct UpdateUser(UserFields);
 
 impl Command for UpdateUser {
     fn parse(req: &CommandRequest<'_>) -> MongoResult<Self> {
-        let n = req.name;
-        let mut c = UpdateUser {
-            name: Name::new("", req.db.clone()),
-            pwd: None,
-            digest_password: true,
-            custom_data: None,
-            roles: None,
-            mechanisms: None,
-            restrictions: None,
-        };
-        for el in req.body.iter() {
-            let (k, v) = el.map_err(crate::request::invalid_bson)?;
-            match k.as_str() {
-                "updateUser" => c.name.name = fields::as_str(n, "updateUser", v)?.to_string(),
-                "pwd" => c.pwd = Some(fields::as_str(n, "pwd", v)?.to_string()),
-                "digestPassword" => c.digest_password = fields::as_bool(n, "digestPassword", v)?,
-                "customData" => {
-                    c.custom_data = Some(fields::to_document(fields::as_doc(n, "customData", v)?)?)
-                }
-                "roles" => c.roles = Some(roles::parse_role_names(n, "roles", v, &req.db)?),
-                "mechanisms" => c.mechanisms = Some(users::parse_mechanisms(n, v)?),
-                "authenticationRestrictions" => {
-                    fields::as_array(n, "authenticationRestrictions", v)?;
-                    c.restrictions = Some(fields::to_bson(v)?);
-                }
-                other => fields::check_known(n, other, &[])?,
-            }
-        }
-        if c.pwd.is_none()
-            && c.custom_data.is_none()
-            && c.roles.is_none()
-            && c.mechanisms.is_none()
-            && c.restrictions.is_none()
+        let u = UserFields::parse(req)?;
+        if u.pwd.is_none()
+            && u.custom_data.is_none()
+            && u.roles.is_none()
+            && u.mechanisms.is_none()
+            && u.restrictions.is_none()
         {
             return Err(MongoError::bad_value(
                 "Must specify at least one field to update in updateUser",
             ));
         }
-        Ok(c)
+        Ok(UpdateUser(u))
     }
 
     fn execute(self, ctx: &mut Context<'_>) -> MongoResult<RawDocumentBuf> {
-        let name = self.name;
+        let u = self.0;
+        let name = u.name;
         let Some(mut d) = users::get(&ctx.state.storage, users::USERS, &name)? else {
             return Err(users::user_not_found(&name));
         };
@@ -74,23 +39,22 @@ impl Command for UpdateUser {
             .iter()
             .filter_map(|m| Mechanism::from_name(m))
             .collect();
-        if let Some(pwd) = &self.pwd {
+        if let Some(pwd) = &u.pwd {
             if name.db == "$external" {
                 return Err(MongoError::bad_value(
                     "Cannot set the password for users defined on the '$external' database",
                 ));
             }
-            let mechs = self.mechanisms.clone().unwrap_or_else(|| {
+            let mechs = u.mechanisms.clone().unwrap_or_else(|| {
                 if existing.is_empty() {
                     vec![Mechanism::Sha1, Mechanism::Sha256]
                 } else {
                     existing.clone()
                 }
             });
-            let creds =
-                users::credentials(ctx.state, &name.name, pwd, !self.digest_password, &mechs)?;
+            let creds = users::credentials(ctx.state, &name.name, pwd, !u.digest_password, &mechs)?;
             d.insert("credentials", creds);
-        } else if let Some(mechs) = &self.mechanisms {
+        } else if let Some(mechs) = &u.mechanisms {
             if mechs.iter().any(|m| !existing.contains(m)) {
                 return Err(MongoError::bad_value(
                     "mechanisms field must be a subset of previously set mechanisms",
@@ -102,14 +66,14 @@ impl Command for UpdateUser {
                 }
             }
         }
-        if let Some(r) = &self.roles {
+        if let Some(r) = &u.roles {
             roles::check_exist(ctx.state, r)?;
             d.insert("roles", roles::to_bson(r));
         }
-        if let Some(cd) = self.custom_data {
+        if let Some(cd) = u.custom_data {
             d.insert("customData", cd);
         }
-        if let Some(r) = self.restrictions {
+        if let Some(r) = u.restrictions {
             d.insert("authenticationRestrictions", r);
         }
         users::put(
