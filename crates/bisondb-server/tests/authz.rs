@@ -147,6 +147,16 @@ fn documented() -> Vec<(&'static str, Document, &'static [&'static str])> {
         "backup",
         "root",
     ];
+    // Who may add and drop collections and indexes.
+    const SHAPERS: &[&str] = &[
+        "readWrite",
+        "dbAdmin",
+        "dbOwner",
+        "readWriteAnyDatabase",
+        "dbAdminAnyDatabase",
+        "restore",
+        "root",
+    ];
     vec![
         ("app", doc! {"find": "c"}, READERS),
         ("app", doc! {"count": "c"}, READERS),
@@ -178,15 +188,7 @@ fn documented() -> Vec<(&'static str, Document, &'static [&'static str])> {
         (
             "app",
             doc! {"createIndexes": "c", "indexes": [{"key": {"x": 1}, "name": "x_1"}]},
-            &[
-                "readWrite",
-                "dbAdmin",
-                "dbOwner",
-                "readWriteAnyDatabase",
-                "dbAdminAnyDatabase",
-                "restore",
-                "root",
-            ],
+            SHAPERS,
         ),
         (
             "app",
@@ -284,19 +286,7 @@ fn documented() -> Vec<(&'static str, Document, &'static [&'static str])> {
                 "root",
             ],
         ),
-        (
-            "app",
-            doc! {"drop": "c2"},
-            &[
-                "readWrite",
-                "dbAdmin",
-                "dbOwner",
-                "readWriteAnyDatabase",
-                "dbAdminAnyDatabase",
-                "restore",
-                "root",
-            ],
-        ),
+        ("app", doc! {"drop": "c2"}, SHAPERS),
         (
             "app",
             doc! {"dropDatabase": 1},

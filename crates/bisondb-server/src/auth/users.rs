@@ -235,6 +235,40 @@ pub struct UserFields {
 }
 
 impl UserFields {
+    /// Writes the user document `d` built from these fields (its
+    /// `customData` and `authenticationRestrictions` set here): a new user
+    /// (`create`: 51003 if one exists) or a changed one (11 if gone).
+    pub fn store(
+        self,
+        state: &crate::state::ServerState,
+        mut d: Document,
+        create: bool,
+    ) -> MongoResult<()> {
+        if let Some(cd) = self.custom_data {
+            d.insert("customData", cd);
+        }
+        if let Some(r) = self.restrictions {
+            d.insert("authenticationRestrictions", r);
+        }
+        let name = &self.name;
+        put(
+            &state.storage,
+            USERS,
+            name,
+            &d,
+            create,
+            || {
+                MongoError::new(
+                    ErrorCode::Other(51003),
+                    format!("User \"{name}\" already exists"),
+                )
+            },
+            || user_not_found(name),
+        )?;
+        state.auth.changed();
+        Ok(())
+    }
+
     pub fn parse(req: &crate::request::CommandRequest<'_>) -> MongoResult<UserFields> {
         use crate::fields;
         let n = req.name;

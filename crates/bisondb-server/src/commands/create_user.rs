@@ -2,7 +2,7 @@
 //! `admin.system.users` with SCRAM credentials (never the password). Users
 //! of `$external` (MONGODB-X509) have no password.
 
-use bisondb_error::{ErrorCode, MongoError, MongoResult};
+use bisondb_error::{MongoError, MongoResult};
 use bson::{doc, RawDocumentBuf};
 
 use super::{Command, Context};
@@ -30,8 +30,8 @@ impl Command for CreateUser {
     }
 
     fn execute(self, ctx: &mut Context<'_>) -> MongoResult<RawDocumentBuf> {
-        let u = self.0;
-        let name = u.name;
+        let mut u = self.0;
+        let name = u.name.clone();
         if name.db == "local" {
             return Err(MongoError::bad_value(
                 "Cannot create users in the local database",
@@ -53,13 +53,14 @@ impl Command for CreateUser {
             (Some(pwd), false) => {
                 let mechs = u
                     .mechanisms
+                    .clone()
                     .unwrap_or_else(|| vec![Mechanism::Sha1, Mechanism::Sha256]);
                 users::credentials(ctx.state, &name.name, pwd, !u.digest_password, &mechs)?
             }
         };
-        let granted = u.roles.unwrap_or_default();
+        let granted = u.roles.take().unwrap_or_default();
         roles::check_exist(ctx.state, &granted)?;
-        let mut d = doc! {
+        let d = doc! {
             "_id": name.id(),
             "userId": users::new_uuid(),
             "user": &name.name,
@@ -67,27 +68,7 @@ impl Command for CreateUser {
             "credentials": credentials,
             "roles": roles::to_bson(&granted),
         };
-        if let Some(cd) = u.custom_data {
-            d.insert("customData", cd);
-        }
-        if let Some(r) = u.restrictions {
-            d.insert("authenticationRestrictions", r);
-        }
-        users::put(
-            &ctx.state.storage,
-            users::USERS,
-            &name,
-            &d,
-            true,
-            || {
-                MongoError::new(
-                    ErrorCode::Other(51003),
-                    format!("User \"{name}\" already exists"),
-                )
-            },
-            || users::user_not_found(&name),
-        )?;
-        ctx.state.auth.changed();
+        u.store(ctx.state, d, true)?;
         reply::ok(doc! {})
     }
 }

@@ -31,7 +31,7 @@ impl Command for UpdateUser {
 
     fn execute(self, ctx: &mut Context<'_>) -> MongoResult<RawDocumentBuf> {
         let u = self.0;
-        let name = u.name;
+        let name = u.name.clone();
         let Some(mut d) = users::get(&ctx.state.storage, users::USERS, &name)? else {
             return Err(users::user_not_found(&name));
         };
@@ -70,22 +70,7 @@ impl Command for UpdateUser {
             roles::check_exist(ctx.state, r)?;
             d.insert("roles", roles::to_bson(r));
         }
-        if let Some(cd) = u.custom_data {
-            d.insert("customData", cd);
-        }
-        if let Some(r) = u.restrictions {
-            d.insert("authenticationRestrictions", r);
-        }
-        users::put(
-            &ctx.state.storage,
-            users::USERS,
-            &name,
-            &d,
-            false,
-            || users::user_not_found(&name),
-            || users::user_not_found(&name),
-        )?;
-        ctx.state.auth.changed();
+        u.store(ctx.state, d, false)?;
         reply::ok(doc! {})
     }
 }
