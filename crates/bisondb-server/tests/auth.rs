@@ -624,3 +624,52 @@ async fn many_failed_logins_leave_the_server_responsive() {
         a.await.unwrap_or_else(|e| panic!("{e}"));
     }
 }
+
+#[tokio::test]
+async fn iteration_counts_are_server_parameters() {
+    let s = with_root().await;
+    let root = client(s.server.port(), "root", "rootpw", "admin", None).await;
+    let admin = root.database("admin");
+    let r = admin
+        .run_command(doc! {"getParameter": 1, "scramIterationCount": 1, "scramSHA256IterationCount": 1, "authenticationMechanisms": 1})
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(r.get_i32("scramIterationCount").ok(), Some(10000), "{r}");
+    assert_eq!(
+        r.get_i32("scramSHA256IterationCount").ok(),
+        Some(15000),
+        "{r}"
+    );
+    assert_eq!(
+        r.get_array("authenticationMechanisms").ok(),
+        Some(&vec![
+            Bson::String("SCRAM-SHA-1".into()),
+            Bson::String("SCRAM-SHA-256".into())
+        ])
+    );
+    let r = admin
+        .run_command(doc! {"setParameter": 1, "scramSHA256IterationCount": 7000})
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(r.get_i32("was").ok(), Some(15000), "{r}");
+    let e = admin
+        .run_command(doc! {"setParameter": 1, "scramIterationCount": 100})
+        .await
+        .expect_err("below 5000");
+    assert_eq!(error_code(&e), Some(2), "{e}");
+    admin
+        .run_command(doc! {"createUser": "n", "pwd": "p", "roles": []})
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let r = admin
+        .run_command(doc! {"usersInfo": "n", "showCredentials": true})
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(format!("{r}").contains("\"iterationCount\": 7000"), "{r}");
+    client(s.server.port(), "n", "p", "admin", None)
+        .await
+        .database("admin")
+        .run_command(doc! {"connectionStatus": 1})
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+}
