@@ -165,6 +165,20 @@ const BUILD_INFO: CommandSpec = CommandSpec {
     privileges: Needs::Nothing,
 };
 
+const DB_STATS: CommandSpec = CommandSpec {
+    name: "dbStats",
+    run: Run::Handler(run::<db_stats::DbStats>),
+    alias_of: None,
+    admin_only: false,
+    test_only: false,
+    may_run_long: true,
+    write_concern: false,
+    reply: Reply::Compressible,
+    on_view: OnView::Unaffected,
+    help: "statistics of a database",
+    privileges: Needs::Database(&[Action::DbStats]),
+};
+
 const FIND_AND_MODIFY: CommandSpec = CommandSpec {
     name: "findAndModify",
     run: Run::Handler(run::<find_and_modify::FindAndModify>),
@@ -383,19 +397,9 @@ pub static COMMANDS: &[CommandSpec] = &[
     },
     not_supported("currentOp", Reply::Compressible),
     not_supported("dataSize", Reply::Compressible),
-    CommandSpec {
-        name: "dbStats",
-        run: Run::Handler(run::<db_stats::DbStats>),
-        alias_of: None,
-        admin_only: false,
-        test_only: false,
-        may_run_long: true,
-        write_concern: false,
-        reply: Reply::Compressible,
-        on_view: OnView::Unaffected,
-        help: "statistics of a database",
-        privileges: Needs::Database(&[Action::DbStats]),
-    },
+    DB_STATS,
+    // mongod answers the lower-case name too (pymongo's auth tests send it).
+    alias("dbstats", &DB_STATS, "alias of dbStats"),
     CommandSpec {
         name: "delete",
         run: Run::Handler(delete::handle),
