@@ -551,6 +551,10 @@ fn dispatch_command(
     let writes = spec.is_some_and(|s| crate::fsync_lock::is_write(s, req.name, req.body));
     let dispatch = || {
         std::panic::catch_unwind(AssertUnwindSafe(|| {
+            // With `--auth`, who may run what (`auth/`); one branch without.
+            if let Some(spec) = spec.filter(|_| state.auth.enabled) {
+                registry::authorize(spec, req, &mut ctx)?;
+            }
             if writes {
                 crate::repl::check_write(state, &req.db, req.body)?;
             }

@@ -28,6 +28,8 @@ pub struct ConnectionInfo {
     /// The `$external` user this connection authenticated as with
     /// MONGODB-X509 (`authenticate`).
     pub x509_user: Option<String>,
+    /// Who the connection is authenticated as (`auth/`).
+    pub auth: crate::auth::ConnAuth,
 }
 
 pub struct Context<'a> {

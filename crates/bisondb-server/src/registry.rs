@@ -21,6 +21,7 @@
 use bisondb_error::{ErrorCode, MongoError, MongoResult};
 use bson::RawDocumentBuf;
 
+use crate::auth::{needs, Action, Needs};
 use crate::commands::{self, Context};
 pub use crate::on_view::OnView;
 use crate::request::CommandRequest;
@@ -81,6 +82,9 @@ pub struct CommandSpec {
     pub on_view: OnView,
     /// Shown by `listCommands`.
     pub help: &'static str,
+    /// What a user must be granted to run it with `--auth` (mongod's
+    /// "Privilege Actions"), or that it runs before authentication.
+    pub privileges: Needs,
 }
 
 impl CommandSpec {
@@ -142,6 +146,8 @@ const fn unserved(name: &'static str, run: Run, reply: Reply) -> CommandSpec {
         reply,
         on_view: OnView::Unaffected,
         help: "",
+        // Unserved: only the 13 of an unauthenticated client applies.
+        privileges: Needs::Authenticated,
     }
 }
 
@@ -162,6 +168,21 @@ const BUILD_INFO: CommandSpec = CommandSpec {
     reply: Reply::Compressible,
     on_view: OnView::Unaffected,
     help: "version and build details",
+    privileges: Needs::Nothing,
+};
+
+const DB_STATS: CommandSpec = CommandSpec {
+    name: "dbStats",
+    run: Run::Handler(run::<db_stats::DbStats>),
+    alias_of: None,
+    admin_only: false,
+    test_only: false,
+    may_run_long: true,
+    write_concern: false,
+    reply: Reply::Compressible,
+    on_view: OnView::Unaffected,
+    help: "statistics of a database",
+    privileges: Needs::Database(&[Action::DbStats]),
 };
 
 const FIND_AND_MODIFY: CommandSpec = CommandSpec {
@@ -176,6 +197,7 @@ const FIND_AND_MODIFY: CommandSpec = CommandSpec {
     reply: Reply::Compressible,
     on_view: OnView::Refused,
     help: "update or delete one document and return it",
+    privileges: Needs::Computed(needs::find_and_modify),
 };
 
 const HELLO: CommandSpec = CommandSpec {
@@ -190,6 +212,7 @@ const HELLO: CommandSpec = CommandSpec {
     reply: Reply::NeverCompressed,
     on_view: OnView::Unaffected,
     help: "handshake: server capabilities",
+    privileges: Needs::Nothing,
 };
 
 /// Sorted by name (byte order); a unit test keeps it so.
@@ -206,6 +229,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         reply: Reply::Compressible,
         on_view: OnView::Unaffected,
         help: "end the session's transaction, applying nothing",
+        privileges: Needs::Authenticated,
     },
     CommandSpec {
         name: "aggregate",
@@ -219,6 +243,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         reply: Reply::Compressible,
         on_view: OnView::ReadsThrough,
         help: "run an aggregation pipeline",
+        privileges: Needs::Computed(needs::aggregate),
     },
     not_supported("applyOps", Reply::Compressible),
     CommandSpec {
@@ -230,6 +255,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         may_run_long: false,
         write_concern: false,
         txn: Txn::Refused,
+        privileges: Needs::Nothing,
         reply: Reply::NeverCompressed,
         on_view: OnView::Unaffected,
         help:
@@ -249,6 +275,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         reply: Reply::Compressible,
         on_view: OnView::Unaffected,
         help: "inserts, updates and deletes over several collections",
+        privileges: Needs::Computed(needs::bulk_write),
     },
     not_supported("checkShardingIndex", Reply::Compressible),
     // Served by convert_to_capped.rs, which copies rather than replaces under this name.
@@ -264,6 +291,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         reply: Reply::Compressible,
         on_view: OnView::Unaffected,
         help: "copy a collection into a new capped collection",
+        privileges: Needs::Computed(needs::clone_collection_as_capped),
     },
     CommandSpec {
         name: "collMod",
@@ -277,6 +305,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         reply: Reply::Compressible,
         on_view: OnView::Unaffected,
         help: "change a collection's validation options, an index's options or a view",
+        privileges: Needs::Collection(&[Action::CollMod]),
     },
     CommandSpec {
         name: "collStats",
@@ -290,6 +319,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         reply: Reply::Compressible,
         on_view: OnView::Unaffected,
         help: "statistics of a collection",
+        privileges: Needs::Collection(&[Action::CollStats]),
     },
     CommandSpec {
         name: "commitTransaction",
@@ -303,6 +333,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         reply: Reply::Compressible,
         on_view: OnView::Unaffected,
         help: "apply the session's transaction atomically",
+        privileges: Needs::Authenticated,
     },
     not_supported("compact", Reply::Compressible),
     CommandSpec {
@@ -317,6 +348,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         reply: Reply::Compressible,
         on_view: OnView::Unaffected,
         help: "set a fail point's mode (test commands only)",
+        privileges: Needs::Authenticated,
     },
     CommandSpec {
         name: "connectionStatus",
@@ -330,6 +362,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         reply: Reply::Compressible,
         on_view: OnView::Unaffected,
         help: "authentication state of this connection",
+        privileges: Needs::Nothing,
     },
     CommandSpec {
         name: "convertToCapped",
@@ -343,6 +376,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         reply: Reply::Compressible,
         on_view: OnView::Unaffected,
         help: "replace a collection by a capped copy of it",
+        privileges: Needs::Collection(&[Action::ConvertToCapped]),
     },
     removed("copydb"),
     removed("copydbSaslStart"),
@@ -359,6 +393,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         reply: Reply::Compressible,
         on_view: OnView::ReadsThrough,
         help: "count documents matching a query",
+        privileges: Needs::Collection(&[Action::Find]),
     },
     CommandSpec {
         name: "create",
@@ -372,6 +407,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         reply: Reply::Compressible,
         on_view: OnView::Unaffected,
         help: "create a collection",
+        privileges: Needs::Computed(needs::create),
     },
     CommandSpec {
         name: "createIndexes",
@@ -385,10 +421,38 @@ pub static COMMANDS: &[CommandSpec] = &[
         reply: Reply::Compressible,
         on_view: OnView::Refused,
         help: "create indexes",
+        privileges: Needs::Collection(&[Action::CreateIndex]),
     },
-    not_supported("createRole", Reply::Compressible),
+    CommandSpec {
+        name: "createRole",
+        run: Run::Handler(run::<create_role::CreateRole>),
+        alias_of: None,
+        admin_only: false,
+        test_only: false,
+        may_run_long: false,
+        write_concern: true,
+        txn: Txn::Refused,
+        reply: Reply::Compressible,
+        on_view: OnView::Unaffected,
+        help: "create a user-defined role of this database",
+        privileges: Needs::Computed(needs::create_role),
+    },
     not_supported("createSearchIndexes", Reply::Compressible),
-    not_supported("createUser", Reply::NeverCompressed),
+    CommandSpec {
+        name: "createUser",
+        run: Run::Handler(run::<create_user::CreateUser>),
+        alias_of: None,
+        admin_only: false,
+        test_only: false,
+        may_run_long: false,
+        write_concern: true,
+        txn: Txn::Refused,
+        reply: Reply::NeverCompressed,
+        on_view: OnView::Unaffected,
+        help: "create a user of this database",
+        privileges: Needs::Computed(needs::create_user),
+    },
+    not_supported("currentOp", Reply::Compressible),
     CommandSpec {
         name: "currentOp",
         run: Run::Handler(run::<current_op::CurrentOp>),
@@ -401,21 +465,12 @@ pub static COMMANDS: &[CommandSpec] = &[
         reply: Reply::Compressible,
         on_view: OnView::Unaffected,
         help: "the operations in flight; $all lists idle connections too",
+        privileges: Needs::Cluster(&[Action::Inprog]),
     },
     not_supported("dataSize", Reply::Compressible),
-    CommandSpec {
-        name: "dbStats",
-        run: Run::Handler(run::<db_stats::DbStats>),
-        alias_of: None,
-        admin_only: false,
-        test_only: false,
-        may_run_long: true,
-        write_concern: false,
-        txn: Txn::Refused,
-        reply: Reply::Compressible,
-        on_view: OnView::Unaffected,
-        help: "statistics of a database",
-    },
+    DB_STATS,
+    // mongod answers the lower-case name too (pymongo's auth tests send it).
+    alias("dbstats", &DB_STATS, "alias of dbStats"),
     CommandSpec {
         name: "delete",
         run: Run::Handler(delete::handle),
@@ -428,6 +483,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         reply: Reply::Compressible,
         on_view: OnView::Refused,
         help: "delete documents",
+        privileges: Needs::Collection(&[Action::Remove]),
     },
     CommandSpec {
         name: "distinct",
@@ -441,6 +497,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         reply: Reply::Compressible,
         on_view: OnView::ReadsThrough,
         help: "distinct values of a field",
+        privileges: Needs::Collection(&[Action::Find]),
     },
     CommandSpec {
         name: "drop",
@@ -454,9 +511,36 @@ pub static COMMANDS: &[CommandSpec] = &[
         reply: Reply::Compressible,
         on_view: OnView::Unaffected,
         help: "drop a collection",
+        privileges: Needs::Collection(&[Action::DropCollection]),
     },
-    not_supported("dropAllRolesFromDatabase", Reply::Compressible),
-    not_supported("dropAllUsersFromDatabase", Reply::Compressible),
+    CommandSpec {
+        name: "dropAllRolesFromDatabase",
+        run: Run::Handler(run::<drop_all_roles_from_database::DropAllRolesFromDatabase>),
+        alias_of: None,
+        admin_only: false,
+        test_only: false,
+        may_run_long: false,
+        write_concern: true,
+        txn: Txn::Refused,
+        reply: Reply::Compressible,
+        on_view: OnView::Unaffected,
+        help: "remove every user-defined role of this database",
+        privileges: Needs::Database(&[Action::DropRole]),
+    },
+    CommandSpec {
+        name: "dropAllUsersFromDatabase",
+        run: Run::Handler(run::<drop_all_users_from_database::DropAllUsersFromDatabase>),
+        alias_of: None,
+        admin_only: false,
+        test_only: false,
+        may_run_long: false,
+        write_concern: true,
+        txn: Txn::Refused,
+        reply: Reply::Compressible,
+        on_view: OnView::Unaffected,
+        help: "remove every user of this database",
+        privileges: Needs::Database(&[Action::DropUser]),
+    },
     CommandSpec {
         name: "dropDatabase",
         run: Run::Handler(run::<drop_database::DropDatabase>),
@@ -469,6 +553,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         reply: Reply::Compressible,
         on_view: OnView::Unaffected,
         help: "drop a database",
+        privileges: Needs::Database(&[Action::DropDatabase]),
     },
     CommandSpec {
         name: "dropIndexes",
@@ -482,10 +567,37 @@ pub static COMMANDS: &[CommandSpec] = &[
         reply: Reply::Compressible,
         on_view: OnView::Refused,
         help: "drop indexes",
+        privileges: Needs::Collection(&[Action::DropIndex]),
     },
-    not_supported("dropRole", Reply::Compressible),
+    CommandSpec {
+        name: "dropRole",
+        run: Run::Handler(run::<drop_role::DropRole>),
+        alias_of: None,
+        admin_only: false,
+        test_only: false,
+        may_run_long: false,
+        write_concern: true,
+        txn: Txn::Refused,
+        reply: Reply::Compressible,
+        on_view: OnView::Unaffected,
+        help: "remove a user-defined role",
+        privileges: Needs::Database(&[Action::DropRole]),
+    },
     not_supported("dropSearchIndex", Reply::Compressible),
-    not_supported("dropUser", Reply::Compressible),
+    CommandSpec {
+        name: "dropUser",
+        run: Run::Handler(run::<drop_user::DropUser>),
+        alias_of: None,
+        admin_only: false,
+        test_only: false,
+        may_run_long: false,
+        write_concern: true,
+        txn: Txn::Refused,
+        reply: Reply::Compressible,
+        on_view: OnView::Unaffected,
+        help: "remove a user of this database",
+        privileges: Needs::Database(&[Action::DropUser]),
+    },
     CommandSpec {
         name: "endSessions",
         run: Run::Handler(run::<end_sessions::EndSessions>),
@@ -498,6 +610,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         reply: Reply::Compressible,
         on_view: OnView::Unaffected,
         help: "end logical sessions",
+        privileges: Needs::Nothing,
     },
     CommandSpec {
         name: "explain",
@@ -511,6 +624,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         reply: Reply::Compressible,
         on_view: OnView::ExplainsCommand,
         help: "the query plan of a command, and its execution statistics",
+        privileges: Needs::Explained,
     },
     not_supported("filemd5", Reply::Compressible),
     CommandSpec {
@@ -525,6 +639,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         reply: Reply::Compressible,
         on_view: OnView::ReadsThrough,
         help: "query documents",
+        privileges: Needs::Collection(&[Action::Find]),
     },
     FIND_AND_MODIFY,
     alias("findandmodify", &FIND_AND_MODIFY, "alias of findAndModify"),
@@ -541,6 +656,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         reply: Reply::Compressible,
         on_view: OnView::Unaffected,
         help: "flush the storage engine's data files to disk; lock: true blocks writes",
+        privileges: Needs::Cluster(&[Action::Fsync]),
     },
     CommandSpec {
         name: "fsyncUnlock",
@@ -554,6 +670,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         reply: Reply::Compressible,
         on_view: OnView::Unaffected,
         help: "release one hold of the lock fsync with lock: true took",
+        privileges: Needs::Cluster(&[Action::Unlock]),
     },
     CommandSpec {
         name: "getCmdLineOpts",
@@ -567,6 +684,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         reply: Reply::Compressible,
         on_view: OnView::Unaffected,
         help: "the server's command line and parsed options",
+        privileges: Needs::Cluster(&[Action::GetCmdLineOpts]),
     },
     not_supported("getDefaultRWConcern", Reply::Compressible),
     CommandSpec {
@@ -581,6 +699,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         reply: Reply::Compressible,
         on_view: OnView::Unaffected,
         help: "recent log lines",
+        privileges: Needs::Cluster(&[Action::GetLog]),
     },
     CommandSpec {
         name: "getMore",
@@ -594,6 +713,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         reply: Reply::Compressible,
         on_view: OnView::Unaffected,
         help: "next batch of a cursor",
+        privileges: Needs::Computed(needs::get_more),
     },
     CommandSpec {
         name: "getParameter",
@@ -607,9 +727,51 @@ pub static COMMANDS: &[CommandSpec] = &[
         reply: Reply::Compressible,
         on_view: OnView::Unaffected,
         help: "server parameters",
+        privileges: Needs::Cluster(&[Action::GetParameter]),
     },
     removed("getnonce"),
-    not_supported("grantRolesToUser", Reply::Compressible),
+    CommandSpec {
+        name: "grantPrivilegesToRole",
+        run: Run::Handler(run::<grant_privileges_to_role::GrantPrivilegesToRole>),
+        alias_of: None,
+        admin_only: false,
+        test_only: false,
+        may_run_long: false,
+        write_concern: true,
+        txn: Txn::Refused,
+        reply: Reply::Compressible,
+        on_view: OnView::Unaffected,
+        help: "add privileges to a user-defined role",
+        privileges: Needs::Database(&[Action::GrantRole]),
+    },
+    CommandSpec {
+        name: "grantRolesToRole",
+        run: Run::Handler(run::<grant_roles_to_role::GrantRolesToRole>),
+        alias_of: None,
+        admin_only: false,
+        test_only: false,
+        may_run_long: false,
+        write_concern: true,
+        txn: Txn::Refused,
+        reply: Reply::Compressible,
+        on_view: OnView::Unaffected,
+        help: "add roles a user-defined role inherits",
+        privileges: Needs::Computed(needs::grant_roles),
+    },
+    CommandSpec {
+        name: "grantRolesToUser",
+        run: Run::Handler(run::<grant_roles_to_user::GrantRolesToUser>),
+        alias_of: None,
+        admin_only: false,
+        test_only: false,
+        may_run_long: false,
+        write_concern: true,
+        txn: Txn::Refused,
+        reply: Reply::Compressible,
+        on_view: OnView::Unaffected,
+        help: "add roles to a user",
+        privileges: Needs::Computed(needs::grant_roles),
+    },
     HELLO,
     CommandSpec {
         name: "hostInfo",
@@ -623,6 +785,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         reply: Reply::Compressible,
         on_view: OnView::Unaffected,
         help: "information about the host",
+        privileges: Needs::Cluster(&[Action::HostInfo]),
     },
     CommandSpec {
         name: "insert",
@@ -636,6 +799,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         reply: Reply::Compressible,
         on_view: OnView::Refused,
         help: "insert documents",
+        privileges: Needs::Computed(needs::insert),
     },
     alias("isMaster", &HELLO, "legacy alias of hello"),
     alias("ismaster", &HELLO, "legacy alias of hello"),
@@ -651,6 +815,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         reply: Reply::Compressible,
         on_view: OnView::Unaffected,
         help: "end the cursors of all sessions, or of the users listed",
+        privileges: Needs::Cluster(&[Action::KillAnySession]),
     },
     CommandSpec {
         name: "killAllSessionsByPattern",
@@ -664,6 +829,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         reply: Reply::Compressible,
         on_view: OnView::Unaffected,
         help: "end the cursors of the sessions matching patterns",
+        privileges: Needs::Cluster(&[Action::KillAnySession]),
     },
     CommandSpec {
         name: "killCursors",
@@ -677,6 +843,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         reply: Reply::Compressible,
         on_view: OnView::Unaffected,
         help: "close cursors",
+        privileges: Needs::Collection(&[Action::KillCursors]),
     },
     CommandSpec {
         name: "killOp",
@@ -690,6 +857,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         reply: Reply::Compressible,
         on_view: OnView::Unaffected,
         help: "interrupt an operation by its opid",
+        privileges: Needs::Cluster(&[Action::Killop]),
     },
     CommandSpec {
         name: "killSessions",
@@ -703,6 +871,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         reply: Reply::Compressible,
         on_view: OnView::Unaffected,
         help: "end the cursors of logical sessions",
+        privileges: Needs::Authenticated,
     },
     CommandSpec {
         name: "listCollections",
@@ -716,6 +885,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         reply: Reply::Compressible,
         on_view: OnView::Unaffected,
         help: "collections of a database",
+        privileges: Needs::Computed(needs::list_collections),
     },
     CommandSpec {
         name: "listCommands",
@@ -729,6 +899,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         reply: Reply::Compressible,
         on_view: OnView::Unaffected,
         help: "the commands this server knows",
+        privileges: Needs::Nothing,
     },
     CommandSpec {
         name: "listDatabases",
@@ -742,6 +913,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         reply: Reply::Compressible,
         on_view: OnView::Unaffected,
         help: "the databases",
+        privileges: Needs::Authenticated,
     },
     CommandSpec {
         name: "listIndexes",
@@ -755,6 +927,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         reply: Reply::Compressible,
         on_view: OnView::Refused,
         help: "indexes of a collection",
+        privileges: Needs::Collection(&[Action::ListIndexes]),
     },
     not_supported("listSearchIndexes", Reply::Compressible),
     CommandSpec {
@@ -769,8 +942,22 @@ pub static COMMANDS: &[CommandSpec] = &[
         reply: Reply::Compressible,
         on_view: OnView::Unaffected,
         help: "rename or reopen the log file",
+        privileges: Needs::Cluster(&[Action::LogRotate]),
     },
-    not_supported("logout", Reply::Compressible),
+    CommandSpec {
+        name: "logout",
+        run: Run::Handler(run::<logout::Logout>),
+        alias_of: None,
+        admin_only: false,
+        test_only: false,
+        may_run_long: false,
+        write_concern: false,
+        txn: Txn::Refused,
+        reply: Reply::Compressible,
+        on_view: OnView::Unaffected,
+        help: "end this connection's authentication",
+        privileges: Needs::Nothing,
+    },
     not_supported("mapReduce", Reply::Compressible),
     CommandSpec {
         name: "ping",
@@ -784,6 +971,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         reply: Reply::Compressible,
         on_view: OnView::Unaffected,
         help: "check that the server answers",
+        privileges: Needs::Nothing,
     },
     CommandSpec {
         name: "profile",
@@ -797,6 +985,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         reply: Reply::Compressible,
         on_view: OnView::Unaffected,
         help: "read or set the database profiler's level, slowms, sampleRate and filter",
+        privileges: Needs::Database(&[Action::EnableProfiler]),
     },
     not_supported("reIndex", Reply::Compressible),
     CommandSpec {
@@ -811,6 +1000,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         reply: Reply::Compressible,
         on_view: OnView::Unaffected,
         help: "write the session cache to config.system.sessions now",
+        privileges: Needs::Authenticated,
     },
     CommandSpec {
         name: "refreshSessions",
@@ -824,6 +1014,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         reply: Reply::Compressible,
         on_view: OnView::Unaffected,
         help: "keep logical sessions alive",
+        privileges: Needs::Authenticated,
     },
     CommandSpec {
         name: "renameCollection",
@@ -837,6 +1028,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         reply: Reply::Compressible,
         on_view: OnView::Unaffected,
         help: "rename a collection",
+        privileges: Needs::Computed(needs::rename_collection),
     },
     not_supported("replSetAbortPrimaryCatchUp", Reply::Compressible),
     CommandSpec {
@@ -851,6 +1043,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         reply: Reply::Compressible,
         on_view: OnView::Unaffected,
         help: "keep a secondary from standing for election (the only member is primary)",
+        privileges: Needs::Cluster(&[Action::ReplSetStateChange]),
     },
     CommandSpec {
         name: "replSetGetConfig",
@@ -864,6 +1057,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         reply: Reply::Compressible,
         on_view: OnView::Unaffected,
         help: "the replica set's configuration",
+        privileges: Needs::Cluster(&[Action::ReplSetGetConfig]),
     },
     not_supported("replSetGetRBID", Reply::Compressible),
     CommandSpec {
@@ -878,6 +1072,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         reply: Reply::Compressible,
         on_view: OnView::Unaffected,
         help: "the replica set's members and optimes",
+        privileges: Needs::Cluster(&[Action::ReplSetGetStatus]),
     },
     not_supported("replSetHeartbeat", Reply::Compressible),
     CommandSpec {
@@ -892,6 +1087,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         reply: Reply::Compressible,
         on_view: OnView::Unaffected,
         help: "make this node the one member and primary of its replica set",
+        privileges: Needs::Cluster(&[Action::ReplSetConfigure]),
     },
     not_supported("replSetMaintenance", Reply::Compressible),
     CommandSpec {
@@ -906,6 +1102,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         reply: Reply::Compressible,
         on_view: OnView::Unaffected,
         help: "replace the replica set's configuration",
+        privileges: Needs::Cluster(&[Action::ReplSetConfigure]),
     },
     not_supported("replSetRequestVotes", Reply::Compressible),
     not_supported("replSetResizeOplog", Reply::Compressible),
@@ -921,13 +1118,94 @@ pub static COMMANDS: &[CommandSpec] = &[
         reply: Reply::Compressible,
         on_view: OnView::Unaffected,
         help: "step down as primary (no electable secondary: 262 after the catch-up period)",
+        privileges: Needs::Cluster(&[Action::ReplSetStateChange]),
     },
     not_supported("replSetSyncFrom", Reply::Compressible),
     not_supported("replSetUpdatePosition", Reply::Compressible),
-    not_supported("revokeRolesFromUser", Reply::Compressible),
-    not_supported("rolesInfo", Reply::Compressible),
-    not_supported("saslContinue", Reply::NeverCompressed),
-    not_supported("saslStart", Reply::NeverCompressed),
+    CommandSpec {
+        name: "revokePrivilegesFromRole",
+        run: Run::Handler(run::<revoke_privileges_from_role::RevokePrivilegesFromRole>),
+        alias_of: None,
+        admin_only: false,
+        test_only: false,
+        may_run_long: false,
+        write_concern: true,
+        txn: Txn::Refused,
+        reply: Reply::Compressible,
+        on_view: OnView::Unaffected,
+        help: "take privileges from a user-defined role",
+        privileges: Needs::Database(&[Action::RevokeRole]),
+    },
+    CommandSpec {
+        name: "revokeRolesFromRole",
+        run: Run::Handler(run::<revoke_roles_from_role::RevokeRolesFromRole>),
+        alias_of: None,
+        admin_only: false,
+        test_only: false,
+        may_run_long: false,
+        write_concern: true,
+        txn: Txn::Refused,
+        reply: Reply::Compressible,
+        on_view: OnView::Unaffected,
+        help: "take roles a user-defined role inherits",
+        privileges: Needs::Computed(needs::revoke_roles),
+    },
+    CommandSpec {
+        name: "revokeRolesFromUser",
+        run: Run::Handler(run::<revoke_roles_from_user::RevokeRolesFromUser>),
+        alias_of: None,
+        admin_only: false,
+        test_only: false,
+        may_run_long: false,
+        write_concern: true,
+        txn: Txn::Refused,
+        reply: Reply::Compressible,
+        on_view: OnView::Unaffected,
+        help: "take roles from a user",
+        privileges: Needs::Computed(needs::revoke_roles),
+    },
+    CommandSpec {
+        name: "rolesInfo",
+        run: Run::Handler(run::<roles_info::RolesInfo>),
+        alias_of: None,
+        admin_only: false,
+        test_only: false,
+        may_run_long: false,
+        write_concern: false,
+        txn: Txn::Refused,
+        reply: Reply::Compressible,
+        on_view: OnView::Unaffected,
+        help: "the roles of this database, their inheritance and privileges",
+        privileges: Needs::Computed(needs::roles_info),
+    },
+    CommandSpec {
+        name: "saslContinue",
+        run: Run::Handler(run::<sasl_continue::SaslContinue>),
+        alias_of: None,
+        admin_only: false,
+        test_only: false,
+        may_run_long: false,
+        write_concern: false,
+        txn: Txn::Refused,
+        reply: Reply::NeverCompressed,
+        on_view: OnView::Unaffected,
+        help: "continue a SASL authentication conversation",
+        privileges: Needs::Nothing,
+    },
+    CommandSpec {
+        name: "saslStart",
+        run: Run::Handler(run::<sasl_start::SaslStart>),
+        alias_of: None,
+        admin_only: false,
+        test_only: false,
+        may_run_long: false,
+        write_concern: false,
+        txn: Txn::Refused,
+        reply: Reply::NeverCompressed,
+        on_view: OnView::Unaffected,
+        help: "begin a SASL (SCRAM) authentication conversation",
+        privileges: Needs::Nothing,
+    },
     CommandSpec {
         name: "serverStatus",
         run: Run::Handler(run::<server_status::ServerStatus>),
@@ -940,6 +1218,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         reply: Reply::Compressible,
         on_view: OnView::Unaffected,
         help: "server statistics",
+        privileges: Needs::Cluster(&[Action::ServerStatus]),
     },
     not_supported("setDefaultRWConcern", Reply::Compressible),
     not_supported("setFeatureCompatibilityVersion", Reply::Compressible),
@@ -955,6 +1234,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         reply: Reply::Compressible,
         on_view: OnView::Unaffected,
         help: "set server parameters at run time",
+        privileges: Needs::Cluster(&[Action::SetParameter]),
     },
     CommandSpec {
         name: "shutdown",
@@ -968,6 +1248,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         reply: Reply::Compressible,
         on_view: OnView::Unaffected,
         help: "stop the server",
+        privileges: Needs::Cluster(&[Action::Shutdown]),
     },
     CommandSpec {
         name: "startSession",
@@ -981,6 +1262,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         reply: Reply::Compressible,
         on_view: OnView::Unaffected,
         help: "start a logical session",
+        privileges: Needs::Authenticated,
     },
     CommandSpec {
         name: "top",
@@ -994,6 +1276,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         reply: Reply::Compressible,
         on_view: OnView::Unaffected,
         help: "time and counts per collection, in microseconds",
+        privileges: Needs::Cluster(&[Action::Top]),
     },
     CommandSpec {
         name: "update",
@@ -1007,10 +1290,37 @@ pub static COMMANDS: &[CommandSpec] = &[
         reply: Reply::Compressible,
         on_view: OnView::Refused,
         help: "update documents",
+        privileges: Needs::Computed(needs::update),
     },
-    not_supported("updateRole", Reply::Compressible),
+    CommandSpec {
+        name: "updateRole",
+        run: Run::Handler(run::<update_role::UpdateRole>),
+        alias_of: None,
+        admin_only: false,
+        test_only: false,
+        may_run_long: false,
+        write_concern: true,
+        txn: Txn::Refused,
+        reply: Reply::Compressible,
+        on_view: OnView::Unaffected,
+        help: "replace a user-defined role's privileges or roles",
+        privileges: Needs::Computed(needs::create_role),
+    },
     not_supported("updateSearchIndex", Reply::Compressible),
-    not_supported("updateUser", Reply::NeverCompressed),
+    CommandSpec {
+        name: "updateUser",
+        run: Run::Handler(run::<update_user::UpdateUser>),
+        alias_of: None,
+        admin_only: false,
+        test_only: false,
+        may_run_long: false,
+        write_concern: true,
+        txn: Txn::Refused,
+        reply: Reply::NeverCompressed,
+        on_view: OnView::Unaffected,
+        help: "change a user's password, roles or data",
+        privileges: Needs::Computed(needs::update_user),
+    },
     CommandSpec {
         name: "usersInfo",
         run: Run::Handler(run::<users_info::UsersInfo>),
@@ -1023,6 +1333,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         reply: Reply::Compressible,
         on_view: OnView::Unaffected,
         help: "the users a database defines (none: BisonDB has no authentication yet)",
+        privileges: Needs::Computed(needs::users_info),
     },
     CommandSpec {
         name: "validate",
@@ -1036,6 +1347,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         reply: Reply::Compressible,
         on_view: OnView::Unaffected,
         help: "check a collection's documents, indexes and statistics",
+        privileges: Needs::Collection(&[Action::Validate]),
     },
     CommandSpec {
         name: "whatsmyuri",
@@ -1049,6 +1361,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         reply: Reply::Compressible,
         on_view: OnView::Unaffected,
         help: "the client's address as the server sees it",
+        privileges: Needs::Authenticated,
     },
 ];
 
@@ -1068,6 +1381,30 @@ pub fn names_of(spec: &CommandSpec) -> Vec<&'static str> {
         .filter(|c| c.name == canonical || c.alias_of == Some(canonical))
         .map(|c| c.name)
         .collect()
+}
+
+/// With `--auth`: whether the connection may run `req`, whose spec is
+/// `spec` (`explain` needs what the command it explains needs).
+pub fn authorize(
+    spec: &CommandSpec,
+    req: &CommandRequest<'_>,
+    ctx: &mut Context<'_>,
+) -> MongoResult<()> {
+    // A removed command is "no such command" to everyone, as on mongod.
+    if matches!(spec.run, Run::Removed) {
+        return Ok(());
+    }
+    if !matches!(spec.privileges, Needs::Explained) {
+        return crate::auth::check(req.name, &spec.privileges, req, ctx);
+    }
+    crate::auth::check(req.name, &Needs::Authenticated, req, ctx)?;
+    if let Ok(Some(bson::RawBsonRef::Document(inner))) = req.body.get(req.name) {
+        let inner = CommandRequest::from_body(inner, &req.db)?;
+        if let Some(s) = lookup(inner.name).filter(|s| !matches!(s.privileges, Needs::Explained)) {
+            return authorize(s, &inner, ctx).map_err(|_| crate::auth::not_authorized(req));
+        }
+    }
+    Ok(())
 }
 
 /// Runs one command: lookup, then [`dispatch_spec`].

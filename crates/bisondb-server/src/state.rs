@@ -101,6 +101,8 @@ pub struct ServerState {
     /// TLS acceptor, key file and TLS counters, loaded at start-up
     /// (`tls::Security::load`); unset only in states built without a server.
     pub security: std::sync::OnceLock<crate::tls::Security>,
+    /// Users, roles and `--auth` (`auth/`).
+    pub auth: crate::auth::AuthState,
 }
 
 impl ServerState {
@@ -114,7 +116,9 @@ impl ServerState {
         );
         let sessions =
             crate::sessions::SessionCache::new(config.local_logical_session_timeout_minutes);
+        let auth = crate::auth::AuthState::new(&config);
         Arc::new(ServerState {
+            auth,
             config,
             storage,
             cursors: CursorManager::default(),

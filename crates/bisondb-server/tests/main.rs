@@ -22,6 +22,8 @@ mod common;
 
 mod aggregate;
 mod aggregate_output;
+mod auth;
+mod authz;
 mod bulk_write;
 mod capped;
 mod change_streams;

@@ -11,7 +11,10 @@ use crate::request::CommandRequest;
 fn parameters() -> Vec<(&'static str, Bson)> {
     vec![
         ("allowDiskUseByDefault", Bson::Boolean(true)),
-        ("authenticationMechanisms", Bson::Array(vec![])),
+        (
+            "authenticationMechanisms",
+            Bson::Array(vec!["SCRAM-SHA-1".into(), "SCRAM-SHA-256".into()]),
+        ),
         (
             "cursorTimeoutMillis",
             Bson::Int64(crate::cursor::IDLE_TIMEOUT.as_millis() as i64),
@@ -40,6 +43,14 @@ fn parameters() -> Vec<(&'static str, Bson)> {
         ("quiet", Bson::Boolean(false)),
         ("redactClientLogData", Bson::Boolean(false)),
         ("requireApiVersion", Bson::Boolean(false)),
+        (
+            "scramIterationCount",
+            Bson::Int32(crate::auth::DEFAULT_SHA1_ITERATIONS),
+        ),
+        (
+            "scramSHA256IterationCount",
+            Bson::Int32(crate::auth::DEFAULT_SHA256_ITERATIONS),
+        ),
         ("transactionLifetimeLimitSeconds", Bson::Int32(60)),
         ("ttlMonitorSleepSecs", Bson::Int32(60)),
     ]
@@ -117,6 +128,20 @@ impl Command for GetParameter {
                 "quiet" => *v = Bson::Boolean(crate::log::quiet()),
                 "redactClientLogData" => *v = Bson::Boolean(crate::log::redacting()),
                 "enableTestCommands" => *v = Bson::Boolean(ctx.state.config.enable_test_commands),
+                "scramIterationCount" => {
+                    *v = Bson::Int32(
+                        ctx.state
+                            .auth
+                            .iterations(crate::auth::scram::Mechanism::Sha1),
+                    )
+                }
+                "scramSHA256IterationCount" => {
+                    *v = Bson::Int32(
+                        ctx.state
+                            .auth
+                            .iterations(crate::auth::scram::Mechanism::Sha256),
+                    )
+                }
                 // The blocking aggregation stages' limits as set at startup.
                 "allowDiskUseByDefault" => {
                     *v = Bson::Boolean(ctx.state.config.allow_disk_use_by_default)

@@ -16,6 +16,9 @@ pub struct ListCollections {
     filter: Option<Matcher>,
     name_only: bool,
     batch_size: Option<usize>,
+    /// `authorizedCollections` (with `nameOnly`): with `--auth`, only the
+    /// collections the user has privileges on.
+    authorized_collections: bool,
 }
 
 impl Command for ListCollections {
@@ -26,6 +29,7 @@ impl Command for ListCollections {
             filter: None,
             name_only: false,
             batch_size: None,
+            authorized_collections: false,
         };
         for el in req.body.iter() {
             let (k, v) = el.map_err(crate::request::invalid_bson)?;
@@ -37,7 +41,10 @@ impl Command for ListCollections {
                     }
                 }
                 "nameOnly" => l.name_only = fields::as_bool(n, "nameOnly", v)?,
-                "authorizedCollections" | "includePendingDrops" => {
+                "authorizedCollections" => {
+                    l.authorized_collections = fields::as_bool(n, k.as_str(), v)?;
+                }
+                "includePendingDrops" => {
                     fields::as_bool(n, k.as_str(), v)?;
                 }
                 "cursor" => {
@@ -55,7 +62,12 @@ impl Command for ListCollections {
 
     fn execute(self, ctx: &mut Context<'_>) -> MongoResult<RawDocumentBuf> {
         let mut out: Vec<RawDocumentBuf> = Vec::new();
+        let only_authorized =
+            self.authorized_collections && self.name_only && ctx.state.auth.enabled;
         for info in ctx.state.storage.list_collections(&self.db) {
+            if only_authorized && !crate::auth::may_see_collection(ctx, &self.db, &info.name)? {
+                continue;
+            }
             let is_view = crate::namespaces::views::view_of_options(&info.options).is_some();
             let is_ts =
                 crate::namespaces::timeseries::TsOptions::of(&info.name, &info.options).is_some();

@@ -12,6 +12,10 @@ use crate::request::CommandRequest;
 pub struct ListDatabases {
     filter: Option<Matcher>,
     name_only: bool,
+    /// `authorizedDatabases`: `Some(true)` lists only the databases the
+    /// user has privileges on, `Some(false)` needs `listDatabases`; unset,
+    /// a user without `listDatabases` gets the filtered list.
+    authorized_databases: Option<bool>,
 }
 
 impl Command for ListDatabases {
@@ -20,6 +24,7 @@ impl Command for ListDatabases {
         let mut l = ListDatabases {
             filter: None,
             name_only: false,
+            authorized_databases: None,
         };
         for el in req.body.iter() {
             let (k, v) = el.map_err(crate::request::invalid_bson)?;
@@ -28,7 +33,7 @@ impl Command for ListDatabases {
                 "filter" => l.filter = Some(Matcher::parse(fields::as_doc(n, "filter", v)?)?),
                 "nameOnly" => l.name_only = fields::as_bool(n, "nameOnly", v)?,
                 "authorizedDatabases" => {
-                    fields::as_bool(n, "authorizedDatabases", v)?;
+                    l.authorized_databases = Some(fields::as_bool(n, "authorizedDatabases", v)?);
                 }
                 other => fields::check_known(n, other, &[])?,
             }
@@ -37,7 +42,8 @@ impl Command for ListDatabases {
     }
 
     fn execute(self, ctx: &mut Context<'_>) -> MongoResult<RawDocumentBuf> {
-        let storage = &ctx.state.storage;
+        let state = ctx.state;
+        let storage = &state.storage;
         let mut list = Vec::new();
         let mut total: u64 = 0;
         // mongod creates `admin`, `config` and `local` at startup (a fresh
@@ -51,6 +57,24 @@ impl Command for ListDatabases {
             }
         }
         names.sort();
+        // With `--auth`, a user without `listDatabases` on the cluster (or
+        // asking for `authorizedDatabases`) sees the databases it may use.
+        let all = crate::auth::may_list_all_dbs(ctx)?;
+        if !all && self.authorized_databases == Some(false) {
+            return Err(bisondb_error::MongoError::new(
+                bisondb_error::ErrorCode::Unauthorized,
+                "not authorized on admin to execute command { listDatabases: 1, authorizedDatabases: false }",
+            ));
+        }
+        if ctx.state.auth.enabled && (!all || self.authorized_databases == Some(true)) {
+            let mut visible = Vec::with_capacity(names.len());
+            for name in names {
+                if crate::auth::may_see_db(ctx, &name)? {
+                    visible.push(name);
+                }
+            }
+            names = visible;
+        }
         for name in names {
             let stats = storage.database_stats(&name);
             let size = stats.storage_size.saturating_add(stats.index_size);

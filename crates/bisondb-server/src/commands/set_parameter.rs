@@ -14,7 +14,13 @@ use crate::reply;
 use crate::request::CommandRequest;
 
 /// The parameters `setParameter` changes at run time.
-pub const RUNTIME_PARAMETERS: &[&str] = &["logComponentVerbosity", "logLevel", "quiet"];
+pub const RUNTIME_PARAMETERS: &[&str] = &[
+    "logComponentVerbosity",
+    "logLevel",
+    "quiet",
+    "scramIterationCount",
+    "scramSHA256IterationCount",
+];
 
 pub struct SetParameter {
     params: Vec<(String, Bson)>,
@@ -57,7 +63,7 @@ impl Command for SetParameter {
         Ok(SetParameter { params })
     }
 
-    fn execute(self, _ctx: &mut Context<'_>) -> MongoResult<RawDocumentBuf> {
+    fn execute(self, ctx: &mut Context<'_>) -> MongoResult<RawDocumentBuf> {
         let mut was = Bson::Null;
         for (name, value) in self.params {
             was = match name.as_str() {
@@ -65,6 +71,24 @@ impl Command for SetParameter {
                     let old = Bson::Int32(i32::from(crate::log::verbosity(None)));
                     let n = verbosity_value(&name, &value)?;
                     crate::log::set_verbosity(None, n.max(0)).map_err(MongoError::bad_value)?;
+                    old
+                }
+                "scramIterationCount" | "scramSHA256IterationCount" => {
+                    use crate::auth::scram::Mechanism;
+                    let mech = if name == "scramIterationCount" {
+                        Mechanism::Sha1
+                    } else {
+                        Mechanism::Sha256
+                    };
+                    let text = match &value {
+                        Bson::Int32(i) => i.to_string(),
+                        Bson::Int64(i) => i.to_string(),
+                        Bson::Double(d) if d.fract() == 0.0 => format!("{d:.0}"),
+                        other => other.to_string(),
+                    };
+                    let n = crate::auth::parse_iteration_count(&name, &text)?;
+                    let old = Bson::Int32(ctx.state.auth.iterations(mech));
+                    ctx.state.auth.set_iterations(mech, n);
                     old
                 }
                 "quiet" => {
