@@ -179,6 +179,7 @@ const DB_STATS: CommandSpec = CommandSpec {
     test_only: false,
     may_run_long: true,
     write_concern: false,
+    txn: Txn::Refused,
     reply: Reply::Compressible,
     on_view: OnView::Unaffected,
     help: "statistics of a database",
