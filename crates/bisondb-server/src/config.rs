@@ -79,6 +79,15 @@ pub struct ServerConfig {
     pub key_file: Option<PathBuf>,
     /// `--clusterAuthMode` / `security.clusterAuthMode`.
     pub cluster_auth_mode: Option<crate::tls::ClusterAuthMode>,
+    /// `--auth` / `security.authorization: enabled`: every command but the
+    /// handshake and authentication ones needs an authenticated user with
+    /// the privileges it requires (`auth/`).
+    pub auth: bool,
+    /// mongod's `scramIterationCount`: PBKDF2 rounds of new SCRAM-SHA-1
+    /// credentials (10000, at least 5000).
+    pub scram_iteration_count: i32,
+    /// mongod's `scramSHA256IterationCount` (15000, at least 5000).
+    pub scram_sha256_iteration_count: i32,
 }
 
 /// [`ServerConfig::incomplete_message_timeout_ms`]'s default: 30 seconds.
@@ -120,6 +129,9 @@ impl Default for ServerConfig {
             tls: Default::default(),
             key_file: None,
             cluster_auth_mode: None,
+            auth: false,
+            scram_iteration_count: crate::auth::DEFAULT_SHA1_ITERATIONS,
+            scram_sha256_iteration_count: crate::auth::DEFAULT_SHA256_ITERATIONS,
         }
     }
 }
@@ -272,6 +284,14 @@ impl ServerConfig {
                     .parse::<u64>()
                     .map_err(|_| bad("a whole number of milliseconds (0: no limit)"))?;
             }
+            "scramIterationCount" | "scramSHA256IterationCount" => {
+                let n = crate::auth::parse_iteration_count(name, value)?;
+                if name == "scramIterationCount" {
+                    self.scram_iteration_count = n;
+                } else {
+                    self.scram_sha256_iteration_count = n;
+                }
+            }
             _ => {
                 return Err(MongoError::bad_value(format!(
                     "Unknown --setParameter '{name}' (BisonDB accepts: {})",
@@ -380,6 +400,13 @@ impl ServerConfig {
         }
         if let Some(v) = get("systemLog") {
             self.apply_system_log(v)?;
+        }
+        if let Some(v) = get("security.authorization") {
+            self.auth = match v.as_str() {
+                Some("enabled") => true,
+                Some("disabled") => false,
+                _ => return Err(bad("security.authorization", "enabled or disabled")),
+            };
         }
         if let Some(v) = get("security.redactClientLogData") {
             self.redact_client_log_data = v
@@ -565,6 +592,8 @@ pub const STARTUP_PARAMETERS: &[&str] = &[
     "internalDocumentSourceGroupMaxMemoryBytes",
     "internalQueryMaxBlockingSortMemoryUsageBytes",
     "processUmask",
+    "scramIterationCount",
+    "scramSHA256IterationCount",
     "ttlMonitorSleepSecs",
 ];
 
@@ -618,6 +647,7 @@ pub const YAML_KEYS: &[&str] = &[
     "setParameter",
     "storage.dbPath",
     "storage.engine",
+    "security.authorization",
     "security.clusterAuthMode",
     "security.keyFile",
     "security.redactClientLogData",
@@ -868,6 +898,29 @@ mod tests {
             ..Default::default()
         };
         assert!(reopen_without_append.validate().is_err());
+    }
+
+    #[test]
+    fn authorization_and_scram_parameters() {
+        let mut c = ServerConfig::default();
+        assert!(!c.auth);
+        assert_eq!(
+            (c.scram_iteration_count, c.scram_sha256_iteration_count),
+            (10000, 15000)
+        );
+        c.apply_yaml(
+            "security:\n  authorization: enabled\nsetParameter:\n  scramIterationCount: 6000\n",
+        )
+        .unwrap_or_else(|e| panic!("{e:?}"));
+        assert!(c.auth);
+        assert_eq!(c.scram_iteration_count, 6000);
+        assert!(c.apply_yaml("security:\n  authorization: yes\n").is_err());
+        assert!(c
+            .apply_set_parameter_arg("scramSHA256IterationCount=4999")
+            .is_err());
+        c.apply_set_parameter_arg("scramSHA256IterationCount=20000")
+            .unwrap_or_else(|e| panic!("{e:?}"));
+        assert_eq!(c.scram_sha256_iteration_count, 20000);
     }
 
     #[test]

@@ -537,6 +537,10 @@ fn dispatch_command(
         // script (and anything else that asks) can end with MaxTimeMSExpired.
         let _deadline = bisondb_js::deadline::scope_ms(max_time_ms);
         std::panic::catch_unwind(AssertUnwindSafe(|| {
+            // With `--auth`, who may run what (`auth/`); one branch without.
+            if state.auth.enabled && spec.is_some() {
+                crate::auth::check(req.name, &ctx)?;
+            }
             // A write waits here while `fsync` holds the lock (`fsync_lock.rs`).
             let _pass = if writes {
                 Some(state.fsync_lock.enter(|| state.is_shutting_down())?)

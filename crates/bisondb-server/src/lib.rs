@@ -16,6 +16,7 @@
 //! every command shares: [`fields`] (command fields), [`let_vars`], [`storable`],
 //! [`reply`], [`context`].
 
+pub mod auth;
 pub mod collation;
 pub mod commands;
 pub mod config;

@@ -93,6 +93,8 @@ pub struct ServerState {
     /// TLS acceptor, key file and TLS counters, loaded at start-up
     /// (`tls::Security::load`); unset only in states built without a server.
     pub security: std::sync::OnceLock<crate::tls::Security>,
+    /// Users, roles and `--auth` (`auth/`).
+    pub auth: crate::auth::AuthState,
 }
 
 impl ServerState {
@@ -103,7 +105,9 @@ impl ServerState {
             config.slowms,
             config.slow_op_sample_rate,
         );
+        let auth = crate::auth::AuthState::new(&config);
         Arc::new(ServerState {
+            auth,
             config,
             storage,
             cursors: CursorManager::default(),

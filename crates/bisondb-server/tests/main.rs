@@ -22,6 +22,7 @@ mod common;
 
 mod aggregate;
 mod aggregate_output;
+mod auth;
 mod bulk_write;
 mod capped;
 mod clustered;

@@ -352,8 +352,8 @@ async fn ddl_commands_refuse_write_concerns_a_standalone_cannot_satisfy() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn users_info_finds_no_users_and_checks_its_argument() {
-    // No authentication, so no user store: every well-formed request finds
-    // nothing, and the reply has no cursor (pymongo's cursor_command refuses it).
+    // No user was created: every well-formed request finds nothing, and the
+    // reply has no cursor (pymongo's cursor_command refuses it).
     let ts = start().await;
     let db = ts.tcp.database("users");
     for arg in [

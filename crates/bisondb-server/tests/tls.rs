@@ -386,7 +386,8 @@ async fn start_up_refuses_bad_tls_settings() {
     );
 }
 
-/// X.509: the user is the certificate's subject and must exist in `$external`.
+/// X.509: the user is the certificate's subject and must exist in `$external`;
+/// with `--auth`, it is what lets a TLS client in.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn x509_authentication() {
     let pki = Pki::new();
@@ -404,26 +405,36 @@ async fn x509_authentication() {
         "{e}"
     );
 
-    // The user document as mongod keeps it in admin.system.users (which
-    // `createUser` on `$external` writes; clients may not write there).
-    let user = bson::rawdoc! {
-        "_id": format!("$external.{}", pki.client_subject),
-        "user": pki.client_subject.as_str(), "db": "$external",
-        "roles": [{"role": "root", "db": "admin"}],
-    };
-    let out = t
-        .server
-        .state
-        .storage
-        .get_or_create_collection("admin", "system.users")
-        .unwrap()
-        .insert_many(&[&user], true, bisondb_storage::Durability::Buffered);
-    assert_eq!(out.inserted, 1);
+    // The user, as mongod creates it: a `$external` user without a password.
     let plain = Client::with_uri_str(pki.uri(port, Some(&pki.client_pem)))
+        .await
+        .unwrap();
+    plain
+        .database("$external")
+        .run_command(doc! {
+            "createUser": pki.client_subject.as_str(),
+            "roles": [{"role": "root", "db": "admin"}],
+        })
         .await
         .unwrap();
     // The driver authenticates (speculatively, in its hello) and works.
     ping(&x509_uri).await.expect("X.509 authentication");
+    let x509 = Client::with_uri_str(&x509_uri).await.unwrap();
+    let status = x509
+        .database("admin")
+        .run_command(doc! {"connectionStatus": 1})
+        .await
+        .unwrap();
+    let users = status
+        .get_document("authInfo")
+        .and_then(|a| a.get_array("authenticatedUsers"))
+        .unwrap();
+    assert_eq!(
+        users,
+        &vec![bson::Bson::Document(
+            doc! {"user": pki.client_subject.as_str(), "db": "$external"}
+        )]
+    );
 
     // The command itself: the reply names the user; a wrong user or database fails.
     let ext = plain.database("$external");
@@ -449,6 +460,21 @@ async fn x509_authentication() {
     assert_eq!(error_code(&e), Some(17), "{e}");
     let e = ext.run_command(doc! {"authenticate": 1}).await.unwrap_err();
     assert_eq!(error_code(&e), Some(2), "{e}");
+
+    // A connection that authenticated with the command is that user too.
+    let status = plain
+        .database("admin")
+        .run_command(doc! {"connectionStatus": 1})
+        .await
+        .unwrap();
+    assert_eq!(
+        status
+            .get_document("authInfo")
+            .and_then(|a| a.get_array("authenticatedUsers"))
+            .map(|u| u.len())
+            .ok(),
+        Some(1)
+    );
 
     // Without a client certificate there is no subject: auth failed.
     let mut s = pki.settings(TlsMode::Require, true);
@@ -495,4 +521,49 @@ async fn silent_tls_client_is_dropped() {
         .expect("closed within the timeout")
         .unwrap_or(0);
     assert_eq!(n, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn x509_with_auth_enabled() {
+    let pki = Pki::new();
+    let settings = pki.settings(TlsMode::Require, true);
+    let t = common::start_with(move |c| {
+        c.tls = settings;
+        c.auth = true;
+    })
+    .await;
+    let port = t.server.port();
+    // The localhost exception creates the first user: the X.509 one.
+    let first = Client::with_uri_str(pki.uri(port, Some(&pki.client_pem)))
+        .await
+        .unwrap();
+    first
+        .database("$external")
+        .run_command(doc! {
+            "createUser": pki.client_subject.as_str(),
+            "roles": [{"role": "root", "db": "admin"}],
+        })
+        .await
+        .unwrap();
+    // Now a TLS connection without authentication may not read.
+    let anon = Client::with_uri_str(pki.uri(port, Some(&pki.client_pem)))
+        .await
+        .unwrap();
+    let e = anon
+        .database("t")
+        .collection::<Document>("c")
+        .find_one(doc! {})
+        .await
+        .unwrap_err();
+    assert_eq!(error_code(&e), Some(13), "{e}");
+    // Authenticated by its certificate, it may.
+    let x509 = Client::with_uri_str(format!(
+        "{}&authMechanism=MONGODB-X509&authSource=%24external",
+        pki.uri(port, Some(&pki.client_pem))
+    ))
+    .await
+    .unwrap();
+    let coll = x509.database("t").collection::<Document>("c");
+    coll.insert_one(doc! {"_id": 1}).await.unwrap();
+    assert!(coll.find_one(doc! {"_id": 1}).await.unwrap().is_some());
 }

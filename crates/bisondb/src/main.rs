@@ -106,6 +106,12 @@ struct ServeArgs {
     /// Fraction of slow operations profiled, 0 to 1 [default: 1.0].
     #[arg(long = "slowOpSampleRate")]
     slow_op_sample_rate: Option<f64>,
+    /// Require authentication and enforce roles (SCRAM users of admin.system.users).
+    #[arg(long)]
+    auth: bool,
+    /// Do not require authentication (the default; overrides the config file).
+    #[arg(long, conflicts_with = "auth")]
+    noauth: bool,
     /// Set a server parameter at startup, as mongod: `enableTestCommands=1`
     /// (configureFailPoint), `ttlMonitorSleepSecs=N`. Repeatable.
     #[arg(long = "setParameter", value_name = "NAME=VALUE")]
@@ -307,6 +313,12 @@ fn build_config(a: &ServeArgs) -> Result<ServerConfig, String> {
     }
     if let Some(r) = a.slow_op_sample_rate {
         c.slow_op_sample_rate = r;
+    }
+    if a.auth {
+        c.auth = true;
+    }
+    if a.noauth {
+        c.auth = false;
     }
     for p in &a.set_parameter {
         c.apply_set_parameter_arg(p).map_err(|e| e.message)?;

@@ -1,5 +1,6 @@
-//! `connectionStatus`: who is authenticated on this connection. BisonDB has no
-//! authentication yet (see docs/COMPATIBILITY.md), so the lists are empty.
+//! `connectionStatus`: who is authenticated on this connection, the roles
+//! that user holds (inherited ones included) and, with `showPrivileges`,
+//! the privileges they grant.
 
 use bisondb_error::MongoResult;
 use bson::{doc, RawDocumentBuf};
@@ -27,11 +28,8 @@ impl Command for ConnectionStatus {
         Ok(ConnectionStatus { show_privileges })
     }
 
-    fn execute(self, _ctx: &mut Context<'_>) -> MongoResult<RawDocumentBuf> {
-        let mut auth = doc! {"authenticatedUsers": [], "authenticatedUserRoles": []};
-        if self.show_privileges {
-            auth.insert("authenticatedUserPrivileges", bson::Bson::Array(vec![]));
-        }
+    fn execute(self, ctx: &mut Context<'_>) -> MongoResult<RawDocumentBuf> {
+        let auth = crate::auth::connection_status(ctx, self.show_privileges)?;
         reply::ok(doc! {"authInfo": auth})
     }
 }

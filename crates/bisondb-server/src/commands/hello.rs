@@ -19,9 +19,13 @@ pub struct Hello {
     hello_ok: bool,
     compression: Vec<String>,
     client: Option<bson::Document>,
-    /// `speculativeAuthenticate`: MONGODB-X509 is answered here
-    /// (`authenticate::speculative`).
-    speculative: Option<RawDocumentBuf>,
+    /// `saslSupportedMechs: "<db>.<user>"`: answer that user's mechanisms.
+    sasl_supported_mechs: Option<crate::auth::Name>,
+    /// `speculativeAuthenticate`: a `saslStart` run with the handshake.
+    speculative: Option<super::sasl_start::SaslStart>,
+    /// `speculativeAuthenticate` with `authenticate` (MONGODB-X509),
+    /// answered by `authenticate::speculative`.
+    speculative_x509: Option<RawDocumentBuf>,
 }
 
 impl Command for Hello {
@@ -32,6 +36,8 @@ impl Command for Hello {
             hello_ok: false,
             compression: Vec::new(),
             client: None,
+            sasl_supported_mechs: None,
+            speculative_x509: None,
             speculative: None,
         };
         for el in req.body.iter() {
@@ -53,14 +59,28 @@ impl Command for Hello {
                         }
                     }
                 }
-                "speculativeAuthenticate" => {
-                    h.speculative =
-                        Some(fields::as_doc(req.name, "speculativeAuthenticate", v)?.to_owned())
-                }
                 "client" => {
                     h.client = Some(fields::to_document(fields::as_doc(req.name, "client", v)?)?)
                 }
-                // Everything else (saslSupportedMechs, topologyVersion, maxAwaitTimeMS,
+                "saslSupportedMechs" => {
+                    let s = fields::as_str(req.name, "saslSupportedMechs", v)?;
+                    h.sasl_supported_mechs = s
+                        .split_once('.')
+                        .map(|(db, user)| crate::auth::Name::new(user, db));
+                }
+                // A speculative `saslStart` that cannot even be read is left
+                // out, as mongod does: the driver then authenticates anew.
+                "speculativeAuthenticate" => {
+                    if let RawBsonRef::Document(d) = v {
+                        if d.get("saslStart").ok().flatten().is_some() {
+                            h.speculative =
+                                super::sasl_start::parse_start("saslStart", d, &req.db).ok();
+                        } else if d.get("authenticate").ok().flatten().is_some() {
+                            h.speculative_x509 = Some(d.to_owned());
+                        }
+                    }
+                }
+                // Everything else (topologyVersion, maxAwaitTimeMS,
                 // loadBalanced, backpressure, ...) concerns replica sets, auth or newer
                 // driver features; the handshake must never fail on a field a newer
                 // driver adds, so they are accepted and ignored.
@@ -123,7 +143,26 @@ impl Command for Hello {
                 .collect();
             d.insert("compression", names);
         }
-        if let Some(request) = &self.speculative {
+        if let Some(user) = &self.sasl_supported_mechs {
+            if let Some(u) =
+                crate::auth::users::get(&ctx.state.storage, crate::auth::users::USERS, user)?
+            {
+                let mechs: Vec<Bson> = crate::auth::users::mechanisms(&u)
+                    .into_iter()
+                    .filter(|m| m != "external")
+                    .map(Bson::String)
+                    .collect();
+                d.insert("saslSupportedMechs", mechs);
+            }
+        }
+        // A failed speculative authentication is no error of the handshake:
+        // the reply leaves the field out (the failure is logged).
+        if let Some(start) = self.speculative {
+            if let Ok(r) = start.start(ctx, true) {
+                d.insert("speculativeAuthenticate", r);
+            }
+        }
+        if let Some(request) = &self.speculative_x509 {
             if let Some(done) = super::authenticate::speculative(ctx, request) {
                 d.insert("speculativeAuthenticate", done);
             }

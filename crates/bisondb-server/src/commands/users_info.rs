@@ -1,62 +1,47 @@
-//! `usersInfo`: the users a database defines. BisonDB has no authentication
-//! and no user store yet (`createUser` fails with 115, see
-//! docs/COMPATIBILITY.md), so every well-formed request truthfully finds no
-//! users; malformed ones fail as mongod's parser fails them. Drivers and
-//! tools call it to list users (mongosh's `db.getUsers()`), and pymongo checks
-//! that it is not a cursor command.
+//! `usersInfo`: the users of a database (`1`), of every database
+//! (`{forAllDBs: true}`), or those named (a name, `{user, db}`, or a list),
+//! as mongod shows them: `_id`, `userId`, `user`, `db`, `roles`,
+//! `customData`, `mechanisms`, with `credentials` (`showCredentials`) and
+//! the roles and privileges they inherit (`showPrivileges`); `filter`
+//! matches the shown documents.
 
 use bisondb_error::{MongoError, MongoResult};
-use bson::{doc, Bson, RawBsonRef, RawDocumentBuf};
+use bson::{doc, Bson, Document, RawBsonRef, RawDocumentBuf};
 
 use super::{Command, Context};
+use crate::auth::roles;
+use crate::auth::users::{self, Name};
 use crate::fields;
 use crate::reply;
 use crate::request::CommandRequest;
 
+/// Which users `usersInfo` asks for.
 #[derive(Debug)]
-pub struct UsersInfo;
-
-/// Checks one user named in `usersInfo`: a name, or `{user, db}`.
-fn check_user_name(v: RawBsonRef<'_>) -> MongoResult<()> {
-    match v {
-        RawBsonRef::String(_) => Ok(()),
-        RawBsonRef::Document(d) => {
-            let mut user = false;
-            let mut db = false;
-            for el in d.iter() {
-                let (k, v) = el.map_err(crate::request::invalid_bson)?;
-                match (k.as_str(), v) {
-                    ("user", RawBsonRef::String(_)) => user = true,
-                    ("db", RawBsonRef::String(_)) => db = true,
-                    ("user" | "db", _) => {
-                        return Err(MongoError::bad_value(format!(
-                            "'{}' must be a string in a user name document",
-                            k.as_str()
-                        )))
-                    }
-                    _ => {}
-                }
-            }
-            if user && db {
-                Ok(())
-            } else {
-                Err(MongoError::bad_value(
-                    "A user name document must contain the fields 'user' and 'db'",
-                ))
-            }
-        }
-        _ => Err(MongoError::bad_value(
-            "User and role names must be either strings or objects",
-        )),
-    }
+enum Which {
+    Db(String),
+    AllDbs,
+    Named(Vec<Name>),
 }
 
-/// Whether the `usersInfo` argument asks for every user (`1` or
-/// `{forAllDBs: true}`), after checking its shape.
-fn check_argument(v: RawBsonRef<'_>) -> MongoResult<bool> {
+#[derive(Debug)]
+pub struct UsersInfo {
+    which: Which,
+    show_credentials: bool,
+    show_privileges: bool,
+    show_custom_data: bool,
+    filter: Option<Document>,
+}
+
+/// Checks one user named in `usersInfo`: a name, or `{user, db}`.
+fn user_name(v: RawBsonRef<'_>, db: &str) -> MongoResult<Name> {
+    roles::parse_name(v, "user", db)
+}
+
+/// What the `usersInfo` argument asks for, after checking its shape.
+fn which_users(v: RawBsonRef<'_>, db: &str) -> MongoResult<Which> {
     match v {
-        RawBsonRef::Int32(1) | RawBsonRef::Int64(1) => Ok(true),
-        RawBsonRef::Double(1.0) => Ok(true),
+        RawBsonRef::Int32(1) | RawBsonRef::Int64(1) => Ok(Which::Db(db.to_string())),
+        RawBsonRef::Double(1.0) => Ok(Which::Db(db.to_string())),
         RawBsonRef::Int32(_) | RawBsonRef::Int64(_) | RawBsonRef::Double(_) => {
             Err(MongoError::bad_value(
                 "usersInfo: the only numeric argument accepted is 1 (all users of the database)",
@@ -64,54 +49,119 @@ fn check_argument(v: RawBsonRef<'_>) -> MongoResult<bool> {
         }
         RawBsonRef::Document(d) if d.get("forAllDBs").ok().flatten().is_some() => {
             match d.get("forAllDBs").ok().flatten() {
-                Some(RawBsonRef::Boolean(true)) => Ok(true),
+                Some(RawBsonRef::Boolean(true)) => Ok(Which::AllDbs),
                 _ => Err(MongoError::bad_value("usersInfo: 'forAllDBs' must be true")),
             }
         }
         RawBsonRef::Array(a) => {
+            let mut names = Vec::new();
             for el in a {
-                check_user_name(el.map_err(crate::request::invalid_bson)?)?;
+                names.push(user_name(el.map_err(crate::request::invalid_bson)?, db)?);
             }
-            Ok(false)
+            Ok(Which::Named(names))
         }
-        other => check_user_name(other).map(|()| false),
+        other => Ok(Which::Named(vec![user_name(other, db)?])),
     }
 }
 
 impl Command for UsersInfo {
     fn parse(req: &CommandRequest<'_>) -> MongoResult<Self> {
         let n = req.name;
-        let mut all = false;
+        let mut u = UsersInfo {
+            which: Which::Named(Vec::new()),
+            show_credentials: false,
+            show_privileges: false,
+            show_custom_data: true,
+            filter: None,
+        };
         let mut detail = None;
         for el in req.body.iter() {
             let (k, v) = el.map_err(crate::request::invalid_bson)?;
             let k = k.as_str();
             match k {
-                "usersInfo" => all = check_argument(v)?,
-                "showCredentials" | "showCustomData" => {
-                    fields::as_bool(n, k, v)?;
-                }
+                "usersInfo" => u.which = which_users(v, &req.db)?,
+                "showCredentials" => u.show_credentials = fields::as_bool(n, k, v)?,
+                "showCustomData" => u.show_custom_data = fields::as_bool(n, k, v)?,
                 "showPrivileges" | "showAuthenticationRestrictions" => {
                     if fields::as_bool(n, k, v)? {
                         detail = Some(k);
+                        u.show_privileges |= k == "showPrivileges";
                     }
                 }
                 "filter" => {
-                    fields::as_doc(n, k, v)?;
+                    u.filter = Some(fields::to_document(fields::as_doc(n, k, v)?)?);
                 }
                 other => fields::check_known(n, other, &[])?,
             }
         }
-        if let (true, Some(option)) = (all, detail) {
+        if let (Which::Db(_) | Which::AllDbs, Some(option)) = (&u.which, detail) {
             return Err(MongoError::bad_value(format!(
                 "usersInfo: '{option}' cannot be used when asking for all users"
             )));
         }
-        Ok(UsersInfo)
+        Ok(u)
     }
 
-    fn execute(self, _ctx: &mut Context<'_>) -> MongoResult<RawDocumentBuf> {
-        reply::ok(doc! {"users": Bson::Array(Vec::new())})
+    fn execute(self, ctx: &mut Context<'_>) -> MongoResult<RawDocumentBuf> {
+        let state = ctx.state;
+        let stored: Vec<Document> = match &self.which {
+            Which::Named(names) => {
+                let mut out = Vec::new();
+                for name in names {
+                    if let Some(d) = users::get(&state.storage, users::USERS, name)? {
+                        out.push(d);
+                    }
+                }
+                out
+            }
+            Which::Db(db) => users::all(&state.storage, users::USERS)?
+                .into_iter()
+                .filter(|u| u.get_str("db").ok() == Some(db.as_str()))
+                .collect(),
+            Which::AllDbs => users::all(&state.storage, users::USERS)?,
+        };
+        let matcher = match &self.filter {
+            Some(f) => Some(bisondb_query::matcher::Matcher::parse_doc(f)?),
+            None => None,
+        };
+        let mut shown = Vec::new();
+        for u in stored {
+            let mut d = doc! {};
+            for k in ["_id", "userId", "user", "db"] {
+                if let Some(v) = u.get(k) {
+                    d.insert(k, v.clone());
+                }
+            }
+            if self.show_credentials {
+                if let Some(c) = u.get("credentials") {
+                    d.insert("credentials", c.clone());
+                }
+            }
+            d.insert(
+                "roles",
+                u.get("roles").cloned().unwrap_or(Bson::Array(Vec::new())),
+            );
+            if self.show_custom_data {
+                if let Some(c) = u.get("customData") {
+                    d.insert("customData", c.clone());
+                }
+            }
+            if self.show_privileges {
+                crate::auth::add_inherited(state, &users::roles_of(&u), &mut d)?;
+            }
+            let mechanisms: Vec<Bson> = users::mechanisms(&u)
+                .into_iter()
+                .map(Bson::String)
+                .collect();
+            d.insert("mechanisms", mechanisms);
+            if let Some(m) = &matcher {
+                if !m.matches_doc(&d) {
+                    continue;
+                }
+            }
+            shown.push(Bson::Document(d));
+        }
+        reply::ok(doc! {"users": shown})
     }
 }
 

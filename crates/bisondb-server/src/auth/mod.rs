@@ -1,0 +1,365 @@
+//! Authentication and authorization.
+//!
+//! Users live in `admin.system.users` ([`users`]), authenticate with
+//! SCRAM-SHA-256 or SCRAM-SHA-1 ([`scram`]) through `saslStart` /
+//! `saslContinue` or `hello`'s `speculativeAuthenticate`, and the
+//! connection remembers who it is ([`ConnAuth`]). With `--auth`
+//! ([`AuthState::enabled`]) the connection asks [`check`] before every
+//! command; without it nothing here runs on the command path.
+//!
+//! Other ways of authenticating (MONGODB-X509 over TLS) end in
+//! [`authenticate_as`], which marks a connection authenticated as a user
+//! of the store.
+
+pub mod roles;
+pub mod scram;
+pub mod users;
+
+use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
+
+use bisondb_error::{ErrorCode, MongoError, MongoResult};
+
+use crate::context::{ConnectionInfo, Context};
+pub use users::Name;
+
+/// mongod's log id of "Authentication failed".
+pub const LOG_AUTH_FAILED: u64 = 20249;
+/// mongod's log id of "Successfully authenticated".
+pub const LOG_AUTH_SUCCEEDED: u64 = 5286306;
+
+/// mongod's default `scramIterationCount` (SCRAM-SHA-1).
+pub const DEFAULT_SHA1_ITERATIONS: i32 = 10_000;
+/// mongod's default `scramSHA256IterationCount`.
+pub const DEFAULT_SHA256_ITERATIONS: i32 = 15_000;
+/// The least iteration count mongod accepts for either.
+pub const MIN_ITERATIONS: i32 = 5_000;
+
+/// Reads a `scramIterationCount` / `scramSHA256IterationCount` value as
+/// mongod bounds it (at least 5000).
+pub fn parse_iteration_count(name: &str, value: &str) -> MongoResult<i32> {
+    let n: i32 = value.trim().parse().map_err(|_| {
+        MongoError::bad_value(format!(
+            "Invalid value for parameter {name}: '{value}' is not a valid integer"
+        ))
+    })?;
+    if n < MIN_ITERATIONS {
+        return Err(MongoError::bad_value(format!(
+            "Invalid value for parameter {name}: {n} is not greater than or equal to {MIN_ITERATIONS}"
+        )));
+    }
+    Ok(n)
+}
+
+/// Server-wide authorization state.
+pub struct AuthState {
+    /// `--auth` / `security.authorization: enabled`.
+    pub enabled: bool,
+    /// Bumped by every change of a user or role: a connection's resolved
+    /// privileges older than this are resolved again at its next command.
+    generation: AtomicU64,
+    sha1_iterations: AtomicI32,
+    sha256_iterations: AtomicI32,
+}
+
+impl AuthState {
+    pub fn new(config: &crate::config::ServerConfig) -> AuthState {
+        AuthState {
+            enabled: config.auth,
+            generation: AtomicU64::new(1),
+            sha1_iterations: AtomicI32::new(config.scram_iteration_count),
+            sha256_iterations: AtomicI32::new(config.scram_sha256_iteration_count),
+        }
+    }
+
+    /// A user or role changed.
+    pub fn changed(&self) {
+        self.generation.fetch_add(1, Ordering::AcqRel);
+    }
+
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
+    }
+
+    /// The iteration count new credentials of `mech` get.
+    pub fn iterations(&self, mech: scram::Mechanism) -> i32 {
+        match mech {
+            scram::Mechanism::Sha1 => self.sha1_iterations.load(Ordering::Relaxed),
+            scram::Mechanism::Sha256 => self.sha256_iterations.load(Ordering::Relaxed),
+        }
+    }
+
+    /// `setParameter` of `scramIterationCount` / `scramSHA256IterationCount`.
+    pub fn set_iterations(&self, mech: scram::Mechanism, n: i32) {
+        match mech {
+            scram::Mechanism::Sha1 => self.sha1_iterations.store(n, Ordering::Relaxed),
+            scram::Mechanism::Sha256 => self.sha256_iterations.store(n, Ordering::Relaxed),
+        }
+    }
+}
+
+/// What a connection knows about its authentication.
+#[derive(Debug, Default, Clone)]
+pub struct ConnAuth {
+    /// The user this connection is authenticated as (mongod 8 allows one).
+    pub user: Option<Name>,
+    /// A SCRAM conversation between `saslStart` and its last `saslContinue`.
+    conversation: Option<scram::Conversation>,
+}
+
+/// Marks `conn` authenticated as `user` (after SCRAM, or for MONGODB-X509
+/// once the client certificate's subject named a `$external` user).
+pub fn authenticate_as(conn: &mut ConnectionInfo, user: Name) {
+    conn.auth.conversation = None;
+    conn.auth.user = Some(user);
+}
+
+/// Whether the connection comes from this host: loopback TCP or the Unix
+/// socket (the localhost exception).
+pub fn is_local(peer: &str) -> bool {
+    if peer.starts_with("unix:") {
+        return true;
+    }
+    peer.parse::<std::net::SocketAddr>()
+        .is_ok_and(|a| a.ip().is_loopback())
+}
+
+/// The commands mongod runs before authentication (its commands whose
+/// `requiresAuth()` is false).
+const WITHOUT_AUTHENTICATION: &[&str] = &[
+    "authenticate",
+    "buildInfo",
+    "buildinfo",
+    "connectionStatus",
+    "endSessions",
+    "getnonce",
+    "hello",
+    "isMaster",
+    "ismaster",
+    "logout",
+    "ping",
+    "saslContinue",
+    "saslStart",
+];
+
+/// Commands the localhost exception allows while no user exists.
+const LOCALHOST_EXCEPTION: &[&str] = &["createUser", "createRole"];
+
+/// Whether `conn` may run the command `name` (canonical or alias) on a
+/// server with `--auth`: 13 Unauthorized with mongod's message otherwise.
+pub fn check(name: &str, ctx: &Context<'_>) -> MongoResult<()> {
+    if WITHOUT_AUTHENTICATION.contains(&name) || ctx.conn.auth.user.is_some() {
+        return Ok(());
+    }
+    if LOCALHOST_EXCEPTION.contains(&name)
+        && is_local(&ctx.conn.peer)
+        && !users::any_user(&ctx.state.storage)
+    {
+        return Ok(());
+    }
+    Err(MongoError::new(
+        ErrorCode::Unauthorized,
+        format!("Command {name} requires authentication"),
+    ))
+}
+
+/// What `saslStart` (or a speculative one in `hello`) answers.
+pub struct SaslReply {
+    pub payload: Vec<u8>,
+    pub done: bool,
+}
+
+fn log_failure(
+    ctx: &Context<'_>,
+    mech: &str,
+    user: &str,
+    db: &str,
+    speculative: bool,
+    e: &MongoError,
+) {
+    tracing::info!(target: "ACCESS", id = LOG_AUTH_FAILED, conn = ctx.conn.id,
+        mechanism = mech, speculative, principalName = user, authenticationDatabase = db,
+        remote = %ctx.conn.peer, error = %format!("{}: {}", e.code.name(), e.message),
+        "Authentication failed");
+}
+
+fn log_success(ctx: &Context<'_>, mech: &str, user: &Name, speculative: bool) {
+    tracing::info!(target: "ACCESS", id = LOG_AUTH_SUCCEEDED, conn = ctx.conn.id,
+        mechanism = mech, speculative, principalName = %user.name,
+        authenticationDatabase = %user.db, remote = %ctx.conn.peer,
+        "Successfully authenticated");
+}
+
+/// The first step of SCRAM: the client-first message of `mechanism` for a
+/// user of `db`.
+pub fn sasl_start(
+    ctx: &mut Context<'_>,
+    db: &str,
+    mechanism: &str,
+    payload: &[u8],
+    skip_empty_exchange: bool,
+    speculative: bool,
+) -> MongoResult<SaslReply> {
+    let Some(mech) = scram::Mechanism::from_name(mechanism) else {
+        return Err(MongoError::new(
+            ErrorCode::MechanismUnavailable,
+            format!(
+                "Received authentication for mechanism {mechanism} which is unknown or not enabled"
+            ),
+        ));
+    };
+    ctx.conn.auth.conversation = None;
+    let user = scram::client_first_user(payload)?;
+    let name = Name::new(user, db);
+    let stored = users::get(&ctx.state.storage, users::USERS, &name)?;
+    let credential = match stored.as_ref() {
+        None => {
+            let e = scram::auth_failed();
+            log_failure(ctx, mech.name(), &name.name, db, speculative, &MongoError::new(
+                ErrorCode::UserNotFound,
+                format!("Could not find user \"{}\" for db \"{}\"", name.name, db),
+            ));
+            return Err(e);
+        }
+        Some(u) => users::credential(u, mech).ok_or_else(|| {
+            MongoError::new(
+                ErrorCode::MechanismUnavailable,
+                format!(
+                    "Unable to use {} based authentication for user without any {} credentials registered",
+                    mech.name(),
+                    mech.name()
+                ),
+            )
+        })?,
+    };
+    let (conversation, reply) =
+        scram::Conversation::start(mech, db, payload, credential, skip_empty_exchange)?;
+    ctx.conn.auth.conversation = Some(conversation);
+    Ok(SaslReply {
+        payload: reply,
+        done: false,
+    })
+}
+
+/// A later step of the conversation `saslStart` began.
+pub fn sasl_continue(
+    ctx: &mut Context<'_>,
+    conversation_id: i32,
+    payload: &[u8],
+) -> MongoResult<SaslReply> {
+    let Some(mut conversation) = ctx.conn.auth.conversation.take() else {
+        return Err(MongoError::new(
+            ErrorCode::ProtocolError,
+            "No SASL session state found",
+        ));
+    };
+    if conversation_id != 1 {
+        return Err(MongoError::new(
+            ErrorCode::ProtocolError,
+            "sasl: Mismatched conversation id",
+        ));
+    }
+    match conversation.step(payload) {
+        Ok(step) => {
+            if step.done {
+                let user = Name::new(conversation.user.clone(), conversation.db.clone());
+                log_success(ctx, conversation.mechanism.name(), &user, false);
+                authenticate_as(ctx.conn, user);
+            } else {
+                ctx.conn.auth.conversation = Some(conversation);
+            }
+            Ok(SaslReply {
+                payload: step.payload,
+                done: step.done,
+            })
+        }
+        Err(e) => {
+            log_failure(
+                ctx,
+                conversation.mechanism.name(),
+                &conversation.user,
+                &conversation.db,
+                false,
+                &e,
+            );
+            Err(e)
+        }
+    }
+}
+
+/// Every role `direct` grants, the roles they inherit included (built-in
+/// roles inherit none), each once.
+pub fn role_closure(state: &crate::state::ServerState, direct: &[Name]) -> MongoResult<Vec<Name>> {
+    let mut seen: Vec<Name> = Vec::new();
+    let mut todo: Vec<Name> = direct.to_vec();
+    while let Some(r) = todo.pop() {
+        if seen.contains(&r) {
+            continue;
+        }
+        if !roles::is_builtin(&r) {
+            if let Some(d) = users::get(&state.storage, users::ROLES, &r)? {
+                todo.extend(users::roles_of(&d));
+            }
+        }
+        seen.push(r);
+    }
+    seen.sort();
+    Ok(seen)
+}
+
+/// `usersInfo`'s and `rolesInfo`'s `showPrivileges` fields: the roles and
+/// privileges inherited through `direct`.
+pub fn add_inherited(
+    state: &crate::state::ServerState,
+    direct: &[Name],
+    out: &mut bson::Document,
+) -> MongoResult<()> {
+    let all = role_closure(state, direct)?;
+    out.insert("inheritedRoles", roles::to_bson(&all));
+    out.insert("inheritedPrivileges", bson::Bson::Array(Vec::new()));
+    out.insert(
+        "inheritedAuthenticationRestrictions",
+        bson::Bson::Array(Vec::new()),
+    );
+    Ok(())
+}
+
+/// `connectionStatus`'s `authInfo`.
+pub fn connection_status(ctx: &Context<'_>, show_privileges: bool) -> MongoResult<bson::Document> {
+    let mut users_list = Vec::new();
+    let mut roles_list = Vec::new();
+    if let Some(user) = &ctx.conn.auth.user {
+        users_list.push(bson::Bson::Document(user.user_doc()));
+        let direct = match users::get(&ctx.state.storage, users::USERS, user)? {
+            Some(d) => users::roles_of(&d),
+            None => Vec::new(),
+        };
+        roles_list = role_closure(ctx.state, &direct)?;
+    }
+    let mut auth = bson::doc! {
+        "authenticatedUsers": users_list,
+        "authenticatedUserRoles": roles::to_bson(&roles_list),
+    };
+    if show_privileges {
+        auth.insert("authenticatedUserPrivileges", bson::Bson::Array(Vec::new()));
+    }
+    Ok(auth)
+}
+
+/// `logout`: the connection is no longer authenticated.
+pub fn logout(conn: &mut ConnectionInfo) {
+    conn.auth = ConnAuth::default();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn local_peers() {
+        assert!(is_local("127.0.0.1:5000"));
+        assert!(is_local("[::1]:5000"));
+        assert!(is_local("unix:/tmp/x.sock"));
+        assert!(!is_local("10.0.0.1:5000"));
+        assert!(!is_local("garbage"));
+    }
+}
