@@ -567,3 +567,33 @@ async fn x509_with_auth_enabled() {
     coll.insert_one(doc! {"_id": 1}).await.unwrap();
     assert!(coll.find_one(doc! {"_id": 1}).await.unwrap().is_some());
 }
+
+/// A key file turns access control on, as in mongod.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn key_file_turns_access_control_on() {
+    use std::os::unix::fs::PermissionsExt;
+    let keys = tempfile::tempdir().unwrap();
+    let key = keys.path().join("key");
+    std::fs::write(&key, "c2VjcmV0IGtleSBmb3IgdGVzdHM=\n").unwrap();
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o400)).unwrap();
+    let path = key.clone();
+    let t = common::start_with(move |c| c.key_file = Some(path)).await;
+    let stored = t
+        .server
+        .state
+        .security
+        .get()
+        .and_then(|s| s.key_file.as_ref());
+    assert_eq!(
+        stored.map(|k| k.key()),
+        Some("c2VjcmV0IGtleSBmb3IgdGVzdHM=")
+    );
+    let e = t
+        .tcp
+        .database("t")
+        .collection::<Document>("c")
+        .find_one(doc! {})
+        .await
+        .unwrap_err();
+    assert_eq!(error_code(&e), Some(13), "{e}");
+}
