@@ -135,6 +135,23 @@ impl Pki {
         }
     }
 
+    /// Creates the `$external` user of the valid client certificate (root), as
+    /// mongod does it, over a connection presenting that certificate.
+    async fn create_x509_user(&self, port: u16) -> Client {
+        let client = Client::with_uri_str(self.uri(port, Some(&self.client_pem)))
+            .await
+            .unwrap();
+        client
+            .database("$external")
+            .run_command(doc! {
+                "createUser": self.client_subject.as_str(),
+                "roles": [{"role": "root", "db": "admin"}],
+            })
+            .await
+            .unwrap();
+        client
+    }
+
     /// A driver URI over TLS trusting the test CA, presenting `cert` if any.
     fn uri(&self, port: u16, cert: Option<&Path>) -> String {
         let mut uri = format!(
@@ -406,17 +423,7 @@ async fn x509_authentication() {
     );
 
     // The user, as mongod creates it: a `$external` user without a password.
-    let plain = Client::with_uri_str(pki.uri(port, Some(&pki.client_pem)))
-        .await
-        .unwrap();
-    plain
-        .database("$external")
-        .run_command(doc! {
-            "createUser": pki.client_subject.as_str(),
-            "roles": [{"role": "root", "db": "admin"}],
-        })
-        .await
-        .unwrap();
+    let plain = pki.create_x509_user(port).await;
     // The driver authenticates (speculatively, in its hello) and works.
     ping(&x509_uri).await.expect("X.509 authentication");
     let x509 = Client::with_uri_str(&x509_uri).await.unwrap();
@@ -534,17 +541,7 @@ async fn x509_with_auth_enabled() {
     .await;
     let port = t.server.port();
     // The localhost exception creates the first user: the X.509 one.
-    let first = Client::with_uri_str(pki.uri(port, Some(&pki.client_pem)))
-        .await
-        .unwrap();
-    first
-        .database("$external")
-        .run_command(doc! {
-            "createUser": pki.client_subject.as_str(),
-            "roles": [{"role": "root", "db": "admin"}],
-        })
-        .await
-        .unwrap();
+    pki.create_x509_user(port).await;
     // Now a TLS connection without authentication may not read.
     let anon = Client::with_uri_str(pki.uri(port, Some(&pki.client_pem)))
         .await
