@@ -170,6 +170,14 @@ async fn ping(uri: &str) -> mongodb::error::Result<Document> {
     client.database("admin").run_command(doc! {"ping": 1}).await
 }
 
+async fn server_status(client: &Client) -> Document {
+    client
+        .database("admin")
+        .run_command(doc! {"serverStatus": 1})
+        .await
+        .unwrap()
+}
+
 async fn start(settings: TlsSettings) -> TestServer {
     common::start_with(move |c| c.tls = settings).await
 }
@@ -191,11 +199,7 @@ async fn require_tls_serves_tls_only() {
     let found = coll.find_one(doc! {"_id": 1}).await.unwrap().unwrap();
     assert_eq!(found.get_str("x").unwrap(), "over tls");
     // serverStatus counts the connection by its TLS version and shows the certificate.
-    let status = client
-        .database("admin")
-        .run_command(doc! {"serverStatus": 1})
-        .await
-        .unwrap();
+    let status = server_status(&client).await;
     let ts = status.get_document("transportSecurity").unwrap();
     assert!(common::num(ts, "1.3") >= 1, "{ts:?}");
     let sec = status.get_document("security").unwrap();
@@ -318,11 +322,7 @@ async fn disabled_protocols_choose_the_version() {
     let client = Client::with_uri_str(pki.uri(t.server.port(), None))
         .await
         .unwrap();
-    let status = client
-        .database("admin")
-        .run_command(doc! {"serverStatus": 1})
-        .await
-        .unwrap();
+    let status = server_status(&client).await;
     let ts = status.get_document("transportSecurity").unwrap();
     assert!(common::num(ts, "1.2") >= 1, "{ts:?}");
     assert_eq!(common::num(ts, "1.3"), 0, "{ts:?}");
