@@ -25,9 +25,6 @@ pub struct ConnectionInfo {
     pub client: Option<Arc<crate::op_ctx::Client>>,
     /// What the TLS handshake established (`None`: plaintext).
     pub tls: Option<crate::tls::PeerTls>,
-    /// The `$external` user this connection authenticated as with
-    /// MONGODB-X509 (`authenticate`).
-    pub x509_user: Option<String>,
     /// Who the connection is authenticated as (`auth/`).
     pub auth: crate::auth::ConnAuth,
 }

@@ -135,6 +135,23 @@ impl Pki {
         }
     }
 
+    /// Creates the `$external` user of the valid client certificate (root), as
+    /// mongod does it, over a connection presenting that certificate.
+    async fn create_x509_user(&self, port: u16) -> Client {
+        let client = Client::with_uri_str(self.uri(port, Some(&self.client_pem)))
+            .await
+            .unwrap();
+        client
+            .database("$external")
+            .run_command(doc! {
+                "createUser": self.client_subject.as_str(),
+                "roles": [{"role": "root", "db": "admin"}],
+            })
+            .await
+            .unwrap();
+        client
+    }
+
     /// A driver URI over TLS trusting the test CA, presenting `cert` if any.
     fn uri(&self, port: u16, cert: Option<&Path>) -> String {
         let mut uri = format!(
@@ -151,6 +168,14 @@ impl Pki {
 async fn ping(uri: &str) -> mongodb::error::Result<Document> {
     let client = Client::with_uri_str(uri).await?;
     client.database("admin").run_command(doc! {"ping": 1}).await
+}
+
+async fn server_status(client: &Client) -> Document {
+    client
+        .database("admin")
+        .run_command(doc! {"serverStatus": 1})
+        .await
+        .unwrap()
 }
 
 async fn start(settings: TlsSettings) -> TestServer {
@@ -174,11 +199,7 @@ async fn require_tls_serves_tls_only() {
     let found = coll.find_one(doc! {"_id": 1}).await.unwrap().unwrap();
     assert_eq!(found.get_str("x").unwrap(), "over tls");
     // serverStatus counts the connection by its TLS version and shows the certificate.
-    let status = client
-        .database("admin")
-        .run_command(doc! {"serverStatus": 1})
-        .await
-        .unwrap();
+    let status = server_status(&client).await;
     let ts = status.get_document("transportSecurity").unwrap();
     assert!(common::num(ts, "1.3") >= 1, "{ts:?}");
     let sec = status.get_document("security").unwrap();
@@ -301,11 +322,7 @@ async fn disabled_protocols_choose_the_version() {
     let client = Client::with_uri_str(pki.uri(t.server.port(), None))
         .await
         .unwrap();
-    let status = client
-        .database("admin")
-        .run_command(doc! {"serverStatus": 1})
-        .await
-        .unwrap();
+    let status = server_status(&client).await;
     let ts = status.get_document("transportSecurity").unwrap();
     assert!(common::num(ts, "1.2") >= 1, "{ts:?}");
     assert_eq!(common::num(ts, "1.3"), 0, "{ts:?}");
@@ -386,7 +403,8 @@ async fn start_up_refuses_bad_tls_settings() {
     );
 }
 
-/// X.509: the user is the certificate's subject and must exist in `$external`.
+/// X.509: the user is the certificate's subject and must exist in `$external`;
+/// with `--auth`, it is what lets a TLS client in.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn x509_authentication() {
     let pki = Pki::new();
@@ -404,26 +422,26 @@ async fn x509_authentication() {
         "{e}"
     );
 
-    // The user document as mongod keeps it in admin.system.users (which
-    // `createUser` on `$external` writes; clients may not write there).
-    let user = bson::rawdoc! {
-        "_id": format!("$external.{}", pki.client_subject),
-        "user": pki.client_subject.as_str(), "db": "$external",
-        "roles": [{"role": "root", "db": "admin"}],
-    };
-    let out = t
-        .server
-        .state
-        .storage
-        .get_or_create_collection("admin", "system.users")
-        .unwrap()
-        .insert_many(&[&user], true, bisondb_storage::Durability::Buffered);
-    assert_eq!(out.inserted, 1);
-    let plain = Client::with_uri_str(pki.uri(port, Some(&pki.client_pem)))
-        .await
-        .unwrap();
+    // The user, as mongod creates it: a `$external` user without a password.
+    let plain = pki.create_x509_user(port).await;
     // The driver authenticates (speculatively, in its hello) and works.
     ping(&x509_uri).await.expect("X.509 authentication");
+    let x509 = Client::with_uri_str(&x509_uri).await.unwrap();
+    let status = x509
+        .database("admin")
+        .run_command(doc! {"connectionStatus": 1})
+        .await
+        .unwrap();
+    let users = status
+        .get_document("authInfo")
+        .and_then(|a| a.get_array("authenticatedUsers"))
+        .unwrap();
+    assert_eq!(
+        users,
+        &vec![bson::Bson::Document(
+            doc! {"user": pki.client_subject.as_str(), "db": "$external"}
+        )]
+    );
 
     // The command itself: the reply names the user; a wrong user or database fails.
     let ext = plain.database("$external");
@@ -449,6 +467,21 @@ async fn x509_authentication() {
     assert_eq!(error_code(&e), Some(17), "{e}");
     let e = ext.run_command(doc! {"authenticate": 1}).await.unwrap_err();
     assert_eq!(error_code(&e), Some(2), "{e}");
+
+    // A connection that authenticated with the command is that user too.
+    let status = plain
+        .database("admin")
+        .run_command(doc! {"connectionStatus": 1})
+        .await
+        .unwrap();
+    assert_eq!(
+        status
+            .get_document("authInfo")
+            .and_then(|a| a.get_array("authenticatedUsers"))
+            .map(|u| u.len())
+            .ok(),
+        Some(1)
+    );
 
     // Without a client certificate there is no subject: auth failed.
     let mut s = pki.settings(TlsMode::Require, true);
@@ -495,4 +528,69 @@ async fn silent_tls_client_is_dropped() {
         .expect("closed within the timeout")
         .unwrap_or(0);
     assert_eq!(n, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn x509_with_auth_enabled() {
+    let pki = Pki::new();
+    let settings = pki.settings(TlsMode::Require, true);
+    let t = common::start_with(move |c| {
+        c.tls = settings;
+        c.auth = true;
+    })
+    .await;
+    let port = t.server.port();
+    // The localhost exception creates the first user: the X.509 one.
+    pki.create_x509_user(port).await;
+    // Now a TLS connection without authentication may not read.
+    let anon = Client::with_uri_str(pki.uri(port, Some(&pki.client_pem)))
+        .await
+        .unwrap();
+    let e = anon
+        .database("t")
+        .collection::<Document>("c")
+        .find_one(doc! {})
+        .await
+        .unwrap_err();
+    assert_eq!(error_code(&e), Some(13), "{e}");
+    // Authenticated by its certificate, it may.
+    let x509 = Client::with_uri_str(format!(
+        "{}&authMechanism=MONGODB-X509&authSource=%24external",
+        pki.uri(port, Some(&pki.client_pem))
+    ))
+    .await
+    .unwrap();
+    let coll = x509.database("t").collection::<Document>("c");
+    coll.insert_one(doc! {"_id": 1}).await.unwrap();
+    assert!(coll.find_one(doc! {"_id": 1}).await.unwrap().is_some());
+}
+
+/// A key file turns access control on, as in mongod.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn key_file_turns_access_control_on() {
+    use std::os::unix::fs::PermissionsExt;
+    let keys = tempfile::tempdir().unwrap();
+    let key = keys.path().join("key");
+    std::fs::write(&key, "c2VjcmV0IGtleSBmb3IgdGVzdHM=\n").unwrap();
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o400)).unwrap();
+    let path = key.clone();
+    let t = common::start_with(move |c| c.key_file = Some(path)).await;
+    let stored = t
+        .server
+        .state
+        .security
+        .get()
+        .and_then(|s| s.key_file.as_ref());
+    assert_eq!(
+        stored.map(|k| k.key()),
+        Some("c2VjcmV0IGtleSBmb3IgdGVzdHM=")
+    );
+    let e = t
+        .tcp
+        .database("t")
+        .collection::<Document>("c")
+        .find_one(doc! {})
+        .await
+        .unwrap_err();
+    assert_eq!(error_code(&e), Some(13), "{e}");
 }

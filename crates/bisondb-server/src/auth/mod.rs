@@ -74,7 +74,8 @@ pub struct AuthState {
 impl AuthState {
     pub fn new(config: &crate::config::ServerConfig) -> AuthState {
         AuthState {
-            enabled: config.auth,
+            // As in mongod, a key file turns access control on.
+            enabled: config.auth || config.key_file.is_some(),
             generation: AtomicU64::new(1),
             sha1_iterations: AtomicI32::new(config.scram_iteration_count),
             sha256_iterations: AtomicI32::new(config.scram_sha256_iteration_count),

@@ -1,9 +1,9 @@
 //! `authenticate`: MONGODB-X509, the one mechanism mongod serves through this
 //! command (SCRAM goes through `saslStart`). The user is the subject of the
 //! client certificate the TLS handshake verified, in RFC 2253 form
-//! (`tls::subject`), and must exist in `$external`: a user document
-//! `$external.<subject>` in `admin.system.users`, where mongod (and
-//! `createUser`) keep users. As in mongod every authentication failure answers
+//! (`tls::subject`), and must exist in `$external` (`createUser` on
+//! `$external`, kept in `admin.system.users` by `auth::users`); success
+//! marks the connection authenticated as that user (`auth::authenticate_as`). As in mongod every authentication failure answers
 //! 18 AuthenticationFailed "auth failed" whatever went wrong (the reason is
 //! logged), so a client learns nothing about users or certificates.
 //!
@@ -14,17 +14,12 @@ use bisondb_error::{ErrorCode, MongoError, MongoResult};
 use bson::{doc, RawBsonRef, RawDocument, RawDocumentBuf};
 
 use super::{Command, Context};
+use crate::auth::{LOG_AUTH_FAILED, LOG_AUTH_SUCCEEDED};
 use crate::reply;
 use crate::request::{CommandRequest, EXTERNAL_DB};
 
 /// The mechanism's name on the wire.
 pub const MONGODB_X509: &str = "MONGODB-X509";
-/// mongod's AuthenticationFailed.
-const AUTHENTICATION_FAILED: i32 = 18;
-/// mongod's log id for "Failed to authenticate".
-const LOG_AUTH_FAILED: u64 = 20428;
-/// mongod's log id for "Successfully authenticated".
-const LOG_AUTH_SUCCEEDED: u64 = 5286306;
 
 #[derive(Debug)]
 pub struct Authenticate {
@@ -100,7 +95,10 @@ impl Authenticate {
         tracing::info!(target: "ACCESS", id = LOG_AUTH_SUCCEEDED, conn = ctx.conn.id,
             mechanism = MONGODB_X509, user = %subject, db = EXTERNAL_DB, remote = %ctx.conn.peer,
             "Successfully authenticated");
-        ctx.conn.x509_user = Some(subject.clone());
+        crate::auth::authenticate_as(
+            ctx.conn,
+            crate::auth::Name::new(subject.clone(), EXTERNAL_DB),
+        );
         Ok(doc! {"dbname": EXTERNAL_DB, "user": subject})
     }
 
@@ -109,21 +107,15 @@ impl Authenticate {
         tracing::info!(target: "ACCESS", id = LOG_AUTH_FAILED, conn = ctx.conn.id,
             mechanism = MONGODB_X509, user = %user, db = %self.db, remote = %ctx.conn.peer,
             error = %why, "Failed to authenticate");
-        MongoError::new(ErrorCode::Other(AUTHENTICATION_FAILED), "auth failed")
+        MongoError::new(ErrorCode::AuthenticationFailed, "auth failed")
     }
 }
 
-/// Whether `$external` has the user `subject`: its document in
-/// `admin.system.users`, mongod's user store.
+/// Whether `$external` has the user `subject` in the user store
+/// (`admin.system.users`, where `createUser` on `$external` puts it).
 fn x509_user_exists(ctx: &Context<'_>, subject: &str) -> MongoResult<bool> {
-    let Some(users) = ctx.state.storage.collection("admin", "system.users") else {
-        return Ok(false);
-    };
-    let id = format!("{EXTERNAL_DB}.{subject}");
-    Ok(users
-        .get(RawBsonRef::String(&id))
-        .map_err(MongoError::from)?
-        .is_some())
+    let name = crate::auth::Name::new(subject, EXTERNAL_DB);
+    Ok(crate::auth::users::get(&ctx.state.storage, crate::auth::users::USERS, &name)?.is_some())
 }
 
 impl Command for Authenticate {
