@@ -70,7 +70,7 @@ pub fn parse_output(stdout: &str, plan: &Plan) -> Result<ScriptResult, String> {
             plan.docs
         ));
     }
-    if !(r.secs > 0.0) {
+    if r.secs.is_nan() || r.secs <= 0.0 {
         return Err(format!("the pymongo script timed {} s", r.secs));
     }
     Ok(r)
