@@ -103,21 +103,9 @@ pub async fn run(plan: &Plan, uri: &str, server_pid: Option<u32>) -> Result<Scri
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::args::BenchArgs;
-    use clap::Parser;
-
-    #[derive(Parser)]
-    struct T {
-        #[command(flatten)]
-        a: BenchArgs,
-    }
 
     fn plan(args: &[&str]) -> Plan {
-        T::try_parse_from(std::iter::once("bench").chain(args.iter().copied()))
-            .unwrap()
-            .a
-            .plan()
-            .unwrap()
+        crate::args::test_plan(args).unwrap()
     }
 
     #[test]
