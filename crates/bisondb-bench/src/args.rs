@@ -361,9 +361,9 @@ impl BenchArgs {
     }
 }
 
+/// `bisondb bench ARGS` parsed and validated, for the crate's tests.
 #[cfg(test)]
-mod tests {
-    use super::*;
+pub(crate) fn test_plan(args: &[&str]) -> Result<Plan, String> {
     use clap::Parser;
 
     #[derive(Parser)]
@@ -371,11 +371,17 @@ mod tests {
         #[command(flatten)]
         a: BenchArgs,
     }
+    let t = T::try_parse_from(std::iter::once("bench").chain(args.iter().copied()))
+        .map_err(|e| e.to_string())?;
+    t.a.plan()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
 
     fn plan(args: &[&str]) -> Result<Plan, String> {
-        let t = T::try_parse_from(std::iter::once("bench").chain(args.iter().copied()))
-            .map_err(|e| e.to_string())?;
-        t.a.plan()
+        test_plan(args)
     }
 
     #[test]

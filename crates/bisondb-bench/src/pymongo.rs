@@ -70,7 +70,7 @@ pub fn parse_output(stdout: &str, plan: &Plan) -> Result<ScriptResult, String> {
             plan.docs
         ));
     }
-    if !(r.secs > 0.0) {
+    if r.secs.is_nan() || r.secs <= 0.0 {
         return Err(format!("the pymongo script timed {} s", r.secs));
     }
     Ok(r)
@@ -103,21 +103,9 @@ pub async fn run(plan: &Plan, uri: &str, server_pid: Option<u32>) -> Result<Scri
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::args::BenchArgs;
-    use clap::Parser;
-
-    #[derive(Parser)]
-    struct T {
-        #[command(flatten)]
-        a: BenchArgs,
-    }
 
     fn plan(args: &[&str]) -> Plan {
-        T::try_parse_from(std::iter::once("bench").chain(args.iter().copied()))
-            .unwrap()
-            .a
-            .plan()
-            .unwrap()
+        crate::args::test_plan(args).unwrap()
     }
 
     #[test]

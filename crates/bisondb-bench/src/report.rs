@@ -220,8 +220,8 @@ impl Report {
                 us(r.latency.p99_us),
                 us(r.latency.max_us),
                 optional(r.bytes_per_doc, 1),
-                optional(r.client_cpu_us_per_doc, 0),
-                optional(r.server_cpu_us_per_doc, 0),
+                cpu_cell(r.client_cpu_us_per_doc),
+                cpu_cell(r.server_cpu_us_per_doc),
             ]);
         }
         let widths: Vec<usize> = (0..rows[0].len())
@@ -281,10 +281,10 @@ impl Report {
             if c.a_median_client_cpu_us.is_some() || c.a_median_server_cpu_us.is_some() {
                 out.push_str(&format!(
                     "median cpu µs/doc: A client {} server {}, B client {} server {}\n",
-                    optional(c.a_median_client_cpu_us, 0),
-                    optional(c.a_median_server_cpu_us, 0),
-                    optional(c.b_median_client_cpu_us, 0),
-                    optional(c.b_median_server_cpu_us, 0),
+                    cpu_cell(c.a_median_client_cpu_us),
+                    cpu_cell(c.a_median_server_cpu_us),
+                    cpu_cell(c.b_median_client_cpu_us),
+                    cpu_cell(c.b_median_server_cpu_us),
                 ));
             }
             out.push_str(&format!("ratio B/A: {:.3}x\n", c.ratio));
@@ -297,6 +297,17 @@ impl Report {
 fn optional(v: Option<f64>, decimals: usize) -> String {
     v.map(|v| format!("{v:.decimals$}"))
         .unwrap_or_else(|| "-".into())
+}
+
+/// CPU µs per document with three significant digits at most: batched
+/// inserts cost a few µs a document, large documents hundreds.
+fn cpu_cell(v: Option<f64>) -> String {
+    let decimals = match v {
+        Some(v) if v < 10.0 => 2,
+        Some(v) if v < 100.0 => 1,
+        _ => 0,
+    };
+    optional(v, decimals)
 }
 
 /// Keeps the table narrow: the scheme adds nothing.
@@ -430,14 +441,16 @@ mod tests {
         let rows: Vec<&str> = t.lines().collect();
         // A Rust-client row has latencies; pymongo's has dashes.
         assert!(
-            rows[2].contains(" 40 ") && rows[2].contains("88") && rows[2].contains("40"),
+            rows[2].contains(" 40 ") && rows[2].contains("88.4") && rows[2].ends_with("39.6"),
             "{t}"
         );
-        assert!(rows[3].contains(" - ") && rows[3].ends_with("91"), "{t}");
+        assert!(rows[3].contains(" - ") && rows[3].ends_with("91.0"), "{t}");
         assert!(
-            t.contains("median cpu µs/doc: A client 88 server 40, B client 88 server 91"),
+            t.contains("median cpu µs/doc: A client 88.4 server 39.6, B client 88.4 server 91.0"),
             "{t}"
         );
+        assert_eq!(cpu_cell(Some(1.234)), "1.23");
+        assert_eq!(cpu_cell(Some(1234.4)), "1234");
         let c = rep.comparison.as_ref().unwrap();
         assert_eq!(c.b_median_server_cpu_us, Some(91.0));
         // Results written by an older bench (worker lines) still parse.

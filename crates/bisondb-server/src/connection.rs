@@ -7,6 +7,10 @@
 //! stalls mid-message, or never sends its first message, is closed after
 //! `incompleteMessageTimeoutMS` ([`StallWatch`]); one request is read only after
 //! the previous reply is written, so pipelining clients are held back by TCP.
+//!
+//! Replies are written straight from their encoded buffer ([`write_reply`]),
+//! not through `Framed`'s write buffer: a 16 MiB batch is then neither copied
+//! once more nor left behind as a 16 MiB buffer on an idle connection.
 
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicI32, Ordering};
@@ -18,8 +22,8 @@ use bisondb_wire::{
     Request,
 };
 use bson::{RawBsonRef, RawDocument, RawDocumentBuf};
-use futures::{SinkExt, StreamExt};
-use tokio::io::{AsyncRead, AsyncWrite};
+use futures::StreamExt;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio_util::codec::Framed;
 
 use crate::context::{ConnectionInfo, Context};
@@ -160,7 +164,7 @@ pub async fn serve<S>(
         let reply = handle(incoming, &state, &mut conn, failure);
         match reply {
             Ok(Some(bytes)) => {
-                if let Err(e) = framed.send(bytes).await {
+                if let Err(e) = write_reply(&mut framed, &bytes).await {
                     tracing::debug!(conn = conn.id, error = %e, "write failed");
                     break;
                 }
@@ -176,6 +180,18 @@ pub async fn serve<S>(
         remote = %conn.peer, connectionId = conn.id,
         connectionCount = state.connections_current.load(std::sync::atomic::Ordering::Relaxed).saturating_sub(1),
         "Connection ended");
+}
+
+/// Writes one encoded reply to the connection's stream. `Framed`'s own write
+/// buffer is never used (nothing is sent through it), so writing past it
+/// keeps the order of replies.
+async fn write_reply<S>(framed: &mut Framed<S, MessageCodec>, bytes: &[u8]) -> std::io::Result<()>
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    let stream = framed.get_mut();
+    stream.write_all(bytes).await?;
+    stream.flush().await
 }
 
 /// The largest read buffer an idle connection keeps (see [`serve`]).
@@ -304,7 +320,7 @@ impl ExhaustGetMore {
                     return false;
                 }
             };
-            if let Err(e) = framed.send(bytes).await {
+            if let Err(e) = write_reply(framed, &bytes).await {
                 tracing::debug!(conn = conn.id, error = %e, "write failed");
                 return false;
             }
