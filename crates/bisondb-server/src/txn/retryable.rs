@@ -90,7 +90,9 @@ pub fn run(
     }
     let before = session.state.lock().executed.len();
     ctx.conn.txn = Some(op.clone());
-    let result = run(req, ctx);
+    // The oplog entries of its writes carry the session and number.
+    let fields = doc! {"lsid": record_key(&id), "txnNumber": txn_number};
+    let result = crate::repl::oplog::with_entry_fields(fields, || run(req, ctx));
     ctx.conn.txn = None;
     let reply = result?;
     if find_and_modify && wrote(&reply) {

@@ -166,7 +166,18 @@ pub fn run(
             // The command parses its body (unknown fields are its errors).
             run(req, ctx)?;
             let outcome = if committing {
-                store.commit().map_err(MongoError::from)
+                let lsid = super::record_key(&id);
+                let oplog = ctx.state.repl().oplog().clone();
+                store
+                    .commit(&mut |ops, batch, write| {
+                        if ops.is_empty() || !oplog.is_active() {
+                            return write(batch);
+                        }
+                        let entry = apply_ops_entry(ops, &lsid, txn_number);
+                        oplog.append(batch, &mut || vec![entry.clone()], write)?;
+                        Ok(())
+                    })
+                    .map_err(MongoError::from)
             } else {
                 store.abort();
                 Ok(())
@@ -229,6 +240,40 @@ fn conflict_as_error(reply: RawDocumentBuf) -> MongoResult<RawDocumentBuf> {
         }
     }
     Ok(reply)
+}
+
+/// The oplog entry of a committed transaction, as mongod writes one that
+/// fits in one entry: a command on `admin.$cmd` whose `applyOps` holds
+/// every write, with the session's `lsid` and `txnNumber`.
+fn apply_ops_entry(
+    ops: &[bisondb_storage::TxnOp],
+    lsid: &bson::Document,
+    txn_number: i64,
+) -> bson::Document {
+    let inner: Vec<bson::Bson> = ops
+        .iter()
+        .map(|op| {
+            let o = bson::Document::try_from(op.o.as_ref()).unwrap_or_default();
+            let mut e =
+                bson::doc! {"op": op.op, "ns": op.ns.as_str(), "ui": op.uuid, "o": o.clone()};
+            if op.op == "u" {
+                e.insert(
+                    "o2",
+                    bson::doc! {"_id": o.get("_id").cloned().unwrap_or(bson::Bson::Null)},
+                );
+            }
+            bson::Bson::Document(e)
+        })
+        .collect();
+    bson::doc! {
+        "op": "c",
+        "ns": "admin.$cmd",
+        "o": {"applyOps": inner},
+        "lsid": lsid.clone(),
+        "txnNumber": txn_number,
+        "stmtId": 0i32,
+        "prevOpTime": {"ts": bson::Timestamp { time: 0, increment: 0 }, "t": -1i64},
+    }
 }
 
 /// Whether a committed store transaction wrote (the session record is
