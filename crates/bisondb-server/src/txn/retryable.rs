@@ -43,13 +43,7 @@ pub fn run(
     let _checkout = session.checkout.lock();
     {
         let mut s = session.state.lock();
-        if !s.loaded {
-            s.loaded = true;
-            if let Some(n) = stored_txn_number(ctx, &id)? {
-                s.txn_number = Some(n);
-                s.history_lost = true;
-            }
-        }
+        s.load(ctx, &id)?;
         match s.txn_number {
             Some(cur) if txn_number < cur => {
                 return Err(MongoError::new(

@@ -66,13 +66,7 @@ pub fn run(
     let read_concern = matches!(req.body.get("readConcern"), Ok(Some(_)));
     let store = {
         let mut s = session.state.lock();
-        if !s.loaded {
-            s.loaded = true;
-            if let Some(n) = super::retryable::stored_txn_number(ctx, &id)? {
-                s.txn_number = Some(n);
-                s.history_lost = true;
-            }
-        }
+        s.load(ctx, &id)?;
         let limit = Duration::from_secs(ctx.state.config.transaction_lifetime_limit_seconds);
         if let Some(Phase::InProgress { store, started }) = &s.txn {
             if started.elapsed() >= limit {
@@ -309,11 +303,8 @@ pub fn label_reply(body: &bson::RawDocument, reply: &mut RawDocumentBuf) {
     if matches!(reply.get("errorLabels"), Ok(Some(_))) {
         return;
     }
-    let code_of = |d: &bson::RawDocument| match d.get("code") {
-        Ok(Some(RawBsonRef::Int32(c))) => Some(c),
-        _ => None,
-    };
-    let failed = matches!(reply.get("ok"), Ok(Some(RawBsonRef::Double(d))) if d == 0.0);
+    let failed = super::failed(reply);
+    let code_of = super::code_of;
     let committing =
         matches!(body.iter().next(), Some(Ok((k, _))) if k.as_str() == "commitTransaction");
     if failed {
