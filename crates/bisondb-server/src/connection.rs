@@ -541,7 +541,7 @@ fn dispatch_command(
         let _deadline = bisondb_js::deadline::scope_ms(max_time_ms);
         std::panic::catch_unwind(AssertUnwindSafe(|| {
             if writes {
-                crate::repl::check_write(state, &req.db)?;
+                crate::repl::check_write(state, &req.db, req.body)?;
             }
             crate::repl::cluster_time::before_command(state, req.body)?;
             let _member = crate::repl::member_scope(state);

@@ -183,6 +183,16 @@ async fn every_write_has_its_entry_in_mongods_shape() {
         .unwrap();
     assert_eq!(entries(&client, doc! {}).await.len(), before);
 
+    // Only the server writes the live oplog.
+    let local = client.database("local");
+    for cmd in [
+        doc! {"insert": "oplog.rs", "documents": [{"x": 1}]},
+        doc! {"delete": "oplog.rs", "deletes": [{"q": {}, "limit": 0}]},
+        doc! {"drop": "oplog.rs"},
+    ] {
+        expect_code(local.run_command(cmd).await, 20);
+    }
+
     // The oplog is capped at --oplogSize.
     let stats = client
         .database("local")

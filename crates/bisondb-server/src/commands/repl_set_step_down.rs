@@ -28,11 +28,10 @@ impl Command for ReplSetStepDown {
         for el in req.body.iter() {
             let (k, v) = el.map_err(crate::request::invalid_bson)?;
             match k.as_str() {
+                // `rs.stepDown()` sends the period, or `true` for the default.
+                "replSetStepDown" if matches!(v, bson::RawBsonRef::Boolean(_)) => {}
                 "replSetStepDown" => {
-                    // `rs.stepDown()` sends the period or `1`/`true` for the default.
-                    if !matches!(v, bson::RawBsonRef::Boolean(_)) {
-                        s.step_down_secs = fields::as_i64(req.name, "replSetStepDown", v)?;
-                    }
+                    s.step_down_secs = fields::as_i64(req.name, "replSetStepDown", v)?
                 }
                 "secondaryCatchUpPeriodSecs" => {
                     s.catch_up_secs = fields::as_i64(req.name, "secondaryCatchUpPeriodSecs", v)?

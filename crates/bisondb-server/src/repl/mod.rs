@@ -417,10 +417,27 @@ pub fn on_member() -> bool {
 /// Refuses a write (a command that takes a write concern) on a member that
 /// is not primary, as mongod; the `local` database is not replicated and
 /// takes writes anyway.
+/// The live oplog is written only by the server: a command aimed at
+/// `local.oplog.rs` that writes (insert, update, delete, drop...) fails as
+/// mongod's drop of it does.
 #[inline]
-pub fn check_write(state: &crate::state::ServerState, db: &str) -> MongoResult<()> {
+pub fn check_write(
+    state: &crate::state::ServerState,
+    db: &str,
+    body: &bson::RawDocument,
+) -> MongoResult<()> {
     let repl = state.repl();
-    if repl.is_writable_primary() || db == "local" {
+    if !repl.enabled() {
+        return Ok(());
+    }
+    if db == oplog::OPLOG_DB {
+        let target = body.iter().next().and_then(|el| el.ok()).map(|(_, v)| v);
+        if matches!(target, Some(bson::RawBsonRef::String(oplog::OPLOG_COLL))) {
+            return Err(MongoError::new(
+                ErrorCode::IllegalOperation,
+                "can't write to or drop the live oplog, local.oplog.rs, while replicating",
+            ));
+        }
         return Ok(());
     }
     repl.check_writable()
@@ -542,7 +559,10 @@ fn free_disk_bytes(path: &std::path::Path) -> Option<u64> {
     }
     // SAFETY: statvfs returned 0, so it initialised `st`.
     let st = unsafe { st.assume_init() };
-    Some((st.f_bavail as u64).saturating_mul(st.f_frsize as u64))
+    // The field types differ between platforms (u32 on some 32-bit ones).
+    #[allow(clippy::unnecessary_cast)]
+    let (blocks, size) = (st.f_bavail as u64, st.f_frsize as u64);
+    Some(blocks.saturating_mul(size))
 }
 
 fn physical_memory_bytes() -> Option<u64> {

@@ -579,6 +579,79 @@ impl Iterator for NaturalIter {
     }
 }
 
+/// An entry for [`Collection::append_capped_in`]: the value it is stored
+/// under (in place of an `_id`, which oplog entries do not have) and the
+/// document.
+pub type KeyedEntry = (Bson, RawDocumentBuf);
+
+impl Collection {
+    /// Appends documents to this capped collection (the oplog) inside
+    /// another write's batch: under this collection's write lock, `build`
+    /// makes the entries (so their order is the record order, and a clock
+    /// ticked inside it grows with it), which are queued into `batch` with
+    /// their natural-order keys, the evictions they cause and this
+    /// collection's new stats record; then `write` commits the whole batch
+    /// once, and on success the new records are published (tailable
+    /// cursors wake). Entries are stored under their key value, which must
+    /// grow with each entry; the documents carry no `_id`.
+    pub fn append_capped_in(
+        &self,
+        mut batch: WriteBatch,
+        build: &mut dyn FnMut() -> Result<Vec<KeyedEntry>, StorageError>,
+        write: &mut dyn FnMut(WriteBatch) -> Result<(), StorageError>,
+    ) -> Result<(), StorageError> {
+        let Some(capped) = self.state.capped.as_ref() else {
+            return Err(StorageError::internal(format!(
+                "{} is not a capped collection",
+                self.ns
+            )));
+        };
+        // A record of a change made outside any transaction (a collection
+        // a transaction's statement created) is written at once.
+        let _outside = super::txn::Outside::enter();
+        let _w = self.state.write_lock.lock();
+        let snap = self.writable_snapshot_locked()?;
+        let generation = self.engine.generation();
+        let mut rid = self.next_rid_locked(capped, snap.as_ref(), generation)?;
+        let entries = build()?;
+        let indexes = self.state.indexes.read().clone();
+        let mut tally = self.tally_locked(&indexes);
+        let docs: Vec<&RawDocument> = entries.iter().map(|(_, d)| d.as_ref()).collect();
+        let mut evictor = Evictor::new(self, snap.as_ref(), &indexes);
+        for (i, (key_value, doc)) in entries.iter().enumerate() {
+            let raw = bson::RawBson::try_from(key_value.clone())
+                .map_err(|e| StorageError::internal(format!("oplog key: {e}")))?;
+            let key = layout::doc_key_for(self.state.id, raw.as_raw_bson_ref());
+            let encoded = key.get(9..).unwrap_or_default().to_vec();
+            batch.put(key.clone(), doc.as_bytes().to_vec());
+            batch.put(natural_key(self.state.id, rid), encoded.clone());
+            batch.put(rid_key(self.state.id, &encoded), rid.to_be_bytes().to_vec());
+            tally.add_doc(key.len(), doc.as_bytes().len());
+            evictor.evict(capped, &docs, &mut batch, &mut tally)?;
+            evictor.fresh.push_back(Fresh {
+                encoded,
+                rid,
+                doc: i,
+            });
+            rid = rid.saturating_add(1);
+        }
+        batch.put(
+            layout::stats_key(self.state.id),
+            layout::encode_stats(&tally),
+        );
+        if let Err(e) = write(batch) {
+            *self.state.max_doc_key.lock() = None;
+            return Err(e);
+        }
+        *self.state.max_doc_key.lock() = None;
+        self.publish_tally_locked(&tally, &indexes);
+        if !entries.is_empty() {
+            self.publish_locked(capped, generation, rid);
+        }
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -816,78 +889,5 @@ mod tests {
         insert(&c, &[1]);
         assert_eq!(natural(&c, false), vec![7, 6, 1]);
         assert_eq!(c.count(), 3);
-    }
-}
-
-/// An entry for [`Collection::append_capped_in`]: the value it is stored
-/// under (in place of an `_id`, which oplog entries do not have) and the
-/// document.
-pub type KeyedEntry = (Bson, RawDocumentBuf);
-
-impl Collection {
-    /// Appends documents to this capped collection (the oplog) inside
-    /// another write's batch: under this collection's write lock, `build`
-    /// makes the entries (so their order is the record order, and a clock
-    /// ticked inside it grows with it), which are queued into `batch` with
-    /// their natural-order keys, the evictions they cause and this
-    /// collection's new stats record; then `write` commits the whole batch
-    /// once, and on success the new records are published (tailable
-    /// cursors wake). Entries are stored under their key value, which must
-    /// grow with each entry; the documents carry no `_id`.
-    pub fn append_capped_in(
-        &self,
-        mut batch: WriteBatch,
-        build: &mut dyn FnMut() -> Result<Vec<KeyedEntry>, StorageError>,
-        write: &mut dyn FnMut(WriteBatch) -> Result<(), StorageError>,
-    ) -> Result<(), StorageError> {
-        let Some(capped) = self.state.capped.as_ref() else {
-            return Err(StorageError::internal(format!(
-                "{} is not a capped collection",
-                self.ns
-            )));
-        };
-        // A record of a change made outside any transaction (a collection
-        // a transaction's statement created) is written at once.
-        let _outside = super::txn::Outside::enter();
-        let _w = self.state.write_lock.lock();
-        let snap = self.writable_snapshot_locked()?;
-        let generation = self.engine.generation();
-        let mut rid = self.next_rid_locked(capped, snap.as_ref(), generation)?;
-        let entries = build()?;
-        let indexes = self.state.indexes.read().clone();
-        let mut tally = self.tally_locked(&indexes);
-        let docs: Vec<&RawDocument> = entries.iter().map(|(_, d)| d.as_ref()).collect();
-        let mut evictor = Evictor::new(self, snap.as_ref(), &indexes);
-        for (i, (key_value, doc)) in entries.iter().enumerate() {
-            let raw = bson::RawBson::try_from(key_value.clone())
-                .map_err(|e| StorageError::internal(format!("oplog key: {e}")))?;
-            let key = layout::doc_key_for(self.state.id, raw.as_raw_bson_ref());
-            let encoded = key.get(9..).unwrap_or_default().to_vec();
-            batch.put(key.clone(), doc.as_bytes().to_vec());
-            batch.put(natural_key(self.state.id, rid), encoded.clone());
-            batch.put(rid_key(self.state.id, &encoded), rid.to_be_bytes().to_vec());
-            tally.add_doc(key.len(), doc.as_bytes().len());
-            evictor.evict(capped, &docs, &mut batch, &mut tally)?;
-            evictor.fresh.push_back(Fresh {
-                encoded,
-                rid,
-                doc: i,
-            });
-            rid = rid.saturating_add(1);
-        }
-        batch.put(
-            layout::stats_key(self.state.id),
-            layout::encode_stats(&tally),
-        );
-        if let Err(e) = write(batch) {
-            *self.state.max_doc_key.lock() = None;
-            return Err(e);
-        }
-        *self.state.max_doc_key.lock() = None;
-        self.publish_tally_locked(&tally, &indexes);
-        if !entries.is_empty() {
-            self.publish_locked(capped, generation, rid);
-        }
-        Ok(())
     }
 }

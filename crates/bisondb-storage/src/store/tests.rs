@@ -779,3 +779,113 @@ fn duplicates_inside_one_batch_in_and_out_of_order() {
         assert_eq!(out.inserted, batch.len() - dup_at.len(), "{batch:?}");
     }
 }
+
+/// An observer that records every observed operation into a capped
+/// collection, as the server's oplog does.
+struct Recorder {
+    log: Collection,
+    next: std::sync::atomic::AtomicI64,
+}
+
+impl crate::observer::OpObserver for Recorder {
+    fn observes(&self, db: &str) -> bool {
+        db != "local"
+    }
+
+    fn commit(
+        &self,
+        target: crate::observer::Target<'_>,
+        ops: &[crate::observer::Op<'_>],
+        batch: WriteBatch,
+        write: &mut dyn FnMut(WriteBatch) -> Result<(), StorageError>,
+    ) -> Result<(), StorageError> {
+        let kinds: Vec<&'static str> = ops
+            .iter()
+            .map(|op| match op {
+                crate::observer::Op::Insert { .. } => "i",
+                crate::observer::Op::Update { .. } => "u",
+                crate::observer::Op::Delete { .. } => "d",
+                crate::observer::Op::Command { .. } => "c",
+            })
+            .collect();
+        let coll = target.coll.to_string();
+        let mut build = || {
+            Ok(kinds
+                .iter()
+                .map(|k| {
+                    let n = self.next.fetch_add(1, Ordering::SeqCst);
+                    (Bson::Int64(n), rawdoc! {"op": *k, "coll": coll.clone()})
+                })
+                .collect())
+        };
+        self.log.append_capped_in(batch, &mut build, write)
+    }
+}
+
+fn recorded(log: &Collection) -> Vec<(String, String)> {
+    log.scan_natural(false)
+        .map(|r| {
+            let (_, d) = r.unwrap_or_else(|e| panic!("{e}"));
+            (
+                d.get_str("op").unwrap_or_default().to_string(),
+                d.get_str("coll").unwrap_or_default().to_string(),
+            )
+        })
+        .collect()
+}
+
+/// The observer's record goes in the write's own batch: a write the engine
+/// refuses leaves neither the data nor its record, and every write that
+/// commits has its record.
+#[test]
+fn observed_writes_and_their_records_commit_together() {
+    let engine = Arc::new(Flaky::default());
+    let s = Storage::open(engine.clone()).unwrap_or_else(|e| panic!("{e}"));
+    let log = s
+        .create_collection(
+            "local",
+            "log",
+            bson::doc! {"capped": true, "size": 1_000_000i64},
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(s.set_op_observer(Arc::new(Recorder {
+        log: log.without_observer(),
+        next: std::sync::atomic::AtomicI64::new(1),
+    })));
+    let c = s
+        .get_or_create_collection("db", "c")
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(insert(&c, &[doc_with_id(Bson::Int32(1))], true).inserted, 1);
+    c.modify(RawBsonRef::Int32(1), Durability::Buffered, &mut |_| {
+        Ok(Modify::Replace(rawdoc! {"_id": 1, "x": 2}))
+    })
+    .unwrap_or_else(|e| panic!("{e}"));
+    engine.fail.store(true, Ordering::SeqCst);
+    assert_eq!(insert(&c, &[doc_with_id(Bson::Int32(2))], true).inserted, 0);
+    assert!(c
+        .delete(RawBsonRef::Int32(1), Durability::Buffered)
+        .is_err());
+    assert!(s.drop_collection("db", "c").is_err());
+    engine.fail.store(false, Ordering::SeqCst);
+    assert_eq!(c.count(), 1);
+    assert_eq!(log.count(), 3);
+    assert!(c
+        .delete(RawBsonRef::Int32(1), Durability::Buffered)
+        .unwrap_or(false));
+    assert!(s.drop_collection("db", "c").unwrap_or(false));
+    let expect: Vec<(String, String)> =
+        [("c", "c"), ("i", "c"), ("u", "c"), ("d", "c"), ("c", "c")]
+            .iter()
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+            .collect();
+    assert_eq!(recorded(&log), expect);
+    // Writes to the unobserved database are not recorded.
+    let other = s
+        .get_or_create_collection("local", "other")
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        insert(&other, &[doc_with_id(Bson::Int32(1))], true).inserted,
+        1
+    );
+    assert_eq!(recorded(&log).len(), 5);
+}
