@@ -228,3 +228,26 @@ async fn errors_drivers_retry_on_carry_the_label() {
         .unwrap_err();
     assert!(!e.contains_label("RetryableWriteError"), "{e:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn oplog_entries_carry_the_session_and_number() {
+    let ts = common::start_repl_set().await;
+    let (db, mut s) = session_db(&ts).await;
+    run(
+        &db,
+        &mut s,
+        doc! {"insert": "c", "documents": [{"_id": 42}], "txnNumber": 4i64},
+    )
+    .await
+    .unwrap();
+    let e = ts
+        .tcp
+        .database("local")
+        .collection::<Document>("oplog.rs")
+        .find_one(doc! {"ns": "rw.c", "o._id": 42})
+        .await
+        .unwrap()
+        .unwrap_or_else(|| panic!("no oplog entry"));
+    assert_eq!(e.get_i64("txnNumber").ok(), Some(4), "{e}");
+    assert_eq!(e.get_document("lsid").unwrap().get("id"), s.id().get("id"));
+}

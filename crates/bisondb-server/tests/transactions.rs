@@ -193,3 +193,45 @@ async fn old_transactions_are_aborted() {
     // Its key is free again.
     c.insert_one(doc! {"_id": 1}).await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_commit_is_one_apply_ops_oplog_entry() {
+    let ts = common::start_repl_set().await;
+    let c = coll(&ts);
+    c.insert_one(doc! {"_id": 0, "x": 0}).await.unwrap();
+    let mut s = ts.tcp.start_session().await.unwrap();
+    s.start_transaction().await.unwrap();
+    c.insert_one(doc! {"_id": 1}).session(&mut s).await.unwrap();
+    c.update_one(doc! {"_id": 0}, doc! {"$set": {"x": 1}})
+        .session(&mut s)
+        .await
+        .unwrap();
+    c.delete_one(doc! {"_id": 1}).session(&mut s).await.unwrap();
+    s.commit_transaction().await.unwrap();
+    let oplog = ts.tcp.database("local").collection::<Document>("oplog.rs");
+    let entries = common::collect(
+        oplog
+            .find(doc! {"o.applyOps": {"$exists": true}})
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(entries.len(), 1, "{entries:?}");
+    let e = &entries[0];
+    assert_eq!(e.get_str("op").ok(), Some("c"));
+    assert_eq!(e.get_str("ns").ok(), Some("admin.$cmd"));
+    assert_eq!(e.get_document("lsid").unwrap().get("id"), s.id().get("id"));
+    assert!(e.get_i64("txnNumber").is_ok(), "{e}");
+    let ops = e.get_document("o").unwrap().get_array("applyOps").unwrap();
+    let kinds: Vec<&str> = ops
+        .iter()
+        .filter_map(|o| o.as_document().and_then(|d| d.get_str("op").ok()))
+        .collect();
+    assert_eq!(kinds, vec!["i", "u", "d"], "{ops:?}");
+    // The transaction's writes have no entries of their own.
+    let plain = oplog
+        .count_documents(doc! {"ns": "tx.c", "o._id": 1})
+        .await
+        .unwrap();
+    assert_eq!(plain, 0);
+}

@@ -817,7 +817,7 @@ impl Collection {
         if let Some(t) = txn::current() {
             // The transaction writes the stats record at its commit.
             let base = self.tally_locked(indexes);
-            return t.absorb(self, batch, tally, &base);
+            return t.absorb(self, batch, tally, &base, observed);
         }
         batch.put(
             layout::stats_key(self.state.id),
@@ -1209,7 +1209,7 @@ impl Iterator for DocIter {
 pub(crate) mod capped;
 pub(crate) mod txn;
 pub use capped::NaturalIter;
-pub use txn::StoreTxn;
+pub use txn::{write_plain, Recorder, StoreTxn, TxnOp};
 
 mod key_bounds;
 mod validate;

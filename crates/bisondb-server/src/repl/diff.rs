@@ -10,7 +10,7 @@
 //! entry is the whole document instead (a replacement), as mongod does.
 
 use bisondb_storage::StorageError;
-use bson::{doc, Bson, Document, RawDocument};
+use bson::{doc, Bson, Document, RawBsonRef, RawDocument};
 
 fn internal(e: impl std::fmt::Display) -> StorageError {
     StorageError::internal(format!("oplog diff: {e}"))
@@ -18,6 +18,9 @@ fn internal(e: impl std::fmt::Display) -> StorageError {
 
 /// The `o` of an update entry for `before` → `after`: the `$v: 2` diff, or
 /// the whole new document when that is smaller; `None` when nothing changed.
+/// Works on the raw documents: unchanged fields cost a byte comparison and
+/// are never converted (a time-series bucket's columns grow by a few values
+/// per update).
 pub fn update_entry(
     before: &RawDocument,
     after: &RawDocument,
@@ -25,10 +28,9 @@ pub fn update_entry(
     if before.as_bytes() == after.as_bytes() {
         return Ok(None);
     }
-    let b = Document::try_from(before).map_err(internal)?;
-    let a = Document::try_from(after).map_err(internal)?;
-    let Some(diff) = diff_documents(&b, &a) else {
-        return Ok(Some(a));
+    let whole = || Document::try_from(after).map_err(internal);
+    let Some(diff) = diff_raw(before, after)? else {
+        return Ok(Some(whole()?));
     };
     if diff.is_empty() {
         return Ok(None);
@@ -39,55 +41,77 @@ pub fn update_entry(
         .as_bytes()
         .len();
     if size > after.as_bytes().len() {
-        return Ok(Some(a));
+        return Ok(Some(whole()?));
     }
     Ok(Some(entry))
 }
 
-/// The diff of two documents; `None` when the fields they share are not in
-/// the same order (the format cannot move a field: the caller replaces).
-pub fn diff_documents(before: &Document, after: &Document) -> Option<Document> {
-    let shared_before: Vec<&String> = before.keys().filter(|k| after.contains_key(*k)).collect();
-    let shared_after: Vec<&String> = after.keys().filter(|k| before.contains_key(*k)).collect();
-    if shared_before != shared_after {
-        return None;
+fn owned(v: RawBsonRef<'_>) -> Result<Bson, StorageError> {
+    Bson::try_from(v).map_err(internal)
+}
+
+fn fields(d: &RawDocument) -> Result<Vec<(&str, RawBsonRef<'_>)>, StorageError> {
+    d.iter()
+        .map(|el| el.map(|(k, v)| (k.as_str(), v)).map_err(internal))
+        .collect()
+}
+
+/// The diff of two raw documents; `None` when the fields they share are not
+/// in the same order, or a new field comes before a shared one (the format
+/// cannot move a field: the caller replaces).
+fn diff_raw(before: &RawDocument, after: &RawDocument) -> Result<Option<Document>, StorageError> {
+    let b = fields(before)?;
+    let a = fields(after)?;
+    let in_after: std::collections::HashMap<&str, RawBsonRef<'_>> = a.iter().copied().collect();
+    let in_before: std::collections::HashSet<&str> = b.iter().map(|(k, _)| *k).collect();
+    let shared_before = b
+        .iter()
+        .filter(|(k, _)| in_after.contains_key(k))
+        .map(|(k, _)| *k);
+    let shared_after = a
+        .iter()
+        .filter(|(k, _)| in_before.contains(k))
+        .map(|(k, _)| *k);
+    if !shared_before.eq(shared_after) {
+        return Ok(None);
     }
-    // Inserted fields are appended by the format: they must come after
-    // every shared field.
     let mut seen_new = false;
-    for k in after.keys() {
-        if before.contains_key(k) {
+    for (k, _) in &a {
+        if in_before.contains(k) {
             if seen_new {
-                return None;
+                return Ok(None);
             }
         } else {
             seen_new = true;
         }
     }
-    let mut d = Document::new();
-    let mut u = Document::new();
-    let mut i = Document::new();
-    let mut s = Document::new();
-    for (k, old) in before {
-        match after.get(k) {
-            None => {
-                d.insert(k.clone(), false);
+    let (mut d, mut u, mut i, mut s) = (
+        Document::new(),
+        Document::new(),
+        Document::new(),
+        Document::new(),
+    );
+    for (k, old) in &b {
+        let Some(new) = in_after.get(k) else {
+            d.insert(*k, false);
+            continue;
+        };
+        if old == new {
+            continue;
+        }
+        match sub_diff(*old, *new)? {
+            Some(sub) if !sub.is_empty() => {
+                s.insert(format!("s{k}"), sub);
             }
-            Some(new) if new == old && same_type(old, new) => {}
-            Some(new) => match sub_diff(old, new) {
-                Some(sub) if !sub.is_empty() => {
-                    s.insert(format!("s{k}"), sub);
-                }
-                Some(_) => {}
-                None => {
-                    u.insert(k.clone(), new.clone());
-                }
-            },
+            Some(_) => {}
+            None => {
+                u.insert(*k, owned(*new)?);
+            }
         }
     }
-    for (k, new) in after {
-        if !before.contains_key(k) {
-            i.insert(k.clone(), new.clone());
+    for (k, new) in &a {
+        if !in_before.contains(k) {
+            i.insert(*k, owned(*new)?);
         }
     }
     let mut out = Document::new();
@@ -101,48 +125,46 @@ pub fn diff_documents(before: &Document, after: &Document) -> Option<Document> {
         out.insert("i", i);
     }
     out.extend(s);
-    Some(out)
-}
-
-/// Values that compare equal in Rust's `Bson` but differ on the wire
-/// (`1` and `1.0`) must be written.
-fn same_type(a: &Bson, b: &Bson) -> bool {
-    a.element_type() == b.element_type()
+    Ok(Some(out))
 }
 
 /// A sub-diff for two values of the same kind (both documents, both
 /// arrays); `None` when the new value must be written whole.
-fn sub_diff(old: &Bson, new: &Bson) -> Option<Document> {
+fn sub_diff(old: RawBsonRef<'_>, new: RawBsonRef<'_>) -> Result<Option<Document>, StorageError> {
     match (old, new) {
-        (Bson::Document(a), Bson::Document(b)) => diff_documents(a, b),
-        (Bson::Array(a), Bson::Array(b)) => {
+        (RawBsonRef::Document(a), RawBsonRef::Document(b)) => diff_raw(a, b),
+        (RawBsonRef::Array(a), RawBsonRef::Array(b)) => {
+            let a: Vec<RawBsonRef<'_>> =
+                a.into_iter().collect::<Result<_, _>>().map_err(internal)?;
+            let b: Vec<RawBsonRef<'_>> =
+                b.into_iter().collect::<Result<_, _>>().map_err(internal)?;
             let mut out = doc! {"a": true};
             if b.len() < a.len() {
                 out.insert("l", b.len() as i32);
             }
             for (idx, new) in b.iter().enumerate() {
                 match a.get(idx) {
-                    Some(old) if old == new && same_type(old, new) => {}
-                    Some(old) => match sub_diff(old, new) {
+                    Some(old) if old == new => {}
+                    Some(old) => match sub_diff(*old, *new)? {
                         Some(sub) if !sub.is_empty() => {
                             out.insert(format!("s{idx}"), sub);
                         }
                         Some(_) => {}
                         None => {
-                            out.insert(format!("u{idx}"), new.clone());
+                            out.insert(format!("u{idx}"), owned(*new)?);
                         }
                     },
                     None => {
-                        out.insert(format!("u{idx}"), new.clone());
+                        out.insert(format!("u{idx}"), owned(*new)?);
                     }
                 }
             }
             if out.len() == 1 {
-                return Some(Document::new());
+                return Ok(Some(Document::new()));
             }
-            Some(out)
+            Ok(Some(out))
         }
-        _ => None,
+        _ => Ok(None),
     }
 }
 

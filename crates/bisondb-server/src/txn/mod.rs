@@ -200,11 +200,7 @@ pub fn label_reply(
     if matches!(reply.get("errorLabels"), Ok(Some(_))) {
         return;
     }
-    let code_of = |d: &bson::RawDocument| match d.get("code") {
-        Ok(Some(RawBsonRef::Int32(c))) => Some(c),
-        _ => None,
-    };
-    let failed = matches!(reply.get("ok"), Ok(Some(RawBsonRef::Double(d))) if d == 0.0);
+    let failed = failed(reply);
     let code = if failed {
         code_of(reply)
     } else {
@@ -215,6 +211,35 @@ pub fn label_reply(
     };
     if code.is_some_and(|c| RETRYABLE_CODES.contains(&c)) {
         add_label(reply, "RetryableWriteError");
+    }
+}
+
+/// The `code` of an error reply or of a `writeConcernError`.
+fn code_of(d: &bson::RawDocument) -> Option<i32> {
+    match d.get("code") {
+        Ok(Some(RawBsonRef::Int32(c))) => Some(c),
+        _ => None,
+    }
+}
+
+/// Whether a reply is an error reply (`ok: 0`).
+fn failed(reply: &bson::RawDocument) -> bool {
+    matches!(reply.get("ok"), Ok(Some(RawBsonRef::Double(d))) if d == 0.0)
+}
+
+impl SessionState {
+    /// Reads the session's `config.transactions` record the first time the
+    /// session is used since start-up: its number is the latest, and what
+    /// its statements did is unknown.
+    fn load(&mut self, ctx: &Context<'_>, id: &SessionId) -> MongoResult<()> {
+        if !self.loaded {
+            self.loaded = true;
+            if let Some(n) = retryable::stored_txn_number(ctx, id)? {
+                self.txn_number = Some(n);
+                self.history_lost = true;
+            }
+        }
+        Ok(())
     }
 }
 

@@ -43,13 +43,7 @@ pub fn run(
     let _checkout = session.checkout.lock();
     {
         let mut s = session.state.lock();
-        if !s.loaded {
-            s.loaded = true;
-            if let Some(n) = stored_txn_number(ctx, &id)? {
-                s.txn_number = Some(n);
-                s.history_lost = true;
-            }
-        }
+        s.load(ctx, &id)?;
         match s.txn_number {
             Some(cur) if txn_number < cur => {
                 return Err(MongoError::new(
@@ -90,7 +84,9 @@ pub fn run(
     }
     let before = session.state.lock().executed.len();
     ctx.conn.txn = Some(op.clone());
-    let result = run(req, ctx);
+    // The oplog entries of its writes carry the session and number.
+    let fields = doc! {"lsid": record_key(&id), "txnNumber": txn_number};
+    let result = crate::repl::oplog::with_entry_fields(fields, || run(req, ctx));
     ctx.conn.txn = None;
     let reply = result?;
     if find_and_modify && wrote(&reply) {

@@ -66,13 +66,7 @@ pub fn run(
     let read_concern = matches!(req.body.get("readConcern"), Ok(Some(_)));
     let store = {
         let mut s = session.state.lock();
-        if !s.loaded {
-            s.loaded = true;
-            if let Some(n) = super::retryable::stored_txn_number(ctx, &id)? {
-                s.txn_number = Some(n);
-                s.history_lost = true;
-            }
-        }
+        s.load(ctx, &id)?;
         let limit = Duration::from_secs(ctx.state.config.transaction_lifetime_limit_seconds);
         if let Some(Phase::InProgress { store, started }) = &s.txn {
             if started.elapsed() >= limit {
@@ -166,7 +160,18 @@ pub fn run(
             // The command parses its body (unknown fields are its errors).
             run(req, ctx)?;
             let outcome = if committing {
-                store.commit().map_err(MongoError::from)
+                let lsid = super::record_key(&id);
+                let oplog = ctx.state.repl().oplog().clone();
+                store
+                    .commit(&mut |ops, batch, write| {
+                        if ops.is_empty() || !oplog.is_active() {
+                            return write(batch);
+                        }
+                        let entry = apply_ops_entry(ops, &lsid, txn_number);
+                        oplog.append(batch, &mut || vec![entry.clone()], write)?;
+                        Ok(())
+                    })
+                    .map_err(MongoError::from)
             } else {
                 store.abort();
                 Ok(())
@@ -231,6 +236,40 @@ fn conflict_as_error(reply: RawDocumentBuf) -> MongoResult<RawDocumentBuf> {
     Ok(reply)
 }
 
+/// The oplog entry of a committed transaction, as mongod writes one that
+/// fits in one entry: a command on `admin.$cmd` whose `applyOps` holds
+/// every write, with the session's `lsid` and `txnNumber`.
+fn apply_ops_entry(
+    ops: &[bisondb_storage::TxnOp],
+    lsid: &bson::Document,
+    txn_number: i64,
+) -> bson::Document {
+    let inner: Vec<bson::Bson> = ops
+        .iter()
+        .map(|op| {
+            let o = bson::Document::try_from(op.o.as_ref()).unwrap_or_default();
+            let mut e =
+                bson::doc! {"op": op.op, "ns": op.ns.as_str(), "ui": op.uuid, "o": o.clone()};
+            if op.op == "u" {
+                e.insert(
+                    "o2",
+                    bson::doc! {"_id": o.get("_id").cloned().unwrap_or(bson::Bson::Null)},
+                );
+            }
+            bson::Bson::Document(e)
+        })
+        .collect();
+    bson::doc! {
+        "op": "c",
+        "ns": "admin.$cmd",
+        "o": {"applyOps": inner},
+        "lsid": lsid.clone(),
+        "txnNumber": txn_number,
+        "stmtId": 0i32,
+        "prevOpTime": {"ts": bson::Timestamp { time: 0, increment: 0 }, "t": -1i64},
+    }
+}
+
 /// Whether a committed store transaction wrote (the session record is
 /// written only then).
 fn store_wrote(store: &StoreTxn) -> bool {
@@ -264,11 +303,8 @@ pub fn label_reply(body: &bson::RawDocument, reply: &mut RawDocumentBuf) {
     if matches!(reply.get("errorLabels"), Ok(Some(_))) {
         return;
     }
-    let code_of = |d: &bson::RawDocument| match d.get("code") {
-        Ok(Some(RawBsonRef::Int32(c))) => Some(c),
-        _ => None,
-    };
-    let failed = matches!(reply.get("ok"), Ok(Some(RawBsonRef::Double(d))) if d == 0.0);
+    let failed = super::failed(reply);
+    let code_of = super::code_of;
     let committing =
         matches!(body.iter().next(), Some(Ok((k, _))) if k.as_str() == "commitTransaction");
     if failed {

@@ -611,6 +611,9 @@ impl Collection {
                 self.ns
             )));
         };
+        // A record of a change made outside any transaction (a collection
+        // a transaction's statement created) is written at once.
+        let _outside = super::txn::Outside::enter();
         let _w = self.state.write_lock.lock();
         let snap = self.writable_snapshot_locked()?;
         let generation = self.engine.generation();

@@ -35,6 +35,7 @@ use crate::catalog::CollState;
 use crate::error::StorageError;
 use crate::index::IndexState;
 use crate::layout::{self, StatsRecord};
+use crate::observer::Op;
 use crate::store::Collection;
 
 thread_local! {
@@ -45,6 +46,25 @@ thread_local! {
 /// The transaction entered on this thread (see [`StoreTxn::run`]).
 pub(crate) fn current() -> Option<Arc<StoreTxn>> {
     CURRENT.with(|c| c.borrow().clone())
+}
+
+/// Leaves the transaction entered on this thread until dropped: for the
+/// writes a statement causes that are not part of it (the oplog's record of
+/// a collection created by the statement).
+pub(crate) struct Outside(Option<Arc<StoreTxn>>);
+
+impl Outside {
+    pub(crate) fn enter() -> Outside {
+        Outside(CURRENT.with(|c| c.borrow_mut().take()))
+    }
+}
+
+impl Drop for Outside {
+    fn drop(&mut self) {
+        if let Some(t) = self.0.take() {
+            CURRENT.with(|c| *c.borrow_mut() = Some(t));
+        }
+    }
 }
 
 /// What a transaction's statements changed in one collection's stats.
@@ -74,9 +94,33 @@ struct Touched {
     delta: Delta,
 }
 
+/// One write of a transaction, kept for its record (the oplog's one
+/// `applyOps` entry at commit) when the store has an op observer.
+#[derive(Clone, Debug)]
+pub struct TxnOp {
+    /// `db.collection`.
+    pub ns: String,
+    pub uuid: bson::Uuid,
+    /// `i`, `u` (the whole new document) or `d`.
+    pub op: &'static str,
+    /// The inserted or new document; for a delete, `{_id}`.
+    pub o: bson::RawDocumentBuf,
+}
+
+/// How a commit's batch is written: the server's recorder adds the
+/// transaction's record (its `applyOps` oplog entry, from the ops) to the
+/// batch and calls the writer exactly once.
+pub type Recorder<'a> = &'a mut dyn FnMut(
+    &[TxnOp],
+    WriteBatch,
+    &mut dyn FnMut(WriteBatch) -> Result<(), StorageError>,
+) -> Result<(), StorageError>;
+
 struct Inner {
     /// `None` once committed or aborted.
     txn: Option<Box<dyn Transaction>>,
+    /// The writes to record at commit, in statement order.
+    ops: Vec<TxnOp>,
     /// The collections written, by collection id (locked in this order at
     /// commit, so two commits never wait on each other in a circle).
     touched: BTreeMap<u64, Touched>,
@@ -107,6 +151,7 @@ impl StoreTxn {
         Ok(Arc::new(StoreTxn {
             inner: Mutex::new(Inner {
                 txn: Some(txn),
+                ops: Vec::new(),
                 touched: BTreeMap::new(),
             }),
         }))
@@ -143,15 +188,36 @@ impl StoreTxn {
         batch: WriteBatch,
         tally: &StatsRecord,
         base: &StatsRecord,
+        observed: &[Op<'_>],
     ) -> Result<(), StorageError> {
         let mut inner = self.inner.lock();
-        let Inner { txn, touched } = &mut *inner;
+        let Inner { txn, ops, touched } = &mut *inner;
         let txn = txn.as_mut().ok_or_else(ended)?;
         for op in batch.into_ops() {
             match op {
                 BatchOp::Put(k, v) => txn.put(k, v)?,
                 BatchOp::Delete(k) => txn.delete(k)?,
             }
+        }
+        for op in observed {
+            let (kind, o) = match op {
+                Op::Insert { doc } => ("i", (*doc).to_owned()),
+                Op::Update { after, .. } => ("u", (*after).to_owned()),
+                Op::Delete { before } => {
+                    let mut id = bson::RawDocumentBuf::new();
+                    if let Some(v) = crate::store::id_of(before) {
+                        id.append(bson::raw::cstr!("_id"), bson::RawBson::from(v));
+                    }
+                    ("d", id)
+                }
+                Op::Command { .. } => continue,
+            };
+            ops.push(TxnOp {
+                ns: coll.namespace().to_string(),
+                uuid: coll.uuid(),
+                op: kind,
+                o,
+            });
         }
         let t = touched.entry(coll.state().id).or_insert_with(|| Touched {
             coll: coll.clone(),
@@ -183,10 +249,11 @@ impl StoreTxn {
     /// stats records in one atomic engine batch. Fails with WriteConflict,
     /// applying nothing, when a key it wrote was changed by another commit
     /// after its snapshot.
-    pub fn commit(&self) -> Result<(), StorageError> {
+    pub fn commit(&self, record: Recorder<'_>) -> Result<(), StorageError> {
         let mut inner = self.inner.lock();
         let txn = inner.txn.take().ok_or_else(ended)?;
         let touched = std::mem::take(&mut inner.touched);
+        let ops = std::mem::take(&mut inner.ops);
         drop(inner);
         let states: Vec<Arc<CollState>> =
             touched.values().map(|t| t.coll.state().clone()).collect();
@@ -213,7 +280,11 @@ impl StoreTxn {
             );
             publish.push((t.coll, tally, indexes));
         }
-        txn.commit_with(unchecked, Durability::Buffered)?;
+        let mut txn = Some(txn);
+        record(&ops, unchecked, &mut |batch| match txn.take() {
+            Some(t) => Ok(t.commit_with(batch, Durability::Buffered)?),
+            None => Err(ended()),
+        })?;
         for (coll, tally, indexes) in publish {
             coll.publish_tally_locked(&tally, &indexes);
             // The key bounds that let inserts skip their lookup know nothing
@@ -229,7 +300,17 @@ impl StoreTxn {
         let mut inner = self.inner.lock();
         inner.txn = None;
         inner.touched.clear();
+        inner.ops.clear();
     }
+}
+
+/// A [`Recorder`] that records nothing: the batch as it is.
+pub fn write_plain(
+    _: &[TxnOp],
+    batch: WriteBatch,
+    write: &mut dyn FnMut(WriteBatch) -> Result<(), StorageError>,
+) -> Result<(), StorageError> {
+    write(batch)
 }
 
 /// A committed collection's new stats, made current after the commit.
@@ -304,7 +385,7 @@ mod tests {
         // A duplicate of its own insert is a duplicate inside it.
         let dup = t.run(|| c.insert_many(&[&rawdoc! {"_id": 1}], true, Durability::Buffered));
         assert_eq!(dup.errors.len(), 1);
-        t.commit().unwrap();
+        t.commit(&mut super::write_plain).unwrap();
         assert_eq!(c.scan(false).count(), 3);
         assert_eq!(c.count(), 3);
         crate::testing::assert_validates_clean(&c);
@@ -333,7 +414,7 @@ mod tests {
             .unwrap_err();
         assert_eq!(e.code.code(), 112, "{e:?}");
         b.abort();
-        a.commit().unwrap();
+        a.commit(&mut super::write_plain).unwrap();
         let now = c.get(id).unwrap().unwrap();
         assert_eq!(now.get_i32("x").ok(), Some(1));
         // An aborted transaction leaves nothing.
@@ -355,7 +436,7 @@ mod tests {
             true,
             Durability::Buffered,
         );
-        assert!(t.commit().is_err());
+        assert!(t.commit(&mut super::write_plain).is_err());
         assert_eq!(c.count(), 1);
         crate::testing::assert_validates_clean(&c);
     }
