@@ -33,12 +33,7 @@ impl Command for ReplSetGetStatus {
         let (ts, wall) = repl.last_write();
         let wall = DateTime::from_millis(wall);
         let optime = op_time(ts, term);
-        let member = set
-            .config
-            .get_array("members")
-            .ok()
-            .and_then(|m| m.first())
-            .and_then(Bson::as_document)
+        let member = crate::repl::set_config::member(&set.config)
             .cloned()
             .unwrap_or_default();
         let primary = repl.is_writable_primary();

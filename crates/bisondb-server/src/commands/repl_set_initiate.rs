@@ -63,15 +63,7 @@ impl Command for ReplSetInitiate {
         crate::repl::on_elected(state, "initiating set")?;
         let mut reply = doc! {};
         if defaulted {
-            let me = initiated
-                .config
-                .get_array("members")
-                .ok()
-                .and_then(|m| m.first())
-                .and_then(bson::Bson::as_document)
-                .and_then(|m| m.get_str("host").ok())
-                .unwrap_or_default()
-                .to_string();
+            let me = set_config::member_host(&initiated.config);
             reply.insert(
                 "info2",
                 "no configuration specified. Using a default configuration for the set",

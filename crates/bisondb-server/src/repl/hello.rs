@@ -30,15 +30,7 @@ pub fn add_fields(repl: &ReplState, d: &mut Document, writable_key: &str) {
         d.insert("isreplicaset", true);
         return;
     };
-    let host = set
-        .config
-        .get_array("members")
-        .ok()
-        .and_then(|m| m.first())
-        .and_then(Bson::as_document)
-        .and_then(|m| m.get_str("host").ok())
-        .unwrap_or_default()
-        .to_string();
+    let host = super::set_config::member_host(&set.config);
     let writable = repl.is_writable_primary();
     d.insert("hosts", vec![Bson::String(host.clone())]);
     d.insert("setName", repl.set_name().unwrap_or_default());

@@ -224,14 +224,7 @@ impl ReplState {
                 ),
             ));
         }
-        let host = config
-            .get_array("members")
-            .ok()
-            .and_then(|m| m.first())
-            .and_then(bson::Bson::as_document)
-            .and_then(|m| m.get_str("host").ok())
-            .unwrap_or_default()
-            .to_string();
+        let host = set_config::member_host(&config);
         if !set_config::is_self(&host, port, bind_ips) {
             // mongod would start as a REMOVED member nobody can write to;
             // say why instead.

@@ -216,6 +216,23 @@ pub fn complete(
     })
 }
 
+/// The one member of a configuration.
+pub fn member(config: &Document) -> Option<&Document> {
+    config
+        .get_array("members")
+        .ok()
+        .and_then(|m| m.first())
+        .and_then(Bson::as_document)
+}
+
+/// The `host:port` of a configuration's one member (empty if it has none).
+pub fn member_host(config: &Document) -> String {
+    member(config)
+        .and_then(|m| m.get_str("host").ok())
+        .unwrap_or_default()
+        .to_string()
+}
+
 /// The stored configuration, if `replSetInitiate` ran on this data.
 pub fn load(storage: &Storage) -> MongoResult<Option<Document>> {
     let Some(coll) = storage.collection(CONFIG_DB, CONFIG_COLL) else {
