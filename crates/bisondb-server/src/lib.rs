@@ -45,5 +45,5 @@ pub mod ttl;
 pub mod validation;
 pub mod write;
 
-pub use config::ServerConfig;
+pub use config::{PostgresConfig, ServerConfig};
 pub use server::{RunningServer, Server};
