@@ -172,6 +172,35 @@ impl Shared {
         })
     }
 
+    /// `key`'s value as the transaction open on `conn` sees it (a
+    /// snapshot's or a read-write transaction's; `None`: it has ended).
+    pub(crate) fn get_through(
+        &self,
+        conn: Option<&Arc<Object>>,
+        key: &[u8],
+    ) -> Result<Option<Vec<u8>>, EngineError> {
+        let conn = open_connection(conn)?;
+        let key = key.to_vec();
+        self.run(async move { get_on(&conn, key).await })
+    }
+
+    /// A range as the transaction open on `conn` sees it (see
+    /// [`Shared::get_through`]).
+    pub(crate) fn scan_through(
+        &self,
+        conn: Option<&Arc<Object>>,
+        (start, end): (Bound<&[u8]>, Bound<&[u8]>),
+        reverse: bool,
+        limit: usize,
+    ) -> Result<Vec<KeyValue>, EngineError> {
+        if limit == 0 || range_is_empty(start, end) {
+            return Ok(Vec::new());
+        }
+        let conn = open_connection(conn)?;
+        let (start, end) = (owned_bound(start), owned_bound(end));
+        self.run(async move { scan_on(&conn, start, end, reverse, limit).await })
+    }
+
     /// Ends the transaction on `conn` with `end` (`ROLLBACK`), in the
     /// background, and gives the connection back to the pool (or drops it
     /// when the statement failed, its state being unknown).
@@ -323,6 +352,13 @@ async fn prepare_store(pool: Pool) -> Result<(), EngineError> {
         )));
     }
     Ok(())
+}
+
+/// The connection of a transaction still open.
+pub(crate) fn open_connection(conn: Option<&Arc<Object>>) -> Result<Arc<Object>, EngineError> {
+    conn.cloned().ok_or_else(|| {
+        EngineError::Internal("a postgres snapshot or transaction used after its end".into())
+    })
 }
 
 /// `key`'s value as the transaction on `conn` sees it.
@@ -539,19 +575,9 @@ struct PgSnapshot {
     conn: Option<Arc<Object>>,
 }
 
-impl PgSnapshot {
-    fn conn(&self) -> Result<Arc<Object>, EngineError> {
-        self.conn
-            .clone()
-            .ok_or_else(|| EngineError::Internal("a postgres snapshot read after its end".into()))
-    }
-}
-
 impl Snapshot for PgSnapshot {
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, EngineError> {
-        let conn = self.conn()?;
-        let key = key.to_vec();
-        self.shared.run(async move { get_on(&conn, key).await })
+        self.shared.get_through(self.conn.as_ref(), key)
     }
 
     fn scan(
@@ -561,13 +587,8 @@ impl Snapshot for PgSnapshot {
         reverse: bool,
         limit: usize,
     ) -> Result<Vec<KeyValue>, EngineError> {
-        if limit == 0 || range_is_empty(start, end) {
-            return Ok(Vec::new());
-        }
-        let conn = self.conn()?;
-        let (start, end) = (owned_bound(start), owned_bound(end));
         self.shared
-            .run(async move { scan_on(&conn, start, end, reverse, limit).await })
+            .scan_through(self.conn.as_ref(), (start, end), reverse, limit)
     }
 }
 

@@ -12,11 +12,11 @@
 use std::ops::Bound;
 use std::sync::Arc;
 
-use bisondb_engine::{owned_bound, range_is_empty, Durability, EngineError, KeyValue, Transaction};
+use bisondb_engine::{Durability, EngineError, KeyValue, Transaction};
 use deadpool_postgres::Object;
 use tokio_postgres::types::ToSql;
 
-use crate::engine::{get_on, one_key_statement, scan_on, Shared};
+use crate::engine::{one_key_statement, open_connection, Shared};
 use crate::error::map_error;
 
 /// Begins the transaction and takes its snapshot. The lock wait bounds how
@@ -44,9 +44,7 @@ impl PgTransaction {
     }
 
     fn conn(&self) -> Result<Arc<Object>, EngineError> {
-        self.conn.clone().ok_or_else(|| {
-            EngineError::Internal("a postgres transaction used after its end".into())
-        })
+        open_connection(self.conn.as_ref())
     }
 
     /// Writes one key (`value` `None`: removes it) under a savepoint.
@@ -92,9 +90,7 @@ async fn guarded_write(
 
 impl Transaction for PgTransaction {
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, EngineError> {
-        let conn = self.conn()?;
-        let key = key.to_vec();
-        self.shared.run(async move { get_on(&conn, key).await })
+        self.shared.get_through(self.conn.as_ref(), key)
     }
 
     fn scan(
@@ -104,13 +100,8 @@ impl Transaction for PgTransaction {
         reverse: bool,
         limit: usize,
     ) -> Result<Vec<KeyValue>, EngineError> {
-        if limit == 0 || range_is_empty(start, end) {
-            return Ok(Vec::new());
-        }
-        let conn = self.conn()?;
-        let (start, end) = (owned_bound(start), owned_bound(end));
         self.shared
-            .run(async move { scan_on(&conn, start, end, reverse, limit).await })
+            .scan_through(self.conn.as_ref(), (start, end), reverse, limit)
     }
 
     fn put(&mut self, key: Vec<u8>, value: Vec<u8>) -> Result<(), EngineError> {
