@@ -44,6 +44,7 @@ mod management;
 mod min_max;
 mod operators_extra;
 mod persistence;
+mod postgres;
 mod profiler;
 mod robustness;
 mod spill;
