@@ -19,6 +19,19 @@ pub struct OpenOptions {
     /// `storage.journal.commitIntervalMs`: the longest a buffered write waits
     /// for its journal sync (1 to 500).
     pub journal_commit_interval_ms: u64,
+    /// Where an engine over a network store connects (`--postgresUri`,
+    /// `storage.postgres.*`); `None` for the engines in this process.
+    pub remote: Option<RemoteOptions>,
+}
+
+/// How an engine over a network store reaches it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RemoteOptions {
+    /// The store's connection URI (`postgresql://user@host:port/db?...`).
+    pub uri: String,
+    /// The most connections the engine keeps open; each open snapshot
+    /// (a cursor's) and transaction holds one.
+    pub pool_size: usize,
 }
 
 /// One engine in the table.

@@ -33,7 +33,7 @@ pub use engine::{
     owned_bound, prefix_successor, range_is_empty, BatchOp, Capabilities, CommitPoint, Durability,
     Engine, KeyValue, Snapshot, WriteBatch,
 };
-pub use entry::{EngineEntry, OpenOptions};
+pub use entry::{EngineEntry, OpenOptions, RemoteOptions};
 pub use error::EngineError;
 pub use memory::MemoryEngine;
 pub use txn::{LocalTransactions, Transaction};

@@ -18,6 +18,8 @@ pub struct ServerConfig {
     /// `storage.journal.commitIntervalMs`: the longest a buffered write waits
     /// for its journal sync (1 to 500, mongod's default 100).
     pub journal_commit_interval_ms: u64,
+    /// `--postgresUri` and `storage.postgres.*`: the postgres engine's store.
+    pub postgres: PostgresConfig,
     pub unix_socket: bool,
     pub unix_socket_prefix: PathBuf,
     pub file_permissions: u32,
@@ -109,6 +111,70 @@ pub struct ServerConfig {
     pub scram_sha256_iteration_count: i32,
 }
 
+/// Where the `postgres` engine's store is and how it is reached.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PostgresConfig {
+    /// `--postgresUri` / `storage.postgres.uri`: required by, and only
+    /// allowed with, `--storageEngine postgres`.
+    pub uri: Option<String>,
+    /// `storage.postgres.poolSize`: the most connections a server opens
+    /// (each open cursor's snapshot and each transaction holds one).
+    pub pool_size: usize,
+    /// `storage.postgres.tlsMode`: only `disable` is implemented.
+    pub tls_mode: String,
+}
+
+impl Default for PostgresConfig {
+    fn default() -> Self {
+        PostgresConfig {
+            uri: None,
+            pool_size: 64,
+            tls_mode: "disable".to_string(),
+        }
+    }
+}
+
+impl PostgresConfig {
+    /// Refuses what the postgres engine does not implement, and a store
+    /// given to another engine.
+    fn validate(&self, engine: &str) -> MongoResult<()> {
+        let is_postgres = engine == bisondb_storage::POSTGRES_ENGINE;
+        match (&self.uri, is_postgres) {
+            (None, true) => {
+                return Err(MongoError::new(
+                    ErrorCode::InvalidOptions,
+                    "--storageEngine postgres needs --postgresUri postgresql://... \
+                     (or storage.postgres.uri)",
+                ))
+            }
+            (Some(_), false) => {
+                return Err(MongoError::new(
+                    ErrorCode::InvalidOptions,
+                    format!("--postgresUri is for --storageEngine postgres, not '{engine}'"),
+                ))
+            }
+            _ => {}
+        }
+        if self.tls_mode != "disable" {
+            return Err(MongoError::new(
+                ErrorCode::InvalidOptions,
+                format!(
+                    "storage.postgres.tlsMode '{}' is not implemented: TLS to PostgreSQL is \
+                     not supported yet; only 'disable' is",
+                    self.tls_mode
+                ),
+            ));
+        }
+        if !(1..=10_000).contains(&self.pool_size) {
+            return Err(MongoError::bad_value(format!(
+                "storage.postgres.poolSize must be between 1 and 10000, got {}",
+                self.pool_size
+            )));
+        }
+        Ok(())
+    }
+}
+
 /// [`ServerConfig::incomplete_message_timeout_ms`]'s default: 30 seconds.
 pub const DEFAULT_INCOMPLETE_MESSAGE_TIMEOUT_MS: u64 = 30_000;
 
@@ -120,6 +186,7 @@ impl Default for ServerConfig {
             dbpath: PathBuf::from("./data"),
             storage_engine: "lsm".to_string(),
             journal_commit_interval_ms: 100,
+            postgres: PostgresConfig::default(),
             unix_socket: true,
             unix_socket_prefix: PathBuf::from("/tmp"),
             file_permissions: 0o700,
@@ -221,6 +288,7 @@ impl ServerConfig {
                 ),
             ));
         }
+        self.postgres.validate(self.resolved_storage_engine())?;
         if !(0..=2).contains(&self.profile) {
             return Err(MongoError::bad_value(format!(
                 "--profile must be 0, 1 or 2, got {}",
@@ -450,6 +518,24 @@ impl ServerConfig {
                     "a number of milliseconds",
                 )
             })?;
+        }
+        if let Some(v) = get("storage.postgres.uri") {
+            let s = v
+                .as_str()
+                .ok_or_else(|| bad("storage.postgres.uri", "a postgresql:// URI"))?;
+            self.postgres.uri = Some(s.to_string());
+        }
+        if let Some(v) = get("storage.postgres.poolSize") {
+            self.postgres.pool_size = v
+                .as_u64()
+                .and_then(|n| usize::try_from(n).ok())
+                .ok_or_else(|| bad("storage.postgres.poolSize", "a positive integer"))?;
+        }
+        if let Some(v) = get("storage.postgres.tlsMode") {
+            let s = v
+                .as_str()
+                .ok_or_else(|| bad("storage.postgres.tlsMode", "a string"))?;
+            self.postgres.tls_mode = s.to_string();
         }
         if let Some(v) = get("systemLog") {
             self.apply_system_log(v)?;
@@ -723,6 +809,9 @@ pub const YAML_KEYS: &[&str] = &[
     "security.keyFile",
     "security.redactClientLogData",
     "storage.journal.commitIntervalMs",
+    "storage.postgres.poolSize",
+    "storage.postgres.tlsMode",
+    "storage.postgres.uri",
     "systemLog",
 ];
 
@@ -842,6 +931,46 @@ mod tests {
         let e = c.validate().unwrap_err();
         assert!(e.message.contains("mmapv1"), "{}", e.message);
         assert!(e.message.contains("inMemory"), "{}", e.message);
+    }
+
+    #[test]
+    fn postgres_block_is_checked() {
+        let with = |engine: &str, uri: Option<&str>| ServerConfig {
+            storage_engine: engine.to_string(),
+            postgres: PostgresConfig {
+                uri: uri.map(str::to_string),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let uri = "postgresql://u@127.0.0.1:5432/db";
+        assert!(with("postgres", Some(uri)).validate().is_ok());
+        let missing = with("postgres", None).validate().unwrap_err();
+        assert!(
+            missing.message.contains("--postgresUri"),
+            "{}",
+            missing.message
+        );
+        let stray = with("lsm", Some(uri)).validate().unwrap_err();
+        assert!(stray.message.contains("not 'lsm'"), "{}", stray.message);
+        let mut c = ServerConfig::default();
+        c.apply_yaml(
+            "storage:\n  engine: postgres\n  postgres:\n    uri: postgresql://u@h/db\n    poolSize: 7\n    tlsMode: disable\n",
+        )
+        .unwrap();
+        assert_eq!(c.postgres.uri.as_deref(), Some("postgresql://u@h/db"));
+        assert_eq!(c.postgres.pool_size, 7);
+        assert!(c.validate().is_ok());
+        c.apply_yaml("storage:\n  postgres:\n    tlsMode: require\n")
+            .unwrap();
+        let tls = c.validate().unwrap_err();
+        assert!(tls.message.contains("not implemented"), "{}", tls.message);
+        c.postgres.tls_mode = "disable".into();
+        c.postgres.pool_size = 0;
+        assert!(c.validate().is_err());
+        assert!(ServerConfig::default()
+            .apply_yaml("storage:\n  postgres:\n    sslRootCert: x\n")
+            .is_err());
     }
 
     #[test]

@@ -50,5 +50,5 @@ pub mod txn;
 pub mod validation;
 pub mod write;
 
-pub use config::ServerConfig;
+pub use config::{PostgresConfig, ServerConfig};
 pub use server::{RunningServer, Server};

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bisondb_error::{ErrorCode, MongoError, MongoResult};
-use bisondb_storage::{Engine, OpenOptions, Storage};
+use bisondb_storage::{Engine, OpenOptions, RemoteOptions, Storage};
 use tokio::net::{TcpListener, UnixListener};
 use tokio::sync::Semaphore;
 use tokio::task::JoinHandle;
@@ -44,6 +44,10 @@ async fn open_engine(config: &ServerConfig) -> MongoResult<Arc<dyn Engine>> {
     let options = OpenOptions {
         dbpath: config.dbpath.clone(),
         journal_commit_interval_ms: config.journal_commit_interval_ms,
+        remote: config.postgres.uri.clone().map(|uri| RemoteOptions {
+            uri,
+            pool_size: config.postgres.pool_size,
+        }),
     };
     let opened = tokio::task::spawn_blocking(move || (entry.open)(&options))
         .await

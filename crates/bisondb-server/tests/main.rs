@@ -49,6 +49,7 @@ mod min_max;
 mod operators_extra;
 mod oplog;
 mod persistence;
+mod postgres;
 mod profiler;
 mod repl_set;
 mod retryable_writes;

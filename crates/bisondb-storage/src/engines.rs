@@ -10,6 +10,7 @@
 use std::sync::Arc;
 
 use bisondb_engine::{Engine, EngineEntry, EngineError, MemoryEngine, OpenOptions};
+use bisondb_postgres::PostgresEngine;
 
 use crate::dbpath;
 use crate::layout;
@@ -30,7 +31,16 @@ pub const ENGINES: &[EngineEntry] = &[
         capabilities: LsmEngine::CAPABILITIES,
         open: open_lsm,
     },
+    EngineEntry {
+        name: POSTGRES_ENGINE,
+        aliases: &[],
+        capabilities: bisondb_postgres::CAPABILITIES,
+        open: open_postgres,
+    },
 ];
+
+/// The name of the engine over a PostgreSQL-wire store (`--postgresUri`).
+pub const POSTGRES_ENGINE: &str = bisondb_postgres::ENGINE_NAME;
 
 /// The engine `name` means (its name or an alias), if BisonDB has it.
 pub fn find_engine(name: &str) -> Option<&'static EngineEntry> {
@@ -72,6 +82,22 @@ fn open_lsm(options: &OpenOptions) -> Result<Arc<dyn Engine>, EngineError> {
     LsmEngine::open_shared(&options.dbpath, lsm_options)
 }
 
+/// Connects to the store `--postgresUri` names, for this server alone (a
+/// second server on the store is refused until the store above the engine
+/// is safe to share); the dbpath is not used (the store keeps the data; the
+/// server's spill files still go there).
+fn open_postgres(options: &OpenOptions) -> Result<Arc<dyn Engine>, EngineError> {
+    let Some(remote) = &options.remote else {
+        return Err(EngineError::InvalidArgument(
+            "--storageEngine postgres needs --postgresUri postgresql://...".into(),
+        ));
+    };
+    Ok(Arc::new(PostgresEngine::open_exclusive(
+        &remote.uri,
+        remote.pool_size,
+    )?))
+}
+
 /// What the lsm engine needs to know of the store's key layout: the regions
 /// written out of order (stats records and index entries), and the index
 /// entries, which go through its index write buffer.
@@ -97,7 +123,7 @@ mod tests {
 
     #[test]
     fn names_aliases_and_capabilities() {
-        assert_eq!(engine_names(), vec!["inMemory", "lsm"]);
+        assert_eq!(engine_names(), vec!["inMemory", "lsm", "postgres"]);
         assert_eq!(find_engine("wiredTiger").map(|e| e.name), Some("lsm"));
         assert_eq!(find_engine("lsm").map(|e| e.name), Some("lsm"));
         assert!(find_engine("mmapv1").is_none());
@@ -112,11 +138,22 @@ mod tests {
     #[test]
     fn opened_engines_match_their_rows() {
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        // The postgres engine's conformance tests open it on a store of
+        // their own (bisondb-postgres); here it must refuse to open without one.
         for entry in ENGINES {
             let options = OpenOptions {
                 dbpath: dir.path().join(entry.name),
                 journal_commit_interval_ms: 100,
+                remote: None,
             };
+            if entry.name == POSTGRES_ENGINE {
+                assert!(matches!(
+                    (entry.open)(&options),
+                    Err(EngineError::InvalidArgument(m)) if m.contains("--postgresUri")
+                ));
+                assert!(entry.capabilities.blocking_io && entry.capabilities.persistent);
+                continue;
+            }
             let engine = (entry.open)(&options).unwrap_or_else(|e| panic!("{}: {e}", entry.name));
             assert_eq!(engine.name(), entry.name);
             assert_eq!(engine.capabilities(), entry.capabilities);
@@ -130,6 +167,7 @@ mod tests {
         let options = OpenOptions {
             dbpath: dir.path().to_path_buf(),
             journal_commit_interval_ms: 100,
+            remote: None,
         };
         match open_memory(&options) {
             Err(EngineError::EngineMismatch(m)) => {

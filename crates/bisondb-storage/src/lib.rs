@@ -25,10 +25,10 @@ mod testing;
 
 pub use bisondb_engine::{
     BatchOp, Capabilities, Durability, Engine, EngineEntry, EngineError, KeyValue, MemoryEngine,
-    OpenOptions, Snapshot, WriteBatch,
+    OpenOptions, RemoteOptions, Snapshot, WriteBatch,
 };
 pub use catalog::{CollectionInfo, DbStats, DiskShare, Storage};
-pub use engines::{engine_names, find_engine, store_lsm_options, ENGINES};
+pub use engines::{engine_names, find_engine, store_lsm_options, ENGINES, POSTGRES_ENGINE};
 pub use error::{DuplicateKeyInfo, StorageError};
 pub use index::{hash_bounds, GeoKind, IndexInfo, IndexScan, IndexSpec};
 

@@ -58,9 +58,13 @@ struct ServeArgs {
     /// Directory for data files [default: ./data].
     #[arg(long)]
     dbpath: Option<PathBuf>,
-    /// Storage engine: lsm (persistent; wiredTiger is an alias) or inMemory [default: lsm].
+    /// Storage engine: lsm (persistent; wiredTiger is an alias), inMemory, or
+    /// postgres (a PostgreSQL-wire store, with --postgresUri) [default: lsm].
     #[arg(long = "storageEngine")]
     storage_engine: Option<String>,
+    /// The postgres engine's store: postgresql://user@host:port/database?...
+    #[arg(long = "postgresUri")]
+    postgres_uri: Option<String>,
     /// Longest time in milliseconds between journal syncs, 1 to 500 [default: 100].
     #[arg(long = "journalCommitInterval")]
     journal_commit_interval: Option<u64>,
@@ -274,6 +278,9 @@ fn build_config(a: &ServeArgs) -> Result<ServerConfig, String> {
     }
     if let Some(e) = &a.storage_engine {
         c.storage_engine = e.clone();
+    }
+    if let Some(uri) = &a.postgres_uri {
+        c.postgres.uri = Some(uri.clone());
     }
     if let Some(ms) = a.journal_commit_interval {
         c.journal_commit_interval_ms = ms;

@@ -84,8 +84,24 @@ pub fn config(dir: &Path) -> ServerConfig {
         unix_socket_prefix: dir.to_path_buf(),
         dbpath: dir.join("db"),
         storage_engine: test_engine(),
+        postgres: postgres_config(),
         ..Default::default()
     }
+}
+
+/// With `BISONDB_TEST_ENGINE=postgres`, an empty schema of the test
+/// process's private PostgreSQL cluster per server (a missing PostgreSQL
+/// fails in CI and panics elsewhere: the suite was asked to run on it).
+fn postgres_config() -> bisondb_server::PostgresConfig {
+    let mut pg = bisondb_server::PostgresConfig::default();
+    if test_engine() == "postgres" {
+        let cluster = bisondb_postgres::testing::TestCluster::for_process()
+            .expect("BISONDB_TEST_ENGINE=postgres needs PostgreSQL's server binaries");
+        pg.uri = Some(cluster.fresh_schema_uri());
+        // Each open cursor holds a connection; a test server opens few.
+        pg.pool_size = 32;
+    }
+    pg
 }
 
 /// [`config`] on the persistent `lsm` engine with its data in `dbpath`, for the

@@ -1,0 +1,601 @@
+//! [`PostgresEngine`]: the engine, its runtime and pool, its snapshots, and
+//! the reads and writes the snapshots and transactions share.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::ops::Bound;
+use std::sync::{Arc, LazyLock};
+use std::time::Duration;
+
+use bisondb_engine::{
+    owned_bound, range_is_empty, BatchOp, Capabilities, Durability, Engine, EngineError, KeyValue,
+    Snapshot, Transaction, WriteBatch,
+};
+use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod};
+use tokio_postgres::config::SslMode;
+use tokio_postgres::error::SqlState;
+use tokio_postgres::types::ToSql;
+use tokio_postgres::NoTls;
+
+use crate::error::{map_error, pool_error};
+use crate::sql::{self, Edge, Flavor};
+use crate::txn::PgTransaction;
+
+/// The name `--storageEngine` takes.
+pub const ENGINE_NAME: &str = "postgres";
+
+/// The layout of the store's tables this build reads and writes, recorded in
+/// `bisondb_meta` by the first server; a server finding another refuses to
+/// start rather than misread the store.
+pub const FORMAT_VERSION: &str = "1";
+
+/// Persistent; every call is a round trip to the store; no reads at an
+/// earlier commit point (the store's snapshots are its transactions').
+pub const CAPABILITIES: Capabilities = Capabilities {
+    persistent: true,
+    blocking_io: true,
+    snapshot_at: false,
+};
+
+/// The most rows one scan statement returns: a long range is read page by
+/// page (keyset pagination), never as one unbounded result.
+const PAGE: usize = 1000;
+
+/// How long a pooled connection is waited for (all held by open cursors and
+/// transactions) or a new one is being made, before the call fails.
+const POOL_WAIT: Duration = Duration::from_secs(30);
+
+/// The statements, built once (prepared once per connection by
+/// `prepare_cached`, which is keyed by their text).
+struct Statements {
+    get: String,
+    upsert_many: String,
+    delete_many: String,
+    pub(crate) upsert_one: String,
+    pub(crate) delete_one: String,
+    /// Indexed by [`scan_index`].
+    scans: Vec<String>,
+}
+
+static STATEMENTS: LazyLock<Statements> = LazyLock::new(|| {
+    let edges = [Edge::Included, Edge::Excluded, Edge::Unbounded];
+    let mut scans = Vec::with_capacity(18);
+    for start in edges {
+        for end in edges {
+            for reverse in [false, true] {
+                scans.push(sql::scan(start, end, reverse));
+            }
+        }
+    }
+    Statements {
+        get: sql::get(),
+        upsert_many: sql::upsert_many(),
+        delete_many: sql::delete_many(),
+        upsert_one: sql::upsert_one(),
+        delete_one: sql::delete_one(),
+        scans,
+    }
+});
+
+fn edge_index(e: Edge) -> usize {
+    match e {
+        Edge::Included => 0,
+        Edge::Excluded => 1,
+        Edge::Unbounded => 2,
+    }
+}
+
+fn scan_index(start: Edge, end: Edge, reverse: bool) -> usize {
+    edge_index(start) * 6 + edge_index(end) * 2 + usize::from(reverse)
+}
+
+/// The statement writing one key inside a transaction (`put` or `delete`).
+pub(crate) fn one_key_statement(put: bool) -> &'static str {
+    if put {
+        &STATEMENTS.upsert_one
+    } else {
+        &STATEMENTS.delete_one
+    }
+}
+
+/// An engine over one PostgreSQL-wire database (`--storageEngine postgres`).
+pub struct PostgresEngine {
+    shared: Arc<Shared>,
+    /// With [`PostgresEngine::open_exclusive`]: the connection holding the
+    /// store's lock for as long as the engine lives (dropping the client
+    /// closes it, which releases the lock).
+    _owner: Option<tokio_postgres::Client>,
+}
+
+/// What the engine, its snapshots and its transactions share: the runtime
+/// the client runs on and the pool. It lives until the last of them is gone.
+pub(crate) struct Shared {
+    /// `Some` until dropped; shut down without waiting, as the last user may
+    /// be dropped anywhere, an async task included.
+    runtime: Option<tokio::runtime::Runtime>,
+    handle: tokio::runtime::Handle,
+    pub(crate) pool: Pool,
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        if let Some(runtime) = self.runtime.take() {
+            runtime.shutdown_background();
+        }
+    }
+}
+
+impl Shared {
+    /// Runs `work` on the engine's runtime and waits for it. Waiting through
+    /// a task rather than entering the runtime here works from any thread,
+    /// an async worker's included (the server calls from blocking threads).
+    pub(crate) fn run<T, F>(&self, work: F) -> Result<T, EngineError>
+    where
+        T: Send + 'static,
+        F: Future<Output = Result<T, EngineError>> + Send + 'static,
+    {
+        let task = self.handle.spawn(work);
+        futures::executor::block_on(task).unwrap_or_else(|e| {
+            Err(EngineError::Internal(format!(
+                "a postgres engine task ended abnormally: {e}"
+            )))
+        })
+    }
+
+    /// Starts `work` without waiting for it (ending a dropped snapshot's
+    /// transaction).
+    pub(crate) fn spawn<F>(&self, work: F)
+    where
+        F: Future<Output = ()> + Send + 'static,
+    {
+        drop(self.handle.spawn(work));
+    }
+
+    /// A connection of the pool with a transaction begun by `begin`: the
+    /// store's snapshot is taken by the first statement, so `begin` must end
+    /// with one.
+    pub(crate) fn begin_on_connection(
+        &self,
+        begin: &'static str,
+    ) -> Result<Arc<Object>, EngineError> {
+        let pool = self.pool.clone();
+        self.run(async move {
+            let conn = pool.get().await.map_err(pool_error)?;
+            match conn.batch_execute(begin).await {
+                Ok(()) => Ok(Arc::new(conn)),
+                Err(e) => {
+                    // Its state is unknown: never hand it out again.
+                    drop(Object::take(conn));
+                    Err(map_error(&e, "starting a transaction"))
+                }
+            }
+        })
+    }
+
+    /// `key`'s value as the transaction open on `conn` sees it (a
+    /// snapshot's or a read-write transaction's; `None`: it has ended).
+    pub(crate) fn get_through(
+        &self,
+        conn: Option<&Arc<Object>>,
+        key: &[u8],
+    ) -> Result<Option<Vec<u8>>, EngineError> {
+        let conn = open_connection(conn)?;
+        let key = key.to_vec();
+        self.run(async move { get_on(&conn, key).await })
+    }
+
+    /// A range as the transaction open on `conn` sees it (see
+    /// [`Shared::get_through`]).
+    pub(crate) fn scan_through(
+        &self,
+        conn: Option<&Arc<Object>>,
+        (start, end): (Bound<&[u8]>, Bound<&[u8]>),
+        reverse: bool,
+        limit: usize,
+    ) -> Result<Vec<KeyValue>, EngineError> {
+        if limit == 0 || range_is_empty(start, end) {
+            return Ok(Vec::new());
+        }
+        let conn = open_connection(conn)?;
+        let (start, end) = (owned_bound(start), owned_bound(end));
+        self.run(async move { scan_on(&conn, start, end, reverse, limit).await })
+    }
+
+    /// Ends the transaction on `conn` with `end` (`ROLLBACK`), in the
+    /// background, and gives the connection back to the pool (or drops it
+    /// when the statement failed, its state being unknown).
+    pub(crate) fn end_in_background(&self, conn: Arc<Object>, end: &'static str) {
+        self.spawn(async move {
+            if let Ok(conn) = Arc::try_unwrap(conn) {
+                if conn.batch_execute(end).await.is_err() {
+                    drop(Object::take(conn));
+                }
+            }
+        });
+    }
+}
+
+impl PostgresEngine {
+    /// Connects to the store at `uri` with at most `pool_size` connections,
+    /// creating its tables when they are missing; refuses a store written in
+    /// another format and TLS modes it does not implement.
+    pub fn open(uri: &str, pool_size: usize) -> Result<PostgresEngine, EngineError> {
+        let config: tokio_postgres::Config = uri.parse().map_err(|e| {
+            EngineError::InvalidArgument(format!(
+                "--postgresUri is not a PostgreSQL connection URI: {e}"
+            ))
+        })?;
+        if config.get_ssl_mode() == SslMode::Require {
+            return Err(EngineError::Unsupported(
+                "sslmode=require in --postgresUri: TLS to PostgreSQL is not implemented by the \
+                 postgres storage engine yet (use sslmode=disable on a trusted network)"
+                    .into(),
+            ));
+        }
+        if pool_size == 0 {
+            return Err(EngineError::InvalidArgument(
+                "storage.postgres.poolSize must be at least 1".into(),
+            ));
+        }
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("bisondb-postgres")
+            .enable_all()
+            .build()
+            .map_err(|e| {
+                EngineError::from_io(e, "starting the postgres engine's runtime".into())
+            })?;
+        let manager = Manager::from_config(
+            config,
+            NoTls,
+            ManagerConfig {
+                recycling_method: RecyclingMethod::Fast,
+            },
+        );
+        let pool = Pool::builder(manager)
+            .max_size(pool_size)
+            .runtime(deadpool_postgres::Runtime::Tokio1)
+            .wait_timeout(Some(POOL_WAIT))
+            .create_timeout(Some(POOL_WAIT))
+            .build()
+            .map_err(|e| EngineError::InvalidArgument(format!("the PostgreSQL pool: {e}")))?;
+        let shared = Arc::new(Shared {
+            handle: runtime.handle().clone(),
+            runtime: Some(runtime),
+            pool: pool.clone(),
+        });
+        shared.run(prepare_store(pool))?;
+        Ok(PostgresEngine {
+            shared,
+            _owner: None,
+        })
+    }
+
+    /// [`PostgresEngine::open`], then takes the store for this process
+    /// alone: a second server on the same store (database and schema) is
+    /// refused, since the layers above the engine cache the catalog and
+    /// serialize writes per process (several servers over one store are
+    /// not implemented yet). The lock is a session-level advisory lock on
+    /// a connection of its own: it ends with the process or its connection.
+    /// CockroachDB and YugabyteDB accept advisory locks without enforcing
+    /// them, so there the operator must keep to one server.
+    pub fn open_exclusive(uri: &str, pool_size: usize) -> Result<PostgresEngine, EngineError> {
+        let mut engine = PostgresEngine::open(uri, pool_size)?;
+        let config: tokio_postgres::Config = uri.parse().map_err(|e| {
+            EngineError::InvalidArgument(format!(
+                "--postgresUri is not a PostgreSQL connection URI: {e}"
+            ))
+        })?;
+        let client = engine.shared.run(async move {
+            let (client, connection) = config
+                .connect(NoTls)
+                .await
+                .map_err(|e| map_error(&e, "connecting to PostgreSQL"))?;
+            tokio::spawn(connection);
+            let row = client
+                .query_one(sql::TRY_LOCK_STORE, &[])
+                .await
+                .map_err(|e| map_error(&e, "locking the store"))?;
+            let locked: bool = row
+                .try_get(0)
+                .map_err(|e| map_error(&e, "locking the store"))?;
+            if !locked {
+                return Err(EngineError::DbPathInUse(
+                    "another BisonDB server is using this PostgreSQL store (the same \
+                     database and schema): several servers over one store are not \
+                     implemented yet (the catalog is cached and writes are serialized \
+                     per server); stop the other server or point --postgresUri at another \
+                     database or schema (options=-csearch_path=...)"
+                        .into(),
+                ));
+            }
+            Ok(client)
+        })?;
+        engine._owner = Some(client);
+        Ok(engine)
+    }
+}
+
+/// Creates the tables if they are missing and checks the recorded format.
+async fn prepare_store(pool: Pool) -> Result<(), EngineError> {
+    let conn = pool.get().await.map_err(pool_error)?;
+    let version: String = conn
+        .query_one("SELECT version()", &[])
+        .await
+        .and_then(|row| row.try_get(0))
+        .map_err(|e| map_error(&e, "reading the store's version"))?;
+    for create in Flavor::from_version(&version).create_tables() {
+        match conn.batch_execute(&create).await {
+            Ok(()) => {}
+            // Two servers creating the tables at once: PostgreSQL's `IF NOT
+            // EXISTS` is no guard against a concurrent create, whose loser
+            // fails on the catalog's unique index; the table is there.
+            Err(e)
+                if e.code() == Some(&SqlState::UNIQUE_VIOLATION)
+                    || e.code() == Some(&SqlState::DUPLICATE_TABLE) => {}
+            Err(e) => return Err(map_error(&e, "creating the store's tables")),
+        }
+    }
+    conn.execute(&sql::record_format(), &[&FORMAT_VERSION])
+        .await
+        .map_err(|e| map_error(&e, "recording the store's format"))?;
+    let found: String = conn
+        .query_one(&sql::read_format(), &[])
+        .await
+        .and_then(|row| row.try_get(0))
+        .map_err(|e| map_error(&e, "reading the store's format"))?;
+    if found != FORMAT_VERSION {
+        return Err(EngineError::EngineMismatch(format!(
+            "the PostgreSQL store was written by an incompatible BisonDB (store format \
+             {found}, this server reads format {FORMAT_VERSION}); point --postgresUri at \
+             another database or schema, or run the BisonDB that wrote it"
+        )));
+    }
+    Ok(())
+}
+
+/// The connection of a transaction still open.
+pub(crate) fn open_connection(conn: Option<&Arc<Object>>) -> Result<Arc<Object>, EngineError> {
+    conn.cloned().ok_or_else(|| {
+        EngineError::Internal("a postgres snapshot or transaction used after its end".into())
+    })
+}
+
+/// `key`'s value as the transaction on `conn` sees it.
+pub(crate) async fn get_on(conn: &Object, key: Vec<u8>) -> Result<Option<Vec<u8>>, EngineError> {
+    let statement = conn
+        .prepare_cached(&STATEMENTS.get)
+        .await
+        .map_err(|e| map_error(&e, "preparing a read"))?;
+    let row = conn
+        .query_opt(&statement, &[&key])
+        .await
+        .map_err(|e| map_error(&e, "reading a key"))?;
+    row.map(|r| r.try_get::<_, Vec<u8>>(0))
+        .transpose()
+        .map_err(|e| map_error(&e, "reading a value"))
+}
+
+/// Up to `limit` entries between the bounds as the transaction on `conn`
+/// sees them, read page by page.
+pub(crate) async fn scan_on(
+    conn: &Object,
+    mut start: Bound<Vec<u8>>,
+    mut end: Bound<Vec<u8>>,
+    reverse: bool,
+    limit: usize,
+) -> Result<Vec<KeyValue>, EngineError> {
+    let mut out: Vec<KeyValue> = Vec::new();
+    loop {
+        if out.len() >= limit || range_is_empty(as_ref(&start), as_ref(&end)) {
+            return Ok(out);
+        }
+        let want = (limit - out.len()).min(PAGE);
+        let text = &STATEMENTS.scans[scan_index(Edge::of(&start), Edge::of(&end), reverse)];
+        let statement = conn
+            .prepare_cached(text)
+            .await
+            .map_err(|e| map_error(&e, "preparing a scan"))?;
+        let page = i64::try_from(want).unwrap_or(i64::MAX);
+        let rows = {
+            let mut params: Vec<&(dyn ToSql + Sync)> = Vec::with_capacity(3);
+            if let Bound::Included(k) | Bound::Excluded(k) = &start {
+                params.push(k);
+            }
+            if let Bound::Included(k) | Bound::Excluded(k) = &end {
+                params.push(k);
+            }
+            params.push(&page);
+            conn.query(&statement, &params)
+                .await
+                .map_err(|e| map_error(&e, "scanning a range"))?
+        };
+        let got = rows.len();
+        for row in rows {
+            let k: Vec<u8> = row.try_get(0).map_err(|e| map_error(&e, "reading a key"))?;
+            let v: Vec<u8> = row
+                .try_get(1)
+                .map_err(|e| map_error(&e, "reading a value"))?;
+            out.push((k, v));
+        }
+        if got < want {
+            return Ok(out);
+        }
+        let Some((last, _)) = out.last() else {
+            return Ok(out);
+        };
+        if reverse {
+            end = Bound::Excluded(last.clone());
+        } else {
+            start = Bound::Excluded(last.clone());
+        }
+    }
+}
+
+fn as_ref(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
+    match b {
+        Bound::Included(k) => Bound::Included(k.as_slice()),
+        Bound::Excluded(k) => Bound::Excluded(k.as_slice()),
+        Bound::Unbounded => Bound::Unbounded,
+    }
+}
+
+/// Writes a batch's final state of each key: `keys`/`values` set, `gone`
+/// removed, in one transaction whose statements are sent together.
+async fn write_on(
+    pool: Pool,
+    keys: Vec<Vec<u8>>,
+    values: Vec<Vec<u8>>,
+    gone: Vec<Vec<u8>>,
+) -> Result<(), EngineError> {
+    let conn = pool.get().await.map_err(pool_error)?;
+    let outcome = async {
+        let upsert = if keys.is_empty() {
+            None
+        } else {
+            Some(conn.prepare_cached(&STATEMENTS.upsert_many).await?)
+        };
+        let delete = if gone.is_empty() {
+            None
+        } else {
+            Some(conn.prepare_cached(&STATEMENTS.delete_many).await?)
+        };
+        match (upsert, delete) {
+            // One statement is a transaction of its own.
+            (Some(upsert), None) => conn.execute(&upsert, &[&keys, &values]).await.map(drop),
+            (None, Some(delete)) => conn.execute(&delete, &[&gone]).await.map(drop),
+            (Some(upsert), Some(delete)) => {
+                // Sent back to back, answered together: one round trip. A
+                // failed statement aborts the transaction, and the COMMIT
+                // then rolls it back, so nothing of the batch applies.
+                let (gone_params, set_params): (
+                    [&(dyn ToSql + Sync); 1],
+                    [&(dyn ToSql + Sync); 2],
+                ) = ([&gone], [&keys, &values]);
+                let (begin, deleted, upserted, commit) = futures::join!(
+                    conn.batch_execute("BEGIN"),
+                    conn.execute(&delete, &gone_params),
+                    conn.execute(&upsert, &set_params),
+                    conn.batch_execute("COMMIT"),
+                );
+                begin.and(deleted).and(upserted).and(commit)
+            }
+            (None, None) => Ok(()),
+        }
+    }
+    .await;
+    outcome.map_err(|e| {
+        let mapped = map_error(&e, "writing a batch");
+        if e.is_closed() {
+            drop(Object::take(conn));
+        }
+        mapped
+    })
+}
+
+impl Engine for PostgresEngine {
+    fn name(&self) -> &'static str {
+        ENGINE_NAME
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        CAPABILITIES
+    }
+
+    fn snapshot(&self) -> Result<Arc<dyn Snapshot>, EngineError> {
+        let conn = self
+            .shared
+            .begin_on_connection("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; SELECT 1")?;
+        Ok(Arc::new(PgSnapshot {
+            shared: self.shared.clone(),
+            conn: Some(conn),
+        }))
+    }
+
+    fn write(&self, batch: WriteBatch, _durability: Durability) -> Result<(), EngineError> {
+        if batch.is_empty() {
+            return Ok(());
+        }
+        // The batch's last operation on each key is what it leaves; each key
+        // then appears once in one statement (an upsert may not touch a row
+        // twice).
+        let mut last: BTreeMap<Vec<u8>, Option<Vec<u8>>> = BTreeMap::new();
+        for op in batch.into_ops() {
+            match op {
+                BatchOp::Put(k, v) => last.insert(k, Some(v)),
+                BatchOp::Delete(k) => last.insert(k, None),
+            };
+        }
+        let (mut keys, mut values, mut gone) = (Vec::new(), Vec::new(), Vec::new());
+        for (k, v) in last {
+            match v {
+                Some(v) => {
+                    keys.push(k);
+                    values.push(v);
+                }
+                None => gone.push(k),
+            }
+        }
+        // Durable once committed (PostgreSQL's default synchronous_commit),
+        // so both durabilities are the same write.
+        self.shared
+            .run(write_on(self.shared.pool.clone(), keys, values, gone))
+    }
+
+    fn begin(&self) -> Result<Box<dyn Transaction>, EngineError> {
+        PgTransaction::begin(self.shared.clone())
+    }
+
+    fn sync(&self) -> Result<(), EngineError> {
+        // Every write returned after its commit, which is durable.
+        Ok(())
+    }
+
+    fn size_on_disk(&self) -> u64 {
+        let pool = self.shared.pool.clone();
+        self.shared
+            .run(async move {
+                let conn = pool.get().await.map_err(pool_error)?;
+                let size: i64 = conn
+                    .query_one(&sql::table_size(), &[])
+                    .await
+                    .and_then(|row| row.try_get(0))
+                    .map_err(|e| map_error(&e, "reading the table's size"))?;
+                Ok(u64::try_from(size).unwrap_or(0))
+            })
+            // Stores without PostgreSQL's size functions report nothing.
+            .unwrap_or(0)
+    }
+}
+
+/// A read-only `REPEATABLE READ` transaction on a pooled connection.
+struct PgSnapshot {
+    shared: Arc<Shared>,
+    /// `Some` until dropped.
+    conn: Option<Arc<Object>>,
+}
+
+impl Snapshot for PgSnapshot {
+    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, EngineError> {
+        self.shared.get_through(self.conn.as_ref(), key)
+    }
+
+    fn scan(
+        &self,
+        start: Bound<&[u8]>,
+        end: Bound<&[u8]>,
+        reverse: bool,
+        limit: usize,
+    ) -> Result<Vec<KeyValue>, EngineError> {
+        self.shared
+            .scan_through(self.conn.as_ref(), (start, end), reverse, limit)
+    }
+}
+
+impl Drop for PgSnapshot {
+    fn drop(&mut self) {
+        if let Some(conn) = self.conn.take() {
+            self.shared.end_in_background(conn, "ROLLBACK");
+        }
+    }
+}

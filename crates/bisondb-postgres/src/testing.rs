@@ -1,0 +1,300 @@
+//! A private PostgreSQL cluster for tests (the `testing` feature): `initdb`
+//! into a temporary directory, `pg_ctl start` on a free port of 127.0.0.1,
+//! stopped and removed when dropped. This crate's conformance tests and the
+//! server's integration tests on `BISONDB_TEST_ENGINE=postgres` use it.
+//!
+//! The server binaries are looked for in `$BISONDB_PG_BIN`, else in the
+//! newest `/usr/lib/postgresql/<version>/bin` (Debian's `postgresql`
+//! package). When they are missing a test skips with a loud message, except
+//! in CI (`CI=true`), where a missing PostgreSQL fails: CI installs it.
+//! PostgreSQL refuses to run as root, so under root the cluster runs as the
+//! `postgres` user (`runuser`), which the package creates.
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+
+/// The PostgreSQL user the cluster is created with (trust authentication).
+pub const USER: &str = "bisondb";
+
+/// A running private cluster.
+pub struct TestCluster {
+    dir: tempfile::TempDir,
+    bin: PathBuf,
+    port: u16,
+    /// Run the binaries through `runuser -u postgres` (we are root).
+    as_postgres: bool,
+    next_schema: AtomicUsize,
+}
+
+/// The directory holding `initdb`, `pg_ctl` and `postgres`, if any.
+pub fn find_binaries() -> Option<PathBuf> {
+    if let Some(dir) = std::env::var_os("BISONDB_PG_BIN") {
+        let dir = PathBuf::from(dir);
+        return dir.join("initdb").is_file().then_some(dir);
+    }
+    let mut versions: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
+        .ok()?
+        .filter_map(|e| e.ok())
+        .filter_map(|e| {
+            let version = e.file_name().to_str()?.parse::<u32>().ok()?;
+            let bin = e.path().join("bin");
+            bin.join("initdb").is_file().then_some((version, bin))
+        })
+        .collect();
+    versions.sort();
+    versions.pop().map(|(_, bin)| bin)
+}
+
+/// True in CI, where a missing PostgreSQL is a failure, not a skip.
+fn in_ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
+}
+
+fn is_root() -> bool {
+    std::env::var("USER").is_ok_and(|u| u == "root")
+        || Command::new("id")
+            .arg("-u")
+            .output()
+            .is_ok_and(|o| o.stdout.starts_with(b"0\n"))
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .unwrap_or_else(|e| panic!("no free port for PostgreSQL: {e}"))
+}
+
+/// The cluster [`TestCluster::shared`] hands out while someone holds it.
+static SHARED: Mutex<Weak<TestCluster>> = Mutex::new(Weak::new());
+
+impl TestCluster {
+    /// The cluster the tests running now share, started when none runs.
+    /// It stops when its last holder drops it: a test process never leaves
+    /// one behind (a static would never be dropped).
+    pub fn shared() -> Option<Arc<TestCluster>> {
+        let mut shared = SHARED.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(cluster) = shared.upgrade() {
+            return Some(cluster);
+        }
+        let cluster = Arc::new(TestCluster::start()?);
+        *shared = Arc::downgrade(&cluster);
+        Some(cluster)
+    }
+
+    /// One cluster for the whole test process (`None`: skipped, see
+    /// [`TestCluster::start`]), for callers that cannot hold it (a test
+    /// server's configuration). A static is never dropped, so a watcher
+    /// process stops the cluster and removes its files once this process
+    /// has exited.
+    pub fn for_process() -> Option<&'static TestCluster> {
+        static CLUSTER: OnceLock<Option<TestCluster>> = OnceLock::new();
+        CLUSTER
+            .get_or_init(|| {
+                let cluster = TestCluster::start()?;
+                cluster.stop_after_exit();
+                Some(cluster)
+            })
+            .as_ref()
+    }
+
+    fn stop_after_exit(&self) {
+        let runuser = if self.as_postgres {
+            "runuser -u postgres -- "
+        } else {
+            ""
+        };
+        let script = format!(
+            "while kill -0 {pid} 2>/dev/null; do sleep 1; done; \
+             {runuser}'{pg_ctl}' -D '{data}' -m immediate -w stop >/dev/null 2>&1; \
+             rm -rf '{dir}'",
+            pid = std::process::id(),
+            pg_ctl = self.bin.join("pg_ctl").display(),
+            data = self.data_dir(),
+            dir = self.dir.path().display(),
+        );
+        let spawned = Command::new("sh")
+            .args(["-c", &script])
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn();
+        if let Err(e) = spawned {
+            panic!("starting the watcher that stops the test cluster: {e}");
+        }
+    }
+
+    /// Starts a cluster, or returns `None` after a loud message when the
+    /// binaries are missing outside CI. Panics on any other failure.
+    pub fn start() -> Option<TestCluster> {
+        let Some(bin) = find_binaries() else {
+            if in_ci() {
+                panic!(
+                    "PostgreSQL's server binaries are missing (looked in $BISONDB_PG_BIN and \
+                     /usr/lib/postgresql/*/bin): CI must install the postgresql package"
+                );
+            }
+            eprintln!(
+                "\n*** SKIPPED: PostgreSQL's server binaries are missing (install the \
+                 postgresql package, or set BISONDB_PG_BIN); the postgres engine was NOT \
+                 tested ***\n"
+            );
+            return None;
+        };
+        let dir = tempfile::Builder::new()
+            .prefix("bisondb-pg-")
+            .tempdir()
+            .unwrap_or_else(|e| panic!("temporary directory: {e}"));
+        let as_postgres = is_root();
+        if as_postgres {
+            let status = Command::new("chown")
+                .args(["-R", "postgres:postgres"])
+                .arg(dir.path())
+                .status();
+            assert!(
+                status.is_ok_and(|s| s.success()),
+                "chown of the cluster directory to postgres"
+            );
+        }
+        let cluster = TestCluster {
+            dir,
+            bin,
+            port: free_port(),
+            as_postgres,
+            next_schema: AtomicUsize::new(0),
+        };
+        let data = cluster.data_dir();
+        cluster.run(
+            "initdb",
+            &[
+                "-D",
+                &data,
+                "-U",
+                USER,
+                "--auth=trust",
+                "-E",
+                "UTF8",
+                "--no-sync",
+                "--no-instructions",
+            ],
+        );
+        // Durability is not what these tests check: spare the shared disk.
+        let options = format!(
+            "-p {} -c listen_addresses=127.0.0.1 -c unix_socket_directories={} \
+             -c max_connections=400 -c fsync=off -c synchronous_commit=off \
+             -c full_page_writes=off",
+            cluster.port,
+            cluster.dir.path().display()
+        );
+        let log = cluster.dir.path().join("postgres.log");
+        let log = log.display().to_string();
+        cluster.run(
+            "pg_ctl",
+            &[
+                "-D", &data, "-l", &log, "-o", &options, "-w", "-t", "60", "start",
+            ],
+        );
+        Some(cluster)
+    }
+
+    fn data_dir(&self) -> String {
+        self.dir.path().join("data").display().to_string()
+    }
+
+    fn run(&self, program: &str, args: &[&str]) {
+        let path = self.bin.join(program);
+        let mut command = if self.as_postgres {
+            let mut c = Command::new("runuser");
+            c.args(["-u", "postgres", "--"]).arg(&path);
+            c
+        } else {
+            Command::new(&path)
+        };
+        command.args(args).current_dir(self.dir.path());
+        let output = command
+            .output()
+            .unwrap_or_else(|e| panic!("running {}: {e}", path.display()));
+        assert!(
+            output.status.success(),
+            "{program} failed: {}{}\n{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr),
+            std::fs::read_to_string(self.dir.path().join("postgres.log")).unwrap_or_default()
+        );
+    }
+
+    /// The cluster's port on 127.0.0.1.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// The URI of the cluster's `postgres` database.
+    pub fn uri(&self) -> String {
+        format!("postgresql://{USER}@127.0.0.1:{}/postgres", self.port)
+    }
+
+    /// The URI of a new, empty schema of the `postgres` database: every
+    /// engine opened on it starts empty, without a database of its own.
+    pub fn fresh_schema_uri(&self) -> String {
+        let name = format!("t{}", self.next_schema.fetch_add(1, Ordering::Relaxed));
+        self.execute(&format!("CREATE SCHEMA {name}"));
+        format!("{}?options=-csearch_path%3D{name}", self.uri())
+    }
+
+    /// Runs `sql` on the `postgres` database (a thread of its own, so any
+    /// caller, an async test included, may call it).
+    pub fn execute(&self, sql: &str) {
+        let uri = self.uri();
+        let statement = sql.to_string();
+        let outcome = std::thread::spawn(move || -> Result<(), String> {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(|e| e.to_string())?;
+            runtime.block_on(async move {
+                let (client, connection) = tokio_postgres::connect(&uri, tokio_postgres::NoTls)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                let driver = tokio::spawn(connection);
+                let done = client
+                    .batch_execute(&statement)
+                    .await
+                    .map_err(|e| e.to_string());
+                drop(client);
+                let _ = driver.await;
+                done
+            })
+        })
+        .join();
+        match outcome {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => panic!("{sql}: {e}"),
+            Err(_) => panic!("{sql}: the thread running it panicked"),
+        }
+    }
+
+    /// Where the cluster's files are.
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+}
+
+impl Drop for TestCluster {
+    fn drop(&mut self) {
+        let path = self.bin.join("pg_ctl");
+        let data = self.data_dir();
+        let args = ["-D", data.as_str(), "-m", "immediate", "-w", "stop"];
+        let _ = if self.as_postgres {
+            Command::new("runuser")
+                .args(["-u", "postgres", "--"])
+                .arg(&path)
+                .args(args)
+                .output()
+        } else {
+            Command::new(&path).args(args).output()
+        };
+    }
+}

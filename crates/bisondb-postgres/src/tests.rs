@@ -1,0 +1,181 @@
+//! The engine against the contract: `bisondb_engine::conformance` (the
+//! scenarios, the seeded model runs and proptest's) on a private PostgreSQL
+//! cluster, each engine in a fresh schema; and what is particular to a store
+//! shared by several processes (two engines over one store, the format check,
+//! long scans in pages).
+
+use std::ops::Bound;
+use std::sync::Arc;
+
+use bisondb_engine::conformance;
+use bisondb_engine::{Durability, Engine, EngineError, WriteBatch};
+use proptest::prelude::*;
+
+use crate::testing::TestCluster;
+use crate::PostgresEngine;
+
+/// An engine on an empty schema of `cluster`. Its pool is larger than the
+/// model runs' held snapshots (about 30), as each open snapshot holds a
+/// connection.
+fn fresh(cluster: &TestCluster) -> Arc<dyn Engine> {
+    let uri = cluster.fresh_schema_uri();
+    Arc::new(PostgresEngine::open(&uri, 64).unwrap_or_else(|e| panic!("open: {e}")))
+}
+
+#[test]
+fn passes_engine_conformance() {
+    let Some(cluster) = TestCluster::shared() else {
+        return;
+    };
+    conformance::run_all(&|| fresh(&cluster));
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(12))]
+    #[test]
+    fn matches_btreemap_model(ops in conformance::proptest_ops()) {
+        if let Some(cluster) = TestCluster::shared() {
+            conformance::check_against_model(&fresh(&cluster), &ops);
+        }
+    }
+}
+
+/// Two engines over one store (two servers): each sees the other's commits,
+/// and their transactions conflict through the store.
+#[test]
+fn two_engines_share_one_store() {
+    let Some(cluster) = TestCluster::shared() else {
+        return;
+    };
+    let uri = cluster.fresh_schema_uri();
+    let open = || PostgresEngine::open(&uri, 4).unwrap_or_else(|e| panic!("open: {e}"));
+    let (a, b) = (open(), open());
+    let mut batch = WriteBatch::new();
+    batch.put(b"k".to_vec(), b"from a".to_vec());
+    a.write(batch, Durability::Sync)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let seen = b.snapshot().and_then(|s| s.get(b"k"));
+    assert_eq!(seen, Ok(Some(b"from a".to_vec())));
+    let mut first = a.begin().unwrap_or_else(|e| panic!("{e}"));
+    let mut second = b.begin().unwrap_or_else(|e| panic!("{e}"));
+    assert!(first.put(b"k".to_vec(), b"1".to_vec()).is_ok());
+    assert!(matches!(
+        second.put(b"k".to_vec(), b"2".to_vec()),
+        Err(EngineError::WriteConflict(_))
+    ));
+    assert!(first.commit(Durability::Sync).is_ok());
+    drop(second);
+    let seen = b.snapshot().and_then(|s| s.get(b"k"));
+    assert_eq!(seen, Ok(Some(b"1".to_vec())));
+}
+
+/// A server takes its store alone: a second one is refused with a message
+/// naming the cause, and the store is free again once the first is gone.
+#[test]
+fn a_second_server_on_one_store_is_refused() {
+    let Some(cluster) = TestCluster::shared() else {
+        return;
+    };
+    let uri = cluster.fresh_schema_uri();
+    let first = PostgresEngine::open_exclusive(&uri, 2).unwrap_or_else(|e| panic!("{e}"));
+    match PostgresEngine::open_exclusive(&uri, 2) {
+        Err(EngineError::DbPathInUse(m)) => {
+            assert!(m.contains("another BisonDB server"), "{m}")
+        }
+        Err(e) => panic!("{e}"),
+        Ok(_) => panic!("two servers took one store"),
+    }
+    // Another schema is another store.
+    let other = cluster.fresh_schema_uri();
+    assert!(PostgresEngine::open_exclusive(&other, 2).is_ok());
+    drop(first);
+    let mut again = Err(EngineError::Internal("never tried".into()));
+    for _ in 0..50 {
+        again = PostgresEngine::open_exclusive(&uri, 2);
+        if again.is_ok() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert!(
+        again.is_ok(),
+        "the store stayed locked after its server went"
+    );
+}
+
+/// A scan longer than a page comes back whole and in order, both ways.
+#[test]
+fn long_scans_read_page_by_page() {
+    let Some(cluster) = TestCluster::shared() else {
+        return;
+    };
+    let engine = fresh(&cluster);
+    let n: u32 = 2_500;
+    let mut batch = WriteBatch::new();
+    for i in 0..n {
+        batch.put(i.to_be_bytes().to_vec(), vec![1]);
+    }
+    engine
+        .write(batch, Durability::Buffered)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let snapshot = engine.snapshot().unwrap_or_else(|e| panic!("{e}"));
+    for reverse in [false, true] {
+        let keys: Vec<u32> = snapshot
+            .scan(Bound::Unbounded, Bound::Unbounded, reverse, usize::MAX)
+            .unwrap_or_else(|e| panic!("{e}"))
+            .into_iter()
+            .map(|(k, _)| u32::from_be_bytes([k[0], k[1], k[2], k[3]]))
+            .collect();
+        let mut want: Vec<u32> = (0..n).collect();
+        if reverse {
+            want.reverse();
+        }
+        assert_eq!(keys, want, "reverse={reverse}");
+    }
+    let some = snapshot
+        .scan(
+            Bound::Excluded(&5u32.to_be_bytes()),
+            Bound::Unbounded,
+            false,
+            1_500,
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(some.len(), 1_500);
+    assert_eq!(some[0].0, 6u32.to_be_bytes().to_vec());
+}
+
+/// A store recorded in another format is refused with a message saying so.
+#[test]
+fn refuses_a_store_of_another_format() {
+    let Some(cluster) = TestCluster::shared() else {
+        return;
+    };
+    let uri = cluster.fresh_schema_uri();
+    drop(PostgresEngine::open(&uri, 2).unwrap_or_else(|e| panic!("open: {e}")));
+    let schema = uri.rsplit("%3D").next().unwrap_or_default();
+    cluster.execute(&format!(
+        "UPDATE {schema}.bisondb_meta SET value = '999' WHERE name = 'format'"
+    ));
+    match PostgresEngine::open(&uri, 2) {
+        Err(EngineError::EngineMismatch(m)) => assert!(m.contains("store format 999"), "{m}"),
+        Err(e) => panic!("{e}"),
+        Ok(_) => panic!("opened a store of another format"),
+    }
+}
+
+/// What cannot be honoured is refused when the engine opens.
+#[test]
+fn refuses_what_it_does_not_implement() {
+    assert!(matches!(
+        PostgresEngine::open("postgresql://u@127.0.0.1:1/db?sslmode=require", 4),
+        Err(EngineError::Unsupported(_))
+    ));
+    assert!(matches!(
+        PostgresEngine::open("not a uri at all://", 4),
+        Err(EngineError::InvalidArgument(_))
+    ));
+    assert!(matches!(
+        PostgresEngine::open("postgresql://u@127.0.0.1:1/db", 0),
+        Err(EngineError::InvalidArgument(_))
+    ));
+}

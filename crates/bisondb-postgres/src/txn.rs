@@ -1,0 +1,139 @@
+//! Read-write transactions on the store's own transactions.
+//!
+//! A transaction is a `REPEATABLE READ` transaction on a pooled connection
+//! with a short `lock_timeout`. Its writes reach the store at once, which
+//! gives the contract's conflicts from the store itself, across every server
+//! sharing it: a key another open transaction wrote is locked, and the write
+//! fails after `lock_timeout` with "lock not available" (first writer wins);
+//! a key changed by a commit after the snapshot fails with a serialization
+//! failure. Each write runs under a savepoint, so a failed write leaves the
+//! transaction open with its other writes, as the contract asks.
+
+use std::ops::Bound;
+use std::sync::Arc;
+
+use bisondb_engine::{Durability, EngineError, KeyValue, Transaction};
+use deadpool_postgres::Object;
+use tokio_postgres::types::ToSql;
+
+use crate::engine::{one_key_statement, open_connection, Shared};
+use crate::error::map_error;
+
+/// Begins the transaction and takes its snapshot. The lock wait bounds how
+/// long a write waits for a key another transaction holds before it reports
+/// the conflict (a plain write holding the row for its commit is shorter).
+const BEGIN: &str =
+    "BEGIN ISOLATION LEVEL REPEATABLE READ; SET LOCAL lock_timeout = '20ms'; SELECT 1";
+
+/// An open transaction (see the module doc).
+pub(crate) struct PgTransaction {
+    shared: Arc<Shared>,
+    /// `Some` until committed or dropped.
+    conn: Option<Arc<Object>>,
+    wrote: bool,
+}
+
+impl PgTransaction {
+    pub(crate) fn begin(shared: Arc<Shared>) -> Result<Box<dyn Transaction>, EngineError> {
+        let conn = shared.begin_on_connection(BEGIN)?;
+        Ok(Box::new(PgTransaction {
+            shared,
+            conn: Some(conn),
+            wrote: false,
+        }))
+    }
+
+    fn conn(&self) -> Result<Arc<Object>, EngineError> {
+        open_connection(self.conn.as_ref())
+    }
+
+    /// Writes one key (`value` `None`: removes it) under a savepoint.
+    fn write(&mut self, key: Vec<u8>, value: Option<Vec<u8>>) -> Result<(), EngineError> {
+        let conn = self.conn()?;
+        self.shared
+            .run(async move { guarded_write(&conn, key, value).await })?;
+        self.wrote = true;
+        Ok(())
+    }
+}
+
+/// The savepoint, the write and the savepoint's release are sent together;
+/// only a failed write costs a second round trip, rolling back to the
+/// savepoint so the transaction goes on.
+async fn guarded_write(
+    conn: &Object,
+    key: Vec<u8>,
+    value: Option<Vec<u8>>,
+) -> Result<(), EngineError> {
+    let statement = conn
+        .prepare_cached(one_key_statement(value.is_some()))
+        .await
+        .map_err(|e| map_error(&e, "preparing a write"))?;
+    let mut params: Vec<&(dyn ToSql + Sync)> = vec![&key];
+    if let Some(v) = &value {
+        params.push(v);
+    }
+    let (saved, wrote, released) = futures::join!(
+        conn.batch_execute("SAVEPOINT bisondb_write"),
+        conn.execute(&statement, &params),
+        conn.batch_execute("RELEASE SAVEPOINT bisondb_write"),
+    );
+    let failure = match (saved, wrote, released) {
+        (Ok(()), Ok(_), Ok(())) => return Ok(()),
+        (_, Err(e), _) | (Err(e), _, _) | (_, _, Err(e)) => map_error(&e, "writing a key"),
+    };
+    conn.batch_execute("ROLLBACK TO SAVEPOINT bisondb_write; RELEASE SAVEPOINT bisondb_write")
+        .await
+        .map_err(|e| map_error(&e, "rolling back a failed write"))?;
+    Err(failure)
+}
+
+impl Transaction for PgTransaction {
+    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, EngineError> {
+        self.shared.get_through(self.conn.as_ref(), key)
+    }
+
+    fn scan(
+        &self,
+        start: Bound<&[u8]>,
+        end: Bound<&[u8]>,
+        reverse: bool,
+        limit: usize,
+    ) -> Result<Vec<KeyValue>, EngineError> {
+        self.shared
+            .scan_through(self.conn.as_ref(), (start, end), reverse, limit)
+    }
+
+    fn put(&mut self, key: Vec<u8>, value: Vec<u8>) -> Result<(), EngineError> {
+        self.write(key, Some(value))
+    }
+
+    fn delete(&mut self, key: Vec<u8>) -> Result<(), EngineError> {
+        self.write(key, None)
+    }
+
+    fn commit(mut self: Box<Self>, _durability: Durability) -> Result<(), EngineError> {
+        let conn = self.conn()?;
+        self.conn = None;
+        let end = if self.wrote { "COMMIT" } else { "ROLLBACK" };
+        self.shared.run(async move {
+            let outcome = conn.batch_execute(end).await;
+            // The transaction is over either way (a failed COMMIT rolls
+            // back); a lost connection is not handed out again.
+            if let Ok(conn) = Arc::try_unwrap(conn) {
+                if conn.is_closed() {
+                    drop(Object::take(conn));
+                }
+            }
+            outcome.map_err(|e| map_error(&e, "committing a transaction"))
+        })
+    }
+}
+
+impl Drop for PgTransaction {
+    fn drop(&mut self) {
+        if let Some(conn) = self.conn.take() {
+            self.shared.end_in_background(conn, "ROLLBACK");
+        }
+    }
+}
