@@ -453,7 +453,6 @@ pub static COMMANDS: &[CommandSpec] = &[
         help: "create a user of this database",
         privileges: Needs::Computed(needs::create_user),
     },
-    not_supported("currentOp", Reply::Compressible),
     CommandSpec {
         name: "currentOp",
         run: Run::Handler(run::<current_op::CurrentOp>),
