@@ -56,7 +56,9 @@ def rs_client():
     log = open(workdir / "bisondb.log", "wb")
     process = subprocess.Popen(
         [str(default_binary()), "--port", str(port), "--bind_ip", "127.0.0.1",
-         "--dbpath", str(workdir / "db"), "--nounixsocket", "--replSet", "rs0"],
+         "--dbpath", str(workdir / "db"), "--nounixsocket", "--replSet", "rs0",
+         # Test commands let the tests insert hand-made oplog entries.
+         "--setParameter", "enableTestCommands=1"],
         stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     log.close()
     client = MongoClient(f"mongodb://127.0.0.1:{port}/?directConnection=true",
@@ -68,10 +70,6 @@ def rs_client():
         while not client.admin.command("hello").get("isWritablePrimary"):
             assert time.monotonic() < deadline, "never became primary"
             time.sleep(0.05)
-        try:
-            client.local.command("create", "oplog.rs", capped=True, size=1 << 20)
-        except OperationFailure as e:
-            assert e.code == 48  # the server keeps its own oplog
         yield client
     finally:
         client.close()

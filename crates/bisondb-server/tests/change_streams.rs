@@ -65,15 +65,9 @@ fn entry(time: u32, op: &str, ns: &str, o: Document, o2: Option<Document>) -> Do
 /// A replica-set server, a direct client, and its oplog (created as a
 /// capped collection when the server has none).
 async fn setup() -> (TestServer, Client) {
-    let ts = start_repl_set().await;
+    // Test commands let the tests insert hand-made oplog entries.
+    let ts = start_repl_set_with(|c| c.enable_test_commands = true).await;
     let client = direct_client(ts.server.port()).await;
-    let local = client.database("local");
-    if let Err(e) = local
-        .run_command(doc! {"create": "oplog.rs", "capped": true, "size": 1 << 20})
-        .await
-    {
-        assert_eq!(error_code(&e), Some(48), "{e}");
-    }
     (ts, client)
 }
 
@@ -486,17 +480,15 @@ async fn the_drivers_watch_helpers() {
 async fn a_token_resumes_after_a_restart_on_lsm() {
     let dir = tempfile::tempdir().unwrap();
     let dbpath = dir.path().join("data");
-    let (port, cfg) = lsm_member(dir.path(), &dbpath);
+    let (port, member) = lsm_member(dir.path(), &dbpath);
+    let cfg = move || {
+        let mut c = member();
+        c.enable_test_commands = true;
+        c
+    };
     let server = start_retrying(&cfg).await;
     initiate(port).await;
     let client = direct_client(port).await;
-    if let Err(e) = client
-        .database("local")
-        .run_command(doc! {"create": "oplog.rs", "capped": true, "size": 1 << 20})
-        .await
-    {
-        assert_eq!(error_code(&e), Some(48), "{e}");
-    }
     write_oplog(
         &client,
         vec![

@@ -89,11 +89,13 @@ async fn get_more_runs_under_the_rest_of_the_limit() {
     let db = ts.tcp.database("interrupt_gm");
     fill(&ts.tcp, "interrupt_gm", 20_000).await;
     // The first batch comes at once; the filter then matches nothing more,
-    // so the getMore scans the rest of the collection.
+    // so the getMore scans the rest of the collection, 2 ms a document (a
+    // plain scan of 20,000 documents can finish inside the limit's rest on a
+    // fast run, which is not what this test is about).
     let reply = run(
         &db,
-        doc! {"find": "c", "filter": {"$or": [{"x": 0}, {"x": {"$lt": -1}}]}, "batchSize": 1,
-        "maxTimeMS": 30},
+        doc! {"find": "c", "filter": {"$where": "sleep(2); return this.x === 0 || this.x < -1;"},
+        "batchSize": 1, "maxTimeMS": 30},
     )
     .await;
     let id = reply.get_document("cursor").unwrap().get_i64("id").unwrap();

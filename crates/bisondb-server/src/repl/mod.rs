@@ -412,7 +412,9 @@ pub fn on_member() -> bool {
 /// takes writes anyway.
 /// The live oplog is written only by the server: a command aimed at
 /// `local.oplog.rs` that writes (insert, update, delete, drop...) fails as
-/// mongod's drop of it does.
+/// mongod's drop of it does. The one exception is for test suites: with
+/// `enableTestCommands=1`, `insert` may add hand-made entries (history a
+/// change stream test needs, such as entries older than any write).
 #[inline]
 pub fn check_write(
     state: &crate::state::ServerState,
@@ -425,7 +427,13 @@ pub fn check_write(
     }
     if db == oplog::OPLOG_DB {
         let target = body.iter().next().and_then(|el| el.ok()).map(|(_, v)| v);
-        if matches!(target, Some(bson::RawBsonRef::String(oplog::OPLOG_COLL))) {
+        let test_insert = state.config.enable_test_commands
+            && body
+                .iter()
+                .next()
+                .and_then(|el| el.ok())
+                .is_some_and(|(k, _)| k.as_str() == "insert");
+        if !test_insert && matches!(target, Some(bson::RawBsonRef::String(oplog::OPLOG_COLL))) {
             return Err(MongoError::new(
                 ErrorCode::IllegalOperation,
                 "can't write to or drop the live oplog, local.oplog.rs, while replicating",
