@@ -32,7 +32,7 @@ from bson import json_util
 from pymongo import MongoClient
 from pymongo.errors import PyMongoError
 
-from conftest import NODE_DIR, client_env, default_binary, free_tcp_port, require_client
+from conftest import NODE_DIR, _stop, client_env, default_binary, free_tcp_port, require_client
 from test_mongosh import require_mongosh
 
 ADMIN_PW = "s3cret-Admin!"
@@ -78,12 +78,7 @@ def auth_server():
                                roles=[{"role": "read", "db": "app"}], mechanisms=["SCRAM-SHA-1"])
         yield {"hosts": {"tcp": f"127.0.0.1:{port}", "unix": sock_host}, "log": log_path}
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        _stop(process)
         shutil.rmtree(workdir, ignore_errors=True)
         shutil.rmtree(sockdir, ignore_errors=True)
 

@@ -10,7 +10,7 @@
 // non-zero with a message on the first mismatch; prints
 // "auth.mjs: all checks passed" when everything matched.
 import { MongoClient } from 'mongodb';
-import { isDeepStrictEqual, inspect } from 'node:util';
+import { counter, expectEqual } from './check.mjs';
 
 const [host, adminPassword] = process.argv.slice(2);
 if (!host || !adminPassword) {
@@ -18,13 +18,6 @@ if (!host || !adminPassword) {
   process.exit(2);
 }
 
-let checks = 0;
-function expectEqual(actual, expected, what) {
-  checks += 1;
-  if (!isDeepStrictEqual(actual, expected)) {
-    throw new Error(`${what}: expected ${inspect(expected, { depth: 6 })}, got ${inspect(actual, { depth: 6 })}`);
-  }
-}
 
 function uri(user, password, params) {
   const query = new URLSearchParams({ serverSelectionTimeoutMS: '10000', ...params });
@@ -126,10 +119,10 @@ async function main() {
     await anon.close();
   }
 
-  console.log(`auth.mjs: all checks passed (${checks} checks, ${host})`);
+  console.log(`auth.mjs: all checks passed (${counter.checks} checks, ${host})`);
 }
 
 main().catch((err) => {
-  console.error(`auth.mjs: FAILED after ${checks} checks: ${err && err.stack ? err.stack : err}`);
+  console.error(`auth.mjs: FAILED after ${counter.checks} checks: ${err && err.stack ? err.stack : err}`);
   process.exit(1);
 });
