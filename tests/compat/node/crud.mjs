@@ -4,7 +4,7 @@
 //
 //   node crud.mjs mongodb://127.0.0.1:27018/
 import { MongoClient } from 'mongodb';
-import { isDeepStrictEqual, inspect } from 'node:util';
+import { counter, expectEqual } from './check.mjs';
 
 const uri = process.argv[2];
 if (!uri) {
@@ -12,13 +12,6 @@ if (!uri) {
   process.exit(2);
 }
 
-let checks = 0;
-function expectEqual(actual, expected, what) {
-  checks += 1;
-  if (!isDeepStrictEqual(actual, expected)) {
-    throw new Error(`${what}: expected ${inspect(expected, { depth: 6 })}, got ${inspect(actual, { depth: 6 })}`);
-  }
-}
 
 const client = new MongoClient(uri, { serverSelectionTimeoutMS: 10000 });
 const dbName = 'compat_node_crud';
@@ -114,7 +107,7 @@ async function main() {
 
 try {
   await main();
-  console.log(`crud.mjs: all checks passed (${checks} checks)`);
+  console.log(`crud.mjs: all checks passed (${counter.checks} checks)`);
 } catch (err) {
   console.error(`crud.mjs: FAILED: ${err?.stack ?? err}`);
   process.exitCode = 1;
