@@ -297,18 +297,8 @@ async fn the_oldest_entries_make_room() {
 async fn entries_survive_a_restart_and_time_goes_on() {
     let dir = tempfile::tempdir().unwrap();
     let dbpath = dir.path().join("data");
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let cfg = || {
-        let mut c = lsm_config(dir.path(), &dbpath);
-        c.port = port;
-        c.repl_set_name = Some(SET_NAME.into());
-        c.oplog_size_mb = Some(16);
-        c
-    };
+    // A fixed port: the configuration names this node by address.
+    let (port, cfg) = lsm_member(dir.path(), &dbpath);
     let server = Server::start(cfg()).await.unwrap();
     initiate(port).await;
     let client = direct_client(port).await;
