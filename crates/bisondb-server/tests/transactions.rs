@@ -235,3 +235,44 @@ async fn a_commit_is_one_apply_ops_oplog_entry() {
         .unwrap();
     assert_eq!(plain, 0);
 }
+
+/// Outside a transaction `create` of an existing collection with the same
+/// options is a no-op (mongod 7+); inside one it is 48 NamespaceExists, as
+/// pymongo's `test_create_collection` expects, and ends the transaction.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn create_of_an_existing_collection_in_a_transaction_is_48() {
+    let ts = common::start_repl_set().await;
+    let db = ts.tcp.database("tx");
+    db.create_collection("made").await.unwrap();
+    run_ok(&db, doc! {"create": "made"}).await;
+    let mut s = ts.tcp.start_session().await.unwrap();
+    s.start_transaction().await.unwrap();
+    let e = db
+        .run_command(doc! {"create": "made"})
+        .session(&mut s)
+        .await
+        .unwrap_err();
+    assert_eq!(error_code(&e), Some(48), "{e:?}");
+    let e = s.commit_transaction().await.unwrap_err();
+    assert_eq!(error_code(&e), Some(251), "{e:?}");
+    // A new collection can still be created inside one.
+    s.start_transaction().await.unwrap();
+    db.run_command(doc! {"create": "fresh"})
+        .session(&mut s)
+        .await
+        .unwrap();
+    s.commit_transaction().await.unwrap();
+    assert!(db
+        .list_collection_names()
+        .await
+        .unwrap()
+        .contains(&"fresh".to_string()));
+}
+
+async fn run_ok(db: &mongodb::Database, cmd: Document) {
+    let r = db.run_command(cmd).await.unwrap();
+    assert!(
+        common::is_num(r.get("ok").unwrap_or(&bson::Bson::Null), 1.0),
+        "{r:?}"
+    );
+}
