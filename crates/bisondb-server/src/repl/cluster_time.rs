@@ -114,6 +114,31 @@ pub fn before_command(state: &ServerState, body: &RawDocument) -> MongoResult<()
     Ok(())
 }
 
+/// `readConcern: {level: "snapshot"}` outside a transaction: mongod serves
+/// it to the commands that read at a snapshot (`snapshot_reader`) and
+/// refuses it to every other one with 72 InvalidOptions.
+pub fn check_snapshot_outside_txn(
+    name: &str,
+    body: &RawDocument,
+    snapshot_reader: bool,
+) -> MongoResult<()> {
+    if snapshot_reader {
+        return Ok(());
+    }
+    let Ok(Some(RawBsonRef::Document(rc))) = body.get("readConcern") else {
+        return Ok(());
+    };
+    if matches!(rc.get("level"), Ok(Some(RawBsonRef::String("snapshot")))) {
+        return Err(MongoError::new(
+            ErrorCode::InvalidOptions,
+            format!(
+                "Command {name} does not support {{ readConcern: {{ level: \"snapshot\", provenance: \"clientSupplied\" }} }}"
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// A client's cluster time moves ours forward; mongod refuses one more
 /// than a year ahead of its wall clock, and so does this.
 fn gossip(repl: &ReplState, ts: Timestamp) {
