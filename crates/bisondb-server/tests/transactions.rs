@@ -276,3 +276,68 @@ async fn run_ok(db: &mongodb::Database, cmd: Document) {
         "{r:?}"
     );
 }
+
+/// A commit whose write concern can never be satisfied (`w: 2` on one
+/// member: 100 UnsatisfiableWriteConcern) carries no
+/// `UnknownTransactionCommitResult` (retrying cannot help), and LockTimeout
+/// on a transaction statement is a `TransientTransactionError`, as mongod
+/// labels them (the transactions spec's error-labels tests).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn commit_and_transient_error_labels() {
+    let ts = common::start_repl_set_with(|c| c.enable_test_commands = true).await;
+    let db = ts.tcp.database("tx");
+    let admin = ts.tcp.database("admin");
+    let mut raw = ts.tcp.start_session().await.unwrap();
+    db.run_command(doc! {"insert": "c", "documents": [{"_id": 1}], "txnNumber": 1i64, "autocommit": false, "startTransaction": true})
+        .session(&mut raw)
+        .await
+        .unwrap();
+    let r = admin
+        .run_command(doc! {"commitTransaction": 1, "txnNumber": 1i64, "autocommit": false, "writeConcern": {"w": 2}})
+        .session(&mut raw)
+        .await
+        .unwrap();
+    let wce = r.get_document("writeConcernError").unwrap();
+    assert_eq!(wce.get_i32("code").ok(), Some(100), "{r:?}");
+    assert!(r.get("errorLabels").is_none(), "{r:?}");
+    // A write concern error that may yet be satisfied still gets the label:
+    // the failCommand fail point's 64 WriteConcernFailed.
+    admin
+        .run_command(doc! {"configureFailPoint": "failCommand", "mode": {"times": 1},
+            "data": {"failCommands": ["commitTransaction"], "writeConcernError": {"code": 64, "errmsg": "waiting"}}})
+        .await
+        .unwrap();
+    db.run_command(doc! {"insert": "c", "documents": [{"_id": 2}], "txnNumber": 2i64, "autocommit": false, "startTransaction": true})
+        .session(&mut raw)
+        .await
+        .unwrap();
+    let r = admin
+        .run_command(doc! {"commitTransaction": 1, "txnNumber": 2i64, "autocommit": false})
+        .session(&mut raw)
+        .await
+        .unwrap();
+    let labels = r.get_array("errorLabels").unwrap();
+    assert!(
+        labels.contains(&bson::Bson::String("UnknownTransactionCommitResult".into())),
+        "{r:?}"
+    );
+    admin
+        .run_command(doc! {"configureFailPoint": "failCommand", "mode": "off"})
+        .await
+        .unwrap();
+    // LockTimeout (24) on a statement of a transaction is transient.
+    admin
+        .run_command(
+            doc! {"configureFailPoint": "failCommand", "mode": {"times": 1},
+            "data": {"failCommands": ["insert"], "errorCode": 24}},
+        )
+        .await
+        .unwrap();
+    let e = expect_code(
+        db.run_command(doc! {"insert": "c", "documents": [{"_id": 3}], "txnNumber": 3i64, "autocommit": false, "startTransaction": true})
+            .session(&mut raw)
+            .await,
+        24,
+    );
+    assert!(e.contains_label("TransientTransactionError"), "{e:?}");
+}
