@@ -1453,6 +1453,9 @@ pub fn dispatch_spec(
         // concern) read at a snapshot, as in mongod.
         let snapshot_reader = spec.txn == Txn::Allowed && !spec.write_concern;
         crate::repl::cluster_time::check_snapshot_outside_txn(req.name, req.body, snapshot_reader)?;
+        if req.name == "aggregate" {
+            crate::repl::cluster_time::check_linearizable_aggregate(req.body)?;
+        }
     }
     if session.txn_number.is_some() {
         // Retryable writes and transactions (replica-set mode only).

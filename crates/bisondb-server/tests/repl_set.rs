@@ -544,9 +544,10 @@ async fn replies_carry_cluster_time_and_write_concerns_are_answered() {
 /// `readConcern: {level: "snapshot"}` outside a transaction: the reads that
 /// run at a snapshot (find, aggregate, distinct) take it; writes and the
 /// listing commands get 72 InvalidOptions, as mongod (the sessions spec's
-/// snapshot-sessions-unsupported-ops tests).
+/// snapshot-sessions-unsupported-ops tests). `$out`/`$merge` refuse
+/// `linearizable` (the CRUD spec's aggregate-out-readConcern test).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn snapshot_read_concern_outside_a_transaction() {
+async fn snapshot_and_linearizable_read_concerns_commands_refuse() {
     let ts = start_repl_set().await;
     let db = ts.tcp.database("snap");
     db.collection::<Document>("c")
@@ -603,6 +604,26 @@ async fn snapshot_read_concern_outside_a_transaction() {
         72,
     );
     assert!(error_message(&e).contains("listDatabases"), "{e:?}");
+    // An aggregation that writes cannot read at linearizable.
+    for stage in [doc! {"$out": "o"}, doc! {"$merge": {"into": "o"}}] {
+        let name = stage.keys().next().cloned().unwrap_or_default();
+        let e = expect_code(
+            db.run_command(doc! {"aggregate": "c", "pipeline": [stage], "cursor": {},
+            "readConcern": {"level": "linearizable"}})
+                .await,
+            72,
+        );
+        assert!(
+            error_message(&e).contains(&format!(
+                "{name} cannot be used with a 'linearizable' read concern level"
+            )),
+            "{e:?}"
+        );
+    }
+    db.run_command(doc! {"aggregate": "c", "pipeline": [], "cursor": {},
+    "readConcern": {"level": "linearizable"}})
+        .await
+        .unwrap();
     // Nothing was written by the refused writes.
     let n = db
         .collection::<Document>("c")

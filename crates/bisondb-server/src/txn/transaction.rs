@@ -319,7 +319,11 @@ pub fn label_reply(body: &bson::RawDocument, reply: &mut RawDocumentBuf) {
     }
     let failed = super::failed(reply);
     let code_of = super::code_of;
-    let first = body.iter().next().and_then(Result::ok).map(|(k, _)| k.as_str());
+    let first = body
+        .iter()
+        .next()
+        .and_then(Result::ok)
+        .map(|(k, _)| k.as_str());
     let committing = first == Some("commitTransaction");
     let ending = committing || first == Some("abortTransaction");
     let wce_code = match reply.get("writeConcernError") {
