@@ -637,3 +637,31 @@ async fn snapshot_and_linearizable_read_concerns_commands_refuse() {
         .unwrap()
         .contains(&"d".to_string()));
 }
+
+/// `validate` with `background: true` runs in replica-set mode (mongod
+/// refuses it only on a standalone, 115); its refused combinations stay 72.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn background_validate_runs_in_replica_set_mode() {
+    let ts = start_repl_set().await;
+    let db = ts.tcp.database("val");
+    db.collection::<Document>("c")
+        .insert_one(doc! {"a": 1})
+        .await
+        .unwrap();
+    let r = db
+        .run_command(doc! {"validate": "c", "background": true})
+        .await
+        .unwrap();
+    assert_eq!(r.get_bool("valid").ok(), Some(true), "{r:?}");
+    assert_eq!(r.get_str("ns").ok(), Some("val.c"), "{r:?}");
+    expect_code(
+        db.run_command(doc! {"validate": "c", "background": true, "full": true})
+            .await,
+        72,
+    );
+    expect_code(
+        db.run_command(doc! {"validate": "none", "background": true})
+            .await,
+        26,
+    );
+}
