@@ -1446,6 +1446,16 @@ pub fn dispatch_spec(
     }
     let session =
         crate::fields::check_generic_args(req.name, req.body, ctx.state.repl().enabled())?;
+    if ctx.state.repl().enabled() && !session.in_transaction() {
+        // Outside a transaction only the reads a transaction also runs
+        // (find, aggregate, distinct: allowed there and taking no write
+        // concern) read at a snapshot, as in mongod.
+        let snapshot_reader = spec.txn == Txn::Allowed && !spec.write_concern;
+        crate::repl::cluster_time::check_snapshot_outside_txn(req.name, req.body, snapshot_reader)?;
+        if req.name == "aggregate" {
+            crate::repl::cluster_time::check_linearizable_aggregate(req.body)?;
+        }
+    }
     if session.txn_number.is_some() {
         // Retryable writes and transactions (replica-set mode only).
         return crate::txn::dispatch(spec.txn, session, req, ctx, |req, ctx| {

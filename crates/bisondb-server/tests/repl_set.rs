@@ -529,3 +529,128 @@ async fn replies_carry_cluster_time_and_write_concerns_are_answered() {
     let wce = r.get_document("writeConcernError").unwrap();
     assert_eq!(wce.get_i32("code").ok(), Some(79), "{r}");
 }
+
+/// `readConcern: {level: "snapshot"}` outside a transaction: the reads that
+/// run at a snapshot (find, aggregate, distinct) take it; writes and the
+/// listing commands get 72 InvalidOptions, as mongod (the sessions spec's
+/// snapshot-sessions-unsupported-ops tests). `$out`/`$merge` refuse
+/// `linearizable` (the CRUD spec's aggregate-out-readConcern test).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn snapshot_and_linearizable_read_concerns_commands_refuse() {
+    let ts = start_repl_set().await;
+    let db = ts.tcp.database("snap");
+    db.collection::<Document>("c")
+        .insert_one(doc! {"_id": 1})
+        .await
+        .unwrap();
+    let rc = doc! {"level": "snapshot"};
+    for cmd in [
+        doc! {"find": "c", "readConcern": rc.clone()},
+        doc! {"aggregate": "c", "pipeline": [], "cursor": {}, "readConcern": rc.clone()},
+        doc! {"distinct": "c", "key": "_id", "readConcern": rc.clone()},
+    ] {
+        let r = db.run_command(cmd.clone()).await;
+        assert!(r.is_ok(), "{cmd:?}: {r:?}");
+    }
+    for (cmd, name) in [
+        (
+            doc! {"insert": "c", "documents": [{"_id": 2}], "readConcern": rc.clone()},
+            "insert",
+        ),
+        (
+            doc! {"update": "c", "updates": [{"q": {}, "u": {"$set": {"a": 1}}}], "readConcern": rc.clone()},
+            "update",
+        ),
+        (
+            doc! {"delete": "c", "deletes": [{"q": {}, "limit": 1}], "readConcern": rc.clone()},
+            "delete",
+        ),
+        (
+            doc! {"findAndModify": "c", "query": {}, "update": {"$set": {"a": 1}}, "readConcern": rc.clone()},
+            "findAndModify",
+        ),
+        (
+            doc! {"listCollections": 1, "readConcern": rc.clone()},
+            "listCollections",
+        ),
+        (
+            doc! {"listIndexes": "c", "readConcern": rc.clone()},
+            "listIndexes",
+        ),
+        (doc! {"create": "d", "readConcern": rc.clone()}, "create"),
+    ] {
+        let e = expect_code(db.run_command(cmd).await, 72);
+        assert!(
+            error_message(&e).contains(&format!("Command {name} does not support")),
+            "{e:?}"
+        );
+    }
+    let e = expect_code(
+        ts.tcp
+            .database("admin")
+            .run_command(doc! {"listDatabases": 1, "readConcern": rc.clone()})
+            .await,
+        72,
+    );
+    assert!(error_message(&e).contains("listDatabases"), "{e:?}");
+    // An aggregation that writes cannot read at linearizable.
+    for stage in [doc! {"$out": "o"}, doc! {"$merge": {"into": "o"}}] {
+        let name = stage.keys().next().cloned().unwrap_or_default();
+        let e = expect_code(
+            db.run_command(doc! {"aggregate": "c", "pipeline": [stage], "cursor": {},
+            "readConcern": {"level": "linearizable"}})
+                .await,
+            72,
+        );
+        assert!(
+            error_message(&e).contains(&format!(
+                "{name} cannot be used with a 'linearizable' read concern level"
+            )),
+            "{e:?}"
+        );
+    }
+    db.run_command(doc! {"aggregate": "c", "pipeline": [], "cursor": {},
+    "readConcern": {"level": "linearizable"}})
+        .await
+        .unwrap();
+    // Nothing was written by the refused writes.
+    let n = db
+        .collection::<Document>("c")
+        .count_documents(doc! {})
+        .await
+        .unwrap();
+    assert_eq!(n, 1);
+    assert!(!db
+        .list_collection_names()
+        .await
+        .unwrap()
+        .contains(&"d".to_string()));
+}
+
+/// `validate` with `background: true` runs in replica-set mode (mongod
+/// refuses it only on a standalone, 115); its refused combinations stay 72.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn background_validate_runs_in_replica_set_mode() {
+    let ts = start_repl_set().await;
+    let db = ts.tcp.database("val");
+    db.collection::<Document>("c")
+        .insert_one(doc! {"a": 1})
+        .await
+        .unwrap();
+    let r = db
+        .run_command(doc! {"validate": "c", "background": true})
+        .await
+        .unwrap();
+    assert_eq!(r.get_bool("valid").ok(), Some(true), "{r:?}");
+    assert_eq!(r.get_str("ns").ok(), Some("val.c"), "{r:?}");
+    expect_code(
+        db.run_command(doc! {"validate": "c", "background": true, "full": true})
+            .await,
+        72,
+    );
+    expect_code(
+        db.run_command(doc! {"validate": "none", "background": true})
+            .await,
+        26,
+    );
+}

@@ -235,3 +235,109 @@ async fn a_commit_is_one_apply_ops_oplog_entry() {
         .unwrap();
     assert_eq!(plain, 0);
 }
+
+/// Outside a transaction `create` of an existing collection with the same
+/// options is a no-op (mongod 7+); inside one it is 48 NamespaceExists, as
+/// pymongo's `test_create_collection` expects, and ends the transaction.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn create_of_an_existing_collection_in_a_transaction_is_48() {
+    let ts = common::start_repl_set().await;
+    let db = ts.tcp.database("tx");
+    db.create_collection("made").await.unwrap();
+    run_ok(&db, doc! {"create": "made"}).await;
+    let mut s = ts.tcp.start_session().await.unwrap();
+    s.start_transaction().await.unwrap();
+    let e = db
+        .run_command(doc! {"create": "made"})
+        .session(&mut s)
+        .await
+        .unwrap_err();
+    assert_eq!(error_code(&e), Some(48), "{e:?}");
+    let e = s.commit_transaction().await.unwrap_err();
+    assert_eq!(error_code(&e), Some(251), "{e:?}");
+    // A new collection can still be created inside one.
+    s.start_transaction().await.unwrap();
+    db.run_command(doc! {"create": "fresh"})
+        .session(&mut s)
+        .await
+        .unwrap();
+    s.commit_transaction().await.unwrap();
+    assert!(db
+        .list_collection_names()
+        .await
+        .unwrap()
+        .contains(&"fresh".to_string()));
+}
+
+async fn run_ok(db: &mongodb::Database, cmd: Document) {
+    let r = db.run_command(cmd).await.unwrap();
+    assert!(
+        common::is_num(r.get("ok").unwrap_or(&bson::Bson::Null), 1.0),
+        "{r:?}"
+    );
+}
+
+/// A commit whose write concern can never be satisfied (`w: 2` on one
+/// member: 100 UnsatisfiableWriteConcern) carries no
+/// `UnknownTransactionCommitResult` (retrying cannot help), and LockTimeout
+/// on a transaction statement is a `TransientTransactionError`, as mongod
+/// labels them (the transactions spec's error-labels tests).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn commit_and_transient_error_labels() {
+    let ts = common::start_repl_set_with(|c| c.enable_test_commands = true).await;
+    let db = ts.tcp.database("tx");
+    let admin = ts.tcp.database("admin");
+    let mut raw = ts.tcp.start_session().await.unwrap();
+    db.run_command(doc! {"insert": "c", "documents": [{"_id": 1}], "txnNumber": 1i64, "autocommit": false, "startTransaction": true})
+        .session(&mut raw)
+        .await
+        .unwrap();
+    let r = admin
+        .run_command(doc! {"commitTransaction": 1, "txnNumber": 1i64, "autocommit": false, "writeConcern": {"w": 2}})
+        .session(&mut raw)
+        .await
+        .unwrap();
+    let wce = r.get_document("writeConcernError").unwrap();
+    assert_eq!(wce.get_i32("code").ok(), Some(100), "{r:?}");
+    assert!(r.get("errorLabels").is_none(), "{r:?}");
+    // A write concern error that may yet be satisfied still gets the label:
+    // the failCommand fail point's 64 WriteConcernFailed.
+    admin
+        .run_command(doc! {"configureFailPoint": "failCommand", "mode": {"times": 1},
+            "data": {"failCommands": ["commitTransaction"], "writeConcernError": {"code": 64, "errmsg": "waiting"}}})
+        .await
+        .unwrap();
+    db.run_command(doc! {"insert": "c", "documents": [{"_id": 2}], "txnNumber": 2i64, "autocommit": false, "startTransaction": true})
+        .session(&mut raw)
+        .await
+        .unwrap();
+    let r = admin
+        .run_command(doc! {"commitTransaction": 1, "txnNumber": 2i64, "autocommit": false})
+        .session(&mut raw)
+        .await
+        .unwrap();
+    let labels = r.get_array("errorLabels").unwrap();
+    assert!(
+        labels.contains(&bson::Bson::String("UnknownTransactionCommitResult".into())),
+        "{r:?}"
+    );
+    admin
+        .run_command(doc! {"configureFailPoint": "failCommand", "mode": "off"})
+        .await
+        .unwrap();
+    // LockTimeout (24) on a statement of a transaction is transient.
+    admin
+        .run_command(
+            doc! {"configureFailPoint": "failCommand", "mode": {"times": 1},
+            "data": {"failCommands": ["insert"], "errorCode": 24}},
+        )
+        .await
+        .unwrap();
+    let e = expect_code(
+        db.run_command(doc! {"insert": "c", "documents": [{"_id": 3}], "txnNumber": 3i64, "autocommit": false, "startTransaction": true})
+            .session(&mut raw)
+            .await,
+        24,
+    );
+    assert!(e.contains_label("TransientTransactionError"), "{e:?}");
+}

@@ -39,6 +39,6 @@ pub use lsm::{KeyRegions, LsmEngine, LsmOptions};
 pub use observer::{Op, OpObserver, Target};
 pub use store::capped::KeyedEntry;
 pub use store::{
-    id_of, write_plain, Collection, DocIter, IndexReport, InsertOutcome, Modify, ModifyResult,
-    NaturalIter, Recorder, StoreTxn, TxnOp, ValidateOptions, ValidateReport,
+    id_of, in_transaction, write_plain, Collection, DocIter, IndexReport, InsertOutcome, Modify,
+    ModifyResult, NaturalIter, Recorder, StoreTxn, TxnOp, ValidateOptions, ValidateReport,
 };

@@ -1209,7 +1209,7 @@ impl Iterator for DocIter {
 pub(crate) mod capped;
 pub(crate) mod txn;
 pub use capped::NaturalIter;
-pub use txn::{write_plain, Recorder, StoreTxn, TxnOp};
+pub use txn::{in_transaction, write_plain, Recorder, StoreTxn, TxnOp};
 
 mod key_bounds;
 mod validate;

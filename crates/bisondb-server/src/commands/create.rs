@@ -212,9 +212,10 @@ impl Command for Create {
     }
 
     fn execute(self, ctx: &mut Context<'_>) -> MongoResult<RawDocumentBuf> {
-        // mongod 7+: creating an existing collection with the same options is a no-op.
+        // mongod 7+: creating an existing collection with the same options is a
+        // no-op, except inside a transaction, where it is always 48.
         if let Some(existing) = ctx.state.storage.collection(&self.db, &self.coll) {
-            if existing.info().options == self.options {
+            if existing.info().options == self.options && !bisondb_storage::in_transaction() {
                 return reply::ok(doc! {});
             }
             return Err(exists(&self.db, &self.coll));

@@ -5,8 +5,9 @@
 //! mongod reads every option with `trueValue()` (any type: a number is true
 //! when not zero, null is false) and ignores fields it does not know, so this
 //! parser does too. Option combinations mongod refuses fail with 72
-//! InvalidOptions in mongod's order; `background: true` fails with 115, as on
-//! a standalone mongod (BisonDB is one). `repair: true` is allowed, as on a
+//! InvalidOptions in mongod's order; `background: true` fails with 115 on a
+//! standalone, as mongod; in replica-set mode it runs the same full check
+//! (BisonDB reads one engine snapshot either way). `repair: true` is allowed, as on a
 //! standalone mongod: it fixes index entries, removes invalid documents and
 //! corrects the count and size.
 
@@ -32,6 +33,7 @@ pub struct Validate {
     repair: bool,
     metadata: bool,
     enforce_fast_count: bool,
+    background: bool,
 }
 
 /// mongod's `BSONElement::trueValue()`.
@@ -113,23 +115,24 @@ impl Command for Validate {
                 "Running the validate command with { metadata: true } is not supported with any other options",
             ));
         }
-        if background {
-            // A standalone mongod has no checkpoint timestamps to validate at.
-            return Err(MongoError::new(
-                ErrorCode::CommandNotSupported,
-                "Running the validate command with { background: true } is not supported in standalone mode",
-            ));
-        }
         Ok(Validate {
             db: req.db.clone(),
             coll,
             repair,
             metadata,
             enforce_fast_count,
+            background,
         })
     }
 
     fn execute(self, ctx: &mut Context<'_>) -> MongoResult<RawDocumentBuf> {
+        if self.background && !ctx.state.repl().enabled() {
+            // A standalone mongod has no checkpoint timestamps to validate at.
+            return Err(MongoError::new(
+                ErrorCode::CommandNotSupported,
+                "Running the validate command with { background: true } is not supported in standalone mode",
+            ));
+        }
         let ns = crate::namespaces::ns(&self.db, &self.coll);
         let Some(c) = ctx.state.storage.collection(&self.db, &self.coll) else {
             return Err(MongoError::new(

@@ -114,6 +114,62 @@ pub fn before_command(state: &ServerState, body: &RawDocument) -> MongoResult<()
     Ok(())
 }
 
+/// `readConcern: {level: "snapshot"}` outside a transaction: mongod serves
+/// it to the commands that read at a snapshot (`snapshot_reader`) and
+/// refuses it to every other one with 72 InvalidOptions.
+pub fn check_snapshot_outside_txn(
+    name: &str,
+    body: &RawDocument,
+    snapshot_reader: bool,
+) -> MongoResult<()> {
+    if snapshot_reader {
+        return Ok(());
+    }
+    let Ok(Some(RawBsonRef::Document(rc))) = body.get("readConcern") else {
+        return Ok(());
+    };
+    if matches!(rc.get("level"), Ok(Some(RawBsonRef::String("snapshot")))) {
+        return Err(MongoError::new(
+            ErrorCode::InvalidOptions,
+            format!(
+                "Command {name} does not support {{ readConcern: {{ level: \"snapshot\", provenance: \"clientSupplied\" }} }}"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// An aggregation that writes (ends in `$out` or `$merge`) cannot read at
+/// `readConcern: {level: "linearizable"}`: 72 InvalidOptions naming the
+/// stage, as mongod.
+pub fn check_linearizable_aggregate(body: &RawDocument) -> MongoResult<()> {
+    let Ok(Some(RawBsonRef::Document(rc))) = body.get("readConcern") else {
+        return Ok(());
+    };
+    if !matches!(
+        rc.get("level"),
+        Ok(Some(RawBsonRef::String("linearizable")))
+    ) {
+        return Ok(());
+    }
+    let Ok(Some(RawBsonRef::Array(stages))) = body.get("pipeline") else {
+        return Ok(());
+    };
+    let last = stages.into_iter().last().and_then(Result::ok);
+    if let Some(RawBsonRef::Document(stage)) = last {
+        if let Some(Ok((name, _))) = stage.iter().next() {
+            let name = name.as_str();
+            if name == "$out" || name == "$merge" {
+                return Err(MongoError::new(
+                    ErrorCode::InvalidOptions,
+                    format!("{name} cannot be used with a 'linearizable' read concern level"),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
 /// A client's cluster time moves ours forward; mongod refuses one more
 /// than a year ahead of its wall clock, and so does this.
 fn gossip(repl: &ReplState, ts: Timestamp) {

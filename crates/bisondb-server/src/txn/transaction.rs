@@ -295,27 +295,53 @@ fn check_read_concern(req: &CommandRequest<'_>) -> MongoResult<()> {
     }
 }
 
+/// Codes after which the whole transaction may be retried, as mongod's
+/// `isTransientTransactionError`: WriteConflict, LockTimeout,
+/// PreparedTransactionInProgress and the snapshot errors (SnapshotTooOld,
+/// StaleChunkHistory, SnapshotUnavailable). NoSuchTransaction is one too,
+/// except on a commit or abort that also got a write concern error.
+const TRANSIENT_CODES: &[i32] = &[112, 24, 267, 239, 241, 246];
+
+/// Write concern errors that say the commit's write concern can never be
+/// satisfied (UnsatisfiableWriteConcern, UnknownReplWriteConcern): retrying
+/// the commit cannot help, so mongod gives them no
+/// `UnknownTransactionCommitResult`.
+const UNSATISFIABLE_WRITE_CONCERN: &[i32] = &[100, 79];
+
 /// The labels of a transaction statement's reply: `TransientTransactionError`
-/// on WriteConflict and NoSuchTransaction (the whole transaction may be
-/// retried), `UnknownTransactionCommitResult` on a commit whose outcome is
-/// unknown (a write concern error, a retryable error, a time limit).
+/// on the [`TRANSIENT_CODES`] and NoSuchTransaction (the whole transaction
+/// may be retried), `UnknownTransactionCommitResult` on a commit whose
+/// outcome is unknown (a write concern error that may yet be satisfied, a
+/// retryable error, a time limit).
 pub fn label_reply(body: &bson::RawDocument, reply: &mut RawDocumentBuf) {
     if matches!(reply.get("errorLabels"), Ok(Some(_))) {
         return;
     }
     let failed = super::failed(reply);
     let code_of = super::code_of;
-    let committing =
-        matches!(body.iter().next(), Some(Ok((k, _))) if k.as_str() == "commitTransaction");
+    let first = body
+        .iter()
+        .next()
+        .and_then(Result::ok)
+        .map(|(k, _)| k.as_str());
+    let committing = first == Some("commitTransaction");
+    let ending = committing || first == Some("abortTransaction");
+    let wce_code = match reply.get("writeConcernError") {
+        Ok(Some(RawBsonRef::Document(w))) => Some(code_of(w)),
+        _ => None,
+    };
     if failed {
         let code = code_of(reply);
-        if matches!(code, Some(112 | 251)) {
+        let no_such = code == Some(251) && !(ending && wce_code.is_some());
+        if no_such || code.is_some_and(|c| TRANSIENT_CODES.contains(&c)) {
             add_label(reply, "TransientTransactionError");
         } else if committing && code.is_some_and(|c| c == 50 || super::RETRYABLE_CODES.contains(&c))
         {
             add_label(reply, "UnknownTransactionCommitResult");
         }
-    } else if committing && matches!(reply.get("writeConcernError"), Ok(Some(_))) {
+    } else if committing
+        && wce_code.is_some_and(|c| !c.is_some_and(|c| UNSATISFIABLE_WRITE_CONCERN.contains(&c)))
+    {
         add_label(reply, "UnknownTransactionCommitResult");
     }
 }

@@ -48,6 +48,13 @@ pub(crate) fn current() -> Option<Arc<StoreTxn>> {
     CURRENT.with(|c| c.borrow().clone())
 }
 
+/// Whether this thread runs a statement of a multi-document transaction
+/// (inside [`StoreTxn::run`]): commands whose answer differs inside one
+/// (`create` of an existing collection) ask it.
+pub fn in_transaction() -> bool {
+    CURRENT.with(|c| c.borrow().is_some())
+}
+
 /// Leaves the transaction entered on this thread until dropped: for the
 /// writes a statement causes that are not part of it (the oplog's record of
 /// a collection created by the statement).
