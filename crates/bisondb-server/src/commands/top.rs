@@ -50,10 +50,12 @@ struct CollectionUsage {
     commands: Usage,
 }
 
-/// The server's per-collection usage.
+/// The server's per-collection usage, by database then collection, so that a
+/// command finds its entry with its borrowed names and allocates only the
+/// first time a collection is seen.
 #[derive(Debug, Default)]
 pub struct Top {
-    by_ns: Mutex<HashMap<String, CollectionUsage>>,
+    by_ns: Mutex<HashMap<String, HashMap<String, CollectionUsage>>>,
 }
 
 impl Top {
@@ -66,16 +68,16 @@ impl Top {
         let Some(spec) = spec else { return };
         let micros = u64::try_from(took.as_micros()).unwrap_or(u64::MAX);
         let mut map = self.by_ns.lock();
-        let ns_len = req.db.len() + 1 + coll.len();
-        // One allocation only the first time a collection is seen.
-        let key = {
-            let mut k = String::with_capacity(ns_len);
-            k.push_str(&req.db);
-            k.push('.');
-            k.push_str(coll);
-            k
+        if !map.contains_key(req.db.as_str()) {
+            map.insert(req.db.to_string(), HashMap::new());
+        }
+        let Some(colls) = map.get_mut(req.db.as_str()) else {
+            return;
         };
-        let u = map.entry(key).or_default();
+        if !colls.contains_key(coll) {
+            colls.insert(coll.to_string(), CollectionUsage::default());
+        }
+        let Some(u) = colls.get_mut(coll) else { return };
         u.total.add(micros);
         if spec.write_concern {
             u.write_lock.add(micros);
@@ -94,13 +96,15 @@ impl Top {
 
     fn report(&self) -> Document {
         let map = self.by_ns.lock();
-        let mut names: Vec<&String> = map.keys().collect();
-        names.sort();
+        let mut names: Vec<(String, CollectionUsage)> = map
+            .iter()
+            .flat_map(|(db, colls)| colls.iter().map(move |(c, u)| (format!("{db}.{c}"), *u)))
+            .collect();
+        names.sort_by(|a, b| a.0.cmp(&b.0));
         let mut totals = doc! {"note": "all times in microseconds"};
-        for ns in names {
-            let u = map[ns];
+        for (ns, u) in names {
             totals.insert(
-                ns.clone(),
+                ns,
                 doc! {
                     "total": u.total.doc(),
                     "readLock": u.read_lock.doc(),
