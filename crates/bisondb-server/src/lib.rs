@@ -17,6 +17,7 @@
 //! [`reply`], [`context`].
 
 pub mod auth;
+pub mod background;
 pub mod collation;
 pub mod commands;
 pub mod config;

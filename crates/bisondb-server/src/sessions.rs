@@ -351,34 +351,14 @@ fn sessions_collection(state: &ServerState) -> MongoResult<bisondb_storage::Coll
     Ok(coll)
 }
 
-/// Refreshes the cache every `logicalSessionRefreshMillis` until shutdown.
+/// Refreshes the cache every `logicalSessionRefreshMillis` until shutdown
+/// (the refresh writes, so it waits while `fsync` holds the lock).
 pub fn spawn(state: Arc<ServerState>) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
-        let every = Duration::from_millis(state.config.logical_session_refresh_millis.max(1));
-        let mut tick = tokio::time::interval(every);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        // The first tick fires at once; wait a full interval first.
-        tick.tick().await;
-        loop {
-            tokio::select! {
-                _ = tick.tick() => {}
-                _ = state.shutdown.notified() => break,
-            }
-            if state.is_shutting_down() {
-                break;
-            }
-            let pass = state.clone();
-            // The refresh writes: it waits while fsync holds the lock.
-            let task = move || {
-                let _gate = pass.fsync_lock.enter(|| pass.is_shutting_down())?;
-                refresh_now(&pass)
-            };
-            match tokio::task::spawn_blocking(task).await {
-                Ok(Ok(())) => {}
-                Ok(Err(e)) => tracing::warn!(error = %e, "logical session cache refresh failed"),
-                Err(e) => tracing::warn!(error = %e, "logical session cache refresh task failed"),
-            }
-        }
+    let every = Duration::from_millis(state.config.logical_session_refresh_millis);
+    crate::background::spawn_periodic_writes(state, every, refresh_now, |outcome| match outcome {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => tracing::warn!(error = %e, "logical session cache refresh failed"),
+        Err(e) => tracing::warn!(error = %e, "logical session cache refresh task failed"),
     })
 }
 

@@ -18,35 +18,15 @@ use bson::{doc, RawBson};
 use crate::plan;
 use crate::state::ServerState;
 
-/// Runs the monitor until shutdown.
+/// Runs the monitor until shutdown (its deletes are writes: they wait while
+/// `fsync` holds the lock).
 pub fn spawn(state: Arc<ServerState>) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
-        let secs = state.config.ttl_monitor_sleep_secs.max(1);
-        let mut tick = tokio::time::interval(Duration::from_secs(secs));
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        // The first tick fires at once; mongod waits a full interval first.
-        tick.tick().await;
-        loop {
-            tokio::select! {
-                _ = tick.tick() => {}
-                _ = state.shutdown.notified() => break,
-            }
-            if state.is_shutting_down() {
-                break;
-            }
-            let pass = state.clone();
-            // The monitor's deletes are writes: they wait while fsync holds the lock.
-            let task = move || {
-                let _gate = pass.fsync_lock.enter(|| pass.is_shutting_down())?;
-                run_once(&pass)
-            };
-            match tokio::task::spawn_blocking(task).await {
-                Ok(Ok(0)) => {}
-                Ok(Ok(n)) => tracing::info!(deleted = n, "TTL monitor removed expired documents"),
-                Ok(Err(e)) => tracing::warn!(error = %e, "TTL monitor pass failed"),
-                Err(e) => tracing::warn!(error = %e, "TTL monitor task failed"),
-            }
-        }
+    let every = Duration::from_secs(state.config.ttl_monitor_sleep_secs.max(1));
+    crate::background::spawn_periodic_writes(state, every, run_once, |outcome| match outcome {
+        Ok(Ok(0)) => {}
+        Ok(Ok(n)) => tracing::info!(deleted = n, "TTL monitor removed expired documents"),
+        Ok(Err(e)) => tracing::warn!(error = %e, "TTL monitor pass failed"),
+        Err(e) => tracing::warn!(error = %e, "TTL monitor task failed"),
     })
 }
 
