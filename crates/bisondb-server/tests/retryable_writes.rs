@@ -9,7 +9,7 @@
 use crate::common;
 
 use crate::common::{error_code, expect_code, num};
-use bson::{doc, Document};
+use bson::{doc, Document, Timestamp};
 use mongodb::{ClientSession, Database};
 
 async fn session_db(ts: &common::TestServer) -> (Database, ClientSession) {
@@ -250,4 +250,130 @@ async fn oplog_entries_carry_the_session_and_number() {
         .unwrap_or_else(|| panic!("no oplog entry"));
     assert_eq!(e.get_i64("txnNumber").ok(), Some(4), "{e}");
     assert_eq!(e.get_document("lsid").unwrap().get("id"), s.id().get("id"));
+}
+
+/// The entries of one retryable write, oldest first.
+async fn session_entries(client: &mongodb::Client, lsid: &Document) -> Vec<Document> {
+    use futures::TryStreamExt;
+    client
+        .database("local")
+        .collection::<Document>("oplog.rs")
+        .find(doc! {"lsid.id": lsid.get("id").cloned().unwrap()})
+        .await
+        .unwrap()
+        .try_collect()
+        .await
+        .unwrap()
+}
+
+/// What each statement of a retryable write did survives a restart (lsm):
+/// the oplog entries carry `stmtId` and `prevOpTime` as mongod's, the
+/// session's `config.transactions` record points at the last of them, and
+/// a retry after the restart answers from them without running anything
+/// twice; only a findAndModify, whose document is not in its entries, is
+/// 217 IncompleteTransactionHistory.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retry_after_a_restart_runs_nothing_twice() {
+    let dir = tempfile::tempdir().unwrap();
+    let dbpath = dir.path().join("data");
+    let (port, cfg) = common::lsm_member(dir.path(), &dbpath);
+    let server = common::start_retrying(&cfg).await;
+    common::initiate(port).await;
+    let client = common::direct_client(port).await;
+    let db = client.database("rw");
+    let c = db.collection::<Document>("c");
+    c.insert_one(doc! {"_id": 1, "x": 0}).await.unwrap();
+    let (a, b, d, f) = (
+        doc! {"id": bson::Uuid::new()},
+        doc! {"id": bson::Uuid::new()},
+        doc! {"id": bson::Uuid::new()},
+        doc! {"id": bson::Uuid::new()},
+    );
+    let insert = doc! {"insert": "c", "documents": [{"_id": 10}, {"_id": 11}], "lsid": a.clone(), "txnNumber": 1i64};
+    let update = doc! {"update": "c", "updates": [
+        {"q": {"_id": 1}, "u": {"$inc": {"x": 1}}},
+        {"q": {"_id": 7}, "u": {"$inc": {"y": 1}}, "upsert": true},
+    ], "lsid": b.clone(), "txnNumber": 3i64};
+    let delete = doc! {"delete": "c", "deletes": [{"q": {"_id": {"$in": [10, 11]}}, "limit": 0}], "lsid": d.clone(), "txnNumber": 5i64};
+    let fam = doc! {"findAndModify": "c", "query": {"_id": 1}, "update": {"$inc": {"x": 10}}, "new": true, "lsid": f.clone(), "txnNumber": 1i64};
+    assert_eq!(num(&db.run_command(insert.clone()).await.unwrap(), "n"), 2);
+    let updated = db.run_command(update.clone()).await.unwrap();
+    assert_eq!(num(&updated, "n"), 2, "{updated}");
+    assert_eq!(num(&db.run_command(delete.clone()).await.unwrap(), "n"), 2);
+    db.run_command(fam.clone()).await.unwrap();
+
+    // mongod's session fields: one statement per entry, each pointing at
+    // the session's previous entry.
+    let entries = session_entries(&client, &a).await;
+    assert_eq!(entries.len(), 2, "{entries:?}");
+    let zero = doc! {"ts": Timestamp { time: 0, increment: 0 }, "t": -1i64};
+    assert_eq!(entries[0].get_i32("stmtId").ok(), Some(0), "{:?}", entries[0]);
+    assert_eq!(entries[0].get_document("prevOpTime").ok(), Some(&zero));
+    assert_eq!(entries[1].get_i32("stmtId").ok(), Some(1));
+    let first_ts = entries[0].get_timestamp("ts").unwrap();
+    assert_eq!(
+        entries[1]
+            .get_document("prevOpTime")
+            .unwrap()
+            .get_timestamp("ts")
+            .ok(),
+        Some(first_ts)
+    );
+    assert_eq!(entries[1].get_i64("txnNumber").ok(), Some(1));
+    // The record names the last entry (they were written together).
+    let rec = client
+        .database("config")
+        .collection::<Document>("transactions")
+        .find_one(doc! {"_id.id": a.get("id").cloned().unwrap()})
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        rec.get_document("lastWriteOpTime")
+            .unwrap()
+            .get_timestamp("ts")
+            .ok(),
+        entries[1].get_timestamp("ts").ok(),
+        "{rec}"
+    );
+    let deletes = session_entries(&client, &d).await;
+    assert_eq!(deletes.len(), 2, "{deletes:?}");
+    assert!(deletes.iter().all(|e| e.get_i32("stmtId").ok() == Some(0)));
+
+    common::shutdown_by_command(server, client).await;
+    let server = common::start_retrying(&cfg).await;
+    let client = common::direct_client(port).await;
+    let db = client.database("rw");
+    let c = db.collection::<Document>("c");
+    // A document the delete removed comes back: the retried delete must not
+    // remove it again.
+    c.insert_one(doc! {"_id": 10}).await.unwrap();
+
+    let retry = db.run_command(insert).await.unwrap();
+    assert_eq!(num(&retry, "n"), 2, "{retry}");
+    assert!(!retry.contains_key("writeErrors"), "{retry}");
+    let retry = db.run_command(update).await.unwrap();
+    assert_eq!(num(&retry, "n"), 2, "{retry}");
+    assert_eq!(num(&retry, "nModified"), 1, "{retry}");
+    assert_eq!(
+        retry.get_array("upserted").ok(),
+        updated.get_array("upserted").ok(),
+        "{retry}"
+    );
+    let one = c.find_one(doc! {"_id": 1}).await.unwrap().unwrap();
+    assert_eq!(num(&one, "x"), 11, "the $inc ran again: {one}");
+    let seven = c.find_one(doc! {"_id": 7}).await.unwrap().unwrap();
+    assert_eq!(num(&seven, "y"), 1, "the upsert ran again: {seven}");
+    let retry = db.run_command(delete).await.unwrap();
+    assert_eq!(num(&retry, "n"), 2, "{retry}");
+    assert!(c.find_one(doc! {"_id": 10}).await.unwrap().is_some());
+    expect_code(db.run_command(fam).await, 217);
+    let one = c.find_one(doc! {"_id": 1}).await.unwrap().unwrap();
+    assert_eq!(num(&one, "x"), 11);
+    // The sessions go on with new numbers.
+    let next = doc! {"insert": "c", "documents": [{"_id": 12}], "lsid": a.clone(), "txnNumber": 2i64};
+    assert_eq!(num(&db.run_command(next).await.unwrap(), "n"), 1);
+    server.shutdown();
+    drop(client);
+    server.wait().await;
 }

@@ -495,7 +495,8 @@ impl<'a> BulkWrite<'a> {
                 let outcome = match retry.as_ref().and_then(|t| t.executed(i)) {
                     Some(done) => Outcome::from_stmt(done),
                     None => {
-                        let outcome = self.run_one(ctx, op);
+                        let outcome =
+                            crate::repl::oplog::with_stmt(i, || self.run_one(ctx, op));
                         if let (Some(t), Some(done)) = (&retry, outcome.to_stmt()) {
                             t.record(i, done);
                         }
@@ -664,7 +665,9 @@ impl<'a> BulkWrite<'a> {
                 .get_or_create_collection(&ns.db, &ns.coll)
                 .map_err(MongoError::from)?;
             let refs: Vec<&RawDocument> = prepared.iter().map(|c| c.as_ref()).collect();
-            let outcome = coll.insert_many(&refs, self.ordered, self.wc.durability);
+            let outcome = crate::repl::oplog::with_insert_stmts(&refs, &positions, || {
+                coll.insert_many(&refs, self.ordered, self.wc.durability)
+            });
             if let Some(e) = outcome.durability_error {
                 tally.wc_error.get_or_insert(MongoError::from(e));
             }

@@ -116,13 +116,15 @@ impl<'a> Delete<'a> {
             let outcome = parse_statement(raw, &b.lets)
                 .and_then(|s| s.collate(coll.as_ref()))
                 .and_then(|s| {
-                    write::delete_planned(
-                        coll.as_ref(),
-                        s.selection(),
-                        s.multi,
-                        b.wc.durability,
-                        false,
-                    )
+                    crate::repl::oplog::with_stmt(i, || {
+                        write::delete_planned(
+                            coll.as_ref(),
+                            s.selection(),
+                            s.multi,
+                            b.wc.durability,
+                            false,
+                        )
+                    })
                 });
             match &outcome {
                 Ok((k, _, run)) => ctx.conn.op.write(

@@ -84,7 +84,13 @@ impl<'a> Insert<'a> {
             }
         }
         let refs: Vec<&RawDocument> = prepared.iter().map(|c| c.as_ref()).collect();
-        let outcome = coll.insert_many(&refs, self.ordered, self.wc.durability);
+        let outcome = if retry.is_some() {
+            crate::repl::oplog::with_insert_stmts(&refs, &positions, || {
+                coll.insert_many(&refs, self.ordered, self.wc.durability)
+            })
+        } else {
+            coll.insert_many(&refs, self.ordered, self.wc.durability)
+        };
         let mut inserted = outcome.inserted;
         let wc_error = outcome.durability_error.map(MongoError::from);
         if let Some(t) = &retry {

@@ -217,7 +217,8 @@ impl<'a> Update<'a> {
             let outcome = parse_statement("update", raw, &b.lets)
                 .and_then(|s| s.collate(coll.as_ref()))
                 .and_then(|s| {
-                    write::update(
+                    crate::repl::oplog::with_stmt(i, || {
+                        write::update(
                         &ctx.state.storage,
                         &b.db,
                         &b.coll,
@@ -229,6 +230,7 @@ impl<'a> Update<'a> {
                         false,
                         validator.as_ref(),
                     )
+                    })
                 });
             OpCounters::add(&ctx.state.opcounters.update, 1);
             match &outcome {

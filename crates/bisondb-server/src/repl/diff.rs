@@ -10,7 +10,7 @@
 //! entry is the whole document instead (a replacement), as mongod does.
 
 use bisondb_storage::StorageError;
-use bson::{doc, Bson, Document, RawBsonRef, RawDocument};
+use bson::{doc, Bson, Document, RawBsonRef, RawDocument, RawDocumentBuf};
 
 fn internal(e: impl std::fmt::Display) -> StorageError {
     StorageError::internal(format!("oplog diff: {e}"))
@@ -24,24 +24,19 @@ fn internal(e: impl std::fmt::Display) -> StorageError {
 pub fn update_entry(
     before: &RawDocument,
     after: &RawDocument,
-) -> Result<Option<Document>, StorageError> {
+) -> Result<Option<RawDocumentBuf>, StorageError> {
     if before.as_bytes() == after.as_bytes() {
         return Ok(None);
     }
-    let whole = || Document::try_from(after).map_err(internal);
     let Some(diff) = diff_raw(before, after)? else {
-        return Ok(Some(whole()?));
+        return Ok(Some(after.to_owned()));
     };
     if diff.is_empty() {
         return Ok(None);
     }
-    let entry = doc! {"$v": 2i32, "diff": diff};
-    let size = bson::RawDocumentBuf::try_from(&entry)
-        .map_err(internal)?
-        .as_bytes()
-        .len();
-    if size > after.as_bytes().len() {
-        return Ok(Some(whole()?));
+    let entry = RawDocumentBuf::try_from(&doc! {"$v": 2i32, "diff": diff}).map_err(internal)?;
+    if entry.as_bytes().len() > after.as_bytes().len() {
+        return Ok(Some(after.to_owned()));
     }
     Ok(Some(entry))
 }
@@ -62,6 +57,38 @@ fn fields(d: &RawDocument) -> Result<Vec<(&str, RawBsonRef<'_>)>, StorageError> 
 fn diff_raw(before: &RawDocument, after: &RawDocument) -> Result<Option<Document>, StorageError> {
     let b = fields(before)?;
     let a = fields(after)?;
+    // The common case (a time-series bucket's columns, a `$set` of a
+    // field): the old fields, in order, start the new document. Then only
+    // values that differ and the new tail are looked at, without hashing.
+    if a.len() >= b.len() && b.iter().zip(&a).all(|((x, _), (y, _))| x == y) {
+        let (mut u, mut i, mut s) = (Document::new(), Document::new(), Document::new());
+        for ((k, old), (_, new)) in b.iter().zip(&a) {
+            if old == new {
+                continue;
+            }
+            match sub_diff(*old, *new)? {
+                Some(sub) if !sub.is_empty() => {
+                    s.insert(format!("s{k}"), sub);
+                }
+                Some(_) => {}
+                None => {
+                    u.insert(*k, owned(*new)?);
+                }
+            }
+        }
+        for (k, new) in a.get(b.len()..).unwrap_or_default() {
+            i.insert(*k, owned(*new)?);
+        }
+        let mut out = Document::new();
+        if !u.is_empty() {
+            out.insert("u", u);
+        }
+        if !i.is_empty() {
+            out.insert("i", i);
+        }
+        out.extend(s);
+        return Ok(Some(out));
+    }
     let in_after: std::collections::HashMap<&str, RawBsonRef<'_>> = a.iter().copied().collect();
     let in_before: std::collections::HashSet<&str> = b.iter().map(|(k, _)| *k).collect();
     let shared_before = b
@@ -174,7 +201,9 @@ mod tests {
     use bson::rawdoc;
 
     fn diff(before: bson::RawDocumentBuf, after: bson::RawDocumentBuf) -> Option<Document> {
-        update_entry(&before, &after).unwrap()
+        update_entry(&before, &after)
+            .unwrap()
+            .map(|d| Document::try_from(d.as_ref()).unwrap())
     }
 
     #[test]

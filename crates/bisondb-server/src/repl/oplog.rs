@@ -19,39 +19,202 @@
 //! to `config.transactions` (which mongod derives from the entries'
 //! session fields) are not recorded.
 //!
-//! For sessions and transactions: [`with_entry_fields`] runs a write with
-//! extra fields (`lsid`, `txnNumber`, `stmtId`, `prevOpTime`) added to each
-//! entry it records; [`Oplog::append`] appends entries the caller built (a
-//! transaction's one `applyOps` entry) in the caller's batch, with `ts`,
-//! `t`, `v` and `wall` filled in. Change streams read the collection
-//! (tailable, awaitData cursors on it work as on any capped collection).
+//! Entries are written straight as raw BSON: the document an insert
+//! stored is copied into `o` as bytes, never converted, and an update's
+//! `$v: 2` diff holds only what changed (a time-series bucket's new
+//! measurements and control fields, not its columns).
+//!
+//! For retryable writes: [`with_retryable`] runs a write with the session
+//! ([`Retryable`]): each entry it records gets mongod's `lsid`,
+//! `txnNumber`, `stmtId` (the statement, set by the command with
+//! [`with_stmt`] or, for a batch of inserts, [`with_insert_stmts`]) and
+//! `prevOpTime` (the session's previous entry, so the entries of one
+//! transaction number form a chain a restarted server walks back), and the
+//! session's `config.transactions` record goes into the same engine batch
+//! as the entries and the write. [`Oplog::append`] appends entries the
+//! caller built (a transaction's one `applyOps` entry) in the caller's
+//! batch, with `ts`, `t`, `v` and `wall` filled in. Change streams read the
+//! collection (tailable, awaitData cursors on it work as on any capped
+//! collection).
 
 use std::cell::RefCell;
 use std::sync::{Arc, OnceLock, Weak};
 
 use bisondb_error::{MongoError, MongoResult};
-use bisondb_storage::{Collection, KeyedEntry, Op, OpObserver, StorageError, Target, WriteBatch};
-use bson::{doc, Bson, DateTime, Document, RawDocument, Timestamp};
+use bisondb_storage::{
+    Collection, KeyedEntry, Modify, Op, OpObserver, StorageError, Target, WriteBatch,
+};
+use bson::raw::cstr;
+use bson::{doc, Bson, DateTime, Document, RawBsonRef, RawDocument, RawDocumentBuf, Timestamp};
 
 use super::ReplState;
 
 pub const OPLOG_DB: &str = "local";
 pub const OPLOG_COLL: &str = "oplog.rs";
 
-thread_local! {
-    /// Fields added to every entry the current thread's writes record.
-    static ENTRY_FIELDS: RefCell<Option<Document>> = const { RefCell::new(None) };
-    /// Whether the current thread's updates replace whole documents.
-    static REPLACING: RefCell<bool> = const { RefCell::new(false) };
+/// An optime: an entry's `ts` and term `t`.
+pub type OpTime = (Timestamp, i64);
+
+/// mongod's `prevOpTime` of a transaction number's first entry.
+const NO_OPTIME: OpTime = (
+    Timestamp {
+        time: 0,
+        increment: 0,
+    },
+    -1,
+);
+
+/// The session of a retryable write, whose entries carry it (see the module
+/// documentation).
+pub struct Retryable {
+    /// `{id, uid}`, the entries' `lsid` and the record's `_id`.
+    pub lsid: RawDocumentBuf,
+    pub txn_number: i64,
+    /// The optime of the last entry this transaction number wrote (the
+    /// next entry's `prevOpTime`); `None` before its first.
+    pub last: Option<OpTime>,
+    /// `config.transactions`, where the session's record is written in the
+    /// batch of the entries; `None` writes no record.
+    pub records: Option<Collection>,
+    /// Set once a batch with this session's entries (and record) committed.
+    pub recorded: bool,
+    stmt: Stmts,
 }
 
-/// Runs `f` with `fields` (e.g. `lsid`, `txnNumber`, `stmtId`) added to each
-/// oplog entry its writes record on this thread.
-pub fn with_entry_fields<R>(fields: Document, f: impl FnOnce() -> R) -> R {
-    let previous = ENTRY_FIELDS.with(|c| c.replace(Some(fields)));
+impl Retryable {
+    pub fn new(
+        lsid: RawDocumentBuf,
+        txn_number: i64,
+        last: Option<OpTime>,
+        records: Option<Collection>,
+    ) -> Retryable {
+        Retryable {
+            lsid,
+            txn_number,
+            last,
+            records,
+            recorded: false,
+            stmt: Stmts::None,
+        }
+    }
+
+    /// The `stmtId` of an entry recording `op`.
+    fn stmt_of(&mut self, op: &Op<'_>) -> Option<i32> {
+        match &mut self.stmt {
+            Stmts::None => None,
+            Stmts::One(i) => Some(*i),
+            Stmts::Docs { docs, next } => {
+                let Op::Insert { doc } = op else {
+                    return None;
+                };
+                let at = doc.as_bytes().as_ptr() as usize;
+                // The store reports a batch's inserts in the order it was
+                // given them: look from the last match on.
+                let found = docs.iter().skip(*next).position(|(p, _)| *p == at)?;
+                *next += found + 1;
+                docs.get(*next - 1).map(|(_, s)| *s)
+            }
+        }
+    }
+
+    /// `config.transactions`'s record of this session at `last`.
+    fn record(&self, last: OpTime) -> Result<RawDocumentBuf, StorageError> {
+        let mut r = RawDocumentBuf::new();
+        r.append(cstr!("_id"), &self.lsid);
+        r.append(cstr!("txnNum"), self.txn_number);
+        let mut op_time = RawDocumentBuf::new();
+        op_time.append(cstr!("ts"), last.0);
+        op_time.append(cstr!("t"), last.1);
+        r.append(cstr!("lastWriteOpTime"), op_time);
+        r.append(cstr!("lastWriteDate"), DateTime::now());
+        Ok(r)
+    }
+}
+
+/// Which statements the entries of the running write record.
+enum Stmts {
+    None,
+    /// Every entry: one statement (an update, a delete, a findAndModify).
+    One(i32),
+    /// A batch of inserts: the statement of each document, by the address
+    /// of the document the store is handed.
+    Docs { docs: Vec<(usize, i32)>, next: usize },
+}
+
+thread_local! {
+    /// The retryable write running on this thread.
+    static SESSION: RefCell<Option<Retryable>> = const { RefCell::new(None) };
+    /// Whether the current thread's updates replace whole documents.
+    static REPLACING: RefCell<bool> = const { RefCell::new(false) };
+    /// The batch of a retryable write waiting for its session record (see
+    /// [`Oplog::commit`]).
+    static JOIN: RefCell<Option<Joined>> = const { RefCell::new(None) };
+}
+
+/// A retryable write's batch (its documents and entries) waiting for the
+/// session's record: the record's own commit, which writes the same
+/// engine, takes it and commits both as one batch.
+struct Joined(WriteBatch);
+
+/// Runs `f`, a retryable write, with `session`: its entries carry the
+/// session (see the module documentation). Returns `f`'s result and the
+/// session as the write left it (`last`, `recorded`).
+pub fn with_retryable<R>(session: Retryable, f: impl FnOnce() -> R) -> (R, Retryable) {
+    let previous = SESSION.with(|c| c.replace(Some(session)));
     let out = f();
-    ENTRY_FIELDS.with(|c| *c.borrow_mut() = previous);
+    let session = SESSION.with(|c| std::mem::replace(&mut *c.borrow_mut(), previous));
+    match session {
+        Some(s) => (out, s),
+        // Nothing takes it out while `f` runs.
+        None => unreachable!("the retryable write's session vanished"),
+    }
+}
+
+/// Runs `f`, statement `i` of the retryable write on this thread (if any):
+/// its entries get `stmtId: i`.
+pub fn with_stmt<R>(i: usize, f: impl FnOnce() -> R) -> R {
+    let id = i32::try_from(i).unwrap_or(i32::MAX);
+    let previous = SESSION.with(|c| {
+        c.borrow_mut()
+            .as_mut()
+            .map(|s| std::mem::replace(&mut s.stmt, Stmts::One(id)))
+    });
+    let out = f();
+    restore_stmts(previous);
     out
+}
+
+/// Runs `f`, which inserts `docs` (statements `stmts`, one per document) in
+/// one call to the store, for the retryable write on this thread (if any).
+pub fn with_insert_stmts<R>(docs: &[&RawDocument], stmts: &[usize], f: impl FnOnce() -> R) -> R {
+    let previous = SESSION.with(|c| {
+        c.borrow_mut().as_mut().map(|s| {
+            let docs = docs
+                .iter()
+                .zip(stmts)
+                .map(|(d, i)| {
+                    (
+                        d.as_bytes().as_ptr() as usize,
+                        i32::try_from(*i).unwrap_or(i32::MAX),
+                    )
+                })
+                .collect();
+            std::mem::replace(&mut s.stmt, Stmts::Docs { docs, next: 0 })
+        })
+    });
+    let out = f();
+    restore_stmts(previous);
+    out
+}
+
+fn restore_stmts(previous: Option<Stmts>) {
+    if let Some(p) = previous {
+        SESSION.with(|c| {
+            if let Some(s) = c.borrow_mut().as_mut() {
+                s.stmt = p;
+            }
+        });
+    }
 }
 
 /// Runs `f`, whose updates are replacements (an update command's
@@ -72,6 +235,35 @@ pub struct Oplog {
     coll: OnceLock<Collection>,
 }
 
+/// An entry's `o`: the stored document itself, or one built for it.
+enum Body<'a> {
+    Raw(&'a RawDocument),
+    Owned(RawDocumentBuf),
+}
+
+impl Body<'_> {
+    fn raw(&self) -> &RawDocument {
+        match self {
+            Body::Raw(d) => d,
+            Body::Owned(d) => d,
+        }
+    }
+}
+
+/// An entry before it has its time: what [`Oplog::append_raw`] stamps.
+struct Pending<'a> {
+    op: &'static str,
+    o: Body<'a>,
+    o2: Option<Body<'a>>,
+    stmt: Option<i32>,
+}
+
+/// The common part of the entries of one commit.
+struct Common<'a> {
+    ns: &'a str,
+    ui: Option<bson::Uuid>,
+}
+
 impl Oplog {
     pub fn new(repl: Weak<ReplState>) -> Arc<Oplog> {
         Arc::new(Oplog {
@@ -89,6 +281,14 @@ impl Oplog {
         self.coll.get().is_some()
     }
 
+    /// The entry stored at `ts`, if it is still in the oplog.
+    pub fn entry_at(&self, ts: Timestamp) -> Result<Option<RawDocumentBuf>, StorageError> {
+        match self.coll.get() {
+            Some(c) => c.get(RawBsonRef::Timestamp(ts)),
+            None => Ok(None),
+        }
+    }
+
     /// Appends the entries `make` builds (each then gets `ts`, `t`, `v`,
     /// `wall`) to the oplog inside `batch`, then commits it with `write`.
     pub fn append(
@@ -97,33 +297,57 @@ impl Oplog {
         make: &mut dyn FnMut() -> Vec<Document>,
         write: &mut dyn FnMut(WriteBatch) -> Result<(), StorageError>,
     ) -> Result<Vec<Timestamp>, StorageError> {
+        let mut made: Vec<RawDocumentBuf> = Vec::new();
+        for d in make() {
+            made.push(
+                RawDocumentBuf::try_from(&d)
+                    .map_err(|e| StorageError::internal(format!("oplog entry: {e}")))?,
+            );
+        }
+        let mut stamp = |ts: Timestamp, term: i64, wall: i64, i: usize| {
+            let mut e = made.get(i).cloned().unwrap_or_default();
+            e.append(cstr!("ts"), ts);
+            e.append(cstr!("t"), term);
+            e.append(cstr!("v"), 2i64);
+            e.append(cstr!("wall"), DateTime::from_millis(wall));
+            Ok(e)
+        };
+        let n = made.len();
+        self.append_raw(batch, n, &mut stamp, write)
+    }
+
+    /// Appends `n` entries, the `i`th made by `stamp(ts, t, wall, i)` once
+    /// its time is known (under the oplog's lock, so `ts` order is record
+    /// order), to the oplog inside `batch`, then commits it with `write`.
+    fn append_raw(
+        &self,
+        batch: WriteBatch,
+        n: usize,
+        stamp: &mut dyn FnMut(Timestamp, i64, i64, usize) -> Result<RawDocumentBuf, StorageError>,
+        write: &mut dyn FnMut(WriteBatch) -> Result<(), StorageError>,
+    ) -> Result<Vec<Timestamp>, StorageError> {
         let (Some(coll), Some(repl)) = (self.coll.get(), self.repl.upgrade()) else {
             write(batch)?;
             return Ok(Vec::new());
         };
-        let mut stamped: Vec<(Timestamp, i64)> = Vec::new();
+        let mut stamped: Vec<Timestamp> = Vec::with_capacity(n);
+        let mut wall = 0;
         let term = repl.term();
         let mut build = || -> Result<Vec<KeyedEntry>, StorageError> {
-            let wall = super::wall_ms();
-            let mut out = Vec::new();
-            for mut entry in make() {
+            wall = super::wall_ms();
+            let mut out = Vec::with_capacity(n);
+            for i in 0..n {
                 let ts = repl.clock().tick();
-                entry.insert("ts", ts);
-                entry.insert("t", term);
-                entry.insert("v", 2i64);
-                entry.insert("wall", DateTime::from_millis(wall));
-                let raw = bson::RawDocumentBuf::try_from(&entry)
-                    .map_err(|e| StorageError::internal(format!("oplog entry: {e}")))?;
-                stamped.push((ts, wall));
-                out.push((Bson::Timestamp(ts), raw));
+                out.push((Bson::Timestamp(ts), stamp(ts, term, wall, i)?));
+                stamped.push(ts);
             }
             Ok(out)
         };
         coll.append_capped_in(batch, &mut build, write)?;
-        if let Some(&(ts, wall)) = stamped.last() {
+        if let Some(&ts) = stamped.last() {
             repl.note_write(ts, wall);
         }
-        Ok(stamped.into_iter().map(|(ts, _)| ts).collect())
+        Ok(stamped)
     }
 
     /// A no-op entry (`op: "n"`, `o: {msg}`), in a batch of its own.
@@ -139,66 +363,146 @@ impl Oplog {
     }
 }
 
-fn to_doc(d: &RawDocument) -> Result<Document, StorageError> {
-    Document::try_from(d).map_err(|e| StorageError::internal(format!("oplog: {e}")))
-}
-
-fn id_doc(d: &RawDocument) -> Result<Document, StorageError> {
+/// `{_id}` of a document.
+fn id_doc(d: &RawDocument) -> Result<RawDocumentBuf, StorageError> {
     let id = bisondb_storage::id_of(d)
         .ok_or_else(|| StorageError::internal("oplog: document without _id"))?;
-    let id = Bson::try_from(id).map_err(|e| StorageError::internal(format!("oplog: {e}")))?;
-    Ok(doc! {"_id": id})
+    let mut o = RawDocumentBuf::new();
+    o.append(cstr!("_id"), id);
+    Ok(o)
 }
 
 /// The entry of one observed operation; `None` for an update that changed
 /// nothing.
-fn entry_of(target: &Target<'_>, op: &Op<'_>) -> Result<Option<Document>, StorageError> {
-    let ns = format!("{}.{}", target.db, target.coll);
-    let mut e = match op {
-        Op::Insert { doc } => doc! {
-            "op": "i",
-            "ns": ns,
-            "o": to_doc(doc)?,
-            "o2": id_doc(doc)?,
-        },
+fn pending<'a>(op: &Op<'a>) -> Result<Option<Pending<'a>>, StorageError> {
+    let (kind, o, o2) = match op {
+        Op::Insert { doc } => ("i", Body::Raw(doc), Some(Body::Owned(id_doc(doc)?))),
         Op::Update { before, after } => {
             let o = if REPLACING.with(|r| *r.borrow()) {
-                to_doc(after)?
+                Body::Raw(after)
             } else {
                 match super::diff::update_entry(before, after)? {
-                    Some(o) => o,
+                    Some(o) => Body::Owned(o),
                     None => return Ok(None),
                 }
             };
-            doc! {"op": "u", "ns": ns, "o": o, "o2": id_doc(after)?}
+            ("u", o, Some(Body::Owned(id_doc(after)?)))
         }
-        Op::Delete { before } => doc! {"op": "d", "ns": ns, "o": id_doc(before)?},
+        Op::Delete { before } => ("d", Body::Owned(id_doc(before)?), None),
         Op::Command { o, o2 } => {
-            let mut e = doc! {"op": "c", "ns": format!("{}.$cmd", target.db), "o": (*o).clone()};
-            if let Some(o2) = o2 {
-                e.insert("o2", (*o2).clone());
-            }
-            e
+            let raw = |d: &Document| {
+                RawDocumentBuf::try_from(d)
+                    .map_err(|e| StorageError::internal(format!("oplog entry: {e}")))
+            };
+            let o2 = match o2 {
+                Some(d) => Some(Body::Owned(raw(d)?)),
+                None => None,
+            };
+            ("c", Body::Owned(raw(o)?), o2)
         }
     };
-    if let Some(uuid) = target.uuid {
-        // mongod puts `ui` after `ns`.
-        let mut ordered = Document::new();
-        for (k, v) in e {
-            let after_ns = k == "ns";
-            ordered.insert(k, v);
-            if after_ns {
-                ordered.insert("ui", bson::Binary::from_uuid(uuid));
-            }
-        }
-        e = ordered;
+    Ok(Some(Pending {
+        op: kind,
+        o,
+        o2,
+        stmt: None,
+    }))
+}
+
+/// Writes one entry in mongod's field order (`lsid`, `txnNumber`, `op`,
+/// `ns`, `ui`, `o`, `o2`, `stmtId`, `ts`, `t`, `v`, `wall`, `prevOpTime`).
+fn encode(
+    common: &Common<'_>,
+    p: &Pending<'_>,
+    session: Option<(&RawDocument, i64, OpTime)>,
+    now: (Timestamp, i64, i64),
+) -> RawDocumentBuf {
+    let (ts, term, wall) = now;
+    let mut e = RawDocumentBuf::new();
+    if let Some((lsid, txn_number, _)) = session {
+        e.append(cstr!("lsid"), lsid);
+        e.append(cstr!("txnNumber"), txn_number);
     }
-    if let Some(fields) = ENTRY_FIELDS.with(|f| f.borrow().clone()) {
-        for (k, v) in fields {
-            e.insert(k, v);
+    e.append(cstr!("op"), p.op);
+    e.append(cstr!("ns"), common.ns);
+    if let Some(uuid) = common.ui {
+        e.append(
+            cstr!("ui"),
+            bson::RawBinaryRef {
+                subtype: bson::spec::BinarySubtype::Uuid,
+                bytes: &uuid.bytes(),
+            },
+        );
+    }
+    e.append(cstr!("o"), p.o.raw());
+    if let Some(o2) = &p.o2 {
+        e.append(cstr!("o2"), o2.raw());
+    }
+    if let Some(stmt) = p.stmt {
+        e.append(cstr!("stmtId"), stmt);
+    }
+    e.append(cstr!("ts"), ts);
+    e.append(cstr!("t"), term);
+    e.append(cstr!("v"), 2i64);
+    e.append(cstr!("wall"), DateTime::from_millis(wall));
+    if let Some((_, _, prev)) = session {
+        let mut p = RawDocumentBuf::new();
+        p.append(cstr!("ts"), prev.0);
+        p.append(cstr!("t"), prev.1);
+        e.append(cstr!("prevOpTime"), p);
+    }
+    e
+}
+
+/// Puts the session back on the thread when the commit that took it ends.
+struct SessionBack(Option<Retryable>);
+
+impl Drop for SessionBack {
+    fn drop(&mut self) {
+        if let Some(s) = self.0.take() {
+            SESSION.with(|c| *c.borrow_mut() = Some(s));
         }
     }
-    Ok(Some(e))
+}
+
+/// Where sessions' records live (`config.transactions`).
+fn is_records(target: &Target<'_>) -> bool {
+    target.db == "config" && target.coll == "transactions"
+}
+
+impl Oplog {
+    /// Commits `batch` with the session record of `session` at `last` in
+    /// it: the record's write (under its collection's lock, taken after the
+    /// oplog's) finds the batch in [`JOIN`] and commits both at once.
+    fn commit_with_record(
+        records: &Collection,
+        session: &Retryable,
+        last: OpTime,
+        batch: WriteBatch,
+    ) -> Result<(), StorageError> {
+        let record = session.record(last)?;
+        JOIN.with(|j| *j.borrow_mut() = Some(Joined(batch)));
+        let result = records.modify(
+            RawBsonRef::Document(&session.lsid),
+            bisondb_storage::Durability::Buffered,
+            &mut |cur| {
+                Ok(match cur {
+                    Some(_) => Modify::Replace(record.clone()),
+                    None => Modify::Insert(record.clone()),
+                })
+            },
+        );
+        // Taken by the record's commit unless it failed before committing:
+        // then nothing is written.
+        let unjoined = JOIN.with(|j| j.borrow_mut().take());
+        match result {
+            Ok(_) if unjoined.is_none() => Ok(()),
+            Ok(_) => Err(StorageError::internal(
+                "the session record was not written with its write",
+            )),
+            Err(e) => Err(StorageError::Mongo(e)),
+        }
+    }
 }
 
 impl OpObserver for Oplog {
@@ -213,22 +517,77 @@ impl OpObserver for Oplog {
         batch: WriteBatch,
         write: &mut dyn FnMut(WriteBatch) -> Result<(), StorageError>,
     ) -> Result<(), StorageError> {
-        let unrecorded = target.coll == "system.profile"
-            || (target.db == "config" && target.coll == "transactions");
-        if unrecorded {
+        if is_records(&target) {
+            // mongod derives these from the entries' session fields; a
+            // retryable write's record joins the write's batch.
+            return match JOIN.with(|j| j.borrow_mut().take()) {
+                Some(Joined(mut joined)) => {
+                    for op in batch.into_ops() {
+                        match op {
+                            bisondb_storage::BatchOp::Put(k, v) => joined.put(k, v),
+                            bisondb_storage::BatchOp::Delete(k) => joined.delete(k),
+                        }
+                    }
+                    write(joined)
+                }
+                None => write(batch),
+            };
+        }
+        if target.coll == "system.profile" {
             return write(batch);
         }
+        let command = matches!(ops.first(), Some(Op::Command { .. }));
+        // A collection a retryable write creates is not one of its
+        // statements.
+        let mut session = SessionBack(if command {
+            None
+        } else {
+            SESSION.with(|c| c.borrow_mut().take())
+        });
         let mut entries = Vec::with_capacity(ops.len());
         for op in ops {
-            if let Some(e) = entry_of(&target, op)? {
+            if let Some(mut e) = pending(op)? {
+                e.stmt = session.0.as_mut().and_then(|s| s.stmt_of(op));
                 entries.push(e);
             }
         }
         if entries.is_empty() {
             return write(batch);
         }
-        let mut entries = Some(entries);
-        self.append(batch, &mut || entries.take().unwrap_or_default(), write)?;
+        let ns = if command {
+            format!("{}.$cmd", target.db)
+        } else {
+            format!("{}.{}", target.db, target.coll)
+        };
+        let common = Common {
+            ns: &ns,
+            ui: target.uuid,
+        };
+        let sess = session.0.as_ref();
+        // The optime of the entry stamped last.
+        let last: std::cell::Cell<Option<OpTime>> = std::cell::Cell::new(None);
+        let mut stamp = |ts: Timestamp, term: i64, wall: i64, i: usize| {
+            let e = entries
+                .get(i)
+                .ok_or_else(|| StorageError::internal("oplog: entry out of range"))?;
+            let with = sess.map(|s| {
+                let prev = last.get().or(s.last).unwrap_or(NO_OPTIME);
+                (s.lsid.as_ref(), s.txn_number, prev)
+            });
+            last.set(Some((ts, term)));
+            Ok(encode(&common, e, with, (ts, term, wall)))
+        };
+        let n = entries.len();
+        let records = sess.and_then(|s| s.records.as_ref());
+        let mut commit = |b: WriteBatch| match (records, sess, last.get()) {
+            (Some(records), Some(s), Some(at)) => Self::commit_with_record(records, s, at, b),
+            _ => write(b),
+        };
+        self.append_raw(batch, n, &mut stamp, &mut commit)?;
+        if let Some(s) = session.0.as_mut() {
+            s.last = last.get().or(s.last);
+            s.recorded |= s.records.is_some();
+        }
         Ok(())
     }
 }

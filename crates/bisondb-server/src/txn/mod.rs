@@ -68,8 +68,12 @@ struct SessionState {
     /// The statements of `txn_number` executed so far, by statement id.
     executed: HashMap<i32, StmtOutcome>,
     /// `txn_number` was read back from `config.transactions` after a
-    /// restart: what its statements did is not known.
+    /// restart: what its statements did is not known until its oplog
+    /// entries are read back (`retryable::rebuild`).
     history_lost: bool,
+    /// The optime of the last oplog entry `txn_number`'s retryable writes
+    /// wrote (the next entry's `prevOpTime`).
+    last_op: Option<crate::repl::oplog::OpTime>,
     /// When `txn_number` is a multi-document transaction: where it stands.
     txn: Option<transaction::Phase>,
 }
@@ -234,8 +238,9 @@ impl SessionState {
     fn load(&mut self, ctx: &Context<'_>, id: &SessionId) -> MongoResult<()> {
         if !self.loaded {
             self.loaded = true;
-            if let Some(n) = retryable::stored_txn_number(ctx, id)? {
+            if let Some((n, last_op)) = retryable::stored_txn_number(ctx, id)? {
                 self.txn_number = Some(n);
+                self.last_op = last_op;
                 self.history_lost = true;
             }
         }

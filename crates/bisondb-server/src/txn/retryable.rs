@@ -5,18 +5,27 @@
 //! older than the session's latest is 225 TransactionTooOld.
 //!
 //! The session's latest number is kept in `config.transactions` as mongod
-//! keeps it (`{_id: {id, uid}, txnNum, lastWriteOpTime, lastWriteDate}`), so
-//! an older number is refused after a restart too. What each statement did
-//! is kept in memory: mongod rebuilds it from the oplog, which BisonDB does
-//! not read back yet, so a retry of the latest number after a restart is
-//! 217 IncompleteTransactionHistory (mongod's answer when that history is
-//! gone). The record is written after the write's own batch, not in it.
+//! keeps it (`{_id: {id, uid}, txnNum, lastWriteOpTime, lastWriteDate}`),
+//! written in the engine batch of the write it records (with its oplog
+//! entries), so an older number is refused after a restart too. What each
+//! statement did is kept in memory and, durably, in the write's oplog
+//! entries: each carries its `stmtId` and the optime of the session's
+//! previous entry (`prevOpTime`). After a restart a retry of the latest
+//! number walks that chain back from the record's `lastWriteOpTime`, as
+//! mongod does, and answers the statements found there without running
+//! them again. Where the chain is gone (entries the capped oplog dropped)
+//! or cannot give the answer (a findAndModify's document, which mongod
+//! keeps in `config.image_collection`), the retry is 217
+//! IncompleteTransactionHistory, mongod's answer when history is lost.
+
+use std::collections::HashMap;
 
 use bisondb_error::{ErrorCode, MongoError, MongoResult};
 use bisondb_storage::{Durability, Modify};
-use bson::{doc, RawBsonRef, RawDocumentBuf};
+use bson::{doc, Bson, RawBsonRef, RawDocumentBuf, Timestamp};
 
 use super::{record_key, session_id, OpTxn, StmtOutcome};
+use crate::repl::oplog::{OpTime, Retryable};
 use crate::commands::Context;
 use crate::request::CommandRequest;
 
@@ -41,7 +50,14 @@ pub fn run(
     let session = ctx.state.txns.session(id);
     // One command at a time on a session (mongod's checkout).
     let _checkout = session.checkout.lock();
-    {
+    // Created before the write takes any lock: its record is written inside
+    // the write's batch.
+    let records = ctx
+        .state
+        .storage
+        .get_or_create_collection(TXN_DB, TXN_COLL)
+        .map_err(MongoError::from)?;
+    let last = {
         let mut s = session.state.lock();
         s.load(ctx, &id)?;
         match s.txn_number {
@@ -56,6 +72,12 @@ pub fn run(
             }
             Some(cur) if txn_number == cur => {
                 if s.history_lost {
+                    if let Some(executed) = rebuild(ctx, req, txn_number, s.last_op)? {
+                        s.executed = executed;
+                        s.history_lost = false;
+                    }
+                }
+                if s.history_lost {
                     return Err(MongoError::new(
                         ErrorCode::IncompleteTransactionHistory,
                         format!(
@@ -69,9 +91,11 @@ pub fn run(
                 s.txn_number = Some(txn_number);
                 s.executed.clear();
                 s.history_lost = false;
+                s.last_op = None;
             }
         }
-    }
+        s.last_op
+    };
     let op = OpTxn {
         session: session.clone(),
     };
@@ -84,15 +108,26 @@ pub fn run(
     }
     let before = session.state.lock().executed.len();
     ctx.conn.txn = Some(op.clone());
-    // The oplog entries of its writes carry the session and number.
-    let fields = doc! {"lsid": record_key(&id), "txnNumber": txn_number};
-    let result = crate::repl::oplog::with_entry_fields(fields, || run(req, ctx));
+    // The oplog entries of its writes carry the session and number, and
+    // the session's record goes into their batch.
+    let lsid = RawDocumentBuf::try_from(&record_key(&id)).map_err(crate::request::invalid_bson)?;
+    let scope = Retryable::new(lsid, txn_number, last, Some(records));
+    let (result, scope) = crate::repl::oplog::with_retryable(scope, || {
+        if find_and_modify {
+            crate::repl::oplog::with_stmt(0, || run(req, ctx))
+        } else {
+            run(req, ctx)
+        }
+    });
     ctx.conn.txn = None;
+    session.state.lock().last_op = scope.last;
     let reply = result?;
     if find_and_modify && wrote(&reply) {
         op.record(0, StmtOutcome::Reply(reply.clone()));
     }
-    if session.state.lock().executed.len() > before {
+    // A statement that ran without an oplog entry (an update that changed
+    // nothing): the record is written on its own.
+    if session.state.lock().executed.len() > before && !scope.recorded {
         write_record(ctx, &id, txn_number)?;
     }
     Ok(reply)
@@ -110,8 +145,12 @@ fn wrote(reply: &RawDocumentBuf) -> bool {
     }
 }
 
-/// The `txnNum` of the session's `config.transactions` record, if any.
-pub(super) fn stored_txn_number(ctx: &Context<'_>, id: &[u8; 16]) -> MongoResult<Option<i64>> {
+/// The `txnNum` and `lastWriteOpTime` of the session's
+/// `config.transactions` record, if any.
+pub(super) fn stored_txn_number(
+    ctx: &Context<'_>,
+    id: &[u8; 16],
+) -> MongoResult<Option<(i64, Option<OpTime>)>> {
     let Some(coll) = ctx.state.storage.collection(TXN_DB, TXN_COLL) else {
         return Ok(None);
     };
@@ -122,11 +161,117 @@ pub(super) fn stored_txn_number(ctx: &Context<'_>, id: &[u8; 16]) -> MongoResult
     else {
         return Ok(None);
     };
-    Ok(match d.get("txnNum") {
-        Ok(Some(RawBsonRef::Int64(n))) => Some(n),
-        Ok(Some(RawBsonRef::Int32(n))) => Some(i64::from(n)),
+    let n = match d.get("txnNum") {
+        Ok(Some(RawBsonRef::Int64(n))) => n,
+        Ok(Some(RawBsonRef::Int32(n))) => i64::from(n),
+        _ => return Ok(None),
+    };
+    Ok(Some((n, op_time(d.get("lastWriteOpTime").ok().flatten()))))
+}
+
+/// An optime document `{ts, t}`.
+fn op_time(v: Option<RawBsonRef<'_>>) -> Option<OpTime> {
+    let Some(RawBsonRef::Document(d)) = v else {
+        return None;
+    };
+    let ts = d.get_timestamp("ts").ok()?;
+    let t = match d.get("t") {
+        Ok(Some(RawBsonRef::Int64(t))) => t,
+        Ok(Some(RawBsonRef::Int32(t))) => i64::from(t),
+        _ => return None,
+    };
+    Some((ts, t))
+}
+
+/// The longest chain of entries a retry walks back (a batch's statements).
+const MAX_CHAIN: usize = 1_000_000;
+
+/// What the statements of `txn_number` did, read back from its oplog
+/// entries from `last` (the session record's `lastWriteOpTime`) through
+/// their `prevOpTime`s, for the command `req` retries; `None` when that
+/// history is incomplete or cannot answer this command.
+fn rebuild(
+    ctx: &Context<'_>,
+    req: &CommandRequest<'_>,
+    txn_number: i64,
+    last: Option<OpTime>,
+) -> MongoResult<Option<HashMap<i32, StmtOutcome>>> {
+    let Some(mut at) = last else {
+        return Ok(None);
+    };
+    let oplog = ctx.state.repl().oplog();
+    // Per statement: its entries' kinds and, for inserts, the `_id`.
+    let mut stmts: HashMap<i32, Vec<(char, Option<Bson>)>> = HashMap::new();
+    for _ in 0..MAX_CHAIN {
+        if at.0 == (Timestamp { time: 0, increment: 0 }) {
+            let mut out = HashMap::new();
+            for (stmt, entries) in stmts {
+                match outcome(req, stmt, &entries) {
+                    Some(o) => out.insert(stmt, o),
+                    None => return Ok(None),
+                };
+            }
+            return Ok(Some(out));
+        }
+        let Some(e) = oplog.entry_at(at.0).map_err(MongoError::from)? else {
+            return Ok(None);
+        };
+        let number = e.get_i64("txnNumber").ok();
+        let (Some(stmt), true) = (e.get_i32("stmtId").ok(), number == Some(txn_number)) else {
+            return Ok(None);
+        };
+        let kind = match e.get_str("op") {
+            Ok("i") => 'i',
+            Ok("u") => 'u',
+            Ok("d") => 'd',
+            _ => return Ok(None),
+        };
+        let id = match e.get_document("o") {
+            Ok(o) if kind == 'i' => o.get("_id").ok().flatten().and_then(|v| Bson::try_from(v).ok()),
+            _ => None,
+        };
+        stmts.entry(stmt).or_default().push((kind, id));
+        let Some(prev) = op_time(e.get("prevOpTime").ok().flatten()) else {
+            return Ok(None);
+        };
+        at = prev;
+    }
+    Ok(None)
+}
+
+/// What statement `stmt` of the command `req` did, from its entries.
+fn outcome(req: &CommandRequest<'_>, stmt: i32, entries: &[(char, Option<Bson>)]) -> Option<StmtOutcome> {
+    let kind = if req.name.eq_ignore_ascii_case("bulkWrite") {
+        // The kind of the statement's op: its first field.
+        let RawBsonRef::Array(ops) = req.body.get("ops").ok().flatten()? else {
+            return None;
+        };
+        let RawBsonRef::Document(op) = ops.into_iter().nth(usize::try_from(stmt).ok()?)?.ok()? else {
+            return None;
+        };
+        op.iter().next()?.ok()?.0.as_str().to_string()
+    } else {
+        req.name.to_string()
+    };
+    let count = |k: char| entries.iter().filter(|(e, _)| *e == k).count() as u64;
+    match kind.as_str() {
+        "insert" => Some(StmtOutcome::Inserted),
+        "update" => match entries.iter().find(|(k, _)| *k == 'i') {
+            Some((_, id)) => Some(StmtOutcome::Updated {
+                matched: 0,
+                modified: 0,
+                upserted: Some(id.clone()?),
+            }),
+            None => Some(StmtOutcome::Updated {
+                matched: count('u'),
+                modified: count('u'),
+                upserted: None,
+            }),
+        },
+        "delete" => Some(StmtOutcome::Deleted { n: count('d') }),
+        // findAndModify's document is not in its entries.
         _ => None,
-    })
+    }
 }
 
 /// Writes the session's `config.transactions` record for `txn_number`.

@@ -25,6 +25,7 @@
 
 use std::collections::{HashSet, VecDeque};
 use std::ops::Bound;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use bson::{Bson, Document, RawDocument, RawDocumentBuf};
@@ -200,8 +201,20 @@ impl<'a> Evictor<'a> {
         batch: &mut WriteBatch,
         tally: &mut StatsRecord,
     ) -> Result<(), StorageError> {
+        self.evict_below(capped.size, capped.max, docs, batch, tally)
+    }
+
+    /// [`Evictor::evict`] down to `size` bytes and `max` documents.
+    fn evict_below(
+        &mut self,
+        size: u64,
+        max: Option<u64>,
+        docs: &[&RawDocument],
+        batch: &mut WriteBatch,
+        tally: &mut StatsRecord,
+    ) -> Result<(), StorageError> {
         let id = self.coll.state.id;
-        while capped.over(tally.count, tally.data_size) {
+        while tally.data_size > size || max.is_some_and(|m| tally.count > m) {
             let (natural, encoded, doc): (Vec<u8>, Vec<u8>, RawDocumentBuf) =
                 if let Some((natural, encoded)) = self.next_stored()? {
                     let key = layout::doc_key(id, &encoded);
@@ -599,6 +612,13 @@ impl Collection {
     /// once, and on success the new records are published (tailable
     /// cursors wake). Entries are stored under their key value, which must
     /// grow with each entry; the documents carry no `_id`.
+    ///
+    /// The append is on every write's path, so it reads nothing while the
+    /// collection has room: no snapshot is taken unless the cached stats or
+    /// record ids are of an older engine generation, or entries must go.
+    /// When they must, it removes the oldest down to 1/16 below the size
+    /// (as mongod truncates its oplog a stretch at a time), so the scan of
+    /// the oldest entries is paid once per stretch, not once per write.
     pub fn append_capped_in(
         &self,
         mut batch: WriteBatch,
@@ -615,29 +635,64 @@ impl Collection {
         // a transaction's statement created) is written at once.
         let _outside = super::txn::Outside::enter();
         let _w = self.state.write_lock.lock();
-        let snap = self.writable_snapshot_locked()?;
+        self.check_live()?;
         let generation = self.engine.generation();
-        let mut rid = self.next_rid_locked(capped, snap.as_ref(), generation)?;
+        let current = self.state.stats_generation.load(Ordering::Acquire) == generation
+            && matches!(*capped.next_rid.lock(), Some((g, _)) if g == generation);
+        // Read when needed, then shared by the record ids and the evictions.
+        let snap: std::cell::OnceCell<Arc<dyn Snapshot>> = std::cell::OnceCell::new();
+        if !current {
+            let _ = snap.set(self.writable_snapshot_locked()?);
+        }
+        let mut rid = match snap.get() {
+            Some(s) => self.next_rid_locked(capped, s.as_ref(), generation)?,
+            // Cached for this generation: no read.
+            None => capped
+                .next_rid
+                .lock()
+                .map_or(1, |(_, next)| next),
+        };
         let entries = build()?;
         let indexes = self.state.indexes.read().clone();
         let mut tally = self.tally_locked(&indexes);
         let docs: Vec<&RawDocument> = entries.iter().map(|(_, d)| d.as_ref()).collect();
-        let mut evictor = Evictor::new(self, snap.as_ref(), &indexes);
+        let mut evictor: Option<Evictor<'_>> = None;
+        let mut fresh: VecDeque<Fresh> = VecDeque::new();
+        let low = capped.size.saturating_sub(capped.size / 16);
         for (i, (key_value, doc)) in entries.iter().enumerate() {
             let raw = bson::RawBson::try_from(key_value.clone())
                 .map_err(|e| StorageError::internal(format!("oplog key: {e}")))?;
             let key = layout::doc_key_for(self.state.id, raw.as_raw_bson_ref());
             let encoded = key.get(9..).unwrap_or_default().to_vec();
-            batch.put(key.clone(), doc.as_bytes().to_vec());
             batch.put(natural_key(self.state.id, rid), encoded.clone());
             batch.put(rid_key(self.state.id, &encoded), rid.to_be_bytes().to_vec());
             tally.add_doc(key.len(), doc.as_bytes().len());
-            evictor.evict(capped, &docs, &mut batch, &mut tally)?;
-            evictor.fresh.push_back(Fresh {
+            batch.put(key, doc.as_bytes().to_vec());
+            if capped.over(tally.count, tally.data_size) {
+                if evictor.is_none() {
+                    if snap.get().is_none() {
+                        let _ = snap.set(self.writable_snapshot_locked()?);
+                    }
+                    let s = snap
+                        .get()
+                        .ok_or_else(|| StorageError::internal("capped: no snapshot"))?;
+                    let mut e = Evictor::new(self, s.as_ref(), &indexes);
+                    e.fresh = std::mem::take(&mut fresh);
+                    evictor = Some(e);
+                }
+                if let Some(e) = evictor.as_mut() {
+                    e.evict_below(low, capped.max, &docs, &mut batch, &mut tally)?;
+                }
+            }
+            let f = Fresh {
                 encoded,
                 rid,
                 doc: i,
-            });
+            };
+            match evictor.as_mut() {
+                Some(e) => e.fresh.push_back(f),
+                None => fresh.push_back(f),
+            }
             rid = rid.saturating_add(1);
         }
         batch.put(
