@@ -140,6 +140,7 @@ impl<'a> Delete<'a> {
             }
             n += k;
             OpCounters::add(&ctx.state.opcounters.delete, k);
+            crate::metrics::add(&ctx.state.metrics.document.deleted, k);
             Ok(())
         });
         reply::write_reply(doc! {"n": reply::count(n)}, errors)
