@@ -202,6 +202,33 @@ pub trait Engine: Send + Sync + 'static {
     fn generation(&self) -> u64 {
         0
     }
+
+    /// Bytes written but held only in memory and the log (memtables, write
+    /// buffers), not yet in the data files [`Engine::size_on_disk`] counts.
+    /// Sizes reported right after a load flush first ([`Engine::checkpoint`])
+    /// when this is a noticeable part of the data. 0 for engines that write
+    /// their data files directly.
+    fn unflushed_bytes(&self) -> u64 {
+        0
+    }
+
+    /// The engine's own figures for `serverStatus.bisondb` and the metrics
+    /// endpoint: journal, memory tables, tables, compaction, stalls.
+    fn metrics(&self) -> Vec<EngineMetric> {
+        Vec::new()
+    }
+}
+
+/// One figure of an engine's [`Engine::metrics`]. `name` may be dotted
+/// (`main.tables`): serverStatus nests it, the metrics endpoint joins it with `_`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EngineMetric {
+    pub name: &'static str,
+    pub value: u64,
+    /// Only grows (a count of events) rather than going up and down.
+    pub counter: bool,
+    /// One line for the metrics endpoint's `# HELP`.
+    pub help: &'static str,
 }
 
 /// A read-only, point-in-time view of an [`Engine`].

@@ -31,7 +31,7 @@ pub mod conformance;
 
 pub use engine::{
     owned_bound, prefix_successor, range_is_empty, BatchOp, Capabilities, CommitPoint, Durability,
-    Engine, KeyValue, Snapshot, WriteBatch,
+    Engine, EngineMetric, KeyValue, Snapshot, WriteBatch,
 };
 pub use entry::{EngineEntry, OpenOptions, RemoteOptions};
 pub use error::EngineError;

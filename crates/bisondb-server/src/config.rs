@@ -24,6 +24,9 @@ pub struct ServerConfig {
     pub unix_socket_prefix: PathBuf,
     pub file_permissions: u32,
     pub max_conns: usize,
+    /// `--metricsAddr host:port` / `net.metricsAddr`: where the Prometheus
+    /// endpoint listens (`metrics/prometheus.rs`); none by default.
+    pub metrics_addr: Option<String>,
     pub quiet: bool,
     pub logpath: Option<PathBuf>,
     /// `systemLog.destination` (`file` with a path, else standard output).
@@ -191,6 +194,7 @@ impl Default for ServerConfig {
             unix_socket_prefix: PathBuf::from("/tmp"),
             file_permissions: 0o700,
             max_conns: 1_000_000,
+            metrics_addr: None,
             quiet: false,
             logpath: None,
             log_destination: crate::log::Destination::Stdout,
@@ -478,6 +482,12 @@ impl ServerConfig {
                 .as_u64()
                 .and_then(|n| usize::try_from(n).ok())
                 .ok_or_else(|| bad("net.maxIncomingConnections", "a positive integer"))?;
+        }
+        if let Some(v) = get("net.metricsAddr") {
+            let addr = v
+                .as_str()
+                .ok_or_else(|| bad("net.metricsAddr", "a host:port string"))?;
+            self.metrics_addr = Some(addr.to_string());
         }
         if let Some(v) = get("net.unixDomainSocket.enabled") {
             self.unix_socket = v
@@ -776,6 +786,7 @@ pub const YAML_KEYS: &[&str] = &[
     "net.bindIp",
     "net.bindIpAll",
     "net.maxIncomingConnections",
+    "net.metricsAddr",
     "net.port",
     "net.ssl.CAFile",
     "net.ssl.PEMKeyFile",

@@ -88,7 +88,14 @@ pub async fn serve<S>(
         };
         let frame = match frame {
             None => break,
-            Some(Ok(f)) => f,
+            Some(Ok(f)) => {
+                crate::metrics::add(
+                    &state.metrics.network.bytes_in,
+                    (f.payload.len() + 16) as u64,
+                );
+                crate::metrics::add(&state.metrics.network.num_requests, 1);
+                f
+            }
             Some(Err(e)) => {
                 tracing::info!(conn = conn.id, error = %e, "closing connection: malformed message");
                 break;
@@ -164,6 +171,7 @@ pub async fn serve<S>(
         let reply = handle(incoming, &state, &mut conn, failure);
         match reply {
             Ok(Some(bytes)) => {
+                crate::metrics::add(&state.metrics.network.bytes_out, bytes.len() as u64);
                 if let Err(e) = write_reply(&mut framed, &bytes).await {
                     tracing::debug!(conn = conn.id, error = %e, "write failed");
                     break;
@@ -320,6 +328,7 @@ impl ExhaustGetMore {
                     return false;
                 }
             };
+            crate::metrics::add(&state.metrics.network.bytes_out, bytes.len() as u64);
             if let Err(e) = write_reply(framed, &bytes).await {
                 tracing::debug!(conn = conn.id, error = %e, "write failed");
                 return false;
@@ -526,9 +535,11 @@ fn run_command(
     let started = std::time::Instant::now();
     // serverStatus `globalLock.activeClients` counts the command until here.
     let running = state.active.enter(spec.is_some_and(|s| s.write_concern));
-    let reply = dispatch_command(req, spec, state, conn);
+    let (reply, failed) = dispatch_command(req, spec, state, conn);
     drop(running);
-    state.top.record(req, spec, started.elapsed());
+    let took = started.elapsed();
+    state.metrics.command_done(spec, took, failed);
+    state.top.record(req, spec, took);
     crate::log::slow::log_if_slow(state, req, conn, &reply, started);
     if let Some(p) = profiled {
         p.finish(state, req, conn, &reply);
@@ -551,18 +562,20 @@ fn operation_max_time_ms(req: &CommandRequest<'_>) -> u64 {
     }
 }
 
-/// Runs one command and turns its error, or its panic, into the error reply.
+/// Runs one command and turns its error, or its panic, into the error reply;
+/// true with an error reply.
 fn dispatch_command(
     req: &CommandRequest<'_>,
     spec: Option<&CommandSpec>,
     state: &Arc<ServerState>,
     conn: &mut ConnectionInfo,
-) -> RawDocumentBuf {
+) -> (RawDocumentBuf, bool) {
     let max_time_ms = operation_max_time_ms(req);
     // The thread that runs the command carries its operation context (its
     // deadline and kill flag), so every scan, stage and script checks it;
     // `block_in_place` runs the command on this same thread.
-    let _op = state.ops.begin(req, conn, max_time_ms);
+    let op = state.ops.begin(req, conn, max_time_ms);
+    conn.op.plan_slot = op.plan_slot.clone();
     let mut ctx = Context { state, conn };
     let writes = spec.is_some_and(|s| crate::fsync_lock::is_write(s, req.name, req.body));
     let dispatch = || {
@@ -610,16 +623,17 @@ fn dispatch_command(
     match result {
         Ok(doc) => {
             tracing::debug!(conn = conn.id, db = %req.db, command = req.name, "command ok");
-            doc
+            (doc, false)
         }
         Err(e) => {
             tracing::debug!(target: "COMMAND", id = crate::log::ids::COMMAND_FAILED, conn = conn.id,
                 db = %req.db, command = req.name, code = e.code.code(), error = %e.message,
                 body = ?crate::log::client_data(req.body), "Command failed");
             if e.code == ErrorCode::InternalError {
+                crate::metrics::add(&state.metrics.internal_errors, 1);
                 tracing::error!(command = req.name, error = %e, "internal error");
             }
-            error_reply(&e)
+            (error_reply(&e), true)
         }
     }
 }

@@ -125,6 +125,13 @@ impl Cursor {
 
     /// Fills a batch of at most `max_docs` documents (None = as many as fit).
     pub fn next_batch(&mut self, max_docs: Option<usize>) -> MongoResult<Batch> {
+        let (batch, n) = self.fill_batch(max_docs)?;
+        crate::metrics::add(&crate::metrics::DOCUMENTS_RETURNED, n as u64);
+        Ok(batch)
+    }
+
+    /// [`Cursor::next_batch`] and the number of documents in it.
+    fn fill_batch(&mut self, max_docs: Option<usize>) -> MongoResult<(Batch, usize)> {
         self.last_used = Instant::now();
         let mut docs = RawArrayBuf::new();
         let mut n = 0usize;
@@ -132,10 +139,13 @@ impl Cursor {
         let mut full = false;
         loop {
             if self.remaining == Some(0) {
-                return Ok(Batch {
-                    docs,
-                    exhausted: true,
-                });
+                return Ok((
+                    Batch {
+                        docs,
+                        exhausted: true,
+                    },
+                    n,
+                ));
             }
             if max_docs.is_some_and(|m| n >= m) {
                 full = true;
@@ -145,16 +155,22 @@ impl Cursor {
                 None if self.tail.is_some() && !self.stream.as_ref().is_some_and(|s| s.ended()) => {
                     // Nothing more yet; forget the end so the next batch looks again.
                     self.source.next();
-                    return Ok(Batch {
-                        docs,
-                        exhausted: false,
-                    });
+                    return Ok((
+                        Batch {
+                            docs,
+                            exhausted: false,
+                        },
+                        n,
+                    ));
                 }
                 None => {
-                    return Ok(Batch {
-                        docs,
-                        exhausted: true,
-                    })
+                    return Ok((
+                        Batch {
+                            docs,
+                            exhausted: true,
+                        },
+                        n,
+                    ))
                 }
                 Some(Err(_)) => {
                     // Surface the error; the cursor is dropped by the caller.
@@ -186,7 +202,7 @@ impl Cursor {
         let exhausted = self.remaining == Some(0)
             || self.stream.as_ref().is_some_and(|s| s.ended())
             || (self.tail.is_none() && (!full || self.knows_end) && self.source.peek().is_none());
-        Ok(Batch { docs, exhausted })
+        Ok((Batch { docs, exhausted }, n))
     }
 }
 
@@ -194,9 +210,35 @@ impl Cursor {
 #[derive(Default)]
 pub struct CursorManager {
     cursors: Mutex<HashMap<i64, Cursor>>,
+    /// getMores running now, each holding its cursor out of the table.
+    pinned: std::sync::atomic::AtomicU64,
+}
+
+/// serverStatus `metrics.cursor.open`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct OpenCursors {
+    pub total: u64,
+    pub no_timeout: u64,
+    pub pinned: u64,
+}
+
+/// A getMore's hold on its cursor, counted as pinned until dropped.
+pub struct Pin<'a>(&'a std::sync::atomic::AtomicU64);
+
+impl Drop for Pin<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+    }
 }
 
 impl CursorManager {
+    /// Counts a cursor as pinned (a getMore runs on it) until the guard drops.
+    pub fn pin(&self) -> Pin<'_> {
+        self.pinned
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Pin(&self.pinned)
+    }
+
     /// Stores a cursor and returns its new id (positive, never 0).
     pub fn register(&self, mut cursor: Cursor) -> i64 {
         if cursor.tail.is_none() {
@@ -334,6 +376,19 @@ impl CursorManager {
 
     pub fn len(&self) -> usize {
         self.cursors.lock().len()
+    }
+
+    /// serverStatus `metrics.cursor.open`: every cursor, those opened with
+    /// `noCursorTimeout`, and those pinned (in use by a getMore now: a
+    /// getMore takes its cursor out of the table while it runs).
+    pub fn open_counts(&self) -> OpenCursors {
+        let map = self.cursors.lock();
+        let pinned = self.pinned.load(std::sync::atomic::Ordering::Relaxed);
+        OpenCursors {
+            total: (map.len() as u64).saturating_add(pinned),
+            no_timeout: map.values().filter(|c| c.no_timeout).count() as u64,
+            pinned,
+        }
     }
 
     pub fn is_empty(&self) -> bool {

@@ -91,6 +91,15 @@ impl FsyncLock {
         }
     }
 
+    /// A pass only if the gate is open now (`None` while locked): for work
+    /// that may change the files but can be skipped rather than wait (the
+    /// flush before a size report, see `ServerState::flush_for_sizes`).
+    pub fn try_enter(&self) -> Option<WritePass<'_>> {
+        self.in_flight.fetch_add(1, Ordering::SeqCst);
+        let pass = WritePass { gate: self };
+        (self.count.load(Ordering::SeqCst) == 0).then_some(pass)
+    }
+
     /// Adds one to the lock count and waits until every write already past
     /// the gate has finished; returns the new count. The caller then flushes
     /// the data files.

@@ -30,6 +30,7 @@ pub mod fsync_lock;
 pub mod let_vars;
 pub mod log;
 pub mod logbuf;
+pub mod metrics;
 pub mod namespaces;
 pub mod on_view;
 pub mod op_ctx;

@@ -54,6 +54,8 @@ pub struct RunningOp {
     pub ns: String,
     pub command: RawDocumentBuf,
     pub started: Instant,
+    /// The plan it chose (`planSummary`), once it has one.
+    pub plan_summary: Arc<OnceLock<Arc<str>>>,
 }
 
 /// Removes the connection from the registry when it closes.
@@ -73,6 +75,8 @@ impl Drop for Registered {
 pub struct Running {
     client: Option<Arc<Client>>,
     _entered: interrupt::Guard,
+    /// Where the command reports its plan ([`RunningOp::plan_summary`]).
+    pub plan_slot: Option<Arc<OnceLock<Arc<str>>>>,
 }
 
 impl Drop for Running {
@@ -123,6 +127,7 @@ impl Operations {
             return Running {
                 client: None,
                 _entered: entered,
+                plan_slot: None,
             };
         };
         if client.metadata.get().is_none() {
@@ -138,11 +143,14 @@ impl Operations {
             ns: namespace(req),
             command: command_summary(req),
             started: Instant::now(),
+            plan_summary: Arc::new(OnceLock::new()),
         };
+        let plan_slot = Some(running.plan_summary.clone());
         *client.current.lock() = Some(Arc::new(running));
         Running {
             client: Some(client),
             _entered: entered,
+            plan_slot,
         }
     }
 
@@ -244,6 +252,9 @@ impl Operations {
                     let command = Document::try_from(op.command.as_ref())
                         .unwrap_or_else(|_| doc! {"$truncated": "unreadable command"});
                     d.insert("command", command);
+                    if let Some(plan) = op.plan_summary.get() {
+                        d.insert("planSummary", &**plan);
+                    }
                     d.insert("numYields", 0i32);
                     d.insert("locks", Document::new());
                     d.insert("waitingForLock", false);

@@ -174,6 +174,15 @@ pub struct Stats {
     pub out: Counter,
 }
 
+/// A finished plan adds what it examined to serverStatus's
+/// `metrics.queryExecutor` (two relaxed additions, once per plan).
+impl Drop for Stats {
+    fn drop(&mut self) {
+        crate::metrics::add(&crate::metrics::SCANNED, self.keys());
+        crate::metrics::add(&crate::metrics::SCANNED_OBJECTS, self.docs());
+    }
+}
+
 impl Stats {
     pub fn keys(&self) -> u64 {
         self.keys_examined.load(Ordering::Relaxed)

@@ -194,6 +194,10 @@ pub struct OpDebug {
     examined: Option<Examined>,
     plan_summary: Option<Arc<str>>,
     writes: Vec<WriteOutcome>,
+    /// The running operation's `planSummary` as `currentOp` and the slow
+    /// query line show it, set by the first plan a command reports, profiled
+    /// or not (the connection hands each command its slot, `op_ctx.rs`).
+    pub plan_slot: Option<Arc<std::sync::OnceLock<Arc<str>>>>,
 }
 
 impl OpDebug {
@@ -206,7 +210,18 @@ impl OpDebug {
                 e.stats.docs().saturating_sub(e.docs_before),
             )
         });
-        (self.plan_summary.as_deref(), examined)
+        let summary = self
+            .plan_summary
+            .as_deref()
+            .or_else(|| self.plan_slot.as_ref().and_then(|s| s.get()).map(|s| &**s));
+        (summary, examined)
+    }
+
+    /// Shows `summary` as the running operation's plan (the first one only).
+    fn publish(&self, summary: &Arc<str>) {
+        if let Some(slot) = &self.plan_slot {
+            let _ = slot.set(summary.clone());
+        }
     }
 }
 
@@ -251,29 +266,38 @@ pub struct CursorProfile {
 impl OpDebug {
     /// Records the plan a read chose and the counters it runs with.
     pub fn plan(&mut self, stats: &Arc<plan::Stats>, chosen: &plan::Plan) {
-        if self.enabled {
-            self.plan_with(stats, summary(chosen).into());
+        if self.enabled || self.plan_slot.as_ref().is_some_and(|s| s.get().is_none()) {
+            let s: Arc<str> = summary(chosen).into();
+            self.publish(&s);
+            if self.enabled {
+                self.plan_with(stats, s);
+            }
         }
     }
 
     /// Records a plan that has already run with fresh `stats` (a count;
     /// `keys_only`: it read index keys only, mongod's COUNT_SCAN).
     pub fn ran(&mut self, stats: &Arc<plan::Stats>, chosen: &plan::Plan, keys_only: bool) {
-        if self.enabled {
+        if self.enabled || self.plan_slot.as_ref().is_some_and(|s| s.get().is_none()) {
             let mut s = summary(chosen);
             if keys_only {
                 s = s.replacen("IXSCAN", "COUNT_SCAN", 1);
             }
-            self.examined = Some(Examined {
-                stats: stats.clone(),
-                keys_before: 0,
-                docs_before: 0,
-            });
-            self.plan_summary = Some(s.into());
+            let s: Arc<str> = s.into();
+            self.publish(&s);
+            if self.enabled {
+                self.examined = Some(Examined {
+                    stats: stats.clone(),
+                    keys_before: 0,
+                    docs_before: 0,
+                });
+                self.plan_summary = Some(s);
+            }
         }
     }
 
     fn plan_with(&mut self, stats: &Arc<plan::Stats>, summary: Arc<str>) {
+        self.publish(&summary);
         self.examined = Some(Examined {
             stats: stats.clone(),
             keys_before: stats.keys(),
@@ -308,6 +332,10 @@ impl OpDebug {
     /// Records the outcome of one update or delete statement and the plan
     /// that found its targets.
     pub fn write(&mut self, mut outcome: WriteOutcome, run: Option<&crate::write::PlanRun>) {
+        if let Some(r) = run.filter(|_| self.plan_slot.as_ref().is_some_and(|s| s.get().is_none()))
+        {
+            self.publish(&summary(&r.plan).into());
+        }
         if self.enabled {
             if let Some(r) = run {
                 outcome.examined = Some((r.stats.keys(), r.stats.docs(), summary(&r.plan)));

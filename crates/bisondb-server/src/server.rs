@@ -226,6 +226,7 @@ impl Server {
                     tokio::select! {
                         _ = tick.tick() => {
                             let n = state.cursors.reap(IDLE_TIMEOUT);
+                            crate::metrics::add(&state.metrics.cursors_timed_out, n as u64);
                             if n > 0 {
                                 tracing::info!(cursors = n, "reaped idle cursors");
                             }
@@ -237,6 +238,11 @@ impl Server {
                     }
                 }
             }));
+        }
+        if let Some(addr) = state.config.metrics_addr.clone() {
+            let (bound, task) = crate::metrics::prometheus::spawn(state.clone(), &addr).await?;
+            let _ = state.metrics_addr.set(bound);
+            tasks.push(task);
         }
         tasks.push(crate::ttl::spawn(state.clone()));
         tasks.push(crate::sessions::spawn(state.clone()));

@@ -73,6 +73,11 @@ pub struct ServerState {
     /// Sessions' transaction numbers: retryable writes (`crate::txn`).
     pub txns: crate::txn::Transactions,
     pub opcounters: OpCounters,
+    /// Per-command counters and latencies, network, documents, cursors
+    /// (`metrics/`: serverStatus and the metrics endpoint).
+    pub metrics: crate::metrics::Metrics,
+    /// The address the metrics endpoint is bound to (`--metricsAddr`).
+    pub metrics_addr: std::sync::OnceLock<std::net::SocketAddr>,
     /// Commands running now (serverStatus `globalLock.activeClients`).
     pub active: ActiveOps,
     /// Profiling levels and thresholds (`profile`), in memory as in mongod.
@@ -125,6 +130,8 @@ impl ServerState {
             sessions,
             txns: Default::default(),
             opcounters: OpCounters::default(),
+            metrics: Default::default(),
+            metrics_addr: std::sync::OnceLock::new(),
             active: ActiveOps::default(),
             profiler,
             started: Instant::now(),
@@ -170,6 +177,27 @@ impl ServerState {
         // Running commands end at their next check with 11600.
         self.ops.kill_all_at_shutdown();
         self.shutdown.notify_waiters();
+    }
+
+    /// Before a size report (`dbStats`, `collStats`, `listDatabases`,
+    /// `$collStats`): writes what only the engine's memory tables hold into
+    /// its files when that is a noticeable part of the data
+    /// (`Storage::sizes_need_flush`) and waits for the engine to settle, so
+    /// the sizes agree with the disk right after a load. Skipped while `fsync` holds the files still; a failed
+    /// flush leaves the sizes as the files are.
+    pub fn flush_for_sizes(&self) {
+        if !self.storage.sizes_need_flush() {
+            return;
+        }
+        let Some(_pass) = self.fsync_lock.try_enter() else {
+            return;
+        };
+        // Settled, not only flushed: the flush's own follow-up work (the
+        // index write buffer's keyspace compacting away the blobs it just
+        // deleted) would otherwise change the sizes between two reports.
+        if let Err(e) = self.storage.checkpoint_and_settle() {
+            tracing::warn!(target: "STORAGE", error = %e, "could not flush before reporting sizes");
+        }
     }
 
     pub fn is_shutting_down(&self) -> bool {

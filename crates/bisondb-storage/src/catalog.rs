@@ -929,6 +929,23 @@ impl Storage {
         Ok(self.inner.engine.checkpoint_and_settle()?)
     }
 
+    /// Whether sizes read now would leave out a noticeable part of the data:
+    /// more than a sixteenth of what the data files hold (and at least 4 KiB)
+    /// is still only in memory tables and the journal, as right after a load.
+    /// The size commands then flush first ([`Storage::checkpoint`]), so what
+    /// they report agrees with the files a clean shutdown leaves. Each such
+    /// flush writes at least a sixteenth of the data, so however often sizes
+    /// are asked, they add at most one flush per 6% of growth.
+    pub fn sizes_need_flush(&self) -> bool {
+        let unflushed = self.inner.engine.unflushed_bytes();
+        unflushed >= 4096 && unflushed > self.inner.engine.size_on_disk() / 16
+    }
+
+    /// The engine's own figures (`serverStatus.bisondb`, the metrics endpoint).
+    pub fn engine_metrics(&self) -> Vec<crate::EngineMetric> {
+        self.inner.engine.metrics()
+    }
+
     /// How the engine's size on disk divides among what it stores.
     pub fn disk_share(&self) -> DiskShare {
         let logical = self

@@ -24,8 +24,8 @@ mod store;
 mod testing;
 
 pub use bisondb_engine::{
-    BatchOp, Capabilities, Durability, Engine, EngineEntry, EngineError, KeyValue, MemoryEngine,
-    OpenOptions, RemoteOptions, Snapshot, WriteBatch,
+    BatchOp, Capabilities, Durability, Engine, EngineEntry, EngineError, EngineMetric, KeyValue,
+    MemoryEngine, OpenOptions, RemoteOptions, Snapshot, WriteBatch,
 };
 pub use catalog::{CollectionInfo, DbStats, DiskShare, Storage};
 pub use engines::{engine_names, find_engine, store_lsm_options, ENGINES, POSTGRES_ENGINE};

@@ -51,8 +51,8 @@ use parking_lot::RwLock;
 
 use bisondb_engine::txn::{LocalTransactions, Transaction, TxnStore};
 use bisondb_engine::{
-    owned_bound, range_is_empty, BatchOp, Capabilities, Durability, Engine, EngineError, KeyValue,
-    Snapshot, WriteBatch,
+    owned_bound, range_is_empty, BatchOp, Capabilities, Durability, Engine, EngineError,
+    EngineMetric, KeyValue, Snapshot, WriteBatch,
 };
 
 use crate::dbpath::{self, DbPathLock};
@@ -472,6 +472,11 @@ struct Shared {
     generation: AtomicU64,
     /// Batches committed so far.
     commits: AtomicU64,
+    /// Journal fsyncs done (serverStatus `bisondb.journal.syncs`).
+    syncs: AtomicU64,
+    /// Writes that found the index write buffer at twice its size and
+    /// ingested it themselves (`bisondb.indexBuffer.writeStalls`).
+    buffer_stalls: AtomicU64,
     /// `commits` as read at the start of the last successful sync: every batch up
     /// to that count is durable.
     durable_commits: AtomicU64,
@@ -534,6 +539,8 @@ impl LsmEngine {
             failure: parking_lot::Mutex::new(None),
             generation: AtomicU64::new(0),
             commits: AtomicU64::new(0),
+            syncs: AtomicU64::new(0),
+            buffer_stalls: AtomicU64::new(0),
             durable_commits: AtomicU64::new(0),
             sync: Mutex::new(SyncState::default()),
             sync_done: Condvar::new(),
@@ -601,12 +608,26 @@ impl LsmEngine {
             Some(open) if !self.shared.failed.load(Ordering::Acquire) => {
                 flush_within(open, CLOSE_FLUSH_LIMIT)
             }
-            _ => Ok(()),
+            _ => Ok(Flushed::Abandoned),
         };
-        let result = synced.and(flushed).and(self.shared.sync_all_now());
+        let all_flushed = matches!(flushed, Ok(Flushed::All));
+        let result = synced
+            .and(flushed.map(|_| ()))
+            .and(self.shared.sync_all_now());
         // Dropping the last handle on the fjall instance joins its workers; a
         // snapshot still alive defers that to its own drop.
-        if self.shared.open.write().take().is_some() {
+        let taken = self.shared.open.write().take();
+        if let Some(open) = taken {
+            // Only with every handle gone is the journal closed for good; a
+            // snapshot still alive keeps the instance (and its journal) open.
+            let last = Arc::try_unwrap(open).ok();
+            let alone = last.is_some();
+            drop(last);
+            if alone && result.is_ok() && all_flushed {
+                if let Err(e) = empty_journals(&self.shared.data_dir) {
+                    tracing::warn!(error = %e, "lsm storage engine: could not empty the journal after a clean close");
+                }
+            }
             tracing::info!(dbpath = %self.shared.dbpath.display(), "lsm storage engine closed");
         }
         result
@@ -674,7 +695,7 @@ const CLOSE_FLUSH_LIMIT: Duration = Duration::from_secs(20);
 /// lost and the next open replays the journal; the stuck thread keeps its
 /// handle, so the instance is never dropped (dropping it would join the
 /// stuck worker) and the process can exit.
-fn flush_within(open: Arc<Open>, limit: Duration) -> Result<(), EngineError> {
+fn flush_within(open: Arc<Open>, limit: Duration) -> Result<Flushed, EngineError> {
     let (tx, rx) = std::sync::mpsc::channel();
     let spawned = std::thread::Builder::new()
         .name("lsm-close-flush".into())
@@ -696,16 +717,56 @@ fn flush_within(open: Arc<Open>, limit: Duration) -> Result<(), EngineError> {
         )));
     }
     match rx.recv_timeout(limit) {
-        Ok(r) => r,
+        Ok(r) => r.map(|()| Flushed::All),
         Err(_) => {
             tracing::error!(
                 limit_secs = limit.as_secs(),
                 "lsm storage engine: the final flush did not finish (fjall's worker is stuck); \
                  the synced journal holds every write and is replayed at the next start"
             );
-            Ok(())
+            Ok(Flushed::Abandoned)
         }
     }
+}
+
+/// What the closing flush achieved.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Flushed {
+    /// Every memtable and the index buffer are in tables: the journal holds
+    /// nothing the tables do not.
+    All,
+    /// The flush did not run or did not finish: the journal is needed.
+    Abandoned,
+}
+
+/// Empties fjall's journal after a clean close, once the instance is dropped
+/// and every write is in tables (a 64 MiB preallocated file otherwise stays
+/// in the dbpath). The sealed journals go and the newest one is truncated to
+/// nothing rather than deleted: fjall recovers its sequence number from the
+/// tables only when it finds an existing active journal, and starting a new
+/// one at sequence number 0 would let later writes hide behind older table
+/// entries. An empty journal replays nothing, and fjall appends to it.
+fn empty_journals(data_dir: &Path) -> std::io::Result<()> {
+    let mut journals: Vec<(u64, PathBuf)> = std::fs::read_dir(data_dir)?
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| is_journal(p))
+        .filter_map(|p| {
+            let id = p.file_stem()?.to_str()?.parse::<u64>().ok()?;
+            Some((id, p))
+        })
+        .collect();
+    journals.sort_by_key(|(id, _)| *id);
+    let Some((_, active)) = journals.pop() else {
+        return Ok(());
+    };
+    for (_, sealed) in journals {
+        std::fs::remove_file(sealed)?;
+    }
+    let file = std::fs::OpenOptions::new().write(true).open(&active)?;
+    file.set_len(0)?;
+    file.sync_all()?;
+    std::fs::File::open(data_dir)?.sync_all()
 }
 
 fn open_fjall(data_dir: &Path, dbpath: &Path, regions: &KeyRegions) -> Result<Open, EngineError> {
@@ -983,6 +1044,7 @@ impl Shared {
         let limit = self.index_buffer_bytes.saturating_mul(2);
         if open.buffered().1 >= limit {
             // The maintainer is behind: ingest here rather than grow without bound.
+            self.buffer_stalls.fetch_add(1, Ordering::Relaxed);
             open.flush_buffer_from(limit)?;
         }
         let mut run = buffer::run_of_ops(indexed)?;
@@ -1096,6 +1158,7 @@ impl Shared {
         open.db
             .persist(PersistMode::SyncAll)
             .map_err(|e| self.fail(e, "journal sync"))?;
+        self.syncs.fetch_add(1, Ordering::Relaxed);
         self.durable_commits.fetch_max(covered, Ordering::AcqRel);
         Ok(())
     }
@@ -1305,6 +1368,149 @@ impl Engine for LsmEngine {
         // storageSize, which leaves out its journal, this is where the data lives
         // once flushed (the journal is recycled and bounded in size).
         dir_size(&self.shared.data_dir)
+    }
+
+    /// The memtables (every keyspace's, fjall's write buffer) and the index
+    /// write buffer's runs: journaled, not yet in tables.
+    fn unflushed_bytes(&self) -> u64 {
+        match self.shared.open.read().as_ref() {
+            Some(open) => open
+                .db
+                .write_buffer_size()
+                .saturating_add(open.buffered().1 as u64),
+            None => 0,
+        }
+    }
+
+    fn metrics(&self) -> Vec<EngineMetric> {
+        let sh = &self.shared;
+        let counter = |name, value, help| EngineMetric {
+            name,
+            value,
+            counter: true,
+            help,
+        };
+        let gauge = |name, value, help| EngineMetric {
+            name,
+            value,
+            counter: false,
+            help,
+        };
+        let mut out = vec![
+            counter(
+                "journal.commits",
+                sh.commits.load(Ordering::Relaxed),
+                "write batches committed to the journal",
+            ),
+            counter(
+                "journal.syncs",
+                sh.syncs.load(Ordering::Relaxed),
+                "fsyncs of the journal",
+            ),
+            counter(
+                "recoveries",
+                sh.generation.load(Ordering::Relaxed),
+                "reopens of the files after a write failure",
+            ),
+            counter(
+                "indexBuffer.writeStalls",
+                sh.buffer_stalls.load(Ordering::Relaxed),
+                "writes that ingested the full index write buffer themselves",
+            ),
+        ];
+        let Some(open) = sh.open.read().clone() else {
+            return out;
+        };
+        let (runs, buffered) = open.buffered();
+        let as_u64 = |n: usize| n as u64;
+        out.extend([
+            gauge(
+                "journal.bytes",
+                open.db.journal_disk_space().unwrap_or(0),
+                "bytes of the journal files",
+            ),
+            gauge(
+                "journal.files",
+                as_u64(open.db.journal_count()),
+                "journal files",
+            ),
+            gauge(
+                "memtables.bytes",
+                open.db.write_buffer_size(),
+                "bytes held in memtables (active and sealed)",
+            ),
+            gauge(
+                "memtables.sealed",
+                as_u64(
+                    open.keyspaces()
+                        .iter()
+                        .map(|k| k.sealed_memtable_count())
+                        .sum(),
+                ),
+                "sealed memtables waiting to be flushed",
+            ),
+            gauge(
+                "indexBuffer.bytes",
+                as_u64(buffered),
+                "bytes of index entries in the index write buffer",
+            ),
+            gauge(
+                "indexBuffer.runs",
+                as_u64(runs.len()),
+                "sorted runs in the index write buffer",
+            ),
+            gauge(
+                "flushes.outstanding",
+                as_u64(open.db.outstanding_flushes()),
+                "memtable flushes queued",
+            ),
+            gauge(
+                "compaction.active",
+                as_u64(open.db.active_compactions()),
+                "compactions running",
+            ),
+            counter(
+                "compaction.completed",
+                as_u64(open.db.compactions_completed()),
+                "compactions finished",
+            ),
+            counter(
+                "compaction.micros",
+                u64::try_from(open.db.time_compacting().as_micros()).unwrap_or(u64::MAX),
+                "time spent compacting, in microseconds",
+            ),
+            gauge(
+                "cache.bytes",
+                open.db.cache_size(),
+                "bytes in the block cache",
+            ),
+            gauge(
+                "cache.capacity",
+                open.db.cache_capacity(),
+                "capacity of the block cache",
+            ),
+        ]);
+        for (ks, [tables, l0, disk]) in [
+            (
+                &open.ks,
+                ["main.tables", "main.level0Tables", "main.diskBytes"],
+            ),
+            (
+                &open.ix,
+                ["index.tables", "index.level0Tables", "index.diskBytes"],
+            ),
+        ] {
+            out.extend([
+                gauge(tables, as_u64(ks.table_count()), "tables of the keyspace"),
+                gauge(
+                    l0,
+                    as_u64(ks.l0_table_count()),
+                    "level-0 tables of the keyspace",
+                ),
+                gauge(disk, ks.disk_space(), "bytes of the keyspace's tables"),
+            ]);
+        }
+        out
     }
 }
 

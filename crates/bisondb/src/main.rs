@@ -80,6 +80,9 @@ struct ServeArgs {
     /// Maximum simultaneous connections.
     #[arg(long = "maxConns")]
     max_conns: Option<usize>,
+    /// Serve Prometheus metrics at http://HOST:PORT/metrics (off by default).
+    #[arg(long = "metricsAddr", value_name = "HOST:PORT")]
+    metrics_addr: Option<String>,
     /// A mongod-style YAML configuration file; flags override it.
     #[arg(long, short = 'f')]
     config: Option<PathBuf>,
@@ -294,6 +297,9 @@ fn build_config(a: &ServeArgs) -> Result<ServerConfig, String> {
     if let Some(m) = &a.file_permissions {
         c.file_permissions =
             parse_octal(m).ok_or_else(|| format!("--filePermissions {m} is not an octal mode"))?;
+    }
+    if let Some(m) = &a.metrics_addr {
+        c.metrics_addr = Some(m.clone());
     }
     if let Some(m) = a.max_conns {
         c.max_conns = m;

@@ -578,6 +578,7 @@ impl<'a> BulkWrite<'a> {
                 })
                 .map(|(n, _)| {
                     OpCounters::add(&ctx.state.opcounters.delete, n);
+                    crate::metrics::add(&ctx.state.metrics.document.deleted, n);
                     Outcome::Deleted(n)
                 }),
             Kind::Insert => Err(MongoError::internal("insert op outside an insert batch")),
@@ -696,6 +697,7 @@ impl<'a> BulkWrite<'a> {
                 }
             }
             OpCounters::add(&ctx.state.opcounters.insert, written);
+            crate::metrics::add(&ctx.state.metrics.document.inserted, written);
         }
         Ok(self.finish_inserts(outcomes, tally))
     }

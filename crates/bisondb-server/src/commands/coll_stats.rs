@@ -39,6 +39,7 @@ impl Command for CollStats {
 
     fn execute(self, ctx: &mut Context<'_>) -> MongoResult<RawDocumentBuf> {
         let ns = crate::namespaces::ns(&self.db, &self.coll);
+        ctx.state.flush_for_sizes();
         let Some(c) = ctx.state.storage.collection(&self.db, &self.coll) else {
             return Err(MongoError::new(
                 ErrorCode::NamespaceNotFound,

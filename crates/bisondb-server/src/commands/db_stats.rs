@@ -32,6 +32,7 @@ impl Command for DbStats {
     }
 
     fn execute(self, ctx: &mut Context<'_>) -> MongoResult<RawDocumentBuf> {
+        ctx.state.flush_for_sizes();
         let s = ctx.state.storage.database_stats(&self.db);
         let sc = |n: u64| (n / self.scale) as i64;
         let avg = if s.objects == 0 {

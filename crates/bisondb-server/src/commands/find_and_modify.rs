@@ -161,6 +161,7 @@ impl Command for FindAndModify {
                 ctx.conn.op.ran(&run.stats, &run.plan, false);
             }
             OpCounters::add(&ctx.state.opcounters.delete, n);
+            crate::metrics::add(&ctx.state.metrics.document.deleted, n);
             return reply::ok(
                 doc! {"lastErrorObject": {"n": reply::count(n)}, "value": project(image)?},
             );
@@ -185,6 +186,7 @@ impl Command for FindAndModify {
             validator.as_ref(),
         )?;
         OpCounters::add(&ctx.state.opcounters.update, 1);
+        crate::metrics::note_update(ctx.state, r.modified, r.upserted_id.is_some());
         if let Some(run) = &r.plan {
             ctx.conn.op.ran(&run.stats, &run.plan, false);
         }

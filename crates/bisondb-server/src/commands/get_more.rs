@@ -53,6 +53,7 @@ impl Command for GetMore {
 
     fn execute(self, ctx: &mut Context<'_>) -> MongoResult<RawDocumentBuf> {
         OpCounters::add(&ctx.state.opcounters.getmore, 1);
+        let _pinned = ctx.state.cursors.pin();
         let mut cursor = ctx.state.cursors.take(self.id, &self.ns)?;
         if self.max_time && !cursor.is_await_data() {
             ctx.state.cursors.restore(self.id, cursor);

@@ -124,6 +124,7 @@ impl<'a> Insert<'a> {
             errors.sort_by_key(|(i, _, _)| *i);
         }
         OpCounters::add(&ctx.state.opcounters.insert, inserted as u64);
+        crate::metrics::add(&ctx.state.metrics.document.inserted, inserted as u64);
         let inserted = inserted + already;
         let mut r = doc! {"n": reply::count(inserted as u64)};
         if !errors.is_empty() {

@@ -75,6 +75,9 @@ impl Command for ListDatabases {
             }
             names = visible;
         }
+        if !self.name_only {
+            state.flush_for_sizes();
+        }
         for name in names {
             let stats = storage.database_stats(&name);
             let size = stats.storage_size.saturating_add(stats.index_size);

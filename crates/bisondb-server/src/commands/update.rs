@@ -246,6 +246,7 @@ impl<'a> Update<'a> {
                 Err(e) => ctx.conn.op.write_failed(e),
             }
             let r = outcome?;
+            crate::metrics::note_update(ctx.state, r.modified, r.upserted_id.is_some());
             if let Some(t) = &retry {
                 t.record(
                     i,

@@ -91,6 +91,8 @@ pub mod ids {
     pub const COMMAND_FAILED: u64 = OWN + 4;
     /// BisonDB's "Log file renamed at start-up" (no `--logappend`).
     pub const LOG_RENAMED: u64 = OWN + 5;
+    /// BisonDB's "Serving metrics" (`--metricsAddr`).
+    pub const BISONDB_METRICS_LISTENING: u64 = OWN + 6;
 }
 
 /// `-1`: inherit the global level (index 0). Index i + 1 is `COMPONENTS[i]`.

@@ -99,6 +99,7 @@ impl CollStatsStage {
         }
         if let Some(scale) = self.storage_scale {
             let c = found.as_ref().ok_or_else(|| missing("storageStats"))?;
+            state.flush_for_sizes();
             out.insert(
                 "storageStats",
                 stats::storage_stats(&state.storage, c, scale),

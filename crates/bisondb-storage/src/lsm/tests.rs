@@ -271,6 +271,92 @@ fn data_survives_close_and_reopen() {
     assert!(e.size_on_disk() > 0);
 }
 
+/// Bytes of fjall's journal files in `dir`, by their length (a preallocated
+/// journal is 64 MiB long however little it holds).
+fn journal_bytes(dir: &Path) -> u64 {
+    std::fs::read_dir(dir.join(DATA_DIR))
+        .unwrap_or_else(|e| panic!("read_dir: {e}"))
+        .filter_map(Result::ok)
+        .filter(|e| is_journal(&e.path()))
+        .map(|e| e.metadata().map(|m| m.len()).unwrap_or(0))
+        .sum()
+}
+
+/// A clean close has written everything into tables, so it leaves no journal
+/// behind; the next open still numbers its writes after the tables' (a
+/// write after the reopen must win over the value flushed before it).
+#[test]
+fn clean_close_leaves_no_journal_and_later_writes_still_win() {
+    let dir = tempdir();
+    let key = |i: u32| format!("k{i:06}").into_bytes();
+    let index_key = |i: u32| [&[INDEX_REGION][..], &i.to_be_bytes()].concat();
+    {
+        let e = open(dir.path());
+        for chunk in 0..20u32 {
+            let mut b = WriteBatch::new();
+            for i in chunk * 100..(chunk + 1) * 100 {
+                b.put(key(i), b"first".to_vec());
+                b.put(index_key(i), b"ix".to_vec());
+            }
+            assert!(e.write(b, Durability::Buffered).is_ok());
+        }
+        assert!(journal_bytes(dir.path()) > 0, "the writes are journaled");
+        assert!(e.close().is_ok());
+        assert_eq!(
+            journal_bytes(dir.path()),
+            0,
+            "a clean close empties the journal"
+        );
+    }
+    for round in ["second", "third"] {
+        let e = open(dir.path());
+        let snap = e.snapshot().unwrap_or_else(|e| panic!("snapshot: {e}"));
+        let previous = if round == "second" { "first" } else { "second" };
+        assert_eq!(
+            snap.get(&key(7)).ok().flatten(),
+            Some(previous.as_bytes().to_vec())
+        );
+        assert_eq!(
+            snap.get(&index_key(1999)).ok().flatten(),
+            Some(b"ix".to_vec())
+        );
+        drop(snap);
+        assert_eq!(all(&e).len(), 4000);
+        put(&e, &key(7), round.as_bytes(), Durability::Sync);
+        let snap = e.snapshot().unwrap_or_else(|e| panic!("snapshot: {e}"));
+        assert_eq!(
+            snap.get(&key(7)).ok().flatten(),
+            Some(round.as_bytes().to_vec())
+        );
+        drop(snap);
+        assert!(e.close().is_ok());
+        assert_eq!(
+            journal_bytes(dir.path()),
+            0,
+            "{round}: no journal after close"
+        );
+    }
+    let e = open(dir.path());
+    let snap = e.snapshot().unwrap_or_else(|e| panic!("snapshot: {e}"));
+    assert_eq!(snap.get(&key(7)).ok().flatten(), Some(b"third".to_vec()));
+}
+
+/// A close that cannot drop the files (a snapshot still reads them) keeps the
+/// journal: it is replayed at the next open.
+#[test]
+fn close_under_a_live_snapshot_keeps_the_journal() {
+    let dir = tempdir();
+    let e = open(dir.path());
+    put(&e, b"k", b"v", Durability::Buffered);
+    let snap = e.snapshot().unwrap_or_else(|e| panic!("snapshot: {e}"));
+    assert!(e.close().is_ok());
+    assert!(journal_bytes(dir.path()) > 0);
+    drop(snap);
+    drop(e);
+    let e = open(dir.path());
+    assert_eq!(all(&e), vec![(b"k".to_vec(), b"v".to_vec())]);
+}
+
 /// Index entries and stats records go to their own keyspace; a dbpath written
 /// before that split (keys in `main`) has them moved on open, and reads see one
 /// key space.
