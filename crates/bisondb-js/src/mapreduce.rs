@@ -58,10 +58,12 @@ impl MapReduce {
         let context = engine::with(|e| e.fresh_context())?;
         let emits = Rc::new(RefCell::new(Emits::default()));
         let (map, reduce, finalize) = context.with(|ctx| -> MongoResult<_> {
-            install_emit(&ctx, emits.clone())?;
+            // mongod binds its native emit after the scope's variables: a
+            // scope field named `emit` does not replace it.
             if let Some(scope) = scope {
                 set_scope(&ctx, scope)?;
             }
+            install_emit(&ctx, emits.clone())?;
             let map = Persistent::save(&ctx, function(&ctx, map)?);
             let reduce = Persistent::save(&ctx, function(&ctx, reduce)?);
             let finalize = match finalize {

@@ -314,6 +314,22 @@ mod map_reduce {
     }
 
     #[test]
+    fn a_scope_field_named_emit_leaves_emit_alone() {
+        let scope = rawdoc! {"emit": 1};
+        let mr = MapReduce::new(
+            "function () { emit(1, 2); }",
+            "function () {}",
+            None,
+            Some(&scope),
+        )
+        .unwrap();
+        assert_eq!(
+            mr.map(&rawdoc! {}).unwrap(),
+            vec![(Bson::Double(1.0), Bson::Double(2.0))]
+        );
+    }
+
+    #[test]
     fn errors_keep_mongod_codes() {
         let mr = MapReduce::new("function () { emit(1); }", "function () {}", None, None).unwrap();
         let e = mr.map(&rawdoc! {}).unwrap_err();
