@@ -4,10 +4,10 @@ Each test states mongod 8's answer, from the manual or mongod's source, and
 checks BisonDB gives the same: `$`-prefixed field names in upserts, two
 positional `$` paths in one update, DBRef fields under `$elemMatch`, `$near`
 with a bare GeoJSON point, `$unwind` of empty arrays, the `_id` index's
-options, `listDatabases`' system databases, serverStatus' `globalLock`, and
+options, `listDatabases`' system databases, serverStatus' `globalLock`,
 the profiler's entries for deletes with a comment and for reads of
-`system.profile`. Every test runs over TCP and over the Unix socket on a
-fresh database.
+`system.profile`, and explain's EXPRESS_IXSCAN for a find by `_id`. Every
+test runs over TCP and over the Unix socket on a fresh database.
 """
 
 import pytest
@@ -213,3 +213,23 @@ def test_transaction_fields_fail_on_a_standalone(db):
     assert e.value.code == 20
     assert "only allowed on a replica set member or mongos" in str(e.value)
     assert db.txn_c.count_documents({}) == 0
+
+
+def test_explain_of_a_find_by_id_shows_the_express_path(db):
+    """mongod 8 answers a find whose filter is only an `_id` equality on its
+    express path (query/query_utils.h, `isExpressEligible`); explain shows
+    one EXPRESS_IXSCAN node with the `_id` index's key pattern as a string
+    (plan_explainer_express). A skip leaves the query to the classic IDHACK."""
+    db.c.insert_many([{"_id": i, "x": i} for i in range(5)])
+    e = db.c.find({"_id": 3}).explain()
+    assert e["queryPlanner"]["winningPlan"] == {
+        "isCached": False,
+        "stage": "EXPRESS_IXSCAN",
+        "keyPattern": "{ _id: 1 }",
+        "indexName": "_id_",
+    }
+    stages = e["executionStats"]["executionStages"]
+    assert stages["stage"] == "EXPRESS_IXSCAN"
+    assert (stages["nReturned"], stages["keysExamined"], stages["docsExamined"]) == (1, 1, 1)
+    skipped = db.c.find({"_id": 3}).skip(1).explain()["queryPlanner"]["winningPlan"]
+    assert skipped["stage"] != "EXPRESS_IXSCAN"

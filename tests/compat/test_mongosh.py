@@ -7,6 +7,9 @@ deprecation warning, and on `arg1`/`arg2` being defined by --eval before the
 file runs, exactly as the seed ran it with the old `mongo` shell:
     mongo random --eval "var arg1=50000000;arg2=1" create_random.js
 
+`db.collection.mapReduce()` (test_mongosh_map_reduce_helper) runs the
+mapReduce command through mongosh's own helper.
+
 `mongosh/indexes.js` drives secondary indexes through mongosh's helpers
 (createIndex, getIndexes, explain("executionStats"), a unique index, hint,
 dropIndex) and prints what it saw as one extended-JSON line, checked here and
@@ -196,3 +199,55 @@ def test_mongosh_explain_counters_are_numbers(db, uri):
         pytest.xfail(f"differs from mongod: explain executionStats counters reach mongosh as 64-bit "
                      f"Longs ({kinds}; nReturned shows as {shown[len('SHOWN '):]}), mongod sends int32: "
                      "nReturned shows as 2")
+
+
+MAP_REDUCE_JS = """
+const map = function () { emit(this.cust_id, this.price); };
+const reduce = function (key, values) { return Array.sum(values); };
+const inline = db.orders.mapReduce(map, reduce, { out: { inline: 1 } });
+const out = db.orders.mapReduce(map, reduce, { out: { replace: "totals" }, query: { price: { $gte: 50 } } });
+print("MAP_REDUCE_RESULT " + EJSON.stringify({ inline: inline, out: out }));
+"""
+
+
+def test_mongosh_map_reduce_helper(db, uri):
+    # mongosh's deprecated db.collection.mapReduce() sends the mapReduce
+    # command; mongod 8 answers {results, ok} inline and {result, ok} into a
+    # collection (the manual's orders example: 95, 125, 60, 155).
+    mongosh = require_mongosh()
+    db.orders.insert_many(
+        [
+            {"_id": 1, "cust_id": "Ant O. Knee", "price": 25},
+            {"_id": 2, "cust_id": "Ant O. Knee", "price": 70},
+            {"_id": 3, "cust_id": "Busby Bee", "price": 50},
+            {"_id": 4, "cust_id": "Busby Bee", "price": 25},
+            {"_id": 5, "cust_id": "Busby Bee", "price": 50},
+            {"_id": 6, "cust_id": "Cam Elot", "price": 35},
+            {"_id": 7, "cust_id": "Cam Elot", "price": 25},
+            {"_id": 8, "cust_id": "Don Quis", "price": 75},
+            {"_id": 9, "cust_id": "Don Quis", "price": 55},
+            {"_id": 10, "cust_id": "Don Quis", "price": 25},
+        ]
+    )
+    argv = [str(mongosh), with_database(uri, db.name), "--quiet", "--eval", MAP_REDUCE_JS]
+    result = subprocess.run(
+        argv, env=client_env(), stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120
+    )
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, f"mongosh exited {result.returncode}:\n{output[-4000:]}"
+    lines = [line for line in result.stdout.splitlines() if line.startswith("MAP_REDUCE_RESULT ")]
+    assert len(lines) == 1, output[-4000:]
+    r = json_util.loads(lines[0][len("MAP_REDUCE_RESULT "):])
+    assert sorted(r["inline"]) == ["ok", "results"]
+    assert sorted(r["inline"]["results"], key=lambda d: d["_id"]) == [
+        {"_id": "Ant O. Knee", "value": 95},
+        {"_id": "Busby Bee", "value": 125},
+        {"_id": "Cam Elot", "value": 60},
+        {"_id": "Don Quis", "value": 155},
+    ]
+    assert r["out"]["result"] == "totals"
+    assert list(db.totals.find().sort("_id")) == [
+        {"_id": "Ant O. Knee", "value": 70.0},
+        {"_id": "Busby Bee", "value": 100.0},
+        {"_id": "Don Quis", "value": 130.0},
+    ]

@@ -73,18 +73,20 @@ impl Engine {
         // Called every few thousand instructions: ends the script once the
         // operation's deadline has passed (an uncatchable exception).
         runtime.set_interrupt_handler(Some(Box::new(deadline::expired)));
-        let context = Context::full(&runtime).map_err(engine_error)?;
-        context.with(|ctx| -> MongoResult<()> {
-            let sleep = Function::new(ctx.clone(), sleep).map_err(engine_error)?;
-            ctx.globals().set("sleep", sleep).map_err(engine_error)?;
-            ctx.eval::<(), _>(PRELUDE).map_err(engine_error)
-        })?;
+        let context = new_context(&runtime)?;
         Ok(Engine {
             funcs: HashMap::new(),
             bodies: HashMap::new(),
             context,
             _runtime: runtime,
         })
+    }
+
+    /// A context of its own on this thread's runtime, with the server's
+    /// globals: one operation's global variables (mapReduce's `scope`, what
+    /// its functions assign) stay out of every other script's.
+    pub(crate) fn fresh_context(&self) -> MongoResult<Context> {
+        new_context(&self._runtime)
     }
 
     /// Compiles `source` and caches it under `id`.
@@ -171,6 +173,17 @@ impl Engine {
     }
 }
 
+/// A context on `runtime` with the server-side globals (`prelude.js`, `sleep`).
+fn new_context(runtime: &Runtime) -> MongoResult<Context> {
+    let context = Context::full(runtime).map_err(engine_error)?;
+    context.with(|ctx| -> MongoResult<()> {
+        let sleep = Function::new(ctx.clone(), sleep).map_err(engine_error)?;
+        ctx.globals().set("sleep", sleep).map_err(engine_error)?;
+        ctx.eval::<(), _>(PRELUDE).map_err(engine_error)
+    })?;
+    Ok(context)
+}
+
 /// A `$function` body must be a function (`function (a, b) {...}` or an
 /// arrow function).
 fn compile_body<'js>(ctx: &Ctx<'js>, body: &str) -> MongoResult<Function<'js>> {
@@ -180,7 +193,7 @@ fn compile_body<'js>(ctx: &Ctx<'js>, body: &str) -> MongoResult<Function<'js>> {
 /// `$where` accepts a function, an expression, or a function body: mongod
 /// returns the value of a lone expression (a trailing `;` allowed) and runs
 /// anything else as a body.
-fn compile_function<'js>(ctx: &Ctx<'js>, source: &str) -> MongoResult<Function<'js>> {
+pub(crate) fn compile_function<'js>(ctx: &Ctx<'js>, source: &str) -> MongoResult<Function<'js>> {
     let trimmed = source.trim();
     if trimmed.starts_with("function") {
         return eval_function(ctx, &format!("({trimmed}\n)"));
@@ -194,7 +207,7 @@ fn compile_function<'js>(ctx: &Ctx<'js>, source: &str) -> MongoResult<Function<'
     eval_function(ctx, &format!("(function() {{ {source}\n}})"))
 }
 
-fn eval_function<'js>(ctx: &Ctx<'js>, wrapped: &str) -> MongoResult<Function<'js>> {
+pub(crate) fn eval_function<'js>(ctx: &Ctx<'js>, wrapped: &str) -> MongoResult<Function<'js>> {
     match ctx.eval::<Value, _>(wrapped) {
         Ok(v) => match v.into_function() {
             Some(f) => Ok(f),
@@ -206,7 +219,7 @@ fn eval_function<'js>(ctx: &Ctx<'js>, wrapped: &str) -> MongoResult<Function<'js
 
 /// A script error as mongod words it: `Name: message` for an Error object,
 /// the value itself for anything else thrown.
-fn script_error(ctx: &Ctx<'_>, e: rquickjs::Error) -> MongoError {
+pub(crate) fn script_error(ctx: &Ctx<'_>, e: rquickjs::Error) -> MongoError {
     if !matches!(e, rquickjs::Error::Exception) {
         return js_error(e.to_string());
     }

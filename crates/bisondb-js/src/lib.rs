@@ -11,6 +11,9 @@
 //!   truthiness of the result decides, as mongod's `getBoolean` does.
 //! - [`call_function`] runs a `$function` body with its arguments and
 //!   converts the result back to BSON.
+//! - [`mapreduce::MapReduce`] holds one `mapReduce` command's `map`,
+//!   `reduce` and `finalize` functions, with `emit` and the command's `scope`
+//!   in a context of their own.
 //! - [`deadline`] is the operation's time limit (`maxTimeMS`), kept per thread:
 //!   the engine's interrupt handler and `sleep()` watch it, so a long script ends
 //!   with 50 MaxTimeMSExpired instead of running on.
@@ -25,6 +28,7 @@
 mod convert;
 pub mod deadline;
 mod engine;
+pub mod mapreduce;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;

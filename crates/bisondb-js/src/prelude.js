@@ -1,4 +1,5 @@
-// mongod's server-side JavaScript globals, as far as $where needs them.
+// mongod's server-side JavaScript globals, as far as $where, $function and
+// mapReduce need them.
 // Evaluated once per engine (see engine.rs); `sleep` is defined in Rust.
 (function (g) {
   "use strict";
@@ -145,4 +146,36 @@
     }
   };
   for (var name in defs) g[name] = defs[name];
+
+  // The array helpers mongod's server-side scripts have (reduce functions
+  // lean on Array.sum): an empty array sums to null, as there.
+  function defineStatic(name, f) {
+    Object.defineProperty(Array, name, { value: f, writable: true, configurable: true });
+  }
+  defineStatic("sum", function (arr) {
+    if (arr.length === 0) return null;
+    var total = arr[0];
+    for (var i = 1; i < arr.length; i++) total += arr[i];
+    return total;
+  });
+  defineStatic("avg", function (arr) {
+    return arr.length === 0 ? null : Array.sum(arr) / arr.length;
+  });
+  defineStatic("stdDev", function (arr) {
+    var mean = Array.avg(arr), sq = 0;
+    for (var i = 0; i < arr.length; i++) sq += (arr[i] - mean) * (arr[i] - mean);
+    return Math.sqrt(sq / arr.length);
+  });
+  defineStatic("contains", function (arr, x) {
+    for (var i = 0; i < arr.length; i++) if (arr[i] === x) return true;
+    return false;
+  });
+  defineStatic("unique", function (arr) {
+    var seen = {}, out = [];
+    for (var i = 0; i < arr.length; i++) {
+      var key = tojson(arr[i]);
+      if (!Object.prototype.hasOwnProperty.call(seen, key)) { seen[key] = true; out.push(arr[i]); }
+    }
+    return out;
+  });
 })(globalThis);

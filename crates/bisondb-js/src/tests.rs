@@ -255,3 +255,114 @@ fn runaway_recursion_is_an_error_not_a_crash() {
     assert_eq!(e.code.code(), 139);
     assert!(e.message.contains("stack"), "{}", e.message);
 }
+
+mod map_reduce {
+    use bson::{doc, rawdoc, Bson};
+
+    use crate::mapreduce::MapReduce;
+
+    #[test]
+    fn map_reduce_finalize_and_scope() {
+        let scope = rawdoc! {
+            "factor": 10,
+            "twice": bson::RawBson::JavaScriptCode("function (x) { return 2 * x; }".into()),
+        };
+        let mr = MapReduce::new(
+            "function () { for (var i = 0; i < this.tags.length; i++) emit(this.tags[i], twice(this.n)); }",
+            "function (k, vals) { return Array.sum(vals) * factor; }",
+            Some("(k, v) => ({k: k, v: v})"),
+            Some(&scope),
+        )
+        .unwrap();
+        let emitted = mr.map(&rawdoc! {"tags": ["a", "b"], "n": 3}).unwrap();
+        assert_eq!(
+            emitted,
+            vec![
+                (Bson::String("a".into()), Bson::Double(6.0)),
+                (Bson::String("b".into()), Bson::Double(6.0))
+            ]
+        );
+        let key = Bson::String("a".into());
+        let reduced = mr
+            .reduce(&key, vec![Bson::Double(1.0), Bson::Int32(2)])
+            .unwrap();
+        assert_eq!(reduced, Bson::Double(30.0));
+        assert_eq!(
+            mr.finalize(&key, reduced).unwrap(),
+            Bson::Document(doc! {"k": "a", "v": 30.0})
+        );
+        // An undefined key is null; emit from reduce is ignored (as mongod).
+        let mr = MapReduce::new(
+            "function () { emit(this.missing, 1); }",
+            "function (k, v) { emit(k, 2); return v.length; }",
+            None,
+            None,
+        )
+        .unwrap();
+        assert_eq!(
+            mr.map(&rawdoc! {}).unwrap(),
+            vec![(Bson::Null, Bson::Double(1.0))]
+        );
+        assert_eq!(
+            mr.reduce(&Bson::Null, vec![Bson::Null]).unwrap(),
+            Bson::Double(1.0)
+        );
+        // Globals stay in the command's own context.
+        assert!(crate::Predicate::compile("typeof factor === 'undefined'")
+            .and_then(|p| p.matches(&rawdoc! {}))
+            .unwrap());
+    }
+
+    #[test]
+    fn a_scope_field_named_emit_leaves_emit_alone() {
+        let scope = rawdoc! {"emit": 1};
+        let mr = MapReduce::new(
+            "function () { emit(1, 2); }",
+            "function () {}",
+            None,
+            Some(&scope),
+        )
+        .unwrap();
+        assert_eq!(
+            mr.map(&rawdoc! {}).unwrap(),
+            vec![(Bson::Double(1.0), Bson::Double(2.0))]
+        );
+    }
+
+    #[test]
+    fn errors_keep_mongod_codes() {
+        let mr = MapReduce::new("function () { emit(1); }", "function () {}", None, None).unwrap();
+        let e = mr.map(&rawdoc! {}).unwrap_err();
+        assert_eq!(
+            (e.code.code(), e.message.as_str()),
+            (31220, "emit takes 2 args")
+        );
+        let mr = MapReduce::new(
+            "function () { throw new Error('boom'); }",
+            "function () {}",
+            None,
+            None,
+        )
+        .unwrap();
+        let e = mr.map(&rawdoc! {}).unwrap_err();
+        assert_eq!((e.code.code(), e.message.as_str()), (139, "Error: boom"));
+        let e = MapReduce::new("function ( {", "function () {}", None, None)
+            .err()
+            .unwrap();
+        assert_eq!(e.code.code(), 139);
+    }
+
+    #[test]
+    fn deadline_stops_map() {
+        let mr = MapReduce::new(
+            "function () { while (true) {} }",
+            "function () {}",
+            None,
+            None,
+        )
+        .unwrap();
+        let _g = crate::deadline::scope_ms(50);
+        let e = mr.map(&rawdoc! {}).unwrap_err();
+        assert_eq!(e.code.code(), 50);
+    }
+}

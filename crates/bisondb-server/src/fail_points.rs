@@ -348,7 +348,24 @@ impl CommandInfo<'_> {
             return true;
         }
         // An aggregation writes only through a final $out or $merge.
-        self.name == "aggregate" && ends_in_out_or_merge(self.body)
+        (self.name == "aggregate" && ends_in_out_or_merge(self.body))
+            || (is_map_reduce(self.name) && map_reduce_writes(self.body))
+    }
+}
+
+/// The names `mapReduce` answers to.
+pub fn is_map_reduce(name: &str) -> bool {
+    matches!(name, "mapReduce" | "mapreduce")
+}
+
+/// Whether a `mapReduce` body writes to a collection (its `out` is not
+/// inline): only then does it take a write concern (mongod's
+/// `mrSupportsWriteConcern`).
+pub fn map_reduce_writes(body: &RawDocument) -> bool {
+    match body.get("out") {
+        Ok(Some(RawBsonRef::Document(d))) => !matches!(d.get("inline"), Ok(Some(_))),
+        Ok(Some(_)) => true,
+        _ => false,
     }
 }
 

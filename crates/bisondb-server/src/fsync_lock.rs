@@ -130,9 +130,13 @@ impl FsyncLock {
 
 /// Whether a command writes, and so waits at the gate: the commands whose
 /// spec says they take a write concern (a served `commitTransaction` will say
-/// so too) and an aggregation ending in `$out` or `$merge`.
+/// so too), an aggregation ending in `$out` or `$merge`, and a `mapReduce`
+/// into a collection.
 pub fn is_write(spec: &CommandSpec, name: &str, body: &RawDocument) -> bool {
-    spec.write_concern || (name == "aggregate" && crate::fail_points::ends_in_out_or_merge(body))
+    use crate::fail_points::{ends_in_out_or_merge, is_map_reduce, map_reduce_writes};
+    spec.write_concern
+        || (name == "aggregate" && ends_in_out_or_merge(body))
+        || (is_map_reduce(name) && map_reduce_writes(body))
 }
 
 #[cfg(test)]

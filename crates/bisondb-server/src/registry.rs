@@ -246,6 +246,24 @@ const HELLO: CommandSpec = CommandSpec {
     privileges: Needs::Nothing,
 };
 
+const MAP_REDUCE: CommandSpec = CommandSpec {
+    name: "mapReduce",
+    run: Run::Handler(run::<map_reduce::MapReduce>),
+    alias_of: None,
+    admin_only: false,
+    test_only: false,
+    may_run_long: true,
+    // Only with output to a collection (`fail_points::map_reduce_writes`
+    // tells from the body, as for an aggregation's `$out`).
+    write_concern: false,
+    txn: Txn::Refused,
+    reply: Reply::Compressible,
+    // The handler refuses a view or a time series itself, with mongod's words.
+    on_view: OnView::Unaffected,
+    help: "run JavaScript map, reduce and finalize functions over a collection (deprecated)",
+    privileges: Needs::Computed(needs::map_reduce),
+};
+
 /// Sorted by name (byte order); a unit test keeps it so.
 pub static COMMANDS: &[CommandSpec] = &[
     CommandSpec {
@@ -1039,7 +1057,8 @@ pub static COMMANDS: &[CommandSpec] = &[
         help: "end this connection's authentication",
         privileges: Needs::Nothing,
     },
-    not_supported("mapReduce", Reply::Compressible),
+    MAP_REDUCE,
+    alias("mapreduce", &MAP_REDUCE, "alias of mapReduce"),
     CommandSpec {
         name: "ping",
         run: Run::Handler(run::<ping::Ping>),

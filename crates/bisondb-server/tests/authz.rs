@@ -367,6 +367,8 @@ async fn a_read_user_of_one_database_cannot_reach_another() {
         doc! {"find": "v"},
         doc! {"aggregate": "c", "pipeline": [{"$lookup": {"from": "c", "pipeline": [], "as": "j"}}, {"$unionWith": "v"}], "cursor": {}},
         doc! {"explain": {"find": "c"}},
+        // mapReduce inline needs find only (mongod's checkAuthForMapReduce).
+        doc! {"mapReduce": "c", "map": "function() {}", "reduce": "function() {}", "out": {"inline": 1}},
     ] {
         c.database("app")
             .run_command(cmd.clone())
@@ -420,6 +422,24 @@ async fn a_read_user_of_one_database_cannot_reach_another() {
         (
             "app",
             doc! {"aggregate": "c", "pipeline": [{"$out": "copy"}], "cursor": {}},
+        ),
+        // Into a collection, mapReduce also needs insert and remove (replace)
+        // or update (merge, reduce) on it.
+        (
+            "other",
+            doc! {"mapReduce": "c", "map": "function() {}", "reduce": "function() {}", "out": {"inline": 1}},
+        ),
+        (
+            "app",
+            doc! {"mapReduce": "c", "map": "function() {}", "reduce": "function() {}", "out": "copy"},
+        ),
+        (
+            "app",
+            doc! {"mapReduce": "c", "map": "function() {}", "reduce": "function() {}", "out": {"merge": "c"}},
+        ),
+        (
+            "app",
+            doc! {"mapReduce": "c", "map": "function() {}", "reduce": "function() {}", "out": {"reduce": "c", "db": "other"}},
         ),
         ("app", doc! {"create": "v3", "viewOn": "c", "pipeline": []}),
         ("app", doc! {"drop": "c"}),

@@ -1354,3 +1354,87 @@ async fn hashed_indexes_answer_equality_and_refuse_arrays_and_unique() {
         31303,
     );
 }
+
+/// mongod 8 answers a find whose filter is only an `_id` equality on its
+/// express path: explain shows one EXPRESS_IXSCAN node (`isCached`, the key
+/// pattern as the string `{ _id: 1 }`, `_id_`), with no per-stage counters,
+/// whatever the limit or simple projection; what the express path leaves to
+/// the planner (skip, hint, batchSize, another collation) keeps IDHACK or
+/// the index plan.
+#[tokio::test]
+async fn find_by_id_explains_as_the_express_path() {
+    let t = start().await;
+    let db = t.tcp.database("express");
+    days_with_index(&db, 20, 4).await;
+    let e = explain(
+        &db,
+        doc! {"find": "ts", "filter": {"_id": 7}, "limit": 1, "projection": {"v": 1}},
+        "executionStats",
+    )
+    .await;
+    assert_eq!(
+        get_doc(&e, "queryPlanner").get_document("winningPlan").ok(),
+        Some(&doc! {
+            "isCached": false,
+            "stage": "EXPRESS_IXSCAN",
+            "keyPattern": "{ _id: 1 }",
+            "indexName": "_id_",
+            "projection": {"v": 1},
+            "projectionCovered": false,
+        })
+    );
+    let stats = get_doc(&e, "executionStats");
+    assert_eq!(
+        stats.get_document("executionStages").ok(),
+        Some(&doc! {
+            "isCached": false,
+            "stage": "EXPRESS_IXSCAN",
+            "keyPattern": "{ _id: 1 }",
+            "indexName": "_id_",
+            "projection": {"v": 1},
+            "projectionCovered": false,
+            "nReturned": 1,
+            "keysExamined": 1,
+            "docsExamined": 1,
+        })
+    );
+    assert_eq!(num(stats, "nReturned"), 1);
+    // A missing _id examines its key and no document.
+    let e = explain(
+        &db,
+        doc! {"find": "ts", "filter": {"_id": {"$eq": 99}}},
+        "executionStats",
+    )
+    .await;
+    let stages = get_doc(&e, "executionStats.executionStages");
+    assert_eq!(stages.get_str("stage").ok(), Some("EXPRESS_IXSCAN"));
+    assert_eq!(
+        (
+            num(stages, "nReturned"),
+            num(stages, "keysExamined"),
+            num(stages, "docsExamined")
+        ),
+        (0, 1, 0)
+    );
+    // Not the express path: skip and batchSize keep IDHACK, as in mongod.
+    for extra in [doc! {"skip": 1}, doc! {"batchSize": 5}] {
+        let mut cmd = doc! {"find": "ts", "filter": {"_id": 7}};
+        cmd.extend(extra);
+        let e = explain(&db, cmd.clone(), "queryPlanner").await;
+        let plan = get_doc(&e, "queryPlanner.winningPlan");
+        assert_ne!(
+            plan.get_str("stage").ok(),
+            Some("EXPRESS_IXSCAN"),
+            "{cmd}: {plan}"
+        );
+    }
+    // Another filter goes through the planner.
+    let e = explain(
+        &db,
+        doc! {"find": "ts", "filter": {"_id": 7, "day": 3}},
+        "queryPlanner",
+    )
+    .await;
+    let plan = get_doc(&e, "queryPlanner.winningPlan");
+    assert_ne!(plan.get_str("stage").ok(), Some("EXPRESS_IXSCAN"), "{plan}");
+}

@@ -45,6 +45,7 @@ mod interrupt;
 mod lifecycle;
 mod logs;
 mod management;
+mod map_reduce;
 mod min_max;
 mod observability;
 mod operators_extra;

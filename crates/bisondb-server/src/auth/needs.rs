@@ -281,6 +281,38 @@ pub fn find_and_modify(req: &CommandRequest<'_>) -> MongoResult<Vec<Required>> {
     Ok(vec![Required::ns(&req.db, coll, &actions)])
 }
 
+/// `mapReduce`: `find` on its collection; with output to a collection,
+/// `insert` and `remove` (replace) or `update` (merge, reduce) on that one,
+/// and `bypassDocumentValidation` when asked (mongod's
+/// `checkAuthForMapReduce`). An `out` it cannot read asks for `find` only:
+/// the command then reports the error.
+pub fn map_reduce(req: &CommandRequest<'_>) -> MongoResult<Vec<Required>> {
+    let coll = first_string(req).unwrap_or("");
+    let mut out = vec![Required::ns(&req.db, coll, &[Find])];
+    let (second, target_db, target) = match field(req.body, "out") {
+        Some(RawBsonRef::String(c)) => (Remove, None, c),
+        Some(RawBsonRef::Document(d)) => {
+            let named = |k| match field(d, k) {
+                Some(RawBsonRef::String(c)) => Some(c),
+                _ => None,
+            };
+            let target_db = named("db");
+            match (named("replace"), named("merge").or(named("reduce"))) {
+                (Some(c), _) => (Remove, target_db, c),
+                (None, Some(c)) => (Update, target_db, c),
+                (None, None) => return Ok(out),
+            }
+        }
+        _ => return Ok(out),
+    };
+    let mut actions = vec![Insert, second];
+    if is_true(req.body, "bypassDocumentValidation") {
+        actions.push(BypassDocumentValidation);
+    }
+    out.push(Required::ns(target_db.unwrap_or(&req.db), target, &actions));
+    Ok(out)
+}
+
 /// `insert`: `insert` (and `bypassDocumentValidation` when asked).
 pub fn insert(req: &CommandRequest<'_>) -> MongoResult<Vec<Required>> {
     let coll = first_string(req).unwrap_or("");

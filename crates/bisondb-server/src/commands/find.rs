@@ -410,23 +410,28 @@ impl Find {
             .unwrap_or(ctx.state.config.allow_disk_use_by_default);
         let sort_memory = (allow_disk_use, ctx.state.config.sort_memory_bytes);
         let (chosen, src) = self.source(coll.as_ref(), stats.clone(), sort_memory)?;
-        let mut tree = plan::StageTree::of_plan(&chosen, &self.filter_doc, false);
-        if let Some(s) = &self.sort {
-            if !chosen.provides_sort {
-                tree = tree.sort(s, self.limit);
+        let tree = if self.express(&chosen, coll.as_ref())? {
+            plan::StageTree::express_id(self.projection.as_ref())
+        } else {
+            let mut tree = plan::StageTree::of_plan(&chosen, &self.filter_doc, false);
+            if let Some(s) = &self.sort {
+                if !chosen.provides_sort {
+                    tree = tree.sort(s, self.limit);
+                }
             }
-        }
-        if self.skip > 0 {
-            tree = tree.skip(self.skip);
-        }
-        if let Some(l) = self.limit {
-            tree = tree.limit(l);
-        }
-        if self.return_key {
-            tree = tree.return_key();
-        } else if let Some(p) = &self.projection {
-            tree = tree.projection(p);
-        }
+            if self.skip > 0 {
+                tree = tree.skip(self.skip);
+            }
+            if let Some(l) = self.limit {
+                tree = tree.limit(l);
+            }
+            if self.return_key {
+                tree = tree.return_key();
+            } else if let Some(p) = &self.projection {
+                tree = tree.projection(p);
+            }
+            tree
+        };
         let ns = crate::namespaces::ns(&self.db, &self.coll);
         let planner = plan::query_planner(ns, &self.filter_doc, &tree);
         if !execute {
@@ -441,6 +446,51 @@ impl Find {
         let exec = plan::execution_stats(&stats, started, tree.execution_stages(&stats));
         Ok((planner, Some(exec)))
     }
+}
+
+impl Find {
+    /// Whether mongod 8 answers this find on its express path
+    /// (`isExpressEligible`): a filter that is only an `_id` equality on an
+    /// existing collection, under the collection's own collation, with at
+    /// most a simple projection and none of hint, skip, min/max, returnKey,
+    /// batchSize or tailable. Other finds by `_id` keep IDHACK.
+    fn express(
+        &self,
+        chosen: &plan::Plan,
+        coll: Option<&bisondb_storage::Collection>,
+    ) -> MongoResult<bool> {
+        if coll.is_none()
+            || !matches!(chosen.access, plan::Access::IdLookup(_))
+            || self.hint.is_some()
+            || self.skip > 0
+            || !self.min_max.is_empty()
+            || self.return_key
+            || self.batch_size.is_some()
+            || self.tailable
+            || !self.projection.as_ref().is_none_or(simple_projection)
+        {
+            return Ok(false);
+        }
+        let default = crate::collation::of_collection(coll)?;
+        let query = crate::collation::effective(&self.collation, coll)?;
+        Ok(bisondb_query::collation::same(
+            query.as_deref(),
+            default.as_deref(),
+        ))
+    }
+}
+
+/// mongod's simple projection: plain fields included or excluded, no
+/// positional `$`, operators or computed values.
+fn simple_projection(p: &Document) -> bool {
+    p.iter().all(|(k, v)| {
+        let plain = match v {
+            Bson::Boolean(_) | Bson::Int32(0 | 1) | Bson::Int64(0 | 1) => true,
+            Bson::Double(d) => *d == 0.0 || *d == 1.0,
+            _ => false,
+        };
+        plain && !k.contains('$')
+    })
 }
 
 /// A projection with `{$meta: "sortKey"}` or `{$meta: "indexKey"}`: each

@@ -65,6 +65,7 @@ pub mod list_databases;
 pub mod list_indexes;
 pub mod log_rotate;
 pub mod logout;
+pub mod map_reduce;
 pub mod ping;
 pub mod profile;
 pub mod refresh_logical_session_cache_now;

@@ -323,6 +323,39 @@ impl Stage for IdHackStage {
     }
 }
 
+/// explain's EXPRESS_IXSCAN: mongod 8's express path, which answers a find
+/// whose filter is only an `_id` equality (and nothing the express path
+/// leaves to the planner: see `commands::find`) without planning. Its node
+/// has no per-stage counters; the index key pattern is shown as a string, as
+/// mongod 8.0 does; a projection is applied in the node itself.
+pub(super) struct ExpressIdStage<'a> {
+    pub projection: Option<&'a Document>,
+}
+
+impl Stage for ExpressIdStage<'_> {
+    fn name(&self) -> &'static str {
+        "EXPRESS_IXSCAN"
+    }
+    fn express(&self) -> bool {
+        true
+    }
+    fn describe(&self, out: &mut Document) {
+        out.insert("keyPattern", "{ _id: 1 }");
+        out.insert("indexName", "_id_");
+        if let Some(p) = self.projection {
+            out.insert("projection", p.clone());
+            out.insert("projectionCovered", false);
+        }
+    }
+    fn ran(&self, s: &Stats, input: Option<&Ran>) -> Ran {
+        IdHackStage.ran(s, input)
+    }
+    fn describe_run(&self, s: &Stats, out: &mut Document) {
+        out.insert("keysExamined", count(s.keys()));
+        out.insert("docsExamined", count(s.docs()));
+    }
+}
+
 /// explain's COLLSCAN: every document, each checked against `filter`.
 pub(super) struct CollscanStage<'a> {
     pub filter: Option<&'a Document>,

@@ -1,5 +1,5 @@
 //! explain's plan trees. A plan is a chain of physical stages (mongod's
-//! names: IDHACK, COLLSCAN, IXSCAN or COUNT_SCAN, FETCH, SORT, SKIP, LIMIT,
+//! names: IDHACK (EXPRESS_IXSCAN for a find by `_id`), COLLSCAN, IXSCAN or COUNT_SCAN, FETCH, SORT, SKIP, LIMIT,
 //! the projections, the text and geo stages, COUNT), each implementing
 //! [`Stage`]: it writes its own fields of the `queryPlanner.winningPlan`
 //! node and, from the plan's [`Stats`], how it ran and its fields of the
@@ -88,6 +88,12 @@ impl Ran {
 pub trait Stage {
     /// mongod's name of the stage (`"IXSCAN"`).
     fn name(&self) -> &'static str;
+
+    /// mongod 8's express stages render a node of their own: `isCached`
+    /// first, and no per-stage counters but what they examined.
+    fn express(&self) -> bool {
+        false
+    }
 
     /// The filter the stage checks, shown right after its name.
     fn filter(&self) -> Option<&Document> {
@@ -222,8 +228,19 @@ impl<'a> StageTree<'a> {
         StageTree::leaf(NothingToRead("RECORD_STORE_FAST_COUNT"))
     }
 
+    /// mongod 8's express path for a find by `_id`: one node, whatever
+    /// limit, sort or projection the find has.
+    pub fn express_id(projection: Option<&'a Document>) -> StageTree<'a> {
+        StageTree::leaf(super::access::ExpressIdStage { projection })
+    }
+
     /// explain's `queryPlanner.winningPlan`.
     pub fn winning_plan(&self) -> Document {
+        if self.stage.express() {
+            let mut d = doc! {"isCached": false, "stage": self.stage.name()};
+            self.stage.describe(&mut d);
+            return d;
+        }
         let mut d = doc! {"stage": self.stage.name()};
         if let Some(f) = self.stage.filter() {
             d.insert("filter", f.clone());
@@ -245,6 +262,13 @@ impl<'a> StageTree<'a> {
         let input = self.input.as_ref().map(|i| i.run(s));
         let ran = self.stage.ran(s, input.as_ref().map(|i| &i.1));
         let n = crate::reply::count;
+        if self.stage.express() {
+            let mut d = doc! {"isCached": false, "stage": self.stage.name()};
+            self.stage.describe(&mut d);
+            d.insert("nReturned", n(ran.advanced));
+            self.stage.describe_run(s, &mut d);
+            return (d, ran);
+        }
         let mut d = doc! {"stage": self.stage.name()};
         if let Some(f) = self.stage.filter() {
             d.insert("filter", f.clone());
