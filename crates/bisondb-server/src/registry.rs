@@ -85,6 +85,10 @@ pub struct CommandSpec {
     /// What a user must be granted to run it with `--auth` (mongod's
     /// "Privilege Actions"), or that it runs before authentication.
     pub privileges: Needs,
+    /// Part of the Stable API's version 1 (the manual's "Stable API"
+    /// command list), so a request with `apiStrict: true` may run it; any
+    /// other command then fails with 323 APIStrictError.
+    pub api_version_1: bool,
 }
 
 impl CommandSpec {
@@ -148,6 +152,7 @@ const fn unserved(name: &'static str, run: Run, reply: Reply) -> CommandSpec {
         help: "",
         // Unserved: only the 13 of an unauthenticated client applies.
         privileges: Needs::Authenticated,
+        api_version_1: false,
     }
 }
 
@@ -169,6 +174,7 @@ const BUILD_INFO: CommandSpec = CommandSpec {
     on_view: OnView::Unaffected,
     help: "version and build details",
     privileges: Needs::Nothing,
+    api_version_1: false,
 };
 
 const DB_STATS: CommandSpec = CommandSpec {
@@ -184,6 +190,7 @@ const DB_STATS: CommandSpec = CommandSpec {
     on_view: OnView::Unaffected,
     help: "statistics of a database",
     privileges: Needs::Database(&[Action::DbStats]),
+    api_version_1: false,
 };
 
 const FIND_AND_MODIFY: CommandSpec = CommandSpec {
@@ -199,6 +206,7 @@ const FIND_AND_MODIFY: CommandSpec = CommandSpec {
     on_view: OnView::Refused,
     help: "update or delete one document and return it",
     privileges: Needs::Computed(needs::find_and_modify),
+    api_version_1: true,
 };
 
 const HELLO: CommandSpec = CommandSpec {
@@ -214,6 +222,7 @@ const HELLO: CommandSpec = CommandSpec {
     on_view: OnView::Unaffected,
     help: "handshake: server capabilities",
     privileges: Needs::Nothing,
+    api_version_1: true,
 };
 
 /// Sorted by name (byte order); a unit test keeps it so.
@@ -231,6 +240,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::Unaffected,
         help: "end the session's transaction, applying nothing",
         privileges: Needs::Authenticated,
+        api_version_1: true,
     },
     CommandSpec {
         name: "aggregate",
@@ -245,6 +255,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::ReadsThrough,
         help: "run an aggregation pipeline",
         privileges: Needs::Computed(needs::aggregate),
+        api_version_1: true,
     },
     not_supported("applyOps", Reply::Compressible),
     CommandSpec {
@@ -257,6 +268,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         write_concern: false,
         txn: Txn::Refused,
         privileges: Needs::Nothing,
+        api_version_1: true,
         reply: Reply::NeverCompressed,
         on_view: OnView::Unaffected,
         help:
@@ -277,6 +289,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::Unaffected,
         help: "inserts, updates and deletes over several collections",
         privileges: Needs::Computed(needs::bulk_write),
+        api_version_1: true,
     },
     not_supported("checkShardingIndex", Reply::Compressible),
     // Served by convert_to_capped.rs, which copies rather than replaces under this name.
@@ -293,6 +306,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::Unaffected,
         help: "copy a collection into a new capped collection",
         privileges: Needs::Computed(needs::clone_collection_as_capped),
+        api_version_1: false,
     },
     CommandSpec {
         name: "collMod",
@@ -307,6 +321,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::Unaffected,
         help: "change a collection's validation options, an index's options or a view",
         privileges: Needs::Collection(&[Action::CollMod]),
+        api_version_1: true,
     },
     CommandSpec {
         name: "collStats",
@@ -321,6 +336,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::Unaffected,
         help: "statistics of a collection",
         privileges: Needs::Collection(&[Action::CollStats]),
+        api_version_1: false,
     },
     CommandSpec {
         name: "commitTransaction",
@@ -335,6 +351,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::Unaffected,
         help: "apply the session's transaction atomically",
         privileges: Needs::Authenticated,
+        api_version_1: true,
     },
     not_supported("compact", Reply::Compressible),
     CommandSpec {
@@ -350,6 +367,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::Unaffected,
         help: "set a fail point's mode (test commands only)",
         privileges: Needs::Authenticated,
+        api_version_1: false,
     },
     CommandSpec {
         name: "connectionStatus",
@@ -364,6 +382,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::Unaffected,
         help: "authentication state of this connection",
         privileges: Needs::Nothing,
+        api_version_1: false,
     },
     CommandSpec {
         name: "convertToCapped",
@@ -378,6 +397,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::Unaffected,
         help: "replace a collection by a capped copy of it",
         privileges: Needs::Collection(&[Action::ConvertToCapped]),
+        api_version_1: false,
     },
     removed("copydb"),
     removed("copydbSaslStart"),
@@ -395,6 +415,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::ReadsThrough,
         help: "count documents matching a query",
         privileges: Needs::Collection(&[Action::Find]),
+        api_version_1: true,
     },
     CommandSpec {
         name: "create",
@@ -409,6 +430,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::Unaffected,
         help: "create a collection",
         privileges: Needs::Computed(needs::create),
+        api_version_1: true,
     },
     CommandSpec {
         name: "createIndexes",
@@ -423,6 +445,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::Refused,
         help: "create indexes",
         privileges: Needs::Collection(&[Action::CreateIndex]),
+        api_version_1: true,
     },
     CommandSpec {
         name: "createRole",
@@ -437,6 +460,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::Unaffected,
         help: "create a user-defined role of this database",
         privileges: Needs::Computed(needs::create_role),
+        api_version_1: false,
     },
     not_supported("createSearchIndexes", Reply::Compressible),
     CommandSpec {
@@ -452,6 +476,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::Unaffected,
         help: "create a user of this database",
         privileges: Needs::Computed(needs::create_user),
+        api_version_1: false,
     },
     CommandSpec {
         name: "currentOp",
@@ -466,6 +491,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::Unaffected,
         help: "the operations in flight; $all lists idle connections too",
         privileges: Needs::Cluster(&[Action::Inprog]),
+        api_version_1: false,
     },
     not_supported("dataSize", Reply::Compressible),
     DB_STATS,
@@ -484,6 +510,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::Refused,
         help: "delete documents",
         privileges: Needs::Collection(&[Action::Remove]),
+        api_version_1: true,
     },
     CommandSpec {
         name: "distinct",
@@ -498,6 +525,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::ReadsThrough,
         help: "distinct values of a field",
         privileges: Needs::Collection(&[Action::Find]),
+        api_version_1: false,
     },
     CommandSpec {
         name: "drop",
@@ -512,6 +540,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::Unaffected,
         help: "drop a collection",
         privileges: Needs::Collection(&[Action::DropCollection]),
+        api_version_1: true,
     },
     CommandSpec {
         name: "dropAllRolesFromDatabase",
@@ -526,6 +555,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::Unaffected,
         help: "remove every user-defined role of this database",
         privileges: Needs::Database(&[Action::DropRole]),
+        api_version_1: false,
     },
     CommandSpec {
         name: "dropAllUsersFromDatabase",
@@ -540,6 +570,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::Unaffected,
         help: "remove every user of this database",
         privileges: Needs::Database(&[Action::DropUser]),
+        api_version_1: false,
     },
     CommandSpec {
         name: "dropDatabase",
@@ -554,6 +585,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::Unaffected,
         help: "drop a database",
         privileges: Needs::Database(&[Action::DropDatabase]),
+        api_version_1: true,
     },
     CommandSpec {
         name: "dropIndexes",
@@ -568,6 +600,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::Refused,
         help: "drop indexes",
         privileges: Needs::Collection(&[Action::DropIndex]),
+        api_version_1: true,
     },
     CommandSpec {
         name: "dropRole",
@@ -582,6 +615,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::Unaffected,
         help: "remove a user-defined role",
         privileges: Needs::Database(&[Action::DropRole]),
+        api_version_1: false,
     },
     not_supported("dropSearchIndex", Reply::Compressible),
     CommandSpec {
@@ -597,6 +631,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::Unaffected,
         help: "remove a user of this database",
         privileges: Needs::Database(&[Action::DropUser]),
+        api_version_1: false,
     },
     CommandSpec {
         name: "endSessions",
@@ -611,6 +646,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::Unaffected,
         help: "end logical sessions",
         privileges: Needs::Nothing,
+        api_version_1: true,
     },
     CommandSpec {
         name: "explain",
@@ -625,6 +661,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::ExplainsCommand,
         help: "the query plan of a command, and its execution statistics",
         privileges: Needs::Explained,
+        api_version_1: true,
     },
     not_supported("filemd5", Reply::Compressible),
     CommandSpec {
@@ -640,6 +677,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::ReadsThrough,
         help: "query documents",
         privileges: Needs::Collection(&[Action::Find]),
+        api_version_1: true,
     },
     FIND_AND_MODIFY,
     alias("findandmodify", &FIND_AND_MODIFY, "alias of findAndModify"),
@@ -657,6 +695,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::Unaffected,
         help: "flush the storage engine's data files to disk; lock: true blocks writes",
         privileges: Needs::Cluster(&[Action::Fsync]),
+        api_version_1: false,
     },
     CommandSpec {
         name: "fsyncUnlock",
@@ -671,6 +710,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::Unaffected,
         help: "release one hold of the lock fsync with lock: true took",
         privileges: Needs::Cluster(&[Action::Unlock]),
+        api_version_1: false,
     },
     CommandSpec {
         name: "getCmdLineOpts",
@@ -685,6 +725,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::Unaffected,
         help: "the server's command line and parsed options",
         privileges: Needs::Cluster(&[Action::GetCmdLineOpts]),
+        api_version_1: false,
     },
     not_supported("getDefaultRWConcern", Reply::Compressible),
     CommandSpec {
@@ -700,6 +741,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::Unaffected,
         help: "recent log lines",
         privileges: Needs::Cluster(&[Action::GetLog]),
+        api_version_1: false,
     },
     CommandSpec {
         name: "getMore",
@@ -714,6 +756,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::Unaffected,
         help: "next batch of a cursor",
         privileges: Needs::Computed(needs::get_more),
+        api_version_1: true,
     },
     CommandSpec {
         name: "getParameter",
@@ -728,6 +771,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::Unaffected,
         help: "server parameters",
         privileges: Needs::Cluster(&[Action::GetParameter]),
+        api_version_1: false,
     },
     removed("getnonce"),
     CommandSpec {
@@ -743,6 +787,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::Unaffected,
         help: "add privileges to a user-defined role",
         privileges: Needs::Database(&[Action::GrantRole]),
+        api_version_1: false,
     },
     CommandSpec {
         name: "grantRolesToRole",
@@ -757,6 +802,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::Unaffected,
         help: "add roles a user-defined role inherits",
         privileges: Needs::Computed(needs::grant_roles),
+        api_version_1: false,
     },
     CommandSpec {
         name: "grantRolesToUser",
@@ -771,6 +817,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::Unaffected,
         help: "add roles to a user",
         privileges: Needs::Computed(needs::grant_roles),
+        api_version_1: false,
     },
     HELLO,
     CommandSpec {
@@ -786,6 +833,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::Unaffected,
         help: "information about the host",
         privileges: Needs::Cluster(&[Action::HostInfo]),
+        api_version_1: false,
     },
     CommandSpec {
         name: "insert",
@@ -800,9 +848,17 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::Refused,
         help: "insert documents",
         privileges: Needs::Computed(needs::insert),
+        api_version_1: true,
     },
-    alias("isMaster", &HELLO, "legacy alias of hello"),
-    alias("ismaster", &HELLO, "legacy alias of hello"),
+    // mongod keeps the legacy names out of the Stable API: only `hello` is in it.
+    CommandSpec {
+        api_version_1: false,
+        ..alias("isMaster", &HELLO, "legacy alias of hello")
+    },
+    CommandSpec {
+        api_version_1: false,
+        ..alias("ismaster", &HELLO, "legacy alias of hello")
+    },
     CommandSpec {
         name: "killAllSessions",
         run: Run::Handler(run::<kill_all_sessions::KillAllSessions>),
@@ -816,6 +872,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::Unaffected,
         help: "end the cursors of all sessions, or of the users listed",
         privileges: Needs::Cluster(&[Action::KillAnySession]),
+        api_version_1: false,
     },
     CommandSpec {
         name: "killAllSessionsByPattern",
@@ -830,6 +887,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::Unaffected,
         help: "end the cursors of the sessions matching patterns",
         privileges: Needs::Cluster(&[Action::KillAnySession]),
+        api_version_1: false,
     },
     CommandSpec {
         name: "killCursors",
@@ -844,6 +902,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::Unaffected,
         help: "close cursors",
         privileges: Needs::Collection(&[Action::KillCursors]),
+        api_version_1: true,
     },
     CommandSpec {
         name: "killOp",
@@ -858,6 +917,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::Unaffected,
         help: "interrupt an operation by its opid",
         privileges: Needs::Cluster(&[Action::Killop]),
+        api_version_1: false,
     },
     CommandSpec {
         name: "killSessions",
@@ -872,6 +932,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::Unaffected,
         help: "end the cursors of logical sessions",
         privileges: Needs::Authenticated,
+        api_version_1: false,
     },
     CommandSpec {
         name: "listCollections",
@@ -886,6 +947,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::Unaffected,
         help: "collections of a database",
         privileges: Needs::Computed(needs::list_collections),
+        api_version_1: true,
     },
     CommandSpec {
         name: "listCommands",
@@ -900,6 +962,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::Unaffected,
         help: "the commands this server knows",
         privileges: Needs::Nothing,
+        api_version_1: false,
     },
     CommandSpec {
         name: "listDatabases",
@@ -914,6 +977,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::Unaffected,
         help: "the databases",
         privileges: Needs::Authenticated,
+        api_version_1: true,
     },
     CommandSpec {
         name: "listIndexes",
@@ -928,6 +992,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::Refused,
         help: "indexes of a collection",
         privileges: Needs::Collection(&[Action::ListIndexes]),
+        api_version_1: true,
     },
     not_supported("listSearchIndexes", Reply::Compressible),
     CommandSpec {
@@ -943,6 +1008,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::Unaffected,
         help: "rename or reopen the log file",
         privileges: Needs::Cluster(&[Action::LogRotate]),
+        api_version_1: false,
     },
     CommandSpec {
         name: "logout",
@@ -957,6 +1023,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::Unaffected,
         help: "end this connection's authentication",
         privileges: Needs::Nothing,
+        api_version_1: false,
     },
     not_supported("mapReduce", Reply::Compressible),
     CommandSpec {
@@ -972,6 +1039,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::Unaffected,
         help: "check that the server answers",
         privileges: Needs::Nothing,
+        api_version_1: true,
     },
     CommandSpec {
         name: "profile",
@@ -986,6 +1054,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::Unaffected,
         help: "read or set the database profiler's level, slowms, sampleRate and filter",
         privileges: Needs::Database(&[Action::EnableProfiler]),
+        api_version_1: false,
     },
     not_supported("reIndex", Reply::Compressible),
     CommandSpec {
@@ -1001,6 +1070,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::Unaffected,
         help: "write the session cache to config.system.sessions now",
         privileges: Needs::Authenticated,
+        api_version_1: false,
     },
     CommandSpec {
         name: "refreshSessions",
@@ -1015,6 +1085,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::Unaffected,
         help: "keep logical sessions alive",
         privileges: Needs::Authenticated,
+        api_version_1: true,
     },
     CommandSpec {
         name: "renameCollection",
@@ -1029,6 +1100,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::Unaffected,
         help: "rename a collection",
         privileges: Needs::Computed(needs::rename_collection),
+        api_version_1: false,
     },
     not_supported("replSetAbortPrimaryCatchUp", Reply::Compressible),
     CommandSpec {
@@ -1044,6 +1116,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::Unaffected,
         help: "keep a secondary from standing for election (the only member is primary)",
         privileges: Needs::Cluster(&[Action::ReplSetStateChange]),
+        api_version_1: false,
     },
     CommandSpec {
         name: "replSetGetConfig",
@@ -1058,6 +1131,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::Unaffected,
         help: "the replica set's configuration",
         privileges: Needs::Cluster(&[Action::ReplSetGetConfig]),
+        api_version_1: false,
     },
     not_supported("replSetGetRBID", Reply::Compressible),
     CommandSpec {
@@ -1073,6 +1147,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::Unaffected,
         help: "the replica set's members and optimes",
         privileges: Needs::Cluster(&[Action::ReplSetGetStatus]),
+        api_version_1: false,
     },
     not_supported("replSetHeartbeat", Reply::Compressible),
     CommandSpec {
@@ -1088,6 +1163,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::Unaffected,
         help: "make this node the one member and primary of its replica set",
         privileges: Needs::Cluster(&[Action::ReplSetConfigure]),
+        api_version_1: false,
     },
     not_supported("replSetMaintenance", Reply::Compressible),
     CommandSpec {
@@ -1103,6 +1179,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::Unaffected,
         help: "replace the replica set's configuration",
         privileges: Needs::Cluster(&[Action::ReplSetConfigure]),
+        api_version_1: false,
     },
     not_supported("replSetRequestVotes", Reply::Compressible),
     not_supported("replSetResizeOplog", Reply::Compressible),
@@ -1119,6 +1196,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::Unaffected,
         help: "step down as primary (no electable secondary: 262 after the catch-up period)",
         privileges: Needs::Cluster(&[Action::ReplSetStateChange]),
+        api_version_1: false,
     },
     not_supported("replSetSyncFrom", Reply::Compressible),
     not_supported("replSetUpdatePosition", Reply::Compressible),
@@ -1135,6 +1213,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::Unaffected,
         help: "take privileges from a user-defined role",
         privileges: Needs::Database(&[Action::RevokeRole]),
+        api_version_1: false,
     },
     CommandSpec {
         name: "revokeRolesFromRole",
@@ -1149,6 +1228,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::Unaffected,
         help: "take roles a user-defined role inherits",
         privileges: Needs::Computed(needs::revoke_roles),
+        api_version_1: false,
     },
     CommandSpec {
         name: "revokeRolesFromUser",
@@ -1163,6 +1243,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::Unaffected,
         help: "take roles from a user",
         privileges: Needs::Computed(needs::revoke_roles),
+        api_version_1: false,
     },
     CommandSpec {
         name: "rolesInfo",
@@ -1177,6 +1258,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::Unaffected,
         help: "the roles of this database, their inheritance and privileges",
         privileges: Needs::Computed(needs::roles_info),
+        api_version_1: false,
     },
     CommandSpec {
         name: "saslContinue",
@@ -1191,6 +1273,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::Unaffected,
         help: "continue a SASL authentication conversation",
         privileges: Needs::Nothing,
+        api_version_1: true,
     },
     CommandSpec {
         name: "saslStart",
@@ -1205,6 +1288,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::Unaffected,
         help: "begin a SASL (SCRAM) authentication conversation",
         privileges: Needs::Nothing,
+        api_version_1: true,
     },
     CommandSpec {
         name: "serverStatus",
@@ -1219,6 +1303,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::Unaffected,
         help: "server statistics",
         privileges: Needs::Cluster(&[Action::ServerStatus]),
+        api_version_1: false,
     },
     not_supported("setDefaultRWConcern", Reply::Compressible),
     not_supported("setFeatureCompatibilityVersion", Reply::Compressible),
@@ -1235,6 +1320,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::Unaffected,
         help: "set server parameters at run time",
         privileges: Needs::Cluster(&[Action::SetParameter]),
+        api_version_1: false,
     },
     CommandSpec {
         name: "shutdown",
@@ -1249,6 +1335,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::Unaffected,
         help: "stop the server",
         privileges: Needs::Cluster(&[Action::Shutdown]),
+        api_version_1: false,
     },
     CommandSpec {
         name: "startSession",
@@ -1263,6 +1350,22 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::Unaffected,
         help: "start a logical session",
         privileges: Needs::Authenticated,
+        api_version_1: false,
+    },
+    CommandSpec {
+        name: "testVersion2",
+        run: Run::Handler(run::<test_version2::TestVersion2>),
+        alias_of: None,
+        admin_only: false,
+        test_only: true,
+        may_run_long: false,
+        write_concern: false,
+        txn: Txn::Refused,
+        reply: Reply::Compressible,
+        on_view: OnView::Unaffected,
+        help: "a command of API version 2 only (test commands only)",
+        privileges: Needs::Nothing,
+        api_version_1: false,
     },
     CommandSpec {
         name: "top",
@@ -1277,6 +1380,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::Unaffected,
         help: "time and counts per collection, in microseconds",
         privileges: Needs::Cluster(&[Action::Top]),
+        api_version_1: false,
     },
     CommandSpec {
         name: "update",
@@ -1291,6 +1395,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::Refused,
         help: "update documents",
         privileges: Needs::Computed(needs::update),
+        api_version_1: true,
     },
     CommandSpec {
         name: "updateRole",
@@ -1305,6 +1410,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::Unaffected,
         help: "replace a user-defined role's privileges or roles",
         privileges: Needs::Computed(needs::create_role),
+        api_version_1: false,
     },
     not_supported("updateSearchIndex", Reply::Compressible),
     CommandSpec {
@@ -1320,6 +1426,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::Unaffected,
         help: "change a user's password, roles or data",
         privileges: Needs::Computed(needs::update_user),
+        api_version_1: false,
     },
     CommandSpec {
         name: "usersInfo",
@@ -1334,6 +1441,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::Unaffected,
         help: "the users a database defines (none: BisonDB has no authentication yet)",
         privileges: Needs::Computed(needs::users_info),
+        api_version_1: false,
     },
     CommandSpec {
         name: "validate",
@@ -1348,6 +1456,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::Unaffected,
         help: "check a collection's documents, indexes and statistics",
         privileges: Needs::Collection(&[Action::Validate]),
+        api_version_1: false,
     },
     CommandSpec {
         name: "whatsmyuri",
@@ -1362,6 +1471,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::Unaffected,
         help: "the client's address as the server sees it",
         privileges: Needs::Authenticated,
+        api_version_1: false,
     },
 ];
 
@@ -1446,6 +1556,7 @@ pub fn dispatch_spec(
     }
     let session =
         crate::fields::check_generic_args(req.name, req.body, ctx.state.repl().enabled())?;
+    crate::fields::check_api_version(spec.name, spec.api_version_1, req.body)?;
     if ctx.state.repl().enabled() && !session.in_transaction() {
         // Outside a transaction only the reads a transaction also runs
         // (find, aggregate, distinct: allowed there and taking no write
