@@ -260,12 +260,28 @@ impl FailCommand {
             }
         }
         if let Some(app) = &self.app_name {
-            let ours = conn
-                .client_metadata
-                .as_ref()
-                .and_then(|m| m.get_document("application").ok())
-                .and_then(|a| a.get_str("name").ok())
-                .unwrap_or("");
+            // The first hello carries the metadata the connection records
+            // only when it runs: mongod reads it before the fail point, so a
+            // failCommand on `hello` with `appName` fails the very handshake
+            // that names the application (drivers' CMAP tests rely on it).
+            let first_hello = || match cmd.body.get("client") {
+                Ok(Some(RawBsonRef::Document(c))) => match c.get("application") {
+                    Ok(Some(RawBsonRef::Document(a))) => match a.get("name") {
+                        Ok(Some(RawBsonRef::String(name))) => Some(name),
+                        _ => None,
+                    },
+                    _ => None,
+                },
+                _ => None,
+            };
+            let ours = match conn.client_metadata.as_ref() {
+                Some(m) => m
+                    .get_document("application")
+                    .ok()
+                    .and_then(|a| a.get_str("name").ok()),
+                None => first_hello(),
+            }
+            .unwrap_or("");
             if app != ours {
                 return false;
             }

@@ -162,7 +162,7 @@ pub fn check_generic_args(
             }
             "apiVersion" if as_str(cmd, "apiVersion", v)? != "1" => {
                 return Err(MongoError::new(
-                    ErrorCode::Other(322),
+                    ErrorCode::APIVersionError,
                     "API version must be \"1\"",
                 ));
             }
@@ -174,6 +174,44 @@ pub fn check_generic_args(
     }
     transaction_fields(&args, lsid, replica_set)?;
     Ok(args)
+}
+
+/// Whether the request asks for the Stable API strictly (`apiStrict: true`).
+pub fn api_strict(body: &RawDocument) -> bool {
+    matches!(body.get("apiStrict"), Ok(Some(RawBsonRef::Boolean(true))))
+}
+
+/// The Stable API parameters as mongod's `initializeAPIParameters` checks
+/// them against the command (`api_version_1`, the registry's fact):
+/// `apiStrict` or `apiDeprecationErrors` need `apiVersion` (4886600), and
+/// with `apiStrict: true` a command outside version 1 fails with 323
+/// APIStrictError. Version 1 deprecates nothing, so `apiDeprecationErrors`
+/// refuses nothing. The types and the version's value are
+/// [`check_generic_args`]'s.
+pub fn check_api_version(cmd: &str, api_version_1: bool, body: &RawDocument) -> MongoResult<()> {
+    let mut version = false;
+    let mut flags = false;
+    for el in body.iter() {
+        let (k, _) = el.map_err(crate::request::invalid_bson)?;
+        match k.as_str() {
+            "apiVersion" => version = true,
+            "apiStrict" | "apiDeprecationErrors" => flags = true,
+            _ => {}
+        }
+    }
+    if flags && !version {
+        return Err(MongoError::new(
+            ErrorCode::Other(4886600),
+            "Provided apiStrict and/or apiDeprecationErrors without passing apiVersion",
+        ));
+    }
+    if api_strict(body) && !api_version_1 {
+        return Err(MongoError::new(
+            ErrorCode::APIStrictError,
+            format!("Provided apiStrict:true, but the command {cmd} is not in API Version 1"),
+        ));
+    }
+    Ok(())
 }
 
 /// A command's transaction fields (`txnNumber`, `autocommit`,

@@ -110,6 +110,10 @@ pub struct CommandSpec {
     /// What a user must be granted to run it with `--auth` (mongod's
     /// "Privilege Actions"), or that it runs before authentication.
     pub privileges: Needs,
+    /// Part of the Stable API's version 1 (the manual's "Stable API"
+    /// command list), so a request with `apiStrict: true` may run it; any
+    /// other command then fails with 323 APIStrictError.
+    pub api_version_1: bool,
 }
 
 impl CommandSpec {
@@ -174,6 +178,7 @@ const fn unserved(name: &'static str, run: Run, reply: Reply) -> CommandSpec {
         help: "",
         // Unserved: only the 13 of an unauthenticated client applies.
         privileges: Needs::Authenticated,
+        api_version_1: false,
     }
 }
 
@@ -196,6 +201,7 @@ const BUILD_INFO: CommandSpec = CommandSpec {
     on_view: OnView::Unaffected,
     help: "version and build details",
     privileges: Needs::Nothing,
+    api_version_1: false,
 };
 
 const DB_STATS: CommandSpec = CommandSpec {
@@ -212,6 +218,7 @@ const DB_STATS: CommandSpec = CommandSpec {
     on_view: OnView::Unaffected,
     help: "statistics of a database",
     privileges: Needs::Database(&[Action::DbStats]),
+    api_version_1: false,
 };
 
 const FIND_AND_MODIFY: CommandSpec = CommandSpec {
@@ -228,6 +235,7 @@ const FIND_AND_MODIFY: CommandSpec = CommandSpec {
     on_view: OnView::Refused,
     help: "update or delete one document and return it",
     privileges: Needs::Computed(needs::find_and_modify),
+    api_version_1: true,
 };
 
 const HELLO: CommandSpec = CommandSpec {
@@ -244,6 +252,7 @@ const HELLO: CommandSpec = CommandSpec {
     on_view: OnView::Unaffected,
     help: "handshake: server capabilities",
     privileges: Needs::Nothing,
+    api_version_1: true,
 };
 
 const MAP_REDUCE: CommandSpec = CommandSpec {
@@ -280,6 +289,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::Unaffected,
         help: "end the session's transaction, applying nothing",
         privileges: Needs::Authenticated,
+        api_version_1: true,
     },
     CommandSpec {
         name: "aggregate",
@@ -295,6 +305,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::ReadsThrough,
         help: "run an aggregation pipeline",
         privileges: Needs::Computed(needs::aggregate),
+        api_version_1: true,
     },
     not_supported("applyOps", Reply::Compressible),
     CommandSpec {
@@ -308,6 +319,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         latency: Latency::Command,
         txn: Txn::Refused,
         privileges: Needs::Nothing,
+        api_version_1: true,
         reply: Reply::NeverCompressed,
         on_view: OnView::Unaffected,
         help:
@@ -329,6 +341,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::Unaffected,
         help: "inserts, updates and deletes over several collections",
         privileges: Needs::Computed(needs::bulk_write),
+        api_version_1: true,
     },
     not_supported("checkShardingIndex", Reply::Compressible),
     // Served by convert_to_capped.rs, which copies rather than replaces under this name.
@@ -346,6 +359,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::Unaffected,
         help: "copy a collection into a new capped collection",
         privileges: Needs::Computed(needs::clone_collection_as_capped),
+        api_version_1: false,
     },
     CommandSpec {
         name: "collMod",
@@ -361,6 +375,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::Unaffected,
         help: "change a collection's validation options, an index's options or a view",
         privileges: Needs::Collection(&[Action::CollMod]),
+        api_version_1: true,
     },
     CommandSpec {
         name: "collStats",
@@ -376,6 +391,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::Unaffected,
         help: "statistics of a collection",
         privileges: Needs::Collection(&[Action::CollStats]),
+        api_version_1: false,
     },
     CommandSpec {
         name: "commitTransaction",
@@ -391,6 +407,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::Unaffected,
         help: "apply the session's transaction atomically",
         privileges: Needs::Authenticated,
+        api_version_1: true,
     },
     not_supported("compact", Reply::Compressible),
     CommandSpec {
@@ -407,6 +424,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::Unaffected,
         help: "set a fail point's mode (test commands only)",
         privileges: Needs::Authenticated,
+        api_version_1: false,
     },
     CommandSpec {
         name: "connectionStatus",
@@ -422,6 +440,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::Unaffected,
         help: "authentication state of this connection",
         privileges: Needs::Nothing,
+        api_version_1: false,
     },
     CommandSpec {
         name: "convertToCapped",
@@ -437,6 +456,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::Unaffected,
         help: "replace a collection by a capped copy of it",
         privileges: Needs::Collection(&[Action::ConvertToCapped]),
+        api_version_1: false,
     },
     removed("copydb"),
     removed("copydbSaslStart"),
@@ -455,6 +475,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::ReadsThrough,
         help: "count documents matching a query",
         privileges: Needs::Collection(&[Action::Find]),
+        api_version_1: true,
     },
     CommandSpec {
         name: "create",
@@ -470,6 +491,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::Unaffected,
         help: "create a collection",
         privileges: Needs::Computed(needs::create),
+        api_version_1: true,
     },
     CommandSpec {
         name: "createIndexes",
@@ -485,6 +507,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::Refused,
         help: "create indexes",
         privileges: Needs::Collection(&[Action::CreateIndex]),
+        api_version_1: true,
     },
     CommandSpec {
         name: "createRole",
@@ -500,6 +523,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::Unaffected,
         help: "create a user-defined role of this database",
         privileges: Needs::Computed(needs::create_role),
+        api_version_1: false,
     },
     not_supported("createSearchIndexes", Reply::Compressible),
     CommandSpec {
@@ -516,6 +540,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::Unaffected,
         help: "create a user of this database",
         privileges: Needs::Computed(needs::create_user),
+        api_version_1: false,
     },
     CommandSpec {
         name: "currentOp",
@@ -531,6 +556,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::Unaffected,
         help: "the operations in flight; $all lists idle connections too",
         privileges: Needs::Cluster(&[Action::Inprog]),
+        api_version_1: false,
     },
     not_supported("dataSize", Reply::Compressible),
     DB_STATS,
@@ -550,6 +576,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::Refused,
         help: "delete documents",
         privileges: Needs::Collection(&[Action::Remove]),
+        api_version_1: true,
     },
     CommandSpec {
         name: "distinct",
@@ -565,6 +592,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::ReadsThrough,
         help: "distinct values of a field",
         privileges: Needs::Collection(&[Action::Find]),
+        api_version_1: false,
     },
     CommandSpec {
         name: "drop",
@@ -580,6 +608,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::Unaffected,
         help: "drop a collection",
         privileges: Needs::Collection(&[Action::DropCollection]),
+        api_version_1: true,
     },
     CommandSpec {
         name: "dropAllRolesFromDatabase",
@@ -595,6 +624,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::Unaffected,
         help: "remove every user-defined role of this database",
         privileges: Needs::Database(&[Action::DropRole]),
+        api_version_1: false,
     },
     CommandSpec {
         name: "dropAllUsersFromDatabase",
@@ -610,6 +640,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::Unaffected,
         help: "remove every user of this database",
         privileges: Needs::Database(&[Action::DropUser]),
+        api_version_1: false,
     },
     CommandSpec {
         name: "dropDatabase",
@@ -625,6 +656,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::Unaffected,
         help: "drop a database",
         privileges: Needs::Database(&[Action::DropDatabase]),
+        api_version_1: true,
     },
     CommandSpec {
         name: "dropIndexes",
@@ -640,6 +672,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::Refused,
         help: "drop indexes",
         privileges: Needs::Collection(&[Action::DropIndex]),
+        api_version_1: true,
     },
     CommandSpec {
         name: "dropRole",
@@ -655,6 +688,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::Unaffected,
         help: "remove a user-defined role",
         privileges: Needs::Database(&[Action::DropRole]),
+        api_version_1: false,
     },
     not_supported("dropSearchIndex", Reply::Compressible),
     CommandSpec {
@@ -671,6 +705,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::Unaffected,
         help: "remove a user of this database",
         privileges: Needs::Database(&[Action::DropUser]),
+        api_version_1: false,
     },
     CommandSpec {
         name: "endSessions",
@@ -686,6 +721,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::Unaffected,
         help: "end logical sessions",
         privileges: Needs::Nothing,
+        api_version_1: true,
     },
     CommandSpec {
         name: "explain",
@@ -701,6 +737,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::ExplainsCommand,
         help: "the query plan of a command, and its execution statistics",
         privileges: Needs::Explained,
+        api_version_1: true,
     },
     not_supported("filemd5", Reply::Compressible),
     CommandSpec {
@@ -717,6 +754,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::ReadsThrough,
         help: "query documents",
         privileges: Needs::Collection(&[Action::Find]),
+        api_version_1: true,
     },
     FIND_AND_MODIFY,
     alias("findandmodify", &FIND_AND_MODIFY, "alias of findAndModify"),
@@ -735,6 +773,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::Unaffected,
         help: "flush the storage engine's data files to disk; lock: true blocks writes",
         privileges: Needs::Cluster(&[Action::Fsync]),
+        api_version_1: false,
     },
     CommandSpec {
         name: "fsyncUnlock",
@@ -750,6 +789,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::Unaffected,
         help: "release one hold of the lock fsync with lock: true took",
         privileges: Needs::Cluster(&[Action::Unlock]),
+        api_version_1: false,
     },
     CommandSpec {
         name: "getCmdLineOpts",
@@ -765,6 +805,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::Unaffected,
         help: "the server's command line and parsed options",
         privileges: Needs::Cluster(&[Action::GetCmdLineOpts]),
+        api_version_1: false,
     },
     not_supported("getDefaultRWConcern", Reply::Compressible),
     CommandSpec {
@@ -781,6 +822,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::Unaffected,
         help: "recent log lines",
         privileges: Needs::Cluster(&[Action::GetLog]),
+        api_version_1: false,
     },
     CommandSpec {
         name: "getMore",
@@ -796,6 +838,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::Unaffected,
         help: "next batch of a cursor",
         privileges: Needs::Computed(needs::get_more),
+        api_version_1: true,
     },
     CommandSpec {
         name: "getParameter",
@@ -811,6 +854,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::Unaffected,
         help: "server parameters",
         privileges: Needs::Cluster(&[Action::GetParameter]),
+        api_version_1: false,
     },
     removed("getnonce"),
     CommandSpec {
@@ -827,6 +871,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::Unaffected,
         help: "add privileges to a user-defined role",
         privileges: Needs::Database(&[Action::GrantRole]),
+        api_version_1: false,
     },
     CommandSpec {
         name: "grantRolesToRole",
@@ -842,6 +887,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::Unaffected,
         help: "add roles a user-defined role inherits",
         privileges: Needs::Computed(needs::grant_roles),
+        api_version_1: false,
     },
     CommandSpec {
         name: "grantRolesToUser",
@@ -857,6 +903,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::Unaffected,
         help: "add roles to a user",
         privileges: Needs::Computed(needs::grant_roles),
+        api_version_1: false,
     },
     HELLO,
     CommandSpec {
@@ -873,6 +920,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::Unaffected,
         help: "information about the host",
         privileges: Needs::Cluster(&[Action::HostInfo]),
+        api_version_1: false,
     },
     CommandSpec {
         name: "insert",
@@ -888,9 +936,17 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::Refused,
         help: "insert documents",
         privileges: Needs::Computed(needs::insert),
+        api_version_1: true,
     },
-    alias("isMaster", &HELLO, "legacy alias of hello"),
-    alias("ismaster", &HELLO, "legacy alias of hello"),
+    // mongod keeps the legacy names out of the Stable API: only `hello` is in it.
+    CommandSpec {
+        api_version_1: false,
+        ..alias("isMaster", &HELLO, "legacy alias of hello")
+    },
+    CommandSpec {
+        api_version_1: false,
+        ..alias("ismaster", &HELLO, "legacy alias of hello")
+    },
     CommandSpec {
         name: "killAllSessions",
         run: Run::Handler(run::<kill_all_sessions::KillAllSessions>),
@@ -905,6 +961,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::Unaffected,
         help: "end the cursors of all sessions, or of the users listed",
         privileges: Needs::Cluster(&[Action::KillAnySession]),
+        api_version_1: false,
     },
     CommandSpec {
         name: "killAllSessionsByPattern",
@@ -920,6 +977,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::Unaffected,
         help: "end the cursors of the sessions matching patterns",
         privileges: Needs::Cluster(&[Action::KillAnySession]),
+        api_version_1: false,
     },
     CommandSpec {
         name: "killCursors",
@@ -935,6 +993,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::Unaffected,
         help: "close cursors",
         privileges: Needs::Collection(&[Action::KillCursors]),
+        api_version_1: true,
     },
     CommandSpec {
         name: "killOp",
@@ -950,6 +1009,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::Unaffected,
         help: "interrupt an operation by its opid",
         privileges: Needs::Cluster(&[Action::Killop]),
+        api_version_1: false,
     },
     CommandSpec {
         name: "killSessions",
@@ -965,6 +1025,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::Unaffected,
         help: "end the cursors of logical sessions",
         privileges: Needs::Authenticated,
+        api_version_1: false,
     },
     CommandSpec {
         name: "listCollections",
@@ -980,6 +1041,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::Unaffected,
         help: "collections of a database",
         privileges: Needs::Computed(needs::list_collections),
+        api_version_1: true,
     },
     CommandSpec {
         name: "listCommands",
@@ -995,6 +1057,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::Unaffected,
         help: "the commands this server knows",
         privileges: Needs::Nothing,
+        api_version_1: false,
     },
     CommandSpec {
         name: "listDatabases",
@@ -1010,6 +1073,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::Unaffected,
         help: "the databases",
         privileges: Needs::Authenticated,
+        api_version_1: true,
     },
     CommandSpec {
         name: "listIndexes",
@@ -1025,6 +1089,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::Refused,
         help: "indexes of a collection",
         privileges: Needs::Collection(&[Action::ListIndexes]),
+        api_version_1: true,
     },
     not_supported("listSearchIndexes", Reply::Compressible),
     CommandSpec {
@@ -1041,6 +1106,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::Unaffected,
         help: "rename or reopen the log file",
         privileges: Needs::Cluster(&[Action::LogRotate]),
+        api_version_1: false,
     },
     CommandSpec {
         name: "logout",
@@ -1056,6 +1122,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::Unaffected,
         help: "end this connection's authentication",
         privileges: Needs::Nothing,
+        api_version_1: false,
     },
     MAP_REDUCE,
     alias("mapreduce", &MAP_REDUCE, "alias of mapReduce"),
@@ -1073,6 +1140,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::Unaffected,
         help: "check that the server answers",
         privileges: Needs::Nothing,
+        api_version_1: true,
     },
     CommandSpec {
         name: "profile",
@@ -1088,6 +1156,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::Unaffected,
         help: "read or set the database profiler's level, slowms, sampleRate and filter",
         privileges: Needs::Database(&[Action::EnableProfiler]),
+        api_version_1: false,
     },
     not_supported("reIndex", Reply::Compressible),
     CommandSpec {
@@ -1104,6 +1173,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::Unaffected,
         help: "write the session cache to config.system.sessions now",
         privileges: Needs::Authenticated,
+        api_version_1: false,
     },
     CommandSpec {
         name: "refreshSessions",
@@ -1119,6 +1189,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::Unaffected,
         help: "keep logical sessions alive",
         privileges: Needs::Authenticated,
+        api_version_1: true,
     },
     CommandSpec {
         name: "renameCollection",
@@ -1134,6 +1205,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::Unaffected,
         help: "rename a collection",
         privileges: Needs::Computed(needs::rename_collection),
+        api_version_1: false,
     },
     not_supported("replSetAbortPrimaryCatchUp", Reply::Compressible),
     CommandSpec {
@@ -1150,6 +1222,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::Unaffected,
         help: "keep a secondary from standing for election (the only member is primary)",
         privileges: Needs::Cluster(&[Action::ReplSetStateChange]),
+        api_version_1: false,
     },
     CommandSpec {
         name: "replSetGetConfig",
@@ -1165,6 +1238,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::Unaffected,
         help: "the replica set's configuration",
         privileges: Needs::Cluster(&[Action::ReplSetGetConfig]),
+        api_version_1: false,
     },
     not_supported("replSetGetRBID", Reply::Compressible),
     CommandSpec {
@@ -1181,6 +1255,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::Unaffected,
         help: "the replica set's members and optimes",
         privileges: Needs::Cluster(&[Action::ReplSetGetStatus]),
+        api_version_1: false,
     },
     not_supported("replSetHeartbeat", Reply::Compressible),
     CommandSpec {
@@ -1197,6 +1272,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::Unaffected,
         help: "make this node the one member and primary of its replica set",
         privileges: Needs::Cluster(&[Action::ReplSetConfigure]),
+        api_version_1: false,
     },
     not_supported("replSetMaintenance", Reply::Compressible),
     CommandSpec {
@@ -1213,6 +1289,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::Unaffected,
         help: "replace the replica set's configuration",
         privileges: Needs::Cluster(&[Action::ReplSetConfigure]),
+        api_version_1: false,
     },
     not_supported("replSetRequestVotes", Reply::Compressible),
     not_supported("replSetResizeOplog", Reply::Compressible),
@@ -1230,6 +1307,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::Unaffected,
         help: "step down as primary (no electable secondary: 262 after the catch-up period)",
         privileges: Needs::Cluster(&[Action::ReplSetStateChange]),
+        api_version_1: false,
     },
     not_supported("replSetSyncFrom", Reply::Compressible),
     not_supported("replSetUpdatePosition", Reply::Compressible),
@@ -1247,6 +1325,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::Unaffected,
         help: "take privileges from a user-defined role",
         privileges: Needs::Database(&[Action::RevokeRole]),
+        api_version_1: false,
     },
     CommandSpec {
         name: "revokeRolesFromRole",
@@ -1262,6 +1341,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::Unaffected,
         help: "take roles a user-defined role inherits",
         privileges: Needs::Computed(needs::revoke_roles),
+        api_version_1: false,
     },
     CommandSpec {
         name: "revokeRolesFromUser",
@@ -1277,6 +1357,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::Unaffected,
         help: "take roles from a user",
         privileges: Needs::Computed(needs::revoke_roles),
+        api_version_1: false,
     },
     CommandSpec {
         name: "rolesInfo",
@@ -1292,6 +1373,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::Unaffected,
         help: "the roles of this database, their inheritance and privileges",
         privileges: Needs::Computed(needs::roles_info),
+        api_version_1: false,
     },
     CommandSpec {
         name: "saslContinue",
@@ -1307,6 +1389,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::Unaffected,
         help: "continue a SASL authentication conversation",
         privileges: Needs::Nothing,
+        api_version_1: true,
     },
     CommandSpec {
         name: "saslStart",
@@ -1322,6 +1405,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::Unaffected,
         help: "begin a SASL (SCRAM) authentication conversation",
         privileges: Needs::Nothing,
+        api_version_1: true,
     },
     CommandSpec {
         name: "serverStatus",
@@ -1337,6 +1421,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::Unaffected,
         help: "server statistics",
         privileges: Needs::Cluster(&[Action::ServerStatus]),
+        api_version_1: false,
     },
     not_supported("setDefaultRWConcern", Reply::Compressible),
     not_supported("setFeatureCompatibilityVersion", Reply::Compressible),
@@ -1354,6 +1439,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::Unaffected,
         help: "set server parameters at run time",
         privileges: Needs::Cluster(&[Action::SetParameter]),
+        api_version_1: false,
     },
     CommandSpec {
         name: "shutdown",
@@ -1369,6 +1455,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::Unaffected,
         help: "stop the server",
         privileges: Needs::Cluster(&[Action::Shutdown]),
+        api_version_1: false,
     },
     CommandSpec {
         name: "startSession",
@@ -1384,6 +1471,22 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::Unaffected,
         help: "start a logical session",
         privileges: Needs::Authenticated,
+        api_version_1: false,
+    },
+    CommandSpec {
+        name: "testVersion2",
+        run: Run::Handler(run::<test_version2::TestVersion2>),
+        alias_of: None,
+        admin_only: false,
+        test_only: true,
+        may_run_long: false,
+        write_concern: false,
+        txn: Txn::Refused,
+        reply: Reply::Compressible,
+        on_view: OnView::Unaffected,
+        help: "a command of API version 2 only (test commands only)",
+        privileges: Needs::Nothing,
+        api_version_1: false,
     },
     CommandSpec {
         name: "top",
@@ -1399,6 +1502,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::Unaffected,
         help: "time and counts per collection, in microseconds",
         privileges: Needs::Cluster(&[Action::Top]),
+        api_version_1: false,
     },
     CommandSpec {
         name: "update",
@@ -1414,6 +1518,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::Refused,
         help: "update documents",
         privileges: Needs::Computed(needs::update),
+        api_version_1: true,
     },
     CommandSpec {
         name: "updateRole",
@@ -1429,6 +1534,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::Unaffected,
         help: "replace a user-defined role's privileges or roles",
         privileges: Needs::Computed(needs::create_role),
+        api_version_1: false,
     },
     not_supported("updateSearchIndex", Reply::Compressible),
     CommandSpec {
@@ -1445,6 +1551,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::Unaffected,
         help: "change a user's password, roles or data",
         privileges: Needs::Computed(needs::update_user),
+        api_version_1: false,
     },
     CommandSpec {
         name: "usersInfo",
@@ -1460,6 +1567,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::Unaffected,
         help: "the users a database defines (none: BisonDB has no authentication yet)",
         privileges: Needs::Computed(needs::users_info),
+        api_version_1: false,
     },
     CommandSpec {
         name: "validate",
@@ -1475,6 +1583,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::Unaffected,
         help: "check a collection's documents, indexes and statistics",
         privileges: Needs::Collection(&[Action::Validate]),
+        api_version_1: false,
     },
     CommandSpec {
         name: "whatsmyuri",
@@ -1490,6 +1599,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         on_view: OnView::Unaffected,
         help: "the client's address as the server sees it",
         privileges: Needs::Authenticated,
+        api_version_1: false,
     },
 ];
 
@@ -1585,6 +1695,7 @@ pub fn dispatch_spec(
     }
     let session =
         crate::fields::check_generic_args(req.name, req.body, ctx.state.repl().enabled())?;
+    crate::fields::check_api_version(spec.name, spec.api_version_1, req.body)?;
     if ctx.state.repl().enabled() && !session.in_transaction() {
         // Outside a transaction only the reads a transaction also runs
         // (find, aggregate, distinct: allowed there and taking no write
@@ -1689,7 +1800,12 @@ mod tests {
                 assert_eq!(c.on_view, OnView::Unaffected, "{n}");
             }
             if c.test_only {
-                assert!(c.admin_only, "{n}: test commands run against admin");
+                // Except the Stable API's, which drivers' tests run on
+                // their own database, as mongod allows.
+                assert!(
+                    c.admin_only || n == "testVersion2",
+                    "{n}: test commands run against admin"
+                );
             }
             // A command that reads through a view may scan its source.
             if c.on_view == OnView::ReadsThrough {
@@ -1725,6 +1841,53 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// The commands of the Stable API's version 1, as the manual lists them
+    /// (with `saslStart`/`saslContinue`, which mongod's IDL puts there, and
+    /// `bulkWrite`, added in 8.0); the legacy `isMaster` is not one.
+    #[test]
+    fn stable_api_version_1_is_mongods_list() {
+        let v1: Vec<&str> = COMMANDS
+            .iter()
+            .filter(|c| c.api_version_1)
+            .map(|c| c.name)
+            .collect();
+        assert_eq!(
+            v1,
+            [
+                "abortTransaction",
+                "aggregate",
+                "authenticate",
+                "bulkWrite",
+                "collMod",
+                "commitTransaction",
+                "count",
+                "create",
+                "createIndexes",
+                "delete",
+                "drop",
+                "dropDatabase",
+                "dropIndexes",
+                "endSessions",
+                "explain",
+                "find",
+                "findAndModify",
+                "findandmodify",
+                "getMore",
+                "hello",
+                "insert",
+                "killCursors",
+                "listCollections",
+                "listDatabases",
+                "listIndexes",
+                "ping",
+                "refreshSessions",
+                "saslContinue",
+                "saslStart",
+                "update",
+            ]
+        );
     }
 
     #[test]

@@ -100,7 +100,13 @@ async fn create_list_drop_like_mongod() {
         (doc! {"key": {"$**": 1}, "name": "w"}, 238),
         (doc! {"key": {"a": -1}, "name": "a_1"}, 86),
         (doc! {"key": {"a": 1}, "name": "other"}, 85),
-        (doc! {"key": {"a": 1}, "name": "a_1", "unique": true}, 85),
+        // `unique` is part of mongod's index signature (compareIndexOptions):
+        // the same name over another signature is 86, not 85.
+        (doc! {"key": {"a": 1}, "name": "a_1", "unique": true}, 86),
+        (
+            doc! {"key": {"a": 1}, "name": "a_1", "expireAfterSeconds": 5},
+            85,
+        ),
         (doc! {"key": {"a": 1}, "name": "x", "bogus": 1}, 197),
         (doc! {"key": {"a": "nope"}, "name": "x"}, 67),
     ];
@@ -142,6 +148,67 @@ async fn create_list_drop_like_mongod() {
         .await
         .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(names, vec!["_id_".to_string()]);
+}
+
+/// mongod's index signature (`IndexDescriptor::compareIndexOptions`) is
+/// the key pattern with the collation, the partial filter, `unique` and
+/// `sparse`: one key may be indexed under two collations or as unique and
+/// not, each under its own name; the same signature under another name is
+/// 85 "Index already exists with a different name".
+#[tokio::test]
+async fn indexes_with_one_key_and_different_signatures_coexist() {
+    let t = start().await;
+    let db = t.tcp.database("ixsig");
+    db.run_command(doc! {"createIndexes": "c", "indexes": [
+        {"key": {"f": 1}, "name": "f_1", "collation": {"locale": "en_US"}},
+        {"key": {"f": 1}, "name": "japanese_version", "collation": {"locale": "ja"}},
+        {"key": {"f": 1}, "name": "simple"},
+        {"key": {"f": 1}, "name": "f_unique", "unique": true},
+        {"key": {"f": 1}, "name": "f_partial", "partialFilterExpression": {"f": {"$gt": 1}}},
+    ]})
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
+    let listed = db
+        .run_command(doc! {"listIndexes": "c"})
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let names: Vec<String> = get_doc(&listed, "cursor")
+        .get_array("firstBatch")
+        .unwrap_or_else(|e| panic!("{e}"))
+        .iter()
+        .filter_map(|b| b.as_document()?.get_str("name").ok().map(String::from))
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "_id_",
+            "f_1",
+            "japanese_version",
+            "simple",
+            "f_unique",
+            "f_partial"
+        ]
+    );
+    let e = expect_code(
+        db.run_command(doc! {"createIndexes": "c", "indexes": [
+            {"key": {"f": 1}, "name": "again", "collation": {"locale": "ja"}},
+        ]})
+        .await,
+        85,
+    );
+    assert_eq!(
+        error_message(&e),
+        "Index already exists with a different name: japanese_version"
+    );
+    db.run_command(doc! {"dropIndexes": "c", "index": "f_1"})
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    // A key pattern that names several indexes is ambiguous to dropIndexes.
+    expect_code(
+        db.run_command(doc! {"dropIndexes": "c", "index": {"f": 1}})
+            .await,
+        132,
+    );
 }
 
 #[tokio::test]

@@ -997,14 +997,15 @@ impl Storage {
     }
 }
 
-/// How a requested index clashes with an existing one, as mongod reports it;
-/// `None` when they are unrelated or identical.
+/// How a requested index clashes with an existing one, as mongod's
+/// `_doesSpecConflictWithExisting` reports it; `None` when they are
+/// unrelated (another name and another signature) or identical.
 fn conflict(existing: &IndexSpec, requested: &IndexSpec) -> Result<Option<MongoError>, MongoError> {
     let same_name = existing.name == requested.name;
-    let same_key = existing.same_key(requested);
+    let same_signature = existing.same_signature(requested);
     let same_options = existing.same_options(requested);
     let show = |s: &IndexSpec| shell_format_document(&s.to_document());
-    Ok(match (same_name, same_key, same_options) {
+    Ok(match (same_name, same_signature, same_options) {
         (true, true, true) | (false, false, _) => None,
         (true, false, _) => Some(MongoError::new(
             ErrorCode::IndexKeySpecsConflict,

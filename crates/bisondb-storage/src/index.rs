@@ -202,6 +202,18 @@ impl IndexSpec {
         self.fields() == other.fields()
     }
 
+    /// The same index signature, mongod's identity of an index (since 5.0,
+    /// SERVER-47657): key pattern, collation, partial filter, `unique` and
+    /// `sparse`. Indexes whose signatures differ may coexist under
+    /// different names (one key indexed under two collations).
+    pub fn same_signature(&self, other: &IndexSpec) -> bool {
+        self.same_key(other)
+            && self.collation == other.collation
+            && self.partial_filter == other.partial_filter
+            && self.unique == other.unique
+            && self.sparse == other.sparse
+    }
+
     /// Same options that change what the index holds or does.
     pub fn same_options(&self, other: &IndexSpec) -> bool {
         self.unique == other.unique

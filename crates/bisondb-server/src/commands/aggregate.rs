@@ -144,6 +144,9 @@ impl Command for Aggregate {
         if let Some(first) = stages.first() {
             crate::stages::check_first(first, &req.db, coll.as_deref())?;
         }
+        if fields::api_strict(req.body) {
+            crate::stages::check_api_version_1(&stages)?;
+        }
         let change_stream = match stages.first() {
             Some(first) if first.contains_key("$changeStream") => Some(
                 crate::stages::change_stream::check(&stages, &req.db, coll.as_deref())?,

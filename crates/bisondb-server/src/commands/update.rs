@@ -92,6 +92,34 @@ pub fn parse_update_spec(
     }
 }
 
+/// mongod names the stages of every pipeline-style update before it runs
+/// any statement (the update command's authorization check lite-parses
+/// them), so an unknown stage fails the whole command with 40324 rather
+/// than one statement; a known stage an update may not use is the
+/// statement's error ([`UpdateSpec::parse_pipeline`]).
+fn check_pipeline_stage_names(statements: &[&RawDocument]) -> MongoResult<()> {
+    for raw in statements {
+        let Ok(Some(RawBsonRef::Array(stages))) = raw.get("u") else {
+            continue;
+        };
+        for stage in stages {
+            let Ok(RawBsonRef::Document(d)) = stage else {
+                continue;
+            };
+            let mut keys = d.iter();
+            if let (Some(Ok((name, _))), None) = (keys.next(), keys.next()) {
+                if !bisondb_query::agg::is_stage_name(name.as_str()) {
+                    return Err(MongoError::location(
+                        40324,
+                        format!("Unrecognized pipeline stage name: '{name}'"),
+                    ));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Replacement documents may not hold top-level `$` fields (operators belong elsewhere).
 pub fn check_replacement(spec: &UpdateSpec) -> MongoResult<()> {
     if let UpdateSpec::Replacement(r) = spec {
@@ -188,6 +216,7 @@ impl<'a> Update<'a> {
     pub fn parse(req: &CommandRequest<'a>) -> MongoResult<Self> {
         // `let` is read with the batch.
         let batch = write::Statements::parse(req, "updates", &["bypassDocumentValidation", "let"])?;
+        check_pipeline_stage_names(&batch.statements)?;
         Ok(Update {
             bypass_validation: crate::validation::bypass(req.name, req.body)?,
             batch,

@@ -44,7 +44,7 @@ fn cmp_ts(a: Timestamp, b: Timestamp) -> std::cmp::Ordering {
 pub fn before_command(state: &ServerState, body: &RawDocument) -> MongoResult<()> {
     let repl = state.repl();
     if !repl.enabled() {
-        return Ok(());
+        return check_standalone_read_concern(body);
     }
     if let Ok(Some(RawBsonRef::Document(ct))) = body.get("$clusterTime") {
         if let Ok(Some(RawBsonRef::Timestamp(ts))) = ct.get("clusterTime") {
@@ -59,25 +59,7 @@ pub fn before_command(state: &ServerState, body: &RawDocument) -> MongoResult<()
     for el in rc.iter() {
         let (k, v) = el.map_err(crate::request::invalid_bson)?;
         match (k.as_str(), v) {
-            ("level", RawBsonRef::String(s)) => {
-                if !LEVELS.contains(&s) {
-                    return Err(MongoError::new(
-                        ErrorCode::FailedToParse,
-                        format!(
-                            "Enumeration value '{s}' for field 'readConcern.level' is not a valid value."
-                        ),
-                    ));
-                }
-                level = Some(s);
-            }
-            ("level", other) => {
-                return Err(crate::fields::wrong_type(
-                    "readConcern",
-                    "level",
-                    other,
-                    "string",
-                ))
-            }
+            ("level", v) => level = Some(parse_level(v)?),
             ("afterClusterTime", RawBsonRef::Timestamp(ts)) => after = Some(ts),
             ("afterClusterTime", other) => {
                 return Err(crate::fields::wrong_type(
@@ -112,6 +94,62 @@ pub fn before_command(state: &ServerState, body: &RawDocument) -> MongoResult<()
         wait_for(state, ts)?;
     }
     Ok(())
+}
+
+/// `readConcern.level`: one of mongod's levels.
+fn parse_level(v: RawBsonRef<'_>) -> MongoResult<&str> {
+    match v {
+        RawBsonRef::String(s) if LEVELS.contains(&s) => Ok(s),
+        RawBsonRef::String(s) => Err(MongoError::new(
+            ErrorCode::FailedToParse,
+            format!("Enumeration value '{s}' for field 'readConcern.level' is not a valid value."),
+        )),
+        other => Err(crate::fields::wrong_type(
+            "readConcern",
+            "level",
+            other,
+            "string",
+        )),
+    }
+}
+
+/// A standalone's read concern, as mongod's `waitForReadConcern` answers it
+/// without replication: an unknown level fails to parse; `linearizable` and
+/// `snapshot` need a replica set (123 NotAReplicaSet, so a snapshot
+/// session's reads fail there as drivers' tests expect); `afterClusterTime`
+/// and `atClusterTime` need replication (20 IllegalOperation). `local`,
+/// `available` and `majority` read the latest data.
+fn check_standalone_read_concern(body: &RawDocument) -> MongoResult<()> {
+    let Ok(Some(RawBsonRef::Document(rc))) = body.get("readConcern") else {
+        return Ok(());
+    };
+    let mut level = None;
+    let mut at = None;
+    for el in rc.iter() {
+        let (k, v) = el.map_err(crate::request::invalid_bson)?;
+        match k.as_str() {
+            "level" => level = Some(parse_level(v)?),
+            k @ ("afterClusterTime" | "atClusterTime") => at = Some(k),
+            _ => {}
+        }
+    }
+    match level {
+        Some("linearizable") => Err(MongoError::new(
+            ErrorCode::NotAReplicaSet,
+            "node needs to be a replica set member to use read concern",
+        )),
+        Some("snapshot") => Err(MongoError::new(
+            ErrorCode::NotAReplicaSet,
+            "node needs to be a replica set member to use readConcern: snapshot",
+        )),
+        _ => match at {
+            Some(name) => Err(MongoError::new(
+                ErrorCode::IllegalOperation,
+                format!("Cannot specify {name} readConcern without replication enabled"),
+            )),
+            None => Ok(()),
+        },
+    }
 }
 
 /// `readConcern: {level: "snapshot"}` outside a transaction: mongod serves

@@ -50,6 +50,38 @@ pub fn check_first(stage: &Document, db: &str, coll: Option<&str>) -> MongoResul
     Ok(())
 }
 
+/// The server stages mongod registers as never in the Stable API's version
+/// 1 (`AllowedWithApiStrict::kNeverInVersion1`). `$collStats` is in it with
+/// its `count` option only.
+const NOT_IN_API_VERSION_1: &[&str] = &["$currentOp", "$indexStats", "$listLocalSessions"];
+
+/// A pipeline sent with `apiStrict: true`: a stage outside API version 1
+/// fails with 323 APIStrictError, as in mongod.
+pub fn check_api_version_1(stages: &[Document]) -> MongoResult<()> {
+    for stage in stages {
+        let Some((name, spec)) = stage.iter().next() else {
+            continue;
+        };
+        if NOT_IN_API_VERSION_1.contains(&name.as_str()) {
+            return Err(MongoError::new(
+                ErrorCode::APIStrictError,
+                format!("{name} is not allowed with 'apiStrict: true' in API Version 1"),
+            ));
+        }
+        if name == "$collStats" {
+            if let Bson::Document(d) = spec {
+                if d.keys().any(|k| k != "count") {
+                    return Err(MongoError::new(
+                        ErrorCode::APIStrictError,
+                        "only the 'count' option to $collStats is supported in API Version 1",
+                    ));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
 /// The server stages of one `aggregate` command on `db` (and the
 /// collection it names, when it names one).
 pub struct ServerStagesOf {

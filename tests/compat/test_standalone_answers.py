@@ -1,0 +1,179 @@
+"""What a standalone mongod 8 answers where pymongo's own suite looks, through pymongo.
+
+Each test states mongod's answer (from its source or manual, quoted in the test)
+for a behaviour pymongo's whole suite found different: read concerns a standalone
+cannot serve, the Stable API's strict mode, a failCommand fail point aimed at the
+first `hello` of an application, and an update pipeline naming an unknown stage.
+The server runs with `--setParameter enableTestCommands=1`, as drivers start
+mongod for their suites.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import time
+
+import pytest
+from pymongo import MongoClient
+from pymongo.errors import OperationFailure, PyMongoError
+from pymongo.server_api import ServerApi
+
+from conftest import default_binary, free_tcp_port
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    workdir = tmp_path_factory.mktemp("standalone")
+    port = free_tcp_port()
+    argv = [str(default_binary()), "--port", str(port), "--bind_ip", "127.0.0.1",
+            "--nounixsocket", "--dbpath", str(workdir / "db"), "--storageEngine", "inMemory",
+            "--setParameter", "enableTestCommands=1"]
+    log = open(workdir / "server.log", "wb")
+    process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    uri = f"mongodb://127.0.0.1:{port}/?serverSelectionTimeoutMS=5000"
+    client = MongoClient(uri)
+    deadline = time.monotonic() + 20
+    while True:
+        try:
+            client.admin.command("ping")
+            break
+        except PyMongoError:
+            if time.monotonic() > deadline or process.poll() is not None:
+                process.kill()
+                raise
+            time.sleep(0.1)
+    try:
+        yield uri, client
+    finally:
+        client.close()
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+        log.close()
+
+
+def failure(run) -> OperationFailure:
+    with pytest.raises(OperationFailure) as e:
+        run()
+    return e.value
+
+
+def test_read_concerns_a_standalone_cannot_serve(server):
+    _, client = server
+    db = client.rc
+    db.c.insert_one({"_id": 1})
+
+    def find(rc):
+        return db.command("find", "c", readConcern=rc)
+
+    # mongod's waitForReadConcernImpl without replication:
+    #   linearizable -> NotAReplicaSet "node needs to be a replica set member to use read concern"
+    #   snapshot     -> NotAReplicaSet "node needs to be a replica set member to use readConcern: snapshot"
+    #   afterClusterTime/atClusterTime -> IllegalOperation
+    #     "Cannot specify afterClusterTime readConcern without replication enabled"
+    e = failure(lambda: find({"level": "snapshot"}))
+    assert (e.code, e.details["codeName"]) == (123, "NotAReplicaSet")
+    assert e.details["errmsg"] == "node needs to be a replica set member to use readConcern: snapshot"
+    e = failure(lambda: find({"level": "linearizable"}))
+    assert (e.code, e.details["errmsg"]) == (
+        123, "node needs to be a replica set member to use read concern")
+    from bson import Timestamp
+    e = failure(lambda: find({"afterClusterTime": Timestamp(1, 1)}))
+    assert (e.code, e.details["errmsg"]) == (
+        20, "Cannot specify afterClusterTime readConcern without replication enabled")
+    # An unknown level fails to parse (the IDL enumeration), as in replica-set mode.
+    e = failure(lambda: find({"level": "unknown"}))
+    assert e.code == 9
+    assert "readConcern.level" in e.details["errmsg"]
+    # local, available and majority read the latest data on a standalone.
+    for level in ("local", "available", "majority"):
+        assert find({"level": level})["cursor"]["firstBatch"] == [{"_id": 1}]
+
+
+def test_snapshot_session_reads_fail_on_a_standalone(server):
+    # The sessions specification's "snapshot-sessions-not-supported-server-error":
+    # on a single server a snapshot session's find/aggregate/distinct get a server error.
+    _, client = server
+    coll = client.rc.c
+    with client.start_session(snapshot=True) as s:
+        e = failure(lambda: coll.find_one({}, session=s))
+        assert e.code == 123
+        e = failure(lambda: coll.distinct("_id", session=s))
+        assert e.code == 123
+
+
+def test_api_strict_refuses_commands_outside_version_1(server):
+    uri, _ = server
+    strict = MongoClient(uri, server_api=ServerApi("1", strict=True))
+    try:
+        db = strict.api
+        db.c.insert_many([{"_id": i, "x": i} for i in range(3)])
+        assert db.c.count_documents({}) == 3  # count is in version 1 (6.0, 5.0.9)
+        # initializeAPIParameters: "Provided apiStrict:true, but the command distinct is
+        # not in API Version 1", 323 APIStrictError.
+        e = failure(lambda: db.c.distinct("x"))
+        assert (e.code, e.details["codeName"]) == (323, "APIStrictError")
+        assert e.details["errmsg"] == (
+            "Provided apiStrict:true, but the command distinct is not in API Version 1")
+        e = failure(lambda: db.command("testVersion2"))
+        assert e.code == 323
+        assert "command testVersion2 is not in API Version 1" in e.details["errmsg"]
+        # The legacy name of hello is outside the Stable API; hello is in it.
+        assert failure(lambda: db.command("isMaster")).code == 323
+        assert db.command("hello")["isWritablePrimary"] is True
+        # $listLocalSessions is registered kNeverInVersion1.
+        e = failure(lambda: strict.admin.aggregate([{"$listLocalSessions": {}}]).to_list())
+        assert e.code == 323
+        assert "$listLocalSessions is not allowed with 'apiStrict: true'" in e.details["errmsg"]
+    finally:
+        strict.close()
+    plain = MongoClient(uri)
+    try:
+        # apiStrict without apiVersion: 4886600.
+        e = failure(lambda: plain.api.command({"ping": 1, "apiStrict": True}))
+        assert e.code == 4886600
+        # Without apiStrict the test command runs.
+        assert plain.api.command("testVersion2")["ok"] == 1.0
+        # apiVersion outside the supported ones: 322 APIVersionError.
+        e = failure(lambda: plain.api.command({"ping": 1, "apiVersion": "2"}))
+        assert (e.code, e.details["codeName"]) == (322, "APIVersionError")
+    finally:
+        plain.close()
+
+
+def test_fail_command_on_hello_applies_to_the_first_hello(server):
+    # Drivers' CMAP and CSOT tests put failCommand on hello with appName; mongod
+    # reads the handshake's client metadata before the fail point, so the first
+    # hello of a connection of that application is the one that fails.
+    uri, client = server
+    before = client.admin.command(
+        "configureFailPoint", "failCommand", mode={"times": 1},
+        data={"failCommands": ["hello", "isMaster"], "errorCode": 91,
+              "appName": "firstHelloApp"})["count"]
+    app = MongoClient(uri, appname="firstHelloApp", serverMonitoringMode="poll",
+                      heartbeatFrequencyMS=500000)
+    try:
+        # The monitor's first hello fails, its next check succeeds.
+        assert app.admin.command("ping")["ok"] == 1.0
+    finally:
+        app.close()
+        after = client.admin.command("configureFailPoint", "failCommand", mode="off")["count"]
+    assert after - before == 1
+
+
+def test_update_pipeline_with_an_unknown_stage_fails_the_command(server):
+    # mongod lite-parses every statement's pipeline before running any, so an
+    # unknown stage fails the update command itself (40324), while a known stage
+    # an update may not use is that statement's write error (72).
+    _, client = server
+    db = client.upd
+    db.c.insert_one({"x": 1})
+    e = failure(lambda: db.command(
+        "update", "c", updates=[{"q": {"x": 1}, "u": [{"$invalidOperator": True}]}]))
+    assert e.code == 40324
+    assert e.details["errmsg"] == "Unrecognized pipeline stage name: '$invalidOperator'"
+    reply = db.command("update", "c", updates=[{"q": {"x": 1}, "u": [{"$match": {}}]}])
+    assert reply["ok"] == 1.0
+    assert reply["writeErrors"][0]["code"] == 72
