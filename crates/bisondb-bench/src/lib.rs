@@ -156,7 +156,7 @@ async fn resolve(name: &str, r: &mut Responders) -> Result<Target, String> {
         }
         _ => {
             return Ok(Target {
-                label: name.to_string(),
+                label: workload::redact_uri(name),
                 uri: name.to_string(),
                 server_pid: None,
             })

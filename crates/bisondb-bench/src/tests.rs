@@ -234,3 +234,21 @@ fn size_on_disk_counts_indexes_when_the_target_reports_them() {
     assert_eq!(workload::size_and_objects(&old), (Some(4096.0), Some(10.0)));
     assert_eq!(workload::size_and_objects(&doc! {}), (None, None));
 }
+
+/// A URI's password never reaches a report or an error: the target's label
+/// (every table, JSON report and progress bar shows it) and a failed
+/// connection's message carry `***` in its place.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn password_is_redacted_in_labels_and_errors() {
+    let uri =
+        "mongodb://bench:secret-pw@127.0.0.1:1/?authSource=admin&serverSelectionTimeoutMS=200";
+    let mut r = Responders::default();
+    let t = resolve(uri, &mut r).await.unwrap();
+    assert_eq!(t.uri, uri, "the driver still gets the password");
+    assert!(!t.label.contains("secret-pw"), "{}", t.label);
+    assert!(t.label.contains("bench:***@127.0.0.1:1"), "{}", t.label);
+    let p = plan(&["profile-single", "--uri", uri, "--docs", "10"]);
+    let err = run_plan(&p, false).await.unwrap_err();
+    assert!(!err.contains("secret-pw"), "{err}");
+    assert!(err.contains("bench:***@"), "{err}");
+}

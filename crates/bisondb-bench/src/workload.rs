@@ -179,10 +179,37 @@ struct Phase {
     queries: Vec<QueryTime>,
 }
 
+/// `uri` as reports and errors show it: the password in its user
+/// information replaced by `***` (`mongodb://bench:***@host/`), so a table or
+/// a JSON report pasted anywhere never carries a credential.
+pub fn redact_uri(uri: &str) -> String {
+    let Some(scheme_end) = uri.find("://").map(|i| i + 3) else {
+        return uri.to_string();
+    };
+    let rest = &uri[scheme_end..];
+    // The authority ends at the path or the options; a password's own `/`,
+    // `?` and `@` are percent-encoded, so the last `@` before it ends the
+    // user information.
+    let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let Some(at) = rest[..authority_end].rfind('@') else {
+        return uri.to_string();
+    };
+    match rest[..at].find(':') {
+        Some(colon) => format!(
+            "{}{}:***{}",
+            &uri[..scheme_end],
+            &rest[..colon],
+            &rest[at..]
+        ),
+        None => uri.to_string(),
+    }
+}
+
 pub async fn connect(plan: &Plan, uri: &str) -> Result<(Client, Database), String> {
+    let shown = redact_uri(uri);
     let mut opts = ClientOptions::parse(uri)
         .await
-        .map_err(|e| format!("{uri}: {e}"))?;
+        .map_err(|e| format!("{shown}: {e}"))?;
     opts.app_name = Some("bisondb-bench".into());
     // One connection per concurrent client, so the pool never queues a client.
     let want = u32::try_from(plan.clients).unwrap_or(u32::MAX).max(10);
@@ -190,12 +217,12 @@ pub async fn connect(plan: &Plan, uri: &str) -> Result<(Client, Database), Strin
     if opts.server_selection_timeout.is_none() {
         opts.server_selection_timeout = Some(Duration::from_secs(5));
     }
-    let client = Client::with_options(opts).map_err(|e| format!("{uri}: {e}"))?;
+    let client = Client::with_options(opts).map_err(|e| format!("{shown}: {e}"))?;
     let db = client.database(&plan.db);
     // Connect (and handshake) before the clock starts.
     db.run_command(doc! {"ping": 1})
         .await
-        .map_err(|e| format!("{uri}: {e}"))?;
+        .map_err(|e| format!("{shown}: {e}"))?;
     Ok((client, db))
 }
 
@@ -724,6 +751,38 @@ impl Sampler {
 mod tests {
     use super::*;
     use bson::rawdoc;
+
+    #[test]
+    fn redacted_uris_keep_everything_but_the_password() {
+        let cases = [
+            (
+                "mongodb://bench:bench-pw@127.0.0.1:28471/?authSource=admin",
+                "mongodb://bench:***@127.0.0.1:28471/?authSource=admin",
+            ),
+            (
+                "mongodb://u:p%40ss%2Fw@h1,h2/db?tls=true",
+                "mongodb://u:***@h1,h2/db?tls=true",
+            ),
+            ("mongodb://u:pw@host", "mongodb://u:***@host"),
+            (
+                "mongodb+srv://u:pw@cluster.example",
+                "mongodb+srv://u:***@cluster.example",
+            ),
+            // No password, nothing to hide.
+            (
+                "mongodb://u@host/?authMechanism=MONGODB-X509",
+                "mongodb://u@host/?authMechanism=MONGODB-X509",
+            ),
+            (
+                "mongodb://127.0.0.1:27017/?a=b@c",
+                "mongodb://127.0.0.1:27017/?a=b@c",
+            ),
+            ("wire-limit", "wire-limit"),
+        ];
+        for (uri, shown) in cases {
+            assert_eq!(redact_uri(uri), shown, "{uri}");
+        }
+    }
 
     #[test]
     fn profile_document_is_the_seeds() {
