@@ -41,8 +41,24 @@ pub const OPLOG_COLL: &str = "oplog.rs";
 thread_local! {
     /// Fields added to every entry the current thread's writes record.
     static ENTRY_FIELDS: RefCell<Option<Document>> = const { RefCell::new(None) };
-    /// Whether the current thread's updates replace whole documents.
-    static REPLACING: RefCell<bool> = const { RefCell::new(false) };
+    /// What the current thread's update entries hold.
+    static UPDATE_ENTRY: RefCell<UpdateEntry> = const { RefCell::new(UpdateEntry::DiffOrWhole) };
+}
+
+/// What an update's oplog entry holds, by the kind of update, as mongod
+/// decides it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UpdateEntry {
+    /// The whole new document: a replacement (an update command's
+    /// replacement document, `$merge`'s replace).
+    Whole,
+    /// The `$v: 2` diff, whatever its size: update operators, whose diff
+    /// mongod logs as they apply (so a change stream sees `update`).
+    Diff,
+    /// The diff, or the whole document when that is smaller: pipeline
+    /// updates and the server's own rewrites, as mongod's
+    /// `computeOplogDiff` falls back.
+    DiffOrWhole,
 }
 
 /// Runs `f` with `fields` (e.g. `lsid`, `txnNumber`, `stmtId`) added to each
@@ -58,9 +74,19 @@ pub fn with_entry_fields<R>(fields: Document, f: impl FnOnce() -> R) -> R {
 /// replacement document, `$merge`'s replace) when `replacing`: their
 /// entries hold the whole new document rather than a diff, as mongod's.
 pub fn with_replacement<R>(replacing: bool, f: impl FnOnce() -> R) -> R {
-    let previous = REPLACING.with(|c| c.replace(replacing));
+    let kind = if replacing {
+        UpdateEntry::Whole
+    } else {
+        UpdateEntry::DiffOrWhole
+    };
+    with_update_entry(kind, f)
+}
+
+/// Runs `f`, whose updates record entries of `kind`.
+pub fn with_update_entry<R>(kind: UpdateEntry, f: impl FnOnce() -> R) -> R {
+    let previous = UPDATE_ENTRY.with(|c| c.replace(kind));
     let out = f();
-    REPLACING.with(|c| *c.borrow_mut() = previous);
+    UPDATE_ENTRY.with(|c| *c.borrow_mut() = previous);
     out
 }
 
@@ -162,10 +188,12 @@ fn entry_of(target: &Target<'_>, op: &Op<'_>) -> Result<Option<Document>, Storag
             "o2": id_doc(doc)?,
         },
         Op::Update { before, after } => {
-            let o = if REPLACING.with(|r| *r.borrow()) {
+            let kind = UPDATE_ENTRY.with(|r| *r.borrow());
+            let o = if kind == UpdateEntry::Whole {
                 to_doc(after)?
             } else {
-                match super::diff::update_entry(before, after)? {
+                let size_limited = kind == UpdateEntry::DiffOrWhole;
+                match super::diff::update_entry(before, after, size_limited)? {
                     Some(o) => o,
                     None => return Ok(None),
                 }
