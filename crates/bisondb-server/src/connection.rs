@@ -162,6 +162,10 @@ pub async fn serve<S>(
             }
         }
         let reply = handle(incoming, &state, &mut conn, failure);
+        if std::mem::take(&mut conn.hang_up) {
+            tracing::info!(conn = conn.id, "closing connection: fail point");
+            break;
+        }
         match reply {
             Ok(Some(bytes)) => {
                 if let Err(e) = write_reply(&mut framed, &bytes).await {

@@ -15,6 +15,10 @@
 //!   once it holds its cursor (which the failure kills, as mongod's does); on
 //!   a change stream's cursor a resumable code gets the
 //!   `ResumableChangeStreamError` label, as mongod labels it.
+//! - `onPrimaryTransactionalWrite`: each statement of a retryable write, as
+//!   it is about to run, closes the connection once the command is done
+//!   (`data.closeConnection`, true unless false) and, with
+//!   `data.failBeforeCommitExceptionCode`, fails unwritten with that code.
 //!
 //! A fail point's mode says when it fires: `"alwaysOn"`, `"off"`, `{times: n}`
 //! (the next n matching commands, then off), `{skip: n}` (all but the first n)
@@ -41,16 +45,13 @@ use crate::context::ConnectionInfo;
 pub const FAIL_COMMAND: &str = "failCommand";
 pub const MAX_TIME_ALWAYS_TIME_OUT: &str = "maxTimeAlwaysTimeOut";
 pub const FAIL_GET_MORE: &str = "failGetMoreAfterCursorCheckout";
+pub const ON_PRIMARY_TRANSACTIONAL_WRITE: &str = "onPrimaryTransactionalWrite";
 
 /// mongod fail points that drivers' test suites configure but BisonDB does not
 /// model (they depend on replication, transactions or cursor internals it
 /// lacks): refused with NotImplemented rather than "not found", so a test
 /// that needs one says why it cannot run. Sorted.
-const NOT_MODELLED: &[&str] = &[
-    "maxTimeNeverTimeOut",
-    "onPrimaryTransactionalWrite",
-    "stopReplProducer",
-];
+const NOT_MODELLED: &[&str] = &["maxTimeNeverTimeOut", "stopReplProducer"];
 
 /// The message mongod puts in a failCommand error.
 pub const FAIL_MESSAGE: &str = "Failing command via 'failCommand' failpoint";
@@ -297,13 +298,20 @@ impl FailCommand {
 /// Fails unless `name` is a fail point BisonDB implements: mongod's error for
 /// names it does not know, NotImplemented for mongod's that BisonDB lacks.
 pub fn check_name(name: &str) -> MongoResult<()> {
-    if name == FAIL_COMMAND || name == MAX_TIME_ALWAYS_TIME_OUT || name == FAIL_GET_MORE {
+    if [
+        FAIL_COMMAND,
+        MAX_TIME_ALWAYS_TIME_OUT,
+        FAIL_GET_MORE,
+        ON_PRIMARY_TRANSACTIONAL_WRITE,
+    ]
+    .contains(&name)
+    {
         Ok(())
     } else if NOT_MODELLED.binary_search(&name).is_ok() {
         Err(MongoError::new(
             ErrorCode::NotImplemented,
             format!(
-                "BisonDB does not implement the fail point '{name}'; it has {FAIL_COMMAND}, {MAX_TIME_ALWAYS_TIME_OUT} and {FAIL_GET_MORE} (see docs/COMPATIBILITY.md)"
+                "BisonDB does not implement the fail point '{name}'; it has {FAIL_COMMAND}, {MAX_TIME_ALWAYS_TIME_OUT}, {FAIL_GET_MORE} and {ON_PRIMARY_TRANSACTIONAL_WRITE} (see docs/COMPATIBILITY.md)"
             ),
         ))
     } else {
@@ -418,6 +426,25 @@ struct Points {
     max_time: Slot<()>,
     /// `failGetMoreAfterCursorCheckout`'s `errorCode`.
     fail_get_more: Slot<Option<i32>>,
+    transactional_write: Slot<TransactionalWrite>,
+}
+
+/// `onPrimaryTransactionalWrite`'s data.
+#[derive(Debug, Default, Clone, Copy)]
+struct TransactionalWrite {
+    /// `closeConnection` is false (mongod hangs up unless told not to).
+    keep_connection: bool,
+    /// `failBeforeCommitExceptionCode`.
+    fail_code: Option<i32>,
+}
+
+/// What `onPrimaryTransactionalWrite` does to one statement when it fires.
+#[derive(Debug)]
+pub struct WriteFault {
+    /// Close the connection once the command is done, its reply unsent.
+    pub close_connection: bool,
+    /// Fail the statement, unwritten, with this error.
+    pub fail: Option<MongoError>,
 }
 
 impl Points {
@@ -425,6 +452,7 @@ impl Points {
         self.fail_command.mode != Mode::Off
             || self.max_time.mode != Mode::Off
             || self.fail_get_more.mode != Mode::Off
+            || self.transactional_write.mode != Mode::Off
     }
 }
 
@@ -489,6 +517,15 @@ impl FailPoints {
                 let slot = &mut points.fail_get_more;
                 slot.mode = mode;
                 slot.data = FailCommand::parse(data).error_code;
+                slot.entered
+            }
+            ON_PRIMARY_TRANSACTIONAL_WRITE => {
+                let slot = &mut points.transactional_write;
+                slot.mode = mode;
+                slot.data = TransactionalWrite {
+                    keep_connection: matches!(data.get("closeConnection"), Some(Bson::Boolean(false))),
+                    fail_code: FailCommand::parse(&doc! {"errorCode": data.get("failBeforeCommitExceptionCode").cloned().unwrap_or(Bson::Null)}).error_code,
+                };
                 slot.entered
             }
             _ => {
@@ -605,6 +642,31 @@ impl FailPoints {
             label_change_stream_error(e)
         } else {
             e
+        })
+    }
+
+    /// `onPrimaryTransactionalWrite`, asked by each statement of a
+    /// retryable write before it runs (see the module documentation).
+    pub fn on_transactional_write(&self) -> Option<WriteFault> {
+        if !self.any_on() {
+            return None;
+        }
+        let mut points = self.points.lock();
+        let slot = &mut points.transactional_write;
+        if slot.mode == Mode::Off || !slot.fire() {
+            return None;
+        }
+        let data = slot.data;
+        self.any_on.store(points.any_on(), Ordering::Release);
+        tracing::info!("onPrimaryTransactionalWrite fail point fired");
+        Some(WriteFault {
+            close_connection: !data.keep_connection,
+            fail: data.fail_code.map(|code| {
+                MongoError::new(
+                    ErrorCode::from_code(code),
+                    "Failing write due to the onPrimaryTransactionalWrite failpoint",
+                )
+            }),
         })
     }
 

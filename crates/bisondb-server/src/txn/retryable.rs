@@ -72,9 +72,7 @@ pub fn run(
             }
         }
     }
-    let op = OpTxn {
-        session: session.clone(),
-    };
+    let op = OpTxn::new(session.clone());
     // findAndModify is one statement whose retry returns its first reply.
     let find_and_modify = req.name.eq_ignore_ascii_case("findAndModify");
     if find_and_modify {
@@ -86,8 +84,14 @@ pub fn run(
     ctx.conn.txn = Some(op.clone());
     // The oplog entries of its writes carry the session and number.
     let fields = doc! {"lsid": record_key(&id), "txnNumber": txn_number};
-    let result = crate::repl::oplog::with_entry_fields(fields, || run(req, ctx));
+    let result = crate::repl::oplog::with_entry_fields(fields, || {
+        if find_and_modify {
+            op.write_fault(&ctx.state.fail_points)?;
+        }
+        run(req, ctx)
+    });
     ctx.conn.txn = None;
+    ctx.conn.hang_up |= op.hangs_up();
     let reply = result?;
     if find_and_modify && wrote(&reply) {
         op.record(0, StmtOutcome::Reply(reply.clone()));
