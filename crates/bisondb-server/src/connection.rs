@@ -169,6 +169,10 @@ pub async fn serve<S>(
             }
         }
         let reply = handle(incoming, &state, &mut conn, failure);
+        if std::mem::take(&mut conn.hang_up) {
+            tracing::info!(conn = conn.id, "closing connection: fail point");
+            break;
+        }
         match reply {
             Ok(Some(bytes)) => {
                 crate::metrics::add(&state.metrics.network.bytes_out, bytes.len() as u64);

@@ -21,6 +21,9 @@ pub struct ConnectionInfo {
     pub op: crate::profiler::OpDebug,
     /// The retryable write the current command is (`crate::txn`), if any.
     pub txn: Option<crate::txn::OpTxn>,
+    /// A test-only fail point asked to close the connection after the
+    /// current command, without its reply (`onPrimaryTransactionalWrite`).
+    pub hang_up: bool,
     /// This connection's entry in the operations registry (`op_ctx.rs`).
     pub client: Option<Arc<crate::op_ctx::Client>>,
     /// What the TLS handshake established (`None`: plaintext).

@@ -11,6 +11,14 @@
 //!   `threadName` and `namespace` narrow which requests it applies to.
 //! - `maxTimeAlwaysTimeOut`: every command with a time limit (`maxTimeMS`, or
 //!   a `getMore` on a cursor opened with one) fails with MaxTimeMSExpired.
+//! - `failGetMoreAfterCursorCheckout`: a `getMore` fails with `data.errorCode`
+//!   once it holds its cursor (which the failure kills, as mongod's does); on
+//!   a change stream's cursor a resumable code gets the
+//!   `ResumableChangeStreamError` label, as mongod labels it.
+//! - `onPrimaryTransactionalWrite`: each statement of a retryable write, as
+//!   it is about to run, closes the connection once the command is done
+//!   (`data.closeConnection`, true unless false) and, with
+//!   `data.failBeforeCommitExceptionCode`, fails unwritten with that code.
 //!
 //! A fail point's mode says when it fires: `"alwaysOn"`, `"off"`, `{times: n}`
 //! (the next n matching commands, then off), `{skip: n}` (all but the first n)
@@ -36,17 +44,14 @@ use crate::context::ConnectionInfo;
 /// The fail points BisonDB implements.
 pub const FAIL_COMMAND: &str = "failCommand";
 pub const MAX_TIME_ALWAYS_TIME_OUT: &str = "maxTimeAlwaysTimeOut";
+pub const FAIL_GET_MORE: &str = "failGetMoreAfterCursorCheckout";
+pub const ON_PRIMARY_TRANSACTIONAL_WRITE: &str = "onPrimaryTransactionalWrite";
 
 /// mongod fail points that drivers' test suites configure but BisonDB does not
 /// model (they depend on replication, transactions or cursor internals it
 /// lacks): refused with NotImplemented rather than "not found", so a test
 /// that needs one says why it cannot run. Sorted.
-const NOT_MODELLED: &[&str] = &[
-    "failGetMoreAfterCursorCheckout",
-    "maxTimeNeverTimeOut",
-    "onPrimaryTransactionalWrite",
-    "stopReplProducer",
-];
+const NOT_MODELLED: &[&str] = &["maxTimeNeverTimeOut", "stopReplProducer"];
 
 /// The message mongod puts in a failCommand error.
 pub const FAIL_MESSAGE: &str = "Failing command via 'failCommand' failpoint";
@@ -309,13 +314,20 @@ impl FailCommand {
 /// Fails unless `name` is a fail point BisonDB implements: mongod's error for
 /// names it does not know, NotImplemented for mongod's that BisonDB lacks.
 pub fn check_name(name: &str) -> MongoResult<()> {
-    if name == FAIL_COMMAND || name == MAX_TIME_ALWAYS_TIME_OUT {
+    if [
+        FAIL_COMMAND,
+        MAX_TIME_ALWAYS_TIME_OUT,
+        FAIL_GET_MORE,
+        ON_PRIMARY_TRANSACTIONAL_WRITE,
+    ]
+    .contains(&name)
+    {
         Ok(())
     } else if NOT_MODELLED.binary_search(&name).is_ok() {
         Err(MongoError::new(
             ErrorCode::NotImplemented,
             format!(
-                "BisonDB does not implement the fail point '{name}'; it has {FAIL_COMMAND} and {MAX_TIME_ALWAYS_TIME_OUT} (see docs/COMPATIBILITY.md)"
+                "BisonDB does not implement the fail point '{name}'; it has {FAIL_COMMAND}, {MAX_TIME_ALWAYS_TIME_OUT}, {FAIL_GET_MORE} and {ON_PRIMARY_TRANSACTIONAL_WRITE} (see docs/COMPATIBILITY.md)"
             ),
         ))
     } else {
@@ -445,11 +457,57 @@ impl<T> Slot<T> {
 struct Points {
     fail_command: Slot<FailCommand>,
     max_time: Slot<()>,
+    /// `failGetMoreAfterCursorCheckout`'s `errorCode`.
+    fail_get_more: Slot<Option<i32>>,
+    transactional_write: Slot<TransactionalWrite>,
+}
+
+/// `onPrimaryTransactionalWrite`'s data.
+#[derive(Debug, Default, Clone, Copy)]
+struct TransactionalWrite {
+    /// `closeConnection` is false (mongod hangs up unless told not to).
+    keep_connection: bool,
+    /// `failBeforeCommitExceptionCode`.
+    fail_code: Option<i32>,
+}
+
+/// What `onPrimaryTransactionalWrite` does to one statement when it fires.
+#[derive(Debug)]
+pub struct WriteFault {
+    /// Close the connection once the command is done, its reply unsent.
+    pub close_connection: bool,
+    /// Fail the statement, unwritten, with this error.
+    pub fail: Option<MongoError>,
 }
 
 impl Points {
     fn any_on(&self) -> bool {
-        self.fail_command.mode != Mode::Off || self.max_time.mode != Mode::Off
+        self.fail_command.mode != Mode::Off
+            || self.max_time.mode != Mode::Off
+            || self.fail_get_more.mode != Mode::Off
+            || self.transactional_write.mode != Mode::Off
+    }
+}
+
+/// Codes after which a change stream may resume, as mongod's
+/// `isResumableChangeStreamError`: the retriable and network errors
+/// (`isRetriableError`, `isNetworkError`), the stale-routing ones
+/// (`isNeedRetargettingError`), RetryChangeStream and
+/// FailedToSatisfyReadPreference.
+const RESUMABLE_CHANGE_STREAM_CODES: &[i32] = &[
+    6, 7, 89, 91, 133, 150, 189, 234, 262, 9001, 10107, 11600, 11602, 13388, 13435, 13436, 63, 249,
+];
+
+/// A failed change-stream `getMore`'s error with mongod's
+/// `ResumableChangeStreamError` label when its code is resumable (a driver
+/// resumes only on that label).
+pub fn label_change_stream_error(e: MongoError) -> MongoError {
+    if e.details.is_some() || !RESUMABLE_CHANGE_STREAM_CODES.contains(&e.code.code()) {
+        return e;
+    }
+    match RawDocumentBuf::try_from(&doc! {"errorLabels": ["ResumableChangeStreamError"]}) {
+        Ok(raw) => e.with_details(raw.into_bytes()),
+        Err(_) => e,
     }
 }
 
@@ -487,6 +545,21 @@ impl FailPoints {
             MAX_TIME_ALWAYS_TIME_OUT => {
                 points.max_time.mode = mode;
                 points.max_time.entered
+            }
+            FAIL_GET_MORE => {
+                let slot = &mut points.fail_get_more;
+                slot.mode = mode;
+                slot.data = FailCommand::parse(data).error_code;
+                slot.entered
+            }
+            ON_PRIMARY_TRANSACTIONAL_WRITE => {
+                let slot = &mut points.transactional_write;
+                slot.mode = mode;
+                slot.data = TransactionalWrite {
+                    keep_connection: matches!(data.get("closeConnection"), Some(Bson::Boolean(false))),
+                    fail_code: FailCommand::parse(&doc! {"errorCode": data.get("failBeforeCommitExceptionCode").cloned().unwrap_or(Bson::Null)}).error_code,
+                };
+                slot.entered
             }
             _ => {
                 return Err(MongoError::internal(format!(
@@ -576,6 +649,57 @@ impl FailPoints {
                 ErrorCode::MaxTimeMSExpired,
                 "operation exceeded time limit",
             )),
+        })
+    }
+
+    /// `failGetMoreAfterCursorCheckout`, asked by a `getMore` holding its
+    /// cursor (`change_stream`: a change stream's): the error to fail with,
+    /// when the fail point fires. Without an `errorCode` it fires and the
+    /// `getMore` runs (mongod's default code is 0, no error).
+    pub fn fail_get_more(&self, change_stream: bool) -> Option<MongoError> {
+        if !self.any_on() {
+            return None;
+        }
+        let mut points = self.points.lock();
+        let slot = &mut points.fail_get_more;
+        if slot.mode == Mode::Off || !slot.fire() {
+            return None;
+        }
+        let code = slot.data;
+        self.any_on.store(points.any_on(), Ordering::Release);
+        let e = MongoError::new(
+            ErrorCode::from_code(code?),
+            format!("Hit the '{FAIL_GET_MORE}' failpoint"),
+        );
+        Some(if change_stream {
+            label_change_stream_error(e)
+        } else {
+            e
+        })
+    }
+
+    /// `onPrimaryTransactionalWrite`, asked by each statement of a
+    /// retryable write before it runs (see the module documentation).
+    pub fn on_transactional_write(&self) -> Option<WriteFault> {
+        if !self.any_on() {
+            return None;
+        }
+        let mut points = self.points.lock();
+        let slot = &mut points.transactional_write;
+        if slot.mode == Mode::Off || !slot.fire() {
+            return None;
+        }
+        let data = slot.data;
+        self.any_on.store(points.any_on(), Ordering::Release);
+        tracing::info!("onPrimaryTransactionalWrite fail point fired");
+        Some(WriteFault {
+            close_connection: !data.keep_connection,
+            fail: data.fail_code.map(|code| {
+                MongoError::new(
+                    ErrorCode::from_code(code),
+                    "Failing write due to the onPrimaryTransactionalWrite failpoint",
+                )
+            }),
         })
     }
 

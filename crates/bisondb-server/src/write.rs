@@ -191,8 +191,13 @@ pub fn update(
     let coll = storage.collection(db, coll_name);
     let (ids, run) = target_ids_planned(coll.as_ref(), sel, multi)?;
     res.plan = Some(run);
-    // A replacement's oplog entry is the whole new document, not a diff.
-    let replacing = matches!(spec, UpdateSpec::Replacement(_));
+    // A replacement's oplog entry is the whole new document; update
+    // operators' is their diff; a pipeline's the smaller of the two.
+    let entry_kind = match spec {
+        UpdateSpec::Replacement(_) => crate::repl::oplog::UpdateEntry::Whole,
+        UpdateSpec::Operators(_) => crate::repl::oplog::UpdateEntry::Diff,
+        UpdateSpec::Pipeline(_) => crate::repl::oplog::UpdateEntry::DiffOrWhole,
+    };
     if let Some(coll) = &coll {
         for id in &ids {
             let modify = || {
@@ -224,7 +229,7 @@ pub fn update(
                     Ok(action)
                 })
             };
-            crate::repl::oplog::with_replacement(replacing, modify)?;
+            crate::repl::oplog::with_update_entry(entry_kind, modify)?;
         }
     }
     if res.matched == 0 && upsert {

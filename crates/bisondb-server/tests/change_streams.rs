@@ -687,3 +687,97 @@ async fn rename_and_drop_database() {
     let last = next_events(&mut db_stream, 1).await;
     assert_eq!(kinds(&last), ["invalidate"]);
 }
+
+/// What pymongo's change-stream suite needs beyond the events themselves: a
+/// `collMod` that changes nothing is still a `modify` event, an operator
+/// update of a small document is an `update` (its diff, never the whole
+/// document), an explicit read concern other than majority is refused, and
+/// the errors carry the labels drivers decide resuming by.
+#[tokio::test]
+async fn expanded_events_update_kinds_and_error_labels() {
+    let (_ts, client) = setup().await;
+    let db = client.database("labels");
+    db.create_collection("c").await.unwrap();
+    let coll = db.collection::<Document>("c");
+    let r = open_c(&db, doc! {"showExpandedEvents": true}).await;
+    let id = cursor_id(&r);
+    db.run_command(doc! {"collMod": "c"}).await.unwrap();
+    coll.insert_one(doc! {"_id": 1, "a": 1}).await.unwrap();
+    coll.update_one(doc! {"_id": 1}, doc! {"$set": {"a": 2}})
+        .await
+        .unwrap();
+    coll.update_one(doc! {"_id": 1}, vec![doc! {"$set": {"a": 3}}])
+        .await
+        .unwrap();
+    let mut events = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while events.len() < 4 && Instant::now() < deadline {
+        let r = get_more(&db, id, "c", 500).await.unwrap();
+        events.extend(
+            r.get_document("cursor")
+                .unwrap()
+                .get_array("nextBatch")
+                .unwrap()
+                .iter()
+                .map(|e| e.as_document().unwrap().clone()),
+        );
+    }
+    let kinds: Vec<&str> = events
+        .iter()
+        .map(|e| e.get_str("operationType").unwrap())
+        .collect();
+    // The pipeline update's diff is larger than the tiny document: mongod
+    // logs it whole, a replacement.
+    assert_eq!(kinds, ["modify", "insert", "update", "replace"]);
+    assert_eq!(
+        events[2]
+            .get_document("updateDescription")
+            .unwrap()
+            .get_document("updatedFields")
+            .unwrap(),
+        &doc! {"a": 2}
+    );
+
+    let local = db
+        .run_command(doc! {"aggregate": "c", "pipeline": [{"$changeStream": {}}], "cursor": {}, "readConcern": {"level": "local"}})
+        .await;
+    expect_code(local, 72);
+    db.run_command(doc! {"aggregate": "c", "pipeline": [{"$changeStream": {}}], "cursor": {}, "readConcern": {"level": "majority"}})
+        .await
+        .unwrap();
+
+    // A modified _id is fatal: NonResumableChangeStreamError.
+    let e = aggregate(
+        &db,
+        Bson::String("c".into()),
+        vec![
+            doc! {"$changeStream": {"startAtOperationTime": Timestamp {time: 1, increment: 0}}},
+            doc! {"$project": {"_id": 0}},
+        ],
+    )
+    .await
+    .unwrap_err();
+    assert!(e.contains_label("NonResumableChangeStreamError"), "{e:?}");
+
+    // failGetMoreAfterCursorCheckout: a resumable code on a change stream's
+    // getMore is labelled ResumableChangeStreamError, and the cursor is gone.
+    let admin = client.database("admin");
+    admin
+        .run_command(doc! {"configureFailPoint": "failGetMoreAfterCursorCheckout", "mode": {"times": 1}, "data": {"errorCode": 6}})
+        .await
+        .unwrap();
+    let e = get_more(&db, id, "c", 100).await.unwrap_err();
+    assert!(e.contains_label("ResumableChangeStreamError"), "{e:?}");
+    expect_code(get_more(&db, id, "c", 100).await, 43);
+    // A code that is not resumable gets no label.
+    let id = cursor_id(&open_c(&db, doc! {}).await);
+    admin
+        .run_command(doc! {"configureFailPoint": "failGetMoreAfterCursorCheckout", "mode": {"times": 1}, "data": {"errorCode": 2}})
+        .await
+        .unwrap();
+    let e = get_more(&db, id, "c", 100).await.unwrap_err();
+    assert!(!e.contains_label("ResumableChangeStreamError"), "{e:?}");
+    // Spent ({times: 1}): the next getMore of another stream runs.
+    let id = cursor_id(&open_c(&db, doc! {}).await);
+    get_more(&db, id, "c", 100).await.unwrap();
+}

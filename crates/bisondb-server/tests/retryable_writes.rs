@@ -4,7 +4,9 @@
 //! batch run), an older number is 225, commands that are not retryable
 //! writes refuse a number (50768), the driver's own retry after a
 //! retryable write concern error applies the write once, and errors a
-//! driver retries on carry `RetryableWriteError`.
+//! driver retries on carry `RetryableWriteError`, and the test-only
+//! `onPrimaryTransactionalWrite` fail point drivers' suites provoke retries
+//! with.
 
 use crate::common;
 
@@ -376,4 +378,77 @@ async fn a_retry_after_a_restart_runs_nothing_twice() {
     server.shutdown();
     drop(client);
     server.wait().await;
+/// `onPrimaryTransactionalWrite`: a statement that ran before the hang-up is
+/// answered from history on the driver's retry; one failed before commit is
+/// not written, so the retry writes it; failing every attempt leaves nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_transactional_write_fail_point() {
+    let ts = common::start_repl_set_with(|c| {
+        c.apply_set_parameter_arg("enableTestCommands=1").unwrap();
+    })
+    .await;
+    let admin = ts.tcp.database("admin");
+    let db = ts.tcp.database("rw");
+    let c = db.collection::<Document>("c");
+    let fail_point = |mode: bson::Bson, data: Document| {
+        doc! {"configureFailPoint": "onPrimaryTransactionalWrite", "mode": mode, "data": data}
+    };
+    // Committed, then the connection closes: the retry writes nothing more.
+    admin
+        .run_command(fail_point(doc! {"times": 1}.into(), doc! {}))
+        .await
+        .unwrap();
+    c.insert_one(doc! {"_id": 1}).await.unwrap();
+    c.update_one(doc! {"_id": 1}, doc! {"$inc": {"x": 1}})
+        .await
+        .unwrap();
+    // Not committed on the first attempt: the retry does it.
+    admin
+        .run_command(fail_point(
+            doc! {"times": 1}.into(),
+            doc! {"failBeforeCommitExceptionCode": 1},
+        ))
+        .await
+        .unwrap();
+    c.update_one(doc! {"_id": 1}, doc! {"$inc": {"x": 1}})
+        .await
+        .unwrap();
+    let one = c.find_one(doc! {"_id": 1}).await.unwrap().unwrap();
+    assert_eq!(num(&one, "x"), 2, "{one}");
+    // Never committed: both attempts fail, nothing is written.
+    admin
+        .run_command(fail_point(
+            doc! {"times": 2}.into(),
+            doc! {"failBeforeCommitExceptionCode": 1},
+        ))
+        .await
+        .unwrap();
+    c.insert_one(doc! {"_id": 2}).await.unwrap_err();
+    assert_eq!(count(&db).await, 1);
+    // With the connection kept, the failing statement is a write error and
+    // an ordered batch stops there; the statements before it are written.
+    admin
+        .run_command(fail_point(
+            doc! {"skip": 1}.into(),
+            doc! {"failBeforeCommitExceptionCode": 96, "closeConnection": false},
+        ))
+        .await
+        .unwrap();
+    let mut s = ts.tcp.start_session().await.unwrap();
+    let r = run(
+        &db,
+        &mut s,
+        doc! {"insert": "c", "documents": [{"_id": 3}, {"_id": 4}, {"_id": 5}], "txnNumber": 1i64},
+    )
+    .await
+    .unwrap();
+    assert_eq!(num(&r, "n"), 1, "{r}");
+    let errors = r.get_array("writeErrors").unwrap();
+    let first = errors[0].as_document().unwrap();
+    assert_eq!((num(first, "index"), num(first, "code")), (1, 96), "{r}");
+    admin
+        .run_command(fail_point("off".into(), doc! {}))
+        .await
+        .unwrap();
+    assert_eq!(count(&db).await, 2);
 }

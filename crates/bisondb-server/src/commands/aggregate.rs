@@ -148,9 +148,14 @@ impl Command for Aggregate {
             crate::stages::check_api_version_1(&stages)?;
         }
         let change_stream = match stages.first() {
-            Some(first) if first.contains_key("$changeStream") => Some(
-                crate::stages::change_stream::check(&stages, &req.db, coll.as_deref())?,
-            ),
+            Some(first) if first.contains_key("$changeStream") => {
+                crate::stages::change_stream::check_read_concern(req.body)?;
+                Some(crate::stages::change_stream::check(
+                    &stages,
+                    &req.db,
+                    coll.as_deref(),
+                )?)
+            }
             _ => None,
         };
         let pipeline = Pipeline::parse_command(&lets.pipeline(&stages))?;

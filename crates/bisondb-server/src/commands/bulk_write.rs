@@ -495,8 +495,13 @@ impl<'a> BulkWrite<'a> {
                 let outcome = match retry.as_ref().and_then(|t| t.executed(i)) {
                     Some(done) => Outcome::from_stmt(done),
                     None => {
-                        let outcome =
-                            crate::repl::oplog::with_stmt(i, || self.run_one(ctx, op));
+                        let outcome = match retry
+                            .as_ref()
+                            .map(|t| t.write_fault(&ctx.state.fail_points))
+                        {
+                            Some(Err(e)) => Outcome::Failed(e, None),
+                            _ => crate::repl::oplog::with_stmt(i, || self.run_one(ctx, op)),
+                        };
                         if let (Some(t), Some(done)) = (&retry, outcome.to_stmt()) {
                             t.record(i, done);
                         }
@@ -640,7 +645,12 @@ impl<'a> BulkWrite<'a> {
                 Ok(_) => Err(fields::missing_field("BulkWriteInsertOp", "document")),
                 Err(e) => Err(e),
             };
-            let checked = doc
+            let fault = match &retry {
+                Some(t) => t.write_fault(&ctx.state.fail_points),
+                None => Ok(()),
+            };
+            let checked = fault
+                .and(doc)
                 .and_then(crate::storable::prepare_for_insert)
                 .and_then(|p| match validator {
                     Some(v) => v.check(&p, None).map(|()| p),

@@ -373,7 +373,10 @@ impl Command for CollMod {
         if self.dry_run {
             return reply::ok(doc! {});
         }
-        if options != *old_options {
+        // mongod records every collMod that is not a dry run, even one that
+        // changes nothing (a change stream with `showExpandedEvents` reports
+        // it as a `modify` event); an index change records its own entry.
+        if options != *old_options || index_change.is_none() {
             storage
                 .set_collection_options(&self.db, &self.coll, options)
                 .map_err(MongoError::from)?;

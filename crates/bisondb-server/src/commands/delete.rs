@@ -113,6 +113,9 @@ impl<'a> Delete<'a> {
                 n += k;
                 return Ok(());
             }
+            if let Some(t) = &retry {
+                t.write_fault(&ctx.state.fail_points)?;
+            }
             let outcome = parse_statement(raw, &b.lets)
                 .and_then(|s| s.collate(coll.as_ref()))
                 .and_then(|s| {

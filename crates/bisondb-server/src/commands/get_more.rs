@@ -68,7 +68,19 @@ impl Command for GetMore {
                 .time_left
                 .and_then(|t| std::time::Instant::now().checked_add(t)),
         );
-        let batch = cursor.next_batch(self.batch_size)?;
+        let change_stream = cursor.stream.is_some();
+        // The failure drops the cursor it holds, as mongod's getMore kills
+        // its cursor on an error.
+        if let Some(e) = ctx.state.fail_points.fail_get_more(change_stream) {
+            return Err(e);
+        }
+        let batch = match cursor.next_batch(self.batch_size) {
+            Ok(b) => b,
+            Err(e) if change_stream => {
+                return Err(crate::fail_points::label_change_stream_error(e))
+            }
+            Err(e) => return Err(e),
+        };
         let token = match &cursor.stream {
             Some(s) => Some(s.post_batch_token(&batch.docs)?),
             None => None,

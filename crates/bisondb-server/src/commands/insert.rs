@@ -66,10 +66,16 @@ impl<'a> Insert<'a> {
                 already += 1;
                 continue;
             }
-            let checked = crate::storable::prepare_for_insert(d).and_then(|p| match &validator {
-                Some(v) => v.check(&p, None).map(|()| p),
-                None => Ok(p),
-            });
+            let fault = match &retry {
+                Some(t) => t.write_fault(&ctx.state.fail_points),
+                None => Ok(()),
+            };
+            let checked = fault
+                .and_then(|()| crate::storable::prepare_for_insert(d))
+                .and_then(|p| match &validator {
+                    Some(v) => v.check(&p, None).map(|()| p),
+                    None => Ok(p),
+                });
             match checked {
                 Ok(p) => {
                     prepared.push(p);

@@ -243,6 +243,9 @@ impl<'a> Update<'a> {
                 tally.add(i, matched, modified, upserted);
                 return Ok(());
             }
+            if let Some(t) = &retry {
+                t.write_fault(&ctx.state.fail_points)?;
+            }
             let outcome = parse_statement("update", raw, &b.lets)
                 .and_then(|s| s.collate(coll.as_ref()))
                 .and_then(|s| {

@@ -6,8 +6,9 @@
 //!
 //! Fields are compared in order. A field whose value changed type, or any
 //! change mongod's format cannot express in place (a field moved), is
-//! written whole; if the diff would be larger than the new document, the
-//! entry is the whole document instead (a replacement), as mongod does.
+//! written whole; for a pipeline update, if the diff would be larger than
+//! the new document, the entry is the whole document instead (a
+//! replacement), as mongod does (operator updates always log their diff).
 
 use bisondb_storage::StorageError;
 use bson::{doc, Bson, Document, RawBsonRef, RawDocument, RawDocumentBuf};
@@ -17,13 +18,15 @@ fn internal(e: impl std::fmt::Display) -> StorageError {
 }
 
 /// The `o` of an update entry for `before` → `after`: the `$v: 2` diff, or
-/// the whole new document when that is smaller; `None` when nothing changed.
+/// (when `size_limited`) the whole new document when that is smaller;
+/// `None` when nothing changed.
 /// Works on the raw documents: unchanged fields cost a byte comparison and
 /// are never converted (a time-series bucket's columns grow by a few values
 /// per update).
 pub fn update_entry(
     before: &RawDocument,
     after: &RawDocument,
+    size_limited: bool,
 ) -> Result<Option<RawDocumentBuf>, StorageError> {
     if before.as_bytes() == after.as_bytes() {
         return Ok(None);
@@ -35,7 +38,7 @@ pub fn update_entry(
         return Ok(None);
     }
     let entry = RawDocumentBuf::try_from(&doc! {"$v": 2i32, "diff": diff}).map_err(internal)?;
-    if entry.as_bytes().len() > after.as_bytes().len() {
+    if size_limited && entry.as_bytes().len() > after.as_bytes().len() {
         return Ok(Some(after.to_owned()));
     }
     Ok(Some(entry))
@@ -201,9 +204,20 @@ mod tests {
     use bson::rawdoc;
 
     fn diff(before: bson::RawDocumentBuf, after: bson::RawDocumentBuf) -> Option<Document> {
-        update_entry(&before, &after)
+        update_entry(&before, &after, true)
             .unwrap()
             .map(|d| Document::try_from(d.as_ref()).unwrap())
+    }
+
+    #[test]
+    fn operator_updates_keep_a_diff_larger_than_the_document() {
+        let (before, after) = (rawdoc! {"_id": 1, "a": 1}, rawdoc! {"_id": 1, "a": 2});
+        let o = update_entry(&before, &after, false).unwrap().unwrap();
+        let o = Document::try_from(o.as_ref()).unwrap();
+        assert_eq!(o, doc! {"$v": 2, "diff": {"u": {"a": 2}}});
+        let o = update_entry(&before, &after, true).unwrap().unwrap();
+        let o = Document::try_from(o.as_ref()).unwrap();
+        assert_eq!(o, doc! {"_id": 1, "a": 2});
     }
 
     #[test]

@@ -81,6 +81,22 @@ pub struct Retryable {
     stmt: Stmts,
 }
 
+/// What an update's oplog entry holds, by the kind of update, as mongod
+/// decides it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UpdateEntry {
+    /// The whole new document: a replacement (an update command's
+    /// replacement document, `$merge`'s replace).
+    Whole,
+    /// The `$v: 2` diff, whatever its size: update operators, whose diff
+    /// mongod logs as they apply (so a change stream sees `update`).
+    Diff,
+    /// The diff, or the whole document when that is smaller: pipeline
+    /// updates and the server's own rewrites, as mongod's
+    /// `computeOplogDiff` falls back.
+    DiffOrWhole,
+}
+
 impl Retryable {
     pub fn new(
         lsid: RawDocumentBuf,
@@ -144,8 +160,8 @@ enum Stmts {
 thread_local! {
     /// The retryable write running on this thread.
     static SESSION: RefCell<Option<Retryable>> = const { RefCell::new(None) };
-    /// Whether the current thread's updates replace whole documents.
-    static REPLACING: RefCell<bool> = const { RefCell::new(false) };
+    /// What the current thread's update entries hold.
+    static UPDATE_ENTRY: RefCell<UpdateEntry> = const { RefCell::new(UpdateEntry::DiffOrWhole) };
     /// The batch of a retryable write waiting for its session record (see
     /// [`Oplog::commit`]).
     static JOIN: RefCell<Option<Joined>> = const { RefCell::new(None) };
@@ -221,9 +237,19 @@ fn restore_stmts(previous: Option<Stmts>) {
 /// replacement document, `$merge`'s replace) when `replacing`: their
 /// entries hold the whole new document rather than a diff, as mongod's.
 pub fn with_replacement<R>(replacing: bool, f: impl FnOnce() -> R) -> R {
-    let previous = REPLACING.with(|c| c.replace(replacing));
+    let kind = if replacing {
+        UpdateEntry::Whole
+    } else {
+        UpdateEntry::DiffOrWhole
+    };
+    with_update_entry(kind, f)
+}
+
+/// Runs `f`, whose updates record entries of `kind`.
+pub fn with_update_entry<R>(kind: UpdateEntry, f: impl FnOnce() -> R) -> R {
+    let previous = UPDATE_ENTRY.with(|c| c.replace(kind));
     let out = f();
-    REPLACING.with(|c| *c.borrow_mut() = previous);
+    UPDATE_ENTRY.with(|c| *c.borrow_mut() = previous);
     out
 }
 
@@ -378,10 +404,12 @@ fn pending<'a>(op: &Op<'a>) -> Result<Option<Pending<'a>>, StorageError> {
     let (kind, o, o2) = match op {
         Op::Insert { doc } => ("i", Body::Raw(doc), Some(Body::Owned(id_doc(doc)?))),
         Op::Update { before, after } => {
-            let o = if REPLACING.with(|r| *r.borrow()) {
+            let kind = UPDATE_ENTRY.with(|r| *r.borrow());
+            let o = if kind == UpdateEntry::Whole {
                 Body::Raw(after)
             } else {
-                match super::diff::update_entry(before, after)? {
+                let size_limited = kind == UpdateEntry::DiffOrWhole;
+                match super::diff::update_entry(before, after, size_limited)? {
                     Some(o) => Body::Owned(o),
                     None => return Ok(None),
                 }

@@ -31,6 +31,22 @@ use crate::state::ServerState;
 const OPLOG_DB: &str = "local";
 const OPLOG_COLL: &str = "oplog.rs";
 
+/// A change stream reads at majority: an explicit read concern level other
+/// than `majority` is refused (InvalidOptions), as mongod refuses it; no
+/// level (the implicit default) is fine.
+pub fn check_read_concern(body: &bson::RawDocument) -> MongoResult<()> {
+    let Ok(Some(bson::RawBsonRef::Document(rc))) = body.get("readConcern") else {
+        return Ok(());
+    };
+    match rc.get("level") {
+        Ok(Some(bson::RawBsonRef::String(level))) if level != "majority" => Err(MongoError::new(
+            ErrorCode::InvalidOptions,
+            format!("Read concern level '{level}' is not supported for $changeStream; change streams read at 'majority'"),
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// Checks a leading `$changeStream` at parse time: its argument, the
 /// namespace it may watch, and the stages after it. Returns the argument.
 pub fn check(stages: &[Document], db: &str, coll: Option<&str>) -> MongoResult<ChangeStreamSpec> {
@@ -135,18 +151,27 @@ impl StreamCursor for Progress {
 /// changed it (280, as mongod).
 fn token_of(id: Option<&Bson>) -> MongoResult<ResumeToken> {
     id.and_then(|v| ResumeToken::parse(v).ok()).ok_or_else(|| {
-        MongoError::new(
+        non_resumable(MongoError::new(
             ErrorCode::ChangeStreamFatalError,
             "Encountered an event whose _id field, which contains the resume token, was modified by the pipeline. Modifying the _id field of an event makes it impossible to resume the stream from that point. Only transformations that retain the unmodified _id field are allowed.",
-        )
+        ))
     })
 }
 
+/// `e` with mongod's `NonResumableChangeStreamError` label, which tells a
+/// driver not to resume (ChangeStreamFatalError, ChangeStreamHistoryLost).
+fn non_resumable(e: MongoError) -> MongoError {
+    match RawDocumentBuf::try_from(&bson::doc! {"errorLabels": ["NonResumableChangeStreamError"]}) {
+        Ok(raw) => e.with_details(raw.into_bytes()),
+        Err(_) => e,
+    }
+}
+
 fn history_lost() -> MongoError {
-    MongoError::new(
+    non_resumable(MongoError::new(
         ErrorCode::ChangeStreamHistoryLost,
         "Resume of change stream was not possible, as the resume point may no longer be in the oplog.",
-    )
+    ))
 }
 
 /// The events after the resume point, read from the oplog.
@@ -203,13 +228,13 @@ impl Source {
         self.last_ts = *ts;
         if let Some(want) = &self.must_find {
             if bisondb_query::change_stream::token::ts_to_u64(*ts) > want.ts {
-                return Err(MongoError::new(
+                return Err(non_resumable(MongoError::new(
                     ErrorCode::ChangeStreamFatalError,
                     format!(
                         "cannot resume stream; the resume token was not found. {{_data: \"{}\"}}",
                         want.to_hex()
                     ),
-                ));
+                )));
             }
         }
         for ev in events(&entry, &self.filter)? {

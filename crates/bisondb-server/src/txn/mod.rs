@@ -104,6 +104,9 @@ impl Transactions {
 #[derive(Clone)]
 pub struct OpTxn {
     session: Arc<Session>,
+    /// The `onPrimaryTransactionalWrite` fail point asked to close the
+    /// connection once the command is done (its reply unsent).
+    hang_up: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl std::fmt::Debug for OpTxn {
@@ -119,6 +122,37 @@ fn stmt_id(i: usize) -> i32 {
 }
 
 impl OpTxn {
+    fn new(session: Arc<Session>) -> OpTxn {
+        OpTxn {
+            session,
+            hang_up: Arc::default(),
+        }
+    }
+
+    /// Asked before a statement that has not run yet executes: the test-only
+    /// `onPrimaryTransactionalWrite` fail point may fail the statement
+    /// (unwritten) and hang up after the command, as mongod's fails the
+    /// statement's write unit and ends the client's session. One atomic
+    /// load when no fail point is on.
+    pub fn write_fault(&self, fail_points: &crate::fail_points::FailPoints) -> MongoResult<()> {
+        let Some(fault) = fail_points.on_transactional_write() else {
+            return Ok(());
+        };
+        if fault.close_connection {
+            self.hang_up
+                .store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+        match fault.fail {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    /// Whether a fail point asked to hang up after this command.
+    pub fn hangs_up(&self) -> bool {
+        self.hang_up.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// What statement `i` did when an earlier attempt ran it.
     pub fn executed(&self, i: usize) -> Option<StmtOutcome> {
         self.session.state.lock().executed.get(&stmt_id(i)).cloned()

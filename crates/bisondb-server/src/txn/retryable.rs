@@ -96,9 +96,7 @@ pub fn run(
         }
         s.last_op
     };
-    let op = OpTxn {
-        session: session.clone(),
-    };
+    let op = OpTxn::new(session.clone());
     // findAndModify is one statement whose retry returns its first reply.
     let find_and_modify = req.name.eq_ignore_ascii_case("findAndModify");
     if find_and_modify {
@@ -114,12 +112,14 @@ pub fn run(
     let scope = Retryable::new(lsid, txn_number, last, Some(records));
     let (result, scope) = crate::repl::oplog::with_retryable(scope, || {
         if find_and_modify {
+            op.write_fault(&ctx.state.fail_points)?;
             crate::repl::oplog::with_stmt(0, || run(req, ctx))
         } else {
             run(req, ctx)
         }
     });
     ctx.conn.txn = None;
+    ctx.conn.hang_up |= op.hangs_up();
     session.state.lock().last_op = scope.last;
     let reply = result?;
     if find_and_modify && wrote(&reply) {
