@@ -265,12 +265,15 @@ const MAP_REDUCE: CommandSpec = CommandSpec {
     // Only with output to a collection (`fail_points::map_reduce_writes`
     // tells from the body, as for an aggregation's `$out`).
     write_concern: false,
+    latency: Latency::Command,
     txn: Txn::Refused,
     reply: Reply::Compressible,
     // The handler refuses a view or a time series itself, with mongod's words.
     on_view: OnView::Unaffected,
     help: "run JavaScript map, reduce and finalize functions over a collection (deprecated)",
     privileges: Needs::Computed(needs::map_reduce),
+    // Not in the Stable API's version 1 (the manual's command list).
+    api_version_1: false,
 };
 
 /// Sorted by name (byte order); a unit test keeps it so.
@@ -1481,6 +1484,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         test_only: true,
         may_run_long: false,
         write_concern: false,
+        latency: Latency::Command,
         txn: Txn::Refused,
         reply: Reply::Compressible,
         on_view: OnView::Unaffected,

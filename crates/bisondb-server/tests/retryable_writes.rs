@@ -378,6 +378,8 @@ async fn a_retry_after_a_restart_runs_nothing_twice() {
     server.shutdown();
     drop(client);
     server.wait().await;
+}
+
 /// `onPrimaryTransactionalWrite`: a statement that ran before the hang-up is
 /// answered from history on the driver's retry; one failed before commit is
 /// not written, so the retry writes it; failing every attempt leaves nothing.
