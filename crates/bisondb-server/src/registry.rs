@@ -1489,7 +1489,9 @@ pub static COMMANDS: &[CommandSpec] = &[
         reply: Reply::Compressible,
         on_view: OnView::Unaffected,
         help: "a command of API version 2 only (test commands only)",
-        privileges: Needs::Nothing,
+        // mongod's test command checks no privilege but, as every command
+        // outside the handshake, runs only once authenticated.
+        privileges: Needs::Authenticated,
         api_version_1: false,
     },
     CommandSpec {
