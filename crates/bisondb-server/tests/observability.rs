@@ -142,6 +142,16 @@ async fn server_status_sections_move_under_load() {
     assert!(n(&s, "connections.active") >= 1, "this serverStatus runs");
     assert!(n(&s, "connections.totalCreated") >= n(&s, "connections.current"));
     assert!(n(&s, "asserts.user") >= 2);
+    // $collStats's latencyStats: the collection's share of the same clocks.
+    let cs = run(
+        &db,
+        doc! {"aggregate": "c", "pipeline": [{"$collStats": {"latencyStats": {}}}], "cursor": {}},
+    )
+    .await;
+    let cs = first_batch(&cs).remove(0);
+    assert!(n(&cs, "latencyStats.reads.ops") >= 1, "{cs}");
+    assert!(n(&cs, "latencyStats.writes.ops") >= 4, "{cs}");
+    assert!(n(&cs, "latencyStats.writes.latency") > 0, "{cs}");
     // The engine's own figures.
     let b = get(&s, "bisondb").as_document().unwrap();
     assert_eq!(
