@@ -114,6 +114,16 @@ async fn server_status_sections_move_under_load() {
     assert!(n(&s, "metrics.commands.insert.total") >= 2);
     assert!(n(&s, "metrics.commands.insert.failed") >= 1);
     assert_eq!(n(&s, "metrics.commands.find.failed"), 0);
+    // Every served command is listed, those never run at 0 (as mongod).
+    assert_eq!(n(&s, "metrics.commands.validate.total"), 0);
+    assert!(
+        get(&s, "metrics.commands")
+            .as_document()
+            .unwrap()
+            .get("isMaster")
+            .is_none(),
+        "aliases count as their command"
+    );
     assert!(n(&s, "metrics.commands.find.total") >= 1);
     assert!(n(&s, "metrics.commands.<UNKNOWN>") >= 1);
     // metrics.document, metrics.queryExecutor, metrics.cursor
@@ -132,6 +142,16 @@ async fn server_status_sections_move_under_load() {
     assert!(n(&s, "connections.active") >= 1, "this serverStatus runs");
     assert!(n(&s, "connections.totalCreated") >= n(&s, "connections.current"));
     assert!(n(&s, "asserts.user") >= 2);
+    // $collStats's latencyStats: the collection's share of the same clocks.
+    let cs = run(
+        &db,
+        doc! {"aggregate": "c", "pipeline": [{"$collStats": {"latencyStats": {}}}], "cursor": {}},
+    )
+    .await;
+    let cs = first_batch(&cs).remove(0);
+    assert!(n(&cs, "latencyStats.reads.ops") >= 1, "{cs}");
+    assert!(n(&cs, "latencyStats.writes.ops") >= 4, "{cs}");
+    assert!(n(&cs, "latencyStats.writes.latency") > 0, "{cs}");
     // The engine's own figures.
     let b = get(&s, "bisondb").as_document().unwrap();
     assert_eq!(
@@ -302,7 +322,9 @@ async fn metrics_endpoint_counters_move_under_load() {
     assert!(queried.len() > 20, "{queried:?}");
     for name in queried {
         assert!(
-            second.keys().any(|k| k == name || k.starts_with(&format!("{name}{{"))),
+            second
+                .keys()
+                .any(|k| k == name || k.starts_with(&format!("{name}{{"))),
             "the dashboard queries {name}, which the endpoint does not export"
         );
     }

@@ -1383,134 +1383,155 @@ impl Engine for LsmEngine {
     }
 
     fn metrics(&self) -> Vec<EngineMetric> {
+        const COUNTER: bool = true;
+        const GAUGE: bool = false;
         let sh = &self.shared;
-        let counter = |name, value, help| EngineMetric {
-            name,
-            value,
-            counter: true,
-            help,
-        };
-        let gauge = |name, value, help| EngineMetric {
-            name,
-            value,
-            counter: false,
-            help,
-        };
-        let mut out = vec![
-            counter(
+        let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let mut rows: Vec<(&'static str, u64, bool, &'static str)> = vec![
+            (
                 "journal.commits",
-                sh.commits.load(Ordering::Relaxed),
+                load(&sh.commits),
+                COUNTER,
                 "write batches committed to the journal",
             ),
-            counter(
+            (
                 "journal.syncs",
-                sh.syncs.load(Ordering::Relaxed),
+                load(&sh.syncs),
+                COUNTER,
                 "fsyncs of the journal",
             ),
-            counter(
+            (
                 "recoveries",
-                sh.generation.load(Ordering::Relaxed),
+                load(&sh.generation),
+                COUNTER,
                 "reopens of the files after a write failure",
             ),
-            counter(
+            (
                 "indexBuffer.writeStalls",
-                sh.buffer_stalls.load(Ordering::Relaxed),
+                load(&sh.buffer_stalls),
+                COUNTER,
                 "writes that ingested the full index write buffer themselves",
             ),
         ];
-        let Some(open) = sh.open.read().clone() else {
-            return out;
-        };
-        let (runs, buffered) = open.buffered();
-        let as_u64 = |n: usize| n as u64;
-        out.extend([
-            gauge(
-                "journal.bytes",
-                open.db.journal_disk_space().unwrap_or(0),
-                "bytes of the journal files",
-            ),
-            gauge(
-                "journal.files",
-                as_u64(open.db.journal_count()),
-                "journal files",
-            ),
-            gauge(
-                "memtables.bytes",
-                open.db.write_buffer_size(),
-                "bytes held in memtables (active and sealed)",
-            ),
-            gauge(
-                "memtables.sealed",
-                as_u64(
-                    open.keyspaces()
-                        .iter()
-                        .map(|k| k.sealed_memtable_count())
-                        .sum(),
+        if let Some(open) = sh.open.read().clone() {
+            let (runs, buffered) = open.buffered();
+            let n = |n: usize| n as u64;
+            let sealed: usize = open
+                .keyspaces()
+                .iter()
+                .map(|k| k.sealed_memtable_count())
+                .sum();
+            let compacting =
+                u64::try_from(open.db.time_compacting().as_micros()).unwrap_or(u64::MAX);
+            rows.extend([
+                (
+                    "journal.bytes",
+                    open.db.journal_disk_space().unwrap_or(0),
+                    GAUGE,
+                    "bytes of the journal files",
                 ),
-                "sealed memtables waiting to be flushed",
-            ),
-            gauge(
-                "indexBuffer.bytes",
-                as_u64(buffered),
-                "bytes of index entries in the index write buffer",
-            ),
-            gauge(
-                "indexBuffer.runs",
-                as_u64(runs.len()),
-                "sorted runs in the index write buffer",
-            ),
-            gauge(
-                "flushes.outstanding",
-                as_u64(open.db.outstanding_flushes()),
-                "memtable flushes queued",
-            ),
-            gauge(
-                "compaction.active",
-                as_u64(open.db.active_compactions()),
-                "compactions running",
-            ),
-            counter(
-                "compaction.completed",
-                as_u64(open.db.compactions_completed()),
-                "compactions finished",
-            ),
-            counter(
-                "compaction.micros",
-                u64::try_from(open.db.time_compacting().as_micros()).unwrap_or(u64::MAX),
-                "time spent compacting, in microseconds",
-            ),
-            gauge(
-                "cache.bytes",
-                open.db.cache_size(),
-                "bytes in the block cache",
-            ),
-            gauge(
-                "cache.capacity",
-                open.db.cache_capacity(),
-                "capacity of the block cache",
-            ),
-        ]);
-        for (ks, [tables, l0, disk]) in [
-            (
-                &open.ks,
-                ["main.tables", "main.level0Tables", "main.diskBytes"],
-            ),
-            (
-                &open.ix,
-                ["index.tables", "index.level0Tables", "index.diskBytes"],
-            ),
-        ] {
-            out.extend([
-                gauge(tables, as_u64(ks.table_count()), "tables of the keyspace"),
-                gauge(
-                    l0,
-                    as_u64(ks.l0_table_count()),
-                    "level-0 tables of the keyspace",
+                (
+                    "journal.files",
+                    n(open.db.journal_count()),
+                    GAUGE,
+                    "journal files",
                 ),
-                gauge(disk, ks.disk_space(), "bytes of the keyspace's tables"),
+                (
+                    "memtables.bytes",
+                    open.db.write_buffer_size(),
+                    GAUGE,
+                    "bytes held in memtables (active and sealed)",
+                ),
+                (
+                    "memtables.sealed",
+                    n(sealed),
+                    GAUGE,
+                    "sealed memtables waiting to be flushed",
+                ),
+                (
+                    "indexBuffer.bytes",
+                    n(buffered),
+                    GAUGE,
+                    "bytes of index entries in the index write buffer",
+                ),
+                (
+                    "indexBuffer.runs",
+                    n(runs.len()),
+                    GAUGE,
+                    "sorted runs in the index write buffer",
+                ),
+                (
+                    "flushes.outstanding",
+                    n(open.db.outstanding_flushes()),
+                    GAUGE,
+                    "memtable flushes queued",
+                ),
+                (
+                    "compaction.active",
+                    n(open.db.active_compactions()),
+                    GAUGE,
+                    "compactions running",
+                ),
+                (
+                    "compaction.completed",
+                    n(open.db.compactions_completed()),
+                    COUNTER,
+                    "compactions finished",
+                ),
+                (
+                    "compaction.micros",
+                    compacting,
+                    COUNTER,
+                    "time spent compacting, in microseconds",
+                ),
+                (
+                    "cache.bytes",
+                    open.db.cache_size(),
+                    GAUGE,
+                    "bytes in the block cache",
+                ),
+                (
+                    "cache.capacity",
+                    open.db.cache_capacity(),
+                    GAUGE,
+                    "capacity of the block cache",
+                ),
             ]);
+            for (ks, [tables, l0, disk]) in [
+                (
+                    &open.ks,
+                    ["main.tables", "main.level0Tables", "main.diskBytes"],
+                ),
+                (
+                    &open.ix,
+                    ["index.tables", "index.level0Tables", "index.diskBytes"],
+                ),
+            ] {
+                rows.extend([
+                    (tables, n(ks.table_count()), GAUGE, "tables of the keyspace"),
+                    (
+                        l0,
+                        n(ks.l0_table_count()),
+                        GAUGE,
+                        "level-0 tables of the keyspace",
+                    ),
+                    (
+                        disk,
+                        ks.disk_space(),
+                        GAUGE,
+                        "bytes of the keyspace's tables",
+                    ),
+                ]);
+            }
         }
-        out
+        rows.into_iter()
+            .map(|(name, value, counter, help)| EngineMetric {
+                name,
+                value,
+                counter,
+                help,
+            })
+            .collect()
     }
 }
 

@@ -75,6 +75,9 @@ pub fn parsed_options(c: &crate::ServerConfig, port: u16) -> Document {
     if !security.is_empty() {
         parsed.insert("security", security);
     }
+    if let (Some(addr), Ok(net)) = (&c.metrics_addr, parsed.get_document_mut("net")) {
+        net.insert("metricsAddr", addr.clone());
+    }
     if let (Some(tls), Ok(net)) = (
         crate::tls::parsed_tls_options(c),
         parsed.get_document_mut("net"),

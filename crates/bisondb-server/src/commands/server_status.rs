@@ -34,11 +34,11 @@ impl Command for ServerStatus {
             }
             if name == "opLatencies" {
                 if let RawBsonRef::Document(d) = value {
-                    out.histograms = matches!(d.get("histograms"), Ok(Some(v)) if truthy(v));
+                    out.histograms = matches!(d.get("histograms"), Ok(Some(v)) if super::validate::true_value(v));
                     continue;
                 }
             }
-            if !truthy(value) {
+            if !super::validate::true_value(value) {
                 out.excluded.push(name.to_string());
             }
         }
@@ -126,16 +126,4 @@ fn clamp_i32(n: u64) -> i32 {
 /// Bytes in whole MiB, as serverStatus `mem` reports them.
 fn mib(bytes: u64) -> i32 {
     i32::try_from(bytes / (1024 * 1024)).unwrap_or(i32::MAX)
-}
-
-/// A section switch: true unless `0`, `false` or null.
-fn truthy(v: RawBsonRef<'_>) -> bool {
-    match v {
-        RawBsonRef::Boolean(b) => b,
-        RawBsonRef::Int32(n) => n != 0,
-        RawBsonRef::Int64(n) => n != 0,
-        RawBsonRef::Double(n) => n != 0.0,
-        RawBsonRef::Null | RawBsonRef::Undefined => false,
-        _ => true,
-    }
 }

@@ -48,6 +48,18 @@ struct CollectionUsage {
     update: Usage,
     remove: Usage,
     commands: Usage,
+    /// By `opLatencies` class (reads, writes, commands), for `$collStats`'s
+    /// `latencyStats`.
+    latency: [Usage; 3],
+}
+
+/// The slot of a class in [`CollectionUsage::latency`].
+fn class_slot(class: crate::registry::Latency) -> usize {
+    match class {
+        crate::registry::Latency::Read => 0,
+        crate::registry::Latency::Write => 1,
+        crate::registry::Latency::Command => 2,
+    }
 }
 
 /// The server's per-collection usage, by database then collection, so that a
@@ -79,6 +91,9 @@ impl Top {
         }
         let Some(u) = colls.get_mut(coll) else { return };
         u.total.add(micros);
+        if let Some(l) = u.latency.get_mut(class_slot(spec.latency)) {
+            l.add(micros);
+        }
         if spec.write_concern {
             u.write_lock.add(micros);
         } else {
@@ -91,6 +106,33 @@ impl Top {
             "update" => u.update.add(micros),
             "delete" => u.remove.add(micros),
             _ => u.commands.add(micros),
+        }
+    }
+
+    /// `$collStats`'s `latencyStats` of `db.coll`: total microseconds and
+    /// operations of its reads, writes and other commands since start-up
+    /// (mongod's `transactions`, whole transactions' latency per collection,
+    /// is not measured: 0).
+    pub fn latency_stats(&self, db: &str, coll: &str) -> Document {
+        let usage = self
+            .by_ns
+            .lock()
+            .get(db)
+            .and_then(|c| c.get(coll))
+            .map(|u| u.latency)
+            .unwrap_or_default();
+        let one = |u: Usage| {
+            doc! {
+                "latency": i64::try_from(u.micros).unwrap_or(i64::MAX),
+                "ops": i64::try_from(u.count).unwrap_or(i64::MAX),
+            }
+        };
+        let [reads, writes, commands] = usage;
+        doc! {
+            "reads": one(reads),
+            "writes": one(writes),
+            "commands": one(commands),
+            "transactions": one(Usage::default()),
         }
     }
 

@@ -37,7 +37,7 @@ pub struct Validate {
 }
 
 /// mongod's `BSONElement::trueValue()`.
-fn true_value(v: RawBsonRef<'_>) -> bool {
+pub(crate) fn true_value(v: RawBsonRef<'_>) -> bool {
     match v {
         RawBsonRef::Boolean(b) => b,
         RawBsonRef::Int32(i) => i != 0,

@@ -125,10 +125,16 @@ impl Metrics {
     /// Every command that ran at least once, by canonical name (an alias
     /// counts as its command, as mongod's), with its counters summed.
     pub fn by_command(&self) -> Vec<(&'static str, Latency, u64, u64, Histogram)> {
+        self.commands_counted(false)
+    }
+
+    /// [`Metrics::by_command`]; with `all`, every command BisonDB serves,
+    /// those that never ran at 0 (serverStatus lists them all, as mongod).
+    fn commands_counted(&self, all: bool) -> Vec<(&'static str, Latency, u64, u64, Histogram)> {
         let mut out: Vec<(&'static str, Latency, u64, u64, Histogram)> = Vec::new();
         for (spec, m) in registry::COMMANDS.iter().zip(self.commands.iter()) {
             let total = get(&m.total);
-            if total == 0 {
+            if total == 0 && !(all && spec.handler().is_some()) {
                 continue;
             }
             let name = spec.alias_of.unwrap_or(spec.name);
@@ -194,7 +200,7 @@ impl Metrics {
     pub fn metrics_document(&self, cursors: &crate::cursor::CursorManager) -> Document {
         let mut commands = Document::new();
         commands.insert("<UNKNOWN>", self.unknown_commands() as i64);
-        for (name, _, total, failed, _) in self.by_command() {
+        for (name, _, total, failed, _) in self.commands_counted(true) {
             commands.insert(name, doc! {"failed": failed as i64, "total": total as i64});
         }
         let open = cursors.open_counts();

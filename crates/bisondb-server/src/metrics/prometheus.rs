@@ -130,129 +130,100 @@ async fn respond(
 pub fn render(state: &ServerState) -> String {
     let mut out = Exposition::default();
     let m = &state.metrics;
-    let up = state.started.elapsed();
-    out.family(
+    let load = |c: &std::sync::atomic::AtomicU64| c.load(Ordering::Relaxed) as f64;
+    out.single(
         "bisondb_uptime_seconds",
         "gauge",
         "seconds since the server started",
+        state.started.elapsed().as_secs_f64(),
     );
-    out.sample("bisondb_uptime_seconds", &[], up.as_secs_f64());
 
     let current = state.connections_current.load(Ordering::Relaxed);
     let max = state.config.max_conns as u64;
-    out.family(
+    let active = state.active.readers() + state.active.writers();
+    out.labelled(
         "bisondb_connections",
         "gauge",
         "client connections (serverStatus connections)",
+        "state",
+        [
+            ("current", current as f64),
+            ("available", max.saturating_sub(current) as f64),
+            ("active", active as f64),
+        ],
     );
-    out.sample(
-        "bisondb_connections",
-        &[("state", "current")],
-        current as f64,
-    );
-    out.sample(
-        "bisondb_connections",
-        &[("state", "available")],
-        max.saturating_sub(current) as f64,
-    );
-    out.sample(
-        "bisondb_connections",
-        &[("state", "active")],
-        (state.active.readers() + state.active.writers()) as f64,
-    );
-    out.family(
+    out.single(
         "bisondb_connections_created_total",
         "counter",
         "connections accepted since start",
+        load(&state.connections_total),
     );
-    out.sample(
-        "bisondb_connections_created_total",
-        &[],
-        state.connections_total.load(Ordering::Relaxed) as f64,
-    );
-
     let op = &state.opcounters;
-    out.family(
+    out.labelled(
         "bisondb_opcounters_total",
         "counter",
         "serverStatus opcounters",
+        "type",
+        [
+            ("insert", load(&op.insert)),
+            ("query", load(&op.query)),
+            ("update", load(&op.update)),
+            ("delete", load(&op.delete)),
+            ("getmore", load(&op.getmore)),
+            ("command", load(&op.command)),
+        ],
     );
-    for (name, c) in [
-        ("insert", &op.insert),
-        ("query", &op.query),
-        ("update", &op.update),
-        ("delete", &op.delete),
-        ("getmore", &op.getmore),
-        ("command", &op.command),
+    for (name, help, counter) in [
+        (
+            "bisondb_network_bytes_in_total",
+            "bytes received from clients",
+            &m.network.bytes_in,
+        ),
+        (
+            "bisondb_network_bytes_out_total",
+            "bytes sent to clients",
+            &m.network.bytes_out,
+        ),
+        (
+            "bisondb_network_requests_total",
+            "requests received",
+            &m.network.num_requests,
+        ),
+        (
+            "bisondb_cursors_timed_out_total",
+            "cursors closed for idling",
+            &m.cursors_timed_out,
+        ),
+        (
+            "bisondb_query_executor_scanned_total",
+            "index keys examined",
+            &super::SCANNED,
+        ),
+        (
+            "bisondb_query_executor_scanned_objects_total",
+            "documents examined",
+            &super::SCANNED_OBJECTS,
+        ),
     ] {
-        out.sample(
-            "bisondb_opcounters_total",
-            &[("type", name)],
-            c.load(Ordering::Relaxed) as f64,
-        );
+        out.single(name, "counter", help, load(counter));
     }
 
-    out.family(
-        "bisondb_network_bytes_in_total",
-        "counter",
-        "bytes received from clients",
-    );
-    out.sample(
-        "bisondb_network_bytes_in_total",
-        &[],
-        m.network.bytes_in.load(Ordering::Relaxed) as f64,
-    );
-    out.family(
-        "bisondb_network_bytes_out_total",
-        "counter",
-        "bytes sent to clients",
-    );
-    out.sample(
-        "bisondb_network_bytes_out_total",
-        &[],
-        m.network.bytes_out.load(Ordering::Relaxed) as f64,
-    );
-    out.family(
-        "bisondb_network_requests_total",
-        "counter",
-        "requests received",
-    );
-    out.sample(
-        "bisondb_network_requests_total",
-        &[],
-        m.network.num_requests.load(Ordering::Relaxed) as f64,
-    );
-
     let by_command = m.by_command();
-    out.family(
+    let unknown = [("<UNKNOWN>", m.unknown_commands() as f64)];
+    out.labelled(
         "bisondb_commands_total",
         "counter",
         "commands run, by command",
+        "command",
+        by_command.iter().map(|c| (c.0, c.2 as f64)).chain(unknown),
     );
-    for (name, _, total, _, _) in &by_command {
-        out.sample(
-            "bisondb_commands_total",
-            &[("command", name)],
-            *total as f64,
-        );
-    }
-    out.sample(
-        "bisondb_commands_total",
-        &[("command", "<UNKNOWN>")],
-        m.unknown_commands() as f64,
-    );
-    out.family(
+    out.labelled(
         "bisondb_commands_failed_total",
         "counter",
         "commands that answered an error",
+        "command",
+        by_command.iter().map(|c| (c.0, c.3 as f64)),
     );
-    for (name, _, _, failed, _) in &by_command {
-        out.sample(
-            "bisondb_commands_failed_total",
-            &[("command", name)],
-            *failed as f64,
-        );
-    }
     out.family(
         "bisondb_command_latency_seconds",
         "histogram",
@@ -267,95 +238,50 @@ pub fn render(state: &ServerState) -> String {
     }
 
     let open = state.cursors.open_counts();
-    out.family("bisondb_cursors_open", "gauge", "open cursors");
-    out.sample(
+    out.labelled(
         "bisondb_cursors_open",
-        &[("kind", "total")],
-        open.total as f64,
+        "gauge",
+        "open cursors",
+        "kind",
+        [
+            ("total", open.total as f64),
+            ("noTimeout", open.no_timeout as f64),
+            ("pinned", open.pinned as f64),
+        ],
     );
-    out.sample(
-        "bisondb_cursors_open",
-        &[("kind", "noTimeout")],
-        open.no_timeout as f64,
-    );
-    out.sample(
-        "bisondb_cursors_open",
-        &[("kind", "pinned")],
-        open.pinned as f64,
-    );
-    out.family(
-        "bisondb_cursors_timed_out_total",
-        "counter",
-        "cursors closed for idling",
-    );
-    out.sample(
-        "bisondb_cursors_timed_out_total",
-        &[],
-        m.cursors_timed_out.load(Ordering::Relaxed) as f64,
-    );
-
-    out.family(
+    out.labelled(
         "bisondb_documents_total",
         "counter",
         "documents returned, inserted, updated, deleted",
+        "op",
+        [
+            ("returned", load(&super::DOCUMENTS_RETURNED)),
+            ("inserted", load(&m.document.inserted)),
+            ("updated", load(&m.document.updated)),
+            ("deleted", load(&m.document.deleted)),
+        ],
     );
-    for (name, n) in [
-        (
-            "returned",
-            super::DOCUMENTS_RETURNED.load(Ordering::Relaxed),
-        ),
-        ("inserted", m.document.inserted.load(Ordering::Relaxed)),
-        ("updated", m.document.updated.load(Ordering::Relaxed)),
-        ("deleted", m.document.deleted.load(Ordering::Relaxed)),
-    ] {
-        out.sample("bisondb_documents_total", &[("op", name)], n as f64);
-    }
-    out.family(
-        "bisondb_query_executor_scanned_total",
-        "counter",
-        "index keys examined",
-    );
-    out.sample(
-        "bisondb_query_executor_scanned_total",
-        &[],
-        super::SCANNED.load(Ordering::Relaxed) as f64,
-    );
-    out.family(
-        "bisondb_query_executor_scanned_objects_total",
-        "counter",
-        "documents examined",
-    );
-    out.sample(
-        "bisondb_query_executor_scanned_objects_total",
-        &[],
-        super::SCANNED_OBJECTS.load(Ordering::Relaxed) as f64,
-    );
-
     let (resident, virt) = super::memory_bytes();
-    out.family(
+    out.single(
         "bisondb_memory_resident_bytes",
         "gauge",
         "resident set size",
+        resident as f64,
     );
-    out.sample("bisondb_memory_resident_bytes", &[], resident as f64);
-    out.family(
+    out.single(
         "bisondb_memory_virtual_bytes",
         "gauge",
         "virtual memory size",
+        virt as f64,
     );
-    out.sample("bisondb_memory_virtual_bytes", &[], virt as f64);
 
     for fig in state.storage.engine_metrics() {
         let mut name = format!("bisondb_engine_{}", snake(fig.name));
         if fig.counter {
             name.push_str("_total");
         }
-        out.family(
-            &name,
-            if fig.counter { "counter" } else { "gauge" },
-            fig.help,
-        );
-        out.sample(&name, &[], fig.value as f64);
+        let kind = if fig.counter { "counter" } else { "gauge" };
+        out.single(&name, kind, fig.help, fig.value as f64);
     }
     out.text
 }
@@ -389,6 +315,27 @@ impl Exposition {
     fn family(&mut self, name: &str, kind: &str, help: &str) {
         let _ = writeln!(self.text, "# HELP {name} {}", escape_help(help));
         let _ = writeln!(self.text, "# TYPE {name} {kind}");
+    }
+
+    /// A family of one unlabelled sample.
+    fn single(&mut self, name: &str, kind: &str, help: &str, value: f64) {
+        self.family(name, kind, help);
+        self.sample(name, &[], value);
+    }
+
+    /// A family of samples told apart by one label.
+    fn labelled<'a>(
+        &mut self,
+        name: &str,
+        kind: &str,
+        help: &str,
+        label: &str,
+        values: impl IntoIterator<Item = (&'a str, f64)>,
+    ) {
+        self.family(name, kind, help);
+        for (v, value) in values {
+            self.sample(name, &[(label, v)], value);
+        }
     }
 
     fn sample(&mut self, name: &str, labels: &[(&str, &str)], value: f64) {

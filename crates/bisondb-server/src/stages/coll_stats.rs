@@ -8,8 +8,9 @@ use crate::namespaces::{stats, timeseries};
 
 /// `$collStats`, the first stage of an aggregation on a collection: one
 /// document with the collection's statistics (`storageStats` as `collStats`
-/// reports them, `count`, and empty `latencyStats` / `queryExecStats`, which
-/// BisonDB does not measure).
+/// reports them, `count`, `latencyStats` from `top`'s per-collection counts,
+/// without histograms, and an empty `queryExecStats`, which BisonDB does not
+/// measure).
 #[derive(Debug, Clone, Default)]
 pub struct CollStatsStage {
     latency: bool,
@@ -91,11 +92,7 @@ impl CollStatsStage {
             "localTime": bson::DateTime::now(),
         };
         if self.latency {
-            let zero = doc! {"latency": 0i64, "ops": 0i64};
-            out.insert(
-                "latencyStats",
-                doc! {"reads": zero.clone(), "writes": zero.clone(), "commands": zero.clone(), "transactions": zero},
-            );
+            out.insert("latencyStats", state.top.latency_stats(db, coll));
         }
         if let Some(scale) = self.storage_scale {
             let c = found.as_ref().ok_or_else(|| missing("storageStats"))?;

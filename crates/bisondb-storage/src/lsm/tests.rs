@@ -341,6 +341,42 @@ fn clean_close_leaves_no_journal_and_later_writes_still_win() {
     assert_eq!(snap.get(&key(7)).ok().flatten(), Some(b"third".to_vec()));
 }
 
+/// The engine's figures move with writes and syncs, and what only the
+/// memtables hold counts as unflushed until a checkpoint writes it out.
+#[test]
+fn metrics_and_unflushed_bytes_follow_writes_and_checkpoints() {
+    let dir = tempdir();
+    let e = open(dir.path());
+    let figure = |e: &LsmEngine, name: &str| {
+        e.metrics()
+            .iter()
+            .find(|m| m.name == name)
+            .map(|m| m.value)
+            .unwrap_or_else(|| panic!("no figure {name}"))
+    };
+    let commits = figure(&e, "journal.commits");
+    let syncs = figure(&e, "journal.syncs");
+    for i in 0..200u32 {
+        put(
+            &e,
+            format!("k{i:05}").as_bytes(),
+            &[7u8; 100],
+            Durability::Buffered,
+        );
+    }
+    put(&e, b"last", b"v", Durability::Sync);
+    assert_eq!(figure(&e, "journal.commits"), commits + 201);
+    assert!(figure(&e, "journal.syncs") > syncs);
+    assert!(figure(&e, "memtables.bytes") > 20_000);
+    assert!(e.unflushed_bytes() > 20_000);
+    assert!(figure(&e, "journal.bytes") > 0);
+    assert!(e.metrics().iter().all(|m| !m.help.is_empty()));
+    assert!(e.checkpoint().is_ok());
+    assert_eq!(e.unflushed_bytes(), 0);
+    assert!(figure(&e, "main.tables") >= 1);
+    assert!(figure(&e, "main.diskBytes") > 0);
+}
+
 /// A close that cannot drop the files (a snapshot still reads them) keeps the
 /// journal: it is replayed at the next open.
 #[test]
