@@ -778,6 +778,17 @@ mod tests {
     }
 
     #[test]
+    fn map_reduce_writes_unless_inline() {
+        assert!(!map_reduce_writes(&rawdoc! {"out": {"inline": 1}}));
+        assert!(map_reduce_writes(&rawdoc! {"out": "c"}));
+        assert!(map_reduce_writes(
+            &rawdoc! {"out": {"merge": "c", "db": "d"}}
+        ));
+        assert!(!map_reduce_writes(&rawdoc! {}));
+        assert!(is_map_reduce("mapreduce") && !is_map_reduce("mapReduceX"));
+    }
+
+    #[test]
     fn modes_parse_as_mongod() {
         assert_eq!(mode(Bson::from("alwaysOn")).unwrap(), Mode::AlwaysOn);
         assert_eq!(mode(Bson::from("off")).unwrap(), Mode::Off);

@@ -3,7 +3,8 @@
 //! collection output (`replace`, `merge`, incremental `reduce`, another
 //! database), `finalize`, `scope`, `query`/`sort`/`limit`, `reduce` called
 //! for a key with one value (mongod 8's default), document validation of the
-//! output, mongod's errors, and `maxTimeMS` ending a running `map`.
+//! output, mongod's errors (and the explain BisonDB leaves out), and
+//! `maxTimeMS` and `killOp` ending a running `map`.
 
 use crate::common::*;
 use bson::{doc, Bson, Document, JavaScriptCodeWithScope};
@@ -424,6 +425,13 @@ async fn mongod_errors() {
         assert_eq!(error_code(&e), Some(code), "{cmd}: {e}");
         assert!(error_message(&e).contains(message), "{cmd}: {e}");
     }
+    // explain of mapReduce is left out, with an error naming it.
+    let e = db
+        .run_command(doc! {"explain": base.clone()})
+        .await
+        .unwrap_err();
+    assert_eq!(error_code(&e), Some(115), "{e}");
+    assert!(error_message(&e).contains("explain of 'mapReduce'"), "{e}");
     // Nothing was written by the failed commands.
     let names = db.list_collection_names().await.unwrap();
     assert!(!names.contains(&"x".to_string()), "{names:?}");
@@ -450,4 +458,40 @@ async fn max_time_ms_ends_a_running_map() {
     )
     .await;
     assert_eq!(pairs(reply.get_array("results").unwrap()), totals());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_op_ends_a_running_map() {
+    let ts = start().await;
+    let db = orders(&ts.tcp, "mr_kill").await;
+    let runner = db.clone();
+    let task = tokio::spawn(async move {
+        runner
+            .run_command(
+                doc! {"mapReduce": "orders", "map": "function() { while (true) {} }",
+                "reduce": SUM, "out": {"inline": 1}},
+            )
+            .await
+            .err()
+            .map(|e| error_code(&e))
+    });
+    let admin = ts.unix.database("admin");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let opid = loop {
+        let reply = run(&admin, doc! {"currentOp": 1, "command.mapReduce": "orders"}).await;
+        if let Some(Bson::Document(op)) = reply.get_array("inprog").unwrap().first() {
+            break op.get("opid").cloned().unwrap();
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the mapReduce never showed"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    };
+    run(&admin, doc! {"killOp": 1, "op": opid}).await;
+    let outcome = tokio::time::timeout(std::time::Duration::from_secs(30), task)
+        .await
+        .expect("the killed mapReduce ends")
+        .unwrap();
+    assert_eq!(outcome, Some(Some(11601)));
 }

@@ -68,6 +68,12 @@ impl Command for Explain {
                 let target = Target::parse(&req)?;
                 explain_filter(ctx, &self.db, &target, execute)?
             }
+            // mongod explains mapReduce as the aggregation it translates it
+            // into; BisonDB runs it without one.
+            "mapReduce" | "mapreduce" => return Err(MongoError::new(
+                ErrorCode::CommandNotSupported,
+                "BisonDB does not support explain of 'mapReduce' yet (see docs/COMPATIBILITY.md)",
+            )),
             other => {
                 return Err(MongoError::new(
                     ErrorCode::CommandNotFound,

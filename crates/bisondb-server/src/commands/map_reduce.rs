@@ -582,7 +582,7 @@ fn check_reply_size(reply: &RawDocumentBuf) -> MongoResult<()> {
 /// rarely (its `Rarely` sampler: one call in 128).
 fn deprecation_warning() {
     static CALLS: AtomicU64 = AtomicU64::new(0);
-    if CALLS.fetch_add(1, Ordering::Relaxed) % 128 == 0 {
+    if CALLS.fetch_add(1, Ordering::Relaxed).is_multiple_of(128) {
         tracing::warn!(
             target: "COMMAND",
             id = 5725801u64,
