@@ -177,3 +177,25 @@ def test_update_pipeline_with_an_unknown_stage_fails_the_command(server):
     reply = db.command("update", "c", updates=[{"q": {"x": 1}, "u": [{"$match": {}}]}])
     assert reply["ok"] == 1.0
     assert reply["writeErrors"][0]["code"] == 72
+
+
+def test_show_record_id(server):
+    # mongod appends each result's record id as `$recordId` after the projection
+    # (and after returnKey's key). A collection clustered by `_id` (mongod's
+    # clustered collections; every ordinary BisonDB collection today) has the
+    # `_id`'s key as its record id, serialized as BinData
+    # (RecordId::serializeToken); the same document keeps the same id.
+    _, client = server
+    db = client.rid
+    db.c.drop()
+    db.c.insert_many([{"_id": i, "x": i} for i in range(3)])
+    first = db.command("find", "c", showRecordId=True, projection={"x": 1, "_id": 0})
+    batch = first["cursor"]["firstBatch"]
+    assert [d["x"] for d in batch] == [0, 1, 2]
+    ids = [d["$recordId"] for d in batch]
+    assert all(isinstance(r, bytes) and r for r in ids) and len(set(ids)) == 3
+    again = db.command("find", "c", filter={"x": 1}, showRecordId=True)["cursor"]["firstBatch"]
+    assert again == [{"_id": 1, "x": 1, "$recordId": ids[1]}]
+    keys = db.command("find", "c", showRecordId=True, returnKey=True,
+                      hint={"_id": 1})["cursor"]["firstBatch"]
+    assert keys == [{"_id": i, "$recordId": ids[i]} for i in range(3)]
