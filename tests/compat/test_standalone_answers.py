@@ -199,3 +199,44 @@ def test_show_record_id(server):
     keys = db.command("find", "c", showRecordId=True, returnKey=True,
                       hint={"_id": 1})["cursor"]["firstBatch"]
     assert keys == [{"_id": i, "$recordId": ids[i]} for i in range(3)]
+
+
+def test_ingress_connection_rate_limiter(server):
+    # mongod's ingressConnectionEstablishmentRateLimiter (8.0.x, 8.2): with the
+    # bucket empty and no queue, a new connection is closed before its handshake.
+    import socket
+
+    uri, client = server
+    port = int(uri.split(":")[2].split("/")[0])
+    names = ["ingressConnectionEstablishmentRateLimiterEnabled",
+             "ingressConnectionEstablishmentRatePerSec",
+             "ingressConnectionEstablishmentBurstCapacitySecs",
+             "ingressConnectionEstablishmentMaxQueueDepth"]
+    defaults = client.admin.command("getParameter", "*")
+    assert defaults[names[0]] is False and defaults[names[3]] == 0
+    client.admin.command("setParameter", 1, **{names[1]: 1})
+    client.admin.command("setParameter", 1, **{names[2]: 1})
+    was = client.admin.command("setParameter", 1, **{names[0]: True})["was"]
+    assert was is False
+    try:
+        assert client.admin.command("getParameter", 1, **{names[1]: 1})[names[1]] == 1
+        socks = [socket.create_connection(("127.0.0.1", port)) for _ in range(4)]
+        closed = 0
+        for s in socks:
+            s.settimeout(1.0)
+            try:
+                closed += s.recv(1) == b""
+            except socket.timeout:
+                pass  # served: the server waits for this connection's request
+            finally:
+                s.close()
+        # One token (1/s for a 1 s burst): one is served, the others closed.
+        assert closed == 3
+    finally:
+        client.admin.command("setParameter", 1, **{names[0]: False})
+    # Off again: every connection is served.
+    s = socket.create_connection(("127.0.0.1", port))
+    s.settimeout(0.5)
+    with pytest.raises(socket.timeout):
+        s.recv(1)
+    s.close()
