@@ -240,3 +240,33 @@ def test_ingress_connection_rate_limiter(server):
     with pytest.raises(socket.timeout):
         s.recv(1)
     s.close()
+
+
+def test_bulk_write_results_are_a_cursor(server):
+    # mongod's bulkWrite answers its per-op results as a cursor on
+    # admin.$cmd.bulkWrite: the first batch stops at cursor.batchSize (or 16 MiB)
+    # and getMore on "$cmd.bulkWrite" returns the rest.
+    _, client = server
+    client.bw.c.drop()
+    reply = client.admin.command({
+        "bulkWrite": 1,
+        "ops": [{"insert": 0, "document": {"_id": i}} for i in range(3)],
+        "nsInfo": [{"ns": "bw.c"}],
+        "cursor": {"batchSize": 1},
+    })
+    assert reply["nInserted"] == 3
+    cursor = reply["cursor"]
+    assert cursor["ns"] == "admin.$cmd.bulkWrite"
+    assert [r["idx"] for r in cursor["firstBatch"]] == [0]
+    assert cursor["id"] != 0
+    more = client.admin.command("getMore", cursor["id"], collection="$cmd.bulkWrite")
+    assert [r["idx"] for r in more["cursor"]["nextBatch"]] == [1, 2]
+    assert more["cursor"]["id"] == 0
+    # Without a batchSize every result fits in the first batch.
+    client.bw.c.drop()
+    reply = client.admin.command({
+        "bulkWrite": 1,
+        "ops": [{"insert": 0, "document": {"_id": i}} for i in range(3)],
+        "nsInfo": [{"ns": "bw.c"}],
+    })
+    assert reply["cursor"]["id"] == 0 and len(reply["cursor"]["firstBatch"]) == 3
