@@ -163,7 +163,7 @@ impl RateLimiter {
                 _ => return Err(bad()),
             },
             MAX_QUEUE_DEPTH => match number() {
-                Some(n) if n.fract() == 0.0 && n >= 0.0 && n < 9.2e18 => {
+                Some(n) if n.fract() == 0.0 && (0.0..9.2e18).contains(&n) => {
                     b.max_queue_depth = n as i64;
                 }
                 _ => return Err(bad()),

@@ -556,7 +556,7 @@ impl<'a> BulkWrite<'a> {
         cursor.knows_end = true;
         cursor.lsid = self.lsid;
         let batch = cursor.next_batch(self.batch_size)?;
-        let first = crate::cursor::finish_first_batch(&ctx.state, REPLY_NS, cursor, batch, false)?;
+        let first = crate::cursor::finish_first_batch(ctx.state, REPLY_NS, cursor, batch, false)?;
         let mut out = RawDocumentBuf::new();
         if let Ok(Some(RawBsonRef::Document(c))) = first.get("cursor") {
             out.append(cstr!("cursor"), c.to_owned());
