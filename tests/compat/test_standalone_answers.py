@@ -177,3 +177,96 @@ def test_update_pipeline_with_an_unknown_stage_fails_the_command(server):
     reply = db.command("update", "c", updates=[{"q": {"x": 1}, "u": [{"$match": {}}]}])
     assert reply["ok"] == 1.0
     assert reply["writeErrors"][0]["code"] == 72
+
+
+def test_show_record_id(server):
+    # mongod appends each result's record id as `$recordId` after the projection
+    # (and after returnKey's key). A collection clustered by `_id` (mongod's
+    # clustered collections; every ordinary BisonDB collection today) has the
+    # `_id`'s key as its record id, serialized as BinData
+    # (RecordId::serializeToken); the same document keeps the same id.
+    _, client = server
+    db = client.rid
+    db.c.drop()
+    db.c.insert_many([{"_id": i, "x": i} for i in range(3)])
+    first = db.command("find", "c", showRecordId=True, projection={"x": 1, "_id": 0})
+    batch = first["cursor"]["firstBatch"]
+    assert [d["x"] for d in batch] == [0, 1, 2]
+    ids = [d["$recordId"] for d in batch]
+    assert all(isinstance(r, bytes) and r for r in ids) and len(set(ids)) == 3
+    again = db.command("find", "c", filter={"x": 1}, showRecordId=True)["cursor"]["firstBatch"]
+    assert again == [{"_id": 1, "x": 1, "$recordId": ids[1]}]
+    keys = db.command("find", "c", showRecordId=True, returnKey=True,
+                      hint={"_id": 1})["cursor"]["firstBatch"]
+    assert keys == [{"_id": i, "$recordId": ids[i]} for i in range(3)]
+
+
+def test_ingress_connection_rate_limiter(server):
+    # mongod's ingressConnectionEstablishmentRateLimiter (8.0.x, 8.2): with the
+    # bucket empty and no queue, a new connection is closed before its handshake.
+    import socket
+
+    uri, client = server
+    port = int(uri.split(":")[2].split("/")[0])
+    names = ["ingressConnectionEstablishmentRateLimiterEnabled",
+             "ingressConnectionEstablishmentRatePerSec",
+             "ingressConnectionEstablishmentBurstCapacitySecs",
+             "ingressConnectionEstablishmentMaxQueueDepth"]
+    defaults = client.admin.command("getParameter", "*")
+    assert defaults[names[0]] is False and defaults[names[3]] == 0
+    client.admin.command("setParameter", 1, **{names[1]: 1})
+    client.admin.command("setParameter", 1, **{names[2]: 1})
+    was = client.admin.command("setParameter", 1, **{names[0]: True})["was"]
+    assert was is False
+    try:
+        assert client.admin.command("getParameter", 1, **{names[1]: 1})[names[1]] == 1
+        socks = [socket.create_connection(("127.0.0.1", port)) for _ in range(4)]
+        closed = 0
+        for s in socks:
+            s.settimeout(1.0)
+            try:
+                closed += s.recv(1) == b""
+            except socket.timeout:
+                pass  # served: the server waits for this connection's request
+            finally:
+                s.close()
+        # One token (1/s for a 1 s burst): one is served, the others closed.
+        assert closed == 3
+    finally:
+        client.admin.command("setParameter", 1, **{names[0]: False})
+    # Off again: every connection is served.
+    s = socket.create_connection(("127.0.0.1", port))
+    s.settimeout(0.5)
+    with pytest.raises(socket.timeout):
+        s.recv(1)
+    s.close()
+
+
+def test_bulk_write_results_are_a_cursor(server):
+    # mongod's bulkWrite answers its per-op results as a cursor on
+    # admin.$cmd.bulkWrite: the first batch stops at cursor.batchSize (or 16 MiB)
+    # and getMore on "$cmd.bulkWrite" returns the rest.
+    _, client = server
+    client.bw.c.drop()
+    reply = client.admin.command({
+        "bulkWrite": 1,
+        "ops": [{"insert": 0, "document": {"_id": i}} for i in range(3)],
+        "nsInfo": [{"ns": "bw.c"}],
+        "cursor": {"batchSize": 1},
+    })
+    assert reply["nInserted"] == 3
+    cursor = reply["cursor"]
+    assert cursor["ns"] == "admin.$cmd.bulkWrite"
+    assert [r["idx"] for r in cursor["firstBatch"]] == [0]
+    assert cursor["id"] != 0
+    more = client.admin.command("getMore", cursor["id"], collection="$cmd.bulkWrite")
+    assert [r["idx"] for r in more["cursor"]["nextBatch"]] == [1, 2]
+    assert more["cursor"]["id"] == 0
+    # Without a batchSize every result fits in the first batch.
+    client.bw.c.drop()
+    reply = client.admin.command({
+        "bulkWrite": 1,
+        "ops": [{"insert": 0, "document": {"_id": i}} for i in range(3)],
+        "nsInfo": [{"ns": "bw.c"}],
+    })
+    assert reply["cursor"]["id"] == 0 and len(reply["cursor"]["firstBatch"]) == 3

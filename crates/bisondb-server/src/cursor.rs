@@ -398,10 +398,11 @@ impl CursorManager {
 
 /// The collection a `getMore` or `killCursors` names: a collection, or
 /// `$cmd.aggregate` for the cursor of a collection-less aggregate (a
-/// database or cluster change stream), as in mongod.
+/// database or cluster change stream), or `$cmd.bulkWrite` for the results
+/// of a `bulkWrite`, as in mongod.
 pub fn cursor_collection<'a>(cmd: &str, v: bson::RawBsonRef<'a>) -> MongoResult<&'a str> {
     match v {
-        bson::RawBsonRef::String(c @ "$cmd.aggregate") => Ok(c),
+        bson::RawBsonRef::String(c @ ("$cmd.aggregate" | "$cmd.bulkWrite")) => Ok(c),
         _ => crate::fields::collection_name(cmd, v),
     }
 }

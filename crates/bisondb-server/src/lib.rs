@@ -27,6 +27,7 @@ pub mod cursor;
 pub mod fail_points;
 pub mod fields;
 pub mod fsync_lock;
+pub mod ingress;
 pub mod let_vars;
 pub mod log;
 pub mod logbuf;

@@ -335,6 +335,11 @@ fn spawn_connection<F, Fut>(
     let served = serve(state.clone(), peer);
     tracker.spawn(async move {
         use std::sync::atomic::Ordering;
+        // Past the rate limiter's queue the connection closes unserved.
+        if !state.ingress.admit().await {
+            tracing::info!(target: "NETWORK", "connection refused by the ingress connection establishment rate limiter");
+            return;
+        }
         state.connections_current.fetch_add(1, Ordering::Relaxed);
         state.connections_total.fetch_add(1, Ordering::Relaxed);
         served.await;

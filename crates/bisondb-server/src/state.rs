@@ -95,6 +95,8 @@ pub struct ServerState {
     /// Test-only fail points (`configureFailPoint`), all off unless a test
     /// configured one.
     pub fail_points: crate::fail_points::FailPoints,
+    /// The ingress connection establishment rate limiter (`ingress.rs`).
+    pub ingress: crate::ingress::RateLimiter,
     /// `fsync` with `lock: true`: writes wait while it is held.
     pub fsync_lock: crate::fsync_lock::FsyncLock,
     /// Replica-set mode (`--replSet`): see [`ServerState::repl`].
@@ -143,6 +145,7 @@ impl ServerState {
             shutdown: Notify::new(),
             bound_port: std::sync::OnceLock::new(),
             fail_points: Default::default(),
+            ingress: Default::default(),
             fsync_lock: Default::default(),
             repl,
             ops: Default::default(),

@@ -67,6 +67,10 @@ pub struct BulkWrite<'a> {
     bypass_validation: bool,
     /// Each namespace's validator, parsed when the first op on it runs.
     validators: Vec<std::cell::OnceCell<Option<Validator>>>,
+    /// `cursor.batchSize`: the most results in the reply's first batch.
+    batch_size: Option<usize>,
+    /// The session, which owns the results' cursor.
+    lsid: Option<Document>,
 }
 
 /// Fields each op kind accepts besides its kind field, and mongod's IDL struct name.
@@ -377,6 +381,8 @@ impl<'a> BulkWrite<'a> {
         let mut ordered = true;
         let mut errors_only = false;
         let mut bypass_validation = false;
+        let mut batch_size = None;
+        let mut lsid = None;
         for el in req.body.iter() {
             let (k, v) = el.map_err(crate::request::invalid_bson)?;
             match k.as_str() {
@@ -391,7 +397,8 @@ impl<'a> BulkWrite<'a> {
                         let (k, v) = el.map_err(crate::request::invalid_bson)?;
                         match k.as_str() {
                             "batchSize" => {
-                                fields::as_non_negative(CMD, "cursor.batchSize", v)?;
+                                batch_size =
+                                    Some(fields::as_non_negative(CMD, "cursor.batchSize", v)?);
                             }
                             other => {
                                 return Err(fields::unknown_field("BulkWriteCommandCursor", other))
@@ -399,6 +406,7 @@ impl<'a> BulkWrite<'a> {
                         }
                     }
                 }
+                "lsid" => lsid = Some(fields::to_document(fields::as_doc(CMD, "lsid", v)?)?),
                 // `let` is read by `LetVars::from_body`; `ops` and `nsInfo` below.
                 CMD | "ops" | "nsInfo" | "let" => {}
                 other => fields::check_known(CMD, other, &[])?,
@@ -440,6 +448,8 @@ impl<'a> BulkWrite<'a> {
             lets,
             bypass_validation,
             validators,
+            batch_size: batch_size.map(|n| n as usize),
+            lsid,
         })
     }
 
@@ -517,11 +527,6 @@ impl<'a> BulkWrite<'a> {
             }
         }
         let mut r = doc! {
-            "cursor": {
-                "id": 0i64,
-                "firstBatch": tally.results,
-                "ns": REPLY_NS,
-            },
             "nErrors": reply::count(tally.errors),
             "nInserted": reply::count(tally.inserted),
             "nMatched": reply::count(tally.matched),
@@ -536,7 +541,37 @@ impl<'a> BulkWrite<'a> {
                 doc! {"code": e.code.code(), "codeName": e.code.name().into_owned(), "errmsg": e.message},
             );
         }
-        reply::ok(r)
+        // The results are a cursor as mongod's: its first batch stops at
+        // `cursor.batchSize` or at 16 MiB (an upsert of a large `_id` fills
+        // it), and the driver reads the rest with getMore.
+        let results = tally
+            .results
+            .into_iter()
+            .map(|b| match b {
+                Bson::Document(d) => reply::to_raw(&d),
+                _ => Err(MongoError::internal(
+                    "a bulkWrite result that is not a document",
+                )),
+            })
+            .collect::<MongoResult<Vec<_>>>()?;
+        let mut cursor = crate::cursor::Cursor::new(
+            REPLY_NS.to_string(),
+            Box::new(results.into_iter().map(Ok)),
+            None,
+        );
+        cursor.knows_end = true;
+        cursor.lsid = self.lsid;
+        let batch = cursor.next_batch(self.batch_size)?;
+        let first = crate::cursor::finish_first_batch(ctx.state, REPLY_NS, cursor, batch, false)?;
+        let mut out = RawDocumentBuf::new();
+        if let Ok(Some(RawBsonRef::Document(c))) = first.get("cursor") {
+            out.append(cstr!("cursor"), c.to_owned());
+        }
+        for el in reply::ok(r)?.iter() {
+            let (k, v) = el.map_err(crate::request::invalid_bson)?;
+            out.append(k, v);
+        }
+        Ok(out)
     }
 
     /// One update or delete op, through the `update`/`delete` commands' statement code.

@@ -42,6 +42,8 @@ pub struct Find {
     min_max: plan::MinMax,
     /// `returnKey`: the index key instead of each document.
     return_key: bool,
+    /// `showRecordId`: each result carries its record id as `$recordId`.
+    show_record_id: bool,
 }
 
 const KNOWN: &[&str] = &[
@@ -93,6 +95,7 @@ impl Command for Find {
             collation: None,
             min_max: plan::MinMax::default(),
             return_key: false,
+            show_record_id: false,
         };
         // `sort: {$natural: ±1}`: the collection's own order, as a hint.
         let mut natural = None;
@@ -150,20 +153,7 @@ impl Command for Find {
                 "min" => f.min_max.min = fields::to_document(fields::as_doc(n, "min", v)?)?,
                 "max" => f.min_max.max = fields::to_document(fields::as_doc(n, "max", v)?)?,
                 "returnKey" => f.return_key = fields::as_bool(n, "returnKey", v)?,
-                // BisonDB keeps no record ids for ordinary collections (they
-                // are clustered by `_id`), and inventing one per scan would
-                // give the same document different ids.
-                "showRecordId" => {
-                    if fields::as_bool(n, "showRecordId", v)? {
-                        return Err(MongoError::new(
-                            ErrorCode::NotImplemented,
-                            format!(
-                                "find option '{}' is not supported by BisonDB yet",
-                                k.as_str()
-                            ),
-                        ));
-                    }
-                }
+                "showRecordId" => f.show_record_id = fields::as_bool(n, "showRecordId", v)?,
                 // Accepted for drivers and mongos, with no effect on a
                 // standalone server; typed as mongod's IDL types them.
                 k @ ("allowPartialResults" | "oplogReplay" | "readOnce") => {
@@ -257,6 +247,7 @@ impl Find {
             (!self.min_max.min.is_empty(), "min"),
             (!self.min_max.max.is_empty(), "max"),
             (self.return_key, "returnKey"),
+            (self.show_record_id, "showRecordId"),
         ] {
             if used {
                 return Err(MongoError::new(
@@ -376,20 +367,36 @@ impl Find {
         } else {
             src
         };
+        let show = self.show_record_id;
+        if show && coll.is_some_and(|c| c.is_capped()) {
+            // A capped collection's record ids are its natural-order keys,
+            // which its `_id`-ordered scans do not carry.
+            return Err(MongoError::new(
+                ErrorCode::NotImplemented,
+                "find option 'showRecordId' on a capped collection is not supported by BisonDB yet",
+            ));
+        }
         let src: DocSource = match &self.projection {
             // mongod's RETURN_KEY stage replaces the projection.
             _ if self.return_key => {
                 let keys = plan::ReturnKey::new(&chosen)?;
-                Box::new(src.map(move |d| d.and_then(|d| keys.key_of(&d))))
+                project(src, show, move |d| keys.key_of(d))
             }
             Some(p) => {
                 let p = Projection::parse_with_filter(p, &self.filter)?;
                 if p.needs_sort_key() || p.needs_index_key() {
+                    if show {
+                        return Err(MongoError::new(
+                            ErrorCode::NotImplemented,
+                            "find option 'showRecordId' with a $meta sortKey or indexKey projection is not supported by BisonDB yet",
+                        ));
+                    }
                     meta_projection(p, &chosen, sort.cloned(), src)?
                 } else {
-                    Box::new(src.map(move |d| d.and_then(|d| p.apply_raw(&d))))
+                    project(src, show, move |d| p.apply_raw(d))
                 }
             }
+            None if show => project(src, show, |d| Ok(d.clone())),
             None => src,
         };
         Ok((chosen, src))
@@ -496,6 +503,38 @@ fn simple_projection(p: &Document) -> bool {
 /// A projection with `{$meta: "sortKey"}` or `{$meta: "indexKey"}`: each
 /// document's sort key (the values the sort compared, always an array) and
 /// the key of the secondary index the plan read, as mongod shows them.
+/// Applies a find's projection (or `returnKey`) to each document and, with
+/// `showRecordId`, appends the stored document's record id as mongod's
+/// `showRecordId` does, after the projection so that no projection drops it.
+/// A collection clustered by `_id`, as BisonDB stores ordinary collections
+/// (and mongod its clustered collections), has the `_id`'s key as its
+/// record id, which mongod shows as BinData (`RecordId::serializeToken`).
+fn project(
+    src: DocSource,
+    show_record_id: bool,
+    f: impl Fn(&RawDocumentBuf) -> MongoResult<RawDocumentBuf> + Send + 'static,
+) -> DocSource {
+    Box::new(src.map(move |d| {
+        d.and_then(|d| {
+            let mut out = f(&d)?;
+            if show_record_id {
+                let id = d
+                    .get("_id")
+                    .map_err(crate::request::invalid_bson)?
+                    .ok_or_else(|| MongoError::internal("a stored document without _id"))?;
+                out.append(
+                    bson::raw::cstr!("$recordId"),
+                    bson::RawBson::Binary(bson::Binary {
+                        subtype: bson::spec::BinarySubtype::Generic,
+                        bytes: bisondb_storage::encode_id(id),
+                    }),
+                );
+            }
+            Ok(out)
+        })
+    }))
+}
+
 fn meta_projection(
     p: Projection,
     chosen: &plan::Plan,

@@ -26,6 +26,10 @@ fn parameters() -> Vec<(&'static str, Bson)> {
             "featureCompatibilityVersion",
             Bson::Document(doc! {"version": "8.0"}),
         ),
+        (crate::ingress::BURST_CAPACITY_SECS, Bson::Double(f64::MAX)),
+        (crate::ingress::MAX_QUEUE_DEPTH, Bson::Int64(0)),
+        (crate::ingress::ENABLED, Bson::Boolean(false)),
+        (crate::ingress::RATE_PER_SEC, Bson::Int32(i32::MAX)),
         (
             "internalDocumentSourceGroupMaxMemoryBytes",
             Bson::Int64(100 * 1024 * 1024),
@@ -126,6 +130,14 @@ impl Command for GetParameter {
                     *v = Bson::Document(crate::log::component_verbosity_doc())
                 }
                 "quiet" => *v = Bson::Boolean(crate::log::quiet()),
+                n @ (crate::ingress::ENABLED
+                | crate::ingress::RATE_PER_SEC
+                | crate::ingress::BURST_CAPACITY_SECS
+                | crate::ingress::MAX_QUEUE_DEPTH) => {
+                    if let Some(live) = ctx.state.ingress.get(n) {
+                        *v = live;
+                    }
+                }
                 "redactClientLogData" => *v = Bson::Boolean(crate::log::redacting()),
                 "enableTestCommands" => *v = Bson::Boolean(ctx.state.config.enable_test_commands),
                 "scramIterationCount" => {

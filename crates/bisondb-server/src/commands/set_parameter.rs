@@ -1,7 +1,8 @@
-//! `setParameter`: the server parameters that change at run time. Today the
-//! log's: `logLevel` (the global verbosity) and `logComponentVerbosity`
-//! (mongosh's `db.setLogLevel(n, "query")` sends `{query: {verbosity: n}}`),
-//! and `quiet`. The reply's `was` is the parameter's value before, as mongod's.
+//! `setParameter`: the server parameters that change at run time: the log's
+//! (`logLevel`, the global verbosity; `logComponentVerbosity`, which
+//! mongosh's `db.setLogLevel(n, "query")` sends as `{query: {verbosity: n}}`;
+//! `quiet`), SCRAM's iteration counts and the ingress connection
+//! establishment rate limiter's (`ingress.rs`). The reply's `was` is the parameter's value before, as mongod's.
 //! mongod's errors: another parameter BisonDB has is 20 IllegalOperation
 //! `not allowed to change [name] at runtime`, an unknown name 72.
 
@@ -15,6 +16,10 @@ use crate::request::CommandRequest;
 
 /// The parameters `setParameter` changes at run time.
 pub const RUNTIME_PARAMETERS: &[&str] = &[
+    crate::ingress::BURST_CAPACITY_SECS,
+    crate::ingress::MAX_QUEUE_DEPTH,
+    crate::ingress::ENABLED,
+    crate::ingress::RATE_PER_SEC,
     "logComponentVerbosity",
     "logLevel",
     "quiet",
@@ -91,6 +96,10 @@ impl Command for SetParameter {
                     ctx.state.auth.set_iterations(mech, n);
                     old
                 }
+                crate::ingress::ENABLED
+                | crate::ingress::RATE_PER_SEC
+                | crate::ingress::BURST_CAPACITY_SECS
+                | crate::ingress::MAX_QUEUE_DEPTH => ctx.state.ingress.set(&name, &value)?,
                 "quiet" => {
                     let Bson::Boolean(b) = value else {
                         return Err(MongoError::bad_value(format!(
