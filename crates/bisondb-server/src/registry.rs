@@ -465,7 +465,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         reply: Reply::Compressible,
         on_view: OnView::Unaffected,
         help: "the operations in flight; $all lists idle connections too",
-        privileges: Needs::Cluster(&[Action::Inprog]),
+        privileges: Needs::Computed(needs::current_op),
     },
     not_supported("dataSize", Reply::Compressible),
     DB_STATS,
@@ -799,7 +799,10 @@ pub static COMMANDS: &[CommandSpec] = &[
         reply: Reply::Compressible,
         on_view: OnView::Refused,
         help: "insert documents",
-        privileges: Needs::Computed(needs::insert),
+        privileges: Needs::CollectionAnd(
+            &[Action::Insert],
+            &[("bypassDocumentValidation", Action::BypassDocumentValidation)],
+        ),
     },
     alias("isMaster", &HELLO, "legacy alias of hello"),
     alias("ismaster", &HELLO, "legacy alias of hello"),
@@ -857,7 +860,9 @@ pub static COMMANDS: &[CommandSpec] = &[
         reply: Reply::Compressible,
         on_view: OnView::Unaffected,
         help: "interrupt an operation by its opid",
-        privileges: Needs::Cluster(&[Action::Killop]),
+        // Any user may kill its own operations; `killop` reaches everyone's
+        // (checked by the command).
+        privileges: Needs::Authenticated,
     },
     CommandSpec {
         name: "killSessions",
