@@ -16,12 +16,7 @@ async fn login(uri: &str, user: &str, pwd: &str) -> mongodb::error::Result<Clien
 }
 
 async fn with_root() -> (common::TestServer, Client) {
-    let s = common::start_with(|c| c.auth = true).await;
-    s.tcp
-        .database("admin")
-        .run_command(doc! {"createUser": "root", "pwd": "rootpw", "roles": ["root"]})
-        .await
-        .unwrap();
+    let s = common::start_with_root().await;
     let root = login(&s.tcp_uri, "root", "rootpw").await.unwrap();
     (s, root)
 }

@@ -21,12 +21,7 @@ async fn login(port: u16, user: &str, pwd: &str) -> Client {
 
 /// `--auth` with `root`, and `alice` and `bob` who may read and write `app`.
 async fn two_users() -> (common::TestServer, Client, Client, Client) {
-    let s = common::start_with(|c| c.auth = true).await;
-    s.tcp
-        .database("admin")
-        .run_command(doc! {"createUser": "root", "pwd": "rootpw", "roles": ["root"]})
-        .await
-        .unwrap();
+    let s = common::start_with_root().await;
     let port = s.server.port();
     let root = login(port, "root", "rootpw").await;
     for u in ["alice", "bob"] {

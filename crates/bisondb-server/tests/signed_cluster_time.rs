@@ -51,6 +51,13 @@ fn signature(reply: &Document) -> (Vec<u8>, i64) {
     (hash, sig.get_i64("keyId").unwrap())
 }
 
+fn time_of(reply: &Document) -> Timestamp {
+    reply
+        .get_document("$clusterTime")
+        .and_then(|c| c.get_timestamp("clusterTime"))
+        .unwrap_or_else(|e| panic!("{e}: {reply}"))
+}
+
 fn cluster_time(time: Timestamp, hash: Vec<u8>, key_id: i64) -> ClusterTime {
     bson::deserialize_from_document(doc! {
         "clusterTime": time,
@@ -153,51 +160,39 @@ async fn a_client_gossiping_signed_time_works_and_a_tampered_one_is_refused() {
         .await
         .unwrap();
     let (_, key_id) = signature(&reply);
-    let now = reply
-        .get_document("$clusterTime")
-        .unwrap()
-        .get_timestamp("clusterTime")
-        .unwrap();
+    let now = time_of(&reply);
     let ahead = Timestamp {
         time: now.time + 3600,
         increment: 1,
     };
-    let mut tampered = root.start_session().await.unwrap();
-    tampered.advance_cluster_time(&cluster_time(ahead, vec![7u8; 20], key_id));
-    let e = coll
-        .find_one(doc! {})
-        .session(&mut tampered)
-        .await
-        .expect_err("a tampered cluster time");
-    assert_eq!(error_code(&e), Some(204), "{e}");
-    assert!(
-        error_message(&e).contains("Proof does not match the cluster time"),
-        "{e}"
-    );
-
-    // A key id the server never made: 211 KeyNotFound.
-    let mut unknown = root.start_session().await.unwrap();
-    unknown.advance_cluster_time(&cluster_time(ahead, vec![7u8; 20], 12345));
-    let e = coll
-        .find_one(doc! {})
-        .session(&mut unknown)
-        .await
-        .expect_err("an unknown key id");
-    assert_eq!(error_code(&e), Some(211), "{e}");
-    assert!(
-        error_message(&e).contains("No keys found for HMAC that is valid for time"),
-        "{e}"
-    );
-
-    // The dummy signature is no signature: refused the same way to a user.
-    let mut dummy = root.start_session().await.unwrap();
-    dummy.advance_cluster_time(&cluster_time(ahead, vec![0u8; 20], 0));
-    let e = coll
-        .find_one(doc! {})
-        .session(&mut dummy)
-        .await
-        .expect_err("a dummy-signed time from a user");
-    assert_eq!(error_code(&e), Some(211), "{e}");
+    // A made-up hash under the real key (204), a key id the server never
+    // made (211), and the dummy signature, which is no signature to a user
+    // (211 for key id 0).
+    for (hash, id, code, says) in [
+        (
+            vec![7u8; 20],
+            key_id,
+            204,
+            "Proof does not match the cluster time",
+        ),
+        (
+            vec![7u8; 20],
+            12345,
+            211,
+            "No keys found for HMAC that is valid for time",
+        ),
+        (vec![0u8; 20], 0, 211, "with id: 0"),
+    ] {
+        let mut session = root.start_session().await.unwrap();
+        session.advance_cluster_time(&cluster_time(ahead, hash, id));
+        let e = coll
+            .find_one(doc! {})
+            .session(&mut session)
+            .await
+            .expect_err("a tampered cluster time");
+        assert_eq!(error_code(&e), Some(code), "{e}");
+        assert!(error_message(&e).contains(says), "{e}");
+    }
 
     // None of them moved the clock.
     let reply = root
@@ -205,11 +200,7 @@ async fn a_client_gossiping_signed_time_works_and_a_tampered_one_is_refused() {
         .run_command(doc! {"ping": 1})
         .await
         .unwrap();
-    let t = reply
-        .get_document("$clusterTime")
-        .unwrap()
-        .get_timestamp("clusterTime")
-        .unwrap();
+    let t = time_of(&reply);
     assert!(t.time < ahead.time, "{reply}");
 }
 
@@ -234,11 +225,7 @@ async fn before_authentication_an_unsigned_time_is_ignored_and_a_forged_one_refu
     };
     let r = common::raw_command(&mut raw, hello(doc! {"hash": zero, "keyId": 0i64})).await;
     assert_eq!(r.get_f64("ok").ok(), Some(1.0), "{r}");
-    let t = r
-        .get_document("$clusterTime")
-        .unwrap()
-        .get_timestamp("clusterTime")
-        .unwrap();
+    let t = time_of(&r);
     assert!(t.time < ahead.time, "ignored, not gossiped: {r}");
     let r = common::raw_command(&mut raw, hello(doc! {"hash": forged, "keyId": 1i64})).await;
     assert_eq!(r.get_i32("code").ok(), Some(211), "{r}");
@@ -268,11 +255,7 @@ async fn advance_cluster_time_skips_the_check_and_gets_the_dummy_signature() {
         .await
         .unwrap();
     assert_eq!(signature(&reply), (vec![0u8; 20], 0), "{reply}");
-    let now = reply
-        .get_document("$clusterTime")
-        .unwrap()
-        .get_timestamp("clusterTime")
-        .unwrap();
+    let now = time_of(&reply);
     let ahead = Timestamp {
         time: now.time + 60,
         increment: 5,
@@ -291,11 +274,7 @@ async fn advance_cluster_time_skips_the_check_and_gets_the_dummy_signature() {
         .run_command(doc! {"ping": 1})
         .await
         .unwrap();
-    let t = reply
-        .get_document("$clusterTime")
-        .unwrap()
-        .get_timestamp("clusterTime")
-        .unwrap();
+    let t = time_of(&reply);
     assert!(
         (t.time, t.increment) >= (ahead.time, ahead.increment),
         "{reply}"
