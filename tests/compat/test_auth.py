@@ -137,3 +137,76 @@ def test_scram_users_roles_and_refusals(auth_server):
         app.command("dropUser", "reader")
         app.command("dropRole", "cReader")
         assert app.command("usersInfo", 1)["users"] == []
+
+
+def test_signed_cluster_time_with_a_key_file(tmp_path):
+    """A one-member set with `--auth --keyFile`: initiated and given its first
+    user through the localhost exception, it signs every `$clusterTime` with
+    a key of `admin.system.keys`; pymongo gossips the signed time between
+    clients, and a tampered one is refused with 204 (211 for an unknown key)."""
+    from bson import Timestamp
+
+    key = tmp_path / "key"
+    key.write_text("cHltb25nbyBzaWduZWQgY2x1c3RlciB0aW1l\n")
+    key.chmod(0o400)
+    port = free_tcp_port()
+    log_path = tmp_path / "server.log"
+    argv = [str(default_binary()), "--port", str(port), "--bind_ip", "127.0.0.1",
+            "--dbpath", str(tmp_path / "db"), "--storageEngine", "inMemory", "--nounixsocket",
+            "--replSet", "rs0", "--oplogSize", "16", "--keyFile", str(key), "--logpath", str(log_path)]
+    process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
+                               stdin=subprocess.DEVNULL)
+    try:
+        anon = MongoClient(f"mongodb://127.0.0.1:{port}/?directConnection=true&serverSelectionTimeoutMS=5000")
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                anon.admin.command("ping")
+                break
+            except PyMongoError:
+                if time.monotonic() > deadline or process.poll() is not None:
+                    raise
+                time.sleep(0.1)
+        anon.admin.command("replSetInitiate", {"_id": "rs0", "members": [{"_id": 0, "host": f"127.0.0.1:{port}"}]})
+        while not anon.admin.command("hello").get("isWritablePrimary"):
+            assert time.monotonic() < deadline + 20, "never became primary"
+            time.sleep(0.05)
+        anon.admin.command("createUser", "root", pwd="rootpw", roles=["root"])
+        anon.close()
+
+        def root():
+            return MongoClient(f"mongodb://root:rootpw@127.0.0.1:{port}/?directConnection=true"
+                               "&retryWrites=false&serverSelectionTimeoutMS=5000")
+
+        with root() as a, root() as b:
+            reply = a.admin.command("ping")
+            signature = reply["$clusterTime"]["signature"]
+            assert signature["keyId"] != 0 and bytes(signature["hash"]) != bytes(20)
+            keys = list(a.admin["system.keys"].find().sort("expiresAt", 1))
+            assert [k["purpose"] for k in keys] == ["HMAC", "HMAC"]
+            assert keys[0]["_id"] == signature["keyId"]
+
+            # Client B reads after client A's write, at A's signed time.
+            with a.start_session() as sa:
+                a.app.c.insert_one({"_id": 1}, session=sa)
+                signed = sa.cluster_time
+            with b.start_session(causal_consistency=True) as sb:
+                sb.advance_cluster_time(signed)
+                sb.advance_operation_time(signed["clusterTime"])
+                assert b.app.c.find_one({"_id": 1}, session=sb) == {"_id": 1}
+
+            now = reply["$clusterTime"]["clusterTime"]
+            ahead = Timestamp(now.time + 3600, 1)
+            for key_id, code in ((signature["keyId"], 204), (12345, 211)):
+                with a.start_session() as s:
+                    s.advance_cluster_time({"clusterTime": ahead,
+                                            "signature": {"hash": b"\x07" * 20, "keyId": key_id}})
+                    with pytest.raises(OperationFailure) as e:
+                        a.app.c.find_one({}, session=s)
+                    assert e.value.code == code, e.value.details
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()

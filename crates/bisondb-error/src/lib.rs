@@ -137,7 +137,9 @@ error_codes! {
     PrimarySteppedDown = 189, // failCommand
     InvalidIndexSpecificationOption = 197,
     CannotBuildIndexKeys = 201,
+    TimeProofMismatch = 204, // a client's $clusterTime signature
     InvalidUUID = 207,
+    KeyNotFound = 211, // no signing key of that id for that time
     IncompleteTransactionHistory = 217,
     QueryFeatureNotAllowed = 224,
     TransactionTooOld = 225,

@@ -50,6 +50,10 @@ pub struct Cursor {
     pub time_left: Option<Duration>,
     /// Set for a change stream's cursor (`crate::stages::change_stream`).
     pub stream: Option<std::sync::Arc<dyn StreamCursor>>,
+    /// The user authenticated when the cursor was opened (set by
+    /// [`CursorManager::register`] under `--auth`): only that user's
+    /// connections may `getMore` or kill it.
+    pub owner: Option<std::sync::Arc<crate::auth::Name>>,
 }
 
 /// What a change stream's cursor adds to a tailable one: every batch
@@ -97,6 +101,7 @@ impl Cursor {
             profile: None,
             time_left: None,
             stream: None,
+            owner: None,
         }
     }
 
@@ -244,6 +249,7 @@ impl CursorManager {
         if cursor.tail.is_none() {
             cursor.time_left = time_left();
         }
+        cursor.owner = crate::auth::running_as();
         let mut map = self.cursors.lock();
         loop {
             let id = (rand::random::<u64>() >> 2) as i64;
@@ -256,10 +262,11 @@ impl CursorManager {
 
     /// `$currentOp`'s `idleCursors` documents: the open cursors no getMore
     /// is using (a getMore takes its cursor out of the map while it runs).
-    pub fn idle_report(&self, host: &str) -> Vec<bson::Document> {
+    pub fn idle_report(&self, host: &str, whose: &crate::op_ctx::Whose) -> Vec<bson::Document> {
         let now = bson::DateTime::now();
         let map = self.cursors.lock();
         map.iter()
+            .filter(|(_, c)| whose.includes_user(c.owner.as_deref()))
             .map(|(id, c)| {
                 let idle = i64::try_from(c.last_used.elapsed().as_millis()).unwrap_or(i64::MAX);
                 let last = bson::DateTime::from_millis(now.timestamp_millis().saturating_sub(idle));
@@ -293,6 +300,16 @@ impl CursorManager {
             )),
             Some(_) => map.remove(&id).ok_or_else(|| MongoError::internal("cursor vanished under lock")),
         }
+    }
+
+    /// Who opened cursor `id` on `ns`: `None` when there is no such cursor,
+    /// `Some(None)` for a cursor opened without authentication.
+    pub fn owner_of(&self, id: i64, ns: &str) -> Option<Option<std::sync::Arc<crate::auth::Name>>> {
+        self.cursors
+            .lock()
+            .get(&id)
+            .filter(|c| c.ns == ns)
+            .map(|c| c.owner.clone())
     }
 
     /// Whether `id` is an open `awaitData` cursor on `ns`.

@@ -19,6 +19,7 @@ use bisondb_error::ErrorCode;
 use bson::{doc, Bson, Document, RawDocumentBuf};
 use parking_lot::Mutex;
 
+use crate::auth::Name;
 use crate::context::ConnectionInfo;
 use crate::request::CommandRequest;
 use crate::state::ServerState;
@@ -43,6 +44,84 @@ pub struct Client {
     /// The handshake's `client` document, once the connection said hello.
     metadata: OnceLock<Document>,
     current: Mutex<Option<Arc<RunningOp>>>,
+    /// The user the connection is authenticated as (`currentOp`'s
+    /// `effectiveUsers`; a user without `inprog`/`killop` sees and kills
+    /// only its own operations).
+    user: Mutex<Option<Arc<Name>>>,
+}
+
+impl Client {
+    /// The connection authenticated (or logged out: `None`).
+    pub fn set_user(&self, user: Option<Arc<Name>>) {
+        *self.user.lock() = user;
+    }
+
+    /// The IP address the client connected to (`serverAddress` of
+    /// authentication restrictions); `None` over the Unix socket.
+    pub fn local_ip(&self) -> Option<std::net::IpAddr> {
+        let fd = self.fd?;
+        // SAFETY: `storage` is large enough for any socket address and
+        // `len` says so; getsockname writes at most `len` bytes and the fd
+        // is this connection's open socket.
+        let mut storage: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+        let mut len = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+        let rc = unsafe {
+            libc::getsockname(
+                fd,
+                (&mut storage as *mut libc::sockaddr_storage).cast(),
+                &mut len,
+            )
+        };
+        if rc != 0 {
+            return None;
+        }
+        match i32::from(storage.ss_family) {
+            libc::AF_INET => {
+                // SAFETY: the family says the storage holds a sockaddr_in.
+                let a = unsafe {
+                    &*(&storage as *const libc::sockaddr_storage).cast::<libc::sockaddr_in>()
+                };
+                Some(std::net::IpAddr::V4(std::net::Ipv4Addr::from(
+                    u32::from_be(a.sin_addr.s_addr),
+                )))
+            }
+            libc::AF_INET6 => {
+                // SAFETY: the family says the storage holds a sockaddr_in6.
+                let a = unsafe {
+                    &*(&storage as *const libc::sockaddr_storage).cast::<libc::sockaddr_in6>()
+                };
+                Some(std::net::IpAddr::V6(std::net::Ipv6Addr::from(
+                    a.sin6_addr.s6_addr,
+                )))
+            }
+            _ => None,
+        }
+    }
+}
+
+/// Whose operations `currentOp` and `killOp` may reach.
+#[derive(Debug, Clone, Default)]
+pub enum Whose {
+    /// Everyone's (without `--auth`, or with `inprog`/`killop`).
+    #[default]
+    All,
+    /// Only those of connections authenticated as this user (`None`: as
+    /// nobody), as mongod's "coauthorized" clients.
+    Of(Option<Arc<Name>>),
+}
+
+impl Whose {
+    fn includes(&self, c: &Client) -> bool {
+        self.includes_user(c.user.lock().as_deref())
+    }
+
+    /// Whether what `user` made (an operation, a cursor) is among these.
+    pub fn includes_user(&self, user: Option<&Name>) -> bool {
+        match self {
+            Whose::All => true,
+            Whose::Of(me) => user == me.as_deref(),
+        }
+    }
 }
 
 /// A command running now.
@@ -101,6 +180,7 @@ impl Operations {
             fd,
             metadata: OnceLock::new(),
             current: Mutex::new(None),
+            user: Mutex::new(conn.auth.user.clone()),
         });
         state.ops.clients.lock().insert(conn.id, client.clone());
         conn.client = Some(client);
@@ -158,9 +238,10 @@ impl Operations {
         self.clients.lock().values().cloned().collect()
     }
 
-    /// Interrupts the operation `opid` (`killOp`); false when none runs.
-    pub fn kill(&self, opid: i64) -> bool {
-        for c in self.clients() {
+    /// Interrupts the operation `opid` (`killOp`) if it is one of `whose`;
+    /// false when none such runs.
+    pub fn kill(&self, opid: i64, whose: &Whose) -> bool {
+        for c in self.clients().into_iter().filter(|c| whose.includes(c)) {
             if let Some(op) = c.current.lock().as_ref() {
                 if i64::from(op.opid) == opid {
                     op.ctx.kill(ErrorCode::Interrupted);
@@ -205,14 +286,14 @@ impl Operations {
 
     /// `$currentOp`'s documents: active operations, then (when asked) idle
     /// connections.
-    pub fn report(&self, host: &str, idle_connections: bool) -> Vec<Document> {
+    pub fn report(&self, host: &str, idle_connections: bool, whose: &Whose) -> Vec<Document> {
         // mongod's form: `2026-01-01T00:00:00.000+00:00`.
         let now = chrono::DateTime::from_timestamp_millis(bson::DateTime::now().timestamp_millis())
             .unwrap_or_default()
             .format("%Y-%m-%dT%H:%M:%S%.3f+00:00")
             .to_string();
         let mut out = Vec::new();
-        for c in self.clients() {
+        for c in self.clients().into_iter().filter(|c| whose.includes(c)) {
             let op = c.current.lock().clone();
             let mut d = doc! {
                 "type": "op",
@@ -228,6 +309,9 @@ impl Operations {
                     }
                 }
                 d.insert("clientMetadata", m.clone());
+            }
+            if let Some(u) = c.user.lock().as_deref() {
+                d.insert("effectiveUsers", vec![Bson::Document(u.user_doc())]);
             }
             match op {
                 Some(op) => {

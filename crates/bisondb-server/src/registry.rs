@@ -558,7 +558,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         reply: Reply::Compressible,
         on_view: OnView::Unaffected,
         help: "the operations in flight; $all lists idle connections too",
-        privileges: Needs::Cluster(&[Action::Inprog]),
+        privileges: Needs::Computed(needs::current_op),
         api_version_1: false,
     },
     not_supported("dataSize", Reply::Compressible),
@@ -938,7 +938,10 @@ pub static COMMANDS: &[CommandSpec] = &[
         reply: Reply::Compressible,
         on_view: OnView::Refused,
         help: "insert documents",
-        privileges: Needs::Computed(needs::insert),
+        privileges: Needs::CollectionAnd(
+            &[Action::Insert],
+            &[("bypassDocumentValidation", Action::BypassDocumentValidation)],
+        ),
         api_version_1: true,
     },
     // mongod keeps the legacy names out of the Stable API: only `hello` is in it.
@@ -1011,7 +1014,9 @@ pub static COMMANDS: &[CommandSpec] = &[
         reply: Reply::Compressible,
         on_view: OnView::Unaffected,
         help: "interrupt an operation by its opid",
-        privileges: Needs::Cluster(&[Action::Killop]),
+        // Any user may kill its own operations; `killop` reaches everyone's
+        // (checked by the command).
+        privileges: Needs::Authenticated,
         api_version_1: false,
     },
     CommandSpec {

@@ -17,13 +17,7 @@ use crate::common::{self, error_code, error_message, raw_command};
 /// A server with `--auth` and a `root` user (made through the localhost
 /// exception by the unauthenticated client).
 async fn with_root() -> common::TestServer {
-    let s = common::start_with(|c| c.auth = true).await;
-    s.tcp
-        .database("admin")
-        .run_command(doc! {"createUser": "root", "pwd": "rootpw", "roles": ["root"]})
-        .await
-        .unwrap_or_else(|e| panic!("createUser through the localhost exception: {e}"));
-    s
+    common::start_with_root().await
 }
 
 fn uri(port: u16, user: &str, pwd: &str, db: &str, mech: Option<&str>) -> String {

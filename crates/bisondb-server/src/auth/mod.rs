@@ -13,6 +13,8 @@
 
 pub mod needs;
 pub mod privileges;
+mod raw;
+pub mod restrictions;
 pub mod roles;
 pub mod scram;
 pub mod users;
@@ -113,8 +115,9 @@ impl AuthState {
 /// What a connection knows about its authentication.
 #[derive(Debug, Default, Clone)]
 pub struct ConnAuth {
-    /// The user this connection is authenticated as (mongod 8 allows one).
-    pub user: Option<Name>,
+    /// The user this connection is authenticated as (mongod 8 allows one),
+    /// shared with the cursors it opens and its `currentOp` entry.
+    pub user: Option<Arc<Name>>,
     /// A SCRAM conversation between `saslStart` and its last `saslContinue`.
     conversation: Option<scram::Conversation>,
     /// The user's privileges and the authorization generation they were
@@ -127,7 +130,91 @@ pub struct ConnAuth {
 pub fn authenticate_as(conn: &mut ConnectionInfo, user: Name) {
     conn.auth.conversation = None;
     conn.auth.resolved = None;
+    let user = Arc::new(user);
+    if let Some(c) = &conn.client {
+        c.set_user(Some(user.clone()));
+    }
     conn.auth.user = Some(user);
+}
+
+thread_local! {
+    /// The user of the command running on this thread (set by [`check`]
+    /// under `--auth`): the owner of the cursors it opens.
+    static RUNNING_AS: std::cell::RefCell<Option<Arc<Name>>> = const { std::cell::RefCell::new(None) };
+}
+
+/// The user the command running on this thread is authenticated as (`None`
+/// without `--auth` or before authentication): a cursor belongs to it.
+pub fn running_as() -> Option<Arc<Name>> {
+    RUNNING_AS.with(|r| r.borrow().clone())
+}
+
+/// Notes `user` as the running command's ([`running_as`]); the common case,
+/// the same connection's user as the last command on this thread, touches
+/// no reference count.
+fn run_as(user: &Option<Arc<Name>>) {
+    RUNNING_AS.with(|r| {
+        let mut r = r.borrow_mut();
+        let same = match (&*r, user) {
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            (None, None) => true,
+            _ => false,
+        };
+        if !same {
+            r.clone_from(user);
+        }
+    });
+}
+
+/// Whether the connection may use what user `owner` made (a cursor, an
+/// operation): mongod's "coauthorized" test. Without `--auth` everything
+/// is everyone's; otherwise the same user, or both unauthenticated.
+pub fn is_coauthorized_with(ctx: &Context<'_>, owner: Option<&Name>) -> bool {
+    !ctx.state.auth.enabled || ctx.conn.auth.user.as_deref() == owner
+}
+
+/// Whose operations a connection sees as its own (`$currentOp` without
+/// `allUsers`, `currentOp` with `$ownOps`, `killOp` without `killop`): its
+/// user's under `--auth`, everyone's without.
+pub fn own_ops(ctx: &Context<'_>) -> crate::op_ctx::Whose {
+    if ctx.state.auth.enabled {
+        crate::op_ctx::Whose::Of(ctx.conn.auth.user.clone())
+    } else {
+        crate::op_ctx::Whose::All
+    }
+}
+
+/// Whether the connection's user holds `action` on the cluster (always,
+/// without `--auth`).
+pub fn has_cluster_action(ctx: &mut Context<'_>, action: Action) -> MongoResult<bool> {
+    if !ctx.state.auth.enabled {
+        return Ok(true);
+    }
+    if ctx.conn.auth.user.is_none() {
+        return Ok(false);
+    }
+    with_resolved(ctx, |r| {
+        r.allows(&Target::Cluster, privileges::ActionSet::of(&[action]))
+    })
+}
+
+/// Whether the connection's user holds `action` on the collection `db.coll`
+/// (always, without `--auth`).
+pub fn has_ns_action(
+    ctx: &mut Context<'_>,
+    db: &str,
+    coll: &str,
+    action: Action,
+) -> MongoResult<bool> {
+    if !ctx.state.auth.enabled {
+        return Ok(true);
+    }
+    if ctx.conn.auth.user.is_none() {
+        return Ok(false);
+    }
+    with_resolved(ctx, |r| {
+        r.allows(&Target::Ns(db, coll), privileges::ActionSet::of(&[action]))
+    })
 }
 
 /// Whether the connection comes from this host: loopback TCP or the Unix
@@ -140,8 +227,11 @@ pub fn is_local(peer: &str) -> bool {
         .is_ok_and(|a| a.ip().is_loopback())
 }
 
-/// Commands the localhost exception allows while no user exists.
-const LOCALHOST_EXCEPTION: &[&str] = &["createUser", "createRole"];
+/// Commands the localhost exception allows while no user exists: the first
+/// user or role, and `replSetInitiate` (mongod's tutorials initiate a set
+/// with access control this way, since no user can be created before a
+/// member is primary).
+const LOCALHOST_EXCEPTION: &[&str] = &["createUser", "createRole", "replSetInitiate"];
 
 /// Whether the connection may run the command `name` (as sent), which
 /// `needs` what its spec states, on a server with `--auth`: 13 Unauthorized
@@ -167,21 +257,49 @@ pub fn check(
             format!("Command {name} requires authentication"),
         ));
     }
-    let required = match needs {
+    run_as(&ctx.conn.auth.user);
+    // The common cases name one target the request holds: checked against
+    // the connection's resolved privileges in place, with no allocation
+    // (this runs before every command under `--auth`).
+    let (target, actions) = match needs {
         Needs::Nothing | Needs::Authenticated | Needs::Explained => return Ok(()),
-        Needs::Collection(a) => match req.body.iter().next() {
-            Some(Ok((_, bson::RawBsonRef::String(coll)))) => {
-                vec![Required::ns(&req.db, coll, a)]
-            }
-            _ => vec![Required::db(&req.db, a)],
+        Needs::Collection(a) => match raw::first_string(req.body) {
+            Some(coll) => (Target::Ns(&req.db, coll), privileges::ActionSet::of(a)),
+            None => (Target::Db(&req.db), privileges::ActionSet::of(a)),
         },
-        Needs::Database(a) => vec![Required::db(&req.db, a)],
-        Needs::Cluster(a) => vec![Required::cluster(a)],
-        Needs::Computed(f) => f(req)?,
+        Needs::CollectionAnd(a, flags) => {
+            let mut actions = privileges::ActionSet::of(a);
+            for (field, action) in flags.iter() {
+                if raw::flag_is_true(req.body, field) {
+                    actions = actions.union(privileges::ActionSet::of(&[*action]));
+                }
+            }
+            match raw::first_string(req.body) {
+                Some(coll) => (Target::Ns(&req.db, coll), actions),
+                None => (Target::Db(&req.db), actions),
+            }
+        }
+        Needs::Database(a) => (Target::Db(&req.db), privileges::ActionSet::of(a)),
+        Needs::Cluster(a) => (Target::Cluster, privileges::ActionSet::of(a)),
+        Needs::Computed(f) => return check_computed(&f(req)?, req, ctx),
     };
+    if with_resolved(ctx, |r| r.allows(&target, actions))? {
+        Ok(())
+    } else {
+        Err(not_authorized(req))
+    }
+}
+
+/// Whether the connection's user holds every requirement a command's body
+/// computed (`Needs::Computed`).
+fn check_computed(
+    required: &[Required],
+    req: &crate::request::CommandRequest<'_>,
+    ctx: &mut Context<'_>,
+) -> MongoResult<()> {
     let resolved = resolved(ctx)?;
-    let me = ctx.conn.auth.user.as_ref();
-    for r in &required {
+    let me = ctx.conn.auth.user.as_deref();
+    for r in required {
         let ok = match &r.target {
             OwnedTarget::Ns(db, coll) => resolved.allows(&Target::Ns(db, coll), r.actions),
             OwnedTarget::Db(db) => resolved.allows(&Target::Db(db), r.actions),
@@ -208,10 +326,26 @@ pub fn not_authorized(req: &crate::request::CommandRequest<'_>) -> MongoError {
     )
 }
 
+/// Runs `f` over the connection's user's privileges, borrowed in place
+/// when they are current (the per-command path: no reference count
+/// touched), resolved again first when a user or role changed.
+fn with_resolved<T>(
+    ctx: &mut Context<'_>,
+    f: impl FnOnce(&privileges::Resolved) -> T,
+) -> MongoResult<T> {
+    if let Some((g, r)) = &ctx.conn.auth.resolved {
+        if *g == ctx.state.auth.generation() {
+            return Ok(f(r));
+        }
+    }
+    let r = resolved(ctx)?;
+    Ok(f(&r))
+}
+
 /// The connection's user's privileges, current with the last change of
 /// any user or role (`None` when nobody is authenticated).
 pub fn resolved(ctx: &mut Context<'_>) -> MongoResult<Arc<privileges::Resolved>> {
-    let Some(user) = ctx.conn.auth.user.clone() else {
+    let Some(user) = ctx.conn.auth.user.as_deref().cloned() else {
         return Ok(Arc::new(privileges::Resolved::default()));
     };
     let generation = ctx.state.auth.generation();
@@ -229,10 +363,19 @@ pub fn resolved(ctx: &mut Context<'_>) -> MongoResult<Arc<privileges::Resolved>>
                 .auth
                 .cache
                 .lock()
-                .insert(user, (generation, r.clone()));
+                .insert(user.clone(), (generation, r.clone()));
             r
         }
     };
+    // A user or role changed: restrictions added since the login apply
+    // from the next command, as mongod drops a user whose updated
+    // restrictions the connection no longer meets.
+    if !restrictions_met(ctx.conn, &r) {
+        tracing::info!(target: "ACCESS", conn = ctx.conn.id, user = %user.name, db = %user.db,
+            "Removed user with unmet authentication restrictions from the connection");
+        logout(ctx.conn);
+        return Ok(Arc::new(privileges::Resolved::default()));
+    }
     ctx.conn.auth.resolved = Some((generation, r.clone()));
     Ok(r)
 }
@@ -244,11 +387,42 @@ fn resolve_user(
     state: &crate::state::ServerState,
     user: &Name,
 ) -> MongoResult<privileges::Resolved> {
-    let direct = match users::get(&state.storage, users::USERS, user)? {
-        Some(d) => users::roles_of(&d),
-        None => Vec::new(),
+    let (direct, own) = match users::get(&state.storage, users::USERS, user)? {
+        Some(d) => (users::roles_of(&d), restrictions::of_document(&d)),
+        None => (Vec::new(), Vec::new()),
     };
-    resolve_roles(state, &direct)
+    let mut r = resolve_roles(state, &direct)?;
+    if !own.is_empty() {
+        r.restrictions.insert(0, own);
+    }
+    Ok(r)
+}
+
+/// Whether the connection meets every authentication restriction in `r`
+/// (the user's own and its roles').
+fn restrictions_met(conn: &ConnectionInfo, r: &privileges::Resolved) -> bool {
+    if r.restrictions.is_empty() {
+        return true;
+    }
+    let client = restrictions::peer_ip(&conn.peer);
+    let server = conn.client.as_ref().and_then(|c| c.local_ip());
+    r.restrictions
+        .iter()
+        .all(|list| restrictions::met(list, client, server))
+}
+
+/// At the end of a successful authentication as `user`: whether the
+/// connection meets the user's and its roles' authentication restrictions
+/// (mongod then fails the login with 18, logging why).
+pub fn may_authenticate_as(ctx: &Context<'_>, user: &Name) -> MongoResult<bool> {
+    let r = resolve_user(ctx.state, user)?;
+    let ok = restrictions_met(ctx.conn, &r);
+    if !ok {
+        tracing::info!(target: "ACCESS", id = 20240u64, conn = ctx.conn.id,
+            user = %user.name, db = %user.db, remote = %ctx.conn.peer,
+            "Failed to acquire user because of unmet authentication restrictions");
+    }
+    Ok(ok)
 }
 
 /// The roles `direct` grants (inherited ones included) and their privileges.
@@ -258,6 +432,7 @@ pub fn resolve_roles(
 ) -> MongoResult<privileges::Resolved> {
     let roles = role_closure(state, direct)?;
     let mut privileges = Vec::new();
+    let mut restrictions = Vec::new();
     for r in &roles {
         match privileges::builtin(r) {
             Some(p) => privileges.extend(p),
@@ -268,11 +443,19 @@ pub fn resolve_roles(
                             privileges.push(privileges::Privilege::from_document(p)?);
                         }
                     }
+                    let own = restrictions::of_document(&d);
+                    if !own.is_empty() {
+                        restrictions.push(own);
+                    }
                 }
             }
         }
     }
-    Ok(privileges::Resolved { roles, privileges })
+    Ok(privileges::Resolved {
+        roles,
+        privileges,
+        restrictions,
+    })
 }
 
 /// What `saslStart` (or a speculative one in `hello`) answers.
@@ -375,6 +558,9 @@ pub fn sasl_continue(
         Ok(step) => {
             if step.done {
                 let user = Name::new(conversation.user.clone(), conversation.db.clone());
+                if !may_authenticate_as(ctx, &user)? {
+                    return Err(scram::auth_failed());
+                }
                 log_success(ctx, conversation.mechanism.name(), &user, false);
                 authenticate_as(ctx.conn, user);
             } else {
@@ -429,9 +615,21 @@ pub fn add_inherited(
     let resolved = resolve_roles(state, direct)?;
     out.insert("inheritedRoles", roles::to_bson(&resolved.roles));
     out.insert("inheritedPrivileges", privileges_bson(&resolved));
+    // One list per role that has any, as mongod shows them.
+    let mut inherited = Vec::new();
+    for r in resolved.roles.iter().filter(|r| !roles::is_builtin(r)) {
+        if let Some(d) = users::get(&state.storage, users::ROLES, r)? {
+            match d.get("authenticationRestrictions") {
+                Some(bson::Bson::Array(a)) if !a.is_empty() => {
+                    inherited.push(bson::Bson::Array(a.clone()));
+                }
+                _ => {}
+            }
+        }
+    }
     out.insert(
         "inheritedAuthenticationRestrictions",
-        bson::Bson::Array(Vec::new()),
+        bson::Bson::Array(inherited),
     );
     Ok(())
 }
@@ -487,7 +685,7 @@ pub fn connection_status(ctx: &Context<'_>, show_privileges: bool) -> MongoResul
         roles_list = role_closure(ctx.state, &direct)?;
     }
     let privileges = if show_privileges && ctx.conn.auth.user.is_some() {
-        let direct = match ctx.conn.auth.user.as_ref() {
+        let direct = match ctx.conn.auth.user.as_deref() {
             Some(u) => users::get(&ctx.state.storage, users::USERS, u)?
                 .map(|d| users::roles_of(&d))
                 .unwrap_or_default(),
@@ -510,6 +708,9 @@ pub fn connection_status(ctx: &Context<'_>, show_privileges: bool) -> MongoResul
 /// `logout`: the connection is no longer authenticated.
 pub fn logout(conn: &mut ConnectionInfo) {
     conn.auth = ConnAuth::default();
+    if let Some(c) = &conn.client {
+        c.set_user(None);
+    }
 }
 
 #[cfg(test)]

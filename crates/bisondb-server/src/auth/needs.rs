@@ -149,7 +149,9 @@ fn pipeline_needs(
             ("$planCacheStats", _) => out.push(Required::ns(db, coll, &[PlanCacheRead])),
             ("$listSearchIndexes", _) => out.push(Required::ns(db, coll, &[ListSearchIndexes])),
             ("$changeStream", _) => out.push(Required::ns(db, coll, &[Find, ChangeStream])),
-            ("$currentOp", RawBsonRef::Document(d)) if !is_false(d, "allUsers") => {
+            // Without `allUsers` the stage lists the caller's own operations,
+            // which needs no privilege (mongod's default is `false`).
+            ("$currentOp", RawBsonRef::Document(d)) if is_true(d, "allUsers") => {
                 out.push(Required::cluster(&[Inprog]))
             }
             ("$listLocalSessions" | "$listSessions", RawBsonRef::Document(d))
@@ -160,10 +162,6 @@ fn pipeline_needs(
             _ => {}
         }
     }
-}
-
-fn is_false(d: &RawDocument, k: &str) -> bool {
-    matches!(field(d, k), Some(RawBsonRef::Boolean(false)) | None)
 }
 
 fn merge_or_out(stage: &str, db: &str, coll: &str, bypass: bool) -> Required {
@@ -313,16 +311,6 @@ pub fn map_reduce(req: &CommandRequest<'_>) -> MongoResult<Vec<Required>> {
     Ok(out)
 }
 
-/// `insert`: `insert` (and `bypassDocumentValidation` when asked).
-pub fn insert(req: &CommandRequest<'_>) -> MongoResult<Vec<Required>> {
-    let coll = first_string(req).unwrap_or("");
-    let mut actions = vec![Insert];
-    if is_true(req.body, "bypassDocumentValidation") {
-        actions.push(BypassDocumentValidation);
-    }
-    Ok(vec![Required::ns(&req.db, coll, &actions)])
-}
-
 /// `getMore`: `find` on the cursor's collection (a cursor reads only what
 /// its opening command could read).
 pub fn get_more(req: &CommandRequest<'_>) -> MongoResult<Vec<Required>> {
@@ -340,6 +328,16 @@ pub fn list_collections(req: &CommandRequest<'_>) -> MongoResult<Vec<Required>> 
         return Ok(Vec::new());
     }
     Ok(vec![Required::db(&req.db, &[ListCollections])])
+}
+
+/// `currentOp`: `inprog` on the cluster, unless it asks only for the
+/// caller's own operations (`$ownOps: true`), which any authenticated user
+/// may see.
+pub fn current_op(req: &CommandRequest<'_>) -> MongoResult<Vec<Required>> {
+    if is_true(req.body, "$ownOps") {
+        return Ok(Vec::new());
+    }
+    Ok(vec![Required::cluster(&[Inprog])])
 }
 
 /// `bulkWrite` (on admin): per namespace of `nsInfo`, the actions of the

@@ -30,6 +30,7 @@ macro_rules! actions {
 }
 
 actions! {
+    AdvanceClusterTime = "advanceClusterTime",
     AnyAction = "anyAction",
     AppendOplogNote = "appendOplogNote",
     ApplicationMessage = "applicationMessage",
@@ -307,6 +308,11 @@ pub enum Needs {
     Authenticated,
     /// These actions on the collection the command names (its first value).
     Collection(&'static [Action]),
+    /// The first actions on the collection the command names, and each
+    /// listed action whose boolean field the body sets to true (`insert`'s
+    /// `bypassDocumentValidation`): checked without allocating, as the
+    /// hottest commands need.
+    CollectionAnd(&'static [Action], &'static [(&'static str, Action)]),
     /// These actions on the command's database.
     Database(&'static [Action]),
     /// These actions on the cluster.
@@ -364,6 +370,9 @@ impl Required {
 pub struct Resolved {
     pub roles: Vec<Name>,
     pub privileges: Vec<Privilege>,
+    /// The `authenticationRestrictions` of the user and of each of its
+    /// roles that has any: every list must be met (`restrictions.rs`).
+    pub restrictions: Vec<Vec<super::restrictions::Restriction>>,
 }
 
 impl Resolved {
@@ -656,7 +665,7 @@ pub fn builtin(role: &Name) -> Option<Vec<Privilege>> {
             v
         }
         "clusterMonitor" => vec![cluster(CLUSTER_MONITOR), any_db(CLUSTER_MONITOR_ANY_DB)],
-        "hostManager" => vec![cluster(HOST_MANAGER), any_db(&[KillCursors])],
+        "hostManager" => vec![cluster(HOST_MANAGER), any_db(&[KillCursors, KillAnyCursor])],
         "clusterManager" => vec![
             cluster(CLUSTER_MANAGER),
             Privilege::new(Resource::ns("config", ""), READ_WRITE),

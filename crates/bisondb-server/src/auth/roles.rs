@@ -194,7 +194,9 @@ pub fn info(
     state: &ServerState,
     role: &Name,
     show_privileges: bool,
+    show_restrictions: bool,
 ) -> MongoResult<Option<bson::Document>> {
+    let mut own_restrictions = Bson::Array(Vec::new());
     let (direct_roles, own_privileges, builtin) = if let Some(p) = super::privileges::builtin(role)
     {
         (Vec::new(), p, true)
@@ -207,6 +209,9 @@ pub fn info(
                         own.push(super::privileges::Privilege::from_document(p)?);
                     }
                 }
+                if let Some(r) = d.get("authenticationRestrictions") {
+                    own_restrictions = r.clone();
+                }
                 (users::roles_of(&d), own, false)
             }
             None => return Ok(None),
@@ -218,6 +223,7 @@ pub fn info(
     let merged = super::privileges::Resolved {
         roles: Vec::new(),
         privileges: all,
+        restrictions: Vec::new(),
     };
     let mut d = bson::doc! {
         "_id": role.id(),
@@ -231,6 +237,20 @@ pub fn info(
     d.insert("inheritedRoles", to_bson(&inherited.roles));
     if show_privileges {
         d.insert("inheritedPrivileges", super::privileges_bson(&merged));
+    }
+    if show_restrictions {
+        // Its own list, and one list per role it is or inherits that has any.
+        let mut inherited = Vec::new();
+        if matches!(&own_restrictions, Bson::Array(a) if !a.is_empty()) {
+            inherited.push(own_restrictions.clone());
+        }
+        let mut lists = bson::Document::new();
+        super::add_inherited(state, &direct_roles, &mut lists)?;
+        if let Ok(more) = lists.get_array("inheritedAuthenticationRestrictions") {
+            inherited.extend(more.iter().cloned());
+        }
+        d.insert("authenticationRestrictions", own_restrictions);
+        d.insert("inheritedAuthenticationRestrictions", inherited);
     }
     d.insert("isBuiltin", builtin);
     Ok(Some(d))

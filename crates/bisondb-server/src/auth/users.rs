@@ -294,7 +294,9 @@ impl UserFields {
                 "mechanisms" => u.mechanisms = Some(parse_mechanisms(n, v)?),
                 "authenticationRestrictions" => {
                     fields::as_array(n, "authenticationRestrictions", v)?;
-                    u.restrictions = Some(fields::to_bson(v)?);
+                    let r = fields::to_bson(v)?;
+                    super::restrictions::parse(&r)?;
+                    u.restrictions = Some(r);
                 }
                 other => fields::check_known(n, other, &[])?,
             }

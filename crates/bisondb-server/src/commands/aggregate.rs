@@ -250,6 +250,7 @@ impl Command for Aggregate {
                     db: self.db.clone(),
                     coll_name: self.coll.clone(),
                     coll: coll.clone(),
+                    own_ops: crate::auth::own_ops(ctx),
                 }));
             Box::new(std::iter::empty())
         } else {

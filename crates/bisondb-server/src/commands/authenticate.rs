@@ -92,13 +92,14 @@ impl Authenticate {
                 &format!("Could not find user \"{subject}\" for db \"$external\""),
             ));
         }
+        let name = crate::auth::Name::new(subject.clone(), EXTERNAL_DB);
+        if !crate::auth::may_authenticate_as(ctx, &name)? {
+            return Err(self.failed(ctx, &subject, "unmet authentication restrictions"));
+        }
         tracing::info!(target: "ACCESS", id = LOG_AUTH_SUCCEEDED, conn = ctx.conn.id,
             mechanism = MONGODB_X509, user = %subject, db = EXTERNAL_DB, remote = %ctx.conn.peer,
             "Successfully authenticated");
-        crate::auth::authenticate_as(
-            ctx.conn,
-            crate::auth::Name::new(subject.clone(), EXTERNAL_DB),
-        );
+        crate::auth::authenticate_as(ctx.conn, name);
         Ok(doc! {"dbname": EXTERNAL_DB, "user": subject})
     }
 

@@ -43,7 +43,9 @@ impl Command for CreateRole {
                 }
                 "authenticationRestrictions" => {
                     fields::as_array(n, "authenticationRestrictions", v)?;
-                    c.restrictions = Some(fields::to_bson(v)?);
+                    let r = fields::to_bson(v)?;
+                    crate::auth::restrictions::parse(&r)?;
+                    c.restrictions = Some(r);
                 }
                 other => fields::check_known(n, other, &[])?,
             }

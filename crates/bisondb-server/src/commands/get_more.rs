@@ -55,6 +55,18 @@ impl Command for GetMore {
         OpCounters::add(&ctx.state.opcounters.getmore, 1);
         let _pinned = ctx.state.cursors.pin();
         let mut cursor = ctx.state.cursors.take(self.id, &self.ns)?;
+        // A cursor is its opener's: no other user may read on (not even one
+        // with every privilege), as mongod.
+        if !crate::auth::is_coauthorized_with(ctx, cursor.owner.as_deref()) {
+            ctx.state.cursors.restore(self.id, cursor);
+            return Err(bisondb_error::MongoError::new(
+                bisondb_error::ErrorCode::Unauthorized,
+                format!(
+                    "cursor id {} was not created by the authenticated user",
+                    self.id
+                ),
+            ));
+        }
         if self.max_time && !cursor.is_await_data() {
             ctx.state.cursors.restore(self.id, cursor);
             return Err(bisondb_error::MongoError::bad_value(

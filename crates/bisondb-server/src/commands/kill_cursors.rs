@@ -1,6 +1,6 @@
 //! `killCursors`: closes cursors by id on one collection.
 
-use bisondb_error::MongoResult;
+use bisondb_error::{ErrorCode, MongoError, MongoResult};
 use bson::{doc, Bson, RawBsonRef, RawDocumentBuf};
 
 use super::{Command, Context};
@@ -11,6 +11,14 @@ use crate::request::CommandRequest;
 pub struct KillCursors {
     ns: String,
     ids: Vec<i64>,
+}
+
+impl KillCursors {
+    /// Whether the caller holds `killAnyCursor` on the namespace.
+    fn may_kill_any(&self, ctx: &mut Context<'_>) -> MongoResult<bool> {
+        let (db, coll) = self.ns.split_once('.').unwrap_or((self.ns.as_str(), ""));
+        crate::auth::has_ns_action(ctx, db, coll, crate::auth::Action::KillAnyCursor)
+    }
 }
 
 impl Command for KillCursors {
@@ -45,6 +53,22 @@ impl Command for KillCursors {
     }
 
     fn execute(self, ctx: &mut Context<'_>) -> MongoResult<RawDocumentBuf> {
+        // Another user's cursor needs `killAnyCursor` on the namespace; one
+        // such cursor fails the whole command before any is killed, as
+        // mongod's authorization check (a cursor not found is no reason).
+        for id in &self.ids {
+            let Some(owner) = ctx.state.cursors.owner_of(*id, &self.ns) else {
+                continue;
+            };
+            if !crate::auth::is_coauthorized_with(ctx, owner.as_deref())
+                && !self.may_kill_any(ctx)?
+            {
+                return Err(MongoError::new(
+                    ErrorCode::Unauthorized,
+                    format!("not authorized to kill cursor on {}", self.ns),
+                ));
+            }
+        }
         // Only cursors of this namespace may be killed through it.
         let mut mine = Vec::new();
         let mut not_found = Vec::new();

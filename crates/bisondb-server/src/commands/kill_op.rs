@@ -1,6 +1,8 @@
 //! `killOp`: interrupts the operation `op` (an opid from `currentOp`) at its
 //! next check; its client gets 11601 Interrupted and its cursor is gone. As
 //! mongod, the reply is the same whether or not the operation still runs.
+//! Under `--auth` any user may kill its own operations; another user's
+//! need `killop` on the cluster.
 
 use bisondb_error::{ErrorCode, MongoError, MongoResult};
 use bson::{doc, RawDocumentBuf};
@@ -40,7 +42,14 @@ impl Command for KillOp {
     }
 
     fn execute(self, ctx: &mut Context<'_>) -> MongoResult<RawDocumentBuf> {
-        let found = ctx.state.ops.kill(self.op);
+        // Without `killop` a user reaches only its own operations; another's
+        // is left running with the same reply, as mongod.
+        let whose = if crate::auth::has_cluster_action(ctx, crate::auth::Action::Killop)? {
+            crate::op_ctx::Whose::All
+        } else {
+            crate::auth::own_ops(ctx)
+        };
+        let found = ctx.state.ops.kill(self.op, &whose);
         tracing::info!(target: "COMMAND", opid = self.op, found, "Going to kill op");
         reply::ok(doc! {"info": "attempting to kill op"})
     }

@@ -18,6 +18,8 @@ pub struct RolesInfo {
     named: Option<Vec<Name>>,
     db: String,
     show_privileges: bool,
+    /// `showAuthenticationRestrictions`.
+    show_restrictions: bool,
     show_builtin: bool,
 }
 
@@ -28,6 +30,7 @@ impl Command for RolesInfo {
             named: Some(Vec::new()),
             db: req.db.clone(),
             show_privileges: false,
+            show_restrictions: false,
             show_builtin: false,
         };
         for el in req.body.iter() {
@@ -64,7 +67,7 @@ impl Command for RolesInfo {
                 }
                 "showBuiltinRoles" => r.show_builtin = fields::as_bool(n, "showBuiltinRoles", v)?,
                 "showAuthenticationRestrictions" => {
-                    fields::as_bool(n, "showAuthenticationRestrictions", v)?;
+                    r.show_restrictions = fields::as_bool(n, "showAuthenticationRestrictions", v)?;
                 }
                 other => fields::check_known(n, other, &[])?,
             }
@@ -89,7 +92,12 @@ impl Command for RolesInfo {
         };
         let mut out = Vec::new();
         for name in &names {
-            if let Some(d) = roles::info(ctx.state, name, self.show_privileges)? {
+            if let Some(d) = roles::info(
+                ctx.state,
+                name,
+                self.show_privileges,
+                self.show_restrictions,
+            )? {
                 out.push(Bson::Document(d));
             }
         }

@@ -36,7 +36,9 @@ impl Command for UpdateRole {
                 "roles" => c.roles = Some(roles::parse_role_names(n, "roles", v, &req.db)?),
                 "authenticationRestrictions" => {
                     fields::as_array(n, "authenticationRestrictions", v)?;
-                    c.restrictions = Some(fields::to_bson(v)?);
+                    let r = fields::to_bson(v)?;
+                    crate::auth::restrictions::parse(&r)?;
+                    c.restrictions = Some(r);
                 }
                 other => fields::check_known(n, other, &[])?,
             }

@@ -28,6 +28,8 @@ pub struct UsersInfo {
     which: Which,
     show_credentials: bool,
     show_privileges: bool,
+    /// `showAuthenticationRestrictions`: the user's own and inherited.
+    show_restrictions: bool,
     show_custom_data: bool,
     filter: Option<Document>,
 }
@@ -71,6 +73,7 @@ impl Command for UsersInfo {
             which: Which::Named(Vec::new()),
             show_credentials: false,
             show_privileges: false,
+            show_restrictions: false,
             show_custom_data: true,
             filter: None,
         };
@@ -86,6 +89,7 @@ impl Command for UsersInfo {
                     if fields::as_bool(n, k, v)? {
                         detail = Some(k);
                         u.show_privileges |= k == "showPrivileges";
+                        u.show_restrictions |= k == "showAuthenticationRestrictions";
                     }
                 }
                 "filter" => {
@@ -146,8 +150,19 @@ impl Command for UsersInfo {
                     d.insert("customData", c.clone());
                 }
             }
-            if self.show_privileges {
+            if self.show_privileges || self.show_restrictions {
                 crate::auth::add_inherited(state, &users::roles_of(&u), &mut d)?;
+                if !self.show_privileges {
+                    d.remove("inheritedPrivileges");
+                }
+            }
+            if self.show_restrictions {
+                d.insert(
+                    "authenticationRestrictions",
+                    u.get("authenticationRestrictions")
+                        .cloned()
+                        .unwrap_or(Bson::Array(Vec::new())),
+                );
             }
             let mechanisms: Vec<Bson> = users::mechanisms(&u)
                 .into_iter()

@@ -4,7 +4,9 @@
 //! Once the set is initiated every reply carries `operationTime` (the
 //! optime of the last committed write: a client that reads after it reads
 //! everything this command did) and `$clusterTime` (`{clusterTime, signature:
-//! {hash: 20 zero bytes, keyId: 0}}`: unsigned, as mongod without keys).
+//! {hash, keyId}}`). Without access control the signature is mongod's dummy
+//! one (20 zero bytes, key id 0); with it, the keys of `admin.system.keys`
+//! sign it and a client's time is checked before it counts (`signing.rs`).
 //! A request's `$clusterTime` moves the clock forward (gossip).
 //!
 //! Read concern: `local`, `available`, `majority`, `linearizable` and
@@ -24,7 +26,9 @@ use bisondb_error::{ErrorCode, MongoError, MongoResult};
 use bson::spec::BinarySubtype;
 use bson::{doc, Binary, RawBsonRef, RawDocument, RawDocumentBuf, Timestamp};
 
+use super::signing;
 use super::ReplState;
+use crate::context::Context;
 use crate::state::ServerState;
 
 /// The levels mongod knows.
@@ -41,13 +45,14 @@ fn cmp_ts(a: Timestamp, b: Timestamp) -> std::cmp::Ordering {
 /// Before a command runs in replica-set mode: takes the request's
 /// `$clusterTime`, checks its `readConcern` and waits for its
 /// `afterClusterTime`.
-pub fn before_command(state: &ServerState, body: &RawDocument) -> MongoResult<()> {
+pub fn before_command(ctx: &mut Context<'_>, body: &RawDocument) -> MongoResult<()> {
+    let state = ctx.state;
     let repl = state.repl();
     if !repl.enabled() {
         return check_standalone_read_concern(body);
     }
     if let Ok(Some(RawBsonRef::Document(ct))) = body.get("$clusterTime") {
-        if let Ok(Some(RawBsonRef::Timestamp(ts))) = ct.get("clusterTime") {
+        if let Some(ts) = admit(ctx, ct)? {
             gossip(repl, ts);
         }
     }
@@ -208,6 +213,38 @@ pub fn check_linearizable_aggregate(body: &RawDocument) -> MongoResult<()> {
     Ok(())
 }
 
+/// The time of a request's `$clusterTime` that may move the clock: any,
+/// without access control; with it, one whose signature this server's keys
+/// check (`signing::Keys::validate`), unless the user holds
+/// `advanceClusterTime`. Before authentication an unsigned time is ignored
+/// rather than refused, as mongod.
+fn admit(ctx: &mut Context<'_>, ct: &RawDocument) -> MongoResult<Option<Timestamp>> {
+    let state = ctx.state;
+    if !state.auth.enabled {
+        return Ok(match ct.get("clusterTime") {
+            Ok(Some(RawBsonRef::Timestamp(ts))) => Some(ts),
+            _ => None,
+        });
+    }
+    let Some(sent) = signing::Sent::parse(ct)? else {
+        return Ok(None);
+    };
+    if ctx.conn.auth.user.is_none() && sent.proof.is_none() {
+        return Ok(None);
+    }
+    if may_advance(ctx)? {
+        return Ok(Some(sent.time));
+    }
+    state.repl().keys().validate(&state.storage, &sent)?;
+    Ok(Some(sent.time))
+}
+
+/// Whether the connection may move the cluster time without a signature:
+/// its user holds `advanceClusterTime` on the cluster.
+fn may_advance(ctx: &mut Context<'_>) -> MongoResult<bool> {
+    crate::auth::has_cluster_action(ctx, crate::auth::Action::AdvanceClusterTime)
+}
+
 /// A client's cluster time moves ours forward; mongod refuses one more
 /// than a year ahead of its wall clock, and so does this.
 fn gossip(repl: &ReplState, ts: Timestamp) {
@@ -249,11 +286,12 @@ fn wait_for(state: &ServerState, ts: Timestamp) -> MongoResult<()> {
 /// write command, `writes`, that succeeded), then `$clusterTime` and
 /// `operationTime`.
 pub fn finish_reply(
-    state: &ServerState,
+    ctx: &mut Context<'_>,
     body: &RawDocument,
     writes: bool,
     reply: &mut RawDocumentBuf,
 ) {
+    let state = ctx.state;
     let repl = state.repl();
     if !repl.enabled() || !repl.is_initiated() {
         return;
@@ -271,16 +309,36 @@ pub fn finish_reply(
     }
     let operation_time = repl.last_write().0;
     let cluster_time = repl.clock().now();
-    let signed = doc! {
-        "clusterTime": cluster_time,
-        "signature": {
-            "hash": Binary { subtype: BinarySubtype::Generic, bytes: vec![0u8; 20] },
-            "keyId": 0i64,
-        },
-    };
-    append_doc(reply, "$clusterTime", &signed);
+    if let Some((hash, key_id)) = signature(ctx, cluster_time) {
+        let signed = doc! {
+            "clusterTime": cluster_time,
+            "signature": {
+                "hash": Binary { subtype: BinarySubtype::Generic, bytes: hash.to_vec() },
+                "keyId": key_id,
+            },
+        };
+        append_doc(reply, "$clusterTime", &signed);
+    }
     if let Ok(k) = crate::reply::key("operationTime") {
         reply.append(k, operation_time);
+    }
+}
+
+/// The signature a reply's `$clusterTime` carries: the dummy one without
+/// access control or for a user with `advanceClusterTime`, else the
+/// current key's. `None` (no `$clusterTime` at all, as mongod without keys)
+/// when no key could be read or made.
+fn signature(ctx: &mut Context<'_>, time: Timestamp) -> Option<(signing::Proof, i64)> {
+    let dummy = Some(([0u8; 20], 0));
+    if !ctx.state.auth.enabled || may_advance(ctx).unwrap_or(false) {
+        return dummy;
+    }
+    match ctx.state.repl().keys().sign(&ctx.state.storage, time) {
+        Ok(s) => Some(s),
+        Err(e) => {
+            tracing::warn!(target: "REPL", error = %e, "cannot sign the cluster time");
+            None
+        }
     }
 }
 

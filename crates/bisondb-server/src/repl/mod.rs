@@ -24,6 +24,7 @@ pub mod diff;
 pub mod hello;
 pub mod oplog;
 pub mod set_config;
+pub mod signing;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -97,12 +98,15 @@ pub struct ReplState {
     elected_at: parking_lot::Mutex<(Timestamp, i64)>,
     /// `local.oplog.rs`, the store's op observer in replica-set mode.
     oplog: Arc<oplog::Oplog>,
+    /// The keys that sign `$clusterTime` under access control.
+    keys: signing::Keys,
 }
 
 impl ReplState {
     pub fn new(config: &ServerConfig) -> Arc<ReplState> {
         Arc::new_cyclic(|me| ReplState {
             oplog: oplog::Oplog::new(me.clone()),
+            keys: signing::Keys::default(),
             set_name: config.repl_set_name.clone(),
             initiated: RwLock::new(None),
             clock: ClusterClock::default(),
@@ -309,6 +313,11 @@ impl ReplState {
     /// The cluster-time clock.
     pub fn clock(&self) -> &ClusterClock {
         &self.clock
+    }
+
+    /// The keys that sign `$clusterTime` (`signing.rs`).
+    pub fn keys(&self) -> &signing::Keys {
+        &self.keys
     }
 }
 

@@ -17,12 +17,15 @@ pub struct Options {
     pub idle_connections: bool,
     /// Cursors no operation is using are listed too (`idleCursors`).
     pub idle_cursors: bool,
+    /// Every user's operations (`allUsers`, which needs `inprog` under
+    /// `--auth`); by default only the caller's.
+    pub all_users: bool,
 }
 
 impl Options {
     /// Reads `{allUsers, idleConnections, idleCursors, idleSessions, localOps,
-    /// truncateOps, backtrace}`. Without authentication every operation is the
-    /// one user's, so `allUsers` lists the same; no session is ever idle
+    /// truncateOps, backtrace}`. Without authentication every operation is
+    /// everyone's, so `allUsers` lists the same; no session is ever idle
     /// inside a transaction here, so `idleSessions` adds nothing.
     pub fn parse(spec: &Bson) -> MongoResult<Options> {
         let Bson::Document(d) = spec else {
@@ -49,7 +52,8 @@ impl Options {
             match k.as_str() {
                 "idleConnections" => out.idle_connections = flag,
                 "idleCursors" => out.idle_cursors = flag,
-                "allUsers" | "idleSessions" | "localOps" | "truncateOps" | "backtrace" => {}
+                "allUsers" => out.all_users = flag,
+                "idleSessions" | "localOps" | "truncateOps" | "backtrace" => {}
                 other => {
                     return Err(MongoError::new(
                         ErrorCode::FailedToParse,
@@ -61,12 +65,13 @@ impl Options {
         Ok(out)
     }
 
-    /// The stage's documents now.
-    pub fn report(self, state: &ServerState) -> Vec<Document> {
+    /// The stage's documents now: the operations (and idle cursors) of
+    /// `whose`.
+    pub fn report(self, state: &ServerState, whose: &crate::op_ctx::Whose) -> Vec<Document> {
         let host = crate::op_ctx::host(state);
-        let mut docs = state.ops.report(&host, self.idle_connections);
+        let mut docs = state.ops.report(&host, self.idle_connections, whose);
         if self.idle_cursors {
-            docs.extend(state.cursors.idle_report(&host));
+            docs.extend(state.cursors.idle_report(&host, whose));
         }
         docs
     }

@@ -90,6 +90,9 @@ pub struct ServerStagesOf {
     pub coll_name: Option<String>,
     /// The collection, when it exists.
     pub coll: Option<Collection>,
+    /// Whose operations `$currentOp` without `allUsers` lists: the
+    /// caller's own under `--auth`, everyone's without.
+    pub own_ops: crate::op_ctx::Whose,
 }
 
 impl std::fmt::Debug for ServerStagesOf {
@@ -107,7 +110,14 @@ impl ServerStages for ServerStagesOf {
             "$listLocalSessions" => Ok(Box::new(self.state.sessions.list().into_iter().map(Ok))),
             "$currentOp" => {
                 let options = current_op::Options::parse(spec)?;
-                Ok(Box::new(options.report(&self.state).into_iter().map(Ok)))
+                let whose = if options.all_users {
+                    crate::op_ctx::Whose::All
+                } else {
+                    self.own_ops.clone()
+                };
+                Ok(Box::new(
+                    options.report(&self.state, &whose).into_iter().map(Ok),
+                ))
             }
             "$collStats" => {
                 let stage = coll_stats::CollStatsStage::parse(spec)?;

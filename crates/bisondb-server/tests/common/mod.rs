@@ -198,6 +198,19 @@ pub async fn start_with(edit: impl FnOnce(&mut ServerConfig)) -> TestServer {
     }
 }
 
+/// A server with `--auth` whose first user, `root` (password `rootpw`, role
+/// `root`), was made through the localhost exception by the unauthenticated
+/// client.
+pub async fn start_with_root() -> TestServer {
+    let s = start_with(|c| c.auth = true).await;
+    s.tcp
+        .database("admin")
+        .run_command(bson::doc! {"createUser": "root", "pwd": "rootpw", "roles": ["root"]})
+        .await
+        .unwrap_or_else(|e| panic!("createUser through the localhost exception: {e}"));
+    s
+}
+
 /// The replica set test servers run as (`--replSet`).
 pub const SET_NAME: &str = "rs0";
 
