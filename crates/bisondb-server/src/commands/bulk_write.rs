@@ -495,8 +495,7 @@ impl<'a> BulkWrite<'a> {
                 let outcome = match retry.as_ref().and_then(|t| t.executed(i)) {
                     Some(done) => Outcome::from_stmt(done),
                     None => {
-                        let outcome =
-                            crate::repl::oplog::with_stmt(i, || self.run_one(ctx, op));
+                        let outcome = crate::repl::oplog::with_stmt(i, || self.run_one(ctx, op));
                         if let (Some(t), Some(done)) = (&retry, outcome.to_stmt()) {
                             t.record(i, done);
                         }

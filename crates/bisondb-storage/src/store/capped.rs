@@ -647,10 +647,7 @@ impl Collection {
         let mut rid = match snap.get() {
             Some(s) => self.next_rid_locked(capped, s.as_ref(), generation)?,
             // Cached for this generation: no read.
-            None => capped
-                .next_rid
-                .lock()
-                .map_or(1, |(_, next)| next),
+            None => capped.next_rid.lock().map_or(1, |(_, next)| next),
         };
         let entries = build()?;
         let indexes = self.state.indexes.read().clone();
