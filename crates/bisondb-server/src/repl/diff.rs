@@ -224,6 +224,22 @@ mod tests {
     }
 
     #[test]
+    fn a_bucket_insert_logs_only_the_new_measurement_and_control_fields() {
+        let pad = "a meta value long enough that a diff beats the whole bucket";
+        let before = rawdoc! {"_id": 1, "control": {"version": 1, "min": {"t": 1, "v": 5}, "max": {"t": 2, "v": 9}},
+        "meta": pad, "data": {"t": {"0": 1, "1": 2}, "v": {"0": 5, "1": 9}}};
+        let after = rawdoc! {"_id": 1, "control": {"version": 1, "min": {"t": 1, "v": 5}, "max": {"t": 3, "v": 9}},
+        "meta": pad, "data": {"t": {"0": 1, "1": 2, "2": 3}, "v": {"0": 5, "1": 9, "2": 7}}};
+        assert_eq!(
+            diff(before, after).unwrap(),
+            doc! {"$v": 2, "diff": {
+                "scontrol": {"smax": {"u": {"t": 3}}},
+                "sdata": {"st": {"i": {"2": 3}}, "sv": {"i": {"2": 7}}},
+            }}
+        );
+    }
+
+    #[test]
     fn unchanged_is_no_entry_and_type_changes_are_written() {
         assert!(diff(rawdoc! {"_id": 1, "a": 1}, rawdoc! {"_id": 1, "a": 1}).is_none());
         let o = diff(
