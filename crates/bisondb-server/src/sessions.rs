@@ -54,9 +54,11 @@ pub type SessionId = [u8; 16];
 pub type Uid = [u8; 32];
 
 /// The `uid` of sessions started without authentication: SHA-256 of the
-/// empty user name, as mongod computes it.
+/// empty user name, as mongod computes it (once: every command with an
+/// `lsid` asks).
 pub fn no_auth_uid() -> Uid {
-    Sha256::digest(b"").into()
+    static UID: std::sync::OnceLock<Uid> = std::sync::OnceLock::new();
+    *UID.get_or_init(|| Sha256::digest(b"").into())
 }
 
 /// The `uid` of the user `user` of database `db`.

@@ -309,7 +309,12 @@ async fn a_retry_after_a_restart_runs_nothing_twice() {
     let entries = session_entries(&client, &a).await;
     assert_eq!(entries.len(), 2, "{entries:?}");
     let zero = doc! {"ts": Timestamp { time: 0, increment: 0 }, "t": -1i64};
-    assert_eq!(entries[0].get_i32("stmtId").ok(), Some(0), "{:?}", entries[0]);
+    assert_eq!(
+        entries[0].get_i32("stmtId").ok(),
+        Some(0),
+        "{:?}",
+        entries[0]
+    );
     assert_eq!(entries[0].get_document("prevOpTime").ok(), Some(&zero));
     assert_eq!(entries[1].get_i32("stmtId").ok(), Some(1));
     let first_ts = entries[0].get_timestamp("ts").unwrap();
@@ -373,7 +378,8 @@ async fn a_retry_after_a_restart_runs_nothing_twice() {
     let one = c.find_one(doc! {"_id": 1}).await.unwrap().unwrap();
     assert_eq!(num(&one, "x"), 11);
     // The sessions go on with new numbers.
-    let next = doc! {"insert": "c", "documents": [{"_id": 12}], "lsid": a.clone(), "txnNumber": 2i64};
+    let next =
+        doc! {"insert": "c", "documents": [{"_id": 12}], "lsid": a.clone(), "txnNumber": 2i64};
     assert_eq!(num(&db.run_command(next).await.unwrap(), "n"), 1);
     server.shutdown();
     drop(client);

@@ -251,17 +251,17 @@ impl<'a> Update<'a> {
                 .and_then(|s| {
                     crate::repl::oplog::with_stmt(i, || {
                         write::update(
-                        &ctx.state.storage,
-                        &b.db,
-                        &b.coll,
-                        s.selection(),
-                        &s.update,
-                        s.multi,
-                        s.upsert,
-                        b.wc.durability,
-                        false,
-                        validator.as_ref(),
-                    )
+                            &ctx.state.storage,
+                            &b.db,
+                            &b.coll,
+                            s.selection(),
+                            &s.update,
+                            s.multi,
+                            s.upsert,
+                            b.wc.durability,
+                            false,
+                            validator.as_ref(),
+                        )
                     })
                 });
             OpCounters::add(&ctx.state.opcounters.update, 1);

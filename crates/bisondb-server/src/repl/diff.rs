@@ -54,43 +54,69 @@ fn fields(d: &RawDocument) -> Result<Vec<(&str, RawBsonRef<'_>)>, StorageError> 
         .collect()
 }
 
+/// The sections of a diff being built (`d`, `u`, `i`, then the `s<field>`
+/// sub-diffs, in mongod's order).
+#[derive(Default)]
+struct Sections {
+    d: Document,
+    u: Document,
+    i: Document,
+    s: Document,
+}
+
+impl Sections {
+    /// A field both documents have, `old` before and `new` after.
+    fn shared(
+        &mut self,
+        k: &str,
+        old: RawBsonRef<'_>,
+        new: RawBsonRef<'_>,
+    ) -> Result<(), StorageError> {
+        if old == new {
+            return Ok(());
+        }
+        match sub_diff(old, new)? {
+            Some(sub) if !sub.is_empty() => {
+                self.s.insert(format!("s{k}"), sub);
+            }
+            Some(_) => {}
+            None => {
+                self.u.insert(k, owned(new)?);
+            }
+        }
+        Ok(())
+    }
+
+    fn into_diff(self) -> Document {
+        let mut out = Document::new();
+        for (name, section) in [("d", self.d), ("u", self.u), ("i", self.i)] {
+            if !section.is_empty() {
+                out.insert(name, section);
+            }
+        }
+        out.extend(self.s);
+        out
+    }
+}
+
 /// The diff of two raw documents; `None` when the fields they share are not
 /// in the same order, or a new field comes before a shared one (the format
 /// cannot move a field: the caller replaces).
 fn diff_raw(before: &RawDocument, after: &RawDocument) -> Result<Option<Document>, StorageError> {
     let b = fields(before)?;
     let a = fields(after)?;
+    let mut out = Sections::default();
     // The common case (a time-series bucket's columns, a `$set` of a
     // field): the old fields, in order, start the new document. Then only
     // values that differ and the new tail are looked at, without hashing.
     if a.len() >= b.len() && b.iter().zip(&a).all(|((x, _), (y, _))| x == y) {
-        let (mut u, mut i, mut s) = (Document::new(), Document::new(), Document::new());
         for ((k, old), (_, new)) in b.iter().zip(&a) {
-            if old == new {
-                continue;
-            }
-            match sub_diff(*old, *new)? {
-                Some(sub) if !sub.is_empty() => {
-                    s.insert(format!("s{k}"), sub);
-                }
-                Some(_) => {}
-                None => {
-                    u.insert(*k, owned(*new)?);
-                }
-            }
+            out.shared(k, *old, *new)?;
         }
         for (k, new) in a.get(b.len()..).unwrap_or_default() {
-            i.insert(*k, owned(*new)?);
+            out.i.insert(*k, owned(*new)?);
         }
-        let mut out = Document::new();
-        if !u.is_empty() {
-            out.insert("u", u);
-        }
-        if !i.is_empty() {
-            out.insert("i", i);
-        }
-        out.extend(s);
-        return Ok(Some(out));
+        return Ok(Some(out.into_diff()));
     }
     let in_after: std::collections::HashMap<&str, RawBsonRef<'_>> = a.iter().copied().collect();
     let in_before: std::collections::HashSet<&str> = b.iter().map(|(k, _)| *k).collect();
@@ -115,47 +141,20 @@ fn diff_raw(before: &RawDocument, after: &RawDocument) -> Result<Option<Document
             seen_new = true;
         }
     }
-    let (mut d, mut u, mut i, mut s) = (
-        Document::new(),
-        Document::new(),
-        Document::new(),
-        Document::new(),
-    );
     for (k, old) in &b {
-        let Some(new) = in_after.get(k) else {
-            d.insert(*k, false);
-            continue;
-        };
-        if old == new {
-            continue;
-        }
-        match sub_diff(*old, *new)? {
-            Some(sub) if !sub.is_empty() => {
-                s.insert(format!("s{k}"), sub);
-            }
-            Some(_) => {}
+        match in_after.get(k) {
+            Some(new) => out.shared(k, *old, *new)?,
             None => {
-                u.insert(*k, owned(*new)?);
+                out.d.insert(*k, false);
             }
         }
     }
     for (k, new) in &a {
         if !in_before.contains(k) {
-            i.insert(*k, owned(*new)?);
+            out.i.insert(*k, owned(*new)?);
         }
     }
-    let mut out = Document::new();
-    if !d.is_empty() {
-        out.insert("d", d);
-    }
-    if !u.is_empty() {
-        out.insert("u", u);
-    }
-    if !i.is_empty() {
-        out.insert("i", i);
-    }
-    out.extend(s);
-    Ok(Some(out))
+    Ok(Some(out.into_diff()))
 }
 
 /// A sub-diff for two values of the same kind (both documents, both
@@ -233,6 +232,22 @@ mod tests {
                 "i": {"new": "n"},
                 "sc": {"u": {"y": 3}},
                 "sarr": {"a": true, "l": 2, "u1": 5},
+            }}
+        );
+    }
+
+    #[test]
+    fn a_bucket_insert_logs_only_the_new_measurement_and_control_fields() {
+        let pad = "a meta value long enough that a diff beats the whole bucket";
+        let before = rawdoc! {"_id": 1, "control": {"version": 1, "min": {"t": 1, "v": 5}, "max": {"t": 2, "v": 9}},
+        "meta": pad, "data": {"t": {"0": 1, "1": 2}, "v": {"0": 5, "1": 9}}};
+        let after = rawdoc! {"_id": 1, "control": {"version": 1, "min": {"t": 1, "v": 5}, "max": {"t": 3, "v": 9}},
+        "meta": pad, "data": {"t": {"0": 1, "1": 2, "2": 3}, "v": {"0": 5, "1": 9, "2": 7}}};
+        assert_eq!(
+            diff(before, after).unwrap(),
+            doc! {"$v": 2, "diff": {
+                "scontrol": {"smax": {"u": {"t": 3}}},
+                "sdata": {"st": {"i": {"2": 3}}, "sv": {"i": {"2": 7}}},
             }}
         );
     }

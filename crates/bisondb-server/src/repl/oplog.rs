@@ -154,7 +154,10 @@ enum Stmts {
     One(i32),
     /// A batch of inserts: the statement of each document, by the address
     /// of the document the store is handed.
-    Docs { docs: Vec<(usize, i32)>, next: usize },
+    Docs {
+        docs: Vec<(usize, i32)>,
+        next: usize,
+    },
 }
 
 thread_local! {

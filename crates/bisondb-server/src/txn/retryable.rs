@@ -25,8 +25,8 @@ use bisondb_storage::{Durability, Modify};
 use bson::{doc, Bson, RawBsonRef, RawDocumentBuf, Timestamp};
 
 use super::{record_key, session_id, OpTxn, StmtOutcome};
-use crate::repl::oplog::{OpTime, Retryable};
 use crate::commands::Context;
+use crate::repl::oplog::{OpTime, Retryable};
 use crate::request::CommandRequest;
 
 /// Where mongod keeps the sessions' transaction records.
@@ -203,7 +203,12 @@ fn rebuild(
     // Per statement: its entries' kinds and, for inserts, the `_id`.
     let mut stmts: HashMap<i32, Vec<(char, Option<Bson>)>> = HashMap::new();
     for _ in 0..MAX_CHAIN {
-        if at.0 == (Timestamp { time: 0, increment: 0 }) {
+        if at.0
+            == (Timestamp {
+                time: 0,
+                increment: 0,
+            })
+        {
             let mut out = HashMap::new();
             for (stmt, entries) in stmts {
                 match outcome(req, stmt, &entries) {
@@ -227,7 +232,11 @@ fn rebuild(
             _ => return Ok(None),
         };
         let id = match e.get_document("o") {
-            Ok(o) if kind == 'i' => o.get("_id").ok().flatten().and_then(|v| Bson::try_from(v).ok()),
+            Ok(o) if kind == 'i' => o
+                .get("_id")
+                .ok()
+                .flatten()
+                .and_then(|v| Bson::try_from(v).ok()),
             _ => None,
         };
         stmts.entry(stmt).or_default().push((kind, id));
@@ -240,13 +249,18 @@ fn rebuild(
 }
 
 /// What statement `stmt` of the command `req` did, from its entries.
-fn outcome(req: &CommandRequest<'_>, stmt: i32, entries: &[(char, Option<Bson>)]) -> Option<StmtOutcome> {
+fn outcome(
+    req: &CommandRequest<'_>,
+    stmt: i32,
+    entries: &[(char, Option<Bson>)],
+) -> Option<StmtOutcome> {
     let kind = if req.name.eq_ignore_ascii_case("bulkWrite") {
         // The kind of the statement's op: its first field.
         let RawBsonRef::Array(ops) = req.body.get("ops").ok().flatten()? else {
             return None;
         };
-        let RawBsonRef::Document(op) = ops.into_iter().nth(usize::try_from(stmt).ok()?)?.ok()? else {
+        let RawBsonRef::Document(op) = ops.into_iter().nth(usize::try_from(stmt).ok()?)?.ok()?
+        else {
             return None;
         };
         op.iter().next()?.ok()?.0.as_str().to_string()

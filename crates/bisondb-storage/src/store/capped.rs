@@ -647,10 +647,7 @@ impl Collection {
         let mut rid = match snap.get() {
             Some(s) => self.next_rid_locked(capped, s.as_ref(), generation)?,
             // Cached for this generation: no read.
-            None => capped
-                .next_rid
-                .lock()
-                .map_or(1, |(_, next)| next),
+            None => capped.next_rid.lock().map_or(1, |(_, next)| next),
         };
         let entries = build()?;
         let indexes = self.state.indexes.read().clone();
@@ -907,6 +904,57 @@ mod tests {
             .get_or_create_collection("db", "plain")
             .unwrap_or_else(|e| panic!("{e}"));
         assert!(plain.subscribe_inserts().is_none() && !plain.is_capped());
+    }
+
+    #[test]
+    fn appends_drop_the_oldest_a_stretch_at_a_time() {
+        let engine = MemoryEngine::shared();
+        let s = Storage::open(engine.clone()).unwrap_or_else(|e| panic!("{e}"));
+        let one = rawdoc! {"n": 0_i64, "pad": "x".repeat(100)}
+            .as_bytes()
+            .len() as u64;
+        let c = capped(&s, (one * 64) as i64, None);
+        let mut next = 0_i64;
+        let mut append = |n: usize| {
+            let mut build = || {
+                Ok((0..n)
+                    .map(|_| {
+                        next += 1;
+                        let ts = bson::Timestamp {
+                            time: 1,
+                            increment: next as u32,
+                        };
+                        (
+                            Bson::Timestamp(ts),
+                            rawdoc! {"n": next, "pad": "x".repeat(100)},
+                        )
+                    })
+                    .collect())
+            };
+            let e = engine.clone();
+            c.append_capped_in(WriteBatch::new(), &mut build, &mut |b| {
+                Ok(e.write(b, Durability::Buffered)?)
+            })
+            .unwrap_or_else(|e| panic!("append: {e}"));
+        };
+        append(60);
+        assert_eq!(c.count(), 60, "room left: nothing dropped");
+        // The append that overflows drops the oldest down to 1/16 below the
+        // size, so the next few appends find room without reading.
+        append(10);
+        let low = one * 64 - one * 64 / 16;
+        assert!(c.data_size() <= low, "{} > {low}", c.data_size());
+        let kept = c.count();
+        append(1);
+        assert_eq!(c.count(), kept + 1, "no drop while under the size");
+        let ns: Vec<i64> = c
+            .scan_natural(false)
+            .map(|r| r.map(|(_, d)| d.get_i64("n").unwrap_or(-1)))
+            .collect::<Result<_, _>>()
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(ns.last(), Some(&71));
+        assert!(ns.windows(2).all(|w| w[1] == w[0] + 1), "{ns:?}");
+        assert_eq!(c.data_size(), stored_size(&c));
     }
 
     #[test]
