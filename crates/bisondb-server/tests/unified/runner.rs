@@ -1281,15 +1281,7 @@ async fn execute_op(
             // The driver's helper, which retries a read as drivers do.
             let c = &ents.clients.get(object).ok_or("no client entity")?.client;
             let specs = drv!(sess!(c.list_databases().filter(filter)));
-            let docs: Result<Vec<Bson>, String> = specs
-                .iter()
-                .map(|d| {
-                    bson::serialize_to_document(d)
-                        .map(Bson::Document)
-                        .map_err(|e| e.to_string())
-                })
-                .collect();
-            Some(Bson::Array(docs?))
+            Some(serialized(&specs)?)
         }
         "listDatabaseNames" => {
             let c = &ents.clients.get(object).ok_or("no client entity")?.client;
@@ -1303,15 +1295,7 @@ async fn execute_op(
                     .try_collect()
                     .await
             );
-            let docs: Result<Vec<Bson>, String> = specs
-                .iter()
-                .map(|d| {
-                    bson::serialize_to_document(d)
-                        .map(Bson::Document)
-                        .map_err(|e| e.to_string())
-                })
-                .collect();
-            Some(Bson::Array(docs?))
+            Some(serialized(&specs)?)
         }
         "listIndexNames" => {
             let c = &coll(ents, object)?.coll;
@@ -1492,6 +1476,24 @@ async fn execute_op(
     }))
 }
 
+/// An operation without a result, as the runner reports it.
+fn unit(r: mongodb::error::Result<()>) -> OpResult {
+    Ok(r.map(|()| None).map_err(OpError::from))
+}
+
+/// Driver results (database or collection specifications) as documents.
+fn serialized<T: serde::Serialize>(items: &[T]) -> Result<Bson, String> {
+    items
+        .iter()
+        .map(|d| {
+            bson::serialize_to_document(d)
+                .map(Bson::Document)
+                .map_err(|e| e.to_string())
+        })
+        .collect::<Result<Vec<Bson>, String>>()
+        .map(Bson::Array)
+}
+
 /// Operations on a session entity: transactions and `endSession`.
 async fn session_op(name: &str, object: &str, args: Document, ents: &mut Entities) -> OpResult {
     use mongodb::options::TransactionOptions;
@@ -1503,25 +1505,15 @@ async fn session_op(name: &str, object: &str, args: Document, ents: &mut Entitie
         "startTransaction" => {
             let o: Option<TransactionOptions> = options_from(args, &[])?;
             ents.open_txns.insert(object.to_owned());
-            Ok(s.start_transaction()
-                .with_options(o)
-                .await
-                .map(|()| None)
-                .map_err(OpError::from))
+            unit(s.start_transaction().with_options(o).await)
         }
         "commitTransaction" => {
             ents.open_txns.remove(object);
-            Ok(s.commit_transaction()
-                .await
-                .map(|()| None)
-                .map_err(OpError::from))
+            unit(s.commit_transaction().await)
         }
         "abortTransaction" => {
             ents.open_txns.remove(object);
-            Ok(s.abort_transaction()
-                .await
-                .map(|()| None)
-                .map_err(OpError::from))
+            unit(s.abort_transaction().await)
         }
         "endSession" => {
             // Ending a session aborts its open transaction (the driver would
