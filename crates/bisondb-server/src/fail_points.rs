@@ -652,21 +652,28 @@ impl FailPoints {
         })
     }
 
+    /// The data of the fail point `pick` names when it is on and fires (one
+    /// atomic load when every fail point is off).
+    fn fire_slot<T: Copy>(&self, pick: impl Fn(&mut Points) -> &mut Slot<T>) -> Option<T> {
+        if !self.any_on() {
+            return None;
+        }
+        let mut points = self.points.lock();
+        let slot = pick(&mut points);
+        if slot.mode == Mode::Off || !slot.fire() {
+            return None;
+        }
+        let data = slot.data;
+        self.any_on.store(points.any_on(), Ordering::Release);
+        Some(data)
+    }
+
     /// `failGetMoreAfterCursorCheckout`, asked by a `getMore` holding its
     /// cursor (`change_stream`: a change stream's): the error to fail with,
     /// when the fail point fires. Without an `errorCode` it fires and the
     /// `getMore` runs (mongod's default code is 0, no error).
     pub fn fail_get_more(&self, change_stream: bool) -> Option<MongoError> {
-        if !self.any_on() {
-            return None;
-        }
-        let mut points = self.points.lock();
-        let slot = &mut points.fail_get_more;
-        if slot.mode == Mode::Off || !slot.fire() {
-            return None;
-        }
-        let code = slot.data;
-        self.any_on.store(points.any_on(), Ordering::Release);
+        let code = self.fire_slot(|p| &mut p.fail_get_more)?;
         let e = MongoError::new(
             ErrorCode::from_code(code?),
             format!("Hit the '{FAIL_GET_MORE}' failpoint"),
@@ -681,16 +688,7 @@ impl FailPoints {
     /// `onPrimaryTransactionalWrite`, asked by each statement of a
     /// retryable write before it runs (see the module documentation).
     pub fn on_transactional_write(&self) -> Option<WriteFault> {
-        if !self.any_on() {
-            return None;
-        }
-        let mut points = self.points.lock();
-        let slot = &mut points.transactional_write;
-        if slot.mode == Mode::Off || !slot.fire() {
-            return None;
-        }
-        let data = slot.data;
-        self.any_on.store(points.any_on(), Ordering::Release);
+        let data = self.fire_slot(|p| &mut p.transactional_write)?;
         tracing::info!("onPrimaryTransactionalWrite fail point fired");
         Some(WriteFault {
             close_connection: !data.keep_connection,

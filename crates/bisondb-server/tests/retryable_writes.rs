@@ -391,57 +391,48 @@ async fn a_retry_after_a_restart_runs_nothing_twice() {
 /// not written, so the retry writes it; failing every attempt leaves nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_transactional_write_fail_point() {
-    let ts = common::start_repl_set_with(|c| {
-        c.apply_set_parameter_arg("enableTestCommands=1").unwrap();
-    })
-    .await;
+    let ts = common::start_repl_set_with(|c| c.enable_test_commands = true).await;
     let admin = ts.tcp.database("admin");
     let db = ts.tcp.database("rw");
     let c = db.collection::<Document>("c");
-    let fail_point = |mode: bson::Bson, data: Document| {
-        doc! {"configureFailPoint": "onPrimaryTransactionalWrite", "mode": mode, "data": data}
+    let fail_point = |mode: bson::Bson, data: Document| async {
+        admin
+            .run_command(doc! {"configureFailPoint": "onPrimaryTransactionalWrite", "mode": mode, "data": data})
+            .await
+            .unwrap();
     };
     // Committed, then the connection closes: the retry writes nothing more.
-    admin
-        .run_command(fail_point(doc! {"times": 1}.into(), doc! {}))
-        .await
-        .unwrap();
+    fail_point(doc! {"times": 1}.into(), doc! {}).await;
     c.insert_one(doc! {"_id": 1}).await.unwrap();
     c.update_one(doc! {"_id": 1}, doc! {"$inc": {"x": 1}})
         .await
         .unwrap();
     // Not committed on the first attempt: the retry does it.
-    admin
-        .run_command(fail_point(
-            doc! {"times": 1}.into(),
-            doc! {"failBeforeCommitExceptionCode": 1},
-        ))
-        .await
-        .unwrap();
+    fail_point(
+        doc! {"times": 1}.into(),
+        doc! {"failBeforeCommitExceptionCode": 1},
+    )
+    .await;
     c.update_one(doc! {"_id": 1}, doc! {"$inc": {"x": 1}})
         .await
         .unwrap();
     let one = c.find_one(doc! {"_id": 1}).await.unwrap().unwrap();
     assert_eq!(num(&one, "x"), 2, "{one}");
     // Never committed: both attempts fail, nothing is written.
-    admin
-        .run_command(fail_point(
-            doc! {"times": 2}.into(),
-            doc! {"failBeforeCommitExceptionCode": 1},
-        ))
-        .await
-        .unwrap();
+    fail_point(
+        doc! {"times": 2}.into(),
+        doc! {"failBeforeCommitExceptionCode": 1},
+    )
+    .await;
     c.insert_one(doc! {"_id": 2}).await.unwrap_err();
     assert_eq!(count(&db).await, 1);
     // With the connection kept, the failing statement is a write error and
     // an ordered batch stops there; the statements before it are written.
-    admin
-        .run_command(fail_point(
-            doc! {"skip": 1}.into(),
-            doc! {"failBeforeCommitExceptionCode": 96, "closeConnection": false},
-        ))
-        .await
-        .unwrap();
+    fail_point(
+        doc! {"skip": 1}.into(),
+        doc! {"failBeforeCommitExceptionCode": 96, "closeConnection": false},
+    )
+    .await;
     let mut s = ts.tcp.start_session().await.unwrap();
     let r = run(
         &db,
@@ -454,9 +445,6 @@ async fn the_transactional_write_fail_point() {
     let errors = r.get_array("writeErrors").unwrap();
     let first = errors[0].as_document().unwrap();
     assert_eq!((num(first, "index"), num(first, "code")), (1, 96), "{r}");
-    admin
-        .run_command(fail_point("off".into(), doc! {}))
-        .await
-        .unwrap();
+    fail_point("off".into(), doc! {}).await;
     assert_eq!(count(&db).await, 2);
 }

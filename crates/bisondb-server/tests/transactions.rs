@@ -341,3 +341,44 @@ async fn commit_and_transient_error_labels() {
     );
     assert!(e.contains_label("TransientTransactionError"), "{e:?}");
 }
+
+/// A statement of a transaction failing with a retryable (state-change)
+/// error may be retried with the whole transaction: TransientTransactionError,
+/// as mongod's isTransientTransactionError. The error carries the member's
+/// topologyVersion, so a driver that saw it in hello keeps the server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_state_change_error_in_a_transaction_is_transient() {
+    let ts = common::start_repl_set_with(|c| c.enable_test_commands = true).await;
+    let direct = common::direct_client(ts.server.port()).await;
+    let db = direct.database("tx");
+    let admin = direct.database("admin");
+    let hello = admin.run_command(doc! {"hello": 1}).await.unwrap();
+    let tv = hello.get_document("topologyVersion").unwrap().clone();
+    admin
+        .run_command(
+            doc! {"configureFailPoint": "failCommand", "mode": {"times": 2},
+            "data": {"failCommands": ["insert"], "errorCode": 10107}},
+        )
+        .await
+        .unwrap();
+    let mut s = direct.start_session().await.unwrap();
+    let e = db
+        .run_command(doc! {"insert": "c", "documents": [{"_id": 1}], "txnNumber": 1i64, "autocommit": false, "startTransaction": true})
+        .session(&mut s)
+        .await
+        .unwrap_err();
+    assert_eq!(error_code(&e), Some(10107));
+    assert!(e.contains_label("TransientTransactionError"), "{e:?}");
+    // Outside a transaction: the reply itself, with the topologyVersion.
+    let raw = db
+        .run_command(doc! {"insert": "c", "documents": [{"_id": 1}]})
+        .await
+        .unwrap_err();
+    let reply = raw.server_response().expect("a server reply");
+    let reply = Document::try_from(reply.as_ref()).unwrap();
+    assert_eq!(
+        reply.get_document("topologyVersion").unwrap(),
+        &tv,
+        "{reply}"
+    );
+}

@@ -228,6 +228,7 @@ pub fn label_reply(
     if !state.repl().enabled() {
         return;
     }
+    add_topology_version(state, reply);
     if !matches!(body.get("txnNumber"), Ok(Some(_))) {
         return;
     }
@@ -283,6 +284,30 @@ impl SessionState {
 }
 
 /// Appends `errorLabels: [label]` to a reply.
+/// mongod's NotPrimaryError and ShutdownError categories.
+const STATE_CHANGE_CODES: &[i32] = &[91, 189, 10058, 10107, 11600, 11602, 13435, 13436];
+
+/// A failed reply whose code says the member changed state (not primary,
+/// shutting down) carries the member's `topologyVersion`, as mongod's does:
+/// a driver that already saw that version takes the error as stale and keeps
+/// the server, rather than dropping it and waiting for its next hello
+/// before it retries.
+fn add_topology_version(state: &crate::state::ServerState, reply: &mut RawDocumentBuf) {
+    if !failed(reply)
+        || !code_of(reply).is_some_and(|c| STATE_CHANGE_CODES.contains(&c))
+        || matches!(reply.get("topologyVersion"), Ok(Some(_)))
+    {
+        return;
+    }
+    let tv = state.repl().topology_version();
+    if let (Ok(key), Ok(raw)) = (
+        crate::reply::key("topologyVersion"),
+        RawDocumentBuf::try_from(&tv),
+    ) {
+        reply.append(key, raw);
+    }
+}
+
 fn add_label(reply: &mut RawDocumentBuf, label: &str) {
     let mut labels = bson::RawArrayBuf::new();
     labels.push(label);

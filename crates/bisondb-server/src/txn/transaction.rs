@@ -333,7 +333,12 @@ pub fn label_reply(body: &bson::RawDocument, reply: &mut RawDocumentBuf) {
     if failed {
         let code = code_of(reply);
         let no_such = code == Some(251) && !(ending && wce_code.is_some());
-        if no_such || code.is_some_and(|c| TRANSIENT_CODES.contains(&c)) {
+        // A statement (not the commit or abort) failing with a retryable
+        // error may be retried with the whole transaction, as mongod's
+        // isTransientTransactionError says.
+        let retryable_statement =
+            !ending && code.is_some_and(|c| super::RETRYABLE_CODES.contains(&c));
+        if no_such || retryable_statement || code.is_some_and(|c| TRANSIENT_CODES.contains(&c)) {
             add_label(reply, "TransientTransactionError");
         } else if committing && code.is_some_and(|c| c == 50 || super::RETRYABLE_CODES.contains(&c))
         {

@@ -118,6 +118,18 @@ fn special_match(
             };
             matches(ent, actual, root, entities, path)
         }
+        "$$sessionLsid" => {
+            // The runner keeps each session's lsid as the value `lsid:<id>`.
+            let id = arg.as_str().unwrap_or_default();
+            let Some(lsid) = entities.get(&format!("lsid:{id}")) else {
+                return Err(format!("{path}: no session {id}"));
+            };
+            if actual == Some(lsid) {
+                Ok(())
+            } else {
+                Err(format!("{path}: expected the lsid of {id}, got {actual:?}"))
+            }
+        }
         "$$lte" => match (actual.and_then(as_f64), as_f64(arg)) {
             (Some(a), Some(e)) if a <= e => Ok(()),
             _ => Err(format!("{path}: expected <= {arg}, got {actual:?}")),

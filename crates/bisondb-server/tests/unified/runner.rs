@@ -5,9 +5,13 @@
 //! The Rust driver has no collection-level `bulkWrite`, so the runner sends the
 //! `insert`/`update`/`delete` batches itself, grouping consecutive requests of one
 //! kind the way drivers do. The server runs with test commands enabled, so the
-//! `failPoint` operation configures fail points as against mongod. Features the
-//! project does not claim (sessions, transactions, non-command events) make
-//! a test *skipped* with the reason, never silently passed.
+//! `failPoint` operation configures fail points as against mongod (and
+//! `targetedFailPoint` too: there is one server). Session entities carry
+//! operations' `session` argument, transactions (`withTransaction` as the
+//! convenient API specifies it) and `$$sessionLsid`; change streams are the
+//! driver's. Features the runner does not model (non-command events, some
+//! session assertions the driver keeps private) make a test *skipped* with
+//! the reason, never silently passed.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -15,6 +19,7 @@ use std::time::Duration;
 
 use bson::{doc, Bson, Document};
 use futures::TryStreamExt;
+use mongodb::change_stream::ChangeStream;
 use mongodb::error::{Error, ErrorKind, WriteFailure};
 use mongodb::event::command::CommandEvent;
 use mongodb::event::EventHandler;
@@ -25,7 +30,7 @@ use mongodb::options::{
     InsertManyOptions, InsertOneOptions, ReplaceOptions, RunCursorCommandOptions, ServerApi,
     ServerApiVersion, UpdateModifications, UpdateOptions,
 };
-use mongodb::{Client, Collection, Cursor, Database, IndexModel};
+use mongodb::{Client, ClientSession, Collection, Cursor, Database, IndexModel};
 use serde::de::DeserializeOwned;
 
 use super::extjson;
@@ -37,20 +42,48 @@ const SERVER_VERSION: [u64; 3] = [8, 0, 0];
 /// Operations whose presence makes a test skipped, with the reason.
 const UNSUPPORTED_OPS: &[(&str, &str)] = &[
     (
-        "targetedFailPoint",
-        "targetedFailPoint needs a session pinned to a mongos (sharded clusters only)",
-    ),
-    ("withTransaction", "transactions are not supported"),
-    ("startTransaction", "transactions are not supported"),
-    (
-        "assertSameLsidOnLastTwoCommands",
-        "sessions are not modelled by the runner",
-    ),
-    (
         "assertNumberConnectionsCheckedOut",
         "connection-pool assertions are not modelled",
     ),
+    (
+        "assertSessionTransactionState",
+        "the Rust driver does not expose a session's transaction state",
+    ),
+    (
+        "assertSessionDirty",
+        "the Rust driver does not expose whether a session is dirty",
+    ),
+    (
+        "assertSessionNotDirty",
+        "the Rust driver does not expose whether a session is dirty",
+    ),
+    (
+        "assertSessionPinned",
+        "sessions are pinned to a mongos only (sharded clusters)",
+    ),
+    (
+        "getSnapshotTime",
+        "the Rust driver does not expose a snapshot session's time",
+    ),
+    ("mapReduce", "the Rust driver has no mapReduce helper"),
 ];
+
+/// The deployment the runner runs a pass against, as `runOnRequirements`
+/// names topologies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Topology {
+    Single,
+    ReplicaSet,
+}
+
+impl Topology {
+    fn name(self) -> &'static str {
+        match self {
+            Topology::Single => "single",
+            Topology::ReplicaSet => "replicaset",
+        }
+    }
+}
 
 /// Tests of client-side checks that the Rust driver makes differently, by
 /// description, with the reason. They send nothing to the server: the Rust
@@ -91,6 +124,8 @@ struct OpError {
     /// A client `bulkWrite` failure's per-op errors (by index), write concern
     /// errors and partial result, for `writeErrors`/`writeConcernErrors`/`expectResult`.
     bulk: Option<(Document, Vec<Bson>, Option<Bson>)>,
+    /// The error's labels (`errorLabelsContain`/`errorLabelsOmit`).
+    labels: Vec<String>,
 }
 
 impl From<Error> for OpError {
@@ -125,6 +160,8 @@ impl From<Error> for OpError {
             ErrorKind::BulkWrite(b) => Some(client_bulk_failure(b)),
             _ => None,
         };
+        let mut labels: Vec<String> = e.labels().iter().cloned().collect();
+        labels.sort();
         OpError {
             client,
             code,
@@ -132,6 +169,7 @@ impl From<Error> for OpError {
             message,
             response,
             bulk,
+            labels,
         }
     }
 }
@@ -205,6 +243,7 @@ fn client_err(message: impl Into<String>) -> OpError {
         message: message.into(),
         response: None,
         bulk: None,
+        labels: Vec::new(),
     }
 }
 
@@ -243,10 +282,27 @@ struct Entities {
     /// Fail points a `failPoint` operation turned on (client id, name), to
     /// turn off when the test ends, whatever its outcome.
     fail_points: Vec<(String, String)>,
+    /// Session entities (their lsids are values `lsid:<id>`, kept after
+    /// `endSession`).
+    sessions: HashMap<String, ClientSession>,
+    /// Change streams of `createChangeStream`.
+    streams: HashMap<String, ChangeStream<Document>>,
+    /// The URI clients of `createEntities` connect to.
+    uri: String,
+    /// Sessions whose transaction the test started and has not ended (the
+    /// driver keeps its own transaction state private).
+    open_txns: HashSet<String>,
 }
 
 /// Runs every test of `file` against the server at `uri`.
-pub async fn run_file(file: &serde_json::Value, uri: &str) -> FileReport {
+/// `skips` are tests of this file skipped by description, with the reason
+/// (tests that cannot pass here, listed in one place by `unified.rs`).
+pub async fn run_file(
+    file: &serde_json::Value,
+    uri: &str,
+    topology: Topology,
+    skips: &[(&str, &str)],
+) -> FileReport {
     let mut tests = Vec::new();
     let Some(top) = file.as_object() else {
         return FileReport { tests };
@@ -261,7 +317,7 @@ pub async fn run_file(file: &serde_json::Value, uri: &str) -> FileReport {
             return FileReport { tests };
         }
     };
-    let file_skip = requirements_unmet(&file_doc);
+    let file_skip = requirements_unmet(&file_doc, topology);
     let internal = match Client::with_uri_str(uri).await {
         Ok(c) => c,
         Err(e) => {
@@ -277,7 +333,9 @@ pub async fn run_file(file: &serde_json::Value, uri: &str) -> FileReport {
         let desc = test.get_str("description").unwrap_or("?").to_owned();
         let outcome = if let Some(reason) = &file_skip {
             Outcome::Skipped(reason.clone())
-        } else if let Some(reason) = skip_reason(&file_doc, &test) {
+        } else if let Some((_, reason)) = skips.iter().find(|(d, _)| *d == desc) {
+            Outcome::Skipped((*reason).to_owned())
+        } else if let Some(reason) = skip_reason(&file_doc, &test, topology) {
             Outcome::Skipped(reason)
         } else {
             match run_test(&file_doc, &test, uri, &internal).await {
@@ -299,14 +357,14 @@ fn parse_version(s: &str) -> [u64; 3] {
 }
 
 /// `None` when some entry of `runOnRequirements` fits a standalone 8.0 server.
-fn requirements_unmet(d: &Document) -> Option<String> {
+fn requirements_unmet(d: &Document, topology: Topology) -> Option<String> {
     let Ok(reqs) = d.get_array("runOnRequirements") else {
         return None;
     };
     let mut reasons = Vec::new();
     for r in reqs {
         let Bson::Document(r) = r else { continue };
-        match requirement_unmet(r) {
+        match requirement_unmet(r, topology) {
             None => return None,
             Some(why) => reasons.push(why),
         }
@@ -318,7 +376,7 @@ fn requirements_unmet(d: &Document) -> Option<String> {
     }
 }
 
-fn requirement_unmet(r: &Document) -> Option<String> {
+fn requirement_unmet(r: &Document, topology: Topology) -> Option<String> {
     if let Ok(min) = r.get_str("minServerVersion") {
         if parse_version(min) > SERVER_VERSION {
             return Some(format!("needs server {min}"));
@@ -330,7 +388,7 @@ fn requirement_unmet(r: &Document) -> Option<String> {
         }
     }
     if let Ok(tops) = r.get_array("topologies") {
-        if !tops.iter().any(|t| t.as_str() == Some("single")) {
+        if !tops.iter().any(|t| t.as_str() == Some(topology.name())) {
             return Some(format!("needs topology {}", Bson::Array(tops.clone())));
         }
     }
@@ -350,11 +408,11 @@ fn requirement_unmet(r: &Document) -> Option<String> {
 }
 
 /// Why a test cannot be run here, checked before any operation runs.
-fn skip_reason(file: &Document, test: &Document) -> Option<String> {
+fn skip_reason(file: &Document, test: &Document, topology: Topology) -> Option<String> {
     if let Ok(reason) = test.get_str("skipReason") {
         return Some(reason.to_owned());
     }
-    if let Some(r) = requirements_unmet(test) {
+    if let Some(r) = requirements_unmet(test, topology) {
         return Some(r);
     }
     let desc = test.get_str("description").unwrap_or_default();
@@ -365,7 +423,6 @@ fn skip_reason(file: &Document, test: &Document) -> Option<String> {
         .get_array("createEntities")
         .cloned()
         .unwrap_or_default();
-    let mut sessions = HashSet::new();
     for e in &entities {
         if let Some(d) = e.as_document() {
             for kind in ["thread", "clientEncryption", "bucket"] {
@@ -373,26 +430,27 @@ fn skip_reason(file: &Document, test: &Document) -> Option<String> {
                     return Some(format!("{kind} entities are not supported"));
                 }
             }
-            if let Ok(s) = d.get_document("session") {
-                sessions.insert(s.get_str("id").unwrap_or_default().to_owned());
-            }
         }
     }
-    if test.to_string().contains("$$sessionLsid") {
-        return Some("sessions are not supported by the runner ($$sessionLsid)".into());
+    let mut ops = test.get_array("operations").cloned().unwrap_or_default();
+    // withTransaction's callback is operations too.
+    let mut i = 0;
+    while i < ops.len() {
+        let callback = ops[i]
+            .as_document()
+            .and_then(|o| o.get_document("arguments").ok())
+            .and_then(|a| a.get_array("callback").ok())
+            .cloned();
+        if let Some(cb) = callback {
+            ops.extend(cb);
+        }
+        i += 1;
     }
-    for op in test.get_array("operations").cloned().unwrap_or_default() {
+    for op in &ops {
         let Some(op) = op.as_document() else { continue };
         let name = op.get_str("name").unwrap_or_default();
         if let Some((_, why)) = UNSUPPORTED_OPS.iter().find(|(n, _)| *n == name) {
             return Some(format!("{name}: {why}"));
-        }
-        if op
-            .get_document("arguments")
-            .is_ok_and(|a| a.contains_key("session"))
-            || sessions.contains(op.get_str("object").unwrap_or_default())
-        {
-            return Some("sessions are not supported".into());
         }
     }
     for exp in test.get_array("expectEvents").cloned().unwrap_or_default() {
@@ -414,8 +472,18 @@ async fn run_test(
     internal: &Client,
 ) -> Result<(), String> {
     load_initial_data(file, internal).await?;
-    let mut ents = Entities::default();
-    create_entities(file, uri, &mut ents).await?;
+    let mut ents = Entities {
+        uri: uri.to_owned(),
+        ..Entities::default()
+    };
+    create_entities(
+        &file
+            .get_array("createEntities")
+            .cloned()
+            .unwrap_or_default(),
+        &mut ents,
+    )
+    .await?;
     ents.internal = Some(internal.clone());
     let ran = run_operations(test, &mut ents).await;
     // Fail points are server-wide: turn them off before anything else runs.
@@ -489,16 +557,13 @@ async fn load_initial_data(file: &Document, internal: &Client) -> Result<(), Str
     Ok(())
 }
 
-async fn create_entities(file: &Document, uri: &str, ents: &mut Entities) -> Result<(), String> {
-    for e in file
-        .get_array("createEntities")
-        .cloned()
-        .unwrap_or_default()
-    {
+async fn create_entities(list: &[Bson], ents: &mut Entities) -> Result<(), String> {
+    let uri = ents.uri.clone();
+    for e in list {
         let Bson::Document(e) = e else { continue };
         if let Ok(c) = e.get_document("client") {
             let id = c.get_str("id").unwrap_or_default().to_owned();
-            let mut full_uri = uri.to_owned();
+            let mut full_uri = uri.clone();
             if let Ok(u) = c.get_document("uriOptions") {
                 for (k, v) in u {
                     let v = match v {
@@ -622,8 +687,27 @@ async fn create_entities(file: &Document, uri: &str, ents: &mut Entities) -> Res
                     unacknowledged,
                 },
             );
-        } else if e.contains_key("session") {
-            // Tests that use a session are skipped before they run; the others ignore it.
+        } else if let Ok(d) = e.get_document("session") {
+            let client = ents
+                .clients
+                .get(d.get_str("client").unwrap_or_default())
+                .ok_or("session entity names an unknown client")?;
+            let opts: Option<mongodb::options::SessionOptions> = options_from(
+                d.get_document("sessionOptions")
+                    .cloned()
+                    .unwrap_or_default(),
+                &[],
+            )?;
+            let session = client
+                .client
+                .start_session()
+                .with_options(opts)
+                .await
+                .map_err(|e| format!("startSession: {e}"))?;
+            let id = d.get_str("id").unwrap_or_default().to_owned();
+            ents.values
+                .insert(format!("lsid:{id}"), Bson::Document(session.id().clone()));
+            ents.sessions.insert(id, session);
         } else {
             return Err(format!("unsupported entity {e}"));
         }
@@ -648,18 +732,28 @@ fn options_from<T: DeserializeOwned>(
 }
 
 async fn run_operation(op: &Document, ents: &mut Entities) -> Result<(), String> {
+    run_operation_keeping_error(op, ents).await.map(|_| ())
+}
+
+/// Runs one operation and checks its expectations; the operation's error,
+/// when it failed as expected (or its outcome is ignored), is returned for
+/// `withTransaction`, whose callback's errors end the callback.
+async fn run_operation_keeping_error(
+    op: &Document,
+    ents: &mut Entities,
+) -> Result<Option<OpError>, String> {
     let name = op.get_str("name").unwrap_or_default();
     let object = op.get_str("object").unwrap_or_default();
     let args = op.get_document("arguments").cloned().unwrap_or_default();
     let save_as = op.get_str("saveResultAsEntity").ok();
-    let result = execute(name, object, args, save_as, ents).await?;
+    let result = Box::pin(execute(name, object, args, save_as, ents)).await?;
     if op.get_bool("ignoreResultAndError").unwrap_or(false) {
-        return Ok(());
+        return Ok(result.err());
     }
     if let Ok(expect) = op.get_document("expectError") {
         return match result {
             Ok(v) => Err(format!("expected an error, got {v:?}")),
-            Err(e) => check_error(expect, &e),
+            Err(e) => check_error(expect, &e).map(|()| Some(e)),
         };
     }
     let value = result.map_err(|e| format!("unexpected error: {}", e.message))?;
@@ -669,7 +763,7 @@ async fn run_operation(op: &Document, ents: &mut Entities) -> Result<(), String>
     if let (Ok(id), Some(v)) = (op.get_str("saveResultAsEntity"), value) {
         ents.values.insert(id.to_owned(), v);
     }
-    Ok(())
+    Ok(None)
 }
 
 fn check_error(expect: &Document, e: &OpError) -> Result<(), String> {
@@ -748,6 +842,14 @@ fn check_error(expect: &Document, e: &OpError) -> Result<(), String> {
     if let (Some(want), Some((_, _, got))) = (expect.get("expectResult"), &e.bulk) {
         matches(want, got.as_ref(), true, &HashMap::new(), "expectResult")?;
     }
+    for (key, want) in [("errorLabelsContain", true), ("errorLabelsOmit", false)] {
+        for label in expect.get_array(key).cloned().unwrap_or_default() {
+            let label = label.as_str().unwrap_or_default();
+            if e.labels.iter().any(|l| l == label) != want {
+                return Err(format!("{key} {label}, got {:?}", e.labels));
+            }
+        }
+    }
     if let Ok(sub) = expect.get_str("errorContains") {
         if !e.message.to_lowercase().contains(&sub.to_lowercase()) {
             return Err(format!("errorContains {sub:?}, got {e:?}"));
@@ -806,14 +908,117 @@ fn opt_doc(d: Option<Document>) -> Option<Bson> {
     Some(d.map_or(Bson::Null, Bson::Document))
 }
 
-/// Runs one operation: `Err` is a runner problem, `Ok(Err)` the operation's error.
+/// Runs one operation: `Err` is a runner problem, `Ok(Err)` the operation's
+/// error. An operation with a `session` argument runs in that session.
 async fn execute(
+    name: &str,
+    object: &str,
+    mut args: Document,
+    save_as: Option<&str>,
+    ents: &mut Entities,
+) -> OpResult {
+    if ents.sessions.contains_key(object) {
+        return session_op(name, object, args, ents).await;
+    }
+    if ents.streams.contains_key(object) {
+        return stream_op(name, object, ents).await;
+    }
+    if name == "createChangeStream" {
+        return create_change_stream(object, args, save_as, ents).await;
+    }
+    if name == "createEntities" && object == "testRunner" {
+        create_entities(
+            &args.get_array("entities").cloned().unwrap_or_default(),
+            ents,
+        )
+        .await?;
+        return Ok(Ok(None));
+    }
+    if name == "targetedFailPoint" && object == "testRunner" {
+        // One server: the session's server is the server.
+        let internal = ents.internal.clone().ok_or("no internal client")?;
+        let fp = args
+            .get_document("failPoint")
+            .map_err(|_| "targetedFailPoint needs a failPoint document")?;
+        let fp_name = fp
+            .get_str("configureFailPoint")
+            .unwrap_or_default()
+            .to_owned();
+        internal
+            .database("admin")
+            .run_command(fp.clone())
+            .await
+            .map_err(|e| format!("configureFailPoint {fp_name}: {e}"))?;
+        ents.fail_points.push(("internal".into(), fp_name));
+        return Ok(Ok(None));
+    }
+    if let Some(kind) = name.strip_prefix("assert") {
+        match kind {
+            "SessionUnpinned" => return Ok(Ok(None)),
+            "SameLsidOnLastTwoCommands" | "DifferentLsidOnLastTwoCommands" => {
+                let client = args.get_str("client").unwrap_or_default();
+                let events = ents
+                    .clients
+                    .get(client)
+                    .ok_or_else(|| format!("no client {client}"))?
+                    .events
+                    .lock()
+                    .map(|v| v.clone())
+                    .unwrap_or_default();
+                let started: Vec<&Event> = events
+                    .iter()
+                    .filter(|e| e.kind == "commandStartedEvent")
+                    .collect();
+                let [.., a, b] = started.as_slice() else {
+                    return Err(format!("{name}: fewer than two commands"));
+                };
+                let same = a.body.get("lsid") == b.body.get("lsid");
+                if same != (kind == "SameLsidOnLastTwoCommands") {
+                    return Err(format!(
+                        "{name} failed: {:?} / {:?}",
+                        a.body.get("lsid"),
+                        b.body.get("lsid")
+                    ));
+                }
+                return Ok(Ok(None));
+            }
+            _ => {}
+        }
+    }
+    let session_id = args.get_str("session").ok().map(str::to_owned);
+    args.remove("session");
+    let mut session = match &session_id {
+        Some(id) => Some(
+            ents.sessions
+                .remove(id)
+                .ok_or_else(|| format!("no session {id}"))?,
+        ),
+        None => None,
+    };
+    let out = execute_op(name, object, args, save_as, ents, session.as_mut()).await;
+    if let (Some(id), Some(s)) = (session_id, session) {
+        ents.sessions.insert(id, s);
+    }
+    out
+}
+
+async fn execute_op(
     name: &str,
     object: &str,
     args: Document,
     save_as: Option<&str>,
     ents: &mut Entities,
+    mut session: Option<&mut ClientSession>,
 ) -> OpResult {
+    // An action in the operation's session, if it has one.
+    macro_rules! sess {
+        ($action:expr) => {
+            match session.as_deref_mut() {
+                Some(s) => $action.session(s).await,
+                None => $action.await,
+            }
+        };
+    }
     macro_rules! drv {
         ($e:expr) => {
             match $e {
@@ -837,21 +1042,17 @@ async fn execute(
         "insertOne" => {
             let c = &coll(ents, object)?.coll;
             let o: Option<InsertOneOptions> = options_from(args.clone(), &["document"])?;
-            let r = drv!(
-                c.insert_one(doc_arg(&args, "document"))
-                    .with_options(o)
-                    .await
-            );
+            let r = drv!(sess!(c
+                .insert_one(doc_arg(&args, "document"))
+                .with_options(o)));
             Some(Bson::Document(doc! {"insertedId": r.inserted_id}))
         }
         "insertMany" => {
             let c = &coll(ents, object)?.coll;
             let o: Option<InsertManyOptions> = options_from(args.clone(), &["documents"])?;
-            let r = drv!(
-                c.insert_many(docs_arg(&args, "documents"))
-                    .with_options(o)
-                    .await
-            );
+            let r = drv!(sess!(c
+                .insert_many(docs_arg(&args, "documents"))
+                .with_options(o)));
             let mut ids = Document::new();
             let mut keys: Vec<_> = r.inserted_ids.into_iter().collect();
             keys.sort_by_key(|(k, _)| *k);
@@ -863,6 +1064,13 @@ async fn execute(
         "find" | "createFindCursor" => {
             let c = &coll(ents, object)?.coll;
             let o: Option<FindOptions> = options_from(args.clone(), &["filter"])?;
+            if let Some(s) = session.as_deref_mut() {
+                let mut cursor = drv!(c.find(filter).with_options(o).session(&mut *s).await);
+                let docs: Vec<Document> = drv!(cursor.stream(s).try_collect().await);
+                return Ok(Ok(Some(Bson::Array(
+                    docs.into_iter().map(Bson::Document).collect(),
+                ))));
+            }
             let cursor = drv!(c.find(filter).with_options(o).await);
             if name == "createFindCursor" {
                 if let Some(id) = save_as {
@@ -876,12 +1084,35 @@ async fn execute(
         "findOne" => {
             let c = &coll(ents, object)?.coll;
             let o: Option<FindOneOptions> = options_from(args.clone(), &["filter"])?;
-            opt_doc(drv!(c.find_one(filter).with_options(o).await))
+            opt_doc(drv!(sess!(c.find_one(filter).with_options(o))))
         }
         "aggregate" => {
             let pipeline = docs_arg(&args, "pipeline");
             let o: Option<mongodb::options::AggregateOptions> =
                 options_from(args.clone(), &["pipeline"])?;
+            if let Some(s) = session.as_deref_mut() {
+                let mut cursor = if let Some(c) = ents.colls.get(object) {
+                    drv!(
+                        c.coll
+                            .aggregate(pipeline)
+                            .with_options(o)
+                            .session(&mut *s)
+                            .await
+                    )
+                } else {
+                    drv!(
+                        db(ents, object)?
+                            .aggregate(pipeline)
+                            .with_options(o)
+                            .session(&mut *s)
+                            .await
+                    )
+                };
+                let docs: Vec<Document> = drv!(cursor.stream(s).try_collect().await);
+                return Ok(Ok(Some(Bson::Array(
+                    docs.into_iter().map(Bson::Document).collect(),
+                ))));
+            }
             let cursor = if let Some(c) = ents.colls.get(object) {
                 drv!(c.coll.aggregate(pipeline).with_options(o).await)
             } else {
@@ -894,7 +1125,7 @@ async fn execute(
             let c = &coll(ents, object)?.coll;
             let o: Option<CountOptions> = options_from(args.clone(), &["filter"])?;
             Some(Bson::Int64(
-                drv!(c.count_documents(filter).with_options(o).await) as i64,
+                drv!(sess!(c.count_documents(filter).with_options(o))) as i64,
             ))
         }
         "estimatedDocumentCount" => {
@@ -912,57 +1143,49 @@ async fn execute(
                     cmd.insert(k, v.clone());
                 }
             }
-            let reply = drv!(
-                c.client()
-                    .database(c.namespace().db.as_str())
-                    .run_command(cmd)
-                    .await
-            );
+            let reply = drv!(sess!(c
+                .client()
+                .database(c.namespace().db.as_str())
+                .run_command(cmd)));
             reply.get("n").cloned()
         }
         "distinct" => {
             let c = &coll(ents, object)?.coll;
             let o: Option<DistinctOptions> = options_from(args.clone(), &["filter", "fieldName"])?;
             let field = args.get_str("fieldName").unwrap_or_default();
-            Some(Bson::Array(drv!(
-                c.distinct(field, filter).with_options(o).await
-            )))
+            Some(Bson::Array(drv!(sess!(c
+                .distinct(field, filter)
+                .with_options(o)))))
         }
         "updateOne" | "updateMany" => {
             let c = &coll(ents, object)?.coll;
             let o: Option<UpdateOptions> = options_from(args.clone(), &["filter", "update"])?;
             let r = if name == "updateOne" {
-                drv!(
-                    c.update_one(filter, update_arg(&args))
-                        .with_options(o)
-                        .await
-                )
+                drv!(sess!(c
+                    .update_one(filter, update_arg(&args))
+                    .with_options(o)))
             } else {
-                drv!(
-                    c.update_many(filter, update_arg(&args))
-                        .with_options(o)
-                        .await
-                )
+                drv!(sess!(c
+                    .update_many(filter, update_arg(&args))
+                    .with_options(o)))
             };
             Some(update_result(r))
         }
         "replaceOne" => {
             let c = &coll(ents, object)?.coll;
             let o: Option<ReplaceOptions> = options_from(args.clone(), &["filter", "replacement"])?;
-            let r = drv!(
-                c.replace_one(filter, doc_arg(&args, "replacement"))
-                    .with_options(o)
-                    .await
-            );
+            let r = drv!(sess!(c
+                .replace_one(filter, doc_arg(&args, "replacement"))
+                .with_options(o)));
             Some(update_result(r))
         }
         "deleteOne" | "deleteMany" => {
             let c = &coll(ents, object)?.coll;
             let o: Option<DeleteOptions> = options_from(args.clone(), &["filter"])?;
             let r = if name == "deleteOne" {
-                drv!(c.delete_one(filter).with_options(o).await)
+                drv!(sess!(c.delete_one(filter).with_options(o)))
             } else {
-                drv!(c.delete_many(filter).with_options(o).await)
+                drv!(sess!(c.delete_many(filter).with_options(o)))
             };
             Some(Bson::Document(
                 doc! {"deletedCount": r.deleted_count as i64},
@@ -972,30 +1195,26 @@ async fn execute(
             let c = &coll(ents, object)?.coll;
             let o: Option<FindOneAndUpdateOptions> =
                 options_from(args.clone(), &["filter", "update"])?;
-            opt_doc(drv!(
-                c.find_one_and_update(filter, update_arg(&args))
-                    .with_options(o)
-                    .await
-            ))
+            opt_doc(drv!(sess!(c
+                .find_one_and_update(filter, update_arg(&args))
+                .with_options(o))))
         }
         "findOneAndReplace" => {
             let c = &coll(ents, object)?.coll;
             let o: Option<FindOneAndReplaceOptions> =
                 options_from(args.clone(), &["filter", "replacement"])?;
-            opt_doc(drv!(
-                c.find_one_and_replace(filter, doc_arg(&args, "replacement"))
-                    .with_options(o)
-                    .await
-            ))
+            opt_doc(drv!(sess!(c
+                .find_one_and_replace(filter, doc_arg(&args, "replacement"))
+                .with_options(o))))
         }
         "findOneAndDelete" => {
             let c = &coll(ents, object)?.coll;
             let o: Option<FindOneAndDeleteOptions> = options_from(args.clone(), &["filter"])?;
-            opt_doc(drv!(c.find_one_and_delete(filter).with_options(o).await))
+            opt_doc(drv!(sess!(c.find_one_and_delete(filter).with_options(o))))
         }
         "bulkWrite" => {
             let c = coll(ents, object)?;
-            return bulk_write(c, &args).await;
+            return bulk_write(c, &args, session).await;
         }
         "clientBulkWrite" => {
             let c = &ents.clients.get(object).ok_or("no client entity")?.client;
@@ -1005,7 +1224,7 @@ async fn execute(
             let d = db(ents, object)?;
             let o: Option<CreateCollectionOptions> = options_from(args.clone(), &["collection"])?;
             let name = args.get_str("collection").unwrap_or_default();
-            drv!(d.create_collection(name).with_options(o).await);
+            drv!(sess!(d.create_collection(name).with_options(o)));
             // The result is the collection itself, usable as an entity.
             if let Some(id) = save_as {
                 let coll = CollEntity {
@@ -1018,11 +1237,9 @@ async fn execute(
         }
         "dropCollection" => {
             let d = db(ents, object)?;
-            drv!(
-                d.collection::<Document>(args.get_str("collection").unwrap_or_default())
-                    .drop()
-                    .await
-            );
+            drv!(sess!(d
+                .collection::<Document>(args.get_str("collection").unwrap_or_default())
+                .drop()));
             None
         }
         "modifyCollection" => {
@@ -1035,9 +1252,21 @@ async fn execute(
             }
             Some(Bson::Document(drv!(d.run_command(cmd).await)))
         }
-        "listCollections" | "listCollectionNames" => {
+        "listCollectionNames" => {
+            let d = db(ents, object)?;
+            let names = drv!(d.list_collection_names().filter(filter).await);
+            Some(Bson::Array(names.into_iter().map(Bson::String).collect()))
+        }
+        "listCollections" => {
             let d = db(ents, object)?;
             let cmd = doc! {"listCollections": 1, "filter": filter};
+            if let Some(s) = session.as_deref_mut() {
+                let mut cursor = drv!(d.run_cursor_command(cmd).session(&mut *s).await);
+                let docs: Vec<Document> = drv!(cursor.stream(s).try_collect().await);
+                return Ok(Ok(Some(Bson::Array(
+                    docs.into_iter().map(Bson::Document).collect(),
+                ))));
+            }
             let docs: Vec<Document> =
                 drv!(drv!(d.run_cursor_command(cmd).await).try_collect().await);
             if name == "listCollectionNames" {
@@ -1048,14 +1277,58 @@ async fn execute(
                 Some(Bson::Array(docs.into_iter().map(Bson::Document).collect()))
             }
         }
-        "listDatabases" => {
+        "listDatabases" | "listDatabaseObjects" => {
+            // The driver's helper, which retries a read as drivers do.
             let c = &ents.clients.get(object).ok_or("no client entity")?.client;
-            let reply = drv!(
-                c.database("admin")
-                    .run_command(doc! {"listDatabases": 1})
+            let specs = drv!(sess!(c.list_databases().filter(filter)));
+            Some(serialized(&specs)?)
+        }
+        "listDatabaseNames" => {
+            let c = &ents.clients.get(object).ok_or("no client entity")?.client;
+            let names = drv!(c.list_database_names().filter(filter).await);
+            Some(Bson::Array(names.into_iter().map(Bson::String).collect()))
+        }
+        "listCollectionObjects" => {
+            let d = db(ents, object)?;
+            let specs: Vec<mongodb::results::CollectionSpecification> = drv!(
+                drv!(d.list_collections().filter(filter).await)
+                    .try_collect()
                     .await
             );
-            reply.get("databases").cloned()
+            Some(serialized(&specs)?)
+        }
+        "listIndexNames" => {
+            let c = &coll(ents, object)?.coll;
+            let names = drv!(c.list_index_names().await);
+            Some(Bson::Array(names.into_iter().map(Bson::String).collect()))
+        }
+        "dropDatabase" => {
+            let d = match ents.clients.get(object) {
+                Some(c) => c
+                    .client
+                    .database(args.get_str("database").unwrap_or_default()),
+                None => db(ents, object)?.clone(),
+            };
+            drv!(sess!(d.drop()));
+            None
+        }
+        "dropIndexes" => {
+            let c = &coll(ents, object)?.coll;
+            drv!(sess!(c.drop_indexes()));
+            None
+        }
+        "rename" => {
+            let c = &coll(ents, object)?.coll;
+            let ns = c.namespace();
+            let mut cmd = doc! {
+                "renameCollection": format!("{}.{}", ns.db, ns.coll),
+                "to": format!("{}.{}", ns.db, args.get_str("to").unwrap_or_default()),
+            };
+            if let Some(v) = args.get("dropTarget") {
+                cmd.insert("dropTarget", v.clone());
+            }
+            drv!(sess!(c.client().database("admin").run_command(cmd)));
+            None
         }
         "assertCollectionExists" | "assertCollectionNotExists" => {
             let client = ents.internal.as_ref().ok_or("no internal client")?;
@@ -1073,6 +1346,20 @@ async fn execute(
             }
             None
         }
+        "assertIndexExists" | "assertIndexNotExists" => {
+            let client = ents.internal.as_ref().ok_or("no internal client")?;
+            let c = client
+                .database(args.get_str("databaseName").unwrap_or_default())
+                .collection::<Document>(args.get_str("collectionName").unwrap_or_default());
+            let names = c.list_index_names().await.unwrap_or_default();
+            let present = names
+                .iter()
+                .any(|n| Some(n.as_str()) == args.get_str("indexName").ok());
+            if present != (name == "assertIndexExists") {
+                return Err(format!("{name} failed: {names:?}"));
+            }
+            None
+        }
         "createIndex" => {
             let c = &coll(ents, object)?.coll;
             let o: Option<IndexOptions> = options_from(args.clone(), &["keys"])?;
@@ -1080,25 +1367,36 @@ async fn execute(
                 .keys(doc_arg(&args, "keys"))
                 .options(o)
                 .build();
-            Some(Bson::String(drv!(c.create_index(model).await).index_name))
+            Some(Bson::String(drv!(sess!(c.create_index(model))).index_name))
         }
         "dropIndex" => {
             let c = &coll(ents, object)?.coll;
-            drv!(c.drop_index(args.get_str("name").unwrap_or_default()).await);
+            drv!(sess!(c.drop_index(args.get_str("name").unwrap_or_default())));
             None
         }
         "listIndexes" => {
             let c = &coll(ents, object)?.coll;
             let d = c.client().database(c.namespace().db.as_str());
+            if let Some(s) = session.as_deref_mut() {
+                let mut cursor = drv!(
+                    d.run_cursor_command(doc! {"listIndexes": c.name()})
+                        .session(&mut *s)
+                        .await
+                );
+                let docs: Vec<Document> = drv!(cursor.stream(s).try_collect().await);
+                return Ok(Ok(Some(Bson::Array(
+                    docs.into_iter().map(Bson::Document).collect(),
+                ))));
+            }
             let cursor = drv!(d.run_cursor_command(doc! {"listIndexes": c.name()}).await);
             let docs: Vec<Document> = drv!(cursor.try_collect().await);
             Some(Bson::Array(docs.into_iter().map(Bson::Document).collect()))
         }
         "runCommand" => {
             let d = db(ents, object)?;
-            Some(Bson::Document(drv!(
-                d.run_command(doc_arg(&args, "command")).await
-            )))
+            Some(Bson::Document(drv!(sess!(
+                d.run_command(doc_arg(&args, "command"))
+            ))))
         }
         "createCommandCursor" if args.get_str("cursorType").ok() == Some("tailable") => {
             let d = db(ents, object)?.clone();
@@ -1178,6 +1476,208 @@ async fn execute(
     }))
 }
 
+/// An operation without a result, as the runner reports it.
+fn unit(r: mongodb::error::Result<()>) -> OpResult {
+    Ok(r.map(|()| None).map_err(OpError::from))
+}
+
+/// Driver results (database or collection specifications) as documents.
+fn serialized<T: serde::Serialize>(items: &[T]) -> Result<Bson, String> {
+    items
+        .iter()
+        .map(|d| {
+            bson::serialize_to_document(d)
+                .map(Bson::Document)
+                .map_err(|e| e.to_string())
+        })
+        .collect::<Result<Vec<Bson>, String>>()
+        .map(Bson::Array)
+}
+
+/// Operations on a session entity: transactions and `endSession`.
+async fn session_op(name: &str, object: &str, args: Document, ents: &mut Entities) -> OpResult {
+    use mongodb::options::TransactionOptions;
+    let mut s = ents
+        .sessions
+        .remove(object)
+        .ok_or_else(|| format!("no session {object}"))?;
+    let out = match name {
+        "startTransaction" => {
+            let o: Option<TransactionOptions> = options_from(args, &[])?;
+            ents.open_txns.insert(object.to_owned());
+            unit(s.start_transaction().with_options(o).await)
+        }
+        "commitTransaction" => {
+            ents.open_txns.remove(object);
+            unit(s.commit_transaction().await)
+        }
+        "abortTransaction" => {
+            ents.open_txns.remove(object);
+            unit(s.abort_transaction().await)
+        }
+        "endSession" => {
+            // Ending a session aborts its open transaction (the driver would
+            // do so in the background when it is dropped; here before the
+            // events are checked). Dropping it returns it to the pool.
+            if ents.open_txns.remove(object) {
+                let _ = s.abort_transaction().await;
+            }
+            return Ok(Ok(None));
+        }
+        "withTransaction" => {
+            let o: Option<TransactionOptions> = options_from(args.clone(), &["callback"])?;
+            let callback = args.get_array("callback").cloned().unwrap_or_default();
+            ents.sessions.insert(object.to_owned(), s);
+            return with_transaction(object, o, &callback, ents).await;
+        }
+        other => Err(format!(
+            "session operation {other} is not implemented by the runner"
+        )),
+    };
+    ents.sessions.insert(object.to_owned(), s);
+    out
+}
+
+/// The convenient transaction API as the specification words it: retry the
+/// whole transaction on TransientTransactionError and the commit on
+/// UnknownTransactionCommitResult, for up to 120 seconds.
+async fn with_transaction(
+    object: &str,
+    opts: Option<mongodb::options::TransactionOptions>,
+    callback: &[Bson],
+    ents: &mut Entities,
+) -> OpResult {
+    const LIMIT: Duration = Duration::from_secs(120);
+    let started = std::time::Instant::now();
+    'attempt: loop {
+        {
+            let s = ents.sessions.get_mut(object).ok_or("session vanished")?;
+            if let Err(e) = s.start_transaction().with_options(opts.clone()).await {
+                return Ok(Err(OpError::from(e)));
+            }
+            ents.open_txns.insert(object.to_owned());
+        }
+        let mut failed = None;
+        for op in callback {
+            let Some(op) = op.as_document() else { continue };
+            if let Some(e) = run_operation_keeping_error(op, ents).await? {
+                failed = Some(e);
+                break;
+            }
+        }
+        let open = ents.open_txns.remove(object);
+        let s = ents.sessions.get_mut(object).ok_or("session vanished")?;
+        if let Some(e) = failed {
+            if open {
+                let _ = s.abort_transaction().await;
+            }
+            if e.labels.iter().any(|l| l == "TransientTransactionError")
+                && started.elapsed() < LIMIT
+            {
+                continue 'attempt;
+            }
+            return Ok(Err(e));
+        }
+        if !open {
+            // The callback ended the transaction itself.
+            return Ok(Ok(None));
+        }
+        loop {
+            match s.commit_transaction().await {
+                Ok(()) => return Ok(Ok(None)),
+                Err(e) => {
+                    let e = OpError::from(e);
+                    let has = |l: &str| e.labels.iter().any(|x| x == l);
+                    if has("UnknownTransactionCommitResult")
+                        && e.code != Some(50)
+                        && started.elapsed() < LIMIT
+                    {
+                        continue;
+                    }
+                    if has("TransientTransactionError") && started.elapsed() < LIMIT {
+                        continue 'attempt;
+                    }
+                    return Ok(Err(e));
+                }
+            }
+        }
+    }
+}
+
+/// `createChangeStream` on a client, database or collection entity.
+async fn create_change_stream(
+    object: &str,
+    args: Document,
+    save_as: Option<&str>,
+    ents: &mut Entities,
+) -> OpResult {
+    let pipeline = docs_arg(&args, "pipeline");
+    let o: Option<mongodb::options::ChangeStreamOptions> = options_from(args, &["pipeline"])?;
+    let opened = if let Some(c) = ents.colls.get(object) {
+        c.coll.watch().pipeline(pipeline).with_options(o).await
+    } else if let Some(d) = ents.dbs.get(object) {
+        d.watch().pipeline(pipeline).with_options(o).await
+    } else if let Some(c) = ents.clients.get(object) {
+        c.client.watch().pipeline(pipeline).with_options(o).await
+    } else {
+        return Err(format!("no entity {object} to watch"));
+    };
+    let stream = match opened {
+        Ok(s) => s.with_type::<Document>(),
+        Err(e) => return Ok(Err(OpError::from(e))),
+    };
+    if let Some(id) = save_as {
+        ents.streams.insert(id.to_owned(), stream);
+    }
+    Ok(Ok(None))
+}
+
+/// Iterating or closing a change stream entity.
+async fn stream_op(name: &str, object: &str, ents: &mut Entities) -> OpResult {
+    let stream = ents
+        .streams
+        .get_mut(object)
+        .ok_or_else(|| format!("no change stream {object}"))?;
+    match name {
+        "iterateUntilDocumentOrError" => {
+            match tokio::time::timeout(Duration::from_secs(10), stream.next_if_any()).await {
+                Err(_) => Err("no change event within 10 s".into()),
+                Ok(Ok(Some(d))) => Ok(Ok(Some(Bson::Document(d)))),
+                Ok(Ok(None)) => {
+                    // next_if_any returns after one empty getMore: keep going.
+                    let next = tokio::time::timeout(Duration::from_secs(10), async {
+                        loop {
+                            match stream.next_if_any().await {
+                                Ok(None) if stream.is_alive() => continue,
+                                other => return other,
+                            }
+                        }
+                    })
+                    .await
+                    .map_err(|_| "no change event within 10 s".to_string())?;
+                    match next {
+                        Ok(Some(d)) => Ok(Ok(Some(Bson::Document(d)))),
+                        Ok(None) => Err("change stream closed".into()),
+                        Err(e) => Ok(Err(OpError::from(e))),
+                    }
+                }
+                Ok(Err(e)) => Ok(Err(OpError::from(e))),
+            }
+        }
+        "iterateOnce" => match stream.next_if_any().await {
+            Ok(d) => Ok(Ok(d.map(Bson::Document))),
+            Err(e) => Ok(Err(OpError::from(e))),
+        },
+        "close" => {
+            ents.streams.remove(object);
+            Ok(Ok(None))
+        }
+        other => Err(format!(
+            "change stream operation {other} is not implemented by the runner"
+        )),
+    }
+}
+
 /// Writes with `{w: 0}`: the Rust driver refuses unacknowledged write concerns, so
 /// the runner sends the command a driver would, and reports no result.
 /// The `failPoint` test-runner operation: `configureFailPoint` through the
@@ -1244,7 +1744,7 @@ async fn unacknowledged(name: &str, c: &CollEntity, args: Document) -> OpResult 
         }
     };
     let bulk = doc! {"requests": [request]};
-    Ok(bulk_write(c, &bulk).await?.map(|_| None))
+    Ok(bulk_write(c, &bulk, None).await?.map(|_| None))
 }
 
 /// The 8.0 client `bulkWrite`, through the driver's `Client::bulk_write`.
@@ -1338,7 +1838,11 @@ async fn client_bulk_write(client: &Client, args: &Document) -> OpResult {
 }
 
 /// The collection-level bulkWrite, sent as the write commands a driver would send.
-async fn bulk_write(c: &CollEntity, args: &Document) -> OpResult {
+async fn bulk_write(
+    c: &CollEntity,
+    args: &Document,
+    mut session: Option<&mut ClientSession>,
+) -> OpResult {
     let requests = docs_arg(args, "requests");
     let ordered = args.get_bool("ordered").unwrap_or(true);
     if requests.is_empty() {
@@ -1450,7 +1954,11 @@ async fn bulk_write(c: &CollEntity, args: &Document) -> OpResult {
         if c.unacknowledged {
             cmd.insert("writeConcern", doc! {"w": 0});
         }
-        let reply = match database.run_command(cmd).await {
+        let sent = match session.as_deref_mut() {
+            Some(s) => database.run_command(cmd).session(s).await,
+            None => database.run_command(cmd).await,
+        };
+        let reply = match sent {
             Ok(_) if c.unacknowledged => continue,
             Ok(r) => r,
             Err(e) => return Ok(Err(OpError::from(e))),
@@ -1481,6 +1989,7 @@ async fn bulk_write(c: &CollEntity, args: &Document) -> OpResult {
         if let Ok(errs) = reply.get_array("writeErrors") {
             let first = errs.first().and_then(Bson::as_document);
             return Ok(Err(OpError {
+                labels: Vec::new(),
                 client: false,
                 code: first
                     .and_then(|d| d.get("code"))
