@@ -183,6 +183,12 @@ pub fn field_bounds_in(
         return FieldBounds::full();
     }
     let each: Vec<FieldBounds> = preds.into_iter().map(|p| op_bounds(p, ix)).collect();
+    combine(each, multikey)
+}
+
+/// The bounds of several predicates on one path: intersected, or on a
+/// multikey path the best single one (see the module doc).
+fn combine(each: Vec<FieldBounds>, multikey: bool) -> FieldBounds {
     if multikey {
         // One predicate only: prefer points, then any constraint.
         let best = each
@@ -205,6 +211,76 @@ pub fn field_bounds_in(
         };
     }
     acc
+}
+
+/// The bounds a wildcard index puts on `path` for the filter: its `$_path`
+/// component and its value component, or `None` when no predicate on `path`
+/// is one a wildcard index can answer (mongod's rules: the index holds only
+/// leaves, so neither `null`, nor a non-empty object or an array, nor a
+/// negation, nor `$exists: false` can be looked up in it). `$exists: true`
+/// alone scans `path` and every path under it. `multikey`: some document
+/// holds an array along `path`.
+pub fn wildcard_field_bounds(
+    m: &Matcher,
+    path: &str,
+    multikey: bool,
+    ix: Option<&Collation>,
+) -> Option<(FieldBounds, FieldBounds)> {
+    let mut preds: Vec<&PathOp> = Vec::new();
+    collect(&m.root, path, &mut preds);
+    preds.retain(|p| wildcard_answers(p));
+    if preds.is_empty() {
+        return None;
+    }
+    let exists_only = preds.iter().all(|p| matches!(p, PathOp::Exists(true)));
+    let point = Interval::point(Bson::String(path.to_string()));
+    let paths = if exists_only {
+        FieldBounds {
+            intervals: vec![
+                point,
+                Interval::range(
+                    Bson::String(format!("{path}.")),
+                    true,
+                    Bson::String(format!("{path}/")),
+                    false,
+                ),
+            ],
+            exact: false,
+        }
+    } else {
+        FieldBounds {
+            intervals: vec![point],
+            exact: true,
+        }
+    };
+    let each: Vec<FieldBounds> = preds.into_iter().map(|p| op_bounds(p, ix)).collect();
+    Some((paths, combine(each, multikey)))
+}
+
+/// Whether a wildcard index, which holds leaves only, holds a key for every
+/// document `op` matches.
+fn wildcard_answers(op: &PathOp) -> bool {
+    fn leaf(v: &Bson) -> bool {
+        match v {
+            Bson::Document(d) => d.is_empty(),
+            Bson::Null
+            | Bson::Undefined
+            | Bson::Array(_)
+            | Bson::MinKey
+            | Bson::MaxKey
+            | Bson::RegularExpression(_) => false,
+            _ => true,
+        }
+    }
+    match op {
+        PathOp::Eq(v) | PathOp::EqColl(v, _) => leaf(v),
+        PathOp::Cmp(_, x) | PathOp::CmpColl(_, x, _) => bracket(x).is_some(),
+        PathOp::In(list) | PathOp::InColl(list, _) => {
+            list.regexes.is_empty() && !list.values.is_empty() && list.values.iter().all(leaf)
+        }
+        PathOp::Exists(true) => true,
+        _ => false,
+    }
 }
 
 /// The paths the top-level conjunction constrains, in filter order.
