@@ -1,8 +1,9 @@
 //! `createIndexes`: validates each index specification as mongod does, then
 //! creates and builds the indexes one by one (creating the collection when it
 //! is missing). The `_id` index always exists; geoHaystack fails as in
-//! mongod 5+; wildcard indexes are checked against mongod's restrictions. An index's collation
-//! (its own, else the collection's default) is stored resolved in its spec.
+//! mongod 5+; wildcard indexes are checked against mongod's restrictions.
+//! An index's collation (its own, else the collection's default) is stored
+//! resolved in its spec.
 //! On a clustered collection an index on the cluster key already exists as
 //! the clustered index (`clustered.rs` decides, as mongod does), and mongod
 //! does not count the clustered index in `numIndexesBefore`/`After`.
