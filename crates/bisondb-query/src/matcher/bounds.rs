@@ -635,6 +635,84 @@ mod tests {
         (b.intervals.iter().map(Interval::display).collect(), b.exact)
     }
 
+    /// mongod's wildcard planning: which predicates a wildcard index answers
+    /// and the `$_path` and value bounds it scans for them.
+    #[test]
+    fn wildcard_bounds_table() {
+        type Case = (
+            Document,
+            bool,
+            Option<(Vec<&'static str>, Vec<&'static str>)>,
+        );
+        let cases: Vec<Case> = vec![
+            (
+                doc! {"a": 5},
+                false,
+                Some((vec!["[\"a\", \"a\"]"], vec!["[5, 5]"])),
+            ),
+            (
+                doc! {"a": {"$gt": 1, "$lte": 5}},
+                false,
+                Some((vec!["[\"a\", \"a\"]"], vec!["(1, 5]"])),
+            ),
+            (
+                doc! {"a": {"$gt": 1, "$lte": 5}},
+                true,
+                Some((vec!["[\"a\", \"a\"]"], vec!["(1, inf.0]"])),
+            ),
+            (
+                doc! {"a": {"$in": [2, "x"]}},
+                false,
+                Some((vec!["[\"a\", \"a\"]"], vec!["[2, 2]", "[\"x\", \"x\"]"])),
+            ),
+            (
+                doc! {"a": {"$exists": true}},
+                false,
+                Some((
+                    vec!["[\"a\", \"a\"]", "[\"a.\", \"a/\")"],
+                    vec!["[MinKey, MaxKey]"],
+                )),
+            ),
+            (
+                doc! {"a": {}},
+                false,
+                Some((vec!["[\"a\", \"a\"]"], vec!["[{}, {}]"])),
+            ),
+            // Not answerable: the index holds no key for these documents.
+            (doc! {"a": null}, false, None),
+            (doc! {"a": {"$in": [1, null]}}, false, None),
+            (doc! {"a": {"b": 1}}, false, None),
+            (doc! {"a": [1, 2]}, false, None),
+            (doc! {"a": {"$ne": 1}}, false, None),
+            (doc! {"a": {"$nin": [1]}}, false, None),
+            (doc! {"a": {"$exists": false}}, false, None),
+            (doc! {"a": {"$gte": null}}, false, None),
+            (doc! {"b": 1}, false, None),
+            // An answerable predicate beside one that is not: the fetch
+            // checks the other.
+            (
+                doc! {"a": {"$ne": 3, "$lt": 9}},
+                false,
+                Some((vec!["[\"a\", \"a\"]"], vec!["[-inf.0, 9)"])),
+            ),
+        ];
+        let show = |b: &FieldBounds| -> Vec<String> {
+            b.intervals.iter().map(Interval::display).collect()
+        };
+        for (filter, multikey, want) in cases {
+            let m = Matcher::parse_doc(&filter).unwrap();
+            let got =
+                wildcard_field_bounds(&m, "a", multikey, None).map(|(p, v)| (show(&p), show(&v)));
+            let want = want.map(|(p, v)| {
+                (
+                    p.into_iter().map(String::from).collect::<Vec<_>>(),
+                    v.into_iter().map(String::from).collect::<Vec<_>>(),
+                )
+            });
+            assert_eq!(got, want, "{filter} multikey {multikey}");
+        }
+    }
+
     #[test]
     fn bounds_table() {
         let cases: Vec<(Document, bool, Vec<&str>, bool)> = vec![
