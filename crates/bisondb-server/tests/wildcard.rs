@@ -198,18 +198,14 @@ async fn same_results_with_and_without_the_index_and_explain_uses_it() {
 async fn sorts_on_one_field_unless_it_is_multikey() {
     let t = start().await;
     let db = t.tcp.database("wild_sort");
-    let c = db.collection::<Document>("w");
-    c.insert_many(vec![
-        doc! {"_id": 1, "s": 3, "m": [1, 2]},
-        doc! {"_id": 2, "s": 1, "m": 5},
-        doc! {"_id": 3, "s": 2},
-        doc! {"_id": 4, "t": 1},
-    ])
-    .await
-    .unwrap_or_else(|e| panic!("{e}"));
-    run(
+    let c = wildcard_over(
         &db,
-        doc! {"createIndexes": "w", "indexes": [{"key": {"$**": 1}, "name": "w"}]},
+        vec![
+            doc! {"_id": 1, "s": 3, "m": [1, 2]},
+            doc! {"_id": 2, "s": 1, "m": 5},
+            doc! {"_id": 3, "s": 2},
+            doc! {"_id": 4, "t": 1},
+        ],
     )
     .await;
     let find = doc! {"find": "w", "filter": {"s": {"$gt": 0}}, "sort": {"s": -1}};
@@ -325,6 +321,22 @@ async fn subpaths_projections_and_id() {
             "{coll}"
         );
     }
+}
+
+/// Collection `w` holding `docs`, then a `{"$**": 1}` index named `w` built
+/// over them.
+async fn wildcard_over(
+    db: &mongodb::Database,
+    docs: Vec<Document>,
+) -> mongodb::Collection<Document> {
+    let c = db.collection::<Document>("w");
+    c.insert_many(docs).await.unwrap_or_else(|e| panic!("{e}"));
+    run(
+        db,
+        doc! {"createIndexes": "w", "indexes": [{"key": {"$**": 1}, "name": "w"}]},
+    )
+    .await;
+    c
 }
 
 async fn ids_in(db: &mongodb::Database, coll: &str, filter: &Document) -> Vec<Bson> {
@@ -452,17 +464,13 @@ async fn restrictions_fail_as_in_mongod() {
 async fn maintenance_stats_and_validate() {
     let t = start().await;
     let db = t.tcp.database("wild_maint");
-    let c = db.collection::<Document>("w");
     // Built over existing documents, then kept by inserts, updates, deletes.
-    c.insert_many(vec![
-        doc! {"_id": 1, "a": {"b": 1}},
-        doc! {"_id": 2, "a": {"b": 2}},
-    ])
-    .await
-    .unwrap_or_else(|e| panic!("{e}"));
-    run(
+    let c = wildcard_over(
         &db,
-        doc! {"createIndexes": "w", "indexes": [{"key": {"$**": 1}, "name": "w"}]},
+        vec![
+            doc! {"_id": 1, "a": {"b": 1}},
+            doc! {"_id": 2, "a": {"b": 2}},
+        ],
     )
     .await;
     c.insert_one(doc! {"_id": 3, "a": {"b": [3, 1]}})
