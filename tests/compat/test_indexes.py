@@ -171,23 +171,6 @@ def test_create_indexes_replies_and_index_information(db):
     deviations(problems)
 
 
-@pytest.mark.parametrize(
-    "key, kind",
-    [
-        ([("$**", 1)], "wildcard"),
-    ],
-)
-def test_unsupported_index_types_fail_with_not_implemented(db, key, kind):
-    # A gap listed in docs/COMPATIBILITY.md: refused by name, never ignored.
-    db.c.insert_one({"_id": 1})
-    with pytest.raises(OperationFailure) as exc:
-        db.c.create_index(key)
-    assert exc.value.code == 238
-    assert exc.value.details["codeName"] == "NotImplemented"
-    assert kind in exc.value.details["errmsg"]
-    assert list(db.c.index_information()) == ["_id_"]
-
-
 def test_geo_indexes_and_queries_like_mongod(db):
     # 2d and 2dsphere indexes as index_information shows them, writes checked
     # against them (16755), $within/$geoWithin, $near ordered by distance and

@@ -25,6 +25,10 @@ use crate::compare::{compare_raw_in, number_as_f64};
 use crate::matcher::Matcher;
 use crate::path::{array_index, lookup_raw, LookupInfo};
 
+pub mod wildcard;
+
+use wildcard::WildcardPaths;
+
 /// More keys than this from one document fails the write instead of
 /// exhausting memory (mongod has no explicit cap; its cross products are
 /// bounded by the document size limit in practice).
@@ -52,6 +56,18 @@ pub struct KeyGenerator {
     refuse_arrays: bool,
     /// A geospatial index: its geo field and what it must hold.
     geo: Option<(usize, GeoField)>,
+    /// A wildcard index: see [`KeyGenerator::with_wildcard`].
+    wildcard: Option<Arc<Wildcard>>,
+}
+
+/// The wildcard term of a wildcard index and its regular fields' generator.
+#[derive(Debug)]
+struct Wildcard {
+    /// Position of the `$_path` component in the key (the value follows).
+    at: usize,
+    paths: WildcardPaths,
+    /// The regular fields of a compound wildcard index.
+    regular: Option<KeyGenerator>,
 }
 
 /// What the geo field of a geospatial index must hold.
@@ -70,6 +86,8 @@ pub struct DocKeys {
     pub keys: Vec<Vec<RawBson>>,
     /// Some field reached an array.
     pub multikey: bool,
+    /// A wildcard index: the paths where the document holds an array.
+    pub multikey_paths: Vec<String>,
 }
 
 impl KeyGenerator {
@@ -94,6 +112,107 @@ impl KeyGenerator {
             collation: None,
             refuse_arrays: false,
             geo: None,
+            wildcard: None,
+        })
+    }
+
+    /// The same generator for a wildcard index whose key components `at`
+    /// (`$_path`) and `at + 1` (the value) come from the wildcard term
+    /// `paths` (the module doc of [`wildcard`] says how); the other fields
+    /// (a compound wildcard index's) are regular and may not hold arrays.
+    /// A document without any wildcard leaf gets no key, unless the index is
+    /// compound: then its wildcard components are `MinKey`, so the regular
+    /// fields still find it.
+    pub fn with_wildcard(mut self, w: Option<(usize, WildcardPaths)>) -> KeyGenerator {
+        let Some((at, paths)) = w else {
+            return self;
+        };
+        let regular: Vec<KeyField> = self
+            .fields
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| *i != at && *i != at + 1)
+            .map(|(_, f)| f.clone())
+            .collect();
+        let regular = (!regular.is_empty()).then(|| KeyGenerator {
+            fields: regular,
+            sparse: false,
+            partial: None,
+            collation: self.collation.clone(),
+            refuse_arrays: false,
+            geo: None,
+            wildcard: None,
+        });
+        self.wildcard = Some(Arc::new(Wildcard { at, paths, regular }));
+        self
+    }
+
+    /// The wildcard term's paths, for a wildcard index.
+    pub fn wildcard_paths(&self) -> Option<&WildcardPaths> {
+        self.wildcard.as_deref().map(|w| &w.paths)
+    }
+
+    fn wildcard_keys(&self, w: &Wildcard, doc: &RawDocument) -> MongoResult<DocKeys> {
+        let regular = match &w.regular {
+            Some(g) => {
+                let k = g.keys(doc)?;
+                if k.multikey {
+                    return Err(MongoError::new(
+                        ErrorCode::CannotBuildIndexKeys,
+                        "Compound wildcard indexes do not support multikey values in their non-wildcard fields",
+                    ));
+                }
+                k.keys
+            }
+            None => vec![Vec::new()],
+        };
+        let owned = Document::try_from(doc).map_err(|e| {
+            MongoError::new(ErrorCode::InvalidBSON, format!("invalid document: {e}"))
+        })?;
+        let (leaves, multikey_paths) = w.paths.leaves(&owned);
+        let mut pairs: Vec<(RawBson, RawBson)> = Vec::with_capacity(leaves.len());
+        for (path, v) in leaves {
+            let v = RawBson::try_from(v).map_err(|e| {
+                MongoError::new(ErrorCode::InvalidBSON, format!("invalid document: {e}"))
+            })?;
+            pairs.push((RawBson::String(path), self.stored(v.as_raw_bson_ref())));
+        }
+        let c = self.collation.as_deref();
+        pairs.sort_by(|(pa, va), (pb, vb)| {
+            compare_raw_in(pa.as_raw_bson_ref(), pb.as_raw_bson_ref(), None)
+                .then_with(|| compare_raw_in(va.as_raw_bson_ref(), vb.as_raw_bson_ref(), c))
+        });
+        pairs.dedup_by(|(pa, va), (pb, vb)| {
+            pa == pb && compare_raw_in(va.as_raw_bson_ref(), vb.as_raw_bson_ref(), c).is_eq()
+        });
+        if pairs.is_empty() {
+            if w.regular.is_none() {
+                return Ok(DocKeys::default());
+            }
+            pairs.push((RawBson::MinKey, RawBson::MinKey));
+        }
+        let total = pairs.len().saturating_mul(regular.len());
+        if total > MAX_KEYS_PER_DOCUMENT {
+            return Err(MongoError::new(
+                ErrorCode::BadValue,
+                format!("a document would generate {total} keys in one index, over the limit of {MAX_KEYS_PER_DOCUMENT}"),
+            ));
+        }
+        let mut keys = Vec::with_capacity(total);
+        for r in &regular {
+            for (p, v) in &pairs {
+                let mut k = Vec::with_capacity(r.len() + 2);
+                k.extend(r.iter().take(w.at).cloned());
+                k.push(p.clone());
+                k.push(v.clone());
+                k.extend(r.iter().skip(w.at).cloned());
+                keys.push(k);
+            }
+        }
+        Ok(DocKeys {
+            keys,
+            multikey: !multikey_paths.is_empty(),
+            multikey_paths,
         })
     }
 
@@ -238,6 +357,9 @@ impl KeyGenerator {
                 return Ok(DocKeys::default());
             }
         }
+        if let Some(w) = &self.wildcard {
+            return self.wildcard_keys(w, doc);
+        }
         let cells = self.geo_cells(doc)?;
         if self.geo.is_some() && cells.is_empty() {
             // A geo index skips a document without a location.
@@ -330,7 +452,11 @@ impl KeyGenerator {
         }
         if let [values] = per_field.as_slice() {
             let keys = values.iter().map(|v| vec![self.stored(*v)]).collect();
-            return Ok(DocKeys { keys, multikey });
+            return Ok(DocKeys {
+                keys,
+                multikey,
+                multikey_paths: Vec::new(),
+            });
         }
         let mut keys: Vec<Vec<RawBson>> = vec![Vec::with_capacity(self.fields.len())];
         for values in &per_field {
@@ -344,7 +470,11 @@ impl KeyGenerator {
             }
             keys = next;
         }
-        Ok(DocKeys { keys, multikey })
+        Ok(DocKeys {
+            keys,
+            multikey,
+            multikey_paths: Vec::new(),
+        })
     }
 
     /// Two fields whose values come from different arrays cannot be indexed

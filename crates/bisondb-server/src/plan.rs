@@ -43,6 +43,7 @@ mod geo_near;
 mod min_max;
 mod sort;
 mod text;
+mod wildcard;
 pub use access::{count_keys, execute};
 pub use choose::choose;
 pub use explain::{execution_stats, explain_read, query_planner, StageTree, Verbosity};

@@ -71,6 +71,7 @@ mod validate;
 mod validation;
 mod views;
 mod where_js;
+mod wildcard;
 
 /// Every `.rs` file and folder module beside this file is declared above: with
 /// `autotests = false` a file left out would compile into nothing and never run.

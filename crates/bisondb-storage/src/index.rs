@@ -12,6 +12,14 @@
 //! prefix-free and concatenation keeps the lexicographic order per field).
 //! A unique index leaves `_id` out of the key, so a second document with the
 //! same key hits the same engine key; the value always names the document.
+//!
+//! A wildcard index's key pattern term (`$**`, `a.$**`) is two components of
+//! the key: the leaf's path (`$_path`) and its value
+//! (`bisondb_query::index_keys::wildcard`). Each document also writes one
+//! entry per path where it holds an array, `key` being `0x00` then the
+//! path's encoding (below every encoded value, so no scan of values meets
+//! them): the planner asks whether a path is multikey with one probe, and
+//! the entries come and go with the documents like any other.
 //! Both regions start with the collection id, so dropping a collection purges
 //! its indexes with its documents, and index ids are never reused, so leftovers
 //! of an interrupted drop never surface in a new index.
@@ -21,6 +29,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use bisondb_error::MongoError;
+use bisondb_query::index_keys::wildcard::{self, WildcardPaths};
 use bisondb_query::index_keys::{key_document, GeoField, KeyField, KeyGenerator};
 use bisondb_query::matcher::bounds::{FieldBounds, Interval};
 use bisondb_query::text::TextSpec;
@@ -138,6 +147,41 @@ impl IndexSpec {
         self.key
             .iter()
             .position(|(_, v)| matches!(v, Bson::String(t) if t == "hashed"))
+    }
+
+    /// The position of the wildcard term (`$**`, `a.$**`) of the key
+    /// pattern, for a wildcard index (`createIndexes` allows one).
+    pub fn wildcard_field(&self) -> Option<usize> {
+        self.key
+            .iter()
+            .position(|(k, v)| wildcard::is_wildcard_field(k) && !matches!(v, Bson::String(_)))
+    }
+
+    /// The paths the wildcard term indexes, for a wildcard index.
+    pub fn wildcard_paths(&self) -> Option<Result<WildcardPaths, MongoError>> {
+        let at = self.wildcard_field()?;
+        let (field, _) = self.key.iter().nth(at)?;
+        Some(WildcardPaths::new(
+            field,
+            self.type_options.get_document("wildcardProjection").ok(),
+        ))
+    }
+
+    /// The fields of the index's keys: the key pattern's, with a wildcard
+    /// term as its two components, `$_path` then the value (named after the
+    /// term).
+    pub fn key_fields(&self) -> Vec<KeyField> {
+        let mut fields = self.fields();
+        if let Some(at) = self.wildcard_field() {
+            fields.insert(
+                at,
+                KeyField {
+                    path: wildcard::PATH_FIELD.to_string(),
+                    descending: false,
+                },
+            );
+        }
+        fields
     }
 
     /// The spec as stored in the catalog (and shown by `listIndexes`, with `v`).
@@ -302,7 +346,11 @@ impl std::fmt::Debug for IndexState {
 
 impl IndexState {
     pub(crate) fn new(id: u64, spec: IndexSpec, multikey: bool) -> Result<IndexState, MongoError> {
-        let fields = spec.fields();
+        let fields = spec.key_fields();
+        let wildcard = match spec.wildcard_paths() {
+            Some(p) => Some((spec.wildcard_field().unwrap_or(0), p?)),
+            None => None,
+        };
         let collation = match &spec.collation {
             Some(c) => bisondb_query::collation::Collation::parse(c)?,
             None => None,
@@ -320,7 +368,8 @@ impl IndexState {
                     }
                 };
                 (i, field)
-            }));
+            }))
+            .with_wildcard(wildcard);
         let text = if spec.is_text() {
             Some(TextSpec::from_stored(&spec.key, &spec.type_options)?)
         } else {
@@ -514,7 +563,62 @@ pub(crate) fn entries(
             values,
         ));
     }
+    for path in keys.multikey_paths {
+        let mut key = prefix.clone();
+        key.push(WILDCARD_MULTIKEY);
+        let path = RawBson::String(path);
+        encode_component(&path, false, &mut key);
+        key.extend_from_slice(encoded_id);
+        out.push((
+            Entry {
+                key,
+                value: encoded_id.to_vec(),
+            },
+            vec![path],
+        ));
+    }
     Ok((out, keys.multikey))
+}
+
+/// Leads a wildcard index's multikey path entries (see the module doc):
+/// below the first byte of every encoded value, ascending or inverted.
+const WILDCARD_MULTIKEY: u8 = 0x00;
+
+/// Whether some document of index `ix` (a wildcard index) holds an array
+/// at `path` or at a path above it, in `snap`.
+pub(crate) fn wildcard_multikey(
+    snap: &dyn Snapshot,
+    coll: u64,
+    ix: &IndexState,
+    path: &str,
+) -> Result<bool, StorageError> {
+    let mut prefix = index_prefix(coll, ix.id);
+    prefix.push(WILDCARD_MULTIKEY);
+    let mut end = 0;
+    loop {
+        end = path
+            .get(end..)
+            .and_then(|rest| rest.find('.'))
+            .map_or(path.len(), |i| end + i);
+        let mut k = prefix.clone();
+        encode_component(
+            &RawBson::String(path.get(..end).unwrap_or(path).to_string()),
+            false,
+            &mut k,
+        );
+        let stop = prefix_successor(&k);
+        let stop = match &stop {
+            Some(e) => Bound::Excluded(e.as_slice()),
+            None => Bound::Unbounded,
+        };
+        if !snap.scan(Bound::Included(&k), stop, false, 1)?.is_empty() {
+            return Ok(true);
+        }
+        if end >= path.len() {
+            return Ok(false);
+        }
+        end += 1;
+    }
 }
 
 /// The value of a text index's prefix or suffix field in `doc` (null when
@@ -674,6 +778,17 @@ pub(crate) fn scan_ranges(
                 ranges.push((p, end));
             }
         }
+    }
+    if ix.spec.wildcard_field().is_some() {
+        // Keep the multikey path entries (below every value) out of scans.
+        let mut floor = index_prefix(coll, ix.id);
+        floor.push(WILDCARD_MULTIKEY + 1);
+        for r in &mut ranges {
+            if r.0 < floor {
+                r.0 = floor.clone();
+            }
+        }
+        ranges.retain(|r| r.0 < r.1);
     }
     merge(ranges)
 }

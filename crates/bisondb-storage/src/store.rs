@@ -619,6 +619,17 @@ impl Collection {
         Some(IndexScan::new(snapshot, ranges, reverse, prefix_len))
     }
 
+    /// Whether some document holds an array at `path` or above it, for
+    /// wildcard index `name` (`false` when there is no such index).
+    pub fn wildcard_multikey(&self, name: &str, path: &str) -> Result<bool, StorageError> {
+        let list = self.state.indexes.read().clone();
+        let Some(ix) = list.iter().find(|i| i.spec.name == name) else {
+            return Ok(false);
+        };
+        let snap = self.snapshot()?;
+        index::wildcard_multikey(snap.as_ref(), self.state.id, ix, path)
+    }
+
     /// Index entries of index `name` from the whole key `start` (inclusive)
     /// to the whole key `end` (exclusive), each one value per key field in
     /// key-pattern order: `find`'s `min`/`max`. Unlike [`Collection::index_scan`]

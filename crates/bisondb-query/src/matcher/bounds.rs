@@ -183,6 +183,12 @@ pub fn field_bounds_in(
         return FieldBounds::full();
     }
     let each: Vec<FieldBounds> = preds.into_iter().map(|p| op_bounds(p, ix)).collect();
+    combine(each, multikey)
+}
+
+/// The bounds of several predicates on one path: intersected, or on a
+/// multikey path the best single one (see the module doc).
+fn combine(each: Vec<FieldBounds>, multikey: bool) -> FieldBounds {
     if multikey {
         // One predicate only: prefer points, then any constraint.
         let best = each
@@ -205,6 +211,76 @@ pub fn field_bounds_in(
         };
     }
     acc
+}
+
+/// The bounds a wildcard index puts on `path` for the filter: its `$_path`
+/// component and its value component, or `None` when no predicate on `path`
+/// is one a wildcard index can answer (mongod's rules: the index holds only
+/// leaves, so neither `null`, nor a non-empty object or an array, nor a
+/// negation, nor `$exists: false` can be looked up in it). `$exists: true`
+/// alone scans `path` and every path under it. `multikey`: some document
+/// holds an array along `path`.
+pub fn wildcard_field_bounds(
+    m: &Matcher,
+    path: &str,
+    multikey: bool,
+    ix: Option<&Collation>,
+) -> Option<(FieldBounds, FieldBounds)> {
+    let mut preds: Vec<&PathOp> = Vec::new();
+    collect(&m.root, path, &mut preds);
+    preds.retain(|p| wildcard_answers(p));
+    if preds.is_empty() {
+        return None;
+    }
+    let exists_only = preds.iter().all(|p| matches!(p, PathOp::Exists(true)));
+    let point = Interval::point(Bson::String(path.to_string()));
+    let paths = if exists_only {
+        FieldBounds {
+            intervals: vec![
+                point,
+                Interval::range(
+                    Bson::String(format!("{path}.")),
+                    true,
+                    Bson::String(format!("{path}/")),
+                    false,
+                ),
+            ],
+            exact: false,
+        }
+    } else {
+        FieldBounds {
+            intervals: vec![point],
+            exact: true,
+        }
+    };
+    let each: Vec<FieldBounds> = preds.into_iter().map(|p| op_bounds(p, ix)).collect();
+    Some((paths, combine(each, multikey)))
+}
+
+/// Whether a wildcard index, which holds leaves only, holds a key for every
+/// document `op` matches.
+fn wildcard_answers(op: &PathOp) -> bool {
+    fn leaf(v: &Bson) -> bool {
+        match v {
+            Bson::Document(d) => d.is_empty(),
+            Bson::Null
+            | Bson::Undefined
+            | Bson::Array(_)
+            | Bson::MinKey
+            | Bson::MaxKey
+            | Bson::RegularExpression(_) => false,
+            _ => true,
+        }
+    }
+    match op {
+        PathOp::Eq(v) | PathOp::EqColl(v, _) => leaf(v),
+        PathOp::Cmp(_, x) | PathOp::CmpColl(_, x, _) => bracket(x).is_some(),
+        PathOp::In(list) | PathOp::InColl(list, _) => {
+            list.regexes.is_empty() && !list.values.is_empty() && list.values.iter().all(leaf)
+        }
+        PathOp::Exists(true) => true,
+        _ => false,
+    }
 }
 
 /// The paths the top-level conjunction constrains, in filter order.
@@ -557,6 +633,84 @@ mod tests {
         let m = Matcher::parse_doc(&filter).unwrap();
         let b = field_bounds(&m, path, multikey);
         (b.intervals.iter().map(Interval::display).collect(), b.exact)
+    }
+
+    /// mongod's wildcard planning: which predicates a wildcard index answers
+    /// and the `$_path` and value bounds it scans for them.
+    #[test]
+    fn wildcard_bounds_table() {
+        type Case = (
+            Document,
+            bool,
+            Option<(Vec<&'static str>, Vec<&'static str>)>,
+        );
+        let cases: Vec<Case> = vec![
+            (
+                doc! {"a": 5},
+                false,
+                Some((vec!["[\"a\", \"a\"]"], vec!["[5, 5]"])),
+            ),
+            (
+                doc! {"a": {"$gt": 1, "$lte": 5}},
+                false,
+                Some((vec!["[\"a\", \"a\"]"], vec!["(1, 5]"])),
+            ),
+            (
+                doc! {"a": {"$gt": 1, "$lte": 5}},
+                true,
+                Some((vec!["[\"a\", \"a\"]"], vec!["(1, inf.0]"])),
+            ),
+            (
+                doc! {"a": {"$in": [2, "x"]}},
+                false,
+                Some((vec!["[\"a\", \"a\"]"], vec!["[2, 2]", "[\"x\", \"x\"]"])),
+            ),
+            (
+                doc! {"a": {"$exists": true}},
+                false,
+                Some((
+                    vec!["[\"a\", \"a\"]", "[\"a.\", \"a/\")"],
+                    vec!["[MinKey, MaxKey]"],
+                )),
+            ),
+            (
+                doc! {"a": {}},
+                false,
+                Some((vec!["[\"a\", \"a\"]"], vec!["[{}, {}]"])),
+            ),
+            // Not answerable: the index holds no key for these documents.
+            (doc! {"a": null}, false, None),
+            (doc! {"a": {"$in": [1, null]}}, false, None),
+            (doc! {"a": {"b": 1}}, false, None),
+            (doc! {"a": [1, 2]}, false, None),
+            (doc! {"a": {"$ne": 1}}, false, None),
+            (doc! {"a": {"$nin": [1]}}, false, None),
+            (doc! {"a": {"$exists": false}}, false, None),
+            (doc! {"a": {"$gte": null}}, false, None),
+            (doc! {"b": 1}, false, None),
+            // An answerable predicate beside one that is not: the fetch
+            // checks the other.
+            (
+                doc! {"a": {"$ne": 3, "$lt": 9}},
+                false,
+                Some((vec!["[\"a\", \"a\"]"], vec!["[-inf.0, 9)"])),
+            ),
+        ];
+        let show = |b: &FieldBounds| -> Vec<String> {
+            b.intervals.iter().map(Interval::display).collect()
+        };
+        for (filter, multikey, want) in cases {
+            let m = Matcher::parse_doc(&filter).unwrap();
+            let got =
+                wildcard_field_bounds(&m, "a", multikey, None).map(|(p, v)| (show(&p), show(&v)));
+            let want = want.map(|(p, v)| {
+                (
+                    p.into_iter().map(String::from).collect::<Vec<_>>(),
+                    v.into_iter().map(String::from).collect::<Vec<_>>(),
+                )
+            });
+            assert_eq!(got, want, "{filter} multikey {multikey}");
+        }
     }
 
     #[test]

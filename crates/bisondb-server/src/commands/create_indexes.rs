@@ -1,8 +1,9 @@
 //! `createIndexes`: validates each index specification as mongod does, then
 //! creates and builds the indexes one by one (creating the collection when it
-//! is missing). The `_id` index always exists; index types BisonDB lacks
-//! (text, wildcard) fail naming the type; geoHaystack fails as in mongod 5+. An index's collation
-//! (its own, else the collection's default) is stored resolved in its spec.
+//! is missing). The `_id` index always exists; geoHaystack fails as in
+//! mongod 5+; wildcard indexes are checked against mongod's restrictions.
+//! An index's collation (its own, else the collection's default) is stored
+//! resolved in its spec.
 //! On a clustered collection an index on the cluster key already exists as
 //! the clustered index (`clustered.rs` decides, as mongod does), and mongod
 //! does not count the clustered index in `numIndexesBefore`/`After`.
@@ -53,6 +54,8 @@ const SPEC_FIELDS: &[&str] = &[
     "unique",
     "v",
     "weights",
+    // Wildcard indexes (`bisondb_query::index_keys::wildcard`).
+    "wildcardProjection",
 ];
 
 /// Options only a text index takes.
@@ -277,11 +280,9 @@ fn parse_spec(spec: &Document) -> MongoResult<Option<IndexSpec>> {
         if text && (field == "$**" || field == "_fts") {
             continue;
         }
-        if field == "$**" || field.ends_with(".$**") {
-            return Err(MongoError::new(
-                ErrorCode::NotImplemented,
-                "wildcard indexes are not supported by BisonDB yet",
-            ));
+        if field.contains("$**") {
+            check_wildcard_term(spec, field, v)?;
+            continue;
         }
         if field.starts_with('$') {
             return Err(spec_error(
@@ -358,6 +359,7 @@ fn parse_spec(spec: &Document) -> MongoResult<Option<IndexSpec>> {
     };
     let (unique, sparse, hidden) = (flag("unique")?, flag("sparse")?, flag("hidden")?);
     let mut type_options = geo_options(spec, &key, hashed > 0)?;
+    wildcard_options(spec, &key, unique, sparse, &mut type_options)?;
     let mut key = key;
     if bisondb_query::text::is_text_key(&key) {
         // Stored as mongod stores it: `{_fts: "text", _ftsx: 1}` in place of
@@ -479,6 +481,123 @@ fn parse_spec(spec: &Document) -> MongoResult<Option<IndexSpec>> {
         background,
         collation,
     }))
+}
+
+/// A wildcard term of a key pattern (`$**` or `path.$**`, ascending or
+/// descending): anything else holding `$**` is 67, as in mongod.
+fn check_wildcard_term(spec: &Document, field: &str, v: &Bson) -> MongoResult<()> {
+    let root = field.strip_suffix("$**");
+    let well_formed = match root {
+        Some("") => true,
+        Some(r) => {
+            r.ends_with('.')
+                && !r.contains("$**")
+                && r.trim_end_matches('.')
+                    .split('.')
+                    .all(|p| !p.is_empty() && !p.starts_with('$'))
+        }
+        None => false,
+    };
+    if !well_formed || matches!(v, Bson::String(_)) {
+        return Err(spec_error(
+            spec,
+            "Index key contains an illegal field name: field name starts with '$'.",
+        ));
+    }
+    match number_as_f64(v) {
+        Some(x) if x != 0.0 && !x.is_nan() => Ok(()),
+        Some(_) => Err(spec_error(
+            spec,
+            "Values in the index key pattern can't be 0.",
+        )),
+        None => Err(spec_error(
+            spec,
+            &format!(
+                "Values in v:2 index key pattern cannot be of type {}. Only numbers > 0, numbers < 0, and strings are allowed.",
+                fields::type_name(v.element_type())
+            ),
+        )),
+    }
+}
+
+/// Checks a wildcard index's options as mongod 8 does and keeps its
+/// `wildcardProjection` (shown by `listIndexes`) in `out`: no `unique`,
+/// `sparse` or TTL, no other index type in the key pattern, one wildcard
+/// term, regular fields of a compound wildcard index kept out of the
+/// wildcard term, and a projection only with `$**` (2 on a non-wildcard
+/// index, 14 when not an object, 9 when empty or with `path.$**`).
+fn wildcard_options(
+    spec: &Document,
+    key: &Document,
+    unique: bool,
+    sparse: bool,
+    out: &mut Document,
+) -> MongoResult<()> {
+    use bisondb_query::index_keys::wildcard;
+    // `{"$**": "text"}` is a text index, not a wildcard term.
+    let wild: Vec<&String> = key
+        .iter()
+        .filter(|(k, v)| wildcard::is_wildcard_field(k) && !matches!(v, Bson::String(_)))
+        .map(|(k, _)| k)
+        .collect();
+    let projection = spec.get("wildcardProjection");
+    let Some(term) = wild.first() else {
+        if projection.is_some() {
+            return Err(MongoError::bad_value(
+                "The field 'wildcardProjection' is only allowed in an 'wildcard' index",
+            ));
+        }
+        return Ok(());
+    };
+    let refuse = |why: &str| {
+        Err(MongoError::new(
+            ErrorCode::CannotCreateIndex,
+            why.to_string(),
+        ))
+    };
+    if key.values().any(|v| matches!(v, Bson::String(_))) {
+        return Err(spec_error(
+            spec,
+            "Can't use more than one index plugin for a single index.",
+        ));
+    }
+    if unique {
+        return refuse("Index type 'wildcard' does not support the unique option");
+    }
+    if sparse {
+        return refuse("Index type 'wildcard' does not support the sparse option");
+    }
+    if spec.contains_key("expireAfterSeconds") {
+        return refuse("Index type 'wildcard' cannot be a TTL index");
+    }
+    let projection = match projection {
+        None => None,
+        Some(Bson::Document(p)) => {
+            if term.as_str() != "$**" {
+                return Err(MongoError::failed_to_parse(
+                    "The field 'wildcardProjection' is only allowed when 'key' is {\"$**\": ±1}",
+                ));
+            }
+            if p.is_empty() {
+                return Err(MongoError::failed_to_parse(
+                    "The 'wildcardProjection' field can't be an empty object",
+                ));
+            }
+            Some(p)
+        }
+        Some(other) => {
+            return Err(MongoError::type_mismatch(format!(
+                "The field 'wildcardProjection' must be a non-empty object, but got {}",
+                bisondb_query::expr::value::type_name(other)
+            )))
+        }
+    };
+    let fields: Vec<&str> = key.keys().map(String::as_str).collect();
+    wildcard::check_compound(&fields, projection)?;
+    if let Some(p) = projection {
+        out.insert("wildcardProjection", p.clone());
+    }
+    Ok(())
 }
 
 /// Checks the geospatial fields of a key pattern and resolves their options
@@ -621,7 +740,54 @@ mod tests {
             ),
             (doc! {"key": {"a": "hashed", "b": "hashed"}}, Err(31303)),
             (doc! {"key": {"a": "hashed"}, "unique": true}, Err(16764)),
-            (doc! {"key": {"$**": 1}}, Err(238)),
+            (doc! {"key": {"$**": 1}}, Ok(Some("$**_1"))),
+            (doc! {"key": {"a.$**": -1}}, Ok(Some("a.$**_-1"))),
+            (
+                doc! {"key": {"a": 1, "$**": 1}, "wildcardProjection": {"a": 0}},
+                Ok(Some("a_1_$**_1")),
+            ),
+            (doc! {"key": {"a": 1, "$**": 1}}, Err(67)),
+            (doc! {"key": {"a.$**": 1, "b.$**": 1}}, Err(67)),
+            (doc! {"key": {"$**": 0}}, Err(67)),
+            (doc! {"key": {"$**": 1}, "sparse": true}, Err(67)),
+            (doc! {"key": {"$**": 1}, "unique": true}, Err(67)),
+            (doc! {"key": {"$**": 1}, "expireAfterSeconds": 10}, Err(67)),
+            (doc! {"key": {"$**": "hashed"}}, Err(67)),
+            (doc! {"key": {"$**": "2dsphere"}}, Err(67)),
+            (doc! {"key": {"$**": "2d"}}, Err(67)),
+            (doc! {"key": {"a.$**": "text"}}, Err(67)),
+            (doc! {"key": {"$**": "wildcard"}}, Err(67)),
+            (doc! {"key": {"a.$**.$**": 1}}, Err(67)),
+            (doc! {"key": {"$**.$**": 1}}, Err(67)),
+            (
+                doc! {"key": {"$**": 1}, "wildcardProjection": {"a": 1, "b": 0}},
+                Err(31254),
+            ),
+            (
+                doc! {"key": {"$**": 1}, "wildcardProjection": {"a": 1, "b": "s"}},
+                Err(51271),
+            ),
+            (doc! {"key": {"$**": 1}, "wildcardProjection": {}}, Err(9)),
+            (
+                doc! {"key": {"a": 1}, "wildcardProjection": {"a": 1}},
+                Err(2),
+            ),
+            (
+                doc! {"key": {"$**": "text"}, "wildcardProjection": {"a": 1}},
+                Err(2),
+            ),
+            (
+                doc! {"key": {"a.$**": 1}, "wildcardProjection": "s"},
+                Err(14),
+            ),
+            (
+                doc! {"key": {"a.$**": 1}, "wildcardProjection": {"a": 1}},
+                Err(9),
+            ),
+            (
+                doc! {"key": {"$**": 1}, "wildcardProjection": {"_id": 1, "a": 0}},
+                Ok(Some("$**_1")),
+            ),
             (
                 doc! {"key": {"a": 1}, "collation": {"locale": "fr"}},
                 Ok(Some("a_1")),

@@ -240,7 +240,8 @@ impl Fetch {
             coll: coll.clone(),
             snapshot,
             scan,
-            seen: index.multikey.then(HashSet::new),
+            // A wildcard index holds a document once per leaf in the bounds.
+            seen: (index.multikey || super::wildcard::is_wildcard(index)).then(HashSet::new),
             matcher: m,
             stats,
         }))

@@ -150,6 +150,7 @@ fn score(bounds: &[FieldBounds]) -> (usize, bool) {
 fn count_exact(index: &IndexInfo, bounds: &[FieldBounds], m: &Matcher) -> bool {
     // Hashed keys may collide, so counting them is never exact.
     if index.multikey
+        || super::wildcard::is_wildcard(index)
         || index.spec.sparse
         || index.spec.partial_filter.is_some()
         || index.spec.hashed_field().is_some()
@@ -220,7 +221,7 @@ pub fn choose(
     if let Some(id) = m.id_equality() {
         return Ok(plan(Access::IdLookup(id), true, false));
     }
-    if let Some(best) = best_index(&indexes, &q) {
+    if let Some(best) = best_index(coll, &indexes, &q) {
         return Ok(best);
     }
     // No index narrows the filter: an index in sort order still saves the sort.
@@ -317,6 +318,23 @@ fn hinted(coll: &Collection, indexes: &[IndexInfo], q: &Query<'_>, h: &Hint) -> 
     if ix.spec.is_text() || !geo_usable(ix, &raw_bounds_for(ix, q.m)) {
         return Ok(plan(collscan(false), false, false));
     }
+    if ix.spec.wildcard_field().is_some() {
+        // A wildcard index holds only the paths it has leaves for: a hint
+        // needs a predicate it can answer (mongod's planner finds no index
+        // to hint otherwise).
+        let mut best: Option<(Rank, IndexInfo, Vec<FieldBounds>)> = None;
+        for (v, bounds) in super::wildcard::expand(coll, ix, q.m) {
+            if let Some(key) = rank_bounds(&v, &bounds, q) {
+                if best.as_ref().is_none_or(|(k, _, _)| key > *k) {
+                    best = Some((key, v, bounds));
+                }
+            }
+        }
+        return match best {
+            Some((_, v, bounds)) => Ok(index_plan(&v, bounds, q)),
+            None => Err(bad_hint()),
+        };
+    }
     if let Some(p) = &ix.spec.partial_filter {
         if !q.filter_doc.is_some_and(|f| implies(f, p)) {
             return Err(MongoError::bad_value("error processing query: planner returned error :: caused by :: hint provided does not correspond to an existing index (a partial index the filter does not imply cannot answer it)"));
@@ -340,25 +358,53 @@ fn hints_id_index(coll: &Collection, h: &Hint) -> bool {
 }
 
 /// The index whose bounds narrow the filter most (see [`rank`]), if any does.
-fn best_index(indexes: &[IndexInfo], q: &Query<'_>) -> Option<Plan> {
+fn best_index(coll: &Collection, indexes: &[IndexInfo], q: &Query<'_>) -> Option<Plan> {
     if constrained_paths(q.m).is_empty() {
         return None;
     }
-    let mut best: Option<(Rank, &IndexInfo, Vec<FieldBounds>)> = None;
+    let mut best: Option<(Rank, std::borrow::Cow<'_, IndexInfo>, Vec<FieldBounds>)> = None;
     // A text index holds only documents with words: it answers `$text`
     // alone (`plan/text.rs`).
     for ix in indexes
         .iter()
         .filter(|ix| !ix.spec.hidden && !ix.spec.is_text())
     {
+        if ix.spec.wildcard_field().is_some() {
+            // One candidate per path the filter constrains (`wildcard.rs`).
+            for (v, bounds) in super::wildcard::expand(coll, ix, q.m) {
+                let Some(key) = rank_bounds(&v, &bounds, q) else {
+                    continue;
+                };
+                if best.as_ref().is_none_or(|(k, _, _)| key > *k) {
+                    best = Some((key, std::borrow::Cow::Owned(v), bounds));
+                }
+            }
+            continue;
+        }
         let Some((key, bounds)) = rank(ix, q) else {
             continue;
         };
         if best.as_ref().is_none_or(|(k, _, _)| key > *k) {
-            best = Some((key, ix, bounds));
+            best = Some((key, std::borrow::Cow::Borrowed(ix), bounds));
         }
     }
-    best.map(|(_, ix, bounds)| index_plan(ix, bounds, q))
+    best.map(|(_, ix, bounds)| index_plan(&ix, bounds, q))
+}
+
+/// [`rank`] for a wildcard index's candidate, whose bounds are already
+/// made (`wildcard.rs`).
+fn rank_bounds(ix: &IndexInfo, bounds: &[FieldBounds], q: &Query<'_>) -> Option<Rank> {
+    if !usable(ix, bounds, q.filter_doc) {
+        return None;
+    }
+    let (points, range) = score(bounds);
+    if points == 0 && !range {
+        return None;
+    }
+    let sorted = q
+        .sort
+        .is_some_and(|s| sort_direction(ix, s, bounds).is_some());
+    Some((points, range, sorted, -(ix.fields.len() as isize)))
 }
 
 /// How good `ix` is for the query, with the bounds it would scan; `None`
@@ -396,6 +442,8 @@ fn in_sort_order(
             && ix.spec.partial_filter.is_none()
             && ix.spec.geo_field().is_none()
             && !ix.spec.is_text()
+            // Holds only the documents with a leaf: never a scan of all.
+            && ix.spec.wildcard_field().is_none()
     }) {
         if let Some(reverse) = sort_direction(ix, s, &[]) {
             let access = Access::Ixscan {

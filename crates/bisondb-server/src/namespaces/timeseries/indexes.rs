@@ -32,6 +32,16 @@ pub fn to_bucket_key(key: &Document, ts: &TsOptions) -> MongoResult<Document> {
                 continue;
             }
         }
+        if f.contains("$**") {
+            // A wildcard term over the measurements would index the
+            // buckets' columns, not the measurements' fields.
+            return Err(MongoError::new(
+                ErrorCode::NotImplemented,
+                format!(
+                    "a wildcard index on the measurements ('{f}') of a time-series collection is not supported by BisonDB yet (see docs/COMPATIBILITY.md); one on the metaField's subfields is"
+                ),
+            ));
+        }
         let descending = match dir {
             Bson::Int32(i) => *i < 0,
             Bson::Int64(i) => *i < 0,
@@ -134,6 +144,18 @@ mod tests {
         );
         assert_eq!(
             to_bucket_key(&doc! {"x": "text"}, &ts)
+                .err()
+                .map(|e| e.code.code()),
+            Some(238)
+        );
+        // A wildcard index on the metaField's subfields is one on `meta`;
+        // one on the measurements is refused by name.
+        assert_eq!(
+            to_bucket_key(&doc! {"m.$**": 1}, &ts)?,
+            doc! {"meta.$**": 1}
+        );
+        assert_eq!(
+            to_bucket_key(&doc! {"$**": 1}, &ts)
                 .err()
                 .map(|e| e.code.code()),
             Some(238)
