@@ -46,6 +46,7 @@ mod lifecycle;
 mod logs;
 mod management;
 mod min_max;
+mod natural_order;
 mod operators_extra;
 mod oplog;
 mod persistence;

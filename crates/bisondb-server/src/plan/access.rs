@@ -7,6 +7,7 @@
 //! explain stage (IDHACK, COLLSCAN, IXSCAN or COUNT_SCAN) from them.
 
 use std::collections::HashSet;
+use std::ops::Bound;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -115,8 +116,9 @@ fn id_lookup(coll: &Collection, id: &Bson, m: Matcher, stats: &Stats) -> MongoRe
     ))
 }
 
-/// Every document, in `_id` order (a capped collection's in insertion
-/// order, unless `id_index` asks for the `_id` index), each checked by `m`.
+/// Every document in natural order (insertion order, or `_id` order for a
+/// clustered collection), or in `_id` order when `id_index` asks for the
+/// `_id` index, each checked by `m`.
 fn collscan(
     coll: &Collection,
     reverse: bool,
@@ -126,7 +128,9 @@ fn collscan(
 ) -> DocSource {
     let all = m.is_empty();
     // A capped collection's natural order is insertion order.
-    let mut scan: Box<dyn Iterator<Item = _> + Send> = if coll.is_capped() && !id_index {
+    let mut scan: Box<dyn Iterator<Item = _> + Send> = if id_index {
+        Box::new(coll.scan_ids(Bound::Unbounded, Bound::Unbounded, reverse))
+    } else if coll.is_capped() {
         Box::new(coll.scan_natural(reverse).map(|r| r.map(|(_, d)| d)))
     } else {
         Box::new(coll.scan(reverse))

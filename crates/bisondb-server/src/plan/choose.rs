@@ -406,11 +406,19 @@ fn in_sort_order(
             return Some(plan(access, true, false));
         }
     }
-    // `_id` order is the collection's own order (a capped one's is
-    // insertion order), bytewise for strings.
+    // `_id` order, bytewise for strings: a clustered collection's own
+    // order, else (insertion order) the `_id` index's.
     match s.fields() {
         [(path, asc)] if path == "_id" && !coll.is_capped() && s.collation().is_none() => {
-            Some(plan(collscan(!asc), true, false))
+            let access = if coll.natural_is_id_order() {
+                collscan(!asc)
+            } else {
+                Access::Collscan {
+                    reverse: !asc,
+                    id_index: true,
+                }
+            };
+            Some(plan(access, true, false))
         }
         _ => None,
     }
