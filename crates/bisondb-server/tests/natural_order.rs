@@ -90,6 +90,33 @@ async fn find_without_sort_returns_insertion_order() {
     assert_eq!(b, Some(doc! {"_id": "b", "x": 1}));
     let ranged = ids(&coll, doc! {"_id": {"$gte": "b"}}, by_id_sort()).await;
     assert_eq!(ranged, strs(&["b", "c"]));
+    // A filter on `_id` reads the `_id` index's range, in `_id` order, as
+    // mongod's IXSCAN of `_id_` does; the bounds hold what the filter keeps.
+    let nat = FindOptions::default;
+    assert_eq!(
+        ids(&coll, doc! {"_id": {"$gt": "a", "$lte": "c"}}, nat()).await,
+        strs(&["b", "c"])
+    );
+    assert_eq!(
+        ids(&coll, doc! {"_id": {"$in": ["c", "a"]}}, nat()).await,
+        strs(&["a", "c"])
+    );
+    let desc = FindOptions::builder().sort(doc! {"_id": -1}).build();
+    assert_eq!(
+        ids(&coll, doc! {"_id": {"$lt": "c"}}, desc).await,
+        strs(&["b", "a"])
+    );
+    assert!(ids(&coll, doc! {"_id": {"$gt": "c", "$lt": "a"}}, nat())
+        .await
+        .is_empty());
+    let explain = run(
+        &t.tcp.database("nat"),
+        doc! {"explain": {"find": "c", "filter": {"_id": {"$gte": "b"}}}, "verbosity": "executionStats"},
+    )
+    .await;
+    let stats = explain.get_document("executionStats").unwrap();
+    assert_eq!(num(stats, "totalDocsExamined"), 2, "{explain}");
+    assert!(stats.to_string().contains("IXSCAN"), "{explain}");
     let v = run(&t.tcp.database("nat"), doc! {"validate": "c"}).await;
     assert_eq!(v.get_bool("valid").ok(), Some(true), "{v}");
 }

@@ -129,7 +129,17 @@ fn collscan(
     let all = m.is_empty();
     // A capped collection's natural order is insertion order.
     let mut scan: Box<dyn Iterator<Item = _> + Send> = if id_index {
-        Box::new(coll.scan_ids(Bound::Unbounded, Bound::Unbounded, reverse))
+        // Only the `_id`s the filter allows: the hull of its bounds on `_id`
+        // (every document is checked by `m` below).
+        let (lo, hi) = id_hull(&m);
+        fn bound(b: &Bound<RawBson>) -> Bound<bson::RawBsonRef<'_>> {
+            match b {
+                Bound::Included(v) => Bound::Included(v.as_raw_bson_ref()),
+                Bound::Excluded(v) => Bound::Excluded(v.as_raw_bson_ref()),
+                Bound::Unbounded => Bound::Unbounded,
+            }
+        }
+        Box::new(coll.scan_ids(bound(&lo), bound(&hi), reverse))
     } else if coll.is_capped() {
         Box::new(coll.scan_natural(reverse).map(|r| r.map(|(_, d)| d)))
     } else {
@@ -163,6 +173,28 @@ fn collscan(
             Err(e) => Some(Err(MongoError::from(e))),
         }
     }))
+}
+
+/// The smallest `_id` range holding every `_id` the filter can match
+/// (MinKey and MaxKey: unbounded).
+fn id_hull(m: &Matcher) -> (Bound<RawBson>, Bound<RawBson>) {
+    let b = bisondb_query::matcher::bounds::field_bounds(m, "_id", false);
+    let (Some(first), Some(last)) = (b.intervals.first(), b.intervals.last()) else {
+        // Nothing can match: an empty range.
+        return (
+            Bound::Excluded(RawBson::MinKey),
+            Bound::Excluded(RawBson::MinKey),
+        );
+    };
+    let end = |v: &Bson, inclusive: bool| match (v, RawBson::try_from(v.clone())) {
+        (Bson::MinKey | Bson::MaxKey, _) | (_, Err(_)) => Bound::Unbounded,
+        (_, Ok(raw)) if inclusive => Bound::Included(raw),
+        (_, Ok(raw)) => Bound::Excluded(raw),
+    };
+    (
+        end(&first.lo, first.lo_inclusive),
+        end(&last.hi, last.hi_inclusive),
+    )
 }
 
 /// The documents the entries of `index` within `bounds` name, each checked by `m`.

@@ -223,6 +223,9 @@ pub fn choose(
     if let Some(best) = best_index(&indexes, &q) {
         return Ok(best);
     }
+    if let Some(ranged) = id_range(coll, m, sort) {
+        return Ok(ranged);
+    }
     // No index narrows the filter: an index in sort order still saves the sort.
     if let Some(ordered) = sort.and_then(|s| in_sort_order(coll, &indexes, m, s)) {
         return Ok(ordered);
@@ -379,6 +382,29 @@ fn rank(ix: &IndexInfo, q: &Query<'_>) -> Option<(Rank, Vec<FieldBounds>)> {
         .sort
         .is_some_and(|s| sort_direction(ix, s, &bounds).is_some());
     Some(((points, range, sorted, -(ix.fields.len() as isize)), bounds))
+}
+
+/// A range of the `_id` index when the filter bounds `_id` and the
+/// collection's natural order is not `_id` order (a clustered collection's
+/// scan is already in `_id` order): as mongod's IXSCAN of `_id_`, the scan
+/// reads only the `_id`s inside the bounds (`access::collscan`) and returns
+/// them in `_id` order, which saves a sort on `_id`.
+fn id_range(coll: &Collection, m: &Matcher, sort: Option<&SortSpec>) -> Option<Plan> {
+    if coll.natural_is_id_order() || coll.is_capped() {
+        return None;
+    }
+    if bisondb_query::matcher::bounds::field_bounds(m, "_id", false).is_full() {
+        return None;
+    }
+    let by_id = sort.and_then(|s| match s.fields() {
+        [(path, asc)] if path == "_id" && s.collation().is_none() => Some(*asc),
+        _ => None,
+    });
+    let access = Access::Collscan {
+        reverse: by_id == Some(false),
+        id_index: true,
+    };
+    Some(plan(access, sort.is_none() || by_id.is_some(), false))
 }
 
 /// A scan in `s` order when nothing narrows the filter: an index whose
