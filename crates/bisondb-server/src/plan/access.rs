@@ -94,7 +94,17 @@ fn access_source(
             min_max::source(coll, index.as_deref(), start, end, m, stats)
         }
         Access::IdLookup(id) => id_lookup(coll, id, m, &stats),
-        Access::Collscan { reverse, id_index } => Ok(collscan(coll, *reverse, *id_index, m, stats)),
+        Access::Collscan {
+            reverse,
+            id_index,
+            id_bounds,
+        } => Ok(collscan(
+            coll,
+            *reverse,
+            id_index.then_some(id_bounds.as_ref()),
+            m,
+            stats,
+        )),
         Access::Ixscan {
             index,
             bounds,
@@ -122,16 +132,19 @@ fn id_lookup(coll: &Collection, id: &Bson, m: Matcher, stats: &Stats) -> MongoRe
 fn collscan(
     coll: &Collection,
     reverse: bool,
-    id_index: bool,
+    id_index: Option<Option<&FieldBounds>>,
     m: Matcher,
     stats: Arc<Stats>,
 ) -> DocSource {
     let all = m.is_empty();
     // A capped collection's natural order is insertion order.
-    let mut scan: Box<dyn Iterator<Item = _> + Send> = if id_index {
+    let via_id = id_index.is_some();
+    let mut scan: Box<dyn Iterator<Item = _> + Send> = if let Some(bounds) = id_index {
         // Only the `_id`s the filter allows: the hull of its bounds on `_id`
         // (every document is checked by `m` below).
-        let (lo, hi) = id_hull(&m);
+        let (lo, hi) = bounds
+            .map(id_hull)
+            .unwrap_or((Bound::Unbounded, Bound::Unbounded));
         fn bound(b: &Bound<RawBson>) -> Bound<bson::RawBsonRef<'_>> {
             match b {
                 Bound::Included(v) => Bound::Included(v.as_raw_bson_ref()),
@@ -150,7 +163,7 @@ fn collscan(
         match &r {
             Some(Ok(_)) => {
                 stats.docs_examined.fetch_add(1, Ordering::Relaxed);
-                if id_index {
+                if via_id {
                     // The `_id` index entry of this document.
                     stats.keys_examined.fetch_add(1, Ordering::Relaxed);
                     stats.ixscan.add();
@@ -177,8 +190,7 @@ fn collscan(
 
 /// The smallest `_id` range holding every `_id` the filter can match
 /// (MinKey and MaxKey: unbounded).
-fn id_hull(m: &Matcher) -> (Bound<RawBson>, Bound<RawBson>) {
-    let b = bisondb_query::matcher::bounds::field_bounds(m, "_id", false);
+fn id_hull(b: &FieldBounds) -> (Bound<RawBson>, Bound<RawBson>) {
     let (Some(first), Some(last)) = (b.intervals.first(), b.intervals.last()) else {
         // Nothing can match: an empty range.
         return (

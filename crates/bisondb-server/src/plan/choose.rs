@@ -4,7 +4,9 @@
 //! index or the `_id` order that saves the sort, else a collection scan.
 
 use bisondb_error::{MongoError, MongoResult};
-use bisondb_query::matcher::bounds::{constrained_paths, implies, only_predicates_on, FieldBounds};
+use bisondb_query::matcher::bounds::{
+    constrained_paths, field_bounds, implies, only_predicates_on, FieldBounds,
+};
 use bisondb_query::matcher::Matcher;
 use bisondb_query::sort::SortSpec;
 use bisondb_storage::{Collection, IndexInfo};
@@ -253,6 +255,17 @@ fn collscan(reverse: bool) -> Access {
     Access::Collscan {
         reverse,
         id_index: false,
+        id_bounds: None,
+    }
+}
+
+/// A scan of the `_id` index over the bounds `m` puts on `_id`.
+fn id_scan(m: &Matcher, reverse: bool) -> Access {
+    let b = field_bounds(m, "_id", false);
+    Access::Collscan {
+        reverse,
+        id_index: true,
+        id_bounds: (!b.is_full()).then_some(b),
     }
 }
 
@@ -299,10 +312,7 @@ fn hinted(coll: &Collection, indexes: &[IndexInfo], q: &Query<'_>, h: &Hint) -> 
         return Ok(plan(collscan(!forward), false, false));
     }
     if hints_id_index(coll, h) {
-        let access = Access::Collscan {
-            reverse: false,
-            id_index: true,
-        };
+        let access = id_scan(q.m, false);
         return Ok(plan(access, false, false));
     }
     let found = indexes.iter().find(|ix| match h {
@@ -393,17 +403,14 @@ fn id_range(coll: &Collection, m: &Matcher, sort: Option<&SortSpec>) -> Option<P
     if coll.natural_is_id_order() || coll.is_capped() {
         return None;
     }
-    if bisondb_query::matcher::bounds::field_bounds(m, "_id", false).is_full() {
+    if field_bounds(m, "_id", false).is_full() {
         return None;
     }
     let by_id = sort.and_then(|s| match s.fields() {
         [(path, asc)] if path == "_id" && s.collation().is_none() => Some(*asc),
         _ => None,
     });
-    let access = Access::Collscan {
-        reverse: by_id == Some(false),
-        id_index: true,
-    };
+    let access = id_scan(m, by_id == Some(false));
     Some(plan(access, sort.is_none() || by_id.is_some(), false))
 }
 
@@ -439,10 +446,7 @@ fn in_sort_order(
             let access = if coll.natural_is_id_order() {
                 collscan(!asc)
             } else {
-                Access::Collscan {
-                    reverse: !asc,
-                    id_index: true,
-                }
+                id_scan(m, !asc)
             };
             Some(plan(access, true, false))
         }
