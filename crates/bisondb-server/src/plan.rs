@@ -99,6 +99,9 @@ pub enum Access {
         /// FETCH over an IXSCAN of `_id_` (every document read is also a key
         /// examined).
         id_index: bool,
+        /// With `id_index`: the bounds the filter puts on `_id`; the scan
+        /// reads their hull (`None`: the whole index).
+        id_bounds: Option<FieldBounds>,
     },
     Ixscan {
         /// Boxed: an index's spec is large next to the other variants.

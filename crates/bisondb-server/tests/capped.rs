@@ -417,10 +417,11 @@ async fn convert_and_clone_as_capped() {
             .ok(),
         Some(&doc! {"capped": true, "size": 1024})
     );
-    // `_id` order of the source is the copy's insertion order.
+    // The source's natural (insertion) order is the copy's, as mongod's
+    // cloneCollectionAsCapped copies with a forward collection scan.
     assert_eq!(
         find_ids(&db, doc! {"find": "copy"}).await,
-        vec![0, 1, 2, 3, 4]
+        vec![4, 2, 0, 3, 1]
     );
     expect_code(
         db.run_command(
@@ -451,7 +452,7 @@ async fn convert_and_clone_as_capped() {
     insert(&db, "src", [9]).await;
     assert_eq!(
         find_ids(&db, doc! {"find": "src"}).await,
-        vec![0, 1, 2, 3, 4, 9]
+        vec![4, 2, 0, 3, 1, 9]
     );
     expect_code(
         db.run_command(doc! {"convertToCapped": "none", "size": 4096})

@@ -49,6 +49,7 @@ mod management;
 mod map_reduce;
 mod min_max;
 mod observability;
+mod natural_order;
 mod operators_extra;
 mod oplog;
 mod ownership;

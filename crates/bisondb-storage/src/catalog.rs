@@ -118,6 +118,9 @@ pub(crate) struct CollState {
     pub(crate) max_doc_key: Mutex<Option<crate::store::DocKeyBounds>>,
     /// Limits and record-id sequence of a capped collection (from `options`).
     pub(crate) capped: Option<CappedState>,
+    /// The record-id sequence when documents are stored in insertion order
+    /// (`store/records.rs`); `None` when they are clustered by `_id`.
+    pub(crate) records: Option<crate::store::RecordIds>,
     /// `$indexStats`' counter of the `_id` index (the documents' own order).
     pub(crate) id_usage: crate::index::IndexUsage,
 }
@@ -373,6 +376,12 @@ impl Storage {
             .checked_add(1)
             .ok_or_else(|| StorageError::internal("collection ids exhausted"))?;
         let capped = CappedState::from_options(&options);
+        // mongod's ordinary collections keep insertion order; clustered ones
+        // (time-series buckets among them) and capped ones stay by `_id`.
+        let records = (capped.is_none()
+            && !options.contains_key("clusteredIndex")
+            && !options.contains_key("viewOn"))
+        .then(crate::store::RecordIds::default);
         let state = CollState {
             id,
             options: RwLock::new(Arc::new(options)),
@@ -386,6 +395,7 @@ impl Storage {
             indexes: RwLock::new(Arc::new(Vec::new())),
             max_doc_key: Mutex::new(None),
             capped,
+            records,
             id_usage: crate::index::IndexUsage::new(),
         };
         let mut batch = WriteBatch::new();
@@ -1162,6 +1172,11 @@ fn encode_entry(db: &str, name: &str, state: &CollState) -> Result<Vec<u8>, Stor
     );
     doc.insert("uuid", Bson::Binary(Binary::from(state.uuid)));
     doc.insert("options", state.options.read().as_ref().clone());
+    // Absent: documents clustered by `_id` (every entry written before
+    // record ids existed reads that way).
+    if state.records.is_some() {
+        doc.insert("recordIds", true);
+    }
     let mut list = Vec::new();
     for ix in state.indexes.read().iter() {
         let mut d = Document::new();
@@ -1231,6 +1246,10 @@ fn parse_entry(
         }
     }
     let capped = CappedState::from_options(&options);
+    let records = doc
+        .get_bool("recordIds")
+        .unwrap_or(false)
+        .then(crate::store::RecordIds::default);
     let state = CollState {
         id,
         options: RwLock::new(Arc::new(options)),
@@ -1244,6 +1263,7 @@ fn parse_entry(
         indexes: RwLock::new(Arc::new(Vec::new())),
         max_doc_key: Mutex::new(None),
         capped,
+        records,
         id_usage: crate::index::IndexUsage::new(),
     };
     Ok((db, name, state, index_records))

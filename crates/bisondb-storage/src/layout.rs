@@ -4,13 +4,17 @@
 //! [0x00 0x00]                         -> catalog meta {version, nextId}
 //! [0x00 0x01] db 0x00 collection      -> catalog entry (BSON)
 //! [0x00 0x02] id:u64be                -> pending drop marker (cleanup after a crash)
-//! [0x01] id:u64be encode_id(_id)      -> the raw document
+//! [0x01] id:u64be encode_id(_id)      -> the raw document (clustered by `_id`)
+//! [0x01] id:u64be rid:u64be           -> the raw document (record-id collections,
+//!                                        see `crate::store::records`)
 //! [0x02] id:u64be                     -> count:u64be data_size:u64be 0x01 id_bytes:u64be
 //!                                        (index:u64be entries:u64be bytes:u64be)*
 //! [0x03] ...                          -> index entries (see `crate::index`)
 //! [0x04] ...                          -> multikey markers (see `crate::index`)
 //! [0x05] id:u64be rid:u64be            -> natural order of a capped collection
-//! [0x06] id:u64be encode_id(_id)      -> its record id (see `crate::store::capped`)
+//! [0x06] id:u64be encode_id(_id)      -> its record id (a capped collection's way
+//!                                        back, see `crate::store::capped`; a
+//!                                        record-id collection's `_id` index)
 //! ```
 //!
 //! Collection ids come from a counter and are never reused, so a dropped
@@ -91,6 +95,15 @@ pub(crate) fn doc_key(id: u64, encoded_id: &[u8]) -> Vec<u8> {
     k.push(DOCS);
     k.extend_from_slice(&id.to_be_bytes());
     k.extend_from_slice(encoded_id);
+    k
+}
+
+/// The key of the document with record id `rid` in a record-id collection.
+pub(crate) fn record_key(id: u64, rid: u64) -> Vec<u8> {
+    let mut k = Vec::with_capacity(17);
+    k.push(DOCS);
+    k.extend_from_slice(&id.to_be_bytes());
+    k.extend_from_slice(&rid.to_be_bytes());
     k
 }
 

@@ -1,5 +1,6 @@
-//! The document store: documents clustered by `_id` inside their collection,
-//! with the collection's count and sizes (of its documents, of their keys, of
+//! The document store: documents in insertion order with `_id` as a unique
+//! index (`store/records.rs`), or clustered by `_id` (clustered and capped
+//! collections, and those of older dbpaths), with the collection's count and sizes (of its documents, of their keys, of
 //! each index's entries) kept exact on every write.
 //!
 //! Each write to a collection runs under that collection's write lock, checks
@@ -330,6 +331,18 @@ impl Collection {
         let mut accepted: Vec<usize> = Vec::with_capacity(docs.len());
         let mut tally = self.tally_locked(&indexes);
         let mut became_multikey: Vec<Arc<IndexState>> = Vec::new();
+        let mut next_rid = match self.next_record_id_locked() {
+            Ok(n) => n,
+            Err(e) => {
+                let failing = if ordered {
+                    docs.len().min(1)
+                } else {
+                    docs.len()
+                };
+                out.errors = (0..failing).map(|i| (i, e.clone())).collect();
+                return out;
+            }
+        };
         for (i, doc) in docs.iter().enumerate() {
             let prepared = self
                 .prepare_insert(snap.as_ref(), doc, &mut queued, &batch, bounds.as_ref())
@@ -351,9 +364,9 @@ impl Collection {
             match prepared {
                 Ok((key, writes)) => {
                     queued.add(&key);
-                    tally.add_doc(key.len(), doc.as_bytes().len());
+                    tally.add_doc(self.id_entry_len(key.len()), doc.as_bytes().len());
                     highs.note(&key);
-                    batch.put(key, doc.as_bytes().to_vec());
+                    self.queue_new(&mut batch, key, doc.as_bytes().to_vec(), &mut next_rid);
                     writes.apply(self.state.id, &mut batch, &mut became_multikey, &mut tally);
                     accepted.push(i);
                 }
@@ -365,6 +378,7 @@ impl Collection {
                 }
             }
         }
+        self.record_ids_used_locked(next_rid);
         if accepted.is_empty() {
             return out;
         }
@@ -411,7 +425,7 @@ impl Collection {
     ) -> Result<Vec<u8>, StorageError> {
         let id = id_of(doc)
             .ok_or_else(|| StorageError::invalid_argument("document has no _id field"))?;
-        let key = layout::doc_key_for(self.state.id, id);
+        let key = self.id_key_for(id);
         // Proven new by the bounds: skip the engine lookup.
         let known_new = bounds.is_some_and(|b| b.proves_absent(&key));
         if queued.contains(&key, batch) || (!known_new && snap.get(&key)?.is_some()) {
@@ -430,7 +444,7 @@ impl Collection {
                 return Some(b.clone());
             }
         }
-        let (start, end) = layout::doc_range(self.state.id);
+        let (start, end) = self.id_key_range();
         let last = snap
             .scan(Bound::Included(&start), Bound::Excluded(&end), true, 1)
             .ok()?;
@@ -527,7 +541,7 @@ impl Collection {
     ) -> Result<Vec<Vec<Bson>>, StorageError> {
         let snap = self.writable_snapshot_locked()?;
         let mut owners: std::collections::BTreeMap<Vec<u8>, Vec<Bson>> = Default::default();
-        for doc in self.scan_ids_in(snap, Bound::Unbounded, Bound::Unbounded, false) {
+        for doc in self.scan_in(snap, false) {
             let doc = doc?;
             let id =
                 id_of(&doc).ok_or_else(|| StorageError::corrupt("stored document without _id"))?;
@@ -569,7 +583,7 @@ impl Collection {
         // Unique keys of the current chunk; earlier chunks are in the engine.
         let mut pending: HashSet<Vec<u8>> = HashSet::new();
         let mut written = self.engine.snapshot()?;
-        for doc in self.scan_ids_in(snap, Bound::Unbounded, Bound::Unbounded, false) {
+        for doc in self.scan_in(snap, false) {
             let doc = doc?;
             let id =
                 id_of(&doc).ok_or_else(|| StorageError::corrupt("stored document without _id"))?;
@@ -673,16 +687,15 @@ impl Collection {
         snapshot: &dyn Snapshot,
         encoded_id: &[u8],
     ) -> Result<Option<RawDocumentBuf>, StorageError> {
-        snapshot
-            .get(&layout::doc_key(self.state.id, encoded_id))?
-            .map(decode_doc)
+        self.locate(snapshot, encoded_id)?
+            .map(|l| decode_doc(l.value))
             .transpose()
     }
 
     /// The document with this `_id`, if any.
     pub fn get(&self, id: RawBsonRef<'_>) -> Result<Option<RawDocumentBuf>, StorageError> {
-        let key = layout::doc_key_for(self.state.id, id);
-        self.snapshot()?.get(&key)?.map(decode_doc).transpose()
+        let snapshot = self.snapshot()?;
+        self.fetch(snapshot.as_ref(), &encode_id(id))
     }
 
     /// Atomic read-modify-write of one document by `_id` under the collection's
@@ -713,8 +726,10 @@ impl Collection {
         let _w = self.state.write_lock.lock();
         let snap = self.writable_snapshot_locked()?;
         let encoded = encode_id(id);
-        let key = layout::doc_key(self.state.id, &encoded);
-        let current = snap.get(&key)?.map(decode_doc).transpose()?;
+        let key = self.id_key_for(id);
+        let located = self.locate(snap.as_ref(), &encoded)?;
+        let doc_key = located.as_ref().map(|l| l.doc_key.clone());
+        let current = located.map(|l| decode_doc(l.value)).transpose()?;
         let decision = f(current.as_deref())?;
         let mut batch = WriteBatch::with_capacity(2);
         let indexes = self.state.indexes.read().clone();
@@ -753,8 +768,8 @@ impl Collection {
             (Modify::Keep, None) | (Modify::Delete, None) => return Ok(ModifyResult::NotFound),
             (Modify::Keep, Some(_)) => return Ok(ModifyResult::Unchanged),
             (Modify::Delete, Some(old)) => {
-                tally.remove_doc(key.len(), old.as_bytes().len());
-                batch.delete(key);
+                tally.remove_doc(self.id_entry_len(key.len()), old.as_bytes().len());
+                self.queue_remove(&mut batch, key, doc_key.unwrap_or_default());
                 ModifyResult::Deleted
             }
             (Modify::Replace(_), None) => {
@@ -777,7 +792,7 @@ impl Collection {
                 if self.observing() {
                     written = Some(new.clone());
                 }
-                batch.put(key, new.into_bytes());
+                batch.put(doc_key.unwrap_or_default(), new.into_bytes());
                 ModifyResult::Replaced
             }
             (Modify::Insert(_), Some(_)) => return Err(self.duplicate(id).into()),
@@ -788,13 +803,15 @@ impl Collection {
                         self.ns
                     )));
                 }
-                tally.add_doc(key.len(), new.as_bytes().len());
+                tally.add_doc(self.id_entry_len(key.len()), new.as_bytes().len());
                 // The bound no longer covers this key; read it again next time.
                 *self.state.max_doc_key.lock() = None;
                 if self.observing() {
                     written = Some(new.clone());
                 }
-                batch.put(key, new.into_bytes());
+                let mut next_rid = self.next_record_id_locked()?;
+                self.queue_new(&mut batch, key, new.into_bytes(), &mut next_rid);
+                self.record_ids_used_locked(next_rid);
                 ModifyResult::Inserted
             }
         };
@@ -919,14 +936,15 @@ impl Collection {
     fn delete_locked(&self, id: RawBsonRef<'_>) -> Result<bool, StorageError> {
         let _w = self.state.write_lock.lock();
         let snap = self.writable_snapshot_locked()?;
-        let key = layout::doc_key_for(self.state.id, id);
-        let Some(old) = snap.get(&key)? else {
+        let key = self.id_key_for(id);
+        let Some(located) = self.locate(snap.as_ref(), &encode_id(id))? else {
             return Ok(false);
         };
+        let old = located.value;
         let mut batch = WriteBatch::with_capacity(2);
         let indexes = self.state.indexes.read().clone();
         let mut tally = self.tally_locked(&indexes);
-        tally.remove_doc(key.len(), old.len());
+        tally.remove_doc(self.id_entry_len(key.len()), old.len());
         // Decoded when the index entries or the observer need it.
         let before = if !indexes.is_empty() || self.observing() {
             Some(decode_doc(old)?)
@@ -945,7 +963,7 @@ impl Collection {
             )?;
             writes.apply(self.state.id, &mut batch, &mut Vec::new(), &mut tally);
         }
-        batch.delete(key);
+        self.queue_remove(&mut batch, key, located.doc_key);
         self.forget_locked(snap.as_ref(), &encode_id(id), &mut batch)?;
         let observed = before
             .as_deref()
@@ -955,10 +973,29 @@ impl Collection {
         Ok(true)
     }
 
-    /// Every document in `_id` order (descending when `reverse`), from a snapshot
-    /// taken now.
+    /// Every document in the order they are stored (backwards when `reverse`),
+    /// from a snapshot taken now: insertion order for a record-id collection,
+    /// `_id` order for a clustered or capped one (whose natural order is
+    /// [`Collection::scan_natural`]).
     pub fn scan(&self, reverse: bool) -> DocIter {
-        self.scan_ids(Bound::Unbounded, Bound::Unbounded, reverse)
+        match self.snapshot() {
+            Ok(snapshot) => self.scan_in(snapshot, reverse),
+            Err(e) => DocIter::failed(e),
+        }
+    }
+
+    /// Like [`Collection::scan`], reading from a snapshot the caller already holds.
+    pub fn scan_in(&self, snapshot: Arc<dyn Snapshot>, reverse: bool) -> DocIter {
+        let (lo, hi) = layout::doc_range(self.state.id);
+        DocIter {
+            snapshot: Ok(snapshot),
+            start: Bound::Included(lo),
+            end: Bound::Excluded(hi),
+            reverse,
+            buffer: Vec::new().into_iter(),
+            exhausted: false,
+            records_of: None,
+        }
     }
 
     /// Documents whose `_id` lies between the bounds (BSON order), ascending or
@@ -984,9 +1021,9 @@ impl Collection {
         end: Bound<RawBsonRef<'_>>,
         reverse: bool,
     ) -> DocIter {
-        let (lo, hi) = layout::doc_range(self.state.id);
-        let id = self.state.id;
-        let key = |v: RawBsonRef<'_>| layout::doc_key_for(id, v);
+        // A record-id collection's `_id` order is its `_id` index's.
+        let (lo, hi) = self.id_key_range();
+        let key = |v: RawBsonRef<'_>| self.id_key_for(v);
         let start = match start {
             Bound::Included(v) => Bound::Included(key(v)),
             Bound::Excluded(v) => Bound::Excluded(key(v)),
@@ -1004,6 +1041,7 @@ impl Collection {
             reverse,
             buffer: Vec::new().into_iter(),
             exhausted: false,
+            records_of: self.has_record_ids().then_some(self.state.id),
         }
     }
 }
@@ -1121,8 +1159,15 @@ pub(crate) fn load_stats(
         None => (StatsRecord::default(), true),
     };
     if !known {
-        validate::for_each(snap, layout::doc_range(state.id), |k, _| {
-            record.id_bytes = record.id_bytes.saturating_add(k.len() as u64);
+        // The `_id` index: a record-id collection's `_id` entries (key and
+        // rid), else the document keys.
+        let (range, with_value) = match state.records {
+            Some(_) => (records::id_range(state.id), true),
+            None => (layout::doc_range(state.id), false),
+        };
+        validate::for_each(snap, range, |k, v| {
+            let len = k.len() + if with_value { v.len() } else { 0 };
+            record.id_bytes = record.id_bytes.saturating_add(len as u64);
             Ok(())
         })?;
         for ix in indexes.iter() {
@@ -1146,8 +1191,10 @@ fn same_id(doc: &RawDocument, encoded: &[u8]) -> bool {
     id_of(doc).is_some_and(|id| encode_id(id) == encoded)
 }
 
-/// Documents of one collection in `_id` order, read in chunks from a snapshot
-/// the iterator owns (re-seeking after the last key of each chunk).
+/// Documents of one collection in key order, read in chunks from a snapshot
+/// the iterator owns (re-seeking after the last key of each chunk): the
+/// document keys, or a record-id collection's `_id` entries, each followed to
+/// its record.
 pub struct DocIter {
     /// The view read from, or why there is none (the first read reports it).
     snapshot: Result<Arc<dyn Snapshot>, StorageError>,
@@ -1156,6 +1203,9 @@ pub struct DocIter {
     reverse: bool,
     buffer: std::vec::IntoIter<(Vec<u8>, Vec<u8>)>,
     exhausted: bool,
+    /// Set when the keys read are the `_id` entries of this record-id
+    /// collection, whose values are record ids.
+    records_of: Option<u64>,
 }
 
 impl DocIter {
@@ -1168,6 +1218,19 @@ impl DocIter {
             reverse: false,
             buffer: Vec::new().into_iter(),
             exhausted: false,
+            records_of: None,
+        }
+    }
+
+    /// The document of the record an `_id` entry names.
+    fn record(&self, coll: u64, rid: &[u8]) -> Result<RawDocumentBuf, StorageError> {
+        let snapshot = self.snapshot.as_ref().map_err(Clone::clone)?;
+        let key = layout::record_key(coll, capped::decode_rid(rid)?);
+        match snapshot.get(&key)? {
+            Some(doc) => decode_doc(doc),
+            None => Err(StorageError::corrupt(format!(
+                "an _id entry names record {key:?} that is not stored"
+            ))),
         }
     }
 
@@ -1204,7 +1267,10 @@ impl Iterator for DocIter {
         }
         loop {
             if let Some((_, value)) = self.buffer.next() {
-                return Some(decode_doc(value));
+                return Some(match self.records_of {
+                    Some(coll) => self.record(coll, &value),
+                    None => decode_doc(value),
+                });
             }
             if self.exhausted {
                 return None;
@@ -1218,8 +1284,10 @@ impl Iterator for DocIter {
 }
 
 pub(crate) mod capped;
+mod records;
 pub(crate) mod txn;
 pub use capped::NaturalIter;
+pub(crate) use records::RecordIds;
 pub use txn::{in_transaction, write_plain, Recorder, StoreTxn, TxnOp};
 
 mod key_bounds;

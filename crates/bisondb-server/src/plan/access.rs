@@ -7,6 +7,7 @@
 //! explain stage (IDHACK, COLLSCAN, IXSCAN or COUNT_SCAN) from them.
 
 use std::collections::HashSet;
+use std::ops::Bound;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -93,7 +94,17 @@ fn access_source(
             min_max::source(coll, index.as_deref(), start, end, m, stats)
         }
         Access::IdLookup(id) => id_lookup(coll, id, m, &stats),
-        Access::Collscan { reverse, id_index } => Ok(collscan(coll, *reverse, *id_index, m, stats)),
+        Access::Collscan {
+            reverse,
+            id_index,
+            id_bounds,
+        } => Ok(collscan(
+            coll,
+            *reverse,
+            id_index.then_some(id_bounds.as_ref()),
+            m,
+            stats,
+        )),
         Access::Ixscan {
             index,
             bounds,
@@ -115,18 +126,34 @@ fn id_lookup(coll: &Collection, id: &Bson, m: Matcher, stats: &Stats) -> MongoRe
     ))
 }
 
-/// Every document, in `_id` order (a capped collection's in insertion
-/// order, unless `id_index` asks for the `_id` index), each checked by `m`.
+/// Every document in natural order (insertion order, or `_id` order for a
+/// clustered collection), or in `_id` order when `id_index` asks for the
+/// `_id` index, each checked by `m`.
 fn collscan(
     coll: &Collection,
     reverse: bool,
-    id_index: bool,
+    id_index: Option<Option<&FieldBounds>>,
     m: Matcher,
     stats: Arc<Stats>,
 ) -> DocSource {
     let all = m.is_empty();
     // A capped collection's natural order is insertion order.
-    let mut scan: Box<dyn Iterator<Item = _> + Send> = if coll.is_capped() && !id_index {
+    let via_id = id_index.is_some();
+    let mut scan: Box<dyn Iterator<Item = _> + Send> = if let Some(bounds) = id_index {
+        // Only the `_id`s the filter allows: the hull of its bounds on `_id`
+        // (every document is checked by `m` below).
+        let (lo, hi) = bounds
+            .map(id_hull)
+            .unwrap_or((Bound::Unbounded, Bound::Unbounded));
+        fn bound(b: &Bound<RawBson>) -> Bound<bson::RawBsonRef<'_>> {
+            match b {
+                Bound::Included(v) => Bound::Included(v.as_raw_bson_ref()),
+                Bound::Excluded(v) => Bound::Excluded(v.as_raw_bson_ref()),
+                Bound::Unbounded => Bound::Unbounded,
+            }
+        }
+        Box::new(coll.scan_ids(bound(&lo), bound(&hi), reverse))
+    } else if coll.is_capped() {
         Box::new(coll.scan_natural(reverse).map(|r| r.map(|(_, d)| d)))
     } else {
         Box::new(coll.scan(reverse))
@@ -136,7 +163,7 @@ fn collscan(
         match &r {
             Some(Ok(_)) => {
                 stats.docs_examined.fetch_add(1, Ordering::Relaxed);
-                if id_index {
+                if via_id {
                     // The `_id` index entry of this document.
                     stats.keys_examined.fetch_add(1, Ordering::Relaxed);
                     stats.ixscan.add();
@@ -159,6 +186,27 @@ fn collscan(
             Err(e) => Some(Err(MongoError::from(e))),
         }
     }))
+}
+
+/// The smallest `_id` range holding every `_id` the filter can match
+/// (MinKey and MaxKey: unbounded).
+fn id_hull(b: &FieldBounds) -> (Bound<RawBson>, Bound<RawBson>) {
+    let (Some(first), Some(last)) = (b.intervals.first(), b.intervals.last()) else {
+        // Nothing can match: an empty range.
+        return (
+            Bound::Excluded(RawBson::MinKey),
+            Bound::Excluded(RawBson::MinKey),
+        );
+    };
+    let end = |v: &Bson, inclusive: bool| match (v, RawBson::try_from(v.clone())) {
+        (Bson::MinKey | Bson::MaxKey, _) | (_, Err(_)) => Bound::Unbounded,
+        (_, Ok(raw)) if inclusive => Bound::Included(raw),
+        (_, Ok(raw)) => Bound::Excluded(raw),
+    };
+    (
+        end(&first.lo, first.lo_inclusive),
+        end(&last.hi, last.hi_inclusive),
+    )
 }
 
 /// The documents the entries of `index` within `bounds` name, each checked by `m`.

@@ -4,7 +4,9 @@
 //! index or the `_id` order that saves the sort, else a collection scan.
 
 use bisondb_error::{MongoError, MongoResult};
-use bisondb_query::matcher::bounds::{constrained_paths, implies, only_predicates_on, FieldBounds};
+use bisondb_query::matcher::bounds::{
+    constrained_paths, field_bounds, implies, only_predicates_on, FieldBounds,
+};
 use bisondb_query::matcher::Matcher;
 use bisondb_query::sort::SortSpec;
 use bisondb_storage::{Collection, IndexInfo};
@@ -224,6 +226,9 @@ pub fn choose(
     if let Some(best) = best_index(coll, &indexes, &q) {
         return Ok(best);
     }
+    if let Some(ranged) = id_range(coll, m, sort) {
+        return Ok(ranged);
+    }
     // No index narrows the filter: an index in sort order still saves the sort.
     if let Some(ordered) = sort.and_then(|s| in_sort_order(coll, &indexes, m, s)) {
         return Ok(ordered);
@@ -251,6 +256,17 @@ fn collscan(reverse: bool) -> Access {
     Access::Collscan {
         reverse,
         id_index: false,
+        id_bounds: None,
+    }
+}
+
+/// A scan of the `_id` index over the bounds `m` puts on `_id`.
+fn id_scan(m: &Matcher, reverse: bool) -> Access {
+    let b = field_bounds(m, "_id", false);
+    Access::Collscan {
+        reverse,
+        id_index: true,
+        id_bounds: (!b.is_full()).then_some(b),
     }
 }
 
@@ -297,10 +313,7 @@ fn hinted(coll: &Collection, indexes: &[IndexInfo], q: &Query<'_>, h: &Hint) -> 
         return Ok(plan(collscan(!forward), false, false));
     }
     if hints_id_index(coll, h) {
-        let access = Access::Collscan {
-            reverse: false,
-            id_index: true,
-        };
+        let access = id_scan(q.m, false);
         return Ok(plan(access, false, false));
     }
     let found = indexes.iter().find(|ix| match h {
@@ -427,6 +440,26 @@ fn rank(ix: &IndexInfo, q: &Query<'_>) -> Option<(Rank, Vec<FieldBounds>)> {
     Some(((points, range, sorted, -(ix.fields.len() as isize)), bounds))
 }
 
+/// A range of the `_id` index when the filter bounds `_id` and the
+/// collection's natural order is not `_id` order (a clustered collection's
+/// scan is already in `_id` order): as mongod's IXSCAN of `_id_`, the scan
+/// reads only the `_id`s inside the bounds (`access::collscan`) and returns
+/// them in `_id` order, which saves a sort on `_id`.
+fn id_range(coll: &Collection, m: &Matcher, sort: Option<&SortSpec>) -> Option<Plan> {
+    if coll.natural_is_id_order() || coll.is_capped() {
+        return None;
+    }
+    if field_bounds(m, "_id", false).is_full() {
+        return None;
+    }
+    let by_id = sort.and_then(|s| match s.fields() {
+        [(path, asc)] if path == "_id" && s.collation().is_none() => Some(*asc),
+        _ => None,
+    });
+    let access = id_scan(m, by_id == Some(false));
+    Some(plan(access, sort.is_none() || by_id.is_some(), false))
+}
+
 /// A scan in `s` order when nothing narrows the filter: an index whose
 /// order is the sort's (forward or backward), or the collection's own
 /// `_id` order.
@@ -454,11 +487,16 @@ fn in_sort_order(
             return Some(plan(access, true, false));
         }
     }
-    // `_id` order is the collection's own order (a capped one's is
-    // insertion order), bytewise for strings.
+    // `_id` order, bytewise for strings: a clustered collection's own
+    // order, else (insertion order) the `_id` index's.
     match s.fields() {
         [(path, asc)] if path == "_id" && !coll.is_capped() && s.collation().is_none() => {
-            Some(plan(collscan(!asc), true, false))
+            let access = if coll.natural_is_id_order() {
+                collscan(!asc)
+            } else {
+                id_scan(m, !asc)
+            };
+            Some(plan(access, true, false))
         }
         _ => None,
     }

@@ -165,8 +165,14 @@ impl<'a> StageTree<'a> {
             Access::Collscan {
                 reverse,
                 id_index: true,
-            } => StageTree::leaf(IndexScanStage::new(None, ScanBounds::All, *reverse))
-                .then(fetch(filter)),
+                id_bounds,
+            } => {
+                let bounds = match id_bounds {
+                    Some(b) => ScanBounds::Fields(std::slice::from_ref(b)),
+                    None => ScanBounds::All,
+                };
+                StageTree::leaf(IndexScanStage::new(None, bounds, *reverse)).then(fetch(filter))
+            }
             Access::Collscan { reverse, .. } => StageTree::leaf(super::access::CollscanStage {
                 filter: (!filter.is_empty()).then_some(filter),
                 reverse: *reverse,

@@ -219,7 +219,7 @@ fn cases() -> Vec<(&'static str, Document)> {
             with(find(doc! {}), doc! {"sort": {"c": 1}, "limit": 4}),
         ),
         (
-            "_id order is the collection's",
+            "_id order is the _id index's",
             with(find(doc! {}), doc! {"sort": {"_id": -1}, "skip": 15}),
         ),
         ("or", find(doc! {"$or": [{"a": 1}, {"b": 7}]})),

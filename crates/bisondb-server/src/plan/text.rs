@@ -51,6 +51,7 @@ pub(super) fn choose(
         return Ok(Some(Access::Collscan {
             reverse: false,
             id_index: false,
+            id_bounds: None,
         }));
     }
     // Every prefix field needs an equality: the index is ordered by them first.

@@ -187,9 +187,13 @@ fn stored(
 fn check_consistent(c: &Collection) {
     let snap = c.snapshot().unwrap_or_else(|e| panic!("snapshot: {e}"));
     let state = c.state().clone();
-    let key_bytes: u64 = stored(snap.as_ref(), crate::layout::doc_range(state.id))
+    // The `_id` index: the document keys, or a record-id collection's `_id` entries.
+    let id_range = c
+        .id_index_range()
+        .unwrap_or_else(|| crate::layout::doc_range(state.id));
+    let key_bytes: u64 = stored(snap.as_ref(), id_range)
         .iter()
-        .map(|(k, _)| k.len() as u64)
+        .map(|(k, v)| (k.len() + if c.has_record_ids() { v.len() } else { 0 }) as u64)
         .sum();
     assert_eq!(c.id_index_bytes(), key_bytes, "bytes of the document keys");
     for ix in state.indexes.read().iter() {

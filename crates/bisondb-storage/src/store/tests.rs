@@ -31,8 +31,9 @@ fn insert(c: &Collection, docs: &[RawDocumentBuf], ordered: bool) -> InsertOutco
     c.insert_many(&refs, ordered, Durability::Buffered)
 }
 
+/// The `_id`s in `_id` order.
 fn ids(c: &Collection, reverse: bool) -> Vec<Bson> {
-    c.scan(reverse)
+    c.scan_ids(Bound::Unbounded, Bound::Unbounded, reverse)
         .map(|d| {
             let d = d.unwrap_or_else(|e| panic!("scan: {e}"));
             id_of(&d)
@@ -99,6 +100,15 @@ fn scan_returns_documents_in_bson_order_of_id() {
         Bson::MaxKey,
     ];
     assert_eq!(ids(&c, false), want);
+    // A scan without an order returns them as they were inserted.
+    let natural: Vec<Bson> = c
+        .scan(false)
+        .filter_map(|d| {
+            d.ok()
+                .and_then(|d| id_of(&d).and_then(|v| Bson::try_from(v).ok()))
+        })
+        .collect();
+    assert_eq!(natural, shuffled);
     let mut reversed = want.clone();
     reversed.reverse();
     assert_eq!(ids(&c, true), reversed);
@@ -424,13 +434,14 @@ fn iterators_are_static_send_and_see_their_snapshot() {
     })
     .join()
     .unwrap_or_default();
-    assert_eq!(seen, (0..1000).collect::<Vec<_>>());
+    // Insertion order: they were inserted from 999 down.
+    assert_eq!(seen, (0..1000).rev().collect::<Vec<_>>());
     let back: Vec<i32> = c
         .scan(true)
         .filter_map(|d| d.ok().and_then(|d| id_of(&d).and_then(|v| v.as_i32())))
         .take(3)
         .collect();
-    assert_eq!(back, vec![5000, 999, 998]);
+    assert_eq!(back, vec![5000, 1, 2]);
 }
 
 #[test]

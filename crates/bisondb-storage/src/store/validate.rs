@@ -176,13 +176,17 @@ impl Run<'_> {
         // Pass 1 over the documents: check each, add its expected entries.
         let doc_range = layout::doc_range(id);
         let indexes = self.indexes;
+        let records = self.coll.has_record_ids();
         for_each(self.snap, doc_range.clone(), |key, value| {
             self.report.nrecords += 1;
             let len = value.len() as u64;
-            match check_document(key, value) {
+            match check_document(key, value, records) {
                 Ok(d) => {
                     size = size.saturating_add(len);
-                    key_bytes = key_bytes.saturating_add(key.len() as u64);
+                    // What the `_id` index holds for it: the document key, or
+                    // the `_id` entry of a record-id collection.
+                    let id_len = self.coll.id_entry_len(9 + d.suffix.len());
+                    key_bytes = key_bytes.saturating_add(id_len as u64);
                     kept += 1;
                     for (i, ix) in indexes.iter().enumerate() {
                         match index::entries(ix, id, &d.doc, &d.suffix) {
@@ -264,6 +268,9 @@ impl Run<'_> {
         if self.coll.state.capped.is_some() {
             self.check_natural_order()?;
         }
+        if records {
+            self.check_id_index()?;
+        }
         let found = StatsRecord {
             count: kept,
             data_size: size,
@@ -314,8 +321,9 @@ impl Run<'_> {
         // document's `_id` to describe them.
         let mut expected: HashMap<EntryId, (Vec<bson::RawBson>, Bson)> = HashMap::new();
         let repair = self.repair;
+        let records = self.coll.has_record_ids();
         for_each(self.snap, layout::doc_range(id), |key, value| {
-            let Ok(d) = check_document(key, value) else {
+            let Ok(d) = check_document(key, value, records) else {
                 return Ok(());
             };
             for (i, ix) in indexes.iter().enumerate() {
@@ -452,11 +460,10 @@ impl Run<'_> {
     /// The `_id` of the document an index entry names, or the entry's raw
     /// value when no such document exists.
     fn record_id(&self, encoded_id: &[u8]) -> Result<Bson, StorageError> {
-        let stored = self
-            .snap
-            .get(&layout::doc_key(self.coll.state.id, encoded_id))?;
+        // An `_id` entry naming no record reads as no document here.
+        let stored = self.coll.locate(self.snap, encoded_id).ok().flatten();
         let id = stored
-            .and_then(|b| RawDocumentBuf::from_bytes(b).ok())
+            .and_then(|l| RawDocumentBuf::from_bytes(l.value).ok())
             .and_then(|d| id_of(&d).and_then(|v| Bson::try_from(v).ok()));
         Ok(id.unwrap_or_else(|| {
             Bson::Binary(bson::Binary {
@@ -533,6 +540,48 @@ impl Run<'_> {
                 self.coll.ns,
                 region_counts.first().copied().unwrap_or(0),
                 region_counts.get(1).copied().unwrap_or(0),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Every document of a record-id collection has the `_id` entry naming
+    /// its record, and there are no other `_id` entries.
+    fn check_id_index(&mut self) -> Result<(), StorageError> {
+        let id = self.coll.state.id;
+        let snap = self.snap;
+        let (mut documents, mut unmapped) = (0u64, 0u64);
+        for_each(snap, layout::doc_range(id), |key, value| {
+            documents += 1;
+            let rid = key.get(9..).unwrap_or_default();
+            let ok = match RawDocumentBuf::from_bytes(value.to_vec())
+                .ok()
+                .and_then(|d| id_of(&d).map(crate::keycode::encode_id))
+            {
+                Some(encoded) => snap.get(&capped::rid_key(id, &encoded))?.as_deref() == Some(rid),
+                None => false,
+            };
+            if !ok {
+                unmapped += 1;
+            }
+            Ok(())
+        })?;
+        let mut entries = 0u64;
+        if let Some(range) = self.coll.id_index_range() {
+            for_each(snap, range, |_, _| {
+                entries += 1;
+                Ok(())
+            })?;
+        }
+        if unmapped > 0 {
+            self.report.errors.push(format!(
+                "{unmapped} documents of {} have no _id index entry naming their record.",
+                self.coll.ns
+            ));
+        } else if entries != documents {
+            self.report.errors.push(format!(
+                "The _id index of {} has {entries} entries for {documents} documents.",
+                self.coll.ns
             ));
         }
         Ok(())
@@ -657,11 +706,19 @@ pub(super) fn for_each(
 
 /// A stored document that is well-formed and stored under its own `_id`, or
 /// why it is not.
-fn check_document(key: &[u8], value: &[u8]) -> Result<StoredDoc, String> {
+/// A stored document, read and checked; `records`: the key holds a record id
+/// (`store/records.rs`) rather than the encoded `_id`.
+fn check_document(key: &[u8], value: &[u8], records: bool) -> Result<StoredDoc, String> {
     let doc = RawDocumentBuf::from_bytes(value.to_vec()).map_err(|e| format!("{e}"))?;
     check_nested(&doc, 0)?;
-    let suffix = key.get(9..).unwrap_or_default();
     let id = id_of(&doc).ok_or_else(|| "document has no _id field".to_string())?;
+    if records {
+        return Ok(StoredDoc {
+            suffix: crate::keycode::encode_id(id),
+            doc,
+        });
+    }
+    let suffix = key.get(9..).unwrap_or_default();
     if crate::keycode::encode_id(id) != suffix {
         return Err(format!(
             "document with _id {} is stored under another _id's key",

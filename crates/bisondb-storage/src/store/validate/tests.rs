@@ -21,9 +21,26 @@ fn stores() -> Vec<(&'static str, Storage, Option<tempfile::TempDir>)> {
 /// `db.c` with an index on `a` and documents `{_id: i, a: [i, i + 100]}`
 /// for `i` in `0..n` (multikey, two entries each).
 fn populated(s: &Storage, coll: &str, n: i32) -> Collection {
-    let c = s
-        .get_or_create_collection("db", coll)
+    s.get_or_create_collection("db", coll)
         .unwrap_or_else(|e| panic!("create: {e}"));
+    fill(s, coll, n)
+}
+
+/// A collection clustered by `_id` (its documents' keys hold their `_id`s,
+/// which the tests below forge).
+fn clustered(s: &Storage, coll: &str) {
+    s.create_collection(
+        "db",
+        coll,
+        bson::doc! {"clusteredIndex": {"key": {"_id": 1}, "unique": true}},
+    )
+    .unwrap_or_else(|e| panic!("create: {e}"));
+}
+
+fn fill(s: &Storage, coll: &str, n: i32) -> Collection {
+    let c = s
+        .collection("db", coll)
+        .unwrap_or_else(|| panic!("no collection {coll}"));
     let spec = IndexSpec::from_document(&bson::doc! {"name": "a_1", "key": {"a": 1}})
         .unwrap_or_else(|| panic!("spec"));
     s.create_index("db", coll, spec)
@@ -199,7 +216,8 @@ fn a_deleted_index_entry_is_missing_and_repair_restores_it() {
 #[test]
 fn invalid_documents_are_reported_and_repair_removes_them() {
     for (engine, s, _dir) in stores() {
-        let c = populated(&s, "c", 3);
+        clustered(&s, "c");
+        let c = fill(&s, "c", 3);
         let id = c.state().id;
         // Stored under `_id: 10` but holding `_id: 11`.
         let wrong = rawdoc! {"_id": 11, "a": 1};
@@ -284,9 +302,10 @@ fn wrong_stats_are_corrected_with_a_warning() {
 #[test]
 fn a_unique_key_held_by_another_document_is_not_repaired_away() {
     for (engine, s, _dir) in stores() {
+        clustered(&s, "u");
         let c = s
-            .get_or_create_collection("db", "u")
-            .unwrap_or_else(|e| panic!("{e}"));
+            .collection("db", "u")
+            .unwrap_or_else(|| panic!("no collection"));
         let spec =
             IndexSpec::from_document(&bson::doc! {"name": "b_1", "key": {"b": 1}, "unique": true})
                 .unwrap_or_else(|| panic!("spec"));

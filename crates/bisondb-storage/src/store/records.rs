@@ -1,0 +1,212 @@
+//! Record-id collections: documents in insertion order, `_id` as a unique index.
+//!
+//! mongod keeps an ordinary collection's documents under a record id that
+//! grows with every insert, so a scan without a sort returns them in insertion
+//! order, and the `_id` index maps each `_id` to its record. Collections
+//! created since BisonDB did the same (`recordIds: true` in their catalog
+//! entry) are laid out that way:
+//!
+//! ```text
+//! [0x01] coll:u64be rid:u64be        -> the raw document
+//! [0x06] coll:u64be encode_id(_id)   -> rid:u64be        the `_id` index
+//! ```
+//!
+//! Collections without the mark keep documents clustered by `_id` (`[0x01]
+//! coll encode_id(_id)`): those created with `clusteredIndex` (time-series
+//! buckets among them), capped collections (their natural order is the index
+//! in `store/capped.rs`), and every collection of a dbpath written before
+//! record ids existed (kept as it is: nothing is migrated at open).
+//!
+//! The `_id` key plays the part the document key plays in a clustered
+//! collection: an insert checks it for duplicates (skipping the lookup when
+//! `store::key_bounds` proves it new) and counts its bytes as the `_id`
+//! index's size. Record ids come from a per-collection sequence read once per
+//! engine generation as the highest stored rid + 1 (WiredTiger's rule) and
+//! advanced by every insert under the write lock, never going back while the
+//! process runs: a rid left by a deleted document or a failed batch is not
+//! given out again.
+//!
+//! Invariant: a document and its `_id` entry are written and removed in the
+//! same atomic batch; a replace keeps the document's rid.
+
+use std::ops::Bound;
+
+use bson::RawBsonRef;
+use parking_lot::Mutex;
+
+use super::capped::{decode_rid, rid_key};
+use super::Collection;
+use crate::error::StorageError;
+use crate::layout;
+use bisondb_engine::{prefix_successor, Snapshot, WriteBatch};
+
+/// Bytes of the value of an `_id` entry (a big-endian rid).
+pub(crate) const RID_LEN: usize = 8;
+
+/// The record-id sequence of one record-id collection.
+#[derive(Default)]
+pub(crate) struct RecordIds {
+    /// `(engine generation, next rid)`, under the collection's write lock.
+    next: Mutex<Option<(u64, u64)>>,
+}
+
+/// A stored document found by its `_id`: its key and its bytes.
+pub(crate) struct Located {
+    pub(crate) doc_key: Vec<u8>,
+    pub(crate) value: Vec<u8>,
+}
+
+/// The `[0x06] coll` range of a collection's `_id` entries.
+pub(super) fn id_range(coll: u64) -> (Vec<u8>, Vec<u8>) {
+    let start = rid_key(coll, &[]);
+    // A prefix ending in a u64 after 0x06 always has a successor.
+    let end = prefix_successor(&start).unwrap_or_else(|| vec![0x07]);
+    (start, end)
+}
+
+/// The rid a document key of a record-id collection holds.
+pub(crate) fn rid_of_doc_key(key: &[u8]) -> Result<u64, StorageError> {
+    key.get(9..)
+        .ok_or_else(|| StorageError::corrupt(format!("bad record key {key:?}")))
+        .and_then(decode_rid)
+}
+
+impl Collection {
+    /// Whether documents are stored in record-id order (see the module docs).
+    pub(crate) fn has_record_ids(&self) -> bool {
+        self.state.records.is_some()
+    }
+
+    /// Whether a scan without a sort (natural order) returns documents in
+    /// `_id` order: false for record-id and capped collections.
+    pub fn natural_is_id_order(&self) -> bool {
+        self.state.records.is_none() && self.state.capped.is_none()
+    }
+
+    /// The key an insert checks for a duplicate `_id`: the document key of a
+    /// clustered collection, the `_id` entry of a record-id one. Both are
+    /// `[region] coll:u64be encode_id(_id)`.
+    pub(super) fn id_key_for(&self, id: RawBsonRef<'_>) -> Vec<u8> {
+        if self.has_record_ids() {
+            let mut k = rid_key(self.state.id, &[]);
+            crate::keycode::encode_value(id, &mut k);
+            k
+        } else {
+            layout::doc_key_for(self.state.id, id)
+        }
+    }
+
+    /// The range of the keys [`Collection::id_key_for`] gives.
+    pub(super) fn id_key_range(&self) -> (Vec<u8>, Vec<u8>) {
+        if self.has_record_ids() {
+            id_range(self.state.id)
+        } else {
+            layout::doc_range(self.state.id)
+        }
+    }
+
+    /// What an `_id` key of `key_len` bytes adds to the `_id` index's size.
+    pub(super) fn id_entry_len(&self, key_len: usize) -> usize {
+        if self.has_record_ids() {
+            key_len.saturating_add(RID_LEN)
+        } else {
+            key_len
+        }
+    }
+
+    /// The stored document whose encoded `_id` is `encoded`.
+    pub(super) fn locate(
+        &self,
+        snap: &dyn Snapshot,
+        encoded: &[u8],
+    ) -> Result<Option<Located>, StorageError> {
+        if !self.has_record_ids() {
+            let doc_key = layout::doc_key(self.state.id, encoded);
+            return Ok(snap.get(&doc_key)?.map(|value| Located { doc_key, value }));
+        }
+        let Some(rid) = snap.get(&rid_key(self.state.id, encoded))? else {
+            return Ok(None);
+        };
+        let doc_key = layout::record_key(self.state.id, decode_rid(&rid)?);
+        match snap.get(&doc_key)? {
+            Some(value) => Ok(Some(Located { doc_key, value })),
+            None => Err(StorageError::corrupt(format!(
+                "the _id index of {} names record {} that is not stored",
+                self.ns,
+                decode_rid(&rid)?
+            ))),
+        }
+    }
+
+    /// Queues a new document whose `_id` key (from [`Collection::id_key_for`])
+    /// is `id_key`; `next_rid` is the sequence [`Collection::next_record_id_locked`]
+    /// gave (`None` for a clustered collection).
+    pub(super) fn queue_new(
+        &self,
+        batch: &mut WriteBatch,
+        id_key: Vec<u8>,
+        doc: Vec<u8>,
+        next_rid: &mut Option<u64>,
+    ) {
+        match next_rid {
+            Some(rid) => {
+                batch.put(id_key, rid.to_be_bytes().to_vec());
+                batch.put(layout::record_key(self.state.id, *rid), doc);
+                *rid = rid.saturating_add(1);
+            }
+            None => batch.put(id_key, doc),
+        }
+    }
+
+    /// Queues the removal of a located document and of its `_id` entry.
+    pub(super) fn queue_remove(&self, batch: &mut WriteBatch, id_key: Vec<u8>, doc_key: Vec<u8>) {
+        if self.has_record_ids() {
+            batch.delete(id_key);
+        }
+        batch.delete(doc_key);
+    }
+
+    /// The next record id of a record-id collection (`None` for others),
+    /// under the write lock: read once per engine generation from the
+    /// engine's latest state (a transaction's view may be older), never going
+    /// back. The caller hands the advanced value to
+    /// [`Collection::record_ids_used_locked`].
+    pub(super) fn next_record_id_locked(&self) -> Result<Option<u64>, StorageError> {
+        let Some(records) = self.state.records.as_ref() else {
+            return Ok(None);
+        };
+        let generation = self.engine.generation();
+        let cached = *records.next.lock();
+        let previous = match cached {
+            Some((g, n)) if g == generation => return Ok(Some(n)),
+            Some((_, n)) => n,
+            None => 1,
+        };
+        let (start, end) = layout::doc_range(self.state.id);
+        let last = self.engine.snapshot()?.scan(
+            Bound::Included(start.as_slice()),
+            Bound::Excluded(end.as_slice()),
+            true,
+            1,
+        )?;
+        let stored_next = match last.first() {
+            Some((k, _)) => rid_of_doc_key(k)?.saturating_add(1),
+            None => 1,
+        };
+        Ok(Some(previous.max(stored_next)))
+    }
+
+    /// Records that rids below `next` are taken (whether or not their batch
+    /// committed: a failed batch may surface after a reopen).
+    pub(super) fn record_ids_used_locked(&self, next: Option<u64>) {
+        if let (Some(records), Some(next)) = (self.state.records.as_ref(), next) {
+            *records.next.lock() = Some((self.engine.generation(), next));
+        }
+    }
+
+    /// The range of a record-id collection's `_id` entries (`None` for a
+    /// clustered collection, whose `_id` index is its documents).
+    pub(crate) fn id_index_range(&self) -> Option<(Vec<u8>, Vec<u8>)> {
+        self.has_record_ids().then(|| id_range(self.state.id))
+    }
+}
