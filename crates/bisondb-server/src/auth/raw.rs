@@ -99,7 +99,7 @@ mod tests {
         let oid = bson::oid::ObjectId::new();
         let body = rawdoc! {
             "insert": "coll", "ordered": true, "n": 1.5, "id": oid, "when": bson::DateTime::now(),
-            "re": bson::Regex { pattern: "a".into(), options: "i".into() },
+            "re": bson::Regex { pattern: bson::raw::CString::try_from("a").unwrap(), options: bson::raw::CString::try_from("i").unwrap() },
             "docs": [{"a": 1}], "sub": {"x": null}, "big": 5i64, "ts": bson::Timestamp { time: 1, increment: 2 },
             "bin": bson::Binary { subtype: bson::spec::BinarySubtype::Generic, bytes: vec![1, 2, 3] },
             "bypassDocumentValidation": true, "off": false, "$db": "app",
