@@ -204,7 +204,7 @@ async fn without_inprog_and_killop_a_user_sees_and_kills_only_its_own_operations
         ])
         .await
         .unwrap();
-    assert!(agg.advance().await.unwrap() == false, "bob sees alice's op");
+    assert!(!agg.advance().await.unwrap(), "bob sees alice's op");
     let e = admin_bob
         .aggregate(vec![doc! {"$currentOp": {"allUsers": true}}])
         .await

@@ -98,8 +98,7 @@ mod tests {
     fn reads_what_the_bson_crate_reads() {
         let oid = bson::oid::ObjectId::new();
         let body = rawdoc! {
-            "insert": "coll", "ordered": true, "n": 1.5, "id": oid, "when": bson::DateTime::now(),
-            "re": bson::Regex { pattern: bson::raw::CString::try_from("a").unwrap(), options: bson::raw::CString::try_from("i").unwrap() },
+            "insert": "coll", "ordered": true, "n": 1.5, "re": bson::Regex { pattern: "a".try_into().unwrap(), options: "i".try_into().unwrap() }, "id": oid, "when": bson::DateTime::now(),
             "docs": [{"a": 1}], "sub": {"x": null}, "big": 5i64, "ts": bson::Timestamp { time: 1, increment: 2 },
             "bin": bson::Binary { subtype: bson::spec::BinarySubtype::Generic, bytes: vec![1, 2, 3] },
             "bypassDocumentValidation": true, "off": false, "$db": "app",
