@@ -284,19 +284,28 @@ impl SessionState {
 }
 
 /// Appends `errorLabels: [label]` to a reply.
-/// mongod's NotPrimaryError and ShutdownError categories.
-const STATE_CHANGE_CODES: &[i32] = &[91, 189, 10058, 10107, 11600, 11602, 13435, 13436];
+/// mongod's NotPrimaryError category.
+const NOT_PRIMARY_CODES: &[i32] = &[189, 10058, 10107, 11602, 13435, 13436];
 
-/// A failed reply whose code says the member changed state (not primary,
-/// shutting down) carries the member's `topologyVersion`, as mongod's does:
-/// a driver that already saw that version takes the error as stale and keeps
-/// the server, rather than dropping it and waiting for its next hello
-/// before it retries.
+/// mongod's ShutdownError category.
+const SHUTDOWN_CODES: &[i32] = &[91, 11600];
+
+/// A failed reply whose code says the member is not primary (or, while it
+/// really shuts down, that it is shutting down) carries the member's
+/// `topologyVersion`, as mongod's does: a driver that already saw that
+/// version takes the error as stale and keeps the server, rather than
+/// dropping it and waiting for its next hello before it retries. A shutdown
+/// error at any other time (a fail point's) carries none, so the driver
+/// drops the server and clears its pool, as against mongod.
 fn add_topology_version(state: &crate::state::ServerState, reply: &mut RawDocumentBuf) {
-    if !failed(reply)
-        || !code_of(reply).is_some_and(|c| STATE_CHANGE_CODES.contains(&c))
-        || matches!(reply.get("topologyVersion"), Ok(Some(_)))
-    {
+    if !failed(reply) || matches!(reply.get("topologyVersion"), Ok(Some(_))) {
+        return;
+    }
+    let code = code_of(reply);
+    let not_primary = code.is_some_and(|c| NOT_PRIMARY_CODES.contains(&c));
+    let shutting_down =
+        state.is_shutting_down() && code.is_some_and(|c| SHUTDOWN_CODES.contains(&c));
+    if !not_primary && !shutting_down {
         return;
     }
     let tv = state.repl().topology_version();
