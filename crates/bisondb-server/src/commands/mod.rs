@@ -87,7 +87,6 @@ pub mod server_status;
 pub mod set_parameter;
 pub mod shutdown;
 pub mod start_session;
-pub mod test_version2;
 pub mod top;
 pub mod update;
 pub mod update_role;
