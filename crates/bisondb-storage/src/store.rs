@@ -350,7 +350,7 @@ impl Collection {
                     if indexes.is_empty() {
                         return Ok((key, IndexWrites::default()));
                     }
-                    let encoded = key.get(9..).unwrap_or_default().to_vec();
+                    let encoded = key.get(self.id_prefix_len()..).unwrap_or_default().to_vec();
                     let w = self.index_writes(
                         &indexes,
                         snap.as_ref(),
