@@ -303,8 +303,11 @@ impl Collection {
         if let Some(capped) = self.state.capped.as_ref().filter(|_| !in_txn) {
             return self.insert_capped_locked(capped, docs, ordered);
         }
-        let snap = match self.writable_snapshot_locked() {
-            Ok(snap) => snap,
+        let ready = self
+            .writable_snapshot_locked()
+            .and_then(|snap| Ok((snap, self.next_record_id_locked()?)));
+        let (snap, mut next_rid) = match ready {
+            Ok(ready) => ready,
             Err(e) => {
                 let failing = if ordered {
                     docs.len().min(1)
@@ -325,24 +328,13 @@ impl Collection {
         };
         let mut highs = BatchHighs::default();
         let indexes = self.state.indexes.read().clone();
-        let mut batch = WriteBatch::with_capacity(docs.len() * (1 + indexes.len()) + 1);
+        // A document, its `_id` entry (record-id collections), its index entries.
+        let mut batch = WriteBatch::with_capacity(docs.len() * (2 + indexes.len()) + 1);
         let mut queued = QueuedKeys::default();
         let mut queued_unique: HashSet<Vec<u8>> = HashSet::new();
         let mut accepted: Vec<usize> = Vec::with_capacity(docs.len());
         let mut tally = self.tally_locked(&indexes);
         let mut became_multikey: Vec<Arc<IndexState>> = Vec::new();
-        let mut next_rid = match self.next_record_id_locked() {
-            Ok(n) => n,
-            Err(e) => {
-                let failing = if ordered {
-                    docs.len().min(1)
-                } else {
-                    docs.len()
-                };
-                out.errors = (0..failing).map(|i| (i, e.clone())).collect();
-                return out;
-            }
-        };
         for (i, doc) in docs.iter().enumerate() {
             let prepared = self
                 .prepare_insert(snap.as_ref(), doc, &mut queued, &batch, bounds.as_ref())
@@ -350,7 +342,7 @@ impl Collection {
                     if indexes.is_empty() {
                         return Ok((key, IndexWrites::default()));
                     }
-                    let encoded = key.get(9..).unwrap_or_default().to_vec();
+                    let encoded = key.get(self.id_prefix_len()..).unwrap_or_default().to_vec();
                     let w = self.index_writes(
                         &indexes,
                         snap.as_ref(),

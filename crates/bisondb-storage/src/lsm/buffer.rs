@@ -353,12 +353,50 @@ impl<'a> Iterator for Merged<'a> {
 pub(super) fn merge(runs: &[Arc<Run>], level: u8) -> Result<Run, EngineError> {
     let entries = runs.iter().map(|r| r.len()).sum();
     let bytes = runs.iter().map(|r| r.bytes()).sum();
+    let max_seq = runs.iter().map(|r| r.max_seq).max().unwrap_or(0);
+    if let Some(order) = disjoint_in_key_order(runs) {
+        // No key is in two runs, so nothing shadows anything: the runs'
+        // entries, one run after the other in key order, are the merge.
+        // Increasing keys (ObjectId `_id`s, a record-id collection's `_id`
+        // index) make every merge one of these; comparing every head took a
+        // fifth of the server's time on `timeseries-batch`.
+        let mut data = Vec::with_capacity(bytes);
+        let mut starts = Vec::with_capacity(entries);
+        for r in order {
+            let base = data.len();
+            starts.extend(r.starts.iter().map(|s| s + base));
+            data.extend_from_slice(&r.data);
+        }
+        return Ok(Run {
+            data,
+            starts,
+            max_seq,
+            level,
+        });
+    }
     let mut b = RunBuilder::with_capacity(entries, bytes);
     for (k, v) in Merged::new(runs, Bound::Unbounded, Bound::Unbounded, false) {
         b.push(k, v)?;
     }
-    let max_seq = runs.iter().map(|r| r.max_seq).max().unwrap_or(0);
     Ok(b.finish(max_seq, level))
+}
+
+/// The non-empty runs ordered by their first key, when each one's keys all
+/// sort before the next one's.
+fn disjoint_in_key_order(runs: &[Arc<Run>]) -> Option<Vec<&Run>> {
+    let mut order: Vec<&Run> = runs
+        .iter()
+        .map(|r| r.as_ref())
+        .filter(|r| r.len() > 0)
+        .collect();
+    order.sort_by(|a, b| a.entry(0).0.cmp(b.entry(0).0));
+    order
+        .windows(2)
+        .all(|w| match w {
+            [a, b] => a.entry(a.len() - 1).0 < b.entry(0).0,
+            _ => true,
+        })
+        .then_some(order)
 }
 
 /// The first group of [`FAN_IN`] adjacent runs of one class, if any: merging

@@ -30,11 +30,20 @@ const OID_KEY_LEN: usize = 1 + 8 + 1 + 12;
 /// The ObjectId's process part (bytes 4..9 of the id) inside a document key.
 type Stream = [u8; 5];
 
+/// The process part of an ObjectId key: a document key, or the `_id` entry
+/// of a record-id collection (`store/records.rs`), whose prefix is 8 bytes
+/// longer. Any function of the key's bytes keeps the invariant (a stored key
+/// equal to a new one has the same part), so the shape is only a heuristic.
 fn stream_of(key: &[u8]) -> Option<Stream> {
-    if key.len() != OID_KEY_LEN || key.get(9) != Some(&keycode::tag::OBJECT_ID) {
+    let at = match key.len() {
+        OID_KEY_LEN => 9,
+        n if n == OID_KEY_LEN + 8 => 17,
+        _ => return None,
+    };
+    if key.get(at) != Some(&keycode::tag::OBJECT_ID) {
         return None;
     }
-    key.get(14..19).and_then(|s| s.try_into().ok())
+    key.get(at + 5..at + 10).and_then(|s| s.try_into().ok())
 }
 
 /// Upper bounds of a collection's document keys (see the module docs), valid for

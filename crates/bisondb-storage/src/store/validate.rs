@@ -185,7 +185,9 @@ impl Run<'_> {
                     size = size.saturating_add(len);
                     // What the `_id` index holds for it: the document key, or
                     // the `_id` entry of a record-id collection.
-                    let id_len = self.coll.id_entry_len(9 + d.suffix.len());
+                    let id_len = self
+                        .coll
+                        .id_entry_len(self.coll.id_prefix_len() + d.suffix.len());
                     key_bytes = key_bytes.saturating_add(id_len as u64);
                     kept += 1;
                     for (i, ix) in indexes.iter().enumerate() {
@@ -558,7 +560,9 @@ impl Run<'_> {
                 .ok()
                 .and_then(|d| id_of(&d).map(crate::keycode::encode_id))
             {
-                Some(encoded) => snap.get(&capped::rid_key(id, &encoded))?.as_deref() == Some(rid),
+                Some(encoded) => {
+                    snap.get(&super::records::id_key(id, &encoded))?.as_deref() == Some(rid)
+                }
                 None => false,
             };
             if !ok {

@@ -149,3 +149,39 @@ fn groups_of_one_class_are_found_oldest_first() {
     levels.extend([0; 3]);
     assert_eq!(mergeable(&list(&levels)), Some(0..FAN_IN));
 }
+
+#[test]
+fn merging_disjoint_runs_concatenates_them_in_key_order() {
+    // Newest first in the list but lowest keys: the order is the keys'.
+    let high = run(&[(b"d", Some(b"4")), (b"e", None)], 1);
+    let low = run(&[(b"a", Some(b"1")), (b"b", Some(b"2"))], 2);
+    let m = merge(&[high.clone(), low.clone()], 1).unwrap_or_else(|e| panic!("{e}"));
+    let all = [high, low];
+    let want = collect(Merged::new(&all, Bound::Unbounded, Bound::Unbounded, false));
+    let m = Arc::new(m);
+    let got = collect(Merged::new(
+        std::slice::from_ref(&m),
+        Bound::Unbounded,
+        Bound::Unbounded,
+        false,
+    ));
+    assert_eq!(got, want);
+    assert_eq!(m.max_seq, 2);
+    // Runs that share a key still merge with the newest winning.
+    let a = run(&[(b"a", Some(b"old")), (b"c", Some(b"3"))], 3);
+    let b = run(&[(b"c", Some(b"new"))], 4);
+    let m = Arc::new(merge(&[a, b], 1).unwrap_or_else(|e| panic!("{e}")));
+    let got = collect(Merged::new(
+        std::slice::from_ref(&m),
+        Bound::Unbounded,
+        Bound::Unbounded,
+        false,
+    ));
+    assert_eq!(
+        got,
+        vec![
+            (b"a".to_vec(), Some(b"old".to_vec())),
+            (b"c".to_vec(), Some(b"new".to_vec()))
+        ]
+    );
+}
