@@ -1367,7 +1367,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         reply: Reply::Compressible,
         on_view: OnView::Unaffected,
         help: "a command of API version 2 only (test commands only)",
-        privileges: Needs::Nothing,
+        privileges: Needs::Authenticated,
         api_version_1: false,
     },
     CommandSpec {
