@@ -120,8 +120,10 @@ def _stop(process: subprocess.Popen) -> int | None:
         return process.wait(timeout=SHUTDOWN_TIMEOUT_S)
 
 
-def start_server(binary: Path, engine: str, workdir: Path, sockdir: Path) -> Server:
-    """Start `bisondb` and return once it answers ping on both transports."""
+def start_server(binary: Path, engine: str, workdir: Path, sockdir: Path,
+                 extra_args: tuple[str, ...] = ()) -> Server:
+    """Start `bisondb` (with `extra_args` after the usual flags) and return once
+    it answers ping on both transports."""
     if not binary.exists():
         pytest.fail(
             f"server binary {binary} not found: run `cargo build --release -p bisondb` "
@@ -140,6 +142,7 @@ def start_server(binary: Path, engine: str, workdir: Path, sockdir: Path) -> Ser
         "--dbpath", str(dbpath),
         "--storageEngine", engine,
         "--unixSocketPrefix", str(sockdir),
+        *extra_args,
     ]
     log = open(log_path, "wb")
     process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)

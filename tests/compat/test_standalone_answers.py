@@ -3,55 +3,42 @@
 Each test states mongod's answer (from its source or manual, quoted in the test)
 for a behaviour pymongo's whole suite found different: read concerns a standalone
 cannot serve, the Stable API's strict mode, a failCommand fail point aimed at the
-first `hello` of an application, and an update pipeline naming an unknown stage.
+first `hello` of an application, an update pipeline naming an unknown stage,
+`showRecordId`, bulkWrite's result cursor and the ingress connection rate limiter.
 The server runs with `--setParameter enableTestCommands=1`, as drivers start
 mongod for their suites.
 """
 
 from __future__ import annotations
 
-import subprocess
-import time
+import shutil
+import tempfile
+from pathlib import Path
 
 import pytest
 from pymongo import MongoClient
-from pymongo.errors import OperationFailure, PyMongoError
+from pymongo.errors import OperationFailure
 from pymongo.server_api import ServerApi
 
-from conftest import default_binary, free_tcp_port
+from conftest import _stop, default_binary, start_server
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     workdir = tmp_path_factory.mktemp("standalone")
-    port = free_tcp_port()
-    argv = [str(default_binary()), "--port", str(port), "--bind_ip", "127.0.0.1",
-            "--nounixsocket", "--dbpath", str(workdir / "db"), "--storageEngine", "inMemory",
-            "--setParameter", "enableTestCommands=1"]
-    log = open(workdir / "server.log", "wb")
-    process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-    uri = f"mongodb://127.0.0.1:{port}/?serverSelectionTimeoutMS=5000"
+    # A short directory: a Unix socket's path is limited to ~100 bytes.
+    sockdir = Path(tempfile.mkdtemp(prefix="bsa-"))
+    started = start_server(default_binary(), "inMemory", workdir, sockdir,
+                           ("--setParameter", "enableTestCommands=1"))
+    uri = started.tcp_uri + "?serverSelectionTimeoutMS=5000"
     client = MongoClient(uri)
-    deadline = time.monotonic() + 20
-    while True:
-        try:
-            client.admin.command("ping")
-            break
-        except PyMongoError:
-            if time.monotonic() > deadline or process.poll() is not None:
-                process.kill()
-                raise
-            time.sleep(0.1)
     try:
         yield uri, client
     finally:
         client.close()
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-        log.close()
+        if started.process is not None:
+            _stop(started.process)
+        shutil.rmtree(sockdir, ignore_errors=True)
 
 
 def failure(run) -> OperationFailure:

@@ -526,9 +526,19 @@ fn conflicting_definitions_and_drop() {
             },
             86,
         ),
+        // `unique` is part of mongod's index signature (compareIndexOptions),
+        // so the same name over another signature is 86; an option outside
+        // the signature (a TTL) is 85.
         (
             IndexSpec {
                 unique: true,
+                ..base.clone()
+            },
+            86,
+        ),
+        (
+            IndexSpec {
+                expire_after_seconds: Some(5),
                 ..base.clone()
             },
             85,
