@@ -355,7 +355,13 @@ impl MapReduce {
             &self.reduce,
             self.finalize.as_deref(),
             self.scope.as_deref(),
-        )?;
+        )
+        // A kill or deadline that lands while the context is being set up
+        // interrupts its scripts: report it as such, not as their failure.
+        .map_err(|e| match interrupt::check_now() {
+            Err(stopped) => stopped,
+            Ok(()) => e,
+        })?;
         let groups = self.map_phase(ctx, coll, collation.clone(), &job)?;
         let mut results = Vec::with_capacity(groups.len());
         for (_, group) in groups {
