@@ -22,6 +22,20 @@ from pymongo.errors import OperationFailure, PyMongoError
 from conftest import default_binary, free_tcp_port
 
 
+def wait_for_ping(client: MongoClient, process: subprocess.Popen, seconds: float = 20) -> None:
+    """Waits until the server `process` answers `client`'s ping (raising the
+    last error once it has exited or `seconds` have passed)."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            client.admin.command("ping")
+            return
+        except PyMongoError:
+            if time.monotonic() > deadline or process.poll() is not None:
+                raise
+            time.sleep(0.1)
+
+
 @pytest.fixture(scope="module")
 def auth_server(tmp_path_factory):
     workdir = tmp_path_factory.mktemp("auth")
@@ -35,16 +49,11 @@ def auth_server(tmp_path_factory):
                                stdin=subprocess.DEVNULL)
     sock = urllib.parse.quote_plus(str(sockdir / f"bisondb-{port}.sock"))
     anon = MongoClient(f"mongodb://127.0.0.1:{port}/?serverSelectionTimeoutMS=5000")
-    deadline = time.monotonic() + 20
-    while True:
-        try:
-            anon.admin.command("ping")
-            break
-        except PyMongoError:
-            if time.monotonic() > deadline or process.poll() is not None:
-                process.kill()
-                raise
-            time.sleep(0.1)
+    try:
+        wait_for_ping(anon, process)
+    except PyMongoError:
+        process.kill()
+        raise
     try:
         yield {"port": port, "sock": sock, "anon": anon, "log": log_path}
     finally:
@@ -158,15 +167,8 @@ def test_signed_cluster_time_with_a_key_file(tmp_path):
                                stdin=subprocess.DEVNULL)
     try:
         anon = MongoClient(f"mongodb://127.0.0.1:{port}/?directConnection=true&serverSelectionTimeoutMS=5000")
+        wait_for_ping(anon, process)
         deadline = time.monotonic() + 20
-        while True:
-            try:
-                anon.admin.command("ping")
-                break
-            except PyMongoError:
-                if time.monotonic() > deadline or process.poll() is not None:
-                    raise
-                time.sleep(0.1)
         anon.admin.command("replSetInitiate", {"_id": "rs0", "members": [{"_id": 0, "host": f"127.0.0.1:{port}"}]})
         while not anon.admin.command("hello").get("isWritablePrimary"):
             assert time.monotonic() < deadline + 20, "never became primary"
@@ -183,7 +185,7 @@ def test_signed_cluster_time_with_a_key_file(tmp_path):
             signature = reply["$clusterTime"]["signature"]
             assert signature["keyId"] != 0 and bytes(signature["hash"]) != bytes(20)
             keys = list(a.admin["system.keys"].find().sort("expiresAt", 1))
-            assert [k["purpose"] for k in keys] == ["HMAC", "HMAC"]
+            assert [k["purpose"] for k in keys] == ["HMAC", "HMAC"], keys
             assert keys[0]["_id"] == signature["keyId"]
 
             # Client B reads after client A's write, at A's signed time.

@@ -51,6 +51,16 @@ fn signature(reply: &Document) -> (Vec<u8>, i64) {
     (hash, sig.get_i64("keyId").unwrap())
 }
 
+/// The cluster time a `ping` by `client` answers with.
+async fn pinged_time(client: &Client) -> (Timestamp, Document) {
+    let reply = client
+        .database("admin")
+        .run_command(doc! {"ping": 1})
+        .await
+        .unwrap();
+    (time_of(&reply), reply)
+}
+
 fn time_of(reply: &Document) -> Timestamp {
     reply
         .get_document("$clusterTime")
@@ -195,12 +205,7 @@ async fn a_client_gossiping_signed_time_works_and_a_tampered_one_is_refused() {
     }
 
     // None of them moved the clock.
-    let reply = root
-        .database("admin")
-        .run_command(doc! {"ping": 1})
-        .await
-        .unwrap();
-    let t = time_of(&reply);
+    let (t, reply) = pinged_time(&root).await;
     assert!(t.time < ahead.time, "{reply}");
 }
 
@@ -269,12 +274,7 @@ async fn advance_cluster_time_skips_the_check_and_gets_the_dummy_signature() {
         .session(&mut s)
         .await
         .unwrap_or_else(|e| panic!("advanceClusterTime may move the clock: {e}"));
-    let reply = root
-        .database("admin")
-        .run_command(doc! {"ping": 1})
-        .await
-        .unwrap();
-    let t = time_of(&reply);
+    let (t, reply) = pinged_time(&root).await;
     assert!(
         (t.time, t.increment) >= (ahead.time, ahead.increment),
         "{reply}"

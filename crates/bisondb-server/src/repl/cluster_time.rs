@@ -337,6 +337,12 @@ fn signature(ctx: &mut Context<'_>, time: Timestamp) -> Option<(signing::Proof, 
     if !ctx.state.auth.enabled || may_advance(ctx).unwrap_or(false) {
         return dummy;
     }
+    if time.time == 0 {
+        // The clock has not started (a reply racing `replSetInitiate`'s
+        // first entry): nothing worth a key, and a key made for time 0
+        // would have expired at once.
+        return None;
+    }
     match ctx.state.repl().keys().sign(&ctx.state.storage, time) {
         Ok(s) => Some(s),
         Err(e) => {
