@@ -309,11 +309,7 @@ pub fn finish_reply(
     }
     let operation_time = repl.last_write().0;
     let cluster_time = repl.clock().now();
-    // A member whose clock has not started (before `replSetInitiate`) has
-    // no cluster time to gossip, as mongod's vector clock; signing time 0
-    // would also make keys that expire 90 days after 1970.
-    let started = cluster_time.time != 0 || cluster_time.increment != 0;
-    if let Some((hash, key_id)) = started.then(|| signature(ctx, cluster_time)).flatten() {
+    if let Some((hash, key_id)) = signature(ctx, cluster_time) {
         let signed = doc! {
             "clusterTime": cluster_time,
             "signature": {
