@@ -1547,7 +1547,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         reply: Reply::Compressible,
         on_view: OnView::Unaffected,
         help: "replace a user-defined role's privileges or roles",
-        privileges: Needs::Computed(needs::create_role),
+        privileges: Needs::Computed(needs::update_role),
         api_version_1: false,
     },
     not_supported("updateSearchIndex", Reply::Compressible),
