@@ -1127,7 +1127,9 @@ fn matrix_row(name: &str, t: &str) -> Option<(Document, Req)> {
             doc! {name: 1, "logLevel": 1},
             All(&[(Cluster, "getParameter")]),
         ),
-        "getMore" => (doc! {name: cursor, "collection": "c"}, find),
+        // Its page: "you can only run getMore against cursors you created";
+        // no privilege action (see KNOWN_DIFFERENCES).
+        "getMore" => (doc! {name: cursor, "collection": "c"}, Authenticated),
         "grantPrivilegesToRole" => (
             doc! {name: "nx", "privileges": [privilege]},
             All(&[(Db, "grantRole")]),
@@ -1141,10 +1143,9 @@ fn matrix_row(name: &str, t: &str) -> Option<(Document, Req)> {
         "killAllSessions" | "killAllSessionsByPattern" => {
             (doc! {name: []}, All(&[(Cluster, "killAnySession")]))
         }
-        "killCursors" => (
-            doc! {name: "c", "cursors": [cursor]},
-            All(&[(Db, "killCursors")]),
-        ),
+        // Its page: a user may always kill its own cursors, and another
+        // user's with killAnyCursor; an unknown id is neither.
+        "killCursors" => (doc! {name: "c", "cursors": [cursor]}, Authenticated),
         // A user may kill its own operations and sessions.
         "killOp" => (doc! {name: 1, "op": 12_345}, Authenticated),
         "killSessions" | "refreshSessions" => (doc! {name: []}, Authenticated),
@@ -1335,4 +1336,64 @@ async fn every_command_against_every_built_in_role() {
         "{checked} checks, {denied} refused, {} known differences",
         KNOWN_DIFFERENCES.len()
     );
+}
+
+/// getMore checks no privilege before it finds the cursor (an unknown id is
+/// 43 even without `find`), but a cursor's reads stop when its user loses
+/// the opening command's privileges.
+#[tokio::test]
+async fn get_more_rechecks_privileges_after_finding_the_cursor() {
+    let (s, root) = server().await;
+    root.database("app")
+        .collection::<Document>("c")
+        .insert_one(doc! {"_id": 2})
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    for (user, role) in [("r", "read"), ("adm", "dbAdmin")] {
+        root.database("admin")
+            .run_command(
+                doc! {"createUser": user, "pwd": "p", "roles": [{"role": role, "db": "app"}]},
+            )
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+    let adm = as_user(s.server.port(), "adm", "p", "admin").await;
+    let e = adm
+        .database("app")
+        .run_command(doc! {"getMore": 4242i64, "collection": "c"})
+        .await
+        .expect_err("unknown cursor");
+    assert_eq!(error_code(&e), Some(43), "{e}");
+
+    let r = as_user(s.server.port(), "r", "p", "admin").await;
+    let opened = r
+        .database("app")
+        .run_command(doc! {"find": "c", "batchSize": 1})
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let id = opened
+        .get_document("cursor")
+        .and_then(|c| c.get_i64("id"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_ne!(id, 0);
+    root.database("admin")
+        .run_command(doc! {"revokeRolesFromUser": "r", "roles": [{"role": "read", "db": "app"}]})
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(refused(&r, "app", doc! {"getMore": id, "collection": "c"}).await);
+    // Given back, the same cursor reads on (the refusal left it open).
+    root.database("admin")
+        .run_command(doc! {"grantRolesToUser": "r", "roles": [{"role": "read", "db": "app"}]})
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let more = r
+        .database("app")
+        .run_command(doc! {"getMore": id, "collection": "c"})
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let batch = more
+        .get_document("cursor")
+        .and_then(|c| c.get_array("nextBatch"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(batch.len(), 1);
 }

@@ -311,15 +311,6 @@ pub fn map_reduce(req: &CommandRequest<'_>) -> MongoResult<Vec<Required>> {
     Ok(out)
 }
 
-/// `getMore`: `find` on the cursor's collection (a cursor reads only what
-/// its opening command could read).
-pub fn get_more(req: &CommandRequest<'_>) -> MongoResult<Vec<Required>> {
-    match field(req.body, "collection") {
-        Some(RawBsonRef::String(c)) => Ok(vec![Required::ns(&req.db, c, &[Find])]),
-        _ => Ok(vec![Required::db(&req.db, &[Find])]),
-    }
-}
-
 /// `listCollections`: `listCollections` on the database, unless it asks
 /// only for the names of the collections the user may use
 /// (`authorizedCollections` with `nameOnly`), which the command filters.
