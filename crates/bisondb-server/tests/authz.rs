@@ -105,7 +105,7 @@ async fn every_command_but_the_handshake_needs_authentication() {
 /// The main commands, each with the built-in roles (of `app`, or of
 /// `admin` for the any-database and cluster roles) that may run it, as
 /// mongod's "Built-In Roles" page lists their privileges.
-fn documented() -> Vec<(&'static str, Document, &'static [&'static str])> {
+fn documented() -> Vec<(&'static str, Document, Vec<&'static str>)> {
     const READERS: &[&str] = &[
         "read",
         "readWrite",
@@ -122,7 +122,7 @@ fn documented() -> Vec<(&'static str, Document, &'static [&'static str])> {
         "restore",
         "root",
     ];
-    // Who may see a database's statistics, and list what it holds.
+    // Who may see a database's statistics (backup: a collection's only).
     const STATS: &[&str] = &[
         "read",
         "readWrite",
@@ -133,7 +133,6 @@ fn documented() -> Vec<(&'static str, Document, &'static [&'static str])> {
         "readAnyDatabase",
         "readWriteAnyDatabase",
         "dbAdminAnyDatabase",
-        "backup",
         "root",
     ];
     const LISTERS: &[&str] = &[
@@ -158,75 +157,53 @@ fn documented() -> Vec<(&'static str, Document, &'static [&'static str])> {
         "root",
     ];
     vec![
-        ("app", doc! {"find": "c"}, READERS),
-        ("app", doc! {"count": "c"}, READERS),
-        ("app", doc! {"distinct": "c", "key": "x"}, READERS),
+        ("app", doc! {"find": "c"}, READERS.to_vec()),
+        ("app", doc! {"count": "c"}, READERS.to_vec()),
+        ("app", doc! {"distinct": "c", "key": "x"}, READERS.to_vec()),
         (
             "app",
             doc! {"aggregate": "c", "pipeline": [], "cursor": {}},
-            READERS,
+            READERS.to_vec(),
         ),
-        ("app", doc! {"listIndexes": "c"}, LISTERS),
+        ("app", doc! {"listIndexes": "c"}, LISTERS.to_vec()),
         // restore has listCollections on anyResource (mongorestore lists
         // what exists), not listIndexes.
         (
             "app",
             doc! {"listCollections": 1},
-            &[
-                "read",
-                "readWrite",
-                "dbAdmin",
-                "dbOwner",
-                "readAnyDatabase",
-                "readWriteAnyDatabase",
-                "dbAdminAnyDatabase",
-                "backup",
-                "restore",
-                "root",
-            ],
+            [LISTERS, &["restore"]].concat(),
         ),
-        // backup has collStats everywhere but not dbStats.
+        ("app", doc! {"dbStats": 1}, STATS.to_vec()),
+        // backup has collStats everywhere, not dbStats.
         (
             "app",
-            doc! {"dbStats": 1},
-            &[
-                "read",
-                "readWrite",
-                "dbAdmin",
-                "dbOwner",
-                "clusterMonitor",
-                "clusterAdmin",
-                "readAnyDatabase",
-                "readWriteAnyDatabase",
-                "dbAdminAnyDatabase",
-                "root",
-            ],
+            doc! {"collStats": "c"},
+            [STATS, &["backup"]].concat(),
         ),
-        ("app", doc! {"collStats": "c"}, STATS),
         (
             "app",
             doc! {"insert": "c", "documents": [{"y": 1}]},
-            WRITERS,
+            WRITERS.to_vec(),
         ),
         (
             "app",
             doc! {"update": "c", "updates": [{"q": {}, "u": {"$set": {"z": 1}}}]},
-            &["readWrite", "dbOwner", "readWriteAnyDatabase", "root"],
+            vec!["readWrite", "dbOwner", "readWriteAnyDatabase", "root"],
         ),
         (
             "app",
             doc! {"delete": "c", "deletes": [{"q": {"y": 1}, "limit": 1}]},
-            &["readWrite", "dbOwner", "readWriteAnyDatabase", "root"],
+            vec!["readWrite", "dbOwner", "readWriteAnyDatabase", "root"],
         ),
         (
             "app",
             doc! {"createIndexes": "c", "indexes": [{"key": {"x": 1}, "name": "x_1"}]},
-            SHAPERS,
+            SHAPERS.to_vec(),
         ),
         (
             "app",
             doc! {"collMod": "c"},
-            &[
+            vec![
                 "dbAdmin",
                 "dbOwner",
                 "dbAdminAnyDatabase",
@@ -237,17 +214,17 @@ fn documented() -> Vec<(&'static str, Document, &'static [&'static str])> {
         (
             "app",
             doc! {"validate": "c"},
-            &["dbAdmin", "dbOwner", "dbAdminAnyDatabase", "root"],
+            vec!["dbAdmin", "dbOwner", "dbAdminAnyDatabase", "root"],
         ),
         (
             "app",
             doc! {"profile": -1},
-            &["dbAdmin", "dbOwner", "dbAdminAnyDatabase", "root"],
+            vec!["dbAdmin", "dbOwner", "dbAdminAnyDatabase", "root"],
         ),
         (
             "app",
             doc! {"createUser": "u1", "pwd": "p", "roles": []},
-            &[
+            vec![
                 "dbOwner",
                 "userAdmin",
                 "userAdminAnyDatabase",
@@ -258,7 +235,7 @@ fn documented() -> Vec<(&'static str, Document, &'static [&'static str])> {
         (
             "app",
             doc! {"usersInfo": 1},
-            &[
+            vec![
                 "dbOwner",
                 "userAdmin",
                 "userAdminAnyDatabase",
@@ -269,27 +246,27 @@ fn documented() -> Vec<(&'static str, Document, &'static [&'static str])> {
         (
             "admin",
             doc! {"serverStatus": 1},
-            &["clusterMonitor", "clusterAdmin", "backup", "root"],
+            vec!["clusterMonitor", "clusterAdmin", "backup", "root"],
         ),
         (
             "admin",
             doc! {"hostInfo": 1},
-            &["clusterMonitor", "clusterAdmin", "root"],
+            vec!["clusterMonitor", "clusterAdmin", "root"],
         ),
         (
             "admin",
             doc! {"getCmdLineOpts": 1},
-            &["clusterMonitor", "clusterAdmin", "root"],
+            vec!["clusterMonitor", "clusterAdmin", "root"],
         ),
         (
             "admin",
             doc! {"getLog": "global"},
-            &["clusterMonitor", "clusterAdmin", "root"],
+            vec!["clusterMonitor", "clusterAdmin", "root"],
         ),
         (
             "admin",
             doc! {"getParameter": 1, "logLevel": 1},
-            &[
+            vec![
                 "clusterMonitor",
                 "clusterAdmin",
                 "backup",
@@ -300,17 +277,17 @@ fn documented() -> Vec<(&'static str, Document, &'static [&'static str])> {
         (
             "admin",
             doc! {"setParameter": 1, "logLevel": 0},
-            &["hostManager", "clusterAdmin", "root"],
+            vec!["hostManager", "clusterAdmin", "root"],
         ),
         (
             "admin",
             doc! {"logRotate": 1},
-            &["hostManager", "clusterAdmin", "root"],
+            vec!["hostManager", "clusterAdmin", "root"],
         ),
         (
             "app",
             doc! {"renameCollection": "app.c", "to": "app.c2"},
-            &[
+            vec![
                 "readWrite",
                 "dbAdmin",
                 "dbOwner",
@@ -319,11 +296,11 @@ fn documented() -> Vec<(&'static str, Document, &'static [&'static str])> {
                 "root",
             ],
         ),
-        ("app", doc! {"drop": "c2"}, SHAPERS),
+        ("app", doc! {"drop": "c2"}, SHAPERS.to_vec()),
         (
             "app",
             doc! {"dropDatabase": 1},
-            &[
+            vec![
                 "dbAdmin",
                 "dbOwner",
                 "clusterAdmin",
@@ -1058,6 +1035,11 @@ fn matrix_row(name: &str, t: &str) -> Option<(Document, Req)> {
     let role_ref = doc! {"role": "read", "db": t};
     let privilege = doc! {"resource": {"db": t, "collection": ""}, "actions": ["find"]};
     let find = All(&[(Db, "find")]);
+    let grant_or_revoke = if name.starts_with("grant") {
+        All(&[(Db, "grantRole")])
+    } else {
+        All(&[(Db, "revokeRole")])
+    };
     Some(match name {
         "abortTransaction" | "commitTransaction" => (doc! {name: 1}, Authenticated),
         "aggregate" => (doc! {name: "c", "pipeline": [], "cursor": {}}, find),
@@ -1128,16 +1110,17 @@ fn matrix_row(name: &str, t: &str) -> Option<(Document, Req)> {
             All(&[(Cluster, "getParameter")]),
         ),
         // Its page: "you can only run getMore against cursors you created";
-        // no privilege action (see KNOWN_DIFFERENCES).
+        // no privilege before the cursor is found (an unknown id is 43).
         "getMore" => (doc! {name: cursor, "collection": "c"}, Authenticated),
-        "grantPrivilegesToRole" => (
+        // grantRole (revokeRole) on the database of each privilege or role
+        // given (taken away).
+        "grantPrivilegesToRole" | "revokePrivilegesFromRole" => (
             doc! {name: "nx", "privileges": [privilege]},
-            All(&[(Db, "grantRole")]),
+            grant_or_revoke,
         ),
-        "grantRolesToRole" | "grantRolesToUser" => (
-            doc! {name: "nx", "roles": [role_ref]},
-            All(&[(Db, "grantRole")]),
-        ),
+        "grantRolesToRole" | "grantRolesToUser" | "revokeRolesFromRole" | "revokeRolesFromUser" => {
+            (doc! {name: "nx", "roles": [role_ref]}, grant_or_revoke)
+        }
         "hostInfo" => (doc! {name: 1}, All(&[(Cluster, "hostInfo")])),
         "insert" => (doc! {name: "c", "documents": [{}]}, All(&[(Db, "insert")])),
         "killAllSessions" | "killAllSessionsByPattern" => {
@@ -1181,14 +1164,6 @@ fn matrix_row(name: &str, t: &str) -> Option<(Document, Req)> {
         "replSetInitiate" | "replSetReconfig" => {
             (doc! {name: {}}, All(&[(Cluster, "replSetConfigure")]))
         }
-        "revokePrivilegesFromRole" => (
-            doc! {name: "nx", "privileges": [privilege]},
-            All(&[(Db, "revokeRole")]),
-        ),
-        "revokeRolesFromRole" | "revokeRolesFromUser" => (
-            doc! {name: "nx", "roles": [role_ref]},
-            All(&[(Db, "revokeRole")]),
-        ),
         "rolesInfo" => (doc! {name: 1}, All(&[(Db, "viewRole")])),
         "serverStatus" => (doc! {name: 1}, All(&[(Cluster, "serverStatus")])),
         "setParameter" => (
@@ -1222,8 +1197,12 @@ fn matrix_row(name: &str, t: &str) -> Option<(Document, Req)> {
     })
 }
 
-/// Where the server knowingly differs from the manual: (command, role,
-/// target database, why).
+/// Where the server knowingly differs from the manual: (command name, role,
+/// target database, why). Empty: the differences this matrix found
+/// (updateRole, backup's dbStats, restore's listCollections, getMore and
+/// killCursors before the cursor is found) were fixed in the server. A new
+/// one is either fixed or listed here with its reason; a listed one the
+/// server no longer shows fails the test, so the list stays true.
 const KNOWN_DIFFERENCES: &[(&str, &str, &str, &str)] = &[];
 
 #[tokio::test]
