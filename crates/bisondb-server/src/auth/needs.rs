@@ -311,15 +311,6 @@ pub fn map_reduce(req: &CommandRequest<'_>) -> MongoResult<Vec<Required>> {
     Ok(out)
 }
 
-/// `getMore`: `find` on the cursor's collection (a cursor reads only what
-/// its opening command could read).
-pub fn get_more(req: &CommandRequest<'_>) -> MongoResult<Vec<Required>> {
-    match field(req.body, "collection") {
-        Some(RawBsonRef::String(c)) => Ok(vec![Required::ns(&req.db, c, &[Find])]),
-        _ => Ok(vec![Required::db(&req.db, &[Find])]),
-    }
-}
-
 /// `listCollections`: `listCollections` on the database, unless it asks
 /// only for the names of the collections the user may use
 /// (`authorizedCollections` with `nameOnly`), which the command filters.
@@ -489,10 +480,23 @@ pub fn revoke_roles(req: &CommandRequest<'_>) -> MongoResult<Vec<Required>> {
     Ok(out)
 }
 
-/// `createRole` / `updateRole`: `createRole` on the database, `grantRole`
+/// `createRole`: `createRole` on the database, `grantRole`
 /// on every inherited role's db (and on the database for privileges).
 pub fn create_role(req: &CommandRequest<'_>) -> MongoResult<Vec<Required>> {
     let mut out = vec![Required::db(&req.db, &[CreateRole])];
+    role_grants(req, "roles", GrantRole, &mut out)?;
+    if field(req.body, "privileges").is_some() {
+        out.push(Required::db(&req.db, &[GrantRole]));
+    }
+    Ok(out)
+}
+
+/// `updateRole`: what `createRole` needs for the new roles and privileges
+/// (without `createRole`), and, as its manual page says, "the ability to
+/// revoke any role in the system" (`revokeRole` on every database): the
+/// roles and privileges it replaces are not known beforehand.
+pub fn update_role(req: &CommandRequest<'_>) -> MongoResult<Vec<Required>> {
+    let mut out = vec![Required::db("", &[RevokeRole])];
     role_grants(req, "roles", GrantRole, &mut out)?;
     if field(req.body, "privileges").is_some() {
         out.push(Required::db(&req.db, &[GrantRole]));

@@ -679,23 +679,23 @@ pub fn builtin(role: &Name) -> Option<Vec<Privilege>> {
             v.push(any_db(&[DropDatabase]));
             v
         }
+        // mongod's backup: find on every normal collection, collStats and
+        // the listings everywhere; no dbStats nor dbHash.
         "backup" => vec![
             cluster(BACKUP_CLUSTER),
-            any_db(&[
-                ListCollections,
-                ListIndexes,
-                CollStats,
-                DbHash,
-                DbStats,
-                Find,
-            ]),
+            any_db(&[ListCollections, ListIndexes, CollStats, Find]),
             Privilege::new(
                 Resource::AnyResource,
                 &[ListCollections, ListIndexes, CollStats, Find],
             ),
         ],
         "restore" => {
-            let mut v = vec![any_db(RESTORE_ANY), cluster(&[GetParameter])];
+            // listCollections on anyResource: mongorestore lists what exists.
+            let mut v = vec![
+                any_db(RESTORE_ANY),
+                cluster(&[GetParameter]),
+                Privilege::new(Resource::AnyResource, &[ListCollections]),
+            ];
             v.extend(auth_collections(&[
                 Find,
                 Insert,

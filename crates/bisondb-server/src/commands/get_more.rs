@@ -67,6 +67,18 @@ impl Command for GetMore {
                 ),
             ));
         }
+        // mongod checks no privilege before it finds the cursor (an unknown
+        // id is 43 to any user), then the opening command's privileges
+        // again: `find` on the cursor's collection stands for them here, so
+        // a cursor outlives no revoked read access.
+        let (db, coll) = self.ns.split_once('.').unwrap_or((self.ns.as_str(), ""));
+        if !crate::auth::has_ns_action(ctx, db, coll, crate::auth::Action::Find)? {
+            ctx.state.cursors.restore(self.id, cursor);
+            return Err(bisondb_error::MongoError::new(
+                bisondb_error::ErrorCode::Unauthorized,
+                format!("not authorized on {db} to execute command getMore"),
+            ));
+        }
         if self.max_time && !cursor.is_await_data() {
             ctx.state.cursors.restore(self.id, cursor);
             return Err(bisondb_error::MongoError::bad_value(
