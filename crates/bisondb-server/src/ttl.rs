@@ -32,6 +32,13 @@ pub fn spawn(state: Arc<ServerState>) -> tokio::task::JoinHandle<()> {
 
 /// One pass over every TTL index; returns how many documents it deleted.
 pub fn run_once(state: &ServerState) -> MongoResult<u64> {
+    crate::metrics::add(&state.metrics.ttl.passes, 1);
+    let deleted = expire_all(state)?;
+    crate::metrics::add(&state.metrics.ttl.deleted_documents, deleted);
+    Ok(deleted)
+}
+
+fn expire_all(state: &ServerState) -> MongoResult<u64> {
     let storage = &state.storage;
     let mut deleted = 0u64;
     let now = bson::DateTime::now().timestamp_millis();

@@ -876,6 +876,18 @@ async fn ttl_monitor_deletes_expired_documents() {
             Bson::String("not-a-date".into())
         ]
     );
+    // serverStatus's metrics.ttl (mongod's; mongodb_exporter reads it).
+    let status = client
+        .database("admin")
+        .run_command(doc! {"serverStatus": 1})
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let ttl = status
+        .get_document("metrics")
+        .and_then(|m| m.get_document("ttl"))
+        .unwrap_or_else(|e| panic!("{e}: {status}"));
+    assert_eq!(num(ttl, "deletedDocuments"), 2, "{ttl}");
+    assert!(num(ttl, "passes") >= 1, "{ttl}");
     server.shutdown();
     server.wait().await;
 }

@@ -105,8 +105,18 @@ impl Command for ServerStatus {
                 "getmore": op.getmore.load(Ordering::Relaxed) as i64,
                 "command": op.command.load(Ordering::Relaxed) as i64,
             },
+            // Operations a secondary applied from its sync source: BisonDB's
+            // replica set has one member, which applies none.
+            "opcountersRepl": {
+                "insert": 0_i64, "query": 0_i64, "update": 0_i64,
+                "delete": 0_i64, "getmore": 0_i64, "command": 0_i64,
+            },
             "opLatencies": s.metrics.op_latencies_document(self.histograms),
             "mem": {"bits": 64, "resident": resident, "virtual": virt, "supported": true},
+            "extra_info": {
+                "note": "fields vary by platform",
+                "page_faults": crate::metrics::page_faults() as i64,
+            },
             "metrics": s.metrics.metrics_document(&s.cursors),
             "storageEngine": {"name": s.storage.engine_name(), "persistent": s.storage.capabilities().persistent},
             "bisondb": crate::metrics::engine_document(s.storage.engine_name(), &s.storage.engine_metrics()),

@@ -1,6 +1,6 @@
 //! The server's counters for `serverStatus` and the metrics endpoint
 //! (`prometheus.rs`): per command (`metrics.commands.<name>`, `opLatencies`),
-//! network, documents, the query executor and cursors.
+//! network, documents, the query executor, cursors and the TTL monitor.
 //!
 //! Every counter is a relaxed atomic. A command's own counters sit in a slice
 //! laid out as `registry::COMMANDS` is, found by the position of the spec the
@@ -85,6 +85,16 @@ pub struct Metrics {
     pub cursors_timed_out: AtomicU64,
     /// Commands that ended in an InternalError (serverStatus `asserts.regular`).
     pub internal_errors: AtomicU64,
+    pub ttl: Ttl,
+}
+
+/// The TTL monitor's work (`metrics.ttl`).
+#[derive(Default)]
+pub struct Ttl {
+    /// Passes over the TTL indexes, each run counted whatever it found.
+    pub passes: AtomicU64,
+    /// Documents (time-series: buckets) the passes deleted.
+    pub deleted_documents: AtomicU64,
 }
 
 impl Default for Metrics {
@@ -99,6 +109,7 @@ impl Default for Metrics {
             document: Documents::default(),
             cursors_timed_out: AtomicU64::new(0),
             internal_errors: AtomicU64::new(0),
+            ttl: Ttl::default(),
         }
     }
 }
@@ -224,6 +235,10 @@ impl Metrics {
                 "scanned": get(&SCANNED) as i64,
                 "scannedObjects": get(&SCANNED_OBJECTS) as i64,
             },
+            "ttl": {
+                "deletedDocuments": get(&self.ttl.deleted_documents) as i64,
+                "passes": get(&self.ttl.passes) as i64,
+            },
         }
     }
 
@@ -238,6 +253,18 @@ impl Metrics {
             "numRequests": get(&self.network.num_requests) as i64,
         }
     }
+}
+
+/// Major page faults of this process (field 12 of /proc/self/stat, what
+/// mongod's `extra_info.page_faults` reports on Linux; 0 where it is missing).
+pub fn page_faults() -> u64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // The command name (field 2) is in parentheses and may hold spaces: count
+    // fields after its closing one (field 3 onwards).
+    stat.rsplit_once(')')
+        .and_then(|(_, rest)| rest.split_whitespace().nth(9))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
 }
 
 /// Resident and virtual size in bytes, from /proc/self/statm (0 where it is

@@ -204,6 +204,16 @@ pub fn render(state: &ServerState) -> String {
             "documents examined",
             &super::SCANNED_OBJECTS,
         ),
+        (
+            "bisondb_ttl_passes_total",
+            "TTL monitor passes",
+            &m.ttl.passes,
+        ),
+        (
+            "bisondb_ttl_deleted_documents_total",
+            "documents the TTL monitor deleted",
+            &m.ttl.deleted_documents,
+        ),
     ] {
         out.single(name, "counter", help, load(counter));
     }
