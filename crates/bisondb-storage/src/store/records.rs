@@ -228,6 +228,22 @@ impl Collection {
         }
     }
 
+    /// The record id of the document whose `_id` is `id`, as mongod's
+    /// `showRecordId` shows it: `None` for a clustered collection (whose
+    /// record id is the `_id`'s key) or when no such document is stored.
+    /// A document keeps its rid for life, so any snapshot that holds it
+    /// gives the same answer.
+    pub fn record_id_of(&self, id: RawBsonRef<'_>) -> Result<Option<u64>, StorageError> {
+        if !self.has_record_ids() {
+            return Ok(None);
+        }
+        let key = self.id_key_for(id);
+        match self.snapshot()?.get(&key)? {
+            Some(rid) => Ok(Some(decode_rid(&rid)?)),
+            None => Ok(None),
+        }
+    }
+
     /// The range of a record-id collection's `_id` entries (`None` for a
     /// clustered collection, whose `_id` index is its documents).
     pub(crate) fn id_index_range(&self) -> Option<(Vec<u8>, Vec<u8>)> {
