@@ -1289,8 +1289,33 @@ fn probe_writable(dir: &Path) -> std::io::Result<()> {
 /// as one sorted run; and inserting in key order lets neighbouring memtable
 /// (skip-list) searches share their path. The sort is stable, so the last of
 /// equal keys is the latest.
-fn sorted_last_op_per_key(mut ops: Vec<BatchOp>) -> Vec<BatchOp> {
-    ops.sort_by(|a, b| a.key().cmp(b.key()));
+///
+/// An insert's batch interleaves regions (a record, its `_id` entry, its
+/// index entries), each often increasing on its own: split stably by region
+/// first, the sort of each finds it already in order (one comparison per
+/// key) instead of merging the interleaved keys (a sixth of timeseries-batch's
+/// key comparisons).
+fn sorted_last_op_per_key(ops: Vec<BatchOp>) -> Vec<BatchOp> {
+    let in_order = |a: &BatchOp, b: &BatchOp| a.key() < b.key();
+    if ops.is_sorted_by(in_order) {
+        return ops;
+    }
+    let n = ops.len();
+    // A batch touches a few regions: a short list beats a map.
+    let mut regions: Vec<(Option<u8>, Vec<BatchOp>)> = Vec::new();
+    for op in ops {
+        let region = op.key().first().copied();
+        match regions.iter_mut().find(|(r, _)| *r == region) {
+            Some((_, v)) => v.push(op),
+            None => regions.push((region, vec![op])),
+        }
+    }
+    regions.sort_by_key(|(r, _)| *r);
+    let mut ops = Vec::with_capacity(n);
+    for (_, mut v) in regions {
+        v.sort_by(|a, b| a.key().cmp(b.key()));
+        ops.append(&mut v);
+    }
     let mut out: Vec<BatchOp> = Vec::with_capacity(ops.len());
     for op in ops {
         if out.last().is_some_and(|last| last.key() == op.key()) {

@@ -596,6 +596,27 @@ fn batches_are_sorted_keeping_the_last_write_per_key() {
             vec![p("b", "1"), p("a", "1"), p("b", "2"), d("c"), p("a", "2")],
             vec![p("a", "2"), p("b", "2"), d("c")],
         ),
+        // An insert's interleaved regions, each increasing, with an empty key
+        // and a later write to an earlier key of one region.
+        (
+            vec![
+                p("\u{3}x1", "1"),
+                p("\u{1}r1", "d"),
+                p("\u{3}x2", "2"),
+                p("\u{1}r2", "e"),
+                d("\u{3}x1"),
+                p("", "z"),
+                p("\u{2}i", "i"),
+            ],
+            vec![
+                p("", "z"),
+                p("\u{1}r1", "d"),
+                p("\u{1}r2", "e"),
+                p("\u{2}i", "i"),
+                d("\u{3}x1"),
+                p("\u{3}x2", "2"),
+            ],
+        ),
     ];
     for (input, want) in cases {
         assert_eq!(sorted_last_op_per_key(input.clone()), want, "{input:?}");
