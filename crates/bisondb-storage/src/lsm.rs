@@ -312,7 +312,7 @@ impl Open {
             .ix
             .start_ingestion()
             .map_err(|e| map_fjall(e, "index ingestion"))?;
-        for (k, v) in Merged::new(&runs, Bound::Unbounded, Bound::Unbounded, false) {
+        for (k, v) in buffer::all_in_key_order(&runs) {
             let key = stored_key(k)?;
             match v {
                 Some(v) => ingest.write(key, v),
@@ -1301,6 +1301,9 @@ fn sorted_last_op_per_key(ops: Vec<BatchOp>) -> Vec<BatchOp> {
         return ops;
     }
     let n = ops.len();
+    if n <= 16 {
+        return last_op_per_key(ops);
+    }
     // A batch touches a few regions: a short list beats a map.
     let mut regions: Vec<(Option<u8>, Vec<BatchOp>)> = Vec::new();
     for op in ops {
@@ -1313,9 +1316,16 @@ fn sorted_last_op_per_key(ops: Vec<BatchOp>) -> Vec<BatchOp> {
     regions.sort_by_key(|(r, _)| *r);
     let mut ops = Vec::with_capacity(n);
     for (_, mut v) in regions {
-        v.sort_by(|a, b| a.key().cmp(b.key()));
         ops.append(&mut v);
     }
+    last_op_per_key(ops)
+}
+
+/// `ops` sorted by key (stably) with only the last operation on each key.
+fn last_op_per_key(mut ops: Vec<BatchOp>) -> Vec<BatchOp> {
+    // Each region's stretch sorts on its own; a stretch already in order
+    // costs one comparison per key.
+    ops.sort_by(|a, b| a.key().cmp(b.key()));
     let mut out: Vec<BatchOp> = Vec::with_capacity(ops.len());
     for op in ops {
         if out.last().is_some_and(|last| last.key() == op.key()) {

@@ -621,6 +621,29 @@ fn batches_are_sorted_keeping_the_last_write_per_key() {
     for (input, want) in cases {
         assert_eq!(sorted_last_op_per_key(input.clone()), want, "{input:?}");
     }
+    // Big enough to be split by region: an insert of 30 documents (record,
+    // `_id` entry, index entry in decreasing order), then rewrites of some
+    // keys, against a plain stable sort.
+    let mut big = Vec::new();
+    for i in 0..30u8 {
+        big.push(BatchOp::Put(vec![1, i], vec![i]));
+        big.push(BatchOp::Put(vec![3, 0, i], vec![i]));
+        big.push(BatchOp::Put(vec![3, 1, 99 - i], vec![i]));
+    }
+    big.push(BatchOp::Delete(vec![1, 4]));
+    big.push(BatchOp::Put(vec![3, 0, 7], b"new".to_vec()));
+    big.push(BatchOp::Put(vec![], vec![]));
+    let mut want = big.clone();
+    want.sort_by(|a, b| a.key().cmp(b.key()));
+    let mut dedup: Vec<BatchOp> = Vec::new();
+    for op in want {
+        if dedup.last().is_some_and(|l| l.key() == op.key()) {
+            dedup.pop();
+        }
+        dedup.push(op);
+    }
+    assert_eq!(dedup.len(), 91);
+    assert_eq!(sorted_last_op_per_key(big), dedup);
 }
 
 #[test]
