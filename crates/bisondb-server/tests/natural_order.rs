@@ -298,6 +298,22 @@ async fn an_old_layout_dbpath_still_opens() {
     shutdown_by_command(server, client).await;
 }
 
+/// A find with `showRecordId`.
+async fn with_record_ids(
+    coll: &mongodb::Collection<Document>,
+    filter: Document,
+    projection: Option<Document>,
+) -> Vec<Document> {
+    coll.find(filter)
+        .with_options(FindOptions::builder().projection(projection).build())
+        .show_record_id(true)
+        .await
+        .unwrap_or_else(|e| panic!("find: {e}"))
+        .try_collect()
+        .await
+        .unwrap_or_else(|e| panic!("cursor: {e}"))
+}
+
 /// `showRecordId`: an ordinary collection shows each document's record id as
 /// a NumberLong that grows with insertion (mongod's), and a replace keeps it;
 /// a clustered collection shows its `_id`'s key as BinData.
@@ -319,14 +335,7 @@ async fn show_record_id_is_the_record_id() {
             })
             .collect()
     };
-    let docs: Vec<Document> = coll
-        .find(doc! {})
-        .show_record_id(true)
-        .await
-        .unwrap()
-        .try_collect()
-        .await
-        .unwrap();
+    let docs = with_record_ids(&coll, doc! {}, None).await;
     let rids = shown(&docs);
     assert_eq!(rids.len(), 3);
     let longs: Vec<i64> = rids
@@ -347,15 +356,7 @@ async fn show_record_id_is_the_record_id() {
     coll.replace_one(doc! {"_id": "a"}, doc! {"x": 2, "pad": "p".repeat(100)})
         .await
         .unwrap();
-    let again: Vec<Document> = coll
-        .find(doc! {"_id": "a"})
-        .projection(doc! {"_id": 0, "x": 1})
-        .show_record_id(true)
-        .await
-        .unwrap()
-        .try_collect()
-        .await
-        .unwrap();
+    let again = with_record_ids(&coll, doc! {"_id": "a"}, Some(doc! {"_id": 0, "x": 1})).await;
     assert_eq!(again, vec![doc! {"x": 2, "$recordId": longs[1]}]);
 
     run(
@@ -365,14 +366,7 @@ async fn show_record_id_is_the_record_id() {
     .await;
     let cl = db.collection::<Document>("cl");
     cl.insert_one(doc! {"_id": 7}).await.unwrap();
-    let docs: Vec<Document> = cl
-        .find(doc! {})
-        .show_record_id(true)
-        .await
-        .unwrap()
-        .try_collect()
-        .await
-        .unwrap();
+    let docs = with_record_ids(&cl, doc! {}, None).await;
     assert!(
         matches!(docs[0].get("$recordId"), Some(Bson::Binary(_))),
         "{docs:?}"
