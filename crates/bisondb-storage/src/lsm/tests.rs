@@ -1381,3 +1381,12 @@ fn io_failures_are_full_only_on_a_full_disk() {
     // A path that cannot be asked about is not taken for a full disk.
     assert!(!disk_full(Path::new("/nonexistent/bisondb")));
 }
+
+#[test]
+fn stored_keys_are_the_prefixed_keys_short_or_long() {
+    for len in [0usize, 1, 17, 62, 63, 64, 65, 300] {
+        let key: Vec<u8> = (0..len).map(|i| (i % 251) as u8).collect();
+        let stored = stored_key(&key).unwrap_or_else(|e| panic!("{len}: {e}"));
+        assert_eq!(&stored[..], &prefixed(&key)[..], "key of {len} bytes");
+    }
+}
