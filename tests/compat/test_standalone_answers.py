@@ -168,10 +168,11 @@ def test_update_pipeline_with_an_unknown_stage_fails_the_command(server):
 
 def test_show_record_id(server):
     # mongod appends each result's record id as `$recordId` after the projection
-    # (and after returnKey's key). A collection clustered by `_id` (mongod's
-    # clustered collections; every ordinary BisonDB collection today) has the
-    # `_id`'s key as its record id, serialized as BinData
-    # (RecordId::serializeToken); the same document keeps the same id.
+    # (and after returnKey's key). An ordinary collection's record id is a
+    # NumberLong that grows with insertion; a collection clustered by `_id`
+    # (mongod's clustered collections) has the `_id`'s key as its record id,
+    # serialized as BinData (RecordId::serializeToken). The same document
+    # keeps the same id.
     _, client = server
     db = client.rid
     db.c.drop()
@@ -180,12 +181,17 @@ def test_show_record_id(server):
     batch = first["cursor"]["firstBatch"]
     assert [d["x"] for d in batch] == [0, 1, 2]
     ids = [d["$recordId"] for d in batch]
-    assert all(isinstance(r, bytes) and r for r in ids) and len(set(ids)) == 3
+    assert all(isinstance(r, int) for r in ids) and ids == sorted(set(ids))
     again = db.command("find", "c", filter={"x": 1}, showRecordId=True)["cursor"]["firstBatch"]
     assert again == [{"_id": 1, "x": 1, "$recordId": ids[1]}]
     keys = db.command("find", "c", showRecordId=True, returnKey=True,
                       hint={"_id": 1})["cursor"]["firstBatch"]
     assert keys == [{"_id": i, "$recordId": ids[i]} for i in range(3)]
+    db.cl.drop()
+    db.create_collection("cl", clusteredIndex={"key": {"_id": 1}, "unique": True})
+    db.cl.insert_one({"_id": 5})
+    cl = db.command("find", "cl", showRecordId=True)["cursor"]["firstBatch"]
+    assert isinstance(cl[0]["$recordId"], bytes) and cl[0]["$recordId"]
 
 
 def test_ingress_connection_rate_limiter(server):

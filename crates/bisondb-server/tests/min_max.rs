@@ -164,6 +164,14 @@ async fn min_max_errors_are_mongods() {
         .unwrap_or_else(|e| panic!("{e}"));
     assert!(!shown.is_empty());
     assert!(shown.iter().all(|d| d.contains_key("$recordId")));
+    // An ordinary collection keeps documents under record ids: mongod
+    // shows them as NumberLongs.
+    assert!(
+        shown
+            .iter()
+            .all(|d| matches!(d.get("$recordId"), Some(bson::Bson::Int64(_)))),
+        "{shown:?}"
+    );
     // Under a collation, string bounds cannot use the (binary) index.
     let e = expect_code(
         find(

@@ -297,3 +297,78 @@ async fn an_old_layout_dbpath_still_opens() {
     );
     shutdown_by_command(server, client).await;
 }
+
+/// A find with `showRecordId`.
+async fn with_record_ids(
+    coll: &mongodb::Collection<Document>,
+    filter: Document,
+    projection: Option<Document>,
+) -> Vec<Document> {
+    coll.find(filter)
+        .with_options(FindOptions::builder().projection(projection).build())
+        .show_record_id(true)
+        .await
+        .unwrap_or_else(|e| panic!("find: {e}"))
+        .try_collect()
+        .await
+        .unwrap_or_else(|e| panic!("cursor: {e}"))
+}
+
+/// `showRecordId`: an ordinary collection shows each document's record id as
+/// a NumberLong that grows with insertion (mongod's), and a replace keeps it;
+/// a clustered collection shows its `_id`'s key as BinData.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn show_record_id_is_the_record_id() {
+    let t = start().await;
+    let db = t.tcp.database("nat_rid");
+    let coll = db.collection::<Document>("c");
+    for id in ["b", "a", "c"] {
+        coll.insert_one(doc! {"_id": id, "x": 1}).await.unwrap();
+    }
+    let shown = |docs: &[Document]| -> Vec<(Bson, Bson)> {
+        docs.iter()
+            .map(|d| {
+                (
+                    d.get("_id").cloned().unwrap_or(Bson::Null),
+                    d.get("$recordId").cloned().unwrap_or(Bson::Null),
+                )
+            })
+            .collect()
+    };
+    let docs = with_record_ids(&coll, doc! {}, None).await;
+    let rids = shown(&docs);
+    assert_eq!(rids.len(), 3);
+    let longs: Vec<i64> = rids
+        .iter()
+        .map(|(_, r)| match r {
+            Bson::Int64(n) => *n,
+            other => panic!("$recordId {other:?} is not a NumberLong"),
+        })
+        .collect();
+    assert!(longs.windows(2).all(|w| w[0] < w[1]), "{longs:?}");
+    assert_eq!(
+        rids.iter().map(|(id, _)| id.clone()).collect::<Vec<_>>(),
+        strs(&["b", "a", "c"])
+    );
+
+    // A replace keeps the record id; a projection does not drop it; an
+    // index scan shows the same one.
+    coll.replace_one(doc! {"_id": "a"}, doc! {"x": 2, "pad": "p".repeat(100)})
+        .await
+        .unwrap();
+    let again = with_record_ids(&coll, doc! {"_id": "a"}, Some(doc! {"_id": 0, "x": 1})).await;
+    assert_eq!(again, vec![doc! {"x": 2, "$recordId": longs[1]}]);
+
+    run(
+        &db,
+        doc! {"create": "cl", "clusteredIndex": {"key": {"_id": 1}, "unique": true}},
+    )
+    .await;
+    let cl = db.collection::<Document>("cl");
+    cl.insert_one(doc! {"_id": 7}).await.unwrap();
+    let docs = with_record_ids(&cl, doc! {}, None).await;
+    assert!(
+        matches!(docs[0].get("$recordId"), Some(Bson::Binary(_))),
+        "{docs:?}"
+    );
+}

@@ -1152,13 +1152,13 @@ pub(crate) fn load_stats(
     };
     if !known {
         // The `_id` index: a record-id collection's `_id` entries (key and
-        // rid), else the document keys.
+        // rid, at its logical size `records::RID_LEN`), else the document keys.
         let (range, with_value) = match state.records {
             Some(_) => (records::id_range(state.id), true),
             None => (layout::doc_range(state.id), false),
         };
-        validate::for_each(snap, range, |k, v| {
-            let len = k.len() + if with_value { v.len() } else { 0 };
+        validate::for_each(snap, range, |k, _| {
+            let len = k.len() + if with_value { records::RID_LEN } else { 0 };
             record.id_bytes = record.id_bytes.saturating_add(len as u64);
             Ok(())
         })?;
@@ -1217,7 +1217,7 @@ impl DocIter {
     /// The document of the record an `_id` entry names.
     fn record(&self, coll: u64, rid: &[u8]) -> Result<RawDocumentBuf, StorageError> {
         let snapshot = self.snapshot.as_ref().map_err(Clone::clone)?;
-        let key = layout::record_key(coll, capped::decode_rid(rid)?);
+        let key = layout::record_key(coll, records::decode_rid_value(rid)?);
         match snapshot.get(&key)? {
             Some(doc) => decode_doc(doc),
             None => Err(StorageError::corrupt(format!(
@@ -1276,7 +1276,7 @@ impl Iterator for DocIter {
 }
 
 pub(crate) mod capped;
-mod records;
+pub(crate) mod records;
 pub(crate) mod txn;
 pub use capped::NaturalIter;
 pub(crate) use records::RecordIds;

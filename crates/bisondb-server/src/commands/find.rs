@@ -380,7 +380,7 @@ impl Find {
             // mongod's RETURN_KEY stage replaces the projection.
             _ if self.return_key => {
                 let keys = plan::ReturnKey::new(&chosen)?;
-                project(src, show, move |d| keys.key_of(d))
+                project(src, coll, show, move |d| keys.key_of(d))
             }
             Some(p) => {
                 let p = Projection::parse_with_filter(p, &self.filter)?;
@@ -393,10 +393,10 @@ impl Find {
                     }
                     meta_projection(p, &chosen, sort.cloned(), src)?
                 } else {
-                    project(src, show, move |d| p.apply_raw(d))
+                    project(src, coll, show, move |d| p.apply_raw(d))
                 }
             }
-            None if show => project(src, show, |d| Ok(d.clone())),
+            None if show => project(src, coll, show, |d| Ok(d.clone())),
             None => src,
         };
         Ok((chosen, src))
@@ -506,14 +506,18 @@ fn simple_projection(p: &Document) -> bool {
 /// Applies a find's projection (or `returnKey`) to each document and, with
 /// `showRecordId`, appends the stored document's record id as mongod's
 /// `showRecordId` does, after the projection so that no projection drops it.
-/// A collection clustered by `_id`, as BisonDB stores ordinary collections
-/// (and mongod its clustered collections), has the `_id`'s key as its
-/// record id, which mongod shows as BinData (`RecordId::serializeToken`).
+/// A record-id collection shows the document's record id as a NumberLong,
+/// as mongod shows an ordinary collection's. A collection clustered by `_id`
+/// (mongod's clustered collections, and ordinary ones of a dbpath written
+/// before record ids) has the `_id`'s key as its record id, which mongod
+/// shows as BinData (`RecordId::serializeToken`).
 fn project(
     src: DocSource,
+    coll: Option<&bisondb_storage::Collection>,
     show_record_id: bool,
     f: impl Fn(&RawDocumentBuf) -> MongoResult<RawDocumentBuf> + Send + 'static,
 ) -> DocSource {
+    let coll = coll.filter(|_| show_record_id).cloned();
     Box::new(src.map(move |d| {
         d.and_then(|d| {
             let mut out = f(&d)?;
@@ -522,13 +526,18 @@ fn project(
                     .get("_id")
                     .map_err(crate::request::invalid_bson)?
                     .ok_or_else(|| MongoError::internal("a stored document without _id"))?;
-                out.append(
-                    bson::raw::cstr!("$recordId"),
-                    bson::RawBson::Binary(bson::Binary {
+                let rid = match &coll {
+                    Some(c) => c.record_id_of(id)?,
+                    None => None,
+                };
+                let shown = match rid {
+                    Some(rid) => bson::RawBson::Int64(i64::try_from(rid).unwrap_or(i64::MAX)),
+                    None => bson::RawBson::Binary(bson::Binary {
                         subtype: bson::spec::BinarySubtype::Generic,
                         bytes: bisondb_storage::encode_id(id),
                     }),
-                );
+                };
+                out.append(bson::raw::cstr!("$recordId"), shown);
             }
             Ok(out)
         })

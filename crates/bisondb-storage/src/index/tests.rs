@@ -209,7 +209,20 @@ fn check_consistent(c: &Collection) {
         .unwrap_or_else(|| crate::layout::doc_range(state.id));
     let key_bytes: u64 = stored(snap.as_ref(), id_range)
         .iter()
-        .map(|(k, v)| (k.len() + if c.has_record_ids() { v.len() } else { 0 }) as u64)
+        .map(|(k, v)| {
+            // A record-id collection's entries name a record: their rid
+            // counts at its logical size (`records::RID_LEN`).
+            if c.has_record_ids() {
+                crate::store::records::decode_rid_value(v)
+                    .unwrap_or_else(|e| panic!("_id entry {k:?}: {e}"));
+            }
+            (k.len()
+                + if c.has_record_ids() {
+                    crate::store::records::RID_LEN
+                } else {
+                    0
+                }) as u64
+        })
         .sum();
     assert_eq!(c.id_index_bytes(), key_bytes, "bytes of the document keys");
     for ix in state.indexes.read().iter() {

@@ -381,6 +381,21 @@ pub(super) fn merge(runs: &[Arc<Run>], level: u8) -> Result<Run, EngineError> {
     Ok(b.finish(max_seq, level))
 }
 
+/// Every entry of `runs` (oldest first) in key order, the newest operation
+/// on each key, as [`Merged`] gives them; when no key is in two runs (an
+/// increasing `_id` index), run after run without comparing heads, which
+/// took most of an ingestion's own time.
+pub(super) fn all_in_key_order<'a>(runs: &'a [Arc<Run>]) -> Box<dyn Iterator<Item = Op<'a>> + 'a> {
+    match disjoint_in_key_order(runs) {
+        Some(order) => Box::new(
+            order
+                .into_iter()
+                .flat_map(|r| (0..r.len()).map(move |i| r.entry(i))),
+        ),
+        None => Box::new(Merged::new(runs, Bound::Unbounded, Bound::Unbounded, false)),
+    }
+}
+
 /// The non-empty runs ordered by their first key, when each one's keys all
 /// sort before the next one's.
 fn disjoint_in_key_order(runs: &[Arc<Run>]) -> Option<Vec<&Run>> {

@@ -596,10 +596,54 @@ fn batches_are_sorted_keeping_the_last_write_per_key() {
             vec![p("b", "1"), p("a", "1"), p("b", "2"), d("c"), p("a", "2")],
             vec![p("a", "2"), p("b", "2"), d("c")],
         ),
+        // An insert's interleaved regions, each increasing, with an empty key
+        // and a later write to an earlier key of one region.
+        (
+            vec![
+                p("\u{3}x1", "1"),
+                p("\u{1}r1", "d"),
+                p("\u{3}x2", "2"),
+                p("\u{1}r2", "e"),
+                d("\u{3}x1"),
+                p("", "z"),
+                p("\u{2}i", "i"),
+            ],
+            vec![
+                p("", "z"),
+                p("\u{1}r1", "d"),
+                p("\u{1}r2", "e"),
+                p("\u{2}i", "i"),
+                d("\u{3}x1"),
+                p("\u{3}x2", "2"),
+            ],
+        ),
     ];
     for (input, want) in cases {
         assert_eq!(sorted_last_op_per_key(input.clone()), want, "{input:?}");
     }
+    // Big enough to be split by region: an insert of 30 documents (record,
+    // `_id` entry, index entry in decreasing order), then rewrites of some
+    // keys, against a plain stable sort.
+    let mut big = Vec::new();
+    for i in 0..30u8 {
+        big.push(BatchOp::Put(vec![1, i], vec![i]));
+        big.push(BatchOp::Put(vec![3, 0, i], vec![i]));
+        big.push(BatchOp::Put(vec![3, 1, 99 - i], vec![i]));
+    }
+    big.push(BatchOp::Delete(vec![1, 4]));
+    big.push(BatchOp::Put(vec![3, 0, 7], b"new".to_vec()));
+    big.push(BatchOp::Put(vec![], vec![]));
+    let mut want = big.clone();
+    want.sort_by(|a, b| a.key().cmp(b.key()));
+    let mut dedup: Vec<BatchOp> = Vec::new();
+    for op in want {
+        if dedup.last().is_some_and(|l| l.key() == op.key()) {
+            dedup.pop();
+        }
+        dedup.push(op);
+    }
+    assert_eq!(dedup.len(), 91);
+    assert_eq!(sorted_last_op_per_key(big), dedup);
 }
 
 #[test]
@@ -1336,4 +1380,13 @@ fn io_failures_are_full_only_on_a_full_disk() {
     ));
     // A path that cannot be asked about is not taken for a full disk.
     assert!(!disk_full(Path::new("/nonexistent/bisondb")));
+}
+
+#[test]
+fn stored_keys_are_the_prefixed_keys_short_or_long() {
+    for len in [0usize, 1, 17, 62, 63, 64, 65, 300] {
+        let key: Vec<u8> = (0..len).map(|i| (i % 251) as u8).collect();
+        let stored = stored_key(&key).unwrap_or_else(|e| panic!("{len}: {e}"));
+        assert_eq!(&stored[..], &prefixed(&key)[..], "key of {len} bytes");
+    }
 }

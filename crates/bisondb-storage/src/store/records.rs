@@ -8,8 +8,13 @@
 //!
 //! ```text
 //! [0x01] coll:u64be rid:u64be                -> the raw document
-//! [0x03] coll:u64be 0:u64be encode_id(_id)   -> rid:u64be   the `_id` index
+//! [0x03] coll:u64be 0:u64be encode_id(_id)   -> rid   the `_id` index
 //! ```
+//!
+//! An `_id` entry's rid is big-endian without its leading zero bytes (1 to
+//! 8 bytes; [`encode_rid_value`]): three bytes up to 16 million records
+//! instead of eight, in every copy the entry makes (the batch's run, its
+//! journaled blob, the tables). Entries of eight bytes decode the same.
 //!
 //! The `_id` index lives in the index region under index id 0 (secondary
 //! index ids start at 1): the lsm engine keeps that region apart and writes
@@ -48,8 +53,30 @@ use crate::error::StorageError;
 use crate::{index, layout};
 use bisondb_engine::{Snapshot, WriteBatch};
 
-/// Bytes of the value of an `_id` entry (a big-endian rid).
+/// Bytes an `_id` entry's rid counts for in the `_id` index's size: its
+/// logical size, whatever [`encode_rid_value`] stored.
 pub(crate) const RID_LEN: usize = 8;
+
+/// The value of an `_id` entry naming record `rid`: big-endian, without
+/// leading zero bytes (one byte for rid 0).
+pub(crate) fn encode_rid_value(rid: u64) -> Vec<u8> {
+    let bytes = rid.to_be_bytes();
+    let skip = (rid.leading_zeros() / 8).min(7) as usize;
+    bytes[skip..].to_vec()
+}
+
+/// The rid an `_id` entry's value holds (see [`encode_rid_value`]).
+pub(crate) fn decode_rid_value(v: &[u8]) -> Result<u64, StorageError> {
+    if v.is_empty() || v.len() > 8 {
+        return Err(StorageError::corrupt(format!(
+            "bad _id entry value of {} bytes",
+            v.len()
+        )));
+    }
+    let mut bytes = [0u8; 8];
+    bytes[8 - v.len()..].copy_from_slice(v);
+    Ok(u64::from_be_bytes(bytes))
+}
 
 /// The record-id sequence of one record-id collection.
 #[derive(Default)]
@@ -151,13 +178,13 @@ impl Collection {
         let Some(rid) = snap.get(&id_key(self.state.id, encoded))? else {
             return Ok(None);
         };
-        let doc_key = layout::record_key(self.state.id, decode_rid(&rid)?);
+        let rid = decode_rid_value(&rid)?;
+        let doc_key = layout::record_key(self.state.id, rid);
         match snap.get(&doc_key)? {
             Some(value) => Ok(Some(Located { doc_key, value })),
             None => Err(StorageError::corrupt(format!(
-                "the _id index of {} names record {} that is not stored",
+                "the _id index of {} names record {rid} that is not stored",
                 self.ns,
-                decode_rid(&rid)?
             ))),
         }
     }
@@ -174,8 +201,11 @@ impl Collection {
     ) {
         match next_rid {
             Some(rid) => {
-                batch.put(id_key, rid.to_be_bytes().to_vec());
+                // Record first: a one-document batch is then in key order
+                // (records sort before the index region), which the lsm
+                // engine's commit takes without sorting.
                 batch.put(layout::record_key(self.state.id, *rid), doc);
+                batch.put(id_key, encode_rid_value(*rid));
                 *rid = rid.saturating_add(1);
             }
             None => batch.put(id_key, doc),
@@ -228,9 +258,50 @@ impl Collection {
         }
     }
 
+    /// The record id of the document whose `_id` is `id`, as mongod's
+    /// `showRecordId` shows it: `None` for a clustered collection (whose
+    /// record id is the `_id`'s key) or when no such document is stored.
+    /// A document keeps its rid for life, so any snapshot that holds it
+    /// gives the same answer.
+    pub fn record_id_of(&self, id: RawBsonRef<'_>) -> Result<Option<u64>, StorageError> {
+        if !self.has_record_ids() {
+            return Ok(None);
+        }
+        let key = self.id_key_for(id);
+        match self.snapshot()?.get(&key)? {
+            Some(rid) => Ok(Some(decode_rid_value(&rid)?)),
+            None => Ok(None),
+        }
+    }
+
     /// The range of a record-id collection's `_id` entries (`None` for a
     /// clustered collection, whose `_id` index is its documents).
     pub(crate) fn id_index_range(&self) -> Option<(Vec<u8>, Vec<u8>)> {
         self.has_record_ids().then(|| id_range(self.state.id))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{decode_rid_value, encode_rid_value};
+
+    #[test]
+    fn rid_values_are_short_and_round_trip() {
+        for (rid, len) in [
+            (0, 1),
+            (1, 1),
+            (255, 1),
+            (256, 2),
+            (1 << 24, 4),
+            (u64::MAX, 8),
+        ] {
+            let v = encode_rid_value(rid);
+            assert_eq!(v.len(), len, "{rid}");
+            assert_eq!(decode_rid_value(&v).unwrap(), rid);
+        }
+        // The eight-byte form decodes the same.
+        assert_eq!(decode_rid_value(&300u64.to_be_bytes()).unwrap(), 300);
+        assert!(decode_rid_value(&[]).is_err());
+        assert!(decode_rid_value(&[1; 9]).is_err());
     }
 }

@@ -560,9 +560,10 @@ impl Run<'_> {
                 .ok()
                 .and_then(|d| id_of(&d).map(crate::keycode::encode_id))
             {
-                Some(encoded) => {
-                    snap.get(&super::records::id_key(id, &encoded))?.as_deref() == Some(rid)
-                }
+                Some(encoded) => snap
+                    .get(&super::records::id_key(id, &encoded))?
+                    .and_then(|v| super::records::decode_rid_value(&v).ok())
+                    .is_some_and(|named| capped::decode_rid(rid).ok() == Some(named)),
                 None => false,
             };
             if !ok {

@@ -185,3 +185,36 @@ fn merging_disjoint_runs_concatenates_them_in_key_order() {
         ]
     );
 }
+
+#[test]
+fn ingestion_order_is_the_merged_order() {
+    let own = |it: Box<dyn Iterator<Item = Op<'_>> + '_>| -> Vec<(Vec<u8>, Option<Vec<u8>>)> {
+        it.map(|(k, v)| (k.to_vec(), v.map(<[u8]>::to_vec)))
+            .collect()
+    };
+    // Disjoint runs, listed newest first with the lowest keys, and an
+    // empty run among them.
+    let disjoint = [
+        run(&[(b"d", Some(b"4")), (b"e", None)], 1),
+        run(&[], 2),
+        run(&[(b"a", Some(b"1")), (b"b", Some(b"2"))], 3),
+    ];
+    // Overlapping runs: the newest operation on `c` wins.
+    let overlapping = [
+        run(&[(b"a", Some(b"old")), (b"c", Some(b"3"))], 4),
+        run(&[(b"c", None), (b"f", Some(b"6"))], 5),
+    ];
+    for runs in [&disjoint[..], &overlapping[..]] {
+        let want = collect(Merged::new(runs, Bound::Unbounded, Bound::Unbounded, false));
+        assert_eq!(own(all_in_key_order(runs)), want);
+    }
+    assert_eq!(own(all_in_key_order(&disjoint)).len(), 4);
+    assert_eq!(
+        own(all_in_key_order(&overlapping)),
+        vec![
+            (b"a".to_vec(), Some(b"old".to_vec())),
+            (b"c".to_vec(), None),
+            (b"f".to_vec(), Some(b"6".to_vec()))
+        ]
+    );
+}
