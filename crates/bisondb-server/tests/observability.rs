@@ -563,22 +563,23 @@ async fn write_conflicts_are_counted() {
     let before = status_n(&admin, conflicts).await;
     let scraped_before =
         parse(&scrape(addr, "/metrics").await.1)["bisondb_operation_write_conflicts_total"];
-    let mut a = ts.tcp.start_session().await.unwrap();
-    let mut b = ts.tcp.start_session().await.unwrap();
-    a.start_transaction().await.unwrap();
-    b.start_transaction().await.unwrap();
-    c.update_one(doc! {"_id": 1}, doc! {"$set": {"x": 1}})
-        .session(&mut a)
-        .await
-        .unwrap();
-    let e = c
-        .update_one(doc! {"_id": 1}, doc! {"$set": {"x": 2}})
-        .session(&mut b)
-        .await
-        .unwrap_err();
-    assert_eq!(error_code(&e), Some(112), "{e:?}");
-    let _ = b.abort_transaction().await;
-    a.commit_transaction().await.unwrap();
+    // Both open before either writes: the second writer of `_id` 1 loses.
+    let mut sessions = Vec::new();
+    for _ in 0..2 {
+        let mut s = ts.tcp.start_session().await.unwrap();
+        s.start_transaction().await.unwrap();
+        sessions.push(s);
+    }
+    let mut outcomes = Vec::new();
+    for (x, s) in sessions.iter_mut().enumerate() {
+        let set = doc! {"$set": {"x": x as i64 + 1}};
+        outcomes.push(c.update_one(doc! {"_id": 1}, set).session(s).await);
+    }
+    assert!(outcomes[0].is_ok(), "{:?}", outcomes[0]);
+    let lost = outcomes[1].as_ref().map(|_| ()).unwrap_err();
+    assert_eq!(error_code(lost), Some(112), "{lost:?}");
+    let _ = sessions[1].abort_transaction().await;
+    sessions[0].commit_transaction().await.unwrap();
     assert!(status_n(&admin, conflicts).await > before);
     let scraped =
         parse(&scrape(addr, "/metrics").await.1)["bisondb_operation_write_conflicts_total"];
