@@ -7,7 +7,20 @@
 //! (duplicate keys, missing namespaces) is `bisondb_storage::StorageError`,
 //! which wraps this type.
 
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use bisondb_error::{ErrorCode, MongoError};
+
+/// Write conflicts raised in this process (serverStatus
+/// `metrics.operation.writeConflicts`): every [`EngineError::WriteConflict`]
+/// is made by [`EngineError::write_conflict`], which counts it. Process-wide
+/// because an engine has no handle on the server that uses it.
+static WRITE_CONFLICTS: AtomicU64 = AtomicU64::new(0);
+
+/// How many write conflicts the engines have raised since the process began.
+pub fn write_conflicts() -> u64 {
+    WRITE_CONFLICTS.load(Ordering::Relaxed)
+}
 
 /// A failure below the document store: in an engine or its files.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -49,6 +62,13 @@ pub enum EngineError {
 }
 
 impl EngineError {
+    /// A [`EngineError::WriteConflict`] with `msg`, counted in
+    /// [`write_conflicts`] (one relaxed addition).
+    pub fn write_conflict(msg: impl Into<String>) -> EngineError {
+        WRITE_CONFLICTS.fetch_add(1, Ordering::Relaxed);
+        EngineError::WriteConflict(msg.into())
+    }
+
     /// The mongod error code this error maps to.
     pub fn code(&self) -> ErrorCode {
         match self {

@@ -150,8 +150,8 @@ impl LocalTransaction {
         }
         let mut owners = self.table.owners.lock();
         match owners.get(key) {
-            Some(&owner) if owner != self.id => Err(EngineError::WriteConflict(
-                "WriteConflict: another transaction has written this key".into(),
+            Some(&owner) if owner != self.id => Err(EngineError::write_conflict(
+                "WriteConflict: another transaction has written this key",
             )),
             Some(_) => Ok(()),
             None => {
@@ -174,9 +174,8 @@ impl LocalTransaction {
         let now = self.store.snapshot()?;
         for key in self.writes.keys() {
             if now.get(key)? != self.snapshot.get(key)? {
-                return Err(EngineError::WriteConflict(
-                    "WriteConflict: a key this transaction wrote was changed after its snapshot"
-                        .into(),
+                return Err(EngineError::write_conflict(
+                    "WriteConflict: a key this transaction wrote was changed after its snapshot",
                 ));
             }
         }

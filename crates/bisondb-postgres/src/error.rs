@@ -23,7 +23,7 @@ pub fn map_error(e: &tokio_postgres::Error, what: &str) -> EngineError {
         || *code == SqlState::T_R_DEADLOCK_DETECTED
         || *code == SqlState::LOCK_NOT_AVAILABLE
     {
-        EngineError::WriteConflict(format!("WriteConflict: {}", db.message()))
+        EngineError::write_conflict(format!("WriteConflict: {}", db.message()))
     } else if *code == SqlState::DISK_FULL {
         EngineError::Full
     } else if *code == SqlState::PROGRAM_LIMIT_EXCEEDED {

@@ -544,6 +544,9 @@ fn run_command(
     drop(running);
     let took = started.elapsed();
     state.metrics.command_done(spec, took, failed);
+    if !failed && spec.is_some_and(|s| s.write_concern) {
+        state.metrics.get_last_error.note_write(req.body, took);
+    }
     state.top.record(req, spec, took);
     crate::log::slow::log_if_slow(state, req, conn, &reply, started);
     if let Some(p) = profiled {

@@ -38,6 +38,11 @@ fn n(d: &Document, path: &str) -> i64 {
     }
 }
 
+/// One number of a fresh serverStatus.
+async fn status_n(admin: &mongodb::Database, path: &str) -> i64 {
+    n(&run(admin, doc! {"serverStatus": 1}).await, path)
+}
+
 async fn fill(client: &mongodb::Client, db: &str, docs: usize) {
     let coll = client.database(db).collection::<Document>("c");
     let batch: Vec<Document> = (0..docs)
@@ -152,6 +157,62 @@ async fn server_status_sections_move_under_load() {
     assert!(n(&cs, "latencyStats.reads.ops") >= 1, "{cs}");
     assert!(n(&cs, "latencyStats.writes.ops") >= 4, "{cs}");
     assert!(n(&cs, "latencyStats.writes.latency") > 0, "{cs}");
+    // metrics.getLastError: no write so far asked to wait for its concern.
+    assert_eq!(n(&s, "metrics.getLastError.wtime.num"), 0);
+    assert!(n(&s, "metrics.getLastError.wtime.totalMillis") >= 0);
+    assert_eq!(n(&s, "metrics.getLastError.wtimeouts"), 0);
+    for wc in [doc! {"w": 1, "j": true}, doc! {"w": "majority"}] {
+        let before = status_n(&admin, "metrics.getLastError.wtime.num").await;
+        run(
+            &db,
+            doc! {"insert": "c", "documents": [{"x": -1}], "writeConcern": wc.clone()},
+        )
+        .await;
+        let after = status_n(&admin, "metrics.getLastError.wtime.num").await;
+        assert_eq!(after, before + 1, "{wc}");
+    }
+    run(
+        &db,
+        doc! {"insert": "c", "documents": [{"x": -2}], "writeConcern": {"w": 1}},
+    )
+    .await;
+    let after = run(&admin, doc! {"serverStatus": 1}).await;
+    assert_eq!(
+        n(&after, "metrics.getLastError.wtime.num"),
+        2,
+        "w: 1 waits for nothing"
+    );
+    // metrics.operation.scanAndOrder: a sort no index gives is done in
+    // memory. The counter is the process's, shared with the tests running
+    // beside this one, so an unchanged reading is looked for a few times.
+    let sorted = |key: &str| {
+        let mut sort = Document::new();
+        sort.insert(key, 1);
+        doc! {"find": "c", "filter": {"x": {"$lt": 3}}, "sort": sort}
+    };
+    let scan_and_order = "metrics.operation.scanAndOrder";
+    let before = status_n(&admin, scan_and_order).await;
+    run(&db, sorted("s")).await;
+    assert!(
+        status_n(&admin, scan_and_order).await > before,
+        "an unindexed sort sorts in memory"
+    );
+    run(
+        &db,
+        doc! {"createIndexes": "c", "indexes": [{"key": {"x": 1}, "name": "x_1"}]},
+    )
+    .await;
+    let mut unchanged = false;
+    for _ in 0..20 {
+        let before = status_n(&admin, scan_and_order).await;
+        run(&db, sorted("x")).await;
+        if status_n(&admin, scan_and_order).await == before {
+            unchanged = true;
+            break;
+        }
+    }
+    assert!(unchanged, "an indexed sort does not sort in memory");
+    assert!(n(&after, "metrics.operation.writeConflicts") >= 0);
     // The engine's own figures.
     let b = get(&s, "bisondb").as_document().unwrap();
     assert_eq!(
@@ -253,6 +314,16 @@ async fn metrics_endpoint_counters_move_under_load() {
     for i in 0..20 {
         run(&db, doc! {"find": "c", "filter": {"x": i}}).await;
     }
+    run(
+        &db,
+        doc! {"find": "c", "filter": {"x": {"$lt": 3}}, "sort": {"s": -1}},
+    )
+    .await;
+    run(
+        &db,
+        doc! {"insert": "c", "documents": [{"x": -1}], "writeConcern": {"j": true}},
+    )
+    .await;
     let (_, body) = scrape(addr, "/metrics").await;
     let second = parse(&body);
     let at = |m: &HashMap<String, f64>, k: &str| m.get(k).copied().unwrap_or(0.0);
@@ -265,15 +336,24 @@ async fn metrics_endpoint_counters_move_under_load() {
         "bisondb_network_bytes_in_total",
         "bisondb_engine_journal_commits_total",
         "bisondb_command_latency_seconds_count{command=\"find\",type=\"reads\"}",
+        "bisondb_operation_scan_and_order_total",
+        "bisondb_get_last_error_wtime_total",
     ] {
         assert!(at(&second, key) > at(&first, key), "{key} did not move");
     }
     assert_eq!(
         at(&second, "bisondb_documents_total{op=\"inserted\"}")
             - at(&first, "bisondb_documents_total{op=\"inserted\"}"),
-        2000.0
+        2001.0,
+        "the load's 2000 and the one written with j: true"
     );
     assert!(at(&second, "bisondb_commands_total{command=\"find\"}") >= 20.0);
+    for key in [
+        "bisondb_get_last_error_wtime_milliseconds_total",
+        "bisondb_operation_write_conflicts_total",
+    ] {
+        assert!(second.contains_key(key), "{key} is not exported");
+    }
     // The find histogram: cumulative buckets, +Inf equal to the count.
     let count = at(
         &second,
@@ -468,4 +548,40 @@ async fn current_op_shows_the_plan_summary() {
         run(&admin, doc! {"killOp": 1, "op": opid}).await;
         let _ = task.await;
     }
+}
+
+/// Two transactions writing one document: the second's WriteConflict is
+/// counted in `metrics.operation.writeConflicts` and on the endpoint.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn write_conflicts_are_counted() {
+    let ts = start_repl_set_with(|c| c.metrics_addr = Some("127.0.0.1:0".into())).await;
+    let addr = *ts.server.state.metrics_addr.get().unwrap();
+    let admin = ts.tcp.database("admin");
+    let c = ts.tcp.database("obs_conflict").collection::<Document>("c");
+    c.insert_one(doc! {"_id": 1, "x": 0}).await.unwrap();
+    let conflicts = "metrics.operation.writeConflicts";
+    let before = status_n(&admin, conflicts).await;
+    let scraped_before =
+        parse(&scrape(addr, "/metrics").await.1)["bisondb_operation_write_conflicts_total"];
+    // Both open before either writes: the second writer of `_id` 1 loses.
+    let mut sessions = Vec::new();
+    for _ in 0..2 {
+        let mut s = ts.tcp.start_session().await.unwrap();
+        s.start_transaction().await.unwrap();
+        sessions.push(s);
+    }
+    let mut outcomes = Vec::new();
+    for (x, s) in sessions.iter_mut().enumerate() {
+        let set = doc! {"$set": {"x": x as i64 + 1}};
+        outcomes.push(c.update_one(doc! {"_id": 1}, set).session(s).await);
+    }
+    assert!(outcomes[0].is_ok(), "{:?}", outcomes[0]);
+    let lost = outcomes[1].as_ref().map(|_| ()).unwrap_err();
+    assert_eq!(error_code(lost), Some(112), "{lost:?}");
+    let _ = sessions[1].abort_transaction().await;
+    sessions[0].commit_transaction().await.unwrap();
+    assert!(status_n(&admin, conflicts).await > before);
+    let scraped =
+        parse(&scrape(addr, "/metrics").await.1)["bisondb_operation_write_conflicts_total"];
+    assert!(scraped > scraped_before, "{scraped} after {scraped_before}");
 }

@@ -23,6 +23,7 @@ mod store;
 #[cfg(test)]
 mod testing;
 
+pub use bisondb_engine::error::write_conflicts;
 pub use bisondb_engine::{
     BatchOp, Capabilities, Durability, Engine, EngineEntry, EngineError, EngineMetric, KeyValue,
     MemoryEngine, OpenOptions, RemoteOptions, Snapshot, WriteBatch,

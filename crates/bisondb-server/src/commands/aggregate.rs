@@ -241,6 +241,9 @@ impl Command for Aggregate {
         };
         if chosen.provides_sort {
             self.pipeline.remove_leading_sort();
+        } else if leading_sort.is_some() {
+            // The pipeline's `$sort` sorts in memory (mongod's scanAndOrder).
+            crate::metrics::add(&crate::metrics::SCAN_AND_ORDER, 1);
         }
         let input: DocStream = if self.pipeline.leading_server_stage().is_some() {
             // The stage makes the input from what the server has.

@@ -10,7 +10,9 @@
 //! count their own commands. What is counted far from the server's state
 //! (documents returned by a cursor, keys and documents a plan examined) goes
 //! to process-wide counters ([`DOCUMENTS_RETURNED`], [`SCANNED`],
-//! [`SCANNED_OBJECTS`]); one server runs per process outside the tests.
+//! [`SCANNED_OBJECTS`], [`SCAN_AND_ORDER`], and the engines' write
+//! conflicts, `bisondb_storage::write_conflicts`); one server runs per
+//! process outside the tests.
 
 pub mod histogram;
 pub mod prometheus;
@@ -29,6 +31,11 @@ pub static DOCUMENTS_RETURNED: AtomicU64 = AtomicU64::new(0);
 pub static SCANNED: AtomicU64 = AtomicU64::new(0);
 /// Documents examined by finished plans (`metrics.queryExecutor.scannedObjects`).
 pub static SCANNED_OBJECTS: AtomicU64 = AtomicU64::new(0);
+
+/// Operations that sorted in memory: a blocking SORT under a read or write,
+/// or an aggregation's leading `$sort` no index order gave
+/// (`metrics.operation.scanAndOrder`).
+pub static SCAN_AND_ORDER: AtomicU64 = AtomicU64::new(0);
 
 /// Adds `n` to a counter.
 #[inline]
@@ -86,6 +93,42 @@ pub struct Metrics {
     /// Commands that ended in an InternalError (serverStatus `asserts.regular`).
     pub internal_errors: AtomicU64,
     pub ttl: Ttl,
+    pub get_last_error: GetLastError,
+}
+
+/// Writes that waited for their write concern (`metrics.getLastError`).
+#[derive(Default)]
+pub struct GetLastError {
+    /// Acknowledged writes whose concern asked for more than the write
+    /// itself: the journal sync (`j`, `fsync`, `w: "majority"`) or other
+    /// members (`w` > 1).
+    pub wtime_num: AtomicU64,
+    /// Their time in milliseconds. BisonDB syncs the journal inside the
+    /// write, so this is the whole command's time, not just the wait.
+    pub wtime_millis: AtomicU64,
+}
+
+impl GetLastError {
+    /// Counts a write command that ran for `took` if `body`'s write concern
+    /// made it wait (see [`GetLastError::wtime_num`]).
+    pub fn note_write(&self, body: &bson::RawDocument, took: Duration) {
+        use bson::RawBsonRef as R;
+        let Ok(Some(R::Document(wc))) = body.get("writeConcern") else {
+            return;
+        };
+        let waits = wc.iter().flatten().any(|(k, v)| match (k.as_str(), v) {
+            ("j" | "fsync", R::Boolean(b)) => b,
+            ("w", R::String(_)) => true,
+            ("w", R::Int32(n)) => n > 1,
+            ("w", R::Int64(n)) => n > 1,
+            ("w", R::Double(n)) => n > 1.0,
+            _ => false,
+        });
+        if waits {
+            add(&self.wtime_num, 1);
+            add(&self.wtime_millis, took.as_millis() as u64);
+        }
+    }
 }
 
 /// The TTL monitor's work (`metrics.ttl`).
@@ -110,6 +153,7 @@ impl Default for Metrics {
             cursors_timed_out: AtomicU64::new(0),
             internal_errors: AtomicU64::new(0),
             ttl: Ttl::default(),
+            get_last_error: GetLastError::default(),
         }
     }
 }
@@ -231,6 +275,20 @@ impl Metrics {
                 "returned": get(&DOCUMENTS_RETURNED) as i64,
                 "updated": get(&self.document.updated) as i64,
             },
+            "getLastError": {
+                "wtime": {
+                    "num": get(&self.get_last_error.wtime_num) as i64,
+                    "totalMillis": get(&self.get_last_error.wtime_millis) as i64,
+                },
+                // A single member never waits with a timeout: the journal
+                // sync is part of the write, and a `w` it cannot satisfy
+                // answers UnsatisfiableWriteConcern at once.
+                "wtimeouts": 0i64,
+            },
+            "operation": {
+                "scanAndOrder": get(&SCAN_AND_ORDER) as i64,
+                "writeConflicts": bisondb_storage::write_conflicts() as i64,
+            },
             "queryExecutor": {
                 "scanned": get(&SCANNED) as i64,
                 "scannedObjects": get(&SCANNED_OBJECTS) as i64,
@@ -338,6 +396,30 @@ mod tests {
             lat.get_document("reads").unwrap().get_i64("ops").unwrap(),
             0
         );
+    }
+
+    #[test]
+    fn writes_that_wait_for_their_concern_are_timed() {
+        let g = GetLastError::default();
+        let took = Duration::from_millis(7);
+        for waits in [
+            doc! {"writeConcern": {"w": 1, "j": true}},
+            doc! {"writeConcern": {"w": "majority"}},
+            doc! {"writeConcern": {"fsync": true}},
+            doc! {"writeConcern": {"w": 2}},
+        ] {
+            g.note_write(&bson::RawDocumentBuf::try_from(&waits).unwrap(), took);
+        }
+        for not in [
+            doc! {},
+            doc! {"writeConcern": {"w": 1}},
+            doc! {"writeConcern": {"w": 0}},
+            doc! {"writeConcern": {"j": false}},
+        ] {
+            g.note_write(&bson::RawDocumentBuf::try_from(&not).unwrap(), took);
+        }
+        assert_eq!(get(&g.wtime_num), 4);
+        assert_eq!(get(&g.wtime_millis), 28);
     }
 
     #[test]

@@ -205,6 +205,21 @@ pub fn render(state: &ServerState) -> String {
             &super::SCANNED_OBJECTS,
         ),
         (
+            "bisondb_operation_scan_and_order_total",
+            "operations that sorted in memory",
+            &super::SCAN_AND_ORDER,
+        ),
+        (
+            "bisondb_get_last_error_wtime_total",
+            "writes that waited for their write concern",
+            &m.get_last_error.wtime_num,
+        ),
+        (
+            "bisondb_get_last_error_wtime_milliseconds_total",
+            "time of the writes that waited for their write concern",
+            &m.get_last_error.wtime_millis,
+        ),
+        (
             "bisondb_ttl_passes_total",
             "TTL monitor passes",
             &m.ttl.passes,
@@ -217,6 +232,12 @@ pub fn render(state: &ServerState) -> String {
     ] {
         out.single(name, "counter", help, load(counter));
     }
+    out.single(
+        "bisondb_operation_write_conflicts_total",
+        "counter",
+        "write conflicts the storage engine raised",
+        bisondb_storage::write_conflicts() as f64,
+    );
 
     let by_command = m.by_command();
     let unknown = [("<UNKNOWN>", m.unknown_commands() as f64)];

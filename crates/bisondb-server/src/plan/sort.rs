@@ -65,6 +65,8 @@ pub fn sort_within(
     allow_disk_use: bool,
     limit: usize,
 ) -> MongoResult<Vec<RawDocumentBuf>> {
+    // Every operation that sorts in memory comes here once.
+    crate::metrics::add(&crate::metrics::SCAN_AND_ORDER, 1);
     let mut docs: Vec<RawDocumentBuf> = Vec::new();
     let mut bytes = 0usize;
     let cmp = |a: &RawDocumentBuf, b: &RawDocumentBuf| spec.compare_raw(a, b);
