@@ -359,6 +359,25 @@ async fn show_record_id_is_the_record_id() {
     let again = with_record_ids(&coll, doc! {"_id": "a"}, Some(doc! {"_id": 0, "x": 1})).await;
     assert_eq!(again, vec![doc! {"x": 2, "$recordId": longs[1]}]);
 
+    // With `returnKey` the result is the key alone, as mongod's RETURN_KEY
+    // stage gives it (the command-monitoring spec's "find with showRecordId
+    // and returnKey" expects `{_id: 1}`, no `$recordId`); a sort on `_id`
+    // reads the `_id` index, so the key is `{_id}`.
+    let keys: Vec<Document> = coll
+        .find(doc! {})
+        .sort(doc! {"_id": 1})
+        .show_record_id(true)
+        .return_key(true)
+        .await
+        .unwrap_or_else(|e| panic!("find: {e}"))
+        .try_collect()
+        .await
+        .unwrap_or_else(|e| panic!("cursor: {e}"));
+    assert_eq!(
+        keys,
+        vec![doc! {"_id": "a"}, doc! {"_id": "b"}, doc! {"_id": "c"}]
+    );
+
     run(
         &db,
         doc! {"create": "cl", "clusteredIndex": {"key": {"_id": 1}, "unique": true}},

@@ -377,10 +377,13 @@ impl Find {
             ));
         }
         let src: DocSource = match &self.projection {
-            // mongod's RETURN_KEY stage replaces the projection.
+            // mongod's RETURN_KEY stage replaces the projection, and its
+            // output is the key alone: no `$recordId` even with
+            // `showRecordId` (the command-monitoring spec's "find with
+            // showRecordId and returnKey" expects `{_id: 1}`).
             _ if self.return_key => {
                 let keys = plan::ReturnKey::new(&chosen)?;
-                project(src, coll, show, move |d| keys.key_of(d))
+                project(src, coll, false, move |d| keys.key_of(d))
             }
             Some(p) => {
                 let p = Projection::parse_with_filter(p, &self.filter)?;
