@@ -389,17 +389,5 @@ pub fn abort_sessions(state: &crate::state::ServerState, matches: impl Fn(&[u8; 
 
 /// Runs [`reap`] every second until shutdown.
 pub fn spawn_reaper(state: Arc<crate::state::ServerState>) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
-        let mut tick = tokio::time::interval(Duration::from_secs(1));
-        loop {
-            tokio::select! {
-                _ = tick.tick() => {}
-                _ = state.shutdown.notified() => break,
-            }
-            if state.is_shutting_down() {
-                break;
-            }
-            reap(&state);
-        }
-    })
+    crate::background::spawn_periodic(state, Duration::from_secs(1), |st| async move { reap(&st) })
 }
