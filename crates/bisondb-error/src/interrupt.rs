@@ -50,6 +50,8 @@ pub struct OpCtx {
     killed: AtomicI32,
     /// Nanoseconds after [`epoch`], or [`NO_DEADLINE`].
     deadline: AtomicU64,
+    /// The bytes the operation holds (`crate::memory`).
+    memory: crate::memory::Tracker,
 }
 
 impl Default for OpCtx {
@@ -64,7 +66,20 @@ impl OpCtx {
         OpCtx {
             killed: AtomicI32::new(0),
             deadline: AtomicU64::new(deadline.map_or(NO_DEADLINE, to_nanos)),
+            memory: crate::memory::Tracker::default(),
         }
+    }
+
+    /// The same context, its memory counted against `pool` (without one an
+    /// operation's memory is not bounded).
+    pub fn with_memory(mut self, pool: Arc<crate::memory::Pool>) -> OpCtx {
+        self.memory = crate::memory::Tracker::new(pool);
+        self
+    }
+
+    /// The operation's memory account.
+    pub fn memory(&self) -> &crate::memory::Tracker {
+        &self.memory
     }
 
     /// A context whose deadline is `max_time_ms` from now (`0`: none, as in mongod).

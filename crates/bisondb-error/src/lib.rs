@@ -9,6 +9,7 @@
 use std::fmt;
 
 pub mod interrupt;
+pub mod memory;
 
 macro_rules! error_codes {
     ($( $variant:ident = $code:literal ),* $(,)?) => {

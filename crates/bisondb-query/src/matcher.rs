@@ -1216,10 +1216,33 @@ fn truthy(v: &Bson) -> bool {
     }
 }
 
+/// Counts a long `$in`/`$nin` list against the operation's memory for as
+/// long as it runs (146 ExceededMemoryLimit past its limit): the parsed
+/// command's array and the sorted copy the matcher keeps, each value a
+/// `Bson` plus what it points to. Short lists are not counted, so the
+/// common query never looks at the tracker.
+fn charge_in_list(items: &[Bson]) -> MongoResult<()> {
+    const COUNTED_FROM: usize = 1024;
+    if items.len() < COUNTED_FROM {
+        return Ok(());
+    }
+    let heap = |v: &Bson| match v {
+        Bson::String(s) => s.len(),
+        Bson::Binary(b) => b.bytes.len(),
+        Bson::Document(d) => crate::agg::spill::approx_doc_size(d),
+        Bson::Array(a) => a.iter().map(crate::agg::spill::approx_size).sum(),
+        _ => 0,
+    };
+    let one = std::mem::size_of::<Bson>();
+    let bytes: usize = items.iter().map(|v| 2 * (one + heap(v))).sum();
+    bisondb_error::memory::charge(bytes)
+}
+
 fn parse_in_list(v: &Bson, op: &str) -> MongoResult<InList> {
     let Bson::Array(items) = v else {
         return Err(MongoError::bad_value(format!("{op} needs an array")));
     };
+    charge_in_list(items)?;
     let mut list = InList {
         values: Vec::new(),
         regexes: Vec::new(),

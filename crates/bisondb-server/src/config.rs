@@ -65,6 +65,12 @@ pub struct ServerConfig {
     /// mongod's `internalDocumentSourceGroupMaxMemoryBytes`: the same for
     /// `$group` (and the blocking stages that cannot spill).
     pub group_memory_bytes: usize,
+    /// mongod's `internalQueryMaxMemoryUsageBytesPerOperation`: what one
+    /// operation's tracked buffers may hold together (146 past it).
+    pub operation_memory_bytes: usize,
+    /// `bisondbMaxServerMemoryUsageBytes`: what all operations' tracked
+    /// buffers may hold together (`None`: half the machine's memory).
+    pub server_memory_bytes: Option<usize>,
     /// mongod's `allowDiskUseByDefault`: `allowDiskUse` when a command
     /// leaves it out.
     pub allow_disk_use_by_default: bool,
@@ -212,6 +218,8 @@ impl Default for ServerConfig {
             set_parameters: Vec::new(),
             sort_memory_bytes: bisondb_query::agg::spill::DEFAULT_LIMIT_BYTES,
             group_memory_bytes: bisondb_query::agg::spill::DEFAULT_LIMIT_BYTES,
+            operation_memory_bytes: bisondb_error::memory::DEFAULT_OPERATION_LIMIT,
+            server_memory_bytes: None,
             allow_disk_use_by_default: true,
             honor_system_umask: false,
             process_umask: None,
@@ -370,6 +378,15 @@ impl ServerConfig {
                     self.group_memory_bytes = n;
                 } else {
                     self.sort_memory_bytes = n;
+                }
+            }
+            OPERATION_MEMORY_PARAMETER | SERVER_MEMORY_PARAMETER => {
+                let n =
+                    parse_memory_bytes(value).ok_or_else(|| bad("a whole number of bytes >= 1"))?;
+                if name == OPERATION_MEMORY_PARAMETER {
+                    self.operation_memory_bytes = n;
+                } else {
+                    self.server_memory_bytes = Some(n);
                 }
             }
             "allowDiskUseByDefault" => self.allow_disk_use_by_default = flag()?,
@@ -743,15 +760,40 @@ impl ServerConfig {
     }
 }
 
+/// mongod's name for the limit of one operation's tracked memory.
+pub const OPERATION_MEMORY_PARAMETER: &str = "internalQueryMaxMemoryUsageBytesPerOperation";
+/// BisonDB's name for the limit of all operations' tracked memory (mongod
+/// has none).
+pub const SERVER_MEMORY_PARAMETER: &str = "bisondbMaxServerMemoryUsageBytes";
+
+/// A memory limit's value: whole bytes, at least 1.
+pub fn parse_memory_bytes(value: &str) -> Option<usize> {
+    value.parse::<usize>().ok().filter(|n| *n >= 1)
+}
+
+impl ServerConfig {
+    /// The server-wide memory limit: as set, else half the machine's
+    /// physical memory (read once, at start), else unbounded.
+    pub fn server_memory_limit(&self) -> usize {
+        self.server_memory_bytes.unwrap_or_else(|| {
+            crate::repl::physical_memory_bytes()
+                .and_then(|b| usize::try_from(b / 2).ok())
+                .unwrap_or(usize::MAX)
+        })
+    }
+}
+
 /// The server parameters `--setParameter` (and a config file's `setParameter`
 /// section) may set at startup.
 pub const STARTUP_PARAMETERS: &[&str] = &[
     "allowDiskUseByDefault",
+    "bisondbMaxServerMemoryUsageBytes",
     "enableTestCommands",
     "honorSystemUmask",
     "incompleteMessageTimeoutMS",
     "internalDocumentSourceGroupMaxMemoryBytes",
     "internalQueryMaxBlockingSortMemoryUsageBytes",
+    "internalQueryMaxMemoryUsageBytesPerOperation",
     "localLogicalSessionTimeoutMinutes",
     "logicalSessionRefreshMillis",
     "maxTransactionLockRequestTimeoutMillis",

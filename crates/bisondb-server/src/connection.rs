@@ -628,6 +628,7 @@ fn dispatch_command(
             )))
         }
     };
+    let result = result.and_then(reply_within_limit);
     match result {
         Ok(doc) => {
             tracing::debug!(conn = conn.id, db = %req.db, command = req.name, "command ok");
@@ -663,6 +664,32 @@ fn off_the_runtime_if_long<T>(may_run_long: bool, f: impl FnOnce() -> T) -> T {
     } else {
         f()
     }
+}
+
+/// mongod's largest reply: a document of 16 MiB plus the 16 KiB it allows
+/// for what the server adds (`BSONObjMaxInternalSize`).
+const MAX_REPLY_BYTES: usize = bisondb_wire::MAX_BSON_OBJECT_SIZE + 16 * 1024;
+
+/// A reply past [`MAX_REPLY_BYTES`] fails as mongod's does when it builds
+/// one: 10334 BSONObjectTooLarge (batches stop at 16 MiB before this; a
+/// command that gathers a result in one document can reach it).
+fn reply_within_limit(doc: RawDocumentBuf) -> MongoResult<RawDocumentBuf> {
+    let n = doc.as_bytes().len();
+    if n <= MAX_REPLY_BYTES {
+        return Ok(doc);
+    }
+    let first = doc
+        .iter()
+        .next()
+        .and_then(|e| e.ok())
+        .map(|(k, _)| k.to_string())
+        .unwrap_or_default();
+    Err(MongoError::new(
+        ErrorCode::BSONObjectTooLarge,
+        format!(
+            "BSONObj size: {n} (0x{n:X}) is invalid. Size must be between 0 and {MAX_REPLY_BYTES}(16MB) First element: {first}"
+        ),
+    ))
 }
 
 fn error_reply(e: &MongoError) -> RawDocumentBuf {

@@ -141,6 +141,7 @@ impl Cursor {
         let mut docs = RawArrayBuf::new();
         let mut n = 0usize;
         let mut bytes = 0usize;
+        let mut charged = 0usize;
         let mut full = false;
         loop {
             if self.remaining == Some(0) {
@@ -193,6 +194,12 @@ impl Cursor {
                 docs.push(doc);
                 n += 1;
                 bytes = bytes.saturating_add(size);
+                // A big batch counts against the operation's memory, a
+                // chunk at a time (a batch under 1 MiB never looks).
+                while bytes >= charged.saturating_add(bisondb_error::memory::CHUNK) {
+                    bisondb_error::memory::charge(bisondb_error::memory::CHUNK)?;
+                    charged += bisondb_error::memory::CHUNK;
+                }
                 if let Some(r) = self.remaining.as_mut() {
                     *r -= 1;
                 }

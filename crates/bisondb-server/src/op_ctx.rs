@@ -4,7 +4,9 @@
 //! `killOp` and shutdown can interrupt it, and a watcher can kill it with 279
 //! ClientDisconnect when its client hangs up while it runs.
 //!
-//! Per command this costs one opid increment, one allocation of the context,
+//! Per command this costs one opid increment, one allocation of the context
+//! (with its memory tracker, which touches the server's pool only when the
+//! command holds more than 1 MiB),
 //! a copy of the command body and two uncontended locks of the connection's
 //! own entry; the registry's map is locked only when a connection opens or
 //! closes, and by the readers (`currentOp`, `killOp`, the watcher).
@@ -27,6 +29,9 @@ use crate::state::ServerState;
 /// Every client connection and the operation each is running.
 #[derive(Default)]
 pub struct Operations {
+    /// The memory every operation's tracker draws on
+    /// (`bisondb_error::memory`): the server-wide and per-operation limits.
+    pub memory: Arc<bisondb_error::memory::Pool>,
     next_opid: AtomicU32,
     clients: Mutex<BTreeMap<i64, Arc<Client>>>,
     /// Set at shutdown: every operation that begins is killed at once.
@@ -167,6 +172,18 @@ impl Drop for Running {
 }
 
 impl Operations {
+    /// No operation yet; their memory bounded as `config` says.
+    pub fn with_memory(config: &crate::config::ServerConfig) -> Operations {
+        let pool = bisondb_error::memory::Pool::new(
+            config.server_memory_limit(),
+            config.operation_memory_bytes,
+        );
+        Operations {
+            memory: Arc::new(pool),
+            ..Operations::default()
+        }
+    }
+
     /// Lists a new connection (`fd`: its socket, watched for a hang-up while
     /// it runs a command).
     pub fn connect(
@@ -198,7 +215,7 @@ impl Operations {
         conn: &ConnectionInfo,
         max_time_ms: u64,
     ) -> Running {
-        let ctx = Arc::new(OpCtx::with_max_time_ms(max_time_ms));
+        let ctx = Arc::new(OpCtx::with_max_time_ms(max_time_ms).with_memory(self.memory.clone()));
         if self.shutting_down.load(Ordering::Relaxed) {
             ctx.kill(ErrorCode::InterruptedAtShutdown);
         }

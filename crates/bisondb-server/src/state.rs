@@ -121,6 +121,7 @@ impl ServerState {
             config.slowms,
             config.slow_op_sample_rate,
         );
+        let ops = crate::op_ctx::Operations::with_memory(&config);
         let sessions =
             crate::sessions::SessionCache::new(config.local_logical_session_timeout_minutes);
         let auth = crate::auth::AuthState::new(&config);
@@ -148,7 +149,7 @@ impl ServerState {
             ingress: Default::default(),
             fsync_lock: Default::default(),
             repl,
-            ops: Default::default(),
+            ops,
             top: Default::default(),
             security: std::sync::OnceLock::new(),
         })

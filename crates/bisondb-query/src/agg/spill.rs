@@ -246,6 +246,9 @@ pub(crate) struct Sorter<K> {
     buf: Vec<(K, Document)>,
     bytes: usize,
     runs: Vec<SpillFile>,
+    /// The buffer's bytes, counted against the operation's memory
+    /// (`bisondb_error::memory`); when that refuses, the buffer spills.
+    charge: bisondb_error::memory::Charge,
 }
 
 impl<K: Send + 'static> Sorter<K> {
@@ -263,6 +266,7 @@ impl<K: Send + 'static> Sorter<K> {
             buf: Vec::new(),
             bytes: 0,
             runs: Vec::new(),
+            charge: bisondb_error::memory::Charge::new(),
         }
     }
 
@@ -282,14 +286,30 @@ impl<K: Send + 'static> Sorter<K> {
         !self.runs.is_empty()
     }
 
+    /// Counts `size` more bytes against the operation, or fails with its
+    /// 146 (the caller spills, or gives up when it may not).
+    pub(crate) fn charge(&mut self, size: usize) -> MongoResult<()> {
+        self.charge.grow(size)
+    }
+
     /// Adds a document with its key; `size` is its estimated memory cost.
+    /// Past the stage's limit, or when the operation's memory (or the
+    /// server's) refuses the bytes, the buffer goes to disk.
     pub(crate) fn push(&mut self, key: K, doc: Document, size: usize) -> MongoResult<()> {
+        let refused = self.charge.grow(size).is_err();
         self.buf.push((key, doc));
         self.bytes = self.bytes.saturating_add(size);
-        if self.bytes > self.limit {
+        if refused || self.bytes > self.limit {
             self.spill()?;
         }
         Ok(())
+    }
+
+    /// Adds a document whose `size` [`Self::charge`] already counted; it
+    /// never spills (for a caller that may not).
+    pub(crate) fn push_charged(&mut self, key: K, doc: Document, size: usize) {
+        self.buf.push((key, doc));
+        self.bytes = self.bytes.saturating_add(size);
     }
 
     fn sort_buf(&mut self) {
@@ -309,6 +329,7 @@ impl<K: Send + 'static> Sorter<K> {
         let run = write_run(&self.dir, docs)?;
         self.runs.push(run);
         self.bytes = 0;
+        self.charge.clear();
         Ok(())
     }
 
@@ -316,7 +337,12 @@ impl<K: Send + 'static> Sorter<K> {
     pub(crate) fn finish(mut self) -> MongoResult<SortedDocs> {
         if self.runs.is_empty() {
             self.sort_buf();
-            return Ok(Box::new(self.buf.into_iter().map(|(_, d)| Ok(d))));
+            // The buffer stays counted until its reader is gone.
+            let charge = std::mem::take(&mut self.charge);
+            return Ok(Box::new(self.buf.into_iter().map(move |(_, d)| {
+                let _held = &charge;
+                Ok(d)
+            })));
         }
         self.spill()?;
         let mut runs = std::mem::take(&mut self.runs);
@@ -505,6 +531,97 @@ mod tests {
 
     fn test_dir(name: &str) -> PathBuf {
         std::env::temp_dir().join(format!("bisondb-{name}-{}", std::process::id()))
+    }
+
+    /// Runs `f` as an operation whose memory is bounded to `op_limit`.
+    fn bounded_to<T>(op_limit: usize, f: impl FnOnce() -> T) -> T {
+        use bisondb_error::{interrupt, memory};
+        let pool = std::sync::Arc::new(memory::Pool::new(usize::MAX, op_limit));
+        let op = std::sync::Arc::new(interrupt::OpCtx::default().with_memory(pool.clone()));
+        let out = {
+            let _current = interrupt::enter(op.clone());
+            f()
+        };
+        drop(op);
+        assert_eq!(
+            pool.used(),
+            0,
+            "the operation's memory went back to the pool"
+        );
+        out
+    }
+
+    #[test]
+    fn the_operations_memory_makes_sort_and_group_spill_or_fail() {
+        let dir = test_dir("op-memory");
+        let input = random_docs(3000);
+        let roomy = |allow_disk_use| MemoryLimits {
+            allow_disk_use,
+            spill_dir: Some(dir.clone()),
+            ..MemoryLimits::default()
+        };
+        let sort = vec![bson::doc! {"$sort": {"a": 1, "seq": 1}}];
+        let group = vec![bson::doc! {"$group": {"_id": "$seq", "p": {"$push": "$pad"}}}];
+        for stages in [sort, group] {
+            let expect = run_with(stages.clone(), input.clone(), roomy(true)).unwrap();
+            // The stage limits are roomy; the operation's 64 KiB is not.
+            let spilled = bounded_to(64 * 1024, || {
+                run_with(stages.clone(), input.clone(), roomy(true))
+            })
+            .unwrap();
+            assert_eq!(spilled.len(), expect.len());
+            let e = bounded_to(64 * 1024, || {
+                run_with(stages.clone(), input.clone(), roomy(false))
+            })
+            .unwrap_err();
+            assert_eq!(e.code, ErrorCode::ExceededMemoryLimit, "{stages:?}: {e}");
+        }
+        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
+        let _ = std::fs::remove_dir(&dir);
+    }
+
+    #[test]
+    fn joins_and_facets_count_against_the_operations_memory() {
+        let input = random_docs(3000);
+        for stages in [
+            vec![bson::doc! {"$bucketAuto": {"groupBy": "$a", "buckets": 3}}],
+            vec![bson::doc! {"$facet": {"x": [{"$match": {}}]}}],
+            vec![
+                bson::doc! {"$setWindowFields": {"sortBy": {"seq": 1}, "output": {"n": {"$sum": 1}}}},
+            ],
+        ] {
+            let ok = bounded_to(usize::MAX, || {
+                run_with(stages.clone(), input.clone(), MemoryLimits::default())
+            });
+            assert!(ok.is_ok(), "{stages:?}");
+            let e = bounded_to(64 * 1024, || {
+                run_with(stages.clone(), input.clone(), MemoryLimits::default())
+            })
+            .unwrap_err();
+            assert_eq!(e.code, ErrorCode::ExceededMemoryLimit, "{stages:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn long_in_lists_count_against_the_operations_memory() {
+        let list: Vec<i64> = (0..100_000).collect();
+        let filter = bson::doc! {"a": {"$in": list.clone()}};
+        let e = bounded_to(1024 * 1024, || {
+            crate::matcher::Matcher::parse_doc(&filter).map(|_| ())
+        })
+        .unwrap_err();
+        assert_eq!(e.code, ErrorCode::ExceededMemoryLimit);
+        let filter = bson::doc! {"a": {"$nin": list}};
+        assert!(
+            bounded_to(64 * 1024 * 1024, || crate::matcher::Matcher::parse_doc(
+                &filter
+            )
+            .map(|_| ()))
+            .is_ok()
+        );
+        // A short list never reaches the tracker.
+        let short = bson::doc! {"a": {"$in": [1, 2, 3]}};
+        assert!(bounded_to(1, || crate::matcher::Matcher::parse_doc(&short).map(|_| ())).is_ok());
     }
 
     #[test]

@@ -15,6 +15,7 @@ fn parameters() -> Vec<(&'static str, Bson)> {
             "authenticationMechanisms",
             Bson::Array(vec!["SCRAM-SHA-1".into(), "SCRAM-SHA-256".into()]),
         ),
+        (crate::config::SERVER_MEMORY_PARAMETER, Bson::Int64(0)),
         (
             "cursorTimeoutMillis",
             Bson::Int64(crate::cursor::IDLE_TIMEOUT.as_millis() as i64),
@@ -38,6 +39,7 @@ fn parameters() -> Vec<(&'static str, Bson)> {
             "internalQueryMaxBlockingSortMemoryUsageBytes",
             Bson::Int64(100 * 1024 * 1024),
         ),
+        (crate::config::OPERATION_MEMORY_PARAMETER, Bson::Int64(0)),
         ("localLogicalSessionTimeoutMinutes", Bson::Int32(30)),
         ("logComponentVerbosity", Bson::Document(Default::default())),
         ("logLevel", Bson::Int32(0)),
@@ -167,6 +169,15 @@ impl Command for GetParameter {
                     *v = Bson::Int64(
                         i64::try_from(ctx.state.config.sort_memory_bytes).unwrap_or(i64::MAX),
                     )
+                }
+                // The memory limits as they are now (`setParameter` changes them).
+                crate::config::OPERATION_MEMORY_PARAMETER => {
+                    let n = ctx.state.ops.memory.operation_limit();
+                    *v = Bson::Int64(i64::try_from(n).unwrap_or(i64::MAX))
+                }
+                crate::config::SERVER_MEMORY_PARAMETER => {
+                    let n = ctx.state.ops.memory.limit();
+                    *v = Bson::Int64(i64::try_from(n).unwrap_or(i64::MAX))
                 }
                 _ => {}
             }

@@ -2,7 +2,9 @@
 //! (`logLevel`, the global verbosity; `logComponentVerbosity`, which
 //! mongosh's `db.setLogLevel(n, "query")` sends as `{query: {verbosity: n}}`;
 //! `quiet`), SCRAM's iteration counts and the ingress connection
-//! establishment rate limiter's (`ingress.rs`). The reply's `was` is the parameter's value before, as mongod's.
+//! establishment rate limiter's (`ingress.rs`) and the memory limits
+//! (`internalQueryMaxMemoryUsageBytesPerOperation`,
+//! `bisondbMaxServerMemoryUsageBytes`: `bisondb_error::memory`). The reply's `was` is the parameter's value before, as mongod's.
 //! mongod's errors: another parameter BisonDB has is 20 IllegalOperation
 //! `not allowed to change [name] at runtime`, an unknown name 72.
 
@@ -16,11 +18,13 @@ use crate::request::CommandRequest;
 
 /// The parameters `setParameter` changes at run time.
 pub const RUNTIME_PARAMETERS: &[&str] = &[
+    crate::config::SERVER_MEMORY_PARAMETER,
     crate::ingress::BURST_CAPACITY_SECS,
     crate::ingress::MAX_QUEUE_DEPTH,
     crate::ingress::ENABLED,
     crate::ingress::RATE_PER_SEC,
     "logComponentVerbosity",
+    crate::config::OPERATION_MEMORY_PARAMETER,
     "logLevel",
     "quiet",
     "scramIterationCount",
@@ -100,6 +104,21 @@ impl Command for SetParameter {
                 | crate::ingress::RATE_PER_SEC
                 | crate::ingress::BURST_CAPACITY_SECS
                 | crate::ingress::MAX_QUEUE_DEPTH => ctx.state.ingress.set(&name, &value)?,
+                crate::config::OPERATION_MEMORY_PARAMETER
+                | crate::config::SERVER_MEMORY_PARAMETER => {
+                    let n = memory_bytes(&name, &value)?;
+                    let pool = &ctx.state.ops.memory;
+                    let old = if name == crate::config::OPERATION_MEMORY_PARAMETER {
+                        let old = pool.operation_limit();
+                        pool.set_operation_limit(n);
+                        old
+                    } else {
+                        let old = pool.limit();
+                        pool.set_limit(n);
+                        old
+                    };
+                    Bson::Int64(i64::try_from(old).unwrap_or(i64::MAX))
+                }
                 "quiet" => {
                     let Bson::Boolean(b) = value else {
                         return Err(MongoError::bad_value(format!(
@@ -124,6 +143,21 @@ impl Command for SetParameter {
         }
         reply::ok(doc! {"was": was})
     }
+}
+
+/// A memory limit: a whole number of bytes, at least 1.
+fn memory_bytes(name: &str, v: &Bson) -> MongoResult<usize> {
+    let n = match v {
+        Bson::Int32(n) => i64::from(*n),
+        Bson::Int64(n) => *n,
+        Bson::Double(d) if d.fract() == 0.0 && *d >= 1.0 && *d < 9.2e18 => *d as i64,
+        _ => 0,
+    };
+    usize::try_from(n).ok().filter(|n| *n >= 1).ok_or_else(|| {
+        MongoError::bad_value(format!(
+            "Invalid value for parameter {name}: {v} is not a whole number of bytes >= 1"
+        ))
+    })
 }
 
 /// An integer verbosity, -1 (inherit) to 5.

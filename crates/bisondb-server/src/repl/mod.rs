@@ -575,7 +575,8 @@ fn free_disk_bytes(path: &std::path::Path) -> Option<u64> {
     Some(blocks.saturating_mul(size))
 }
 
-fn physical_memory_bytes() -> Option<u64> {
+/// The machine's physical memory (`/proc/meminfo`'s `MemTotal`).
+pub(crate) fn physical_memory_bytes() -> Option<u64> {
     let meminfo = std::fs::read_to_string("/proc/meminfo").ok()?;
     let line = meminfo.lines().find(|l| l.starts_with("MemTotal:"))?;
     let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;

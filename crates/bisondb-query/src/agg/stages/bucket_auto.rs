@@ -95,9 +95,16 @@ impl BucketAutoStage {
     fn run_all(&self, input: DocStream, cx: &RunCtx) -> MongoResult<Vec<Document>> {
         let vars = cx.vars();
         let mut rows: Vec<(Bson, Document)> = Vec::new();
+        // The whole input is held: counted against the operation's memory
+        // (`bisondb_error::memory`, 146 when it refuses; this stage does
+        // not spill).
+        let mut charge = bisondb_error::memory::Charge::new();
         for r in input {
             let d = r?;
             let v = self.group_by.eval(&d, &vars)?.unwrap_or(Bson::Null);
+            charge.grow(
+                crate::agg::spill::approx_doc_size(&d) + crate::agg::spill::approx_size(&v),
+            )?;
             if self.granularity.is_some() {
                 granularity::check_value(&v)?;
             }

@@ -92,9 +92,14 @@ fn facet_all(
     let limit = cx.memory.group_bytes;
     let mut docs: Vec<Document> = Vec::new();
     let mut held = 0usize;
+    // The input and the output built, counted against the operation's
+    // memory (`bisondb_error::memory`) too: 146 when that refuses.
+    let mut charge = bisondb_error::memory::Charge::new();
     for d in input {
         let d = d?;
-        held += bson_doc_size(&d);
+        let size = bson_doc_size(&d);
+        charge.grow(size)?;
+        held += size;
         if held > limit {
             return Err(MongoError::new(
                 ErrorCode::ExceededMemoryLimit,
@@ -111,7 +116,9 @@ fn facet_all(
         let mut results: Vec<Document> = Vec::new();
         for r in p.run_stages(sub, cx) {
             let r = r?;
-            built += bson_doc_size(&r);
+            let size = bson_doc_size(&r);
+            charge.grow(size)?;
+            built += size;
             if built > MAX_FACET_OUTPUT_BYTES {
                 return Err(MongoError::location(
                     4031700,

@@ -1,14 +1,21 @@
 //! `$graphLookup`: recursive search over another collection, following
 //! `connectFromField` values to documents whose `connectToField` matches,
 //! starting from `startWith`, breadth first.
+//!
+//! Memory: the loaded collection with its key index, and per search the keys
+//! seen and the documents found, are counted against the operation's memory
+//! (`bisondb_error::memory`): a dense graph fails with 146
+//! ExceededMemoryLimit instead of growing without bound.
 
 use super::lookup::{equality_keys, value_keys};
 use super::{map_docs_prepared, whole_number};
+use crate::agg::spill::approx_doc_size;
 use crate::agg::{spec_doc, DocStream, RunCtx, Stage};
 use crate::expr::value::type_name;
 use crate::expr::{Expr, Vars};
 use crate::matcher::Matcher;
 use crate::update::path::{set_path, split};
+use bisondb_error::memory::Charge;
 use bisondb_error::{MongoError, MongoResult};
 use bson::{Bson, Document};
 use std::collections::{HashMap, HashSet};
@@ -120,24 +127,39 @@ pub(crate) fn parse(arg: &Bson) -> MongoResult<Vec<Box<dyn Stage>>> {
 struct Graph {
     docs: Vec<Document>,
     by_key: HashMap<Vec<u8>, Vec<usize>>,
+    /// Every document and key held, counted against the operation's memory.
+    _charge: Charge,
+}
+
+/// What one document found costs: its clone in the `as` array and its
+/// entries in the visited sets.
+fn found_size(d: &Document) -> usize {
+    approx_doc_size(d) + 64
 }
 
 impl GraphLookupStage {
     fn load(&self, cx: &RunCtx) -> MongoResult<Graph> {
+        let mut charge = Charge::new();
         let mut docs = Vec::new();
         for r in cx.read(&self.from, "$graphLookup")? {
             let d = r?;
             if self.restrict.as_ref().is_none_or(|m| m.matches_doc(&d)) {
+                charge.grow(approx_doc_size(&d))?;
                 docs.push(d);
             }
         }
         let mut by_key: HashMap<Vec<u8>, Vec<usize>> = HashMap::new();
         for (i, d) in docs.iter().enumerate() {
             for k in equality_keys(d, &self.connect_to, cx.collation.as_deref()) {
+                charge.grow(k.len() + 64)?;
                 by_key.entry(k).or_default().push(i);
             }
         }
-        Ok(Graph { docs, by_key })
+        Ok(Graph {
+            docs,
+            by_key,
+            _charge: charge,
+        })
     }
 
     fn search(&self, mut doc: Document, g: &Graph, vars: &Vars) -> MongoResult<Document> {
@@ -146,19 +168,25 @@ impl GraphLookupStage {
         let mut seen_keys: HashSet<Vec<u8>> = HashSet::new();
         let mut found: Vec<(usize, u64)> = Vec::new();
         let mut visited: HashSet<usize> = HashSet::new();
+        // The frontier's keys and the documents found, until the result is
+        // handed on (mongod bounds this set too).
+        let mut charge = Charge::new();
         let mut depth: u64 = 0;
         while !frontier.is_empty() && self.max_depth.is_none_or(|m| depth <= m) {
             let mut next = Vec::new();
             for k in frontier {
-                if !seen_keys.insert(k.clone()) {
+                if seen_keys.contains(&k) {
                     continue;
                 }
+                charge.grow(2 * k.len() + 64)?;
+                seen_keys.insert(k.clone());
                 for &i in g.by_key.get(&k).map(Vec::as_slice).unwrap_or_default() {
                     if !visited.insert(i) {
                         continue;
                     }
                     found.push((i, depth));
                     if let Some(d) = g.docs.get(i) {
+                        charge.grow(found_size(d))?;
                         // A document without connectFromField ends its branch.
                         let v = crate::path::get_path_bson_fanout(d, &self.connect_from.join("."));
                         if v.as_ref().is_some_and(|x| !matches!(x, Bson::Null)) {

@@ -3,8 +3,11 @@
 //! first-seen group order with `_id` first.
 //!
 //! Memory: the groups' keys and accumulator states are counted (estimated,
-//! as mongod does) against `internalDocumentSourceGroupMaxMemoryBytes`. Past
-//! it, without `allowDiskUse`, the stage fails with 292. With it, the groups
+//! as mongod does) against `internalDocumentSourceGroupMaxMemoryBytes`, and
+//! against the operation's memory (`bisondb_error::memory`). Past the first,
+//! without `allowDiskUse`, the stage fails with 292; the second refusing is
+//! 146 ExceededMemoryLimit, or with `allowDiskUse` the start of spilling
+//! (then 146 only when the groups already in memory grow past it). With it, the groups
 //! already in memory keep accumulating, and every document of a group not in
 //! memory yet is spilled with its group key through the external sort
 //! ([`Sorter`]); after the input ends, the spilled documents come back
@@ -140,6 +143,8 @@ fn group_all(
     let mut index: HashMap<Vec<u8>, usize> = HashMap::new();
     let mut groups: Vec<Group> = Vec::new();
     let mut bytes = 0usize;
+    // `bytes` as counted against the operation's (and server's) memory.
+    let mut charge = bisondb_error::memory::Charge::new();
     let mut overflow: Option<Sorter<Vec<u8>>> = None;
     for r in input {
         let doc = r?;
@@ -184,9 +189,21 @@ fn group_all(
             }
             overflow = Some(spill_sorter(limits));
         }
+        if bytes != charge.bytes() {
+            if let Err(e) = charge.set(bytes) {
+                // The groups in memory cannot spill; new ones can.
+                if overflow.is_some() || !limits.allow_disk_use {
+                    return Err(e);
+                }
+                overflow = Some(spill_sorter(limits));
+            }
+        }
     }
     let st = stage.clone();
-    let in_memory = groups.into_iter().map(move |g| Ok(finish_group(&st, g)));
+    let in_memory = groups.into_iter().map(move |g| {
+        let _held = &charge;
+        Ok(finish_group(&st, g))
+    });
     Ok(match overflow {
         None => Box::new(in_memory),
         Some(sorter) => Box::new(in_memory.chain(SpilledGroups {

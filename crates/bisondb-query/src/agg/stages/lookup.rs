@@ -5,11 +5,13 @@
 
 use super::map_docs_prepared;
 use crate::agg::key::key_of_in;
+use crate::agg::spill::approx_doc_size;
 use crate::agg::{DocStream, Pipeline, RunCtx, Stage};
 use crate::collation::Collation;
 use crate::expr::value::type_name;
 use crate::expr::{check_var_name, Expr};
 use crate::update::path::{parse_index, set_path, split};
+use bisondb_error::memory::Charge;
 use bisondb_error::{ErrorCode, MongoError, MongoResult};
 use bson::{Bson, Document};
 use std::collections::HashMap;
@@ -264,12 +266,21 @@ struct Joined {
     foreign: Vec<Document>,
     index: HashMap<Vec<u8>, Vec<usize>>,
     uncorrelated: Option<Vec<Bson>>,
+    /// The foreign documents and their index, counted against the
+    /// operation's memory (`bisondb_error::memory`) while the join runs.
+    _charge: Charge,
 }
 
 impl LookupStage {
     fn prepare(&self, cx: &RunCtx) -> MongoResult<Joined> {
+        let mut charge = Charge::new();
         let foreign: Vec<Document> = cx
             .read(&self.from, "$lookup")?
+            .map(|d| {
+                let d = d?;
+                charge.grow(approx_doc_size(&d))?;
+                Ok(d)
+            })
             .collect::<MongoResult<_>>()?;
         let mut index: HashMap<Vec<u8>, Vec<usize>> = HashMap::new();
         let mut uncorrelated = None;
@@ -277,6 +288,7 @@ impl LookupStage {
             (Some(parts), _) => {
                 for (i, d) in foreign.iter().enumerate() {
                     for k in equality_keys(d, parts, cx.collation.as_deref()) {
+                        charge.grow(k.len() + 64)?;
                         index.entry(k).or_default().push(i);
                     }
                 }
@@ -298,6 +310,7 @@ impl LookupStage {
             foreign,
             index,
             uncorrelated,
+            _charge: charge,
         })
     }
 
@@ -365,10 +378,14 @@ fn bounded(
 ) -> MongoResult<Vec<Document>> {
     let mut out = Vec::new();
     let mut total = 0usize;
+    // Held until the matches join their document (counted no further).
+    let mut charge = Charge::new();
     for d in matches {
         bisondb_error::interrupt::check()?;
         let d = d?;
-        total += crate::agg::spill::bson_doc_size(&d);
+        let size = crate::agg::spill::bson_doc_size(&d);
+        charge.grow(size)?;
+        total += size;
         if total > crate::agg::spill::MAX_INTERNAL_DOC_BYTES {
             return Err(MongoError::location(
                 4568,

@@ -301,9 +301,13 @@ impl SetWindowFieldsStage {
         // past which it fails with 292 (BisonDB does not spill this stage).
         let limit = cx.memory.group_bytes;
         let mut bytes = 0usize;
+        // And against the operation's memory (146 when that refuses).
+        let mut charge = bisondb_error::memory::Charge::new();
         for r in input {
             let d = r?;
-            bytes = bytes.saturating_add(crate::agg::spill::approx_doc_size(&d));
+            let size = crate::agg::spill::approx_doc_size(&d);
+            charge.grow(size)?;
+            bytes = bytes.saturating_add(size);
             if bytes > limit {
                 return Err(crate::agg::spill::stage_limit_error(
                     "$setWindowFields",

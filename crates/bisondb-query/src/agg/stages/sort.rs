@@ -100,8 +100,14 @@ fn sort_external(
         let key = sorter.key_of(&raw)?;
         // The raw size stands for the document; the key is held beside it.
         let size = raw.as_bytes().len() + key.iter().map(spill::approx_size).sum::<usize>();
-        if !limits.allow_disk_use && sorter.would_exceed(size) {
-            return Err(spill::sort_limit_error(limit));
+        if !limits.allow_disk_use {
+            if sorter.would_exceed(size) {
+                return Err(spill::sort_limit_error(limit));
+            }
+            // The operation's (or the server's) memory refusing is 146.
+            sorter.charge(size)?;
+            sorter.push_charged(key, doc, size);
+            continue;
         }
         sorter.push(key, doc, size)?;
     }
