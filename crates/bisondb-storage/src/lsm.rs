@@ -30,6 +30,9 @@
 //! caller becomes the leader and syncs, the others sleep until a sync that covers
 //! them has finished.
 //!
+//! Memtables are rotated by the commit that would fill them ([`Open::commit`]),
+//! never by fjall's own rotation requests, which could deadlock its worker.
+//!
 //! Faults: fjall refuses every write after a failed journal write or fsync (its
 //! "poisoned" state), because the journal tail is then unknown. Reads keep working
 //! from memory and the table files. The background thread then waits until the
@@ -46,7 +49,9 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use fjall::config::{BlockSizePolicy, CompressionPolicy, RestartIntervalPolicy};
-use fjall::{CompressionType, Database, Keyspace, KeyspaceCreateOptions, PersistMode, Readable};
+use fjall::{
+    AbstractTree, CompressionType, Database, Keyspace, KeyspaceCreateOptions, PersistMode, Readable,
+};
 use parking_lot::RwLock;
 
 use bisondb_engine::txn::{LocalTransactions, Transaction, TxnStore};
@@ -111,6 +116,10 @@ const MAIN_L0_TABLES: u8 = 16;
 const SETTLE_LOOKS: u32 = 5;
 const SETTLE_AT_MOST: Duration = Duration::from_secs(60);
 
+/// Memtable size of the main keyspace: fjall's default (64 MiB), which every
+/// main keyspace was created with before it was named here.
+const MAIN_MEMTABLE_BYTES: u64 = 64 << 20;
+
 /// Memtable size of the index keyspace. Chosen (16 MiB, a quarter of fjall's
 /// default) when index entries went through it in random order, to make each
 /// skiplist search cheaper; since the index write buffer only the stats records
@@ -126,6 +135,31 @@ const INDEX_MEMTABLE_BYTES: u64 = 16 << 20;
 /// runs meanwhile (seed 003's one-day count over 10M documents, 8 runs, took
 /// the same 15 ms as before the buffer).
 const INDEX_L0_TABLES: u8 = 16;
+
+/// The memtable size of each keyspace (see [`LsmOptions::memtable_bytes`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct MemtableSizes {
+    main: u64,
+    index: u64,
+    buffer: u64,
+}
+
+impl MemtableSizes {
+    fn of(options: &LsmOptions) -> MemtableSizes {
+        match options.memtable_bytes {
+            Some(n) => MemtableSizes {
+                main: n,
+                index: n,
+                buffer: n,
+            },
+            None => MemtableSizes {
+                main: MAIN_MEMTABLE_BYTES,
+                index: INDEX_MEMTABLE_BYTES,
+                buffer: BUFFER_MEMTABLE_BYTES,
+            },
+        }
+    }
+}
 
 /// Entries moved per batch when an older dbpath's regions kept apart are moved into
 /// the index keyspace on open.
@@ -195,6 +229,11 @@ pub struct LsmOptions {
     /// The key regions the store lays out ([`KeyRegions::NONE`] by default;
     /// the store passes its own, see `bisondb_storage::store_lsm_options`).
     pub regions: KeyRegions,
+    /// The memtable size of every keyspace, in place of the defaults, when
+    /// the dbpath is created (tests use a few KiB, so that memtables rotate
+    /// all the time). fjall keeps the size its keyspaces were created with, so
+    /// a dbpath must always be opened with the value it was created with.
+    pub memtable_bytes: Option<u64>,
 }
 
 impl Default for LsmOptions {
@@ -203,6 +242,7 @@ impl Default for LsmOptions {
             journal_commit_interval: DEFAULT_JOURNAL_COMMIT_INTERVAL,
             index_buffer_bytes: DEFAULT_INDEX_BUFFER_BYTES,
             regions: KeyRegions::NONE,
+            memtable_bytes: None,
         }
     }
 }
@@ -235,6 +275,63 @@ struct Open {
     buffer: IndexBuffer,
     /// Which keys live in `ix` and which go through the buffer.
     regions: KeyRegions,
+    /// The memtable sizes the keyspaces were created with: where
+    /// [`Open::commit`] rotates them.
+    memtables: MemtableSizes,
+    /// Held by [`Open::commit`] from its look at the memtables to its
+    /// commit, so no other batch fills a memtable in between.
+    commit_turn: parking_lot::Mutex<()>,
+}
+
+/// One of the three keyspaces of an [`Open`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Space {
+    Main = 0,
+    Index = 1,
+    Buffer = 2,
+}
+
+impl Space {
+    const ALL: [Space; 3] = [Space::Main, Space::Index, Space::Buffer];
+}
+
+/// Bytes fjall counts for an entry in a memtable beyond its key and value (its
+/// `size_of::<InternalValue>()`, under 64 bytes in lsm-tree 3.1); overstated
+/// here, so that a batch is never taken for smaller than fjall counts it.
+const MEMTABLE_ENTRY_OVERHEAD: u64 = 128;
+
+/// A write batch on its way to fjall, with the bytes it adds to each
+/// keyspace's memtable (see [`Open::commit`]).
+struct Batch {
+    b: fjall::OwnedWriteBatch,
+    adds: [u64; 3],
+}
+
+impl Batch {
+    fn new(open: &Open) -> Batch {
+        Batch {
+            b: open.db.batch(),
+            adds: [0; 3],
+        }
+    }
+
+    fn count(&mut self, space: Space, key: usize, value: usize) {
+        let bytes = (key as u64)
+            .saturating_add(value as u64)
+            .saturating_add(MEMTABLE_ENTRY_OVERHEAD);
+        let slot = &mut self.adds[space as usize];
+        *slot = slot.saturating_add(bytes);
+    }
+
+    fn insert(&mut self, open: &Open, space: Space, key: fjall::Slice, value: fjall::Slice) {
+        self.count(space, key.len(), value.len());
+        self.b.insert(open.keyspace(space), key, value);
+    }
+
+    fn remove(&mut self, open: &Open, space: Space, key: fjall::Slice) {
+        self.count(space, key.len(), 0);
+        self.b.remove(open.keyspace(space), key);
+    }
 }
 
 /// What the index write buffer holds, under one mutex that commits with index
@@ -272,11 +369,71 @@ type Segment<'a> = (Bound<Vec<u8>>, Bound<Vec<u8>>, &'a Keyspace);
 impl Open {
     /// The keyspace that stores `key` (an unprefixed engine key).
     fn keyspace_for(&self, key: &[u8]) -> &Keyspace {
+        self.keyspace(self.space_for(key))
+    }
+
+    fn space_for(&self, key: &[u8]) -> Space {
         if self.regions.is_apart(key) {
-            &self.ix
+            Space::Index
         } else {
-            &self.ks
+            Space::Main
         }
+    }
+
+    fn keyspace(&self, space: Space) -> &Keyspace {
+        match space {
+            Space::Main => &self.ks,
+            Space::Index => &self.ix,
+            Space::Buffer => &self.wb,
+        }
+    }
+
+    fn memtable_limit(&self, space: Space) -> u64 {
+        match space {
+            Space::Main => self.memtables.main,
+            Space::Index => self.memtables.index,
+            Space::Buffer => self.memtables.buffer,
+        }
+    }
+
+    /// Commits `batch`, first rotating every memtable it would carry past the
+    /// size fjall rotates at, so that fjall itself never has to.
+    ///
+    /// fjall 3.1 asks its worker for a rotation from every commit that leaves
+    /// a memtable past its size (`Keyspace::check_memtable_rotate` ->
+    /// `request_rotation`, a `try_send` into the worker's queue of 1,000
+    /// messages), until the worker gets to the first request. A flood of
+    /// commits fills the queue while the worker flushes or compacts; the
+    /// worker then takes a request, rotates, and blocks in
+    /// `inner_rotate_memtable` sending itself the `Flush` message into its own
+    /// queue, whose one free slot a writer took meanwhile. Nothing drains the
+    /// queue again: flushes stop, writers halt behind four sealed memtables,
+    /// and every later rotation (the index buffer's ingestion, a checkpoint,
+    /// closing) blocks on the same send (issue 20, finding 3).
+    ///
+    /// Here one commit at a time looks at the memtables it writes and rotates
+    /// those the batch would carry past their size (the rotation's `Flush`
+    /// goes out from this thread, never from the worker), so a memtable is
+    /// past its size after a commit only when that one batch is larger than a
+    /// whole memtable: each such batch sends one request, and fjall's own
+    /// stall at four sealed memtables bounds how many there can be. The
+    /// worker's queue then holds a few messages, never 1,000. Commits were
+    /// already one at a time in fjall (its journal lock), so the turn costs
+    /// one lock.
+    fn commit(&self, batch: Batch) -> Result<(), fjall::Error> {
+        let _turn = self.commit_turn.lock();
+        for space in Space::ALL {
+            let adds = batch.adds[space as usize];
+            if adds == 0 {
+                continue;
+            }
+            let ks = self.keyspace(space);
+            let active = ks.tree.active_memtable().size();
+            if active > 0 && active.saturating_add(adds) > self.memtable_limit(space) {
+                ks.rotate_memtable()?;
+            }
+        }
+        batch.b.commit()
     }
 
     /// The keyspaces, for whole-database maintenance.
@@ -324,12 +481,13 @@ impl Open {
             .finish()
             .map_err(|e| map_fjall(e, "index ingestion"))?;
         let end = blob_key(max_seq.saturating_add(1), 0);
-        let mut b = self.db.batch();
+        let mut b = Batch::new(self);
         for guard in self.wb.range::<&[u8], _>(..&end[..]) {
             let k = guard.key().map_err(|e| map_fjall(e, "index ingestion"))?;
-            b.remove(&self.wb, k);
+            b.remove(self, Space::Buffer, k);
         }
-        b.commit().map_err(|e| map_fjall(e, "index ingestion"))?;
+        self.commit(b)
+            .map_err(|e| map_fjall(e, "index ingestion"))?;
         // Flushing the blobs' memtable now, while nearly all of it is deleted,
         // writes little more than tombstones and lets fjall drop the journals
         // holding them; later it would write live blobs into tables, dead soon after.
@@ -489,6 +647,8 @@ struct Shared {
     index_buffer_bytes: usize,
     /// [`LsmOptions::regions`], for reopening.
     regions: KeyRegions,
+    /// [`LsmOptions::memtable_bytes`], for reopening.
+    memtables: MemtableSizes,
     /// Wakes the index buffer's maintainer: (work is due, stop).
     maintainer_signal: parking_lot::Mutex<(bool, bool)>,
     maintainer_wake: parking_lot::Condvar,
@@ -530,7 +690,8 @@ impl LsmEngine {
         options.regions.check()?;
         let lock = Arc::new(dbpath::claim(dbpath, ENGINE_NAME)?);
         let data_dir = dbpath.join(DATA_DIR);
-        let open = open_fjall(&data_dir, dbpath, &options.regions)?;
+        let memtables = MemtableSizes::of(&options);
+        let open = open_fjall(&data_dir, dbpath, &options.regions, memtables)?;
         let shared = Arc::new(Shared {
             dbpath: dbpath.to_path_buf(),
             data_dir,
@@ -549,6 +710,7 @@ impl LsmEngine {
             lock,
             index_buffer_bytes: options.index_buffer_bytes.max(1),
             regions: options.regions.clone(),
+            memtables,
             maintainer_signal: parking_lot::Mutex::new((false, false)),
             maintainer_wake: parking_lot::Condvar::new(),
         });
@@ -683,15 +845,11 @@ const CLOSE_FLUSH_LIMIT: Duration = Duration::from_secs(20);
 /// Flushes the index buffer and the memtables into tables on a thread of its
 /// own, waiting at most `limit`.
 ///
-/// fjall 3.1's single worker can deadlock on its own bounded queue (1,000
-/// messages): writers `try_send` a rotation request on every write past a
-/// full memtable, which can fill the queue while the worker flushes; the
-/// worker then takes one request, rotates and blocks sending itself the
-/// `Flush` message (`Keyspace::inner_rotate_memtable`'s blocking `send`)
-/// into the slot a writer took back, and every later `rotate_memtable`
-/// (ours, here) blocks on the same send. Nothing ever drains the queue, so
-/// closing used to hang (issue 20, finding 3). Past the limit the flush is
-/// abandoned: the journal was synced before it, so nothing acknowledged is
+/// fjall 3.1's worker could deadlock on its own queue (see [`Open::commit`],
+/// which keeps that from happening), and closing, which rotates memtables,
+/// then hung behind it (issue 20, finding 3). The bound stays as a guard
+/// against any other stall of fjall's worker: past the limit the flush is
+/// abandoned; the journal was synced before it, so nothing acknowledged is
 /// lost and the next open replays the journal; the stuck thread keeps its
 /// handle, so the instance is never dropped (dropping it would join the
 /// stuck worker) and the process can exit.
@@ -769,7 +927,12 @@ fn empty_journals(data_dir: &Path) -> std::io::Result<()> {
     std::fs::File::open(data_dir)?.sync_all()
 }
 
-fn open_fjall(data_dir: &Path, dbpath: &Path, regions: &KeyRegions) -> Result<Open, EngineError> {
+fn open_fjall(
+    data_dir: &Path,
+    dbpath: &Path,
+    regions: &KeyRegions,
+    memtables: MemtableSizes,
+) -> Result<Open, EngineError> {
     // One background worker for flushes and compactions: with two, fjall's
     // worker 0 hands every compaction to the others and re-queues the message
     // to itself while they work, a busy loop that took 12% of the CPU of an
@@ -793,15 +956,17 @@ fn open_fjall(data_dir: &Path, dbpath: &Path, regions: &KeyRegions) -> Result<Op
     };
     let ks = db
         .keyspace(KEYSPACE, || {
-            options().compaction_strategy(Arc::new(
-                fjall::compaction::Leveled::default().with_l0_threshold(MAIN_L0_TABLES),
-            ))
+            options()
+                .max_memtable_size(memtables.main)
+                .compaction_strategy(Arc::new(
+                    fjall::compaction::Leveled::default().with_l0_threshold(MAIN_L0_TABLES),
+                ))
         })
         .map_err(|e| map_fjall(e, "open"))?;
     let ix = db
         .keyspace(INDEX_KEYSPACE, || {
             options()
-                .max_memtable_size(INDEX_MEMTABLE_BYTES)
+                .max_memtable_size(memtables.index)
                 .compaction_strategy(Arc::new(
                     fjall::compaction::Leveled::default().with_l0_threshold(INDEX_L0_TABLES),
                 ))
@@ -809,7 +974,7 @@ fn open_fjall(data_dir: &Path, dbpath: &Path, regions: &KeyRegions) -> Result<Op
         .map_err(|e| map_fjall(e, "open"))?;
     let wb = db
         .keyspace(BUFFER_KEYSPACE, || {
-            KeyspaceCreateOptions::default().max_memtable_size(BUFFER_MEMTABLE_BYTES)
+            KeyspaceCreateOptions::default().max_memtable_size(memtables.buffer)
         })
         .map_err(|e| map_fjall(e, "open"))?;
     let open = Open {
@@ -819,6 +984,8 @@ fn open_fjall(data_dir: &Path, dbpath: &Path, regions: &KeyRegions) -> Result<Op
         wb,
         buffer: IndexBuffer::default(),
         regions: regions.clone(),
+        memtables,
+        commit_turn: parking_lot::Mutex::new(()),
     };
     move_apart_regions(&open)?;
     check_apart_keyspace(&open)?;
@@ -877,7 +1044,7 @@ fn move_apart_regions(open: &Open) -> Result<(), EngineError> {
     }
     let mut moved = 0usize;
     loop {
-        let mut b = open.db.batch();
+        let mut b = Batch::new(open);
         let mut n = 0usize;
         for guard in open
             .ks
@@ -885,14 +1052,14 @@ fn move_apart_regions(open: &Open) -> Result<(), EngineError> {
             .take(MIGRATE_CHUNK)
         {
             let (k, v) = guard.into_inner().map_err(|e| map_fjall(e, "open"))?;
-            b.insert(&open.ix, k.clone(), v);
-            b.remove(&open.ks, k);
+            b.insert(open, Space::Index, k.clone(), v);
+            b.remove(open, Space::Main, k);
             n += 1;
         }
         if n == 0 {
             break;
         }
-        b.commit().map_err(|e| map_fjall(e, "open"))?;
+        open.commit(b).map_err(|e| map_fjall(e, "open"))?;
         moved += n;
     }
     if moved > 0 {
@@ -1012,15 +1179,17 @@ impl Shared {
             }
             None => Vec::new(),
         };
-        let mut b = open.db.batch();
+        let mut b = Batch::new(&open);
         for op in ops {
             match op {
-                BatchOp::Put(k, v) => b.insert(open.keyspace_for(&k), stored_key(&k)?, v),
-                BatchOp::Delete(k) => b.remove(open.keyspace_for(&k), stored_key(&k)?),
+                BatchOp::Put(k, v) => {
+                    b.insert(&open, open.space_for(&k), stored_key(&k)?, v.into())
+                }
+                BatchOp::Delete(k) => b.remove(&open, open.space_for(&k), stored_key(&k)?),
             }
         }
         if indexed.is_empty() {
-            b.commit().map_err(|e| self.fail(e, "write"))?;
+            open.commit(b).map_err(|e| self.fail(e, "write"))?;
         } else {
             self.commit_with_run(&open, b, &indexed)?;
         }
@@ -1034,7 +1203,7 @@ impl Shared {
     fn commit_with_run(
         &self,
         open: &Open,
-        mut b: fjall::OwnedWriteBatch,
+        mut b: Batch,
         indexed: &[BatchOp],
     ) -> Result<(), EngineError> {
         // Ingestion would write these keys into fjall later; refuse them now.
@@ -1055,9 +1224,14 @@ impl Shared {
             let i = u32::try_from(i).map_err(|_| {
                 EngineError::InvalidArgument("a write with too many index entries".into())
             })?;
-            b.insert(&open.wb, blob_key(seq, i), part);
+            b.insert(
+                open,
+                Space::Buffer,
+                fjall::Slice::from(&blob_key(seq, i)[..]),
+                part,
+            );
         }
-        b.commit().map_err(|e| self.fail(e, "write"))?;
+        open.commit(b).map_err(|e| self.fail(e, "write"))?;
         run.max_seq = seq;
         st.next_seq = seq.saturating_add(1);
         st.bytes = st.bytes.saturating_add(run.bytes());
@@ -1203,7 +1377,7 @@ impl Shared {
             return;
         }
         drop(old);
-        match open_fjall(&self.data_dir, &self.dbpath, &self.regions) {
+        match open_fjall(&self.data_dir, &self.dbpath, &self.regions, self.memtables) {
             Ok(open) => {
                 // Writes committed before the failure may sit in journals that
                 // were never fsynced; flushing them into (synced) tables makes

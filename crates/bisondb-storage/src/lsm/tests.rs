@@ -1390,3 +1390,146 @@ fn stored_keys_are_the_prefixed_keys_short_or_long() {
         assert_eq!(&stored[..], &prefixed(&key)[..], "key of {len} bytes");
     }
 }
+
+/// Runs `f` on a thread of its own and waits at most `limit` for it: `Some`
+/// with its result and how long it took, `None` when it is still running
+/// (a hang; the thread is left behind).
+fn within<T: Send + 'static>(
+    limit: Duration,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> Option<(T, Duration)> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let started = std::time::Instant::now();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    rx.recv_timeout(limit).ok().map(|r| (r, started.elapsed()))
+}
+
+/// Issue 20, finding 3, reproduced under load: fjall 3.1's one worker reads a
+/// queue of 1,000 messages, and every commit past a full memtable offers it
+/// a rotation request; a flood of them could leave the worker blocked
+/// sending itself a flush into its own full queue, and flushes then stopped
+/// for good (writers halted behind four sealed memtables, a checkpoint or a
+/// close waited forever). Here eight writers commit small batches into all
+/// three keyspaces with memtables of a few KiB, so memtables fill every few
+/// milliseconds, and the engine is closed and reopened each round. Every
+/// round's writers must stop, its checkpoint flush and its close finish
+/// within 60 s each (a hang fails, it does not wait), and every acknowledged
+/// batch must be there after the last reopen. `BISONDB_FLOOD_ROUNDS` and
+/// `BISONDB_FLOOD_MS` run it longer.
+#[test]
+fn flushes_never_stop_under_a_flood_of_commits_and_every_close_is_prompt() {
+    const WRITERS: usize = 8;
+    const PER_BATCH: usize = 4;
+    const LIMIT: Duration = Duration::from_secs(60);
+    let env = |name: &str, default: u64| {
+        std::env::var(name)
+            .ok()
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(default)
+    };
+    let rounds = env("BISONDB_FLOOD_ROUNDS", 4);
+    let run_for = Duration::from_millis(env("BISONDB_FLOOD_MS", 2_000));
+    let dir = tempdir();
+    let opts = LsmOptions {
+        memtable_bytes: Some(16 << 10),
+        index_buffer_bytes: 64 << 10,
+        ..options()
+    };
+    // acked[round][writer]: batches acknowledged.
+    let mut acked: Vec<Vec<u64>> = Vec::new();
+    let mut closes = Vec::new();
+    for round in 0..rounds {
+        let e = Arc::new(
+            retry_in_use(|| LsmEngine::open(dir.path(), opts.clone()))
+                .unwrap_or_else(|e| panic!("open: {e}")),
+        );
+        let stop = Arc::new(AtomicBool::new(false));
+        let writers: Vec<_> = (0..WRITERS)
+            .map(|w| {
+                let (e, stop) = (e.clone(), stop.clone());
+                let (tx, rx) = std::sync::mpsc::channel();
+                std::thread::spawn(move || {
+                    let mut n = 0u64;
+                    while !stop.load(Ordering::Relaxed) {
+                        let mut b = WriteBatch::new();
+                        for j in 0..PER_BATCH {
+                            let doc = format!("\x10{round:02}-{w}-{n:09}-{j}");
+                            b.put(doc.clone().into_bytes(), vec![b'd'; 96]);
+                            // An index entry (buffered) and a stats record (index keyspace).
+                            let mut ix = vec![INDEX_REGION];
+                            ix.extend_from_slice(doc.as_bytes());
+                            b.put(ix, vec![b'i'; 8]);
+                        }
+                        b.put(vec![0x02, round as u8, w as u8], n.to_be_bytes().to_vec());
+                        if e.write(b, Durability::Buffered).is_err() {
+                            break;
+                        }
+                        n += 1;
+                    }
+                    let _ = tx.send(n);
+                });
+                rx
+            })
+            .collect();
+        std::thread::sleep(run_for);
+        stop.store(true, Ordering::Relaxed);
+        let counts: Vec<u64> = writers
+            .iter()
+            .map(|rx| {
+                rx.recv_timeout(LIMIT).unwrap_or_else(|_| {
+                    panic!("round {round}: a writer is still stuck 60 s after the load stopped (fjall's flushes stopped)")
+                })
+            })
+            .collect();
+        // Every memtable into tables: needs fjall's worker to take flushes.
+        let flusher = e.clone();
+        let (flushed, flush_took) =
+            within(LIMIT, move || flusher.checkpoint()).unwrap_or_else(|| {
+                panic!(
+                    "round {round}: a checkpoint did not finish in 60 s (fjall's flushes stopped)"
+                )
+            });
+        flushed.unwrap_or_else(|err| panic!("round {round}: checkpoint: {err}"));
+        let closer = e.clone();
+        let (closed, close_took) = within(LIMIT, move || closer.close())
+            .unwrap_or_else(|| panic!("round {round}: close did not finish in 60 s"));
+        closed.unwrap_or_else(|err| panic!("round {round}: close: {err}"));
+        drop(e);
+        eprintln!(
+            "round {round}: {} batches, checkpoint {flush_took:?}, close {close_took:?}",
+            counts.iter().sum::<u64>()
+        );
+        assert!(
+            close_took < Duration::from_secs(15),
+            "round {round}: close took {close_took:?}: its flush was abandoned"
+        );
+        closes.push(close_took);
+        acked.push(counts);
+    }
+    eprintln!("closes: {closes:?}");
+    let e = retry_in_use(|| LsmEngine::open(dir.path(), opts.clone()))
+        .unwrap_or_else(|e| panic!("reopen: {e}"));
+    let snap = e.snapshot().unwrap_or_else(|e| panic!("snapshot: {e}"));
+    for (round, counts) in acked.iter().enumerate() {
+        for (w, &n) in counts.iter().enumerate() {
+            assert!(n > 0, "round {round}: writer {w} wrote nothing");
+            for i in 0..n {
+                let doc = format!("\x10{round:02}-{w}-{i:09}-{}", PER_BATCH - 1);
+                let mut ix = vec![INDEX_REGION];
+                ix.extend_from_slice(doc.as_bytes());
+                assert!(
+                    matches!(snap.get(doc.as_bytes()), Ok(Some(_)))
+                        && matches!(snap.get(&ix), Ok(Some(_))),
+                    "round {round}: writer {w}'s acknowledged batch {i} was lost"
+                );
+            }
+            assert_eq!(
+                snap.get(&[0x02, round as u8, w as u8]).ok().flatten(),
+                Some((n - 1).to_be_bytes().to_vec()),
+                "round {round}: writer {w}'s last stats record"
+            );
+        }
+    }
+}
