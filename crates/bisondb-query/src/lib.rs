@@ -14,10 +14,12 @@
 //! - [`decimal`], [`text`], [`geo`]: decimal128 arithmetic, text search and
 //!   geospatial predicates, each with mongod's semantics.
 //! - [`index_keys`]: the keys a document contributes to an index.
+//! - [`bsoncolumn`]: the compressed column format of time-series buckets.
 //!
 //! Nothing here does I/O, except the spill files of blocking aggregation
 //! stages; `$where` and `$function` run JavaScript through `bisondb-js`.
 pub mod agg;
+pub mod bsoncolumn;
 pub mod change_stream;
 pub mod collation;
 pub mod compare;
