@@ -5,7 +5,7 @@
 //! is known, and refuses to produce a message larger than [`MAX_MESSAGE_SIZE`],
 //! which no client would accept.
 
-use bson::RawDocument;
+use bson::{RawDocument, RawDocumentBuf};
 use bytes::Bytes;
 
 use crate::{compress, msg_flags, op, Compressor, Header, WireError, HEADER_LEN, MAX_MESSAGE_SIZE};
@@ -58,6 +58,84 @@ pub fn encode_op_msg(
     compressor: Option<Compressor>,
 ) -> Result<Bytes, WireError> {
     encode_op_msg_with_sequences(request_id, response_to, flags, body, &[], compressor)
+}
+
+/// Bytes of an OP_MSG before its kind-0 body: the header, the flags and the
+/// section kind.
+pub const OP_MSG_PREFIX_LEN: usize = HEADER_LEN + 4 + 1;
+
+/// Bodies from this size on are not copied behind their header by
+/// [`encode_op_msg_reply`]: below it a copy costs less than a second buffer
+/// to write.
+pub const SPLIT_BODY_AT: usize = 64 * 1024;
+
+/// An encoded message, ready to write: one buffer, or (a large uncompressed
+/// OP_MSG) its prefix and its body apart, to be written together with one
+/// vectored write.
+#[derive(Debug)]
+pub enum Encoded {
+    Whole(Bytes),
+    Parts {
+        prefix: [u8; OP_MSG_PREFIX_LEN],
+        body: RawDocumentBuf,
+    },
+}
+
+impl Encoded {
+    /// The message's length on the wire.
+    pub fn len(&self) -> usize {
+        match self {
+            Encoded::Whole(b) => b.len(),
+            Encoded::Parts { body, .. } => OP_MSG_PREFIX_LEN + body.as_bytes().len(),
+        }
+    }
+
+    /// Never true: a message has at least its header.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The message as one buffer (copies a split one).
+    pub fn to_vec(&self) -> Vec<u8> {
+        match self {
+            Encoded::Whole(b) => b.to_vec(),
+            Encoded::Parts { prefix, body } => [&prefix[..], body.as_bytes()].concat(),
+        }
+    }
+}
+
+/// [`encode_op_msg`] of a reply the caller owns. A body of
+/// [`SPLIT_BODY_AT`] bytes or more, sent without compression or checksum,
+/// is kept where it is and only its prefix is encoded: a 16 MiB batch of
+/// documents is then not copied once more into fresh memory (and its pages
+/// faulted in) just to put 21 bytes in front of it.
+pub fn encode_op_msg_reply(
+    request_id: i32,
+    response_to: i32,
+    flags: u32,
+    body: RawDocumentBuf,
+    compressor: Option<Compressor>,
+) -> Result<Encoded, WireError> {
+    let plain = compressor.is_none_or(|c| c == Compressor::Noop)
+        && flags & msg_flags::CHECKSUM_PRESENT == 0;
+    if !plain || body.as_bytes().len() < SPLIT_BODY_AT {
+        return encode_op_msg(request_id, response_to, flags, &body, compressor)
+            .map(Encoded::Whole);
+    }
+    let total = wire_len(OP_MSG_PREFIX_LEN + body.as_bytes().len())?;
+    let mut prefix = [0u8; OP_MSG_PREFIX_LEN];
+    prefix[..HEADER_LEN].copy_from_slice(
+        &Header {
+            message_length: total,
+            request_id,
+            response_to,
+            op_code: op::OP_MSG,
+        }
+        .to_bytes(),
+    );
+    prefix[HEADER_LEN..HEADER_LEN + 4].copy_from_slice(&flags.to_le_bytes());
+    // prefix[HEADER_LEN + 4] stays 0: a kind-0 section, the body.
+    Ok(Encoded::Parts { prefix, body })
 }
 
 /// Encodes an OP_MSG with a kind-0 body followed by kind-1 document sequences
@@ -217,6 +295,34 @@ mod tests {
         assert_eq!(i32_at(&summed, 0) as usize, summed.len());
         let (covered, crc) = summed.split_at(summed.len() - 4);
         assert_eq!(crc32c::crc32c(covered).to_le_bytes(), crc);
+    }
+
+    #[test]
+    fn large_plain_replies_are_split_into_the_same_bytes() {
+        let small = rawdoc! { "ok": 1.0 };
+        let large = rawdoc! { "v": "x".repeat(SPLIT_BODY_AT), "ok": 1.0 };
+        for (body, flags, compressor, split) in [
+            (&small, 0, None, false),
+            (&large, 0, None, true),
+            (
+                &large,
+                msg_flags::MORE_TO_COME,
+                Some(Compressor::Noop),
+                true,
+            ),
+            (&large, msg_flags::CHECKSUM_PRESENT, None, false),
+            (&large, 0, Some(Compressor::Zlib), false),
+        ] {
+            let e = encode_op_msg_reply(7, 9, flags, body.clone(), compressor).unwrap();
+            assert_eq!(
+                matches!(e, Encoded::Parts { .. }),
+                split,
+                "{flags} {compressor:?}"
+            );
+            let whole = encode_op_msg(7, 9, flags, body, compressor).unwrap();
+            assert_eq!(e.to_vec(), whole.to_vec());
+            assert_eq!(e.len(), whole.len());
+        }
     }
 
     #[test]

@@ -48,7 +48,8 @@ mod validate;
 pub use codec::{Frame, MessageCodec};
 pub use compression::{compress, decompress, Compressor};
 pub use encode::{
-    encode_op_compressed, encode_op_msg, encode_op_msg_with_sequences, encode_op_reply,
+    encode_op_compressed, encode_op_msg, encode_op_msg_reply, encode_op_msg_with_sequences,
+    encode_op_reply, Encoded, OP_MSG_PREFIX_LEN, SPLIT_BODY_AT,
 };
 pub use error::WireError;
 pub use header::Header;
