@@ -38,6 +38,26 @@ async fn still_serving(db: &Database, coll: &str) {
     assert_eq!(r.get_f64("ok").unwrap_or(0.0), 1.0);
 }
 
+/// A server whose `db.c` holds `n` documents `{_id: i, a: i, k: 1, pad}`,
+/// `pad` a string of `pad_bytes`, inserted 1,000 or 8 MiB at a time.
+async fn server_with(db: &str, n: i32, pad_bytes: usize) -> (TestServer, Database) {
+    let ts = start().await;
+    let db = ts.tcp.database(db);
+    let coll = db.collection::<Document>("c");
+    let pad = "p".repeat(pad_bytes);
+    let per_batch = (8 << 20) / (pad_bytes as i32 + 64).max(1);
+    let per_batch = per_batch.clamp(1, 1000);
+    let mut i = 0;
+    while i < n {
+        let end = (i + per_batch).min(n);
+        coll.insert_many((i..end).map(|i| doc! {"_id": i, "a": i, "k": 1, "pad": pad.clone()}))
+            .await
+            .unwrap();
+        i = end;
+    }
+    (ts, db)
+}
+
 /// A command's error code (panics when it succeeds).
 async fn code_of(db: &Database, cmd: Document) -> i32 {
     let name = cmd.keys().next().cloned().unwrap_or_default();
@@ -93,12 +113,7 @@ async fn limits_are_server_parameters() {
 /// limit it is refused with 146, and smaller lists still run.
 #[tokio::test]
 async fn a_long_in_list_is_refused_past_the_operation_limit() {
-    let ts = start().await;
-    let db = ts.tcp.database("mem_in");
-    let coll = db.collection::<Document>("c");
-    coll.insert_many((0..100).map(|i| doc! {"_id": i, "a": i}))
-        .await
-        .unwrap();
+    let (ts, db) = server_with("mem_in", 100, 0).await;
     set_parameter(
         &ts,
         "internalQueryMaxMemoryUsageBytesPerOperation",
@@ -133,16 +148,11 @@ async fn a_long_in_list_is_refused_past_the_operation_limit() {
 /// Issue 20: three nested self-`$lookup`s over 300 documents grew past 6 GB.
 #[tokio::test]
 async fn a_nested_self_lookup_is_bounded() {
-    let ts = start().await;
-    let db = ts.tcp.database("mem_lookup");
-    let coll = db.collection::<Document>("s");
-    coll.insert_many((0..300).map(|i| doc! {"_id": i, "x": "y".repeat(100)}))
-        .await
-        .unwrap();
+    let (_ts, db) = server_with("mem_lookup", 300, 100).await;
     let pipeline = vec![
-        doc! {"$lookup": {"from": "s", "pipeline": [
-            {"$lookup": {"from": "s", "pipeline": [
-                {"$lookup": {"from": "s", "pipeline": [], "as": "m"}}
+        doc! {"$lookup": {"from": "c", "pipeline": [
+            {"$lookup": {"from": "c", "pipeline": [
+                {"$lookup": {"from": "c", "pipeline": [], "as": "m"}}
             ], "as": "k"}}
         ], "as": "j"}},
         doc! {"$count": "n"},
@@ -150,11 +160,11 @@ async fn a_nested_self_lookup_is_bounded() {
     let started = std::time::Instant::now();
     let code = code_of(
         &db,
-        doc! {"aggregate": "s", "pipeline": pipeline, "cursor": {}, "maxTimeMS": 60_000},
+        doc! {"aggregate": "c", "pipeline": pipeline, "cursor": {}, "maxTimeMS": 60_000},
     )
     .await;
     assert!([146, 4568].contains(&code), "code {code}");
-    still_serving(&db, "s").await;
+    still_serving(&db, "c").await;
     eprintln!(
         "a_nested_self_lookup: failed with {code} after {:?}, peak RSS {} MiB",
         started.elapsed(),
@@ -167,24 +177,18 @@ async fn a_nested_self_lookup_is_bounded() {
 /// limit, 146.
 #[tokio::test]
 async fn a_dense_graph_lookup_is_bounded() {
-    let ts = start().await;
-    let db = ts.tcp.database("mem_graph");
-    let coll = db.collection::<Document>("g");
-    let pad = "p".repeat(1000);
-    coll.insert_many((0..5000).map(|i| doc! {"_id": i, "k": 1, "pad": pad.clone()}))
-        .await
-        .unwrap();
+    let (ts, db) = server_with("mem_graph", 5000, 1000).await;
     set_parameter(&ts, "internalQueryMaxMemoryUsageBytesPerOperation", 4 << 20).await;
     let lookup = doc! {"$graphLookup": {
-    "from": "g", "startWith": "$k", "connectFromField": "k",
+    "from": "c", "startWith": "$k", "connectFromField": "k",
     "connectToField": "k", "as": "all"}};
     let code = code_of(
         &db,
-        doc! {"aggregate": "g", "pipeline": [lookup.clone(), {"$project": {"n": {"$size": "$all"}}}], "cursor": {}},
+        doc! {"aggregate": "c", "pipeline": [lookup.clone(), {"$project": {"n": {"$size": "$all"}}}], "cursor": {}},
     )
     .await;
     assert_eq!(code, 146);
-    still_serving(&db, "g").await;
+    still_serving(&db, "c").await;
     // Under a roomier limit the same search runs.
     set_parameter(
         &ts,
@@ -193,7 +197,7 @@ async fn a_dense_graph_lookup_is_bounded() {
     )
     .await;
     let r = db
-        .run_command(doc! {"aggregate": "g", "pipeline": [
+        .run_command(doc! {"aggregate": "c", "pipeline": [
         {"$limit": 1}, lookup, {"$project": {"n": {"$size": "$all"}}}], "cursor": {}})
         .await
         .unwrap();
@@ -206,17 +210,9 @@ async fn a_dense_graph_lookup_is_bounded() {
 /// `allowDiskUse` says; the stage's own limit gives 292 without it.
 #[tokio::test]
 async fn a_group_pushing_big_documents_fails_with_the_code() {
-    let ts = start().await;
-    let db = ts.tcp.database("mem_group");
-    let coll = db.collection::<Document>("b");
-    let big = "b".repeat(256 * 1024);
-    for chunk in 0..4 {
-        coll.insert_many((0..20).map(|i| doc! {"_id": chunk * 20 + i, "big": big.clone()}))
-            .await
-            .unwrap();
-    }
+    let (ts, db) = server_with("mem_group", 80, 256 * 1024).await;
     let push = |allow: bool| {
-        doc! {"aggregate": "b", "pipeline": [
+        doc! {"aggregate": "c", "pipeline": [
         {"$group": {"_id": null, "all": {"$push": "$$ROOT"}}},
         {"$project": {"n": {"$size": "$all"}}}],
         "cursor": {}, "allowDiskUse": allow}
@@ -224,10 +220,10 @@ async fn a_group_pushing_big_documents_fails_with_the_code() {
     set_parameter(&ts, "internalQueryMaxMemoryUsageBytesPerOperation", 8 << 20).await;
     assert_eq!(code_of(&db, push(false)).await, 146);
     assert_eq!(code_of(&db, push(true)).await, 146);
-    still_serving(&db, "b").await;
+    still_serving(&db, "c").await;
     // Many groups (one per document) spill with allowDiskUse instead.
-    let per_doc = doc! {"aggregate": "b", "pipeline": [
-    {"$group": {"_id": "$_id", "d": {"$push": "$big"}}},
+    let per_doc = doc! {"aggregate": "c", "pipeline": [
+    {"$group": {"_id": "$_id", "d": {"$push": "$pad"}}},
     {"$count": "n"}], "cursor": {}, "allowDiskUse": true};
     let r = db.run_command(per_doc).await.unwrap();
     assert_eq!(num(&first_batch(&r)[0], "n"), 80);
@@ -242,18 +238,10 @@ async fn a_group_pushing_big_documents_fails_with_the_code() {
 /// `allowDiskUse` the same sort spills instead.
 #[tokio::test]
 async fn the_server_limit_fails_one_query_and_not_the_others() {
-    let ts = start().await;
-    let db = ts.tcp.database("mem_server");
-    let coll = db.collection::<Document>("s");
-    let pad = "s".repeat(64 * 1024);
-    for chunk in 0..4 {
-        coll.insert_many((0..40).map(|i| doc! {"_id": chunk * 40 + i, "pad": pad.clone()}))
-            .await
-            .unwrap();
-    }
+    let (ts, db) = server_with("mem_server", 160, 64 * 1024).await;
     set_parameter(&ts, "bisondbMaxServerMemoryUsageBytes", 4 << 20).await;
     let sort = |allow: bool| {
-        doc! {"aggregate": "s", "pipeline": [{"$sort": {"pad": 1, "_id": -1}}, {"$project": {"_id": 1}}],
+        doc! {"aggregate": "c", "pipeline": [{"$sort": {"pad": 1, "_id": -1}}, {"$project": {"_id": 1}}],
         "cursor": {}, "allowDiskUse": allow}
     };
     let big = {
@@ -266,7 +254,7 @@ async fn the_server_limit_fails_one_query_and_not_the_others() {
         tokio::spawn(async move {
             for i in 0..50 {
                 let r = db
-                    .run_command(doc! {"find": "s", "filter": {"_id": i}, "projection": {"_id": 1}})
+                    .run_command(doc! {"find": "c", "filter": {"_id": i}, "projection": {"_id": 1}})
                     .await
                     .unwrap();
                 assert_eq!(first_batch(&r).len(), 1);
@@ -277,7 +265,7 @@ async fn the_server_limit_fails_one_query_and_not_the_others() {
     small.await.unwrap();
     let r = db.run_command(sort(true)).await.unwrap();
     assert_eq!(first_batch(&r).len(), 101);
-    still_serving(&db, "s").await;
+    still_serving(&db, "c").await;
     // Everything went back to the pool: a roomy limit again serves all.
     set_parameter(&ts, "bisondbMaxServerMemoryUsageBytes", 1 << 30).await;
     let r = db.run_command(sort(false)).await.unwrap();
@@ -292,12 +280,7 @@ async fn the_server_limit_fails_one_query_and_not_the_others() {
 #[tokio::test]
 #[ignore = "a measurement: run alone for its peak RSS"]
 async fn four_long_in_lists_at_once_under_the_defaults() {
-    let ts = start().await;
-    let db = ts.tcp.database("mem_in4");
-    db.collection::<Document>("c")
-        .insert_many((0..100).map(|i| doc! {"_id": i, "a": i}))
-        .await
-        .unwrap();
+    let (_ts, db) = server_with("mem_in4", 100, 0).await;
     let before = peak_rss_mib();
     let mut runs = Vec::new();
     for _ in 0..4 {
