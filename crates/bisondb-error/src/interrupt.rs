@@ -72,7 +72,7 @@ impl OpCtx {
 
     /// The same context, its memory counted against `pool` (without one an
     /// operation's memory is not bounded).
-    pub fn with_memory(mut self, pool: Arc<crate::memory::Pool>) -> OpCtx {
+    pub fn with_memory(mut self, pool: &'static crate::memory::Pool) -> OpCtx {
         self.memory = crate::memory::Tracker::new(pool);
         self
     }

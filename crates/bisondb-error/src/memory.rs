@@ -52,6 +52,14 @@ impl Default for Pool {
 }
 
 impl Pool {
+    /// A pool that lives as long as the process: a server makes one when it
+    /// starts (a test process that starts hundreds of servers keeps a few
+    /// KiB), so every command's tracker can refer to it without touching a
+    /// shared reference count.
+    pub fn leak(pool: Pool) -> &'static Pool {
+        Box::leak(Box::new(pool))
+    }
+
     /// A pool bounding all operations to `limit` bytes and each to
     /// `operation_limit`.
     pub fn new(limit: usize, operation_limit: usize) -> Pool {
@@ -114,7 +122,9 @@ impl Pool {
 /// pool (none: the operation is not bounded, as for work outside a command).
 #[derive(Debug, Default)]
 pub struct Tracker {
-    pool: Option<Arc<Pool>>,
+    /// `'static`, not counted: a reference count on the pool would be one
+    /// cache line every command on every core writes (see [`Pool::leak`]).
+    pool: Option<&'static Pool>,
     used: AtomicUsize,
     peak: AtomicUsize,
     reserved: AtomicUsize,
@@ -122,7 +132,7 @@ pub struct Tracker {
 
 impl Tracker {
     /// A tracker drawing on `pool`.
-    pub fn new(pool: Arc<Pool>) -> Tracker {
+    pub fn new(pool: &'static Pool) -> Tracker {
         Tracker {
             pool: Some(pool),
             used: AtomicUsize::new(0),
@@ -144,7 +154,7 @@ impl Tracker {
     /// Counts `bytes` more, or fails with 146 (nothing counted) when that
     /// passes the operation's limit or the pool's.
     pub fn charge(&self, bytes: usize) -> MongoResult<()> {
-        let Some(pool) = &self.pool else {
+        let Some(pool) = self.pool else {
             return Ok(());
         };
         let used = self
@@ -175,7 +185,7 @@ impl Tracker {
     /// Counts `bytes` fewer; whole chunks no longer needed (beyond one
     /// spare) go back to the pool.
     pub fn release(&self, bytes: usize) {
-        let Some(pool) = &self.pool else {
+        let Some(pool) = self.pool else {
             return;
         };
         let before = self.used.fetch_sub(bytes, Ordering::Relaxed);
@@ -308,14 +318,14 @@ impl Drop for Charge {
 mod tests {
     use super::*;
 
-    fn op_on(pool: &Arc<Pool>) -> Arc<OpCtx> {
-        Arc::new(OpCtx::default().with_memory(pool.clone()))
+    fn op_on(pool: &'static Pool) -> Arc<OpCtx> {
+        Arc::new(OpCtx::default().with_memory(pool))
     }
 
     #[test]
     fn small_operations_never_touch_the_pool() {
-        let pool = Arc::new(Pool::new(0, DEFAULT_OPERATION_LIMIT));
-        let op = op_on(&pool);
+        let pool = Pool::leak(Pool::new(0, DEFAULT_OPERATION_LIMIT));
+        let op = op_on(pool);
         // Within the first chunk: free of the pool, even a pool of 0 bytes.
         op.memory().charge(CHUNK).unwrap();
         assert_eq!(pool.used(), 0);
@@ -328,8 +338,8 @@ mod tests {
 
     #[test]
     fn the_operation_limit_refuses_and_counts_nothing() {
-        let pool = Arc::new(Pool::new(usize::MAX, 10 * CHUNK));
-        let op = op_on(&pool);
+        let pool = Pool::leak(Pool::new(usize::MAX, 10 * CHUNK));
+        let op = op_on(pool);
         op.memory().charge(9 * CHUNK).unwrap();
         assert_eq!(pool.used(), 8 * CHUNK);
         let e = op.memory().charge(2 * CHUNK).unwrap_err();
@@ -350,9 +360,9 @@ mod tests {
 
     #[test]
     fn the_server_limit_fails_one_operation_and_not_the_others() {
-        let pool = Arc::new(Pool::new(4 * CHUNK, usize::MAX));
-        let big = op_on(&pool);
-        let small = op_on(&pool);
+        let pool = Pool::leak(Pool::new(4 * CHUNK, usize::MAX));
+        let big = op_on(pool);
+        let small = op_on(pool);
         big.memory().charge(4 * CHUNK).unwrap();
         assert_eq!(pool.used(), 3 * CHUNK);
         let e = big.memory().charge(2 * CHUNK).unwrap_err();
@@ -370,8 +380,8 @@ mod tests {
 
     #[test]
     fn charges_follow_their_operation_and_release_on_drop() {
-        let pool = Arc::new(Pool::new(usize::MAX, 8 * CHUNK));
-        let op = op_on(&pool);
+        let pool = Pool::leak(Pool::new(usize::MAX, 8 * CHUNK));
+        let op = op_on(pool);
         let guard = interrupt::enter(op.clone());
         let mut c = Charge::new();
         c.grow(5 * CHUNK).unwrap();

@@ -709,6 +709,18 @@ mod tests {
     use super::*;
 
     #[test]
+    fn replies_past_the_document_limit_fail_with_10334() {
+        let mut d = bson::doc! {"cursor": {"firstBatch": []}};
+        let ok = RawDocumentBuf::try_from(&d).unwrap();
+        assert!(reply_within_limit(ok).is_ok());
+        d.insert("big", "x".repeat(MAX_REPLY_BYTES));
+        let big = RawDocumentBuf::try_from(&d).unwrap();
+        let e = reply_within_limit(big).unwrap_err();
+        assert_eq!(e.code, ErrorCode::BSONObjectTooLarge);
+        assert!(e.message.contains("First element: cursor"), "{}", e.message);
+    }
+
+    #[test]
     fn stall_watch_closes_only_stalled_connections() {
         // Never greeted: closed at the first firing.
         let mut w = StallWatch::new(100);

@@ -27,11 +27,10 @@ use crate::request::CommandRequest;
 use crate::state::ServerState;
 
 /// Every client connection and the operation each is running.
-#[derive(Default)]
 pub struct Operations {
     /// The memory every operation's tracker draws on
     /// (`bisondb_error::memory`): the server-wide and per-operation limits.
-    pub memory: Arc<bisondb_error::memory::Pool>,
+    pub memory: &'static bisondb_error::memory::Pool,
     next_opid: AtomicU32,
     clients: Mutex<BTreeMap<i64, Arc<Client>>>,
     /// Set at shutdown: every operation that begins is killed at once.
@@ -179,8 +178,10 @@ impl Operations {
             config.operation_memory_bytes,
         );
         Operations {
-            memory: Arc::new(pool),
-            ..Operations::default()
+            memory: bisondb_error::memory::Pool::leak(pool),
+            next_opid: AtomicU32::default(),
+            clients: Mutex::default(),
+            shutting_down: AtomicBool::default(),
         }
     }
 
@@ -215,7 +216,7 @@ impl Operations {
         conn: &ConnectionInfo,
         max_time_ms: u64,
     ) -> Running {
-        let ctx = Arc::new(OpCtx::with_max_time_ms(max_time_ms).with_memory(self.memory.clone()));
+        let ctx = Arc::new(OpCtx::with_max_time_ms(max_time_ms).with_memory(self.memory));
         if self.shutting_down.load(Ordering::Relaxed) {
             ctx.kill(ErrorCode::InterruptedAtShutdown);
         }

@@ -47,6 +47,7 @@ mod lifecycle;
 mod logs;
 mod management;
 mod map_reduce;
+mod memory;
 mod min_max;
 mod natural_order;
 mod observability;

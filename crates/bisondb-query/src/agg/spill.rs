@@ -536,8 +536,8 @@ mod tests {
     /// Runs `f` as an operation whose memory is bounded to `op_limit`.
     fn bounded_to<T>(op_limit: usize, f: impl FnOnce() -> T) -> T {
         use bisondb_error::{interrupt, memory};
-        let pool = std::sync::Arc::new(memory::Pool::new(usize::MAX, op_limit));
-        let op = std::sync::Arc::new(interrupt::OpCtx::default().with_memory(pool.clone()));
+        let pool = memory::Pool::leak(memory::Pool::new(usize::MAX, op_limit));
+        let op = std::sync::Arc::new(interrupt::OpCtx::default().with_memory(pool));
         let out = {
             let _current = interrupt::enter(op.clone());
             f()

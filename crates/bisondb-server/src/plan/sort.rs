@@ -1,6 +1,7 @@
 //! The blocking sort: documents held in memory (bounded to the first
 //! skip + limit when there is a limit) and sorted, counting the bytes it
-//! sorted for explain, and its explain stage.
+//! sorted for explain, and its explain stage. The buffer counts against the
+//! operation's memory (`bisondb_error::memory`) while it is filled.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -69,6 +70,11 @@ pub fn sort_within(
     crate::metrics::add(&crate::metrics::SCAN_AND_ORDER, 1);
     let mut docs: Vec<RawDocumentBuf> = Vec::new();
     let mut bytes = 0usize;
+    // The buffer counted against the operation's memory (and the
+    // server's), in steps so a document costs no atomic: past either, 146
+    // (this sort does not spill).
+    let mut charge = bisondb_error::memory::Charge::new();
+    const STEP: usize = 64 * 1024;
     let cmp = |a: &RawDocumentBuf, b: &RawDocumentBuf| spec.compare_raw(a, b);
     for d in src {
         let d = d?;
@@ -81,6 +87,9 @@ pub fn sort_within(
                 docs.truncate(k);
                 bytes = docs.iter().map(|d| d.as_bytes().len()).sum();
             }
+        }
+        if bytes > charge.bytes().saturating_add(STEP) || bytes < charge.bytes() {
+            charge.set(bytes)?;
         }
         if bytes > limit && !allow_disk_use {
             return Err(MongoError::new(
