@@ -420,6 +420,11 @@ impl Open {
     /// worker's queue then holds a few messages, never 1,000. Commits were
     /// already one at a time in fjall (its journal lock), so the turn costs
     /// one lock.
+    ///
+    /// This reads fjall's hidden `Keyspace::tree` (the active memtable's size)
+    /// and calls its hidden `rotate_memtable`: an upgrade of fjall must check
+    /// both still exist, and whether its queue still floods (the fix upstream
+    /// is fjall-rs/fjall#323, unreleased as of fjall 3.1.13).
     fn commit(&self, batch: Batch) -> Result<(), fjall::Error> {
         let _turn = self.commit_turn.lock();
         for space in Space::ALL {

@@ -150,3 +150,112 @@ fn unimplemented_settings_stop_start_up() {
         assert!(err.contains(named), "{flag:?}: {err}");
     }
 }
+
+/// Runs `bisondb` with `args` and waits at most 30 s for it to exit: its
+/// status and standard error, or `None` when it is still running then (it
+/// started; it is killed).
+fn exits_with(args: &[&std::ffi::OsStr]) -> Option<(std::process::ExitStatus, String)> {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_bisondb"))
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start bisondb");
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_secs(30) {
+        if let Ok(Some(_)) = child.try_wait() {
+            let out = child.wait_with_output().expect("output");
+            return Some((
+                out.status,
+                String::from_utf8_lossy(&out.stderr).into_owned(),
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    None
+}
+
+/// Finding 8 as it was found: a config file with `security.authorization:
+/// enabled`, a `security.keyFile` that does not exist and `net.tls.mode:
+/// requireTLS` with no certificate started normally, in plaintext. Security
+/// and TLS are implemented now, so those settings are honoured or stop
+/// start-up: that file stops it (exit 2, nothing created) naming the missing
+/// certificate; the missing key file alone stops it naming the file; and
+/// `authorization: enabled` alone is enforced (an unauthenticated command is
+/// refused with 13 Unauthorized).
+#[tokio::test(flavor = "multi_thread")]
+async fn security_and_tls_settings_are_honoured_or_stop_start_up() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let conf = dir.path().join("mongod.conf");
+    let dbpath = dir.path().join("db");
+    let missing_key = dir.path().join("no-such-key");
+    let args = [
+        conf.as_os_str(),
+        std::ffi::OsStr::new("--dbpath"),
+        dbpath.as_os_str(),
+    ];
+    let with_config = |yaml: String| {
+        std::fs::write(&conf, yaml).expect("write config");
+        let mut all = vec![std::ffi::OsStr::new("--config")];
+        all.extend(args);
+        exits_with(&all)
+    };
+
+    let (status, err) = with_config(format!(
+        "security:\n  authorization: enabled\n  keyFile: {}\nnet:\n  tls:\n    mode: requireTLS\n",
+        missing_key.display()
+    ))
+    .expect("the finding's config file must not start a server");
+    assert_eq!(status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("need tlsCertificateKeyFile or certificateSelector when TLS is enabled"),
+        "{err}"
+    );
+    assert!(!dbpath.exists(), "nothing is created before the refusal");
+
+    let (status, err) = with_config(format!(
+        "security:\n  authorization: enabled\n  keyFile: {}\n",
+        missing_key.display()
+    ))
+    .expect("a missing key file must not start a server");
+    assert!(!status.success(), "{err}");
+    assert!(
+        err.contains(&format!("Error reading file {}", missing_key.display())),
+        "{err}"
+    );
+
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("free port")
+        .port();
+    std::fs::write(
+        &conf,
+        format!("security:\n  authorization: enabled\nnet:\n  port: {port}\n  unixDomainSocket:\n    enabled: false\n"),
+    )
+    .expect("write config");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_bisondb"))
+        .arg("--config")
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start bisondb");
+    let uri = format!("mongodb://127.0.0.1:{port}/?serverSelectionTimeoutMS=30000");
+    let client = mongodb::Client::with_uri_str(&uri).await.expect("client");
+    let refused = client
+        .database("t")
+        .collection::<mongodb::bson::Document>("c")
+        .find_one(mongodb::bson::doc! {})
+        .await;
+    let _ = child.kill();
+    let _ = child.wait();
+    let e = refused.expect_err("authorization: enabled is enforced");
+    match *e.kind {
+        mongodb::error::ErrorKind::Command(ref c) => assert_eq!(c.code, 13, "{e}"),
+        _ => panic!("expected 13 Unauthorized, got {e}"),
+    }
+}
