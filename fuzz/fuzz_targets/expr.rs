@@ -1,0 +1,7 @@
+#![no_main]
+//! libFuzzer entry for the `expr` target of `bisondb_fuzz::targets`.
+libfuzzer_sys::fuzz_target!(|data: &[u8]| {
+    if let Some(t) = bisondb_fuzz::target("expr") {
+        (t.run)(data)
+    }
+});
