@@ -87,6 +87,7 @@ error_codes! {
     RoleNotFound = 31,
     ConflictingUpdateOperators = 40,
     CursorNotFound = 43,
+    NoMatchingDocument = 47,
     NamespaceExists = 48,
     MaxTimeMSExpired = 50,
     DollarPrefixedFieldName = 52,

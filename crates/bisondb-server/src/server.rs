@@ -248,6 +248,7 @@ impl Server {
         tasks.push(crate::sessions::spawn(state.clone()));
         tasks.push(crate::op_ctx::spawn_disconnect_watcher(state.clone()));
         tasks.push(crate::txn::transaction::spawn_reaper(state.clone()));
+        tasks.push(crate::repl::pre_images::spawn(state.clone()));
         if let Some(p) = &socket_path {
             tracing::info!(target: "NETWORK", id = crate::log::ids::UNIX_SOCKET, ctx = "listener",
                 path = %p.display(), "Listening on a Unix socket");

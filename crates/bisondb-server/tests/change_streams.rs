@@ -781,3 +781,435 @@ async fn expanded_events_update_kinds_and_error_labels() {
     let id = cursor_id(&open_c(&db, doc! {}).await);
     get_more(&db, id, "c", 100).await.unwrap();
 }
+
+/// Reads events from cursor `id` on `coll` until `n` came (or 10 s passed).
+async fn collect(db: &Database, id: i64, coll: &str, n: usize) -> Vec<Document> {
+    let mut events = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while events.len() < n && Instant::now() < deadline {
+        let r = get_more(db, id, coll, 500).await.unwrap();
+        events.extend(
+            r.get_document("cursor")
+                .unwrap()
+                .get_array("nextBatch")
+                .unwrap()
+                .iter()
+                .map(|e| e.as_document().unwrap().clone()),
+        );
+    }
+    events
+}
+
+/// The first batch's events of an `aggregate` reply.
+fn first_batch(reply: &Document) -> Vec<Document> {
+    reply
+        .get_document("cursor")
+        .unwrap()
+        .get_array("firstBatch")
+        .unwrap()
+        .iter()
+        .map(|e| e.as_document().unwrap().clone())
+        .collect()
+}
+
+#[tokio::test]
+async fn pre_and_post_images() {
+    let server = start_repl_set().await;
+    let rs = server.tcp_client_with("retryWrites=false").await;
+    let db = rs.database("images");
+    db.run_command(doc! {"create": "c", "changeStreamPreAndPostImages": {"enabled": true}})
+        .await
+        .unwrap();
+    db.create_collection("off").await.unwrap();
+    let listed = db
+        .run_command(doc! {"listCollections": 1, "filter": {"name": "c"}})
+        .await
+        .unwrap();
+    let info = &first_batch(&listed)[0];
+    assert_eq!(
+        info.get_document("options").unwrap(),
+        &doc! {"changeStreamPreAndPostImages": {"enabled": true}}
+    );
+    let coll = db.collection::<Document>("c");
+    let off = db.collection::<Document>("off");
+    let pad = "p".repeat(300);
+    coll.insert_one(doc! {"_id": 1, "a": 1, "arr": [1, 2, 3], "pad": &pad})
+        .await
+        .unwrap();
+    off.insert_one(doc! {"_id": 1, "a": 1}).await.unwrap();
+    let start = db
+        .run_command(doc! {"aggregate": "c", "pipeline": [{"$changeStream": {}}], "cursor": {}})
+        .await
+        .unwrap();
+    let start = pbrt(&start);
+
+    coll.update_one(
+        doc! {"_id": 1},
+        doc! {"$set": {"a": 2, "b.c": 1}, "$pop": {"arr": 1}},
+    )
+    .await
+    .unwrap();
+    coll.replace_one(doc! {"_id": 1}, doc! {"r": 1, "pad": &pad})
+        .await
+        .unwrap();
+    coll.delete_one(doc! {"_id": 1}).await.unwrap();
+    // A transaction: each operation's pre-image under its applyOps index.
+    coll.insert_many([doc! {"_id": 2, "t": 0}, doc! {"_id": 3, "t": 0}])
+        .await
+        .unwrap();
+    let mut session = rs.start_session().await.unwrap();
+    session.start_transaction().await.unwrap();
+    coll.update_one(doc! {"_id": 2}, doc! {"$set": {"t": 1}})
+        .session(&mut session)
+        .await
+        .unwrap();
+    coll.delete_one(doc! {"_id": 3})
+        .session(&mut session)
+        .await
+        .unwrap();
+    session.commit_transaction().await.unwrap();
+
+    let r = db
+        .run_command(doc! {"aggregate": "c", "pipeline": [{"$changeStream": {
+            "fullDocument": "required",
+            "fullDocumentBeforeChange": "required",
+            "resumeAfter": {"_data": &start},
+        }}, {"$match": {"operationType": {"$ne": "insert"}}}], "cursor": {}})
+        .await
+        .unwrap();
+    let mut events = first_batch(&r);
+    events.extend(collect(&db, cursor_id(&r), "c", 5 - events.len()).await);
+    assert_eq!(
+        kinds(&events),
+        ["update", "replace", "delete", "replace", "delete"]
+    );
+    // The update's post-image is the update applied to its pre-image.
+    assert_eq!(
+        events[0].get_document("fullDocument").unwrap(),
+        &doc! {"_id": 1, "a": 2, "arr": [1, 2], "pad": &pad, "b": {"c": 1}}
+    );
+    assert_eq!(
+        events[0].get_document("fullDocumentBeforeChange").unwrap(),
+        &doc! {"_id": 1, "a": 1, "arr": [1, 2, 3], "pad": &pad}
+    );
+    assert_eq!(
+        events[1].get_document("fullDocument").unwrap(),
+        &doc! {"_id": 1, "r": 1, "pad": &pad}
+    );
+    assert_eq!(
+        events[1].get_document("fullDocumentBeforeChange").unwrap(),
+        &doc! {"_id": 1, "a": 2, "arr": [1, 2], "pad": &pad, "b": {"c": 1}}
+    );
+    assert_eq!(
+        events[2].get_document("fullDocumentBeforeChange").unwrap(),
+        &doc! {"_id": 1, "r": 1, "pad": &pad}
+    );
+    assert!(!events[2].contains_key("fullDocument"));
+    assert_eq!(
+        events[3].get_document("fullDocumentBeforeChange").unwrap(),
+        &doc! {"_id": 2, "t": 0}
+    );
+    assert_eq!(
+        events[4].get_document("fullDocumentBeforeChange").unwrap(),
+        &doc! {"_id": 3, "t": 0}
+    );
+    assert!(events[3].contains_key("lsid"));
+
+    // The pre-images as mongod 8 keeps them.
+    let uuid = info
+        .get_document("info")
+        .unwrap()
+        .get("uuid")
+        .unwrap()
+        .clone();
+    let stored: Vec<Document> = {
+        use futures::TryStreamExt;
+        rs.database("config")
+            .collection::<Document>("system.preimages")
+            .find(doc! {"_id.nsUUID": &uuid})
+            .await
+            .unwrap()
+            .try_collect()
+            .await
+            .unwrap()
+    };
+    assert_eq!(stored.len(), 5, "{stored:?}");
+    let ids: Vec<&Document> = stored
+        .iter()
+        .map(|p| p.get_document("_id").unwrap())
+        .collect();
+    assert!(ids.iter().all(|id| id.get_timestamp("ts").is_ok()));
+    let txn: Vec<i64> = ids
+        .iter()
+        .filter(|id| {
+            id.get_timestamp("ts").unwrap() == events[3].get_timestamp("clusterTime").unwrap()
+        })
+        .map(|id| id.get_i64("applyOpsIndex").unwrap())
+        .collect();
+    assert_eq!(txn, [0, 1]);
+    assert!(stored
+        .iter()
+        .all(|p| p.get_datetime("operationTime").is_ok() && p.get_document("preImage").is_ok()));
+
+    // whenAvailable on a collection that keeps no pre-images: null.
+    let r = db
+        .run_command(doc! {"aggregate": "off", "pipeline": [{"$changeStream": {
+            "fullDocument": "whenAvailable",
+            "fullDocumentBeforeChange": "whenAvailable",
+        }}], "cursor": {}})
+        .await
+        .unwrap();
+    let id = cursor_id(&r);
+    off.update_one(doc! {"_id": 1}, doc! {"$set": {"a": 2}})
+        .await
+        .unwrap();
+    let events = collect(&db, id, "off", 1).await;
+    assert_eq!(events[0].get("fullDocument"), Some(&Bson::Null));
+    assert_eq!(events[0].get("fullDocumentBeforeChange"), Some(&Bson::Null));
+    // required: 47 NoMatchingDocument, for either image.
+    for spec in [
+        doc! {"fullDocument": "required"},
+        doc! {"fullDocumentBeforeChange": "required"},
+    ] {
+        let r = db
+            .run_command(
+                doc! {"aggregate": "off", "pipeline": [{"$changeStream": spec}], "cursor": {}},
+            )
+            .await
+            .unwrap();
+        let id = cursor_id(&r);
+        off.update_one(doc! {"_id": 1}, doc! {"$inc": {"a": 1}})
+            .await
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let err = loop {
+            match get_more(&db, id, "off", 500).await {
+                Err(e) => break e,
+                Ok(_) if Instant::now() < deadline => continue,
+                Ok(r) => panic!("no error: {r:?}"),
+            }
+        };
+        assert_eq!(error_code(&err), Some(47), "{err:?}");
+    }
+    // Disabled again: updates keep no more pre-images.
+    db.run_command(doc! {"collMod": "c", "changeStreamPreAndPostImages": {"enabled": false}})
+        .await
+        .unwrap();
+    coll.update_one(doc! {"_id": 2}, doc! {"$set": {"t": 2}})
+        .await
+        .unwrap();
+    let count = rs
+        .database("config")
+        .collection::<Document>("system.preimages")
+        .count_documents(doc! {"_id.nsUUID": &uuid})
+        .await
+        .unwrap();
+    assert_eq!(count, 5);
+}
+
+#[tokio::test]
+async fn large_events_split_into_fragments() {
+    let server = start_repl_set().await;
+    let rs = server.tcp_client_with("retryWrites=false").await;
+    let db = rs.database("split");
+    db.run_command(doc! {"create": "c", "changeStreamPreAndPostImages": {"enabled": true}})
+        .await
+        .unwrap();
+    let coll = db.collection::<Document>("c");
+    // Each image is ~7 MiB, the event (update description, pre- and
+    // post-image) over 16 MiB.
+    let big = |c: &str| c.repeat(7 * 1024 * 1024);
+    coll.insert_one(doc! {"_id": "aaa", "a": big("x")})
+        .await
+        .unwrap();
+    let start = db
+        .run_command(doc! {"aggregate": "c", "pipeline": [{"$changeStream": {}}], "cursor": {}})
+        .await
+        .unwrap();
+    let start = pbrt(&start);
+    coll.update_one(doc! {"_id": "aaa"}, doc! {"$set": {"a": big("y")}})
+        .await
+        .unwrap();
+    coll.insert_one(doc! {"_id": "small"}).await.unwrap();
+    let images = doc! {
+        "fullDocument": "required",
+        "fullDocumentBeforeChange": "required",
+        "resumeAfter": {"_data": &start},
+    };
+
+    // Without the stage, the event is too large: 10334.
+    let r = db
+        .run_command(doc! {"aggregate": "c", "pipeline": [{"$changeStream": &images}], "cursor": {"batchSize": 0}})
+        .await
+        .unwrap();
+    expect_code(get_more(&db, cursor_id(&r), "c", 500).await, 10334);
+    // Without images it fits and is not split.
+    let r = db
+        .run_command(doc! {"aggregate": "c", "pipeline": [{"$changeStream": {"resumeAfter": {"_data": &start}}}, {"$changeStreamSplitLargeEvent": {}}], "cursor": {"batchSize": 0}})
+        .await
+        .unwrap();
+    let whole = collect(&db, cursor_id(&r), "c", 1).await;
+    assert!(!whole[0].contains_key("splitEvent"));
+
+    let r = db
+        .run_command(doc! {"aggregate": "c", "pipeline": [{"$changeStream": &images}, {"$changeStreamSplitLargeEvent": {}}], "cursor": {"batchSize": 0}})
+        .await
+        .unwrap();
+    let events = collect(&db, cursor_id(&r), "c", 3).await;
+    assert_eq!(events.len(), 3);
+    let n = events
+        .iter()
+        .take_while(|e| e.contains_key("splitEvent"))
+        .count();
+    assert!(n >= 2, "{n} fragments");
+    let mut merged = Document::new();
+    for (i, f) in events.iter().take(n).enumerate() {
+        assert_eq!(
+            f.get_document("splitEvent").unwrap(),
+            &doc! {"fragment": i as i32 + 1, "of": n as i32}
+        );
+        assert!(
+            bson::RawDocumentBuf::try_from(f).unwrap().as_bytes().len()
+                <= 16 * 1024 * 1024 + 16 * 1024
+        );
+        for (k, v) in f {
+            if k != "_id" && k != "splitEvent" {
+                merged.insert(k.clone(), v.clone());
+            }
+        }
+    }
+    assert_eq!(merged.get_str("operationType").unwrap(), "update");
+    assert_eq!(
+        merged
+            .get_document("fullDocument")
+            .unwrap()
+            .get_str("a")
+            .unwrap()
+            .len(),
+        7 * 1024 * 1024
+    );
+    assert!(merged
+        .get_document("fullDocument")
+        .unwrap()
+        .get_str("a")
+        .unwrap()
+        .starts_with('y'));
+    assert!(merged
+        .get_document("fullDocumentBeforeChange")
+        .unwrap()
+        .get_str("a")
+        .unwrap()
+        .starts_with('x'));
+    let tokens: Vec<String> = events.iter().map(token).collect();
+    assert!(tokens.windows(2).all(|w| w[0] < w[1]), "{tokens:?}");
+    assert_eq!(
+        events[n].get_document("documentKey").unwrap(),
+        &doc! {"_id": "small"}
+    );
+
+    // Resumed from the first fragment's token: the fragments after it.
+    let r = db
+        .run_command(doc! {"aggregate": "c", "pipeline": [{"$changeStream": {
+            "fullDocument": "required",
+            "fullDocumentBeforeChange": "required",
+            "resumeAfter": events[0].get_document("_id").unwrap(),
+        }}, {"$changeStreamSplitLargeEvent": {}}], "cursor": {"batchSize": 0}})
+        .await
+        .unwrap();
+    let resumed = collect(&db, cursor_id(&r), "c", n).await;
+    assert_eq!(
+        resumed[0].get_document("splitEvent").unwrap(),
+        &doc! {"fragment": 2, "of": n as i32}
+    );
+    assert_eq!(token(&resumed[0]), tokens[1]);
+    // A fragment's token without the stage, or where the event is not
+    // split: 280 ChangeStreamFatalError.
+    let e = db
+        .run_command(doc! {"aggregate": "c", "pipeline": [{"$changeStream": {"resumeAfter": events[0].get_document("_id").unwrap()}}], "cursor": {}})
+        .await;
+    expect_code(e, 280);
+    let r = db
+        .run_command(doc! {"aggregate": "c", "pipeline": [{"$changeStream": {"resumeAfter": events[0].get_document("_id").unwrap()}}, {"$changeStreamSplitLargeEvent": {}}], "cursor": {"batchSize": 0}})
+        .await
+        .unwrap();
+    expect_code(get_more(&db, cursor_id(&r), "c", 500).await, 280);
+
+    // Placement and argument errors.
+    for (pipeline, code) in [
+        (vec![doc! {"$changeStreamSplitLargeEvent": {}}], 20),
+        (
+            vec![
+                doc! {"$changeStream": {}},
+                doc! {"$changeStreamSplitLargeEvent": {}},
+                doc! {"$changeStreamSplitLargeEvent": {}},
+            ],
+            7182802,
+        ),
+        (
+            vec![
+                doc! {"$changeStream": {}},
+                doc! {"$changeStreamSplitLargeEvent": {}},
+                doc! {"$project": {"fullDocument": 0}},
+            ],
+            7182802,
+        ),
+        (
+            vec![
+                doc! {"$changeStream": {}},
+                doc! {"$changeStreamSplitLargeEvent": {"x": 1}},
+            ],
+            7182800,
+        ),
+    ] {
+        expect_code(
+            aggregate(&db, Bson::String("c".into()), pipeline).await,
+            code,
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pre_images_expire_with_the_oplog() {
+    // A 16 MB oplog (`start_repl_set`'s).
+    let server = start_repl_set().await;
+    let rs = server.tcp_client_with("retryWrites=false").await;
+    let db = rs.database("expiry");
+    db.run_command(doc! {"create": "c", "changeStreamPreAndPostImages": {"enabled": true}})
+        .await
+        .unwrap();
+    let coll = db.collection::<Document>("c");
+    coll.insert_one(doc! {"_id": 1, "a": 0}).await.unwrap();
+    coll.update_one(doc! {"_id": 1}, doc! {"$set": {"a": 1}})
+        .await
+        .unwrap();
+    let pre = rs
+        .database("config")
+        .collection::<Document>("system.preimages");
+    assert_eq!(pre.count_documents(doc! {}).await.unwrap(), 1);
+    let state = server.server.state.clone();
+    let remove = || {
+        let state = state.clone();
+        tokio::task::spawn_blocking(move || {
+            bisondb_server::repl::pre_images::remove_expired(&state).unwrap()
+        })
+    };
+    // The entry is still in the oplog: the pre-image stays.
+    assert_eq!(remove().await.unwrap(), 0);
+    assert_eq!(pre.count_documents(doc! {}).await.unwrap(), 1);
+    // 24 MB of entries push it out of the 16 MB oplog.
+    let filler = db.collection::<Document>("filler");
+    let mb = "f".repeat(1024 * 1024);
+    for i in 0..24 {
+        filler.insert_one(doc! {"_id": i, "s": &mb}).await.unwrap();
+    }
+    assert_eq!(remove().await.unwrap(), 1);
+    assert_eq!(pre.count_documents(doc! {}).await.unwrap(), 0);
+    // Nothing moved since: no scan, nothing removed.
+    assert_eq!(remove().await.unwrap(), 0);
+    // Later pre-images are kept.
+    coll.update_one(doc! {"_id": 1}, doc! {"$set": {"a": 2}})
+        .await
+        .unwrap();
+    assert_eq!(remove().await.unwrap(), 0);
+    assert_eq!(pre.count_documents(doc! {}).await.unwrap(), 1);
+}

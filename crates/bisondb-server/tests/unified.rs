@@ -38,7 +38,7 @@ const EXPECTED_FAILURES: &[(&str, &str)] = &[];
 
 /// The number of tests that passed in replica-set mode when this floor was
 /// last raised.
-const REPL_PASS_FLOOR: usize = 663;
+const REPL_PASS_FLOOR: usize = 671;
 
 // Why the tests in SKIPPED_TESTS cannot pass. "server:" is a BisonDB gap
 // (docs/COMPATIBILITY.md); "runner:" is this runner, which sends some
@@ -47,7 +47,6 @@ const RAW_LIST: &str = "runner: listCollections/listIndexes are raw cursor comma
 const RAW_COUNT: &str = "runner: count is a raw command (the Rust driver has no count helper), which the driver does not retry";
 const RAW_UNACKNOWLEDGED: &str =
     "runner: unacknowledged writes are sent as raw commands outside the session";
-const NO_IMAGES: &str = "server: pre- and post-images (fullDocumentBeforeChange, fullDocument whenAvailable/required) are not implemented (238)";
 const NO_AT_CLUSTER_TIME: &str =
     "server: snapshot reads at a point in time (atClusterTime) are not implemented";
 const RAW_BULK_WRITE: &str = "runner: a collection bulkWrite is sent as raw insert/update/delete commands, which the driver neither numbers (txnNumber) nor retries";
@@ -75,38 +74,6 @@ const SKIPPED_TESTS: &[(&str, &str)] = &[
     (
         "causal-consistency/causal-consistency-write-commands.json :: bulkWrite includes afterClusterTime in causally consistent session",
         RAW_BULK_WRITE,
-    ),
-    (
-        "change-streams/unified/change-streams-pre_and_post_images.json :: fullDocument:required with changeStreamPreAndPostImages disabled",
-        NO_IMAGES,
-    ),
-    (
-        "change-streams/unified/change-streams-pre_and_post_images.json :: fullDocument:required with changeStreamPreAndPostImages enabled",
-        NO_IMAGES,
-    ),
-    (
-        "change-streams/unified/change-streams-pre_and_post_images.json :: fullDocument:whenAvailable with changeStreamPreAndPostImages disabled",
-        NO_IMAGES,
-    ),
-    (
-        "change-streams/unified/change-streams-pre_and_post_images.json :: fullDocument:whenAvailable with changeStreamPreAndPostImages enabled",
-        NO_IMAGES,
-    ),
-    (
-        "change-streams/unified/change-streams-pre_and_post_images.json :: fullDocumentBeforeChange:required with changeStreamPreAndPostImages disabled",
-        NO_IMAGES,
-    ),
-    (
-        "change-streams/unified/change-streams-pre_and_post_images.json :: fullDocumentBeforeChange:required with changeStreamPreAndPostImages enabled",
-        NO_IMAGES,
-    ),
-    (
-        "change-streams/unified/change-streams-pre_and_post_images.json :: fullDocumentBeforeChange:whenAvailable with changeStreamPreAndPostImages disabled",
-        NO_IMAGES,
-    ),
-    (
-        "change-streams/unified/change-streams-pre_and_post_images.json :: fullDocumentBeforeChange:whenAvailable with changeStreamPreAndPostImages enabled",
-        NO_IMAGES,
     ),
     (
         "change-streams/unified/change-streams.json :: Test that comment is set on getMore",

@@ -247,7 +247,12 @@ impl Storage {
         match self.inner.observer.get() {
             Some(observer) if observer.observes(db) => {
                 let (o, o2) = o();
-                let target = crate::observer::Target { db, coll, uuid };
+                let target = crate::observer::Target {
+                    db,
+                    coll,
+                    uuid,
+                    pre_images: false,
+                };
                 let op = crate::observer::Op::Command {
                     o: &o,
                     o2: o2.as_ref(),

@@ -37,7 +37,7 @@ pub use index::{hash_bounds, GeoKind, IndexInfo, IndexScan, IndexSpec};
 pub type IndexUsageInfo = (String, u64, bson::DateTime);
 pub use keycode::{encode_id, encode_value, hashed_key};
 pub use lsm::{KeyRegions, LsmEngine, LsmOptions};
-pub use observer::{Op, OpObserver, Target};
+pub use observer::{join_writes, Op, OpObserver, Target};
 pub use store::capped::KeyedEntry;
 pub use store::{
     id_of, in_transaction, write_plain, Collection, DocIter, IndexReport, InsertOutcome, Modify,

@@ -40,6 +40,8 @@
 //! observer), and a transaction's commit becomes one batch with one
 //! `applyOps` entry; change streams read the entries back.
 
+use std::cell::RefCell;
+
 use bson::{Document, RawDocument, Uuid};
 
 use crate::error::StorageError;
@@ -54,6 +56,10 @@ pub struct Target<'a> {
     pub coll: &'a str,
     /// The collection's UUID (none for a database-level command).
     pub uuid: Option<Uuid>,
+    /// The collection has `changeStreamPreAndPostImages` enabled: the
+    /// observer keeps the documents updates and deletes replace (mongod's
+    /// `config.system.preimages`) in the same batch.
+    pub pre_images: bool,
 }
 
 /// One change the batch makes.
@@ -93,4 +99,39 @@ pub trait OpObserver: Send + Sync {
         batch: WriteBatch,
         write: &mut dyn FnMut(WriteBatch) -> Result<(), StorageError>,
     ) -> Result<(), StorageError>;
+}
+
+thread_local! {
+    /// The batch this thread's unobserved writes join, while
+    /// [`join_writes`] runs.
+    static JOINING: RefCell<Option<WriteBatch>> = const { RefCell::new(None) };
+}
+
+/// Runs `f`, whose writes to collections without an observer are not
+/// written but added to `batch` (with their stats records), and returns
+/// `f`'s result with `batch`. Those collections' counts are published when
+/// `f` returns, before the caller writes the batch: a failed engine write
+/// leaves them ahead of the data until the next restart reads them again.
+pub fn join_writes<R>(batch: WriteBatch, f: impl FnOnce() -> R) -> (R, WriteBatch) {
+    let previous = JOINING.with(|j| j.replace(Some(batch)));
+    let out = f();
+    let joined = JOINING.with(|j| j.replace(previous)).unwrap_or_default();
+    (out, joined)
+}
+
+/// The store's unobserved write of `batch`: `None` when it joined the
+/// batch of a running [`join_writes`], else the batch to write.
+pub(crate) fn join(batch: WriteBatch) -> Option<WriteBatch> {
+    JOINING.with(|j| match j.borrow_mut().as_mut() {
+        Some(joined) => {
+            for op in batch.into_ops() {
+                match op {
+                    bisondb_engine::BatchOp::Put(k, v) => joined.put(k, v),
+                    bisondb_engine::BatchOp::Delete(k) => joined.delete(k),
+                }
+            }
+            None
+        }
+        None => Some(batch),
+    })
 }

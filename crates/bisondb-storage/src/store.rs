@@ -200,6 +200,15 @@ impl Collection {
         self.state.options.read().clone()
     }
 
+    /// Whether the collection keeps change-stream pre-images
+    /// (`changeStreamPreAndPostImages: {enabled: true}` in its options).
+    pub fn pre_images_enabled(&self) -> bool {
+        matches!(
+            self.state.options.read().get("changeStreamPreAndPostImages"),
+            Some(bson::Bson::Document(d)) if d.get_bool("enabled").unwrap_or(false)
+        )
+    }
+
     /// What `listCollections` shows.
     pub fn info(&self) -> CollectionInfo {
         CollectionInfo {
@@ -845,16 +854,25 @@ impl Collection {
         );
         match self.observer.as_ref() {
             Some(observer) if !observed.is_empty() && observer.observes(self.db()) => {
+                let pre_images = observed
+                    .iter()
+                    .any(|op| matches!(op, Op::Update { .. } | Op::Delete { .. }))
+                    && self.pre_images_enabled();
                 let target = Target {
                     db: self.db(),
                     coll: self.name(),
                     uuid: Some(self.state.uuid),
+                    pre_images,
                 };
                 observer.commit(target, observed, batch, &mut |b| {
                     Ok(self.engine.write(b, Durability::Buffered)?)
                 })?;
             }
-            _ => self.engine.write(batch, Durability::Buffered)?,
+            _ => {
+                if let Some(batch) = crate::observer::join(batch) {
+                    self.engine.write(batch, Durability::Buffered)?;
+                }
+            }
         }
         self.publish_tally_locked(tally, indexes);
         Ok(())

@@ -278,9 +278,13 @@ impl Stage for ServerStage {
     }
 }
 
+/// The last stage of a change stream's pipeline, which the server runs on
+/// the events the pipeline returns (`change_stream::split`); anywhere else
+/// it is refused.
+pub const SPLIT_LARGE_EVENT: &str = "$changeStreamSplitLargeEvent";
+
 /// mongod stages not built yet, sorted.
 const NOT_IMPLEMENTED_STAGES: &[&str] = &[
-    "$changeStreamSplitLargeEvent",
     "$listSampledQueries",
     "$listSearchIndexes",
     "$listSessions",
@@ -297,6 +301,7 @@ const NOT_IMPLEMENTED_STAGES: &[&str] = &[
 pub fn is_stage_name(name: &str) -> bool {
     name == "$out"
         || name == "$merge"
+        || name == SPLIT_LARGE_EVENT
         || STAGES.binary_search_by(|(n, _)| n.cmp(&name)).is_ok()
         || NOT_IMPLEMENTED_STAGES.binary_search(&name).is_ok()
 }
@@ -425,6 +430,12 @@ impl Pipeline {
                 },
                 Err(_) if NOT_IMPLEMENTED_STAGES.binary_search(&name.as_str()).is_ok() => {
                     return Err(not_implemented(name));
+                }
+                Err(_) if name == SPLIT_LARGE_EVENT => {
+                    return Err(MongoError::new(
+                        ErrorCode::IllegalOperation,
+                        "$changeStreamSplitLargeEvent can only be used in a $changeStream pipeline.",
+                    ));
                 }
                 Err(_) => {
                     return Err(MongoError::location(

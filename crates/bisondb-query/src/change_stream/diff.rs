@@ -7,6 +7,10 @@
 //! diffs). A path is written dotted; when a dotted path could be read two
 //! ways (a field name that is a number or holds a dot), `disambiguatedPaths`
 //! gives its components, array indexes as integers.
+//!
+//! [`apply`] applies a diff to the document before the update (a stored
+//! pre-image), which gives the post-image `fullDocument: "whenAvailable"`
+//! and `"required"` return, as mongod computes it.
 
 use bisondb_error::{MongoError, MongoResult};
 use bson::{Bson, Document};
@@ -150,6 +154,99 @@ impl Out {
     }
 }
 
+/// The document `diff` (an update entry's `$v: 2` diff) makes of `before`.
+pub fn apply(before: &Document, diff: &Document) -> MongoResult<Document> {
+    let mut doc = before.clone();
+    apply_object(&mut doc, diff)?;
+    Ok(doc)
+}
+
+fn apply_object(doc: &mut Document, diff: &Document) -> MongoResult<()> {
+    for (k, v) in diff {
+        match k.as_str() {
+            "d" => {
+                let Bson::Document(fields) = v else {
+                    return Err(bad("'d' is not an object"));
+                };
+                for f in fields.keys() {
+                    doc.remove(f);
+                }
+            }
+            // Fields set in place keep their position; new ones go last.
+            "u" | "i" => {
+                let Bson::Document(fields) = v else {
+                    return Err(bad("'u'/'i' is not an object"));
+                };
+                for (f, value) in fields {
+                    doc.insert(f.clone(), value.clone());
+                }
+            }
+            _ => {
+                let Some(field) = k.strip_prefix('s') else {
+                    return Err(bad(&format!("unknown key '{k}'")));
+                };
+                let Bson::Document(sub) = v else {
+                    return Err(bad("a nested diff is not an object"));
+                };
+                let Some(target) = doc.get_mut(field) else {
+                    return Err(bad("a nested diff of a missing field"));
+                };
+                apply_nested(target, sub)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+fn apply_nested(target: &mut Bson, sub: &Document) -> MongoResult<()> {
+    match (target, matches!(sub.get("a"), Some(Bson::Boolean(true)))) {
+        (Bson::Array(items), true) => apply_array(items, sub),
+        (Bson::Document(d), false) => apply_object(d, sub),
+        _ => Err(bad("a nested diff does not match the field's type")),
+    }
+}
+
+fn apply_array(items: &mut Vec<Bson>, diff: &Document) -> MongoResult<()> {
+    for (k, v) in diff {
+        if k == "a" {
+            continue;
+        }
+        if k == "l" {
+            let size = match v {
+                Bson::Int32(n) => i64::from(*n),
+                Bson::Int64(n) => *n,
+                Bson::Double(d) => *d as i64,
+                _ => return Err(bad("'l' is not a number")),
+            };
+            let size = usize::try_from(size).map_err(|_| bad("'l' out of range"))?;
+            items.resize(size, Bson::Null);
+            continue;
+        }
+        let (kind, index) = k.split_at(1.min(k.len()));
+        let index: usize = index
+            .parse()
+            .map_err(|_| bad(&format!("bad array key '{k}'")))?;
+        match (kind, v) {
+            ("u", value) => {
+                if index >= items.len() {
+                    items.resize(index + 1, Bson::Null);
+                }
+                if let Some(slot) = items.get_mut(index) {
+                    *slot = value.clone();
+                }
+            }
+            ("s", Bson::Document(sub)) => {
+                let Some(slot) = items.get_mut(index) else {
+                    return Err(bad("a nested diff of a missing array element"));
+                };
+                apply_nested(slot, sub)?;
+            }
+            _ => return Err(bad(&format!("bad array key '{k}'"))),
+        }
+    }
+    Ok(())
+}
+
 /// The `updateDescription` of an update whose oplog `o` is
 /// `{$v: 2, diff: ...}`; `disambiguatedPaths` only with `showExpandedEvents`.
 pub fn update_description(diff: &Document, expanded: bool) -> MongoResult<Document> {
@@ -170,6 +267,17 @@ pub fn update_description(diff: &Document, expanded: bool) -> MongoResult<Docume
 mod tests {
     use super::*;
     use bson::doc;
+
+    #[test]
+    fn applies_to_the_pre_image() {
+        let before = doc! {"_id": 1, "gone": 1, "a": 0, "b": {"c": 1, "d": {"x": 1}}, "arr": [1, 2, 3], "t": [{"y": 1}]};
+        let diff = doc! {"d": {"gone": false}, "u": {"a": 1}, "i": {"new": "x"}, "sb": {"u": {"c": 2}, "sd": {"i": {"e": 3}}}, "sarr": {"a": true, "l": 2, "u4": 9}, "st": {"a": true, "s0": {"u": {"y": 2}}}};
+        assert_eq!(
+            apply(&before, &diff).unwrap(),
+            doc! {"_id": 1, "a": 1, "b": {"c": 2, "d": {"x": 1, "e": 3}}, "arr": [1, 2, null, null, 9], "t": [{"y": 2}], "new": "x"}
+        );
+        assert!(apply(&before, &doc! {"smissing": {"u": {"x": 1}}}).is_err());
+    }
 
     #[test]
     fn flat_and_nested() {

@@ -53,6 +53,9 @@ pub struct Event {
     pub uuid: Option<Binary>,
     /// The entry's timestamp, which keys the stored pre-image.
     pub ts: Timestamp,
+    /// An `update`'s `$v: 2` diff, which applied to the pre-image gives
+    /// the post-image.
+    pub update_diff: Option<Document>,
     /// The event ends the stream (an `invalidate`).
     pub invalidates: bool,
 }
@@ -106,6 +109,7 @@ struct Draft {
     /// `collectionUUID`, in order.
     body: Document,
     document_key: Option<Document>,
+    update_diff: Option<Document>,
     invalidates_after: bool,
 }
 
@@ -154,6 +158,7 @@ impl Ctx<'_> {
             document_key: d.document_key,
             uuid: d.uuid.clone(),
             ts: self.ts,
+            update_diff: d.update_diff,
             invalidates: false,
         });
         if let Some((token, doc)) = invalidate {
@@ -165,6 +170,7 @@ impl Ctx<'_> {
                 document_key: None,
                 uuid: d.uuid,
                 ts: self.ts,
+                update_diff: None,
                 invalidates: true,
             });
         }
@@ -268,14 +274,14 @@ fn crud(op: &Document, kind: &str, db: &str, coll: &str, filter: &Filter) -> Mon
             .map(|id| bson::doc! {"_id": id.clone()})
             .ok_or_else(|| bad("the document has no _id"))
     };
-    // (type, document key, fullDocument, updateDescription)
-    let (operation_type, key, full, description) = match kind {
+    // (type, document key, fullDocument, updateDescription, diff)
+    let (operation_type, key, full, description, update_diff) = match kind {
         "i" => {
             let key = match o2 {
                 Some(k) => k.clone(),
                 None => id_key()?,
             };
-            ("insert", key, Some(o), None)
+            ("insert", key, Some(o), None, None)
         }
         "u" => {
             let key = o2.cloned().ok_or_else(|| bad("an update has no 'o2'"))?;
@@ -285,13 +291,13 @@ fn crud(op: &Document, kind: &str, db: &str, coll: &str, filter: &Filter) -> Mon
                     _ => return Err(bad("only $v: 2 update diffs are read")),
                 };
                 let description = update_description(diff, filter.expanded)?;
-                ("update", key, None, Some(description))
+                ("update", key, None, Some(description), Some(diff.clone()))
             } else {
                 // A whole new document: a replacement.
-                ("replace", key, Some(o), None)
+                ("replace", key, Some(o), None, None)
             }
         }
-        _ => ("delete", id_key()?, None, None),
+        _ => ("delete", id_key()?, None, None, None),
     };
     let mut body = Document::new();
     if let Some(full) = full {
@@ -309,6 +315,7 @@ fn crud(op: &Document, kind: &str, db: &str, coll: &str, filter: &Filter) -> Mon
         uuid: uuid_of(op),
         body,
         document_key: Some(key),
+        update_diff,
         invalidates_after: false,
     })
 }
@@ -335,6 +342,7 @@ fn view_created(op: &Document, db: &str, filter: &Filter) -> MongoResult<Option<
         uuid: None,
         body,
         document_key: None,
+        update_diff: None,
         invalidates_after: false,
     }))
 }
@@ -357,6 +365,7 @@ fn command(op: &Document, db: &str, filter: &Filter) -> MongoResult<Option<Draft
             uuid: uuid.clone(),
             body,
             document_key: None,
+            update_diff: None,
             invalidates_after,
         };
     let without_name = || {

@@ -56,6 +56,9 @@ pub struct ChangeStreamSpec {
     /// `showSystemEvents`: events on `system.*` collections in database and
     /// cluster streams.
     pub show_system_events: bool,
+    /// The pipeline ends with `$changeStreamSplitLargeEvent` (set by the
+    /// server, which runs it on the pipeline's output).
+    pub split_large_events: bool,
 }
 
 /// Stages mongod allows after `$changeStream` (it says so by the stage's
@@ -130,6 +133,7 @@ impl ChangeStreamSpec {
             all_changes_for_cluster: false,
             show_expanded_events: false,
             show_system_events: false,
+            split_large_events: false,
         };
         let mut starts = 0;
         for (k, v) in doc {

@@ -12,7 +12,10 @@
 //! token version (`02`), the kind (1 byte), the event's index inside a
 //! transaction's `applyOps` (8 bytes), `01` when the token is an invalidate's,
 //! then `01` + the collection UUID (16 bytes) or `00`, then the BSON bytes of
-//! the event identity (`{operationType, documentKey}` or the like).
+//! the event identity (`{operationType, documentKey}` or the like), then,
+//! for one fragment of an event `$changeStreamSplitLargeEvent` split, the
+//! fragment's number (8 bytes, from 0): a fragment's token sorts after its
+//! event's and before the next event's.
 
 use bisondb_error::{MongoError, MongoResult};
 use bson::{Binary, Bson, Document, Timestamp};
@@ -44,6 +47,8 @@ pub struct ResumeToken {
     pub uuid: Option<Vec<u8>>,
     /// The BSON bytes of the event identity (empty for positions).
     pub event_id: Vec<u8>,
+    /// The fragment of a split event (from 0).
+    pub fragment: Option<u64>,
 }
 
 const TAG: u8 = 0x82;
@@ -82,6 +87,7 @@ impl ResumeToken {
             from_invalidate: false,
             uuid: uuid.map(|b| b.bytes.clone()),
             event_id: bytes,
+            fragment: None,
         }
     }
 
@@ -94,6 +100,23 @@ impl ResumeToken {
             from_invalidate: false,
             uuid: None,
             event_id: Vec::new(),
+            fragment: None,
+        }
+    }
+
+    /// The token of fragment `n` (from 0) of this event.
+    pub fn fragment(&self, n: u64) -> ResumeToken {
+        ResumeToken {
+            fragment: Some(n),
+            ..self.clone()
+        }
+    }
+
+    /// The token of the whole event a fragment's token names.
+    pub fn whole_event(&self) -> ResumeToken {
+        ResumeToken {
+            fragment: None,
+            ..self.clone()
         }
     }
 
@@ -127,6 +150,9 @@ impl ResumeToken {
             None => bytes.push(0),
         }
         bytes.extend_from_slice(&self.event_id);
+        if let Some(n) = self.fragment {
+            bytes.extend_from_slice(&n.to_be_bytes());
+        }
         let mut s = String::with_capacity(bytes.len() * 2);
         for b in bytes {
             let _ = write!(s, "{b:02X}");
@@ -207,9 +233,19 @@ fn decode(hex: &str) -> Option<ResumeToken> {
         }
         _ => return None,
     };
-    if !rest.is_empty() {
-        bson::RawDocument::from_bytes(rest).ok()?;
-    }
+    let (rest, fragment) = if rest.is_empty() {
+        (rest, None)
+    } else {
+        let len = usize::try_from(i32::from_le_bytes(rest.get(..4)?.try_into().ok()?)).ok()?;
+        let (id, tail) = (rest.get(..len)?, rest.get(len..)?);
+        bson::RawDocument::from_bytes(id).ok()?;
+        let fragment = match tail.len() {
+            0 => None,
+            8 => Some(u64::from_be_bytes(tail.try_into().ok()?)),
+            _ => return None,
+        };
+        (id, fragment)
+    };
     Some(ResumeToken {
         ts: u64_at(1)?,
         kind,
@@ -217,6 +253,7 @@ fn decode(hex: &str) -> Option<ResumeToken> {
         from_invalidate,
         uuid,
         event_id: rest.to_vec(),
+        fragment,
     })
 }
 
@@ -243,6 +280,12 @@ mod tests {
         );
         let back = ResumeToken::parse(&Bson::Document(t.to_document())).unwrap();
         assert_eq!(back, t);
+        let f = t.fragment(2);
+        let back = ResumeToken::parse(&Bson::Document(f.to_document())).unwrap();
+        assert_eq!(back, f);
+        assert_eq!(back.whole_event(), t);
+        assert!(t < f && f < t.fragment(3) && t.fragment(3) < t.invalidate());
+        assert!(f.to_hex() > t.to_hex() && f.to_hex() < t.fragment(3).to_hex());
         let p = ResumeToken::position(ts(1, 2), TokenKind::HighWaterMark);
         assert_eq!(
             ResumeToken::parse(&Bson::Document(p.to_document())).unwrap(),

@@ -158,6 +158,14 @@ impl Command for Aggregate {
             }
             _ => None,
         };
+        // The server splits the events the pipeline returns.
+        let stages = match &change_stream {
+            Some(cs) if cs.split_large_events => stages
+                .get(..stages.len().saturating_sub(1))
+                .unwrap_or_default()
+                .to_vec(),
+            _ => stages,
+        };
         let pipeline = Pipeline::parse_command(&lets.pipeline(&stages))?;
         // mongod refuses a forbidden target when it parses the stage, before
         // anything runs (explain included).

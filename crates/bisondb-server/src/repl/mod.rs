@@ -23,6 +23,7 @@ pub mod cluster_time;
 pub mod diff;
 pub mod hello;
 pub mod oplog;
+pub mod pre_images;
 pub mod set_config;
 pub mod signing;
 
@@ -349,7 +350,8 @@ pub fn on_elected(state: &crate::state::ServerState, msg: &str) -> MongoResult<(
 }
 
 /// Opens `local.oplog.rs` (creating it, capped at [`oplog_size_bytes`]),
-/// moves the clock past its last entry, and starts recording into it.
+/// moves the clock past its last entry, and starts recording into it and
+/// keeping pre-images in `config.system.preimages` (created if missing).
 fn activate_oplog(state: &crate::state::ServerState) -> MongoResult<()> {
     let repl = state.repl();
     if repl.oplog.is_active() {
@@ -378,6 +380,19 @@ fn activate_oplog(state: &crate::state::ServerState) -> MongoResult<()> {
             repl.note_write(ts, wall);
         }
     }
+    // Made before the oplog records, so its creation is not an entry
+    // (each member keeps its own pre-images, as mongod).
+    let pre_images = match storage.collection(oplog::PRE_IMAGES_DB, oplog::PRE_IMAGES_COLL) {
+        Some(c) => c,
+        None => storage
+            .create_collection(
+                oplog::PRE_IMAGES_DB,
+                oplog::PRE_IMAGES_COLL,
+                bson::doc! {"clusteredIndex": true},
+            )
+            .map_err(MongoError::from)?,
+    };
+    repl.oplog.activate_pre_images(pre_images);
     repl.oplog.activate(coll);
     Ok(())
 }

@@ -36,6 +36,15 @@
 //! batch, with `ts`, `t`, `v` and `wall` filled in. Change streams read the
 //! collection (tailable, awaitData cursors on it work as on any capped
 //! collection).
+//!
+//! Change-stream pre-images: an update or delete of a collection with
+//! `changeStreamPreAndPostImages` enabled also stores the document it
+//! replaced in `config.system.preimages`, as mongod 8 keeps them
+//! (`{_id: {nsUUID, ts, applyOpsIndex}, operationTime, preImage}`, `ts`
+//! the entry's, `applyOpsIndex` the operation's place in a transaction's
+//! `applyOps`), in the same engine batch as the write and its entry
+//! (`bisondb_storage::join_writes`), so a change stream finds the pre-image
+//! of every entry it reads.
 
 use std::cell::RefCell;
 use std::sync::{Arc, OnceLock, Weak};
@@ -45,12 +54,15 @@ use bisondb_storage::{
     Collection, KeyedEntry, Modify, Op, OpObserver, StorageError, Target, WriteBatch,
 };
 use bson::raw::cstr;
+use bson::Uuid;
 use bson::{doc, Bson, DateTime, Document, RawBsonRef, RawDocument, RawDocumentBuf, Timestamp};
 
 use super::ReplState;
 
 pub const OPLOG_DB: &str = "local";
 pub const OPLOG_COLL: &str = "oplog.rs";
+pub const PRE_IMAGES_DB: &str = "config";
+pub const PRE_IMAGES_COLL: &str = "system.preimages";
 
 /// An optime: an entry's `ts` and term `t`.
 pub type OpTime = (Timestamp, i64);
@@ -262,6 +274,37 @@ pub struct Oplog {
     /// owns this oplog).
     repl: Weak<ReplState>,
     coll: OnceLock<Collection>,
+    /// `config.system.preimages`, without an observer (its writes join the
+    /// recorded write's batch).
+    pre_images: OnceLock<Collection>,
+    /// The oldest entry's `ts` (packed) when the pre-images older than it
+    /// were last all removed (`super::pre_images`).
+    pub pre_images_expired_before: std::sync::atomic::AtomicU64,
+}
+
+/// A document an update or delete replaced, to keep as a pre-image.
+pub struct PreImage<'a> {
+    /// The entry (of those committed together) that records the change.
+    pub entry: usize,
+    pub uuid: Uuid,
+    /// The operation's place in a transaction's `applyOps` (0 outside).
+    pub apply_ops_index: i64,
+    pub before: &'a RawDocument,
+}
+
+/// A pre-image's `_id`: `{nsUUID, ts, applyOpsIndex}`, as mongod's.
+pub fn pre_image_id(uuid: Uuid, ts: Timestamp, apply_ops_index: i64) -> RawDocumentBuf {
+    let mut id = RawDocumentBuf::new();
+    id.append(
+        cstr!("nsUUID"),
+        bson::RawBinaryRef {
+            subtype: bson::spec::BinarySubtype::Uuid,
+            bytes: &uuid.bytes(),
+        },
+    );
+    id.append(cstr!("ts"), ts);
+    id.append(cstr!("applyOpsIndex"), apply_ops_index);
+    id
 }
 
 /// An entry's `o`: the stored document itself, or one built for it.
@@ -298,12 +341,80 @@ impl Oplog {
         Arc::new(Oplog {
             repl,
             coll: OnceLock::new(),
+            pre_images: OnceLock::new(),
+            pre_images_expired_before: std::sync::atomic::AtomicU64::new(0),
         })
     }
 
     /// Starts recording into `coll` (`local.oplog.rs`).
     pub fn activate(&self, coll: Collection) {
         let _ = self.coll.set(coll.without_observer());
+    }
+
+    /// Starts keeping pre-images in `coll` (`config.system.preimages`).
+    pub fn activate_pre_images(&self, coll: Collection) {
+        let _ = self.pre_images.set(coll.without_observer());
+    }
+
+    /// Adds the pre-images `pre` of entries stamped at `times` (`ts`, wall
+    /// milliseconds, by entry) to `batch`.
+    fn join_pre_images(
+        &self,
+        batch: WriteBatch,
+        pre: &[PreImage<'_>],
+        times: &[(Timestamp, i64)],
+    ) -> Result<WriteBatch, StorageError> {
+        let Some(coll) = self.pre_images.get().filter(|_| !pre.is_empty()) else {
+            return Ok(batch);
+        };
+        let mut docs = Vec::with_capacity(pre.len());
+        for p in pre {
+            let &(ts, wall) = times
+                .get(p.entry)
+                .ok_or_else(|| StorageError::internal("pre-image of an unstamped entry"))?;
+            let mut d = RawDocumentBuf::new();
+            d.append(cstr!("_id"), pre_image_id(p.uuid, ts, p.apply_ops_index));
+            d.append(cstr!("operationTime"), DateTime::from_millis(wall));
+            d.append(cstr!("preImage"), p.before);
+            docs.push(d);
+        }
+        let refs: Vec<&RawDocument> = docs.iter().map(|d| d.as_ref()).collect();
+        let (out, batch) = bisondb_storage::join_writes(batch, || {
+            coll.insert_many(&refs, true, bisondb_storage::Durability::Buffered)
+        });
+        match out.errors.into_iter().next() {
+            Some((_, e)) => Err(e),
+            None => Ok(batch),
+        }
+    }
+
+    /// Appends `entry` (a transaction's `applyOps`; it then gets `ts`, `t`,
+    /// `v`, `wall`) inside `batch` with the pre-images `pre` of its
+    /// operations, then commits it with `write`.
+    pub fn append_with_pre_images(
+        &self,
+        batch: WriteBatch,
+        entry: &Document,
+        pre: &[PreImage<'_>],
+        write: &mut dyn FnMut(WriteBatch) -> Result<(), StorageError>,
+    ) -> Result<Vec<Timestamp>, StorageError> {
+        let made = RawDocumentBuf::try_from(entry)
+            .map_err(|e| StorageError::internal(format!("oplog entry: {e}")))?;
+        let times: RefCell<Vec<(Timestamp, i64)>> = RefCell::new(Vec::new());
+        let mut stamp = |ts: Timestamp, term: i64, wall: i64, _: usize| {
+            times.borrow_mut().push((ts, wall));
+            let mut e = made.clone();
+            e.append(cstr!("ts"), ts);
+            e.append(cstr!("t"), term);
+            e.append(cstr!("v"), 2i64);
+            e.append(cstr!("wall"), DateTime::from_millis(wall));
+            Ok(e)
+        };
+        let mut commit = |b: WriteBatch| {
+            let b = self.join_pre_images(b, pre, &times.borrow())?;
+            write(b)
+        };
+        self.append_raw(batch, 1, &mut stamp, &mut commit)
     }
 
     pub fn is_active(&self) -> bool {
@@ -564,7 +675,10 @@ impl OpObserver for Oplog {
                 None => write(batch),
             };
         }
-        if target.coll == "system.profile" {
+        // Pre-images are each member's own, as mongod keeps them.
+        if target.coll == "system.profile"
+            || (target.db == PRE_IMAGES_DB && target.coll == PRE_IMAGES_COLL)
+        {
             return write(batch);
         }
         let command = matches!(ops.first(), Some(Op::Command { .. }));
@@ -576,9 +690,20 @@ impl OpObserver for Oplog {
             SESSION.with(|c| c.borrow_mut().take())
         });
         let mut entries = Vec::with_capacity(ops.len());
+        let mut pre = Vec::new();
         for op in ops {
             if let Some(mut e) = pending(op)? {
                 e.stmt = session.0.as_mut().and_then(|s| s.stmt_of(op));
+                if let (true, Some(uuid), Op::Update { before, .. } | Op::Delete { before }) =
+                    (target.pre_images, target.uuid, op)
+                {
+                    pre.push(PreImage {
+                        entry: entries.len(),
+                        uuid,
+                        apply_ops_index: 0,
+                        before,
+                    });
+                }
                 entries.push(e);
             }
         }
@@ -597,7 +722,12 @@ impl OpObserver for Oplog {
         let sess = session.0.as_ref();
         // The optime of the entry stamped last.
         let last: std::cell::Cell<Option<OpTime>> = std::cell::Cell::new(None);
+        // Each entry's `ts` and wall time, for its pre-image.
+        let times: RefCell<Vec<(Timestamp, i64)>> = RefCell::new(Vec::new());
         let mut stamp = |ts: Timestamp, term: i64, wall: i64, i: usize| {
+            if !pre.is_empty() {
+                times.borrow_mut().push((ts, wall));
+            }
             let e = entries
                 .get(i)
                 .ok_or_else(|| StorageError::internal("oplog: entry out of range"))?;
@@ -610,9 +740,12 @@ impl OpObserver for Oplog {
         };
         let n = entries.len();
         let records = sess.and_then(|s| s.records.as_ref());
-        let mut commit = |b: WriteBatch| match (records, sess, last.get()) {
-            (Some(records), Some(s), Some(at)) => Self::commit_with_record(records, s, at, b),
-            _ => write(b),
+        let mut commit = |b: WriteBatch| {
+            let b = self.join_pre_images(b, &pre, &times.borrow())?;
+            match (records, sess, last.get()) {
+                (Some(records), Some(s), Some(at)) => Self::commit_with_record(records, s, at, b),
+                _ => write(b),
+            }
         };
         self.append_raw(batch, n, &mut stamp, &mut commit)?;
         if let Some(s) = session.0.as_mut() {

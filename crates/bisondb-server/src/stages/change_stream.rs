@@ -18,7 +18,8 @@ use std::sync::Arc;
 use bisondb_error::{ErrorCode, MongoError, MongoResult};
 use bisondb_query::agg::{DocStream, Pipeline, ServerStages};
 use bisondb_query::change_stream::{
-    events, ChangeStreamSpec, Event, Filter, FullDocument, ResumeToken, Scope, Start, TokenKind,
+    events, BeforeChange, ChangeStreamSpec, Event, Filter, FullDocument, ResumeToken, Scope, Start,
+    TokenKind,
 };
 use bisondb_storage::{Collection, NaturalIter, Storage};
 use bson::{Bson, Document, RawArrayBuf, RawDocumentBuf, Timestamp};
@@ -78,6 +79,27 @@ pub fn check(stages: &[Document], db: &str, coll: Option<&str>) -> MongoResult<C
         ));
     }
     bisondb_query::change_stream::spec::check_following(stages.get(1..).unwrap_or_default())?;
+    let mut spec = spec;
+    if let Some(arg) = stages
+        .last()
+        .and_then(|s| s.get(bisondb_query::agg::SPLIT_LARGE_EVENT))
+    {
+        if !matches!(arg, Bson::Document(d) if d.is_empty()) {
+            return Err(MongoError::location(
+                7182800,
+                format!("The $changeStreamSplitLargeEvent stage specification must be an empty object, but found: {arg}"),
+            ));
+        }
+        spec.split_large_events = true;
+    }
+    if let Start::ResumeAfter(t) | Start::StartAfter(t) = &spec.start {
+        if t.fragment.is_some() && !spec.split_large_events {
+            return Err(non_resumable(MongoError::new(
+                ErrorCode::ChangeStreamFatalError,
+                "Attempting to resume a change stream from a split event fragment requires the $changeStreamSplitLargeEvent stage in the pipeline",
+            )));
+        }
+    }
     Ok(spec)
 }
 
@@ -167,6 +189,30 @@ fn non_resumable(e: MongoError) -> MongoError {
     }
 }
 
+/// 47 NoMatchingDocument: an image `required` by the stream is not kept
+/// (the collection did not keep pre-images then, or they expired), as
+/// mongod's.
+fn image_missing(image: &str, events: &str, ev: &Event) -> MongoError {
+    let which = if image == "pre-image" {
+        "fullDocumentBeforeChange"
+    } else {
+        "fullDocument"
+    };
+    let uuid = ev
+        .uuid
+        .as_ref()
+        .and_then(|b| <[u8; 16]>::try_from(b.bytes.as_slice()).ok())
+        .map(|b| bson::Uuid::from_bytes(b).to_string())
+        .unwrap_or_default();
+    MongoError::new(
+        ErrorCode::NoMatchingDocument,
+        format!(
+            "Change stream was configured to require a {image} for all {events} events, but the {image} was not found for event: {{ {which}: required, nsUUID: {uuid}, ts: {{ t: {}, i: {} }}, applyOpsIndex: {} }}",
+            ev.ts.time, ev.ts.increment, ev.token.txn_op_index
+        ),
+    )
+}
+
 fn history_lost() -> MongoError {
     non_resumable(MongoError::new(
         ErrorCode::ChangeStreamHistoryLost,
@@ -180,6 +226,7 @@ struct Source {
     storage: Storage,
     filter: Filter,
     full_document: FullDocument,
+    before_change: BeforeChange,
     /// Events at or before this token were returned before.
     after: ResumeToken,
     /// The event a `resumeAfter`/`startAfter` token names: it must still be
@@ -243,15 +290,120 @@ impl Source {
                     self.must_find = None;
                 }
             }
-            if ev.token > self.after {
+            // Resumed from a fragment: the event again, whose fragments
+            // after that one the splitter returns.
+            let resumed_event =
+                self.after.fragment.is_some() && ev.token == self.after.whole_event();
+            if ev.token > self.after || resumed_event {
                 self.pending.push_back(ev);
             }
         }
         Ok(true)
     }
 
+    /// The stored pre-image of `ev` (`config.system.preimages`, by the
+    /// collection's UUID, the entry's `ts` and the operation's place in
+    /// its `applyOps`), if it is kept.
+    fn pre_image(&self, ev: &Event) -> MongoResult<Option<Document>> {
+        let Some(uuid) = ev.uuid.as_ref().and_then(|b| {
+            <[u8; 16]>::try_from(b.bytes.as_slice())
+                .ok()
+                .map(bson::Uuid::from_bytes)
+        }) else {
+            return Ok(None);
+        };
+        let Some(coll) = self.storage.collection(
+            crate::repl::oplog::PRE_IMAGES_DB,
+            crate::repl::oplog::PRE_IMAGES_COLL,
+        ) else {
+            return Ok(None);
+        };
+        let index = i64::try_from(ev.token.txn_op_index).unwrap_or(i64::MAX);
+        let id = crate::repl::oplog::pre_image_id(uuid, ev.ts, index);
+        let Some(stored) = coll.get(bson::RawBsonRef::Document(&id))? else {
+            return Ok(None);
+        };
+        match stored
+            .get("preImage")
+            .map_err(crate::request::invalid_bson)?
+        {
+            Some(bson::RawBsonRef::Document(d)) => Ok(Some(crate::fields::to_document(d)?)),
+            _ => Ok(None),
+        }
+    }
+
     /// Adds what the event needs from storage.
     fn complete(&self, ev: Event) -> MongoResult<Document> {
+        let with_images = matches!(ev.operation_type, "update" | "replace" | "delete");
+        let wants_post = ev.operation_type == "update"
+            && matches!(
+                self.full_document,
+                FullDocument::WhenAvailable | FullDocument::Required
+            );
+        let wants_pre = with_images && self.before_change != BeforeChange::Off;
+        let pre = if wants_post || wants_pre {
+            self.pre_image(&ev)?
+        } else {
+            None
+        };
+        if wants_post {
+            // mongod's post-image: the update applied to the pre-image.
+            let post = match (&pre, &ev.update_diff) {
+                (Some(before), Some(diff)) => {
+                    Some(bisondb_query::change_stream::diff::apply(before, diff)?)
+                }
+                _ => None,
+            };
+            let mut doc = ev.doc.clone();
+            match post {
+                Some(p) => {
+                    doc.insert("fullDocument", p);
+                }
+                None if self.full_document == FullDocument::Required => {
+                    return Err(image_missing("post-image", "update", &ev));
+                }
+                None => {
+                    doc.insert("fullDocument", Bson::Null);
+                }
+            }
+            return self.add_pre_image(Event { doc, ..ev }, wants_pre, pre);
+        }
+        let doc = self.lookup(ev.clone())?;
+        self.add_pre_image(Event { doc, ..ev }, wants_pre, pre)
+    }
+
+    /// Adds `fullDocumentBeforeChange` (last, as mongod's stage adds it)
+    /// when the stream asks for it.
+    fn add_pre_image(
+        &self,
+        ev: Event,
+        wanted: bool,
+        pre: Option<Document>,
+    ) -> MongoResult<Document> {
+        let mut doc = ev.doc.clone();
+        if !wanted {
+            return Ok(doc);
+        }
+        match pre {
+            Some(p) => {
+                doc.insert("fullDocumentBeforeChange", p);
+            }
+            None if self.before_change == BeforeChange::Required => {
+                return Err(image_missing(
+                    "pre-image",
+                    "update, delete and replace",
+                    &ev,
+                ));
+            }
+            None => {
+                doc.insert("fullDocumentBeforeChange", Bson::Null);
+            }
+        }
+        Ok(doc)
+    }
+
+    /// `fullDocument: "updateLookup"`: the document as it is now.
+    fn lookup(&self, ev: Event) -> MongoResult<Document> {
         let mut doc = ev.doc;
         if ev.operation_type == "update" && self.full_document == FullDocument::UpdateLookup {
             let (db, coll) = &ev.ns;
@@ -318,6 +470,76 @@ impl Iterator for Source {
     }
 }
 
+/// The events the pipeline returns, checked against the largest document a
+/// reply may hold: with `$changeStreamSplitLargeEvent` a larger one is
+/// returned as fragments, without it the stream fails with
+/// BSONObjectTooLarge, as mongod's.
+struct Splitter<I> {
+    inner: I,
+    split: bool,
+    /// The fragment token the stream resumed from, until its event is
+    /// seen again: the fragments up to it are skipped.
+    resume: Option<ResumeToken>,
+    queue: std::collections::VecDeque<RawDocumentBuf>,
+}
+
+impl<I: Iterator<Item = MongoResult<RawDocumentBuf>>> Splitter<I> {
+    fn handle(&mut self, raw: RawDocumentBuf) -> MongoResult<RawDocumentBuf> {
+        use bisondb_query::change_stream::split;
+        let resuming = self.resume.take();
+        let small = raw.as_bytes().len() <= split::MAX_EVENT_SIZE;
+        if small && resuming.is_none() {
+            return Ok(raw);
+        }
+        let id = match raw.get("_id").map_err(crate::request::invalid_bson)? {
+            Some(v) => Some(crate::fields::to_bson(v)?),
+            None => None,
+        };
+        let token = token_of(id.as_ref())?;
+        if !small && !self.split {
+            return Err(split::too_large(raw.as_bytes().len(), &token));
+        }
+        let mut fragments = if small {
+            vec![raw]
+        } else {
+            split::split(&raw, &token, split::MAX_EVENT_SIZE)?
+        };
+        if let Some(r) = resuming.filter(|r| r.whole_event() == token) {
+            let skip = r.fragment.map_or(0, |n| n.saturating_add(1));
+            if small || usize::try_from(skip).map_or(true, |s| s >= fragments.len()) {
+                return Err(non_resumable(MongoError::new(
+                    ErrorCode::ChangeStreamFatalError,
+                    format!(
+                        "cannot resume stream; the resume token was not found. {{_data: \"{}\"}}",
+                        r.to_hex()
+                    ),
+                )));
+            }
+            fragments.drain(..usize::try_from(skip).unwrap_or(0));
+        }
+        let mut fragments = fragments.into_iter();
+        let first = fragments
+            .next()
+            .ok_or_else(|| MongoError::internal("an event split into nothing"))?;
+        self.queue.extend(fragments);
+        Ok(first)
+    }
+}
+
+impl<I: Iterator<Item = MongoResult<RawDocumentBuf>>> Iterator for Splitter<I> {
+    type Item = MongoResult<RawDocumentBuf>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if let Some(f) = self.queue.pop_front() {
+            return Some(Ok(f));
+        }
+        match self.inner.next()? {
+            Ok(raw) => Some(self.handle(raw)),
+            Err(e) => Some(Err(e)),
+        }
+    }
+}
+
 /// Hands the pipeline the stream's source as its `$changeStream` stage.
 struct Handoff(Mutex<Option<DocStream>>);
 
@@ -347,26 +569,6 @@ pub fn open(state: &Arc<ServerState>, mut open: Open) -> MongoResult<RawDocument
         ));
     }
     let spec = &open.spec;
-    for (unsupported, what) in [
-        (
-            matches!(
-                spec.full_document,
-                FullDocument::WhenAvailable | FullDocument::Required
-            ),
-            "fullDocument 'whenAvailable' and 'required' (post-images)",
-        ),
-        (
-            spec.before_change != bisondb_query::change_stream::BeforeChange::Off,
-            "fullDocumentBeforeChange (pre-images)",
-        ),
-    ] {
-        if unsupported {
-            return Err(MongoError::new(
-                ErrorCode::NotImplemented,
-                format!("$changeStream option {what} is not supported by BisonDB yet"),
-            ));
-        }
-    }
     let Some(oplog) = state.storage.collection(OPLOG_DB, OPLOG_COLL) else {
         return Err(MongoError::new(
             ErrorCode::NotPrimaryOrSecondary,
@@ -424,7 +626,7 @@ pub fn open(state: &Arc<ServerState>, mut open: Open) -> MongoResult<RawDocument
         }
         Start::ResumeAfter(t) | Start::StartAfter(t) => {
             check_history(&oplog, t.timestamp())?;
-            let must = (t.kind == TokenKind::Event).then(|| t.clone());
+            let must = (t.kind == TokenKind::Event).then(|| t.whole_event());
             (t.clone(), must, 0, t.timestamp())
         }
         Start::AtOperationTime(ts) => {
@@ -442,6 +644,7 @@ pub fn open(state: &Arc<ServerState>, mut open: Open) -> MongoResult<RawDocument
             system: spec.show_system_events,
         },
         full_document: spec.full_document,
+        before_change: spec.before_change,
         after,
         must_find,
         last_rid,
@@ -456,7 +659,17 @@ pub fn open(state: &Arc<ServerState>, mut open: Open) -> MongoResult<RawDocument
     let output = open
         .pipeline
         .run_with_reader(Box::new(std::iter::empty()), None);
-    let src: DocSource = Box::new(output.map(|r| r.and_then(|d| crate::reply::to_raw(&d))));
+    let raw = output.map(|r| r.and_then(|d| crate::reply::to_raw(&d)));
+    let resume_fragment = match &spec.start {
+        Start::ResumeAfter(t) | Start::StartAfter(t) if t.fragment.is_some() => Some(t.clone()),
+        _ => None,
+    };
+    let src: DocSource = Box::new(Splitter {
+        inner: raw,
+        split: spec.split_large_events,
+        resume: resume_fragment,
+        queue: Default::default(),
+    });
     let mut cursor = Cursor::new(ns.clone(), src, None);
     cursor.lsid = open.lsid;
     cursor.tail = Some(crate::tailable::Tail {

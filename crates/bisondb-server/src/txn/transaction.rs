@@ -18,6 +18,7 @@
 //! at commit, and a plain write to a document a transaction wrote is not
 //! blocked: the transaction's commit then fails with WriteConflict.
 
+use crate::repl::oplog::PreImage;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -168,7 +169,21 @@ pub fn run(
                             return write(batch);
                         }
                         let entry = apply_ops_entry(ops, &lsid, txn_number);
-                        oplog.append(batch, &mut || vec![entry.clone()], write)?;
+                        // Each operation's pre-image is keyed by its place
+                        // in the one `applyOps` entry.
+                        let pre: Vec<PreImage<'_>> = ops
+                            .iter()
+                            .enumerate()
+                            .filter_map(|(i, op)| {
+                                op.before.as_deref().map(|before| PreImage {
+                                    entry: 0,
+                                    uuid: op.uuid,
+                                    apply_ops_index: i64::try_from(i).unwrap_or(i64::MAX),
+                                    before,
+                                })
+                            })
+                            .collect();
+                        oplog.append_with_pre_images(batch, &entry, &pre, write)?;
                         Ok(())
                     })
                     .map_err(MongoError::from)

@@ -112,6 +112,9 @@ pub struct TxnOp {
     pub op: &'static str,
     /// The inserted or new document; for a delete, `{_id}`.
     pub o: bson::RawDocumentBuf,
+    /// The document an update or delete replaced, when the collection keeps
+    /// change-stream pre-images.
+    pub before: Option<bson::RawDocumentBuf>,
 }
 
 /// How a commit's batch is written: the server's recorder adds the
@@ -206,7 +209,14 @@ impl StoreTxn {
                 BatchOp::Delete(k) => txn.delete(k)?,
             }
         }
+        let pre_images = coll.pre_images_enabled();
         for op in observed {
+            let before = match op {
+                Op::Update { before, .. } | Op::Delete { before } if pre_images => {
+                    Some((*before).to_owned())
+                }
+                _ => None,
+            };
             let (kind, o) = match op {
                 Op::Insert { doc } => ("i", (*doc).to_owned()),
                 Op::Update { after, .. } => ("u", (*after).to_owned()),
@@ -224,6 +234,7 @@ impl StoreTxn {
                 uuid: coll.uuid(),
                 op: kind,
                 o,
+                before,
             });
         }
         let t = touched.entry(coll.state().id).or_insert_with(|| Touched {
