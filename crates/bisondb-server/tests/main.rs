@@ -43,6 +43,7 @@ mod index_stats;
 mod indexes;
 mod insert;
 mod interrupt;
+mod large_keys;
 mod lifecycle;
 mod logs;
 mod management;

@@ -56,14 +56,15 @@ use parking_lot::RwLock;
 
 use bisondb_engine::txn::{LocalTransactions, Transaction, TxnStore};
 use bisondb_engine::{
-    owned_bound, range_is_empty, BatchOp, Capabilities, Durability, Engine, EngineError,
-    EngineMetric, KeyValue, Snapshot, WriteBatch,
+    range_is_empty, BatchOp, Capabilities, Durability, Engine, EngineError, EngineMetric, KeyValue,
+    Snapshot, WriteBatch,
 };
 
 use crate::dbpath::{self, DbPathLock};
 
 mod buffer;
 use buffer::{Merged, Run};
+mod long;
 
 /// The engine name recorded in the dbpath and reported by [`Engine::name`].
 pub const ENGINE_NAME: &str = "lsm";
@@ -281,6 +282,10 @@ struct Open {
     /// Held by [`Open::commit`] from its look at the memtables to its
     /// commit, so no other batch fills a memtable in between.
     commit_turn: parking_lot::Mutex<()>,
+    /// Whether a long key (see `lsm/long.rs`) may be stored: set before the
+    /// first batch writing one commits, and on open when the files hold one.
+    /// Until then reads do not look for them.
+    has_long: AtomicBool,
 }
 
 /// One of the three keyspaces of an [`Open`].
@@ -363,10 +368,19 @@ fn blob_key(seq: u64, part: u32) -> [u8; 12] {
     k
 }
 
-/// A part of the stored key space: `[lower, upper)` and the keyspace holding it.
+/// A part of the key space: `[lower, upper)` and the keyspace holding it.
 type Segment<'a> = (Bound<Vec<u8>>, Bound<Vec<u8>>, &'a Keyspace);
 
 impl Open {
+    /// Records that long keys may be stored from now on (before they are).
+    fn note_long(&self) {
+        self.has_long.store(true, Ordering::SeqCst);
+    }
+
+    fn may_hold_long(&self) -> bool {
+        self.has_long.load(Ordering::SeqCst)
+    }
+
     /// The keyspace that stores `key` (an unprefixed engine key).
     fn keyspace_for(&self, key: &[u8]) -> &Keyspace {
         self.keyspace(self.space_for(key))
@@ -474,11 +488,27 @@ impl Open {
             .ix
             .start_ingestion()
             .map_err(|e| map_fjall(e, "index ingestion"))?;
+        // Ingestion takes stored keys in order, and every long key's comes
+        // after every short one's (see `lsm/long.rs`).
+        let mut long_ops: Vec<(Vec<u8>, Option<Vec<u8>>)> = Vec::new();
         for (k, v) in buffer::all_in_key_order(&runs) {
+            if long::is_long(k) {
+                let value = v.map(|v| long::stored_value(k, v)).transpose()?;
+                long_ops.push((long::stored_key(k), value));
+                continue;
+            }
             let key = stored_key(k)?;
             match v {
                 Some(v) => ingest.write(key, v),
                 None => ingest.write_tombstone(key),
+            }
+            .map_err(|e| map_fjall(e, "index ingestion"))?;
+        }
+        long_ops.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        for (k, v) in long_ops {
+            match v {
+                Some(v) => ingest.write(k, v),
+                None => ingest.write_tombstone(k),
             }
             .map_err(|e| map_fjall(e, "index ingestion"))?;
         }
@@ -598,10 +628,10 @@ impl Open {
         Ok(())
     }
 
-    /// The parts of the stored key space in key order, each with its keyspace:
+    /// The parts of the key space in key order, each with its keyspace:
     /// below the regions kept apart, those regions, above them.
     fn segments(&self) -> [Segment<'_>; 3] {
-        let (lo, hi) = apart_bounds(&self.regions);
+        let (lo, hi) = (vec![self.regions.apart.start], vec![self.regions.apart.end]);
         [
             (Bound::Unbounded, Bound::Excluded(lo.clone()), &self.ks),
             (Bound::Included(lo), Bound::Excluded(hi.clone()), &self.ix),
@@ -991,6 +1021,7 @@ fn open_fjall(
         regions: regions.clone(),
         memtables,
         commit_turn: parking_lot::Mutex::new(()),
+        has_long: AtomicBool::new(false),
     };
     move_apart_regions(&open)?;
     check_apart_keyspace(&open)?;
@@ -1001,6 +1032,14 @@ fn open_fjall(
             runs = replayed,
             "ingested index entries the write buffer held at the last stop"
         );
+    }
+    // Long keys' stored keys sort after every short one's.
+    for ks in [&open.ks, &open.ix] {
+        let last = ks.last_key_value().map(|g| g.key()).transpose();
+        let last = last.map_err(|e| map_fjall(e, "open"))?;
+        if last.is_some_and(|k| k.first() == Some(&long::LONG_PREFIX)) {
+            open.note_long();
+        }
     }
     Ok(open)
 }
@@ -1017,13 +1056,14 @@ fn apart_bounds(regions: &KeyRegions) -> (Vec<u8>, Vec<u8>) {
 /// regions these options keep apart: they were written with other regions,
 /// and reads would look for those keys in `main`.
 fn check_apart_keyspace(open: &Open) -> Result<(), EngineError> {
-    let (lo, hi) = apart_bounds(&open.regions);
     let outside = |guard: Option<fjall::Guard>| -> Result<bool, EngineError> {
         match guard {
             None => Ok(false),
             Some(g) => {
                 let k = g.key().map_err(|e| map_fjall(e, "open"))?;
-                Ok(k[..] < lo[..] || k[..] >= hi[..])
+                // A long key's stored key names its region in its second byte too.
+                let region = k.get(1).copied().unwrap_or_default();
+                Ok(!open.regions.apart.contains(&region))
             }
         }
     };
@@ -1187,6 +1227,20 @@ impl Shared {
         let mut b = Batch::new(&open);
         for op in ops {
             match op {
+                BatchOp::Put(k, v) if long::is_long(&k) => {
+                    open.note_long();
+                    let v = long::stored_value(&k, &v)?;
+                    b.insert(
+                        &open,
+                        open.space_for(&k),
+                        long::stored_key(&k).into(),
+                        v.into(),
+                    );
+                }
+                BatchOp::Delete(k) if long::is_long(&k) => {
+                    open.note_long();
+                    b.remove(&open, open.space_for(&k), long::stored_key(&k).into());
+                }
                 BatchOp::Put(k, v) => {
                     b.insert(&open, open.space_for(&k), stored_key(&k)?, v.into())
                 }
@@ -1211,9 +1265,10 @@ impl Shared {
         mut b: Batch,
         indexed: &[BatchOp],
     ) -> Result<(), EngineError> {
-        // Ingestion would write these keys into fjall later; refuse them now.
-        for op in indexed {
-            check_key_len(op.key())?;
+        // Ingestion writes them into fjall later, and reads must look for
+        // them there from then on.
+        if indexed.iter().any(|op| long::is_long(op.key())) {
+            open.note_long();
         }
         let limit = self.index_buffer_bytes.saturating_mul(2);
         if open.buffered().1 >= limit {
@@ -1408,23 +1463,23 @@ impl Shared {
 /// carries this byte in front; a constant prefix keeps the byte order.
 const KEY_PREFIX: u8 = 0;
 
-/// The longest key fjall takes, minus our prefix.
+/// The longest key stored as itself (fjall's longest minus our prefix);
+/// longer ones are stored as `lsm/long.rs` says.
 pub const MAX_KEY_LEN: usize = u16::MAX as usize - 1;
 
-/// Refuses a key too long for fjall (rather than letting it panic), which a
-/// client can cause with a huge `_id` or indexed value.
+/// Refuses a key too long for fjall (rather than letting it panic): the
+/// callers of [`stored_key`] take long keys elsewhere first.
 fn check_key_len(key: &[u8]) -> Result<(), EngineError> {
     if key.len() > MAX_KEY_LEN {
-        return Err(EngineError::InvalidArgument(format!(
-            "key too large to store: {} bytes, the lsm engine accepts at most {MAX_KEY_LEN} \
-             (is the _id or an indexed value that large?)",
+        return Err(EngineError::Internal(format!(
+            "a key of {} bytes reached the short keys' path",
             key.len()
         )));
     }
     Ok(())
 }
 
-/// `key` as stored: prefixed, and checked by [`check_key_len`]. Built straight
+/// A short `key` as stored: prefixed, and checked by [`check_key_len`]. Built straight
 /// into fjall's key type: one allocation and copy per key on the write path.
 fn stored_key(key: &[u8]) -> Result<fjall::Slice, EngineError> {
     check_key_len(key)?;
@@ -1442,21 +1497,35 @@ fn stored_key(key: &[u8]) -> Result<fjall::Slice, EngineError> {
         .map_err(|e| EngineError::Internal(format!("building a stored key: {e}")))
 }
 
+/// The stored-key range of the short keys within the key bounds `lo`/`hi`.
+/// A bound longer than any short key becomes a bound at its first
+/// [`MAX_KEY_LEN`] bytes, which no short key lies strictly between (and
+/// fjall refuses longer bounds); the range ends where long keys begin.
+fn short_range(lo: Bound<&[u8]>, hi: Bound<&[u8]>) -> (Bound<Vec<u8>>, Bound<Vec<u8>>) {
+    let lo = match lo {
+        Bound::Included(k) | Bound::Excluded(k) if long::is_long(k) => {
+            Bound::Excluded(prefixed(k.get(..MAX_KEY_LEN).unwrap_or(k)))
+        }
+        Bound::Included(k) => Bound::Included(prefixed(k)),
+        Bound::Excluded(k) => Bound::Excluded(prefixed(k)),
+        Bound::Unbounded => Bound::Unbounded,
+    };
+    let hi = match hi {
+        Bound::Included(k) | Bound::Excluded(k) if long::is_long(k) => {
+            Bound::Included(prefixed(k.get(..MAX_KEY_LEN).unwrap_or(k)))
+        }
+        Bound::Included(k) => Bound::Included(prefixed(k)),
+        Bound::Excluded(k) => Bound::Excluded(prefixed(k)),
+        Bound::Unbounded => Bound::Excluded(vec![long::LONG_PREFIX]),
+    };
+    (lo, hi)
+}
+
 fn prefixed(key: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(key.len().saturating_add(1));
     out.push(KEY_PREFIX);
     out.extend_from_slice(key);
     out
-}
-
-/// A scan bound in stored form. A bound longer than any storable key still
-/// orders correctly once prefixed, so there is no length check here.
-fn stored_bound(b: Bound<&[u8]>) -> Bound<Vec<u8>> {
-    match b {
-        Bound::Included(k) => Bound::Included(prefixed(k)),
-        Bound::Excluded(k) => Bound::Excluded(prefixed(k)),
-        Bound::Unbounded => Bound::Unbounded,
-    }
 }
 
 /// Writes, syncs and removes a probe file in `dir`.
@@ -1828,9 +1897,6 @@ struct LsmSnapshot {
 
 impl Snapshot for LsmSnapshot {
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, EngineError> {
-        if key.len() > MAX_KEY_LEN {
-            return Ok(None);
-        }
         // Runs hold only the buffered region; the newest run that mentions the key decides.
         if self
             .open
@@ -1841,6 +1907,16 @@ impl Snapshot for LsmSnapshot {
             if let Some(op) = self.runs.iter().rev().find_map(|r| r.get(key)) {
                 return Ok(op.map(<[u8]>::to_vec));
             }
+        }
+        if long::is_long(key) {
+            if !self.open.may_hold_long() {
+                return Ok(None);
+            }
+            let stored = self
+                .snap
+                .get(self.open.keyspace_for(key), long::stored_key(key))
+                .map_err(|e| map_fjall(e, "read"))?;
+            return stored.map(|v| long::value_of(key, &v)).transpose();
         }
         self.snap
             .get(self.open.keyspace_for(key), prefixed(key))
@@ -1858,15 +1934,15 @@ impl Snapshot for LsmSnapshot {
         if limit == 0 || range_is_empty(start, end) {
             return Ok(Vec::new());
         }
-        let (start, end) = (stored_bound(start), stored_bound(end));
+        let has_long = self.open.may_hold_long();
         let mut out = Vec::with_capacity(limit.min(256));
         let mut segments = self.open.segments();
         if reverse {
             segments.reverse();
         }
         for (seg_lo, seg_hi, ks) in segments {
-            let lo = tighter(as_ref(&start), as_ref(&seg_lo), std::cmp::Ordering::Greater);
-            let hi = tighter(as_ref(&end), as_ref(&seg_hi), std::cmp::Ordering::Less);
+            let lo = tighter(start, as_ref(&seg_lo), std::cmp::Ordering::Greater);
+            let hi = tighter(end, as_ref(&seg_hi), std::cmp::Ordering::Less);
             if range_is_empty(lo, hi) {
                 continue;
             }
@@ -1876,7 +1952,20 @@ impl Snapshot for LsmSnapshot {
                 }
                 continue;
             }
-            let range = (owned_bound(lo), owned_bound(hi));
+            if has_long {
+                for kv in self.entries(ks, lo, hi, reverse) {
+                    out.push(kv?);
+                    if out.len() >= limit {
+                        return Ok(out);
+                    }
+                }
+                continue;
+            }
+            // No long keys: the range holds short keys alone.
+            let range = short_range(lo, hi);
+            if range_is_empty(as_ref(&range.0), as_ref(&range.1)) {
+                continue;
+            }
             let iter = self.snap.range::<Vec<u8>, _>(ks, range);
             let mut push = |guard: fjall::Guard| -> Result<bool, EngineError> {
                 let (k, v) = guard.into_inner().map_err(|e| map_fjall(e, "scan"))?;
@@ -1900,8 +1989,46 @@ impl Snapshot for LsmSnapshot {
 }
 
 impl LsmSnapshot {
+    /// The entries of `ks` within the key bounds `lo`/`hi`, in key order
+    /// (descending when `reverse`): its short keys, with its long keys merged
+    /// in when there may be any.
+    fn entries<'s>(
+        &'s self,
+        ks: &Keyspace,
+        lo: Bound<&[u8]>,
+        hi: Bound<&[u8]>,
+        reverse: bool,
+    ) -> Box<dyn Iterator<Item = Result<KeyValue, EngineError>> + 's> {
+        let range = short_range(lo, hi);
+        let guards: Box<dyn Iterator<Item = fjall::Guard>> =
+            if range_is_empty(as_ref(&range.0), as_ref(&range.1)) {
+                Box::new(std::iter::empty())
+            } else if reverse {
+                Box::new(self.snap.range::<Vec<u8>, _>(ks, range).rev())
+            } else {
+                Box::new(self.snap.range::<Vec<u8>, _>(ks, range))
+            };
+        let short = guards.map(|g| {
+            let (k, v) = g.into_inner().map_err(|e| map_fjall(e, "scan"))?;
+            Ok((k.get(1..).unwrap_or_default().to_vec(), v.to_vec()))
+        });
+        if !self.open.may_hold_long() {
+            return Box::new(short);
+        }
+        let (long_lo, long_hi) = long::stored_range(lo, hi);
+        let iter = self.snap.range::<Vec<u8>, _>(ks, (long_lo, long_hi));
+        let guards: Box<dyn Iterator<Item = fjall::Guard>> = if reverse {
+            Box::new(iter.rev())
+        } else {
+            Box::new(iter)
+        };
+        let raw = guards.map(|g| g.into_inner().map_err(|e| map_fjall(e, "scan")));
+        let long = long::Entries::new(raw, lo, hi, reverse);
+        Box::new(long::MergeTwo::new(short, long, reverse))
+    }
+
     /// Appends to `out` (up to `limit` in all) the entries of `ks` within the
-    /// stored-key bounds `lo`/`hi`, merged with the index buffer's runs, which
+    /// key bounds `lo`/`hi`, merged with the index buffer's runs, which
     /// are newer than anything in fjall. True when `out` is full.
     fn scan_merged(
         &self,
@@ -1912,32 +2039,9 @@ impl LsmSnapshot {
         limit: usize,
         out: &mut Vec<KeyValue>,
     ) -> Result<bool, EngineError> {
-        // Runs hold unprefixed keys; every stored key and bound has the prefix.
-        fn strip(b: Bound<&[u8]>) -> Bound<&[u8]> {
-            match b {
-                Bound::Included(k) => Bound::Included(k.get(1..).unwrap_or_default()),
-                Bound::Excluded(k) => Bound::Excluded(k.get(1..).unwrap_or_default()),
-                Bound::Unbounded => Bound::Unbounded,
-            }
-        }
-        let mut runs = Merged::new(&self.runs, strip(lo), strip(hi), reverse).peekable();
-        let iter = self
-            .snap
-            .range::<Vec<u8>, _>(ks, (owned_bound(lo), owned_bound(hi)));
-        let mut stored: Box<dyn Iterator<Item = fjall::Guard>> = if reverse {
-            Box::new(iter.rev())
-        } else {
-            Box::new(iter)
-        };
-        let mut next_stored = || -> Result<Option<KeyValue>, EngineError> {
-            match stored.next() {
-                None => Ok(None),
-                Some(g) => {
-                    let (k, v) = g.into_inner().map_err(|e| map_fjall(e, "scan"))?;
-                    Ok(Some((k.get(1..).unwrap_or_default().to_vec(), v.to_vec())))
-                }
-            }
-        };
+        let mut runs = Merged::new(&self.runs, lo, hi, reverse).peekable();
+        let mut stored = self.entries(ks, lo, hi, reverse);
+        let mut next_stored = || stored.next().transpose();
         let mut head = next_stored()?;
         let first = if reverse {
             std::cmp::Ordering::Greater
