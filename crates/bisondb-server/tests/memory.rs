@@ -273,6 +273,28 @@ async fn the_server_limit_fails_one_query_and_not_the_others() {
     eprintln!("the_server_limit: peak RSS {} MiB", peak_rss_mib());
 }
 
+/// `find`'s blocking sort counts against the operation: past its limit it
+/// spills with `allowDiskUse` (the same order) and fails with 146 without.
+#[tokio::test]
+async fn a_find_sort_past_the_operation_limit_spills_or_fails() {
+    let (ts, db) = server_with("mem_find_sort", 160, 64 * 1024).await;
+    set_parameter(&ts, "internalQueryMaxMemoryUsageBytesPerOperation", 4 << 20).await;
+    let find = |allow: bool| {
+        doc! {"find": "c", "sort": {"pad": 1, "_id": -1}, "projection": {"_id": 1},
+        "batchSize": 200, "allowDiskUse": allow}
+    };
+    let r = db.run_command(find(true)).await.unwrap();
+    let ids: Vec<i64> = first_batch(&r).iter().map(|d| num(d, "_id")).collect();
+    assert_eq!(ids, (0..160).rev().collect::<Vec<i64>>());
+    assert_eq!(code_of(&db, find(false)).await, 146);
+    // With a limit the sort keeps only the top k: no spill, no refusal.
+    let mut top = find(false);
+    top.insert("limit", 3);
+    let r = db.run_command(top).await.unwrap();
+    assert_eq!(first_batch(&r).len(), 3);
+    still_serving(&db, "c").await;
+}
+
 /// Issue 20's `$in` finding under the default limits: four 1,000,000-element
 /// `$in` queries at once (1.3 GiB before). A measurement (its figure is in
 /// the report), run alone:

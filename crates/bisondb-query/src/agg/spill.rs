@@ -90,6 +90,18 @@ pub(crate) fn stage_limit_error(stage: &str, limit: usize) -> MongoError {
     )
 }
 
+/// Sorts `input` by `spec` as `$sort` does, spilling to disk past the
+/// limits (or when the operation's memory refuses its buffer): for the
+/// server's `find`, whose in-memory sort hands its documents over here when
+/// it may use the disk and the operation's memory runs out.
+pub fn sort_spilling(
+    spec: crate::sort::SortSpec,
+    input: crate::agg::DocStream,
+    limits: &MemoryLimits,
+) -> MongoResult<crate::agg::DocStream> {
+    crate::agg::stages::sort::sort_external(spec, input, limits)
+}
+
 /// An estimate of what a value costs in memory (mongod also estimates).
 pub(crate) fn approx_size(v: &Bson) -> usize {
     match v {

@@ -1,12 +1,15 @@
 //! The blocking sort: documents held in memory (bounded to the first
 //! skip + limit when there is a limit) and sorted, counting the bytes it
 //! sorted for explain, and its explain stage. The buffer counts against the
-//! operation's memory (`bisondb_error::memory`) while it is filled.
+//! operation's memory (`bisondb_error::memory`) while it is filled; when
+//! that refuses it and the disk may be used, the sort hands over to the
+//! aggregation `$sort`'s external sort.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use bisondb_error::{MongoError, MongoResult};
+use bisondb_query::agg::spill::MemoryLimits;
 use bisondb_query::sort::SortSpec;
 use bson::{Document, RawDocumentBuf};
 
@@ -15,7 +18,9 @@ use super::{counted, Stats};
 use crate::cursor::DocSource;
 
 /// Blocking sort of `src` (see [`sort`]), counting the bytes sorted and the
-/// documents returned into `stats` for explain.
+/// documents returned into `stats` for explain. When the operation's memory
+/// refuses the buffer and `allow_disk_use` allows, the sort goes on as the
+/// aggregation `$sort` does, spilling to disk.
 pub fn sorted_source(
     src: DocSource,
     spec: &bisondb_query::sort::SortSpec,
@@ -31,10 +36,37 @@ pub fn sorted_source(
                 .fetch_add(d.as_bytes().len() as u64, Ordering::Relaxed);
         }
     }));
-    let sorted = sort_within(input, spec, keep, allow_disk_use, memory_limit)?;
-    Ok(counted(Box::new(sorted.into_iter().map(Ok)), stats, |s| {
-        &s.sort
-    }))
+    let sorted: DocSource = match sort_in_memory(input, spec, keep, allow_disk_use, memory_limit)? {
+        InMemory::Sorted(docs) => Box::new(docs.into_iter().map(Ok)),
+        InMemory::Refused { held, rest, .. } => {
+            let input: bisondb_query::agg::DocStream =
+                Box::new(held.into_iter().map(Ok).chain(rest).map(|d| {
+                    d.and_then(|d| {
+                        Document::try_from(d.as_ref()).map_err(|e| {
+                            MongoError::internal(format!("document cannot be sorted: {e}"))
+                        })
+                    })
+                }));
+            let limits = MemoryLimits {
+                sort_bytes: memory_limit,
+                allow_disk_use: true,
+                ..MemoryLimits::default()
+            };
+            let sorted = bisondb_query::agg::spill::sort_spilling(spec.clone(), input, &limits)?;
+            let sorted = sorted.map(|d| {
+                d.and_then(|d| {
+                    RawDocumentBuf::try_from(&d).map_err(|e| {
+                        MongoError::internal(format!("sorted document cannot be encoded: {e}"))
+                    })
+                })
+            });
+            match keep {
+                Some(k) => Box::new(sorted.take(k)),
+                None => Box::new(sorted),
+            }
+        }
+    };
+    Ok(counted(sorted, stats, |s| &s.sort))
 }
 
 /// Collects a source, failing on the first error.
@@ -58,7 +90,8 @@ pub fn sort(
 
 /// [`sort`] under `limit` bytes (the server's
 /// `internalQueryMaxBlockingSortMemoryUsageBytes`). With `allow_disk_use` the
-/// documents stay in memory past it (find's sort does not spill).
+/// documents stay in memory past it; the operation's memory refusing them
+/// is 146 here ([`sorted_source`] spills instead).
 pub fn sort_within(
     src: DocSource,
     spec: &bisondb_query::sort::SortSpec,
@@ -66,17 +99,43 @@ pub fn sort_within(
     allow_disk_use: bool,
     limit: usize,
 ) -> MongoResult<Vec<RawDocumentBuf>> {
+    match sort_in_memory(src, spec, keep, allow_disk_use, limit)? {
+        InMemory::Sorted(docs) => Ok(docs),
+        InMemory::Refused { error, .. } => Err(error),
+    }
+}
+
+/// What the in-memory sort ended with.
+enum InMemory {
+    /// Every document, sorted (the first `keep` with a `keep`).
+    Sorted(Vec<RawDocumentBuf>),
+    /// The operation's memory refused the buffer and the disk may be used:
+    /// what was read, unsorted, and the rest of the input.
+    Refused {
+        held: Vec<RawDocumentBuf>,
+        rest: DocSource,
+        error: MongoError,
+    },
+}
+
+fn sort_in_memory(
+    mut src: DocSource,
+    spec: &bisondb_query::sort::SortSpec,
+    keep: Option<usize>,
+    allow_disk_use: bool,
+    limit: usize,
+) -> MongoResult<InMemory> {
     // Every operation that sorts in memory comes here once.
     crate::metrics::add(&crate::metrics::SCAN_AND_ORDER, 1);
     let mut docs: Vec<RawDocumentBuf> = Vec::new();
     let mut bytes = 0usize;
     // The buffer counted against the operation's memory (and the
-    // server's), in steps so a document costs no atomic: past either, 146
-    // (this sort does not spill).
+    // server's), in steps so a document costs no atomic: past either, the
+    // sort spills with `allow_disk_use`, else fails with 146.
     let mut charge = bisondb_error::memory::Charge::new();
     const STEP: usize = 64 * 1024;
     let cmp = |a: &RawDocumentBuf, b: &RawDocumentBuf| spec.compare_raw(a, b);
-    for d in src {
+    while let Some(d) = src.next() {
         let d = d?;
         bytes = bytes.saturating_add(d.as_bytes().len());
         docs.push(d);
@@ -89,7 +148,16 @@ pub fn sort_within(
             }
         }
         if bytes > charge.bytes().saturating_add(STEP) || bytes < charge.bytes() {
-            charge.set(bytes)?;
+            if let Err(error) = charge.set(bytes) {
+                if !allow_disk_use {
+                    return Err(error);
+                }
+                return Ok(InMemory::Refused {
+                    held: docs,
+                    rest: src,
+                    error,
+                });
+            }
         }
         if bytes > limit && !allow_disk_use {
             return Err(MongoError::new(
@@ -102,7 +170,7 @@ pub fn sort_within(
     if let Some(k) = keep {
         docs.truncate(k);
     }
-    Ok(docs)
+    Ok(InMemory::Sorted(docs))
 }
 
 /// explain's SORT: a blocking sort by `pattern`, keeping the first `limit`

@@ -78,7 +78,7 @@ fn sort_all(spec: &SortSpec, input: DocStream, top_k: Option<u64>) -> MongoResul
 }
 
 /// The whole input in order, within the memory limit or spilled.
-fn sort_external(
+pub(crate) fn sort_external(
     spec: SortSpec,
     input: DocStream,
     limits: &MemoryLimits,
