@@ -481,6 +481,8 @@ struct Splitter<I> {
     /// seen again: the fragments up to it are skipped.
     resume: Option<ResumeToken>,
     queue: std::collections::VecDeque<RawDocumentBuf>,
+    /// `serverStatus`' `metrics.changeStreams`.
+    counters: Arc<crate::metrics::ChangeStreams>,
 }
 
 impl<I: Iterator<Item = MongoResult<RawDocumentBuf>>> Splitter<I> {
@@ -497,12 +499,19 @@ impl<I: Iterator<Item = MongoResult<RawDocumentBuf>>> Splitter<I> {
         };
         let token = token_of(id.as_ref())?;
         if !small && !self.split {
+            self.counters
+                .large_events_failed
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             return Err(split::too_large(raw.as_bytes().len(), &token));
         }
         let mut fragments = if small {
             vec![raw]
         } else {
-            split::split(&raw, &token, split::MAX_EVENT_SIZE)?
+            let fragments = split::split(&raw, &token, split::MAX_EVENT_SIZE)?;
+            self.counters
+                .large_events_split
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            fragments
         };
         if let Some(r) = resuming.filter(|r| r.whole_event() == token) {
             let skip = r.fragment.map_or(0, |n| n.saturating_add(1));
@@ -669,6 +678,7 @@ pub fn open(state: &Arc<ServerState>, mut open: Open) -> MongoResult<RawDocument
         split: spec.split_large_events,
         resume: resume_fragment,
         queue: Default::default(),
+        counters: state.metrics.change_streams.clone(),
     });
     let mut cursor = Cursor::new(ns.clone(), src, None);
     cursor.lsid = open.lsid;
