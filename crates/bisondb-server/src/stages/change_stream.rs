@@ -12,6 +12,20 @@
 //! returned, or, when the batch read the oplog to its end, a high-water mark
 //! at the last entry read (events that did not match were examined too), so
 //! a stream resumed from it starts after everything already examined.
+//!
+//! Images: `fullDocumentBeforeChange` (`whenAvailable`/`required`) reads
+//! the pre-image the oplog's observer stored with the write
+//! (`config.system.preimages`, keyed by the collection's UUID, the entry's
+//! `ts` and the operation's `applyOpsIndex`); `fullDocument`
+//! `whenAvailable`/`required` gives an update's post-image, its diff applied
+//! to that pre-image, as mongod computes it. A `required` image that is not
+//! kept fails the stream with 47 NoMatchingDocument.
+//!
+//! Size: an event larger than a reply's document may be (mongod's
+//! `BSONObjMaxInternalSize`) fails the stream with 10334 BSONObjectTooLarge,
+//! unless the pipeline ends with `$changeStreamSplitLargeEvent`: then it is
+//! returned as fragments (`Splitter`), and a stream resumed from a
+//! fragment's token returns the fragments after it.
 
 use std::sync::Arc;
 
