@@ -71,6 +71,24 @@ async fn setup() -> (TestServer, Client) {
     (ts, client)
 }
 
+/// A replica-set server and a client of it without retryable writes.
+async fn rs_client() -> (TestServer, Client) {
+    let server = start_repl_set().await;
+    let rs = server.tcp_client_with("retryWrites=false").await;
+    (server, rs)
+}
+
+/// [`rs_client`] and database `name` whose collection `c` keeps
+/// pre-images.
+async fn with_pre_images(name: &str) -> (TestServer, Client, Database) {
+    let (server, rs) = rs_client().await;
+    let db = rs.database(name);
+    db.run_command(doc! {"create": "c", "changeStreamPreAndPostImages": {"enabled": true}})
+        .await
+        .unwrap();
+    (server, rs, db)
+}
+
 async fn write_oplog(client: &Client, entries: Vec<Document>) {
     client
         .database("local")
@@ -543,8 +561,7 @@ fn kinds(events: &[Document]) -> Vec<String> {
 
 #[tokio::test]
 async fn events_of_real_writes() {
-    let server = start_repl_set().await;
-    let rs = server.tcp_client_with("retryWrites=false").await;
+    let (_server, rs) = rs_client().await;
     let db = rs.database("app");
     let coll = db.collection::<Document>("c");
     db.create_collection("c").await.unwrap();
@@ -655,8 +672,7 @@ async fn events_of_real_writes() {
 
 #[tokio::test]
 async fn rename_and_drop_database() {
-    let server = start_repl_set().await;
-    let rs = server.tcp_client_with("retryWrites=false").await;
+    let (_server, rs) = rs_client().await;
     let db = rs.database("app2");
     db.collection::<Document>("a")
         .insert_one(doc! {"_id": 1})
@@ -709,19 +725,7 @@ async fn expanded_events_update_kinds_and_error_labels() {
     coll.update_one(doc! {"_id": 1}, vec![doc! {"$set": {"a": 3}}])
         .await
         .unwrap();
-    let mut events = Vec::new();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while events.len() < 4 && Instant::now() < deadline {
-        let r = get_more(&db, id, "c", 500).await.unwrap();
-        events.extend(
-            r.get_document("cursor")
-                .unwrap()
-                .get_array("nextBatch")
-                .unwrap()
-                .iter()
-                .map(|e| e.as_document().unwrap().clone()),
-        );
-    }
+    let events = collect(&db, id, "c", 4).await;
     let kinds: Vec<&str> = events
         .iter()
         .map(|e| e.get_str("operationType").unwrap())
@@ -814,12 +818,7 @@ fn first_batch(reply: &Document) -> Vec<Document> {
 
 #[tokio::test]
 async fn pre_and_post_images() {
-    let server = start_repl_set().await;
-    let rs = server.tcp_client_with("retryWrites=false").await;
-    let db = rs.database("images");
-    db.run_command(doc! {"create": "c", "changeStreamPreAndPostImages": {"enabled": true}})
-        .await
-        .unwrap();
+    let (_server, rs, db) = with_pre_images("images").await;
     db.create_collection("off").await.unwrap();
     let listed = db
         .run_command(doc! {"listCollections": 1, "filter": {"name": "c"}})
@@ -1009,12 +1008,7 @@ async fn pre_and_post_images() {
 
 #[tokio::test]
 async fn large_events_split_into_fragments() {
-    let server = start_repl_set().await;
-    let rs = server.tcp_client_with("retryWrites=false").await;
-    let db = rs.database("split");
-    db.run_command(doc! {"create": "c", "changeStreamPreAndPostImages": {"enabled": true}})
-        .await
-        .unwrap();
+    let (_server, rs, db) = with_pre_images("split").await;
     let coll = db.collection::<Document>("c");
     // Each image is ~7 MiB, the event (update description, pre- and
     // post-image) over 16 MiB.
@@ -1037,6 +1031,17 @@ async fn large_events_split_into_fragments() {
         "resumeAfter": {"_data": &start},
     };
 
+    let metric = |status: &Document, name: &str| {
+        status
+            .get_document("metrics")
+            .unwrap()
+            .get_document("changeStreams")
+            .unwrap()
+            .get_i64(name)
+            .unwrap()
+    };
+    let admin = rs.database("admin");
+    let before = admin.run_command(doc! {"serverStatus": 1}).await.unwrap();
     // Without the stage, the event is too large: 10334.
     let r = db
         .run_command(doc! {"aggregate": "c", "pipeline": [{"$changeStream": &images}], "cursor": {"batchSize": 0}})
@@ -1100,6 +1105,15 @@ async fn large_events_split_into_fragments() {
         .get_str("a")
         .unwrap()
         .starts_with('x'));
+    let after = admin.run_command(doc! {"serverStatus": 1}).await.unwrap();
+    assert_eq!(
+        metric(&after, "largeEventsFailed") - metric(&before, "largeEventsFailed"),
+        1
+    );
+    assert_eq!(
+        metric(&after, "largeEventsSplit") - metric(&before, "largeEventsSplit"),
+        1
+    );
     let tokens: Vec<String> = events.iter().map(token).collect();
     assert!(tokens.windows(2).all(|w| w[0] < w[1]), "{tokens:?}");
     assert_eq!(
@@ -1171,12 +1185,7 @@ async fn large_events_split_into_fragments() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pre_images_expire_with_the_oplog() {
     // A 16 MB oplog (`start_repl_set`'s).
-    let server = start_repl_set().await;
-    let rs = server.tcp_client_with("retryWrites=false").await;
-    let db = rs.database("expiry");
-    db.run_command(doc! {"create": "c", "changeStreamPreAndPostImages": {"enabled": true}})
-        .await
-        .unwrap();
+    let (server, rs, db) = with_pre_images("expiry").await;
     let coll = db.collection::<Document>("c");
     coll.insert_one(doc! {"_id": 1, "a": 0}).await.unwrap();
     coll.update_one(doc! {"_id": 1}, doc! {"$set": {"a": 1}})

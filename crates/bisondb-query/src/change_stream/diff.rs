@@ -34,6 +34,16 @@ fn bad(msg: &str) -> MongoError {
     MongoError::internal(format!("malformed update diff in the oplog: {msg}"))
 }
 
+/// An array diff's `l`: the array's new length.
+fn new_length(v: &Bson) -> MongoResult<i64> {
+    match v {
+        Bson::Int32(n) => Ok(i64::from(*n)),
+        Bson::Int64(n) => Ok(*n),
+        Bson::Double(d) => Ok(*d as i64),
+        _ => Err(bad("'l' is not a number")),
+    }
+}
+
 impl Out {
     /// Records the path's dotted form, and its components when the dotted
     /// form is ambiguous.
@@ -122,12 +132,7 @@ impl Out {
                 continue;
             }
             if k == "l" {
-                let size = match v {
-                    Bson::Int32(n) => i64::from(*n),
-                    Bson::Int64(n) => *n,
-                    Bson::Double(d) => *d as i64,
-                    _ => return Err(bad("'l' is not a number")),
-                };
+                let size = new_length(v)?;
                 let p = self.path(at);
                 self.truncated.push(Bson::Document(bson::doc! {
                     "field": p,
@@ -212,13 +217,7 @@ fn apply_array(items: &mut Vec<Bson>, diff: &Document) -> MongoResult<()> {
             continue;
         }
         if k == "l" {
-            let size = match v {
-                Bson::Int32(n) => i64::from(*n),
-                Bson::Int64(n) => *n,
-                Bson::Double(d) => *d as i64,
-                _ => return Err(bad("'l' is not a number")),
-            };
-            let size = usize::try_from(size).map_err(|_| bad("'l' out of range"))?;
+            let size = usize::try_from(new_length(v)?).map_err(|_| bad("'l' out of range"))?;
             items.resize(size, Bson::Null);
             continue;
         }

@@ -18,6 +18,7 @@ pub mod histogram;
 pub mod prometheus;
 
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use bson::{doc, Document};
@@ -94,6 +95,18 @@ pub struct Metrics {
     pub internal_errors: AtomicU64,
     pub ttl: Ttl,
     pub get_last_error: GetLastError,
+    /// Shared with the change streams' cursors, which count as they read.
+    pub change_streams: Arc<ChangeStreams>,
+}
+
+/// Change events too large to return (`metrics.changeStreams`).
+#[derive(Default)]
+pub struct ChangeStreams {
+    /// Events `$changeStreamSplitLargeEvent` split into fragments.
+    pub large_events_split: AtomicU64,
+    /// Events over the size limit in a stream without that stage, which
+    /// failed it with BSONObjectTooLarge.
+    pub large_events_failed: AtomicU64,
 }
 
 /// Writes that waited for their write concern (`metrics.getLastError`).
@@ -154,6 +167,7 @@ impl Default for Metrics {
             internal_errors: AtomicU64::new(0),
             ttl: Ttl::default(),
             get_last_error: GetLastError::default(),
+            change_streams: Arc::default(),
         }
     }
 }
@@ -260,6 +274,10 @@ impl Metrics {
         }
         let open = cursors.open_counts();
         doc! {
+            "changeStreams": {
+                "largeEventsFailed": get(&self.change_streams.large_events_failed) as i64,
+                "largeEventsSplit": get(&self.change_streams.large_events_split) as i64,
+            },
             "commands": commands,
             "cursor": {
                 "timedOut": get(&self.cursors_timed_out) as i64,

@@ -12,6 +12,20 @@
 //! returned, or, when the batch read the oplog to its end, a high-water mark
 //! at the last entry read (events that did not match were examined too), so
 //! a stream resumed from it starts after everything already examined.
+//!
+//! Images: `fullDocumentBeforeChange` (`whenAvailable`/`required`) reads
+//! the pre-image the oplog's observer stored with the write
+//! (`config.system.preimages`, keyed by the collection's UUID, the entry's
+//! `ts` and the operation's `applyOpsIndex`); `fullDocument`
+//! `whenAvailable`/`required` gives an update's post-image, its diff applied
+//! to that pre-image, as mongod computes it. A `required` image that is not
+//! kept fails the stream with 47 NoMatchingDocument.
+//!
+//! Size: an event larger than a reply's document may be (mongod's
+//! `BSONObjMaxInternalSize`) fails the stream with 10334 BSONObjectTooLarge,
+//! unless the pipeline ends with `$changeStreamSplitLargeEvent`: then it is
+//! returned as fragments (`Splitter`), and a stream resumed from a
+//! fragment's token returns the fragments after it.
 
 use std::sync::Arc;
 
@@ -481,6 +495,8 @@ struct Splitter<I> {
     /// seen again: the fragments up to it are skipped.
     resume: Option<ResumeToken>,
     queue: std::collections::VecDeque<RawDocumentBuf>,
+    /// `serverStatus`' `metrics.changeStreams`.
+    counters: Arc<crate::metrics::ChangeStreams>,
 }
 
 impl<I: Iterator<Item = MongoResult<RawDocumentBuf>>> Splitter<I> {
@@ -497,12 +513,19 @@ impl<I: Iterator<Item = MongoResult<RawDocumentBuf>>> Splitter<I> {
         };
         let token = token_of(id.as_ref())?;
         if !small && !self.split {
+            self.counters
+                .large_events_failed
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             return Err(split::too_large(raw.as_bytes().len(), &token));
         }
         let mut fragments = if small {
             vec![raw]
         } else {
-            split::split(&raw, &token, split::MAX_EVENT_SIZE)?
+            let fragments = split::split(&raw, &token, split::MAX_EVENT_SIZE)?;
+            self.counters
+                .large_events_split
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            fragments
         };
         if let Some(r) = resuming.filter(|r| r.whole_event() == token) {
             let skip = r.fragment.map_or(0, |n| n.saturating_add(1));
@@ -669,6 +692,7 @@ pub fn open(state: &Arc<ServerState>, mut open: Open) -> MongoResult<RawDocument
         split: spec.split_large_events,
         resume: resume_fragment,
         queue: Default::default(),
+        counters: state.metrics.change_streams.clone(),
     });
     let mut cursor = Cursor::new(ns.clone(), src, None);
     cursor.lsid = open.lsid;
