@@ -88,7 +88,7 @@ pub fn run(target: &Target, opts: &Options) -> Report {
         if opts.iterations.is_some_and(|n| report.executions >= n) {
             break;
         }
-        if report.executions % 256 == 0 {
+        if report.executions.is_multiple_of(256) {
             if let Some(s) = opts.seconds {
                 if start.elapsed().as_secs_f64() >= s {
                     break;
