@@ -151,17 +151,22 @@ fn unimplemented_settings_stop_start_up() {
     }
 }
 
+/// Starts `bisondb` with `args`, its standard error going to `stderr`.
+fn spawn(args: &[&std::ffi::OsStr], stderr: Stdio) -> std::process::Child {
+    Command::new(env!("CARGO_BIN_EXE_bisondb"))
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(stderr)
+        .spawn()
+        .expect("start bisondb")
+}
+
 /// Runs `bisondb` with `args` and waits at most 30 s for it to exit: its
 /// status and standard error, or `None` when it is still running then (it
 /// started; it is killed).
 fn exits_with(args: &[&std::ffi::OsStr]) -> Option<(std::process::ExitStatus, String)> {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_bisondb"))
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start bisondb");
+    let mut child = spawn(args, Stdio::piped());
     let started = Instant::now();
     while started.elapsed() < Duration::from_secs(30) {
         if let Ok(Some(_)) = child.try_wait() {
@@ -193,15 +198,14 @@ async fn security_and_tls_settings_are_honoured_or_stop_start_up() {
     let dbpath = dir.path().join("db");
     let missing_key = dir.path().join("no-such-key");
     let args = [
+        std::ffi::OsStr::new("--config"),
         conf.as_os_str(),
         std::ffi::OsStr::new("--dbpath"),
         dbpath.as_os_str(),
     ];
     let with_config = |yaml: String| {
         std::fs::write(&conf, yaml).expect("write config");
-        let mut all = vec![std::ffi::OsStr::new("--config")];
-        all.extend(args);
-        exits_with(&all)
+        exits_with(&args)
     };
 
     let (status, err) = with_config(format!(
@@ -236,14 +240,7 @@ async fn security_and_tls_settings_are_honoured_or_stop_start_up() {
         format!("security:\n  authorization: enabled\nnet:\n  port: {port}\n  unixDomainSocket:\n    enabled: false\n"),
     )
     .expect("write config");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_bisondb"))
-        .arg("--config")
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start bisondb");
+    let mut child = spawn(&args, Stdio::null());
     let uri = format!("mongodb://127.0.0.1:{port}/?serverSelectionTimeoutMS=30000");
     let client = mongodb::Client::with_uri_str(&uri).await.expect("client");
     let refused = client
