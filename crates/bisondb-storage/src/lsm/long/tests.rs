@@ -48,7 +48,7 @@ fn next(state: &mut u64) -> u64 {
 /// one; short, just short, just long or long; many sharing all of a head
 /// (`a` bytes) and differing only after it, or just before its end.
 fn random_key(rng: &mut u64) -> Vec<u8> {
-    let region = if next(rng) % 2 == 0 {
+    let region = if next(rng).is_multiple_of(2) {
         0x42
     } else {
         INDEX_REGION
@@ -139,7 +139,7 @@ fn check(e: &dyn Engine, model: &BTreeMap<Vec<u8>, Vec<u8>>, rng: &mut u64, at: 
     let snap = e.snapshot().unwrap_or_else(|e| panic!("snapshot: {e}"));
     for _ in 0..20 {
         let (lo, hi) = (bound(rng), bound(rng));
-        let reverse = next(rng) % 2 == 0;
+        let reverse = next(rng).is_multiple_of(2);
         let limit = [1, 2, 3, usize::MAX][(next(rng) % 4) as usize];
         let (lo, hi) = (
             lo.as_ref().map(Vec::as_slice),
@@ -179,7 +179,7 @@ fn long_keys_match_the_model_in_order_across_ingestion_and_reopen() {
             let mut b = WriteBatch::new();
             for _ in 0..(next(&mut rng) % 4 + 1) {
                 let key = random_key(&mut rng);
-                if next(&mut rng) % 4 == 0 {
+                if next(&mut rng).is_multiple_of(4) {
                     b.delete(key.clone());
                     model.remove(&key);
                 } else {
