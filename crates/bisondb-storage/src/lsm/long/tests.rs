@@ -227,9 +227,19 @@ fn long_keys_sharing_a_head_keep_their_order() {
     for region in [0x42u8, INDEX_REGION] {
         let mut head = vec![b'k'; HEAD_LEN];
         head[0] = region;
-        for tail in [&b"z"[..], b"a", b"m", b"ma", b"b", &[0u8; 70_000][..]] {
+        // Long past the head by 40 bytes or more, and one short key inside them.
+        let tails: [Vec<u8>; 7] = [
+            vec![b'z'; 40],
+            vec![b'a'; 40],
+            vec![b'm'; 40],
+            vec![b'm'; 41],
+            b"a".to_vec(),
+            vec![b'b'; 40],
+            vec![0u8; 70_000],
+        ];
+        for tail in tails {
             let mut k = head.clone();
-            k.extend_from_slice(tail);
+            k.extend_from_slice(&tail);
             keys.push(k);
         }
         // Short keys just below and above the head, and the head itself.
@@ -244,6 +254,7 @@ fn long_keys_sharing_a_head_keep_their_order() {
         b.put(k.clone(), i.to_le_bytes().to_vec());
     }
     assert!(e.write(b, Durability::Sync).is_ok());
+    assert_eq!(keys.iter().filter(|k| k.len() > MAX_KEY_LEN).count(), 12);
     keys.sort();
     let got: Vec<Vec<u8>> = all(&e, false).into_iter().map(|(k, _)| k).collect();
     assert!(got == keys, "forward order");
