@@ -606,8 +606,20 @@ const EXPR_VOCAB: Vocab = Vocab {
 
 /// Expression parse, then evaluation against one document.
 pub fn expr(data: &[u8]) {
-    let Some(inp) = input(data) else { return };
-    let (e, doc) = match inp {
+    let Some((e, doc)) = expr_case(data) else {
+        return;
+    };
+    bounded(|| {
+        if let Ok(parsed) = Expr::parse(&e) {
+            let _ = parsed.eval(&doc, &Vars::new());
+        }
+    })
+}
+
+/// The expression and document an `expr` input stands for.
+pub fn expr_case(data: &[u8]) -> Option<(Bson, Document)> {
+    let inp = input(data)?;
+    Some(match inp {
         Input::Raw(d) => (
             d.get("expr").cloned().unwrap_or(Bson::Null),
             d.get_document("doc").cloned().unwrap_or_default(),
@@ -619,11 +631,6 @@ pub fn expr(data: &[u8]) {
                 Bson::Document(g.op_doc(&EXPR_VOCAB, 5))
             };
             (e, g.data_doc())
-        }
-    };
-    bounded(|| {
-        if let Ok(parsed) = Expr::parse(&e) {
-            let _ = parsed.eval(&doc, &Vars::new());
         }
     })
 }
@@ -960,7 +967,13 @@ pub fn update(data: &[u8]) {
         let mut target = doc.clone();
         let r = spec.apply_with_query(&mut target, inserting, matcher.as_ref());
         if r.is_err() {
-            assert_eq!(target, doc, "a failed update changed the document");
+            // Compared as bytes: a NaN is not equal to itself as a `Bson`.
+            let bytes = |d: &Document| RawDocumentBuf::try_from(d).map(|r| r.into_bytes()).ok();
+            assert_eq!(
+                bytes(&target),
+                bytes(&doc),
+                "a failed update changed the document"
+            );
         }
     })
 }
@@ -971,3 +984,15 @@ pub const ALL_VOCAB: Vocab = Vocab {
     fields: STAGE_FIELDS,
     strings: EXPR_STRINGS,
 };
+
+#[cfg(test)]
+mod tests {
+    /// Prints the case of an input file (`BISONDB_FUZZ_SHOW=path`).
+    #[test]
+    fn show() {
+        if let Ok(path) = std::env::var("BISONDB_FUZZ_SHOW") {
+            let data = std::fs::read(path).unwrap_or_default();
+            println!("{:?}", super::expr_case(&data));
+        }
+    }
+}

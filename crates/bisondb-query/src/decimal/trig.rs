@@ -262,6 +262,17 @@ impl Dec {
             }
             _ => {}
         }
+        // Past 10^20, asinh(x) and acosh(x) are ln(2|x|) to within 10^-40 of
+        // the result (the next term is 1/(4x²)), below the 34 digits kept;
+        // the fixed-point path below would carry all of |x|'s integer digits
+        // (up to 6144) through a square root and a logarithm, which took
+        // seconds per value and never checked for interruption (a fuzzing
+        // finding).
+        if top > 20 && matches!(f, Asinh | Acosh) {
+            let twice = &c * 2u8;
+            let v = ziv(|p| (ln_fixed(&twice, exp, p), -(p as i64)));
+            return if neg { v.negated() } else { v };
+        }
         ziv(|p| {
             // Enough digits for the result's own leading zeros and for the
             // argument's integer part (argument reduction).
@@ -481,6 +492,32 @@ mod tests {
                 "-69.77069997038131582995697576198910",
             ),
             (Trig::Asinh, "1E+50", "115.8224018302622295103168048556764"),
+            // The largest arguments (once seconds each: the fuzz finding).
+            (
+                Trig::Asinh,
+                "1E+6000",
+                "13816.20370514483404941736596022764",
+            ),
+            (
+                Trig::Asinh,
+                "-9.999999999999999999999999999999999E+6144",
+                "-14150.07854362897067359997472115688",
+            ),
+            (
+                Trig::Asinh,
+                "123456789E+30",
+                "88.40210173654933386315090910995231",
+            ),
+            (
+                Trig::Acosh,
+                "1E+6000",
+                "13816.20370514483404941736596022764",
+            ),
+            (
+                Trig::Acosh,
+                "9.999999999999999999999999999999999E+6144",
+                "14150.07854362897067359997472115688",
+            ),
             (Trig::Acosh, "2", "1.316957896924816708625046347307968"),
             (
                 Trig::Acosh,
