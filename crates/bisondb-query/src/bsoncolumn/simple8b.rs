@@ -115,7 +115,7 @@ pub fn decode_word(
                     Some(if wide {
                         value.checked_shl(zeros).unwrap_or(0)
                     } else {
-                        u128::from(((value as u64) << (zeros % 64)) as u64)
+                        u128::from((value as u64) << (zeros % 64))
                     })
                 };
                 out.push(v);
