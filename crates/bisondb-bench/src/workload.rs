@@ -889,7 +889,7 @@ mod tests {
         let mut docs = Vec::new();
         for first in [0u64, 1000, 2000] {
             gen.fill_from(&mut rng, first, 1000, &mut docs);
-            all.extend(docs.drain(..));
+            all.append(&mut docs);
         }
         let times: Vec<i64> = all
             .iter()
