@@ -100,6 +100,12 @@ pub struct BenchArgs {
     /// Drop the collection first (and before every run of a comparison).
     #[arg(long)]
     pub drop: bool,
+    /// timeseries-*: load into a time-series collection (`timeField:
+    /// "created_on"`; seed 003 has no meta field), created when missing, with
+    /// each run's `created_on` values rising through 2012 as a device sends
+    /// them rather than in random order.
+    #[arg(long)]
+    pub timeseries: bool,
     /// Run the same workload against a second target, alternating A B A B.
     #[arg(long)]
     pub compare: Option<String>,
@@ -165,6 +171,8 @@ pub struct Plan {
     /// The write concern as given, to hand on to worker processes.
     pub write_concern_arg: Option<String>,
     pub drop: bool,
+    /// Load into a time-series collection, in time order.
+    pub timeseries: bool,
     pub runs: usize,
     pub db: String,
     pub collection: String,
@@ -274,6 +282,9 @@ impl BenchArgs {
                 "--doc-size must be at most {MAX_DOC_SIZE} (the 16 MiB document limit)"
             ));
         }
+        if self.timeseries && !w.name().starts_with("timeseries") {
+            return Err("--timeseries applies to timeseries-batch and timeseries-aggregate".into());
+        }
         if self.doc_size.is_some() && w.name().starts_with("timeseries") {
             return Err("--doc-size applies to profile-* and large-*".into());
         }
@@ -343,6 +354,7 @@ impl BenchArgs {
             write_concern,
             write_concern_arg,
             drop: self.drop,
+            timeseries: self.timeseries,
             runs: if self.compare.is_some() { self.runs } else { 1 },
             db: self.db.clone(),
             collection,
@@ -432,6 +444,10 @@ mod tests {
             (&["large-read", "--processes", "2"], "not large-read"),
             (&["large-insert", "--doc-size", "16777216"], "at most"),
             (&["timeseries-batch", "--doc-size", "10"], "applies to"),
+            (
+                &["profile-pool", "--timeseries"],
+                "applies to timeseries-batch",
+            ),
             (
                 &["timeseries-batch", "--client", "pymongo"],
                 "runs profile-* and large-*",

@@ -63,6 +63,8 @@ pub fn sized_profile_doc(id: u64, padding: &str) -> Document {
 /// never repeats an id), with the batch's second as the timestamp.
 pub struct TimeseriesDocs {
     process: [u8; 5],
+    /// With `in_time_order`: how many documents share 2012.
+    ordered_over: Option<u64>,
 }
 
 /// The next ObjectId counter of this process, reserved a batch at a time.
@@ -82,7 +84,44 @@ impl TimeseriesDocs {
     pub fn new() -> Self {
         let mut process = [0u8; 5];
         process.copy_from_slice(&ObjectId::new().bytes()[4..9]);
-        TimeseriesDocs { process }
+        TimeseriesDocs {
+            process,
+            ordered_over: None,
+        }
+    }
+
+    /// Documents whose `created_on` rises with their index: document `i` of
+    /// `total` falls in the `i`-th of `total` equal slices of 2012, at a random
+    /// time within it (the same year, in the order a device sends them).
+    pub fn in_time_order(mut self, total: u64) -> Self {
+        self.ordered_over = Some(total.max(1));
+        self
+    }
+
+    /// `fill` for documents `first..first + n` of the run (their index places
+    /// them in time with `in_time_order`).
+    pub fn fill_from(
+        &mut self,
+        rng: &mut impl Rng,
+        first: u64,
+        n: usize,
+        out: &mut Vec<RawDocumentBuf>,
+    ) {
+        self.fill(rng, n, out);
+        let Some(total) = self.ordered_over else {
+            return;
+        };
+        let (lo, hi) = YEAR_2012_MS;
+        let step = ((hi - lo) as u64 / total).max(1);
+        for (i, d) in out.iter_mut().enumerate() {
+            let slot = (first + i as u64).min(total - 1);
+            let t = lo + (slot * step + rng.random_range(0..step)) as i64;
+            let mut bytes = d.as_bytes().to_vec();
+            // created_on's 8 bytes follow `_id` (4 + 17) and its own name (12).
+            let at = 4 + 17 + 12;
+            bytes[at..at + 8].copy_from_slice(&t.to_le_bytes());
+            *d = RawDocumentBuf::from_bytes(bytes).unwrap_or_default();
+        }
     }
 
     /// Replaces `out`'s contents with `n` new documents.
@@ -261,6 +300,9 @@ async fn measure(
     if plan.drop && !plan.worker {
         coll.drop().await.map_err(|e| format!("drop: {e}"))?;
     }
+    if plan.timeseries && !plan.worker {
+        create_timeseries(db, &plan.collection).await?;
+    }
     if plan.workload == Workload::TimeseriesAggregate {
         let have = coll
             .estimated_document_count()
@@ -318,6 +360,17 @@ async fn measure(
         (None, None)
     } else {
         db_stats(db).await
+    };
+    // A time-series collection's objects are its buckets; its size is per
+    // measurement, and the measurements are what the collection counts.
+    let objects = if plan.timeseries && !plan.worker {
+        coll.estimated_document_count()
+            .await
+            .ok()
+            .map(|n| n as f64)
+            .or(objects)
+    } else {
+        objects
     };
     let bytes_per_doc = match (storage_size, objects) {
         (Some(s), Some(o)) if o > 0.0 => Some(s / o),
@@ -462,6 +515,7 @@ async fn batches(
     done: &Arc<AtomicU64>,
 ) -> Result<Phase, String> {
     let batch = plan.batch as u64;
+    let ordered = plan.timeseries;
     let next = Arc::new(AtomicU64::new(0));
     let mut tasks = Vec::with_capacity(plan.clients);
     for _ in 0..plan.clients {
@@ -471,6 +525,9 @@ async fn batches(
             let mut h = new_histogram();
             let mut rng = StdRng::from_rng(&mut rand::rng());
             let mut gen = TimeseriesDocs::new();
+            if ordered {
+                gen = gen.in_time_order(docs);
+            }
             let mut buf = Vec::with_capacity(batch as usize);
             loop {
                 let first = next.fetch_add(batch, Ordering::Relaxed);
@@ -478,7 +535,7 @@ async fn batches(
                     break;
                 }
                 let n = batch.min(docs - first);
-                gen.fill(&mut rng, n as usize, &mut buf);
+                gen.fill_from(&mut rng, first, n as usize, &mut buf);
                 let t = Instant::now();
                 coll.insert_many(&buf)
                     .await
@@ -556,6 +613,33 @@ async fn join_histograms(
     }
 }
 
+/// Creates `name` as a time-series collection over seed 003's time field,
+/// unless it exists (then it must be one).
+async fn create_timeseries(db: &Database, name: &str) -> Result<(), String> {
+    let listed = db
+        .run_command(doc! {"listCollections": 1, "filter": {"name": name}})
+        .await
+        .map_err(|e| format!("listCollections: {e}"))?;
+    let existing = listed
+        .get_document("cursor")
+        .and_then(|c| c.get_array("firstBatch"))
+        .ok()
+        .and_then(|b| b.first())
+        .and_then(|c| c.as_document())
+        .map(|c| c.get_str("type").unwrap_or("collection").to_string());
+    match existing.as_deref() {
+        None => db
+            .run_command(doc! {"create": name, "timeseries": {"timeField": "created_on"}})
+            .await
+            .map(|_| ())
+            .map_err(|e| format!("create: {e}")),
+        Some("timeseries") => Ok(()),
+        Some(other) => Err(format!(
+            "--timeseries: {name} exists as a {other}; drop it first (--drop)"
+        )),
+    }
+}
+
 /// The database's size on disk and its object count, when the target reports
 /// them (see [`size_and_objects`]).
 async fn db_stats(db: &Database) -> (Option<f64>, Option<f64>) {
@@ -614,6 +698,9 @@ pub fn worker_args(plan: &Plan, uri: &str, share: u64, offset: u64) -> Vec<Strin
     }
     if let Some(wc) = &plan.write_concern_arg {
         a.extend(["--write-concern".into(), wc.clone()]);
+    }
+    if plan.timeseries {
+        a.push("--timeseries".into());
     }
     a
 }
@@ -792,6 +879,29 @@ mod tests {
         assert_eq!(d.get_i64("id").unwrap(), 7);
         assert_eq!(d.get_str("title").unwrap(), "PhD");
         assert!(d.get_str("other").unwrap().ends_with("authorisation. "));
+    }
+
+    #[test]
+    fn timeseries_documents_in_time_order_rise_through_2012() {
+        let mut rng = StdRng::seed_from_u64(2);
+        let mut gen = TimeseriesDocs::new().in_time_order(3000);
+        let mut all = Vec::new();
+        let mut docs = Vec::new();
+        for first in [0u64, 1000, 2000] {
+            gen.fill_from(&mut rng, first, 1000, &mut docs);
+            all.append(&mut docs);
+        }
+        let times: Vec<i64> = all
+            .iter()
+            .map(|d| d.get_datetime("created_on").unwrap().timestamp_millis())
+            .collect();
+        assert!(times.windows(2).all(|w| w[0] <= w[1]));
+        assert!((YEAR_2012_MS.0..YEAR_2012_MS.0 + 20_000_000).contains(&times[0]));
+        assert!((YEAR_2012_MS.1 - 20_000_000..YEAR_2012_MS.1).contains(&times[2999]));
+        for d in &all {
+            assert_eq!(d.as_bytes().len(), TIMESERIES_DOC_LEN);
+            assert!(d.get_f64("value").is_ok() && d.get_object_id("_id").is_ok());
+        }
     }
 
     #[test]

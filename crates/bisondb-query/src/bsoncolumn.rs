@@ -230,30 +230,22 @@ fn materialize128(like: &Bson, n: i128) -> MongoResult<Bson> {
     })
 }
 
-/// Bytes of an element's value, from its type byte and the bytes after its
-/// (empty) name.
-fn value_len(ty: u8, v: &[u8]) -> MongoResult<usize> {
-    let i32_at = |at: usize| -> MongoResult<usize> {
-        let b = v
-            .get(at..at + 4)
-            .ok_or_else(|| invalid("truncated literal"))?;
-        let n = i32::from_le_bytes([b[0], b[1], b[2], b[3]]);
-        usize::try_from(n).map_err(|_| invalid("negative length"))
+/// The length of the value of BSON type `t` starting at `v` (the bytes after
+/// an element's name), if it fits in `v`; `None` for an unknown type. The
+/// server's raw command readers use it too.
+pub fn value_len(t: u8, v: &[u8]) -> Option<usize> {
+    let i32_at = |at: usize| -> Option<usize> {
+        let b = v.get(at..at + 4)?;
+        usize::try_from(i32::from_le_bytes([b[0], b[1], b[2], b[3]])).ok()
     };
-    let cstr = |at: usize| -> MongoResult<usize> {
-        let rest = v.get(at..).ok_or_else(|| invalid("truncated literal"))?;
-        let p = rest
-            .iter()
-            .position(|c| *c == 0)
-            .ok_or_else(|| invalid("unterminated string"))?;
-        Ok(p + 1)
-    };
-    Ok(match ty {
+    let cstr =
+        |from: usize| -> Option<usize> { Some(v.get(from..)?.iter().position(|&b| b == 0)? + 1) };
+    let n = match t {
         0x01 | 0x09 | 0x11 | 0x12 => 8,
         0x02 | 0x0D | 0x0E => 4 + i32_at(0)?,
         0x03 | 0x04 | 0x0F => i32_at(0)?,
         0x05 => 5 + i32_at(0)?,
-        0x06 | 0x0A | 0xFF | 0x7F => 0,
+        0x06 | 0x0A | 0x7F | 0xFF => 0,
         0x07 => 12,
         0x08 => 1,
         0x0B => {
@@ -263,8 +255,9 @@ fn value_len(ty: u8, v: &[u8]) -> MongoResult<usize> {
         0x0C => 4 + i32_at(0)? + 12,
         0x10 => 4,
         0x13 => 16,
-        _ => return Err(invalid("unknown literal type")),
-    })
+        _ => return None,
+    };
+    (n <= v.len()).then_some(n)
 }
 
 /// Reads the literal at `buf[0]`: its value and its size in bytes.
@@ -273,7 +266,7 @@ fn read_literal(buf: &[u8]) -> MongoResult<(Bson, usize)> {
     if buf.get(1) != Some(&0) {
         return Err(invalid("literal with a field name"));
     }
-    let len = value_len(ty, &buf[2..])?;
+    let len = value_len(ty, &buf[2..]).ok_or_else(|| invalid("bad literal"))?;
     let end = 2 + len;
     let element = buf.get(..end).ok_or_else(|| invalid("truncated literal"))?;
     let mut doc = Vec::with_capacity(end + 5);

@@ -5,13 +5,26 @@
 //! per bucket, one bucket per meta value), reads of measurements (`find`,
 //! `count`, `distinct`, `aggregate`), deletes, updates, `findAndModify`,
 //! index commands, `drop`,
-//! `collMod`, the TTL monitor, and a restart of the persistent engine.
+//! `collMod`, the TTL monitor, and a restart of the persistent engine;
+//! buckets stored compressed (`control.version: 2`, BSONColumn columns) and
+//! version 1 buckets of an older dbpath still read and compressed when
+//! rewritten.
 
 use std::time::Duration;
 
 use crate::common::*;
 use bson::{doc, Bson, Document};
 use mongodb::Database;
+
+/// The values of a bucket's column, which must be a BSONColumn.
+fn column(b: &Bson) -> Vec<Option<Bson>> {
+    match b {
+        Bson::Binary(b) if b.subtype == bson::spec::BinarySubtype::Column => {
+            bisondb_query::bsoncolumn::decode(&b.bytes).unwrap_or_else(|e| panic!("{e:?}"))
+        }
+        other => panic!("not a BSONColumn: {other:?}"),
+    }
+}
 
 fn at(ms: i64) -> Bson {
     Bson::DateTime(bson::DateTime::from_millis(ms))
@@ -268,7 +281,9 @@ async fn inserts_fill_buckets_and_reads_return_measurements() {
         .find(|b| b.get_document("meta").ok() == Some(&doc! {"id": 5}))
         .unwrap_or_else(|| panic!("{buckets:?}"));
     let control = five.get_document("control").cloned().unwrap_or_default();
-    assert_eq!(control.get_i32("version").ok(), Some(1));
+    // Compressed, as mongod 8 writes buckets: version 2 (rows in time order).
+    assert_eq!(control.get_i32("version").ok(), Some(2));
+    assert_eq!(control.get_i32("count").ok(), Some(2));
     // Rounded down to the hour for granularity "minutes".
     let start = T0 - T0.rem_euclid(3_600_000);
     assert_eq!(
@@ -288,8 +303,9 @@ async fn inserts_fill_buckets_and_reads_return_measurements() {
     assert_eq!(
         five.get_document("data")
             .ok()
-            .and_then(|d| d.get("temp").cloned()),
-        Some(Bson::Document(doc! {"0": 12, "1": 13}))
+            .and_then(|d| d.get("temp"))
+            .map(column),
+        Some(vec![Some(Bson::Int32(12)), Some(Bson::Int32(13))])
     );
     assert_eq!(
         five.get_object_id("_id")
@@ -845,4 +861,241 @@ async fn admin_bulk_write_is_refused_rather_than_misplaced() {
         count(&db.collection::<Document>("weather"), doc! {}).await,
         0
     );
+}
+
+/// Measurements of one sensor every second with a slowly moving reading, as
+/// a device sends them.
+fn readings(n: i64, from: i64) -> Vec<Document> {
+    (from..from + n)
+        .map(|i| {
+            let mut d = doc! {"ts": at(T0 + i * 1000), "sensor": {"id": 7}, "temp": 20.0 + (i % 50) as f64 / 10.0};
+            if i % 3 == 0 {
+                d.insert("flag", true);
+            }
+            d
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn buckets_are_compressed_columns_and_read_back_whole() {
+    let t = start().await;
+    let db = t.tcp.database("ts_col");
+    create_weather(&db).await;
+    let coll = db.collection::<Document>("weather");
+    let sent = readings(2500, 0);
+    // In three inserts, so open buckets are reopened, extended and rewritten.
+    for chunk in sent.chunks(900) {
+        coll.insert_many(chunk.to_vec())
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+    let buckets = find(
+        &db,
+        doc! {"find": "system.buckets.weather", "sort": {"control.min.ts": 1}},
+    )
+    .await;
+    // 2500 measurements within an hour: 1000, 1000 and 500 per bucket.
+    let counts: Vec<_> = buckets
+        .iter()
+        .map(|b| {
+            b.get_document("control")
+                .and_then(|c| c.get_i32("count"))
+                .ok()
+        })
+        .collect();
+    assert_eq!(counts, [Some(1000), Some(1000), Some(500)], "{buckets:?}");
+    let mut rows = 0;
+    for b in &buckets {
+        let control = b.get_document("control").unwrap();
+        assert_eq!(control.get_i32("version").ok(), Some(2));
+        let data = b.get_document("data").unwrap();
+        let mut keys: Vec<_> = data.keys().collect();
+        keys.sort();
+        assert_eq!(keys, ["_id", "flag", "temp", "ts"], "{data:?}");
+        let ts = column(data.get("ts").unwrap());
+        let flag = column(data.get("flag").unwrap());
+        assert_eq!(ts.len(), flag.len());
+        // Skips where a measurement has no flag.
+        assert!(flag.iter().any(Option::is_none) && flag.iter().any(Option::is_some));
+        rows += ts.len();
+        // Regular times and readings take a few bytes each, far from 8.
+        if let Some(Bson::Binary(t)) = data.get("ts") {
+            assert!(t.bytes.len() < 100, "{}", t.bytes.len());
+        }
+        if let Some(Bson::Binary(t)) = data.get("temp") {
+            assert!(t.bytes.len() < 1200, "{}", t.bytes.len());
+        }
+    }
+    assert_eq!(rows, 2500);
+
+    // Every read path sees every measurement as it was sent.
+    let got = find(
+        &db,
+        doc! {"find": "weather", "sort": {"ts": 1}, "projection": {"_id": 0}, "batchSize": 3000},
+    )
+    .await;
+    let want: Vec<Document> = sent
+        .iter()
+        .map(|d| {
+            let mut d = d.clone();
+            d.remove("_id");
+            d
+        })
+        .collect();
+    assert_eq!(got.len(), want.len());
+    for (g, w) in got.iter().zip(&want) {
+        assert_eq!(g.get("ts"), w.get("ts"));
+        assert_eq!(g.get("temp"), w.get("temp"));
+        assert_eq!(g.get("flag"), w.get("flag"));
+        assert_eq!(g.get("sensor"), w.get("sensor"));
+    }
+    assert_eq!(coll.count_documents(doc! {}).await.unwrap(), 2500);
+    assert_eq!(
+        coll.count_documents(doc! {"flag": true}).await.unwrap(),
+        834
+    );
+    let window = coll
+        .count_documents(doc! {"ts": {"$gte": at(T0 + 100_000), "$lt": at(T0 + 200_000)}})
+        .await
+        .unwrap();
+    assert_eq!(window, 100);
+    let sum = find(
+        &db,
+        doc! {"aggregate": "weather", "pipeline": [
+            {"$match": {"sensor.id": 7}},
+            {"$group": {"_id": null, "n": {"$sum": 1}, "max": {"$max": "$temp"}, "min": {"$min": "$ts"}}}
+        ], "cursor": {}},
+    )
+    .await;
+    assert_eq!(
+        sum,
+        vec![doc! {"_id": null, "n": 2500, "max": 24.9, "min": at(T0)}]
+    );
+    // A delete rewrites a bucket, still compressed.
+    coll.delete_many(doc! {"ts": {"$lt": at(T0 + 10_000)}})
+        .await
+        .unwrap();
+    assert_eq!(coll.count_documents(doc! {}).await.unwrap(), 2490);
+    let first = find(
+        &db,
+        doc! {"find": "system.buckets.weather", "sort": {"control.min.ts": 1}, "limit": 1},
+    )
+    .await;
+    let control = first[0].get_document("control").unwrap();
+    assert_eq!(control.get_i32("count").ok(), Some(990));
+    assert_eq!(control.get_i32("version").ok(), Some(2));
+    // Out of order, a bucket is version 3, as in mongod 8.
+    coll.insert_many(vec![
+        doc! {"ts": at(T0 + 5_000_000), "sensor": {"id": 8}, "temp": 1.0},
+        doc! {"ts": at(T0 + 4_999_000), "sensor": {"id": 8}, "temp": 2.0},
+    ])
+    .await
+    .unwrap();
+    let eight = find(
+        &db,
+        doc! {"find": "system.buckets.weather", "filter": {"meta.id": 8}},
+    )
+    .await;
+    assert_eq!(
+        eight[0]
+            .get_document("control")
+            .and_then(|c| c.get_i32("version"))
+            .ok(),
+        Some(3)
+    );
+    let got = find(
+        &db,
+        doc! {"find": "weather", "filter": {"sensor.id": 8}, "sort": {"ts": 1}, "projection": {"_id": 0, "temp": 1}},
+    )
+    .await;
+    assert_eq!(got, vec![doc! {"temp": 2.0}, doc! {"temp": 1.0}]);
+}
+
+/// A dbpath whose buckets an older BisonDB wrote uncompressed (version 1):
+/// they read as before, take new measurements, and are written back
+/// compressed when they change.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn version_1_buckets_still_read_and_compress_when_rewritten() {
+    use bisondb_storage::{Durability, LsmEngine, Modify, Storage};
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let dbpath = dir.path().join("data");
+    let (server, client) = restart_lsm(dir.path(), &dbpath).await;
+    let db = client.database("old");
+    create_weather(&db).await;
+    db.collection::<Document>("weather")
+        .insert_one(doc! {"ts": at(T0), "sensor": 1, "v": 0})
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    shutdown_by_command(server, client).await;
+    {
+        // Replace the bucket with the version 1 layout of three measurements.
+        let engine = LsmEngine::open_shared(&dbpath, bisondb_storage::store_lsm_options())
+            .unwrap_or_else(|e| panic!("{e:?}"));
+        let storage = Storage::open(engine).unwrap_or_else(|e| panic!("{e:?}"));
+        let buckets = storage
+            .collection("old", "system.buckets.weather")
+            .unwrap_or_else(|| panic!("no buckets"));
+        let first = buckets.scan(false).next().unwrap().unwrap();
+        let id = first.get_object_id("_id").unwrap();
+        let start = T0 - T0.rem_euclid(3_600_000);
+        let v1 = bson::rawdoc! {
+            "_id": id,
+            "control": {"version": 1, "min": {"ts": bson::DateTime::from_millis(start), "_id": 1, "v": 1},
+                        "max": {"ts": bson::DateTime::from_millis(T0 + 2), "_id": 3, "v": 3}},
+            "meta": 1,
+            "data": {"ts": {"0": bson::DateTime::from_millis(T0), "1": bson::DateTime::from_millis(T0 + 1),
+                            "2": bson::DateTime::from_millis(T0 + 2)},
+                     "_id": {"0": 1, "1": 2, "2": 3}, "v": {"0": 1, "2": 3}},
+        };
+        buckets
+            .modify(
+                bson::RawBsonRef::ObjectId(id),
+                Durability::Sync,
+                &mut |_| Ok(Modify::Replace(v1.clone())),
+            )
+            .unwrap_or_else(|e| panic!("{e:?}"));
+    }
+    let (server, client) = restart_lsm(dir.path(), &dbpath).await;
+    let db = client.database("old");
+    let got = find(
+        &db,
+        doc! {"find": "weather", "sort": {"ts": 1}, "projection": {"_id": 1, "v": 1}},
+    )
+    .await;
+    assert_eq!(
+        got,
+        vec![
+            doc! {"_id": 1, "v": 1},
+            doc! {"_id": 2},
+            doc! {"_id": 3, "v": 3}
+        ]
+    );
+    let b = find(&db, doc! {"find": "system.buckets.weather"}).await;
+    assert_eq!(
+        b[0].get_document("control")
+            .and_then(|c| c.get_i32("version"))
+            .ok(),
+        Some(1)
+    );
+    // Deleting one measurement rewrites the bucket, compressed.
+    db.collection::<Document>("weather")
+        .delete_one(doc! {"_id": 2})
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let b = find(&db, doc! {"find": "system.buckets.weather"}).await;
+    let control = b[0].get_document("control").unwrap();
+    assert_eq!(control.get_i32("version").ok(), Some(2));
+    assert_eq!(control.get_i32("count").ok(), Some(2));
+    assert_eq!(
+        column(b[0].get_document("data").unwrap().get("v").unwrap()),
+        vec![Some(Bson::Int32(1)), Some(Bson::Int32(3))]
+    );
+    let got = find(
+        &db,
+        doc! {"find": "weather", "sort": {"ts": 1}, "projection": {"_id": 1, "v": 1}},
+    )
+    .await;
+    assert_eq!(got, vec![doc! {"_id": 1, "v": 1}, doc! {"_id": 3, "v": 3}]);
+    shutdown_by_command(server, client).await;
 }

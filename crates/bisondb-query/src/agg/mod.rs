@@ -16,7 +16,7 @@ pub mod output;
 pub mod spill;
 mod stages;
 
-pub use stages::internal_unpack_bucket::unpack_bucket;
+pub use stages::internal_unpack_bucket::{bucket_columns, try_unpack_bucket, unpack_bucket};
 
 use crate::collation::Collation;
 use crate::expr::Vars;

@@ -7,35 +7,8 @@
 //! was validated when its message was decoded; anything unexpected here
 //! reads as "not found".
 
+use bisondb_query::bsoncolumn::value_len;
 use bson::RawDocument;
-
-/// The length of the value of BSON type `t` starting at `v`, if it fits.
-fn value_len(t: u8, v: &[u8]) -> Option<usize> {
-    let i32_at = |at: usize| -> Option<usize> {
-        let b = v.get(at..at + 4)?;
-        usize::try_from(i32::from_le_bytes([b[0], b[1], b[2], b[3]])).ok()
-    };
-    let cstr =
-        |from: usize| -> Option<usize> { Some(v.get(from..)?.iter().position(|&b| b == 0)? + 1) };
-    let n = match t {
-        0x01 | 0x09 | 0x11 | 0x12 => 8,
-        0x02 | 0x0D | 0x0E => 4 + i32_at(0)?,
-        0x03 | 0x04 | 0x0F => i32_at(0)?,
-        0x05 => 5 + i32_at(0)?,
-        0x06 | 0x0A | 0x7F | 0xFF => 0,
-        0x07 => 12,
-        0x08 => 1,
-        0x0B => {
-            let a = cstr(0)?;
-            a + cstr(a)?
-        }
-        0x0C => 4 + i32_at(0)? + 12,
-        0x10 => 4,
-        0x13 => 16,
-        _ => return None,
-    };
-    (n <= v.len()).then_some(n)
-}
 
 /// Calls `f(key, type, value)` for each element until it returns true.
 fn find(body: &RawDocument, mut f: impl FnMut(&[u8], u8, &[u8]) -> bool) -> bool {

@@ -369,11 +369,20 @@ pub fn measurement_count(
     let mut n = 0u64;
     for bucket in b.scan(false) {
         let bucket = bucket?;
-        let rows = bucket
-            .get_document("data")
+        // Compressed buckets keep their row count; version 1 ones have a
+        // time column with one entry per row.
+        let count = bucket
+            .get_document("control")
             .ok()
-            .and_then(|d| d.get_document(&ts.time_field).ok())
-            .map_or(0, |t| t.iter().count());
+            .and_then(|c| c.get_i32("count").ok());
+        let rows = match count {
+            Some(n) => usize::try_from(n).unwrap_or(0),
+            None => bucket
+                .get_document("data")
+                .ok()
+                .and_then(|d| d.get_document(&ts.time_field).ok())
+                .map_or(0, |t| t.iter().count()),
+        };
         n = n.saturating_add(rows as u64);
     }
     Ok(Some(n))

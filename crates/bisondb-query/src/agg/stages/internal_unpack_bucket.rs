@@ -3,8 +3,11 @@
 //!
 //! A time-series collection `X` reads as a view over its buckets whose first
 //! stage is this one, as in mongod. A bucket is
-//! `{_id, control: {version, min, max}, meta?, data: {field: {"0": v0, "1": v1, ...}}}`:
-//! one column per measurement field, keyed by the measurement's row number.
+//! `{_id, control: {version, min, max, count?}, meta?, data: {field: column}}`:
+//! one column per measurement field, either a document keyed by the row
+//! number (`{"0": v0, "1": v1, ...}`, version 1) or a BSONColumn (BinData
+//! subtype 7, versions 2 and 3: [`crate::bsoncolumn`]) with a skip where a
+//! row lacks the field.
 //! Each row becomes one document: the time field first, then the meta field
 //! (the bucket's `meta`, shared by all its rows), then the other fields in the
 //! bucket's column order, leaving out a field the row has no value for. That is
@@ -13,6 +16,7 @@
 use crate::agg::{DocStream, RunCtx, Stage};
 use crate::expr::value::type_name;
 use bisondb_error::{MongoError, MongoResult};
+use bson::spec::BinarySubtype;
 use bson::{doc, Bson, Document};
 
 #[derive(Debug)]
@@ -73,38 +77,109 @@ pub(crate) fn parse(arg: &Bson) -> MongoResult<Vec<Box<dyn Stage>>> {
     })])
 }
 
+/// The columns of a bucket's `data`, each as one entry per row (`None`: the
+/// row lacks the field), and the number of rows (the time column's). Reads
+/// both layouts; `None` when there is no time column, an error when a
+/// compressed column does not decode.
+#[allow(clippy::type_complexity)]
+pub fn bucket_columns(
+    data: &Document,
+    time_field: &str,
+) -> MongoResult<Option<(usize, Vec<(String, Vec<Option<Bson>>)>)>> {
+    match data.get(time_field) {
+        Some(Bson::Binary(_)) => {
+            let mut columns = Vec::with_capacity(data.len());
+            for (field, column) in data {
+                let values = match column {
+                    Bson::Binary(b) if b.subtype == BinarySubtype::Column => {
+                        crate::bsoncolumn::decode(&b.bytes)?
+                    }
+                    _ => {
+                        return Err(MongoError::new(
+                            bisondb_error::ErrorCode::InvalidBSON,
+                            format!(
+                                "the column {field} of a compressed bucket is not a BSONColumn"
+                            ),
+                        ))
+                    }
+                };
+                columns.push((field.clone(), values));
+            }
+            let rows = columns
+                .iter()
+                .find(|(f, _)| f == time_field)
+                .map_or(0, |(_, c)| c.len());
+            Ok(Some((rows, columns)))
+        }
+        Some(Bson::Document(times)) => {
+            let keys: Vec<&String> = times.keys().collect();
+            let columns = data
+                .iter()
+                .map(|(field, column)| {
+                    let column = column.as_document();
+                    let values = keys
+                        .iter()
+                        .map(|k| column.and_then(|c| c.get(k.as_str())).cloned())
+                        .collect();
+                    (field.clone(), values)
+                })
+                .collect();
+            Ok(Some((keys.len(), columns)))
+        }
+        _ => Ok(None),
+    }
+}
+
 /// The measurements of one bucket, in row order (see the module docs); the
 /// time-series write path uses it to rewrite a bucket it deletes rows from.
+/// A compressed column that does not decode yields no rows here; the
+/// pipeline stage reports it as an error.
 pub fn unpack_bucket(
     bucket: &Document,
     time_field: &str,
     meta_field: Option<&str>,
 ) -> Vec<Document> {
+    try_unpack_bucket(bucket, time_field, meta_field).unwrap_or_default()
+}
+
+/// [`unpack_bucket`], with a column that does not decode as an error.
+pub fn try_unpack_bucket(
+    bucket: &Document,
+    time_field: &str,
+    meta_field: Option<&str>,
+) -> MongoResult<Vec<Document>> {
     let Ok(data) = bucket.get_document("data") else {
-        return Vec::new();
+        return Ok(Vec::new());
     };
-    let Ok(times) = data.get_document(time_field) else {
-        return Vec::new();
+    let Some((rows, mut columns)) = bucket_columns(data, time_field)? else {
+        return Ok(Vec::new());
     };
     let meta = meta_field.and_then(|name| bucket.get("meta").map(|m| (name, m)));
-    let mut out = Vec::with_capacity(times.len());
-    for (row, time) in times {
+    let Some(t) = columns.iter().position(|(f, _)| f == time_field) else {
+        return Ok(Vec::new());
+    };
+    let (_, times) = columns.remove(t);
+    let mut iters: Vec<(String, std::vec::IntoIter<Option<Bson>>)> = columns
+        .into_iter()
+        .map(|(f, c)| (f, c.into_iter()))
+        .collect();
+    let mut out = Vec::with_capacity(rows);
+    for time in times {
         let mut d = Document::new();
-        d.insert(time_field, time.clone());
+        if let Some(time) = time {
+            d.insert(time_field, time);
+        }
         if let Some((name, m)) = meta {
             d.insert(name, m.clone());
         }
-        for (field, column) in data {
-            if field == time_field {
-                continue;
-            }
-            if let Some(v) = column.as_document().and_then(|c| c.get(row)) {
-                d.insert(field.clone(), v.clone());
+        for (field, column) in iters.iter_mut() {
+            if let Some(Some(v)) = column.next() {
+                d.insert(field.clone(), v);
             }
         }
         out.push(d);
     }
-    out
+    Ok(out)
 }
 
 /// A filter on buckets that every bucket holding a measurement `filter`
@@ -187,15 +262,23 @@ pub(crate) fn bucket_filter(spec: &Document, filter: &Document) -> Document {
 }
 
 impl UnpackBucketStage {
+    #[cfg(test)]
     pub(crate) fn unpack(&self, bucket: &Document) -> Vec<Document> {
         unpack_bucket(bucket, &self.time_field, self.meta_field.as_deref())
+    }
+
+    fn try_unpack(&self, bucket: &Document) -> MongoResult<Vec<Document>> {
+        try_unpack_bucket(bucket, &self.time_field, self.meta_field.as_deref())
     }
 }
 
 impl Stage for UnpackBucketStage {
     fn run(self: Box<Self>, input: DocStream, _cx: &RunCtx) -> DocStream {
         Box::new(input.flat_map(move |r| match r {
-            Ok(bucket) => self.unpack(&bucket).into_iter().map(Ok).collect(),
+            Ok(bucket) => match self.try_unpack(&bucket) {
+                Ok(rows) => rows.into_iter().map(Ok).collect(),
+                Err(e) => vec![Err(e)],
+            },
             Err(e) => vec![Err(e)],
         }))
     }

@@ -1,12 +1,18 @@
-//! Bucket documents of a time-series collection, as mongod lays them out
-//! (version 1, uncompressed):
+//! Bucket documents of a time-series collection, as mongod 8 lays them out
+//! (compressed, as it writes them):
 //!
 //! ```text
 //! {_id: ObjectId(seconds = the bucket's rounded start time),
-//!  control: {version: 1, min: {field: min, ...}, max: {field: max, ...}},
+//!  control: {version: 2, min: {field: min, ...}, max: {field: max, ...}, count: n},
 //!  meta: <the measurements' shared metaField value, when they have one>,
-//!  data: {field: {"0": v0, "1": v1, ...}, ...}}
+//!  data: {field: BinData(7, <BSONColumn of the n rows, skips where a row has none>), ...}}
 //! ```
+//!
+//! Version 2 means the rows are in time order; a bucket whose rows are not
+//! (an out-of-order insert) is version 3, as mongod 8 marks it. Buckets of
+//! version 1 (`data: {field: {"0": v0, "1": v1, ...}}`, uncompressed, as
+//! BisonDB wrote them before) are read too and written back compressed the
+//! next time they change.
 //!
 //! A bucket holds at most [`MAX_MEASUREMENTS`] measurements, all with the same
 //! meta value and times in `[start, start + bucketMaxSpanSeconds)`, where
@@ -16,9 +22,12 @@
 
 use std::cmp::Ordering;
 
+use bisondb_error::MongoResult;
+use bisondb_query::bsoncolumn;
 use bisondb_query::compare::compare_bson;
 use bson::oid::ObjectId;
-use bson::{doc, Bson, DateTime, Document};
+use bson::spec::BinarySubtype;
+use bson::{doc, Binary, Bson, DateTime, Document};
 
 /// mongod's `timeseriesBucketMaxCount`.
 pub const MAX_MEASUREMENTS: usize = 1000;
@@ -51,7 +60,11 @@ pub struct Bucket {
     rows: usize,
     min: Document,
     max: Document,
-    data: Document,
+    /// One column per field, in the order fields appeared; a column may be
+    /// shorter than `rows` (the rows after its end lack the field).
+    columns: Vec<(String, Vec<Option<Bson>>)>,
+    /// Which column is the time field's (its order picks the version).
+    time_column: Option<usize>,
 }
 
 impl Bucket {
@@ -64,7 +77,8 @@ impl Bucket {
             rows: 0,
             min: Document::new(),
             max: Document::new(),
-            data: Document::new(),
+            columns: Vec::new(),
+            time_column: None,
         }
     }
 
@@ -88,18 +102,20 @@ impl Bucket {
     /// Appends one measurement (its fields without the meta field), as the
     /// next row; `time_field` keeps the rounded start as its minimum.
     pub fn push(&mut self, time_field: &str, measurement: &Document) {
-        let row = self.rows.to_string();
+        let row = self.rows;
         for (field, v) in measurement {
-            match self.data.get_mut(field) {
-                Some(Bson::Document(column)) => {
-                    column.insert(row.clone(), v.clone());
+            let at = match self.columns.iter().position(|(f, _)| f == field) {
+                Some(at) => at,
+                None => {
+                    self.columns.push((field.clone(), Vec::new()));
+                    self.columns.len() - 1
                 }
-                _ => {
-                    self.data
-                        .insert(field.clone(), doc! {row.clone(): v.clone()});
-                }
-            }
+            };
+            let column = &mut self.columns[at].1;
+            column.resize(row, None);
+            column.push(Some(v.clone()));
             if field == time_field {
+                self.time_column = Some(at);
                 self.min.insert(
                     field.clone(),
                     Bson::DateTime(DateTime::from_millis(self.start_ms)),
@@ -112,29 +128,58 @@ impl Bucket {
         self.rows += 1;
     }
 
-    /// The bucket document to store.
-    pub fn to_document(&self) -> Document {
+    /// The bucket document to store: compressed columns, version 2 when the
+    /// rows are in time order, else 3.
+    pub fn to_document(&self) -> MongoResult<Document> {
+        let mut data = Document::new();
+        let mut sorted = true;
+        for (at, (field, column)) in self.columns.iter().enumerate() {
+            let values = column
+                .iter()
+                .map(Option::as_ref)
+                .chain(std::iter::repeat_n(None, self.rows - column.len()));
+            let bytes = bsoncolumn::encode(values)?;
+            if Some(at) == self.time_column {
+                sorted = column
+                    .windows(2)
+                    .all(|w| compare_bson_opt(&w[0], &w[1]) != Ordering::Greater);
+            }
+            data.insert(
+                field.clone(),
+                Bson::Binary(Binary {
+                    subtype: BinarySubtype::Column,
+                    bytes,
+                }),
+            );
+        }
+        let version = if sorted { 2 } else { 3 };
         let mut d = doc! {
             "_id": self.id,
-            "control": {"version": 1, "min": self.min.clone(), "max": self.max.clone()},
+            "control": {
+                "version": version,
+                "min": self.min.clone(),
+                "max": self.max.clone(),
+                "count": i32::try_from(self.rows).unwrap_or(i32::MAX),
+            },
         };
         if let Some(m) = &self.meta {
             d.insert("meta", m.clone());
         }
-        d.insert("data", self.data.clone());
-        d
+        d.insert("data", data);
+        Ok(d)
     }
 
-    /// A stored bucket, ready to take more measurements; `None` when the
-    /// document is not a bucket of this layout.
+    /// A stored bucket (any version), ready to take more measurements;
+    /// `None` when the document is not a bucket of this layout.
     pub fn from_document(d: &Document, time_field: &str) -> Option<Bucket> {
         let id = d.get_object_id("_id").ok()?;
         let control = d.get_document("control").ok()?;
         let min = control.get_document("min").ok()?.clone();
         let max = control.get_document("max").ok()?.clone();
         let start_ms = min.get_datetime(time_field).ok()?.timestamp_millis();
-        let data = d.get_document("data").ok()?.clone();
-        let rows = data.get_document(time_field).ok()?.len();
+        let data = d.get_document("data").ok()?;
+        let (rows, columns) = bisondb_query::agg::bucket_columns(data, time_field).ok()??;
+        let time_column = columns.iter().position(|(f, _)| f == time_field);
         Some(Bucket {
             id,
             start_ms,
@@ -142,8 +187,16 @@ impl Bucket {
             rows,
             min,
             max,
-            data,
+            columns,
+            time_column,
         })
+    }
+}
+
+fn compare_bson_opt(a: &Option<Bson>, b: &Option<Bson>) -> Ordering {
+    match (a, b) {
+        (Some(a), Some(b)) => compare_bson(a, b),
+        _ => Ordering::Equal,
     }
 }
 
@@ -188,17 +241,23 @@ mod tests {
         b.push("t", &doc! {"t": at(1_000_500), "_id": 1, "x": 5});
         b.push("t", &doc! {"t": at(1_010_000), "_id": 2, "y": "s"});
         assert_eq!(b.len(), 2);
-        let d = b.to_document();
-        assert_eq!(
-            d.get_document("data").ok(),
-            Some(&doc! {
-                "t": {"0": at(1_000_500), "1": at(1_010_000)},
-                "_id": {"0": 1, "1": 2},
-                "x": {"0": 5},
-                "y": {"1": "s"},
-            })
-        );
+        let d = b.to_document().unwrap();
+        // Each column is a BSONColumn with a skip where a row lacks the field.
+        let data = d.get_document("data").unwrap();
+        assert_eq!(data.keys().collect::<Vec<_>>(), ["t", "_id", "x", "y"]);
+        let column = |f: &str| match data.get(f) {
+            Some(Bson::Binary(b)) if b.subtype == BinarySubtype::Column => {
+                bsoncolumn::decode(&b.bytes).unwrap()
+            }
+            other => panic!("{f}: {other:?}"),
+        };
+        assert_eq!(column("t"), [Some(at(1_000_500)), Some(at(1_010_000))]);
+        assert_eq!(column("_id"), [Some(Bson::Int32(1)), Some(Bson::Int32(2))]);
+        assert_eq!(column("x"), [Some(Bson::Int32(5)), None]);
+        assert_eq!(column("y"), [None, Some(Bson::String("s".into()))]);
         let control = d.get_document("control").ok().cloned().unwrap_or_default();
+        assert_eq!(control.get_i32("version").ok(), Some(2));
+        assert_eq!(control.get_i32("count").ok(), Some(2));
         assert_eq!(
             control.get_document("min").ok(),
             Some(&doc! {"t": at(start), "_id": 1, "x": 5, "y": "s"})
@@ -209,8 +268,40 @@ mod tests {
         );
         assert_eq!(d.get_str("meta").ok(), Some("a"));
         // The stored form reopens with the same rows and bounds.
-        let again = Bucket::from_document(&d, "t").map(|b| b.to_document());
+        let again = Bucket::from_document(&d, "t").map(|b| b.to_document().unwrap());
         assert_eq!(again, Some(d));
+    }
+
+    #[test]
+    fn out_of_order_rows_make_version_3_and_version_1_buckets_reopen() {
+        let mut b = Bucket::new(bucket_id(0), 0, None);
+        b.push("t", &doc! {"t": at(5000), "v": 1.5});
+        b.push("t", &doc! {"t": at(1000), "v": 2.5});
+        let d = b.to_document().unwrap();
+        assert_eq!(
+            d.get_document("control").unwrap().get_i32("version").ok(),
+            Some(3)
+        );
+        // A version 1 bucket as BisonDB wrote it before reopens with its rows
+        // and is written back compressed.
+        let v1 = doc! {
+            "_id": bucket_id(0),
+            "control": {"version": 1, "min": {"t": at(0), "v": 1}, "max": {"t": at(2000), "v": 1}},
+            "data": {"t": {"0": at(1000), "1": at(2000)}, "v": {"1": 1}},
+        };
+        let mut b = Bucket::from_document(&v1, "t").unwrap();
+        assert_eq!(b.len(), 2);
+        b.push("t", &doc! {"t": at(3000), "v": 2});
+        let d = b.to_document().unwrap();
+        let rows = bisondb_query::agg::unpack_bucket(&d, "t", None);
+        assert_eq!(
+            rows,
+            [
+                doc! {"t": at(1000)},
+                doc! {"t": at(2000), "v": 1},
+                doc! {"t": at(3000), "v": 2}
+            ]
+        );
     }
 
     #[test]

@@ -187,7 +187,7 @@ pub(crate) fn write_group(
             if taken == 0 {
                 return Ok(Modify::Keep);
             }
-            Ok(Modify::Replace(reply::to_raw(&b.to_document())?))
+            Ok(Modify::Replace(reply::to_raw(&b.to_document()?)?))
         })?;
         rest = group.get(taken..).unwrap_or_default();
     }
@@ -208,7 +208,7 @@ pub(crate) fn write_group(
     };
     let raws = new
         .iter()
-        .map(|b| reply::to_raw(&b.to_document()))
+        .map(|b| reply::to_raw(&b.to_document()?))
         .collect::<MongoResult<Vec<_>>>()?;
     let refs: Vec<&bson::RawDocument> = raws.iter().map(|r| r.as_ref()).collect();
     let outcome = buckets.insert_many(&refs, true, durability);
@@ -302,7 +302,7 @@ pub(crate) fn rewritten(kept: &Bucket, changed: bool) -> MongoResult<Modify> {
     } else if kept.is_empty() {
         Modify::Delete
     } else {
-        Modify::Replace(reply::to_raw(&kept.to_document())?)
+        Modify::Replace(reply::to_raw(&kept.to_document()?)?)
     })
 }
 
