@@ -538,6 +538,9 @@ mod tests {
 
     #[test]
     fn cursor_replies_are_the_documents_append_builds() {
+        fn key(k: &'static str) -> &'static bson::raw::CStr {
+            crate::reply::key(k).unwrap()
+        }
         // What `RawDocumentBuf::append` builds, field by field: the reply
         // written in one buffer must be the same bytes.
         fn appended(
@@ -549,17 +552,17 @@ mod tests {
         ) -> RawDocumentBuf {
             let mut cursor = RawDocumentBuf::new();
             cursor.append(
-                if first { "firstBatch" } else { "nextBatch" },
+                key(if first { "firstBatch" } else { "nextBatch" }),
                 batch.clone(),
             );
             if let Some(t) = token {
-                cursor.append("postBatchResumeToken", t.clone());
+                cursor.append(key("postBatchResumeToken"), t.clone());
             }
-            cursor.append("id", id);
-            cursor.append("ns", ns);
+            cursor.append(key("id"), id);
+            cursor.append(key("ns"), ns);
             let mut reply = RawDocumentBuf::new();
-            reply.append("cursor", cursor);
-            reply.append("ok", 1.0);
+            reply.append(key("cursor"), cursor);
+            reply.append(key("ok"), 1.0);
             reply
         }
         let mut big = RawArrayBuf::new();
