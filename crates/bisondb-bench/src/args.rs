@@ -109,9 +109,15 @@ pub struct BenchArgs {
     /// Run the same workload against a second target, alternating A B A B.
     #[arg(long)]
     pub compare: Option<String>,
-    /// Runs per target with --compare.
+    /// Runs per target with --compare or --with-single.
     #[arg(long, default_value_t = 3)]
     pub runs: usize,
+    /// profile-pool: before each pool run on a target, one profile-single run
+    /// on it (collection `single`, or `<--collection>_single`), and the
+    /// report gives pool / single per target: seed 000's headline. With
+    /// --compare: single A, single B, pool A, pool B, each run.
+    #[arg(long)]
+    pub with_single: bool,
     /// Database to use.
     #[arg(long, default_value = "bench")]
     pub db: String,
@@ -174,6 +180,8 @@ pub struct Plan {
     /// Load into a time-series collection, in time order.
     pub timeseries: bool,
     pub runs: usize,
+    /// profile-pool: a profile-single run before each pool run.
+    pub with_single: bool,
     pub db: String,
     pub collection: String,
     pub json: bool,
@@ -247,6 +255,9 @@ impl BenchArgs {
         }
         if self.runs == 0 {
             return Err("--runs must be at least 1".into());
+        }
+        if self.with_single && w != Workload::ProfilePool {
+            return Err("--with-single compares profile-pool with profile-single".into());
         }
         let clients = match (w, self.clients) {
             (_, Some(0)) => return Err("--clients must be at least 1".into()),
@@ -355,7 +366,12 @@ impl BenchArgs {
             write_concern_arg,
             drop: self.drop,
             timeseries: self.timeseries,
-            runs: if self.compare.is_some() { self.runs } else { 1 },
+            runs: if self.compare.is_some() || self.with_single {
+                self.runs
+            } else {
+                1
+            },
+            with_single: self.with_single,
             db: self.db.clone(),
             collection,
             json: self.json,
@@ -370,6 +386,23 @@ impl BenchArgs {
             server_pid: self.server_pid,
             compare_server_pid: self.compare_server_pid,
         })
+    }
+}
+
+impl Plan {
+    /// The profile-single run that `--with-single` puts before each pool
+    /// run: one client, the same documents, its own collection.
+    pub fn single_plan(&self) -> Plan {
+        let mut p = self.clone();
+        p.workload = Workload::ProfileSingle;
+        p.clients = 1;
+        p.with_single = false;
+        p.collection = if p.collection == "multiple" {
+            "single".into()
+        } else {
+            format!("{}_single", p.collection)
+        };
+        p
     }
 }
 
@@ -461,6 +494,10 @@ mod tests {
                 "write concern",
             ),
             (&["profile-single", "--client", "perl"], "invalid value"),
+            (
+                &["profile-single", "--with-single"],
+                "compares profile-pool",
+            ),
         ];
         for (args, want) in cases {
             let err = plan(args).expect_err(&format!("{args:?} should fail"));
@@ -489,6 +526,16 @@ mod tests {
         assert_eq!(p.collection, "large");
         let p = plan(&["profile-pool", "--doc-size", "1000"]).unwrap();
         assert_eq!((p.doc_size, p.clients), (1000, 8));
+        let p = plan(&["profile-pool", "--with-single", "--runs", "5"]).unwrap();
+        assert_eq!((p.runs, p.with_single), (5, true), "runs without --compare");
+        let s = p.single_plan();
+        assert_eq!(
+            (s.workload, s.clients, s.collection.as_str()),
+            (Workload::ProfileSingle, 1, "single")
+        );
+        assert!(!s.with_single);
+        let p = plan(&["profile-pool", "--with-single", "--collection", "c"]).unwrap();
+        assert_eq!(p.single_plan().collection, "c_single");
     }
 
     #[test]

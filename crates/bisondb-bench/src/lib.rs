@@ -264,19 +264,35 @@ pub async fn run_plan(plan: &Plan, show_progress: bool) -> Result<Report, String
         }
         None => None,
     };
+    let single = plan.with_single.then(|| plan.single_plan());
     let mut results = Vec::new();
     for _ in 0..plan.runs {
-        for t in std::iter::once(&a).chain(b.as_ref()) {
-            let bar = progress_bar(show_progress);
-            results.push(workload::run_once(plan, t, &bar).await?);
+        for p in single.iter().chain(std::iter::once(plan)) {
+            for t in std::iter::once(&a).chain(b.as_ref()) {
+                let bar = progress_bar(show_progress);
+                results.push(workload::run_once(p, t, &bar).await?);
+            }
         }
     }
+    let own: Vec<RunResult> = results
+        .iter()
+        .filter(|r| r.workload == plan.workload.name())
+        .cloned()
+        .collect();
     let comparison = b
         .as_ref()
-        .map(|b| report::compare(&a.label, &b.label, &results));
+        .map(|b| report::compare(&a.label, &b.label, &own));
+    let pool_vs_single = match single {
+        Some(_) => std::iter::once(&a)
+            .chain(b.as_ref())
+            .map(|t| report::pool_vs_single(&t.label, &results))
+            .collect(),
+        None => Vec::new(),
+    };
     Ok(Report {
         results,
         comparison,
+        pool_vs_single,
     })
 }
 

@@ -171,11 +171,60 @@ pub fn compare(a: &str, b: &str, results: &[RunResult]) -> Comparison {
     }
 }
 
+/// Seed 000's headline for one target (`--with-single`): medians of its
+/// profile-single and profile-pool runs and their ratio.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct PoolVsSingle {
+    pub target: String,
+    pub runs: usize,
+    pub single_median_docs_per_sec: f64,
+    pub pool_median_docs_per_sec: f64,
+    /// pool / single: above 1 means the pool is faster.
+    pub ratio: f64,
+    pub single_median_client_cpu_us: Option<f64>,
+    pub pool_median_client_cpu_us: Option<f64>,
+    pub single_median_server_cpu_us: Option<f64>,
+    pub pool_median_server_cpu_us: Option<f64>,
+}
+
+/// [`PoolVsSingle`] of `target` from the runs of both workloads.
+pub fn pool_vs_single(target: &str, results: &[RunResult]) -> PoolVsSingle {
+    let of = |w: &str| -> Vec<&RunResult> {
+        results
+            .iter()
+            .filter(|r| r.target == target && r.workload == w)
+            .collect()
+    };
+    let (single, pool) = (of("profile-single"), of("profile-pool"));
+    let rate = |rs: &[&RunResult]| median(rs.iter().map(|r| r.docs_per_sec).collect());
+    let cpu = |rs: &[&RunResult], f: fn(&RunResult) -> Option<f64>| {
+        let v: Vec<f64> = rs.iter().filter_map(|r| f(r)).collect();
+        (!v.is_empty()).then(|| median(v))
+    };
+    let (s, p) = (rate(&single), rate(&pool));
+    PoolVsSingle {
+        target: target.to_string(),
+        runs: pool.len(),
+        single_median_docs_per_sec: s,
+        pool_median_docs_per_sec: p,
+        ratio: if s > 0.0 { p / s } else { 0.0 },
+        single_median_client_cpu_us: cpu(&single, |r| r.client_cpu_us_per_doc),
+        pool_median_client_cpu_us: cpu(&pool, |r| r.client_cpu_us_per_doc),
+        single_median_server_cpu_us: cpu(&single, |r| r.server_cpu_us_per_doc),
+        pool_median_server_cpu_us: cpu(&pool, |r| r.server_cpu_us_per_doc),
+    }
+}
+
 /// The whole output of one `bisondb bench` invocation.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Report {
     pub results: Vec<RunResult>,
+    /// With --compare: medians of the workload's runs (profile-pool's, with
+    /// --with-single) and their ratio.
     pub comparison: Option<Comparison>,
+    /// With --with-single: pool / single per target.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pool_vs_single: Vec<PoolVsSingle>,
 }
 
 impl Report {
@@ -201,6 +250,11 @@ impl Report {
         ]
         .map(String::from)];
         let multi = self.results.len() > 1;
+        // --with-single mixes two workloads: each row names its own.
+        let mixed = self
+            .results
+            .iter()
+            .any(|r| Some(&r.workload) != self.results.first().map(|f| &f.workload));
         for (i, r) in self.results.iter().enumerate() {
             // pymongo's script times the run, not each command.
             let timed = !r.latency_counts.is_empty();
@@ -211,7 +265,11 @@ impl Report {
                 } else {
                     "1".into()
                 },
-                short_target(&r.target),
+                if mixed {
+                    format!("{} {}", r.workload, short_target(&r.target))
+                } else {
+                    short_target(&r.target)
+                },
                 r.docs.to_string(),
                 format!("{:.2}", r.seconds),
                 format!("{:.0}", r.docs_per_sec),
@@ -288,6 +346,20 @@ impl Report {
                 ));
             }
             out.push_str(&format!("ratio B/A: {:.3}x\n", c.ratio));
+        }
+        for v in &self.pool_vs_single {
+            out.push_str(&format!(
+                "pool / single, {}: {:.0} / {:.0} docs/s = {:.3}x (medians of {}; cpu µs/doc client {} / {}, server {} / {})\n",
+                short_target(&v.target),
+                v.pool_median_docs_per_sec,
+                v.single_median_docs_per_sec,
+                v.ratio,
+                v.runs,
+                cpu_cell(v.pool_median_client_cpu_us),
+                cpu_cell(v.single_median_client_cpu_us),
+                cpu_cell(v.pool_median_server_cpu_us),
+                cpu_cell(v.single_median_server_cpu_us),
+            ));
         }
         out
     }
@@ -379,6 +451,73 @@ mod tests {
     }
 
     #[test]
+    fn pool_against_single_per_target() {
+        let run = |w: &str, t: &str, rate: f64, cpu: f64| {
+            let mut r = result(t, rate, 1);
+            r.workload = w.into();
+            r.client_cpu_us_per_doc = Some(cpu);
+            r
+        };
+        let rs = vec![
+            run("profile-single", "a", 100.0, 10.0),
+            run("profile-single", "b", 50.0, 20.0),
+            run("profile-pool", "a", 150.0, 11.0),
+            run("profile-pool", "b", 40.0, 30.0),
+            run("profile-single", "a", 300.0, 12.0),
+            run("profile-single", "b", 60.0, 22.0),
+            run("profile-pool", "a", 330.0, 13.0),
+            run("profile-pool", "b", 80.0, 32.0),
+            run("profile-single", "a", 200.0, 14.0),
+            run("profile-single", "b", 70.0, 24.0),
+            run("profile-pool", "a", 240.0, 15.0),
+            run("profile-pool", "b", 84.0, 34.0),
+        ];
+        let a = pool_vs_single("a", &rs);
+        assert_eq!(
+            (
+                a.runs,
+                a.single_median_docs_per_sec,
+                a.pool_median_docs_per_sec
+            ),
+            (3, 200.0, 240.0)
+        );
+        assert!((a.ratio - 1.2).abs() < 1e-9);
+        assert_eq!(
+            (a.single_median_client_cpu_us, a.pool_median_client_cpu_us),
+            (Some(12.0), Some(13.0))
+        );
+        assert_eq!(a.pool_median_server_cpu_us, None);
+        let b = pool_vs_single("b", &rs);
+        assert_eq!(
+            (b.single_median_docs_per_sec, b.pool_median_docs_per_sec),
+            (60.0, 80.0)
+        );
+        let pools: Vec<RunResult> = rs
+            .iter()
+            .filter(|r| r.workload == "profile-pool")
+            .cloned()
+            .collect();
+        let rep = Report {
+            comparison: Some(compare("a", "b", &pools)),
+            results: rs,
+            pool_vs_single: vec![a, b],
+        };
+        let t = rep.table();
+        assert!(
+            t.contains("profile-single a") && t.contains("profile-pool b"),
+            "{t}"
+        );
+        assert!(t.contains("pool / single, a: 240 / 200 docs/s = 1.200x (medians of 3; cpu µs/doc client 13.0 / 12.0"), "{t}");
+        assert!(
+            t.contains("pool / single, b: 80 / 60 docs/s = 1.333x"),
+            "{t}"
+        );
+        let v: serde_json::Value = serde_json::from_str(&rep.to_json()).unwrap();
+        assert_eq!(v["pool_vs_single"][1]["target"], "b");
+        assert_eq!(v["comparison"]["a_median_docs_per_sec"], 240.0);
+    }
+
+    #[test]
     fn histogram_round_trip_and_percentiles() {
         let mut h = new_histogram();
         for v in 1..=1000u64 {
@@ -400,6 +539,7 @@ mod tests {
         let rep = Report {
             results: vec![r.clone(), result("wire-limit", 2000.0, 10)],
             comparison: Some(compare("mongodb://127.0.0.1:1", "wire-limit", &[r])),
+            pool_vs_single: vec![],
         };
         let t = rep.table();
         assert!(
@@ -432,6 +572,7 @@ mod tests {
         let rep = Report {
             comparison: Some(compare(&a.target, &b.target, &rs)),
             results: rs,
+            pool_vs_single: vec![],
         };
         let t = rep.table();
         assert!(

@@ -179,6 +179,50 @@ async fn compare_alternates_and_reports_json_and_plot() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_single_runs_both_workloads_and_reports_pool_over_single() {
+    let args = "profile-pool --with-single --uri wire-limit --compare wire-limit-socket --runs 2 --docs 100 --drop";
+    let p = plan(&args.split(' ').collect::<Vec<_>>());
+    let rep = run_plan(&p, false).await.unwrap();
+    let runs: Vec<(&str, &str)> = rep
+        .results
+        .iter()
+        .map(|r| (r.workload.as_str(), r.target.as_str()))
+        .collect();
+    let each = [
+        ("profile-single", "wire-limit"),
+        ("profile-single", "wire-limit-socket"),
+        ("profile-pool", "wire-limit"),
+        ("profile-pool", "wire-limit-socket"),
+    ];
+    assert_eq!(runs, [each, each].concat());
+    for r in &rep.results {
+        assert_sane(r, 100);
+        let clients = if r.workload == "profile-pool" { 8 } else { 1 };
+        assert_eq!(r.clients, clients, "{}", r.workload);
+    }
+    let c = rep.comparison.as_ref().unwrap();
+    assert_eq!(c.runs, 2, "the comparison is of the pool runs");
+    let pool_a: Vec<f64> = rep
+        .results
+        .iter()
+        .filter(|r| r.workload == "profile-pool" && r.target == "wire-limit")
+        .map(|r| r.docs_per_sec)
+        .collect();
+    assert_eq!(c.a_median_docs_per_sec, report::median(pool_a));
+    let targets: Vec<&str> = rep
+        .pool_vs_single
+        .iter()
+        .map(|v| v.target.as_str())
+        .collect();
+    assert_eq!(targets, ["wire-limit", "wire-limit-socket"]);
+    for v in &rep.pool_vs_single {
+        assert_eq!(v.runs, 2);
+        assert!(v.ratio > 0.0 && v.ratio.is_finite(), "{v:?}");
+    }
+    assert!(rep.table().contains("pool / single, wire-limit-socket:"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unreachable_target_is_an_error_not_a_hang() {
     // Port 1 on loopback refuses; server selection gives up after its timeout.
     let p = plan(&[

@@ -10,7 +10,9 @@
 //!
 //! Replies are written straight from their encoded buffer ([`write_reply`]),
 //! not through `Framed`'s write buffer: a 16 MiB batch is then neither copied
-//! once more nor left behind as a 16 MiB buffer on an idle connection.
+//! once more nor left behind as a 16 MiB buffer on an idle connection. A
+//! large reply is not even copied behind its header: the header and the
+//! reply document go out in one vectored write ([`Encoded::Parts`]).
 
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicI32, Ordering};
@@ -18,8 +20,8 @@ use std::sync::Arc;
 
 use bisondb_error::{ErrorCode, MongoError, MongoResult};
 use bisondb_wire::{
-    decode_frame, encode_op_msg, encode_op_reply, msg_flags, Compressor, Incoming, MessageCodec,
-    Request,
+    decode_frame, encode_op_msg_reply, encode_op_reply, msg_flags, Compressor, Encoded, Incoming,
+    MessageCodec, Request,
 };
 use bson::{RawBsonRef, RawDocument, RawDocumentBuf};
 use futures::StreamExt;
@@ -197,12 +199,24 @@ pub async fn serve<S>(
 /// Writes one encoded reply to the connection's stream. `Framed`'s own write
 /// buffer is never used (nothing is sent through it), so writing past it
 /// keeps the order of replies.
-async fn write_reply<S>(framed: &mut Framed<S, MessageCodec>, bytes: &[u8]) -> std::io::Result<()>
+async fn write_reply<S>(
+    framed: &mut Framed<S, MessageCodec>,
+    reply: &Encoded,
+) -> std::io::Result<()>
 where
     S: AsyncRead + AsyncWrite + Unpin,
 {
+    use bytes::Buf;
     let stream = framed.get_mut();
-    stream.write_all(bytes).await?;
+    match reply {
+        Encoded::Whole(bytes) => stream.write_all(bytes).await?,
+        // One writev of both parts on a socket (tokio writes vectored where
+        // the stream can).
+        Encoded::Parts { prefix, body } => {
+            let mut parts = (&prefix[..]).chain(body.as_bytes());
+            stream.write_all_buf(&mut parts).await?
+        }
+    }
     stream.flush().await
 }
 
@@ -325,7 +339,7 @@ impl ExhaustGetMore {
             let more = more_to_stream(&reply);
             let id = next_request_id();
             let flags = if more { msg_flags::MORE_TO_COME } else { 0 };
-            let bytes = match encode_op_msg(id, response_to, flags, &reply, self.compressor) {
+            let bytes = match encode_op_msg_reply(id, response_to, flags, reply, self.compressor) {
                 Ok(b) => b,
                 Err(e) => {
                     tracing::warn!(conn = conn.id, error = %e, "closing connection: could not encode reply");
@@ -408,7 +422,7 @@ fn handle(
     state: &Arc<ServerState>,
     conn: &mut ConnectionInfo,
     failure: Option<MongoError>,
-) -> Result<Option<bytes::Bytes>, bisondb_wire::WireError> {
+) -> Result<Option<Encoded>, bisondb_wire::WireError> {
     let request_id = incoming.header.request_id;
     match &incoming.request {
         Request::Msg(msg) => {
@@ -439,7 +453,7 @@ fn handle(
             let compressor = incoming
                 .compressor
                 .filter(|_| spec.is_none_or(|s| s.reply == Reply::Compressible));
-            encode_op_msg(next_request_id(), request_id, 0, &reply, compressor).map(Some)
+            encode_op_msg_reply(next_request_id(), request_id, 0, reply, compressor).map(Some)
         }
         Request::Query(q) => {
             let reply = legacy_query(&q.full_collection_name, &q.query, state, conn);
@@ -451,7 +465,7 @@ fn handle(
                 0,
                 &[&reply],
             )
-            .map(Some)
+            .map(|b| Some(Encoded::Whole(b)))
         }
     }
 }

@@ -461,20 +461,60 @@ fn reply_with(
     first: bool,
     token: Option<RawDocumentBuf>,
 ) -> MongoResult<RawDocumentBuf> {
-    let mut cursor = RawDocumentBuf::new();
-    cursor.append(
-        crate::reply::key(if first { "firstBatch" } else { "nextBatch" })?,
-        batch,
-    );
-    if let Some(token) = token {
-        cursor.append(crate::reply::key("postBatchResumeToken")?, token);
+    let batch_key: &[u8] = if first { b"firstBatch" } else { b"nextBatch" };
+    let token = token.as_ref().map(|t| t.as_bytes());
+    let batch = batch.as_bytes();
+    // Sizes of the elements (type byte, key, NUL, value) of `cursor`, then
+    // of the reply: the buffer is allocated once at its final size, so a
+    // 16 MiB batch is copied once. Appending it with `RawDocumentBuf::append`
+    // copied it twice more per level (into `cursor`, then into the reply),
+    // and each time the closing NUL byte overflowed the exact-size buffer
+    // and reallocated it, copying the batch again into fresh pages.
+    let cursor_len = 4
+        + (1 + batch_key.len() + 1 + batch.len())
+        + token.map_or(0, |t| 1 + "postBatchResumeToken".len() + 1 + t.len())
+        + (1 + "id".len() + 1 + 8)
+        + (1 + "ns".len() + 1 + 4 + ns.len() + 1)
+        + 1;
+    let reply_len = 4 + (1 + "cursor".len() + 1 + cursor_len) + (1 + "ok".len() + 1 + 8) + 1;
+    let too_large = |len: usize| {
+        MongoError::new(
+            ErrorCode::BSONObjectTooLarge,
+            format!("cursor reply of {len} bytes is too large"),
+        )
+    };
+    let as_len = |len: usize| i32::try_from(len).map_err(|_| too_large(len));
+    let ns_len = as_len(ns.len() + 1)?;
+    let mut out = Vec::with_capacity(reply_len);
+    out.extend_from_slice(&as_len(reply_len)?.to_le_bytes());
+    out.push(0x03); // embedded document
+    out.extend_from_slice(b"cursor\0");
+    out.extend_from_slice(&as_len(cursor_len)?.to_le_bytes());
+    out.push(0x04); // array
+    out.extend_from_slice(batch_key);
+    out.push(0);
+    out.extend_from_slice(batch);
+    if let Some(t) = token {
+        out.push(0x03);
+        out.extend_from_slice(b"postBatchResumeToken\0");
+        out.extend_from_slice(t);
     }
-    cursor.append(crate::reply::key("id")?, id);
-    cursor.append(crate::reply::key("ns")?, ns);
-    let mut reply = RawDocumentBuf::new();
-    reply.append(crate::reply::key("cursor")?, cursor);
-    reply.append(crate::reply::key("ok")?, 1.0);
-    Ok(reply)
+    out.push(0x12); // int64
+    out.extend_from_slice(b"id\0");
+    out.extend_from_slice(&id.to_le_bytes());
+    out.push(0x02); // string
+    out.extend_from_slice(b"ns\0");
+    out.extend_from_slice(&ns_len.to_le_bytes());
+    out.extend_from_slice(ns.as_bytes());
+    out.push(0);
+    out.push(0); // end of cursor
+    out.push(0x01); // double
+    out.extend_from_slice(b"ok\0");
+    out.extend_from_slice(&1.0f64.to_le_bytes());
+    out.push(0); // end of reply
+    debug_assert_eq!(out.len(), reply_len);
+    RawDocumentBuf::from_bytes(out)
+        .map_err(|e| MongoError::internal(format!("building a cursor reply: {e}")))
 }
 
 /// Registers the rest of a batch as a cursor (if any) and builds the reply.
@@ -501,6 +541,59 @@ mod tests {
 
     fn source(n: i32) -> DocSource {
         Box::new((0..n).map(|i| Ok(rawdoc! {"_id": i})))
+    }
+
+    #[test]
+    fn cursor_replies_are_the_documents_append_builds() {
+        fn key(k: &'static str) -> &'static bson::raw::CStr {
+            crate::reply::key(k).unwrap()
+        }
+        // What `RawDocumentBuf::append` builds, field by field: the reply
+        // written in one buffer must be the same bytes.
+        fn appended(
+            ns: &str,
+            id: i64,
+            batch: &RawArrayBuf,
+            first: bool,
+            token: Option<&RawDocumentBuf>,
+        ) -> RawDocumentBuf {
+            let mut cursor = RawDocumentBuf::new();
+            cursor.append(
+                key(if first { "firstBatch" } else { "nextBatch" }),
+                batch.clone(),
+            );
+            if let Some(t) = token {
+                cursor.append(key("postBatchResumeToken"), t.clone());
+            }
+            cursor.append(key("id"), id);
+            cursor.append(key("ns"), ns);
+            let mut reply = RawDocumentBuf::new();
+            reply.append(key("cursor"), cursor);
+            reply.append(key("ok"), 1.0);
+            reply
+        }
+        let mut big = RawArrayBuf::new();
+        big.push(rawdoc! {"_id": 1, "v": "x".repeat(300_000)});
+        big.push(rawdoc! {"_id": 2});
+        let token = rawdoc! {"_data": "8263"};
+        for batch in [RawArrayBuf::new(), big] {
+            for (ns, id) in [("d.c", 0_i64), ("db.$cmd.aggregate", 42), ("", i64::MAX)] {
+                for first in [true, false] {
+                    let built = cursor_reply(ns, id, batch.clone(), first).unwrap();
+                    assert_eq!(
+                        built.as_bytes(),
+                        appended(ns, id, &batch, first, None).as_bytes()
+                    );
+                    let built =
+                        stream_reply(ns, id, batch.clone(), first, bson::doc! {"_data": "8263"})
+                            .unwrap();
+                    assert_eq!(
+                        built.as_bytes(),
+                        appended(ns, id, &batch, first, Some(&token)).as_bytes()
+                    );
+                }
+            }
+        }
     }
 
     #[test]
