@@ -902,6 +902,11 @@ fn flush_within(open: Arc<Open>, limit: Duration) -> Result<Flushed, EngineError
                         .major_compact()
                         .map_err(|e| map_fjall(e, "compaction"))
                 });
+            // Let go of the instance before reporting: `close` empties the
+            // journal only when its handle is the last, and a handle dropped
+            // after the send raced with that check (a clean close then kept
+            // a full journal now and then, under load).
+            drop(open);
             let _ = tx.send(r);
         });
     if let Err(e) = spawned {
