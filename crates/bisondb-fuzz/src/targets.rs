@@ -817,23 +817,9 @@ pub fn pipeline(data: &[u8]) {
 
 // -- updates ------------------------------------------------------------------
 
-pub const UPDATE_OPS: &[&str] = &[
-    "$addToSet",
-    "$bit",
-    "$currentDate",
-    "$inc",
-    "$max",
-    "$min",
-    "$mul",
-    "$pop",
-    "$pull",
-    "$pullAll",
-    "$push",
-    "$rename",
-    "$set",
-    "$setOnInsert",
-    "$unset",
-];
+/// The modifiers the update parser knows: its own table, so the fuzzer
+/// follows it.
+pub const UPDATE_OPS: &[&str] = bisondb_query::update::MODIFIERS;
 
 pub const UPDATE_PATHS: &[&str] = &[
     "a",

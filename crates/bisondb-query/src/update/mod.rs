@@ -181,7 +181,8 @@ pub enum UpdateSpec {
     Pipeline(Vec<Document>),
 }
 
-const MODIFIERS: &[&str] = &[
+/// The update operators (modifiers) an operator-style update may use.
+pub const MODIFIERS: &[&str] = &[
     "$addToSet",
     "$bit",
     "$currentDate",
