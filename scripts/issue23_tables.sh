@@ -15,11 +15,21 @@
 #   PEER_URI PEER_PID  the server to compare with (e.g. SecantusDB-rs over TCP)
 #   SETS      sets of the large-document runs (default 3)
 #   DOCS      profile documents per run (default 20000, as the issue)
-# Environment: PYTHON (default python3) must have pymongo.
+# Environment: PYTHON (default python3) must have pymongo. CLIENT_CPUS (e.g. 0)
+# runs the Python client under `taskset -c CLIENT_CPUS`: on a quiet 2-core
+# machine pymongo's eight threads otherwise pass the GIL between the cores and
+# double their CPU per insert (docs/PERFORMANCE.md, issue 23, 09:47 UTC).
 set -eu
 BIN=$1 PORT=$2 PID=$3 SOCK=$4 PEER=$5 PEER_PID=$6 SETS=${7:-3} DOCS=${8:-20000}
 PY=${PYTHON:-python3}
 HERE=$(dirname "$0")
+if [ -n "${CLIENT_CPUS:-}" ]; then
+    WRAP=$(mktemp)
+    trap 'rm -f "$WRAP"' EXIT
+    printf '#!/bin/sh\nexec taskset -c %s %s "$@"\n' "$CLIENT_CPUS" "$PY" > "$WRAP"
+    chmod +x "$WRAP"
+    PY=$WRAP
+fi
 TCP="mongodb://127.0.0.1:$PORT"
 SOCKURI="mongodb://$(printf %s "$SOCK" | sed 's|/|%2F|g')"
 bench() { "$BIN" bench "$@" --client pymongo --python "$PY" --pymongo-script "$HERE/pymongo_bench.py"; }
