@@ -30,7 +30,7 @@ pub(super) fn eval(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
                 match cx.ev(a)? {
                     v if nullish(v.as_ref()) => null = true,
                     Some(Bson::Decimal128(d)) => {
-                        let total = dec.unwrap_or_else(|| Dec::from_total(acc));
+                        let total = dec.unwrap_or_else(|| acc.to_dec());
                         dec = Some(total.times(Dec::from_bson(d)));
                     }
                     Some(v) if dec.is_some() && is_number(&v) => {
@@ -407,7 +407,7 @@ fn add(args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
                 date = Some(d.timestamp_millis());
             }
             Bson::Decimal128(d) => {
-                let total = dec.unwrap_or_else(|| Dec::from_total(acc));
+                let total = dec.unwrap_or_else(|| acc.to_dec());
                 dec = Some(total.plus(Dec::from_bson(d)));
             }
             other if dec.is_some() && is_number(&other) => {

@@ -167,6 +167,18 @@ pub enum Num {
 }
 
 impl Num {
+    /// A running non-decimal total met by a decimal: integers exactly, a
+    /// double total to 34 digits (mongod's summation keeps its partial sum
+    /// at full precision when it turns decimal).
+    pub fn to_dec(self) -> crate::decimal::Dec {
+        use crate::decimal::Dec;
+        match self {
+            Num::I32(i) => Dec::from_i64(i64::from(i)),
+            Num::I64(i) => Dec::from_i64(i),
+            Num::F64(d) => Dec::from_f64_34(d),
+        }
+    }
+
     /// Reads a BSON number; Decimal128 is read as a double (BisonDB has no
     /// decimal arithmetic yet, see [`decimal_unsupported`]).
     pub fn from_bson(v: &Bson) -> Option<Num> {
