@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use crate::collation::Collation;
 use crate::compare::{compare_bson_in, compare_raw_in, NumKey};
-use crate::matcher::TextScoreSource;
+use crate::text::TextScoreSource;
 use crate::path::{check_field_name, lookup_raw};
 
 /// A parsed sort specification.

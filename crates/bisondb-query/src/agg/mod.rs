@@ -11,9 +11,9 @@
 //! `$sort`, `$count`) drain their input on the first pull.
 
 pub mod accumulators;
-pub(crate) mod key;
 pub mod output;
 pub mod spill;
+pub(crate) mod update_pipeline;
 mod stages;
 
 pub use stages::internal_unpack_bucket::{bucket_columns, try_unpack_bucket, unpack_bucket};
@@ -95,7 +95,7 @@ pub struct RunCtx {
     pub collation: Option<Arc<Collation>>,
     /// Text scores of the documents a leading `$text` `$match` found, by
     /// `_id`, for `{$meta: "textScore"}`.
-    pub text_scores: Option<Arc<crate::matcher::ScoresById>>,
+    pub text_scores: Option<Arc<crate::text::ScoresById>>,
     /// Blocking stages' memory limits and spill directory.
     pub memory: Arc<spill::MemoryLimits>,
     /// The server's stages, when it supplied them.
@@ -315,7 +315,7 @@ pub struct Pipeline {
     /// The operation's collation (`None`: simple).
     collation: Option<Arc<Collation>>,
     /// See [`Pipeline::set_text_scores`].
-    text_scores: Option<Arc<crate::matcher::ScoresById>>,
+    text_scores: Option<Arc<crate::text::ScoresById>>,
     /// See [`Pipeline::set_memory_limits`].
     memory: Arc<spill::MemoryLimits>,
     /// See [`Pipeline::set_server_stages`].
@@ -325,7 +325,7 @@ pub struct Pipeline {
 impl Pipeline {
     /// The text scores of the input documents (recorded by the caller as it
     /// feeds them), for `{$meta: "textScore"}` in the stages.
-    pub fn set_text_scores(&mut self, scores: Arc<crate::matcher::ScoresById>) {
+    pub fn set_text_scores(&mut self, scores: Arc<crate::text::ScoresById>) {
         self.text_scores = Some(scores);
     }
 

@@ -102,24 +102,8 @@ pub fn sort_spilling(
     crate::agg::stages::sort::sort_external(spec, input, limits)
 }
 
-/// An estimate of what a value costs in memory (mongod also estimates).
-pub(crate) fn approx_size(v: &Bson) -> usize {
-    match v {
-        Bson::String(s) => 24 + s.len(),
-        Bson::Document(d) => approx_doc_size(d),
-        Bson::Array(a) => 24 + a.iter().map(approx_size).sum::<usize>(),
-        Bson::Binary(b) => 24 + b.bytes.len(),
-        _ => 16,
-    }
-}
-
-/// [`approx_size`] of a document: its fields' names and values.
-pub(crate) fn approx_doc_size(d: &Document) -> usize {
-    24 + d
-        .iter()
-        .map(|(k, v)| 24 + k.len() + approx_size(v))
-        .sum::<usize>()
-}
+/// The memory estimates live with the values (the matcher uses them too).
+pub(crate) use crate::value::{approx_doc_size, approx_size};
 
 /// mongod's largest document a stage may produce: 16 MiB plus 16 KiB of
 /// room for the fields the server adds (`BSONObjectMaxInternalSize`).

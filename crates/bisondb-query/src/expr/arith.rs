@@ -1,7 +1,7 @@
 //! Arithmetic expressions (`$add` ... `$log10`) and the expression forms of
 //! `$sum`, `$avg`, `$min` and `$max`.
 
-use super::value::{
+use crate::value::{
     decimal_unsupported, is_number, nullish, num_add, num_mul, num_sub, type_name, LongOverflow,
     Num,
 };
@@ -216,7 +216,7 @@ pub(super) fn eval(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
                             28765,
                             format!(
                                 "{name} only supports int and long operands, not {}",
-                                super::value::type_name_opt(other.as_ref())
+                                crate::value::type_name_opt(other.as_ref())
                             ),
                         ))
                     }
@@ -243,7 +243,7 @@ pub(super) fn eval(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
                 28765,
                 format!(
                     "$bitNot only supports int and long, not: {}",
-                    super::value::type_name_opt(other.as_ref())
+                    crate::value::type_name_opt(other.as_ref())
                 ),
             )),
         },
@@ -747,7 +747,7 @@ fn group_like(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
             Ok(Some(Bson::Double(var.sqrt())))
         }
         "$sum" | "$avg" => {
-            let mut acc = super::value::Summer::default();
+            let mut acc = crate::value::Summer::default();
             for v in &vals {
                 if let Bson::Decimal128(d) = v {
                     acc.add_dec(Dec::from_bson(*d));

@@ -1,7 +1,7 @@
 //! Array expressions, including the variable-binding `$map`, `$filter` and
 //! `$reduce`.
 
-use super::value::{nullish, render, truthy, type_name, type_name_opt};
+use crate::value::{nullish, render, truthy, type_name, type_name_opt};
 use super::{arg, Ctx, Expr, Value};
 use crate::collation::Collation;
 use crate::compare::values_equal_bson_in;
@@ -29,7 +29,7 @@ fn int32_of(v: &Bson) -> Option<i32> {
 }
 
 fn is_numeric(v: &Bson) -> bool {
-    super::value::is_number(v)
+    crate::value::is_number(v)
 }
 
 pub(super) fn eval(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
@@ -276,7 +276,7 @@ fn dedup(items: impl IntoIterator<Item = Bson>, c: Option<&Collation>) -> Vec<Bs
     let mut seen = std::collections::HashSet::new();
     items
         .into_iter()
-        .filter(|x| seen.insert(crate::agg::key::key_of_in(Some(x), c)))
+        .filter(|x| seen.insert(crate::key::key_of_in(Some(x), c)))
         .collect()
 }
 

@@ -2,7 +2,7 @@
 //! `$toLong`, `$toDouble`, `$toBool` and `$convert`.
 
 use super::string::double_to_string;
-use super::value::{civil_from_days, days_from_civil, nullish, type_name};
+use crate::value::{civil_from_days, days_from_civil, nullish, type_name};
 use super::{arg, Ctx, Expr, Value};
 use crate::decimal::{Dec, Rounding};
 use bisondb_error::{ErrorCode, MongoError, MongoResult};
@@ -39,8 +39,8 @@ fn target_of(v: &Bson) -> MongoResult<Target> {
     let name = match v {
         Bson::String(s) => s.as_str(),
         Bson::Int32(_) | Bson::Int64(_) | Bson::Double(_) => {
-            match super::value::Num::from_bson(v)
-                .map(super::value::Num::as_f64)
+            match crate::value::Num::from_bson(v)
+                .map(crate::value::Num::as_f64)
                 .filter(|x| x.fract() == 0.0 && x.abs() < 1e6)
                 .map(|x| x as i64)
             {
@@ -55,7 +55,7 @@ fn target_of(v: &Bson) -> MongoResult<Target> {
                 _ => {
                     return Err(MongoError::failed_to_parse(format!(
                     "In $convert, numeric value for 'to' does not correspond to a BSON type: {}",
-                    super::value::render(v)
+                    crate::value::render(v)
                 )))
                 }
             }
@@ -368,12 +368,12 @@ fn convert(v: &Bson, to: Target) -> MongoResult<Bson> {
 pub(super) fn eval(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
     match name {
         "$type" => Ok(Some(Bson::String(
-            super::value::type_name_opt(cx.ev(arg(args, 0)?)?.as_ref()).to_string(),
+            crate::value::type_name_opt(cx.ev(arg(args, 0)?)?.as_ref()).to_string(),
         ))),
         "$isNumber" => Ok(Some(Bson::Boolean(
             cx.ev(arg(args, 0)?)?
                 .as_ref()
-                .is_some_and(super::value::is_number),
+                .is_some_and(crate::value::is_number),
         ))),
         "$convert" => {
             let input = cx.ev(arg(args, 0)?)?;
@@ -416,7 +416,7 @@ pub(super) fn eval(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
                 31393,
                 format!(
                     "$bsonSize requires a document input, found: {}",
-                    super::value::type_name_opt(other.as_ref())
+                    crate::value::type_name_opt(other.as_ref())
                 ),
             )),
         },
@@ -432,7 +432,7 @@ pub(super) fn eval(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
                 51276,
                 format!(
                     "$binarySize requires a string or BinData argument, found: {}",
-                    super::value::type_name_opt(other.as_ref())
+                    crate::value::type_name_opt(other.as_ref())
                 ),
             )),
         },
@@ -447,7 +447,7 @@ pub(super) fn eval(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
                 5687301,
                 format!(
                     "Argument to {name} must be a timestamp, but is {}",
-                    super::value::type_name_opt(other.as_ref())
+                    crate::value::type_name_opt(other.as_ref())
                 ),
             )),
         },

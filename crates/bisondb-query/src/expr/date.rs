@@ -3,7 +3,7 @@
 //! `+03`) or Olson/IANA names (`America/New_York`) resolved with the tz
 //! database compiled into `chrono-tz`.
 
-use super::value::{civil_from_days, days_from_civil, nullish, type_name, type_name_opt};
+use crate::value::{civil_from_days, days_from_civil, nullish, type_name, type_name_opt};
 use super::{arg, Ctx, Expr, Value};
 use bisondb_error::{ErrorCode, MongoError, MongoResult};
 use bson::Bson;
@@ -515,7 +515,7 @@ fn format_arg(v: Value, op: &str, code: i32) -> MongoResult<Option<Option<String
             format!(
                 "{op} requires that 'format' be a string, found: {} with value {}",
                 type_name(&other),
-                super::value::render(&other)
+                crate::value::render(&other)
             ),
         )),
     }
@@ -689,7 +689,7 @@ pub(super) fn eval_named(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Val
                     _ => {
                         return Err(MongoError::location(
                             5439017,
-                            format!("$dateTrunc requires 'binSize' to be a 64-bit integer greater than 0, but got value '{}' of type {}", super::value::render(&v), type_name(&v)),
+                            format!("$dateTrunc requires 'binSize' to be a 64-bit integer greater than 0, but got value '{}' of type {}", crate::value::render(&v), type_name(&v)),
                         ))
                     }
                 },
@@ -813,7 +813,7 @@ pub(super) fn eval_named(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Val
                 Some(other) => {
                     let e = MongoError::new(
                         ErrorCode::ConversionFailure,
-                        format!("$dateFromString requires that 'dateString' be a string, found: {} with value {}", type_name(&other), super::value::render(&other)),
+                        format!("$dateFromString requires that 'dateString' be a string, found: {} with value {}", type_name(&other), crate::value::render(&other)),
                     );
                     return on_error(args, 3, cx, e);
                 }

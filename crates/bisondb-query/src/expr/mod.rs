@@ -14,10 +14,14 @@ mod deps;
 mod hashed;
 mod object;
 mod string;
-pub mod value;
+/// Moved to [`crate::value`] (below expressions); kept here for callers
+/// outside the crate that name `expr::value`.
+pub use crate::value;
 
 /// Calendar month arithmetic, shared with `$densify`'s month/quarter/year units.
 pub(crate) use date::add_months;
+/// The walk of [`Expr::top_level_deps`], for the accumulators' own fields.
+pub(crate) use deps::push_top;
 
 use crate::collation::Collation;
 use crate::compare::compare_bson_in;
@@ -28,8 +32,7 @@ use std::cmp::Ordering;
 use std::sync::Arc;
 use value::{render, truthy};
 
-/// The result of evaluating an expression: `None` is a missing value.
-pub type Value = Option<Bson>;
+pub use crate::value::Value;
 
 /// A parsed aggregation expression.
 #[derive(Debug, Clone, PartialEq)]
@@ -64,7 +67,7 @@ pub struct Vars<'a> {
     collation: Option<Arc<Collation>>,
     /// Where `{$meta: "textScore"}` reads scores (top frame only, as the
     /// collation): an aggregation after a leading `$text` `$match`.
-    text_scores: Option<Arc<crate::matcher::ScoresById>>,
+    text_scores: Option<Arc<crate::text::ScoresById>>,
 }
 
 impl Default for Vars<'static> {
@@ -123,7 +126,7 @@ impl<'a> Vars<'a> {
     }
 
     /// The same top-level bindings with text scores for `{$meta: "textScore"}`.
-    pub fn with_text_scores(mut self, scores: Option<Arc<crate::matcher::ScoresById>>) -> Self {
+    pub fn with_text_scores(mut self, scores: Option<Arc<crate::text::ScoresById>>) -> Self {
         self.text_scores = scores;
         self
     }
@@ -944,7 +947,7 @@ fn parse_custom(name: &'static str, arg: &Bson, scope: &mut Scope) -> MongoResul
         // The accumulators' spec and checks; the percentiles are constants.
         "$median" | "$percentile" => {
             let (input, ps) =
-                crate::agg::accumulators::parse_quantile_spec(name, name == "$median", arg)?;
+                crate::stats::parse_quantile_spec(name, name == "$median", arg)?;
             let ps = Bson::Array(ps.into_iter().map(Bson::Double).collect());
             Ok(Expr::Call(name, vec![Expr::parse_in(&input, scope)?, Expr::Literal(ps)]))
         }
@@ -1373,7 +1376,7 @@ fn eval_call(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
 /// the value itself when it is a number; anything else counts as no data
 /// (null results), as the accumulators ignore non-numeric inputs.
 fn eval_quantiles(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
-    use crate::agg::accumulators::{quantile_input, quantiles};
+    use crate::stats::{quantile_input, quantiles};
     let vals: Vec<f64> = match cx.ev(arg(args, 0)?)? {
         Some(Bson::Array(items)) => items.iter().filter_map(quantile_input).collect(),
         Some(v) => quantile_input(&v).into_iter().collect(),

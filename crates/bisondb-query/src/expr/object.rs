@@ -1,7 +1,7 @@
 //! Object expressions: `$mergeObjects`, `$getField`, `$objectToArray`,
 //! `$arrayToObject`.
 
-use super::value::{nullish, render, type_name, type_name_opt};
+use crate::value::{nullish, render, type_name, type_name_opt};
 use super::{arg, Ctx, Expr, Value};
 use bisondb_error::{MongoError, MongoResult};
 use bson::{doc, Bson, Document};

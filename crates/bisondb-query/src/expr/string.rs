@@ -1,7 +1,7 @@
 //! String expressions. Indexes are in UTF-8 bytes for the `Bytes` variants
 //! and in code points for the `CP` variants, as in mongod.
 
-use super::value::{nullish, type_name, type_name_opt};
+use crate::value::{nullish, type_name, type_name_opt};
 use super::{arg, Ctx, Expr, Value};
 use bisondb_error::{MongoError, MongoResult};
 use bson::Bson;
@@ -255,7 +255,7 @@ pub(super) fn eval(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
                         50700,
                         format!(
                             "{name} requires 'chars' to be a string, got {} (of type {}) instead.",
-                            super::value::render(&other),
+                            crate::value::render(&other),
                             type_name(&other)
                         ),
                     ))
@@ -303,7 +303,7 @@ pub(super) fn eval(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
                             51746,
                             format!(
                                 "{name} requires that '{what}' be a string, found: {}",
-                                super::value::render(&other)
+                                crate::value::render(&other)
                             ),
                         ))
                     }

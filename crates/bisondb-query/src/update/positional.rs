@@ -5,7 +5,7 @@
 
 use super::path::{self, Lookup};
 use super::FieldPath;
-use crate::expr::value::render;
+use crate::value::render;
 use crate::matcher::Matcher;
 use bisondb_error::{MongoError, MongoResult};
 use bson::{doc, Bson, Document};

@@ -14,7 +14,7 @@ use super::whole_number;
 use crate::agg::accumulators::{accumulate_all, finish_all, new_states, Accumulator};
 use crate::agg::{spec_doc, DocStream, RunCtx, Stage};
 use crate::compare::compare_bson_in;
-use crate::expr::value::{render, type_name};
+use crate::value::{render, type_name};
 use crate::expr::Expr;
 use bisondb_error::{MongoError, MongoResult};
 use bson::{doc, Bson, Document};

@@ -2,7 +2,7 @@
 //! documents instead of a collection (collection-less `aggregate: 1`).
 
 use crate::agg::{DocStream, RunCtx, Stage};
-use crate::expr::value::type_name;
+use crate::value::type_name;
 use crate::expr::Expr;
 use bisondb_error::{MongoError, MongoResult};
 use bson::{Bson, Document};

@@ -3,7 +3,7 @@
 //! (`$$PRUNE`) or descends into (`$$DESCEND`) it.
 
 use crate::agg::{DocStream, RunCtx, Stage};
-use crate::expr::value::render;
+use crate::value::render;
 use crate::expr::{Expr, Vars};
 use bisondb_error::{MongoError, MongoResult};
 use bson::{Bson, Document};
