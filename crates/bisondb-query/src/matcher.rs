@@ -21,9 +21,9 @@ use crate::compare::{
     compare_bson, compare_bson_in, compare_raw_bson, compare_raw_bson_in, has_string,
     is_numeric_type, type_rank, NumKey,
 };
-use crate::value::truthy as agg_truthy;
 use crate::expr::{Expr as AggExpr, Vars};
 use crate::path::lookup_raw;
+use crate::value::truthy as agg_truthy;
 
 pub mod bounds;
 mod json_schema;

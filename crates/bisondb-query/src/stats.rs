@@ -10,7 +10,12 @@ use bson::{Bson, Document};
 
 /// Checks that an object-form accumulator's spec `d` has only `allowed`
 /// fields and all `required` ones.
-pub(crate) fn check_fields(name: &str, d: &Document, allowed: &[&str], required: &[&str]) -> MongoResult<()> {
+pub(crate) fn check_fields(
+    name: &str,
+    d: &Document,
+    allowed: &[&str],
+    required: &[&str],
+) -> MongoResult<()> {
     for k in d.keys() {
         if !allowed.contains(&k.as_str()) {
             return Err(MongoError::location(

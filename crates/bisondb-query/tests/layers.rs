@@ -30,16 +30,17 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("matcher", &["matcher"]),
     // Uses of a filter and of expressions: sorting, find projections, the
     // keys a document gives an index (with the matcher's bounds).
-    ("sort, projection and index keys", &["sort", "projection", "index_keys"]),
+    (
+        "sort, projection and index keys",
+        &["sort", "projection", "index_keys"],
+    ),
     ("stages and accumulators", &["agg"]),
     ("update", &["update"]),
     ("change streams", &["change_stream"]),
 ];
 
 fn layer_of(module: &str) -> Option<usize> {
-    LAYERS
-        .iter()
-        .position(|(_, mods)| mods.contains(&module))
+    LAYERS.iter().position(|(_, mods)| mods.contains(&module))
 }
 
 /// A source file with its module path (`["expr", "date"]` for
@@ -73,9 +74,13 @@ fn collect(dir: &Path, src: &Path, out: &mut Vec<Source>) {
         if matches!(module.last().map(String::as_str), Some("mod" | "lib")) {
             module.pop();
         }
-        let text = std::fs::read_to_string(&p)
-            .unwrap_or_else(|e| panic!("reading {}: {e}", p.display()));
-        out.push(Source { file: p, module, text });
+        let text =
+            std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("reading {}: {e}", p.display()));
+        out.push(Source {
+            file: p,
+            module,
+            text,
+        });
     }
 }
 
@@ -149,7 +154,10 @@ fn strip(text: &str) -> String {
             b'\'' => {
                 // A char literal ('x', '\n', '"'), or a lifetime ('a).
                 let end = if b.get(i + 1) == Some(&b'\\') {
-                    b[i + 3..].iter().position(|&c| c == b'\'').map(|p| i + 3 + p)
+                    b[i + 3..]
+                        .iter()
+                        .position(|&c| c == b'\'')
+                        .map(|p| i + 3 + p)
                 } else if b.get(i + 2) == Some(&b'\'') {
                     Some(i + 2)
                 } else {
@@ -267,7 +275,10 @@ fn segments(s: &str) -> Vec<String> {
 /// segments from the crate root.
 fn references(module: &[String], code: &str) -> Vec<Vec<String>> {
     let mut out = Vec::new();
-    for (start, _) in code.match_indices("crate::").chain(code.match_indices("super::")) {
+    for (start, _) in code
+        .match_indices("crate::")
+        .chain(code.match_indices("super::"))
+    {
         let before = code[..start].chars().next_back();
         if before.is_some_and(|c| is_ident(c) || c == '$' || c == ':') {
             continue; // part of a longer path (`a::super::`) or `$crate::`
@@ -323,7 +334,10 @@ fn graph() -> BTreeMap<String, BTreeMap<String, PathBuf>> {
         }
         cleaned.push(code);
     }
-    let tops: BTreeSet<String> = sources.iter().filter_map(|s| s.module.first().cloned()).collect();
+    let tops: BTreeSet<String> = sources
+        .iter()
+        .filter_map(|s| s.module.first().cloned())
+        .collect();
     let mut g: BTreeMap<String, BTreeMap<String, PathBuf>> = BTreeMap::new();
     for (s, code) in sources.iter().zip(&cleaned) {
         if (1..=s.module.len()).any(|n| test_only.contains(&s.module[..n])) {
@@ -421,7 +435,9 @@ fn modules_depend_only_on_lower_layers() {
     for (_, mods) in LAYERS {
         for m in *mods {
             if !g.contains_key(*m) {
-                errors.push(format!("LAYERS names `{m}`, which is no module of the crate"));
+                errors.push(format!(
+                    "LAYERS names `{m}`, which is no module of the crate"
+                ));
             }
         }
     }
@@ -446,7 +462,11 @@ fn the_check_finds_uses() {
     let (code, test_mods) = drop_test_items(&code);
     assert_eq!(test_mods, vec!["fuzz_tests".to_string()]);
     let refs = references(&m(&["expr", "date"]), &code);
-    let tops: BTreeSet<&str> = refs.iter().filter_map(|r| r.first()).map(String::as_str).collect();
+    let tops: BTreeSet<&str> = refs
+        .iter()
+        .filter_map(|r| r.first())
+        .map(String::as_str)
+        .collect();
     assert_eq!(
         tops,
         BTreeSet::from(["value", "compare", "matcher", "expr"]),

@@ -1,12 +1,12 @@
 //! `$group` accumulators: parsing (`{$sum: <expr>}`) and per-group state.
 
-use crate::key::key_of_in;
-use crate::stats::{check_fields, number, parse_quantile_spec, quantiles};
 use crate::collation::Collation;
 use crate::compare::{compare_bson, compare_bson_in};
-use crate::value::{nullish, type_name_opt, Summer};
 use crate::expr::{Expr, Value, Vars};
+use crate::key::key_of_in;
 use crate::sort::SortSpec;
+use crate::stats::{check_fields, number, parse_quantile_spec, quantiles};
+use crate::value::{nullish, type_name_opt, Summer};
 use bisondb_error::{ErrorCode, MongoError, MongoResult};
 use bson::{Bson, Document, RawDocumentBuf};
 use std::cmp::Ordering;

@@ -13,8 +13,8 @@
 pub mod accumulators;
 pub mod output;
 pub mod spill;
-pub(crate) mod update_pipeline;
 mod stages;
+pub(crate) mod update_pipeline;
 
 pub use stages::internal_unpack_bucket::{bucket_columns, try_unpack_bucket, unpack_bucket};
 

@@ -5,8 +5,8 @@
 use super::stages::lookup::substitute_stages;
 use super::stages::{missing_field, unknown_field};
 use super::Pipeline;
-use crate::value::type_name;
 use crate::expr::{Expr, Vars};
+use crate::value::type_name;
 use bisondb_error::{ErrorCode, MongoError, MongoResult};
 use bson::{Bson, Document};
 
