@@ -3,7 +3,7 @@
 //! below it, so the module graph has no cycles. The test reads the crate's
 //! sources and follows every `crate::` and `super::` path of non-test code
 //! (a re-export counts as a use); test modules (`#[cfg(test)]`) may reach
-//! anywhere.
+//! anywhere. Within each module, its submodules must not form a cycle either.
 //!
 //! A new top-level module must be added to [`LAYERS`]; a dependency that
 //! points up or sideways fails with the file that makes it. When it does,
@@ -317,9 +317,13 @@ fn references(module: &[String], code: &str) -> Vec<Vec<String>> {
     out
 }
 
-/// Top-level module -> top-level modules it uses, each with a file that
-/// makes the use.
-fn graph() -> BTreeMap<String, BTreeMap<String, PathBuf>> {
+/// Module -> modules it uses, each with a file that makes the use.
+type Graph = BTreeMap<String, BTreeMap<String, PathBuf>>;
+
+/// The graph of the top-level modules, and that of the submodules within
+/// each (`agg::stages` -> `agg::spill`; a submodule's use of its parent is
+/// no edge there, the parent being the module they make up).
+fn graph() -> (Graph, Graph) {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     let mut sources = Vec::new();
     collect(&src, &src, &mut sources);
@@ -338,7 +342,13 @@ fn graph() -> BTreeMap<String, BTreeMap<String, PathBuf>> {
         .iter()
         .filter_map(|s| s.module.first().cloned())
         .collect();
-    let mut g: BTreeMap<String, BTreeMap<String, PathBuf>> = BTreeMap::new();
+    let subs: BTreeSet<String> = sources
+        .iter()
+        .filter(|s| s.module.len() >= 2)
+        .map(|s| s.module[..2].join("::"))
+        .collect();
+    let mut g: Graph = BTreeMap::new();
+    let mut inner: Graph = BTreeMap::new();
     for (s, code) in sources.iter().zip(&cleaned) {
         if (1..=s.module.len()).any(|n| test_only.contains(&s.module[..n])) {
             continue;
@@ -348,6 +358,16 @@ fn graph() -> BTreeMap<String, BTreeMap<String, PathBuf>> {
         };
         g.entry(from.clone()).or_default();
         for r in references(&s.module, code) {
+            if let (Some(sub), Some(to)) = (s.module.get(..2), r.get(..2)) {
+                let (sub, to) = (sub.join("::"), to.join("::"));
+                if sub != to && subs.contains(&to) && r[0] == s.module[0] {
+                    inner
+                        .entry(sub)
+                        .or_default()
+                        .entry(to)
+                        .or_insert_with(|| s.file.clone());
+                }
+            }
             // Only modules: an item of the crate root, or a path an inline
             // module's `super::` reaches past, is no edge.
             if let Some(to) = r.first().filter(|t| tops.contains(*t)) {
@@ -360,14 +380,14 @@ fn graph() -> BTreeMap<String, BTreeMap<String, PathBuf>> {
             }
         }
     }
-    g
+    (g, inner)
 }
 
 /// A cycle through the graph, if there is one.
-fn find_cycle(g: &BTreeMap<String, BTreeMap<String, PathBuf>>) -> Option<Vec<String>> {
+fn find_cycle(g: &Graph) -> Option<Vec<String>> {
     fn visit(
         n: &str,
-        g: &BTreeMap<String, BTreeMap<String, PathBuf>>,
+        g: &Graph,
         state: &mut BTreeMap<String, u8>,
         stack: &mut Vec<String>,
     ) -> Option<Vec<String>> {
@@ -406,7 +426,7 @@ fn find_cycle(g: &BTreeMap<String, BTreeMap<String, PathBuf>>) -> Option<Vec<Str
 
 #[test]
 fn modules_depend_only_on_lower_layers() {
-    let g = graph();
+    let (g, _) = graph();
     let mut errors = Vec::new();
     for (from, uses) in &g {
         let Some(lf) = layer_of(from) else {
@@ -479,4 +499,14 @@ fn the_check_finds_uses() {
     assert!(layer_of("expr") < layer_of("matcher"));
     assert!(layer_of("matcher") < layer_of("agg"));
     assert!(layer_of("agg") < layer_of("update"));
+}
+
+/// Within a module, its submodules use one another one way too (the
+/// expression families, the stages and the spilling they share, ...).
+#[test]
+fn submodules_have_no_cycles() {
+    let (_, inner) = graph();
+    if let Some(c) = find_cycle(&inner) {
+        panic!("submodule cycle: {}", c.join(" -> "));
+    }
 }

@@ -38,6 +38,18 @@ pub trait CollectionReader: Send + Sync {
     fn read(&self, collection: &str) -> MongoResult<DocStream>;
 }
 
+/// Sorts `input` by `spec` as `$sort` does, spilling to disk past the
+/// limits (or when the operation's memory refuses its buffer): for the
+/// server's `find`, whose in-memory sort hands its documents over here when
+/// it may use the disk and the operation's memory runs out.
+pub fn sort_spilling(
+    spec: crate::sort::SortSpec,
+    input: DocStream,
+    limits: &spill::MemoryLimits,
+) -> MongoResult<DocStream> {
+    stages::sort::sort_external(spec, input, limits)
+}
+
 /// Runs a blocking stage: on the first pull, `all` consumes the whole input and
 /// returns every output document (or the first error), which then stream out.
 pub(crate) fn blocking<F>(input: DocStream, all: F) -> DocStream

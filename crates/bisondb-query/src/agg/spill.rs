@@ -90,17 +90,9 @@ pub(crate) fn stage_limit_error(stage: &str, limit: usize) -> MongoError {
     )
 }
 
-/// Sorts `input` by `spec` as `$sort` does, spilling to disk past the
-/// limits (or when the operation's memory refuses its buffer): for the
-/// server's `find`, whose in-memory sort hands its documents over here when
-/// it may use the disk and the operation's memory runs out.
-pub fn sort_spilling(
-    spec: crate::sort::SortSpec,
-    input: crate::agg::DocStream,
-    limits: &MemoryLimits,
-) -> MongoResult<crate::agg::DocStream> {
-    crate::agg::stages::sort::sort_external(spec, input, limits)
-}
+/// Lives with the pipeline (it runs the `$sort` stage); kept here for the
+/// server, which names it `agg::spill::sort_spilling`.
+pub use super::sort_spilling;
 
 /// The memory estimates live with the values (the matcher uses them too).
 pub(crate) use crate::value::{approx_doc_size, approx_size};
