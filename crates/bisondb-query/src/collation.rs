@@ -203,7 +203,7 @@ fn type_mismatch(field: &str, want: &str, got: &Bson) -> MongoError {
         ErrorCode::TypeMismatch,
         format!(
             "\"{field}\" had the wrong type. Expected {want}, found {}",
-            crate::expr::value::type_name(got)
+            crate::value::type_name(got)
         ),
     )
 }
@@ -254,7 +254,7 @@ fn get_strength(v: &Bson) -> MongoResult<i64> {
                 ErrorCode::TypeMismatch,
                 format!(
                     "Expected field \"strength\" to have numeric type, but found {}",
-                    crate::expr::value::type_name(other)
+                    crate::value::type_name(other)
                 ),
             ))
         }

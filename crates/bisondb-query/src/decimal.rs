@@ -10,7 +10,6 @@
 //! always produces the canonical bytes (coefficient below 10^34, the
 //! "small coefficient" BID form, mongod's NaN/Infinity patterns).
 
-use crate::expr::value::Num;
 use bson::{Bson, Decimal128};
 use num_bigint::BigUint;
 use std::cmp::Ordering;
@@ -300,17 +299,6 @@ impl Dec {
             Bson::Double(d) => Some(Dec::from_f64(*d)),
             Bson::Decimal128(d) => Some(Dec::from_bson(*d)),
             _ => None,
-        }
-    }
-
-    /// A running non-decimal total met by a decimal: integers exactly, a
-    /// double total to 34 digits (mongod's summation keeps its partial sum
-    /// at full precision when it turns decimal).
-    pub fn from_total(n: Num) -> Dec {
-        match n {
-            Num::I32(i) => Dec::from_i64(i64::from(i)),
-            Num::I64(i) => Dec::from_i64(i),
-            Num::F64(d) => Dec::from_f64_34(d),
         }
     }
 

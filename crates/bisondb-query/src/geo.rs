@@ -99,7 +99,7 @@ fn position(v: &Bson) -> Result<Pt, String> {
     let Bson::Array(a) = v else {
         return Err(format!(
             "Point must be an array or object, instead got type {}",
-            crate::expr::value::type_name(v)
+            crate::value::type_name(v)
         ));
     };
     if a.len() < 2 {

@@ -282,7 +282,7 @@ impl KeyGenerator {
                             Some(Err(e)) => e,
                             None => format!(
                                 "Point must be an array or object, instead got type {}",
-                                crate::expr::value::type_name(item)
+                                crate::value::type_name(item)
                             ),
                         };
                         return Err(MongoError::location(

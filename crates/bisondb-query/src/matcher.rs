@@ -21,14 +21,14 @@ use crate::compare::{
     compare_bson, compare_bson_in, compare_raw_bson, compare_raw_bson_in, has_string,
     is_numeric_type, type_rank, NumKey,
 };
-use crate::expr::value::truthy as agg_truthy;
 use crate::expr::{Expr as AggExpr, Vars};
 use crate::path::lookup_raw;
+use crate::value::truthy as agg_truthy;
 
 pub mod bounds;
 mod json_schema;
 mod text;
-pub use text::{ScoresById, TextScoreSource};
+pub use crate::text::{ScoresById, TextScoreSource};
 
 /// Operators mongod has that BisonDB recognises but does not implement yet,
 /// in either the top-level or the field position. Sorted, so it can be searched.
@@ -1229,8 +1229,8 @@ fn charge_in_list(items: &[Bson]) -> MongoResult<()> {
     let heap = |v: &Bson| match v {
         Bson::String(s) => s.len(),
         Bson::Binary(b) => b.bytes.len(),
-        Bson::Document(d) => crate::agg::spill::approx_doc_size(d),
-        Bson::Array(a) => a.iter().map(crate::agg::spill::approx_size).sum(),
+        Bson::Document(d) => crate::value::approx_doc_size(d),
+        Bson::Array(a) => a.iter().map(crate::value::approx_size).sum(),
         _ => 0,
     };
     let one = std::mem::size_of::<Bson>();

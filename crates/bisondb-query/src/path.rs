@@ -11,7 +11,11 @@
 //!   collect the reached values into arrays, and never index arrays.
 //!
 //! [`set_path_bson`] and [`remove_path_bson`] mutate owned documents for
-//! projection and update operators.
+//! projection and update operators; [`edit`] holds the update system's own
+//! writes by split path (used by update operators and by the stages that
+//! write fields).
+
+pub mod edit;
 
 use bisondb_error::{ErrorCode, MongoError, MongoResult};
 use bson::raw::{RawBsonRef, RawDocument};

@@ -26,7 +26,7 @@ pub struct Projection {
     has_positional: bool,
     /// Where `{$meta: "textScore"}` fields read the score (the filter's
     /// `$text`); `None` when the projection has no such field.
-    text_score: Option<crate::matcher::TextScoreSource>,
+    text_score: Option<crate::text::TextScoreSource>,
 }
 
 #[derive(Debug, Clone, Default)]

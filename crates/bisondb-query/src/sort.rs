@@ -16,8 +16,8 @@ use std::sync::Arc;
 
 use crate::collation::Collation;
 use crate::compare::{compare_bson_in, compare_raw_in, NumKey};
-use crate::matcher::TextScoreSource;
 use crate::path::{check_field_name, lookup_raw};
+use crate::text::TextScoreSource;
 
 /// A parsed sort specification.
 #[derive(Debug, Clone, Default, PartialEq)]

@@ -25,6 +25,9 @@ use rust_stemmers::{Algorithm, Stemmer};
 
 use crate::compare::number_as_f64;
 
+mod scores;
+pub use scores::{ScoresById, TextScoreSource};
+
 /// The only text index version BisonDB builds (mongod's default since 3.2).
 pub const TEXT_INDEX_VERSION: i32 = 3;
 /// mongod's bound on a field's weight (exclusive).
@@ -679,7 +682,7 @@ impl TextParams {
         let wrong = |f: &str, want: &str, got: &Bson| {
             MongoError::type_mismatch(format!(
                 "\"{f}\" had the wrong type. Expected {want}, found {}",
-                crate::expr::value::type_name(got)
+                crate::value::type_name(got)
             ))
         };
         let search = match d.get("$search") {

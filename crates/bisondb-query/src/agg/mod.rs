@@ -11,10 +11,10 @@
 //! `$sort`, `$count`) drain their input on the first pull.
 
 pub mod accumulators;
-pub(crate) mod key;
 pub mod output;
 pub mod spill;
 mod stages;
+pub(crate) mod update_pipeline;
 
 pub use stages::internal_unpack_bucket::{bucket_columns, try_unpack_bucket, unpack_bucket};
 
@@ -36,6 +36,18 @@ pub use stages::geo_near::GeoNearStage;
 /// over its storage; a missing collection reads as empty.
 pub trait CollectionReader: Send + Sync {
     fn read(&self, collection: &str) -> MongoResult<DocStream>;
+}
+
+/// Sorts `input` by `spec` as `$sort` does, spilling to disk past the
+/// limits (or when the operation's memory refuses its buffer): for the
+/// server's `find`, whose in-memory sort hands its documents over here when
+/// it may use the disk and the operation's memory runs out.
+pub fn sort_spilling(
+    spec: crate::sort::SortSpec,
+    input: DocStream,
+    limits: &spill::MemoryLimits,
+) -> MongoResult<DocStream> {
+    stages::sort::sort_external(spec, input, limits)
 }
 
 /// Runs a blocking stage: on the first pull, `all` consumes the whole input and
@@ -95,7 +107,7 @@ pub struct RunCtx {
     pub collation: Option<Arc<Collation>>,
     /// Text scores of the documents a leading `$text` `$match` found, by
     /// `_id`, for `{$meta: "textScore"}`.
-    pub text_scores: Option<Arc<crate::matcher::ScoresById>>,
+    pub text_scores: Option<Arc<crate::text::ScoresById>>,
     /// Blocking stages' memory limits and spill directory.
     pub memory: Arc<spill::MemoryLimits>,
     /// The server's stages, when it supplied them.
@@ -315,7 +327,7 @@ pub struct Pipeline {
     /// The operation's collation (`None`: simple).
     collation: Option<Arc<Collation>>,
     /// See [`Pipeline::set_text_scores`].
-    text_scores: Option<Arc<crate::matcher::ScoresById>>,
+    text_scores: Option<Arc<crate::text::ScoresById>>,
     /// See [`Pipeline::set_memory_limits`].
     memory: Arc<spill::MemoryLimits>,
     /// See [`Pipeline::set_server_stages`].
@@ -325,7 +337,7 @@ pub struct Pipeline {
 impl Pipeline {
     /// The text scores of the input documents (recorded by the caller as it
     /// feeds them), for `{$meta: "textScore"}` in the stages.
-    pub fn set_text_scores(&mut self, scores: Arc<crate::matcher::ScoresById>) {
+    pub fn set_text_scores(&mut self, scores: Arc<crate::text::ScoresById>) {
         self.text_scores = Some(scores);
     }
 

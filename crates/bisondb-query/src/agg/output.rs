@@ -5,8 +5,8 @@
 use super::stages::lookup::substitute_stages;
 use super::stages::{missing_field, unknown_field};
 use super::Pipeline;
-use crate::expr::value::type_name;
 use crate::expr::{Expr, Vars};
+use crate::value::type_name;
 use bisondb_error::{ErrorCode, MongoError, MongoResult};
 use bson::{Bson, Document};
 
@@ -150,7 +150,7 @@ fn with_lets(
         .iter()
         .map(|(n, _)| (n.clone(), Some(Bson::Null)))
         .collect();
-    crate::update::UpdateSpec::parse_pipeline(&substitute_stages(&stages, &probe))?;
+    super::update_pipeline::check(&substitute_stages(&stages, &probe))?;
     Ok(WhenMatched::Pipeline { stages, lets })
 }
 
@@ -333,9 +333,8 @@ impl OutputStage {
                     vals.push((name.clone(), e.eval(&incoming, &vars)?));
                 }
                 let stages = substitute_stages(stages, &vals);
-                let spec = crate::update::UpdateSpec::parse_pipeline(&stages)?;
-                let mut out = existing.clone();
-                spec.apply(&mut out, false)?;
+                super::update_pipeline::check(&stages)?;
+                let out = super::update_pipeline::apply(&stages, existing, None)?;
                 Ok(MergeAction::Replace(out))
             }
         }

@@ -90,36 +90,12 @@ pub(crate) fn stage_limit_error(stage: &str, limit: usize) -> MongoError {
     )
 }
 
-/// Sorts `input` by `spec` as `$sort` does, spilling to disk past the
-/// limits (or when the operation's memory refuses its buffer): for the
-/// server's `find`, whose in-memory sort hands its documents over here when
-/// it may use the disk and the operation's memory runs out.
-pub fn sort_spilling(
-    spec: crate::sort::SortSpec,
-    input: crate::agg::DocStream,
-    limits: &MemoryLimits,
-) -> MongoResult<crate::agg::DocStream> {
-    crate::agg::stages::sort::sort_external(spec, input, limits)
-}
+/// Lives with the pipeline (it runs the `$sort` stage); kept here for the
+/// server, which names it `agg::spill::sort_spilling`.
+pub use super::sort_spilling;
 
-/// An estimate of what a value costs in memory (mongod also estimates).
-pub(crate) fn approx_size(v: &Bson) -> usize {
-    match v {
-        Bson::String(s) => 24 + s.len(),
-        Bson::Document(d) => approx_doc_size(d),
-        Bson::Array(a) => 24 + a.iter().map(approx_size).sum::<usize>(),
-        Bson::Binary(b) => 24 + b.bytes.len(),
-        _ => 16,
-    }
-}
-
-/// [`approx_size`] of a document: its fields' names and values.
-pub(crate) fn approx_doc_size(d: &Document) -> usize {
-    24 + d
-        .iter()
-        .map(|(k, v)| 24 + k.len() + approx_size(v))
-        .sum::<usize>()
-}
+/// The memory estimates live with the values (the matcher uses them too).
+pub(crate) use crate::value::{approx_doc_size, approx_size};
 
 /// mongod's largest document a stage may produce: 16 MiB plus 16 KiB of
 /// room for the fields the server adds (`BSONObjectMaxInternalSize`).

@@ -6,7 +6,7 @@ use bisondb_error::{ErrorCode, MongoError, MongoResult};
 use bson::{Bson, Document, Timestamp};
 
 use super::token::ResumeToken;
-use crate::expr::value::type_name;
+use crate::value::type_name;
 
 /// `fullDocument`: what an event carries as the document after the change.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -179,7 +179,7 @@ impl ResumeToken {
                     40647,
                     format!(
                     "Bad resume token: _data of missing or of wrong type. Expected string, got {}",
-                    crate::expr::value::type_name(other)
+                    crate::value::type_name(other)
                 ),
                 ))
             }

@@ -1,12 +1,12 @@
 //! Arithmetic expressions (`$add` ... `$log10`) and the expression forms of
 //! `$sum`, `$avg`, `$min` and `$max`.
 
-use super::value::{
+use super::{arg, cmp_values, Ctx, Expr, Value};
+use crate::decimal::{Dec, Rounding, Trig};
+use crate::value::{
     decimal_unsupported, is_number, nullish, num_add, num_mul, num_sub, type_name, LongOverflow,
     Num,
 };
-use super::{arg, cmp_values, Ctx, Expr, Value};
-use crate::decimal::{Dec, Rounding, Trig};
 use bisondb_error::{MongoError, MongoResult};
 use bson::{Bson, DateTime};
 use std::cmp::Ordering;
@@ -18,250 +18,251 @@ fn num(v: &Bson, op: &str) -> MongoResult<Option<Num>> {
     Ok(Num::from_bson(v))
 }
 
-pub(super) fn eval(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
-    match name {
-        "$add" => add(args, cx),
-        "$multiply" => {
-            let mut acc = Num::I32(1);
-            // Set once a decimal operand is met: the rest of the product is decimal.
-            let mut dec: Option<Dec> = None;
-            let mut null = false;
-            for a in args {
-                match cx.ev(a)? {
-                    v if nullish(v.as_ref()) => null = true,
-                    Some(Bson::Decimal128(d)) => {
-                        let total = dec.unwrap_or_else(|| Dec::from_total(acc));
-                        dec = Some(total.times(Dec::from_bson(d)));
-                    }
-                    Some(v) if dec.is_some() && is_number(&v) => {
-                        dec = dec.map(|t| t.times(Dec::from_number(&v).unwrap_or(Dec::NaN)));
-                    }
-                    Some(v) => match num(&v, name)? {
-                        Some(n) => {
-                            acc = num_mul(acc, n, LongOverflow::ToDouble)
-                                .unwrap_or(Num::F64(f64::NAN))
-                        }
-                        None => {
-                            return Err(MongoError::location(
-                                16555,
-                                format!(
-                                    "$multiply only supports numeric types, not {}",
-                                    type_name(&v)
-                                ),
-                            ))
-                        }
-                    },
-                    None => null = true,
-                }
+/// `$multiply`.
+pub(super) fn multiply(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
+    let mut acc = Num::I32(1);
+    // Set once a decimal operand is met: the rest of the product is decimal.
+    let mut dec: Option<Dec> = None;
+    let mut null = false;
+    for a in args {
+        match cx.ev(a)? {
+            v if nullish(v.as_ref()) => null = true,
+            Some(Bson::Decimal128(d)) => {
+                let total = dec.unwrap_or_else(|| acc.to_dec());
+                dec = Some(total.times(Dec::from_bson(d)));
             }
-            Ok(Some(match (null, dec) {
-                (true, _) => Bson::Null,
-                (false, Some(d)) => d.into_bson(),
-                (false, None) => acc.to_bson(),
-            }))
-        }
-        "$subtract" => {
-            let a = cx.ev(arg(args, 0)?)?;
-            let b = cx.ev(arg(args, 1)?)?;
-            let (Some(a), Some(b)) = (a, b) else {
-                return Ok(Some(Bson::Null));
-            };
-            if nullish(Some(&a)) || nullish(Some(&b)) {
-                return Ok(Some(Bson::Null));
+            Some(v) if dec.is_some() && is_number(&v) => {
+                dec = dec.map(|t| t.times(Dec::from_number(&v).unwrap_or(Dec::NaN)));
             }
-            let r = match (&a, &b) {
-                (Bson::DateTime(x), Bson::Decimal128(d)) => Bson::DateTime(DateTime::from_millis(
-                    x.timestamp_millis()
-                        .wrapping_sub(dec_millis(Dec::from_bson(*d))),
-                )),
-                (Bson::Decimal128(_), _) | (_, Bson::Decimal128(_))
-                    if is_number(&a) && is_number(&b) =>
-                {
-                    match (Dec::from_number(&a), Dec::from_number(&b)) {
-                        (Some(x), Some(y)) => x.minus(y).into_bson(),
-                        _ => Bson::Null,
-                    }
+            Some(v) => match num(&v, name)? {
+                Some(n) => {
+                    acc = num_mul(acc, n, LongOverflow::ToDouble).unwrap_or(Num::F64(f64::NAN))
                 }
-                (Bson::Decimal128(_), _) | (_, Bson::Decimal128(_)) => {
+                None => {
                     return Err(MongoError::location(
-                        16556,
-                        format!("can't $subtract {} from {}", type_name(&b), type_name(&a)),
+                        16555,
+                        format!(
+                            "$multiply only supports numeric types, not {}",
+                            type_name(&v)
+                        ),
                     ))
                 }
-                (Bson::DateTime(x), Bson::DateTime(y)) => {
-                    Bson::Int64(x.timestamp_millis().wrapping_sub(y.timestamp_millis()))
-                }
-                (Bson::DateTime(x), n) if is_number(n) => {
-                    let ms = match num(n, name)? {
-                        Some(Num::F64(d)) => d.round() as i64,
-                        Some(Num::I32(i)) => i64::from(i),
-                        Some(Num::I64(i)) => i,
-                        None => 0,
-                    };
-                    Bson::DateTime(DateTime::from_millis(x.timestamp_millis().wrapping_sub(ms)))
-                }
-                _ => match (num(&a, name)?, num(&b, name)?) {
-                    (Some(x), Some(y)) => num_sub(x, y).to_bson(),
-                    _ => {
-                        return Err(MongoError::location(
-                            16556,
-                            format!("can't $subtract {} from {}", type_name(&b), type_name(&a)),
-                        ))
-                    }
-                },
-            };
-            Ok(Some(r))
+            },
+            None => null = true,
         }
-        "$divide" => {
-            let ops = nonzero_divisor(
-                args,
-                cx,
-                16609,
-                "$divide only supports numeric types, not",
-                (16608, "can't $divide by zero"),
-            )?;
-            Ok(Some(match ops {
-                Operands::Null => Bson::Null,
-                Operands::Decs(a, b) => a.quotient(b).into_bson(),
-                Operands::Nums(a, b) => Bson::Double(a.as_f64() / b.as_f64()),
-            }))
+    }
+    Ok(Some(match (null, dec) {
+        (true, _) => Bson::Null,
+        (false, Some(d)) => d.into_bson(),
+        (false, None) => acc.to_bson(),
+    }))
+}
+
+/// `$subtract`.
+pub(super) fn subtract(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
+    let a = cx.ev(arg(args, 0)?)?;
+    let b = cx.ev(arg(args, 1)?)?;
+    let (Some(a), Some(b)) = (a, b) else {
+        return Ok(Some(Bson::Null));
+    };
+    if nullish(Some(&a)) || nullish(Some(&b)) {
+        return Ok(Some(Bson::Null));
+    }
+    let r = match (&a, &b) {
+        (Bson::DateTime(x), Bson::Decimal128(d)) => Bson::DateTime(DateTime::from_millis(
+            x.timestamp_millis()
+                .wrapping_sub(dec_millis(Dec::from_bson(*d))),
+        )),
+        (Bson::Decimal128(_), _) | (_, Bson::Decimal128(_)) if is_number(&a) && is_number(&b) => {
+            match (Dec::from_number(&a), Dec::from_number(&b)) {
+                (Some(x), Some(y)) => x.minus(y).into_bson(),
+                _ => Bson::Null,
+            }
         }
-        "$mod" => {
-            let (a, b) = match nonzero_divisor(
-                args,
-                cx,
-                16611,
-                "$mod only supports numeric types, not",
-                (16610, "can't $mod by zero"),
-            )? {
-                Operands::Null => return Ok(Some(Bson::Null)),
-                Operands::Decs(a, b) => return Ok(Some(a.fmod(b).into_bson())),
-                Operands::Nums(a, b) => (a, b),
-            };
-            Ok(Some(match (a, b) {
-                (Num::I32(x), Num::I32(y)) => Bson::Int32(x.wrapping_rem(y)),
-                (Num::F64(_), _) | (_, Num::F64(_)) => Bson::Double(a.as_f64() % b.as_f64()),
-                _ => Bson::Int64(as_i64(a).wrapping_rem(as_i64(b))),
-            }))
-        }
-        "$pow" => {
-            let a = cx.ev(arg(args, 0)?)?;
-            let b = cx.ev(arg(args, 1)?)?;
-            if nullish(a.as_ref()) || nullish(b.as_ref()) {
-                return Ok(Some(Bson::Null));
-            }
-            let (Some(a), Some(b)) = (a, b) else {
-                return Ok(Some(Bson::Null));
-            };
-            if matches!(a, Bson::Decimal128(_)) || matches!(b, Bson::Decimal128(_)) {
-                return pow_decimal(&a, &b).map(Some);
-            }
-            let base = num(&a, name)?.ok_or_else(|| {
-                MongoError::location(
-                    28762,
-                    format!("$pow's base must be numeric, not {}", type_name(&a)),
-                )
-            })?;
-            let exp = num(&b, name)?.ok_or_else(|| {
-                MongoError::location(
-                    28763,
-                    format!("$pow's exponent must be numeric, not {}", type_name(&b)),
-                )
-            })?;
-            if base.is_zero() && exp.as_f64() < 0.0 {
-                return Err(MongoError::location(
-                    28764,
-                    "$pow cannot take a base of 0 and a negative exponent",
-                ));
-            }
-            Ok(Some(pow(base, exp)))
-        }
-        "$log" => {
-            let (a, b) =
-                match two_operands(args, cx, 28756, "$log's argument must be numeric, not")? {
-                    Operands::Null => return Ok(Some(Bson::Null)),
-                    Operands::Decs(x, base) => return log_decimal(x, base).map(Some),
-                    Operands::Nums(a, b) => (a, b),
-                };
-            let (x, base) = (a.as_f64(), b.as_f64());
-            if x <= 0.0 || x.is_nan() {
-                return Err(MongoError::location(
-                    28758,
-                    format!("$log's argument must be a positive number, but is {x}"),
-                ));
-            }
-            if base <= 0.0 || base == 1.0 || base.is_nan() {
-                return Err(MongoError::location(
-                    28759,
-                    format!("$log's base must be a positive number not equal to 1, but is {base}"),
-                ));
-            }
-            Ok(Some(Bson::Double(x.ln() / base.ln())))
-        }
-        "$sum" | "$avg" | "$min" | "$max" | "$stdDevPop" | "$stdDevSamp" => {
-            group_like(name, args, cx)
-        }
-        "$bitAnd" | "$bitOr" | "$bitXor" => {
-            let mut acc: Option<Num> = None;
-            for a in args {
-                let v = cx.ev(a)?;
-                if nullish(v.as_ref()) {
-                    return Ok(Some(Bson::Null));
-                }
-                let n = match v {
-                    Some(Bson::Int32(i)) => Num::I32(i),
-                    Some(Bson::Int64(i)) => Num::I64(i),
-                    other => {
-                        return Err(MongoError::location(
-                            28765,
-                            format!(
-                                "{name} only supports int and long operands, not {}",
-                                super::value::type_name_opt(other.as_ref())
-                            ),
-                        ))
-                    }
-                };
-                acc = Some(match acc {
-                    None => n,
-                    Some(prev) => bit_combine(name, prev, n),
-                });
-            }
-            Ok(Some(
-                acc.unwrap_or(if name == "$bitAnd" {
-                    Num::I32(-1)
-                } else {
-                    Num::I32(0)
-                })
-                .to_bson(),
+        (Bson::Decimal128(_), _) | (_, Bson::Decimal128(_)) => {
+            return Err(MongoError::location(
+                16556,
+                format!("can't $subtract {} from {}", type_name(&b), type_name(&a)),
             ))
         }
-        "$bitNot" => match cx.ev(arg(args, 0)?)? {
-            Some(Bson::Int32(i)) => Ok(Some(Bson::Int32(!i))),
-            Some(Bson::Int64(i)) => Ok(Some(Bson::Int64(!i))),
-            v if nullish(v.as_ref()) => Ok(Some(Bson::Null)),
-            other => Err(MongoError::location(
-                28765,
-                format!(
-                    "$bitNot only supports int and long, not: {}",
-                    super::value::type_name_opt(other.as_ref())
-                ),
-            )),
+        (Bson::DateTime(x), Bson::DateTime(y)) => {
+            Bson::Int64(x.timestamp_millis().wrapping_sub(y.timestamp_millis()))
+        }
+        (Bson::DateTime(x), n) if is_number(n) => {
+            let ms = match num(n, name)? {
+                Some(Num::F64(d)) => d.round() as i64,
+                Some(Num::I32(i)) => i64::from(i),
+                Some(Num::I64(i)) => i,
+                None => 0,
+            };
+            Bson::DateTime(DateTime::from_millis(x.timestamp_millis().wrapping_sub(ms)))
+        }
+        _ => match (num(&a, name)?, num(&b, name)?) {
+            (Some(x), Some(y)) => num_sub(x, y).to_bson(),
+            _ => {
+                return Err(MongoError::location(
+                    16556,
+                    format!("can't $subtract {} from {}", type_name(&b), type_name(&a)),
+                ))
+            }
         },
-        "$atan2" => {
-            let (a, b) =
-                match two_operands(args, cx, 51044, "$atan2 only supports numeric types, not")? {
-                    Operands::Null => return Ok(Some(Bson::Null)),
-                    Operands::Decs(y, x) => return Ok(Some(y.atan2(x).into_bson())),
-                    Operands::Nums(a, b) => (a, b),
-                };
-            Ok(Some(Bson::Double(a.as_f64().atan2(b.as_f64()))))
-        }
-        "$sin" | "$cos" | "$tan" | "$asin" | "$acos" | "$atan" | "$sinh" | "$cosh" | "$tanh"
-        | "$asinh" | "$acosh" | "$atanh" | "$degreesToRadians" | "$radiansToDegrees" => {
-            trig(name, args, cx)
-        }
-        _ => unary(name, args, cx),
+    };
+    Ok(Some(r))
+}
+
+/// `$divide`.
+pub(super) fn divide(_name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
+    let ops = nonzero_divisor(
+        args,
+        cx,
+        16609,
+        "$divide only supports numeric types, not",
+        (16608, "can't $divide by zero"),
+    )?;
+    Ok(Some(match ops {
+        Operands::Null => Bson::Null,
+        Operands::Decs(a, b) => a.quotient(b).into_bson(),
+        Operands::Nums(a, b) => Bson::Double(a.as_f64() / b.as_f64()),
+    }))
+}
+
+/// `$mod`.
+pub(super) fn modulo(_name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
+    let (a, b) = match nonzero_divisor(
+        args,
+        cx,
+        16611,
+        "$mod only supports numeric types, not",
+        (16610, "can't $mod by zero"),
+    )? {
+        Operands::Null => return Ok(Some(Bson::Null)),
+        Operands::Decs(a, b) => return Ok(Some(a.fmod(b).into_bson())),
+        Operands::Nums(a, b) => (a, b),
+    };
+    Ok(Some(match (a, b) {
+        (Num::I32(x), Num::I32(y)) => Bson::Int32(x.wrapping_rem(y)),
+        (Num::F64(_), _) | (_, Num::F64(_)) => Bson::Double(a.as_f64() % b.as_f64()),
+        _ => Bson::Int64(as_i64(a).wrapping_rem(as_i64(b))),
+    }))
+}
+
+/// `$pow`.
+pub(super) fn pow_op(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
+    let a = cx.ev(arg(args, 0)?)?;
+    let b = cx.ev(arg(args, 1)?)?;
+    if nullish(a.as_ref()) || nullish(b.as_ref()) {
+        return Ok(Some(Bson::Null));
     }
+    let (Some(a), Some(b)) = (a, b) else {
+        return Ok(Some(Bson::Null));
+    };
+    if matches!(a, Bson::Decimal128(_)) || matches!(b, Bson::Decimal128(_)) {
+        return pow_decimal(&a, &b).map(Some);
+    }
+    let base = num(&a, name)?.ok_or_else(|| {
+        MongoError::location(
+            28762,
+            format!("$pow's base must be numeric, not {}", type_name(&a)),
+        )
+    })?;
+    let exp = num(&b, name)?.ok_or_else(|| {
+        MongoError::location(
+            28763,
+            format!("$pow's exponent must be numeric, not {}", type_name(&b)),
+        )
+    })?;
+    if base.is_zero() && exp.as_f64() < 0.0 {
+        return Err(MongoError::location(
+            28764,
+            "$pow cannot take a base of 0 and a negative exponent",
+        ));
+    }
+    Ok(Some(pow(base, exp)))
+}
+
+/// `$log`.
+pub(super) fn log(_name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
+    let (a, b) = match two_operands(args, cx, 28756, "$log's argument must be numeric, not")? {
+        Operands::Null => return Ok(Some(Bson::Null)),
+        Operands::Decs(x, base) => return log_decimal(x, base).map(Some),
+        Operands::Nums(a, b) => (a, b),
+    };
+    let (x, base) = (a.as_f64(), b.as_f64());
+    if x <= 0.0 || x.is_nan() {
+        return Err(MongoError::location(
+            28758,
+            format!("$log's argument must be a positive number, but is {x}"),
+        ));
+    }
+    if base <= 0.0 || base == 1.0 || base.is_nan() {
+        return Err(MongoError::location(
+            28759,
+            format!("$log's base must be a positive number not equal to 1, but is {base}"),
+        ));
+    }
+    Ok(Some(Bson::Double(x.ln() / base.ln())))
+}
+
+/// `$bitAnd`, `$bitOr`, `$bitXor`.
+pub(super) fn bitwise(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
+    let mut acc: Option<Num> = None;
+    for a in args {
+        let v = cx.ev(a)?;
+        if nullish(v.as_ref()) {
+            return Ok(Some(Bson::Null));
+        }
+        let n = match v {
+            Some(Bson::Int32(i)) => Num::I32(i),
+            Some(Bson::Int64(i)) => Num::I64(i),
+            other => {
+                return Err(MongoError::location(
+                    28765,
+                    format!(
+                        "{name} only supports int and long operands, not {}",
+                        crate::value::type_name_opt(other.as_ref())
+                    ),
+                ))
+            }
+        };
+        acc = Some(match acc {
+            None => n,
+            Some(prev) => bit_combine(name, prev, n),
+        });
+    }
+    Ok(Some(
+        acc.unwrap_or(if name == "$bitAnd" {
+            Num::I32(-1)
+        } else {
+            Num::I32(0)
+        })
+        .to_bson(),
+    ))
+}
+
+/// `$bitNot`.
+pub(super) fn bit_not(_name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
+    match cx.ev(arg(args, 0)?)? {
+        Some(Bson::Int32(i)) => Ok(Some(Bson::Int32(!i))),
+        Some(Bson::Int64(i)) => Ok(Some(Bson::Int64(!i))),
+        v if nullish(v.as_ref()) => Ok(Some(Bson::Null)),
+        other => Err(MongoError::location(
+            28765,
+            format!(
+                "$bitNot only supports int and long, not: {}",
+                crate::value::type_name_opt(other.as_ref())
+            ),
+        )),
+    }
+}
+
+/// `$atan2`.
+pub(super) fn atan2(_name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
+    let (a, b) = match two_operands(args, cx, 51044, "$atan2 only supports numeric types, not")? {
+        Operands::Null => return Ok(Some(Bson::Null)),
+        Operands::Decs(y, x) => return Ok(Some(y.atan2(x).into_bson())),
+        Operands::Nums(a, b) => (a, b),
+    };
+    Ok(Some(Bson::Double(a.as_f64().atan2(b.as_f64()))))
 }
 
 /// `$log` when either operand is a decimal: computed in decimal128, with
@@ -386,7 +387,8 @@ fn log_domain_error(op: &str, shown: impl std::fmt::Display) -> MongoError {
     )
 }
 
-fn add(args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
+/// `$add`: numbers, with at most one date (the sum is then a date).
+pub(super) fn add(_name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
     let mut acc = Num::I32(0);
     // Set once a decimal operand is met: the rest of the sum is decimal.
     let mut dec: Option<Dec> = None;
@@ -407,7 +409,7 @@ fn add(args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
                 date = Some(d.timestamp_millis());
             }
             Bson::Decimal128(d) => {
-                let total = dec.unwrap_or_else(|| Dec::from_total(acc));
+                let total = dec.unwrap_or_else(|| acc.to_dec());
                 dec = Some(total.plus(Dec::from_bson(d)));
             }
             other if dec.is_some() && is_number(&other) => {
@@ -496,7 +498,7 @@ fn first_operand(args: &[Expr], cx: &Ctx) -> MongoResult<Option<Bson>> {
     Ok(v.filter(|v| !nullish(Some(v))))
 }
 
-fn unary(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
+pub(super) fn unary(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
     let Some(v) = first_operand(args, cx)? else {
         return Ok(Some(Bson::Null));
     };
@@ -708,7 +710,7 @@ fn round(n: Num, place: i64, half_even: bool) -> Bson {
 
 /// `$sum`, `$avg`, `$min`, `$max` as expressions: over one array argument's
 /// elements, or over the arguments themselves.
-fn group_like(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
+pub(super) fn group_like(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
     let mut vals: Vec<Bson> = Vec::new();
     if let [single] = args {
         match cx.ev(single)? {
@@ -747,7 +749,7 @@ fn group_like(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
             Ok(Some(Bson::Double(var.sqrt())))
         }
         "$sum" | "$avg" => {
-            let mut acc = super::value::Summer::default();
+            let mut acc = crate::value::Summer::default();
             for v in &vals {
                 if let Bson::Decimal128(d) = v {
                     acc.add_dec(Dec::from_bson(*d));
@@ -791,7 +793,7 @@ fn bit_combine(name: &str, a: Num, b: Num) -> Num {
     }
 }
 
-fn trig(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
+pub(super) fn trig(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
     let Some(v) = first_operand(args, cx)? else {
         return Ok(Some(Bson::Null));
     };

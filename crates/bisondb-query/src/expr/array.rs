@@ -1,10 +1,12 @@
 //! Array expressions, including the variable-binding `$map`, `$filter` and
 //! `$reduce`.
 
-use super::value::{nullish, render, truthy, type_name, type_name_opt};
-use super::{arg, Ctx, Expr, Value};
+use super::{
+    arg, check_var_name, named_args, parse_opt, parse_with_vars, require, Ctx, Expr, Scope, Value,
+};
 use crate::collation::Collation;
 use crate::compare::values_equal_bson_in;
+use crate::value::{nullish, render, truthy, type_name, type_name_opt};
 use bisondb_error::{ErrorCode, MongoError, MongoResult};
 use bson::Bson;
 
@@ -29,195 +31,208 @@ fn int32_of(v: &Bson) -> Option<i32> {
 }
 
 fn is_numeric(v: &Bson) -> bool {
-    super::value::is_number(v)
+    crate::value::is_number(v)
 }
 
-pub(super) fn eval(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
-    match name {
-        "$size" => match cx.ev(arg(args, 0)?)? {
-            Some(Bson::Array(a)) => Ok(Some(Bson::Int32(
-                i32::try_from(a.len()).unwrap_or(i32::MAX),
-            ))),
-            other => Err(MongoError::location(
-                17124,
-                format!(
-                    "The argument to $size must be an array, but was of type: {}",
-                    type_name_opt(other.as_ref())
-                ),
-            )),
-        },
-        "$isArray" => Ok(Some(Bson::Boolean(matches!(
-            cx.ev(arg(args, 0)?)?,
-            Some(Bson::Array(_))
-        )))),
-        "$arrayElemAt" => {
-            let a = cx.ev(arg(args, 0)?)?;
-            let i = cx.ev(arg(args, 1)?)?;
-            if nullish(a.as_ref()) || nullish(i.as_ref()) {
-                return Ok(Some(Bson::Null));
-            }
-            let Some(Bson::Array(a)) = a else {
-                return Err(MongoError::location(
-                    28689,
-                    format!(
-                        "$arrayElemAt's first argument must be an array, but is {}",
-                        type_name_opt(a.as_ref())
-                    ),
-                ));
-            };
-            let Some(iv) = i else {
-                return Ok(Some(Bson::Null));
-            };
-            if !is_numeric(&iv) {
-                return Err(MongoError::location(
-                    28690,
-                    format!(
-                        "$arrayElemAt's second argument must be a numeric value, but is {}",
-                        type_name(&iv)
-                    ),
-                ));
-            }
-            let Some(idx) = int32_of(&iv) else {
-                return Err(MongoError::location(
-                    28691,
-                    format!("$arrayElemAt's second argument must be representable as a 32-bit integer: {}", render(&iv)),
-                ));
-            };
-            Ok(elem_at(&a, i64::from(idx)))
-        }
-        "$first" | "$last" => {
-            let a = cx.ev(arg(args, 0)?)?;
-            if nullish(a.as_ref()) {
-                return Ok(Some(Bson::Null));
-            }
-            match a {
-                Some(Bson::Array(a)) => Ok(elem_at(&a, if name == "$first" { 0 } else { -1 })),
-                other => Err(MongoError::location(
-                    28689,
-                    format!(
-                        "{name}'s argument must be an array, but is {}",
-                        type_name_opt(other.as_ref())
-                    ),
-                )),
-            }
-        }
-        "$in" => {
-            let x = cx.ev(arg(args, 0)?)?;
-            match cx.ev(arg(args, 1)?)? {
-                Some(Bson::Array(a)) => Ok(Some(Bson::Boolean(match x {
-                    Some(x) => a
-                        .iter()
-                        .any(|e| values_equal_bson_in(e, &x, cx.vars.collation())),
-                    None => false,
-                }))),
-                other => Err(MongoError::location(
-                    40081,
-                    format!(
-                        "$in requires an array as a second argument, found: {}",
-                        type_name_opt(other.as_ref())
-                    ),
-                )),
-            }
-        }
-        "$concatArrays" => {
-            let mut out = Vec::new();
-            for a in args {
-                match cx.ev(a)? {
-                    Some(Bson::Array(x)) => {
-                        // Repeated doubling (e.g. inside $reduce) must not exhaust memory.
-                        if out.len().saturating_add(x.len()) > MAX_ARRAY_ELEMENTS {
-                            return Err(MongoError::new(
-                                ErrorCode::ExceededMemoryLimit,
-                                format!("$concatArrays would produce more than {MAX_ARRAY_ELEMENTS} elements"),
-                            ));
-                        }
-                        out.extend(x)
-                    }
-                    v if nullish(v.as_ref()) => return Ok(Some(Bson::Null)),
-                    Some(v) => {
-                        return Err(MongoError::location(
-                            28664,
-                            format!("$concatArrays only supports arrays, not {}", type_name(&v)),
-                        ))
-                    }
-                    None => return Ok(Some(Bson::Null)),
-                }
-            }
-            Ok(Some(Bson::Array(out)))
-        }
-        "$reverseArray" => match cx.ev(arg(args, 0)?)? {
-            Some(Bson::Array(mut a)) => {
-                a.reverse();
-                Ok(Some(Bson::Array(a)))
-            }
-            v if nullish(v.as_ref()) => Ok(Some(Bson::Null)),
-            other => Err(MongoError::location(
-                34435,
-                format!(
-                    "The argument to $reverseArray must be an array, but was of type: {}",
-                    type_name_opt(other.as_ref())
-                ),
-            )),
-        },
-        "$slice" => slice(args, cx),
-        "$range" => range(args, cx),
-        "$map" | "$filter" => map_filter(name, args, cx),
-        "$reduce" => {
-            let input = cx.ev(arg(args, 0)?)?;
-            if nullish(input.as_ref()) {
-                return Ok(Some(Bson::Null));
-            }
-            let Some(Bson::Array(items)) = input else {
-                return Err(MongoError::location(
-                    40080,
-                    format!(
-                        "$reduce requires that 'input' be an array, found: {}",
-                        super::render_value(&input)
-                    ),
-                ));
-            };
-            let mut acc = cx.ev(arg(args, 1)?)?.unwrap_or(Bson::Null);
-            let body = arg(args, 2)?;
-            for item in items {
-                let vars = cx
-                    .vars
-                    .child(vec![("value".to_string(), acc), ("this".to_string(), item)]);
-                acc = body.eval(cx.root, &vars)?.unwrap_or(Bson::Null);
-            }
-            Ok(Some(acc))
-        }
-        "$indexOfArray" => index_of_array(args, cx),
-        "$setUnion" | "$setIntersection" | "$setDifference" | "$setEquals" | "$setIsSubset" => {
-            set_op(name, args, cx)
-        }
-        "$allElementsTrue" | "$anyElementTrue" => match cx.ev(arg(args, 0)?)? {
-            Some(Bson::Array(a)) => Ok(Some(Bson::Boolean(if name == "$allElementsTrue" {
-                a.iter().all(|x| truthy(Some(x)))
-            } else {
-                a.iter().any(|x| truthy(Some(x)))
-            }))),
-            other => Err(MongoError::location(
-                if name == "$allElementsTrue" {
-                    17040
-                } else {
-                    17041
-                },
-                format!(
-                    "{name}'s argument must be an array, but is {}",
-                    type_name_opt(other.as_ref())
-                ),
-            )),
-        },
-        "$zip" => zip(args, cx),
-        "$sortArray" => sort_array(args, cx),
-        "$firstN" | "$lastN" | "$maxN" | "$minN" => n_elements(name, args, cx),
-        other => Err(MongoError::internal(format!(
-            "unhandled array operator {other}"
+/// `$size`.
+pub(super) fn size(_name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
+    match cx.ev(arg(args, 0)?)? {
+        Some(Bson::Array(a)) => Ok(Some(Bson::Int32(
+            i32::try_from(a.len()).unwrap_or(i32::MAX),
         ))),
+        other => Err(MongoError::location(
+            17124,
+            format!(
+                "The argument to $size must be an array, but was of type: {}",
+                type_name_opt(other.as_ref())
+            ),
+        )),
     }
 }
 
-fn index_of_array(args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
+/// `$isArray`.
+pub(super) fn is_array(_name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
+    Ok(Some(Bson::Boolean(matches!(
+        cx.ev(arg(args, 0)?)?,
+        Some(Bson::Array(_))
+    ))))
+}
+
+/// `$arrayElemAt`.
+pub(super) fn array_elem_at(_name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
+    let a = cx.ev(arg(args, 0)?)?;
+    let i = cx.ev(arg(args, 1)?)?;
+    if nullish(a.as_ref()) || nullish(i.as_ref()) {
+        return Ok(Some(Bson::Null));
+    }
+    let Some(Bson::Array(a)) = a else {
+        return Err(MongoError::location(
+            28689,
+            format!(
+                "$arrayElemAt's first argument must be an array, but is {}",
+                type_name_opt(a.as_ref())
+            ),
+        ));
+    };
+    let Some(iv) = i else {
+        return Ok(Some(Bson::Null));
+    };
+    if !is_numeric(&iv) {
+        return Err(MongoError::location(
+            28690,
+            format!(
+                "$arrayElemAt's second argument must be a numeric value, but is {}",
+                type_name(&iv)
+            ),
+        ));
+    }
+    let Some(idx) = int32_of(&iv) else {
+        return Err(MongoError::location(
+            28691,
+            format!(
+                "$arrayElemAt's second argument must be representable as a 32-bit integer: {}",
+                render(&iv)
+            ),
+        ));
+    };
+    Ok(elem_at(&a, i64::from(idx)))
+}
+
+/// `$first`, `$last`.
+pub(super) fn first_last(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
+    let a = cx.ev(arg(args, 0)?)?;
+    if nullish(a.as_ref()) {
+        return Ok(Some(Bson::Null));
+    }
+    match a {
+        Some(Bson::Array(a)) => Ok(elem_at(&a, if name == "$first" { 0 } else { -1 })),
+        other => Err(MongoError::location(
+            28689,
+            format!(
+                "{name}'s argument must be an array, but is {}",
+                type_name_opt(other.as_ref())
+            ),
+        )),
+    }
+}
+
+/// `$in`.
+pub(super) fn in_array(_name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
+    let x = cx.ev(arg(args, 0)?)?;
+    match cx.ev(arg(args, 1)?)? {
+        Some(Bson::Array(a)) => Ok(Some(Bson::Boolean(match x {
+            Some(x) => a
+                .iter()
+                .any(|e| values_equal_bson_in(e, &x, cx.vars.collation())),
+            None => false,
+        }))),
+        other => Err(MongoError::location(
+            40081,
+            format!(
+                "$in requires an array as a second argument, found: {}",
+                type_name_opt(other.as_ref())
+            ),
+        )),
+    }
+}
+
+/// `$concatArrays`.
+pub(super) fn concat_arrays(_name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
+    let mut out = Vec::new();
+    for a in args {
+        match cx.ev(a)? {
+            Some(Bson::Array(x)) => {
+                // Repeated doubling (e.g. inside $reduce) must not exhaust memory.
+                if out.len().saturating_add(x.len()) > MAX_ARRAY_ELEMENTS {
+                    return Err(MongoError::new(
+                        ErrorCode::ExceededMemoryLimit,
+                        format!(
+                            "$concatArrays would produce more than {MAX_ARRAY_ELEMENTS} elements"
+                        ),
+                    ));
+                }
+                out.extend(x)
+            }
+            v if nullish(v.as_ref()) => return Ok(Some(Bson::Null)),
+            Some(v) => {
+                return Err(MongoError::location(
+                    28664,
+                    format!("$concatArrays only supports arrays, not {}", type_name(&v)),
+                ))
+            }
+            None => return Ok(Some(Bson::Null)),
+        }
+    }
+    Ok(Some(Bson::Array(out)))
+}
+
+/// `$reverseArray`.
+pub(super) fn reverse_array(_name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
+    match cx.ev(arg(args, 0)?)? {
+        Some(Bson::Array(mut a)) => {
+            a.reverse();
+            Ok(Some(Bson::Array(a)))
+        }
+        v if nullish(v.as_ref()) => Ok(Some(Bson::Null)),
+        other => Err(MongoError::location(
+            34435,
+            format!(
+                "The argument to $reverseArray must be an array, but was of type: {}",
+                type_name_opt(other.as_ref())
+            ),
+        )),
+    }
+}
+
+/// `$reduce`.
+pub(super) fn reduce(_name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
+    let input = cx.ev(arg(args, 0)?)?;
+    if nullish(input.as_ref()) {
+        return Ok(Some(Bson::Null));
+    }
+    let Some(Bson::Array(items)) = input else {
+        return Err(MongoError::location(
+            40080,
+            format!(
+                "$reduce requires that 'input' be an array, found: {}",
+                super::render_value(&input)
+            ),
+        ));
+    };
+    let mut acc = cx.ev(arg(args, 1)?)?.unwrap_or(Bson::Null);
+    let body = arg(args, 2)?;
+    for item in items {
+        let vars = cx
+            .vars
+            .child(vec![("value".to_string(), acc), ("this".to_string(), item)]);
+        acc = body.eval(cx.root, &vars)?.unwrap_or(Bson::Null);
+    }
+    Ok(Some(acc))
+}
+
+/// `$allElementsTrue`, `$anyElementTrue`.
+pub(super) fn all_any_elements_true(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
+    match cx.ev(arg(args, 0)?)? {
+        Some(Bson::Array(a)) => Ok(Some(Bson::Boolean(if name == "$allElementsTrue" {
+            a.iter().all(|x| truthy(Some(x)))
+        } else {
+            a.iter().any(|x| truthy(Some(x)))
+        }))),
+        other => Err(MongoError::location(
+            if name == "$allElementsTrue" {
+                17040
+            } else {
+                17041
+            },
+            format!(
+                "{name}'s argument must be an array, but is {}",
+                type_name_opt(other.as_ref())
+            ),
+        )),
+    }
+}
+
+pub(super) fn index_of_array(_name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
     let a = cx.ev(arg(args, 0)?)?;
     if nullish(a.as_ref()) {
         return Ok(Some(Bson::Null));
@@ -276,7 +291,7 @@ fn dedup(items: impl IntoIterator<Item = Bson>, c: Option<&Collation>) -> Vec<Bs
     let mut seen = std::collections::HashSet::new();
     items
         .into_iter()
-        .filter(|x| seen.insert(crate::agg::key::key_of_in(Some(x), c)))
+        .filter(|x| seen.insert(crate::key::key_of_in(Some(x), c)))
         .collect()
 }
 
@@ -284,7 +299,7 @@ fn contains(set: &[Bson], x: &Bson, c: Option<&Collation>) -> bool {
     set.iter().any(|e| values_equal_bson_in(e, x, c))
 }
 
-fn set_op(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
+pub(super) fn set_op(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
     let mut arrays = Vec::with_capacity(args.len());
     for (i, e) in args.iter().enumerate() {
         let v = cx.ev(e)?;
@@ -352,7 +367,7 @@ fn set_op(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
     }))
 }
 
-fn zip(args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
+pub(super) fn zip(_name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
     let inputs = match arg(args, 0)? {
         Expr::Array(items) => items,
         _ => {
@@ -449,7 +464,7 @@ fn sort_dir(v: &Bson) -> Option<bool> {
     }
 }
 
-fn sort_array(args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
+pub(super) fn sort_array(_name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
     let input = cx.ev(arg(args, 0)?)?;
     let Expr::Literal(spec) = arg(args, 1)? else {
         return Err(MongoError::internal("$sortArray sortBy is a literal"));
@@ -513,7 +528,7 @@ fn sort_array(args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
     Ok(Some(Bson::Array(items)))
 }
 
-fn n_elements(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
+pub(super) fn n_elements(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
     let nv = cx.ev(arg(args, 1)?)?;
     let n = match nv.as_ref().and_then(int32_of) {
         Some(n) if n > 0 => usize::try_from(n).unwrap_or(usize::MAX),
@@ -567,7 +582,7 @@ fn elem_at(a: &[Bson], idx: i64) -> Value {
     usize::try_from(i).ok().and_then(|i| a.get(i)).cloned()
 }
 
-fn slice(args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
+pub(super) fn slice(_name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
     let a = cx.ev(arg(args, 0)?)?;
     let mut nums = Vec::with_capacity(2);
     for e in args.iter().skip(1) {
@@ -638,7 +653,7 @@ fn slice(args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
     )))
 }
 
-fn range(args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
+pub(super) fn range(_name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
     let names = ["starting value", "ending value", "step value"];
     let codes = [(34443, 34444), (34445, 34446), (34447, 34448)];
     let mut vals = [0i64, 0, 1];
@@ -690,7 +705,7 @@ fn range(args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
     Ok(Some(Bson::Array(out)))
 }
 
-fn map_filter(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
+pub(super) fn map_filter(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
     let input = cx.ev(arg(args, 0)?)?;
     if nullish(input.as_ref()) {
         return Ok(Some(Bson::Null));
@@ -738,4 +753,96 @@ fn map_filter(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
         }
     }
     Ok(Some(Bson::Array(out)))
+}
+
+/// Parses the argument of `$map`, `$filter`.
+pub(super) fn parse_map_filter(
+    name: &'static str,
+    arg: &Bson,
+    scope: &mut Scope,
+) -> MongoResult<Expr> {
+    let (allowed, code_obj, code_unknown): (&[&str], i32, i32) = if name == "$map" {
+        (&["input", "as", "in"], 16878, 16879)
+    } else {
+        (&["input", "as", "cond", "limit"], 28646, 28647)
+    };
+    let d = named_args(
+        name,
+        arg,
+        allowed,
+        (
+            code_obj,
+            &format!("{name} only supports an object as its argument, found: "),
+        ),
+        (code_unknown, &format!("Unrecognized parameter to {name}: ")),
+    )?;
+    let input = require(
+        d,
+        "input",
+        28648,
+        &format!("Missing 'input' parameter to {name}"),
+        scope,
+    )?;
+    let var = match d.get("as") {
+        Some(Bson::String(s)) => {
+            check_var_name(s)?;
+            s.clone()
+        }
+        Some(other) => {
+            return Err(MongoError::location(
+                16866,
+                format!(
+                    "{name} 'as' must be a string, found: {}",
+                    crate::value::type_name(other)
+                ),
+            ))
+        }
+        None => "this".to_string(),
+    };
+    let body_key = if name == "$map" { "in" } else { "cond" };
+    let Some(body) = d.get(body_key) else {
+        return Err(MongoError::location(
+            28649,
+            format!("Missing '{body_key}' parameter to {name}"),
+        ));
+    };
+    let body = parse_with_vars(body, std::slice::from_ref(&var), scope)?;
+    let limit = parse_opt(d, "limit", scope)?;
+    Ok(Expr::Call(
+        name,
+        vec![input, Expr::Literal(Bson::String(var)), body, limit],
+    ))
+}
+
+/// Parses the argument of `$reduce`.
+pub(super) fn parse_reduce(name: &'static str, arg: &Bson, scope: &mut Scope) -> MongoResult<Expr> {
+    let d = named_args(
+        name,
+        arg,
+        &["input", "initialValue", "in"],
+        (40075, "$reduce requires an object as an argument, found: "),
+        (40076, "$reduce found an unknown argument: "),
+    )?;
+    let input = require(
+        d,
+        "input",
+        40077,
+        "$reduce requires 'input' to be specified",
+        scope,
+    )?;
+    let init = require(
+        d,
+        "initialValue",
+        40078,
+        "$reduce requires 'initialValue' to be specified",
+        scope,
+    )?;
+    let Some(body) = d.get("in") else {
+        return Err(MongoError::location(
+            40079,
+            "$reduce requires 'in' to be specified",
+        ));
+    };
+    let body = parse_with_vars(body, &["value".to_string(), "this".to_string()], scope)?;
+    Ok(Expr::Call(name, vec![input, init, body]))
 }

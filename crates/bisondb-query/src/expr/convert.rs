@@ -1,12 +1,32 @@
 //! `$type`, `$isNumber` and the conversions `$toString`, `$toInt`,
 //! `$toLong`, `$toDouble`, `$toBool` and `$convert`.
 
-use super::string::double_to_string;
-use super::value::{civil_from_days, days_from_civil, nullish, type_name};
-use super::{arg, Ctx, Expr, Value};
+use super::{arg, named_args, parse_opt, Ctx, Expr, Scope, Value};
 use crate::decimal::{Dec, Rounding};
+use crate::value::{civil_from_days, days_from_civil, nullish, type_name};
 use bisondb_error::{ErrorCode, MongoError, MongoResult};
 use bson::{Bson, DateTime};
+
+/// A double as mongod's `$toString` prints it (`1`, `1.5`, `1e+20`).
+pub(crate) fn double_to_string(d: f64) -> String {
+    if d.is_nan() {
+        "NaN".to_string()
+    } else if d.is_infinite() {
+        if d > 0.0 {
+            "Infinity".to_string()
+        } else {
+            "-Infinity".to_string()
+        }
+    } else if d != 0.0 && (d.abs() >= 1e15 || d.abs() < 1e-4) {
+        let e = format!("{d:e}");
+        match e.split_once('e') {
+            Some((m, x)) if !x.starts_with('-') => format!("{m}e+{x}"),
+            _ => e,
+        }
+    } else {
+        format!("{d}")
+    }
+}
 
 /// A date as mongod prints it: ISO-8601 in UTC with milliseconds.
 pub(crate) fn date_to_string(d: DateTime) -> String {
@@ -39,8 +59,8 @@ fn target_of(v: &Bson) -> MongoResult<Target> {
     let name = match v {
         Bson::String(s) => s.as_str(),
         Bson::Int32(_) | Bson::Int64(_) | Bson::Double(_) => {
-            match super::value::Num::from_bson(v)
-                .map(super::value::Num::as_f64)
+            match crate::value::Num::from_bson(v)
+                .map(crate::value::Num::as_f64)
                 .filter(|x| x.fract() == 0.0 && x.abs() < 1e6)
                 .map(|x| x as i64)
             {
@@ -55,7 +75,7 @@ fn target_of(v: &Bson) -> MongoResult<Target> {
                 _ => {
                     return Err(MongoError::failed_to_parse(format!(
                     "In $convert, numeric value for 'to' does not correspond to a BSON type: {}",
-                    super::value::render(v)
+                    crate::value::render(v)
                 )))
                 }
             }
@@ -365,108 +385,186 @@ fn convert(v: &Bson, to: Target) -> MongoResult<Bson> {
     }
 }
 
-pub(super) fn eval(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
-    match name {
-        "$type" => Ok(Some(Bson::String(
-            super::value::type_name_opt(cx.ev(arg(args, 0)?)?.as_ref()).to_string(),
-        ))),
-        "$isNumber" => Ok(Some(Bson::Boolean(
-            cx.ev(arg(args, 0)?)?
-                .as_ref()
-                .is_some_and(super::value::is_number),
-        ))),
-        "$convert" => {
-            let input = cx.ev(arg(args, 0)?)?;
-            let has_on_error = matches!(arg(args, 4)?, Expr::Literal(Bson::Boolean(true)));
-            let has_on_null = matches!(arg(args, 5)?, Expr::Literal(Bson::Boolean(true)));
-            let to = cx.ev(arg(args, 1)?)?;
-            if nullish(input.as_ref()) {
-                return if has_on_null {
-                    cx.ev(arg(args, 3)?)
-                } else {
-                    Ok(Some(Bson::Null))
-                };
-            }
-            let Some(to) = to.filter(|t| !nullish(Some(t))) else {
-                return Ok(Some(Bson::Null));
-            };
-            let target = target_of(&to)?;
-            let Some(input) = input else {
-                return Ok(Some(Bson::Null));
-            };
-            match convert(&input, target) {
-                Ok(v) => Ok(Some(v)),
-                Err(e) if has_on_error && e.code == ErrorCode::ConversionFailure => {
-                    cx.ev(arg(args, 2)?)
-                }
-                Err(e) => Err(e),
-            }
+/// `$type`.
+pub(super) fn type_of(_name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
+    Ok(Some(Bson::String(
+        crate::value::type_name_opt(cx.ev(arg(args, 0)?)?.as_ref()).to_string(),
+    )))
+}
+
+/// `$isNumber`.
+pub(super) fn is_number(_name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
+    Ok(Some(Bson::Boolean(
+        cx.ev(arg(args, 0)?)?
+            .as_ref()
+            .is_some_and(crate::value::is_number),
+    )))
+}
+
+/// `$convert`.
+pub(super) fn convert_op(_name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
+    let input = cx.ev(arg(args, 0)?)?;
+    let has_on_error = matches!(arg(args, 4)?, Expr::Literal(Bson::Boolean(true)));
+    let has_on_null = matches!(arg(args, 5)?, Expr::Literal(Bson::Boolean(true)));
+    let to = cx.ev(arg(args, 1)?)?;
+    if nullish(input.as_ref()) {
+        return if has_on_null {
+            cx.ev(arg(args, 3)?)
+        } else {
+            Ok(Some(Bson::Null))
+        };
+    }
+    let Some(to) = to.filter(|t| !nullish(Some(t))) else {
+        return Ok(Some(Bson::Null));
+    };
+    let target = target_of(&to)?;
+    let Some(input) = input else {
+        return Ok(Some(Bson::Null));
+    };
+    match convert(&input, target) {
+        Ok(v) => Ok(Some(v)),
+        Err(e) if has_on_error && e.code == ErrorCode::ConversionFailure => cx.ev(arg(args, 2)?),
+        Err(e) => Err(e),
+    }
+}
+
+/// `$bsonSize`.
+pub(super) fn bson_size(_name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
+    match cx.ev(arg(args, 0)?)? {
+        Some(Bson::Document(d)) => {
+            let raw = bson::RawDocumentBuf::try_from(&d)
+                .map_err(|e| MongoError::internal(format!("document cannot be encoded: {e}")))?;
+            Ok(Some(Bson::Int32(
+                i32::try_from(raw.as_bytes().len()).unwrap_or(i32::MAX),
+            )))
         }
-        "$bsonSize" => match cx.ev(arg(args, 0)?)? {
-            Some(Bson::Document(d)) => {
-                let raw = bson::RawDocumentBuf::try_from(&d).map_err(|e| {
-                    MongoError::internal(format!("document cannot be encoded: {e}"))
-                })?;
-                Ok(Some(Bson::Int32(
-                    i32::try_from(raw.as_bytes().len()).unwrap_or(i32::MAX),
-                )))
-            }
-            v if nullish(v.as_ref()) => Ok(Some(Bson::Null)),
-            other => Err(MongoError::location(
-                31393,
-                format!(
-                    "$bsonSize requires a document input, found: {}",
-                    super::value::type_name_opt(other.as_ref())
-                ),
-            )),
-        },
-        "$binarySize" => match cx.ev(arg(args, 0)?)? {
-            Some(Bson::String(s)) => Ok(Some(Bson::Int32(
-                i32::try_from(s.len()).unwrap_or(i32::MAX),
-            ))),
-            Some(Bson::Binary(b)) => Ok(Some(Bson::Int32(
-                i32::try_from(b.bytes.len()).unwrap_or(i32::MAX),
-            ))),
-            v if nullish(v.as_ref()) => Ok(Some(Bson::Null)),
-            other => Err(MongoError::location(
-                51276,
-                format!(
-                    "$binarySize requires a string or BinData argument, found: {}",
-                    super::value::type_name_opt(other.as_ref())
-                ),
-            )),
-        },
-        "$tsSecond" | "$tsIncrement" => match cx.ev(arg(args, 0)?)? {
-            Some(Bson::Timestamp(t)) => Ok(Some(Bson::Int64(i64::from(if name == "$tsSecond" {
-                t.time
-            } else {
-                t.increment
-            })))),
-            v if nullish(v.as_ref()) => Ok(Some(Bson::Null)),
-            other => Err(MongoError::location(
-                5687301,
-                format!(
-                    "Argument to {name} must be a timestamp, but is {}",
-                    super::value::type_name_opt(other.as_ref())
-                ),
-            )),
-        },
-        _ => {
-            let target = match name {
-                "$toDate" => Target::Date,
-                "$toObjectId" => Target::ObjectId,
-                "$toString" => Target::String,
-                "$toInt" => Target::Int,
-                "$toLong" => Target::Long,
-                "$toDouble" => Target::Double,
-                "$toDecimal" => Target::Decimal,
-                _ => Target::Bool,
-            };
-            match cx.ev(arg(args, 0)?)? {
-                v if nullish(v.as_ref()) => Ok(Some(Bson::Null)),
-                Some(v) => convert(&v, target).map(Some),
-                None => Ok(Some(Bson::Null)),
-            }
+        v if nullish(v.as_ref()) => Ok(Some(Bson::Null)),
+        other => Err(MongoError::location(
+            31393,
+            format!(
+                "$bsonSize requires a document input, found: {}",
+                crate::value::type_name_opt(other.as_ref())
+            ),
+        )),
+    }
+}
+
+/// `$binarySize`.
+pub(super) fn binary_size(_name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
+    match cx.ev(arg(args, 0)?)? {
+        Some(Bson::String(s)) => Ok(Some(Bson::Int32(
+            i32::try_from(s.len()).unwrap_or(i32::MAX),
+        ))),
+        Some(Bson::Binary(b)) => Ok(Some(Bson::Int32(
+            i32::try_from(b.bytes.len()).unwrap_or(i32::MAX),
+        ))),
+        v if nullish(v.as_ref()) => Ok(Some(Bson::Null)),
+        other => Err(MongoError::location(
+            51276,
+            format!(
+                "$binarySize requires a string or BinData argument, found: {}",
+                crate::value::type_name_opt(other.as_ref())
+            ),
+        )),
+    }
+}
+
+/// `$tsSecond`, `$tsIncrement`.
+pub(super) fn ts_part(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
+    match cx.ev(arg(args, 0)?)? {
+        Some(Bson::Timestamp(t)) => Ok(Some(Bson::Int64(i64::from(if name == "$tsSecond" {
+            t.time
+        } else {
+            t.increment
+        })))),
+        v if nullish(v.as_ref()) => Ok(Some(Bson::Null)),
+        other => Err(MongoError::location(
+            5687301,
+            format!(
+                "Argument to {name} must be a timestamp, but is {}",
+                crate::value::type_name_opt(other.as_ref())
+            ),
+        )),
+    }
+}
+
+/// `$toBool`, `$toDate`, `$toDecimal`, `$toDouble`, `$toInt`, `$toLong`, `$toObjectId`, `$toString`: conversions to one type.
+pub(super) fn to_type(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
+    let target = match name {
+        "$toDate" => Target::Date,
+        "$toObjectId" => Target::ObjectId,
+        "$toString" => Target::String,
+        "$toInt" => Target::Int,
+        "$toLong" => Target::Long,
+        "$toDouble" => Target::Double,
+        "$toDecimal" => Target::Decimal,
+        _ => Target::Bool,
+    };
+    match cx.ev(arg(args, 0)?)? {
+        v if nullish(v.as_ref()) => Ok(Some(Bson::Null)),
+        Some(v) => convert(&v, target).map(Some),
+        None => Ok(Some(Bson::Null)),
+    }
+}
+
+/// Parses the argument of `$convert`.
+pub(super) fn parse_convert(
+    name: &'static str,
+    arg: &Bson,
+    scope: &mut Scope,
+) -> MongoResult<Expr> {
+    let d = named_args(
+        name,
+        arg,
+        &[
+            "input",
+            "to",
+            "onError",
+            "onNull",
+            "format",
+            "base",
+            "byteOrder",
+        ],
+        (
+            ErrorCode::FailedToParse.code(),
+            "$convert expects an object of named arguments but found: ",
+        ),
+        (
+            ErrorCode::FailedToParse.code(),
+            "$convert found an unknown argument: ",
+        ),
+    )
+    .map_err(|e| MongoError::failed_to_parse(e.message))?;
+    for k in ["format", "base", "byteOrder"] {
+        if d.contains_key(k) {
+            return Err(MongoError::new(
+                ErrorCode::NotImplemented,
+                format!("$convert's '{k}' argument is not supported by BisonDB yet"),
+            ));
         }
     }
+    let input = match d.get("input") {
+        Some(v) => Expr::parse_in(v, scope)?,
+        None => {
+            return Err(MongoError::failed_to_parse(
+                "Missing 'input' parameter to $convert",
+            ))
+        }
+    };
+    let to = match d.get("to") {
+        Some(v) => Expr::parse_in(v, scope)?,
+        None => {
+            return Err(MongoError::failed_to_parse(
+                "Missing 'to' parameter to $convert",
+            ))
+        }
+    };
+    let on_error = parse_opt(d, "onError", scope)?;
+    let on_null = parse_opt(d, "onNull", scope)?;
+    let has_err = Expr::Literal(Bson::Boolean(d.contains_key("onError")));
+    let has_null = Expr::Literal(Bson::Boolean(d.contains_key("onNull")));
+    Ok(Expr::Call(
+        name,
+        vec![input, to, on_error, on_null, has_err, has_null],
+    ))
 }

@@ -3,8 +3,8 @@
 //! `+03`) or Olson/IANA names (`America/New_York`) resolved with the tz
 //! database compiled into `chrono-tz`.
 
-use super::value::{civil_from_days, days_from_civil, nullish, type_name, type_name_opt};
-use super::{arg, Ctx, Expr, Value};
+use super::{arg, check_arity, parse_opt, require, Ctx, Expr, Scope, Value};
+use crate::value::{civil_from_days, days_from_civil, nullish, type_name, type_name_opt};
 use bisondb_error::{ErrorCode, MongoError, MongoResult};
 use bson::Bson;
 use chrono::{LocalResult, Offset, TimeZone};
@@ -187,7 +187,9 @@ fn parse_utc_offset(tz: &str) -> Option<i64> {
     Some(sign * (hh * 3_600_000 + mm * 60_000))
 }
 
-pub(super) fn eval(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
+/// `$year`, `$month`, `$dayOfMonth`, `$hour`, `$minute`, `$second`,
+/// `$millisecond`, `$dayOfWeek`, `$dayOfYear`, `$week`.
+pub(super) fn date_part(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
     let d = cx.ev(arg(args, 0)?)?;
     let zone = match cx.ev(arg(args, 1)?)? {
         None if matches!(arg(args, 1)?, Expr::Missing) => Zone::UTC,
@@ -297,7 +299,7 @@ fn iso_parts(p: &Parts) -> (i64, i64, i64) {
 }
 
 /// `$isoDayOfWeek`, `$isoWeek`, `$isoWeekYear` (same argument forms as `$year`).
-pub(super) fn eval_iso(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
+pub(super) fn iso_date_part(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
     let Some(ms) = date_arg(args, cx, name)? else {
         return Ok(Some(Bson::Null));
     };
@@ -515,7 +517,7 @@ fn format_arg(v: Value, op: &str, code: i32) -> MongoResult<Option<Option<String
             format!(
                 "{op} requires that 'format' be a string, found: {} with value {}",
                 type_name(&other),
-                super::value::render(&other)
+                crate::value::render(&other)
             ),
         )),
     }
@@ -541,309 +543,308 @@ fn on_error(args: &[Expr], i: usize, cx: &Ctx, e: MongoError) -> MongoResult<Val
 
 /// Evaluates the named-argument date operators. `args` follow the order of
 /// the operator's entry in the named-argument table.
-pub(super) fn eval_named(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
-    match name {
-        "$dateToString" => {
-            // date, format, timezone, onNull
-            let d = cx.ev(arg(args, 0)?)?;
-            let Some(fmt) = format_arg(cx.ev(arg(args, 1)?)?, "$dateToString", 18533)? else {
-                return Ok(Some(Bson::Null));
-            };
-            let Some(zone) = tz_arg(args.get(2), cx)? else {
-                return Ok(Some(Bson::Null));
-            };
-            let fmt = fmt.unwrap_or_else(|| {
-                if zone.is_utc() {
-                    DEFAULT_FORMAT
-                } else {
-                    DEFAULT_FORMAT_NON_UTC
-                }
-                .to_string()
-            });
-            if nullish(d.as_ref()) {
-                return on_null(args, 3, cx);
-            }
-            let ms = to_date_millis(&d)?;
-            format_date(&fmt, zone.local(ms), zone.offset_ms(ms)).map(|s| Some(Bson::String(s)))
+/// `$dateToString`.
+pub(super) fn date_to_string(_name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
+    // date, format, timezone, onNull
+    let d = cx.ev(arg(args, 0)?)?;
+    let Some(fmt) = format_arg(cx.ev(arg(args, 1)?)?, "$dateToString", 18533)? else {
+        return Ok(Some(Bson::Null));
+    };
+    let Some(zone) = tz_arg(args.get(2), cx)? else {
+        return Ok(Some(Bson::Null));
+    };
+    let fmt = fmt.unwrap_or_else(|| {
+        if zone.is_utc() {
+            DEFAULT_FORMAT
+        } else {
+            DEFAULT_FORMAT_NON_UTC
         }
-        "$dateFromParts" => date_from_parts(args, cx),
-        "$dateAdd" | "$dateSubtract" => {
-            // startDate, unit, amount, timezone
-            let start = cx.ev(arg(args, 0)?)?;
-            let unit = unit_arg(cx.ev(arg(args, 1)?)?, name)?;
-            let amount = cx.ev(arg(args, 2)?)?;
-            let Some(zone) = tz_arg(args.get(3), cx)? else {
-                return Ok(Some(Bson::Null));
-            };
-            if nullish(start.as_ref()) || nullish(amount.as_ref()) {
-                return Ok(Some(Bson::Null));
-            }
-            let Some(unit) = unit else {
-                return Ok(Some(Bson::Null));
-            };
-            let ms = start.as_ref().and_then(date_millis).ok_or_else(|| {
-                MongoError::location(
-                    5166403,
-                    format!("{name} requires startDate to be convertible to a date"),
-                )
-            })?;
-            let Some(mut n) = amount.as_ref().and_then(int_of) else {
+        .to_string()
+    });
+    if nullish(d.as_ref()) {
+        return on_null(args, 3, cx);
+    }
+    let ms = to_date_millis(&d)?;
+    format_date(&fmt, zone.local(ms), zone.offset_ms(ms)).map(|s| Some(Bson::String(s)))
+}
+
+/// `$dateAdd`, `$dateSubtract`.
+pub(super) fn date_add_subtract(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
+    // startDate, unit, amount, timezone
+    let start = cx.ev(arg(args, 0)?)?;
+    let unit = unit_arg(cx.ev(arg(args, 1)?)?, name)?;
+    let amount = cx.ev(arg(args, 2)?)?;
+    let Some(zone) = tz_arg(args.get(3), cx)? else {
+        return Ok(Some(Bson::Null));
+    };
+    if nullish(start.as_ref()) || nullish(amount.as_ref()) {
+        return Ok(Some(Bson::Null));
+    }
+    let Some(unit) = unit else {
+        return Ok(Some(Bson::Null));
+    };
+    let ms = start.as_ref().and_then(date_millis).ok_or_else(|| {
+        MongoError::location(
+            5166403,
+            format!("{name} requires startDate to be convertible to a date"),
+        )
+    })?;
+    let Some(mut n) = amount.as_ref().and_then(int_of) else {
+        return Err(MongoError::location(
+            5166402,
+            format!("{name} expects integer amount of time units"),
+        ));
+    };
+    if name == "$dateSubtract" {
+        n = n.checked_neg().ok_or_else(|| {
+            MongoError::location(
+                5166406,
+                format!("invalid {name} 'amount' parameter value: {n}"),
+            )
+        })?;
+    }
+    // Days and larger units move the wall clock (so across a DST
+    // change a day is 23 or 25 hours); smaller units add elapsed time.
+    let local = zone.local(ms);
+    let wall = |local_out: i64| zone.to_utc(local_out, zone.is_dst(ms));
+    let out = match unit.as_str() {
+        "month" => wall(add_months(local, n).ok_or_else(|| date_overflow(name))?),
+        "quarter" => {
+            wall(add_months(local, n.saturating_mul(3)).ok_or_else(|| date_overflow(name))?)
+        }
+        "year" => wall(add_months(local, n.saturating_mul(12)).ok_or_else(|| date_overflow(name))?),
+        "day" | "week" => wall(local.saturating_add(n.saturating_mul(unit_ms(&unit).unwrap_or(0)))),
+        u => ms.saturating_add(n.saturating_mul(unit_ms(u).unwrap_or(0))),
+    };
+    Ok(Some(Bson::DateTime(bson::DateTime::from_millis(out))))
+}
+
+/// `$dateDiff`.
+pub(super) fn date_diff(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
+    // startDate, endDate, unit, timezone, startOfWeek
+    let a = cx.ev(arg(args, 0)?)?;
+    let b = cx.ev(arg(args, 1)?)?;
+    let unit = unit_arg(cx.ev(arg(args, 2)?)?, name)?;
+    let Some(zone) = tz_arg(args.get(3), cx)? else {
+        return Ok(Some(Bson::Null));
+    };
+    let Some(sow) = start_of_week(cx.ev(arg(args, 4)?)?, name)? else {
+        return Ok(Some(Bson::Null));
+    };
+    if nullish(a.as_ref()) || nullish(b.as_ref()) {
+        return Ok(Some(Bson::Null));
+    }
+    let Some(unit) = unit else {
+        return Ok(Some(Bson::Null));
+    };
+    let to_ms = |v: &Value, which: &str| {
+        v.as_ref().and_then(date_millis).ok_or_else(|| {
+            MongoError::location(
+                5166307,
+                format!(
+                    "{name} requires '{which}' to be a date, but got {}",
+                    type_name_opt(v.as_ref())
+                ),
+            )
+        })
+    };
+    let (ux, uy) = (to_ms(&a, "startDate")?, to_ms(&b, "endDate")?);
+    // Boundaries are counted on the local wall clock.
+    let (x, y) = (zone.local(ux), zone.local(uy));
+    let months = |ms: i64| {
+        let p = parts_of(ms);
+        p.year * 12 + i64::from(p.month) - 1
+    };
+    let diff = match unit.as_str() {
+        "year" => parts_of(y).year - parts_of(x).year,
+        "quarter" => months(y).div_euclid(3) - months(x).div_euclid(3),
+        "month" => months(y) - months(x),
+        // Weeks are counted by crossed week starts (startOfWeek, Sunday by default).
+        "week" => {
+            let wk = |ms: i64| (ms.div_euclid(86_400_000) + 4 - sow).div_euclid(7);
+            wk(y) - wk(x)
+        }
+        "millisecond" => uy
+            .checked_sub(ux)
+            .ok_or_else(|| MongoError::location(5166308, "dateDiff overflowed"))?,
+        // Hours, minutes and seconds: local boundaries, corrected by
+        // the change of offset in between (as mongod does, truncating).
+        u => {
+            let step = unit_ms(u).unwrap_or(1);
+            let correction = (zone.offset_ms(ux) - zone.offset_ms(uy)) / step;
+            y.div_euclid(step) - x.div_euclid(step) + correction
+        }
+    };
+    Ok(Some(Bson::Int64(diff)))
+}
+
+/// `$dateTrunc`.
+pub(super) fn date_trunc(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
+    // date, unit, binSize, timezone, startOfWeek
+    let d = cx.ev(arg(args, 0)?)?;
+    let unit = unit_arg(cx.ev(arg(args, 1)?)?, name)?;
+    let bin = match cx.ev(arg(args, 2)?)? {
+        None => 1,
+        v if nullish(v.as_ref()) => return Ok(Some(Bson::Null)),
+        Some(v) => match int_of(&v) {
+            Some(n) if n > 0 => n,
+            _ => {
                 return Err(MongoError::location(
-                    5166402,
-                    format!("{name} expects integer amount of time units"),
-                ));
-            };
-            if name == "$dateSubtract" {
-                n = n.checked_neg().ok_or_else(|| {
-                    MongoError::location(
-                        5166406,
-                        format!("invalid {name} 'amount' parameter value: {n}"),
-                    )
-                })?;
+                    5439017,
+                    format!("$dateTrunc requires 'binSize' to be a 64-bit integer greater than 0, but got value '{}' of type {}", crate::value::render(&v), type_name(&v)),
+                ))
             }
-            // Days and larger units move the wall clock (so across a DST
-            // change a day is 23 or 25 hours); smaller units add elapsed time.
-            let local = zone.local(ms);
-            let wall = |local_out: i64| zone.to_utc(local_out, zone.is_dst(ms));
-            let out = match unit.as_str() {
-                "month" => wall(add_months(local, n).ok_or_else(|| date_overflow(name))?),
-                "quarter" => wall(
-                    add_months(local, n.saturating_mul(3)).ok_or_else(|| date_overflow(name))?,
+        },
+    };
+    let Some(zone) = tz_arg(args.get(3), cx)? else {
+        return Ok(Some(Bson::Null));
+    };
+    let Some(sow) = start_of_week(cx.ev(arg(args, 4)?)?, name)? else {
+        return Ok(Some(Bson::Null));
+    };
+    if nullish(d.as_ref()) {
+        return Ok(Some(Bson::Null));
+    }
+    let Some(unit) = unit else {
+        return Ok(Some(Bson::Null));
+    };
+    let utc = d.as_ref().and_then(date_millis).ok_or_else(|| {
+        MongoError::location(
+            5439012,
+            format!(
+                "$dateTrunc requires 'date' to be a date, but got {}",
+                type_name_opt(d.as_ref())
+            ),
+        )
+    })?;
+    let ms = zone.local(utc);
+    // Bins are counted from 2000-01-01T00:00:00 local time (for
+    // weeks, from the first startOfWeek on or after it), as mongod
+    // does. Units of a day and more are cut on the local calendar and
+    // the bin start converted back with the reference point's DST
+    // flag; smaller units are fixed spans of elapsed time from the
+    // reference instant.
+    let reference = days_from_civil(2000, 1, 1) * 86_400_000;
+    let reference_utc = reference - zone.offset_ms(reference);
+    let wall = |local: i64| zone.to_utc(local, zone.is_dst(reference_utc));
+    let out = match unit.as_str() {
+        "year" | "quarter" | "month" => {
+            let per = match unit.as_str() {
+                "year" => 12_i64,
+                "quarter" => 3,
+                _ => 1,
+            }
+            .saturating_mul(bin);
+            let p = parts_of(ms);
+            let m = (p.year - 2000) * 12 + i64::from(p.month) - 1;
+            let start = m.div_euclid(per).saturating_mul(per);
+            wall(add_months(reference, start).ok_or_else(|| date_overflow(name))?)
+        }
+        "week" => {
+            let ref_dow0 = (days_from_civil(2000, 1, 1) + 4).rem_euclid(7);
+            let week_ref = reference + (sow - ref_dow0).rem_euclid(7) * 86_400_000;
+            let step = (7 * 86_400_000_i64).saturating_mul(bin);
+            wall(floor_to(ms, week_ref, step).ok_or_else(|| date_overflow(name))?)
+        }
+        "day" => {
+            let step = 86_400_000_i64.saturating_mul(bin);
+            wall(floor_to(ms, reference, step).ok_or_else(|| date_overflow(name))?)
+        }
+        u => {
+            let step = unit_ms(u).unwrap_or(1).saturating_mul(bin);
+            floor_to(utc, reference_utc, step).ok_or_else(|| date_overflow(name))?
+        }
+    };
+    Ok(Some(Bson::DateTime(bson::DateTime::from_millis(out))))
+}
+
+/// `$dateToParts`.
+pub(super) fn date_to_parts(_name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
+    // date, timezone, iso8601
+    let d = cx.ev(arg(args, 0)?)?;
+    let Some(zone) = tz_arg(args.get(1), cx)? else {
+        return Ok(Some(Bson::Null));
+    };
+    let iso = match cx.ev(arg(args, 2)?)? {
+        None => false,
+        Some(Bson::Boolean(b)) => b,
+        v if nullish(v.as_ref()) => return Ok(Some(Bson::Null)),
+        Some(other) => {
+            return Err(MongoError::location(
+                40521,
+                format!(
+                    "iso8601 must evaluate to a bool, found {}",
+                    type_name(&other)
                 ),
-                "year" => wall(
-                    add_months(local, n.saturating_mul(12)).ok_or_else(|| date_overflow(name))?,
-                ),
-                "day" | "week" => {
-                    wall(local.saturating_add(n.saturating_mul(unit_ms(&unit).unwrap_or(0))))
-                }
-                u => ms.saturating_add(n.saturating_mul(unit_ms(u).unwrap_or(0))),
-            };
-            Ok(Some(Bson::DateTime(bson::DateTime::from_millis(out))))
+            ))
         }
-        "$dateDiff" => {
-            // startDate, endDate, unit, timezone, startOfWeek
-            let a = cx.ev(arg(args, 0)?)?;
-            let b = cx.ev(arg(args, 1)?)?;
-            let unit = unit_arg(cx.ev(arg(args, 2)?)?, name)?;
-            let Some(zone) = tz_arg(args.get(3), cx)? else {
-                return Ok(Some(Bson::Null));
-            };
-            let Some(sow) = start_of_week(cx.ev(arg(args, 4)?)?, name)? else {
-                return Ok(Some(Bson::Null));
-            };
-            if nullish(a.as_ref()) || nullish(b.as_ref()) {
-                return Ok(Some(Bson::Null));
-            }
-            let Some(unit) = unit else {
-                return Ok(Some(Bson::Null));
-            };
-            let to_ms = |v: &Value, which: &str| {
-                v.as_ref().and_then(date_millis).ok_or_else(|| {
-                    MongoError::location(
-                        5166307,
-                        format!(
-                            "{name} requires '{which}' to be a date, but got {}",
-                            type_name_opt(v.as_ref())
-                        ),
-                    )
-                })
-            };
-            let (ux, uy) = (to_ms(&a, "startDate")?, to_ms(&b, "endDate")?);
-            // Boundaries are counted on the local wall clock.
-            let (x, y) = (zone.local(ux), zone.local(uy));
-            let months = |ms: i64| {
-                let p = parts_of(ms);
-                p.year * 12 + i64::from(p.month) - 1
-            };
-            let diff = match unit.as_str() {
-                "year" => parts_of(y).year - parts_of(x).year,
-                "quarter" => months(y).div_euclid(3) - months(x).div_euclid(3),
-                "month" => months(y) - months(x),
-                // Weeks are counted by crossed week starts (startOfWeek, Sunday by default).
-                "week" => {
-                    let wk = |ms: i64| (ms.div_euclid(86_400_000) + 4 - sow).div_euclid(7);
-                    wk(y) - wk(x)
-                }
-                "millisecond" => uy
-                    .checked_sub(ux)
-                    .ok_or_else(|| MongoError::location(5166308, "dateDiff overflowed"))?,
-                // Hours, minutes and seconds: local boundaries, corrected by
-                // the change of offset in between (as mongod does, truncating).
-                u => {
-                    let step = unit_ms(u).unwrap_or(1);
-                    let correction = (zone.offset_ms(ux) - zone.offset_ms(uy)) / step;
-                    y.div_euclid(step) - x.div_euclid(step) + correction
-                }
-            };
-            Ok(Some(Bson::Int64(diff)))
+    };
+    if nullish(d.as_ref()) {
+        return Ok(Some(Bson::Null));
+    }
+    let ms = to_date_millis(&d)?;
+    let p = parts_of(zone.local(ms));
+    let i = |v: i64| Bson::Int32(i32::try_from(v).unwrap_or(i32::MAX));
+    let mut out = bson::Document::new();
+    if iso {
+        let (y, w, dow) = iso_parts(&p);
+        out.insert("isoWeekYear", i(y));
+        out.insert("isoWeek", i(w));
+        out.insert("isoDayOfWeek", i(dow));
+    } else {
+        out.insert("year", i(p.year));
+        out.insert("month", i(i64::from(p.month)));
+        out.insert("day", i(i64::from(p.day)));
+    }
+    out.insert("hour", i(p.hour));
+    out.insert("minute", i(p.minute));
+    out.insert("second", i(p.second));
+    out.insert("millisecond", i(p.millis));
+    Ok(Some(Bson::Document(out)))
+}
+
+/// `$dateFromString`.
+pub(super) fn date_from_string(_name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
+    // dateString, format, timezone, onError, onNull
+    let s = cx.ev(arg(args, 0)?)?;
+    let Some(fmt) = format_arg(cx.ev(arg(args, 1)?)?, "$dateFromString", 40684)? else {
+        return Ok(Some(Bson::Null));
+    };
+    let Some(zone) = tz_arg(args.get(2), cx)? else {
+        return Ok(Some(Bson::Null));
+    };
+    let s = match s {
+        Some(Bson::String(s)) => s,
+        v if nullish(v.as_ref()) => return on_null(args, 4, cx),
+        Some(other) => {
+            let e = MongoError::new(
+                ErrorCode::ConversionFailure,
+                format!("$dateFromString requires that 'dateString' be a string, found: {} with value {}", type_name(&other), crate::value::render(&other)),
+            );
+            return on_error(args, 3, cx, e);
         }
-        "$dateTrunc" => {
-            // date, unit, binSize, timezone, startOfWeek
-            let d = cx.ev(arg(args, 0)?)?;
-            let unit = unit_arg(cx.ev(arg(args, 1)?)?, name)?;
-            let bin = match cx.ev(arg(args, 2)?)? {
-                None => 1,
-                v if nullish(v.as_ref()) => return Ok(Some(Bson::Null)),
-                Some(v) => match int_of(&v) {
-                    Some(n) if n > 0 => n,
-                    _ => {
-                        return Err(MongoError::location(
-                            5439017,
-                            format!("$dateTrunc requires 'binSize' to be a 64-bit integer greater than 0, but got value '{}' of type {}", super::value::render(&v), type_name(&v)),
-                        ))
-                    }
-                },
-            };
-            let Some(zone) = tz_arg(args.get(3), cx)? else {
-                return Ok(Some(Bson::Null));
-            };
-            let Some(sow) = start_of_week(cx.ev(arg(args, 4)?)?, name)? else {
-                return Ok(Some(Bson::Null));
-            };
-            if nullish(d.as_ref()) {
-                return Ok(Some(Bson::Null));
-            }
-            let Some(unit) = unit else {
-                return Ok(Some(Bson::Null));
-            };
-            let utc = d.as_ref().and_then(date_millis).ok_or_else(|| {
-                MongoError::location(
-                    5439012,
-                    format!(
-                        "$dateTrunc requires 'date' to be a date, but got {}",
-                        type_name_opt(d.as_ref())
-                    ),
-                )
-            })?;
-            let ms = zone.local(utc);
-            // Bins are counted from 2000-01-01T00:00:00 local time (for
-            // weeks, from the first startOfWeek on or after it), as mongod
-            // does. Units of a day and more are cut on the local calendar and
-            // the bin start converted back with the reference point's DST
-            // flag; smaller units are fixed spans of elapsed time from the
-            // reference instant.
-            let reference = days_from_civil(2000, 1, 1) * 86_400_000;
-            let reference_utc = reference - zone.offset_ms(reference);
-            let wall = |local: i64| zone.to_utc(local, zone.is_dst(reference_utc));
-            let out = match unit.as_str() {
-                "year" | "quarter" | "month" => {
-                    let per = match unit.as_str() {
-                        "year" => 12_i64,
-                        "quarter" => 3,
-                        _ => 1,
-                    }
-                    .saturating_mul(bin);
-                    let p = parts_of(ms);
-                    let m = (p.year - 2000) * 12 + i64::from(p.month) - 1;
-                    let start = m.div_euclid(per).saturating_mul(per);
-                    wall(add_months(reference, start).ok_or_else(|| date_overflow(name))?)
-                }
-                "week" => {
-                    let ref_dow0 = (days_from_civil(2000, 1, 1) + 4).rem_euclid(7);
-                    let week_ref = reference + (sow - ref_dow0).rem_euclid(7) * 86_400_000;
-                    let step = (7 * 86_400_000_i64).saturating_mul(bin);
-                    wall(floor_to(ms, week_ref, step).ok_or_else(|| date_overflow(name))?)
-                }
-                "day" => {
-                    let step = 86_400_000_i64.saturating_mul(bin);
-                    wall(floor_to(ms, reference, step).ok_or_else(|| date_overflow(name))?)
-                }
-                u => {
-                    let step = unit_ms(u).unwrap_or(1).saturating_mul(bin);
-                    floor_to(utc, reference_utc, step).ok_or_else(|| date_overflow(name))?
-                }
-            };
-            Ok(Some(Bson::DateTime(bson::DateTime::from_millis(out))))
-        }
-        "$dateToParts" => {
-            // date, timezone, iso8601
-            let d = cx.ev(arg(args, 0)?)?;
-            let Some(zone) = tz_arg(args.get(1), cx)? else {
-                return Ok(Some(Bson::Null));
-            };
-            let iso = match cx.ev(arg(args, 2)?)? {
-                None => false,
-                Some(Bson::Boolean(b)) => b,
-                v if nullish(v.as_ref()) => return Ok(Some(Bson::Null)),
-                Some(other) => {
-                    return Err(MongoError::location(
-                        40521,
-                        format!(
-                            "iso8601 must evaluate to a bool, found {}",
-                            type_name(&other)
-                        ),
-                    ))
-                }
-            };
-            if nullish(d.as_ref()) {
-                return Ok(Some(Bson::Null));
-            }
-            let ms = to_date_millis(&d)?;
-            let p = parts_of(zone.local(ms));
-            let i = |v: i64| Bson::Int32(i32::try_from(v).unwrap_or(i32::MAX));
-            let mut out = bson::Document::new();
-            if iso {
-                let (y, w, dow) = iso_parts(&p);
-                out.insert("isoWeekYear", i(y));
-                out.insert("isoWeek", i(w));
-                out.insert("isoDayOfWeek", i(dow));
+        None => return Ok(Some(Bson::Null)),
+    };
+    let parsed = match &fmt {
+        None => super::convert::parse_date_string(&s).map(|ms| (ms, has_zone(&s))),
+        Some(f) => parse_with_format(&s, f),
+    };
+    match parsed {
+        Some((ms, zoned)) => {
+            let ms = if zoned {
+                ms
             } else {
-                out.insert("year", i(p.year));
-                out.insert("month", i(i64::from(p.month)));
-                out.insert("day", i(i64::from(p.day)));
-            }
-            out.insert("hour", i(p.hour));
-            out.insert("minute", i(p.minute));
-            out.insert("second", i(p.second));
-            out.insert("millisecond", i(p.millis));
-            Ok(Some(Bson::Document(out)))
+                zone.to_utc(ms, zone.epoch_dst())
+            };
+            Ok(Some(Bson::DateTime(bson::DateTime::from_millis(ms))))
         }
-        "$dateFromString" => {
-            // dateString, format, timezone, onError, onNull
-            let s = cx.ev(arg(args, 0)?)?;
-            let Some(fmt) = format_arg(cx.ev(arg(args, 1)?)?, "$dateFromString", 40684)? else {
-                return Ok(Some(Bson::Null));
-            };
-            let Some(zone) = tz_arg(args.get(2), cx)? else {
-                return Ok(Some(Bson::Null));
-            };
-            let s = match s {
-                Some(Bson::String(s)) => s,
-                v if nullish(v.as_ref()) => return on_null(args, 4, cx),
-                Some(other) => {
-                    let e = MongoError::new(
-                        ErrorCode::ConversionFailure,
-                        format!("$dateFromString requires that 'dateString' be a string, found: {} with value {}", type_name(&other), super::value::render(&other)),
-                    );
-                    return on_error(args, 3, cx, e);
-                }
-                None => return Ok(Some(Bson::Null)),
-            };
-            let parsed = match &fmt {
-                None => super::convert::parse_date_string(&s).map(|ms| (ms, has_zone(&s))),
-                Some(f) => parse_with_format(&s, f),
-            };
-            match parsed {
-                Some((ms, zoned)) => {
-                    let ms = if zoned {
-                        ms
-                    } else {
-                        zone.to_utc(ms, zone.epoch_dst())
-                    };
-                    Ok(Some(Bson::DateTime(bson::DateTime::from_millis(ms))))
-                }
-                None => {
-                    let e = MongoError::new(
-                        ErrorCode::ConversionFailure,
-                        format!("Error parsing date string '{s}'"),
-                    );
-                    on_error(args, 3, cx, e)
-                }
-            }
+        None => {
+            let e = MongoError::new(
+                ErrorCode::ConversionFailure,
+                format!("Error parsing date string '{s}'"),
+            );
+            on_error(args, 3, cx, e)
         }
-        other => Err(MongoError::internal(format!(
-            "unhandled date operator {other}"
-        ))),
     }
 }
 
@@ -945,7 +946,7 @@ fn parse_with_format(s: &str, fmt: &str) -> Option<(i64, bool)> {
     })
 }
 
-fn date_from_parts(args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
+pub(super) fn date_from_parts(_name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
     // year ... isoDayOfWeek, then timezone.
     let names = super::arg_names("$dateFromParts");
     let mut vals: [Option<i64>; 10] = [None; 10];
@@ -1029,4 +1030,38 @@ fn date_from_parts(args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
         + milli.unwrap_or(0);
     let ms = zone.to_utc(local, zone.epoch_dst());
     Ok(Some(Bson::DateTime(bson::DateTime::from_millis(ms))))
+}
+
+/// The argument of the date part operators (`$year` ... `$week`, `$isoWeek`,
+/// ...): `<date>`, `[<date>]` or `{date, timezone}`.
+pub(super) fn parse_date_part(
+    name: &'static str,
+    arg: &Bson,
+    scope: &mut Scope,
+) -> MongoResult<Expr> {
+    let (date, tz) = match arg {
+        Bson::Document(d) if d.contains_key("date") => {
+            for k in d.keys() {
+                if k != "date" && k != "timezone" {
+                    return Err(MongoError::location(
+                        40535,
+                        format!("unrecognized option to {name}: \"{k}\""),
+                    ));
+                }
+            }
+            (
+                require(d, "date", 40539, "missing 'date' argument", scope)?,
+                parse_opt(d, "timezone", scope)?,
+            )
+        }
+        Bson::Array(a) => {
+            check_arity(name, a.len(), 1, 1)?;
+            (
+                Expr::parse_in(a.first().unwrap_or(&Bson::Null), scope)?,
+                Expr::Missing,
+            )
+        }
+        other => (Expr::parse_in(other, scope)?, Expr::Missing),
+    };
+    Ok(Expr::Call(name, vec![date, tz]))
 }

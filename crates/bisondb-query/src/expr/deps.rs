@@ -4,13 +4,13 @@
 //! and accumulators name, so the server converts just those out of the stored
 //! BSON instead of the whole document (for seed 003's analysis, `created_on`
 //! and `value` but not `_id`). The analysis is conservative: anything that can
-//! see the whole document (`$$ROOT`, `$$CURRENT`) answers "unknown".
+//! see the whole document (`$$ROOT`, `$$CURRENT`) answers "unknown". The
+//! accumulators' walk (`Accumulator::top_level_deps`) lives with them, above.
 
 use super::Expr;
-use crate::agg::accumulators::Accumulator;
 
 /// Adds the first component of `path` to `out` (once).
-fn push_top(path: &str, out: &mut Vec<String>) {
+pub(crate) fn push_top(path: &str, out: &mut Vec<String>) {
     let top = path.split('.').next().unwrap_or(path);
     if !out.iter().any(|f| f == top) {
         out.push(top.to_string());
@@ -41,22 +41,10 @@ impl Expr {
     }
 }
 
-impl Accumulator {
-    /// As [`Expr::top_level_deps`], for the accumulator's argument and the
-    /// `sortBy` of `$top`/`$bottom` and their N forms.
-    pub fn top_level_deps(&self, out: &mut Vec<String>) -> bool {
-        if let Some(sort) = &self.params.sort {
-            for (path, _) in sort.fields() {
-                push_top(path, out);
-            }
-        }
-        self.arg.top_level_deps(out)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::agg::accumulators::Accumulator;
     use bson::bson;
 
     fn deps(v: bson::Bson) -> Option<Vec<String>> {

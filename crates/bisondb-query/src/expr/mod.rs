@@ -5,6 +5,17 @@
 //! variables (`$let`, `$map`, `$filter`, `$reduce`) need no special variant.
 //! Evaluation returns `Option<Bson>`: `None` is a missing value, which differs
 //! from null (missing fields are dropped by `$project`, `$$REMOVE` is missing).
+//!
+//! Operators are dispatched through one sorted table, `OPERATORS`: name,
+//! how the argument parses (positional with bounds on the count, named
+//! arguments, or a parse function of its own), and the evaluation function.
+//! Each family has its file: `arith` (numbers, trigonometry, bits), `array`,
+//! `string`, `date`, `convert` (types and conversions), `object`, `logic`
+//! (booleans, comparisons, conditionals, `$let`) and `misc`. To add an
+//! operator, write `fn op(name: &str, args: &[Expr], cx: &Ctx) ->
+//! MongoResult<Value>` in its family's file (`cx.ev(arg(args, i)?)` evaluates
+//! argument `i`) and add its row to `OPERATORS`; an argument of a shape of
+//! its own also needs a parse function (`Custom`).
 
 mod arith;
 mod array;
@@ -12,12 +23,18 @@ mod convert;
 mod date;
 mod deps;
 mod hashed;
+mod logic;
+mod misc;
 mod object;
 mod string;
-pub mod value;
+/// Moved to [`crate::value`] (below expressions); kept here for callers
+/// outside the crate that name `expr::value`.
+pub use crate::value;
 
 /// Calendar month arithmetic, shared with `$densify`'s month/quarter/year units.
 pub(crate) use date::add_months;
+/// The walk of [`Expr::top_level_deps`], for the accumulators' own fields.
+pub(crate) use deps::push_top;
 
 use crate::collation::Collation;
 use crate::compare::compare_bson_in;
@@ -26,10 +43,9 @@ use bisondb_error::{ErrorCode, MongoError, MongoResult};
 use bson::{doc, Bson, DateTime, Document};
 use std::cmp::Ordering;
 use std::sync::Arc;
-use value::{render, truthy};
+use value::render;
 
-/// The result of evaluating an expression: `None` is a missing value.
-pub type Value = Option<Bson>;
+pub use crate::value::Value;
 
 /// A parsed aggregation expression.
 #[derive(Debug, Clone, PartialEq)]
@@ -64,7 +80,7 @@ pub struct Vars<'a> {
     collation: Option<Arc<Collation>>,
     /// Where `{$meta: "textScore"}` reads scores (top frame only, as the
     /// collation): an aggregation after a leading `$text` `$match`.
-    text_scores: Option<Arc<crate::matcher::ScoresById>>,
+    text_scores: Option<Arc<crate::text::ScoresById>>,
 }
 
 impl Default for Vars<'static> {
@@ -123,7 +139,7 @@ impl<'a> Vars<'a> {
     }
 
     /// The same top-level bindings with text scores for `{$meta: "textScore"}`.
-    pub fn with_text_scores(mut self, scores: Option<Arc<crate::matcher::ScoresById>>) -> Self {
+    pub fn with_text_scores(mut self, scores: Option<Arc<crate::text::ScoresById>>) -> Self {
         self.text_scores = scores;
         self
     }
@@ -190,178 +206,354 @@ impl Scope {
     }
 }
 
-/// Operators implemented here: name and how to parse the argument.
+/// How an operator's argument is parsed.
 #[derive(Clone, Copy)]
-enum Args {
-    /// Positional, with inclusive bounds on the count.
+enum Parse {
+    /// Positional (one value, or an array of them), with inclusive bounds on
+    /// the count.
     N(usize, usize),
+    /// Only named arguments: their names, in the order of the parsed
+    /// arguments, and the required ones.
+    Named(&'static [&'static str], &'static [&'static str]),
     /// The operator parses its own argument shape.
-    Custom,
+    Custom(fn(&'static str, &Bson, &mut Scope) -> MongoResult<Expr>),
 }
 
-/// Sorted by name (binary searched).
-const OPERATORS: &[(&str, Args)] = &[
-    ("$abs", Args::N(1, 1)),
-    ("$acos", Args::N(1, 1)),
-    ("$acosh", Args::N(1, 1)),
-    ("$add", Args::N(0, usize::MAX)),
-    ("$allElementsTrue", Args::N(1, 1)),
-    ("$and", Args::N(0, usize::MAX)),
-    ("$anyElementTrue", Args::N(1, 1)),
-    ("$arrayElemAt", Args::N(2, 2)),
-    ("$arrayToObject", Args::N(1, 1)),
-    ("$asin", Args::N(1, 1)),
-    ("$asinh", Args::N(1, 1)),
-    ("$atan", Args::N(1, 1)),
-    ("$atan2", Args::N(2, 2)),
-    ("$atanh", Args::N(1, 1)),
-    ("$avg", Args::N(1, usize::MAX)),
-    ("$binarySize", Args::N(1, 1)),
-    ("$bitAnd", Args::N(0, usize::MAX)),
-    ("$bitNot", Args::N(1, 1)),
-    ("$bitOr", Args::N(0, usize::MAX)),
-    ("$bitXor", Args::N(0, usize::MAX)),
-    ("$bsonSize", Args::N(1, 1)),
-    ("$ceil", Args::N(1, 1)),
-    ("$cmp", Args::N(2, 2)),
-    ("$concat", Args::N(0, usize::MAX)),
-    ("$concatArrays", Args::N(0, usize::MAX)),
-    ("$cond", Args::Custom),
-    ("$convert", Args::Custom),
-    ("$cos", Args::N(1, 1)),
-    ("$cosh", Args::N(1, 1)),
-    ("$dateAdd", Args::Custom),
-    ("$dateDiff", Args::Custom),
-    ("$dateFromParts", Args::Custom),
-    ("$dateFromString", Args::Custom),
-    ("$dateSubtract", Args::Custom),
-    ("$dateToParts", Args::Custom),
-    ("$dateToString", Args::Custom),
-    ("$dateTrunc", Args::Custom),
-    ("$dayOfMonth", Args::Custom),
-    ("$dayOfWeek", Args::Custom),
-    ("$dayOfYear", Args::Custom),
-    ("$degreesToRadians", Args::N(1, 1)),
-    ("$divide", Args::N(2, 2)),
-    ("$eq", Args::N(2, 2)),
-    ("$exp", Args::N(1, 1)),
-    ("$filter", Args::Custom),
-    ("$first", Args::N(1, 1)),
-    ("$firstN", Args::Custom),
-    ("$floor", Args::N(1, 1)),
-    ("$function", Args::Custom),
-    ("$getField", Args::Custom),
-    ("$gt", Args::N(2, 2)),
-    ("$gte", Args::N(2, 2)),
-    ("$hour", Args::Custom),
-    ("$ifNull", Args::N(2, usize::MAX)),
-    ("$in", Args::N(2, 2)),
-    ("$indexOfArray", Args::N(2, 4)),
-    ("$indexOfBytes", Args::N(2, 4)),
-    ("$indexOfCP", Args::N(2, 4)),
-    ("$isArray", Args::N(1, 1)),
-    ("$isNumber", Args::N(1, 1)),
-    ("$isoDayOfWeek", Args::Custom),
-    ("$isoWeek", Args::Custom),
-    ("$isoWeekYear", Args::Custom),
-    ("$last", Args::N(1, 1)),
-    ("$lastN", Args::Custom),
-    ("$let", Args::Custom),
-    ("$literal", Args::Custom),
-    ("$ln", Args::N(1, 1)),
-    ("$log", Args::N(2, 2)),
-    ("$log10", Args::N(1, 1)),
-    ("$lt", Args::N(2, 2)),
-    ("$lte", Args::N(2, 2)),
-    ("$ltrim", Args::Custom),
-    ("$map", Args::Custom),
-    ("$max", Args::N(1, usize::MAX)),
-    ("$maxN", Args::Custom),
-    ("$median", Args::Custom),
-    ("$mergeObjects", Args::N(0, usize::MAX)),
-    ("$meta", Args::Custom),
-    ("$millisecond", Args::Custom),
-    ("$min", Args::N(1, usize::MAX)),
-    ("$minN", Args::Custom),
-    ("$minute", Args::Custom),
-    ("$mod", Args::N(2, 2)),
-    ("$month", Args::Custom),
-    ("$multiply", Args::N(0, usize::MAX)),
-    ("$ne", Args::N(2, 2)),
-    ("$not", Args::N(1, 1)),
-    ("$objectToArray", Args::N(1, 1)),
-    ("$or", Args::N(0, usize::MAX)),
-    ("$percentile", Args::Custom),
-    ("$pow", Args::N(2, 2)),
-    ("$radiansToDegrees", Args::N(1, 1)),
-    ("$rand", Args::Custom),
-    ("$range", Args::N(2, 3)),
-    ("$reduce", Args::Custom),
-    ("$regexFind", Args::Custom),
-    ("$regexFindAll", Args::Custom),
-    ("$regexMatch", Args::Custom),
-    ("$replaceAll", Args::Custom),
-    ("$replaceOne", Args::Custom),
-    ("$reverseArray", Args::N(1, 1)),
-    ("$round", Args::N(1, 2)),
-    ("$rtrim", Args::Custom),
-    ("$second", Args::Custom),
-    ("$setDifference", Args::N(2, 2)),
-    ("$setEquals", Args::N(2, usize::MAX)),
-    ("$setField", Args::Custom),
-    ("$setIntersection", Args::N(0, usize::MAX)),
-    ("$setIsSubset", Args::N(2, 2)),
-    ("$setUnion", Args::N(0, usize::MAX)),
-    ("$sin", Args::N(1, 1)),
-    ("$sinh", Args::N(1, 1)),
-    ("$size", Args::N(1, 1)),
-    ("$slice", Args::N(2, 3)),
-    ("$sortArray", Args::Custom),
-    ("$split", Args::N(2, 2)),
-    ("$sqrt", Args::N(1, 1)),
-    ("$stdDevPop", Args::N(1, usize::MAX)),
-    ("$stdDevSamp", Args::N(1, usize::MAX)),
-    ("$strLenBytes", Args::N(1, 1)),
-    ("$strLenCP", Args::N(1, 1)),
-    ("$strcasecmp", Args::N(2, 2)),
-    ("$substr", Args::N(3, 3)),
-    ("$substrBytes", Args::N(3, 3)),
-    ("$substrCP", Args::N(3, 3)),
-    ("$subtract", Args::N(2, 2)),
-    ("$sum", Args::N(1, usize::MAX)),
-    ("$switch", Args::Custom),
-    ("$tan", Args::N(1, 1)),
-    ("$tanh", Args::N(1, 1)),
-    ("$toBool", Args::N(1, 1)),
-    ("$toDate", Args::N(1, 1)),
-    ("$toDecimal", Args::N(1, 1)),
-    ("$toDouble", Args::N(1, 1)),
-    ("$toHashedIndexKey", Args::Custom),
-    ("$toInt", Args::N(1, 1)),
-    ("$toLong", Args::N(1, 1)),
-    ("$toLower", Args::N(1, 1)),
-    ("$toObjectId", Args::N(1, 1)),
-    ("$toString", Args::N(1, 1)),
-    ("$toUpper", Args::N(1, 1)),
-    ("$trim", Args::Custom),
-    ("$trunc", Args::N(1, 2)),
-    ("$tsIncrement", Args::N(1, 1)),
-    ("$tsSecond", Args::N(1, 1)),
-    ("$type", Args::N(1, 1)),
-    ("$unsetField", Args::Custom),
-    ("$week", Args::Custom),
-    ("$year", Args::Custom),
-    ("$zip", Args::Custom),
+use Parse::{Custom, Named, N};
+
+/// No upper bound on the argument count.
+const MANY: usize = usize::MAX;
+
+/// Evaluates a call of an operator: its name (one function may serve a
+/// family, as `$sin` ... `$atanh`), its parsed arguments, the context.
+type Eval = fn(&str, &[Expr], &Ctx) -> MongoResult<Value>;
+
+/// Every expression operator: name, how its argument parses, how it
+/// evaluates. Sorted by name (binary searched, at parse and per call). A new
+/// operator is one evaluation function, in the file of its family, and one
+/// row here (and a parse function when its argument has a shape of its own).
+const OPERATORS: &[(&str, Parse, Eval)] = &[
+    ("$abs", N(1, 1), arith::unary),
+    ("$acos", N(1, 1), arith::trig),
+    ("$acosh", N(1, 1), arith::trig),
+    ("$add", N(0, MANY), arith::add),
+    ("$allElementsTrue", N(1, 1), array::all_any_elements_true),
+    ("$and", N(0, MANY), logic::and),
+    ("$anyElementTrue", N(1, 1), array::all_any_elements_true),
+    ("$arrayElemAt", N(2, 2), array::array_elem_at),
+    ("$arrayToObject", N(1, 1), object::array_to_object_op),
+    ("$asin", N(1, 1), arith::trig),
+    ("$asinh", N(1, 1), arith::trig),
+    ("$atan", N(1, 1), arith::trig),
+    ("$atan2", N(2, 2), arith::atan2),
+    ("$atanh", N(1, 1), arith::trig),
+    ("$avg", N(1, MANY), arith::group_like),
+    ("$binarySize", N(1, 1), convert::binary_size),
+    ("$bitAnd", N(0, MANY), arith::bitwise),
+    ("$bitNot", N(1, 1), arith::bit_not),
+    ("$bitOr", N(0, MANY), arith::bitwise),
+    ("$bitXor", N(0, MANY), arith::bitwise),
+    ("$bsonSize", N(1, 1), convert::bson_size),
+    ("$ceil", N(1, 1), arith::unary),
+    ("$cmp", N(2, 2), logic::compare),
+    ("$concat", N(0, MANY), string::concat),
+    ("$concatArrays", N(0, MANY), array::concat_arrays),
+    ("$cond", Custom(logic::parse_cond), logic::cond),
+    (
+        "$convert",
+        Custom(convert::parse_convert),
+        convert::convert_op,
+    ),
+    ("$cos", N(1, 1), arith::trig),
+    ("$cosh", N(1, 1), arith::trig),
+    (
+        "$dateAdd",
+        Named(
+            &["startDate", "unit", "amount", "timezone"],
+            &["startDate", "unit", "amount"],
+        ),
+        date::date_add_subtract,
+    ),
+    (
+        "$dateDiff",
+        Named(
+            &["startDate", "endDate", "unit", "timezone", "startOfWeek"],
+            &["startDate", "endDate", "unit"],
+        ),
+        date::date_diff,
+    ),
+    (
+        "$dateFromParts",
+        Named(
+            &[
+                "year",
+                "month",
+                "day",
+                "hour",
+                "minute",
+                "second",
+                "millisecond",
+                "isoWeekYear",
+                "isoWeek",
+                "isoDayOfWeek",
+                "timezone",
+            ],
+            &[],
+        ),
+        date::date_from_parts,
+    ),
+    (
+        "$dateFromString",
+        Named(
+            &["dateString", "format", "timezone", "onError", "onNull"],
+            &["dateString"],
+        ),
+        date::date_from_string,
+    ),
+    (
+        "$dateSubtract",
+        Named(
+            &["startDate", "unit", "amount", "timezone"],
+            &["startDate", "unit", "amount"],
+        ),
+        date::date_add_subtract,
+    ),
+    (
+        "$dateToParts",
+        Named(&["date", "timezone", "iso8601"], &["date"]),
+        date::date_to_parts,
+    ),
+    (
+        "$dateToString",
+        Named(&["date", "format", "timezone", "onNull"], &["date"]),
+        date::date_to_string,
+    ),
+    (
+        "$dateTrunc",
+        Named(
+            &["date", "unit", "binSize", "timezone", "startOfWeek"],
+            &["date", "unit"],
+        ),
+        date::date_trunc,
+    ),
+    (
+        "$dayOfMonth",
+        Custom(date::parse_date_part),
+        date::date_part,
+    ),
+    ("$dayOfWeek", Custom(date::parse_date_part), date::date_part),
+    ("$dayOfYear", Custom(date::parse_date_part), date::date_part),
+    ("$degreesToRadians", N(1, 1), arith::trig),
+    ("$divide", N(2, 2), arith::divide),
+    ("$eq", N(2, 2), logic::compare),
+    ("$exp", N(1, 1), arith::unary),
+    (
+        "$filter",
+        Custom(array::parse_map_filter),
+        array::map_filter,
+    ),
+    ("$first", N(1, 1), array::first_last),
+    (
+        "$firstN",
+        Named(&["input", "n"], &["input", "n"]),
+        array::n_elements,
+    ),
+    ("$floor", N(1, 1), arith::unary),
+    ("$function", Custom(misc::parse_function), misc::function),
+    (
+        "$getField",
+        Custom(object::parse_get_field),
+        object::get_field,
+    ),
+    ("$gt", N(2, 2), logic::compare),
+    ("$gte", N(2, 2), logic::compare),
+    ("$hour", Custom(date::parse_date_part), date::date_part),
+    ("$ifNull", N(2, MANY), logic::if_null),
+    ("$in", N(2, 2), array::in_array),
+    ("$indexOfArray", N(2, 4), array::index_of_array),
+    ("$indexOfBytes", N(2, 4), string::index_of_bytes),
+    ("$indexOfCP", N(2, 4), string::index_of_cp),
+    ("$isArray", N(1, 1), array::is_array),
+    ("$isNumber", N(1, 1), convert::is_number),
+    (
+        "$isoDayOfWeek",
+        Custom(date::parse_date_part),
+        date::iso_date_part,
+    ),
+    (
+        "$isoWeek",
+        Custom(date::parse_date_part),
+        date::iso_date_part,
+    ),
+    (
+        "$isoWeekYear",
+        Custom(date::parse_date_part),
+        date::iso_date_part,
+    ),
+    ("$last", N(1, 1), array::first_last),
+    (
+        "$lastN",
+        Named(&["input", "n"], &["input", "n"]),
+        array::n_elements,
+    ),
+    ("$let", Custom(logic::parse_let), logic::let_),
+    ("$literal", Custom(misc::parse_literal), misc::literal),
+    ("$ln", N(1, 1), arith::unary),
+    ("$log", N(2, 2), arith::log),
+    ("$log10", N(1, 1), arith::unary),
+    ("$lt", N(2, 2), logic::compare),
+    ("$lte", N(2, 2), logic::compare),
+    ("$ltrim", Custom(string::parse_trim), string::trim),
+    ("$map", Custom(array::parse_map_filter), array::map_filter),
+    ("$max", N(1, MANY), arith::group_like),
+    (
+        "$maxN",
+        Named(&["input", "n"], &["input", "n"]),
+        array::n_elements,
+    ),
+    ("$median", Custom(misc::parse_quantiles), misc::quantiles),
+    ("$mergeObjects", N(0, MANY), object::merge_objects),
+    ("$meta", Custom(misc::parse_meta), misc::meta),
+    (
+        "$millisecond",
+        Custom(date::parse_date_part),
+        date::date_part,
+    ),
+    ("$min", N(1, MANY), arith::group_like),
+    (
+        "$minN",
+        Named(&["input", "n"], &["input", "n"]),
+        array::n_elements,
+    ),
+    ("$minute", Custom(date::parse_date_part), date::date_part),
+    ("$mod", N(2, 2), arith::modulo),
+    ("$month", Custom(date::parse_date_part), date::date_part),
+    ("$multiply", N(0, MANY), arith::multiply),
+    ("$ne", N(2, 2), logic::compare),
+    ("$not", N(1, 1), logic::not),
+    ("$objectToArray", N(1, 1), object::object_to_array),
+    ("$or", N(0, MANY), logic::or),
+    (
+        "$percentile",
+        Custom(misc::parse_quantiles),
+        misc::quantiles,
+    ),
+    ("$pow", N(2, 2), arith::pow_op),
+    ("$radiansToDegrees", N(1, 1), arith::trig),
+    ("$rand", Custom(misc::parse_rand), misc::rand),
+    ("$range", N(2, 3), array::range),
+    ("$reduce", Custom(array::parse_reduce), array::reduce),
+    (
+        "$regexFind",
+        Named(&["input", "regex", "options"], &["input", "regex"]),
+        string::regex_op,
+    ),
+    (
+        "$regexFindAll",
+        Named(&["input", "regex", "options"], &["input", "regex"]),
+        string::regex_op,
+    ),
+    (
+        "$regexMatch",
+        Named(&["input", "regex", "options"], &["input", "regex"]),
+        string::regex_op,
+    ),
+    (
+        "$replaceAll",
+        Named(
+            &["input", "find", "replacement"],
+            &["input", "find", "replacement"],
+        ),
+        string::replace,
+    ),
+    (
+        "$replaceOne",
+        Named(
+            &["input", "find", "replacement"],
+            &["input", "find", "replacement"],
+        ),
+        string::replace,
+    ),
+    ("$reverseArray", N(1, 1), array::reverse_array),
+    ("$round", N(1, 2), arith::unary),
+    ("$rtrim", Custom(string::parse_trim), string::trim),
+    ("$second", Custom(date::parse_date_part), date::date_part),
+    ("$setDifference", N(2, 2), array::set_op),
+    ("$setEquals", N(2, MANY), array::set_op),
+    (
+        "$setField",
+        Named(&["field", "input", "value"], &["field", "input", "value"]),
+        object::set_unset_field,
+    ),
+    ("$setIntersection", N(0, MANY), array::set_op),
+    ("$setIsSubset", N(2, 2), array::set_op),
+    ("$setUnion", N(0, MANY), array::set_op),
+    ("$sin", N(1, 1), arith::trig),
+    ("$sinh", N(1, 1), arith::trig),
+    ("$size", N(1, 1), array::size),
+    ("$slice", N(2, 3), array::slice),
+    (
+        "$sortArray",
+        Named(&["input", "sortBy"], &["input", "sortBy"]),
+        array::sort_array,
+    ),
+    ("$split", N(2, 2), string::split),
+    ("$sqrt", N(1, 1), arith::unary),
+    ("$stdDevPop", N(1, MANY), arith::group_like),
+    ("$stdDevSamp", N(1, MANY), arith::group_like),
+    ("$strLenBytes", N(1, 1), string::str_len),
+    ("$strLenCP", N(1, 1), string::str_len),
+    ("$strcasecmp", N(2, 2), string::strcasecmp),
+    ("$substr", N(3, 3), string::substr_bytes),
+    ("$substrBytes", N(3, 3), string::substr_bytes),
+    ("$substrCP", N(3, 3), string::substr_cp),
+    ("$subtract", N(2, 2), arith::subtract),
+    ("$sum", N(1, MANY), arith::group_like),
+    ("$switch", Custom(logic::parse_switch), logic::switch),
+    ("$tan", N(1, 1), arith::trig),
+    ("$tanh", N(1, 1), arith::trig),
+    ("$toBool", N(1, 1), convert::to_type),
+    ("$toDate", N(1, 1), convert::to_type),
+    ("$toDecimal", N(1, 1), convert::to_type),
+    ("$toDouble", N(1, 1), convert::to_type),
+    (
+        "$toHashedIndexKey",
+        Custom(misc::parse_operand),
+        misc::to_hashed_index_key,
+    ),
+    ("$toInt", N(1, 1), convert::to_type),
+    ("$toLong", N(1, 1), convert::to_type),
+    ("$toLower", N(1, 1), string::change_case),
+    ("$toObjectId", N(1, 1), convert::to_type),
+    ("$toString", N(1, 1), convert::to_type),
+    ("$toUpper", N(1, 1), string::change_case),
+    ("$trim", Custom(string::parse_trim), string::trim),
+    ("$trunc", N(1, 2), arith::unary),
+    ("$tsIncrement", N(1, 1), convert::ts_part),
+    ("$tsSecond", N(1, 1), convert::ts_part),
+    ("$type", N(1, 1), convert::type_of),
+    (
+        "$unsetField",
+        Named(&["field", "input"], &["field", "input"]),
+        object::set_unset_field,
+    ),
+    ("$week", Custom(date::parse_date_part), date::date_part),
+    ("$year", Custom(date::parse_date_part), date::date_part),
+    (
+        "$zip",
+        Named(&["inputs", "useLongestLength", "defaults"], &["inputs"]),
+        array::zip,
+    ),
 ];
 
 /// mongod expression operators BisonDB does not implement yet. Sorted.
 const NOT_IMPLEMENTED: &[&str] = &[];
 
-fn lookup_op(name: &str) -> Option<(&'static str, Args)> {
+fn lookup_op(name: &str) -> Option<&'static (&'static str, Parse, Eval)> {
     OPERATORS
-        .binary_search_by(|(n, _)| n.cmp(&name))
+        .binary_search_by(|(n, _, _)| n.cmp(&name))
         .ok()
-        .and_then(|i| OPERATORS.get(i).copied())
+        .and_then(|i| OPERATORS.get(i))
 }
 
 /// Validates a field path used as `"$a.b"` (without the `$`).
@@ -530,7 +722,7 @@ impl Expr {
     }
 
     fn parse_call(name: &str, arg: &Bson, scope: &mut Scope) -> MongoResult<Expr> {
-        let Some((name, args)) = lookup_op(name) else {
+        let Some(&(name, parse, _)) = lookup_op(name) else {
             if NOT_IMPLEMENTED.binary_search(&name).is_ok() {
                 return Err(MongoError::new(
                     ErrorCode::NotImplemented,
@@ -542,8 +734,8 @@ impl Expr {
                 format!("Unrecognized expression '{name}'"),
             ));
         };
-        match args {
-            Args::N(min, max) => {
+        match parse {
+            N(min, max) => {
                 let parsed: Vec<Expr> = match arg {
                     Bson::Array(a) => a
                         .iter()
@@ -554,7 +746,8 @@ impl Expr {
                 check_arity(name, parsed.len(), min, max)?;
                 Ok(Expr::Call(name, parsed))
             }
-            Args::Custom => parse_custom(name, arg, scope),
+            Named(allowed, required) => parse_named_op(name, arg, allowed, required, scope),
+            Custom(parse) => parse(name, arg, scope),
         }
     }
 
@@ -720,108 +913,14 @@ pub(crate) const ABSENT_META: &[&str] = &[
     "vectorSearchScore",
 ];
 
-/// The argument names of a named-argument operator (see [`NAMED`]), in the
-/// order of its parsed arguments.
+/// The argument names of a named-argument operator, in the order of its
+/// parsed arguments.
 pub(super) fn arg_names(op: &str) -> &'static [&'static str] {
-    NAMED
-        .iter()
-        .find(|(n, _, _)| *n == op)
-        .map_or(&[], |(_, names, _)| names)
+    match lookup_op(op) {
+        Some((_, Named(names, _), _)) => names,
+        _ => &[],
+    }
 }
-
-/// Operators taking only named arguments: name, argument names (their order
-/// is the order of the parsed arguments), required ones.
-const NAMED: &[(&str, &[&str], &[&str])] = &[
-    (
-        "$dateAdd",
-        &["startDate", "unit", "amount", "timezone"],
-        &["startDate", "unit", "amount"],
-    ),
-    (
-        "$dateDiff",
-        &["startDate", "endDate", "unit", "timezone", "startOfWeek"],
-        &["startDate", "endDate", "unit"],
-    ),
-    (
-        "$dateFromParts",
-        &[
-            "year",
-            "month",
-            "day",
-            "hour",
-            "minute",
-            "second",
-            "millisecond",
-            "isoWeekYear",
-            "isoWeek",
-            "isoDayOfWeek",
-            "timezone",
-        ],
-        &[],
-    ),
-    (
-        "$dateSubtract",
-        &["startDate", "unit", "amount", "timezone"],
-        &["startDate", "unit", "amount"],
-    ),
-    (
-        "$dateFromString",
-        &["dateString", "format", "timezone", "onError", "onNull"],
-        &["dateString"],
-    ),
-    ("$dateToParts", &["date", "timezone", "iso8601"], &["date"]),
-    (
-        "$dateToString",
-        &["date", "format", "timezone", "onNull"],
-        &["date"],
-    ),
-    (
-        "$dateTrunc",
-        &["date", "unit", "binSize", "timezone", "startOfWeek"],
-        &["date", "unit"],
-    ),
-    ("$firstN", &["input", "n"], &["input", "n"]),
-    ("$lastN", &["input", "n"], &["input", "n"]),
-    ("$maxN", &["input", "n"], &["input", "n"]),
-    ("$minN", &["input", "n"], &["input", "n"]),
-    (
-        "$regexFind",
-        &["input", "regex", "options"],
-        &["input", "regex"],
-    ),
-    (
-        "$regexFindAll",
-        &["input", "regex", "options"],
-        &["input", "regex"],
-    ),
-    (
-        "$regexMatch",
-        &["input", "regex", "options"],
-        &["input", "regex"],
-    ),
-    (
-        "$replaceAll",
-        &["input", "find", "replacement"],
-        &["input", "find", "replacement"],
-    ),
-    (
-        "$replaceOne",
-        &["input", "find", "replacement"],
-        &["input", "find", "replacement"],
-    ),
-    (
-        "$setField",
-        &["field", "input", "value"],
-        &["field", "input", "value"],
-    ),
-    ("$sortArray", &["input", "sortBy"], &["input", "sortBy"]),
-    ("$unsetField", &["field", "input"], &["field", "input"]),
-    (
-        "$zip",
-        &["inputs", "useLongestLength", "defaults"],
-        &["inputs"],
-    ),
-];
 
 fn parse_named_op(
     name: &'static str,
@@ -876,351 +975,6 @@ fn parse_named_op(
     Ok(Expr::Call(name, args))
 }
 
-/// `{$function: {body, args, lang: "js"}}`, with mongod's parse errors; the
-/// body (a constant string or Code) is compiled here so a syntax error fails
-/// before any document is read. Evaluates as `Call("$function", [body, args])`.
-fn parse_function(arg: &Bson, scope: &mut Scope) -> MongoResult<Expr> {
-    let Bson::Document(d) = arg else {
-        return Err(MongoError::location(
-            31260,
-            format!(
-                "$function requires an object as an argument, found: {}",
-                value::type_name(arg)
-            ),
-        ));
-    };
-    let body = d
-        .get("body")
-        .ok_or_else(|| MongoError::location(31261, "The body function must be specified."))?;
-    let body = match Expr::parse_in(body, scope)? {
-        Expr::Literal(Bson::String(s)) | Expr::Literal(Bson::JavaScriptCode(s)) => s,
-        Expr::Literal(_) => {
-            return Err(MongoError::location(
-                31262,
-                "The body function must evaluate to type string or code",
-            ))
-        }
-        _ => {
-            return Err(MongoError::location(
-                31432,
-                "The body function must be a constant expression",
-            ))
-        }
-    };
-    let args = d
-        .get("args")
-        .ok_or_else(|| MongoError::location(31263, "The args field must be specified."))?;
-    let args = Expr::parse_in(args, scope)?;
-    match d.get("lang") {
-        None => {
-            return Err(MongoError::location(
-                31418,
-                "The lang field must be specified.",
-            ))
-        }
-        Some(Bson::String(l)) if l == "js" => {}
-        Some(_) => {
-            return Err(MongoError::location(
-                31419,
-                "Currently the only supported language specifier is 'js'.",
-            ))
-        }
-    }
-    crate::js::check_function(&body)?;
-    Ok(Expr::Call(
-        "$function",
-        vec![Expr::Literal(Bson::String(body)), args],
-    ))
-}
-
-fn parse_custom(name: &'static str, arg: &Bson, scope: &mut Scope) -> MongoResult<Expr> {
-    if let Some((_, allowed, required)) = NAMED.iter().find(|(n, _, _)| *n == name) {
-        return parse_named_op(name, arg, allowed, required, scope);
-    }
-    match name {
-        "$literal" => Ok(Expr::Literal(arg.clone())),
-        // The operand as a whole, as mongod: an array is hashed as an array.
-        "$toHashedIndexKey" => Ok(Expr::Call(name, vec![Expr::parse_in(arg, scope)?])),
-        // The accumulators' spec and checks; the percentiles are constants.
-        "$median" | "$percentile" => {
-            let (input, ps) =
-                crate::agg::accumulators::parse_quantile_spec(name, name == "$median", arg)?;
-            let ps = Bson::Array(ps.into_iter().map(Bson::Double).collect());
-            Ok(Expr::Call(name, vec![Expr::parse_in(&input, scope)?, Expr::Literal(ps)]))
-        }
-        "$function" => parse_function(arg, scope),
-        // Only the text score is kept per document so far.
-        "$meta" => match arg {
-            Bson::String(m) if m == "textScore" => Ok(Expr::Call(name, Vec::new())),
-            // Nothing here sets these (no Atlas Search stages; `$sample`
-            // keeps no random values): mongod's value for a document
-            // without the metadata is missing.
-            Bson::String(m) if ABSENT_META.contains(&m.as_str()) => Ok(Expr::Missing),
-            Bson::String(m)
-                if matches!(
-                    m.as_str(),
-                    "geoNearDistance"
-                        | "geoNearPoint"
-                        | "recordId"
-                        | "indexKey"
-                        | "sortKey"
-                        | "score"
-                        | "scoreDetails"
-                ) =>
-            {
-                Err(MongoError::new(
-                    ErrorCode::NotImplemented,
-                    format!("$meta \"{m}\" is not supported by BisonDB yet"),
-                ))
-            }
-            Bson::String(m) => Err(MongoError::location(
-                17308,
-                format!("Unsupported argument to $meta: {m}"),
-            )),
-            _ => Err(MongoError::location(
-                17307,
-                "$meta only supports string arguments",
-            )),
-        },
-        "$rand" => match arg {
-            Bson::Document(d) if d.is_empty() => Ok(Expr::Call(name, Vec::new())),
-            _ => Err(MongoError::location(3040501, "$rand does not currently accept arguments")),
-        },
-        "$cond" => match arg {
-            Bson::Document(d) => {
-                for k in d.keys() {
-                    if !matches!(k.as_str(), "if" | "then" | "else") {
-                        return Err(MongoError::location(17083, format!("Unrecognized parameter to $cond: {k}")));
-                    }
-                }
-                let i = require(d, "if", 17080, "Missing 'if' parameter to $cond", scope)?;
-                let t = require(d, "then", 17081, "Missing 'then' parameter to $cond", scope)?;
-                let e = require(d, "else", 17082, "Missing 'else' parameter to $cond", scope)?;
-                Ok(Expr::Call(name, vec![i, t, e]))
-            }
-            Bson::Array(a) => {
-                check_arity(name, a.len(), 3, 3)?;
-                Ok(Expr::Call(name, a.iter().map(|x| Expr::parse_in(x, scope)).collect::<MongoResult<_>>()?))
-            }
-            other => {
-                check_arity(name, 1, 3, 3)?;
-                Ok(Expr::Call(name, vec![Expr::parse_in(other, scope)?]))
-            }
-        },
-        "$switch" => {
-            let d = named_args(
-                name,
-                arg,
-                &["branches", "default"],
-                (40060, "$switch requires an object as an argument, found: "),
-                (40067, "$switch found an unknown argument: "),
-            )?;
-            let branches = match d.get("branches") {
-                Some(Bson::Array(a)) => a,
-                Some(other) => {
-                    return Err(MongoError::location(
-                        40061,
-                        format!("$switch expected an array for 'branches', found: {}", value::type_name(other)),
-                    ))
-                }
-                None => return Err(MongoError::location(40068, "$switch requires at least one branch.")),
-            };
-            let mut args = Vec::with_capacity(branches.len() * 2 + 1);
-            for b in branches {
-                let Bson::Document(bd) = b else {
-                    return Err(MongoError::location(
-                        40062,
-                        format!("$switch expected each branch to be an object, found: {}", value::type_name(b)),
-                    ));
-                };
-                for k in bd.keys() {
-                    if k != "case" && k != "then" {
-                        return Err(MongoError::location(40063, format!("$switch found an unknown argument to a branch: {k}")));
-                    }
-                }
-                args.push(require(bd, "case", 40064, "$switch requires each branch have a 'case' expression", scope)?);
-                args.push(require(bd, "then", 40065, "$switch requires each branch have a 'then' expression.", scope)?);
-            }
-            if args.is_empty() {
-                return Err(MongoError::location(40068, "$switch requires at least one branch."));
-            }
-            if d.contains_key("default") {
-                args.push(parse_opt(d, "default", scope)?);
-            }
-            Ok(Expr::Call(name, args))
-        }
-        "$let" => {
-            let d = named_args(
-                name,
-                arg,
-                &["vars", "in"],
-                (16874, "$let only supports an object as its argument, found: "),
-                (16875, "Unrecognized parameter to $let: "),
-            )?;
-            let Some(Bson::Document(vars)) = d.get("vars") else {
-                return Err(MongoError::location(16876, "Missing 'vars' parameter to $let"));
-            };
-            let Some(body) = d.get("in") else {
-                return Err(MongoError::location(16877, "Missing 'in' parameter to $let"));
-            };
-            let mut args = Vec::with_capacity(vars.len() * 2 + 1);
-            let mut names = Vec::with_capacity(vars.len());
-            for (k, v) in vars {
-                check_var_name(k)?;
-                args.push(Expr::Literal(Bson::String(k.clone())));
-                args.push(Expr::parse_in(v, scope)?);
-                names.push(k.clone());
-            }
-            args.push(parse_with_vars(body, &names, scope)?);
-            Ok(Expr::Call(name, args))
-        }
-        "$map" | "$filter" => {
-            let (allowed, code_obj, code_unknown): (&[&str], i32, i32) = if name == "$map" {
-                (&["input", "as", "in"], 16878, 16879)
-            } else {
-                (&["input", "as", "cond", "limit"], 28646, 28647)
-            };
-            let d = named_args(
-                name,
-                arg,
-                allowed,
-                (code_obj, &format!("{name} only supports an object as its argument, found: ")),
-                (code_unknown, &format!("Unrecognized parameter to {name}: ")),
-            )?;
-            let input = require(d, "input", 28648, &format!("Missing 'input' parameter to {name}"), scope)?;
-            let var = match d.get("as") {
-                Some(Bson::String(s)) => {
-                    check_var_name(s)?;
-                    s.clone()
-                }
-                Some(other) => {
-                    return Err(MongoError::location(
-                        16866,
-                        format!("{name} 'as' must be a string, found: {}", value::type_name(other)),
-                    ))
-                }
-                None => "this".to_string(),
-            };
-            let body_key = if name == "$map" { "in" } else { "cond" };
-            let Some(body) = d.get(body_key) else {
-                return Err(MongoError::location(28649, format!("Missing '{body_key}' parameter to {name}")));
-            };
-            let body = parse_with_vars(body, std::slice::from_ref(&var), scope)?;
-            let limit = parse_opt(d, "limit", scope)?;
-            Ok(Expr::Call(name, vec![input, Expr::Literal(Bson::String(var)), body, limit]))
-        }
-        "$reduce" => {
-            let d = named_args(
-                name,
-                arg,
-                &["input", "initialValue", "in"],
-                (40075, "$reduce requires an object as an argument, found: "),
-                (40076, "$reduce found an unknown argument: "),
-            )?;
-            let input = require(d, "input", 40077, "$reduce requires 'input' to be specified", scope)?;
-            let init = require(d, "initialValue", 40078, "$reduce requires 'initialValue' to be specified", scope)?;
-            let Some(body) = d.get("in") else {
-                return Err(MongoError::location(40079, "$reduce requires 'in' to be specified"));
-            };
-            let body = parse_with_vars(body, &["value".to_string(), "this".to_string()], scope)?;
-            Ok(Expr::Call(name, vec![input, init, body]))
-        }
-        "$convert" => {
-            let d = named_args(
-                name,
-                arg,
-                &["input", "to", "onError", "onNull", "format", "base", "byteOrder"],
-                (
-                    ErrorCode::FailedToParse.code(),
-                    "$convert expects an object of named arguments but found: ",
-                ),
-                (ErrorCode::FailedToParse.code(), "$convert found an unknown argument: "),
-            )
-            .map_err(|e| MongoError::failed_to_parse(e.message))?;
-            for k in ["format", "base", "byteOrder"] {
-                if d.contains_key(k) {
-                    return Err(MongoError::new(
-                        ErrorCode::NotImplemented,
-                        format!("$convert's '{k}' argument is not supported by BisonDB yet"),
-                    ));
-                }
-            }
-            let input = match d.get("input") {
-                Some(v) => Expr::parse_in(v, scope)?,
-                None => return Err(MongoError::failed_to_parse("Missing 'input' parameter to $convert")),
-            };
-            let to = match d.get("to") {
-                Some(v) => Expr::parse_in(v, scope)?,
-                None => return Err(MongoError::failed_to_parse("Missing 'to' parameter to $convert")),
-            };
-            let on_error = parse_opt(d, "onError", scope)?;
-            let on_null = parse_opt(d, "onNull", scope)?;
-            let has_err = Expr::Literal(Bson::Boolean(d.contains_key("onError")));
-            let has_null = Expr::Literal(Bson::Boolean(d.contains_key("onNull")));
-            Ok(Expr::Call(name, vec![input, to, on_error, on_null, has_err, has_null]))
-        }
-        "$trim" | "$ltrim" | "$rtrim" => {
-            let d = named_args(
-                name,
-                arg,
-                &["input", "chars"],
-                (50696, &format!("{name} requires an object as an argument, found: ")),
-                (50694, &format!("{name} found an unknown argument: ")),
-            )?;
-            let input = require(d, "input", 50695, &format!("{name} requires an 'input' field"), scope)?;
-            let chars = parse_opt(d, "chars", scope)?;
-            Ok(Expr::Call(name, vec![input, chars]))
-        }
-        "$getField" => match arg {
-            Bson::Document(d) if d.contains_key("field") => {
-                for k in d.keys() {
-                    if k != "field" && k != "input" {
-                        return Err(MongoError::location(3041701, format!("$getField found an unknown argument: {k}")));
-                    }
-                }
-                let field = Expr::parse_in(d.get("field").unwrap_or(&Bson::Null), scope)?;
-                if !matches!(field, Expr::Literal(Bson::String(_))) {
-                    return Err(MongoError::location(
-                        5654602,
-                        "$getField requires 'field' to evaluate to a constant, but got a non-constant argument",
-                    ));
-                }
-                let input = match d.get("input") {
-                    Some(v) => Expr::parse_in(v, scope)?,
-                    None => Expr::Var { name: "CURRENT".into(), path: None },
-                };
-                Ok(Expr::Call(name, vec![field, input]))
-            }
-            Bson::String(s) if !s.starts_with('$') => {
-                Ok(Expr::Call(name, vec![Expr::Literal(arg.clone()), Expr::Var { name: "CURRENT".into(), path: None }]))
-            }
-            _ => Err(MongoError::location(
-                3041702,
-                "$getField requires 'field' to evaluate to a constant, but got a non-constant argument",
-            )),
-        },
-        // Date part operators: `<date>`, `[<date>]` or `{date, timezone}`.
-        _ => {
-            let (date, tz) = match arg {
-                Bson::Document(d) if d.contains_key("date") => {
-                    for k in d.keys() {
-                        if k != "date" && k != "timezone" {
-                            return Err(MongoError::location(40535, format!("unrecognized option to {name}: \"{k}\"")));
-                        }
-                    }
-                    (require(d, "date", 40539, "missing 'date' argument", scope)?, parse_opt(d, "timezone", scope)?)
-                }
-                Bson::Array(a) => {
-                    check_arity(name, a.len(), 1, 1)?;
-                    (Expr::parse_in(a.first().unwrap_or(&Bson::Null), scope)?, Expr::Missing)
-                }
-                other => (Expr::parse_in(other, scope)?, Expr::Missing),
-            };
-            Ok(Expr::Call(name, vec![date, tz]))
-        }
-    }
-}
-
 fn arg(args: &[Expr], i: usize) -> MongoResult<&Expr> {
     args.get(i)
         .ok_or_else(|| MongoError::internal("expression argument count checked at parse"))
@@ -1237,173 +991,17 @@ pub(crate) fn cmp_values(a: &Value, b: &Value, c: Option<&Collation>) -> Orderin
 }
 
 fn eval_call(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
-    match name {
-        "$and" => {
-            for a in args {
-                if !truthy(cx.ev(a)?.as_ref()) {
-                    return Ok(Some(Bson::Boolean(false)));
-                }
-            }
-            Ok(Some(Bson::Boolean(true)))
-        }
-        "$or" => {
-            for a in args {
-                if truthy(cx.ev(a)?.as_ref()) {
-                    return Ok(Some(Bson::Boolean(true)));
-                }
-            }
-            Ok(Some(Bson::Boolean(false)))
-        }
-        "$not" => Ok(Some(Bson::Boolean(!truthy(cx.ev(arg(args, 0)?)?.as_ref())))),
-        "$cmp" | "$eq" | "$ne" | "$gt" | "$gte" | "$lt" | "$lte" => {
-            let a = cx.ev(arg(args, 0)?)?;
-            let b = cx.ev(arg(args, 1)?)?;
-            let o = cmp_values(&a, &b, cx.vars.collation());
-            Ok(Some(match name {
-                "$cmp" => Bson::Int32(match o {
-                    Ordering::Less => -1,
-                    Ordering::Equal => 0,
-                    Ordering::Greater => 1,
-                }),
-                "$eq" => Bson::Boolean(o == Ordering::Equal),
-                "$ne" => Bson::Boolean(o != Ordering::Equal),
-                "$gt" => Bson::Boolean(o == Ordering::Greater),
-                "$gte" => Bson::Boolean(o != Ordering::Less),
-                "$lt" => Bson::Boolean(o == Ordering::Less),
-                _ => Bson::Boolean(o != Ordering::Greater),
-            }))
-        }
-        "$cond" => {
-            let c = truthy(cx.ev(arg(args, 0)?)?.as_ref());
-            cx.ev(arg(args, if c { 1 } else { 2 })?)
-        }
-        "$ifNull" => {
-            let (last, rest) = args
-                .split_last()
-                .ok_or_else(|| MongoError::internal("$ifNull arity"))?;
-            for a in rest {
-                let v = cx.ev(a)?;
-                if !value::nullish(v.as_ref()) {
-                    return Ok(v);
-                }
-            }
-            cx.ev(last)
-        }
-        "$switch" => {
-            let mut chunks = args.chunks_exact(2);
-            for pair in chunks.by_ref() {
-                if let [case, then] = pair {
-                    if truthy(cx.ev(case)?.as_ref()) {
-                        return cx.ev(then);
-                    }
-                }
-            }
-            match chunks.remainder() {
-                [default] => cx.ev(default),
-                _ => Err(MongoError::location(
-                    40066,
-                    "$switch could not find a matching branch for an input, and no default was specified.",
-                )),
-            }
-        }
-        "$let" => {
-            let (body, pairs) = args
-                .split_last()
-                .ok_or_else(|| MongoError::internal("$let arity"))?;
-            let mut bindings = Vec::with_capacity(pairs.len() / 2);
-            for pair in pairs.chunks_exact(2) {
-                if let [Expr::Literal(Bson::String(n)), e] = pair {
-                    bindings.push((n.clone(), cx.ev(e)?.unwrap_or(Bson::Null)));
-                }
-            }
-            let vars = cx.vars.child(bindings);
-            body.eval(cx.root, &vars)
-        }
-        "$map" | "$filter" | "$reduce" | "$size" | "$arrayElemAt" | "$first" | "$last" | "$in"
-        | "$isArray" | "$concatArrays" | "$slice" | "$range" | "$reverseArray"
-        | "$indexOfArray" | "$setUnion" | "$setIntersection" | "$setDifference" | "$setEquals"
-        | "$setIsSubset" | "$allElementsTrue" | "$anyElementTrue" | "$zip" | "$sortArray"
-        | "$firstN" | "$lastN" | "$maxN" | "$minN" => array::eval(name, args, cx),
-        "$dateToString" | "$dateFromParts" | "$dateAdd" | "$dateSubtract" | "$dateDiff"
-        | "$dateTrunc" | "$dateToParts" | "$dateFromString" => date::eval_named(name, args, cx),
-        "$isoDayOfWeek" | "$isoWeek" | "$isoWeekYear" => date::eval_iso(name, args, cx),
-        "$indexOfCP" | "$replaceOne" | "$replaceAll" | "$regexMatch" | "$regexFind"
-        | "$regexFindAll" => string::eval(name, args, cx),
-        "$toDate" | "$toObjectId" | "$bsonSize" | "$binarySize" | "$tsSecond" | "$tsIncrement" => {
-            convert::eval(name, args, cx)
-        }
-        "$setField" | "$unsetField" => object::eval(name, args, cx),
-        "$rand" => Ok(Some(Bson::Double(rand_unit()))),
-        "$median" | "$percentile" => eval_quantiles(name, args, cx),
-        // A missing value hashes as null, as mongod.
-        "$toHashedIndexKey" => {
-            let v = cx.ev(arg(args, 0)?)?.unwrap_or(Bson::Null);
-            Ok(Some(Bson::Int64(hashed::hash64(&v))))
-        }
-        // Missing when the document has no recorded score (as mongod).
-        "$meta" => Ok(cx.vars.text_score(cx.root).map(Bson::Double)),
-        "$function" => {
-            let body = match arg(args, 0)? {
-                Expr::Literal(Bson::String(s)) => s,
-                _ => return Err(MongoError::internal("$function body")),
-            };
-            match cx.ev(arg(args, 1)?)? {
-                Some(Bson::Array(values)) => Ok(Some(crate::js::call_function(body, &values)?)),
-                _ => Err(MongoError::location(
-                    31266,
-                    "The args field must be of type array",
-                )),
-            }
-        }
-        "$concat" | "$toLower" | "$toUpper" | "$substr" | "$substrBytes" | "$substrCP"
-        | "$strLenBytes" | "$strLenCP" | "$split" | "$trim" | "$ltrim" | "$rtrim"
-        | "$indexOfBytes" | "$strcasecmp" => string::eval(name, args, cx),
-        "$type" | "$toString" | "$toInt" | "$toLong" | "$toDouble" | "$toDecimal" | "$toBool"
-        | "$convert" | "$isNumber" => convert::eval(name, args, cx),
-        "$year" | "$month" | "$dayOfMonth" | "$hour" | "$minute" | "$second" | "$millisecond"
-        | "$dayOfWeek" | "$dayOfYear" | "$week" => date::eval(name, args, cx),
-        "$mergeObjects" | "$getField" | "$objectToArray" | "$arrayToObject" => {
-            object::eval(name, args, cx)
-        }
-        _ => arith::eval(name, args, cx),
+    match lookup_op(name) {
+        Some((_, _, eval)) => eval(name, args, cx),
+        None => Err(MongoError::internal(format!(
+            "unknown expression operator {name}"
+        ))),
     }
-}
-
-/// `$median`/`$percentile` over one value: an array's numeric elements, or
-/// the value itself when it is a number; anything else counts as no data
-/// (null results), as the accumulators ignore non-numeric inputs.
-fn eval_quantiles(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
-    use crate::agg::accumulators::{quantile_input, quantiles};
-    let vals: Vec<f64> = match cx.ev(arg(args, 0)?)? {
-        Some(Bson::Array(items)) => items.iter().filter_map(quantile_input).collect(),
-        Some(v) => quantile_input(&v).into_iter().collect(),
-        None => Vec::new(),
-    };
-    let ps: Vec<f64> = match arg(args, 1)? {
-        Expr::Literal(Bson::Array(ps)) => ps.iter().filter_map(Bson::as_f64).collect(),
-        _ => return Err(MongoError::internal("percentile list")),
-    };
-    let mut out = quantiles(vals, &ps);
-    Ok(Some(if name == "$median" {
-        out.pop().unwrap_or(Bson::Null)
-    } else {
-        Bson::Array(out)
-    }))
 }
 
 /// Merges `d` into `out` as `$mergeObjects` does (later fields win in place).
 pub(crate) fn merge_objects_into(out: &mut Document, d: Document) {
     object::merge_into(out, d);
-}
-
-/// A uniformly distributed double in [0, 1) for `$rand`, drawn from the
-/// standard library's randomly keyed hasher (no extra dependency).
-fn rand_unit() -> f64 {
-    use std::hash::{BuildHasher, Hasher};
-    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u64(COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
-    (h.finish() >> 11) as f64 / (1u64 << 53) as f64
 }
 
 /// Renders a value for messages (`missing` when absent).

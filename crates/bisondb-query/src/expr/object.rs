@@ -1,111 +1,117 @@
 //! Object expressions: `$mergeObjects`, `$getField`, `$objectToArray`,
 //! `$arrayToObject`.
 
-use super::value::{nullish, render, type_name, type_name_opt};
-use super::{arg, Ctx, Expr, Value};
+use super::{arg, Ctx, Expr, Scope, Value};
+use crate::value::{nullish, render, type_name, type_name_opt};
 use bisondb_error::{MongoError, MongoResult};
 use bson::{doc, Bson, Document};
 
-pub(super) fn eval(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
-    match name {
-        "$mergeObjects" => {
-            let mut out = Document::new();
-            for (i, a) in args.iter().enumerate() {
-                match cx.ev(a)? {
-                    Some(Bson::Document(d)) => merge_into(&mut out, d),
-                    v if nullish(v.as_ref()) => {}
-                    v => {
-                        return Err(MongoError::location(
-                            40400,
-                            format!(
-                                "$mergeObjects requires object inputs, but input {} is of type {}",
-                                i,
-                                type_name_opt(v.as_ref())
-                            ),
-                        ))
-                    }
-                }
-            }
-            Ok(Some(Bson::Document(out)))
-        }
-        "$getField" => {
-            let field = match arg(args, 0)? {
-                Expr::Literal(Bson::String(s)) => s,
-                _ => return Err(MongoError::internal("$getField field checked at parse")),
-            };
-            match cx.ev(arg(args, 1)?)? {
-                Some(Bson::Document(d)) => Ok(d.get(field).cloned()),
-                v if nullish(v.as_ref()) => Ok(Some(Bson::Null)),
-                Some(other) => Err(MongoError::location(
-                    3041705,
+/// `$mergeObjects`.
+pub(super) fn merge_objects(_name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
+    let mut out = Document::new();
+    for (i, a) in args.iter().enumerate() {
+        match cx.ev(a)? {
+            Some(Bson::Document(d)) => merge_into(&mut out, d),
+            v if nullish(v.as_ref()) => {}
+            v => {
+                return Err(MongoError::location(
+                    40400,
                     format!(
-                        "$getField requires 'input' to evaluate to type Object, but got {}",
-                        type_name(&other)
+                        "$mergeObjects requires object inputs, but input {} is of type {}",
+                        i,
+                        type_name_opt(v.as_ref())
                     ),
-                )),
-                None => Ok(Some(Bson::Null)),
+                ))
             }
         }
-        "$objectToArray" => match cx.ev(arg(args, 0)?)? {
-            Some(Bson::Document(d)) => Ok(Some(Bson::Array(
-                d.into_iter()
-                    .map(|(k, v)| Bson::Document(doc! {"k": k, "v": v}))
-                    .collect(),
-            ))),
-            v if nullish(v.as_ref()) => Ok(Some(Bson::Null)),
-            other => Err(MongoError::location(
-                40390,
-                format!(
-                    "$objectToArray requires a document input, found: {}",
-                    type_name_opt(other.as_ref())
-                ),
-            )),
-        },
-        "$arrayToObject" => match cx.ev(arg(args, 0)?)? {
-            Some(Bson::Array(a)) => array_to_object(a).map(|d| Some(Bson::Document(d))),
-            v if nullish(v.as_ref()) => Ok(Some(Bson::Null)),
-            other => Err(MongoError::location(
-                40386,
-                format!(
-                    "$arrayToObject requires an array input, found: {}",
-                    type_name_opt(other.as_ref())
-                ),
-            )),
-        },
-        "$setField" | "$unsetField" => {
-            let Expr::Literal(Bson::String(field)) = arg(args, 0)? else {
-                return Err(MongoError::internal("$setField field checked at parse"));
-            };
-            match cx.ev(arg(args, 1)?)? {
-                Some(Bson::Document(mut d)) => {
-                    let v = if name == "$setField" {
-                        cx.ev(arg(args, 2)?)?
-                    } else {
-                        None
-                    };
-                    match v {
-                        Some(v) => {
-                            d.insert(field.clone(), v);
-                        }
-                        None => {
-                            d.remove(field);
-                        }
-                    }
-                    Ok(Some(Bson::Document(d)))
-                }
-                v if nullish(v.as_ref()) => Ok(Some(Bson::Null)),
-                other => Err(MongoError::location(
-                    4161105,
-                    format!(
-                        "{name} requires 'input' to evaluate to type Object, but got {}",
-                        type_name_opt(other.as_ref())
-                    ),
-                )),
-            }
-        }
-        other => Err(MongoError::internal(format!(
-            "unhandled object operator {other}"
+    }
+    Ok(Some(Bson::Document(out)))
+}
+
+/// `$getField`.
+pub(super) fn get_field(_name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
+    let field = match arg(args, 0)? {
+        Expr::Literal(Bson::String(s)) => s,
+        _ => return Err(MongoError::internal("$getField field checked at parse")),
+    };
+    match cx.ev(arg(args, 1)?)? {
+        Some(Bson::Document(d)) => Ok(d.get(field).cloned()),
+        v if nullish(v.as_ref()) => Ok(Some(Bson::Null)),
+        Some(other) => Err(MongoError::location(
+            3041705,
+            format!(
+                "$getField requires 'input' to evaluate to type Object, but got {}",
+                type_name(&other)
+            ),
+        )),
+        None => Ok(Some(Bson::Null)),
+    }
+}
+
+/// `$objectToArray`.
+pub(super) fn object_to_array(_name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
+    match cx.ev(arg(args, 0)?)? {
+        Some(Bson::Document(d)) => Ok(Some(Bson::Array(
+            d.into_iter()
+                .map(|(k, v)| Bson::Document(doc! {"k": k, "v": v}))
+                .collect(),
         ))),
+        v if nullish(v.as_ref()) => Ok(Some(Bson::Null)),
+        other => Err(MongoError::location(
+            40390,
+            format!(
+                "$objectToArray requires a document input, found: {}",
+                type_name_opt(other.as_ref())
+            ),
+        )),
+    }
+}
+
+/// `$arrayToObject`.
+pub(super) fn array_to_object_op(_name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
+    match cx.ev(arg(args, 0)?)? {
+        Some(Bson::Array(a)) => array_to_object(a).map(|d| Some(Bson::Document(d))),
+        v if nullish(v.as_ref()) => Ok(Some(Bson::Null)),
+        other => Err(MongoError::location(
+            40386,
+            format!(
+                "$arrayToObject requires an array input, found: {}",
+                type_name_opt(other.as_ref())
+            ),
+        )),
+    }
+}
+
+/// `$setField`, `$unsetField`.
+pub(super) fn set_unset_field(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
+    let Expr::Literal(Bson::String(field)) = arg(args, 0)? else {
+        return Err(MongoError::internal("$setField field checked at parse"));
+    };
+    match cx.ev(arg(args, 1)?)? {
+        Some(Bson::Document(mut d)) => {
+            let v = if name == "$setField" {
+                cx.ev(arg(args, 2)?)?
+            } else {
+                None
+            };
+            match v {
+                Some(v) => {
+                    d.insert(field.clone(), v);
+                }
+                None => {
+                    d.remove(field);
+                }
+            }
+            Ok(Some(Bson::Document(d)))
+        }
+        v if nullish(v.as_ref()) => Ok(Some(Bson::Null)),
+        other => Err(MongoError::location(
+            4161105,
+            format!(
+                "{name} requires 'input' to evaluate to type Object, but got {}",
+                type_name_opt(other.as_ref())
+            ),
+        )),
     }
 }
 
@@ -206,4 +212,53 @@ fn array_to_object(a: Vec<Bson>) -> MongoResult<Document> {
         out.insert(k, v);
     }
     Ok(out)
+}
+
+/// Parses the argument of `$getField`.
+pub(super) fn parse_get_field(
+    name: &'static str,
+    arg: &Bson,
+    scope: &mut Scope,
+) -> MongoResult<Expr> {
+    match arg {
+        Bson::Document(d) if d.contains_key("field") => {
+            for k in d.keys() {
+                if k != "field" && k != "input" {
+                    return Err(MongoError::location(
+                        3041701,
+                        format!("$getField found an unknown argument: {k}"),
+                    ));
+                }
+            }
+            let field = Expr::parse_in(d.get("field").unwrap_or(&Bson::Null), scope)?;
+            if !matches!(field, Expr::Literal(Bson::String(_))) {
+                return Err(MongoError::location(
+                    5654602,
+                    "$getField requires 'field' to evaluate to a constant, but got a non-constant argument",
+                ));
+            }
+            let input = match d.get("input") {
+                Some(v) => Expr::parse_in(v, scope)?,
+                None => Expr::Var {
+                    name: "CURRENT".into(),
+                    path: None,
+                },
+            };
+            Ok(Expr::Call(name, vec![field, input]))
+        }
+        Bson::String(s) if !s.starts_with('$') => Ok(Expr::Call(
+            name,
+            vec![
+                Expr::Literal(arg.clone()),
+                Expr::Var {
+                    name: "CURRENT".into(),
+                    path: None,
+                },
+            ],
+        )),
+        _ => Err(MongoError::location(
+            3041702,
+            "$getField requires 'field' to evaluate to a constant, but got a non-constant argument",
+        )),
+    }
 }

@@ -1,8 +1,8 @@
 //! String expressions. Indexes are in UTF-8 bytes for the `Bytes` variants
 //! and in code points for the `CP` variants, as in mongod.
 
-use super::value::{nullish, type_name, type_name_opt};
-use super::{arg, Ctx, Expr, Value};
+use super::{arg, named_args, parse_opt, require, Ctx, Expr, Scope, Value};
+use crate::value::{nullish, type_name, type_name_opt};
 use bisondb_error::{MongoError, MongoResult};
 use bson::Bson;
 
@@ -27,7 +27,7 @@ pub(crate) fn coerce_to_string(v: &Value, code: i32) -> MongoResult<String> {
         Some(Bson::String(s)) | Some(Bson::Symbol(s)) => s.clone(),
         Some(Bson::Int32(i)) => i.to_string(),
         Some(Bson::Int64(i)) => i.to_string(),
-        Some(Bson::Double(d)) => double_to_string(*d),
+        Some(Bson::Double(d)) => super::convert::double_to_string(*d),
         Some(Bson::Decimal128(d)) => d.to_string(),
         Some(Bson::DateTime(d)) => super::convert::date_to_string(*d),
         Some(Bson::Timestamp(t)) => format!("Timestamp({}, {})", t.time, t.increment),
@@ -41,27 +41,6 @@ pub(crate) fn coerce_to_string(v: &Value, code: i32) -> MongoResult<String> {
             ))
         }
     })
-}
-
-/// A double as mongod's `$toString` prints it (`1`, `1.5`, `1e+20`).
-pub(crate) fn double_to_string(d: f64) -> String {
-    if d.is_nan() {
-        "NaN".to_string()
-    } else if d.is_infinite() {
-        if d > 0.0 {
-            "Infinity".to_string()
-        } else {
-            "-Infinity".to_string()
-        }
-    } else if d != 0.0 && (d.abs() >= 1e15 || d.abs() < 1e-4) {
-        let e = format!("{d:e}");
-        match e.split_once('e') {
-            Some((m, x)) if !x.starts_with('-') => format!("{m}e+{x}"),
-            _ => e,
-        }
-    } else {
-        format!("{d}")
-    }
 }
 
 fn int_arg(v: &Value, op: &str, what: &str, code: i32) -> MongoResult<i64> {
@@ -80,261 +59,272 @@ fn int_arg(v: &Value, op: &str, what: &str, code: i32) -> MongoResult<i64> {
     }
 }
 
-pub(super) fn eval(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
-    match name {
-        "$concat" => {
-            let mut out = String::new();
-            let mut null = false;
-            for a in args {
-                match cx.ev(a)? {
-                    Some(Bson::String(s)) => {
-                        check_len(out.len().saturating_add(s.len()), "$concat")?;
-                        out.push_str(&s)
-                    }
-                    v if nullish(v.as_ref()) => null = true,
-                    Some(v) => {
-                        return Err(MongoError::location(
-                            16702,
-                            format!("$concat only supports strings, not {}", type_name(&v)),
-                        ))
-                    }
-                    None => null = true,
-                }
-            }
-            Ok(Some(if null { Bson::Null } else { Bson::String(out) }))
-        }
-        "$toLower" | "$toUpper" => {
-            let s = coerce_to_string(&cx.ev(arg(args, 0)?)?, 16007)?;
-            // mongod changes case of ASCII letters only.
-            Ok(Some(Bson::String(if name == "$toLower" {
-                s.to_ascii_lowercase()
-            } else {
-                s.to_ascii_uppercase()
-            })))
-        }
-        "$substr" | "$substrBytes" => {
-            let s = coerce_to_string(&cx.ev(arg(args, 0)?)?, 16007)?;
-            let start = int_arg(
-                &cx.ev(arg(args, 1)?)?,
-                "$substrBytes",
-                "starting index",
-                16034,
-            )?;
-            let len = int_arg(&cx.ev(arg(args, 2)?)?, "$substrBytes", "length", 16035)?;
-            if start < 0 {
-                return Err(MongoError::location(
-                    50752,
-                    format!("$substrBytes: starting index must be non-negative (got: {start})"),
-                ));
-            }
-            let bytes = s.as_bytes();
-            let start = usize::try_from(start)
-                .unwrap_or(usize::MAX)
-                .min(bytes.len());
-            if !s.is_char_boundary(start) {
-                return Err(MongoError::location(
-                    28656,
-                    "$substrBytes:  Invalid range, starting index is a UTF-8 continuation byte.",
-                ));
-            }
-            let end = if len < 0 {
-                bytes.len()
-            } else {
-                start
-                    .saturating_add(usize::try_from(len).unwrap_or(usize::MAX))
-                    .min(bytes.len())
-            };
-            if !s.is_char_boundary(end) {
-                return Err(MongoError::location(
-                    28657,
-                    "$substrBytes:  Invalid range, ending index is in the middle of a UTF-8 character.",
-                ));
-            }
-            Ok(Some(Bson::String(
-                s.get(start..end).unwrap_or("").to_string(),
-            )))
-        }
-        "$substrCP" => {
-            let s = coerce_to_string(&cx.ev(arg(args, 0)?)?, 16007)?;
-            let start = int_arg(&cx.ev(arg(args, 1)?)?, "$substrCP", "starting index", 34450)?;
-            let len = int_arg(&cx.ev(arg(args, 2)?)?, "$substrCP", "length", 34452)?;
-            if start < 0 {
-                return Err(MongoError::location(
-                    34455,
-                    "$substrCP: the starting index must be nonnegative integer.",
-                ));
-            }
-            if len < 0 {
-                return Err(MongoError::location(
-                    34454,
-                    "$substrCP: length must be a nonnegative integer.",
-                ));
-            }
-            let out: String = s
-                .chars()
-                .skip(usize::try_from(start).unwrap_or(usize::MAX))
-                .take(usize::try_from(len).unwrap_or(usize::MAX))
-                .collect();
-            Ok(Some(Bson::String(out)))
-        }
-        "$strLenBytes" | "$strLenCP" => match cx.ev(arg(args, 0)?)? {
+/// `$concat`.
+pub(super) fn concat(_name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
+    let mut out = String::new();
+    let mut null = false;
+    for a in args {
+        match cx.ev(a)? {
             Some(Bson::String(s)) => {
-                let n = if name == "$strLenBytes" {
-                    s.len()
-                } else {
-                    s.chars().count()
-                };
-                Ok(Some(Bson::Int32(i32::try_from(n).unwrap_or(i32::MAX))))
+                check_len(out.len().saturating_add(s.len()), "$concat")?;
+                out.push_str(&s)
             }
-            other => Err(MongoError::location(
-                if name == "$strLenBytes" { 34473 } else { 34471 },
-                format!(
-                    "{name} requires a string argument, found: {}",
-                    type_name_opt(other.as_ref())
-                ),
-            )),
-        },
-        "$split" => {
-            let s = cx.ev(arg(args, 0)?)?;
-            let d = cx.ev(arg(args, 1)?)?;
-            if nullish(s.as_ref()) || nullish(d.as_ref()) {
-                return Ok(Some(Bson::Null));
-            }
-            let Some(Bson::String(s)) = s else {
+            v if nullish(v.as_ref()) => null = true,
+            Some(v) => {
                 return Err(MongoError::location(
-                    40085,
-                    format!(
-                        "$split requires an expression that evaluates to a string as a first argument, found: {}",
-                        type_name_opt(s.as_ref())
-                    ),
-                ));
-            };
-            let Some(Bson::String(d)) = d else {
-                return Err(MongoError::location(
-                    40086,
-                    format!(
-                        "$split requires an expression that evaluates to a string as a second argument, found: {}",
-                        type_name_opt(d.as_ref())
-                    ),
-                ));
-            };
-            if d.is_empty() {
-                return Err(MongoError::location(
-                    40087,
-                    "$split requires a non-empty separator",
-                ));
+                    16702,
+                    format!("$concat only supports strings, not {}", type_name(&v)),
+                ))
             }
-            Ok(Some(Bson::Array(
-                s.split(d.as_str())
-                    .map(|p| Bson::String(p.to_string()))
-                    .collect(),
-            )))
+            None => null = true,
         }
-        "$trim" | "$ltrim" | "$rtrim" => {
-            let input = cx.ev(arg(args, 0)?)?;
-            if nullish(input.as_ref()) {
-                return Ok(Some(Bson::Null));
-            }
-            let Some(Bson::String(s)) = input else {
-                return Err(MongoError::location(
-                    50699,
-                    format!(
-                        "{name} requires its input to be a string, got {} (of type {}) instead.",
-                        super::render_value(&input),
-                        type_name_opt(input.as_ref())
-                    ),
-                ));
-            };
-            let chars = cx.ev(arg(args, 1)?)?;
-            let set: Option<Vec<char>> = match chars {
-                None => None,
-                Some(Bson::Null) | Some(Bson::Undefined) => return Ok(Some(Bson::Null)),
-                Some(Bson::String(c)) => Some(c.chars().collect()),
-                Some(other) => {
-                    return Err(MongoError::location(
-                        50700,
-                        format!(
-                            "{name} requires 'chars' to be a string, got {} (of type {}) instead.",
-                            super::value::render(&other),
-                            type_name(&other)
-                        ),
-                    ))
-                }
-            };
-            let is_trim = |c: char| match &set {
-                Some(set) => set.contains(&c),
-                None => c == '\0' || c.is_whitespace(),
-            };
-            let out = match name {
-                "$ltrim" => s.trim_start_matches(is_trim),
-                "$rtrim" => s.trim_end_matches(is_trim),
-                _ => s.trim_matches(is_trim),
-            };
-            Ok(Some(Bson::String(out.to_string())))
-        }
-        "$indexOfBytes" => {
-            let Some((s, sub)) = index_of_strings(args, cx, "$indexOfBytes", (40091, 40092))?
-            else {
-                return Ok(Some(Bson::Null));
-            };
-            let Some((start, end)) = index_bounds(args, cx, "$indexOfBytes", s.len())? else {
-                return Ok(Some(Bson::Int32(-1)));
-            };
-            Ok(Some(first_index(s.as_bytes(), sub.as_bytes(), start, end)))
-        }
-        "$strcasecmp" => {
-            let a = coerce_to_string(&cx.ev(arg(args, 0)?)?, 16007)?.to_ascii_uppercase();
-            let b = coerce_to_string(&cx.ev(arg(args, 1)?)?, 16007)?.to_ascii_uppercase();
-            Ok(Some(Bson::Int32(match a.cmp(&b) {
-                std::cmp::Ordering::Less => -1,
-                std::cmp::Ordering::Equal => 0,
-                std::cmp::Ordering::Greater => 1,
-            })))
-        }
-        "$indexOfCP" => index_of_cp(args, cx),
-        "$replaceOne" | "$replaceAll" => {
-            let mut vals: Vec<Option<String>> = Vec::with_capacity(3);
-            for (i, what) in ["input", "find", "replacement"].iter().enumerate() {
-                match cx.ev(arg(args, i)?)? {
-                    Some(Bson::String(s)) => vals.push(Some(s)),
-                    v if nullish(v.as_ref()) => vals.push(None),
-                    Some(other) => {
-                        return Err(MongoError::location(
-                            51746,
-                            format!(
-                                "{name} requires that '{what}' be a string, found: {}",
-                                super::value::render(&other)
-                            ),
-                        ))
-                    }
-                    None => vals.push(None),
-                }
-            }
-            let (Some(Some(input)), Some(Some(find)), Some(Some(rep))) =
-                (vals.first(), vals.get(1), vals.get(2))
-            else {
-                return Ok(Some(Bson::Null));
-            };
-            let hits = if name == "$replaceOne" {
-                usize::from(input.contains(find.as_str()))
-            } else {
-                input.matches(find.as_str()).count()
-            };
-            check_len(
-                input.len().saturating_add(hits.saturating_mul(rep.len())),
-                name,
-            )?;
-            Ok(Some(Bson::String(if name == "$replaceOne" {
-                input.replacen(find.as_str(), rep, 1)
-            } else {
-                input.replace(find.as_str(), rep)
-            })))
-        }
-        "$regexMatch" | "$regexFind" | "$regexFindAll" => regex_op(name, args, cx),
-        other => Err(MongoError::internal(format!(
-            "unhandled string operator {other}"
-        ))),
     }
+    Ok(Some(if null { Bson::Null } else { Bson::String(out) }))
+}
+
+/// `$toLower`, `$toUpper`.
+pub(super) fn change_case(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
+    let s = coerce_to_string(&cx.ev(arg(args, 0)?)?, 16007)?;
+    // mongod changes case of ASCII letters only.
+    Ok(Some(Bson::String(if name == "$toLower" {
+        s.to_ascii_lowercase()
+    } else {
+        s.to_ascii_uppercase()
+    })))
+}
+
+/// `$substr`, `$substrBytes`.
+pub(super) fn substr_bytes(_name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
+    let s = coerce_to_string(&cx.ev(arg(args, 0)?)?, 16007)?;
+    let start = int_arg(
+        &cx.ev(arg(args, 1)?)?,
+        "$substrBytes",
+        "starting index",
+        16034,
+    )?;
+    let len = int_arg(&cx.ev(arg(args, 2)?)?, "$substrBytes", "length", 16035)?;
+    if start < 0 {
+        return Err(MongoError::location(
+            50752,
+            format!("$substrBytes: starting index must be non-negative (got: {start})"),
+        ));
+    }
+    let bytes = s.as_bytes();
+    let start = usize::try_from(start)
+        .unwrap_or(usize::MAX)
+        .min(bytes.len());
+    if !s.is_char_boundary(start) {
+        return Err(MongoError::location(
+            28656,
+            "$substrBytes:  Invalid range, starting index is a UTF-8 continuation byte.",
+        ));
+    }
+    let end = if len < 0 {
+        bytes.len()
+    } else {
+        start
+            .saturating_add(usize::try_from(len).unwrap_or(usize::MAX))
+            .min(bytes.len())
+    };
+    if !s.is_char_boundary(end) {
+        return Err(MongoError::location(
+            28657,
+            "$substrBytes:  Invalid range, ending index is in the middle of a UTF-8 character.",
+        ));
+    }
+    Ok(Some(Bson::String(
+        s.get(start..end).unwrap_or("").to_string(),
+    )))
+}
+
+/// `$substrCP`.
+pub(super) fn substr_cp(_name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
+    let s = coerce_to_string(&cx.ev(arg(args, 0)?)?, 16007)?;
+    let start = int_arg(&cx.ev(arg(args, 1)?)?, "$substrCP", "starting index", 34450)?;
+    let len = int_arg(&cx.ev(arg(args, 2)?)?, "$substrCP", "length", 34452)?;
+    if start < 0 {
+        return Err(MongoError::location(
+            34455,
+            "$substrCP: the starting index must be nonnegative integer.",
+        ));
+    }
+    if len < 0 {
+        return Err(MongoError::location(
+            34454,
+            "$substrCP: length must be a nonnegative integer.",
+        ));
+    }
+    let out: String = s
+        .chars()
+        .skip(usize::try_from(start).unwrap_or(usize::MAX))
+        .take(usize::try_from(len).unwrap_or(usize::MAX))
+        .collect();
+    Ok(Some(Bson::String(out)))
+}
+
+/// `$strLenBytes`, `$strLenCP`.
+pub(super) fn str_len(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
+    match cx.ev(arg(args, 0)?)? {
+        Some(Bson::String(s)) => {
+            let n = if name == "$strLenBytes" {
+                s.len()
+            } else {
+                s.chars().count()
+            };
+            Ok(Some(Bson::Int32(i32::try_from(n).unwrap_or(i32::MAX))))
+        }
+        other => Err(MongoError::location(
+            if name == "$strLenBytes" { 34473 } else { 34471 },
+            format!(
+                "{name} requires a string argument, found: {}",
+                type_name_opt(other.as_ref())
+            ),
+        )),
+    }
+}
+
+/// `$split`.
+pub(super) fn split(_name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
+    let s = cx.ev(arg(args, 0)?)?;
+    let d = cx.ev(arg(args, 1)?)?;
+    if nullish(s.as_ref()) || nullish(d.as_ref()) {
+        return Ok(Some(Bson::Null));
+    }
+    let Some(Bson::String(s)) = s else {
+        return Err(MongoError::location(
+            40085,
+            format!(
+                "$split requires an expression that evaluates to a string as a first argument, found: {}",
+                type_name_opt(s.as_ref())
+            ),
+        ));
+    };
+    let Some(Bson::String(d)) = d else {
+        return Err(MongoError::location(
+            40086,
+            format!(
+                "$split requires an expression that evaluates to a string as a second argument, found: {}",
+                type_name_opt(d.as_ref())
+            ),
+        ));
+    };
+    if d.is_empty() {
+        return Err(MongoError::location(
+            40087,
+            "$split requires a non-empty separator",
+        ));
+    }
+    Ok(Some(Bson::Array(
+        s.split(d.as_str())
+            .map(|p| Bson::String(p.to_string()))
+            .collect(),
+    )))
+}
+
+/// `$trim`, `$ltrim`, `$rtrim`.
+pub(super) fn trim(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
+    let input = cx.ev(arg(args, 0)?)?;
+    if nullish(input.as_ref()) {
+        return Ok(Some(Bson::Null));
+    }
+    let Some(Bson::String(s)) = input else {
+        return Err(MongoError::location(
+            50699,
+            format!(
+                "{name} requires its input to be a string, got {} (of type {}) instead.",
+                super::render_value(&input),
+                type_name_opt(input.as_ref())
+            ),
+        ));
+    };
+    let chars = cx.ev(arg(args, 1)?)?;
+    let set: Option<Vec<char>> = match chars {
+        None => None,
+        Some(Bson::Null) | Some(Bson::Undefined) => return Ok(Some(Bson::Null)),
+        Some(Bson::String(c)) => Some(c.chars().collect()),
+        Some(other) => {
+            return Err(MongoError::location(
+                50700,
+                format!(
+                    "{name} requires 'chars' to be a string, got {} (of type {}) instead.",
+                    crate::value::render(&other),
+                    type_name(&other)
+                ),
+            ))
+        }
+    };
+    let is_trim = |c: char| match &set {
+        Some(set) => set.contains(&c),
+        None => c == '\0' || c.is_whitespace(),
+    };
+    let out = match name {
+        "$ltrim" => s.trim_start_matches(is_trim),
+        "$rtrim" => s.trim_end_matches(is_trim),
+        _ => s.trim_matches(is_trim),
+    };
+    Ok(Some(Bson::String(out.to_string())))
+}
+
+/// `$indexOfBytes`.
+pub(super) fn index_of_bytes(_name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
+    let Some((s, sub)) = index_of_strings(args, cx, "$indexOfBytes", (40091, 40092))? else {
+        return Ok(Some(Bson::Null));
+    };
+    let Some((start, end)) = index_bounds(args, cx, "$indexOfBytes", s.len())? else {
+        return Ok(Some(Bson::Int32(-1)));
+    };
+    Ok(Some(first_index(s.as_bytes(), sub.as_bytes(), start, end)))
+}
+
+/// `$strcasecmp`.
+pub(super) fn strcasecmp(_name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
+    let a = coerce_to_string(&cx.ev(arg(args, 0)?)?, 16007)?.to_ascii_uppercase();
+    let b = coerce_to_string(&cx.ev(arg(args, 1)?)?, 16007)?.to_ascii_uppercase();
+    Ok(Some(Bson::Int32(match a.cmp(&b) {
+        std::cmp::Ordering::Less => -1,
+        std::cmp::Ordering::Equal => 0,
+        std::cmp::Ordering::Greater => 1,
+    })))
+}
+
+/// `$replaceOne`, `$replaceAll`.
+pub(super) fn replace(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
+    let mut vals: Vec<Option<String>> = Vec::with_capacity(3);
+    for (i, what) in ["input", "find", "replacement"].iter().enumerate() {
+        match cx.ev(arg(args, i)?)? {
+            Some(Bson::String(s)) => vals.push(Some(s)),
+            v if nullish(v.as_ref()) => vals.push(None),
+            Some(other) => {
+                return Err(MongoError::location(
+                    51746,
+                    format!(
+                        "{name} requires that '{what}' be a string, found: {}",
+                        crate::value::render(&other)
+                    ),
+                ))
+            }
+            None => vals.push(None),
+        }
+    }
+    let (Some(Some(input)), Some(Some(find)), Some(Some(rep))) =
+        (vals.first(), vals.get(1), vals.get(2))
+    else {
+        return Ok(Some(Bson::Null));
+    };
+    let hits = if name == "$replaceOne" {
+        usize::from(input.contains(find.as_str()))
+    } else {
+        input.matches(find.as_str()).count()
+    };
+    check_len(
+        input.len().saturating_add(hits.saturating_mul(rep.len())),
+        name,
+    )?;
+    Ok(Some(Bson::String(if name == "$replaceOne" {
+        input.replacen(find.as_str(), rep, 1)
+    } else {
+        input.replace(find.as_str(), rep)
+    })))
 }
 
 /// The optional start and end indexes (arguments 3 and 4) of `$indexOfBytes` and
@@ -429,7 +419,7 @@ fn first_index<T: PartialEq>(hay: &[T], needle: &[T], start: usize, end: usize) 
     Bson::Int32(found.map_or(-1, |p| i32::try_from(p + start).unwrap_or(i32::MAX)))
 }
 
-fn index_of_cp(args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
+pub(super) fn index_of_cp(_name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
     let Some((s, sub)) = index_of_strings(args, cx, "$indexOfCP", (40093, 40094))? else {
         return Ok(Some(Bson::Null));
     };
@@ -564,7 +554,7 @@ fn match_doc(s: &str, caps: &regex::Captures<'_>) -> Bson {
     })
 }
 
-fn regex_op(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
+pub(super) fn regex_op(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
     let input = cx.ev(arg(args, 0)?)?;
     let compiled;
     let re: &regex::Regex = match arg(args, 1)? {
@@ -609,4 +599,27 @@ fn null_result(name: &str) -> Bson {
         "$regexFindAll" => Bson::Array(Vec::new()),
         _ => Bson::Null,
     }
+}
+
+/// Parses the argument of `$trim`, `$ltrim`, `$rtrim`.
+pub(super) fn parse_trim(name: &'static str, arg: &Bson, scope: &mut Scope) -> MongoResult<Expr> {
+    let d = named_args(
+        name,
+        arg,
+        &["input", "chars"],
+        (
+            50696,
+            &format!("{name} requires an object as an argument, found: "),
+        ),
+        (50694, &format!("{name} found an unknown argument: ")),
+    )?;
+    let input = require(
+        d,
+        "input",
+        50695,
+        &format!("{name} requires an 'input' field"),
+        scope,
+    )?;
+    let chars = parse_opt(d, "chars", scope)?;
+    Ok(Expr::Call(name, vec![input, chars]))
 }

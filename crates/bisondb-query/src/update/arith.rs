@@ -7,7 +7,7 @@ use super::path::{self, Lookup};
 use super::{Ctx, FieldPath, OpKind};
 use crate::compare::compare_bson_in;
 use crate::decimal::Dec;
-use crate::expr::value::{num_add, num_mul, render, type_name, LongOverflow, Num};
+use crate::value::{num_add, num_mul, render, type_name, LongOverflow, Num};
 use bisondb_error::{MongoError, MongoResult};
 use bson::{Bson, Document};
 use std::cmp::Ordering;

@@ -5,8 +5,8 @@ use super::path::{self, Lookup};
 use super::{Ctx, FieldPath, OpKind};
 use crate::collation::Collation;
 use crate::compare::{compare_bson_in, values_equal_bson_in};
-use crate::expr::value::{render, type_name};
 use crate::matcher::Matcher;
+use crate::value::{render, type_name};
 use bisondb_error::{ErrorCode, MongoError, MongoResult};
 use bson::{doc, Bson, Document};
 use std::cmp::Ordering;
@@ -249,8 +249,7 @@ pub(super) fn add_to_set(
 }
 
 pub(super) fn parse_pop(value: &Bson) -> MongoResult<OpKind> {
-    let Some(n) = crate::expr::value::Num::from_bson(value).map(crate::expr::value::Num::as_f64)
-    else {
+    let Some(n) = crate::value::Num::from_bson(value).map(crate::value::Num::as_f64) else {
         return Err(MongoError::failed_to_parse(format!(
             "Expected a number in: {}",
             render(value)

@@ -2,7 +2,7 @@
 
 use super::path::{self, Lookup};
 use super::{FieldPath, OpKind};
-use crate::expr::value::{render, type_name};
+use crate::value::{render, type_name};
 use bisondb_error::{MongoError, MongoResult};
 use bson::{Bson, DateTime, Document, Timestamp};
 

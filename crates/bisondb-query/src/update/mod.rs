@@ -10,11 +10,13 @@
 mod arith;
 mod array;
 mod fields;
-pub mod path;
+/// Moved below the stages, which write fields the same way ([`crate::path::edit`]).
+pub use crate::path::edit as path;
 mod positional;
 
+use crate::agg::update_pipeline::check_id_unchanged;
 use crate::collation::Collation;
-use crate::expr::value::render;
+use crate::value::render;
 use bisondb_error::{ErrorCode, MongoError, MongoResult};
 use bson::{Bson, Document};
 use std::cmp::Ordering;
@@ -228,7 +230,7 @@ impl UpdateSpec {
             let Bson::Document(fields) = arg else {
                 return Err(MongoError::failed_to_parse(format!(
                     "Modifiers operate on fields but we found type {} instead. For example: {{$mod: {{<field>: ...}}}} not {{{modifier}: {}}}",
-                    crate::expr::value::type_name(arg),
+                    crate::value::type_name(arg),
                     render(arg)
                 )));
             };
@@ -248,26 +250,7 @@ impl UpdateSpec {
     /// Parses a pipeline-style update (an array of stages). Only the stages
     /// mongod allows in updates are accepted.
     pub fn parse_pipeline(stages: &[Document]) -> MongoResult<UpdateSpec> {
-        const ALLOWED: &[&str] = &[
-            "$addFields",
-            "$project",
-            "$replaceRoot",
-            "$replaceWith",
-            "$set",
-            "$unset",
-        ];
-        for st in stages {
-            if let Some(name) = st.keys().next() {
-                if st.len() == 1 && !ALLOWED.contains(&name.as_str()) {
-                    return Err(MongoError::new(
-                        ErrorCode::InvalidOptions,
-                        format!("{name} is not allowed to be used within an update"),
-                    ));
-                }
-            }
-        }
-        // Parse now so errors surface before any document is touched.
-        pipeline_parse_check(stages)?;
+        crate::agg::update_pipeline::check(stages)?;
         Ok(UpdateSpec::Pipeline(stages.to_vec()))
     }
 
@@ -338,23 +321,7 @@ impl UpdateSpec {
                 work
             }
             UpdateSpec::Pipeline(stages) => {
-                let mut work = match run_pipeline(stages, doc.clone(), collation) {
-                    Some(r) => r?,
-                    None => {
-                        return Err(MongoError::internal("pipeline update produced no document"))
-                    }
-                };
-                // Pipelines may drop or move _id; mongod restores it in front.
-                match (&old_id, work.get("_id")) {
-                    (Some(id), None) => {
-                        let mut fixed = Document::new();
-                        fixed.insert("_id", id.clone());
-                        fixed.extend(work);
-                        work = fixed;
-                    }
-                    _ => check_id_unchanged(old_id.as_ref(), &work)?,
-                }
-                work
+                crate::agg::update_pipeline::apply(stages, doc, collation)?
             }
         };
         let changed = work != *doc;
@@ -363,23 +330,6 @@ impl UpdateSpec {
         }
         Ok(changed)
     }
-}
-
-fn pipeline_parse_check(stages: &[Document]) -> MongoResult<()> {
-    crate::agg::Pipeline::parse(stages).map(|_| ())
-}
-
-fn run_pipeline(
-    stages: &[Document],
-    doc: Document,
-    collation: Option<Arc<Collation>>,
-) -> Option<MongoResult<Document>> {
-    let pipeline = match crate::agg::Pipeline::parse(stages) {
-        Ok(p) => p.with_collation(collation),
-        Err(e) => return Some(Err(e)),
-    };
-    let input: crate::agg::DocStream = Box::new(std::iter::once(Ok(doc)));
-    pipeline.run(input).next()
 }
 
 fn replace(old: &Document, replacement: &Document) -> MongoResult<Document> {
@@ -405,18 +355,6 @@ fn replace(old: &Document, replacement: &Document) -> MongoResult<Document> {
         }
     }
     Ok(out)
-}
-
-fn check_id_unchanged(old: Option<&Bson>, new: &Document) -> MongoResult<()> {
-    if let Some(old) = old {
-        if new.get("_id") != Some(old) {
-            return Err(MongoError::new(
-                ErrorCode::ImmutableField,
-                "Performing an update on the path '_id' would modify the immutable field '_id'",
-            ));
-        }
-    }
-    Ok(())
 }
 
 fn check_positional(
@@ -475,7 +413,7 @@ fn check_positional(
         let id = filters.get(i).map_or("", |f| f.id.as_str());
         return Err(MongoError::failed_to_parse(format!(
             "The array filter for identifier '{id}' was not used in the update {}",
-            crate::expr::value::render_doc(update)
+            crate::value::render_doc(update)
         )));
     }
     Ok(())

@@ -5,8 +5,8 @@
 
 use super::path::{self, Lookup};
 use super::FieldPath;
-use crate::expr::value::render;
 use crate::matcher::Matcher;
+use crate::value::render;
 use bisondb_error::{MongoError, MongoResult};
 use bson::{doc, Bson, Document};
 

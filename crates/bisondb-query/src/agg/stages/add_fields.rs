@@ -83,7 +83,7 @@ fn parse_named(arg: &Bson, stage: &'static str) -> MongoResult<Vec<Box<dyn Stage
     let spec = spec_doc(arg, 40272, |v| {
         format!(
             "{stage} specification stage must be an object, got {}",
-            crate::expr::value::type_name(v)
+            crate::value::type_name(v)
         )
     })?;
     if spec.is_empty() {

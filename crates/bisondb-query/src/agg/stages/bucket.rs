@@ -8,8 +8,8 @@ use crate::agg::accumulators::{
 use crate::agg::{spec_doc, DocStream, RunCtx, Stage};
 use crate::collation::Collation;
 use crate::compare::{compare_bson, compare_bson_in};
-use crate::expr::value::{is_number, render, type_name};
 use crate::expr::Expr;
+use crate::value::{is_number, render, type_name};
 use bisondb_error::{MongoError, MongoResult};
 use bson::{Bson, Document};
 use std::cmp::Ordering;

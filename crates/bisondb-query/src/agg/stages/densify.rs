@@ -6,11 +6,11 @@
 //! length, each step from the previous value).
 
 use super::{missing_field, number_or_date, partition_fields_arg, unknown_field_or_type};
-use crate::agg::key::{key_of_in, Partitions};
 use crate::agg::{spec_doc, DocStream, RunCtx, Stage};
 use crate::collation::Collation;
-use crate::expr::value::{type_name, Num};
-use crate::update::path::{set_path, split};
+use crate::key::{key_of_in, Partitions};
+use crate::path::edit::{set_path, split};
+use crate::value::{type_name, Num};
 use bisondb_error::{MongoError, MongoResult};
 use bson::{Bson, DateTime, Document};
 

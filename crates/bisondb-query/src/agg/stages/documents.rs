@@ -2,8 +2,8 @@
 //! documents instead of a collection (collection-less `aggregate: 1`).
 
 use crate::agg::{DocStream, RunCtx, Stage};
-use crate::expr::value::type_name;
 use crate::expr::Expr;
+use crate::value::type_name;
 use bisondb_error::{MongoError, MongoResult};
 use bson::{Bson, Document};
 

@@ -3,7 +3,7 @@
 
 use crate::agg::spill::bson_doc_size;
 use crate::agg::{spec_doc, DocStream, Pipeline, RunCtx, Stage};
-use crate::expr::value::type_name;
+use crate::value::type_name;
 use bisondb_error::{ErrorCode, MongoError, MongoResult};
 use bson::{Bson, Document};
 

@@ -4,13 +4,13 @@
 //! (`method: "linear"`).
 
 use super::{missing_field, number_or_date, partition_fields_arg, unknown_field_or_type};
-use crate::agg::key::{key_of_in, Partitions};
 use crate::agg::{spec_doc, DocStream, RunCtx, Stage};
 use crate::compare::compare_bson_in;
-use crate::expr::value::{nullish, type_name};
 use crate::expr::{Expr, Vars};
+use crate::key::{key_of_in, Partitions};
+use crate::path::edit::{set_path, split};
 use crate::sort::SortSpec;
-use crate::update::path::{set_path, split};
+use crate::value::{nullish, type_name};
 use bisondb_error::{MongoError, MongoResult};
 use bson::{Bson, Document, RawDocumentBuf};
 

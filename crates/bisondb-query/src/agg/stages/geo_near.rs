@@ -67,7 +67,7 @@ pub(crate) fn parse(arg: &Bson) -> MongoResult<Vec<Box<dyn Stage>>> {
                     ))
                 }
             },
-            "spherical" => spherical = crate::expr::value::truthy(Some(v)),
+            "spherical" => spherical = crate::value::truthy(Some(v)),
             "maxDistance" => max = Some(non_negative("maxDistance", v)?),
             "minDistance" => min = Some(non_negative("minDistance", v)?),
             "distanceMultiplier" => multiplier = non_negative("distanceMultiplier", v)?,

@@ -17,10 +17,10 @@
 //! in-memory ones (mongod's output order is unspecified too).
 
 use crate::agg::accumulators::{accumulate_all, finish_all, new_states, AccState, Accumulator};
-use crate::agg::key::key_of_in;
 use crate::agg::spill::{approx_doc_size, approx_size, MemoryLimits, SortedDocs, Sorter};
 use crate::agg::{spec_doc, DocStream, RunCtx, Stage};
 use crate::expr::{Expr, Vars};
+use crate::key::key_of_in;
 use bisondb_error::{MongoError, MongoResult};
 use bson::{Bson, Document};
 use std::collections::HashMap;

@@ -14,7 +14,7 @@
 //! the order mongod returns measurements in.
 
 use crate::agg::{DocStream, RunCtx, Stage};
-use crate::expr::value::type_name;
+use crate::value::type_name;
 use bisondb_error::{MongoError, MongoResult};
 use bson::spec::BinarySubtype;
 use bson::{doc, Bson, Document};

@@ -4,13 +4,13 @@
 //! (correlated sub-pipelines) is not supported yet.
 
 use super::map_docs_prepared;
-use crate::agg::key::key_of_in;
 use crate::agg::spill::approx_doc_size;
 use crate::agg::{DocStream, Pipeline, RunCtx, Stage};
 use crate::collation::Collation;
-use crate::expr::value::type_name;
 use crate::expr::{check_var_name, Expr};
-use crate::update::path::{parse_index, set_path, split};
+use crate::key::key_of_in;
+use crate::path::edit::{parse_index, set_path, split};
+use crate::value::type_name;
 use bisondb_error::memory::Charge;
 use bisondb_error::{ErrorCode, MongoError, MongoResult};
 use bson::{Bson, Document};

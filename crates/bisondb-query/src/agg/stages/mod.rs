@@ -105,7 +105,7 @@ pub(crate) fn integral_arg(v: &bson::Bson) -> Option<i64> {
 pub(crate) fn number_or_date(v: &bson::Bson) -> Option<f64> {
     match v {
         bson::Bson::DateTime(d) => Some(d.timestamp_millis() as f64),
-        other => crate::expr::value::Num::from_bson(other).map(crate::expr::value::Num::as_f64),
+        other => crate::value::Num::from_bson(other).map(crate::value::Num::as_f64),
     }
 }
 
@@ -141,15 +141,10 @@ pub(crate) fn unknown_field_or_type(parent: &str, field: &str, v: &bson::Bson) -
         40415,
         format!(
             "BSON field '{parent}.{field}' is an unknown field or has the wrong type '{}'.",
-            crate::expr::value::type_name(v)
+            crate::value::type_name(v)
         ),
     )
 }
 
-/// mongod's error for a required field missing from a spec (40414).
-pub(crate) fn missing_field(parent: &str, field: &str) -> MongoError {
-    MongoError::location(
-        40414,
-        format!("BSON field '{parent}.{field}' is missing but a required field"),
-    )
-}
+/// Lives with the values, as the quantile specs below the stages need it too.
+pub(crate) use crate::value::missing_field;

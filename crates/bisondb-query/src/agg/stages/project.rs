@@ -192,7 +192,7 @@ fn flag(v: &Bson) -> Option<bool> {
         Bson::Int32(i) => Some(*i != 0),
         Bson::Int64(i) => Some(*i != 0),
         Bson::Double(d) => Some(*d != 0.0),
-        Bson::Decimal128(d) => Some(crate::expr::value::dec_to_f64(d) != 0.0),
+        Bson::Decimal128(d) => Some(crate::value::dec_to_f64(d) != 0.0),
         _ => None,
     }
 }

@@ -3,8 +3,8 @@
 //! (`$$PRUNE`) or descends into (`$$DESCEND`) it.
 
 use crate::agg::{DocStream, RunCtx, Stage};
-use crate::expr::value::render;
 use crate::expr::{Expr, Vars};
+use crate::value::render;
 use bisondb_error::{MongoError, MongoResult};
 use bson::{Bson, Document};
 

@@ -2,8 +2,8 @@
 
 use super::unknown_field;
 use crate::agg::{spec_doc, DocStream, RunCtx, Stage};
-use crate::expr::value::{render, render_doc, type_name};
 use crate::expr::Expr;
+use crate::value::{render, render_doc, type_name};
 use bisondb_error::{MongoError, MongoResult};
 use bson::Bson;
 

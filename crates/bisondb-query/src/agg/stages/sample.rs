@@ -2,7 +2,7 @@
 //! sampling, so memory stays bounded by n).
 
 use crate::agg::{spec_doc, DocStream, RunCtx, Stage};
-use crate::expr::value::type_name;
+use crate::value::type_name;
 use bisondb_error::{MongoError, MongoResult};
 use bson::{Bson, Document};
 use std::hash::{BuildHasher, Hasher};

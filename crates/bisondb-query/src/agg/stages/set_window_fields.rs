@@ -5,13 +5,13 @@
 
 use super::{missing_field, number_or_date, unknown_field};
 use crate::agg::accumulators::{AccOp, Accumulator};
-use crate::agg::key::{key_of_in, Partitions};
 use crate::agg::{DocStream, RunCtx, Stage};
 use crate::compare::compare_bson_in;
-use crate::expr::value::{nullish, type_name, Num};
 use crate::expr::{Expr, Vars};
+use crate::key::{key_of_in, Partitions};
+use crate::path::edit::{set_path, split};
 use crate::sort::SortSpec;
-use crate::update::path::{set_path, split};
+use crate::value::{nullish, type_name, Num};
 use bisondb_error::{ErrorCode, MongoError, MongoResult};
 use bson::{Bson, Document, RawDocumentBuf};
 

@@ -123,7 +123,7 @@ impl Stage for SortStage {
         let scores = cx
             .text_scores
             .clone()
-            .map(crate::matcher::TextScoreSource::ById);
+            .map(crate::text::TextScoreSource::ById);
         let spec = match spec.with_text_score(scores) {
             Ok(s) => s,
             Err(e) => return Box::new(std::iter::once(Err(e))),

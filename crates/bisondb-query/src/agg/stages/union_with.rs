@@ -3,7 +3,7 @@
 
 use super::{missing_field, unknown_field};
 use crate::agg::{DocStream, Pipeline, RunCtx, Stage};
-use crate::expr::value::type_name;
+use crate::value::type_name;
 use bisondb_error::{MongoError, MongoResult};
 use bson::{Bson, Document};
 

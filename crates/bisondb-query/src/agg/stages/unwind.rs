@@ -1,7 +1,7 @@
 //! `$unwind`: one output document per array element.
 
 use crate::agg::{DocStream, RunCtx, Stage};
-use crate::expr::value::type_name;
+use crate::value::type_name;
 use bisondb_error::{MongoError, MongoResult};
 use bson::{Bson, Document};
 

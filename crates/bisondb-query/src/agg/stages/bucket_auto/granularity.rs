@@ -4,7 +4,7 @@
 //! is strict both ways: a value already in the series rounds to its
 //! neighbour, so a bucket's exclusive `max` is always above its last value.
 
-use crate::expr::value::type_name;
+use crate::value::type_name;
 use bisondb_error::{MongoError, MongoResult};
 use bson::Bson;
 

@@ -1,10 +1,16 @@
-//! Small helpers over BSON values shared by expressions, update operators and
-//! accumulators: mongod's type names, its compact value rendering for error
-//! messages, truthiness, and numeric arithmetic with mongod's type promotion.
+//! Small helpers over BSON values shared by every layer above (expressions,
+//! the matcher, update operators, accumulators, stages): mongod's type names,
+//! its compact value rendering for error messages, truthiness, numeric
+//! arithmetic with mongod's type promotion, and the memory estimate of a value
+//! that blocking stages and `$in` lists are charged with. It sits at the bottom
+//! of the crate, beside `decimal`, so it must not use any module above it.
 
 use bisondb_error::{ErrorCode, MongoError, MongoResult};
 use bson::{Bson, Decimal128, Document};
 use std::fmt::Write as _;
+
+/// The result of evaluating an expression: `None` is a missing value.
+pub type Value = Option<Bson>;
 
 /// mongod's `$type` name for a value.
 pub fn type_name(v: &Bson) -> &'static str {
@@ -167,6 +173,18 @@ pub enum Num {
 }
 
 impl Num {
+    /// A running non-decimal total met by a decimal: integers exactly, a
+    /// double total to 34 digits (mongod's summation keeps its partial sum
+    /// at full precision when it turns decimal).
+    pub fn to_dec(self) -> crate::decimal::Dec {
+        use crate::decimal::Dec;
+        match self {
+            Num::I32(i) => Dec::from_i64(i64::from(i)),
+            Num::I64(i) => Dec::from_i64(i),
+            Num::F64(d) => Dec::from_f64_34(d),
+        }
+    }
+
     /// Reads a BSON number; Decimal128 is read as a double (BisonDB has no
     /// decimal arithmetic yet, see [`decimal_unsupported`]).
     pub fn from_bson(v: &Bson) -> Option<Num> {
@@ -450,6 +468,33 @@ pub fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
     let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + i64::from(d) - 1;
     let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
     era * 146_097 + doe - 719_468
+}
+
+/// An estimate of what a value costs in memory (mongod also estimates).
+pub(crate) fn approx_size(v: &Bson) -> usize {
+    match v {
+        Bson::String(s) => 24 + s.len(),
+        Bson::Document(d) => approx_doc_size(d),
+        Bson::Array(a) => 24 + a.iter().map(approx_size).sum::<usize>(),
+        Bson::Binary(b) => 24 + b.bytes.len(),
+        _ => 16,
+    }
+}
+
+/// [`approx_size`] of a document: its fields' names and values.
+pub(crate) fn approx_doc_size(d: &Document) -> usize {
+    24 + d
+        .iter()
+        .map(|(k, v)| 24 + k.len() + approx_size(v))
+        .sum::<usize>()
+}
+
+/// mongod's error for a required field missing from a spec (40414).
+pub(crate) fn missing_field(parent: &str, field: &str) -> MongoError {
+    MongoError::location(
+        40414,
+        format!("BSON field '{parent}.{field}' is missing but a required field"),
+    )
 }
 
 #[cfg(test)]

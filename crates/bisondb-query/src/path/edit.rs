@@ -3,7 +3,7 @@
 //! become documents, and writes past an array's end pad it with nulls, as
 //! mongod's update system does.
 
-use crate::expr::value::render;
+use crate::value::render;
 use bisondb_error::{ErrorCode, MongoError, MongoResult};
 use bson::{Bson, Document};
 
