@@ -48,7 +48,7 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use fjall::config::{BlockSizePolicy, CompressionPolicy, RestartIntervalPolicy};
+use fjall::config::{BlockSizePolicy, CompressionPolicy, FilterPolicy, RestartIntervalPolicy};
 use fjall::{
     AbstractTree, CompressionType, Database, Keyspace, KeyspaceCreateOptions, PersistMode, Readable,
 };
@@ -171,7 +171,9 @@ const MIGRATE_CHUNK: usize = 4096;
 /// blocks store the seed-000 profile document in 20 B instead of 44 B (4 KiB,
 /// fjall's default) and the seed-003 time-series document in 27 B instead of
 /// 30 B, at no measurable cost to batch inserts. Point reads decompress a whole
-/// block, but inserts of new `_id`s are answered by the bloom filter first.
+/// block, but inserts of new `_id`s are answered first by `store::key_bounds`
+/// or the `_id` index's bloom filter (the main keyspace has none, see
+/// [`main_filter_policy`]).
 const DATA_BLOCK_BYTES: u32 = 32 * 1024;
 
 /// Keys between full (not prefix-truncated) keys inside a data block; keys of a
@@ -967,12 +969,41 @@ fn empty_journals(data_dir: &Path) -> std::io::Result<()> {
     std::fs::File::open(data_dir)?.sync_all()
 }
 
+/// The main keyspace's bloom filters: none when the store keeps its
+/// out-of-order regions apart (for dbpaths created since; fjall keeps the filter
+/// policy a keyspace was created with, so older ones keep theirs, and filters
+/// never change what a read returns). A filter only saves the block read of a
+/// point read that misses, and main's point reads hit: an ordinary
+/// collection's document is read by the record id its `_id` entry names
+/// (`store/records.rs`). The reads that miss are a duplicate-`_id` check in a
+/// clustered collection (time-series buckets, `clusteredIndex`) that
+/// `store::key_bounds` cannot prove new, and `_id` lookups of absent
+/// documents there: each then reads one block per level whose tables span
+/// the key (main's tables are mostly disjoint, since documents append), as a
+/// B-tree reads its leaf. What the filters cost was 19 bits per record at
+/// level 0 (fjall's default false-positive rate of 0.0001 there): 2.4 bytes
+/// of a 1M-document time-series load's 35.6 per document on disk, and a
+/// hash and probes per key on every flush and point read.
+fn main_filter_policy(regions: &KeyRegions) -> Option<FilterPolicy> {
+    (!regions.apart.is_empty()).then(FilterPolicy::disabled)
+}
+
 fn open_fjall(
     data_dir: &Path,
     dbpath: &Path,
     regions: &KeyRegions,
     memtables: MemtableSizes,
 ) -> Result<Open, EngineError> {
+    // No compression of journaled values: fjall LZ4-compresses every value
+    // of 4 KiB or more as it journals it, which here means each batch's
+    // index run (the index write buffer's blob, ~40 bytes an entry) and large
+    // documents. On a time-series load that was 410 instructions a document
+    // (2.8% of the server's), for a file that lives until the next memtable
+    // flush and is read only by a recovery; tables stay compressed. The
+    // journal takes more bytes instead (a large document's whole size), which
+    // the background sync writes out. Each journal entry names its own
+    // compression, so journals written with LZ4 before replay as they are.
+    //
     // One background worker for flushes and compactions: with two, fjall's
     // worker 0 hands every compaction to the others and re-queues the message
     // to itself while they work, a busy loop that took 12% of the CPU of an
@@ -980,6 +1011,7 @@ fn open_fjall(
     // competes with the inserting thread itself.
     let db = Database::builder(data_dir)
         .worker_threads(1)
+        .journal_compression(CompressionType::None)
         .open()
         .map_err(|e| match e {
             fjall::Error::Locked => EngineError::DbPathInUse(format!(
@@ -996,8 +1028,12 @@ fn open_fjall(
     };
     let ks = db
         .keyspace(KEYSPACE, || {
-            options()
-                .max_memtable_size(memtables.main)
+            let main = options();
+            let main = match main_filter_policy(regions) {
+                Some(policy) => main.filter_policy(policy),
+                None => main,
+            };
+            main.max_memtable_size(memtables.main)
                 .compaction_strategy(Arc::new(
                     fjall::compaction::Leveled::default().with_l0_threshold(MAIN_L0_TABLES),
                 ))

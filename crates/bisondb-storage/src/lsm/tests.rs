@@ -484,6 +484,64 @@ fn index_region_lives_in_its_own_keyspace_and_old_layouts_are_moved() {
     );
 }
 
+/// The filter bytes of `open`'s main and index keyspaces' tables.
+fn filter_sizes(open: &Open) -> (u64, u64) {
+    (open.ks.tree.filter_size(), open.ix.tree.filter_size())
+}
+
+#[test]
+fn main_keyspace_has_no_bloom_filters_and_older_dbpaths_keep_theirs() {
+    let fill = |e: &LsmEngine, from: u8| {
+        for n in from..from + 50 {
+            put(e, &[0x01, 0, n], b"doc", Durability::Buffered);
+            put(e, &[INDEX_REGION, 0, n], b"rid", Durability::Buffered);
+        }
+        let open = e
+            .shared
+            .current()
+            .unwrap_or_else(|e| panic!("current: {e}"));
+        assert!(open.flush_buffer().is_ok());
+        assert!(open.flush_memtables().is_ok());
+        open
+    };
+    // A new dbpath: documents' tables carry no filter, index tables do, and
+    // point reads that miss in main still answer nothing.
+    let dir = tempdir();
+    let e = open(dir.path());
+    let current = fill(&e, 0);
+    let (main, index) = filter_sizes(&current);
+    assert_eq!(main, 0, "main's tables have no bloom filter");
+    assert!(index > 0, "the index keyspace keeps its filters");
+    let snap = e.snapshot().unwrap_or_else(|e| panic!("snapshot: {e}"));
+    for n in [0u8, 17, 49] {
+        assert_eq!(snap.get(&[0x01, 0, n]).ok(), Some(Some(b"doc".to_vec())));
+    }
+    for absent in [&[0x01, 0, 200][..], &[0x01, 1], &[0x01], &[0x00, 5]] {
+        assert_eq!(snap.get(absent).ok(), Some(None), "{absent:?}");
+    }
+    drop((snap, current));
+    assert!(e.close().is_ok());
+    // A dbpath whose main keyspace was created with filters (here by the
+    // engine without regions kept apart, as every keyspace was before) keeps
+    // them when opened with the store's regions.
+    let old = tempdir();
+    {
+        let plain = retry_in_use(|| LsmEngine::open(old.path(), LsmOptions::default()))
+            .unwrap_or_else(|e| panic!("open: {e}"));
+        put(&plain, &[0x01, 0, 0], b"doc", Durability::Buffered);
+        assert!(plain.close().is_ok());
+    }
+    let e = open(old.path());
+    let current = fill(&e, 1);
+    assert!(
+        filter_sizes(&current).0 > 0,
+        "the older main keyspace keeps its filter policy"
+    );
+    let snap = e.snapshot().unwrap_or_else(|e| panic!("snapshot: {e}"));
+    assert_eq!(snap.get(&[0x01, 0, 0]).ok(), Some(Some(b"doc".to_vec())));
+    assert_eq!(snap.get(&[0x01, 0, 200]).ok(), Some(None));
+}
+
 #[test]
 fn snapshot_outlives_engine_and_holds_the_files_until_dropped() {
     let dir = tempdir();
