@@ -129,16 +129,30 @@ impl Shared {
     /// Runs `work` on the engine's runtime and waits for it. Waiting through
     /// a task rather than entering the runtime here works from any thread,
     /// an async worker's included (the server calls from blocking threads).
+    ///
+    /// The answer comes back on a plain channel, not the task's
+    /// `JoinHandle`: polling a `JoinHandle` from a thread that is running a
+    /// task of another tokio runtime (a command on a current-thread runtime,
+    /// as the server's tests run) spends that task's cooperative budget, and
+    /// once it is spent tokio defers the wake-up to that runtime's scheduler,
+    /// which is this very thread, blocked here: after about 128 calls in one
+    /// command (an index build's unique checks) the call never returned.
     pub(crate) fn run<T, F>(&self, work: F) -> Result<T, EngineError>
     where
         T: Send + 'static,
         F: Future<Output = Result<T, EngineError>> + Send + 'static,
     {
-        let task = self.handle.spawn(work);
-        futures::executor::block_on(task).unwrap_or_else(|e| {
-            Err(EngineError::Internal(format!(
-                "a postgres engine task ended abnormally: {e}"
-            )))
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        drop(self.handle.spawn(async move {
+            // The caller waits for this; it is gone only if it panicked.
+            let _ = tx.send(work.await);
+        }));
+        rx.recv().unwrap_or_else(|_| {
+            Err(EngineError::Internal(
+                "a postgres engine task ended abnormally (it panicked, or the engine's \
+                 runtime stopped)"
+                    .into(),
+            ))
         })
     }
 

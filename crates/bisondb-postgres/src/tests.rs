@@ -179,3 +179,38 @@ fn refuses_what_it_does_not_implement() {
         Err(EngineError::InvalidArgument(_))
     ));
 }
+
+/// Many calls from inside a task of another tokio runtime, as a command runs
+/// on a current-thread runtime (the server's tests): each call once spent
+/// that task's cooperative budget waiting on a `JoinHandle`, and the 129th
+/// never returned (tokio deferred its wake-up to the blocked thread).
+#[test]
+fn many_calls_from_inside_another_runtime_return() {
+    let Some(cluster) = TestCluster::shared() else {
+        return;
+    };
+    let engine = fresh(&cluster);
+    let mut batch = WriteBatch::new();
+    batch.put(b"k".to_vec(), b"v".to_vec());
+    engine
+        .write(batch, Durability::Sync)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let (done_tx, done_rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        runtime.block_on(async move {
+            let task = tokio::spawn(async move {
+                let snapshot = engine.snapshot().unwrap_or_else(|e| panic!("{e}"));
+                for _ in 0..500 {
+                    assert_eq!(snapshot.get(b"k"), Ok(Some(b"v".to_vec())));
+                }
+            });
+            let _ = done_tx.send(task.await.is_ok());
+        });
+    });
+    let finished = done_rx.recv_timeout(std::time::Duration::from_secs(120));
+    assert_eq!(finished, Ok(true), "500 calls from inside a runtime's task");
+}
