@@ -808,10 +808,10 @@ pub(super) fn parse_map_filter(
     };
     let body = parse_with_vars(body, std::slice::from_ref(&var), scope)?;
     let limit = parse_opt(d, "limit", scope)?;
-    Ok(Expr::Call(
+    Expr::call(
         name,
         vec![input, Expr::Literal(Bson::String(var)), body, limit],
-    ))
+    )
 }
 
 /// Parses the argument of `$reduce`.
@@ -844,5 +844,5 @@ pub(super) fn parse_reduce(name: &'static str, arg: &Bson, scope: &mut Scope) ->
         ));
     };
     let body = parse_with_vars(body, &["value".to_string(), "this".to_string()], scope)?;
-    Ok(Expr::Call(name, vec![input, init, body]))
+    Expr::call(name, vec![input, init, body])
 }

@@ -563,8 +563,5 @@ pub(super) fn parse_convert(
     let on_null = parse_opt(d, "onNull", scope)?;
     let has_err = Expr::Literal(Bson::Boolean(d.contains_key("onError")));
     let has_null = Expr::Literal(Bson::Boolean(d.contains_key("onNull")));
-    Ok(Expr::Call(
-        name,
-        vec![input, to, on_error, on_null, has_err, has_null],
-    ))
+    Expr::call(name, vec![input, to, on_error, on_null, has_err, has_null])
 }

@@ -1063,5 +1063,5 @@ pub(super) fn parse_date_part(
         }
         other => (Expr::parse_in(other, scope)?, Expr::Missing),
     };
-    Ok(Expr::Call(name, vec![date, tz]))
+    Expr::call(name, vec![date, tz])
 }

@@ -125,20 +125,20 @@ pub(super) fn parse_cond(name: &'static str, arg: &Bson, scope: &mut Scope) -> M
             let i = require(d, "if", 17080, "Missing 'if' parameter to $cond", scope)?;
             let t = require(d, "then", 17081, "Missing 'then' parameter to $cond", scope)?;
             let e = require(d, "else", 17082, "Missing 'else' parameter to $cond", scope)?;
-            Ok(Expr::Call(name, vec![i, t, e]))
+            Expr::call(name, vec![i, t, e])
         }
         Bson::Array(a) => {
             check_arity(name, a.len(), 3, 3)?;
-            Ok(Expr::Call(
+            Expr::call(
                 name,
                 a.iter()
                     .map(|x| Expr::parse_in(x, scope))
                     .collect::<MongoResult<_>>()?,
-            ))
+            )
         }
         other => {
             check_arity(name, 1, 3, 3)?;
-            Ok(Expr::Call(name, vec![Expr::parse_in(other, scope)?]))
+            Expr::call(name, vec![Expr::parse_in(other, scope)?])
         }
     }
 }
@@ -213,7 +213,7 @@ pub(super) fn parse_switch(name: &'static str, arg: &Bson, scope: &mut Scope) ->
     if d.contains_key("default") {
         args.push(parse_opt(d, "default", scope)?);
     }
-    Ok(Expr::Call(name, args))
+    Expr::call(name, args)
 }
 
 /// Parses the argument of `$let`.
@@ -249,5 +249,5 @@ pub(super) fn parse_let(name: &'static str, arg: &Bson, scope: &mut Scope) -> Mo
         names.push(k.clone());
     }
     args.push(parse_with_vars(body, &names, scope)?);
-    Ok(Expr::Call(name, args))
+    Expr::call(name, args)
 }

@@ -39,7 +39,7 @@ fn rand_unit() -> f64 {
 /// Parses the argument of `$rand`.
 pub(super) fn parse_rand(name: &'static str, arg: &Bson, _scope: &mut Scope) -> MongoResult<Expr> {
     match arg {
-        Bson::Document(d) if d.is_empty() => Ok(Expr::Call(name, Vec::new())),
+        Bson::Document(d) if d.is_empty() => Expr::call(name, Vec::new()),
         _ => Err(MongoError::location(
             3040501,
             "$rand does not currently accept arguments",
@@ -78,10 +78,10 @@ pub(super) fn parse_quantiles(
 ) -> MongoResult<Expr> {
     let (input, ps) = crate::stats::parse_quantile_spec(name, name == "$median", arg)?;
     let ps = Bson::Array(ps.into_iter().map(Bson::Double).collect());
-    Ok(Expr::Call(
+    Expr::call(
         name,
         vec![Expr::parse_in(&input, scope)?, Expr::Literal(ps)],
-    ))
+    )
 }
 
 /// `$toHashedIndexKey`.
@@ -98,7 +98,7 @@ pub(super) fn parse_operand(
     arg: &Bson,
     scope: &mut Scope,
 ) -> MongoResult<Expr> {
-    Ok(Expr::Call(name, vec![Expr::parse_in(arg, scope)?]))
+    Expr::call(name, vec![Expr::parse_in(arg, scope)?])
 }
 
 /// `$meta`.
@@ -111,7 +111,7 @@ pub(super) fn meta(_name: &str, _args: &[Expr], cx: &Ctx) -> MongoResult<Value> 
 /// Only the text score is kept per document so far.
 pub(super) fn parse_meta(name: &'static str, arg: &Bson, _scope: &mut Scope) -> MongoResult<Expr> {
     match arg {
-        Bson::String(m) if m == "textScore" => Ok(Expr::Call(name, Vec::new())),
+        Bson::String(m) if m == "textScore" => Expr::call(name, Vec::new()),
         // Nothing here sets these (no Atlas Search stages; `$sample`
         // keeps no random values): mongod's value for a document
         // without the metadata is missing.
@@ -214,8 +214,5 @@ pub(super) fn parse_function(
         }
     }
     crate::js::check_function(&body)?;
-    Ok(Expr::Call(
-        "$function",
-        vec![Expr::Literal(Bson::String(body)), args],
-    ))
+    Expr::call("$function", vec![Expr::Literal(Bson::String(body)), args])
 }

@@ -62,8 +62,9 @@ pub enum Expr {
     Object(Vec<(String, Expr)>),
     /// `[<expr>, ...]`.
     Array(Vec<Expr>),
-    /// `{$op: args}` with its arguments unevaluated.
-    Call(&'static str, Vec<Expr>),
+    /// `{$op: args}` with its arguments unevaluated; the operator was found in
+    /// [`OPERATORS`] at parse time, so evaluation never looks a name up.
+    Call(Op, Vec<Expr>),
     /// A regular expression compiled at parse time (constant `regex` of
     /// `$regexMatch` and friends).
     Regex(string::CompiledRegex),
@@ -550,10 +551,37 @@ const OPERATORS: &[(&str, Parse, Eval)] = &[
 const NOT_IMPLEMENTED: &[&str] = &[];
 
 fn lookup_op(name: &str) -> Option<&'static (&'static str, Parse, Eval)> {
-    OPERATORS
-        .binary_search_by(|(n, _, _)| n.cmp(&name))
-        .ok()
-        .and_then(|i| OPERATORS.get(i))
+    OPERATORS.get(op_index(name)?)
+}
+
+fn op_index(name: &str) -> Option<usize> {
+    OPERATORS.binary_search_by(|(n, _, _)| n.cmp(&name)).ok()
+}
+
+/// An operator resolved at parse time: its row in [`OPERATORS`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Op(u16);
+
+impl Op {
+    /// The operator's name, as written (`"$add"`).
+    pub fn name(self) -> &'static str {
+        OPERATORS.get(usize::from(self.0)).map_or("", |row| row.0)
+    }
+
+    fn eval(self) -> Option<Eval> {
+        OPERATORS.get(usize::from(self.0)).map(|row| row.2)
+    }
+}
+
+impl Expr {
+    /// A call of the operator `name`, resolved now. Every caller passes a name
+    /// taken from [`OPERATORS`]; any other is the parser's bug.
+    fn call(name: &'static str, args: Vec<Expr>) -> MongoResult<Expr> {
+        let index = op_index(name)
+            .and_then(|i| u16::try_from(i).ok())
+            .ok_or_else(|| MongoError::internal(format!("unknown expression operator {name}")))?;
+        Ok(Expr::Call(Op(index), args))
+    }
 }
 
 /// Validates a field path used as `"$a.b"` (without the `$`).
@@ -744,7 +772,7 @@ impl Expr {
                     other => vec![Self::parse_in(other, scope)?],
                 };
                 check_arity(name, parsed.len(), min, max)?;
-                Ok(Expr::Call(name, parsed))
+                Expr::call(name, parsed)
             }
             Named(allowed, required) => parse_named_op(name, arg, allowed, required, scope),
             Custom(parse) => parse(name, arg, scope),
@@ -809,7 +837,7 @@ impl Expr {
                 }
                 Ok(Some(Bson::Array(out)))
             }
-            Expr::Call(name, args) => eval_call(name, args, &Ctx { root, vars }),
+            Expr::Call(op, args) => eval_call(*op, args, &Ctx { root, vars }),
             Expr::Regex(r) => Ok(Some(Bson::String(r.pattern().to_string()))),
         }
     }
@@ -972,7 +1000,7 @@ fn parse_named_op(
     if matches!(name, "$regexMatch" | "$regexFind" | "$regexFindAll") {
         string::precompile_regex(name, &mut args)?;
     }
-    Ok(Expr::Call(name, args))
+    Expr::call(name, args)
 }
 
 fn arg(args: &[Expr], i: usize) -> MongoResult<&Expr> {
@@ -990,12 +1018,10 @@ pub(crate) fn cmp_values(a: &Value, b: &Value, c: Option<&Collation>) -> Orderin
     }
 }
 
-fn eval_call(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
-    match lookup_op(name) {
-        Some((_, _, eval)) => eval(name, args, cx),
-        None => Err(MongoError::internal(format!(
-            "unknown expression operator {name}"
-        ))),
+fn eval_call(op: Op, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
+    match op.eval() {
+        Some(eval) => eval(op.name(), args, cx),
+        None => Err(MongoError::internal("expression operator out of the table")),
     }
 }
 

@@ -244,9 +244,9 @@ pub(super) fn parse_get_field(
                     path: None,
                 },
             };
-            Ok(Expr::Call(name, vec![field, input]))
+            Expr::call(name, vec![field, input])
         }
-        Bson::String(s) if !s.starts_with('$') => Ok(Expr::Call(
+        Bson::String(s) if !s.starts_with('$') => Expr::call(
             name,
             vec![
                 Expr::Literal(arg.clone()),
@@ -255,7 +255,7 @@ pub(super) fn parse_get_field(
                     path: None,
                 },
             ],
-        )),
+        ),
         _ => Err(MongoError::location(
             3041702,
             "$getField requires 'field' to evaluate to a constant, but got a non-constant argument",

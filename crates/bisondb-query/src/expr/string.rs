@@ -621,5 +621,5 @@ pub(super) fn parse_trim(name: &'static str, arg: &Bson, scope: &mut Scope) -> M
         scope,
     )?;
     let chars = parse_opt(d, "chars", scope)?;
-    Ok(Expr::Call(name, vec![input, chars]))
+    Expr::call(name, vec![input, chars])
 }
