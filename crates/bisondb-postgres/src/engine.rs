@@ -454,11 +454,15 @@ fn as_ref(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
     }
 }
 
+/// A batch's final state: the keys it sets, their values, the keys it
+/// removes.
+pub(crate) type FinalState = (Vec<Vec<u8>>, Vec<Vec<u8>>, Vec<Vec<u8>>);
+
 /// A batch's final state of each key: the keys it sets with their values,
 /// and the keys it removes. The batch's last operation on each key is what
 /// it leaves; each key then appears once in one statement (an upsert may not
 /// touch a row twice).
-pub(crate) fn final_state(batch: WriteBatch) -> (Vec<Vec<u8>>, Vec<Vec<u8>>, Vec<Vec<u8>>) {
+pub(crate) fn final_state(batch: WriteBatch) -> FinalState {
     let mut last: BTreeMap<Vec<u8>, Option<Vec<u8>>> = BTreeMap::new();
     for op in batch.into_ops() {
         match op {
