@@ -59,6 +59,19 @@ pub enum EngineError {
     /// SnapshotTooOld).
     #[error("{0}")]
     SnapshotTooOld(String),
+    /// The store cannot take the operation now but may soon (a network
+    /// store's lost connection, a server shutting down or starting, a
+    /// read-only standby during a failover), as `code`, one of the codes
+    /// drivers retry on (HostUnreachable, NotWritablePrimary,
+    /// InterruptedAtShutdown...): the server fails the whole command with it,
+    /// so a retryable write or a transaction gets the label drivers retry on.
+    #[error("{message}")]
+    Unavailable {
+        /// The mongod error the failure reaches the client as.
+        code: ErrorCode,
+        /// What failed, in the store's words.
+        message: String,
+    },
 }
 
 impl EngineError {
@@ -80,6 +93,7 @@ impl EngineError {
             EngineError::WriteConflict(_) => ErrorCode::WriteConflict,
             EngineError::Unsupported(_) => ErrorCode::NotImplemented,
             EngineError::SnapshotTooOld(_) => ErrorCode::SnapshotTooOld,
+            EngineError::Unavailable { code, .. } => *code,
             EngineError::Io(_) | EngineError::Corrupt(_) | EngineError::Internal(_) => {
                 ErrorCode::InternalError
             }
@@ -134,6 +148,14 @@ mod tests {
             (EngineError::Internal("x".into()), 1, "InternalError"),
             (EngineError::WriteConflict("x".into()), 112, "WriteConflict"),
             (EngineError::Unsupported("x".into()), 238, "NotImplemented"),
+            (
+                EngineError::Unavailable {
+                    code: ErrorCode::NotWritablePrimary,
+                    message: "x".into(),
+                },
+                10107,
+                "NotWritablePrimary",
+            ),
         ];
         for (e, code, name) in cases {
             let m: MongoError = e.into();

@@ -454,9 +454,57 @@ fn as_ref(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
     }
 }
 
+/// A batch's final state: the keys it sets, their values, the keys it
+/// removes.
+pub(crate) type FinalState = (Vec<Vec<u8>>, Vec<Vec<u8>>, Vec<Vec<u8>>);
+
+/// A batch's final state of each key: the keys it sets with their values,
+/// and the keys it removes. The batch's last operation on each key is what
+/// it leaves; each key then appears once in one statement (an upsert may not
+/// touch a row twice).
+pub(crate) fn final_state(batch: WriteBatch) -> FinalState {
+    let mut last: BTreeMap<Vec<u8>, Option<Vec<u8>>> = BTreeMap::new();
+    for op in batch.into_ops() {
+        match op {
+            BatchOp::Put(k, v) => last.insert(k, Some(v)),
+            BatchOp::Delete(k) => last.insert(k, None),
+        };
+    }
+    let (mut keys, mut values, mut gone) = (Vec::new(), Vec::new(), Vec::new());
+    for (k, v) in last {
+        match v {
+            Some(v) => {
+                keys.push(k);
+                values.push(v);
+            }
+            None => gone.push(k),
+        }
+    }
+    (keys, values, gone)
+}
+
+/// Sets `keys` to `values` and removes `gone` inside the transaction open
+/// on `conn` (a read-write transaction's commit with its unchecked writes).
+pub(crate) async fn apply_in_transaction(
+    conn: &Object,
+    keys: &[Vec<u8>],
+    values: &[Vec<u8>],
+    gone: &[Vec<u8>],
+) -> Result<(), tokio_postgres::Error> {
+    if !keys.is_empty() {
+        let upsert = conn.prepare_cached(&STATEMENTS.upsert_many).await?;
+        conn.execute(&upsert, &[&keys, &values]).await?;
+    }
+    if !gone.is_empty() {
+        let delete = conn.prepare_cached(&STATEMENTS.delete_many).await?;
+        conn.execute(&delete, &[&gone]).await?;
+    }
+    Ok(())
+}
+
 /// Writes a batch's final state of each key: `keys`/`values` set, `gone`
 /// removed, in one transaction whose statements are sent together.
-async fn write_on(
+pub(crate) async fn write_on(
     pool: Pool,
     keys: Vec<Vec<u8>>,
     values: Vec<Vec<u8>>,
@@ -530,26 +578,7 @@ impl Engine for PostgresEngine {
         if batch.is_empty() {
             return Ok(());
         }
-        // The batch's last operation on each key is what it leaves; each key
-        // then appears once in one statement (an upsert may not touch a row
-        // twice).
-        let mut last: BTreeMap<Vec<u8>, Option<Vec<u8>>> = BTreeMap::new();
-        for op in batch.into_ops() {
-            match op {
-                BatchOp::Put(k, v) => last.insert(k, Some(v)),
-                BatchOp::Delete(k) => last.insert(k, None),
-            };
-        }
-        let (mut keys, mut values, mut gone) = (Vec::new(), Vec::new(), Vec::new());
-        for (k, v) in last {
-            match v {
-                Some(v) => {
-                    keys.push(k);
-                    values.push(v);
-                }
-                None => gone.push(k),
-            }
-        }
+        let (keys, values, gone) = final_state(batch);
         // Durable once committed (PostgreSQL's default synchronous_commit),
         // so both durabilities are the same write.
         self.shared

@@ -12,11 +12,14 @@
 use std::ops::Bound;
 use std::sync::Arc;
 
-use bisondb_engine::{Durability, EngineError, KeyValue, Transaction};
+use bisondb_engine::{Durability, EngineError, KeyValue, Transaction, WriteBatch};
 use deadpool_postgres::Object;
+use tokio_postgres::error::SqlState;
 use tokio_postgres::types::ToSql;
 
-use crate::engine::{one_key_statement, open_connection, Shared};
+use crate::engine::{
+    apply_in_transaction, final_state, one_key_statement, open_connection, write_on, Shared,
+};
 use crate::error::map_error;
 
 /// Begins the transaction and takes its snapshot. The lock wait bounds how
@@ -112,12 +115,48 @@ impl Transaction for PgTransaction {
         self.write(key, None)
     }
 
-    fn commit(mut self: Box<Self>, _durability: Durability) -> Result<(), EngineError> {
+    fn commit(self: Box<Self>, durability: Durability) -> Result<(), EngineError> {
+        self.commit_with(WriteBatch::default(), durability)
+    }
+
+    /// The unchecked writes (a collection's count record) go into the
+    /// store's transaction before its `COMMIT`, under a savepoint, so they
+    /// normally apply with it or not at all. The store checks every write of
+    /// a `REPEATABLE READ` transaction, these too: when a plain write changed
+    /// one of their keys after this transaction's snapshot (which the caller
+    /// allows: it computed them under its own lock), they are written right
+    /// after the `COMMIT` instead, as a plain write: only a crash between the
+    /// two could then leave the count record behind the documents.
+    fn commit_with(
+        mut self: Box<Self>,
+        unchecked: WriteBatch,
+        _durability: Durability,
+    ) -> Result<(), EngineError> {
         let conn = self.conn()?;
         self.conn = None;
-        let end = if self.wrote { "COMMIT" } else { "ROLLBACK" };
+        let wrote = self.wrote || !unchecked.is_empty();
+        let end = if wrote { "COMMIT" } else { "ROLLBACK" };
+        let (keys, values, gone) = final_state(unchecked);
+        let pool = self.shared.pool.clone();
         self.shared.run(async move {
-            let outcome = conn.batch_execute(end).await;
+            let in_transaction = if keys.is_empty() && gone.is_empty() {
+                Ok(true)
+            } else {
+                unchecked_in_transaction(&conn, &keys, &values, &gone).await
+            };
+            let failed = |e: tokio_postgres::Error| map_error(&e, "committing a transaction");
+            let outcome = match in_transaction {
+                Ok(applied) => match conn.batch_execute(end).await {
+                    Ok(()) if applied => Ok(()),
+                    Ok(()) => write_on(pool, keys, values, gone).await,
+                    Err(e) => Err(failed(e)),
+                },
+                Err(e) => {
+                    // The transaction is aborted: end it, report the write.
+                    let _ = conn.batch_execute("ROLLBACK").await;
+                    Err(failed(e))
+                }
+            };
             // The transaction is over either way (a failed COMMIT rolls
             // back); a lost connection is not handed out again.
             if let Ok(conn) = Arc::try_unwrap(conn) {
@@ -125,8 +164,36 @@ impl Transaction for PgTransaction {
                     drop(Object::take(conn));
                 }
             }
-            outcome.map_err(|e| map_error(&e, "committing a transaction"))
+            outcome
         })
+    }
+}
+
+/// Writes the unchecked keys inside the transaction under a savepoint:
+/// `Ok(true)` when they are written, `Ok(false)` when the store refused them
+/// as changed after the snapshot (the savepoint undone, the transaction
+/// still open), `Err` on any other failure.
+async fn unchecked_in_transaction(
+    conn: &Object,
+    keys: &[Vec<u8>],
+    values: &[Vec<u8>],
+    gone: &[Vec<u8>],
+) -> Result<bool, tokio_postgres::Error> {
+    conn.batch_execute("SAVEPOINT bisondb_unchecked").await?;
+    match apply_in_transaction(conn, keys, values, gone).await {
+        Ok(()) => {
+            conn.batch_execute("RELEASE SAVEPOINT bisondb_unchecked")
+                .await?;
+            Ok(true)
+        }
+        Err(e) if e.code() == Some(&SqlState::T_R_SERIALIZATION_FAILURE) => {
+            conn.batch_execute(
+                "ROLLBACK TO SAVEPOINT bisondb_unchecked; RELEASE SAVEPOINT bisondb_unchecked",
+            )
+            .await?;
+            Ok(false)
+        }
+        Err(e) => Err(e),
     }
 }
 

@@ -3,7 +3,7 @@
 //! re-checks the filter (a concurrent writer may have changed the document since the
 //! snapshot that found it).
 
-use bisondb_error::{MongoError, MongoResult};
+use bisondb_error::{ErrorCode, MongoError, MongoResult};
 use bisondb_query::agg::output::{MergeAction, OutputStage};
 use bisondb_query::matcher::Matcher;
 use bisondb_query::sort::SortSpec;
@@ -46,29 +46,54 @@ impl<'a> Statements<'a> {
     }
 
     /// [`each_statement`] over these statements.
-    pub fn each(&self, run: impl FnMut(usize, &'a RawDocument) -> MongoResult<()>) -> Vec<Bson> {
+    pub fn each(
+        &self,
+        run: impl FnMut(usize, &'a RawDocument) -> MongoResult<()>,
+    ) -> MongoResult<Vec<Bson>> {
         each_statement(&self.statements, self.ordered, run)
     }
 }
 
 /// Runs `run` on each statement of a write batch, in order, and returns the
 /// write errors: a failing statement is one (with its index) and, in an
-/// ordered batch, the last statement run.
+/// ordered batch, the last statement run. An error that
+/// [fails the command](fails_the_command) ends the batch as the command's
+/// own error instead.
 pub fn each_statement<'a>(
     statements: &[&'a RawDocument],
     ordered: bool,
     mut run: impl FnMut(usize, &'a RawDocument) -> MongoResult<()>,
-) -> Vec<Bson> {
+) -> MongoResult<Vec<Bson>> {
     let mut errors = Vec::new();
     for (i, raw) in statements.iter().enumerate() {
         if let Err(e) = run(i, raw) {
+            if fails_the_command(&e) {
+                return Err(e);
+            }
             errors.push(Bson::Document(crate::reply::write_error(i, &e, None)));
             if ordered {
                 break;
             }
         }
     }
-    errors
+    Ok(errors)
+}
+
+/// Whether a statement's error fails the whole write command rather than
+/// being one write error: the store cannot take writes now (a network
+/// store's lost connection, a read-only standby, a store shutting down:
+/// `EngineError::Unavailable`'s codes). mongod fails the whole batch on a
+/// shutdown or a step-down the same way, and only a command error carries
+/// the `RetryableWriteError` label a driver retries the write on (write
+/// errors are never retried).
+pub fn fails_the_command(e: &MongoError) -> bool {
+    matches!(
+        e.code,
+        ErrorCode::HostUnreachable
+            | ErrorCode::NotWritablePrimary
+            | ErrorCode::InterruptedAtShutdown
+            | ErrorCode::ShutdownInProgress
+    )
 }
 
 /// What one update statement did.

@@ -147,3 +147,157 @@ async fn a_server_on_postgres_serves_and_hands_its_store_on() {
     drop(client);
     next.wait().await;
 }
+
+/// Ends every other backend of `cluster`, as a failover or an administrator's
+/// `pg_terminate_backend` does, and waits a moment for the clients to see
+/// their connections closed.
+async fn end_every_backend(cluster: &TestCluster) {
+    cluster.execute(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+         WHERE pid <> pg_backend_pid() AND backend_type = 'client backend'",
+    );
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+}
+
+fn labels(e: &mongodb::error::Error) -> Vec<String> {
+    e.labels().iter().cloned().collect()
+}
+
+/// The store's failures reach the client as mongod's retryable errors, with
+/// the labels drivers retry on (a replica-set-mode server, where drivers
+/// send retryable writes): a read-only PostgreSQL (a standby, or a primary
+/// being demoted: 25006) fails writes as NotWritablePrimary with
+/// `RetryableWriteError` (the driver retries once, then gives up with that
+/// error), and `TransientTransactionError` inside a transaction; reads go
+/// on. Backends ended under the server (pg_terminate_backend) cost a client
+/// nothing: a write after them succeeds (retried by the driver when it met a
+/// dead connection) and applies once. Its own cluster: it makes the whole
+/// database read-only and ends every backend.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn store_failures_are_retryable_errors() {
+    let Some(cluster) = TestCluster::start() else {
+        return;
+    };
+    let uri = cluster.fresh_schema_uri();
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let mut cfg = postgres_config(dir.path(), &uri);
+    cfg.repl_set_name = Some(crate::common::SET_NAME.into());
+    cfg.oplog_size_mb = Some(16);
+    let server = Server::start(cfg)
+        .await
+        .unwrap_or_else(|e| panic!("postgres server: {} ({:?})", e.message, e.code));
+    crate::common::initiate(server.port()).await;
+    let client = Client::with_uri_str(format!(
+        "mongodb://127.0.0.1:{}/?directConnection=true&serverSelectionTimeoutMS=5000",
+        server.port()
+    ))
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
+    let db = client.database("rw");
+    let coll = db.collection::<bson::Document>("c");
+    coll.insert_many((0..10).map(|i| doc! {"_id": i}))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+
+    // Every pooled connection ended: the next write still lands, once.
+    end_every_backend(&cluster).await;
+    coll.insert_one(doc! {"_id": 10})
+        .await
+        .unwrap_or_else(|e| panic!("a write after the backends ended: {e}"));
+    assert_eq!(coll.count_documents(doc! {}).await.ok(), Some(11));
+
+    // PostgreSQL turns read-only (new sessions), and the old sessions end.
+    cluster.execute("ALTER DATABASE postgres SET default_transaction_read_only = on");
+    end_every_backend(&cluster).await;
+    let mut session = client
+        .start_session()
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    // A retryable write by hand: the first attempt may meet a connection
+    // the server has not yet seen closed (HostUnreachable); then the
+    // store's answer, NotWritablePrimary. Both are labelled.
+    // (Numbers above the driver's own: the session may be a pooled one its
+    // earlier retryable writes numbered.)
+    let mut codes = Vec::new();
+    for n in 1..=5i64 {
+        let e = db
+            .run_command(
+                doc! {"insert": "c", "documents": [{"_id": 100 + n}], "txnNumber": 1000 + n},
+            )
+            .session(&mut session)
+            .await
+            .expect_err("an insert into a read-only store");
+        let code = error_code(&e);
+        assert!(
+            labels(&e).contains(&"RetryableWriteError".to_string()),
+            "{e}"
+        );
+        codes.push(code);
+        if code == Some(10107) {
+            assert!(e.to_string().contains("read-only"), "{e}");
+            break;
+        }
+        assert_eq!(code, Some(6), "{e}");
+    }
+    assert_eq!(codes.last(), Some(&Some(10107)), "{codes:?}");
+    // The driver's own retryable write: retried once, then this error.
+    let e = coll
+        .insert_one(doc! {"_id": 200})
+        .await
+        .expect_err("an insert into a read-only store");
+    assert_eq!(error_code(&e), Some(10107), "{e}");
+    assert!(e.contains_label("RetryableWriteError"), "{e}");
+    // Reads go on.
+    assert_eq!(coll.count_documents(doc! {}).await.ok(), Some(11));
+    // In a transaction: the whole transaction may be retried (or, when the
+    // failure waits for the commit, its outcome is unknown). A session of
+    // its own: the one above holds numbers the driver does not know.
+    let by_hand = session;
+    let mut session = client
+        .start_session()
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    session
+        .start_transaction()
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let labelled = match coll
+        .insert_one(doc! {"_id": 300})
+        .session(&mut session)
+        .await
+    {
+        Err(e) => {
+            assert_eq!(error_code(&e), Some(10107), "{e}");
+            e.contains_label("TransientTransactionError")
+        }
+        Ok(_) => {
+            let e = session
+                .commit_transaction()
+                .await
+                .expect_err("a commit into a read-only store");
+            e.contains_label("UnknownTransactionCommitResult")
+                || e.contains_label("TransientTransactionError")
+        }
+    };
+    assert!(
+        labelled,
+        "a transaction's write to a read-only store is retryable"
+    );
+    let _ = session.abort_transaction().await;
+
+    // Writable again: the same write goes through, once.
+    cluster.execute(
+        "BEGIN READ WRITE; ALTER DATABASE postgres RESET default_transaction_read_only; COMMIT",
+    );
+    end_every_backend(&cluster).await;
+    coll.insert_one(doc! {"_id": 200})
+        .await
+        .unwrap_or_else(|e| panic!("a write once writable again: {e}"));
+    assert_eq!(coll.count_documents(doc! {}).await.ok(), Some(12));
+    // Kept out of the driver's pool until here, so no implicit session
+    // reuses the numbers given by hand.
+    drop(by_hand);
+    server.shutdown();
+    drop(client);
+    server.wait().await;
+}

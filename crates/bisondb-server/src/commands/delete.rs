@@ -147,7 +147,7 @@ impl<'a> Delete<'a> {
             OpCounters::add(&ctx.state.opcounters.delete, k);
             crate::metrics::add(&ctx.state.metrics.document.deleted, k);
             Ok(())
-        });
+        })?;
         reply::write_reply(doc! {"n": reply::count(n)}, errors)
     }
 }

@@ -116,7 +116,11 @@ impl<'a> Insert<'a> {
         for (j, e) in outcome.errors {
             let idx = positions.get(j).copied().unwrap_or(j);
             let details = crate::reply::storage_error_details(&e);
-            errors.push((idx, MongoError::from(e), details));
+            let e = MongoError::from(e);
+            if crate::write::fails_the_command(&e) {
+                return Err(e);
+            }
+            errors.push((idx, e, details));
         }
         if self.ordered {
             // Storage stopped at its first failure; a validation failure earlier still wins.

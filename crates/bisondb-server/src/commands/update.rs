@@ -291,7 +291,7 @@ impl<'a> Update<'a> {
             }
             tally.add(i, r.matched, r.modified, r.upserted_id);
             Ok(())
-        });
+        })?;
         tally.reply(errors)
     }
 }

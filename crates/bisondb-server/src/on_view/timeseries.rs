@@ -136,6 +136,6 @@ fn delete(
         n += k;
         OpCounters::add(&ctx.state.opcounters.delete, k);
         Ok(())
-    });
+    })?;
     reply::write_reply(doc! {"n": reply::count(n)}, errors)
 }

@@ -110,6 +110,9 @@ pub fn lsm_config(dir: &Path, dbpath: &Path) -> ServerConfig {
     let mut cfg = config(dir);
     cfg.storage_engine = "lsm".into();
     cfg.dbpath = dbpath.to_path_buf();
+    // Under BISONDB_TEST_ENGINE=postgres `config` names a store, which an
+    // lsm server refuses (`--postgresUri` is for the postgres engine).
+    cfg.postgres = Default::default();
     cfg
 }
 
@@ -176,6 +179,10 @@ pub async fn start_with(edit: impl FnOnce(&mut ServerConfig)) -> TestServer {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut cfg = config(dir.path());
     edit(&mut cfg);
+    if cfg.storage_engine != "postgres" {
+        // A test that picks its engine does not get the suite's store.
+        cfg.postgres = Default::default();
+    }
     let server = match Server::start(cfg).await {
         Ok(s) => s,
         Err(e) => panic!("server failed to start: {} ({:?})", e.message, e.code),

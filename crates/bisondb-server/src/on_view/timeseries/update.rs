@@ -56,7 +56,7 @@ pub(super) fn update(
         let o = outcome?;
         tally.add(i, o.matched, o.modified, o.upserted);
         Ok(())
-    });
+    })?;
     tally.reply(errors)
 }
 
