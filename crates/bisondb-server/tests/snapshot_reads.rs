@@ -42,17 +42,26 @@ async fn x_of(db: &Database, at: Timestamp) -> Vec<Bson> {
         .collect()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_snapshot_read_answers_its_time_and_reads_it_again_later() {
-    let ts = common::start_repl_set().await;
+/// A set with `{_id: 1, x: 1}` and `{_id: 2, x: 2}` in `snap.c`, and the
+/// time a snapshot read of them answered.
+async fn two_documents_and_their_time(
+    ts: &common::TestServer,
+) -> (Database, mongodb::Collection<Document>, Timestamp) {
     let db = ts.tcp.database("snap");
     let c = db.collection::<Document>("c");
     c.insert_many([doc! {"_id": 1, "x": 1}, doc! {"_id": 2, "x": 2}])
         .await
         .unwrap();
     let r = run(&db, doc! {"find": "c", "readConcern": snapshot(None)}).await;
-    let t = cursor_time(&r);
     assert_eq!(first_batch(&r).len(), 2);
+    let t = cursor_time(&r);
+    (db, c, t)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_snapshot_read_answers_its_time_and_reads_it_again_later() {
+    let ts = common::start_repl_set().await;
+    let (db, c, t) = two_documents_and_their_time(&ts).await;
     c.update_one(doc! {"_id": 1}, doc! {"$set": {"x": 10}})
         .await
         .unwrap();
@@ -192,12 +201,7 @@ async fn times_older_than_the_window_are_too_old() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_transaction_at_a_cluster_time_reads_it() {
     let ts = common::start_repl_set().await;
-    let db = ts.tcp.database("snap");
-    let c = db.collection::<Document>("c");
-    c.insert_many([doc! {"_id": 1, "x": 1}, doc! {"_id": 2, "x": 2}])
-        .await
-        .unwrap();
-    let t = cursor_time(&run(&db, doc! {"find": "c", "readConcern": snapshot(None)}).await);
+    let (db, c, t) = two_documents_and_their_time(&ts).await;
     c.update_one(doc! {"_id": 1}, doc! {"$set": {"x": 10}})
         .await
         .unwrap();

@@ -262,11 +262,10 @@ mod tests {
     use super::*;
     use bisondb_storage::{Durability, MemoryEngine, WriteBatch};
 
+    /// The `i`th time of second 100.
     fn ts(i: u32) -> Timestamp {
-        Timestamp {
-            time: 100,
-            increment: i,
-        }
+        let time = 100;
+        Timestamp { time, increment: i }
     }
 
     fn write(engine: &Arc<dyn Engine>, k: &[u8], v: &[u8]) {
