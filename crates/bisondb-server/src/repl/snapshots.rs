@@ -23,6 +23,10 @@
 //! the window or later than one (mongod keeps history whether or not
 //! snapshot reads happen).
 //!
+//! On an engine whose snapshots each hold a store connection (postgres),
+//! no history is kept: `atClusterTime` is 238 NotImplemented there and a
+//! snapshot read without it reads the present without answering a time.
+//!
 //! Gap: the catalog is the present one: an index built after the read's
 //! time has no keys for the documents the snapshot holds (mongod answers
 //! 246 SnapshotUnavailable for a collection changed after it).
@@ -162,6 +166,22 @@ fn too_old(t: Timestamp) -> MongoError {
     )
 }
 
+/// An engine whose every snapshot holds a store connection (`postgres`:
+/// `Capabilities::blocking_io`) cannot keep a history of them: reads at a
+/// point in time are 238 NotImplemented there.
+fn refuse_remote_engine(storage: &bisondb_storage::Storage) -> MongoResult<()> {
+    if storage.engine().capabilities().blocking_io {
+        return Err(MongoError::new(
+            ErrorCode::NotImplemented,
+            format!(
+                "readConcern atClusterTime (reading at a past cluster time) is not supported on the {} storage engine",
+                storage.engine_name()
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// The snapshot a read at `at` (the present when `None`) reads, and the
 /// cluster time it stands for.
 pub fn snapshot_for(
@@ -169,6 +189,7 @@ pub fn snapshot_for(
     storage: &bisondb_storage::Storage,
     at: Option<Timestamp>,
 ) -> MongoResult<(Timestamp, Arc<dyn Snapshot>)> {
+    refuse_remote_engine(storage)?;
     let history = repl.snapshots();
     let starting = history.touch();
     // Makes the history cover the present: a no-op entry commits (and is
@@ -228,6 +249,11 @@ pub fn read_at(
     let state = ctx.state;
     let repl = state.repl();
     repl.require_initiated()?;
+    // Without a history (postgres): the present, as every read, and no
+    // atClusterTime in the reply (drivers then send none).
+    if at.is_none() && state.storage.engine().capabilities().blocking_io {
+        return run(req, ctx);
+    }
     let (ts, snap) = snapshot_for(repl, &state.storage, at)?;
     let reader = bisondb_storage::StoreTxn::read_only(snap);
     let reply = reader.run(|| run(req, ctx))?;
