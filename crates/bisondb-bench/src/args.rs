@@ -26,6 +26,15 @@ pub enum Workload {
     /// Seed 001: the same documents loaded (untimed), then read back with one
     /// `find`, one client.
     LargeRead,
+    /// Replica set only: small multi-document transactions (read one account,
+    /// update two, commit) through the driver's session API, retried on
+    /// TransientTransactionError as `with_transaction` does; `--docs`
+    /// transactions (default 10000) from `--clients` tasks.
+    Transactions,
+    /// Replica set only: change-event latency, from the start of an insert to
+    /// the event's delivery on an awaiting change stream; `--docs` inserts
+    /// (default 10000), one at a time, one client.
+    ChangeEvents,
 }
 
 impl Workload {
@@ -38,6 +47,8 @@ impl Workload {
             Workload::TimeseriesAggregate => "timeseries-aggregate",
             Workload::LargeInsert => "large-insert",
             Workload::LargeRead => "large-read",
+            Workload::Transactions => "transactions",
+            Workload::ChangeEvents => "change-events",
         }
     }
 }
@@ -267,7 +278,9 @@ impl BenchArgs {
             (Workload::TimeseriesAggregate, Some(n)) if n != 1 => {
                 return Err("timeseries-aggregate runs its queries from one client".into())
             }
-            (Workload::LargeInsert | Workload::LargeRead, Some(n)) if n != 1 => {
+            (Workload::LargeInsert | Workload::LargeRead | Workload::ChangeEvents, Some(n))
+                if n != 1 =>
+            {
                 return Err(format!("{} uses one client", w.name()))
             }
             (_, Some(n)) => n,
@@ -276,7 +289,11 @@ impl BenchArgs {
         };
         if matches!(
             w,
-            Workload::TimeseriesAggregate | Workload::LargeInsert | Workload::LargeRead
+            Workload::TimeseriesAggregate
+                | Workload::LargeInsert
+                | Workload::LargeRead
+                | Workload::Transactions
+                | Workload::ChangeEvents
         ) && self.processes != 1
         {
             return Err(format!(
@@ -296,11 +313,12 @@ impl BenchArgs {
         if self.timeseries && !w.name().starts_with("timeseries") {
             return Err("--timeseries applies to timeseries-batch and timeseries-aggregate".into());
         }
-        if self.doc_size.is_some() && w.name().starts_with("timeseries") {
+        let replset = matches!(w, Workload::Transactions | Workload::ChangeEvents);
+        if self.doc_size.is_some() && (w.name().starts_with("timeseries") || replset) {
             return Err("--doc-size applies to profile-* and large-*".into());
         }
         if self.client == ClientKind::Pymongo {
-            if w.name().starts_with("timeseries") {
+            if w.name().starts_with("timeseries") || replset {
                 return Err("--client pymongo runs profile-* and large-*".into());
             }
             if self.processes != 1 {
@@ -316,6 +334,7 @@ impl BenchArgs {
         let docs = self.docs.unwrap_or(match w {
             Workload::ProfileSingle | Workload::ProfilePool => 100_000,
             Workload::LargeInsert | Workload::LargeRead => 300,
+            Workload::Transactions | Workload::ChangeEvents => 10_000,
             _ => 1_000_000,
         });
         if docs == 0 {
@@ -350,6 +369,8 @@ impl BenchArgs {
                 Workload::ProfileSingle => "single",
                 Workload::ProfilePool => "multiple",
                 Workload::LargeInsert | Workload::LargeRead => "large",
+                Workload::Transactions => "accounts",
+                Workload::ChangeEvents => "events",
                 _ => "randomData",
             }
             .to_string()
@@ -550,5 +571,40 @@ mod tests {
         assert_eq!(m.w, Some(Acknowledgment::Majority));
         assert_eq!(m.journal, None);
         assert!(plan(&["profile-single"]).unwrap().write_concern.is_none());
+    }
+
+    #[test]
+    fn replica_set_workloads() {
+        let t = plan(&["transactions", "--clients", "4"]).unwrap();
+        assert_eq!(
+            (t.workload.name(), t.docs, t.clients, t.collection.as_str()),
+            ("transactions", 10_000, 4, "accounts")
+        );
+        let c = plan(&["change-events", "--docs", "50"]).unwrap();
+        assert_eq!(
+            (c.workload.name(), c.docs, c.clients, c.collection.as_str()),
+            ("change-events", 50, 1, "events")
+        );
+        for (args, err) in [
+            (
+                &["change-events", "--clients", "2"][..],
+                "change-events uses one client",
+            ),
+            (
+                &["transactions", "--processes", "2"][..],
+                "--processes applies",
+            ),
+            (
+                &["change-events", "--doc-size", "10"][..],
+                "--doc-size applies",
+            ),
+            (
+                &["transactions", "--client", "pymongo"][..],
+                "--client pymongo runs",
+            ),
+        ] {
+            let e = plan(args).unwrap_err();
+            assert!(e.contains(err), "{args:?}: {e}");
+        }
     }
 }

@@ -9,6 +9,7 @@ pub mod args;
 pub mod cpu;
 pub mod plot;
 pub mod pymongo;
+pub mod replset;
 pub mod report;
 pub mod wirelimit;
 pub mod workload;

@@ -19,6 +19,7 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 
 use crate::args::{ClientKind, Plan, Workload};
 use crate::cpu;
+use crate::replset;
 use crate::report::{
     histogram_counts, histogram_from_counts, new_histogram, record, Latency, QueryTime, RunResult,
 };
@@ -211,11 +212,11 @@ pub struct Target {
 }
 
 /// What a timed phase hands back.
-struct Phase {
-    docs: u64,
-    ops: u64,
-    hist: Histogram<u64>,
-    queries: Vec<QueryTime>,
+pub(crate) struct Phase {
+    pub(crate) docs: u64,
+    pub(crate) ops: u64,
+    pub(crate) hist: Histogram<u64>,
+    pub(crate) queries: Vec<QueryTime>,
 }
 
 /// `uri` as reports and errors show it: the password in its user
@@ -325,6 +326,18 @@ async fn measure(
         _ => plan.docs,
     };
     bar.set_length(total);
+    // The replica-set workloads start from a fresh collection (untimed).
+    match plan.workload {
+        Workload::Transactions => {
+            replset::require_replica_set(db.client()).await?;
+            replset::seed_accounts(&coll).await?;
+        }
+        Workload::ChangeEvents => {
+            replset::require_replica_set(db.client()).await?;
+            coll.drop().await.map_err(|e| format!("drop: {e}"))?;
+        }
+        _ => {}
+    }
     if plan.workload == Workload::LargeRead {
         bar.set_prefix("loading");
         profile(plan, &coll, &Arc::new(AtomicU64::new(0))).await?;
@@ -346,6 +359,11 @@ async fn measure(
             Workload::TimeseriesBatch => batches(plan, &coll, plan.docs, &done).await,
             Workload::TimeseriesAggregate => aggregate(&coll, &done).await,
             Workload::LargeRead => read_back(plan, &coll, &done).await,
+            Workload::Transactions => {
+                let retries = Arc::new(AtomicU64::new(0));
+                replset::transactions(plan, db.client(), &coll, &done, &retries).await
+            }
+            Workload::ChangeEvents => replset::change_events(plan, &coll, &done).await,
         }
     };
     let seconds = start.elapsed().as_secs_f64();
@@ -356,6 +374,9 @@ async fn measure(
     let timeline = sampler.stop().await;
     let phase = phase?;
     bar.finish_and_clear();
+    if plan.workload == Workload::Transactions {
+        replset::check_balances(&coll).await?;
+    }
     let (storage_size, objects) = if plan.worker {
         (None, None)
     } else {
@@ -589,7 +610,7 @@ async fn aggregate(coll: &Collection<Document>, done: &Arc<AtomicU64>) -> Result
     })
 }
 
-async fn join_histograms(
+pub(crate) async fn join_histograms(
     tasks: Vec<tokio::task::JoinHandle<Result<Histogram<u64>, String>>>,
 ) -> Result<Histogram<u64>, String> {
     let mut hist = new_histogram();

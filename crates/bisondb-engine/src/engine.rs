@@ -172,6 +172,20 @@ pub trait Engine: Send + Sync + 'static {
     /// in this process share [`crate::txn::LocalTransactions`].
     fn begin(&self) -> Result<Box<dyn Transaction>, EngineError>;
 
+    /// Starts a read-write transaction that reads `snapshot`, one this
+    /// engine gave out earlier (a read at a past point in time: mongod's
+    /// `startTransaction` with `atClusterTime`). Its commit checks its keys
+    /// against the state then, as every transaction's does, so a key changed
+    /// after `snapshot` is a conflict. Engines that cannot fail with
+    /// [`EngineError::Unsupported`] (the default).
+    fn begin_on(&self, snapshot: Arc<dyn Snapshot>) -> Result<Box<dyn Transaction>, EngineError> {
+        drop(snapshot);
+        Err(EngineError::Unsupported(format!(
+            "the {} storage engine cannot start a transaction at a past snapshot",
+            self.name()
+        )))
+    }
+
     /// Durability barrier: every write that returned before this call is durable
     /// when it returns. A no-op for engines without stable storage.
     fn sync(&self) -> Result<(), EngineError>;

@@ -184,6 +184,10 @@ impl Engine for MemoryEngine {
         self.txns.begin(self.inner.clone())
     }
 
+    fn begin_on(&self, snapshot: Arc<dyn Snapshot>) -> Result<Box<dyn Transaction>, EngineError> {
+        self.txns.begin_on(self.inner.clone(), snapshot)
+    }
+
     fn sync(&self) -> Result<(), EngineError> {
         Ok(())
     }

@@ -123,6 +123,16 @@ impl LocalTransactions {
         store: Arc<dyn TxnStore>,
     ) -> Result<Box<dyn Transaction>, EngineError> {
         let snapshot = store.snapshot()?;
+        self.begin_on(store, snapshot)
+    }
+
+    /// Starts a transaction over `store` that reads `snapshot` (one of
+    /// `store`'s, possibly taken long ago).
+    pub fn begin_on(
+        self: &Arc<Self>,
+        store: Arc<dyn TxnStore>,
+        snapshot: Arc<dyn Snapshot>,
+    ) -> Result<Box<dyn Transaction>, EngineError> {
         Ok(Box::new(LocalTransaction {
             id: self.next_id.fetch_add(1, Ordering::Relaxed),
             table: self.clone(),

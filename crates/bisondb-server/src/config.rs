@@ -97,6 +97,9 @@ pub struct ServerConfig {
     /// conflicting write in a transaction fails at once (WriteConflict)
     /// rather than waiting, so there is no lock wait to bound.
     pub max_transaction_lock_request_timeout_millis: i64,
+    /// mongod's `minSnapshotHistoryWindowInSeconds`: how far back reads at
+    /// a point in time reach (`repl/snapshots.rs`).
+    pub min_snapshot_history_window_seconds: u64,
     /// `--replSet` / `replication.replSetName`: run as a member of this
     /// replica set (see `crate::repl`); `None` is a standalone.
     pub repl_set_name: Option<String>,
@@ -227,6 +230,7 @@ impl Default for ServerConfig {
             local_logical_session_timeout_minutes: crate::sessions::DEFAULT_TIMEOUT_MINUTES,
             logical_session_refresh_millis: crate::sessions::DEFAULT_REFRESH_MILLIS,
             transaction_lifetime_limit_seconds: crate::txn::transaction::DEFAULT_LIFETIME_SECONDS,
+            min_snapshot_history_window_seconds: crate::repl::snapshots::DEFAULT_WINDOW_SECONDS,
             max_transaction_lock_request_timeout_millis: 5,
             repl_set_name: None,
             oplog_size_mb: None,
@@ -413,6 +417,13 @@ impl ServerConfig {
                     .ok()
                     .filter(|m| (1..=i32::MAX as u64).contains(m))
                     .ok_or_else(|| bad("a whole number of seconds >= 1"))?;
+            }
+            "minSnapshotHistoryWindowInSeconds" => {
+                self.min_snapshot_history_window_seconds = value
+                    .parse::<u64>()
+                    .ok()
+                    .filter(|s| *s <= i32::MAX as u64)
+                    .ok_or_else(|| bad("a whole number of seconds >= 0"))?;
             }
             "maxTransactionLockRequestTimeoutMillis" => {
                 self.max_transaction_lock_request_timeout_millis = value
@@ -797,6 +808,7 @@ pub const STARTUP_PARAMETERS: &[&str] = &[
     "localLogicalSessionTimeoutMinutes",
     "logicalSessionRefreshMillis",
     "maxTransactionLockRequestTimeoutMillis",
+    "minSnapshotHistoryWindowInSeconds",
     "processUmask",
     "scramIterationCount",
     "scramSHA256IterationCount",

@@ -1724,6 +1724,15 @@ pub fn dispatch_spec(
         if req.name == "aggregate" {
             crate::repl::cluster_time::check_linearizable_aggregate(req.body)?;
         }
+        if let (true, None, Some(at)) = (
+            snapshot_reader,
+            session.txn_number,
+            crate::repl::snapshots::requested(req.body),
+        ) {
+            return crate::repl::snapshots::read_at(at, req, ctx, |req, ctx| {
+                run_handler(spec, handler, req, ctx)
+            });
+        }
     }
     if session.txn_number.is_some() {
         // Retryable writes and transactions (replica-set mode only).

@@ -63,6 +63,7 @@ mod retryable_writes;
 mod robustness;
 mod sessions;
 mod signed_cluster_time;
+mod snapshot_reads;
 mod spill;
 mod text;
 mod timeseries;

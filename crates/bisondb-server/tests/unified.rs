@@ -47,8 +47,6 @@ const RAW_LIST: &str = "runner: listCollections/listIndexes are raw cursor comma
 const RAW_COUNT: &str = "runner: count is a raw command (the Rust driver has no count helper), which the driver does not retry";
 const RAW_UNACKNOWLEDGED: &str =
     "runner: unacknowledged writes are sent as raw commands outside the session";
-const NO_AT_CLUSTER_TIME: &str =
-    "server: snapshot reads at a point in time (atClusterTime) are not implemented";
 const RAW_BULK_WRITE: &str = "runner: a collection bulkWrite is sent as raw insert/update/delete commands, which the driver neither numbers (txnNumber) nor retries";
 const CLIENT_BULK_WRITE_SESSION: &str =
     "runner: clientBulkWrite does not take the operation's session";
@@ -298,30 +296,6 @@ const SKIPPED_TESTS: &[(&str, &str)] = &[
     (
         "sessions/driver-sessions-server-support.json :: Server supports implicit sessions",
         DRIVER_IMPLICIT_SESSION_POOL,
-    ),
-    (
-        "sessions/snapshot-sessions.json :: Aggregate operation with snapshot",
-        NO_AT_CLUSTER_TIME,
-    ),
-    (
-        "sessions/snapshot-sessions.json :: Distinct operation with snapshot",
-        NO_AT_CLUSTER_TIME,
-    ),
-    (
-        "sessions/snapshot-sessions.json :: Find operation with snapshot",
-        NO_AT_CLUSTER_TIME,
-    ),
-    (
-        "sessions/snapshot-sessions.json :: Mixed operation with snapshot",
-        NO_AT_CLUSTER_TIME,
-    ),
-    (
-        "sessions/snapshot-sessions.json :: Write commands with snapshot session do not affect snapshot reads",
-        NO_AT_CLUSTER_TIME,
-    ),
-    (
-        "sessions/snapshot-sessions.json :: countDocuments operation with snapshot",
-        NO_AT_CLUSTER_TIME,
     ),
     (
         "transactions/unified/client-bulkWrite.json :: client bulkWrite in a transaction",

@@ -336,6 +336,16 @@ impl Storage {
         crate::store::StoreTxn::begin(self.inner.engine.clone())
     }
 
+    /// Begins a multi-document transaction that reads `snapshot`, one of
+    /// this storage's engine taken earlier (a transaction at a past cluster
+    /// time); engines that cannot refuse (Unsupported).
+    pub fn begin_transaction_on(
+        &self,
+        snapshot: Arc<dyn bisondb_engine::Snapshot>,
+    ) -> Result<Arc<crate::store::StoreTxn>, StorageError> {
+        crate::store::StoreTxn::begin_on(&self.inner.engine, snapshot)
+    }
+
     /// Creates `db.name`; `NamespaceExists` if it is already there.
     pub fn create_collection(
         &self,

@@ -1655,6 +1655,10 @@ impl Engine for LsmEngine {
         self.txns.begin(self.shared.clone())
     }
 
+    fn begin_on(&self, snapshot: Arc<dyn Snapshot>) -> Result<Box<dyn Transaction>, EngineError> {
+        self.txns.begin_on(self.shared.clone(), snapshot)
+    }
+
     fn sync(&self) -> Result<(), EngineError> {
         self.shared.sync()
     }

@@ -182,6 +182,11 @@ impl Collection {
         (self.state.id_usage.get(), secondary.collect())
     }
 
+    /// The engine the collection is stored in.
+    pub fn engine(&self) -> &Arc<dyn Engine> {
+        &self.engine
+    }
+
     /// `db.collection`.
     pub fn namespace(&self) -> &str {
         &self.ns

@@ -1,6 +1,10 @@
 //! `bisondb bench` through the real binary against the built-in wire-limit target:
 //! the subcommand is wired, the table prints, `--processes` spawns workers of the same
-//! binary and their counts add up, and bad arguments exit with status 2.
+//! binary and their counts add up, and bad arguments exit with status 2. The
+//! replica-set workloads (`transactions`, `change-events`) run against the
+//! real binary as a one-member set, and fail with a clear error elsewhere.
+
+mod support;
 
 use std::process::Command;
 
@@ -154,4 +158,88 @@ fn responder_socket_files() -> std::collections::BTreeSet<String> {
         .map(|e| e.file_name().to_string_lossy().into_owned())
         .filter(|n| n.starts_with("bisondb-bench-wire-limit-"))
         .collect()
+}
+
+/// `bisondb bench WORKLOAD --docs N --json` against `uri`: the parsed report.
+fn bench_json(workload: &str, uri: &str, extra: &[&str]) -> serde_json::Value {
+    let mut args = vec!["bench", workload, "--uri", uri, "--json"];
+    args.extend_from_slice(extra);
+    let out = bisondb(&args);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{workload}: {stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_str(&stdout).expect("JSON output")
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn replica_set_workloads_run_against_a_member() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = support::free_port();
+    let _server = support::start_member(dir.path(), port, "inMemory");
+    let client = support::initiate(port).await;
+    let uri = support::uri(port, 10_000);
+
+    // Transactions from two clients (so some may conflict and retry); the
+    // run itself checks that the balances still sum to zero.
+    let v = tokio::task::block_in_place(|| {
+        bench_json("transactions", &uri, &["--docs", "200", "--clients", "2"])
+    });
+    let r = &v["results"][0];
+    assert_eq!(r["workload"], "transactions");
+    assert_eq!(r["docs"], 200);
+    assert_eq!(r["ops"], 200, "one latency per transaction: {r}");
+    assert!(r["latency"]["p99_us"].as_u64().unwrap() >= 1, "{r}");
+    let accounts = client
+        .database("bench")
+        .collection::<mongodb::bson::Document>("accounts");
+    assert_eq!(
+        accounts
+            .count_documents(mongodb::bson::doc! {})
+            .await
+            .unwrap(),
+        1000
+    );
+    // The oplog holds one applyOps entry per committed transaction.
+    let oplog = client
+        .database("local")
+        .collection::<mongodb::bson::Document>("oplog.rs");
+    let commits = oplog
+        .count_documents(mongodb::bson::doc! {"o.applyOps.ns": "bench.accounts"})
+        .await
+        .unwrap();
+    assert_eq!(commits, 200);
+
+    let v = tokio::task::block_in_place(|| bench_json("change-events", &uri, &["--docs", "100"]));
+    let r = &v["results"][0];
+    assert_eq!(r["workload"], "change-events");
+    assert_eq!(r["docs"], 100);
+    assert_eq!(r["ops"], 100, "one latency per event: {r}");
+    let l = &r["latency"];
+    assert!(
+        l["p50_us"].as_u64().unwrap() <= l["p99_us"].as_u64().unwrap(),
+        "{l}"
+    );
+    let events = client
+        .database("bench")
+        .collection::<mongodb::bson::Document>("events");
+    assert_eq!(
+        events
+            .count_documents(mongodb::bson::doc! {})
+            .await
+            .unwrap(),
+        100
+    );
+}
+
+#[test]
+fn replica_set_workloads_need_a_replica_set() {
+    for workload in ["transactions", "change-events"] {
+        let out = bisondb(&["bench", workload, "--uri", "wire-limit", "--docs", "5"]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{workload}: {stderr}");
+        assert!(stderr.contains("replica set"), "{workload}: {stderr}");
+    }
 }

@@ -8,39 +8,17 @@
 
 #![cfg(unix)]
 
+mod support;
+
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use mongodb::bson::{doc, Document};
 use mongodb::Client;
-
-fn free_port() -> u16 {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-    l.local_addr().expect("addr").port()
-}
-
-struct Bison(Child);
-
-impl Drop for Bison {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+use support::{free_port, Bison};
 
 fn start(dbpath: &Path, port: u16) -> Bison {
-    let child = Command::new(env!("CARGO_BIN_EXE_bisondb"))
-        .args(["--port", &port.to_string(), "--nounixsocket"])
-        .args(["--storageEngine", "lsm"])
-        .arg("--dbpath")
-        .arg(dbpath)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start bisondb");
-    Bison(child)
+    support::start_bisondb(dbpath, port, &["--storageEngine", "lsm"])
 }
 
 /// Waits until the server answers a ping (at most 30 s).

@@ -46,6 +46,7 @@ fn parameters() -> Vec<(&'static str, Bson)> {
         ("logicalSessionRefreshMillis", Bson::Int32(300_000)),
         ("maxBSONDepth", Bson::Int32(200)),
         ("maxTransactionLockRequestTimeoutMillis", Bson::Int32(5)),
+        ("minSnapshotHistoryWindowInSeconds", Bson::Int32(300)),
         ("quiet", Bson::Boolean(false)),
         ("redactClientLogData", Bson::Boolean(false)),
         ("requireApiVersion", Bson::Boolean(false)),
@@ -117,6 +118,12 @@ impl Command for GetParameter {
                 "maxTransactionLockRequestTimeoutMillis" => {
                     *v = Bson::Int32(
                         i32::try_from(ctx.state.config.max_transaction_lock_request_timeout_millis)
+                            .unwrap_or(i32::MAX),
+                    )
+                }
+                "minSnapshotHistoryWindowInSeconds" => {
+                    *v = Bson::Int32(
+                        i32::try_from(ctx.state.config.min_snapshot_history_window_seconds)
                             .unwrap_or(i32::MAX),
                     )
                 }

@@ -13,8 +13,9 @@
 //! `snapshot` are all served by the one member's latest data (with one
 //! member, every committed write is majority-committed); `afterClusterTime`
 //! waits until that time is committed (a time ahead of the clock moves it
-//! and writes a no-op, as mongod's primary does); `atClusterTime` (reading
-//! the past) is refused by name. Write concern: `w: 1`, `"majority"` and
+//! and writes a no-op, as mongod's primary does); `atClusterTime` (with
+//! level `snapshot` only, never later than the cluster's time) reads the
+//! past (`snapshots.rs`). Write concern: `w: 1`, `"majority"` and
 //! `0` are satisfied by the write itself; a number above 1, or a tag
 //! mode the configuration does not define, gets mongod's
 //! `writeConcernError` (100 UnsatisfiableWriteConcern, 79
@@ -60,6 +61,7 @@ pub fn before_command(ctx: &mut Context<'_>, body: &RawDocument) -> MongoResult<
         return Ok(());
     };
     let mut after = None;
+    let mut at = None;
     let mut level = None;
     for el in rc.iter() {
         let (k, v) = el.map_err(crate::request::invalid_bson)?;
@@ -74,14 +76,20 @@ pub fn before_command(ctx: &mut Context<'_>, body: &RawDocument) -> MongoResult<
                     "timestamp",
                 ))
             }
-            ("atClusterTime", _) => {
-                return Err(MongoError::new(
-                    ErrorCode::NotImplemented,
-                    "readConcern atClusterTime (reading at a past cluster time) is not supported",
+            ("atClusterTime", RawBsonRef::Timestamp(ts)) => at = Some(ts),
+            ("atClusterTime", other) => {
+                return Err(crate::fields::wrong_type(
+                    "readConcern",
+                    "atClusterTime",
+                    other,
+                    "timestamp",
                 ))
             }
             _ => {}
         }
+    }
+    if let Some(ts) = at {
+        check_at_cluster_time(repl, ts, level, after.is_some())?;
     }
     if let Some(ts) = after {
         if level == Some("available") {
@@ -97,6 +105,41 @@ pub fn before_command(ctx: &mut Context<'_>, body: &RawDocument) -> MongoResult<
             ));
         }
         wait_for(state, ts)?;
+    }
+    Ok(())
+}
+
+/// `readConcern.atClusterTime` (a read at a point in time,
+/// `snapshots.rs`): only with level `snapshot`, not with
+/// `afterClusterTime`, not null, not later than the cluster's time.
+fn check_at_cluster_time(
+    repl: &ReplState,
+    ts: Timestamp,
+    level: Option<&str>,
+    with_after: bool,
+) -> MongoResult<()> {
+    let invalid = |m: String| Err(MongoError::new(ErrorCode::InvalidOptions, m));
+    if level != Some("snapshot") {
+        return invalid("readConcern atClusterTime is only valid with level 'snapshot'".into());
+    }
+    if with_after {
+        return invalid("Can not specify both afterClusterTime and atClusterTime".into());
+    }
+    if ts.time == 0 && ts.increment == 0 {
+        return invalid("readConcern atClusterTime cannot be a null timestamp".into());
+    }
+    if !repl.is_initiated() {
+        return Err(MongoError::new(
+            ErrorCode::NotYetInitialized,
+            "Cannot read with atClusterTime before the replica set is initiated",
+        ));
+    }
+    let now = repl.clock().now();
+    if cmp_ts(ts, now) == std::cmp::Ordering::Greater {
+        return invalid(format!(
+            "readConcern atClusterTime value must not be greater than the current clusterTime. Requested clusterTime: Timestamp({}, {}); current clusterTime: Timestamp({}, {})",
+            ts.time, ts.increment, now.time, now.increment
+        ));
     }
     Ok(())
 }

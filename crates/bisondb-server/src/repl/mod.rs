@@ -13,7 +13,9 @@
 //!   write gets before `replSetInitiate`, as on an uninitialized mongod;
 //! - [`ReplState::clock`]: the one monotonic cluster-time clock
 //!   ([`ClusterClock`]) every oplog entry's `ts` and every reply's
-//!   `operationTime`/`$clusterTime` come from.
+//!   `operationTime`/`$clusterTime` come from;
+//! - [`ReplState::snapshots`]: the history reads at a point in time read
+//!   ([`snapshots`]).
 //!
 //! Without `--replSet` the server is the standalone it always was:
 //! `enabled()` is false, `is_writable_primary()` is true (a standalone takes
@@ -26,6 +28,7 @@ pub mod oplog;
 pub mod pre_images;
 pub mod set_config;
 pub mod signing;
+pub mod snapshots;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -101,6 +104,8 @@ pub struct ReplState {
     oplog: Arc<oplog::Oplog>,
     /// The keys that sign `$clusterTime` under access control.
     keys: signing::Keys,
+    /// What reads at a point in time read (`snapshots.rs`).
+    snapshots: snapshots::SnapshotHistory,
 }
 
 impl ReplState {
@@ -108,6 +113,9 @@ impl ReplState {
         Arc::new_cyclic(|me| ReplState {
             oplog: oplog::Oplog::new(me.clone()),
             keys: signing::Keys::default(),
+            snapshots: snapshots::SnapshotHistory::new(std::time::Duration::from_secs(
+                config.min_snapshot_history_window_seconds,
+            )),
             set_name: config.repl_set_name.clone(),
             initiated: RwLock::new(None),
             clock: ClusterClock::default(),
@@ -250,6 +258,11 @@ impl ReplState {
     /// The oplog (`local.oplog.rs`); recording once the set is initiated.
     pub fn oplog(&self) -> &Arc<oplog::Oplog> {
         &self.oplog
+    }
+
+    /// The snapshots reads at a point in time read.
+    pub fn snapshots(&self) -> &snapshots::SnapshotHistory {
+        &self.snapshots
     }
 
     /// `replSetInitiate` and `replSetReconfig`: under one lock, `change`

@@ -483,7 +483,30 @@ impl Oplog {
             }
             Ok(out)
         };
-        coll.append_capped_in(batch, &mut build, write)?;
+        let last = std::cell::Cell::new(None);
+        let mut stamp_and_build = || {
+            let out = build();
+            last.set(
+                out.as_ref()
+                    .ok()
+                    .and_then(|o| o.last())
+                    .and_then(|(k, _)| match k {
+                        Bson::Timestamp(ts) => Some(*ts),
+                        _ => None,
+                    }),
+            );
+            out
+        };
+        // Inside the oplog's lock, right after the commit: what reads at
+        // this commit's time read (`snapshots.rs`).
+        let mut write_and_keep = |b: WriteBatch| {
+            write(b)?;
+            if let Some(ts) = last.get() {
+                repl.snapshots().after_commit(coll.engine(), ts);
+            }
+            Ok(())
+        };
+        coll.append_capped_in(batch, &mut stamp_and_build, &mut write_and_keep)?;
         if let Some(&ts) = stamped.last() {
             repl.note_write(ts, wall);
         }

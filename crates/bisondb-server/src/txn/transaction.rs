@@ -109,11 +109,18 @@ pub fn run(
             if let Some(Phase::InProgress { store, .. }) = &s.txn {
                 store.abort();
             }
-            let store = ctx
-                .state
-                .storage
-                .begin_transaction()
-                .map_err(MongoError::from)?;
+            let storage = &ctx.state.storage;
+            // `readConcern: {level: "snapshot", atClusterTime}` reads that
+            // point in time (`repl/snapshots.rs`).
+            let store = match crate::repl::snapshots::requested(req.body) {
+                Some(Some(at)) => {
+                    let (_, snap) =
+                        crate::repl::snapshots::snapshot_for(ctx.state.repl(), storage, Some(at))?;
+                    storage.begin_transaction_on(snap)
+                }
+                _ => storage.begin_transaction(),
+            }
+            .map_err(MongoError::from)?;
             s.txn_number = Some(txn_number);
             s.executed.clear();
             s.history_lost = false;

@@ -167,6 +167,33 @@ impl StoreTxn {
         }))
     }
 
+    /// Begins a transaction that reads `snapshot`, taken from `engine`
+    /// earlier (`startTransaction` at a past cluster time).
+    pub(crate) fn begin_on(
+        engine: &Arc<dyn Engine>,
+        snapshot: Arc<dyn Snapshot>,
+    ) -> Result<Arc<StoreTxn>, StorageError> {
+        let txn = engine.begin_on(snapshot)?;
+        Ok(StoreTxn::over(txn))
+    }
+
+    /// A transaction that only reads `snapshot`: the collection code run
+    /// inside it reads that point in time (a snapshot read outside a
+    /// transaction), and any write it attempts fails.
+    pub fn read_only(snapshot: Arc<dyn Snapshot>) -> Arc<StoreTxn> {
+        StoreTxn::over(Box::new(ReadOnly(snapshot)))
+    }
+
+    fn over(txn: Box<dyn Transaction>) -> Arc<StoreTxn> {
+        Arc::new(StoreTxn {
+            inner: Mutex::new(Inner {
+                txn: Some(txn),
+                ops: Vec::new(),
+                touched: BTreeMap::new(),
+            }),
+        })
+    }
+
     /// Runs `f` with this transaction entered on the current thread: the
     /// collection code reads and writes through it until `f` returns.
     pub fn run<R>(self: &Arc<Self>, f: impl FnOnce() -> R) -> R {
@@ -334,6 +361,41 @@ pub fn write_plain(
 /// A committed collection's new stats, made current after the commit.
 type Publish = (Collection, StatsRecord, Arc<Vec<Arc<IndexState>>>);
 
+/// [`StoreTxn::read_only`]'s transaction: reads of one snapshot, no writes.
+struct ReadOnly(Arc<dyn Snapshot>);
+
+fn read_only_write() -> EngineError {
+    EngineError::InvalidArgument("a read at a point in time cannot write".into())
+}
+
+impl Transaction for ReadOnly {
+    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, EngineError> {
+        self.0.get(key)
+    }
+
+    fn scan(
+        &self,
+        start: Bound<&[u8]>,
+        end: Bound<&[u8]>,
+        reverse: bool,
+        limit: usize,
+    ) -> Result<Vec<KeyValue>, EngineError> {
+        self.0.scan(start, end, reverse, limit)
+    }
+
+    fn put(&mut self, _: Vec<u8>, _: Vec<u8>) -> Result<(), EngineError> {
+        Err(read_only_write())
+    }
+
+    fn delete(&mut self, _: Vec<u8>) -> Result<(), EngineError> {
+        Err(read_only_write())
+    }
+
+    fn commit(self: Box<Self>, _: Durability) -> Result<(), EngineError> {
+        Ok(())
+    }
+}
+
 /// [`StoreTxn::view`].
 struct TxnView(Arc<StoreTxn>);
 
@@ -406,6 +468,29 @@ mod tests {
         t.commit(&mut super::write_plain).unwrap();
         assert_eq!(c.scan(false).count(), 3);
         assert_eq!(c.count(), 3);
+        crate::testing::assert_validates_clean(&c);
+    }
+
+    #[test]
+    fn reads_at_a_past_snapshot_see_it_and_cannot_write() {
+        let s = storage();
+        let c = s.get_or_create_collection("db", "c").unwrap();
+        c.insert_many(&[&rawdoc! {"_id": 1}], true, Durability::Buffered);
+        let past = s.engine().snapshot().unwrap();
+        c.insert_many(&[&rawdoc! {"_id": 2}], true, Durability::Buffered);
+        let r = super::StoreTxn::read_only(past.clone());
+        assert_eq!(r.run(|| c.scan(false).count()), 1);
+        assert_eq!(c.scan(false).count(), 2);
+        let out = r.run(|| c.insert_many(&[&rawdoc! {"_id": 3}], true, Durability::Buffered));
+        assert_eq!(out.inserted, 0, "{out:?}");
+        assert_eq!(c.scan(false).count(), 2);
+        // A transaction on the past snapshot reads it and may write.
+        let t = s.begin_transaction_on(past).unwrap();
+        assert_eq!(t.run(|| c.scan(false).count()), 1);
+        let out = t.run(|| c.insert_many(&[&rawdoc! {"_id": 4}], true, Durability::Buffered));
+        assert_eq!(out.inserted, 1, "{out:?}");
+        t.commit(&mut super::write_plain).unwrap();
+        assert_eq!(c.scan(false).count(), 3);
         crate::testing::assert_validates_clean(&c);
     }
 

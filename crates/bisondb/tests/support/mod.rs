@@ -31,10 +31,26 @@ pub fn free_port() -> u16 {
 /// with an oplog (`--oplogSize` MB) large enough that no test's history is
 /// truncated.
 pub fn start_member(dbpath: &Path, port: u16, engine: &str) -> Bison {
+    start_bisondb(
+        dbpath,
+        port,
+        &[
+            "--storageEngine",
+            engine,
+            "--replSet",
+            "rs0",
+            "--oplogSize",
+            "512",
+        ],
+    )
+}
+
+/// `bisondb --port PORT --nounixsocket --dbpath DBPATH` with `args`, its
+/// output discarded.
+pub fn start_bisondb(dbpath: &Path, port: u16, args: &[&str]) -> Bison {
     let child = Command::new(env!("CARGO_BIN_EXE_bisondb"))
         .args(["--port", &port.to_string(), "--nounixsocket"])
-        .args(["--storageEngine", engine, "--replSet", "rs0"])
-        .args(["--oplogSize", "512"])
+        .args(args)
         .arg("--dbpath")
         .arg(dbpath)
         .stdin(Stdio::null())
