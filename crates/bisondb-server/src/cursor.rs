@@ -20,6 +20,18 @@ pub type DocSource = Box<dyn Iterator<Item = MongoResult<RawDocumentBuf>> + Send
 pub const DEFAULT_FIRST_BATCH: usize = 101;
 /// A batch stops growing once it holds this many bytes of documents.
 pub const MAX_BATCH_BYTES: usize = 16 * 1024 * 1024;
+/// What the `n`th document adds to its batch's array beyond its own bytes:
+/// the element's type byte and its index as a NUL-terminated decimal key.
+/// mongod counts the bytes of the reply it builds (its cursor response
+/// builder's `bytesUsed`), keys included, so a batch of many small documents
+/// (a `bulkWrite` of 100,001 duplicate inserts: 100,000 write errors of ~166
+/// bytes) stays within the reply's limit; counted by the documents alone that
+/// first batch made a 17.3 MB reply, refused with 10334 BSONObjectTooLarge.
+fn element_overhead(n: usize) -> usize {
+    let digits = n.checked_ilog10().map_or(1, |d| d as usize + 1);
+    digits + 2
+}
+
 /// mongod's `cursorTimeoutMillis` default.
 pub const IDLE_TIMEOUT: Duration = Duration::from_secs(600);
 
@@ -185,7 +197,7 @@ impl Cursor {
                         _ => Err(MongoError::internal("cursor error vanished")),
                     };
                 }
-                Some(Ok(d)) => d.as_bytes().len(),
+                Some(Ok(d)) => d.as_bytes().len().saturating_add(element_overhead(n)),
             };
             if n > 0 && bytes.saturating_add(size) > MAX_BATCH_BYTES {
                 break;
@@ -541,6 +553,28 @@ mod tests {
 
     fn source(n: i32) -> DocSource {
         Box::new((0..n).map(|i| Ok(rawdoc! {"_id": i})))
+    }
+
+    #[test]
+    fn a_batch_of_small_documents_keeps_its_array_within_the_limit() {
+        // 100,000 documents of 166 bytes: 16.6 MB of documents, under the
+        // limit, but their array's keys and type bytes take it past.
+        let pad = "x".repeat(166 - 25);
+        let docs: DocSource =
+            Box::new((0..100_000).map(move |i| Ok(rawdoc! {"_id": i, "p": pad.clone()})));
+        let mut cursor = Cursor::new("d.c".to_string(), docs, None);
+        let first = cursor.next_batch(None).unwrap();
+        assert!(!first.exhausted);
+        assert!(first.docs.as_bytes().len() <= MAX_BATCH_BYTES);
+        let rest = cursor.next_batch(None).unwrap();
+        assert_eq!(
+            first.docs.into_iter().count() + rest.docs.into_iter().count(),
+            100_000
+        );
+        assert_eq!(element_overhead(0), 3);
+        assert_eq!(element_overhead(9), 3);
+        assert_eq!(element_overhead(10), 4);
+        assert_eq!(element_overhead(99_999), 7);
     }
 
     #[test]
