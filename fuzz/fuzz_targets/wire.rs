@@ -1,5 +1,9 @@
 #![no_main]
 //! libFuzzer entry for the `wire` target of `bisondb_fuzz::targets`.
+/// The server's allocator, as in the stable driver (`bisondb-fuzz`'s main).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 libfuzzer_sys::fuzz_target!(|data: &[u8]| {
     if let Some(t) = bisondb_fuzz::target("wire") {
         (t.run)(data)

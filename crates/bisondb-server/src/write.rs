@@ -3,7 +3,7 @@
 //! re-checks the filter (a concurrent writer may have changed the document since the
 //! snapshot that found it).
 
-use bisondb_error::{ErrorCode, MongoError, MongoResult};
+use bisondb_error::{interrupt, ErrorCode, MongoError, MongoResult};
 use bisondb_query::agg::output::{MergeAction, OutputStage};
 use bisondb_query::matcher::Matcher;
 use bisondb_query::sort::SortSpec;
@@ -216,46 +216,17 @@ pub fn update(
     let coll = storage.collection(db, coll_name);
     let (ids, run) = target_ids_planned(coll.as_ref(), sel, multi)?;
     res.plan = Some(run);
-    // A replacement's oplog entry is the whole new document; update
-    // operators' is their diff; a pipeline's the smaller of the two.
-    let entry_kind = match spec {
-        UpdateSpec::Replacement(_) => crate::repl::oplog::UpdateEntry::Whole,
-        UpdateSpec::Operators(_) => crate::repl::oplog::UpdateEntry::Diff,
-        UpdateSpec::Pipeline(_) => crate::repl::oplog::UpdateEntry::DiffOrWhole,
-    };
     if let Some(coll) = &coll {
-        for id in &ids {
-            let modify = || {
-                coll.modify(id.as_raw_bson_ref(), durability, &mut |cur| {
-                    let Some(cur) = cur else {
-                        return Ok(Modify::Keep);
-                    };
-                    if !matcher.matches(cur) {
-                        return Ok(Modify::Keep);
-                    }
-                    res.matched += 1;
-                    let before = to_doc(cur)?;
-                    let mut after = before.clone();
-                    let changed = spec.apply_with_query(&mut after, false, Some(matcher))?;
-                    let action = if changed {
-                        let raw = crate::storable::prepare_owned(&after)?;
-                        if let Some(v) = validator {
-                            v.check(&raw, Some(cur))?;
-                        }
-                        res.modified += 1;
-                        Modify::Replace(raw)
-                    } else {
-                        Modify::Keep
-                    };
-                    if keep_images {
-                        res.before = Some(before);
-                        res.after = Some(after);
-                    }
-                    Ok(action)
-                })
-            };
-            crate::repl::oplog::with_update_entry(entry_kind, modify)?;
-        }
+        update_each(
+            coll,
+            &ids,
+            matcher,
+            spec,
+            durability,
+            keep_images,
+            validator,
+            &mut res,
+        )?;
     }
     if res.matched == 0 && upsert {
         let doc = upsert_document(matcher, spec)?;
@@ -276,6 +247,66 @@ pub fn update(
         }
     }
     Ok(res)
+}
+
+/// Applies `spec` to each of `ids` that still matches `matcher`, one atomic
+/// read-modify-write each, counting into `res`.
+#[allow(clippy::too_many_arguments)]
+fn update_each(
+    coll: &Collection,
+    ids: &[RawBson],
+    matcher: &Matcher,
+    spec: &UpdateSpec,
+    durability: Durability,
+    keep_images: bool,
+    validator: Option<&Validator>,
+    res: &mut UpdateResult,
+) -> MongoResult<()> {
+    // A replacement's oplog entry is the whole new document; update
+    // operators' is their diff; a pipeline's the smaller of the two.
+    let entry_kind = match spec {
+        UpdateSpec::Replacement(_) => crate::repl::oplog::UpdateEntry::Whole,
+        UpdateSpec::Operators(_) => crate::repl::oplog::UpdateEntry::Diff,
+        UpdateSpec::Pipeline(_) => crate::repl::oplog::UpdateEntry::DiffOrWhole,
+    };
+    for id in ids {
+        // Each document is a locked read-modify-write of its own: a
+        // multi-update of many documents stops at its operation's deadline
+        // or kill between two of them (the scan that found them checks too,
+        // but these writes are the long part).
+        interrupt::check()?;
+        let modify = || {
+            coll.modify(id.as_raw_bson_ref(), durability, &mut |cur| {
+                let Some(cur) = cur else {
+                    return Ok(Modify::Keep);
+                };
+                if !matcher.matches(cur) {
+                    return Ok(Modify::Keep);
+                }
+                res.matched += 1;
+                let before = to_doc(cur)?;
+                let mut after = before.clone();
+                let changed = spec.apply_with_query(&mut after, false, Some(matcher))?;
+                let action = if changed {
+                    let raw = crate::storable::prepare_owned(&after)?;
+                    if let Some(v) = validator {
+                        v.check(&raw, Some(cur))?;
+                    }
+                    res.modified += 1;
+                    Modify::Replace(raw)
+                } else {
+                    Modify::Keep
+                };
+                if keep_images {
+                    res.before = Some(before);
+                    res.after = Some(after);
+                }
+                Ok(action)
+            })
+        };
+        crate::repl::oplog::with_update_entry(entry_kind, modify)?;
+    }
+    Ok(())
 }
 
 /// The document an upsert inserts: the replacement (with the filter's `_id`),
@@ -332,11 +363,26 @@ pub fn delete_planned(
     let Some(c) = coll else {
         return Ok((0, None, None));
     };
-    let matcher = sel.matcher;
+    let (ids, run) = target_ids_planned(coll, sel, multi)?;
+    let (n, image) = delete_each(c, &ids, sel.matcher, durability, keep_image)?;
+    Ok((n, image, Some(run)))
+}
+
+/// Deletes each of `ids` that still matches `matcher`, one atomic
+/// read-modify-write each; returns how many it deleted and, with
+/// `keep_image`, the last one.
+fn delete_each(
+    c: &Collection,
+    ids: &[RawBson],
+    matcher: &Matcher,
+    durability: Durability,
+    keep_image: bool,
+) -> MongoResult<(u64, Option<Document>)> {
     let mut n = 0u64;
     let mut image = None;
-    let (ids, run) = target_ids_planned(coll, sel, multi)?;
     for id in ids {
+        // As in `update_each`: a multi-delete stops between two documents.
+        interrupt::check()?;
         c.modify(id.as_raw_bson_ref(), durability, &mut |cur| {
             let Some(cur) = cur else {
                 return Ok(Modify::Keep);
@@ -351,7 +397,7 @@ pub fn delete_planned(
             Ok(Modify::Delete)
         })?;
     }
-    Ok((n, image, Some(run)))
+    Ok((n, image))
 }
 
 /// Documents `$out` writes per storage batch (bounded memory, few batches).
@@ -652,8 +698,96 @@ fn merge_doc(
 
 #[cfg(test)]
 mod tests {
-    use super::merge_on_value;
-    use bson::{doc, Bson};
+    use super::{delete_each, merge_on_value, target_ids, update_each, Selection, UpdateResult};
+    use bisondb_error::interrupt::{self, OpCtx};
+    use bisondb_error::ErrorCode;
+    use bisondb_query::matcher::Matcher;
+    use bisondb_query::update::UpdateSpec;
+    use bisondb_storage::{Collection, Durability, Storage};
+    use bson::{doc, Bson, RawDocumentBuf};
+    use std::sync::Arc;
+    use std::time::Instant;
+
+    const DOCS: i32 = 1000;
+
+    /// A store holding a collection of `DOCS` documents `{_id: i, x: 0}`,
+    /// and the `_id`s a multi-write of all of them targets.
+    fn filled() -> (Storage, Collection, Vec<bson::RawBson>, Matcher) {
+        let storage = Storage::open(Arc::new(bisondb_storage::MemoryEngine::new())).unwrap();
+        let coll = storage.get_or_create_collection("t", "c").unwrap();
+        let docs: Vec<RawDocumentBuf> = (0..DOCS)
+            .map(|i| RawDocumentBuf::try_from(&doc! {"_id": i, "x": 0}).unwrap())
+            .collect();
+        let refs: Vec<&bson::RawDocument> = docs.iter().map(|d| d.as_ref()).collect();
+        assert!(coll
+            .insert_many(&refs, true, Durability::Buffered)
+            .errors
+            .is_empty());
+        let matcher = Matcher::parse_doc(&doc! {}).unwrap();
+        let ids = target_ids(Some(&coll), Selection::filter(&matcher), true).unwrap();
+        assert_eq!(ids.len(), DOCS as usize);
+        (storage, coll, ids, matcher)
+    }
+
+    /// Runs `f` as an operation whose deadline has passed.
+    fn expired<R>(f: impl FnOnce() -> R) -> R {
+        let _op = interrupt::enter(Arc::new(OpCtx::new(Some(Instant::now()))));
+        f()
+    }
+
+    /// Documents whose `x` is `x`.
+    fn with_x(coll: &Collection, x: i32) -> usize {
+        coll.scan(false)
+            .filter(|d| d.as_ref().unwrap().get_i32("x").ok() == Some(x))
+            .count()
+    }
+
+    /// A multi-delete past its deadline stops within one check interval of
+    /// its targets with 50, and what it deleted is gone from the count too.
+    #[test]
+    fn a_multi_delete_stops_at_its_deadline() {
+        let (_storage, coll, ids, matcher) = filled();
+        let e = expired(|| delete_each(&coll, &ids, &matcher, Durability::Buffered, false))
+            .unwrap_err();
+        assert_eq!(e.code, ErrorCode::MaxTimeMSExpired);
+        let left = coll.scan(false).count() as u64;
+        assert!(
+            left >= (DOCS as u64) - u64::from(interrupt::CLOCK_EVERY),
+            "{left}"
+        );
+        assert_eq!(coll.count(), left);
+        // Without a deadline the same targets all go.
+        let (n, _) = delete_each(&coll, &ids, &matcher, Durability::Buffered, false).unwrap();
+        assert_eq!(n, left);
+        assert_eq!(coll.count(), 0);
+    }
+
+    /// A multi-update past its deadline stops within one check interval of
+    /// its targets with 50; each document is either updated or untouched.
+    #[test]
+    fn a_multi_update_stops_at_its_deadline() {
+        let (_storage, coll, ids, matcher) = filled();
+        let spec = UpdateSpec::parse(&doc! {"$inc": {"x": 1}}).unwrap();
+        let mut res = UpdateResult::default();
+        let e = expired(|| {
+            update_each(
+                &coll,
+                &ids,
+                &matcher,
+                &spec,
+                Durability::Buffered,
+                false,
+                None,
+                &mut res,
+            )
+        })
+        .unwrap_err();
+        assert_eq!(e.code, ErrorCode::MaxTimeMSExpired);
+        assert!(res.modified < u64::from(interrupt::CLOCK_EVERY), "{res:?}");
+        assert_eq!(with_x(&coll, 1) as u64, res.modified);
+        assert_eq!(with_x(&coll, 0) as u64, (DOCS as u64) - res.modified);
+        assert_eq!(coll.count(), DOCS as u64);
+    }
 
     #[test]
     fn merge_on_values() {

@@ -6,6 +6,10 @@
 //! zeros (so `sin(1E-30)` keeps 34 significant digits) and with its integer
 //! digits (so `sin(1E+100)` reduces by π exactly enough).
 //!
+//! `$degreesToRadians` and `$radiansToDegrees` are mongod's: the argument
+//! times its rounded constant (π/180 or 180/π from its 34-digit π), rounded
+//! once.
+//!
 //! Exact results (`sin(0)`, `cos(0)`, `acos(1)`, `acosh(1)`, ...) are the
 //! integers 0 or 1 with exponent 0 (a zero argument keeps its own exponent
 //! and sign for the odd functions); everything else keeps 34 digits.
@@ -15,6 +19,7 @@ use super::transcendental::{exp_fixed, ln_fixed, p10, zero, ziv, GUARD, ONE};
 use super::{digits, finish, Dec, Rounding};
 use num_bigint::{BigInt, BigUint, Sign};
 use std::cmp::Ordering;
+use std::sync::Mutex;
 
 /// The functions of one argument.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -74,11 +79,26 @@ fn atan_inv(n: u32, w: u64) -> BigInt {
     sum
 }
 
-/// π at scale `w` (Machin's formula).
+/// π at scale `w`: Machin's formula once at the largest scale asked for so
+/// far, then that value truncated. Reducing a huge argument (`sin(1E+6000)`)
+/// needs π to as many digits as the argument has integer digits, on every
+/// evaluation; recomputing it each time took ~0.2 s (a fuzzing finding).
 fn pi(w: u64) -> BigInt {
+    static CACHE: Mutex<Option<(u64, BigInt)>> = Mutex::new(None);
+    let mut cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((scale, v)) = cache.as_ref() {
+        if *scale >= w {
+            return v / p10(scale - w);
+        }
+    }
     let q = w + 5;
-    (atan_inv(5, q) * 16u8 - atan_inv(239, q) * 4u8) / p10(5)
+    let v = (atan_inv(5, q) * 16u8 - atan_inv(239, q) * 4u8) / p10(5);
+    *cache = Some((w, v.clone()));
+    v
 }
+
+/// mongod's π (`Decimal128::kPi`, a 50-digit literal rounded to 34 digits).
+const MONGOD_PI: &str = "3.141592653589793238462643383279503";
 
 /// `(sin r, cos r)` at scale `w` for `|r|` below one.
 fn sin_cos(r: &BigInt, w: u64) -> (BigInt, BigInt) {
@@ -222,6 +242,20 @@ impl Dec {
             }
             Dec::Finite { neg, coef, exp } => (neg, coef, i64::from(exp)),
         };
+        // mongod multiplies by its own rounded constants (`kPiOver180`, its
+        // π divided by 180, and `k180OverPi`): one rounding of a product,
+        // cheap at any exponent.
+        if matches!(f, DegreesToRadians | RadiansToDegrees) {
+            let (Some(pi), Some(d180)) = (Dec::parse(MONGOD_PI), Dec::parse("180")) else {
+                return Dec::NaN;
+            };
+            let k = if f == DegreesToRadians {
+                pi.quotient(d180)
+            } else {
+                d180.quotient(pi)
+            };
+            return self.times(k);
+        }
         let c = BigUint::from(coef);
         if coef == 0 {
             return match f {
@@ -262,6 +296,14 @@ impl Dec {
             }
             _ => {}
         }
+        // Past 10^34, atan(x) is π/2 - 1/x with 1/x at most a tenth of the
+        // last of the 34 digits, and π/2's digits past them (0.44 of that
+        // last digit) stay under one half: ±π/2 rounded, without carrying
+        // |x|'s integer digits.
+        if top > 34 && f == Atan {
+            let v = pi_times(1, 2);
+            return if neg { v.negated() } else { v };
+        }
         // Past 10^20, asinh(x) and acosh(x) are ln(2|x|) to within 10^-40 of
         // the result (the next term is 1/(4x²)), below the 34 digits kept;
         // the fixed-point path below would carry all of |x|'s integer digits
@@ -288,23 +330,28 @@ impl Dec {
                     let r = &x - &k * &half_pi;
                     let quad = (k % 4u8 + 4u8) % 4u8;
                     let quad = u8::try_from(&quad).unwrap_or(0);
-                    let (s, co) = sin_cos(&r, q);
+                    // `r` is good to scale `w` only (π/2's error times `k`),
+                    // so the series runs there, not over the argument's
+                    // integer digits too.
+                    let r = r / p10(int_digits);
+                    let (s, co) = sin_cos(&r, w);
                     let (s, co) = match quad {
                         0 => (s, co),
                         1 => (co, -s),
                         2 => (-s, -co),
                         _ => (-co, s),
                     };
-                    match f {
+                    let v = match f {
                         Sin => s,
                         Cos => co,
                         _ => {
                             if co.sign() == Sign::NoSign {
                                 return (BigInt::from(0u8), 0);
                             }
-                            s * &one / co
+                            s * p10(w) / co
                         }
-                    }
+                    };
+                    return (v / p10(w - p - lead), -((p + lead) as i64));
                 }
                 Atan => atan_fixed(&x, q),
                 Asin | Acos => {
@@ -358,8 +405,8 @@ impl Dec {
                     let ratio = (&one + &x) * &one / (&one - &x);
                     ln_of_fixed(&ratio, q) / 2u8
                 }
-                DegreesToRadians => &x * pi(q) / 180u8 / &one,
-                RadiansToDegrees => &x * 180u8 * &one / pi(q),
+                // Answered above.
+                DegreesToRadians | RadiansToDegrees => return (BigInt::from(0u8), 0),
             };
             (v / p10(q - p - lead), -((p + lead) as i64))
         })
@@ -535,15 +582,64 @@ mod tests {
                 "180",
                 "3.141592653589793238462643383279503",
             ),
+            // mongod's product 45 × kPiOver180 (0.01745329251994329576923690768488613)
+            // is 0.78539816339744830961566084581987585, a tie rounded to
+            // even; π/4 correctly rounded would end in ...8757.
             (
                 Trig::DegreesToRadians,
                 "45",
-                "0.7853981633974483096156608458198757",
+                "0.7853981633974483096156608458198758",
             ),
             (
                 Trig::RadiansToDegrees,
                 "1",
                 "57.29577951308232087679815481410517",
+            ),
+            // Huge arguments (mpmath at 6,300 digits): reduced modulo π/2
+            // with every integer digit, the series then at the result's
+            // scale; and mongod's products for the conversions.
+            (
+                Trig::Sin,
+                "1E+6000",
+                "-0.7249266534376325863453460198136025",
+            ),
+            (
+                Trig::Cos,
+                "1E+6000",
+                "-0.6888260645008393834757008024508130",
+            ),
+            (Trig::Tan, "1E+6000", "1.052408860229401513505574301283600"),
+            (
+                Trig::Sin,
+                "-9.999999999999999999999999999999999E+6144",
+                "-0.5582907749092521238056875912416942",
+            ),
+            (
+                Trig::Cos,
+                "-9.999999999999999999999999999999999E+6144",
+                "-0.8296453523350967216289114223081673",
+            ),
+            (
+                Trig::Tan,
+                "1234567890123456789012345678901234E+100",
+                "3.503540340551003582540700396649458",
+            ),
+            (Trig::Atan, "1E+34", "1.570796326794896619231321691639751"),
+            (Trig::Atan, "1E+35", "1.570796326794896619231321691639751"),
+            (
+                Trig::Atan,
+                "-1E+6000",
+                "-1.570796326794896619231321691639751",
+            ),
+            (
+                Trig::DegreesToRadians,
+                "1E+6000",
+                "1.745329251994329576923690768488613E+5998",
+            ),
+            (
+                Trig::RadiansToDegrees,
+                "-2.5E+6100",
+                "-1.432394487827058021919953870352629E+6102",
             ),
             // Exact and special values.
             (Trig::Sin, "0", "0"),
