@@ -3,7 +3,7 @@
 //! re-checks the filter (a concurrent writer may have changed the document since the
 //! snapshot that found it).
 
-use bisondb_error::{interrupt, ErrorCode, MongoError, MongoResult};
+use bisondb_error::{interrupt, MongoError, MongoResult};
 use bisondb_query::agg::output::{MergeAction, OutputStage};
 use bisondb_query::matcher::Matcher;
 use bisondb_query::sort::SortSpec;
@@ -80,20 +80,14 @@ pub fn each_statement<'a>(
 }
 
 /// Whether a statement's error fails the whole write command rather than
-/// being one write error: the store cannot take writes now (a network
-/// store's lost connection, a read-only standby, a store shutting down:
-/// `EngineError::Unavailable`'s codes). mongod fails the whole batch on a
-/// shutdown or a step-down the same way, and only a command error carries
-/// the `RetryableWriteError` label a driver retries the write on (write
-/// errors are never retried).
+/// being one write error: an error drivers retry a write on (a store that
+/// cannot take writes now: a network store's lost connection, a read-only
+/// standby, a store or server shutting down, `EngineError::Unavailable`).
+/// mongod fails the whole batch on a shutdown or a step-down the same way,
+/// and only a command error carries the `RetryableWriteError` label a driver
+/// retries the write on (write errors are never retried).
 pub fn fails_the_command(e: &MongoError) -> bool {
-    matches!(
-        e.code,
-        ErrorCode::HostUnreachable
-            | ErrorCode::NotWritablePrimary
-            | ErrorCode::InterruptedAtShutdown
-            | ErrorCode::ShutdownInProgress
-    )
+    crate::txn::retries_on(e.code.code())
 }
 
 /// What one update statement did.

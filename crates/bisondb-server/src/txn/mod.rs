@@ -216,6 +216,12 @@ const RETRYABLE_CODES: &[i32] = &[
     6, 7, 89, 91, 189, 262, 9001, 10107, 11600, 11602, 13435, 13436,
 ];
 
+/// Whether a driver retries a write that failed with `code` (the retryable
+/// writes specification's list).
+pub fn retries_on(code: i32) -> bool {
+    RETRYABLE_CODES.contains(&code)
+}
+
 /// Adds `RetryableWriteError` to the reply of a retryable write (a command
 /// with a `txnNumber` and no `autocommit`, in replica-set mode) that failed,
 /// or got a write concern error, with a code drivers retry on; a reply that
