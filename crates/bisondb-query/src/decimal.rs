@@ -1115,7 +1115,7 @@ mod expr_tests {
         }
     }
 
-    fn eval(e: Bson) -> crate::expr::Value {
+    fn eval(e: Bson) -> crate::value::Value {
         let expr = Expr::parse(&e).unwrap_or_else(|err| panic!("{e}: {err}"));
         expr.eval(&input(), &Vars::new())
             .unwrap_or_else(|err| panic!("{e}: {err}"))

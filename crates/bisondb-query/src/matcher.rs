@@ -28,7 +28,6 @@ use crate::value::truthy as agg_truthy;
 pub mod bounds;
 mod json_schema;
 mod text;
-pub use crate::text::{ScoresById, TextScoreSource};
 
 /// Operators mongod has that BisonDB recognises but does not implement yet,
 /// in either the top-level or the field position. Sorted, so it can be searched.

@@ -90,10 +90,6 @@ pub(crate) fn stage_limit_error(stage: &str, limit: usize) -> MongoError {
     )
 }
 
-/// Lives with the pipeline (it runs the `$sort` stage); kept here for the
-/// server, which names it `agg::spill::sort_spilling`.
-pub use super::sort_spilling;
-
 /// The memory estimates live with the values (the matcher uses them too).
 pub(crate) use crate::value::{approx_doc_size, approx_size};
 

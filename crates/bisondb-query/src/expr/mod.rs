@@ -27,9 +27,6 @@ mod logic;
 mod misc;
 mod object;
 mod string;
-/// Moved to [`crate::value`] (below expressions); kept here for callers
-/// outside the crate that name `expr::value`.
-pub use crate::value;
 
 /// Calendar month arithmetic, shared with `$densify`'s month/quarter/year units.
 pub(crate) use date::add_months;
@@ -39,11 +36,11 @@ pub(crate) use deps::push_top;
 use crate::collation::Collation;
 use crate::compare::compare_bson_in;
 use crate::path::{check_field_name, get_path_bson_fanout};
+use crate::value::{self, render};
 use bisondb_error::{ErrorCode, MongoError, MongoResult};
 use bson::{doc, Bson, DateTime, Document};
 use std::cmp::Ordering;
 use std::sync::Arc;
-use value::render;
 
 pub use crate::value::Value;
 

@@ -273,7 +273,7 @@ impl Command for Aggregate {
             // as it enters, for `{$meta: "textScore"}` in later stages.
             let scan: DocSource = match matcher.bound_text() {
                 Some(bound) => {
-                    let scores = Arc::new(bisondb_query::matcher::ScoresById::default());
+                    let scores = Arc::new(bisondb_query::text::ScoresById::default());
                     self.pipeline.set_text_scores(scores.clone());
                     Box::new(scan.inspect(move |r| {
                         if let Ok(d) = r {

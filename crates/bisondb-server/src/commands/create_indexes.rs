@@ -397,7 +397,7 @@ fn parse_spec(spec: &Document) -> MongoResult<Option<IndexSpec>> {
         Some(other) => {
             return Err(MongoError::type_mismatch(format!(
                 "The field 'collation' must be an object, but got {}",
-                bisondb_query::expr::value::type_name(other)
+                bisondb_query::value::type_name(other)
             )))
         }
     };
@@ -588,7 +588,7 @@ fn wildcard_options(
         Some(other) => {
             return Err(MongoError::type_mismatch(format!(
                 "The field 'wildcardProjection' must be a non-empty object, but got {}",
-                bisondb_query::expr::value::type_name(other)
+                bisondb_query::value::type_name(other)
             )))
         }
     };

@@ -52,7 +52,7 @@ pub fn sorted_source(
                 allow_disk_use: true,
                 ..MemoryLimits::default()
             };
-            let sorted = bisondb_query::agg::spill::sort_spilling(spec.clone(), input, &limits)?;
+            let sorted = bisondb_query::agg::sort_spilling(spec.clone(), input, &limits)?;
             let sorted = sorted.map(|d| {
                 d.and_then(|d| {
                     RawDocumentBuf::try_from(&d).map_err(|e| {
