@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::ops::Bound;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
@@ -115,6 +116,9 @@ pub(crate) struct Shared {
     runtime: Option<tokio::runtime::Runtime>,
     handle: tokio::runtime::Handle,
     pub(crate) pool: Pool,
+    /// [`Engine::generation`]: moved on by every write whose outcome the
+    /// engine cannot know (see [`Shared::write_failed`]).
+    generation: AtomicU64,
 }
 
 impl Drop for Shared {
@@ -154,6 +158,22 @@ impl Shared {
                     .into(),
             ))
         })
+    }
+
+    /// Notes a failed write (a batch, or a transaction's commit). When the
+    /// failure is the connection's (lost, or the server ended or demoted
+    /// during a failover) its `COMMIT` may have been applied after all: a
+    /// primary killed after its synchronous standby received the commit
+    /// fails the write here, and the promoted standby has it. The
+    /// generation then moves on, so the layers above read again what they
+    /// cached from their own writes (a collection's count record, its
+    /// largest `_id`) instead of writing a stale count over the committed
+    /// one. Failures the store reported for the statement itself (a
+    /// conflict, a full disk, a key too long) rolled it back: no change.
+    pub(crate) fn write_failed(&self, e: &EngineError) {
+        if matches!(e, EngineError::Unavailable { .. } | EngineError::Io(_)) {
+            self.generation.fetch_add(1, Ordering::AcqRel);
+        }
     }
 
     /// Starts `work` without waiting for it (ending a dropped snapshot's
@@ -277,6 +297,7 @@ impl PostgresEngine {
             handle: runtime.handle().clone(),
             runtime: Some(runtime),
             pool: pool.clone(),
+            generation: AtomicU64::new(0),
         });
         shared.run(prepare_store(pool))?;
         Ok(PostgresEngine {
@@ -583,6 +604,7 @@ impl Engine for PostgresEngine {
         // so both durabilities are the same write.
         self.shared
             .run(write_on(self.shared.pool.clone(), keys, values, gone))
+            .inspect_err(|e| self.shared.write_failed(e))
     }
 
     fn begin(&self) -> Result<Box<dyn Transaction>, EngineError> {
@@ -592,6 +614,10 @@ impl Engine for PostgresEngine {
     fn sync(&self) -> Result<(), EngineError> {
         // Every write returned after its commit, which is durable.
         Ok(())
+    }
+
+    fn generation(&self) -> u64 {
+        self.shared.generation.load(Ordering::Acquire)
     }
 
     fn size_on_disk(&self) -> u64 {

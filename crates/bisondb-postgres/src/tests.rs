@@ -214,3 +214,78 @@ fn many_calls_from_inside_another_runtime_return() {
     let finished = done_rx.recv_timeout(std::time::Duration::from_secs(120));
     assert_eq!(finished, Ok(true), "500 calls from inside a runtime's task");
 }
+
+/// A write whose connection the store ends mid-statement (as a failover
+/// does) fails with a retryable error and moves the generation on: its
+/// commit may have reached the promoted standby, so the layers above must
+/// read their cached counts again. A write that succeeds, and a conflict
+/// the store reported (rolled back), leave the generation alone.
+#[test]
+fn a_write_of_unknown_outcome_moves_the_generation() {
+    let Some(cluster) = TestCluster::shared() else {
+        return;
+    };
+    // Its own application name: only this test's backends are ended.
+    let name = "bisondb_unknown_outcome";
+    let uri = format!("{}&application_name={name}", cluster.fresh_schema_uri());
+    let engine = Arc::new(PostgresEngine::open(&uri, 4).unwrap_or_else(|e| panic!("open: {e}")));
+    let put = |value: &[u8]| {
+        let mut batch = WriteBatch::new();
+        batch.put(b"k".to_vec(), value.to_vec());
+        batch
+    };
+    engine
+        .write(put(b"0"), Durability::Sync)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let start = engine.generation();
+
+    // A transaction holds the key: a second one conflicts (rolled back by
+    // the store, outcome known) and a plain write waits for the lock.
+    let mut holder = engine.begin().unwrap_or_else(|e| panic!("{e}"));
+    holder
+        .put(b"k".to_vec(), b"held".to_vec())
+        .unwrap_or_else(|e| panic!("{e}"));
+    let mut loser = engine.begin().unwrap_or_else(|e| panic!("{e}"));
+    assert!(matches!(
+        loser.put(b"k".to_vec(), b"2".to_vec()),
+        Err(EngineError::WriteConflict(_))
+    ));
+    drop(loser);
+    assert_eq!(engine.generation(), start, "a conflict's outcome is known");
+
+    let writer = engine.clone();
+    let (done_tx, done_rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = done_tx.send(writer.write(put(b"1"), Durability::Sync));
+    });
+    // End the waiting backend, as a primary's death or demotion does.
+    let mut outcome = None;
+    for _ in 0..300 {
+        cluster.execute(&format!(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+             WHERE application_name = '{name}' AND wait_event_type = 'Lock'"
+        ));
+        if let Ok(o) = done_rx.recv_timeout(std::time::Duration::from_millis(100)) {
+            outcome = Some(o);
+            break;
+        }
+    }
+    match outcome {
+        Some(Err(EngineError::Unavailable { .. })) => {}
+        other => panic!("the ended write returned {other:?}"),
+    }
+    assert!(
+        engine.generation() > start,
+        "a write whose connection was lost left the generation at {start}"
+    );
+    drop(holder);
+    let moved = engine.generation();
+    engine
+        .write(put(b"3"), Durability::Sync)
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        engine.generation(),
+        moved,
+        "a committed write's outcome is known"
+    );
+}

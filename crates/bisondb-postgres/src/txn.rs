@@ -138,7 +138,7 @@ impl Transaction for PgTransaction {
         let end = if wrote { "COMMIT" } else { "ROLLBACK" };
         let (keys, values, gone) = final_state(unchecked);
         let pool = self.shared.pool.clone();
-        self.shared.run(async move {
+        let committed = self.shared.run(async move {
             let in_transaction = if keys.is_empty() && gone.is_empty() {
                 Ok(true)
             } else {
@@ -165,7 +165,11 @@ impl Transaction for PgTransaction {
                 }
             }
             outcome
-        })
+        });
+        if let Err(e) = &committed {
+            self.shared.write_failed(e);
+        }
+        committed
     }
 }
 
