@@ -336,7 +336,7 @@ class Cluster:
         d = os.path.join(self.tmp, "bisondb%d" % i)
         os.makedirs(d, exist_ok=True)
         cmd = [self.args.bin, "--port", str(port), "--bind_ip", "127.0.0.1", "--dbpath", d,
-               "--storageEngine", "postgres", "--postgresUri", self.uri]
+               "--nounixsocket", "--storageEngine", "postgres", "--postgresUri", self.uri]
         self.spawn("bisondb%d" % i, cmd, os.path.join(self.tmp, "bisondb%d.log" % i), append=True)
         client = pymongo.MongoClient("127.0.0.1", port, directConnection=True,
                                      serverSelectionTimeoutMS=500)
