@@ -38,7 +38,9 @@ fn uuid_text(id: &[u8; 16]) -> String {
     bson::Uuid::from_bytes(*id).to_string()
 }
 
-/// Runs a retryable write; see the module documentation.
+/// Runs a retryable write; see the module documentation. (A mongos keeps
+/// what each statement did in the session's record rather than in oplog
+/// entries: `repl/oplog.rs`.)
 pub fn run(
     txn_number: i64,
     req: &CommandRequest<'_>,
@@ -72,7 +74,7 @@ pub fn run(
             }
             Some(cur) if txn_number == cur => {
                 if s.history_lost {
-                    if let Some(executed) = rebuild(ctx, req, txn_number, s.last_op)? {
+                    if let Some(executed) = rebuild(ctx, req, &id, txn_number, s.last_op)? {
                         s.executed = executed;
                         s.history_lost = false;
                     }
@@ -169,6 +171,64 @@ pub(super) fn stored_txn_number(
     Ok(Some((n, op_time(d.get("lastWriteOpTime").ok().flatten()))))
 }
 
+/// The session's `config.transactions` record, if any.
+fn stored_record(ctx: &Context<'_>, id: &[u8; 16]) -> MongoResult<Option<RawDocumentBuf>> {
+    let Some(coll) = ctx.state.storage.collection(TXN_DB, TXN_COLL) else {
+        return Ok(None);
+    };
+    let key = RawDocumentBuf::try_from(&record_key(id)).map_err(crate::request::invalid_bson)?;
+    coll.get(RawBsonRef::Document(&key))
+        .map_err(MongoError::from)
+}
+
+/// A mongos's [`rebuild`]: what the statements of `txn_number` did, from
+/// the `stmts` its record lists (`[stmtId, op]`, plus an upsert's `_id`;
+/// `repl/oplog.rs`); `None` when the record is of another number or
+/// cannot answer this command.
+fn rebuild_from_record(
+    ctx: &Context<'_>,
+    req: &CommandRequest<'_>,
+    id: &[u8; 16],
+    txn_number: i64,
+) -> MongoResult<Option<HashMap<i32, StmtOutcome>>> {
+    let Some(record) = stored_record(ctx, id)? else {
+        return Ok(None);
+    };
+    if crate::repl::oplog::record_txn_number(&record) != Some(txn_number) {
+        return Ok(None);
+    }
+    let mut stmts: HashMap<i32, Vec<(char, Option<Bson>)>> = HashMap::new();
+    if let Ok(Some(RawBsonRef::Array(list))) = record.get("stmts") {
+        for e in list.into_iter().flatten() {
+            let RawBsonRef::Array(e) = e else {
+                return Ok(None);
+            };
+            let mut parts = e.into_iter().flatten();
+            let (Some(RawBsonRef::Int32(stmt)), Some(RawBsonRef::String(op))) =
+                (parts.next(), parts.next())
+            else {
+                return Ok(None);
+            };
+            let kind = match op {
+                "i" => 'i',
+                "u" => 'u',
+                "d" => 'd',
+                _ => return Ok(None),
+            };
+            let upserted = parts.next().and_then(|v| Bson::try_from(v).ok());
+            stmts.entry(stmt).or_default().push((kind, upserted));
+        }
+    }
+    let mut out = HashMap::new();
+    for (stmt, entries) in stmts {
+        match outcome(req, stmt, &entries) {
+            Some(o) => out.insert(stmt, o),
+            None => return Ok(None),
+        };
+    }
+    Ok(Some(out))
+}
+
 /// An optime document `{ts, t}`.
 fn op_time(v: Option<RawBsonRef<'_>>) -> Option<OpTime> {
     let Some(RawBsonRef::Document(d)) = v else {
@@ -190,12 +250,18 @@ const MAX_CHAIN: usize = 1_000_000;
 /// entries from `last` (the session record's `lastWriteOpTime`) through
 /// their `prevOpTime`s, for the command `req` retries; `None` when that
 /// history is incomplete or cannot answer this command.
+/// A mongos reads them from the session's record instead
+/// ([`rebuild_from_record`]).
 fn rebuild(
     ctx: &Context<'_>,
     req: &CommandRequest<'_>,
+    id: &[u8; 16],
     txn_number: i64,
     last: Option<OpTime>,
 ) -> MongoResult<Option<HashMap<i32, StmtOutcome>>> {
+    if ctx.state.repl().is_mongos() {
+        return rebuild_from_record(ctx, req, id, txn_number);
+    }
     let Some(mut at) = last else {
         return Ok(None);
     };
@@ -308,9 +374,16 @@ pub(super) fn write_record(ctx: &Context<'_>, id: &[u8; 16], txn_number: i64) ->
         RawBsonRef::Document(&key),
         Durability::Buffered,
         &mut |cur| {
+            // A mongos's record keeps the statements of its number
+            // (`repl/oplog.rs`).
+            let kept = crate::repl::oplog::stmts_with(cur, txn_number, &bson::RawArrayBuf::new());
+            let mut raw = raw.clone();
+            if !kept.is_empty() {
+                raw.append(bson::raw::cstr!("stmts"), kept);
+            }
             Ok(match cur {
-                Some(_) => Modify::Replace(raw.clone()),
-                None => Modify::Insert(raw.clone()),
+                Some(_) => Modify::Replace(raw),
+                None => Modify::Insert(raw),
             })
         },
     )?;
