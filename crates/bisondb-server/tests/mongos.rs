@@ -215,9 +215,8 @@ async fn the_driver_retries_writes_and_each_runs_once() {
 
 /// A retry that reaches the next server over the store (the first one
 /// stopped after the write) is answered from the session's record: nothing
-/// runs twice, an older number is refused, and a findAndModify, whose
-/// document the record does not keep, is refused as mongod refuses a retry
-/// whose history is gone (217).
+/// runs twice, a findAndModify returns its first document, and an older
+/// number is refused.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_retry_on_the_next_server_runs_nothing_twice() {
     let Some((_cluster, pg)) = store() else {
@@ -241,15 +240,30 @@ async fn a_retry_on_the_next_server_runs_nothing_twice() {
     assert_eq!(num(&updated, "n"), 2, "{updated}");
     let fam = doc! {"findAndModify": "c", "query": {"_id": 2}, "update": {"$inc": {"x": 1}},
     "lsid": lsid.clone(), "txnNumber": 3i64};
-    db.run_command(fam.clone()).await.unwrap();
+    let first_fam = db.run_command(fam.clone()).await.unwrap();
+    assert_eq!(
+        num(first_fam.get_document("value").unwrap(), "x"),
+        0,
+        "{first_fam}"
+    );
     stop(server, client).await;
 
     let next = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let (server, client) = start(next.path(), &pg).await;
     let db = client.database("m");
-    // The latest number's retry: findAndModify's document is not kept.
-    let e = db.run_command(fam).await.unwrap_err();
-    assert_eq!(error_code(&e), Some(217), "{e:?}");
+    // The latest number's retry: findAndModify's first reply, document
+    // and all.
+    let again = db.run_command(fam).await.unwrap();
+    assert_eq!(
+        again.get_document("value").ok(),
+        first_fam.get_document("value").ok(),
+        "{again}"
+    );
+    assert_eq!(
+        again.get_document("lastErrorObject").ok(),
+        first_fam.get_document("lastErrorObject").ok(),
+        "{again}"
+    );
     // An older number is too old.
     let e = db.run_command(update.clone()).await.unwrap_err();
     assert_eq!(error_code(&e), Some(225), "{e:?}");
@@ -261,6 +275,14 @@ async fn a_retry_on_the_next_server_runs_nothing_twice() {
     "lsid": lsid.clone(), "txnNumber": 5i64};
     db.run_command(delete.clone()).await.unwrap();
     let r5 = db.run_command(update5.clone()).await.unwrap();
+    // Another session's batch of inserts (kept as one run of statements).
+    let other = doc! {"id": bson::Binary {
+        subtype: bson::spec::BinarySubtype::Uuid,
+        bytes: bson::Uuid::new().bytes().to_vec(),
+    }};
+    let batch = doc! {"insert": "d", "documents": (10..15).map(|i| doc! {"_id": i}).collect::<Vec<_>>(),
+    "lsid": other, "txnNumber": 1i64};
+    assert_eq!(num(&db.run_command(batch.clone()).await.unwrap(), "n"), 5);
     stop(server, client).await;
 
     let third = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
@@ -278,6 +300,11 @@ async fn a_retry_on_the_next_server_runs_nothing_twice() {
         Some(1),
         "{again}"
     );
+    let again = db.run_command(batch).await.unwrap();
+    assert_eq!(num(&again, "n"), 5, "{again}");
+    assert!(!again.contains_key("writeErrors"), "{again}");
+    let d = db.collection::<Document>("d");
+    assert_eq!(d.count_documents(doc! {}).await.unwrap(), 5);
     let c = db.collection::<Document>("c");
     let docs: Vec<Document> = {
         use futures::TryStreamExt;
@@ -290,6 +317,7 @@ async fn a_retry_on_the_next_server_runs_nothing_twice() {
             .unwrap()
     };
     let xs: Vec<(i64, i64)> = docs.iter().map(|d| (num(d, "_id"), num(d, "x"))).collect();
+    // _id 2: once by findAndModify, once by txnNumber 5's $inc.
     assert_eq!(xs, vec![(2, 11), (3, 7), (4, 1)], "{docs:?}");
     stop(server, client).await;
 }

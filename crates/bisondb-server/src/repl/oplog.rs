@@ -41,8 +41,9 @@
 //! is installed there only for retryable writes ([`Oplog::activate_records_only`]),
 //! whose session record goes into the write's batch as above, holding
 //! what each statement wrote (`stmts`: `[stmtId, op]`, plus the `_id` an
-//! upsert inserted), which the oplog's entries hold in a replica set, so
-//! a retry on any server over the store answers from it.
+//! upsert inserted; `[first, "I", n]` for the inserts of statements
+//! `first..first + n`), which the oplog's entries hold in a replica set,
+//! so a retry on any server over the store answers from it.
 //!
 //! Change-stream pre-images: an update or delete of a collection with
 //! `changeStreamPreAndPostImages` enabled also stores the document it
@@ -758,6 +759,22 @@ impl Oplog {
         };
         let one = matches!(s.stmt, Stmts::One(_));
         let mut stmts = bson::RawArrayBuf::new();
+        // A batch of inserts is kept as runs of consecutive statements,
+        // `[first, "I", n]`, so its record stays small.
+        let mut run: Option<(i32, i32)> = None;
+        let flush = |stmts: &mut bson::RawArrayBuf, run: &mut Option<(i32, i32)>| {
+            if let Some((first, n)) = run.take() {
+                let mut e = bson::RawArrayBuf::new();
+                e.push(first);
+                if n == 1 {
+                    e.push("i");
+                } else {
+                    e.push("I");
+                    e.push(n);
+                }
+                stmts.push(e);
+            }
+        };
         for op in ops {
             let kind = match op {
                 Op::Insert { .. } => "i",
@@ -768,11 +785,21 @@ impl Oplog {
             let Some(stmt) = s.stmt_of(op) else {
                 continue;
             };
+            if kind == "i" && !one {
+                match &mut run {
+                    Some((first, n)) if first.checked_add(*n) == Some(stmt) => *n += 1,
+                    _ => {
+                        flush(&mut stmts, &mut run);
+                        run = Some((stmt, 1));
+                    }
+                }
+                continue;
+            }
+            flush(&mut stmts, &mut run);
             let mut e = bson::RawArrayBuf::new();
             e.push(stmt);
             e.push(kind);
-            // An upsert's `_id` (its statement's reply names it); a batch
-            // of inserts needs none.
+            // An upsert's `_id` (its statement's reply names it).
             if let (true, Op::Insert { doc }) = (one, op) {
                 if let Some(id) = bisondb_storage::id_of(doc) {
                     e.push(id);
@@ -780,6 +807,7 @@ impl Oplog {
             }
             stmts.push(e);
         }
+        flush(&mut stmts, &mut run);
         let at = (repl.clock().tick(), 0);
         repl.note_write(at.0, super::wall_ms());
         s.added = stmts;

@@ -126,6 +126,9 @@ pub fn run(
     let reply = result?;
     if find_and_modify && wrote(&reply) {
         op.record(0, StmtOutcome::Reply(reply.clone()));
+        if ctx.state.repl().is_mongos() {
+            keep_reply(ctx, &id, txn_number, &reply);
+        }
     }
     // A statement that ran without an oplog entry (an update that changed
     // nothing): the record is written on its own.
@@ -144,6 +147,47 @@ fn wrote(reply: &RawDocumentBuf) -> bool {
         Ok(Some(RawBsonRef::Int32(n))) => n > 0,
         Ok(Some(RawBsonRef::Int64(n))) => n > 0,
         _ => false,
+    }
+}
+
+/// Where a mongos's session record keeps a findAndModify's reply.
+const REPLY_FIELD: &str = "findAndModifyReply";
+
+/// A mongos keeps a findAndModify's reply in the session's record (which
+/// its write's batch wrote), as mongod keeps the document in
+/// `config.image_collection`, so a retry on another server returns it. It
+/// is written after the reply is known, so a server that dies in between
+/// leaves a retry 217 IncompleteTransactionHistory (never a second write);
+/// a reply too large to keep beside the record is left out the same way.
+fn keep_reply(ctx: &Context<'_>, id: &[u8; 16], txn_number: i64, reply: &RawDocumentBuf) {
+    let Some(coll) = ctx.state.storage.collection(TXN_DB, TXN_COLL) else {
+        return;
+    };
+    let Ok(key) = RawDocumentBuf::try_from(&record_key(id)) else {
+        return;
+    };
+    let kept = coll.modify(
+        RawBsonRef::Document(&key),
+        Durability::Buffered,
+        &mut |cur| {
+            let Some(cur) =
+                cur.filter(|c| crate::repl::oplog::record_txn_number(c) == Some(txn_number))
+            else {
+                return Ok(Modify::Keep);
+            };
+            let mut r = RawDocumentBuf::new();
+            for el in cur.iter() {
+                let (k, v) = el.map_err(crate::request::invalid_bson)?;
+                if k.as_str() != REPLY_FIELD {
+                    r.append(k, v);
+                }
+            }
+            r.append(bson::raw::cstr!("findAndModifyReply"), reply.clone());
+            Ok(Modify::Replace(r))
+        },
+    );
+    if let Err(e) = kept {
+        tracing::warn!(target: "COMMAND", error = %e.message, "the findAndModify reply was not kept for a retry");
     }
 }
 
@@ -183,8 +227,9 @@ fn stored_record(ctx: &Context<'_>, id: &[u8; 16]) -> MongoResult<Option<RawDocu
 
 /// A mongos's [`rebuild`]: what the statements of `txn_number` did, from
 /// the `stmts` its record lists (`[stmtId, op]`, plus an upsert's `_id`;
-/// `repl/oplog.rs`); `None` when the record is of another number or
-/// cannot answer this command.
+/// `[first, "I", n]` for a run of inserts; `repl/oplog.rs`) and, for a
+/// findAndModify, the reply kept beside them ([`keep_reply`]); `None` when
+/// the record is of another number or cannot answer this command.
 fn rebuild_from_record(
     ctx: &Context<'_>,
     req: &CommandRequest<'_>,
@@ -196,6 +241,14 @@ fn rebuild_from_record(
     };
     if crate::repl::oplog::record_txn_number(&record) != Some(txn_number) {
         return Ok(None);
+    }
+    if req.name.eq_ignore_ascii_case("findAndModify") {
+        return Ok(match record.get(REPLY_FIELD) {
+            Ok(Some(RawBsonRef::Document(r))) => {
+                Some(HashMap::from([(0, StmtOutcome::Reply(r.to_owned()))]))
+            }
+            _ => None,
+        });
     }
     let mut stmts: HashMap<i32, Vec<(char, Option<Bson>)>> = HashMap::new();
     if let Ok(Some(RawBsonRef::Array(list))) = record.get("stmts") {
@@ -213,6 +266,16 @@ fn rebuild_from_record(
                 "i" => 'i',
                 "u" => 'u',
                 "d" => 'd',
+                // Inserts of statements `stmt..stmt + n`.
+                "I" => {
+                    let Some(RawBsonRef::Int32(n)) = parts.next() else {
+                        return Ok(None);
+                    };
+                    for s in stmt..stmt.saturating_add(n) {
+                        stmts.entry(s).or_default().push(('i', None));
+                    }
+                    continue;
+                }
                 _ => return Ok(None),
             };
             let upserted = parts.next().and_then(|v| Bson::try_from(v).ok());
