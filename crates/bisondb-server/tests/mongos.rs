@@ -127,12 +127,9 @@ async fn hello_answers_as_a_mongos() {
         assert_eq!(error_code(&e), Some(59), "{cmd}: {e:?}");
     }
     // The oplog is not kept: change streams say so.
-    let e = db
-        .collection::<Document>("c")
-        .watch()
-        .await
-        .err()
-        .expect("a change stream on the postgres engine");
+    let Err(e) = db.collection::<Document>("c").watch().await else {
+        panic!("a change stream opened on the postgres engine");
+    };
     assert_eq!(error_code(&e), Some(40573), "{e:?}");
     assert!(format!("{e:?}").contains("postgres"), "{e:?}");
     stop(server, client).await;
@@ -213,6 +210,14 @@ async fn the_driver_retries_writes_and_each_runs_once() {
     stop(server, client).await;
 }
 
+/// A new session id, as a driver makes one.
+fn new_lsid() -> Document {
+    doc! {"id": bson::Binary {
+        subtype: bson::spec::BinarySubtype::Uuid,
+        bytes: bson::Uuid::new().bytes().to_vec(),
+    }}
+}
+
 /// A retry that reaches the next server over the store (the first one
 /// stopped after the write) is answered from the session's record: nothing
 /// runs twice, a findAndModify returns its first document, and an older
@@ -224,10 +229,7 @@ async fn a_retry_on_the_next_server_runs_nothing_twice() {
     };
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let (server, client) = start(dir.path(), &pg).await;
-    let lsid = doc! {"id": bson::Binary {
-        subtype: bson::spec::BinarySubtype::Uuid,
-        bytes: bson::Uuid::new().bytes().to_vec(),
-    }};
+    let lsid = new_lsid();
     let db = client.database("m");
     let insert = doc! {"insert": "c", "documents": [{"_id": 1, "x": 0}, {"_id": 2, "x": 0}],
     "lsid": lsid.clone(), "txnNumber": 1i64};
@@ -276,10 +278,7 @@ async fn a_retry_on_the_next_server_runs_nothing_twice() {
     db.run_command(delete.clone()).await.unwrap();
     let r5 = db.run_command(update5.clone()).await.unwrap();
     // Another session's batch of inserts (kept as one run of statements).
-    let other = doc! {"id": bson::Binary {
-        subtype: bson::spec::BinarySubtype::Uuid,
-        bytes: bson::Uuid::new().bytes().to_vec(),
-    }};
+    let other = new_lsid();
     let batch = doc! {"insert": "d", "documents": (10..15).map(|i| doc! {"_id": i}).collect::<Vec<_>>(),
     "lsid": other, "txnNumber": 1i64};
     assert_eq!(num(&db.run_command(batch.clone()).await.unwrap(), "n"), 5);
