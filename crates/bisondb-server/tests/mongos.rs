@@ -4,7 +4,8 @@
 //! through mongos, and drivers retry writes: a write with `lsid` and
 //! `txnNumber` executes once, its retry (after the connection closed, or on
 //! the next server over the same store) answers the first outcome from the
-//! session's record, written in the write's batch. Transactions run; change
+//! session's record, written in the write's batch. Transactions run (a
+//! commit retried on the next server succeeds from the record); change
 //! streams are refused with an error naming the engine. Each test starts
 //! its own PostgreSQL schema (skipped with a loud message when PostgreSQL's
 //! binaries are missing, failed in CI).
@@ -348,5 +349,25 @@ async fn transactions_commit_or_abort_as_one() {
     s.abort_transaction().await.unwrap();
     assert_eq!(c.count_documents(doc! {}).await.unwrap(), 2);
     drop(s);
+    // A commit retried on the next server (the first stopped after the
+    // commit) succeeds from the session's record and writes nothing again.
+    let lsid = new_lsid();
+    let db = client.database("m");
+    db.run_command(
+        doc! {"insert": "c", "documents": [{"_id": 3}], "lsid": lsid.clone(),
+        "txnNumber": 1i64, "autocommit": false, "startTransaction": true},
+    )
+    .await
+    .unwrap();
+    let commit =
+        doc! {"commitTransaction": 1, "lsid": lsid.clone(), "txnNumber": 1i64, "autocommit": false};
+    let admin = client.database("admin");
+    admin.run_command(commit.clone()).await.unwrap();
+    stop(server, client).await;
+    let next = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let (server, client) = start(next.path(), &pg).await;
+    client.database("admin").run_command(commit).await.unwrap();
+    let c = client.database("m").collection::<Document>("c");
+    assert_eq!(c.count_documents(doc! {}).await.unwrap(), 3);
     stop(server, client).await;
 }

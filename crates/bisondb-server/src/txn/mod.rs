@@ -286,14 +286,17 @@ impl SessionState {
             return Ok(());
         }
         self.loaded = true;
-        if let Some((n, last_op)) = retryable::stored_txn_number(ctx, id)? {
-            if self.txn_number.is_none_or(|cur| n > cur) {
-                self.txn_number = Some(n);
-                self.last_op = last_op;
+        if let Some(stored) = retryable::stored_txn_number(ctx, id)? {
+            if self.txn_number.is_none_or(|cur| stored.txn_number > cur) {
+                self.txn_number = Some(stored.txn_number);
+                self.last_op = stored.last_op;
                 self.history_lost = true;
                 self.executed.clear();
                 if let Some(transaction::Phase::InProgress { store, .. }) = self.txn.take() {
                     store.abort();
+                }
+                if stored.committed {
+                    self.txn = Some(transaction::Phase::Committed);
                 }
             }
         }

@@ -133,7 +133,7 @@ pub fn run(
     // A statement that ran without an oplog entry (an update that changed
     // nothing): the record is written on its own.
     if session.state.lock().executed.len() > before && !scope.recorded {
-        write_record(ctx, &id, txn_number)?;
+        write_record(ctx, &id, txn_number, false)?;
     }
     Ok(reply)
 }
@@ -191,28 +191,29 @@ fn keep_reply(ctx: &Context<'_>, id: &[u8; 16], txn_number: i64, reply: &RawDocu
     }
 }
 
-/// The `txnNum` and `lastWriteOpTime` of the session's
-/// `config.transactions` record, if any.
-pub(super) fn stored_txn_number(
-    ctx: &Context<'_>,
-    id: &[u8; 16],
-) -> MongoResult<Option<(i64, Option<OpTime>)>> {
-    let Some(coll) = ctx.state.storage.collection(TXN_DB, TXN_COLL) else {
+/// What a session's `config.transactions` record says of its latest
+/// number.
+pub(super) struct Stored {
+    pub txn_number: i64,
+    pub last_op: Option<OpTime>,
+    /// The number was a transaction that committed (mongod's `state:
+    /// "committed"`).
+    pub committed: bool,
+}
+
+/// The session's `config.transactions` record's latest number, if any.
+pub(super) fn stored_txn_number(ctx: &Context<'_>, id: &[u8; 16]) -> MongoResult<Option<Stored>> {
+    let Some(d) = stored_record(ctx, id)? else {
         return Ok(None);
     };
-    let key = RawDocumentBuf::try_from(&record_key(id)).map_err(crate::request::invalid_bson)?;
-    let Some(d) = coll
-        .get(RawBsonRef::Document(&key))
-        .map_err(MongoError::from)?
-    else {
+    let Some(txn_number) = crate::repl::oplog::record_txn_number(&d) else {
         return Ok(None);
     };
-    let n = match d.get("txnNum") {
-        Ok(Some(RawBsonRef::Int64(n))) => n,
-        Ok(Some(RawBsonRef::Int32(n))) => i64::from(n),
-        _ => return Ok(None),
-    };
-    Ok(Some((n, op_time(d.get("lastWriteOpTime").ok().flatten()))))
+    Ok(Some(Stored {
+        txn_number,
+        last_op: op_time(d.get("lastWriteOpTime").ok().flatten()),
+        committed: matches!(d.get("state"), Ok(Some(RawBsonRef::String("committed")))),
+    }))
 }
 
 /// The session's `config.transactions` record, if any.
@@ -417,20 +418,31 @@ fn outcome(
     }
 }
 
-/// Writes the session's `config.transactions` record for `txn_number`.
-pub(super) fn write_record(ctx: &Context<'_>, id: &[u8; 16], txn_number: i64) -> MongoResult<()> {
+/// Writes the session's `config.transactions` record for `txn_number`
+/// (with mongod's `state: "committed"` for a committed transaction, so a
+/// retried `commitTransaction` succeeds after a restart or on another
+/// server over the store).
+pub(super) fn write_record(
+    ctx: &Context<'_>,
+    id: &[u8; 16],
+    txn_number: i64,
+    committed: bool,
+) -> MongoResult<()> {
     let coll = ctx
         .state
         .storage
         .get_or_create_collection(TXN_DB, TXN_COLL)
         .map_err(MongoError::from)?;
     let repl = ctx.state.repl();
-    let record = doc! {
+    let mut record = doc! {
         "_id": record_key(id),
         "txnNum": txn_number,
         "lastWriteOpTime": {"ts": repl.clock().now(), "t": repl.term()},
         "lastWriteDate": bson::DateTime::now(),
     };
+    if committed {
+        record.insert("state", "committed");
+    }
     let raw = RawDocumentBuf::try_from(&record).map_err(crate::request::invalid_bson)?;
     let key = RawDocumentBuf::try_from(&record_key(id)).map_err(crate::request::invalid_bson)?;
     coll.modify(
