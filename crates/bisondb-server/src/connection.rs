@@ -513,7 +513,7 @@ fn run_command_with_fail_points(
     conn: &mut ConnectionInfo,
 ) -> RawDocumentBuf {
     let mut reply = run_command(req, spec, state, conn);
-    if state.repl().enabled() {
+    if state.repl().takes_txn_numbers() {
         let writes = spec.is_some_and(|s| crate::fsync_lock::is_write(s, req.name, req.body));
         let mut ctx = Context { state, conn };
         crate::repl::cluster_time::finish_reply(&mut ctx, req.body, writes, &mut reply);

@@ -1712,10 +1712,10 @@ pub fn dispatch_spec(
             format!("{} may only be run against the admin database.", spec.name),
         ));
     }
-    let session =
-        crate::fields::check_generic_args(req.name, req.body, ctx.state.repl().enabled())?;
+    let repl = ctx.state.repl();
+    let session = crate::fields::check_generic_args(req.name, req.body, repl.takes_txn_numbers())?;
     crate::fields::check_api_version(spec.name, spec.api_version_1, req.body)?;
-    if ctx.state.repl().enabled() && !session.in_transaction() {
+    if repl.takes_txn_numbers() && !session.in_transaction() {
         // Outside a transaction only the reads a transaction also runs
         // (find, aggregate, distinct: allowed there and taking no write
         // concern) read at a snapshot, as in mongod.
@@ -1735,7 +1735,7 @@ pub fn dispatch_spec(
         }
     }
     if session.txn_number.is_some() {
-        // Retryable writes and transactions (replica-set mode only).
+        // Retryable writes and transactions (replica-set and mongos modes).
         return crate::txn::dispatch(spec.txn, session, req, ctx, |req, ctx| {
             run_handler(spec, handler, req, ctx)
         });

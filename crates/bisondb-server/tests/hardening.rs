@@ -29,7 +29,10 @@ async fn fails(db: &Database, cmd: Document) -> (i32, String) {
 #[tokio::test]
 async fn out_and_merge_refuse_protected_targets() {
     let ts = start().await;
-    let db = ts.tcp.database("h6");
+    // Without retryable writes, which would create config.transactions on
+    // a mongos (the postgres engine) before the check below.
+    let client = ts.tcp_client_with("retryWrites=false").await;
+    let db = client.database("h6");
     db.collection::<Document>("src")
         .insert_one(doc! {"_id": 1, "a": 1})
         .await
@@ -490,7 +493,7 @@ async fn full_disk_answers_out_of_disk_space() {
 /// outside one and nothing stays behind after `abortTransaction`.
 #[tokio::test]
 async fn transaction_fields_fail_on_a_standalone() {
-    let ts = start().await;
+    let ts = start_standalone().await;
     let db = ts.tcp.database("h_txn");
     let lsid = doc! {"id": bson::Uuid::new()};
     let txn_insert = doc! {

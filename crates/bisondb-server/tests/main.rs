@@ -50,6 +50,7 @@ mod management;
 mod map_reduce;
 mod memory;
 mod min_max;
+mod mongos;
 mod natural_order;
 mod observability;
 mod operators_extra;

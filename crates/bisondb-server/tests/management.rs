@@ -316,7 +316,7 @@ async fn db_stats_and_coll_stats() {
 /// standalone server cannot satisfy `w > 1` (pymongo's test_create).
 #[tokio::test]
 async fn ddl_commands_refuse_write_concerns_a_standalone_cannot_satisfy() {
-    let ts = start().await;
+    let ts = start_standalone().await;
     let db = ts.tcp.database("ddl_wc");
     let wc = doc! {"w": 50};
     for cmd in [

@@ -9,8 +9,10 @@ use crate::common::*;
 use bson::{doc, Bson, Document};
 use mongodb::Database;
 
+/// Runs a `profile` command; its reply without the cluster time a mongos
+/// adds.
 async fn profile(db: &Database, cmd: Document) -> Document {
-    db.run_command(cmd).await.unwrap()
+    without_cluster_time(db.run_command(cmd).await.unwrap())
 }
 
 /// The profile entries of `db`, oldest first, except those of `profile`.

@@ -17,7 +17,7 @@ async fn admin_cmd(client: &Client, cmd: Document) -> mongodb::error::Result<Doc
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_standalone_is_not_a_replica_set() {
-    let ts = start().await;
+    let ts = start_standalone().await;
     let hello = admin_cmd(&ts.tcp, doc! {"hello": 1}).await.unwrap();
     assert_eq!(
         hello.get_bool("isWritablePrimary").ok(),

@@ -28,9 +28,10 @@
 //! ever locks first.
 //!
 //! Nothing is observed until `Storage::set_op_observer` installs an
-//! observer (the server does only in replica-set mode), and then only the
-//! databases [`OpObserver::observes`] says: without one, a write pays one
-//! `OnceLock` load.
+//! observer (the server does in replica-set mode, and as a mongos on the
+//! `postgres` engine, where only retryable writes are observed), and then
+//! only the databases [`OpObserver::observes`] says: without one, a write
+//! pays one `OnceLock` load.
 //!
 //! Users of the API (the replica-set issue): the server's oplog writer
 //! (`bisondb-server/src/repl/oplog.rs`) turns each [`Op`] into an entry and

@@ -1,7 +1,10 @@
 //! `hello` (and the legacy `isMaster` / `ismaster`): the handshake every driver sends
 //! first. Reports a writable standalone with mongod 8.0's limits (or, with
-//! `--replSet`, the set's member: `crate::repl::hello`), records the client
-//! metadata, and agrees on wire compression.
+//! `--replSet`, the set's member: `crate::repl::hello`; on the `postgres`
+//! engine a mongos: `msg: "isdbgrid"` and no `readOnly`, as mongos 8
+//! answers, so drivers given several servers spread load over them and
+//! retry writes), records the client metadata, and agrees on wire
+//! compression.
 
 use bisondb_error::{MongoError, MongoResult};
 use bisondb_wire::Compressor;
@@ -118,6 +121,9 @@ impl Command for Hello {
         };
         let repl = ctx.state.repl();
         d.insert(writable_key, true);
+        if repl.is_mongos() {
+            d.insert("msg", "isdbgrid");
+        }
         if self.hello_ok {
             d.insert("helloOk", true);
         }
@@ -139,7 +145,9 @@ impl Command for Hello {
         d.insert("connectionId", Bson::Int64(ctx.conn.id));
         d.insert("minWireVersion", 0i32);
         d.insert("maxWireVersion", MAX_WIRE_VERSION);
-        d.insert("readOnly", false);
+        if !repl.is_mongos() {
+            d.insert("readOnly", false);
+        }
         if !ctx.conn.compressors.is_empty() {
             let names: Vec<Bson> = ctx
                 .conn

@@ -126,8 +126,10 @@ impl Command for Validate {
     }
 
     fn execute(self, ctx: &mut Context<'_>) -> MongoResult<RawDocumentBuf> {
-        if self.background && !ctx.state.repl().enabled() {
-            // A standalone mongod has no checkpoint timestamps to validate at.
+        let repl = ctx.state.repl();
+        if self.background && !repl.enabled() && !repl.is_mongos() {
+            // A standalone mongod has no checkpoint timestamps to validate at
+            // (a mongos's shards, replica sets, have).
             return Err(MongoError::new(
                 ErrorCode::CommandNotSupported,
                 "Running the validate command with { background: true } is not supported in standalone mode",

@@ -9,6 +9,12 @@
 //! sign it and a client's time is checked before it counts (`signing.rs`).
 //! A request's `$clusterTime` moves the clock forward (gossip).
 //!
+//! A mongos (`ReplState::is_mongos`, no oplog) ticks the clock once per
+//! write command and answers `operationTime` with that tick (a read's is
+//! the clock's time); `afterClusterTime` needs no wait there: every write
+//! another server acknowledged is committed in the one store, which every
+//! new snapshot reads, so the clock only moves to the time asked.
+//!
 //! Read concern: `local`, `available`, `majority`, `linearizable` and
 //! `snapshot` are all served by the one member's latest data (with one
 //! member, every committed write is majority-committed); `afterClusterTime`
@@ -49,7 +55,7 @@ fn cmp_ts(a: Timestamp, b: Timestamp) -> std::cmp::Ordering {
 pub fn before_command(ctx: &mut Context<'_>, body: &RawDocument) -> MongoResult<()> {
     let state = ctx.state;
     let repl = state.repl();
-    if !repl.enabled() {
+    if !repl.enabled() && !repl.is_mongos() {
         return check_standalone_read_concern(body);
     }
     if let Ok(Some(RawBsonRef::Document(ct))) = body.get("$clusterTime") {
@@ -98,7 +104,7 @@ pub fn before_command(ctx: &mut Context<'_>, body: &RawDocument) -> MongoResult<
                 "afterClusterTime is not allowed for readConcern level 'available'",
             ));
         }
-        if !repl.is_initiated() {
+        if !repl.keeps_cluster_time() {
             return Err(MongoError::new(
                 ErrorCode::NotYetInitialized,
                 "Cannot read with afterClusterTime before the replica set is initiated",
@@ -128,7 +134,7 @@ fn check_at_cluster_time(
     if ts.time == 0 && ts.increment == 0 {
         return invalid("readConcern atClusterTime cannot be a null timestamp".into());
     }
-    if !repl.is_initiated() {
+    if !repl.keeps_cluster_time() {
         return Err(MongoError::new(
             ErrorCode::NotYetInitialized,
             "Cannot read with atClusterTime before the replica set is initiated",
@@ -292,7 +298,7 @@ fn may_advance(ctx: &mut Context<'_>) -> MongoResult<bool> {
 /// than a year ahead of its wall clock, and so does this.
 fn gossip(repl: &ReplState, ts: Timestamp) {
     let wall = super::wall_ms() / 1000;
-    if i64::from(ts.time) <= wall + 365 * 24 * 3600 && repl.is_initiated() {
+    if i64::from(ts.time) <= wall + 365 * 24 * 3600 && repl.keeps_cluster_time() {
         repl.clock().advance_to(ts);
     }
 }
@@ -300,6 +306,10 @@ fn gossip(repl: &ReplState, ts: Timestamp) {
 /// Waits until a write at `ts` or later is committed.
 fn wait_for(state: &ServerState, ts: Timestamp) -> MongoResult<()> {
     let repl = state.repl();
+    if repl.is_mongos() {
+        repl.clock().advance_to(ts);
+        return Ok(());
+    }
     if cmp_ts(repl.last_write().0, ts).is_ge() {
         return Ok(());
     }
@@ -336,7 +346,7 @@ pub fn finish_reply(
 ) {
     let state = ctx.state;
     let repl = state.repl();
-    if !repl.enabled() || !repl.is_initiated() {
+    if !repl.keeps_cluster_time() {
         return;
     }
     let ok = matches!(reply.get("ok"), Ok(Some(RawBsonRef::Double(d))) if d == 1.0)
@@ -350,7 +360,15 @@ pub fn finish_reply(
             append_doc(reply, "writeConcernError", &wce);
         }
     }
-    let operation_time = repl.last_write().0;
+    let operation_time = if !repl.is_mongos() {
+        repl.last_write().0
+    } else if writes {
+        let ts = repl.clock().tick();
+        repl.note_write(ts, super::wall_ms());
+        ts
+    } else {
+        repl.clock().now()
+    };
     let cluster_time = repl.clock().now();
     if let Some((hash, key_id)) = signature(ctx, cluster_time) {
         let signed = doc! {

@@ -20,6 +20,17 @@
 //! Without `--replSet` the server is the standalone it always was:
 //! `enabled()` is false, `is_writable_primary()` is true (a standalone takes
 //! writes), and no oplog is written.
+//!
+//! On the `postgres` engine without `--replSet` the server is a mongos
+//! ([`ReplState::is_mongos`]): one of possibly several stateless servers over
+//! one store, so it answers `hello` as mongos 8 does (`msg: "isdbgrid"`, no
+//! set), takes transaction numbers ([`ReplState::takes_txn_numbers`]:
+//! retryable writes and transactions, `txn/`), and replies carry
+//! `$clusterTime` and `operationTime` from the clock, ticked once per write
+//! command (`cluster_time.rs`). It writes no oplog: the op observer only
+//! puts a retryable write's session record into the write's batch
+//! (`oplog.rs`), and change streams and reads at a past cluster time are
+//! refused with errors naming the mode.
 
 pub mod cluster_time;
 pub mod diff;
@@ -88,6 +99,8 @@ pub struct Initiated {
 /// The replica-set state of this server; see the module documentation.
 pub struct ReplState {
     set_name: Option<String>,
+    /// Answers as a mongos (see the module documentation).
+    mongos: bool,
     initiated: RwLock<Option<Initiated>>,
     clock: ClusterClock,
     /// hello's `topologyVersion.counter`: grows on every change an awaiting
@@ -117,6 +130,7 @@ impl ReplState {
                 config.min_snapshot_history_window_seconds,
             )),
             set_name: config.repl_set_name.clone(),
+            mongos: is_mongos(config),
             initiated: RwLock::new(None),
             clock: ClusterClock::default(),
             topology: tokio::sync::watch::Sender::new(0),
@@ -142,6 +156,26 @@ impl ReplState {
     #[inline]
     pub fn enabled(&self) -> bool {
         self.set_name.is_some()
+    }
+
+    /// Whether the server answers as a mongos: the `postgres` engine
+    /// without `--replSet` (see the module documentation).
+    #[inline]
+    pub fn is_mongos(&self) -> bool {
+        self.mongos
+    }
+
+    /// Whether commands may carry a `txnNumber` (retryable writes and
+    /// transactions): a replica-set member or a mongos, as in mongod.
+    #[inline]
+    pub fn takes_txn_numbers(&self) -> bool {
+        self.enabled() || self.mongos
+    }
+
+    /// Whether replies carry `$clusterTime` and `operationTime` and
+    /// requests' cluster times count: an initiated member, or a mongos.
+    pub fn keeps_cluster_time(&self) -> bool {
+        self.mongos || (self.enabled() && self.is_initiated())
     }
 
     /// The set's name (`--replSet`), `None` for a standalone.
@@ -302,10 +336,17 @@ impl ReplState {
     }
 
     /// mongod's error for a replica-set command on a server started without
-    /// `--replSet`.
+    /// `--replSet`; a mongos's (`replSetGetStatus is not supported through
+    /// mongos`) in mongos mode.
     pub fn require_enabled(&self) -> MongoResult<()> {
         if self.enabled() {
             return Ok(());
+        }
+        if self.mongos {
+            return Err(MongoError::new(
+                ErrorCode::CommandNotFound,
+                "replica set commands are not supported through mongos (the postgres engine answers as a mongos)",
+            ));
         }
         Err(MongoError::new(
             ErrorCode::NoReplicationEnabled,
@@ -335,9 +376,23 @@ impl ReplState {
     }
 }
 
-/// At start-up, once the state exists: see [`ReplState::recover`].
+/// Whether `config` makes the server a mongos: the `postgres` engine
+/// without `--replSet`.
+pub fn is_mongos(config: &ServerConfig) -> bool {
+    config.repl_set_name.is_none() && config.resolved_storage_engine() == "postgres"
+}
+
+/// At start-up, once the state exists: see [`ReplState::recover`]. A
+/// mongos starts its clock at the wall clock's time and installs the
+/// observer that writes retryable writes' session records.
 pub fn recover(state: &crate::state::ServerState) -> MongoResult<()> {
     let repl = state.repl();
+    if repl.is_mongos() {
+        repl.clock.tick();
+        repl.oplog.activate_records_only();
+        state.storage.set_op_observer(repl.oplog.clone());
+        return Ok(());
+    }
     if !repl.enabled() {
         return Ok(());
     }
@@ -423,7 +478,7 @@ thread_local! {
 /// modes, answered after the write by `cluster_time::finish_reply`).
 pub fn member_scope(state: &crate::state::ServerState) -> Option<MemberScope> {
     let repl = state.repl();
-    if !repl.enabled() || !repl.is_initiated() {
+    if !repl.keeps_cluster_time() {
         return None;
     }
     Some(MemberScope(MEMBER.with(|m| m.replace(true))))
@@ -439,7 +494,7 @@ impl Drop for MemberScope {
 }
 
 /// Whether the command on this thread runs on an initiated replica-set
-/// member.
+/// member (or a mongos, which takes the same write concerns).
 pub fn on_member() -> bool {
     MEMBER.with(|m| m.get())
 }

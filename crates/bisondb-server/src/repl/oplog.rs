@@ -37,6 +37,14 @@
 //! collection (tailable, awaitData cursors on it work as on any capped
 //! collection).
 //!
+//! A mongos (`super::ReplState::is_mongos`) writes no oplog: the observer
+//! is installed there only for retryable writes ([`Oplog::activate_records_only`]),
+//! whose session record goes into the write's batch as above, holding
+//! what each statement wrote (`stmts`: `[stmtId, op]`, plus the `_id` an
+//! upsert inserted; `[first, "I", n]` for the inserts of statements
+//! `first..first + n`), which the oplog's entries hold in a replica set,
+//! so a retry on any server over the store answers from it.
+//!
 //! Change-stream pre-images: an update or delete of a collection with
 //! `changeStreamPreAndPostImages` enabled also stores the document it
 //! replaced in `config.system.preimages`, as mongod 8 keeps them
@@ -91,6 +99,39 @@ pub struct Retryable {
     /// Set once a batch with this session's entries (and record) committed.
     pub recorded: bool,
     stmt: Stmts,
+    /// A mongos: the statements the batch being committed wrote, for the
+    /// record's `stmts` (see the module documentation).
+    added: bson::RawArrayBuf,
+}
+
+/// A record's `stmts` once `added` joins those of `current` (the stored
+/// record, kept only when it is of `txn_number`).
+pub fn stmts_with(
+    current: Option<&RawDocument>,
+    txn_number: i64,
+    added: &bson::RawArrayBuf,
+) -> bson::RawArrayBuf {
+    let mut all = bson::RawArrayBuf::new();
+    if let Some(cur) = current.filter(|c| record_txn_number(c) == Some(txn_number)) {
+        if let Ok(Some(RawBsonRef::Array(old))) = cur.get("stmts") {
+            for v in old.into_iter().flatten() {
+                all.push(v);
+            }
+        }
+    }
+    for v in added.into_iter().flatten() {
+        all.push(v);
+    }
+    all
+}
+
+/// A `config.transactions` record's `txnNum`.
+pub fn record_txn_number(record: &RawDocument) -> Option<i64> {
+    match record.get("txnNum") {
+        Ok(Some(RawBsonRef::Int64(n))) => Some(n),
+        Ok(Some(RawBsonRef::Int32(n))) => Some(i64::from(n)),
+        _ => None,
+    }
 }
 
 /// What an update's oplog entry holds, by the kind of update, as mongod
@@ -123,6 +164,7 @@ impl Retryable {
             records,
             recorded: false,
             stmt: Stmts::None,
+            added: bson::RawArrayBuf::new(),
         }
     }
 
@@ -145,8 +187,14 @@ impl Retryable {
         }
     }
 
-    /// `config.transactions`'s record of this session at `last`.
-    fn record(&self, last: OpTime) -> Result<RawDocumentBuf, StorageError> {
+    /// `config.transactions`'s record of this session at `last`; on a
+    /// mongos with the statements written so far (those of `current`, the
+    /// stored record, when it is of the same number, then [`Self::added`]).
+    fn record(
+        &self,
+        last: OpTime,
+        current: Option<&RawDocument>,
+    ) -> Result<RawDocumentBuf, StorageError> {
         let mut r = RawDocumentBuf::new();
         r.append(cstr!("_id"), &self.lsid);
         r.append(cstr!("txnNum"), self.txn_number);
@@ -155,6 +203,10 @@ impl Retryable {
         op_time.append(cstr!("t"), last.1);
         r.append(cstr!("lastWriteOpTime"), op_time);
         r.append(cstr!("lastWriteDate"), DateTime::now());
+        let stmts = stmts_with(current, self.txn_number, &self.added);
+        if !stmts.is_empty() {
+            r.append(cstr!("stmts"), stmts);
+        }
         Ok(r)
     }
 }
@@ -280,6 +332,9 @@ pub struct Oplog {
     /// The oldest entry's `ts` (packed) when the pre-images older than it
     /// were last all removed (`super::pre_images`).
     pub pre_images_expired_before: std::sync::atomic::AtomicU64,
+    /// A mongos: no entries, only retryable writes' session records (see
+    /// the module documentation).
+    records_only: std::sync::atomic::AtomicBool,
 }
 
 /// A document an update or delete replaced, to keep as a pre-image.
@@ -343,7 +398,15 @@ impl Oplog {
             coll: OnceLock::new(),
             pre_images: OnceLock::new(),
             pre_images_expired_before: std::sync::atomic::AtomicU64::new(0),
+            records_only: std::sync::atomic::AtomicBool::new(false),
         })
+    }
+
+    /// A mongos: observe only the writes of retryable writes, to put their
+    /// session records in their batches.
+    pub fn activate_records_only(&self) {
+        self.records_only
+            .store(true, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// Starts recording into `coll` (`local.oplog.rs`).
@@ -645,15 +708,17 @@ impl Oplog {
         last: OpTime,
         batch: WriteBatch,
     ) -> Result<(), StorageError> {
-        let record = session.record(last)?;
         JOIN.with(|j| *j.borrow_mut() = Some(Joined(batch)));
         let result = records.modify(
             RawBsonRef::Document(&session.lsid),
             bisondb_storage::Durability::Buffered,
             &mut |cur| {
+                let record = session
+                    .record(last, cur)
+                    .map_err(|e| MongoError::internal(e.to_string()))?;
                 Ok(match cur {
-                    Some(_) => Modify::Replace(record.clone()),
-                    None => Modify::Insert(record.clone()),
+                    Some(_) => Modify::Replace(record),
+                    None => Modify::Insert(record),
                 })
             },
         );
@@ -670,9 +735,97 @@ impl Oplog {
     }
 }
 
+impl Oplog {
+    /// A mongos's commit: `batch` with the running retryable write's
+    /// session record (if any), which lists the statements `ops` wrote.
+    fn commit_records_only(
+        &self,
+        target: Target<'_>,
+        ops: &[Op<'_>],
+        batch: WriteBatch,
+        write: &mut dyn FnMut(WriteBatch) -> Result<(), StorageError>,
+    ) -> Result<(), StorageError> {
+        let command = matches!(ops.first(), Some(Op::Command { .. }));
+        let mut session = SessionBack(if command || is_records(&target) {
+            None
+        } else {
+            SESSION.with(|c| c.borrow_mut().take())
+        });
+        let (Some(s), Some(repl)) = (session.0.as_mut(), self.repl.upgrade()) else {
+            return write(batch);
+        };
+        let Some(records) = s.records.clone() else {
+            return write(batch);
+        };
+        let one = matches!(s.stmt, Stmts::One(_));
+        let mut stmts = bson::RawArrayBuf::new();
+        // A batch of inserts is kept as runs of consecutive statements,
+        // `[first, "I", n]`, so its record stays small.
+        let mut run: Option<(i32, i32)> = None;
+        let flush = |stmts: &mut bson::RawArrayBuf, run: &mut Option<(i32, i32)>| {
+            if let Some((first, n)) = run.take() {
+                let mut e = bson::RawArrayBuf::new();
+                e.push(first);
+                if n == 1 {
+                    e.push("i");
+                } else {
+                    e.push("I");
+                    e.push(n);
+                }
+                stmts.push(e);
+            }
+        };
+        for op in ops {
+            let kind = match op {
+                Op::Insert { .. } => "i",
+                Op::Update { .. } => "u",
+                Op::Delete { .. } => "d",
+                Op::Command { .. } => continue,
+            };
+            let Some(stmt) = s.stmt_of(op) else {
+                continue;
+            };
+            if kind == "i" && !one {
+                match &mut run {
+                    Some((first, n)) if first.checked_add(*n) == Some(stmt) => *n += 1,
+                    _ => {
+                        flush(&mut stmts, &mut run);
+                        run = Some((stmt, 1));
+                    }
+                }
+                continue;
+            }
+            flush(&mut stmts, &mut run);
+            let mut e = bson::RawArrayBuf::new();
+            e.push(stmt);
+            e.push(kind);
+            // An upsert's `_id` (its statement's reply names it).
+            if let (true, Op::Insert { doc }) = (one, op) {
+                if let Some(id) = bisondb_storage::id_of(doc) {
+                    e.push(id);
+                }
+            }
+            stmts.push(e);
+        }
+        flush(&mut stmts, &mut run);
+        let at = (repl.clock().tick(), 0);
+        repl.note_write(at.0, super::wall_ms());
+        s.added = stmts;
+        Self::commit_with_record(&records, s, at, batch)?;
+        s.last = Some(at);
+        s.recorded = true;
+        Ok(())
+    }
+}
+
 impl OpObserver for Oplog {
     fn observes(&self, db: &str) -> bool {
-        db != OPLOG_DB && self.is_active()
+        if db == OPLOG_DB {
+            return false;
+        }
+        self.is_active()
+            || (self.records_only.load(std::sync::atomic::Ordering::Relaxed)
+                && (SESSION.with(|c| c.borrow().is_some()) || JOIN.with(|j| j.borrow().is_some())))
     }
 
     fn commit(
@@ -682,6 +835,9 @@ impl OpObserver for Oplog {
         batch: WriteBatch,
         write: &mut dyn FnMut(WriteBatch) -> Result<(), StorageError>,
     ) -> Result<(), StorageError> {
+        if !self.is_active() && !is_records(&target) {
+            return self.commit_records_only(target, ops, batch, write);
+        }
         if is_records(&target) {
             // mongod derives these from the entries' session fields; a
             // retryable write's record joins the write's batch.

@@ -248,7 +248,9 @@ pub fn read_at(
     }
     let state = ctx.state;
     let repl = state.repl();
-    repl.require_initiated()?;
+    if !repl.is_mongos() {
+        repl.require_initiated()?;
+    }
     // Without a history (postgres): the present, as every read, and no
     // atClusterTime in the reply (drivers then send none).
     if at.is_none() && state.storage.engine().capabilities().blocking_io {

@@ -585,6 +585,13 @@ impl ServerStages for Handoff {
 
 /// Runs a change stream's `aggregate`: the first batch and its cursor.
 pub fn open(state: &Arc<ServerState>, mut open: Open) -> MongoResult<RawDocumentBuf> {
+    if state.repl().is_mongos() {
+        // A mongos over the postgres engine writes no oplog to read.
+        return Err(MongoError::location(
+            40573,
+            "The $changeStream stage is not supported on the postgres storage engine yet (it keeps no oplog); run with --replSet for change streams on one server",
+        ));
+    }
     if !state.repl().enabled() {
         return Err(MongoError::location(
             40573,

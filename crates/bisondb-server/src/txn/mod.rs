@@ -179,7 +179,7 @@ fn session_id(req: &CommandRequest<'_>) -> MongoResult<SessionId> {
     crate::sessions::parse_lsid(req.name, "lsid", RawBsonRef::Document(lsid))
 }
 
-/// Runs a command that carries a `txnNumber` (replica-set mode): a
+/// Runs a command that carries a `txnNumber` (replica-set or mongos mode): a
 /// retryable write executes each statement once; a statement of a
 /// transaction runs in it; anything else is refused as mongod refuses it.
 pub fn dispatch(
@@ -223,7 +223,7 @@ pub fn retries_on(code: i32) -> bool {
 }
 
 /// Adds `RetryableWriteError` to the reply of a retryable write (a command
-/// with a `txnNumber` and no `autocommit`, in replica-set mode) that failed,
+/// with a `txnNumber` and no `autocommit`, in replica-set or mongos mode) that failed,
 /// or got a write concern error, with a code drivers retry on; a reply that
 /// already has labels (a fail point's) keeps them.
 pub fn label_reply(
@@ -231,7 +231,7 @@ pub fn label_reply(
     body: &bson::RawDocument,
     reply: &mut RawDocumentBuf,
 ) {
-    if !state.repl().enabled() {
+    if !state.repl().takes_txn_numbers() {
         return;
     }
     add_topology_version(state, reply);
@@ -276,13 +276,28 @@ impl SessionState {
     /// Reads the session's `config.transactions` record the first time the
     /// session is used since start-up: its number is the latest, and what
     /// its statements did is unknown.
+    ///
+    /// A mongos reads it before every command: another server over the
+    /// store may have run a newer number (or this one's first attempt)
+    /// since, and only the store knows.
     fn load(&mut self, ctx: &Context<'_>, id: &SessionId) -> MongoResult<()> {
-        if !self.loaded {
-            self.loaded = true;
-            if let Some((n, last_op)) = retryable::stored_txn_number(ctx, id)? {
-                self.txn_number = Some(n);
-                self.last_op = last_op;
+        let mongos = ctx.state.repl().is_mongos();
+        if self.loaded && !mongos {
+            return Ok(());
+        }
+        self.loaded = true;
+        if let Some(stored) = retryable::stored_txn_number(ctx, id)? {
+            if self.txn_number.is_none_or(|cur| stored.txn_number > cur) {
+                self.txn_number = Some(stored.txn_number);
+                self.last_op = stored.last_op;
                 self.history_lost = true;
+                self.executed.clear();
+                if let Some(transaction::Phase::InProgress { store, .. }) = self.txn.take() {
+                    store.abort();
+                }
+                if stored.committed {
+                    self.txn = Some(transaction::Phase::Committed);
+                }
             }
         }
         Ok(())

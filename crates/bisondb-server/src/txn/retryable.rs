@@ -38,7 +38,9 @@ fn uuid_text(id: &[u8; 16]) -> String {
     bson::Uuid::from_bytes(*id).to_string()
 }
 
-/// Runs a retryable write; see the module documentation.
+/// Runs a retryable write; see the module documentation. (A mongos keeps
+/// what each statement did in the session's record rather than in oplog
+/// entries: `repl/oplog.rs`.)
 pub fn run(
     txn_number: i64,
     req: &CommandRequest<'_>,
@@ -72,7 +74,7 @@ pub fn run(
             }
             Some(cur) if txn_number == cur => {
                 if s.history_lost {
-                    if let Some(executed) = rebuild(ctx, req, txn_number, s.last_op)? {
+                    if let Some(executed) = rebuild(ctx, req, &id, txn_number, s.last_op)? {
                         s.executed = executed;
                         s.history_lost = false;
                     }
@@ -124,11 +126,14 @@ pub fn run(
     let reply = result?;
     if find_and_modify && wrote(&reply) {
         op.record(0, StmtOutcome::Reply(reply.clone()));
+        if ctx.state.repl().is_mongos() {
+            keep_reply(ctx, &id, txn_number, &reply);
+        }
     }
     // A statement that ran without an oplog entry (an update that changed
     // nothing): the record is written on its own.
     if session.state.lock().executed.len() > before && !scope.recorded {
-        write_record(ctx, &id, txn_number)?;
+        write_record(ctx, &id, txn_number, false)?;
     }
     Ok(reply)
 }
@@ -145,28 +150,147 @@ fn wrote(reply: &RawDocumentBuf) -> bool {
     }
 }
 
-/// The `txnNum` and `lastWriteOpTime` of the session's
-/// `config.transactions` record, if any.
-pub(super) fn stored_txn_number(
-    ctx: &Context<'_>,
-    id: &[u8; 16],
-) -> MongoResult<Option<(i64, Option<OpTime>)>> {
+/// Where a mongos's session record keeps a findAndModify's reply.
+const REPLY_FIELD: &str = "findAndModifyReply";
+
+/// A mongos keeps a findAndModify's reply in the session's record (which
+/// its write's batch wrote), as mongod keeps the document in
+/// `config.image_collection`, so a retry on another server returns it. It
+/// is written after the reply is known, so a server that dies in between
+/// leaves a retry 217 IncompleteTransactionHistory (never a second write);
+/// a reply too large to keep beside the record is left out the same way.
+fn keep_reply(ctx: &Context<'_>, id: &[u8; 16], txn_number: i64, reply: &RawDocumentBuf) {
+    let Some(coll) = ctx.state.storage.collection(TXN_DB, TXN_COLL) else {
+        return;
+    };
+    let Ok(key) = RawDocumentBuf::try_from(&record_key(id)) else {
+        return;
+    };
+    let kept = coll.modify(
+        RawBsonRef::Document(&key),
+        Durability::Buffered,
+        &mut |cur| {
+            let Some(cur) =
+                cur.filter(|c| crate::repl::oplog::record_txn_number(c) == Some(txn_number))
+            else {
+                return Ok(Modify::Keep);
+            };
+            let mut r = RawDocumentBuf::new();
+            for el in cur.iter() {
+                let (k, v) = el.map_err(crate::request::invalid_bson)?;
+                if k.as_str() != REPLY_FIELD {
+                    r.append(k, v);
+                }
+            }
+            r.append(bson::raw::cstr!("findAndModifyReply"), reply.clone());
+            Ok(Modify::Replace(r))
+        },
+    );
+    if let Err(e) = kept {
+        tracing::warn!(target: "COMMAND", error = %e.message, "the findAndModify reply was not kept for a retry");
+    }
+}
+
+/// What a session's `config.transactions` record says of its latest
+/// number.
+pub(super) struct Stored {
+    pub txn_number: i64,
+    pub last_op: Option<OpTime>,
+    /// The number was a transaction that committed (mongod's `state:
+    /// "committed"`).
+    pub committed: bool,
+}
+
+/// The session's `config.transactions` record's latest number, if any.
+pub(super) fn stored_txn_number(ctx: &Context<'_>, id: &[u8; 16]) -> MongoResult<Option<Stored>> {
+    let Some(d) = stored_record(ctx, id)? else {
+        return Ok(None);
+    };
+    let Some(txn_number) = crate::repl::oplog::record_txn_number(&d) else {
+        return Ok(None);
+    };
+    Ok(Some(Stored {
+        txn_number,
+        last_op: op_time(d.get("lastWriteOpTime").ok().flatten()),
+        committed: matches!(d.get("state"), Ok(Some(RawBsonRef::String("committed")))),
+    }))
+}
+
+/// The session's `config.transactions` record, if any.
+fn stored_record(ctx: &Context<'_>, id: &[u8; 16]) -> MongoResult<Option<RawDocumentBuf>> {
     let Some(coll) = ctx.state.storage.collection(TXN_DB, TXN_COLL) else {
         return Ok(None);
     };
     let key = RawDocumentBuf::try_from(&record_key(id)).map_err(crate::request::invalid_bson)?;
-    let Some(d) = coll
-        .get(RawBsonRef::Document(&key))
-        .map_err(MongoError::from)?
-    else {
+    coll.get(RawBsonRef::Document(&key))
+        .map_err(MongoError::from)
+}
+
+/// A mongos's [`rebuild`]: what the statements of `txn_number` did, from
+/// the `stmts` its record lists (`[stmtId, op]`, plus an upsert's `_id`;
+/// `[first, "I", n]` for a run of inserts; `repl/oplog.rs`) and, for a
+/// findAndModify, the reply kept beside them ([`keep_reply`]); `None` when
+/// the record is of another number or cannot answer this command.
+fn rebuild_from_record(
+    ctx: &Context<'_>,
+    req: &CommandRequest<'_>,
+    id: &[u8; 16],
+    txn_number: i64,
+) -> MongoResult<Option<HashMap<i32, StmtOutcome>>> {
+    let Some(record) = stored_record(ctx, id)? else {
         return Ok(None);
     };
-    let n = match d.get("txnNum") {
-        Ok(Some(RawBsonRef::Int64(n))) => n,
-        Ok(Some(RawBsonRef::Int32(n))) => i64::from(n),
-        _ => return Ok(None),
-    };
-    Ok(Some((n, op_time(d.get("lastWriteOpTime").ok().flatten()))))
+    if crate::repl::oplog::record_txn_number(&record) != Some(txn_number) {
+        return Ok(None);
+    }
+    if req.name.eq_ignore_ascii_case("findAndModify") {
+        return Ok(match record.get(REPLY_FIELD) {
+            Ok(Some(RawBsonRef::Document(r))) => {
+                Some(HashMap::from([(0, StmtOutcome::Reply(r.to_owned()))]))
+            }
+            _ => None,
+        });
+    }
+    let mut stmts: HashMap<i32, Vec<(char, Option<Bson>)>> = HashMap::new();
+    if let Ok(Some(RawBsonRef::Array(list))) = record.get("stmts") {
+        for e in list.into_iter().flatten() {
+            let RawBsonRef::Array(e) = e else {
+                return Ok(None);
+            };
+            let mut parts = e.into_iter().flatten();
+            let (Some(RawBsonRef::Int32(stmt)), Some(RawBsonRef::String(op))) =
+                (parts.next(), parts.next())
+            else {
+                return Ok(None);
+            };
+            let kind = match op {
+                "i" => 'i',
+                "u" => 'u',
+                "d" => 'd',
+                // Inserts of statements `stmt..stmt + n`.
+                "I" => {
+                    let Some(RawBsonRef::Int32(n)) = parts.next() else {
+                        return Ok(None);
+                    };
+                    for s in stmt..stmt.saturating_add(n) {
+                        stmts.entry(s).or_default().push(('i', None));
+                    }
+                    continue;
+                }
+                _ => return Ok(None),
+            };
+            let upserted = parts.next().and_then(|v| Bson::try_from(v).ok());
+            stmts.entry(stmt).or_default().push((kind, upserted));
+        }
+    }
+    let mut out = HashMap::new();
+    for (stmt, entries) in stmts {
+        match outcome(req, stmt, &entries) {
+            Some(o) => out.insert(stmt, o),
+            None => return Ok(None),
+        };
+    }
+    Ok(Some(out))
 }
 
 /// An optime document `{ts, t}`.
@@ -190,12 +314,18 @@ const MAX_CHAIN: usize = 1_000_000;
 /// entries from `last` (the session record's `lastWriteOpTime`) through
 /// their `prevOpTime`s, for the command `req` retries; `None` when that
 /// history is incomplete or cannot answer this command.
+/// A mongos reads them from the session's record instead
+/// ([`rebuild_from_record`]).
 fn rebuild(
     ctx: &Context<'_>,
     req: &CommandRequest<'_>,
+    id: &[u8; 16],
     txn_number: i64,
     last: Option<OpTime>,
 ) -> MongoResult<Option<HashMap<i32, StmtOutcome>>> {
+    if ctx.state.repl().is_mongos() {
+        return rebuild_from_record(ctx, req, id, txn_number);
+    }
     let Some(mut at) = last else {
         return Ok(None);
     };
@@ -288,29 +418,47 @@ fn outcome(
     }
 }
 
-/// Writes the session's `config.transactions` record for `txn_number`.
-pub(super) fn write_record(ctx: &Context<'_>, id: &[u8; 16], txn_number: i64) -> MongoResult<()> {
+/// Writes the session's `config.transactions` record for `txn_number`
+/// (with mongod's `state: "committed"` for a committed transaction, so a
+/// retried `commitTransaction` succeeds after a restart or on another
+/// server over the store).
+pub(super) fn write_record(
+    ctx: &Context<'_>,
+    id: &[u8; 16],
+    txn_number: i64,
+    committed: bool,
+) -> MongoResult<()> {
     let coll = ctx
         .state
         .storage
         .get_or_create_collection(TXN_DB, TXN_COLL)
         .map_err(MongoError::from)?;
     let repl = ctx.state.repl();
-    let record = doc! {
+    let mut record = doc! {
         "_id": record_key(id),
         "txnNum": txn_number,
         "lastWriteOpTime": {"ts": repl.clock().now(), "t": repl.term()},
         "lastWriteDate": bson::DateTime::now(),
     };
+    if committed {
+        record.insert("state", "committed");
+    }
     let raw = RawDocumentBuf::try_from(&record).map_err(crate::request::invalid_bson)?;
     let key = RawDocumentBuf::try_from(&record_key(id)).map_err(crate::request::invalid_bson)?;
     coll.modify(
         RawBsonRef::Document(&key),
         Durability::Buffered,
         &mut |cur| {
+            // A mongos's record keeps the statements of its number
+            // (`repl/oplog.rs`).
+            let kept = crate::repl::oplog::stmts_with(cur, txn_number, &bson::RawArrayBuf::new());
+            let mut raw = raw.clone();
+            if !kept.is_empty() {
+                raw.append(bson::raw::cstr!("stmts"), kept);
+            }
             Ok(match cur {
-                Some(_) => Modify::Replace(raw.clone()),
-                None => Modify::Insert(raw.clone()),
+                Some(_) => Modify::Replace(raw),
+                None => Modify::Insert(raw),
             })
         },
     )?;

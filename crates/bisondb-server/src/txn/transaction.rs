@@ -167,6 +167,8 @@ pub fn run(
             let committing = req.name == "commitTransaction";
             // The command parses its body (unknown fields are its errors).
             run(req, ctx)?;
+            // Asked before the commit, which empties what it wrote.
+            let wrote = store_wrote(&store);
             let outcome = if committing {
                 let lsid = super::record_key(&id);
                 let oplog = ctx.state.repl().oplog().clone();
@@ -205,8 +207,8 @@ pub fn run(
             });
             drop(s);
             outcome?;
-            if committing && store_wrote(&store) {
-                super::retryable::write_record(ctx, &id, txn_number)?;
+            if committing && wrote {
+                super::retryable::write_record(ctx, &id, txn_number, true)?;
             }
             crate::reply::ok(bson::doc! {})
         }

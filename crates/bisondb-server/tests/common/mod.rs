@@ -173,6 +173,27 @@ pub async fn start() -> TestServer {
     start_with(|_| {}).await
 }
 
+/// Starts a standalone server: on the suite's engine, unless that is
+/// `postgres`, whose server answers as a mongos (`mongos.rs`); then in
+/// memory. For the tests of what only a standalone does.
+pub async fn start_standalone() -> TestServer {
+    start_with(|c| {
+        if c.storage_engine == "postgres" {
+            c.storage_engine = "inMemory".into();
+        }
+    })
+    .await
+}
+
+/// `reply` without the `$clusterTime` and `operationTime` every reply of a
+/// mongos (the `postgres` engine) or replica-set member carries, for tests
+/// that compare a command's whole reply on any engine.
+pub fn without_cluster_time(mut reply: Document) -> Document {
+    reply.remove("$clusterTime");
+    reply.remove("operationTime");
+    reply
+}
+
 /// [`start`] with the test configuration changed by `edit` first (e.g.
 /// `|c| c.enable_test_commands = true`).
 pub async fn start_with(edit: impl FnOnce(&mut ServerConfig)) -> TestServer {
