@@ -3,6 +3,7 @@
 //! others' collections and indexes at its next command, two servers racing
 //! the same `_id` or unique key let exactly one insert win (the other gets
 //! 11000), and counts stay exact under concurrent writers on every server.
+//! A capped collection written through one server works as on one server.
 //! Gated on a private PostgreSQL cluster like `postgres.rs`.
 
 use bisondb_postgres::testing::TestCluster;
@@ -189,20 +190,36 @@ async fn servers_over_one_store_share_the_catalog_unique_keys_and_counts() {
         .unwrap_or_else(|e| panic!("{e}"));
     assert_counts(&clients, 2).await;
 
-    // Capped collections keep one process's sequence: refused, saying why.
-    let capped = clients[0]
-        .database("shop")
-        .create_collection("ring")
+    // A capped collection keeps its sequence in the server that writes it:
+    // written through one server, it keeps insertion order, and the others
+    // see it.
+    let shop = clients[0].database("shop");
+    shop.create_collection("ring")
         .capped(true)
         .size(4096)
-        .await;
-    let e = capped
-        .err()
-        .unwrap_or_else(|| panic!("a capped collection on a shared store"));
-    assert!(
-        e.to_string().contains("several servers share the store"),
-        "{e}"
-    );
+        .max(3)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let ring = shop.collection::<Document>("ring");
+    for i in [5, 1, 4, 2] {
+        ring.insert_one(doc! {"_id": i})
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+    let mut cursor = clients[1]
+        .database("shop")
+        .collection::<Document>("ring")
+        .find(doc! {})
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let mut order = Vec::new();
+    while cursor.advance().await.unwrap_or_else(|e| panic!("{e}")) {
+        let d = cursor
+            .deserialize_current()
+            .unwrap_or_else(|e| panic!("{e}"));
+        order.push(d.get_i32("_id").unwrap_or_else(|e| panic!("{e}")));
+    }
+    assert_eq!(order, vec![1, 4, 2]);
 
     drop(clients);
     for server in servers {

@@ -26,8 +26,18 @@ use bisondb_engine::{Durability, Engine, WriteBatch};
 /// Catalog format version written in the meta record.
 const FORMAT_VERSION: i32 = 1;
 
-/// The database of what a server keeps for itself (see `Storage::server_for`).
+/// The database of what a server keeps for itself (see [`single_server`]).
 const LOCAL_DB: &str = "local";
+
+/// Collections written as on a store of one server even when the store is
+/// shared: those of `local`, which holds what a server keeps for itself (a
+/// replica set's oplog: replica-set mode keeps to one server per store),
+/// and capped collections, whose record-id sequence and evictions live in
+/// the process that writes them. Each must be written through one server
+/// only; nothing enforces it yet.
+fn single_server(db: &str, capped: bool) -> bool {
+    db == LOCAL_DB || capped
+}
 
 /// How many keys one cleanup batch deletes when a collection is dropped.
 const DROP_CHUNK: usize = 4096;
@@ -199,7 +209,11 @@ impl Storage {
         )?;
         for (_, value) in entries {
             let (db, name, mut state, index_records) = parse_entry(&value)?;
-            state.server = if db == LOCAL_DB { 0 } else { server };
+            state.server = if single_server(&db, state.capped.is_some()) {
+                0
+            } else {
+                server
+            };
             let mut list = Vec::with_capacity(index_records.len());
             for (ix_id, spec, prepare_unique) in index_records {
                 let multikey = snap.get(&index::multikey_key(state.id, ix_id))?.is_some();
@@ -320,13 +334,11 @@ impl Storage {
         Ok(())
     }
 
-    /// The server id a collection of `db` writes as: this server's on a
-    /// shared store, except in `local`, which holds what a server keeps
-    /// for itself (a replica set's oplog, a capped collection), written as
-    /// on a store of one server: replica-set mode keeps to one server per
-    /// store.
-    fn server_for(&self, db: &str) -> u64 {
-        if db == LOCAL_DB {
+    /// The server id a collection writes as: this server's on a shared
+    /// store, except for collections written as on a store of one server
+    /// (see [`single_server`]).
+    fn server_for(&self, db: &str, capped: bool) -> u64 {
+        if single_server(db, capped) {
             0
         } else {
             self.inner.server
@@ -396,7 +408,7 @@ impl Storage {
         let mut map: BTreeMap<Key, Arc<CollState>> = BTreeMap::new();
         for (_, value) in entries {
             let (db, name, mut fresh, index_records) = parse_entry(&value)?;
-            fresh.server = self.server_for(&db);
+            fresh.server = self.server_for(&db, fresh.capped.is_some());
             let key = (db, name);
             let options = fresh.options.read().clone();
             let kept = old.get(&key).filter(|s| s.id == fresh.id).cloned();
@@ -581,9 +593,7 @@ impl Storage {
             .checked_add(1)
             .ok_or_else(|| StorageError::internal("collection ids exhausted"))?;
         let capped = CappedState::from_options(&options);
-        if capped.is_some() && self.server_for(db) != 0 {
-            return Err(crate::store::shared_capped(&format!("{db}.{name}")));
-        }
+        let server = self.server_for(db, capped.is_some());
         // mongod's ordinary collections keep insertion order; clustered ones
         // (time-series buckets among them) and capped ones stay by `_id`.
         let records = (capped.is_none()
@@ -605,7 +615,7 @@ impl Storage {
             capped,
             records,
             id_usage: crate::index::IndexUsage::new(),
-            server: self.server_for(db),
+            server,
             own_stats: Mutex::new(layout::StatsRecord::default()),
         };
         let mut batch = WriteBatch::new();

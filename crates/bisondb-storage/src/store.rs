@@ -316,9 +316,6 @@ impl Collection {
             return Ok(view);
         }
         if let Some(w) = (self.state.server != 0).then(shared::current).flatten() {
-            if self.state.capped.is_some() {
-                return Err(shared_capped(&self.ns));
-            }
             // Other servers change the stats: read them in the write's own
             // snapshot, so the change it makes is computed against them.
             let view = w.view();
@@ -385,10 +382,6 @@ impl Collection {
         let mut out = InsertOutcome::default();
         let in_txn = txn::current().is_some();
         if let Some(capped) = self.state.capped.as_ref().filter(|_| !in_txn) {
-            if self.state.server != 0 {
-                out.errors = vec![(0, shared_capped(&self.ns))];
-                return out;
-            }
             return self.insert_capped_locked(capped, docs, ordered);
         }
         let ready = self
@@ -1396,18 +1389,6 @@ pub(crate) fn load_stats(
     }
     publish(state, &record, &indexes);
     Ok((!known).then_some(record))
-}
-
-/// Capped collections keep one record-id sequence and evict in one
-/// process: not shared between servers yet.
-pub(crate) fn shared_capped(ns: &str) -> StorageError {
-    StorageError::Mongo(MongoError::new(
-        ErrorCode::IllegalOperation,
-        format!(
-            "{ns} is a capped collection: capped collections are not supported when several \
-             servers share the store (the postgres storage engine)"
-        ),
-    ))
 }
 
 fn decode_doc(bytes: Vec<u8>) -> Result<RawDocumentBuf, StorageError> {
