@@ -144,11 +144,7 @@ impl Transaction for PgTransaction {
                     Err(map_error(&e, "writing a batch"))
                 }
             };
-            if let Ok(conn) = Arc::try_unwrap(conn) {
-                if conn.is_closed() {
-                    drop(Object::take(conn));
-                }
-            }
+            release(conn);
             outcome
         })
     }
@@ -192,14 +188,20 @@ impl Transaction for PgTransaction {
                 }
             };
             // The transaction is over either way (a failed COMMIT rolls
-            // back); a lost connection is not handed out again.
-            if let Ok(conn) = Arc::try_unwrap(conn) {
-                if conn.is_closed() {
-                    drop(Object::take(conn));
-                }
-            }
+            // back).
+            release(conn);
             outcome
         })
+    }
+}
+
+/// Gives the connection of an ended transaction back to the pool, or drops
+/// it when it was lost (it is not handed out again).
+fn release(conn: Arc<Object>) {
+    if let Ok(conn) = Arc::try_unwrap(conn) {
+        if conn.is_closed() {
+            drop(Object::take(conn));
+        }
     }
 }
 

@@ -71,18 +71,7 @@ async fn a_server_on_postgres_serves_and_hands_its_store_on() {
     let coll = client
         .database("shop")
         .collection::<bson::Document>("items");
-    coll.create_index(
-        mongodb::IndexModel::builder()
-            .keys(doc! {"sku": 1})
-            .options(
-                mongodb::options::IndexOptions::builder()
-                    .unique(true)
-                    .build(),
-            )
-            .build(),
-    )
-    .await
-    .unwrap_or_else(|e| panic!("{e}"));
+    create_unique(&coll, "sku").await;
     let docs: Vec<_> = (0..300)
         .map(|i| doc! {"_id": i, "sku": format!("s{i}")})
         .collect();
@@ -147,6 +136,22 @@ async fn a_server_on_postgres_serves_and_hands_its_store_on() {
     next.shutdown();
     drop(client);
     next.wait().await;
+}
+
+/// Creates a unique index on `field` of `coll`.
+pub(crate) async fn create_unique(coll: &mongodb::Collection<bson::Document>, field: &str) {
+    coll.create_index(
+        mongodb::IndexModel::builder()
+            .keys(doc! {field: 1})
+            .options(
+                mongodb::options::IndexOptions::builder()
+                    .unique(true)
+                    .build(),
+            )
+            .build(),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
 }
 
 /// Ends every other backend of `cluster`, as a failover or an administrator's

@@ -12,7 +12,7 @@ use bson::{doc, Document};
 use mongodb::{Client, Collection};
 
 use crate::common::error_code;
-use crate::postgres::start;
+use crate::postgres::{create_unique, start};
 
 const SERVERS: usize = 3;
 
@@ -82,19 +82,7 @@ async fn servers_over_one_store_share_the_catalog_unique_keys_and_counts() {
     for client in &clients {
         assert_eq!(names(client).await, vec!["items".to_string()]);
     }
-    items(&clients[1])
-        .create_index(
-            mongodb::IndexModel::builder()
-                .keys(doc! {"sku": 1})
-                .options(
-                    mongodb::options::IndexOptions::builder()
-                        .unique(true)
-                        .build(),
-                )
-                .build(),
-        )
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
+    create_unique(&items(&clients[1]), "sku").await;
     let dup = items(&clients[2])
         .insert_one(doc! {"_id": -2, "sku": "first"})
         .await;

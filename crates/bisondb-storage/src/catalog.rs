@@ -200,13 +200,7 @@ impl Storage {
         };
         let mut collections = BTreeMap::new();
         let mut migrated = WriteBatch::new();
-        let (start, end) = (layout::entry_prefix(), layout::pending_drop_prefix());
-        let entries = snap.scan(
-            Bound::Included(&start),
-            Bound::Excluded(&end),
-            false,
-            usize::MAX,
-        )?;
+        let entries = catalog_entries(snap.as_ref())?;
         for (_, value) in entries {
             let (db, name, mut state, index_records) = parse_entry(&value)?;
             state.server = if single_server(&db, state.capped.is_some()) {
@@ -239,6 +233,7 @@ impl Storage {
         if !migrated.is_empty() {
             engine.write(migrated, Durability::Buffered)?;
         }
+        let end = layout::pending_drop_prefix();
         let pending_end = bisondb_engine::prefix_successor(&end);
         let pending = snap.scan(
             Bound::Included(&end),
@@ -397,13 +392,7 @@ impl Storage {
         if let Some(bytes) = snap.get(&layout::meta_key())? {
             *next_id = (*next_id).max(parse_meta(&bytes)?);
         }
-        let (start, end) = (layout::entry_prefix(), layout::pending_drop_prefix());
-        let entries = snap.scan(
-            Bound::Included(&start),
-            Bound::Excluded(&end),
-            false,
-            usize::MAX,
-        )?;
+        let entries = catalog_entries(snap)?;
         let old = self.inner.collections.read().clone();
         let mut map: BTreeMap<Key, Arc<CollState>> = BTreeMap::new();
         for (_, value) in entries {
@@ -1297,6 +1286,19 @@ fn mark_dropped(batch: &mut WriteBatch, id: u64) {
 
 /// Deletes every document and the stats of collection `id`, then its pending-drop
 /// marker, in bounded batches (a crash midway is finished by the next `open`).
+/// Every catalog entry `snap` holds.
+fn catalog_entries(
+    snap: &dyn bisondb_engine::Snapshot,
+) -> Result<Vec<bisondb_engine::KeyValue>, StorageError> {
+    let (start, end) = (layout::entry_prefix(), layout::pending_drop_prefix());
+    Ok(snap.scan(
+        Bound::Included(&start),
+        Bound::Excluded(&end),
+        false,
+        usize::MAX,
+    )?)
+}
+
 fn purge_collection_keys(engine: &dyn Engine, id: u64) -> Result<(), StorageError> {
     purge_range(engine, layout::doc_range(id))?;
     for range in index::collection_ranges(id) {
