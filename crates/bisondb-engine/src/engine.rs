@@ -116,6 +116,13 @@ pub struct Capabilities {
     /// be taken again later. Without it `snapshot_at` fails with
     /// [`EngineError::Unsupported`].
     pub snapshot_at: bool,
+    /// Other processes may write the same store at the same time (several
+    /// servers over one network store). The layers above then keep nothing
+    /// cached that another process could make stale: they read the catalog's
+    /// version per command, write through transactions whose conflicts the
+    /// store detects, and allocate ids from the store. Engines owned by one
+    /// process say `false` and pay for none of it.
+    pub shared: bool,
 }
 
 /// A position in an engine's sequence of commits: a snapshot at a commit

@@ -68,6 +68,7 @@ impl MemoryEngine {
         persistent: false,
         blocking_io: false,
         snapshot_at: true,
+        shared: false,
     };
 
     /// An empty engine.

@@ -77,6 +77,26 @@ pub trait Transaction: Send {
             "this engine's transactions cannot commit writes outside the transaction".into(),
         ))
     }
+
+    /// Writes every operation of `batch` inside the transaction, checked as
+    /// its own writes are (a key another transaction holds, or changed by a
+    /// commit after this transaction's snapshot, is
+    /// [`EngineError::WriteConflict`], applying nothing), then commits. A
+    /// whole batch at once: an engine over a network store sends it in one
+    /// round trip rather than one per key (the default writes key by key).
+    fn commit_batch(
+        mut self: Box<Self>,
+        batch: WriteBatch,
+        durability: Durability,
+    ) -> Result<(), EngineError> {
+        for op in batch.into_ops() {
+            match op {
+                crate::engine::BatchOp::Put(k, v) => self.put(k, v)?,
+                crate::engine::BatchOp::Delete(k) => self.delete(k)?,
+            }
+        }
+        self.commit(durability)
+    }
 }
 
 /// What [`LocalTransactions`] needs from an engine: its snapshots and its

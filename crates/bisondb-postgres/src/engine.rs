@@ -31,11 +31,13 @@ pub const ENGINE_NAME: &str = "postgres";
 pub const FORMAT_VERSION: &str = "1";
 
 /// Persistent; every call is a round trip to the store; no reads at an
-/// earlier commit point (the store's snapshots are its transactions').
+/// earlier commit point (the store's snapshots are its transactions');
+/// shared by every server pointed at the same database and schema.
 pub const CAPABILITIES: Capabilities = Capabilities {
     persistent: true,
     blocking_io: true,
     snapshot_at: false,
+    shared: true,
 };
 
 /// The most rows one scan statement returns: a long range is read page by

@@ -69,6 +69,38 @@ fn two_engines_share_one_store() {
     assert_eq!(seen, Ok(Some(b"1".to_vec())));
 }
 
+/// Two servers that both read a key absent and then commit a batch setting
+/// it: the store lets exactly one commit (the other is WriteConflict,
+/// applying nothing of its batch), whether the winner committed before the
+/// loser wrote or still held the row.
+#[test]
+fn racing_batches_through_transactions_let_one_win() {
+    let Some(cluster) = TestCluster::shared() else {
+        return;
+    };
+    let uri = cluster.fresh_schema_uri();
+    let open = || PostgresEngine::open(&uri, 4).unwrap_or_else(|e| panic!("open: {e}"));
+    let (a, b) = (open(), open());
+    let batch = |v: &[u8]| {
+        let mut batch = WriteBatch::new();
+        batch.put(b"new".to_vec(), v.to_vec());
+        batch.put(b"other".to_vec(), v.to_vec());
+        batch
+    };
+    let first = a.begin().unwrap_or_else(|e| panic!("{e}"));
+    let second = b.begin().unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(first.get(b"new").ok(), Some(None));
+    assert_eq!(second.get(b"new").ok(), Some(None));
+    assert!(first.commit_batch(batch(b"a"), Durability::Sync).is_ok());
+    assert!(matches!(
+        second.commit_batch(batch(b"b"), Durability::Sync),
+        Err(EngineError::WriteConflict(_))
+    ));
+    let snap = b.snapshot().unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(snap.get(b"new"), Ok(Some(b"a".to_vec())));
+    assert_eq!(snap.get(b"other"), Ok(Some(b"a".to_vec())));
+}
+
 /// A server takes its store alone: a second one is refused with a message
 /// naming the cause, and the store is free again once the first is gone.
 #[test]

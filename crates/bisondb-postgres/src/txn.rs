@@ -119,6 +119,36 @@ impl Transaction for PgTransaction {
         self.commit_with(WriteBatch::default(), durability)
     }
 
+    /// The batch goes into the store's transaction as two array statements
+    /// (no savepoint: a failure ends the transaction, applying nothing), so
+    /// the store checks its keys as it checks the transaction's own writes:
+    /// a row another transaction holds waits `lock_timeout`, a row changed
+    /// or inserted by a commit after the snapshot is a serialization
+    /// failure, both WriteConflict.
+    fn commit_batch(
+        mut self: Box<Self>,
+        batch: WriteBatch,
+        _durability: Durability,
+    ) -> Result<(), EngineError> {
+        let conn = self.conn()?;
+        self.conn = None;
+        let (keys, values, gone) = final_state(batch);
+        self.shared.run(async move {
+            let outcome = match apply_in_transaction(&conn, &keys, &values, &gone).await {
+                Ok(()) => conn
+                    .batch_execute("COMMIT")
+                    .await
+                    .map_err(|e| map_error(&e, "committing a write")),
+                Err(e) => {
+                    let _ = conn.batch_execute("ROLLBACK").await;
+                    Err(map_error(&e, "writing a batch"))
+                }
+            };
+            release(conn);
+            outcome
+        })
+    }
+
     /// The unchecked writes (a collection's count record) go into the
     /// store's transaction before its `COMMIT`, under a savepoint, so they
     /// normally apply with it or not at all. The store checks every write of
@@ -158,18 +188,24 @@ impl Transaction for PgTransaction {
                 }
             };
             // The transaction is over either way (a failed COMMIT rolls
-            // back); a lost connection is not handed out again.
-            if let Ok(conn) = Arc::try_unwrap(conn) {
-                if conn.is_closed() {
-                    drop(Object::take(conn));
-                }
-            }
+            // back).
+            release(conn);
             outcome
         });
         if let Err(e) = &committed {
             self.shared.write_failed(e);
         }
         committed
+    }
+}
+
+/// Gives the connection of an ended transaction back to the pool, or drops
+/// it when it was lost (it is not handed out again).
+fn release(conn: Arc<Object>) {
+    if let Ok(conn) = Arc::try_unwrap(conn) {
+        if conn.is_closed() {
+            drop(Object::take(conn));
+        }
     }
 }
 

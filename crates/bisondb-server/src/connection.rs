@@ -609,6 +609,9 @@ fn dispatch_command(
             if writes {
                 crate::repl::check_write(state, &req.db, req.body)?;
             }
+            // Other servers sharing the store may have changed the catalog
+            // (a no-op unless the engine is shared).
+            state.storage.refresh_catalog()?;
             crate::repl::cluster_time::before_command(&mut ctx, req.body)?;
             let _member = crate::repl::member_scope(state);
             // A write waits here while `fsync` holds the lock (`fsync_lock.rs`).

@@ -40,6 +40,11 @@ pub fn run_once(state: &ServerState) -> MongoResult<u64> {
 
 fn expire_all(state: &ServerState) -> MongoResult<u64> {
     let storage = &state.storage;
+    // On a store shared by several servers each runs the monitor: its
+    // deletes are checked by the store, so two monitors removing the same
+    // document delete it once (the other finds it gone). It first sees the
+    // TTL indexes other servers made.
+    storage.refresh_catalog()?;
     let mut deleted = 0u64;
     let now = bson::DateTime::now().timestamp_millis();
     for db in storage.list_databases() {

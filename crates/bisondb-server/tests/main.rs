@@ -63,6 +63,7 @@ mod repl_set;
 mod retryable_writes;
 mod robustness;
 mod sessions;
+mod shared_store;
 mod signed_cluster_time;
 mod snapshot_reads;
 mod spill;

@@ -3,7 +3,7 @@
 //! in CI): it serves through the driver, names its engine in `buildInfo` and
 //! `serverStatus`, keeps unique indexes, hands the store to the next server
 //! once stopped (a collection and index created by one are used by the next),
-//! and refuses a second server on the same store while the first runs.
+//! and lets a second server serve the same store while the first runs.
 
 use bisondb_postgres::testing::TestCluster;
 use bisondb_server::{PostgresConfig, RunningServer, Server, ServerConfig};
@@ -12,7 +12,7 @@ use mongodb::Client;
 
 use crate::common::{error_code, tcp_uri};
 
-fn postgres_config(dir: &std::path::Path, uri: &str) -> ServerConfig {
+pub(crate) fn postgres_config(dir: &std::path::Path, uri: &str) -> ServerConfig {
     ServerConfig {
         port: 0,
         bind_ip: vec!["127.0.0.1".into()],
@@ -28,7 +28,7 @@ fn postgres_config(dir: &std::path::Path, uri: &str) -> ServerConfig {
     }
 }
 
-async fn start(dir: &std::path::Path, uri: &str) -> (RunningServer, Client) {
+pub(crate) async fn start(dir: &std::path::Path, uri: &str) -> (RunningServer, Client) {
     let server = Server::start(postgres_config(dir, uri))
         .await
         .unwrap_or_else(|e| panic!("postgres server: {} ({:?})", e.message, e.code));
@@ -71,18 +71,7 @@ async fn a_server_on_postgres_serves_and_hands_its_store_on() {
     let coll = client
         .database("shop")
         .collection::<bson::Document>("items");
-    coll.create_index(
-        mongodb::IndexModel::builder()
-            .keys(doc! {"sku": 1})
-            .options(
-                mongodb::options::IndexOptions::builder()
-                    .unique(true)
-                    .build(),
-            )
-            .build(),
-    )
-    .await
-    .unwrap_or_else(|e| panic!("{e}"));
+    create_unique(&coll, "sku").await;
     let docs: Vec<_> = (0..300)
         .map(|i| doc! {"_id": i, "sku": format!("s{i}")})
         .collect();
@@ -105,16 +94,17 @@ async fn a_server_on_postgres_serves_and_hands_its_store_on() {
     assert_eq!(seen, 300 - 1, "every sku but s0");
     assert_eq!(coll.count_documents(doc! {}).await.ok(), Some(300));
 
-    // A second server on the same store is refused while this one runs.
+    // A second server on the same store serves it while this one runs
+    // (`shared_store.rs` tests what they share).
     let other = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    match Server::start(postgres_config(other.path(), &uri)).await {
-        Ok(_) => panic!("two servers took one store"),
-        Err(e) => assert!(
-            e.message.contains("another BisonDB server"),
-            "{}",
-            e.message
-        ),
-    }
+    let (second, second_client) = start(other.path(), &uri).await;
+    let seen = second_client
+        .database("shop")
+        .collection::<bson::Document>("items");
+    assert_eq!(seen.count_documents(doc! {}).await.ok(), Some(300));
+    second.shutdown();
+    drop(second_client);
+    second.wait().await;
 
     server.shutdown();
     drop(client);
@@ -146,6 +136,22 @@ async fn a_server_on_postgres_serves_and_hands_its_store_on() {
     next.shutdown();
     drop(client);
     next.wait().await;
+}
+
+/// Creates a unique index on `field` of `coll`.
+pub(crate) async fn create_unique(coll: &mongodb::Collection<bson::Document>, field: &str) {
+    coll.create_index(
+        mongodb::IndexModel::builder()
+            .keys(doc! {field: 1})
+            .options(
+                mongodb::options::IndexOptions::builder()
+                    .unique(true)
+                    .build(),
+            )
+            .build(),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
 }
 
 /// Ends every other backend of `cluster`, as a failover or an administrator's

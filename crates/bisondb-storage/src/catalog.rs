@@ -26,6 +26,19 @@ use bisondb_engine::{Durability, Engine, WriteBatch};
 /// Catalog format version written in the meta record.
 const FORMAT_VERSION: i32 = 1;
 
+/// The database of what a server keeps for itself (see [`single_server`]).
+const LOCAL_DB: &str = "local";
+
+/// Collections written as on a store of one server even when the store is
+/// shared: those of `local`, which holds what a server keeps for itself (a
+/// replica set's oplog: replica-set mode keeps to one server per store),
+/// and capped collections, whose record-id sequence and evictions live in
+/// the process that writes them. Each must be written through one server
+/// only; nothing enforces it yet.
+fn single_server(db: &str, capped: bool) -> bool {
+    db == LOCAL_DB || capped
+}
+
 /// How many keys one cleanup batch deletes when a collection is dropped.
 const DROP_CHUNK: usize = 4096;
 
@@ -123,6 +136,11 @@ pub(crate) struct CollState {
     pub(crate) records: Option<crate::store::RecordIds>,
     /// `$indexStats`' counter of the `_id` index (the documents' own order).
     pub(crate) id_usage: crate::index::IndexUsage,
+    /// On a shared store, this server's id (`0`: the store is not shared).
+    pub(crate) server: u64,
+    /// On a shared store, this server's record of the changes its writes
+    /// made to the stats (`store/shared.rs`), under `write_lock`.
+    pub(crate) own_stats: Mutex<layout::StatsRecord>,
 }
 
 type Key = (String, String);
@@ -134,6 +152,10 @@ struct Inner {
     ddl: Mutex<u64>,
     /// Records each write in its batch, once installed (`crate::observer`).
     observer: std::sync::OnceLock<Arc<dyn crate::observer::OpObserver>>,
+    /// On a shared store, this server's id (`0`: the store is not shared).
+    server: u64,
+    /// On a shared store, the catalog version the map above was read at.
+    version: AtomicU64,
 }
 
 /// A handle on the whole store; cheap to clone and shareable across threads.
@@ -156,23 +178,36 @@ impl Storage {
     ///
     /// Counts and per-collection locks live in the returned handle, so only one
     /// `Storage` may write to an engine at a time; clone the handle to share it.
+    /// An engine that says [`Capabilities::shared`] is the exception: each
+    /// `Storage` over it (each server) takes a server id from the store and
+    /// keeps nothing another could make stale (`store/shared.rs`).
+    ///
+    /// [`Capabilities::shared`]: bisondb_engine::Capabilities::shared
     pub fn open(engine: Arc<dyn Engine>) -> Result<Storage, StorageError> {
+        let server = if engine.capabilities().shared {
+            crate::store::shared::take_server_id(engine.as_ref())?
+        } else {
+            0
+        };
         let snap = engine.snapshot()?;
+        let version = match snap.get(&layout::version_key())? {
+            Some(v) if server != 0 => layout::decode_u64(&v)?,
+            _ => 0,
+        };
         let mut next_id = match snap.get(&layout::meta_key())? {
             Some(bytes) => parse_meta(&bytes)?,
             None => 1,
         };
         let mut collections = BTreeMap::new();
         let mut migrated = WriteBatch::new();
-        let (start, end) = (layout::entry_prefix(), layout::pending_drop_prefix());
-        let entries = snap.scan(
-            Bound::Included(&start),
-            Bound::Excluded(&end),
-            false,
-            usize::MAX,
-        )?;
+        let entries = catalog_entries(snap.as_ref())?;
         for (_, value) in entries {
-            let (db, name, state, index_records) = parse_entry(&value)?;
+            let (db, name, mut state, index_records) = parse_entry(&value)?;
+            state.server = if single_server(&db, state.capped.is_some()) {
+                0
+            } else {
+                server
+            };
             let mut list = Vec::with_capacity(index_records.len());
             for (ix_id, spec, prepare_unique) in index_records {
                 let multikey = snap.get(&index::multikey_key(state.id, ix_id))?.is_some();
@@ -198,6 +233,7 @@ impl Storage {
         if !migrated.is_empty() {
             engine.write(migrated, Durability::Buffered)?;
         }
+        let end = layout::pending_drop_prefix();
         let pending_end = bisondb_engine::prefix_successor(&end);
         let pending = snap.scan(
             Bound::Included(&end),
@@ -223,6 +259,8 @@ impl Storage {
                 collections: RwLock::new(collections),
                 ddl: Mutex::new(next_id),
                 observer: std::sync::OnceLock::new(),
+                server,
+                version: AtomicU64::new(version),
             }),
         })
     }
@@ -257,12 +295,151 @@ impl Storage {
                     o: &o,
                     o2: o2.as_ref(),
                 };
-                observer.commit(target, &[op], batch, &mut |b| {
-                    Ok(self.inner.engine.write(b, Durability::Buffered)?)
-                })
+                observer.commit(target, &[op], batch, &mut |b| self.commit_catalog(b))
             }
-            _ => Ok(self.inner.engine.write(batch, Durability::Buffered)?),
+            _ => self.commit_catalog(batch),
         }
+    }
+
+    /// Writes a catalog change. On a shared store it bumps the catalog's
+    /// version in the same transaction, which fails with WriteConflict,
+    /// applying nothing, when another server changed the catalog since this
+    /// one read it (the client runs the command again, which then starts
+    /// from the other server's change).
+    fn commit_catalog(&self, mut batch: WriteBatch) -> Result<(), StorageError> {
+        if self.inner.server == 0 {
+            return Ok(self.inner.engine.write(batch, Durability::Buffered)?);
+        }
+        let txn = self.inner.engine.begin()?;
+        let stored = match txn.get(&layout::version_key())? {
+            Some(v) => layout::decode_u64(&v)?,
+            None => 0,
+        };
+        if stored != self.inner.version.load(Ordering::Acquire) {
+            return Err(bisondb_engine::EngineError::write_conflict(
+                "the catalog was changed by another server sharing the store; run the \
+                 command again",
+            )
+            .into());
+        }
+        let next = stored.saturating_add(1);
+        batch.put(layout::version_key(), next.to_be_bytes().to_vec());
+        txn.commit_batch(batch, Durability::Buffered)?;
+        self.inner.version.store(next, Ordering::Release);
+        Ok(())
+    }
+
+    /// The server id a collection writes as: this server's on a shared
+    /// store, except for collections written as on a store of one server
+    /// (see [`single_server`]).
+    fn server_for(&self, db: &str, capped: bool) -> u64 {
+        if single_server(db, capped) {
+            0
+        } else {
+            self.inner.server
+        }
+    }
+
+    /// Whether other servers share this store ([`Capabilities::shared`]):
+    /// then [`Storage::refresh_catalog`] runs before each command.
+    ///
+    /// [`Capabilities::shared`]: bisondb_engine::Capabilities::shared
+    pub fn is_shared(&self) -> bool {
+        self.inner.server != 0
+    }
+
+    /// On a shared store, makes the catalog current: one read of its version
+    /// and, when another server changed it, a new read of every entry
+    /// (collections created, dropped or renamed, indexes built, dropped or
+    /// changed, multikey markers). Handles of collections that another server
+    /// dropped fail their writes with NamespaceNotFound from then on. A
+    /// no-op on a store that is not shared.
+    pub fn refresh_catalog(&self) -> Result<(), StorageError> {
+        if self.inner.server == 0 {
+            return Ok(());
+        }
+        let read_version = |snap: &dyn bisondb_engine::Snapshot| -> Result<u64, StorageError> {
+            match snap.get(&layout::version_key())? {
+                Some(v) => layout::decode_u64(&v),
+                None => Ok(0),
+            }
+        };
+        let snap = self.inner.engine.snapshot()?;
+        if read_version(snap.as_ref())? == self.inner.version.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let mut next_id = self.inner.ddl.lock();
+        let snap = self.inner.engine.snapshot()?;
+        let version = read_version(snap.as_ref())?;
+        if version == self.inner.version.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        self.reload_locked(&mut next_id, snap.as_ref())?;
+        self.inner.version.store(version, Ordering::Release);
+        tracing::debug!(version, "catalog changed by another server: read again");
+        Ok(())
+    }
+
+    /// Reads the whole catalog from `snap` into the map, keeping the state
+    /// of each collection whose id did not change (its counters and locks)
+    /// and updating its options and indexes in place. The caller holds the
+    /// DDL lock.
+    fn reload_locked(
+        &self,
+        next_id: &mut u64,
+        snap: &dyn bisondb_engine::Snapshot,
+    ) -> Result<(), StorageError> {
+        if let Some(bytes) = snap.get(&layout::meta_key())? {
+            *next_id = (*next_id).max(parse_meta(&bytes)?);
+        }
+        let entries = catalog_entries(snap)?;
+        let old = self.inner.collections.read().clone();
+        let mut map: BTreeMap<Key, Arc<CollState>> = BTreeMap::new();
+        for (_, value) in entries {
+            let (db, name, mut fresh, index_records) = parse_entry(&value)?;
+            fresh.server = self.server_for(&db, fresh.capped.is_some());
+            let key = (db, name);
+            let options = fresh.options.read().clone();
+            let kept = old.get(&key).filter(|s| s.id == fresh.id).cloned();
+            let state = match kept {
+                Some(s) => s,
+                None => Arc::new(fresh),
+            };
+            let _w = state.write_lock.lock();
+            let previous = state.indexes.read().clone();
+            let mut list = Vec::with_capacity(index_records.len());
+            for (ix_id, spec, prepare_unique) in index_records {
+                let multikey = snap.get(&index::multikey_key(state.id, ix_id))?.is_some();
+                *next_id = (*next_id).max(ix_id.saturating_add(1));
+                let ix = match previous.iter().find(|i| i.id == ix_id && i.spec == spec) {
+                    Some(ix) => {
+                        if multikey {
+                            ix.multikey.store(true, Ordering::Release);
+                        }
+                        ix.clone()
+                    }
+                    None => Arc::new(IndexState::new(ix_id, spec, multikey).map_err(|e| {
+                        StorageError::corrupt(format!("stored index: {}", e.message))
+                    })?),
+                };
+                ix.prepare_unique.store(prepare_unique, Ordering::Release);
+                list.push(ix);
+            }
+            *state.indexes.write() = Arc::new(list);
+            *state.options.write() = options;
+            crate::store::load_stats(snap, &state)?;
+            *next_id = (*next_id).max(state.id.saturating_add(1));
+            drop(_w);
+            map.insert(key, state);
+        }
+        for state in old.values() {
+            if !map.values().any(|s| Arc::ptr_eq(s, state)) {
+                let _w = state.write_lock.lock();
+                state.dropped.store(true, Ordering::SeqCst);
+            }
+        }
+        *self.inner.collections.write() = map;
+        Ok(())
     }
 
     /// The engine's name (`"inMemory"`, ...).
@@ -372,11 +549,25 @@ impl Storage {
             return Ok(c);
         }
         check_names(db, name)?;
-        let mut next_id = self.inner.ddl.lock();
-        if let Some(c) = self.collection(db, name) {
-            return Ok(c);
+        let mut attempts = 0;
+        loop {
+            let created = {
+                let mut next_id = self.inner.ddl.lock();
+                if let Some(c) = self.collection(db, name) {
+                    return Ok(c);
+                }
+                self.create_locked(&mut next_id, db, name, Document::new())
+            };
+            // On a shared store another server changed the catalog first
+            // (perhaps creating this very collection): read it and look again.
+            match created {
+                Err(e) if self.inner.server != 0 && attempts < 5 && crate::store::lost_race(&e) => {
+                    attempts += 1;
+                    self.refresh_catalog()?;
+                }
+                other => return other,
+            }
         }
-        self.create_locked(&mut next_id, db, name, Document::new())
     }
 
     fn create_locked(
@@ -391,6 +582,7 @@ impl Storage {
             .checked_add(1)
             .ok_or_else(|| StorageError::internal("collection ids exhausted"))?;
         let capped = CappedState::from_options(&options);
+        let server = self.server_for(db, capped.is_some());
         // mongod's ordinary collections keep insertion order; clustered ones
         // (time-series buckets among them) and capped ones stay by `_id`.
         let records = (capped.is_none()
@@ -412,6 +604,8 @@ impl Storage {
             capped,
             records,
             id_usage: crate::index::IndexUsage::new(),
+            server,
+            own_stats: Mutex::new(layout::StatsRecord::default()),
         };
         let mut batch = WriteBatch::new();
         batch.put(layout::meta_key(), encode_meta(new_next)?);
@@ -650,7 +844,8 @@ impl Storage {
         *state.indexes.write() = list.clone();
         let mut batch = WriteBatch::new();
         batch.put(layout::meta_key(), encode_meta(new_next)?);
-        batch.put(layout::stats_key(state.id), layout::encode_stats(&tally));
+        let before = coll.tally_locked(&previous);
+        let own = coll.queue_stats_locked(&mut batch, &before, &tally);
         let record = encode_entry(db, name, &state);
         match record {
             Ok(r) => batch.put(layout::entry_key(db, name), r),
@@ -674,6 +869,7 @@ impl Storage {
             purge_range(self.inner.engine.as_ref(), index::index_range(state.id, id))?;
             return Err(e.into());
         }
+        coll.keep_own_stats_locked(own);
         coll.publish_tally_locked(&tally, &list);
         *next_id = new_next;
         tracing::debug!(db, name, index = id, "index created");
@@ -845,10 +1041,7 @@ impl Storage {
         let mut batch = WriteBatch::new();
         let written = encode_entry(db, name, &state).and_then(|r| {
             batch.put(layout::entry_key(db, name), r);
-            self.inner
-                .engine
-                .write(batch, Durability::Buffered)
-                .map_err(StorageError::from)
+            self.commit_catalog(batch)
         });
         if let Err(e) = written {
             ix.prepare_unique.store(old, Ordering::Release);
@@ -906,10 +1099,11 @@ impl Storage {
         let list = Arc::new(with_index_replaced(&previous, old.id, &ix));
         *state.indexes.write() = list.clone();
         let mut batch = WriteBatch::new();
+        let before = coll.tally_locked(&previous);
+        let own = coll.queue_stats_locked(&mut batch, &before, &tally);
         let written = encode_meta(new_next)
             .and_then(|meta| {
                 batch.put(layout::meta_key(), meta);
-                batch.put(layout::stats_key(state.id), layout::encode_stats(&tally));
                 encode_entry(db, name, &state)
             })
             .and_then(|r| {
@@ -918,16 +1112,14 @@ impl Storage {
                     batch.put(index::multikey_key(state.id, id), Vec::new());
                 }
                 batch.delete(index::multikey_key(state.id, old.id));
-                self.inner
-                    .engine
-                    .write(batch, Durability::Buffered)
-                    .map_err(StorageError::from)
+                self.commit_catalog(batch)
             });
         if let Err(e) = written {
             *state.indexes.write() = previous;
             purge_range(self.inner.engine.as_ref(), index::index_range(state.id, id))?;
             return Err(e.into());
         }
+        coll.keep_own_stats_locked(own);
         coll.publish_tally_locked(&tally, &list);
         *next_id = new_next;
         // The old entries are unreachable now; ids are never reused.
@@ -1094,6 +1286,19 @@ fn mark_dropped(batch: &mut WriteBatch, id: u64) {
 
 /// Deletes every document and the stats of collection `id`, then its pending-drop
 /// marker, in bounded batches (a crash midway is finished by the next `open`).
+/// Every catalog entry `snap` holds.
+fn catalog_entries(
+    snap: &dyn bisondb_engine::Snapshot,
+) -> Result<Vec<bisondb_engine::KeyValue>, StorageError> {
+    let (start, end) = (layout::entry_prefix(), layout::pending_drop_prefix());
+    Ok(snap.scan(
+        Bound::Included(&start),
+        Bound::Excluded(&end),
+        false,
+        usize::MAX,
+    )?)
+}
+
 fn purge_collection_keys(engine: &dyn Engine, id: u64) -> Result<(), StorageError> {
     purge_range(engine, layout::doc_range(id))?;
     for range in index::collection_ranges(id) {
@@ -1101,6 +1306,10 @@ fn purge_collection_keys(engine: &dyn Engine, id: u64) -> Result<(), StorageErro
     }
     for range in crate::store::capped::collection_ranges(id) {
         purge_range(engine, range)?;
+    }
+    if engine.capabilities().shared {
+        // Each server's stats record too (`store/shared.rs`).
+        purge_range(engine, layout::stats_range(id))?;
     }
     let mut batch = WriteBatch::new();
     batch.delete(layout::stats_key(id));
@@ -1280,6 +1489,8 @@ fn parse_entry(
         capped,
         records,
         id_usage: crate::index::IndexUsage::new(),
+        server: 0,
+        own_stats: Mutex::new(layout::StatsRecord::default()),
     };
     Ok((db, name, state, index_records))
 }

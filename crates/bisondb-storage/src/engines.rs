@@ -82,17 +82,17 @@ fn open_lsm(options: &OpenOptions) -> Result<Arc<dyn Engine>, EngineError> {
     LsmEngine::open_shared(&options.dbpath, lsm_options)
 }
 
-/// Connects to the store `--postgresUri` names, for this server alone (a
-/// second server on the store is refused until the store above the engine
-/// is safe to share); the dbpath is not used (the store keeps the data; the
-/// server's spill files still go there).
+/// Connects to the store `--postgresUri` names, which other servers may
+/// share (the layers above the engine keep nothing another server could make
+/// stale: `store/shared.rs`); the dbpath is not used (the store keeps the
+/// data; the server's spill files still go there).
 fn open_postgres(options: &OpenOptions) -> Result<Arc<dyn Engine>, EngineError> {
     let Some(remote) = &options.remote else {
         return Err(EngineError::InvalidArgument(
             "--storageEngine postgres needs --postgresUri postgresql://...".into(),
         ));
     };
-    Ok(Arc::new(PostgresEngine::open_exclusive(
+    Ok(Arc::new(PostgresEngine::open(
         &remote.uri,
         remote.pool_size,
     )?))

@@ -40,7 +40,10 @@ use crate::keycode::encode_value;
 use bisondb_engine::{prefix_successor, Snapshot};
 
 const ENTRIES: u8 = crate::layout::INDEX_REGION;
-const MULTIKEY: u8 = 0x04;
+const MULTIKEY: u8 = MULTIKEY_REGION;
+
+/// First byte of every multikey marker.
+pub(crate) const MULTIKEY_REGION: u8 = 0x04;
 
 /// Index entries fetched per engine scan.
 const SCAN_CHUNK: usize = 512;

@@ -4,11 +4,16 @@
 //! [0x00 0x00]                         -> catalog meta {version, nextId}
 //! [0x00 0x01] db 0x00 collection      -> catalog entry (BSON)
 //! [0x00 0x02] id:u64be                -> pending drop marker (cleanup after a crash)
+//! [0x00 0x03]                         -> catalog version:u64be (shared stores only)
+//! [0x00 0x04] id:u64be                -> next free record id (shared stores only)
+//! [0x00 0x05]                         -> next server id (shared stores only)
 //! [0x01] id:u64be encode_id(_id)      -> the raw document (clustered by `_id`)
 //! [0x01] id:u64be rid:u64be           -> the raw document (record-id collections,
 //!                                        see `crate::store::records`)
 //! [0x02] id:u64be                     -> count:u64be data_size:u64be 0x01 id_bytes:u64be
 //!                                        (index:u64be entries:u64be bytes:u64be)*
+//! [0x02] id:u64be server:u64be         -> the same, the changes one server made
+//!                                        (shared stores, see `crate::store::shared`)
 //! [0x03] ...                          -> index entries (see `crate::index`)
 //! [0x04] ...                          -> multikey markers (see `crate::index`)
 //! [0x05] id:u64be rid:u64be            -> natural order of a capped collection
@@ -45,6 +50,42 @@ pub(crate) const APART_REGIONS: std::ops::Range<u8> = STATS..INDEX_REGION + 1;
 const META: u8 = 0x00;
 const ENTRY: u8 = 0x01;
 const PENDING_DROP: u8 = 0x02;
+const VERSION: u8 = 0x03;
+const RID_COUNTER: u8 = 0x04;
+const SERVER_COUNTER: u8 = 0x05;
+
+/// The catalog's version on a shared store: every catalog change bumps it in
+/// its own batch, and a server reads it per command to see another's changes.
+pub(crate) fn version_key() -> Vec<u8> {
+    vec![CATALOG, VERSION]
+}
+
+/// The next record id no server has taken of collection `id` (shared stores).
+pub(crate) fn rid_counter_key(id: u64) -> Vec<u8> {
+    let mut k = vec![CATALOG, RID_COUNTER];
+    k.extend_from_slice(&id.to_be_bytes());
+    k
+}
+
+/// The next server id of a shared store.
+pub(crate) fn server_counter_key() -> Vec<u8> {
+    vec![CATALOG, SERVER_COUNTER]
+}
+
+/// A big-endian u64 value (versions, counters).
+pub(crate) fn decode_u64(v: &[u8]) -> Result<u64, StorageError> {
+    <[u8; 8]>::try_from(v)
+        .map(u64::from_be_bytes)
+        .map_err(|_| StorageError::corrupt(format!("bad counter of {} bytes", v.len())))
+}
+
+/// `[start, end)` of collection `id`'s stats records: its own and, on a
+/// shared store, each server's.
+pub(crate) fn stats_range(id: u64) -> (Vec<u8>, Vec<u8>) {
+    let start = stats_key(id);
+    let end = prefix_successor(&start).unwrap_or_else(|| vec![INDEX_REGION]);
+    (start, end)
+}
 
 pub(crate) fn meta_key() -> Vec<u8> {
     vec![CATALOG, META]

@@ -733,6 +733,7 @@ impl LsmEngine {
         persistent: true,
         blocking_io: false,
         snapshot_at: false,
+        shared: false,
     };
 
     /// Opens (creating if needed) the engine in `dbpath`: takes the dbpath lock,

@@ -239,14 +239,34 @@ impl Collection {
         }
     }
 
-    /// Number of documents, O(1).
+    /// Number of documents, O(1) (on a shared store, one read of the
+    /// servers' stats records).
     pub fn count(&self) -> u64 {
+        self.refresh_shared_stats();
         self.state.count.load(Ordering::Acquire)
     }
 
-    /// Sum of the BSON sizes of the documents, O(1).
+    /// Sum of the BSON sizes of the documents, O(1) (see [`Collection::count`]).
     pub fn data_size(&self) -> u64 {
+        self.refresh_shared_stats();
         self.state.data_size.load(Ordering::Acquire)
+    }
+
+    /// On a shared store other servers change the count and sizes: reads
+    /// them again (outside a transaction, whose own view decides). A failed
+    /// read keeps the figures last read, and says so in the log.
+    fn refresh_shared_stats(&self) {
+        if self.state.server == 0 || txn::in_transaction() || shared::current().is_some() {
+            return;
+        }
+        let loaded = self
+            .engine
+            .snapshot()
+            .map_err(StorageError::from)
+            .and_then(|snap| load_stats(snap.as_ref(), &self.state));
+        if let Err(e) = loaded {
+            tracing::warn!(ns = %self.ns, error = %e, "reading the collection's stats records");
+        }
     }
 
     /// A point-in-time view of the whole engine, for reads that must agree.
@@ -287,7 +307,20 @@ impl Collection {
                     ),
                 )));
             }
-            return Ok(t.view());
+            let view = t.view();
+            if self.state.server != 0 {
+                // Other servers change the stats: the transaction's change
+                // is computed against them as its snapshot has them.
+                load_stats(view.as_ref(), &self.state)?;
+            }
+            return Ok(view);
+        }
+        if let Some(w) = (self.state.server != 0).then(shared::current).flatten() {
+            // Other servers change the stats: read them in the write's own
+            // snapshot, so the change it makes is computed against them.
+            let view = w.view();
+            load_stats(view.as_ref(), &self.state)?;
+            return Ok(view);
         }
         let snap = self.engine.snapshot()?;
         let generation = self.engine.generation();
@@ -326,15 +359,34 @@ impl Collection {
     }
 
     fn insert_locked(&self, docs: &[&RawDocument], ordered: bool) -> InsertOutcome {
-        let mut out = InsertOutcome::default();
         let _w = self.state.write_lock.lock();
+        if self.state.server == 0 {
+            return self.insert_held(docs, ordered);
+        }
+        shared::retrying(
+            self.engine.capabilities(),
+            || {
+                shared::run(&self.engine, || self.insert_held(docs, ordered)).unwrap_or_else(|e| {
+                    let mut out = InsertOutcome::default();
+                    out.batch_failed((0..docs.len()).collect(), ordered, e);
+                    out
+                })
+            },
+            |out| out.errors.iter().any(|(_, e)| shared::lost_race(e)),
+        )
+    }
+
+    /// [`Collection::insert_locked`] under the write lock (and, on a shared
+    /// store, in its write transaction).
+    fn insert_held(&self, docs: &[&RawDocument], ordered: bool) -> InsertOutcome {
+        let mut out = InsertOutcome::default();
         let in_txn = txn::current().is_some();
         if let Some(capped) = self.state.capped.as_ref().filter(|_| !in_txn) {
             return self.insert_capped_locked(capped, docs, ordered);
         }
         let ready = self
             .writable_snapshot_locked()
-            .and_then(|snap| Ok((snap, self.next_record_id_locked()?)));
+            .and_then(|snap| Ok((snap, self.next_record_id_locked(docs.len())?)));
         let (snap, mut next_rid) = match ready {
             Ok(ready) => ready,
             Err(e) => {
@@ -349,8 +401,9 @@ impl Collection {
         };
         let generation = self.engine.generation();
         // Inside a transaction its own writes are not below the bounds:
-        // every insert looks its key up in the transaction's view.
-        let bounds = if in_txn {
+        // every insert looks its key up in the transaction's view. On a
+        // shared store other servers insert below them.
+        let bounds = if in_txn || self.state.server != 0 {
             None
         } else {
             self.doc_key_bounds_locked(snap.as_ref(), generation)
@@ -745,6 +798,23 @@ impl Collection {
         f: &mut dyn FnMut(Option<&RawDocument>) -> Result<Modify, MongoError>,
     ) -> Result<ModifyResult, MongoError> {
         let _w = self.state.write_lock.lock();
+        if self.state.server == 0 {
+            return self.modify_held(id, f);
+        }
+        shared::retrying(
+            self.engine.capabilities(),
+            || shared::run(&self.engine, || self.modify_held(id, &mut *f))?,
+            |r| matches!(r, Err(e) if e.code == ErrorCode::WriteConflict),
+        )
+    }
+
+    /// [`Collection::modify_locked`] under the write lock (and, on a shared
+    /// store, in its write transaction).
+    fn modify_held(
+        &self,
+        id: RawBsonRef<'_>,
+        f: &mut dyn FnMut(Option<&RawDocument>) -> Result<Modify, MongoError>,
+    ) -> Result<ModifyResult, MongoError> {
         let snap = self.writable_snapshot_locked()?;
         let encoded = encode_id(id);
         let key = self.id_key_for(id);
@@ -830,7 +900,7 @@ impl Collection {
                 if self.observing() {
                     written = Some(new.clone());
                 }
-                let mut next_rid = self.next_record_id_locked()?;
+                let mut next_rid = self.next_record_id_locked(1)?;
                 self.queue_new(&mut batch, key, new.into_bytes(), &mut next_rid);
                 self.record_ids_used_locked(next_rid);
                 ModifyResult::Inserted
@@ -868,10 +938,23 @@ impl Collection {
             let base = self.tally_locked(indexes);
             return t.absorb(self, batch, tally, &base, observed);
         }
-        batch.put(
-            layout::stats_key(self.state.id),
-            layout::encode_stats(tally),
-        );
+        let shared_write = (self.state.server != 0).then(shared::current).flatten();
+        let own = match &shared_write {
+            Some(w) => Some(self.shared_stats_locked(w, &mut batch, tally, indexes)?),
+            None => {
+                batch.put(
+                    layout::stats_key(self.state.id),
+                    layout::encode_stats(tally),
+                );
+                None
+            }
+        };
+        let write = |b: WriteBatch| -> Result<(), StorageError> {
+            match &shared_write {
+                Some(w) => w.commit(b),
+                None => Ok(self.engine.write(b, Durability::Buffered)?),
+            }
+        };
         match self.observer.as_ref() {
             Some(observer) if !observed.is_empty() && observer.observes(self.db()) => {
                 let pre_images = observed
@@ -884,18 +967,87 @@ impl Collection {
                     uuid: Some(self.state.uuid),
                     pre_images,
                 };
-                observer.commit(target, observed, batch, &mut |b| {
-                    Ok(self.engine.write(b, Durability::Buffered)?)
-                })?;
+                observer.commit(target, observed, batch, &mut |b| write(b))?;
             }
             _ => {
                 if let Some(batch) = crate::observer::join(batch) {
-                    self.engine.write(batch, Durability::Buffered)?;
+                    write(batch)?;
                 }
             }
         }
+        if let Some(own) = own {
+            *self.state.own_stats.lock() = own;
+        }
         self.publish_tally_locked(tally, indexes);
         Ok(())
+    }
+
+    /// On a shared store: queues this server's stats record with the change
+    /// from the stats as the write read them to `tally` (see
+    /// `store/shared.rs`), and returns it for the caller to keep once
+    /// committed. A write that makes an index multikey also bumps the
+    /// catalog's version, so the other servers' planners learn it at their
+    /// next command. The caller holds the write lock.
+    fn shared_stats_locked(
+        &self,
+        w: &Arc<shared::WriteTxn>,
+        batch: &mut WriteBatch,
+        tally: &StatsRecord,
+        indexes: &[Arc<IndexState>],
+    ) -> Result<StatsRecord, StorageError> {
+        let base = self.tally_locked(indexes);
+        let own = self
+            .queue_stats_locked(batch, &base, tally)
+            .unwrap_or_default();
+        let multikey = batch.ops().iter().any(
+            |op| matches!(op, BatchOp::Put(k, _) if k.first() == Some(&index::MULTIKEY_REGION)),
+        );
+        if multikey {
+            let version = match w.view().get(&layout::version_key())? {
+                Some(v) => layout::decode_u64(&v)?,
+                None => 0,
+            };
+            batch.put(
+                layout::version_key(),
+                version.saturating_add(1).to_be_bytes().to_vec(),
+            );
+        }
+        Ok(own)
+    }
+
+    /// Queues the stats record that takes the collection's stats from
+    /// `before` (as last read) to `after`: the record itself, or on a shared
+    /// store this server's record of its changes, which is returned for the
+    /// caller to keep once committed ([`Collection::keep_own_stats_locked`]).
+    /// The caller holds the write lock.
+    pub(crate) fn queue_stats_locked(
+        &self,
+        batch: &mut WriteBatch,
+        before: &StatsRecord,
+        after: &StatsRecord,
+    ) -> Option<StatsRecord> {
+        if self.state.server == 0 {
+            batch.put(
+                layout::stats_key(self.state.id),
+                layout::encode_stats(after),
+            );
+            return None;
+        }
+        let mut own = self.state.own_stats.lock().clone();
+        shared::add_change(&mut own, before, after);
+        batch.put(
+            shared::own_stats_key(self.state.id, self.state.server),
+            layout::encode_stats(&own),
+        );
+        Some(own)
+    }
+
+    /// Keeps this server's stats record once the batch that wrote it
+    /// committed (see [`Collection::queue_stats_locked`]).
+    pub(crate) fn keep_own_stats_locked(&self, own: Option<StatsRecord>) {
+        if let Some(own) = own {
+            *self.state.own_stats.lock() = own;
+        }
     }
 
     /// This handle without the store's op observer: for the observer's own
@@ -965,6 +1117,19 @@ impl Collection {
 
     fn delete_locked(&self, id: RawBsonRef<'_>) -> Result<bool, StorageError> {
         let _w = self.state.write_lock.lock();
+        if self.state.server == 0 {
+            return self.delete_held(id);
+        }
+        shared::retrying(
+            self.engine.capabilities(),
+            || shared::run(&self.engine, || self.delete_held(id))?,
+            |r| matches!(r, Err(e) if shared::lost_race(e)),
+        )
+    }
+
+    /// [`Collection::delete_locked`] under the write lock (and, on a shared
+    /// store, in its write transaction).
+    fn delete_held(&self, id: RawBsonRef<'_>) -> Result<bool, StorageError> {
         let snap = self.writable_snapshot_locked()?;
         let key = self.id_key_for(id);
         let Some(located) = self.locate(snap.as_ref(), &encode_id(id))? else {
@@ -1188,6 +1353,20 @@ pub(crate) fn load_stats(
         Some(v) => layout::decode_stats(&v)?,
         None => (StatsRecord::default(), true),
     };
+    if state.server != 0 {
+        // Each server's record of its changes (`store/shared.rs`), after
+        // the collection's own one in key order.
+        let (start, end) = layout::stats_range(state.id);
+        let rows = snap.scan(
+            Bound::Excluded(&start),
+            Bound::Excluded(&end),
+            false,
+            usize::MAX,
+        )?;
+        for (_, v) in rows {
+            shared::add_record(&mut record, &layout::decode_stats(&v)?.0);
+        }
+    }
     if !known {
         // The `_id` index: a record-id collection's `_id` entries (key and
         // rid, at its logical size `records::RID_LEN`), else the document keys.
@@ -1315,6 +1494,8 @@ impl Iterator for DocIter {
 
 pub(crate) mod capped;
 pub(crate) mod records;
+pub(crate) mod shared;
+pub(crate) use shared::lost_race;
 pub(crate) mod txn;
 pub use capped::NaturalIter;
 pub(crate) use records::RecordIds;

@@ -83,6 +83,9 @@ pub(crate) fn decode_rid_value(v: &[u8]) -> Result<u64, StorageError> {
 pub(crate) struct RecordIds {
     /// `(engine generation, next rid)`, under the collection's write lock.
     next: Mutex<Option<(u64, u64)>>,
+    /// On a shared store: the block of rids this server took and has not
+    /// given out yet, `[next, end)` (`store/shared.rs`).
+    block: Mutex<(u64, u64)>,
 }
 
 /// A stored document found by its `_id`: its key and its bytes.
@@ -224,11 +227,24 @@ impl Collection {
     /// under the write lock: read once per engine generation from the
     /// engine's latest state (a transaction's view may be older), never going
     /// back. The caller hands the advanced value to
-    /// [`Collection::record_ids_used_locked`].
-    pub(super) fn next_record_id_locked(&self) -> Result<Option<u64>, StorageError> {
+    /// [`Collection::record_ids_used_locked`]. On a shared store they come
+    /// from this server's block, taken from the store when fewer than
+    /// `want` are left in it (`store/shared.rs`).
+    pub(super) fn next_record_id_locked(&self, want: usize) -> Result<Option<u64>, StorageError> {
         let Some(records) = self.state.records.as_ref() else {
             return Ok(None);
         };
+        if self.state.server != 0 {
+            let want = u64::try_from(want).unwrap_or(u64::MAX);
+            let mut block = records.block.lock();
+            if block.1.saturating_sub(block.0) < want {
+                *block =
+                    super::shared::take_block(self.engine.as_ref(), self.state.id, want, || {
+                        self.stored_next_rid()
+                    })?;
+            }
+            return Ok(Some(block.0));
+        }
         let generation = self.engine.generation();
         let cached = *records.next.lock();
         let previous = match cached {
@@ -236,6 +252,11 @@ impl Collection {
             Some((_, n)) => n,
             None => 1,
         };
+        Ok(Some(previous.max(self.stored_next_rid()?)))
+    }
+
+    /// The rid after the highest stored one.
+    fn stored_next_rid(&self) -> Result<u64, StorageError> {
         let (start, end) = layout::doc_range(self.state.id);
         let last = self.engine.snapshot()?.scan(
             Bound::Included(start.as_slice()),
@@ -243,17 +264,21 @@ impl Collection {
             true,
             1,
         )?;
-        let stored_next = match last.first() {
+        Ok(match last.first() {
             Some((k, _)) => rid_of_doc_key(k)?.saturating_add(1),
             None => 1,
-        };
-        Ok(Some(previous.max(stored_next)))
+        })
     }
 
     /// Records that rids below `next` are taken (whether or not their batch
     /// committed: a failed batch may surface after a reopen).
     pub(super) fn record_ids_used_locked(&self, next: Option<u64>) {
         if let (Some(records), Some(next)) = (self.state.records.as_ref(), next) {
+            if self.state.server != 0 {
+                let mut block = records.block.lock();
+                block.0 = block.0.max(next);
+                return;
+            }
             *records.next.lock() = Some((self.engine.generation(), next));
         }
     }

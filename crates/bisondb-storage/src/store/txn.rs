@@ -34,7 +34,7 @@ use parking_lot::Mutex;
 use crate::catalog::CollState;
 use crate::error::StorageError;
 use crate::index::IndexState;
-use crate::layout::{self, StatsRecord};
+use crate::layout::StatsRecord;
 use crate::observer::Op;
 use crate::store::Collection;
 
@@ -305,11 +305,17 @@ impl StoreTxn {
         let _locks: Vec<_> = states.iter().map(|s| s.write_lock.lock()).collect();
         let mut unchecked = WriteBatch::new();
         let mut publish: Vec<Publish> = Vec::new();
+        let mut own_records: Vec<(Collection, Option<StatsRecord>)> = Vec::new();
         for t in touched.into_values() {
             // Dropped since: 26 NamespaceNotFound, as a write to it would be.
-            let _ = t.coll.writable_snapshot_locked()?;
+            let snap = t.coll.writable_snapshot_locked()?;
+            if t.coll.state().server != 0 {
+                // Other servers changed the stats too: start from them.
+                crate::store::load_stats(snap.as_ref(), t.coll.state())?;
+            }
             let indexes = t.coll.state().indexes.read().clone();
-            let mut tally = t.coll.tally_locked(&indexes);
+            let base = t.coll.tally_locked(&indexes);
+            let mut tally = base.clone();
             tally.count = apply(tally.count, t.delta.count);
             tally.data_size = apply(tally.data_size, t.delta.data_size);
             tally.id_bytes = apply(tally.id_bytes, t.delta.id_bytes);
@@ -319,10 +325,8 @@ impl StoreTxn {
                     ix.bytes = apply(ix.bytes, *bytes);
                 }
             }
-            unchecked.put(
-                layout::stats_key(t.coll.state().id),
-                layout::encode_stats(&tally),
-            );
+            let own = t.coll.queue_stats_locked(&mut unchecked, &base, &tally);
+            own_records.push((t.coll.clone(), own));
             publish.push((t.coll, tally, indexes));
         }
         let mut txn = Some(txn);
@@ -330,6 +334,9 @@ impl StoreTxn {
             Some(t) => Ok(t.commit_with(batch, Durability::Buffered)?),
             None => Err(ended()),
         })?;
+        for (coll, own) in own_records {
+            coll.keep_own_stats_locked(own);
+        }
         for (coll, tally, indexes) in publish {
             coll.publish_tally_locked(&tally, &indexes);
             // The key bounds that let inserts skip their lookup know nothing

@@ -597,10 +597,29 @@ impl Run<'_> {
     /// they differ.
     fn check_stats(&mut self, found: StatsRecord) -> Result<(), StorageError> {
         let id = self.coll.state.id;
-        let stored = match self.snap.get(&layout::stats_key(id))? {
+        let mut stored = match self.snap.get(&layout::stats_key(id))? {
             Some(v) => layout::decode_stats(&v).ok(),
             None => Some((StatsRecord::default(), true)),
         };
+        // On a shared store the servers' records of their changes add up
+        // with the collection's own (`store/shared.rs`); a repair rewrites
+        // only the collection's own, so that the sum is right.
+        let mut servers = StatsRecord::default();
+        if self.coll.state.server != 0 {
+            let (start, end) = layout::stats_range(id);
+            let rows = self.snap.scan(
+                std::ops::Bound::Excluded(&start),
+                std::ops::Bound::Excluded(&end),
+                false,
+                usize::MAX,
+            )?;
+            for (_, v) in rows {
+                super::shared::add_record(&mut servers, &layout::decode_stats(&v)?.0);
+            }
+            if let Some((r, _)) = stored.as_mut() {
+                super::shared::add_record(r, &servers);
+            }
+        }
         // Lines of indexes no longer in the catalog are ignored when read.
         let stored = stored.map(|(mut r, known)| {
             r.indexes
@@ -630,8 +649,12 @@ impl Run<'_> {
                 )
             });
         }
+        let mut own = StatsRecord::default();
+        super::shared::add_change(&mut own, &servers, &found);
+        own.indexes
+            .retain(|t| found.indexes.iter().any(|f| f.id == t.id));
         self.batch
-            .put(layout::stats_key(id), layout::encode_stats(&found));
+            .put(layout::stats_key(id), layout::encode_stats(&own));
         let batch = std::mem::take(&mut self.batch);
         self.coll.engine.write(batch, Durability::Buffered)?;
         self.coll.publish_tally_locked(&found, self.indexes);
