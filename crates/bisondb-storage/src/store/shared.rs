@@ -35,6 +35,7 @@ use std::sync::Arc;
 use bisondb_engine::{
     Capabilities, Durability, Engine, EngineError, KeyValue, Snapshot, Transaction, WriteBatch,
 };
+use bisondb_error::ErrorCode;
 use parking_lot::Mutex;
 
 use crate::error::StorageError;
@@ -100,21 +101,32 @@ pub(crate) fn run<R>(engine: &Arc<dyn Engine>, f: impl FnOnce() -> R) -> Result<
     Ok(f())
 }
 
-/// Whether `e` is a write that lost a race and may simply run again.
+/// Whether `e` is a write that lost a race and may simply run again: the
+/// engine's conflict, or the same conflict met by a write joined to this one
+/// (a mongos's session record, committed with the write it records, reports
+/// it as a MongoDB error).
 pub(crate) fn lost_race(e: &StorageError) -> bool {
-    matches!(e, StorageError::Engine(EngineError::WriteConflict(_)))
+    match e {
+        StorageError::Engine(EngineError::WriteConflict(_)) => true,
+        StorageError::Mongo(m) => m.code == ErrorCode::WriteConflict,
+        _ => false,
+    }
 }
 
 /// Runs `attempt` until it no longer loses a race to another server
 /// ([`lost_race`] on what `conflicted` finds in its result), at most
-/// [`ATTEMPTS`] times. On an engine that is not shared it runs once.
+/// [`ATTEMPTS`] times. On an engine that is not shared it runs once, and so
+/// does a write nested in another's transaction (a session record written
+/// with the write it records): its conflict consumed that transaction, so
+/// only the outermost write can run again, in a new one.
 pub(crate) fn retrying<R>(
     caps: Capabilities,
     mut attempt: impl FnMut() -> R,
     conflicted: impl Fn(&R) -> bool,
 ) -> R {
+    let nested = current().is_some();
     let mut out = attempt();
-    if !caps.shared || crate::store::txn::in_transaction() {
+    if !caps.shared || crate::store::txn::in_transaction() || nested {
         return out;
     }
     for _ in 1..ATTEMPTS {
