@@ -526,12 +526,7 @@ impl Run<'_> {
         })?;
         let mut region_counts = Vec::new();
         for range in capped::collection_ranges(id) {
-            let mut n = 0u64;
-            for_each(snap, range, |_, _| {
-                n += 1;
-                Ok(())
-            })?;
-            region_counts.push(n);
+            region_counts.push(count_keys(snap, range)?);
         }
         if unmapped > 0 {
             self.report.errors.push(format!(
@@ -565,10 +560,7 @@ impl Run<'_> {
         })?;
         let mut left = 0u64;
         for range in capped::collection_ranges(id) {
-            for_each(self.snap, range, |_, _| {
-                left += 1;
-                Ok(())
-            })?;
+            left += count_keys(self.snap, range)?;
         }
         if misplaced > 0 {
             self.report.errors.push(format!(
@@ -609,13 +601,10 @@ impl Run<'_> {
             }
             Ok(())
         })?;
-        let mut entries = 0u64;
-        if let Some(range) = self.coll.id_index_range() {
-            for_each(snap, range, |_, _| {
-                entries += 1;
-                Ok(())
-            })?;
-        }
+        let entries = match self.coll.id_index_range() {
+            Some(range) => count_keys(snap, range)?,
+            None => 0,
+        };
         if unmapped > 0 {
             self.report.errors.push(format!(
                 "{unmapped} documents of {} have no _id index entry naming their record.",
@@ -721,6 +710,16 @@ impl Lister {
             );
         }
     }
+}
+
+/// How many keys `range` holds.
+fn count_keys(snap: &dyn Snapshot, range: (Vec<u8>, Vec<u8>)) -> Result<u64, StorageError> {
+    let mut n = 0u64;
+    for_each(snap, range, |_, _| {
+        n += 1;
+        Ok(())
+    })?;
+    Ok(n)
 }
 
 /// Calls `f` on every key and value in `[start, end)` of `snap`, in chunks.
