@@ -516,7 +516,7 @@ fn run_command_with_fail_points(
     if state.repl().takes_txn_numbers() {
         let writes = spec.is_some_and(|s| crate::fsync_lock::is_write(s, req.name, req.body));
         let mut ctx = Context { state, conn };
-        crate::repl::cluster_time::finish_reply(&mut ctx, req.body, writes, &mut reply);
+        crate::repl::cluster_time::finish_reply(&mut ctx, req, writes, &mut reply);
     }
     // Commands the registry does not serve are never failed.
     if let Some(spec) = spec.filter(|s| state.config.enable_test_commands && s.handler().is_some())
@@ -612,7 +612,7 @@ fn dispatch_command(
             // Other servers sharing the store may have changed the catalog
             // (a no-op unless the engine is shared).
             state.storage.refresh_catalog()?;
-            crate::repl::cluster_time::before_command(&mut ctx, req.body)?;
+            crate::repl::cluster_time::before_command(&mut ctx, req)?;
             let _member = crate::repl::member_scope(state);
             // A write waits here while `fsync` holds the lock (`fsync_lock.rs`).
             let _pass = if writes {

@@ -1720,14 +1720,14 @@ pub fn dispatch_spec(
         // (find, aggregate, distinct: allowed there and taking no write
         // concern) read at a snapshot, as in mongod.
         let snapshot_reader = spec.txn == Txn::Allowed && !spec.write_concern;
-        crate::repl::cluster_time::check_snapshot_outside_txn(req.name, req.body, snapshot_reader)?;
+        crate::repl::cluster_time::check_snapshot_outside_txn(req, snapshot_reader)?;
         if req.name == "aggregate" {
             crate::repl::cluster_time::check_linearizable_aggregate(req.body)?;
         }
         if let (true, None, Some(at)) = (
             snapshot_reader,
             session.txn_number,
-            crate::repl::snapshots::requested(req.body),
+            crate::repl::snapshots::requested(req),
         ) {
             return crate::repl::snapshots::read_at(at, req, ctx, |req, ctx| {
                 run_handler(spec, handler, req, ctx)

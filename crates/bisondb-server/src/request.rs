@@ -20,6 +20,51 @@ pub struct CommandRequest<'a> {
     pub name: &'a str,
     /// The database from `$db` (OP_MSG) or the namespace (OP_QUERY).
     pub db: String,
+    /// The generic arguments of the body, read in one pass when first
+    /// asked for ([`CommandRequest::generic`]).
+    pub generic: std::cell::OnceCell<GenericArgs<'a>>,
+}
+
+/// Generic arguments that several steps of every command read (the cluster
+/// time, read and write concern checks before and after it runs in
+/// replica-set mode): read once per request in one pass over the body, not
+/// once per step. Each is the first field of its name when it is a
+/// document; otherwise absent, as a lookup with `RawDocument::get` sees it.
+#[derive(Clone, Copy, Default)]
+pub struct GenericArgs<'a> {
+    pub cluster_time: Option<&'a RawDocument>,
+    pub read_concern: Option<&'a RawDocument>,
+    pub write_concern: Option<&'a RawDocument>,
+}
+
+impl<'a> GenericArgs<'a> {
+    /// Reads `body` once (up to a malformed element, as `get` would stop).
+    pub fn of(body: &'a RawDocument) -> GenericArgs<'a> {
+        let mut out = GenericArgs::default();
+        let mut seen = (false, false, false);
+        for el in body.iter() {
+            let Ok((k, v)) = el else { break };
+            let slot = match k.as_str() {
+                "$clusterTime" if !seen.0 => {
+                    seen.0 = true;
+                    &mut out.cluster_time
+                }
+                "readConcern" if !seen.1 => {
+                    seen.1 = true;
+                    &mut out.read_concern
+                }
+                "writeConcern" if !seen.2 => {
+                    seen.2 = true;
+                    &mut out.write_concern
+                }
+                _ => continue,
+            };
+            if let RawBsonRef::Document(d) = v {
+                *slot = Some(d);
+            }
+        }
+        out
+    }
 }
 
 impl<'a> CommandRequest<'a> {
@@ -51,6 +96,7 @@ impl<'a> CommandRequest<'a> {
             sequences,
             name,
             db,
+            generic: std::cell::OnceCell::new(),
         })
     }
 
@@ -62,7 +108,13 @@ impl<'a> CommandRequest<'a> {
             sequences: Vec::new(),
             name,
             db: db.to_string(),
+            generic: std::cell::OnceCell::new(),
         })
+    }
+
+    /// The body's generic arguments ([`GenericArgs`]), read on first use.
+    pub fn generic(&self) -> GenericArgs<'a> {
+        *self.generic.get_or_init(|| GenericArgs::of(self.body))
     }
 
     /// The documents of a field that drivers may send either in the body as an array
@@ -158,4 +210,36 @@ pub fn invalid_bson(e: impl std::fmt::Display) -> MongoError {
         ErrorCode::InvalidBSON,
         format!("invalid BSON in request: {e}"),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::GenericArgs;
+    use bson::rawdoc;
+
+    /// One pass finds what `RawDocument::get` would: the first field of
+    /// each name, and only when it is a document.
+    #[test]
+    fn generic_args_are_the_first_document_of_each_name() {
+        let body = rawdoc! {
+            "insert": "c",
+            "readConcern": "local",
+            "$clusterTime": {"clusterTime": bson::Timestamp { time: 1, increment: 2 }},
+            "writeConcern": {"w": 1},
+            "readConcern": {"level": "snapshot"},
+            "writeConcern": {"w": 2},
+        };
+        let args = GenericArgs::of(&body);
+        assert!(args.read_concern.is_none());
+        assert_eq!(
+            args.write_concern.map(|d| d.to_owned()),
+            Some(rawdoc! {"w": 1})
+        );
+        assert!(args
+            .cluster_time
+            .is_some_and(|d| d.get_timestamp("clusterTime").is_ok()));
+        let plain = rawdoc! {"ping": 1};
+        let none = GenericArgs::of(&plain);
+        assert!(none.cluster_time.is_none() && none.write_concern.is_none());
+    }
 }

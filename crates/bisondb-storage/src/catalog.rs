@@ -1401,6 +1401,10 @@ fn encode_entry(db: &str, name: &str, state: &CollState) -> Result<Vec<u8>, Stor
     if state.records.is_some() {
         doc.insert("recordIds", true);
     }
+    // Absent: a capped collection with natural-order keys.
+    if state.capped.as_ref().is_some_and(|c| c.by_key()) {
+        doc.insert("byKey", true);
+    }
     let mut list = Vec::new();
     for ix in state.indexes.read().iter() {
         let mut d = Document::new();
@@ -1470,6 +1474,9 @@ fn parse_entry(
         }
     }
     let capped = CappedState::from_options(&options);
+    if let Some(c) = &capped {
+        c.set_by_key(doc.get_bool("byKey").unwrap_or(false));
+    }
     let records = doc
         .get_bool("recordIds")
         .unwrap_or(false)

@@ -152,6 +152,7 @@ pub(crate) fn parse_built<C: Command>(
         sequences: Vec::new(),
         name,
         db: req.db.clone(),
+        generic: std::cell::OnceCell::new(),
     })
 }
 

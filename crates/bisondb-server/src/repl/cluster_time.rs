@@ -30,12 +30,14 @@
 use std::time::{Duration, Instant};
 
 use bisondb_error::{ErrorCode, MongoError, MongoResult};
+use bson::raw::cstr;
 use bson::spec::BinarySubtype;
-use bson::{doc, Binary, RawBsonRef, RawDocument, RawDocumentBuf, Timestamp};
+use bson::{doc, RawBinaryRef, RawBsonRef, RawDocument, RawDocumentBuf, Timestamp};
 
 use super::signing;
 use super::ReplState;
 use crate::context::Context;
+use crate::request::CommandRequest;
 use crate::state::ServerState;
 
 /// The levels mongod knows.
@@ -51,19 +53,21 @@ fn cmp_ts(a: Timestamp, b: Timestamp) -> std::cmp::Ordering {
 
 /// Before a command runs in replica-set mode: takes the request's
 /// `$clusterTime`, checks its `readConcern` and waits for its
-/// `afterClusterTime`.
-pub fn before_command(ctx: &mut Context<'_>, body: &RawDocument) -> MongoResult<()> {
+/// `afterClusterTime`. The body's generic arguments are read once per
+/// request (`CommandRequest::generic`), shared with the checks after.
+pub fn before_command(ctx: &mut Context<'_>, req: &CommandRequest<'_>) -> MongoResult<()> {
     let state = ctx.state;
     let repl = state.repl();
+    let args = req.generic();
     if !repl.enabled() && !repl.is_mongos() {
-        return check_standalone_read_concern(body);
+        return check_standalone_read_concern(args.read_concern);
     }
-    if let Ok(Some(RawBsonRef::Document(ct))) = body.get("$clusterTime") {
+    if let Some(ct) = args.cluster_time {
         if let Some(ts) = admit(ctx, ct)? {
             gossip(repl, ts);
         }
     }
-    let Ok(Some(RawBsonRef::Document(rc))) = body.get("readConcern") else {
+    let Some(rc) = args.read_concern else {
         return Ok(());
     };
     let mut after = None;
@@ -173,8 +177,8 @@ fn parse_level(v: RawBsonRef<'_>) -> MongoResult<&str> {
 /// session's reads fail there as drivers' tests expect); `afterClusterTime`
 /// and `atClusterTime` need replication (20 IllegalOperation). `local`,
 /// `available` and `majority` read the latest data.
-fn check_standalone_read_concern(body: &RawDocument) -> MongoResult<()> {
-    let Ok(Some(RawBsonRef::Document(rc))) = body.get("readConcern") else {
+fn check_standalone_read_concern(read_concern: Option<&RawDocument>) -> MongoResult<()> {
+    let Some(rc) = read_concern else {
         return Ok(());
     };
     let mut level = None;
@@ -210,14 +214,14 @@ fn check_standalone_read_concern(body: &RawDocument) -> MongoResult<()> {
 /// it to the commands that read at a snapshot (`snapshot_reader`) and
 /// refuses it to every other one with 72 InvalidOptions.
 pub fn check_snapshot_outside_txn(
-    name: &str,
-    body: &RawDocument,
+    req: &CommandRequest<'_>,
     snapshot_reader: bool,
 ) -> MongoResult<()> {
     if snapshot_reader {
         return Ok(());
     }
-    let Ok(Some(RawBsonRef::Document(rc))) = body.get("readConcern") else {
+    let name = req.name;
+    let Some(rc) = req.generic().read_concern else {
         return Ok(());
     };
     if matches!(rc.get("level"), Ok(Some(RawBsonRef::String("snapshot")))) {
@@ -337,10 +341,10 @@ fn wait_for(state: &ServerState, ts: Timestamp) -> MongoResult<()> {
 
 /// After a command, in an initiated set: the write concern's error (for a
 /// write command, `writes`, that succeeded), then `$clusterTime` and
-/// `operationTime`.
+/// `operationTime`, appended as raw BSON.
 pub fn finish_reply(
     ctx: &mut Context<'_>,
-    body: &RawDocument,
+    req: &CommandRequest<'_>,
     writes: bool,
     reply: &mut RawDocumentBuf,
 ) {
@@ -349,14 +353,18 @@ pub fn finish_reply(
     if !repl.keeps_cluster_time() {
         return;
     }
-    let ok = matches!(reply.get("ok"), Ok(Some(RawBsonRef::Double(d))) if d == 1.0)
-        || matches!(reply.get("ok"), Ok(Some(RawBsonRef::Int32(1))));
-    if writes
-        && ok
-        && !reply.as_bytes().is_empty()
-        && reply.get("writeConcernError").ok().flatten().is_none()
-    {
-        if let Some(wce) = write_concern_error(body) {
+    // The reply is read only when the write concern cannot be satisfied.
+    let wce = match req.generic().write_concern {
+        Some(wc) if writes => write_concern_error(wc),
+        _ => None,
+    };
+    if let Some(wce) = wce {
+        let ok = matches!(reply.get("ok"), Ok(Some(RawBsonRef::Double(d))) if d == 1.0)
+            || matches!(reply.get("ok"), Ok(Some(RawBsonRef::Int32(1))));
+        if ok
+            && !reply.as_bytes().is_empty()
+            && reply.get("writeConcernError").ok().flatten().is_none()
+        {
             append_doc(reply, "writeConcernError", &wce);
         }
     }
@@ -371,18 +379,21 @@ pub fn finish_reply(
     };
     let cluster_time = repl.clock().now();
     if let Some((hash, key_id)) = signature(ctx, cluster_time) {
-        let signed = doc! {
-            "clusterTime": cluster_time,
-            "signature": {
-                "hash": Binary { subtype: BinarySubtype::Generic, bytes: hash.to_vec() },
-                "keyId": key_id,
+        let mut signature = RawDocumentBuf::new();
+        signature.append(
+            cstr!("hash"),
+            RawBinaryRef {
+                subtype: BinarySubtype::Generic,
+                bytes: &hash,
             },
-        };
-        append_doc(reply, "$clusterTime", &signed);
+        );
+        signature.append(cstr!("keyId"), key_id);
+        let mut signed = RawDocumentBuf::new();
+        signed.append(cstr!("clusterTime"), cluster_time);
+        signed.append(cstr!("signature"), signature);
+        reply.append(cstr!("$clusterTime"), signed);
     }
-    if let Ok(k) = crate::reply::key("operationTime") {
-        reply.append(k, operation_time);
-    }
+    reply.append(cstr!("operationTime"), operation_time);
 }
 
 /// The signature a reply's `$clusterTime` carries: the dummy one without
@@ -415,11 +426,9 @@ fn append_doc(reply: &mut RawDocumentBuf, key: &'static str, d: &bson::Document)
     }
 }
 
-/// mongod's `writeConcernError` for a `w` one member cannot satisfy.
-fn write_concern_error(body: &RawDocument) -> Option<bson::Document> {
-    let Ok(Some(RawBsonRef::Document(wc))) = body.get("writeConcern") else {
-        return None;
-    };
+/// mongod's `writeConcernError` for a `w` (of the request's
+/// `writeConcern`, `wc`) one member cannot satisfy.
+fn write_concern_error(wc: &RawDocument) -> Option<bson::Document> {
     let w = wc.get("w").ok().flatten()?;
     let wtimeout = match wc.get("wtimeout").ok().flatten() {
         Some(RawBsonRef::Int32(i)) => i64::from(i),

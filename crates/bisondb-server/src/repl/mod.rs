@@ -439,6 +439,14 @@ fn activate_oplog(state: &crate::state::ServerState) -> MongoResult<()> {
                 .map_err(MongoError::from)?
         }
     };
+    // Each entry one key, its `ts` (an oplog written before that layout
+    // is converted here: see `Storage::order_capped_by_key`).
+    let purged = storage
+        .order_capped_by_key(oplog::OPLOG_DB, oplog::OPLOG_COLL)
+        .map_err(MongoError::from)?;
+    if purged > 0 {
+        tracing::info!(target: "REPL", purged, "oplog: natural-order keys of the older layout removed");
+    }
     if let Some(Ok((_, last))) = coll.scan_natural(true).next() {
         if let Ok(ts) = last.get_timestamp("ts") {
             repl.clock.advance_to(ts);

@@ -14,7 +14,10 @@
 //!   order (a tailing reader never sees a later `ts` before an earlier one);
 //! - `t` the term, `wall` the wall-clock time.
 //!
-//! Entries are stored keyed by `ts` (they have no `_id`, as mongod's).
+//! Entries are stored keyed by `ts` (they have no `_id`, as mongod's), each
+//! one engine key that is also its record id and its place in natural
+//! order (the collection is stored by key: `bisondb_storage`'s capped
+//! module), as mongod's oplog whose record ids are the entries' `ts`.
 //! Writes to `local` (not replicated), to `system.profile` collections and
 //! to `config.transactions` (which mongod derives from the entries'
 //! session fields) are not recorded.

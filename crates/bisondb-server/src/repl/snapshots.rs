@@ -39,7 +39,7 @@ use std::time::{Duration, Instant};
 use bisondb_error::{ErrorCode, MongoError, MongoResult};
 use bisondb_storage::{Engine, Snapshot};
 use bson::raw::cstr;
-use bson::{RawBsonRef, RawDocument, RawDocumentBuf, Timestamp};
+use bson::{RawBsonRef, RawDocumentBuf, Timestamp};
 use parking_lot::Mutex;
 
 use super::ReplState;
@@ -216,10 +216,8 @@ pub fn snapshot_for(
 /// `Some(atClusterTime)` when the command asks for `readConcern: {level:
 /// "snapshot"}` (the time `None` when it gives none); `None` otherwise.
 /// `before_command` has checked the read concern's fields.
-pub fn requested(body: &RawDocument) -> Option<Option<Timestamp>> {
-    let Ok(Some(RawBsonRef::Document(rc))) = body.get("readConcern") else {
-        return None;
-    };
+pub fn requested(req: &CommandRequest<'_>) -> Option<Option<Timestamp>> {
+    let rc = req.generic().read_concern?;
     if !matches!(rc.get("level"), Ok(Some(RawBsonRef::String("snapshot")))) {
         return None;
     }

@@ -112,7 +112,7 @@ pub fn run(
             let storage = &ctx.state.storage;
             // `readConcern: {level: "snapshot", atClusterTime}` reads that
             // point in time (`repl/snapshots.rs`).
-            let store = match crate::repl::snapshots::requested(req.body) {
+            let store = match crate::repl::snapshots::requested(req) {
                 Some(Some(at)) => {
                     let (_, snap) =
                         crate::repl::snapshots::snapshot_for(ctx.state.repl(), storage, Some(at))?;

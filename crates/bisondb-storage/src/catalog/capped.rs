@@ -18,6 +18,45 @@ use crate::layout;
 use crate::store::Collection;
 use bisondb_engine::{Durability, WriteBatch};
 
+impl Storage {
+    /// Makes the capped collection `db.name` store its entries by key (the
+    /// oplog: each entry one key, its `ts`, which is also its record id and
+    /// its place in natural order; see `store/capped.rs`). A collection
+    /// written with natural-order keys (by a BisonDB before this layout)
+    /// is converted: its documents stay where they are (already keyed by
+    /// `ts`), the catalog entry is marked, then the natural-order keys are
+    /// removed. Refused when a document is not keyed by a timestamp.
+    /// Returns how many leftover keys were removed (0 when already done).
+    pub fn order_capped_by_key(&self, db: &str, name: &str) -> Result<u64, StorageError> {
+        let coll = {
+            let _ddl = self.inner.ddl.lock();
+            let coll = self
+                .collection(db, name)
+                .ok_or_else(|| StorageError::NamespaceNotFound(format!("{db}.{name}")))?;
+            let state = coll.state().clone();
+            let capped = state.capped.as_ref().ok_or_else(|| {
+                StorageError::invalid_argument(format!("{db}.{name} is not capped"))
+            })?;
+            if !capped.by_key() {
+                let _w = state.write_lock.lock();
+                coll.check_keyed_by_ts_locked()?;
+                capped.set_by_key(true);
+                let written = encode_entry(db, name, &state).and_then(|entry| {
+                    let mut batch = WriteBatch::new();
+                    batch.put(layout::entry_key(db, name), entry);
+                    Ok(self.inner.engine.write(batch, Durability::Buffered)?)
+                });
+                if let Err(e) = written {
+                    capped.set_by_key(false);
+                    return Err(e);
+                }
+            }
+            coll
+        };
+        coll.purge_natural_keys()
+    }
+}
+
 /// Documents per insert batch while copying.
 const COPY_CHUNK: usize = 1024;
 

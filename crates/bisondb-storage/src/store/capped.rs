@@ -15,6 +15,15 @@
 //! earlier one, even when the newest document was deleted in between (a tailable
 //! cursor remembers the last rid it returned and must never miss a new one).
 //!
+//! The oplog is stored by key instead (`byKey: true` in its catalog entry,
+//! `Storage::order_capped_by_key`): each entry is one key, `[0x01] coll
+//! encode(ts)`, written in `ts` order by [`Collection::append_capped_in`],
+//! so the document keys are the natural order and an entry's record id is
+//! its `ts` (64 bits, seconds then increment, as mongod's oplog record ids);
+//! no `0x05`/`0x06` key exists. An insert into it (hand-made entries of a
+//! test suite) is likewise keyed by the document's `ts`, as mongod's
+//! oplog; an upsert is refused.
+//!
 //! Invariants: a document of a capped collection and its two natural-order keys
 //! are written and removed in the same atomic batch; the documents an insert
 //! evicts (oldest first, never the document just inserted, as mongod's
@@ -25,7 +34,7 @@
 
 use std::collections::{HashSet, VecDeque};
 use std::ops::Bound;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use bson::{Bson, Document, RawDocument, RawDocumentBuf};
@@ -54,6 +63,12 @@ pub(crate) struct CappedState {
     next_rid: Mutex<Option<(u64, u64)>>,
     /// The highest rid committed so far; tailable cursors wait on it.
     latest: watch::Sender<u64>,
+    /// Entries stored under a key that grows with each append (the
+    /// oplog's `ts`, see [`Collection::append_capped_in`]): natural order
+    /// is key order and the record id is the key, so neither
+    /// natural-order key is written. Set at creation or by
+    /// `Storage::order_capped_by_key`, never cleared.
+    by_key: AtomicBool,
 }
 
 impl CappedState {
@@ -74,7 +89,20 @@ impl CappedState {
             max: number("max").filter(|m| *m > 0),
             next_rid: Mutex::new(None),
             latest: watch::channel(0).0,
+            by_key: AtomicBool::new(false),
         })
+    }
+
+    /// Whether entries are stored by key (see [`CappedState::by_key`]'s
+    /// field).
+    pub(crate) fn by_key(&self) -> bool {
+        self.by_key.load(Ordering::Acquire)
+    }
+
+    /// Marks the collection as storing its entries by key (or not, when
+    /// the conversion could not be persisted).
+    pub(crate) fn set_by_key(&self, by_key: bool) {
+        self.by_key.store(by_key, Ordering::Release);
     }
 
     fn over(&self, count: u64, size: u64) -> bool {
@@ -121,6 +149,29 @@ pub(crate) fn collection_ranges(coll: u64) -> Vec<(Vec<u8>, Vec<u8>)> {
             prefix_successor(&p).map(|end| (p, end))
         })
         .collect()
+}
+
+/// The key of the entry with record id `rid` in a collection stored by key:
+/// the entry's `ts`, whose 64 bits (seconds, then increment) are the record
+/// id, as mongod's oplog record ids.
+fn entry_key(coll: u64, rid: u64) -> Vec<u8> {
+    let ts = bson::Timestamp {
+        time: (rid >> 32) as u32,
+        increment: rid as u32,
+    };
+    layout::doc_key_for(coll, bson::RawBsonRef::Timestamp(ts))
+}
+
+/// The record id of an entry's key in a collection stored by key.
+pub(super) fn rid_of_entry_key(key: &[u8]) -> Result<u64, StorageError> {
+    match key.get(9..) {
+        Some([crate::keycode::tag::TIMESTAMP, rest @ ..]) => <[u8; 8]>::try_from(rest)
+            .map(u64::from_be_bytes)
+            .map_err(|_| StorageError::corrupt(format!("bad entry key {key:?}"))),
+        _ => Err(StorageError::corrupt(format!(
+            "an entry of a collection stored by ts has key {key:?}, not a timestamp"
+        ))),
+    }
 }
 
 fn rid_of_natural_key(key: &[u8]) -> Result<u64, StorageError> {
@@ -172,10 +223,11 @@ impl<'a> Evictor<'a> {
         }
     }
 
-    /// The oldest stored `(natural key, encoded _id)` not yet evicted.
+    /// The oldest stored `(natural key, encoded _id)` not yet evicted (of
+    /// a collection stored by key: `(document key, document)`).
     fn next_stored(&mut self) -> Result<Option<KeyValue>, StorageError> {
         if self.buffer.is_empty() && !self.stored_done {
-            let (start, end) = natural_range(self.coll.state.id);
+            let (start, end) = self.coll.natural_bounds();
             let from = match &self.resume {
                 Some(k) => Bound::Excluded(k.as_slice()),
                 None => Bound::Included(start.as_slice()),
@@ -214,23 +266,31 @@ impl<'a> Evictor<'a> {
         tally: &mut StatsRecord,
     ) -> Result<(), StorageError> {
         let id = self.coll.state.id;
+        let by_key = self.coll.by_key();
         while tally.data_size > size || max.is_some_and(|m| tally.count > m) {
-            let (natural, encoded, doc): (Vec<u8>, Vec<u8>, RawDocumentBuf) =
-                if let Some((natural, encoded)) = self.next_stored()? {
-                    let key = layout::doc_key(id, &encoded);
-                    let Some(bytes) = self.snap.get(&key)? else {
-                        return Err(StorageError::corrupt(format!(
-                            "natural-order key without its document in {}",
-                            self.coll.ns
-                        )));
-                    };
-                    (natural, encoded, decode_doc(bytes)?)
+            // The natural-order key is `None` for a collection stored by key.
+            let (natural, encoded, doc): (Option<Vec<u8>>, Vec<u8>, RawDocumentBuf) =
+                if let Some((first, second)) = self.next_stored()? {
+                    if by_key {
+                        let encoded = first.get(9..).unwrap_or_default().to_vec();
+                        (None, encoded, decode_doc(second)?)
+                    } else {
+                        let key = layout::doc_key(id, &second);
+                        let Some(bytes) = self.snap.get(&key)? else {
+                            return Err(StorageError::corrupt(format!(
+                                "natural-order key without its document in {}",
+                                self.coll.ns
+                            )));
+                        };
+                        (Some(first), second, decode_doc(bytes)?)
+                    }
                 } else if let Some(f) = self.fresh.pop_front() {
                     let doc = docs
                         .get(f.doc)
                         .map(|d| (*d).to_owned())
                         .ok_or_else(|| StorageError::internal("evicted an unknown document"))?;
-                    (natural_key(id, f.rid), f.encoded, doc)
+                    let natural = (!by_key).then(|| natural_key(id, f.rid));
+                    (natural, f.encoded, doc)
                 } else {
                     break;
                 };
@@ -248,8 +308,10 @@ impl<'a> Evictor<'a> {
             let key = layout::doc_key(id, &encoded);
             tally.remove_doc(key.len(), doc.as_bytes().len());
             batch.delete(key.clone());
-            batch.delete(natural);
-            batch.delete(rid_key(id, &encoded));
+            if let Some(natural) = natural {
+                batch.delete(natural);
+                batch.delete(rid_key(id, &encoded));
+            }
             self.evicted.insert(key);
         }
         Ok(())
@@ -260,6 +322,22 @@ impl Collection {
     /// Whether this is a capped collection.
     pub fn is_capped(&self) -> bool {
         self.state.capped.is_some()
+    }
+
+    /// Whether this capped collection stores its entries by key (the
+    /// oplog, see [`CappedState`]'s `by_key`).
+    pub fn by_key(&self) -> bool {
+        self.state.capped.as_ref().is_some_and(|c| c.by_key())
+    }
+
+    /// The key range of this capped collection's natural order: its
+    /// natural-order keys, or its documents when they are stored by key.
+    fn natural_bounds(&self) -> (Vec<u8>, Vec<u8>) {
+        if self.by_key() {
+            layout::doc_range(self.state.id)
+        } else {
+            natural_range(self.state.id)
+        }
     }
 
     /// `(size, max)` of a capped collection.
@@ -278,30 +356,31 @@ impl Collection {
     /// `reverse`), from a snapshot taken now. Empty for a collection that is
     /// not capped (its natural order is its `_id` order: use `scan`).
     pub fn scan_natural(&self, reverse: bool) -> NaturalIter {
-        let (start, end) = natural_range(self.state.id);
+        let (start, end) = self.natural_bounds();
         NaturalIter::new(self, Bound::Included(start), Bound::Excluded(end), reverse)
     }
 
     /// The documents inserted after record id `after`, oldest first, from a
     /// snapshot taken now (what a tailable cursor reads on `getMore`).
     pub fn scan_natural_after(&self, after: u64) -> NaturalIter {
-        let (_, end) = natural_range(self.state.id);
-        NaturalIter::new(
-            self,
-            Bound::Excluded(natural_key(self.state.id, after)),
-            Bound::Excluded(end),
-            false,
-        )
+        let (_, end) = self.natural_bounds();
+        let from = if self.by_key() {
+            entry_key(self.state.id, after)
+        } else {
+            natural_key(self.state.id, after)
+        };
+        NaturalIter::new(self, Bound::Excluded(from), Bound::Excluded(end), false)
     }
 
     /// Whether the document with record id `rid` is still stored (a tailable
     /// cursor whose position was evicted has lost its place).
     pub fn has_record(&self, rid: u64) -> Result<bool, StorageError> {
-        Ok(self
-            .engine
-            .snapshot()?
-            .get(&natural_key(self.state.id, rid))?
-            .is_some())
+        let key = if self.by_key() {
+            entry_key(self.state.id, rid)
+        } else {
+            natural_key(self.state.id, rid)
+        };
+        Ok(self.engine.snapshot()?.get(&key)?.is_some())
     }
 
     /// The next record id, under the write lock: read once per engine
@@ -365,7 +444,10 @@ impl Collection {
             }
         };
         let generation = self.engine.generation();
+        let by_key = capped.by_key();
         let mut rid = match self.next_rid_locked(capped, snap.as_ref(), generation) {
+            // Stored by key: each document's key is its record id.
+            _ if by_key => 0,
             Ok(r) => r,
             Err(e) => {
                 fail_all(&mut out, docs.len(), e);
@@ -382,8 +464,13 @@ impl Collection {
         let mut became_multikey = Vec::new();
         for (i, doc) in docs.iter().enumerate() {
             let prepared = (|| {
-                let id = id_of(doc)
-                    .ok_or_else(|| StorageError::invalid_argument("document has no _id field"))?;
+                let id = if by_key {
+                    self.ts_of(doc)?
+                } else {
+                    id_of(doc).ok_or_else(|| {
+                        StorageError::invalid_argument("document has no _id field")
+                    })?
+                };
                 let key = layout::doc_key_for(self.state.id, id);
                 let taken = !evictor.evicted.contains(&key)
                     && (queued.contains(&key) || snap.get(&key)?.is_some());
@@ -416,8 +503,18 @@ impl Collection {
                 }
             };
             batch.put(key.clone(), doc.as_bytes().to_vec());
-            batch.put(natural_key(self.state.id, rid), encoded.clone());
-            batch.put(rid_key(self.state.id, &encoded), rid.to_be_bytes().to_vec());
+            if by_key {
+                rid = match rid_of_entry_key(&key) {
+                    Ok(r) => r,
+                    Err(e) => {
+                        fail_all(&mut out, i + 1, e);
+                        return out;
+                    }
+                };
+            } else {
+                batch.put(natural_key(self.state.id, rid), encoded.clone());
+                batch.put(rid_key(self.state.id, &encoded), rid.to_be_bytes().to_vec());
+            }
             writes.apply(self.state.id, &mut batch, &mut became_multikey, &mut tally);
             evictor.evicted.remove(&key);
             tally.add_doc(key.len(), doc.as_bytes().len());
@@ -473,6 +570,7 @@ impl Collection {
                 self.forget_locked(snap, encoded, batch)?;
                 Ok(None)
             }
+            ModifyResult::Inserted if capped.by_key() => Err(self.appended_only()),
             ModifyResult::Inserted => {
                 let rid = self.next_rid_locked(capped, snap, self.engine.generation())?;
                 batch.put(natural_key(id, rid), encoded.to_vec());
@@ -484,6 +582,84 @@ impl Collection {
             }
             _ => Ok(None),
         }
+    }
+
+    /// Checks that every document of this capped collection is keyed by a
+    /// timestamp, as storing it by key needs: the first and the last key
+    /// (keys sort by type first, so every key between two timestamp keys
+    /// is one too). Under the write lock.
+    pub(crate) fn check_keyed_by_ts_locked(&self) -> Result<(), StorageError> {
+        let snap = self.engine.snapshot()?;
+        let (start, end) = layout::doc_range(self.state.id);
+        for reverse in [false, true] {
+            let edge = snap.scan(
+                Bound::Included(start.as_slice()),
+                Bound::Excluded(end.as_slice()),
+                reverse,
+                1,
+            )?;
+            if let Some((key, _)) = edge.first() {
+                rid_of_entry_key(key).map_err(|_| {
+                    StorageError::invalid_argument(format!(
+                        "{} holds documents that are not oplog entries keyed by their ts (inserted while the server ran without --replSet?): move them out of it or drop it before starting as a replica-set member",
+                        self.ns
+                    ))
+                })?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Removes the natural-order keys a capped collection converted to
+    /// storing its entries by key left (none once done; a crash in the
+    /// middle leaves the rest for the next call). They are read by nothing
+    /// once the collection is stored by key, so the removal need not be
+    /// atomic.
+    pub(crate) fn purge_natural_keys(&self) -> Result<u64, StorageError> {
+        let mut removed = 0u64;
+        for (start, end) in collection_ranges(self.state.id) {
+            loop {
+                let chunk = self.engine.snapshot()?.scan(
+                    Bound::Included(start.as_slice()),
+                    Bound::Excluded(end.as_slice()),
+                    false,
+                    4096,
+                )?;
+                if chunk.is_empty() {
+                    break;
+                }
+                let mut batch = WriteBatch::with_capacity(chunk.len());
+                for (k, _) in chunk {
+                    batch.delete(k);
+                    removed += 1;
+                }
+                self.engine
+                    .write(batch, bisondb_engine::Durability::Buffered)?;
+            }
+        }
+        Ok(removed)
+    }
+
+    /// The key of a document inserted into a collection stored by key:
+    /// its `ts`, which must be a timestamp (as mongod's oplog, whose
+    /// record id it is).
+    fn ts_of<'d>(&self, doc: &'d RawDocument) -> Result<bson::RawBsonRef<'d>, StorageError> {
+        match doc.get("ts") {
+            Ok(Some(ts @ bson::RawBsonRef::Timestamp(_))) => Ok(ts),
+            _ => Err(StorageError::invalid_argument(format!(
+                "{} keeps each document under its ts: a document needs a timestamp ts",
+                self.ns
+            ))),
+        }
+    }
+
+    /// Why a document cannot be upserted into a collection stored by key:
+    /// its key would be its `ts`, not the `_id` the upsert looked for.
+    fn appended_only(&self) -> StorageError {
+        StorageError::invalid_argument(format!(
+            "{} keeps each document under its ts: upserts into it are not supported",
+            self.ns
+        ))
     }
 
     /// After the batch of [`Collection::capped_modify_locked`] committed.
@@ -501,7 +677,7 @@ impl Collection {
         encoded: &[u8],
         batch: &mut WriteBatch,
     ) -> Result<(), StorageError> {
-        if self.state.capped.is_none() {
+        if self.state.capped.as_ref().is_none_or(|c| c.by_key()) {
             return Ok(());
         }
         let key = rid_key(self.state.id, encoded);
@@ -519,6 +695,8 @@ pub struct NaturalIter {
     /// The view read from, or why there is none (the first read reports it).
     snapshot: Result<Arc<dyn Snapshot>, StorageError>,
     coll: u64,
+    /// The scan reads the documents themselves (a collection stored by key).
+    by_key: bool,
     start: Bound<Vec<u8>>,
     end: Bound<Vec<u8>>,
     reverse: bool,
@@ -536,6 +714,7 @@ impl NaturalIter {
         NaturalIter {
             snapshot: coll.engine.snapshot().map_err(StorageError::from),
             coll: coll.state.id,
+            by_key: coll.by_key(),
             start,
             end,
             reverse,
@@ -561,7 +740,11 @@ impl NaturalIter {
         Ok(())
     }
 
-    fn fetch(&self, key: &[u8], encoded: &[u8]) -> Result<(u64, RawDocumentBuf), StorageError> {
+    fn fetch(&self, key: &[u8], value: Vec<u8>) -> Result<(u64, RawDocumentBuf), StorageError> {
+        if self.by_key {
+            return Ok((rid_of_entry_key(key)?, decode_doc(value)?));
+        }
+        let encoded = value.as_slice();
         let rid = rid_of_natural_key(key)?;
         let snapshot = self.snapshot.as_ref().map_err(Clone::clone)?;
         match snapshot.get(&layout::doc_key(self.coll, encoded))? {
@@ -583,8 +766,8 @@ impl Iterator for NaturalIter {
             return Some(Err(StorageError::Mongo(e)));
         }
         loop {
-            if let Some((key, encoded)) = self.buffer.next() {
-                return Some(self.fetch(&key, &encoded));
+            if let Some((key, value)) = self.buffer.next() {
+                return Some(self.fetch(&key, value));
             }
             if self.exhausted {
                 return None;
@@ -611,7 +794,10 @@ impl Collection {
     /// collection's new stats record; then `write` commits the whole batch
     /// once, and on success the new records are published (tailable
     /// cursors wake). Entries are stored under their key value, which must
-    /// grow with each entry; the documents carry no `_id`.
+    /// grow with each entry; the documents carry no `_id`. In a collection
+    /// stored by key (the oplog, see `Storage::order_capped_by_key`) that key
+    /// must be a timestamp and an entry is that one key: no natural-order
+    /// keys.
     ///
     /// The append is on every write's path, so it reads nothing while the
     /// collection has room: no snapshot is taken unless the cached stats or
@@ -637,14 +823,17 @@ impl Collection {
         let _w = self.state.write_lock.lock();
         self.check_live()?;
         let generation = self.engine.generation();
+        let by_key = capped.by_key();
         let current = self.state.stats_generation.load(Ordering::Acquire) == generation
-            && matches!(*capped.next_rid.lock(), Some((g, _)) if g == generation);
+            && (by_key || matches!(*capped.next_rid.lock(), Some((g, _)) if g == generation));
         // Read when needed, then shared by the record ids and the evictions.
         let snap: std::cell::OnceCell<Arc<dyn Snapshot>> = std::cell::OnceCell::new();
         if !current {
             let _ = snap.set(self.writable_snapshot_locked()?);
         }
         let mut rid = match snap.get() {
+            // Stored by key: each entry's key is its record id.
+            _ if by_key => 0,
             Some(s) => self.next_rid_locked(capped, s.as_ref(), generation)?,
             // Cached for this generation: no read.
             None => capped.next_rid.lock().map_or(1, |(_, next)| next),
@@ -657,12 +846,23 @@ impl Collection {
         let mut fresh: VecDeque<Fresh> = VecDeque::new();
         let low = capped.size.saturating_sub(capped.size / 16);
         for (i, (key_value, doc)) in entries.iter().enumerate() {
-            let raw = bson::RawBson::try_from(key_value.clone())
-                .map_err(|e| StorageError::internal(format!("oplog key: {e}")))?;
-            let key = layout::doc_key_for(self.state.id, raw.as_raw_bson_ref());
+            let key = match key_value {
+                Bson::Timestamp(ts) => {
+                    layout::doc_key_for(self.state.id, bson::RawBsonRef::Timestamp(*ts))
+                }
+                other => {
+                    let raw = bson::RawBson::try_from(other.clone())
+                        .map_err(|e| StorageError::internal(format!("oplog key: {e}")))?;
+                    layout::doc_key_for(self.state.id, raw.as_raw_bson_ref())
+                }
+            };
             let encoded = key.get(9..).unwrap_or_default().to_vec();
-            batch.put(natural_key(self.state.id, rid), encoded.clone());
-            batch.put(rid_key(self.state.id, &encoded), rid.to_be_bytes().to_vec());
+            if by_key {
+                rid = rid_of_entry_key(&key)?;
+            } else {
+                batch.put(natural_key(self.state.id, rid), encoded.clone());
+                batch.put(rid_key(self.state.id, &encoded), rid.to_be_bytes().to_vec());
+            }
             tally.add_doc(key.len(), doc.as_bytes().len());
             batch.put(key, doc.as_bytes().to_vec());
             if capped.over(tally.count, tally.data_size) {
@@ -955,6 +1155,178 @@ mod tests {
         assert_eq!(ns.last(), Some(&71));
         assert!(ns.windows(2).all(|w| w[1] == w[0] + 1), "{ns:?}");
         assert_eq!(c.data_size(), stored_size(&c));
+    }
+
+    /// Appends `n` entries of about `pad` bytes keyed by timestamps after
+    /// `*next` (the oplog's way), in one batch.
+    fn append_ts(
+        engine: &Arc<dyn bisondb_engine::Engine>,
+        c: &Collection,
+        next: &mut u32,
+        n: usize,
+        pad: usize,
+    ) {
+        let mut build = || {
+            Ok((0..n)
+                .map(|_| {
+                    *next += 1;
+                    let ts = bson::Timestamp {
+                        time: 7,
+                        increment: *next,
+                    };
+                    (
+                        Bson::Timestamp(ts),
+                        rawdoc! {"ts": ts, "pad": "x".repeat(pad)},
+                    )
+                })
+                .collect())
+        };
+        let e = engine.clone();
+        c.append_capped_in(WriteBatch::new(), &mut build, &mut |b| {
+            Ok(e.write(b, Durability::Buffered)?)
+        })
+        .unwrap_or_else(|e| panic!("append: {e}"));
+    }
+
+    fn increments(it: NaturalIter) -> Vec<(u64, u32)> {
+        it.map(|r| {
+            let (rid, d) = r.unwrap_or_else(|e| panic!("{e}"));
+            let ts = d.get_timestamp("ts").unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(rid, (u64::from(ts.time) << 32) | u64::from(ts.increment));
+            (rid, ts.increment)
+        })
+        .collect()
+    }
+
+    fn keys_in(engine: &Arc<dyn bisondb_engine::Engine>, ranges: Vec<(Vec<u8>, Vec<u8>)>) -> usize {
+        let snap = engine.snapshot().unwrap_or_else(|e| panic!("{e}"));
+        ranges
+            .iter()
+            .map(|(start, end)| {
+                snap.scan(
+                    Bound::Included(start),
+                    Bound::Excluded(end),
+                    false,
+                    usize::MAX,
+                )
+                .unwrap_or_else(|e| panic!("{e}"))
+                .len()
+            })
+            .sum()
+    }
+
+    /// Stored by key, an entry is one key: its `ts` is its record id and
+    /// its place in natural order; readers, truncation and validation work
+    /// without natural-order keys, and ordinary inserts are refused.
+    #[test]
+    fn entries_stored_by_ts_are_one_key_each() {
+        let engine = MemoryEngine::shared();
+        let s = Storage::open(engine.clone()).unwrap_or_else(|e| panic!("{e}"));
+        let one = rawdoc! {"ts": bson::Timestamp { time: 7, increment: 1 }, "pad": "x".repeat(100)}
+            .as_bytes()
+            .len() as u64;
+        let c = capped(&s, (one * 64) as i64, None);
+        assert_eq!(s.order_capped_by_key("db", "cap").ok(), Some(0));
+        assert!(c.by_key());
+        let mut rx = c.subscribe_inserts().unwrap_or_else(|| panic!("capped"));
+        let mut next = 0;
+        append_ts(&engine, &c, &mut next, 3, 100);
+        let rid3 = (7u64 << 32) | 3;
+        assert_eq!(*rx.borrow_and_update(), rid3);
+        assert_eq!(keys_in(&engine, collection_ranges(c.state.id)), 0);
+        assert_eq!(
+            keys_in(&engine, vec![layout::doc_range(c.state.id)]),
+            3,
+            "one key per entry"
+        );
+        let all = increments(c.scan_natural(false));
+        assert_eq!(all.iter().map(|x| x.1).collect::<Vec<_>>(), vec![1, 2, 3]);
+        let back = increments(c.scan_natural(true));
+        assert_eq!(back.iter().map(|x| x.1).collect::<Vec<_>>(), vec![3, 2, 1]);
+        let first = all[0].0;
+        append_ts(&engine, &c, &mut next, 2, 100);
+        let after = increments(c.scan_natural_after(rid3));
+        assert_eq!(after.iter().map(|x| x.1).collect::<Vec<_>>(), vec![4, 5]);
+        assert!(c.has_record(first).unwrap_or(false));
+        // Past the size: the oldest go, a stretch at a time, by their keys.
+        for _ in 0..20 {
+            append_ts(&engine, &c, &mut next, 4, 100);
+        }
+        assert!(c.data_size() <= one * 64, "{}", c.data_size());
+        assert!(!c.has_record(first).unwrap_or(true), "truncated");
+        let kept = increments(c.scan_natural(false));
+        assert_eq!(kept.last().map(|x| x.1), Some(85));
+        assert!(kept.windows(2).all(|w| w[1].1 == w[0].1 + 1), "{kept:?}");
+        assert_eq!(c.count(), kept.len() as u64);
+        assert_eq!(c.data_size(), stored_size(&c));
+        crate::testing::assert_validates_clean(&c);
+        // An insert is keyed by its `ts` too, and needs one.
+        let out = insert(&c, &[1]);
+        assert_eq!(out.inserted, 0);
+        assert!(!out.errors.is_empty());
+        let ts = bson::Timestamp {
+            time: 7,
+            increment: 1000,
+        };
+        let made = rawdoc! {"_id": 1, "ts": ts};
+        let out = c.insert_many(&[made.as_ref()], true, Durability::Buffered);
+        assert_eq!(out.inserted, 1, "{:?}", out.errors);
+        assert!(c.has_record((7 << 32) | 1000).unwrap_or(false));
+        let kept = increments(c.scan_natural(false));
+        assert_eq!(kept.last().map(|x| x.1), Some(1000));
+        assert_eq!(keys_in(&engine, collection_ranges(c.state.id)), 0);
+        crate::testing::assert_validates_clean(&c);
+        // The flag is in the catalog: a reopened store reads the same.
+        let s2 = Storage::open(engine.clone()).unwrap_or_else(|e| panic!("{e}"));
+        let c2 = s2
+            .collection("db", "cap")
+            .unwrap_or_else(|| panic!("reopened"));
+        assert!(c2.by_key());
+        assert_eq!(increments(c2.scan_natural(false)), kept);
+    }
+
+    /// A collection written with natural-order keys (the oplog of an older
+    /// BisonDB) converts in place: same entries, same order, its
+    /// natural-order keys gone; one holding other keys is refused.
+    #[test]
+    fn an_oplog_with_natural_order_keys_converts() {
+        let engine = MemoryEngine::shared();
+        let s = Storage::open(engine.clone()).unwrap_or_else(|e| panic!("{e}"));
+        let c = capped(&s, 1 << 20, None);
+        let mut next = 0;
+        append_ts(&engine, &c, &mut next, 5, 10);
+        assert_eq!(keys_in(&engine, collection_ranges(c.state.id)), 10);
+        let before: Vec<u32> = increments_old(&c);
+        assert_eq!(s.order_capped_by_key("db", "cap").ok(), Some(10));
+        assert_eq!(keys_in(&engine, collection_ranges(c.state.id)), 0);
+        let after: Vec<u32> = increments(c.scan_natural(false))
+            .iter()
+            .map(|x| x.1)
+            .collect();
+        assert_eq!(after, before);
+        append_ts(&engine, &c, &mut next, 1, 10);
+        assert_eq!(c.count(), 6);
+        crate::testing::assert_validates_clean(&c);
+        assert_eq!(s.order_capped_by_key("db", "cap").ok(), Some(0));
+        // Documents keyed by `_id` cannot be stored by `ts`.
+        let plain = s
+            .create_collection("db", "cap2", doc! {"capped": true, "size": 4096})
+            .unwrap_or_else(|e| panic!("{e}"));
+        insert(&plain, &[1]);
+        assert!(s.order_capped_by_key("db", "cap2").is_err());
+        assert!(!plain.by_key());
+        assert_eq!(natural(&plain, false), vec![1]);
+    }
+
+    fn increments_old(c: &Collection) -> Vec<u32> {
+        c.scan_natural(false)
+            .map(|r| {
+                let (_, d) = r.unwrap_or_else(|e| panic!("{e}"));
+                d.get_timestamp("ts")
+                    .unwrap_or_else(|e| panic!("{e}"))
+                    .increment
+            })
+            .collect()
     }
 
     #[test]

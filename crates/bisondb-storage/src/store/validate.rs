@@ -177,10 +177,11 @@ impl Run<'_> {
         let doc_range = layout::doc_range(id);
         let indexes = self.indexes;
         let records = self.coll.has_record_ids();
+        let by_key = self.coll.by_key();
         for_each(self.snap, doc_range.clone(), |key, value| {
             self.report.nrecords += 1;
             let len = value.len() as u64;
-            match check_document(key, value, records) {
+            match check_document(key, value, records, by_key) {
                 Ok(d) => {
                     size = size.saturating_add(len);
                     // What the `_id` index holds for it: the document key, or
@@ -324,8 +325,9 @@ impl Run<'_> {
         let mut expected: HashMap<EntryId, (Vec<bson::RawBson>, Bson)> = HashMap::new();
         let repair = self.repair;
         let records = self.coll.has_record_ids();
+        let by_key = self.coll.by_key();
         for_each(self.snap, layout::doc_range(id), |key, value| {
-            let Ok(d) = check_document(key, value, records) else {
+            let Ok(d) = check_document(key, value, records, by_key) else {
                 return Ok(());
             };
             for (i, ix) in indexes.iter().enumerate() {
@@ -505,6 +507,9 @@ impl Run<'_> {
         let id = self.coll.state.id;
         let mut unmapped = 0u64;
         let snap = self.snap;
+        if self.coll.by_key() {
+            return self.check_keyed_by_ts();
+        }
         for_each(snap, layout::doc_range(id), |key, _| {
             let suffix = key.get(9..).unwrap_or_default();
             let ok = match snap.get(&capped::rid_key(id, suffix))? {
@@ -521,12 +526,7 @@ impl Run<'_> {
         })?;
         let mut region_counts = Vec::new();
         for range in capped::collection_ranges(id) {
-            let mut n = 0u64;
-            for_each(snap, range, |_, _| {
-                n += 1;
-                Ok(())
-            })?;
-            region_counts.push(n);
+            region_counts.push(count_keys(snap, range)?);
         }
         if unmapped > 0 {
             self.report.errors.push(format!(
@@ -542,6 +542,36 @@ impl Run<'_> {
                 self.coll.ns,
                 region_counts.first().copied().unwrap_or(0),
                 region_counts.get(1).copied().unwrap_or(0),
+            ));
+        }
+        Ok(())
+    }
+
+    /// A capped collection stored by key (the oplog): every document is
+    /// keyed by a timestamp, and no natural-order key is left.
+    fn check_keyed_by_ts(&mut self) -> Result<(), StorageError> {
+        let id = self.coll.state.id;
+        let mut misplaced = 0u64;
+        for_each(self.snap, layout::doc_range(id), |key, _| {
+            if capped::rid_of_entry_key(key).is_err() {
+                misplaced += 1;
+            }
+            Ok(())
+        })?;
+        let mut left = 0u64;
+        for range in capped::collection_ranges(id) {
+            left += count_keys(self.snap, range)?;
+        }
+        if misplaced > 0 {
+            self.report.errors.push(format!(
+                "{misplaced} documents of {} are not keyed by a timestamp.",
+                self.coll.ns
+            ));
+        }
+        if left > 0 {
+            self.report.errors.push(format!(
+                "{} is stored by ts but has {left} natural-order keys.",
+                self.coll.ns
             ));
         }
         Ok(())
@@ -571,13 +601,10 @@ impl Run<'_> {
             }
             Ok(())
         })?;
-        let mut entries = 0u64;
-        if let Some(range) = self.coll.id_index_range() {
-            for_each(snap, range, |_, _| {
-                entries += 1;
-                Ok(())
-            })?;
-        }
+        let entries = match self.coll.id_index_range() {
+            Some(range) => count_keys(snap, range)?,
+            None => 0,
+        };
         if unmapped > 0 {
             self.report.errors.push(format!(
                 "{unmapped} documents of {} have no _id index entry naming their record.",
@@ -708,6 +735,16 @@ impl Lister {
     }
 }
 
+/// How many keys `range` holds.
+fn count_keys(snap: &dyn Snapshot, range: (Vec<u8>, Vec<u8>)) -> Result<u64, StorageError> {
+    let mut n = 0u64;
+    for_each(snap, range, |_, _| {
+        n += 1;
+        Ok(())
+    })?;
+    Ok(n)
+}
+
 /// Calls `f` on every key and value in `[start, end)` of `snap`, in chunks.
 pub(super) fn for_each(
     snap: &dyn Snapshot,
@@ -735,10 +772,29 @@ pub(super) fn for_each(
 /// A stored document that is well-formed and stored under its own `_id`, or
 /// why it is not.
 /// A stored document, read and checked; `records`: the key holds a record id
-/// (`store/records.rs`) rather than the encoded `_id`.
-fn check_document(key: &[u8], value: &[u8], records: bool) -> Result<StoredDoc, String> {
+/// (`store/records.rs`) rather than the encoded `_id`; `by_key`: an entry of
+/// a capped collection stored by key (the oplog), under its `ts`.
+fn check_document(
+    key: &[u8],
+    value: &[u8],
+    records: bool,
+    by_key: bool,
+) -> Result<StoredDoc, String> {
     let doc = RawDocumentBuf::from_bytes(value.to_vec()).map_err(|e| format!("{e}"))?;
     check_nested(&doc, 0)?;
+    if by_key {
+        // An oplog entry has no `_id`: it is stored under its `ts`.
+        let suffix = key.get(9..).unwrap_or_default();
+        return match doc.get("ts") {
+            Ok(Some(ts @ RawBsonRef::Timestamp(_))) if crate::keycode::encode_id(ts) == suffix => {
+                Ok(StoredDoc {
+                    suffix: suffix.to_vec(),
+                    doc,
+                })
+            }
+            _ => Err("entry is not stored under its ts".to_string()),
+        };
+    }
     let id = id_of(&doc).ok_or_else(|| "document has no _id field".to_string())?;
     if records {
         return Ok(StoredDoc {
