@@ -4,7 +4,7 @@
 //! Under a collation a string is keyed by its collation sort key, so strings
 //! the collation finds equal (`"a"` and `"A"` at strength 2) group together.
 
-use bson::Bson;
+use bson::{Bson, RawBsonRef};
 use std::collections::HashMap;
 
 use crate::collation::Collation;
@@ -120,6 +120,75 @@ pub fn canonical_key_in(v: Option<&Bson>, out: &mut Vec<u8>, c: Option<&Collatio
             put_str(out, &other.to_string());
         }
     }
+}
+
+/// [`canonical_key_in`] of a borrowed raw value, for the types a group key
+/// is usually made of (numbers, strings, dates, ...), without building an
+/// owned value. Returns `false`, writing nothing, for the others (documents,
+/// arrays, decimals, binaries ...): the caller converts those and uses
+/// [`canonical_key_in`], so both give the same bytes.
+pub(crate) fn canonical_key_raw(
+    v: RawBsonRef<'_>,
+    out: &mut Vec<u8>,
+    c: Option<&Collation>,
+) -> bool {
+    match v {
+        RawBsonRef::Null => out.push(b'n'),
+        RawBsonRef::Undefined => out.push(b'u'),
+        RawBsonRef::MinKey => out.push(b'<'),
+        RawBsonRef::MaxKey => out.push(b'>'),
+        RawBsonRef::Int32(i) => {
+            out.push(b'I');
+            out.extend_from_slice(&i64::from(i).to_le_bytes());
+        }
+        RawBsonRef::Int64(i) => {
+            out.push(b'I');
+            out.extend_from_slice(&i.to_le_bytes());
+        }
+        RawBsonRef::Double(d) => put_num(out, d),
+        RawBsonRef::String(s) | RawBsonRef::Symbol(s) if c.is_none() => {
+            out.push(b's');
+            put_str(out, s);
+        }
+        RawBsonRef::Boolean(b) => {
+            out.push(b'b');
+            out.push(u8::from(b));
+        }
+        RawBsonRef::DateTime(d) => {
+            out.push(b'd');
+            out.extend_from_slice(&d.timestamp_millis().to_le_bytes());
+        }
+        RawBsonRef::Timestamp(t) => {
+            out.push(b't');
+            out.extend_from_slice(&t.time.to_le_bytes());
+            out.extend_from_slice(&t.increment.to_le_bytes());
+        }
+        RawBsonRef::ObjectId(o) => {
+            out.push(b'O');
+            out.extend_from_slice(&o.bytes());
+        }
+        _ => return false,
+    }
+    true
+}
+
+/// Starts the key of a document built field by field (an `_id` of
+/// `{year: ..., month: ...}` keyed without building it): then
+/// [`object_key_field`] before each present field's value key, and
+/// [`object_key_end`].
+pub(crate) fn object_key_start(out: &mut Vec<u8>) {
+    out.push(b'o');
+}
+
+/// See [`object_key_start`].
+pub(crate) fn object_key_field(out: &mut Vec<u8>, name: &str) {
+    out.push(1);
+    put_str(out, name);
+}
+
+/// See [`object_key_start`].
+pub(crate) fn object_key_end(out: &mut Vec<u8>) {
+    out.push(0);
 }
 
 /// The canonical key of one value (simple collation).
