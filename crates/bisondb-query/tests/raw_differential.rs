@@ -81,22 +81,31 @@ fn field_value() -> impl Strategy<Value = Option<Bson>> {
 
 const FIELDS: &[&str] = &["d", "v", "w", "s", "o"];
 
+/// A document of [`FIELDS`], and `e`, a second date (usually), so one
+/// document's expressions read two different dates.
 fn document() -> impl Strategy<Value = Document> {
-    prop::collection::vec(field_value(), FIELDS.len()).prop_map(|vals| {
-        let mut d = Document::new();
-        for (name, v) in FIELDS.iter().zip(vals) {
-            if let Some(v) = v {
-                d.insert(*name, v);
+    (
+        prop::collection::vec(field_value(), FIELDS.len()),
+        prop_oneof![4 => a_date().prop_map(Some), 1 => field_value()],
+    )
+        .prop_map(|(vals, e)| {
+            let mut d = Document::new();
+            for (name, v) in FIELDS.iter().zip(vals) {
+                if let Some(v) = v {
+                    d.insert(*name, v);
+                }
             }
-        }
-        d
-    })
+            if let Some(e) = e {
+                d.insert("e", e);
+            }
+            d
+        })
 }
 
 fn leaf() -> impl Strategy<Value = Bson> {
     prop_oneof![
         6 => prop_oneof![
-            Just("$d"), Just("$v"), Just("$w"), Just("$s"), Just("$o"),
+            Just("$d"), Just("$e"), Just("$v"), Just("$w"), Just("$s"), Just("$o"),
             Just("$o.x"), Just("$o.y"), Just("$d.x"), Just("$v.y"), Just("$missing"),
         ]
         .prop_map(|p| Bson::String(p.into())),
@@ -152,9 +161,30 @@ fn expression() -> impl Strategy<Value = Bson> {
 
 const ACCUMULATORS: &[&str] = &["$sum", "$avg", "$min", "$max", "$first", "$last", "$push"];
 
+/// A group key: a field, an object of fields and date parts (seed 003's
+/// shape), or any expression.
+fn group_key() -> impl Strategy<Value = Bson> {
+    let part = prop_oneof![
+        leaf(),
+        (prop::sample::select(DATE_PARTS), prop_oneof![Just("$d"), Just("$e")])
+            .prop_map(|(op, f)| Bson::Document(doc! {op: f})),
+    ];
+    prop_oneof![
+        leaf(),
+        prop::collection::vec(part, 1..4).prop_map(|parts| {
+            let mut d = Document::new();
+            for (i, p) in parts.into_iter().enumerate() {
+                d.insert(format!("k{i}"), p);
+            }
+            Bson::Document(d)
+        }),
+        expression(),
+    ]
+}
+
 fn group() -> impl Strategy<Value = Document> {
     (
-        expression(),
+        group_key(),
         prop::collection::vec((prop::sample::select(ACCUMULATORS), expression()), 0..4),
         any::<bool>(),
         any::<bool>(),
