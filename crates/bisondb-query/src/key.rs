@@ -14,6 +14,32 @@ fn put_str(out: &mut Vec<u8>, s: &str) {
     out.extend_from_slice(s.as_bytes());
 }
 
+fn put_int(out: &mut Vec<u8>, i: i64) {
+    out.push(b'I');
+    out.extend_from_slice(&i.to_le_bytes());
+}
+
+fn put_bool(out: &mut Vec<u8>, b: bool) {
+    out.push(b'b');
+    out.push(u8::from(b));
+}
+
+fn put_date(out: &mut Vec<u8>, d: bson::DateTime) {
+    out.push(b'd');
+    out.extend_from_slice(&d.timestamp_millis().to_le_bytes());
+}
+
+fn put_timestamp(out: &mut Vec<u8>, t: bson::Timestamp) {
+    out.push(b't');
+    out.extend_from_slice(&t.time.to_le_bytes());
+    out.extend_from_slice(&t.increment.to_le_bytes());
+}
+
+fn put_oid(out: &mut Vec<u8>, o: &bson::oid::ObjectId) {
+    out.push(b'O');
+    out.extend_from_slice(&o.bytes());
+}
+
 fn put_num(out: &mut Vec<u8>, d: f64) {
     // Integral doubles in i64 range share the integer encoding.
     if d.fract() == 0.0 && (-9.223_372_036_854_776e18..9.223_372_036_854_776e18).contains(&d) {
@@ -39,14 +65,8 @@ pub fn canonical_key_in(v: Option<&Bson>, out: &mut Vec<u8>, c: Option<&Collatio
         Bson::Undefined => out.push(b'u'),
         Bson::MinKey => out.push(b'<'),
         Bson::MaxKey => out.push(b'>'),
-        Bson::Int32(i) => {
-            out.push(b'I');
-            out.extend_from_slice(&i64::from(*i).to_le_bytes());
-        }
-        Bson::Int64(i) => {
-            out.push(b'I');
-            out.extend_from_slice(&i.to_le_bytes());
-        }
+        Bson::Int32(i) => put_int(out, i64::from(*i)),
+        Bson::Int64(i) => put_int(out, *i),
         Bson::Double(d) => put_num(out, *d),
         Bson::Decimal128(d) => match d.to_string().parse::<f64>() {
             Ok(f) => put_num(out, f),
@@ -85,23 +105,10 @@ pub fn canonical_key_in(v: Option<&Bson>, out: &mut Vec<u8>, c: Option<&Collatio
             }
             out.push(0);
         }
-        Bson::Boolean(b) => {
-            out.push(b'b');
-            out.push(u8::from(*b));
-        }
-        Bson::DateTime(d) => {
-            out.push(b'd');
-            out.extend_from_slice(&d.timestamp_millis().to_le_bytes());
-        }
-        Bson::Timestamp(t) => {
-            out.push(b't');
-            out.extend_from_slice(&t.time.to_le_bytes());
-            out.extend_from_slice(&t.increment.to_le_bytes());
-        }
-        Bson::ObjectId(o) => {
-            out.push(b'O');
-            out.extend_from_slice(&o.bytes());
-        }
+        Bson::Boolean(b) => put_bool(out, *b),
+        Bson::DateTime(d) => put_date(out, *d),
+        Bson::Timestamp(t) => put_timestamp(out, *t),
+        Bson::ObjectId(o) => put_oid(out, o),
         Bson::Binary(b) => {
             out.push(b'B');
             out.push(u8::from(b.subtype));
@@ -137,36 +144,17 @@ pub(crate) fn canonical_key_raw(
         RawBsonRef::Undefined => out.push(b'u'),
         RawBsonRef::MinKey => out.push(b'<'),
         RawBsonRef::MaxKey => out.push(b'>'),
-        RawBsonRef::Int32(i) => {
-            out.push(b'I');
-            out.extend_from_slice(&i64::from(i).to_le_bytes());
-        }
-        RawBsonRef::Int64(i) => {
-            out.push(b'I');
-            out.extend_from_slice(&i.to_le_bytes());
-        }
+        RawBsonRef::Int32(i) => put_int(out, i64::from(i)),
+        RawBsonRef::Int64(i) => put_int(out, i),
         RawBsonRef::Double(d) => put_num(out, d),
         RawBsonRef::String(s) | RawBsonRef::Symbol(s) if c.is_none() => {
             out.push(b's');
             put_str(out, s);
         }
-        RawBsonRef::Boolean(b) => {
-            out.push(b'b');
-            out.push(u8::from(b));
-        }
-        RawBsonRef::DateTime(d) => {
-            out.push(b'd');
-            out.extend_from_slice(&d.timestamp_millis().to_le_bytes());
-        }
-        RawBsonRef::Timestamp(t) => {
-            out.push(b't');
-            out.extend_from_slice(&t.time.to_le_bytes());
-            out.extend_from_slice(&t.increment.to_le_bytes());
-        }
-        RawBsonRef::ObjectId(o) => {
-            out.push(b'O');
-            out.extend_from_slice(&o.bytes());
-        }
+        RawBsonRef::Boolean(b) => put_bool(out, b),
+        RawBsonRef::DateTime(d) => put_date(out, d),
+        RawBsonRef::Timestamp(t) => put_timestamp(out, t),
+        RawBsonRef::ObjectId(o) => put_oid(out, &o),
         _ => return false,
     }
     true

@@ -26,7 +26,7 @@ use crate::key::{
 use crate::value::{num_add, num_mul, num_sub, LongOverflow, Num};
 use bisondb_error::{ErrorCode, MongoError, MongoResult};
 use bson::{Bson, Document, RawBsonRef, RawDocument};
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 
 /// A compiled expression over raw documents.
 #[derive(Debug)]
@@ -81,6 +81,10 @@ pub struct RawCx<'a, 'v> {
     doc: &'a RawDocument,
     vars: &'a Vars<'v>,
     civil: Cell<Option<(i64, Civil)>>,
+    /// Top-level fields already looked up in this document (a lookup walks
+    /// the document's elements; seed 003's per-day group reads
+    /// `created_on` and `value` three times each).
+    seen: RefCell<Vec<(&'a str, Option<RawBsonRef<'a>>)>>,
 }
 
 impl<'a, 'v> RawCx<'a, 'v> {
@@ -89,7 +93,19 @@ impl<'a, 'v> RawCx<'a, 'v> {
             doc,
             vars,
             civil: Cell::new(None),
+            seen: RefCell::new(Vec::new()),
         }
+    }
+
+    /// The top-level field `name` (`None`: absent), or `Err` when the
+    /// document cannot be read.
+    fn top(&self, name: &'a str) -> Result<Option<RawBsonRef<'a>>, ()> {
+        if let Some((_, v)) = self.seen.borrow().iter().find(|(n, _)| *n == name) {
+            return Ok(*v);
+        }
+        let v = self.doc.get(name).map_err(|_| ())?;
+        self.seen.borrow_mut().push((name, v));
+        Ok(v)
     }
 
     /// The document being evaluated.
@@ -140,6 +156,12 @@ impl RawVal<'_> {
     pub fn into_value(self) -> MongoResult<Value> {
         Ok(match self {
             RawVal::Missing => None,
+            // The common scalars directly; the rest through bson's conversion.
+            RawVal::Raw(RawBsonRef::Double(d)) => Some(Bson::Double(d)),
+            RawVal::Raw(RawBsonRef::Int32(i)) => Some(Bson::Int32(i)),
+            RawVal::Raw(RawBsonRef::Int64(i)) => Some(Bson::Int64(i)),
+            RawVal::Raw(RawBsonRef::DateTime(d)) => Some(Bson::DateTime(d)),
+            RawVal::Raw(RawBsonRef::Null) => Some(Bson::Null),
             RawVal::Raw(r) => Some(Bson::try_from(r).map_err(invalid_bson)?),
             RawVal::Lit(b) => Some(b.clone()),
             RawVal::Owned(b) => Some(b),
@@ -202,16 +224,16 @@ impl RawExpr {
     }
 
     /// Evaluates into an owned value (`None`: missing).
-    pub fn eval_value(&self, cx: &RawCx<'_, '_>) -> MongoResult<Value> {
+    pub fn eval_value<'a>(&'a self, cx: &RawCx<'a, '_>) -> MongoResult<Value> {
         self.node.eval(cx)?.into_value()
     }
 
     /// Appends the canonical group key of the value to `out`, as
     /// `key::canonical_key_in` of [`RawExpr::eval_value`] would, without
     /// building an object literal's document.
-    pub fn key_into(
-        &self,
-        cx: &RawCx<'_, '_>,
+    pub fn key_into<'a>(
+        &'a self,
+        cx: &RawCx<'a, '_>,
         out: &mut Vec<u8>,
         c: Option<&Collation>,
     ) -> MongoResult<()> {
@@ -323,9 +345,9 @@ impl Node {
         }
     }
 
-    fn key_into(
-        &self,
-        cx: &RawCx<'_, '_>,
+    fn key_into<'a>(
+        &'a self,
+        cx: &RawCx<'a, '_>,
         out: &mut Vec<u8>,
         c: Option<&Collation>,
     ) -> MongoResult<()> {
@@ -352,12 +374,12 @@ impl Node {
 /// Follows `path` through embedded documents; `None` when it meets an array
 /// on the way (the owned evaluator's fan-out decides then) or the document
 /// cannot be read (the owned conversion reports it).
-fn field<'a>(cx: &RawCx<'a, '_>, path: &[String]) -> Option<RawVal<'a>> {
+fn field<'a>(cx: &RawCx<'a, '_>, path: &'a [String]) -> Option<RawVal<'a>> {
     if cx.vars.get("CURRENT").is_some() {
         return None;
     }
     let (first, rest) = path.split_first()?;
-    let mut cur = match cx.doc.get(first).ok()? {
+    let mut cur = match cx.top(first.as_str()).ok()? {
         Some(v) => v,
         None => return Some(RawVal::Missing),
     };

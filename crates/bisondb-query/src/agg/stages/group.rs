@@ -173,11 +173,11 @@ impl RawGroup {
         }
     }
 
-    fn accumulate(
-        &self,
+    fn accumulate<'a>(
+        &'a self,
         stage: &GroupStage,
         states: &mut [AccState],
-        cx: &RawCx<'_, '_>,
+        cx: &RawCx<'a, '_>,
         vars: &Vars,
     ) -> MongoResult<()> {
         for ((raw, (_, acc)), st) in self.accs.iter().zip(&stage.fields).zip(states.iter_mut()) {
@@ -395,12 +395,7 @@ impl Stage for GroupStage {
     }
 
     fn run(self: Box<Self>, input: DocStream, cx: &RunCtx) -> DocStream {
-        let vars = cx.vars();
-        let limits = cx.memory.clone();
-        let stage: Arc<GroupStage> = Arc::from(self);
-        crate::agg::blocking_stream(input, move |inp| {
-            group_all(stage, Input::Owned(inp), vars, &limits)
-        })
+        self.run_input(Input::Owned(input), cx)
     }
 
     /// Raw when the key and accumulators name the fields they read: a
@@ -410,11 +405,15 @@ impl Stage for GroupStage {
     }
 
     fn run_raw(self: Box<Self>, input: RawDocStream, cx: &RunCtx) -> DocStream {
+        self.run_input(Input::Raw(input), cx)
+    }
+}
+
+impl GroupStage {
+    fn run_input(self: Box<Self>, input: Input, cx: &RunCtx) -> DocStream {
         let vars = cx.vars();
         let limits = cx.memory.clone();
         let stage: Arc<GroupStage> = Arc::from(self);
-        crate::agg::blocking_stream(input, move |inp| {
-            group_all(stage, Input::Raw(inp), vars, &limits)
-        })
+        crate::agg::blocking_stream(input, move |inp| group_all(stage, inp, vars, &limits))
     }
 }
