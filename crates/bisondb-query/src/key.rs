@@ -4,7 +4,7 @@
 //! Under a collation a string is keyed by its collation sort key, so strings
 //! the collation finds equal (`"a"` and `"A"` at strength 2) group together.
 
-use bson::Bson;
+use bson::{Bson, RawBsonRef};
 use std::collections::HashMap;
 
 use crate::collation::Collation;
@@ -12,6 +12,32 @@ use crate::collation::Collation;
 fn put_str(out: &mut Vec<u8>, s: &str) {
     out.extend_from_slice(&(s.len() as u64).to_le_bytes());
     out.extend_from_slice(s.as_bytes());
+}
+
+fn put_int(out: &mut Vec<u8>, i: i64) {
+    out.push(b'I');
+    out.extend_from_slice(&i.to_le_bytes());
+}
+
+fn put_bool(out: &mut Vec<u8>, b: bool) {
+    out.push(b'b');
+    out.push(u8::from(b));
+}
+
+fn put_date(out: &mut Vec<u8>, d: bson::DateTime) {
+    out.push(b'd');
+    out.extend_from_slice(&d.timestamp_millis().to_le_bytes());
+}
+
+fn put_timestamp(out: &mut Vec<u8>, t: bson::Timestamp) {
+    out.push(b't');
+    out.extend_from_slice(&t.time.to_le_bytes());
+    out.extend_from_slice(&t.increment.to_le_bytes());
+}
+
+fn put_oid(out: &mut Vec<u8>, o: &bson::oid::ObjectId) {
+    out.push(b'O');
+    out.extend_from_slice(&o.bytes());
 }
 
 fn put_num(out: &mut Vec<u8>, d: f64) {
@@ -39,14 +65,8 @@ pub fn canonical_key_in(v: Option<&Bson>, out: &mut Vec<u8>, c: Option<&Collatio
         Bson::Undefined => out.push(b'u'),
         Bson::MinKey => out.push(b'<'),
         Bson::MaxKey => out.push(b'>'),
-        Bson::Int32(i) => {
-            out.push(b'I');
-            out.extend_from_slice(&i64::from(*i).to_le_bytes());
-        }
-        Bson::Int64(i) => {
-            out.push(b'I');
-            out.extend_from_slice(&i.to_le_bytes());
-        }
+        Bson::Int32(i) => put_int(out, i64::from(*i)),
+        Bson::Int64(i) => put_int(out, *i),
         Bson::Double(d) => put_num(out, *d),
         Bson::Decimal128(d) => match d.to_string().parse::<f64>() {
             Ok(f) => put_num(out, f),
@@ -85,23 +105,10 @@ pub fn canonical_key_in(v: Option<&Bson>, out: &mut Vec<u8>, c: Option<&Collatio
             }
             out.push(0);
         }
-        Bson::Boolean(b) => {
-            out.push(b'b');
-            out.push(u8::from(*b));
-        }
-        Bson::DateTime(d) => {
-            out.push(b'd');
-            out.extend_from_slice(&d.timestamp_millis().to_le_bytes());
-        }
-        Bson::Timestamp(t) => {
-            out.push(b't');
-            out.extend_from_slice(&t.time.to_le_bytes());
-            out.extend_from_slice(&t.increment.to_le_bytes());
-        }
-        Bson::ObjectId(o) => {
-            out.push(b'O');
-            out.extend_from_slice(&o.bytes());
-        }
+        Bson::Boolean(b) => put_bool(out, *b),
+        Bson::DateTime(d) => put_date(out, *d),
+        Bson::Timestamp(t) => put_timestamp(out, *t),
+        Bson::ObjectId(o) => put_oid(out, o),
         Bson::Binary(b) => {
             out.push(b'B');
             out.push(u8::from(b.subtype));
@@ -120,6 +127,56 @@ pub fn canonical_key_in(v: Option<&Bson>, out: &mut Vec<u8>, c: Option<&Collatio
             put_str(out, &other.to_string());
         }
     }
+}
+
+/// [`canonical_key_in`] of a borrowed raw value, for the types a group key
+/// is usually made of (numbers, strings, dates, ...), without building an
+/// owned value. Returns `false`, writing nothing, for the others (documents,
+/// arrays, decimals, binaries ...): the caller converts those and uses
+/// [`canonical_key_in`], so both give the same bytes.
+pub(crate) fn canonical_key_raw(
+    v: RawBsonRef<'_>,
+    out: &mut Vec<u8>,
+    c: Option<&Collation>,
+) -> bool {
+    match v {
+        RawBsonRef::Null => out.push(b'n'),
+        RawBsonRef::Undefined => out.push(b'u'),
+        RawBsonRef::MinKey => out.push(b'<'),
+        RawBsonRef::MaxKey => out.push(b'>'),
+        RawBsonRef::Int32(i) => put_int(out, i64::from(i)),
+        RawBsonRef::Int64(i) => put_int(out, i),
+        RawBsonRef::Double(d) => put_num(out, d),
+        RawBsonRef::String(s) | RawBsonRef::Symbol(s) if c.is_none() => {
+            out.push(b's');
+            put_str(out, s);
+        }
+        RawBsonRef::Boolean(b) => put_bool(out, b),
+        RawBsonRef::DateTime(d) => put_date(out, d),
+        RawBsonRef::Timestamp(t) => put_timestamp(out, t),
+        RawBsonRef::ObjectId(o) => put_oid(out, &o),
+        _ => return false,
+    }
+    true
+}
+
+/// Starts the key of a document built field by field (an `_id` of
+/// `{year: ..., month: ...}` keyed without building it): then
+/// [`object_key_field`] before each present field's value key, and
+/// [`object_key_end`].
+pub(crate) fn object_key_start(out: &mut Vec<u8>) {
+    out.push(b'o');
+}
+
+/// See [`object_key_start`].
+pub(crate) fn object_key_field(out: &mut Vec<u8>, name: &str) {
+    out.push(1);
+    put_str(out, name);
+}
+
+/// See [`object_key_start`].
+pub(crate) fn object_key_end(out: &mut Vec<u8>) {
+    out.push(0);
 }
 
 /// The canonical key of one value (simple collation).

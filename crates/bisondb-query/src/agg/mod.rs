@@ -29,6 +29,10 @@ use std::sync::Arc;
 /// A stream of documents (or the first error) flowing between stages.
 pub type DocStream = Box<dyn Iterator<Item = MongoResult<Document>> + Send>;
 
+/// Stored documents as the scan reads them, for a pipeline whose first stage
+/// evaluates over raw BSON ([`Pipeline::reads_raw`]).
+pub type RawDocStream = Box<dyn Iterator<Item = MongoResult<bson::RawDocumentBuf>> + Send>;
+
 pub use stages::geo_near::GeoNearStage;
 
 /// Gives stages that read other collections (`$lookup`, `$unionWith`) the
@@ -71,9 +75,10 @@ where
 
 /// Like [`blocking`], for a stage whose output is itself a stream (a merge
 /// of spilled runs): `all` consumes the input on the first pull.
-pub(crate) fn blocking_stream<F>(input: DocStream, all: F) -> DocStream
+pub(crate) fn blocking_stream<I, F>(input: I, all: F) -> DocStream
 where
-    F: FnOnce(DocStream) -> MongoResult<DocStream> + Send + 'static,
+    I: Send + 'static,
+    F: FnOnce(I) -> MongoResult<DocStream> + Send + 'static,
 {
     let mut pending = Some((input, all));
     let mut out: Option<DocStream> = None;
@@ -177,6 +182,19 @@ pub(crate) trait Stage: Debug + Send {
     /// default, `false`, means it may read whole documents.
     fn top_level_deps(&self, _out: &mut Vec<String>) -> bool {
         false
+    }
+
+    /// Whether [`Stage::run_raw`] evaluates over the stored BSON itself
+    /// (`$group`) rather than converting each input document.
+    fn reads_raw(&self) -> bool {
+        false
+    }
+
+    /// Wraps an input of raw documents; by default converts each into an
+    /// owned document for [`Stage::run`].
+    fn run_raw(self: Box<Self>, input: RawDocStream, cx: &RunCtx) -> DocStream {
+        let owned = input.map(|r| r.and_then(|d| crate::expr::raw::owned_fields(&d, None)));
+        self.run(Box::new(owned), cx)
     }
 }
 
@@ -532,6 +550,69 @@ impl Pipeline {
         }
     }
 
+    /// Whether the pipeline's first stage evaluates over raw documents, so
+    /// the caller should hand it the stored BSON ([`Pipeline::run_raw_with_reader`]).
+    pub fn reads_raw(&self) -> bool {
+        self.raw_filters().is_some()
+    }
+
+    /// The filters of the `$match` stages in front of a stage that reads raw
+    /// documents (the matcher runs over raw BSON too), or `None` when the
+    /// pipeline does not start with such a stage. A `$text` filter is left
+    /// to the `$match` stage, which reports it out of place.
+    fn raw_filters(&self) -> Option<Vec<&Document>> {
+        let mut filters = Vec::new();
+        for st in &self.stages {
+            match st.match_filter() {
+                Some(f) if !f.contains_key("$text") => filters.push(f),
+                Some(_) => return None,
+                None => return st.reads_raw().then_some(filters),
+            }
+        }
+        None
+    }
+
+    /// Like [`Pipeline::run_with_reader`], over stored documents as they are:
+    /// the first stage reads them raw when it can ([`Pipeline::reads_raw`]),
+    /// else each is converted (only the fields the pipeline reads, when
+    /// [`Pipeline::needed_fields`] knows them).
+    pub fn run_raw_with_reader(
+        mut self,
+        input: RawDocStream,
+        reader: Option<Arc<dyn CollectionReader>>,
+    ) -> DocStream {
+        if !self.reads_raw() {
+            let fields = self.needed_fields();
+            let owned = input.map(move |r| {
+                r.and_then(|d| crate::expr::raw::owned_fields(&d, fields.as_deref()))
+            });
+            return self.run_with_reader(Box::new(owned), reader);
+        }
+        let cx = self.run_ctx(reader);
+        let mut matchers = Vec::new();
+        for filter in self.raw_filters().unwrap_or_default() {
+            match crate::matcher::Matcher::parse_doc(filter) {
+                Ok(m) => matchers.push(m.with_collation(cx.collation.clone())),
+                Err(e) => return Box::new(std::iter::once(Err(e))),
+            }
+        }
+        self.stages.drain(..matchers.len());
+        let first = self.stages.remove(0);
+        let input: RawDocStream = if matchers.is_empty() {
+            input
+        } else {
+            Box::new(input.filter(move |r| match r {
+                Ok(d) => matchers.iter().all(|m| m.matches(d)),
+                Err(_) => true,
+            }))
+        };
+        let stream = first.run_raw(Box::new(Checked::new(input)), &cx);
+        Box::new(FuseOnError {
+            inner: self.run_stages(stream, &cx),
+            failed: false,
+        })
+    }
+
     /// Runs every stage under `collation` (`None`: simple): `$match`, `$sort`,
     /// `$group` keys, accumulators and expression comparisons use it.
     pub fn with_collation(mut self, collation: Option<Arc<Collation>>) -> Pipeline {
@@ -578,18 +659,22 @@ impl Pipeline {
         input: DocStream,
         reader: Option<Arc<dyn CollectionReader>>,
     ) -> DocStream {
-        let cx = RunCtx {
+        let cx = self.run_ctx(reader);
+        Box::new(FuseOnError {
+            inner: self.run_stages(input, &cx),
+            failed: false,
+        })
+    }
+
+    fn run_ctx(&self, reader: Option<Arc<dyn CollectionReader>>) -> RunCtx {
+        RunCtx {
             now: self.now,
             reader,
             collation: self.collation.clone(),
             text_scores: self.text_scores.clone(),
             memory: self.memory.clone(),
             server: self.server.clone(),
-        };
-        Box::new(FuseOnError {
-            inner: self.run_stages(input, &cx),
-            failed: false,
-        })
+        }
     }
 
     pub(crate) fn run_stages(self, input: DocStream, cx: &RunCtx) -> DocStream {

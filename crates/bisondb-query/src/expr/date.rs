@@ -209,33 +209,91 @@ pub(super) fn date_part(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Valu
     if nullish(d.as_ref()) {
         return Ok(Some(Bson::Null));
     }
-    let ms = to_date_millis(&d)?;
-    let ms = zone.local(ms);
-    let days = ms.div_euclid(86_400_000);
-    let rem = ms.rem_euclid(86_400_000);
-    let (y, m, day) = civil_from_days(days);
-    let day_of_year0 = days - days_from_civil(y, 1, 1);
-    // 1970-01-01 was a Thursday; 0 = Sunday.
-    let dow0 = (days + 4).rem_euclid(7);
-    let v: i64 = match name {
-        "$year" => y,
-        "$month" => i64::from(m),
-        "$dayOfMonth" => i64::from(day),
-        "$hour" => rem / 3_600_000,
-        "$minute" => rem / 60_000 % 60,
-        "$second" => rem / 1000 % 60,
-        "$millisecond" => rem % 1000,
-        "$dayOfWeek" => dow0 + 1,
-        "$dayOfYear" => day_of_year0 + 1,
-        // Weeks start on Sunday; days before the year's first Sunday are week 0.
-        "$week" => (day_of_year0 + 7 - dow0) / 7,
-        other => {
-            return Err(MongoError::internal(format!(
-                "unhandled date operator {other}"
-            )))
+    let ms = zone.local(to_date_millis(&d)?);
+    let part = DatePart::from_name(name)
+        .ok_or_else(|| MongoError::internal(format!("unhandled date operator {name}")))?;
+    Ok(Some(Civil::of(ms).part(part)))
+}
+
+/// A date part operator (`$year` ... `$week`), resolved once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum DatePart {
+    Year,
+    Month,
+    DayOfMonth,
+    Hour,
+    Minute,
+    Second,
+    Millisecond,
+    DayOfWeek,
+    DayOfYear,
+    Week,
+}
+
+impl DatePart {
+    pub(super) fn from_name(name: &str) -> Option<DatePart> {
+        Some(match name {
+            "$year" => DatePart::Year,
+            "$month" => DatePart::Month,
+            "$dayOfMonth" => DatePart::DayOfMonth,
+            "$hour" => DatePart::Hour,
+            "$minute" => DatePart::Minute,
+            "$second" => DatePart::Second,
+            "$millisecond" => DatePart::Millisecond,
+            "$dayOfWeek" => DatePart::DayOfWeek,
+            "$dayOfYear" => DatePart::DayOfYear,
+            "$week" => DatePart::Week,
+            _ => return None,
+        })
+    }
+}
+
+/// The civil date and time of day of a (zone-shifted) instant: computed
+/// once, then read by every date part operator of the same date.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Civil {
+    days: i64,
+    /// Milliseconds into the day.
+    rem: i64,
+    year: i64,
+    month: u32,
+    day: u32,
+}
+
+impl Civil {
+    pub(super) fn of(ms: i64) -> Civil {
+        let days = ms.div_euclid(86_400_000);
+        let (year, month, day) = civil_from_days(days);
+        Civil {
+            days,
+            rem: ms.rem_euclid(86_400_000),
+            year,
+            month,
+            day,
         }
-    };
-    Ok(Some(Bson::Int32(i32::try_from(v).unwrap_or(i32::MAX))))
+    }
+
+    /// The value of `part`, as the operator returns it.
+    pub(super) fn part(&self, part: DatePart) -> Bson {
+        // 1970-01-01 was a Thursday; 0 = Sunday.
+        let dow0 = || (self.days + 4).rem_euclid(7);
+        let day_of_year0 = || self.days - days_from_civil(self.year, 1, 1);
+        let rem = self.rem;
+        let v: i64 = match part {
+            DatePart::Year => self.year,
+            DatePart::Month => i64::from(self.month),
+            DatePart::DayOfMonth => i64::from(self.day),
+            DatePart::Hour => rem / 3_600_000,
+            DatePart::Minute => rem / 60_000 % 60,
+            DatePart::Second => rem / 1000 % 60,
+            DatePart::Millisecond => rem % 1000,
+            DatePart::DayOfWeek => dow0() + 1,
+            DatePart::DayOfYear => day_of_year0() + 1,
+            // Weeks start on Sunday; days before the year's first Sunday are week 0.
+            DatePart::Week => (day_of_year0() + 7 - dow0()) / 7,
+        };
+        Bson::Int32(i32::try_from(v).unwrap_or(i32::MAX))
+    }
 }
 
 /// Broken-down UTC (or offset-shifted) time.

@@ -40,8 +40,16 @@ pub(super) fn not(_name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
 pub(super) fn compare(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value> {
     let a = cx.ev(arg(args, 0)?)?;
     let b = cx.ev(arg(args, 1)?)?;
-    let o = cmp_values(&a, &b, cx.vars.collation());
-    Ok(Some(match name {
+    Ok(Some(comparison(
+        name,
+        cmp_values(&a, &b, cx.vars.collation()),
+    )))
+}
+
+/// The result of comparison operator `name` (`$cmp`, `$eq` ... `$lte`) for
+/// operands ordered `o`.
+pub(super) fn comparison(name: &str, o: Ordering) -> Bson {
+    match name {
         "$cmp" => Bson::Int32(match o {
             Ordering::Less => -1,
             Ordering::Equal => 0,
@@ -53,7 +61,7 @@ pub(super) fn compare(name: &str, args: &[Expr], cx: &Ctx) -> MongoResult<Value>
         "$gte" => Bson::Boolean(o != Ordering::Less),
         "$lt" => Bson::Boolean(o == Ordering::Less),
         _ => Bson::Boolean(o != Ordering::Greater),
-    }))
+    }
 }
 
 /// `$cond`.

@@ -26,6 +26,7 @@ mod hashed;
 mod logic;
 mod misc;
 mod object;
+pub mod raw;
 mod string;
 
 /// Calendar month arithmetic, shared with `$densify`'s month/quarter/year units.

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use bisondb_query::agg::spill::MemoryLimits;
 use bisondb_query::agg::{CollectionReader, DocStream, Pipeline};
 use bisondb_query::matcher::Matcher;
-use bson::{Document, RawBsonRef, RawDocument, RawDocumentBuf};
+use bson::{Document, RawBsonRef, RawDocumentBuf};
 
 use super::{Command, Context};
 use crate::cursor::{Cursor, DocSource, DEFAULT_FIRST_BATCH};
@@ -253,7 +253,7 @@ impl Command for Aggregate {
             // The pipeline's `$sort` sorts in memory (mongod's scanAndOrder).
             crate::metrics::add(&crate::metrics::SCAN_AND_ORDER, 1);
         }
-        let input: DocStream = if self.pipeline.leading_server_stage().is_some() {
+        let input: Input = if self.pipeline.leading_server_stage().is_some() {
             // The stage makes the input from what the server has.
             self.pipeline
                 .set_server_stages(Arc::new(crate::stages::ServerStagesOf {
@@ -263,7 +263,7 @@ impl Command for Aggregate {
                     coll: coll.clone(),
                     own_ops: crate::auth::own_ops(ctx),
                 }));
-            Box::new(std::iter::empty())
+            Input::Owned(Box::new(std::iter::empty()))
         } else {
             let stats = Arc::new(plan::Stats::default());
             ctx.conn.op.plan(&stats, &chosen);
@@ -286,11 +286,14 @@ impl Command for Aggregate {
             // The scan applied the leading $match to the stored documents:
             // matching them again as owned documents would be wasted work.
             self.pipeline.take_leading_match();
-            // A pipeline that starts with $group reads a few fields: convert
-            // only those out of the stored BSON.
-            match self.pipeline.needed_fields() {
-                Some(fields) => Box::new(scan.map(move |r| r.and_then(|d| fields_of(&d, &fields)))),
-                None => Box::new(scan.map(|r| r.and_then(|d| fields::to_document(&d)))),
+            // A pipeline that starts with $group evaluates over the stored
+            // BSON itself (or converts only the fields it reads).
+            if self.pipeline.reads_raw() || self.pipeline.needed_fields().is_some() {
+                Input::Raw(scan)
+            } else {
+                Input::Owned(Box::new(
+                    scan.map(|r| r.and_then(|d| fields::to_document(&d))),
+                ))
             }
         };
         let reader: Arc<dyn CollectionReader> = Arc::new(crate::namespaces::views::StorageReader {
@@ -300,7 +303,10 @@ impl Command for Aggregate {
         let out_stage = self.pipeline.output().cloned();
         self.pipeline
             .set_memory_limits(memory_limits(ctx, self.allow_disk_use));
-        let output = self.pipeline.run_with_reader(input, Some(reader));
+        let output = match input {
+            Input::Owned(docs) => self.pipeline.run_with_reader(docs, Some(reader)),
+            Input::Raw(docs) => self.pipeline.run_raw_with_reader(docs, Some(reader)),
+        };
         if let Some(stage) = out_stage {
             crate::write::write_output(
                 &ctx.state.storage,
@@ -347,18 +353,11 @@ fn memory_limits(ctx: &Context<'_>, allow_disk_use: Option<bool>) -> MemoryLimit
     }
 }
 
-/// The top-level `fields` of `d` that it has, in its order, as an owned
-/// document (the input of a pipeline that reads nothing else).
-fn fields_of(d: &RawDocument, fields: &[String]) -> MongoResult<Document> {
-    let mut out = Document::new();
-    for el in d.iter() {
-        let (k, v) = el.map_err(crate::request::invalid_bson)?;
-        let k = k.as_str();
-        if fields.iter().any(|f| f == k) {
-            out.insert(k, fields::to_bson(v)?);
-        }
-    }
-    Ok(out)
+/// What the pipeline reads: owned documents, or the scan's stored ones
+/// (which it reads raw, or converts only the fields it needs of).
+enum Input {
+    Owned(DocStream),
+    Raw(DocSource),
 }
 
 /// A pipeline's result document as it goes into a reply: no document a stage

@@ -16,13 +16,16 @@
 //! accumulator state ever needs merging. Spilled groups come after the
 //! in-memory ones (mongod's output order is unspecified too).
 
-use crate::agg::accumulators::{accumulate_all, finish_all, new_states, AccState, Accumulator};
+use crate::agg::accumulators::{
+    accumulate_all, finish_all, new_states, AccOp, AccState, Accumulator,
+};
 use crate::agg::spill::{approx_doc_size, approx_size, MemoryLimits, SortedDocs, Sorter};
-use crate::agg::{spec_doc, DocStream, RunCtx, Stage};
+use crate::agg::{spec_doc, DocStream, RawDocStream, RunCtx, Stage};
+use crate::expr::raw::{owned_fields, RawCx, RawExpr};
 use crate::expr::{Expr, Vars};
-use crate::key::key_of_in;
+use crate::key::canonical_key_in;
 use bisondb_error::{MongoError, MongoResult};
-use bson::{Bson, Document};
+use bson::{Bson, Document, RawDocumentBuf};
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -134,9 +137,74 @@ fn spill_sorter(limits: &MemoryLimits) -> Sorter<Vec<u8>> {
     )
 }
 
+/// `$group`'s key and accumulators compiled for raw input documents.
+struct RawGroup {
+    id: RawExpr,
+    accs: Vec<RawAcc>,
+}
+
+/// How an accumulator is fed from a raw document.
+enum RawAcc {
+    /// Its argument evaluated over the raw document, folded as a value.
+    Value(RawExpr),
+    /// `$top`/`$bottom` (and their N forms) and `$accumulator` read more
+    /// than a value (a sort key, the document for JavaScript): they get an
+    /// owned document of the top-level fields they read.
+    Owned(Vec<String>),
+}
+
+impl RawGroup {
+    fn compile(stage: &GroupStage) -> RawGroup {
+        let accs = stage
+            .fields
+            .iter()
+            .map(|(_, acc)| match acc.op {
+                AccOp::Top | AccOp::Bottom | AccOp::TopN | AccOp::BottomN | AccOp::Js => {
+                    let mut deps = Vec::new();
+                    acc.top_level_deps(&mut deps);
+                    RawAcc::Owned(deps)
+                }
+                _ => RawAcc::Value(RawExpr::compile(&acc.arg)),
+            })
+            .collect();
+        RawGroup {
+            id: RawExpr::compile(&stage.id),
+            accs,
+        }
+    }
+
+    fn accumulate<'a>(
+        &'a self,
+        stage: &GroupStage,
+        states: &mut [AccState],
+        cx: &RawCx<'a, '_>,
+        vars: &Vars,
+    ) -> MongoResult<()> {
+        for ((raw, (_, acc)), st) in self.accs.iter().zip(&stage.fields).zip(states.iter_mut()) {
+            match raw {
+                RawAcc::Value(e) => st.add_in(acc.op, e.eval_value(cx)?, vars.collation())?,
+                RawAcc::Owned(deps) => acc.accumulate(st, &cx.owned_fields(Some(deps))?, vars)?,
+            }
+        }
+        Ok(())
+    }
+}
+
+/// One input document of [`group_all`].
+enum Doc {
+    Owned(Document),
+    Raw(RawDocumentBuf),
+}
+
+/// `$group`'s input: owned documents, or stored ones read raw.
+enum Input {
+    Owned(DocStream),
+    Raw(RawDocStream),
+}
+
 fn group_all(
     stage: Arc<GroupStage>,
-    input: DocStream,
+    input: Input,
     vars: Vars<'static>,
     limits: &MemoryLimits,
 ) -> MongoResult<DocStream> {
@@ -146,22 +214,55 @@ fn group_all(
     // `bytes` as counted against the operation's (and server's) memory.
     let mut charge = bisondb_error::memory::Charge::new();
     let mut overflow: Option<Sorter<Vec<u8>>> = None;
-    for r in input {
+    let (docs, compiled): (Box<dyn Iterator<Item = MongoResult<Doc>> + Send>, _) = match input {
+        Input::Owned(s) => (Box::new(s.map(|r| r.map(Doc::Owned))), None),
+        Input::Raw(s) => (
+            Box::new(s.map(|r| r.map(Doc::Raw))),
+            Some(RawGroup::compile(&stage)),
+        ),
+    };
+    let compiled = compiled.as_ref();
+    // The current document's key, reused so a known group costs no allocation.
+    let mut key = Vec::new();
+    for r in docs {
         let doc = r?;
-        let id = stage.id.eval(&doc, &vars)?;
-        let key = key_of_in(id.as_ref(), vars.collation());
-        let slot = match index.get(&key) {
+        key.clear();
+        // The raw path keys the document without building its `_id`; the
+        // owned one has built it already.
+        let (id, cx) = match (&doc, compiled) {
+            (Doc::Raw(d), Some(g)) => {
+                let cx = RawCx::new(d, &vars);
+                g.id.key_into(&cx, &mut key, vars.collation())?;
+                (None, Some(cx))
+            }
+            (Doc::Raw(_), None) => return Err(MongoError::internal("raw $group not compiled")),
+            (Doc::Owned(d), _) => {
+                let id = stage.id.eval(d, &vars)?;
+                canonical_key_in(id.as_ref(), &mut key, vars.collation());
+                (Some(id), None)
+            }
+        };
+        let slot = match index.get(key.as_slice()) {
             Some(i) => *i,
             None => {
-                let id = id.unwrap_or(Bson::Null);
+                let id = match (id, &cx, compiled) {
+                    (Some(id), _, _) => id,
+                    (None, Some(cx), Some(g)) => g.id.eval_value(cx)?,
+                    _ => return Err(MongoError::internal("$group key without its value")),
+                }
+                .unwrap_or(Bson::Null);
                 if let Some(sorter) = overflow.as_mut() {
+                    let doc = match &doc {
+                        Doc::Owned(d) => d.clone(),
+                        Doc::Raw(d) => owned_fields(d, None)?,
+                    };
                     let rec = bson::doc! {
                         "k": bson::Binary { subtype: bson::spec::BinarySubtype::Generic, bytes: key.clone() },
                         "i": id,
                         "d": doc,
                     };
                     let size = approx_doc_size(&rec);
-                    sorter.push(key, rec, size)?;
+                    sorter.push(key.clone(), rec, size)?;
                     continue;
                 }
                 bytes = bytes
@@ -169,14 +270,20 @@ fn group_all(
                     .saturating_add(32 * stage.fields.len());
                 groups.push(new_group(&stage, id));
                 let i = groups.len() - 1;
-                index.insert(key, i);
+                index.insert(key.clone(), i);
                 i
             }
         };
         let g = groups
             .get_mut(slot)
             .ok_or_else(|| MongoError::internal("group index out of range"))?;
-        accumulate_all(&stage.fields, &mut g.states, &doc, &vars)?;
+        match (&doc, &cx, compiled) {
+            (Doc::Owned(d), _, _) => accumulate_all(&stage.fields, &mut g.states, d, &vars)?,
+            (_, Some(cx), Some(compiled)) => {
+                compiled.accumulate(&stage, &mut g.states, cx, &vars)?
+            }
+            _ => return Err(MongoError::internal("raw $group not compiled")),
+        }
         g.docs += 1;
         if g.docs.is_power_of_two() {
             let m: usize = g.states.iter().map(state_size).sum();
@@ -288,6 +395,22 @@ impl Stage for GroupStage {
     }
 
     fn run(self: Box<Self>, input: DocStream, cx: &RunCtx) -> DocStream {
+        self.run_input(Input::Owned(input), cx)
+    }
+
+    /// Raw when the key and accumulators name the fields they read: a
+    /// `$$ROOT` would convert the whole document at every use.
+    fn reads_raw(&self) -> bool {
+        self.top_level_deps(&mut Vec::new())
+    }
+
+    fn run_raw(self: Box<Self>, input: RawDocStream, cx: &RunCtx) -> DocStream {
+        self.run_input(Input::Raw(input), cx)
+    }
+}
+
+impl GroupStage {
+    fn run_input(self: Box<Self>, input: Input, cx: &RunCtx) -> DocStream {
         let vars = cx.vars();
         let limits = cx.memory.clone();
         let stage: Arc<GroupStage> = Arc::from(self);
