@@ -84,15 +84,10 @@ async fn created_collections_and_indexes_appear_at_commit() {
     // The commit's one applyOps entry holds the creations, in statement
     // order, before the writes that followed them.
     let oplog = ts.tcp.database("local").collection::<Document>("oplog.rs");
-    let entries = common::collect(
-        oplog
-            .find(doc! {"o.applyOps": {"$exists": true}})
-            .await
-            .unwrap(),
-    )
-    .await;
-    assert_eq!(entries.len(), 1, "{entries:?}");
-    let ops = entries[0]
+    let commits = doc! {"op": "c", "ns": "admin.$cmd", "o.applyOps": {"$exists": true}};
+    assert_eq!(oplog.count_documents(commits.clone()).await.unwrap(), 1);
+    let entry = oplog.find_one(commits).await.unwrap().unwrap();
+    let ops = entry
         .get_document("o")
         .unwrap()
         .get_array("applyOps")

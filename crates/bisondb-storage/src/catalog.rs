@@ -320,13 +320,7 @@ impl Storage {
     /// `catalog/txn_ddl.rs`).
     pub fn collection(&self, db: &str, name: &str) -> Option<Collection> {
         if let Some(state) = crate::store::txn::created_collection(db, name) {
-            return Some(Collection::new(
-                self.inner.engine.clone(),
-                self.inner.observer.get().cloned(),
-                state,
-                db,
-                name,
-            ));
+            return Some(self.handle(state, db, name));
         }
         let map = self.inner.collections.read();
         map.get(&(db.to_string(), name.to_string())).map(|s| {
@@ -428,13 +422,18 @@ impl Storage {
             .write()
             .insert((db.to_string(), name.to_string()), state.clone());
         tracing::debug!(db, name, id, "collection created");
-        Ok(Collection::new(
+        Ok(self.handle(state, db, name))
+    }
+
+    /// A handle on the collection `state` is, named `db.name`.
+    fn handle(&self, state: Arc<CollState>, db: &str, name: &str) -> Collection {
+        Collection::new(
             self.inner.engine.clone(),
             self.inner.observer.get().cloned(),
             state,
             db,
             name,
-        ))
+        )
     }
 
     /// The state of a new, empty collection `id` with `options`.

@@ -90,13 +90,7 @@ impl Storage {
         };
         txn.add_ddl(Some(created), op);
         tracing::debug!(db, name, id, "collection created in a transaction");
-        Ok(Collection::new(
-            self.inner.engine.clone(),
-            self.inner.observer.get().cloned(),
-            state,
-            db,
-            name,
-        ))
+        Ok(self.handle(state, db, name))
     }
 
     /// `create_index` inside the transaction `txn` on `coll`, which exists
