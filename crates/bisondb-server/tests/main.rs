@@ -71,6 +71,7 @@ mod text;
 mod timeseries;
 mod tls;
 mod transactions;
+mod transactions_ddl;
 mod unified;
 mod update;
 mod validate;

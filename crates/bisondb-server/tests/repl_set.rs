@@ -660,3 +660,49 @@ async fn background_validate_runs_in_replica_set_mode() {
         26,
     );
 }
+
+/// A write that fails still reports the write concern it cannot satisfy,
+/// as mongod waits for the write concern of a failed command too (so
+/// pymongo raises the write concern error, `test_raise_write_concern_error`):
+/// the reply carries both its error and `writeConcernError`. Errors raised
+/// before the write concern is read (here a malformed one) carry none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_write_reports_its_unsatisfiable_write_concern() {
+    let ts = start_repl_set().await;
+    let db = ts.tcp.database("wce");
+    db.create_collection("a").await.unwrap();
+    db.create_collection("b").await.unwrap();
+    let mut raw = tokio::net::TcpStream::connect(("127.0.0.1", ts.server.port()))
+        .await
+        .unwrap();
+    let r = raw_command(
+        &mut raw,
+        doc! {"renameCollection": "wce.a", "to": "wce.b", "writeConcern": {"w": 2, "wtimeout": 1}, "$db": "admin"},
+    )
+    .await;
+    assert_eq!(r.get_i32("code").ok(), Some(48), "{r}");
+    let wce = r.get_document("writeConcernError").unwrap();
+    assert_eq!(wce.get_i32("code").ok(), Some(100), "{r}");
+    let r = raw_command(
+        &mut raw,
+        doc! {"dropIndexes": "a", "index": "none_1", "writeConcern": {"w": "dc2"}, "$db": "wce"},
+    )
+    .await;
+    assert_eq!(r.get_i32("code").ok(), Some(27), "{r}");
+    let wce = r.get_document("writeConcernError").unwrap();
+    assert_eq!(wce.get_i32("code").ok(), Some(79), "{r}");
+    let r = raw_command(
+        &mut raw,
+        doc! {"insert": "a", "documents": [{}], "writeConcern": {"w": 2, "j": "x"}, "$db": "wce"},
+    )
+    .await;
+    assert_eq!(num(&r, "ok"), 0, "{r}");
+    assert!(!r.contains_key("writeConcernError"), "{r}");
+    // A read's failure has no write concern to report.
+    let r = raw_command(
+        &mut raw,
+        doc! {"find": "a", "filter": {"$bad": 1}, "$db": "wce"},
+    )
+    .await;
+    assert!(!r.contains_key("writeConcernError"), "{r}");
+}

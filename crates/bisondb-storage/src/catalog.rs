@@ -493,8 +493,12 @@ impl Storage {
             .collect()
     }
 
-    /// A handle on `db.name`, if it exists.
+    /// A handle on `db.name`, if it exists (inside a transaction: for it,
+    /// `catalog/txn_ddl.rs`).
     pub fn collection(&self, db: &str, name: &str) -> Option<Collection> {
+        if let Some(state) = crate::store::txn::created_collection(db, name) {
+            return Some(self.handle(state, db, name));
+        }
         let map = self.inner.collections.read();
         map.get(&(db.to_string(), name.to_string())).map(|s| {
             Collection::new(
@@ -510,7 +514,7 @@ impl Storage {
     /// Begins a multi-document transaction on a snapshot taken now
     /// (`store/txn.rs`).
     pub fn begin_transaction(&self) -> Result<Arc<crate::store::StoreTxn>, StorageError> {
-        crate::store::StoreTxn::begin(self.inner.engine.clone())
+        crate::store::StoreTxn::begin(self)
     }
 
     /// Begins a multi-document transaction that reads `snapshot`, one of
@@ -520,7 +524,7 @@ impl Storage {
         &self,
         snapshot: Arc<dyn bisondb_engine::Snapshot>,
     ) -> Result<Arc<crate::store::StoreTxn>, StorageError> {
-        crate::store::StoreTxn::begin_on(&self.inner.engine, snapshot)
+        crate::store::StoreTxn::begin_on(self, snapshot)
     }
 
     /// Creates `db.name`; `NamespaceExists` if it is already there.
@@ -531,6 +535,12 @@ impl Storage {
         options: Document,
     ) -> Result<Collection, StorageError> {
         check_names(db, name)?;
+        if let Some(txn) = crate::store::txn::current() {
+            if self.collection(db, name).is_some() {
+                return Err(StorageError::NamespaceExists(format!("{db}.{name}")));
+            }
+            return self.create_in_txn(&txn, db, name, options);
+        }
         let mut next_id = self.inner.ddl.lock();
         if self.collection(db, name).is_some() {
             return Err(StorageError::NamespaceExists(format!("{db}.{name}")));
@@ -549,6 +559,9 @@ impl Storage {
             return Ok(c);
         }
         check_names(db, name)?;
+        if let Some(txn) = crate::store::txn::current() {
+            return self.create_in_txn(&txn, db, name, Document::new());
+        }
         let mut attempts = 0;
         loop {
             let created = {
@@ -581,6 +594,41 @@ impl Storage {
         let new_next = id
             .checked_add(1)
             .ok_or_else(|| StorageError::internal("collection ids exhausted"))?;
+        let state = self.new_state(id, db, options);
+        let mut batch = WriteBatch::new();
+        batch.put(layout::meta_key(), encode_meta(new_next)?);
+        batch.put(layout::entry_key(db, name), encode_entry(db, name, &state)?);
+        batch.put(
+            layout::stats_key(id),
+            layout::encode_stats(&layout::StatsRecord::default()),
+        );
+        let uuid = state.uuid;
+        self.write_catalog(batch, db, name, Some(uuid), || {
+            (create_command(name, &state.options.read()), None)
+        })?;
+        *next_id = new_next;
+        let state = Arc::new(state);
+        self.inner
+            .collections
+            .write()
+            .insert((db.to_string(), name.to_string()), state.clone());
+        tracing::debug!(db, name, id, "collection created");
+        Ok(self.handle(state, db, name))
+    }
+
+    /// A handle on the collection `state` is, named `db.name`.
+    fn handle(&self, state: Arc<CollState>, db: &str, name: &str) -> Collection {
+        Collection::new(
+            self.inner.engine.clone(),
+            self.inner.observer.get().cloned(),
+            state,
+            db,
+            name,
+        )
+    }
+
+    /// The state of a new, empty collection `id` of database `db` with `options`.
+    fn new_state(&self, id: u64, db: &str, options: Document) -> CollState {
         let capped = CappedState::from_options(&options);
         let server = self.server_for(db, capped.is_some());
         // mongod's ordinary collections keep insertion order; clustered ones
@@ -589,7 +637,7 @@ impl Storage {
             && !options.contains_key("clusteredIndex")
             && !options.contains_key("viewOn"))
         .then(crate::store::RecordIds::default);
-        let state = CollState {
+        CollState {
             id,
             options: RwLock::new(Arc::new(options)),
             uuid: Uuid::new(),
@@ -606,43 +654,7 @@ impl Storage {
             id_usage: crate::index::IndexUsage::new(),
             server,
             own_stats: Mutex::new(layout::StatsRecord::default()),
-        };
-        let mut batch = WriteBatch::new();
-        batch.put(layout::meta_key(), encode_meta(new_next)?);
-        batch.put(layout::entry_key(db, name), encode_entry(db, name, &state)?);
-        batch.put(
-            layout::stats_key(id),
-            layout::encode_stats(&layout::StatsRecord::default()),
-        );
-        let uuid = state.uuid;
-        self.write_catalog(batch, db, name, Some(uuid), || {
-            let options = state.options.read().clone();
-            let mut o = bson::doc! {"create": name};
-            for (k, v) in options.iter() {
-                o.insert(k.clone(), v.clone());
-            }
-            if !o.contains_key("clusteredIndex") && !o.contains_key("viewOn") {
-                o.insert(
-                    "idIndex",
-                    bson::doc! {"v": 2i32, "key": {"_id": 1i32}, "name": "_id_"},
-                );
-            }
-            (o, None)
-        })?;
-        *next_id = new_next;
-        let state = Arc::new(state);
-        self.inner
-            .collections
-            .write()
-            .insert((db.to_string(), name.to_string()), state.clone());
-        tracing::debug!(db, name, id, "collection created");
-        Ok(Collection::new(
-            self.inner.engine.clone(),
-            self.inner.observer.get().cloned(),
-            state,
-            db,
-            name,
-        ))
+        }
     }
 
     /// Drops `db.name` and all its documents; `false` if it did not exist.
@@ -806,19 +818,21 @@ impl Storage {
     /// is complete the moment it becomes visible.
     pub fn create_index(&self, db: &str, name: &str, spec: IndexSpec) -> Result<bool, MongoError> {
         check_names(db, name)?;
+        if let Some(txn) = crate::store::txn::current() {
+            let coll = match self.collection(db, name) {
+                Some(c) => c,
+                None => self.create_in_txn(&txn, db, name, Document::new())?,
+            };
+            return self.create_index_in_txn(&txn, &coll, spec);
+        }
         let mut next_id = self.inner.ddl.lock();
         let coll = match self.collection(db, name) {
             Some(c) => c,
             None => self.create_locked(&mut next_id, db, name, Document::new())?,
         };
         let state = coll.state().clone();
-        for ix in state.indexes.read().iter() {
-            if let Some(e) = conflict(&ix.spec, &spec)? {
-                return Err(e);
-            }
-            if ix.spec.name == spec.name {
-                return Ok(false);
-            }
+        if existing_index(&state, &spec)? {
+            return Ok(false);
         }
         let id = *next_id;
         let new_next = id
@@ -1214,6 +1228,36 @@ impl Storage {
     }
 }
 
+/// Whether `spec` exists on the collection already (the same name and
+/// definition); an index it clashes with is its error.
+fn existing_index(state: &CollState, spec: &IndexSpec) -> Result<bool, MongoError> {
+    for ix in state.indexes.read().iter() {
+        if let Some(e) = conflict(&ix.spec, spec)? {
+            return Err(e);
+        }
+        if ix.spec.name == spec.name {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
+/// The oplog's record of creating collection `name` with `options`, as
+/// mongod writes it (with its `_id` index unless clustered or a view).
+fn create_command(name: &str, options: &Document) -> Document {
+    let mut o = bson::doc! {"create": name};
+    for (k, v) in options.iter() {
+        o.insert(k.clone(), v.clone());
+    }
+    if !o.contains_key("clusteredIndex") && !o.contains_key("viewOn") {
+        o.insert(
+            "idIndex",
+            bson::doc! {"v": 2i32, "key": {"_id": 1i32}, "name": "_id_"},
+        );
+    }
+    o
+}
+
 /// How a requested index clashes with an existing one, as mongod's
 /// `_doesSpecConflictWithExisting` reports it; `None` when they are
 /// unrelated (another name and another signature) or identical.
@@ -1503,6 +1547,7 @@ fn parse_entry(
 }
 
 mod capped;
+mod txn_ddl;
 
 #[cfg(test)]
 mod tests;

@@ -25,7 +25,10 @@
 //! `0` are satisfied by the write itself; a number above 1, or a tag
 //! mode the configuration does not define, gets mongod's
 //! `writeConcernError` (100 UnsatisfiableWriteConcern, 79
-//! UnknownReplWriteConcern) beside the applied write.
+//! UnknownReplWriteConcern) beside the applied write, and beside the error
+//! of a write that failed, as mongod waits for the write concern of a
+//! failed command too ([`BEFORE_WRITE_CONCERN`] names the errors it raises
+//! before reading one).
 
 use std::time::{Duration, Instant};
 
@@ -339,9 +342,16 @@ fn wait_for(state: &ServerState, ts: Timestamp) -> MongoResult<()> {
     Ok(())
 }
 
+/// Errors mongod raises before it reads a command's write concern (a
+/// malformed one, authorization, a command it does not know, the node's
+/// state, a write concern inside a transaction): their replies carry no
+/// `writeConcernError`. Every other failed write still waits for its write
+/// concern and reports it (pymongo then raises the write concern error).
+const BEFORE_WRITE_CONCERN: &[i32] = &[2, 9, 13, 14, 59, 72, 10107, 13435];
+
 /// After a command, in an initiated set: the write concern's error (for a
-/// write command, `writes`, that succeeded), then `$clusterTime` and
-/// `operationTime`, appended as raw BSON.
+/// write command, `writes`, unless it failed before reading its write
+/// concern), then `$clusterTime` and `operationTime`, appended as raw BSON.
 pub fn finish_reply(
     ctx: &mut Context<'_>,
     req: &CommandRequest<'_>,
@@ -361,7 +371,9 @@ pub fn finish_reply(
     if let Some(wce) = wce {
         let ok = matches!(reply.get("ok"), Ok(Some(RawBsonRef::Double(d))) if d == 1.0)
             || matches!(reply.get("ok"), Ok(Some(RawBsonRef::Int32(1))));
-        if ok
+        let waits = ok
+            || !matches!(reply.get("code"), Ok(Some(RawBsonRef::Int32(c))) if BEFORE_WRITE_CONCERN.contains(&c));
+        if waits
             && !reply.as_bytes().is_empty()
             && reply.get("writeConcernError").ok().flatten().is_none()
         {

@@ -12,11 +12,13 @@
 //! `transactionLifetimeLimitSeconds` is aborted by the next statement of
 //! the session or by the periodic reaper ([`reap`]).
 //!
-//! Gaps: the commit is not written to the oplog as one `applyOps` entry
-//! yet (the oplog hook is not merged), collections created inside a
-//! transaction (explicitly or by an insert) are created at once rather than
-//! at commit, and a plain write to a document a transaction wrote is not
-//! blocked: the transaction's commit then fails with WriteConflict.
+//! The commit is one engine batch with one oplog `applyOps` entry holding
+//! every write, and the collections and indexes the transaction created
+//! (`c` operations, in statement order): those exist for the transaction
+//! alone until then (`bisondb_storage`'s `catalog/txn_ddl.rs`).
+//!
+//! Gap: a plain write to a document a transaction wrote is not blocked:
+//! the transaction's commit then fails with WriteConflict.
 
 use crate::repl::oplog::PreImage;
 use std::sync::Arc;

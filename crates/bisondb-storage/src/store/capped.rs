@@ -817,8 +817,8 @@ impl Collection {
                 self.ns
             )));
         };
-        // A record of a change made outside any transaction (a collection
-        // a transaction's statement created) is written at once.
+        // An append is never part of a transaction (transactions cannot
+        // write capped collections): it is written at once.
         let _outside = super::txn::Outside::enter();
         let _w = self.state.write_lock.lock();
         self.check_live()?;

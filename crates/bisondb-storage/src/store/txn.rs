@@ -19,6 +19,12 @@
 //! snapshot and per commit; nothing else changes.
 //!
 //! Capped collections refuse writes inside a transaction, as mongod's do.
+//!
+//! Collections (and their indexes) a statement creates are the
+//! transaction's own until it commits ([`Created`], `catalog/txn_ddl.rs`):
+//! [`Storage::collection`](crate::Storage::collection) finds them only on
+//! the thread that runs the transaction, and the commit enters them in the
+//! catalog in the same engine batch as the writes.
 
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
@@ -26,12 +32,11 @@ use std::ops::Bound;
 use std::sync::Arc;
 
 use bisondb_engine::{
-    BatchOp, CommitPoint, Durability, Engine, EngineError, KeyValue, Snapshot, Transaction,
-    WriteBatch,
+    BatchOp, CommitPoint, Durability, EngineError, KeyValue, Snapshot, Transaction, WriteBatch,
 };
 use parking_lot::Mutex;
 
-use crate::catalog::CollState;
+use crate::catalog::{CollState, Storage};
 use crate::error::StorageError;
 use crate::index::IndexState;
 use crate::layout::StatsRecord;
@@ -48,6 +53,21 @@ pub(crate) fn current() -> Option<Arc<StoreTxn>> {
     CURRENT.with(|c| c.borrow().clone())
 }
 
+/// The collection `db.name` the transaction entered on this thread created,
+/// if it did (one thread-local read when no transaction is entered).
+pub(crate) fn created_collection(db: &str, name: &str) -> Option<Arc<CollState>> {
+    CURRENT.with(|c| {
+        let current = c.borrow();
+        let t = current.as_ref()?;
+        let inner = t.inner.lock();
+        inner
+            .created
+            .iter()
+            .find(|c| c.db == db && c.name == name)
+            .map(|c| c.state.clone())
+    })
+}
+
 /// Whether this thread runs a statement of a multi-document transaction
 /// (inside [`StoreTxn::run`]): commands whose answer differs inside one
 /// (`create` of an existing collection) ask it.
@@ -56,8 +76,8 @@ pub fn in_transaction() -> bool {
 }
 
 /// Leaves the transaction entered on this thread until dropped: for the
-/// writes a statement causes that are not part of it (the oplog's record of
-/// a collection created by the statement).
+/// writes a statement causes that are not part of it (appends to a capped
+/// collection, such as the oplog, which a transaction cannot write).
 pub(crate) struct Outside(Option<Arc<StoreTxn>>);
 
 impl Outside {
@@ -105,12 +125,14 @@ struct Touched {
 /// `applyOps` entry at commit) when the store has an op observer.
 #[derive(Clone, Debug)]
 pub struct TxnOp {
-    /// `db.collection`.
+    /// `db.collection` (`db.$cmd` for a command).
     pub ns: String,
     pub uuid: bson::Uuid,
-    /// `i`, `u` (the whole new document) or `d`.
+    /// `i`, `u` (the whole new document), `d`, or `c` (a collection or
+    /// index the transaction created).
     pub op: &'static str,
-    /// The inserted or new document; for a delete, `{_id}`.
+    /// The inserted or new document; for a delete, `{_id}`; for a command,
+    /// the command (`{create: ...}`, `{createIndexes: ...}`).
     pub o: bson::RawDocumentBuf,
     /// The document an update or delete replaced, when the collection keeps
     /// change-stream pre-images.
@@ -126,9 +148,19 @@ pub type Recorder<'a> = &'a mut dyn FnMut(
     &mut dyn FnMut(WriteBatch) -> Result<(), StorageError>,
 ) -> Result<(), StorageError>;
 
+/// A collection a statement of the transaction created: it exists for the
+/// transaction alone until the commit enters it in the catalog.
+pub(crate) struct Created {
+    pub(crate) db: String,
+    pub(crate) name: String,
+    pub(crate) state: Arc<CollState>,
+}
+
 struct Inner {
     /// `None` once committed or aborted.
     txn: Option<Box<dyn Transaction>>,
+    /// The collections its statements created, in creation order.
+    created: Vec<Created>,
     /// The writes to record at commit, in statement order.
     ops: Vec<TxnOp>,
     /// The collections written, by collection id (locked in this order at
@@ -140,6 +172,9 @@ struct Inner {
 /// documentation.
 pub struct StoreTxn {
     inner: Mutex<Inner>,
+    /// The store the transaction may create collections in (`None` for a
+    /// read at a point in time, which writes nothing).
+    catalog: Option<Storage>,
 }
 
 impl std::fmt::Debug for StoreTxn {
@@ -155,43 +190,69 @@ fn ended() -> StorageError {
 }
 
 impl StoreTxn {
-    /// Begins a transaction on a snapshot of `engine` taken now.
-    pub(crate) fn begin(engine: Arc<dyn Engine>) -> Result<Arc<StoreTxn>, StorageError> {
-        let txn = engine.begin()?;
-        Ok(Arc::new(StoreTxn {
-            inner: Mutex::new(Inner {
-                txn: Some(txn),
-                ops: Vec::new(),
-                touched: BTreeMap::new(),
-            }),
-        }))
+    /// Begins a transaction of `storage` on a snapshot of its engine taken
+    /// now.
+    pub(crate) fn begin(storage: &Storage) -> Result<Arc<StoreTxn>, StorageError> {
+        let txn = storage.engine().begin()?;
+        Ok(StoreTxn::over(txn, Some(storage.clone())))
     }
 
-    /// Begins a transaction that reads `snapshot`, taken from `engine`
-    /// earlier (`startTransaction` at a past cluster time).
+    /// Begins a transaction of `storage` that reads `snapshot`, taken from
+    /// its engine earlier (`startTransaction` at a past cluster time).
     pub(crate) fn begin_on(
-        engine: &Arc<dyn Engine>,
+        storage: &Storage,
         snapshot: Arc<dyn Snapshot>,
     ) -> Result<Arc<StoreTxn>, StorageError> {
-        let txn = engine.begin_on(snapshot)?;
-        Ok(StoreTxn::over(txn))
+        let txn = storage.engine().begin_on(snapshot)?;
+        Ok(StoreTxn::over(txn, Some(storage.clone())))
     }
 
     /// A transaction that only reads `snapshot`: the collection code run
     /// inside it reads that point in time (a snapshot read outside a
     /// transaction), and any write it attempts fails.
     pub fn read_only(snapshot: Arc<dyn Snapshot>) -> Arc<StoreTxn> {
-        StoreTxn::over(Box::new(ReadOnly(snapshot)))
+        StoreTxn::over(Box::new(ReadOnly(snapshot)), None)
     }
 
-    fn over(txn: Box<dyn Transaction>) -> Arc<StoreTxn> {
+    fn over(txn: Box<dyn Transaction>, catalog: Option<Storage>) -> Arc<StoreTxn> {
         Arc::new(StoreTxn {
             inner: Mutex::new(Inner {
                 txn: Some(txn),
+                created: Vec::new(),
                 ops: Vec::new(),
                 touched: BTreeMap::new(),
             }),
+            catalog,
         })
+    }
+
+    /// Whether the transaction may create collections (it is not a read at
+    /// a point in time) and is still open.
+    pub(crate) fn can_create(&self) -> Result<(), StorageError> {
+        if self.catalog.is_none() {
+            return Err(read_only_write().into());
+        }
+        match self.inner.lock().txn {
+            Some(_) => Ok(()),
+            None => Err(ended()),
+        }
+    }
+
+    /// Records a catalog change a statement made: `created` joins the
+    /// transaction's collections (when the change created one), and `op`
+    /// (its `c` entry) the writes its commit records.
+    pub(crate) fn add_ddl(&self, created: Option<Created>, op: TxnOp) {
+        let mut inner = self.inner.lock();
+        inner.created.extend(created);
+        inner.ops.push(op);
+    }
+
+    /// Whether collection `id` is one the transaction created, and if so
+    /// how many documents its statements left in it.
+    pub(crate) fn created_count(&self, id: u64) -> Option<i64> {
+        let inner = self.inner.lock();
+        inner.created.iter().find(|c| c.state.id == id)?;
+        Some(inner.touched.get(&id).map_or(0, |t| t.delta.count))
     }
 
     /// Runs `f` with this transaction entered on the current thread: the
@@ -228,7 +289,9 @@ impl StoreTxn {
         observed: &[Op<'_>],
     ) -> Result<(), StorageError> {
         let mut inner = self.inner.lock();
-        let Inner { txn, ops, touched } = &mut *inner;
+        let Inner {
+            txn, ops, touched, ..
+        } = &mut *inner;
         let txn = txn.as_mut().ok_or_else(ended)?;
         for op in batch.into_ops() {
             match op {
@@ -287,23 +350,35 @@ impl StoreTxn {
 
     /// Whether the transaction wrote anything.
     pub fn wrote(&self) -> bool {
-        !self.inner.lock().touched.is_empty()
+        let inner = self.inner.lock();
+        !inner.touched.is_empty() || !inner.created.is_empty()
     }
 
-    /// Applies every write of the transaction and the touched collections'
-    /// stats records in one atomic engine batch. Fails with WriteConflict,
-    /// applying nothing, when a key it wrote was changed by another commit
-    /// after its snapshot.
+    /// Applies every write of the transaction, the touched collections'
+    /// stats records and the catalog records of the collections it created
+    /// in one atomic engine batch. Fails with WriteConflict, applying
+    /// nothing, when a key it wrote was changed by another commit after its
+    /// snapshot, or a collection it created was created by another since.
     pub fn commit(&self, record: Recorder<'_>) -> Result<(), StorageError> {
         let mut inner = self.inner.lock();
         let txn = inner.txn.take().ok_or_else(ended)?;
         let touched = std::mem::take(&mut inner.touched);
         let ops = std::mem::take(&mut inner.ops);
+        let created = std::mem::take(&mut inner.created);
         drop(inner);
+        let mut unchecked = WriteBatch::new();
+        // The catalog's lock comes before the collections' write locks.
+        let catalog = match (&self.catalog, created.is_empty()) {
+            (_, true) => None,
+            (Some(catalog), false) => Some((
+                catalog,
+                catalog.stage_created(&created, |id| touched.contains_key(&id), &mut unchecked)?,
+            )),
+            (None, false) => return Err(read_only_write().into()),
+        };
         let states: Vec<Arc<CollState>> =
             touched.values().map(|t| t.coll.state().clone()).collect();
         let _locks: Vec<_> = states.iter().map(|s| s.write_lock.lock()).collect();
-        let mut unchecked = WriteBatch::new();
         let mut publish: Vec<Publish> = Vec::new();
         let mut own_records: Vec<(Collection, Option<StatsRecord>)> = Vec::new();
         for t in touched.into_values() {
@@ -343,6 +418,9 @@ impl StoreTxn {
             // of the keys this commit added: read them again.
             *coll.state().max_doc_key.lock() = None;
         }
+        if let Some((catalog, ddl)) = catalog {
+            catalog.publish_created(ddl, created);
+        }
         Ok(())
     }
 
@@ -353,6 +431,7 @@ impl StoreTxn {
         inner.txn = None;
         inner.touched.clear();
         inner.ops.clear();
+        inner.created.clear();
     }
 }
 
@@ -533,6 +612,112 @@ mod tests {
         d.abort();
         assert!(c.get(id).unwrap().is_some());
         assert_eq!(c.count(), 1);
+    }
+
+    fn spec(name: &str, key: &str) -> crate::IndexSpec {
+        crate::IndexSpec::from_document(&bson::doc! {"name": name, "key": {key: 1}})
+            .unwrap_or_else(|| panic!("spec {name}"))
+    }
+
+    #[test]
+    fn collections_created_in_a_transaction_appear_at_commit() {
+        let engine = MemoryEngine::shared();
+        let s = Storage::open(engine.clone()).unwrap();
+        let t = s.begin_transaction().unwrap();
+        t.run(|| {
+            s.create_collection("db", "made", bson::Document::new())
+                .unwrap();
+            assert!(s.create_index("db", "made", spec("a_1", "a")).unwrap());
+            // Implicitly, with its index, by `createIndexes`.
+            assert!(s.create_index("db", "other", spec("b_1", "b")).unwrap());
+            let c = s.collection("db", "made").expect("seen inside");
+            let out = c.insert_many(
+                &[&rawdoc! {"_id": 1, "a": [1, 2]}],
+                true,
+                Durability::Buffered,
+            );
+            assert_eq!(out.inserted, 1, "{out:?}");
+            // Creating it again inside is NamespaceExists.
+            assert!(s
+                .create_collection("db", "made", bson::Document::new())
+                .is_err());
+        });
+        assert!(s.collection("db", "made").is_none());
+        assert!(s.collection("db", "other").is_none());
+        assert!(s.list_databases().is_empty());
+        t.commit(&mut super::write_plain).unwrap();
+        let c = s.collection("db", "made").expect("committed");
+        assert_eq!(c.count(), 1);
+        assert_eq!(c.indexes().len(), 1);
+        crate::testing::assert_validates_clean(&c);
+        assert_eq!(s.collection("db", "other").unwrap().indexes().len(), 1);
+        // The catalog records were in the commit's batch: a reopen has them.
+        drop(c);
+        let again = Storage::open(engine).unwrap();
+        let c = again.collection("db", "made").expect("persisted");
+        assert_eq!(c.count(), 1);
+        assert_eq!(c.indexes().len(), 1);
+        crate::testing::assert_validates_clean(&c);
+        // Ids taken by the transaction are not given out again.
+        let next = again
+            .create_collection("db", "next", bson::Document::new())
+            .unwrap();
+        assert!(next.state().id > c.state().id);
+    }
+
+    #[test]
+    fn an_aborted_transaction_creates_nothing() {
+        let s = storage();
+        let t = s.begin_transaction().unwrap();
+        t.run(|| {
+            let c = s.get_or_create_collection("db", "c").unwrap();
+            c.insert_many(&[&rawdoc! {"_id": 1}], true, Durability::Buffered);
+        });
+        t.abort();
+        assert!(s.collection("db", "c").is_none());
+        let t = s.begin_transaction().unwrap();
+        t.run(|| s.get_or_create_collection("db", "c").unwrap());
+        assert!(t.commit(&mut super::write_plain).is_ok());
+        assert_eq!(s.collection("db", "c").unwrap().count(), 0);
+    }
+
+    #[test]
+    fn indexes_in_a_transaction_only_on_its_own_empty_collections() {
+        let s = storage();
+        let c = s.get_or_create_collection("db", "old").unwrap();
+        s.create_index("db", "old", spec("a_1", "a")).unwrap();
+        let t = s.begin_transaction().unwrap();
+        t.run(|| {
+            // The same index again is a no-op; a new one is 263.
+            assert!(!s.create_index("db", "old", spec("a_1", "a")).unwrap());
+            let e = s.create_index("db", "old", spec("b_1", "b")).unwrap_err();
+            assert_eq!(e.code.code(), 263, "{e:?}");
+            let n = s.get_or_create_collection("db", "new").unwrap();
+            n.insert_many(&[&rawdoc! {"_id": 1}], true, Durability::Buffered);
+            let e = s.create_index("db", "new", spec("b_1", "b")).unwrap_err();
+            assert_eq!(e.code.code(), 263, "{e:?}");
+            let capped = bson::doc! {"capped": true, "size": 4096};
+            assert!(s.create_collection("db", "capped", capped).is_err());
+        });
+        assert_eq!(c.indexes().len(), 1);
+        t.abort();
+    }
+
+    #[test]
+    fn a_collection_created_meanwhile_makes_the_commit_conflict() {
+        let s = storage();
+        let t = s.begin_transaction().unwrap();
+        t.run(|| {
+            let c = s.get_or_create_collection("db", "c").unwrap();
+            c.insert_many(&[&rawdoc! {"_id": 1}], true, Durability::Buffered);
+        });
+        let plain = s
+            .create_collection("db", "c", bson::Document::new())
+            .unwrap();
+        let e = t.commit(&mut super::write_plain).unwrap_err();
+        assert_eq!(bisondb_error::MongoError::from(e).code.code(), 112);
+        assert_eq!(plain.count(), 0);
+        assert!(plain.scan(false).next().is_none());
     }
 
     #[test]
