@@ -3,7 +3,8 @@
 //! others' collections and indexes at its next command, two servers racing
 //! the same `_id` or unique key let exactly one insert win (the other gets
 //! 11000), and counts stay exact under concurrent writers on every server.
-//! A capped collection written through one server works as on one server.
+//! A capped collection written through one server works as on one server;
+//! a collection created in a transaction appears on the others at commit.
 //! Gated on a private PostgreSQL cluster like `postgres.rs`.
 
 use bisondb_postgres::testing::TestCluster;
@@ -208,6 +209,45 @@ async fn servers_over_one_store_share_the_catalog_unique_keys_and_counts() {
         order.push(d.get_i32("_id").unwrap_or_else(|e| panic!("{e}")));
     }
     assert_eq!(order, vec![1, 4, 2]);
+
+    // A collection created inside a transaction on one server is unseen by
+    // the others until the commit, then seen at their next command; its
+    // catalog change moved the version like any other, so a collection
+    // created next on another server does not take its id.
+    let mut session = clients[1]
+        .start_session()
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    session
+        .start_transaction()
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    clients[1]
+        .database("shop")
+        .collection::<Document>("orders")
+        .insert_one(doc! {"_id": 1})
+        .session(&mut session)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(!names(&clients[0]).await.contains(&"orders".to_string()));
+    session
+        .commit_transaction()
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    clients[2]
+        .database("shop")
+        .collection::<Document>("later")
+        .insert_one(doc! {"_id": 1})
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    for client in &clients {
+        let all = names(client).await;
+        assert!(all.contains(&"orders".to_string()) && all.contains(&"later".to_string()));
+        let orders = client.database("shop").collection::<Document>("orders");
+        assert_eq!(orders.count_documents(doc! {}).await.ok(), Some(1));
+        let later = client.database("shop").collection::<Document>("later");
+        assert_eq!(later.count_documents(doc! {}).await.ok(), Some(1));
+    }
 
     drop(clients);
     for server in servers {

@@ -21,6 +21,7 @@
 //! Each change is also one `c` operation of the transaction's record (the
 //! oplog's `applyOps` entry at commit), in statement order.
 
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use bisondb_engine::{EngineError, WriteBatch};
@@ -66,16 +67,6 @@ impl Storage {
     ) -> Result<Collection, StorageError> {
         check_names(db, name)?;
         txn.can_create()?;
-        // A shared store's catalog changes go through the version-checked
-        // catalog write (`Storage::refresh_catalog`), which a commit batch
-        // does not take part in: refused rather than unseen by other servers.
-        if self.inner.server != 0 {
-            return Err(not_in_transaction(format!(
-                "Cannot create a collection in a multi-document transaction on a store \
-                 shared by several servers (the postgres engine): create {db}.{name} \
-                 before the transaction"
-            )));
-        }
         let kind = if options.contains_key("viewOn") {
             Some("a view")
         } else if options.contains_key("timeseries") {
@@ -162,12 +153,19 @@ impl Storage {
     /// counter, and empty stats for those `touched` does not say the commit
     /// writes stats for; the multikey markers of their indexes are among the
     /// transaction's own writes).
+    ///
+    /// On a shared store the commit is a catalog change like any other: it
+    /// bumps the catalog's version in its batch, refused with WriteConflict
+    /// when the stored version is not the one this server last read (another
+    /// server changed the catalog, perhaps taking one of these ids, since);
+    /// a change after that read is after the transaction's snapshot, so the
+    /// store fails one of the two commits writing the version.
     pub(crate) fn stage_created(
         &self,
         created: &[Created],
         touched: impl Fn(u64) -> bool,
         batch: &mut WriteBatch,
-    ) -> Result<MutexGuard<'_, u64>, StorageError> {
+    ) -> Result<Staged<'_>, StorageError> {
         let next_id = self.inner.ddl.lock();
         {
             let map = self.inner.collections.read();
@@ -182,6 +180,30 @@ impl Storage {
                 .into());
             }
         }
+        let mut version = None;
+        if self.inner.server != 0 {
+            let snap = self.inner.engine.snapshot()?;
+            let stored = match snap.get(&layout::version_key())? {
+                Some(v) => layout::decode_u64(&v)?,
+                None => 0,
+            };
+            let taken = {
+                let map = self.inner.collections.read();
+                created
+                    .iter()
+                    .any(|c| map.values().any(|s| s.id == c.state.id))
+            };
+            if stored != self.inner.version.load(Ordering::Acquire) || taken {
+                return Err(EngineError::write_conflict(
+                    "the catalog was changed by another server sharing the store while the \
+                     transaction created a collection; run the transaction again",
+                )
+                .into());
+            }
+            let next = stored.saturating_add(1);
+            batch.put(layout::version_key(), next.to_be_bytes().to_vec());
+            version = Some(next);
+        }
         batch.put(layout::meta_key(), encode_meta(*next_id)?);
         for c in created {
             batch.put(
@@ -195,12 +217,18 @@ impl Storage {
                 );
             }
         }
-        Ok(next_id)
+        Ok(Staged {
+            _ddl: next_id,
+            version,
+        })
     }
 
     /// The second half: after the commit's batch is written, the created
     /// collections join the catalog (the DDL lock is released on return).
-    pub(crate) fn publish_created(&self, ddl: MutexGuard<'_, u64>, created: Vec<Created>) {
+    pub(crate) fn publish_created(&self, staged: Staged<'_>, created: Vec<Created>) {
+        if let Some(version) = staged.version {
+            self.inner.version.fetch_max(version, Ordering::AcqRel);
+        }
         let mut map = self.inner.collections.write();
         for c in created {
             tracing::debug!(
@@ -212,6 +240,14 @@ impl Storage {
             map.insert((c.db, c.name), c.state);
         }
         drop(map);
-        drop(ddl);
+        drop(staged);
     }
+}
+
+/// What [`Storage::stage_created`] holds until [`Storage::publish_created`]:
+/// the DDL lock, and on a shared store the catalog version the commit writes.
+pub(crate) struct Staged<'a> {
+    /// Held, not read: released when the commit is published.
+    _ddl: MutexGuard<'a, u64>,
+    version: Option<u64>,
 }
