@@ -1363,8 +1363,18 @@ pub(crate) fn load_stats(
             false,
             usize::MAX,
         )?;
-        for (_, v) in rows {
-            shared::add_record(&mut record, &layout::decode_stats(&v)?.0);
+        let own_key = shared::own_stats_key(state.id, state.server);
+        for (k, v) in rows {
+            let deltas = layout::decode_stats(&v)?.0;
+            shared::add_record(&mut record, &deltas);
+            // This server's own record as the snapshot has it: a write whose
+            // outcome was unknown (a failover) may have committed after all,
+            // and the next change must add to what is stored, not to what
+            // this server last kept. A write computing against an older
+            // snapshot than a later commit of this record fails at commit.
+            if k == own_key {
+                *state.own_stats.lock() = deltas;
+            }
         }
     }
     if !known {

@@ -923,3 +923,64 @@ fn observed_writes_and_their_records_commit_together() {
     );
     assert_eq!(recorded(&log).len(), 5);
 }
+
+/// On a shared store a server's own stats record is read back from the
+/// snapshot each write computes against: a batch whose outcome was unknown
+/// (its primary died after the synchronous standby got the commit) is in the
+/// stored record though this server never kept it, and the next write must
+/// add to the stored record, not overwrite it with a stale one (a Patroni
+/// failover left `estimatedDocumentCount` one short before this).
+#[test]
+fn a_shared_write_adds_to_its_stored_own_stats_record() {
+    let engine = MemoryEngine::shared();
+    let state = CollState {
+        id: 42,
+        options: parking_lot::RwLock::new(Arc::new(bson::Document::new())),
+        uuid: Uuid::new(),
+        write_lock: parking_lot::Mutex::new(()),
+        count: std::sync::atomic::AtomicU64::new(0),
+        data_size: std::sync::atomic::AtomicU64::new(0),
+        id_bytes: std::sync::atomic::AtomicU64::new(0),
+        dropped: AtomicBool::new(false),
+        stats_generation: std::sync::atomic::AtomicU64::new(0),
+        indexes: parking_lot::RwLock::new(Arc::new(Vec::new())),
+        max_doc_key: parking_lot::Mutex::new(None),
+        capped: None,
+        records: None,
+        id_usage: crate::index::IndexUsage::new(),
+        server: 3,
+        own_stats: parking_lot::Mutex::new(StatsRecord::default()),
+    };
+    let record = |docs: usize| {
+        let mut r = StatsRecord::default();
+        for _ in 0..docs {
+            r.add_doc(10, 100);
+        }
+        r
+    };
+    // The base record, another server's two documents, and this server's
+    // record holding five where this server last kept four.
+    let mut batch = WriteBatch::new();
+    batch.put(layout::stats_key(42), layout::encode_stats(&record(1)));
+    batch.put(
+        shared::own_stats_key(42, 2),
+        layout::encode_stats(&record(2)),
+    );
+    batch.put(
+        shared::own_stats_key(42, 3),
+        layout::encode_stats(&record(5)),
+    );
+    engine
+        .write(batch, Durability::Buffered)
+        .unwrap_or_else(|e| panic!("{e}"));
+    *state.own_stats.lock() = record(4);
+    let snap = engine.snapshot().unwrap_or_else(|e| panic!("{e}"));
+    load_stats(snap.as_ref(), &state).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(state.count.load(Ordering::Acquire), 8);
+    assert_eq!(state.own_stats.lock().count, 5, "the stored own record");
+    // One more insert by this server: its record goes to six, so the total
+    // is nine.
+    let mut own = state.own_stats.lock().clone();
+    shared::add_change(&mut own, &record(8), &record(9));
+    assert_eq!(own.count, 6);
+}
