@@ -90,6 +90,9 @@ impl<'a> Insert<'a> {
             }
         }
         let refs: Vec<&RawDocument> = prepared.iter().map(|c| c.as_ref()).collect();
+        if db == crate::repl::oplog::OPLOG_DB && self.coll == crate::repl::oplog::OPLOG_COLL {
+            crate::repl::oplog::before_hand_made(ctx.state.repl(), &refs);
+        }
         let outcome = if retry.is_some() {
             crate::repl::oplog::with_insert_stmts(&refs, &positions, || {
                 coll.insert_many(&refs, self.ordered, self.wc.durability)

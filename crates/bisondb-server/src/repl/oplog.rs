@@ -72,6 +72,20 @@ use super::ReplState;
 
 pub const OPLOG_DB: &str = "local";
 pub const OPLOG_COLL: &str = "oplog.rs";
+
+/// Before hand-made entries are inserted into the oplog (test commands
+/// only, `check_write`): the oplog is keyed by `ts`, so the cluster clock
+/// and the last write move to the latest of them, and the entries the
+/// server writes next sort after them, as a change stream opened meanwhile
+/// expects. Older entries (history a test needs) move nothing.
+pub fn before_hand_made(repl: &ReplState, docs: &[&RawDocument]) {
+    for d in docs {
+        if let Ok(Some(RawBsonRef::Timestamp(ts))) = d.get("ts") {
+            repl.clock().advance_to(ts);
+            repl.note_write(ts, super::wall_ms());
+        }
+    }
+}
 pub const PRE_IMAGES_DB: &str = "config";
 pub const PRE_IMAGES_COLL: &str = "system.preimages";
 
