@@ -104,10 +104,6 @@ pub(crate) fn one_key_statement(put: bool) -> &'static str {
 /// An engine over one PostgreSQL-wire database (`--storageEngine postgres`).
 pub struct PostgresEngine {
     shared: Arc<Shared>,
-    /// With [`PostgresEngine::open_exclusive`]: the connection holding the
-    /// store's lock for as long as the engine lives (dropping the client
-    /// closes it, which releases the lock).
-    _owner: Option<tokio_postgres::Client>,
 }
 
 /// What the engine, its snapshots and its transactions share: the runtime
@@ -302,54 +298,7 @@ impl PostgresEngine {
             generation: AtomicU64::new(0),
         });
         shared.run(prepare_store(pool))?;
-        Ok(PostgresEngine {
-            shared,
-            _owner: None,
-        })
-    }
-
-    /// [`PostgresEngine::open`], then takes the store for this process
-    /// alone: a second server on the same store (database and schema) is
-    /// refused, since the layers above the engine cache the catalog and
-    /// serialize writes per process (several servers over one store are
-    /// not implemented yet). The lock is a session-level advisory lock on
-    /// a connection of its own: it ends with the process or its connection.
-    /// CockroachDB and YugabyteDB accept advisory locks without enforcing
-    /// them, so there the operator must keep to one server.
-    pub fn open_exclusive(uri: &str, pool_size: usize) -> Result<PostgresEngine, EngineError> {
-        let mut engine = PostgresEngine::open(uri, pool_size)?;
-        let config: tokio_postgres::Config = uri.parse().map_err(|e| {
-            EngineError::InvalidArgument(format!(
-                "--postgresUri is not a PostgreSQL connection URI: {e}"
-            ))
-        })?;
-        let client = engine.shared.run(async move {
-            let (client, connection) = config
-                .connect(NoTls)
-                .await
-                .map_err(|e| map_error(&e, "connecting to PostgreSQL"))?;
-            tokio::spawn(connection);
-            let row = client
-                .query_one(sql::TRY_LOCK_STORE, &[])
-                .await
-                .map_err(|e| map_error(&e, "locking the store"))?;
-            let locked: bool = row
-                .try_get(0)
-                .map_err(|e| map_error(&e, "locking the store"))?;
-            if !locked {
-                return Err(EngineError::DbPathInUse(
-                    "another BisonDB server is using this PostgreSQL store (the same \
-                     database and schema): several servers over one store are not \
-                     implemented yet (the catalog is cached and writes are serialized \
-                     per server); stop the other server or point --postgresUri at another \
-                     database or schema (options=-csearch_path=...)"
-                        .into(),
-                ));
-            }
-            Ok(client)
-        })?;
-        engine._owner = Some(client);
-        Ok(engine)
+        Ok(PostgresEngine { shared })
     }
 }
 

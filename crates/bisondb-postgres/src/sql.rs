@@ -52,11 +52,6 @@ impl Flavor {
     }
 }
 
-/// Takes the store for one server: a session-level advisory lock keyed by
-/// the schema the tables live in, answering whether it was free.
-pub const TRY_LOCK_STORE: &str =
-    "SELECT pg_try_advisory_lock(hashtext('bisondb store ' || current_schema()))";
-
 /// Records the format version unless one is recorded.
 pub fn record_format() -> String {
     format!("INSERT INTO {META_TABLE} (name, value) VALUES ('format', $1) ON CONFLICT (name) DO NOTHING")

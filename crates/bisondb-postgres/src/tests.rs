@@ -101,40 +101,6 @@ fn racing_batches_through_transactions_let_one_win() {
     assert_eq!(snap.get(b"other"), Ok(Some(b"a".to_vec())));
 }
 
-/// A server takes its store alone: a second one is refused with a message
-/// naming the cause, and the store is free again once the first is gone.
-#[test]
-fn a_second_server_on_one_store_is_refused() {
-    let Some(cluster) = TestCluster::shared() else {
-        return;
-    };
-    let uri = cluster.fresh_schema_uri();
-    let first = PostgresEngine::open_exclusive(&uri, 2).unwrap_or_else(|e| panic!("{e}"));
-    match PostgresEngine::open_exclusive(&uri, 2) {
-        Err(EngineError::DbPathInUse(m)) => {
-            assert!(m.contains("another BisonDB server"), "{m}")
-        }
-        Err(e) => panic!("{e}"),
-        Ok(_) => panic!("two servers took one store"),
-    }
-    // Another schema is another store.
-    let other = cluster.fresh_schema_uri();
-    assert!(PostgresEngine::open_exclusive(&other, 2).is_ok());
-    drop(first);
-    let mut again = Err(EngineError::Internal("never tried".into()));
-    for _ in 0..50 {
-        again = PostgresEngine::open_exclusive(&uri, 2);
-        if again.is_ok() {
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    }
-    assert!(
-        again.is_ok(),
-        "the store stayed locked after its server went"
-    );
-}
-
 /// A scan longer than a page comes back whole and in order, both ways.
 #[test]
 fn long_scans_read_page_by_page() {
