@@ -35,6 +35,12 @@ pub enum Workload {
     /// the event's delivery on an awaiting change stream; `--docs` inserts
     /// (default 10000), one at a time, one client.
     ChangeEvents,
+    /// Read-heavy: `find_one` by a random `_id` over a read set of
+    /// `READ_SET_DOCS` profile documents (loaded untimed when the collection
+    /// holds another number); `--docs` reads (default 100000) from
+    /// `--clients` tasks (default 8). With several hosts in the URI (servers
+    /// over one store answering as mongos) the driver spreads the reads.
+    PointReads,
 }
 
 impl Workload {
@@ -49,6 +55,7 @@ impl Workload {
             Workload::LargeRead => "large-read",
             Workload::Transactions => "transactions",
             Workload::ChangeEvents => "change-events",
+            Workload::PointReads => "point-reads",
         }
     }
 }
@@ -284,7 +291,7 @@ impl BenchArgs {
                 return Err(format!("{} uses one client", w.name()))
             }
             (_, Some(n)) => n,
-            (Workload::ProfilePool, None) => 8,
+            (Workload::ProfilePool | Workload::PointReads, None) => 8,
             (_, None) => 1,
         };
         if matches!(
@@ -294,6 +301,7 @@ impl BenchArgs {
                 | Workload::LargeRead
                 | Workload::Transactions
                 | Workload::ChangeEvents
+                | Workload::PointReads
         ) && self.processes != 1
         {
             return Err(format!(
@@ -314,11 +322,12 @@ impl BenchArgs {
             return Err("--timeseries applies to timeseries-batch and timeseries-aggregate".into());
         }
         let replset = matches!(w, Workload::Transactions | Workload::ChangeEvents);
-        if self.doc_size.is_some() && (w.name().starts_with("timeseries") || replset) {
+        let reads = w == Workload::PointReads;
+        if self.doc_size.is_some() && (w.name().starts_with("timeseries") || replset || reads) {
             return Err("--doc-size applies to profile-* and large-*".into());
         }
         if self.client == ClientKind::Pymongo {
-            if w.name().starts_with("timeseries") || replset {
+            if w.name().starts_with("timeseries") || replset || reads {
                 return Err("--client pymongo runs profile-* and large-*".into());
             }
             if self.processes != 1 {
@@ -332,7 +341,7 @@ impl BenchArgs {
             }
         }
         let docs = self.docs.unwrap_or(match w {
-            Workload::ProfileSingle | Workload::ProfilePool => 100_000,
+            Workload::ProfileSingle | Workload::ProfilePool | Workload::PointReads => 100_000,
             Workload::LargeInsert | Workload::LargeRead => 300,
             Workload::Transactions | Workload::ChangeEvents => 10_000,
             _ => 1_000_000,
@@ -371,6 +380,7 @@ impl BenchArgs {
                 Workload::LargeInsert | Workload::LargeRead => "large",
                 Workload::Transactions => "accounts",
                 Workload::ChangeEvents => "events",
+                Workload::PointReads => "reads",
                 _ => "randomData",
             }
             .to_string()

@@ -338,6 +338,11 @@ async fn measure(
         }
         _ => {}
     }
+    if plan.workload == Workload::PointReads {
+        bar.set_prefix("loading");
+        load_read_set(&coll).await?;
+        bar.set_prefix(target.label.clone());
+    }
     if plan.workload == Workload::LargeRead {
         bar.set_prefix("loading");
         profile(plan, &coll, &Arc::new(AtomicU64::new(0))).await?;
@@ -364,6 +369,7 @@ async fn measure(
                 replset::transactions(plan, db.client(), &coll, &done, &retries).await
             }
             Workload::ChangeEvents => replset::change_events(plan, &coll, &done).await,
+            Workload::PointReads => point_reads(plan, &coll, &done).await,
         }
     };
     let seconds = start.elapsed().as_secs_f64();
@@ -425,6 +431,78 @@ async fn measure(
         queries: phase.queries,
         timeline,
         latency_counts: histogram_counts(&phase.hist),
+    })
+}
+
+/// How many documents point-reads reads from: small enough to stay cached on
+/// every engine, so the figure is the per-read path (wire, command, lookup,
+/// and on a shared store its round trips), not the disk.
+pub const READ_SET_DOCS: u64 = 10_000;
+
+/// Point-reads' collection: `_id` 0..READ_SET_DOCS, each a profile document;
+/// loaded (untimed) unless the collection already holds exactly that many, so
+/// the runs of a comparison and the servers over one store share one load.
+async fn load_read_set(coll: &Collection<Document>) -> Result<(), String> {
+    let have = coll
+        .count_documents(doc! {})
+        .await
+        .map_err(|e| format!("count: {e}"))?;
+    if have == READ_SET_DOCS {
+        return Ok(());
+    }
+    coll.drop().await.map_err(|e| format!("drop: {e}"))?;
+    let ids: Vec<u64> = (0..READ_SET_DOCS).collect();
+    for chunk in ids.chunks(1000) {
+        let docs = chunk.iter().map(|&i| {
+            let mut d = profile_doc(i);
+            d.insert("_id", i64::try_from(i).unwrap_or(i64::MAX));
+            d
+        });
+        coll.insert_many(docs)
+            .await
+            .map_err(|e| format!("insert: {e}"))?;
+    }
+    Ok(())
+}
+
+/// `plan.docs` `find_one({_id: k})` for random `k` in the read set, from
+/// `clients` tasks; a miss is an error (the read set is loaded first).
+async fn point_reads(
+    plan: &Plan,
+    coll: &Collection<Document>,
+    done: &Arc<AtomicU64>,
+) -> Result<Phase, String> {
+    let next = Arc::new(AtomicU64::new(0));
+    let mut tasks = Vec::with_capacity(plan.clients);
+    for task in 0..plan.clients {
+        let coll = coll.clone_with_type::<RawDocumentBuf>();
+        let (next, done, n) = (next.clone(), done.clone(), plan.docs);
+        tasks.push(tokio::spawn(async move {
+            let mut rng = StdRng::seed_from_u64(task as u64);
+            let mut h = new_histogram();
+            while next.fetch_add(1, Ordering::Relaxed) < n {
+                let k = rng.random_range(0..READ_SET_DOCS);
+                let id = i64::try_from(k).unwrap_or(i64::MAX);
+                let t = Instant::now();
+                let found = coll
+                    .find_one(doc! {"_id": id})
+                    .await
+                    .map_err(|e| format!("find_one: {e}"))?;
+                record(&mut h, t.elapsed().as_micros() as u64);
+                if found.is_none() {
+                    return Err(format!("find_one: _id {k} of the read set is missing"));
+                }
+                done.fetch_add(1, Ordering::Relaxed);
+            }
+            Ok::<_, String>(h)
+        }));
+    }
+    let hist = join_histograms(tasks).await?;
+    Ok(Phase {
+        docs: done.load(Ordering::Relaxed),
+        ops: hist.len(),
+        hist,
+        queries: vec![],
     })
 }
 

@@ -243,3 +243,45 @@ fn replica_set_workloads_need_a_replica_set() {
         assert!(stderr.contains("replica set"), "{workload}: {stderr}");
     }
 }
+
+/// `point-reads` loads its read set once, then reads it back by `_id` from
+/// several clients; a second run reuses the load (the collection still holds
+/// exactly the read set) and every read must find its document.
+#[tokio::test(flavor = "multi_thread")]
+async fn point_reads_load_the_read_set_once_and_find_every_document() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = support::free_port();
+    let _server = support::start_bisondb(dir.path(), port, &["--storageEngine", "inMemory"]);
+    let uri = support::uri(port, 10_000);
+    let client = mongodb::Client::with_uri_str(&uri).await.unwrap();
+    let reads = client
+        .database("bench")
+        .collection::<mongodb::bson::Document>("reads");
+    for run in 0..2 {
+        let v = tokio::task::block_in_place(|| {
+            bench_json("point-reads", &uri, &["--docs", "300", "--clients", "3"])
+        });
+        let r = &v["results"][0];
+        assert_eq!(r["workload"], "point-reads", "run {run}: {r}");
+        assert_eq!(r["docs"], 300, "run {run}: {r}");
+        assert_eq!(r["ops"], 300, "one latency per read: {r}");
+        assert_eq!(
+            reads.count_documents(mongodb::bson::doc! {}).await.unwrap(),
+            10_000
+        );
+    }
+    // A collection of another size is reloaded, not read with misses.
+    reads
+        .delete_one(mongodb::bson::doc! {"_id": 7_i64})
+        .await
+        .unwrap();
+    let v = tokio::task::block_in_place(|| bench_json("point-reads", &uri, &["--docs", "50"]));
+    assert_eq!(v["results"][0]["docs"], 50);
+    assert_eq!(
+        reads
+            .count_documents(mongodb::bson::doc! {"_id": 7_i64})
+            .await
+            .unwrap(),
+        1
+    );
+}
