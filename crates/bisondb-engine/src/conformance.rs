@@ -235,6 +235,7 @@ pub fn run_all(factory: EngineFactory<'_>) {
     put_get_delete(&factory());
     batch_last_write_wins(&factory());
     snapshot_isolation(&factory());
+    get_latest_sees_every_commit(&factory());
     scan_bounds_and_limits(&factory());
     chunked_rescan(&factory());
     transaction_reads_its_writes_and_commits_atomically(&factory());
@@ -251,6 +252,35 @@ pub fn run_all(factory: EngineFactory<'_>) {
             &random_ops(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15), 300),
         );
     }
+}
+
+/// `get_latest` answers what a snapshot taken now would: the last committed
+/// value (a plain write's and a transaction's), nothing once deleted, and
+/// never a value an open transaction has not committed yet.
+fn get_latest_sees_every_commit(engine: &Arc<dyn Engine>) {
+    let key = b"latest".to_vec();
+    assert_eq!(engine.get_latest(&key).unwrap(), None);
+    let mut batch = WriteBatch::new();
+    batch.put(key.clone(), b"1".to_vec());
+    engine.write(batch, Durability::Buffered).unwrap();
+    assert_eq!(engine.get_latest(&key).unwrap(), Some(b"1".to_vec()));
+    let mut txn = engine.begin().unwrap();
+    txn.put(key.clone(), b"2".to_vec()).unwrap();
+    assert_eq!(
+        engine.get_latest(&key).unwrap(),
+        Some(b"1".to_vec()),
+        "an uncommitted transaction's write is not the latest value"
+    );
+    txn.commit(Durability::Buffered).unwrap();
+    assert_eq!(engine.get_latest(&key).unwrap(), Some(b"2".to_vec()));
+    assert_eq!(
+        snapshot_of(engine).get(&key).unwrap(),
+        engine.get_latest(&key).unwrap()
+    );
+    let mut batch = WriteBatch::new();
+    batch.delete(key.clone());
+    engine.write(batch, Durability::Buffered).unwrap();
+    assert_eq!(engine.get_latest(&key).unwrap(), None);
 }
 
 /// A snapshot of `engine`; the engines under test are healthy, so a failure

@@ -148,6 +148,16 @@ pub trait Engine: Send + Sync + 'static {
     /// never substitute an empty view.
     fn snapshot(&self) -> Result<Arc<dyn Snapshot>, EngineError>;
 
+    /// `key`'s latest committed value, read on its own: what a snapshot taken
+    /// now would give for it, without keeping a view open. For a single
+    /// key checked before every command (a shared store's catalog version),
+    /// where an engine over a network store answers in one round trip
+    /// instead of a snapshot's begin, read and end. The default takes a
+    /// snapshot.
+    fn get_latest(&self, key: &[u8]) -> Result<Option<Vec<u8>>, EngineError> {
+        self.snapshot()?.get(key)
+    }
+
     /// A snapshot that sees exactly the commits up to `point` (see
     /// [`CommitPoint`]), where the engine has the [`Capabilities::snapshot_at`]
     /// capability. An engine keeps old points for a bounded window: a point it

@@ -546,6 +546,17 @@ impl Engine for PostgresEngine {
         }))
     }
 
+    /// One autocommit `SELECT` on a pooled connection: one round trip, where
+    /// a snapshot costs its `BEGIN`, the read and a `ROLLBACK`.
+    fn get_latest(&self, key: &[u8]) -> Result<Option<Vec<u8>>, EngineError> {
+        let pool = self.shared.pool.clone();
+        let key = key.to_vec();
+        self.shared.run(async move {
+            let conn = pool.get().await.map_err(pool_error)?;
+            get_on(&conn, key).await
+        })
+    }
+
     fn write(&self, batch: WriteBatch, _durability: Durability) -> Result<(), EngineError> {
         if batch.is_empty() {
             return Ok(());

@@ -358,14 +358,19 @@ impl Storage {
         if self.inner.server == 0 {
             return Ok(());
         }
-        let read_version = |snap: &dyn bisondb_engine::Snapshot| -> Result<u64, StorageError> {
-            match snap.get(&layout::version_key())? {
+        let decode = |v: Option<Vec<u8>>| -> Result<u64, StorageError> {
+            match v {
                 Some(v) => layout::decode_u64(&v),
                 None => Ok(0),
             }
         };
-        let snap = self.inner.engine.snapshot()?;
-        if read_version(snap.as_ref())? == self.inner.version.load(Ordering::Acquire) {
+        let read_version = |snap: &dyn bisondb_engine::Snapshot| -> Result<u64, StorageError> {
+            decode(snap.get(&layout::version_key())?)
+        };
+        // The common case, every command: one read of the key alone (one
+        // round trip to a network store), no snapshot kept open.
+        let latest = decode(self.inner.engine.get_latest(&layout::version_key())?)?;
+        if latest == self.inner.version.load(Ordering::Acquire) {
             return Ok(());
         }
         let mut next_id = self.inner.ddl.lock();
