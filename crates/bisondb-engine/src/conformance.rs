@@ -236,6 +236,7 @@ pub fn run_all(factory: EngineFactory<'_>) {
     batch_last_write_wins(&factory());
     snapshot_isolation(&factory());
     get_latest_sees_every_commit(&factory());
+    get_many_answers_as_get(&factory());
     scan_bounds_and_limits(&factory());
     chunked_rescan(&factory());
     transaction_reads_its_writes_and_commits_atomically(&factory());
@@ -281,6 +282,39 @@ fn get_latest_sees_every_commit(engine: &Arc<dyn Engine>) {
     batch.delete(key.clone());
     engine.write(batch, Durability::Buffered).unwrap();
     assert_eq!(engine.get_latest(&key).unwrap(), None);
+}
+
+/// `get_many` answers each key as `get` would, in the order asked, through a
+/// snapshot and through a transaction (its own writes and deletes included).
+fn get_many_answers_as_get(engine: &Arc<dyn Engine>) {
+    let mut batch = WriteBatch::new();
+    for i in 0u8..5 {
+        batch.put(vec![b'm', i], vec![i]);
+    }
+    engine.write(batch, Durability::Buffered).unwrap();
+    let keys: Vec<Vec<u8>> = vec![
+        vec![b'm', 3],
+        vec![b'm', 9],
+        vec![b'm', 0],
+        vec![b'm', 3],
+        vec![],
+        vec![b'm', 4],
+    ];
+    let refs: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
+    let snap = snapshot_of(engine);
+    let one_by_one: Vec<_> = refs.iter().map(|k| snap.get(k).unwrap()).collect();
+    assert_eq!(snap.get_many(&refs).unwrap(), one_by_one);
+    assert_eq!(one_by_one[0], Some(vec![3]));
+    assert_eq!(one_by_one[1], None);
+    assert!(snap.get_many(&[]).unwrap().is_empty());
+    let mut txn = engine.begin().unwrap();
+    txn.put(vec![b'm', 9], vec![90]).unwrap();
+    txn.delete(vec![b'm', 0]).unwrap();
+    let expected: Vec<_> = refs.iter().map(|k| txn.get(k).unwrap()).collect();
+    assert_eq!(txn.get_many(&refs).unwrap(), expected);
+    assert_eq!(expected[1], Some(vec![90]));
+    assert_eq!(expected[2], None);
+    drop(txn);
 }
 
 /// A snapshot of `engine`; the engines under test are healthy, so a failure

@@ -267,6 +267,13 @@ pub trait Snapshot: Send + Sync {
     /// The value stored under `key`, if any.
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, EngineError>;
 
+    /// The values of `keys`, in their order (a key given twice is answered
+    /// twice). One request where the engine is across a network (an insert
+    /// batch's `_id` lookups); the default asks key by key.
+    fn get_many(&self, keys: &[&[u8]]) -> Result<Vec<Option<Vec<u8>>>, EngineError> {
+        keys.iter().map(|k| self.get(k)).collect()
+    }
+
     /// Up to `limit` entries with key in the range given by `start` and `end`,
     /// ascending; or descending when `reverse` (then scanning from the top of the
     /// range down). `limit == 0` returns nothing.

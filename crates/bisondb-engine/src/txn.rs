@@ -29,6 +29,11 @@ pub trait Transaction: Send {
     /// to the key, else what its snapshot holds.
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, EngineError>;
 
+    /// Like [`Snapshot::get_many`], as [`Transaction::get`] sees each key.
+    fn get_many(&self, keys: &[&[u8]]) -> Result<Vec<Option<Vec<u8>>>, EngineError> {
+        keys.iter().map(|k| self.get(k)).collect()
+    }
+
     /// Like [`Snapshot::scan`], over the transaction's snapshot with its own
     /// writes applied.
     fn scan(

@@ -52,6 +52,7 @@ const POOL_WAIT: Duration = Duration::from_secs(30);
 /// `prepare_cached`, which is keyed by their text).
 struct Statements {
     get: String,
+    get_many: String,
     upsert_many: String,
     delete_many: String,
     pub(crate) upsert_one: String,
@@ -72,6 +73,7 @@ static STATEMENTS: LazyLock<Statements> = LazyLock::new(|| {
     }
     Statements {
         get: sql::get(),
+        get_many: sql::get_many(),
         upsert_many: sql::upsert_many(),
         delete_many: sql::delete_many(),
         upsert_one: sql::upsert_one(),
@@ -214,6 +216,23 @@ impl Shared {
         let conn = open_connection(conn)?;
         let key = key.to_vec();
         self.run(async move { get_on(&conn, key).await })
+    }
+
+    /// The values of `keys` as the transaction open on `conn` sees them, in
+    /// one statement (see [`Shared::get_through`]).
+    pub(crate) fn get_many_through(
+        &self,
+        conn: Option<&Arc<Object>>,
+        keys: &[&[u8]],
+    ) -> Result<Vec<Option<Vec<u8>>>, EngineError> {
+        match keys {
+            [] => return Ok(Vec::new()),
+            [one] => return Ok(vec![self.get_through(conn, one)?]),
+            _ => {}
+        }
+        let conn = open_connection(conn)?;
+        let owned: Vec<Vec<u8>> = keys.iter().map(|k| k.to_vec()).collect();
+        self.run(async move { get_many_on(&conn, owned).await })
     }
 
     /// A range as the transaction open on `conn` sees it (see
@@ -360,6 +379,31 @@ pub(crate) async fn get_on(conn: &Object, key: Vec<u8>) -> Result<Option<Vec<u8>
     row.map(|r| r.try_get::<_, Vec<u8>>(0))
         .transpose()
         .map_err(|e| map_error(&e, "reading a value"))
+}
+
+/// The values of `keys` as the transaction on `conn` sees them, in their
+/// order: one `= ANY` statement, matched back by key.
+pub(crate) async fn get_many_on(
+    conn: &Object,
+    keys: Vec<Vec<u8>>,
+) -> Result<Vec<Option<Vec<u8>>>, EngineError> {
+    let statement = conn
+        .prepare_cached(&STATEMENTS.get_many)
+        .await
+        .map_err(|e| map_error(&e, "preparing a read"))?;
+    let rows = conn
+        .query(&statement, &[&keys])
+        .await
+        .map_err(|e| map_error(&e, "reading keys"))?;
+    let mut found = std::collections::HashMap::with_capacity(rows.len());
+    for row in rows {
+        let k: Vec<u8> = row.try_get(0).map_err(|e| map_error(&e, "reading a key"))?;
+        let v: Vec<u8> = row
+            .try_get(1)
+            .map_err(|e| map_error(&e, "reading a value"))?;
+        found.insert(k, v);
+    }
+    Ok(keys.iter().map(|k| found.get(k).cloned()).collect())
 }
 
 /// Up to `limit` entries between the bounds as the transaction on `conn`
@@ -609,6 +653,10 @@ struct PgSnapshot {
 impl Snapshot for PgSnapshot {
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, EngineError> {
         self.shared.get_through(self.conn.as_ref(), key)
+    }
+
+    fn get_many(&self, keys: &[&[u8]]) -> Result<Vec<Option<Vec<u8>>>, EngineError> {
+        self.shared.get_many_through(self.conn.as_ref(), keys)
     }
 
     fn scan(

@@ -67,6 +67,11 @@ pub fn get() -> String {
     format!("SELECT v FROM {KV_TABLE} WHERE k = $1")
 }
 
+/// The keys of `$1` that are present, with their values (in no order).
+pub fn get_many() -> String {
+    format!("SELECT k, v FROM {KV_TABLE} WHERE k = ANY($1::BYTEA[])")
+}
+
 /// Sets many keys at once (`$1` keys, `$2` values, each key once).
 pub fn upsert_many() -> String {
     format!(

@@ -96,6 +96,11 @@ impl Transaction for PgTransaction {
         self.shared.get_through(self.conn.as_ref(), key)
     }
 
+    /// Its writes are in the store already, so one statement sees them.
+    fn get_many(&self, keys: &[&[u8]]) -> Result<Vec<Option<Vec<u8>>>, EngineError> {
+        self.shared.get_many_through(self.conn.as_ref(), keys)
+    }
+
     fn scan(
         &self,
         start: Bound<&[u8]>,

@@ -408,6 +408,13 @@ impl Collection {
         } else {
             self.doc_key_bounds_locked(snap.as_ref(), generation)
         };
+        // Without bounds every insert looks its `_id` up: one request for the
+        // whole batch (a round trip, on a store across a network) instead of
+        // one per document. When it fails, each insert asks on its own and
+        // reports its own error.
+        let stored = (bounds.is_none() && docs.len() > 1)
+            .then(|| self.stored_doc_keys(snap.as_ref(), docs).ok())
+            .flatten();
         let mut highs = BatchHighs::default();
         let indexes = self.state.indexes.read().clone();
         // A document, its `_id` entry (record-id collections), its index entries.
@@ -419,7 +426,13 @@ impl Collection {
         let mut became_multikey: Vec<Arc<IndexState>> = Vec::new();
         for (i, doc) in docs.iter().enumerate() {
             let prepared = self
-                .prepare_insert(snap.as_ref(), doc, &mut queued, &batch, bounds.as_ref())
+                .prepare_insert(
+                    snap.as_ref(),
+                    doc,
+                    (&mut queued, &batch),
+                    bounds.as_ref(),
+                    stored.as_ref(),
+                )
                 .and_then(|key| {
                     if indexes.is_empty() {
                         return Ok((key, IndexWrites::default()));
@@ -489,23 +502,52 @@ impl Collection {
         Ok(())
     }
 
+    /// `doc`'s document key, unless its `_id` is stored (in `stored`, the
+    /// batch's keys looked up at once, when given; else in `snap`, unless
+    /// the bounds prove it new) or queued earlier in this batch.
     fn prepare_insert(
         &self,
         snap: &dyn Snapshot,
         doc: &RawDocument,
-        queued: &mut QueuedKeys,
-        batch: &WriteBatch,
+        (queued, batch): (&mut QueuedKeys, &WriteBatch),
         bounds: Option<&DocKeyBounds>,
+        stored: Option<&HashSet<Vec<u8>>>,
     ) -> Result<Vec<u8>, StorageError> {
         let id = id_of(doc)
             .ok_or_else(|| StorageError::invalid_argument("document has no _id field"))?;
         let key = self.id_key_for(id);
-        // Proven new by the bounds: skip the engine lookup.
-        let known_new = bounds.is_some_and(|b| b.proves_absent(&key));
-        if queued.contains(&key, batch) || (!known_new && snap.get(&key)?.is_some()) {
+        let present = match stored {
+            Some(stored) => stored.contains(&key),
+            // Proven new by the bounds: skip the engine lookup.
+            None if bounds.is_some_and(|b| b.proves_absent(&key)) => false,
+            None => snap.get(&key)?.is_some(),
+        };
+        if present || queued.contains(&key, batch) {
             return Err(self.duplicate(id));
         }
         Ok(key)
+    }
+
+    /// Which of `docs`' document keys `snap` holds, in one
+    /// [`Snapshot::get_many`] (documents without an `_id` are left out: their
+    /// insert fails on its own).
+    fn stored_doc_keys(
+        &self,
+        snap: &dyn Snapshot,
+        docs: &[&RawDocument],
+    ) -> Result<HashSet<Vec<u8>>, StorageError> {
+        let keys: Vec<Vec<u8>> = docs
+            .iter()
+            .filter_map(|d| id_of(d))
+            .map(|id| self.id_key_for(id))
+            .collect();
+        let refs: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
+        let values = snap.get_many(&refs)?;
+        Ok(keys
+            .into_iter()
+            .zip(values)
+            .filter_map(|(k, v)| v.map(|_| k))
+            .collect())
     }
 
     /// The bounds of stored document keys (see [`DocKeyBounds`]), read once per

@@ -153,6 +153,13 @@ impl Snapshot for View {
         }
     }
 
+    fn get_many(&self, keys: &[&[u8]]) -> Result<Vec<Option<Vec<u8>>>, EngineError> {
+        match self.0.txn.lock().as_ref() {
+            Some(t) => t.get_many(keys),
+            None => Err(ended()),
+        }
+    }
+
     fn scan(
         &self,
         start: Bound<&[u8]>,
