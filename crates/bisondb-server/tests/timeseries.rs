@@ -1099,3 +1099,60 @@ async fn version_1_buckets_still_read_and_compress_when_rewritten() {
     assert_eq!(got, vec![doc! {"_id": 1, "v": 1}, doc! {"_id": 3, "v": 3}]);
     shutdown_by_command(server, client).await;
 }
+
+/// `$group`/`$count` pipelines that decode only the columns they read give
+/// what the same stages give behind a `$project` (which keeps every column
+/// decoded): per-hour and per-minute date parts, the meta field, a time
+/// window and a field some measurements lack.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn group_over_some_columns_matches_full_unpacking() {
+    let t = start().await;
+    let db = t.tcp.database("ts_cols");
+    create_weather(&db).await;
+    let coll = db.collection::<Document>("weather");
+    coll.insert_many(readings(2500, 0))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let window = doc! {"$match": {"ts": {"$gte": at(T0 + 300_000)}, "sensor.id": 7}};
+    let everything = doc! {"$project": {"ts": 1, "sensor": 1, "temp": 1, "flag": 1}};
+    let tails = [
+        vec![
+            doc! {"$group": {"_id": {"h": {"$hour": "$ts"}, "m": {"$minute": "$ts"}},
+            "avg": {"$avg": "$temp"}, "min": {"$min": "$temp"}, "max": {"$max": "$temp"},
+            "flags": {"$sum": {"$cond": ["$flag", 1, 0]}}, "n": {"$count": {}}}},
+            doc! {"$sort": {"_id": 1}},
+        ],
+        vec![
+            doc! {"$group": {"_id": "$sensor", "sum": {"$sum": "$temp"}, "first": {"$min": "$ts"}}},
+        ],
+        vec![doc! {"$count": "n"}],
+    ];
+    for tail in tails {
+        let run = |head: Vec<Document>| {
+            let pipeline: Vec<Document> = head.into_iter().chain(tail.clone()).collect();
+            let db = db.clone();
+            async move {
+                find(
+                    &db,
+                    doc! {"aggregate": "weather", "pipeline": pipeline, "cursor": {"batchSize": 5000}},
+                )
+                .await
+            }
+        };
+        let got = run(vec![window.clone()]).await;
+        let want = run(vec![window.clone(), everything.clone()]).await;
+        assert!(!got.is_empty(), "{tail:?}");
+        assert_eq!(got, want, "{tail:?}");
+    }
+    let n = run_count(&db, window).await;
+    assert_eq!(n, 2200);
+}
+
+async fn run_count(db: &Database, stage: Document) -> i32 {
+    let r = find(
+        db,
+        doc! {"aggregate": "weather", "pipeline": [stage, {"$count": "n"}], "cursor": {}},
+    )
+    .await;
+    r.first().and_then(|d| d.get_i32("n").ok()).unwrap_or(-1)
+}

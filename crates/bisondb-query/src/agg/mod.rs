@@ -414,6 +414,15 @@ impl Pipeline {
             },
             _ => stages,
         };
+        // ... and buckets decode only the columns the rest reads.
+        let included;
+        let stages = match stages::internal_unpack_bucket::with_include(stages) {
+            Some(rewritten) => {
+                included = rewritten;
+                included.as_slice()
+            }
+            None => stages,
+        };
         let mut out: Vec<Box<dyn Stage>> = Vec::with_capacity(stages.len());
         let mut output = None;
         for (pos, spec) in stages.iter().enumerate() {
