@@ -203,13 +203,7 @@ pub(crate) async fn transactions(
             Ok::<_, String>(h)
         }));
     }
-    let hist = crate::workload::join_histograms(tasks).await?;
-    Ok(Phase {
-        docs: done.load(Ordering::Relaxed),
-        ops: hist.len(),
-        hist,
-        queries: vec![],
-    })
+    crate::workload::client_phase(tasks, done).await
 }
 
 /// After `transactions`: every committed transfer moved one unit from one

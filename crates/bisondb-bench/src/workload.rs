@@ -497,13 +497,7 @@ async fn point_reads(
             Ok::<_, String>(h)
         }));
     }
-    let hist = join_histograms(tasks).await?;
-    Ok(Phase {
-        docs: done.load(Ordering::Relaxed),
-        ops: hist.len(),
-        hist,
-        queries: vec![],
-    })
+    client_phase(tasks, done).await
 }
 
 /// One `insert` per document from `clients` concurrent tasks sharing an id counter.
@@ -536,13 +530,7 @@ async fn profile(
             Ok::<_, String>(h)
         }));
     }
-    let hist = join_histograms(tasks).await?;
-    Ok(Phase {
-        docs: done.load(Ordering::Relaxed),
-        ops: hist.len(),
-        hist,
-        queries: vec![],
-    })
+    client_phase(tasks, done).await
 }
 
 /// Seed 001's read: one `find` over the loaded collection, timed to its last
@@ -645,13 +633,7 @@ async fn batches(
             Ok::<_, String>(h)
         }));
     }
-    let hist = join_histograms(tasks).await?;
-    Ok(Phase {
-        docs: done.load(Ordering::Relaxed),
-        ops: hist.len(),
-        hist,
-        queries: vec![],
-    })
+    client_phase(tasks, done).await
 }
 
 /// The four analysis pipelines, each timed to its last result.
@@ -685,6 +667,21 @@ async fn aggregate(coll: &Collection<Document>, done: &Arc<AtomicU64>) -> Result
         ops: queries.len() as u64,
         hist,
         queries,
+    })
+}
+
+/// The phase of client tasks that each timed their commands and counted
+/// their documents in `done`: their latencies merged, or the first error.
+pub(crate) async fn client_phase(
+    tasks: Vec<tokio::task::JoinHandle<Result<Histogram<u64>, String>>>,
+    done: &AtomicU64,
+) -> Result<Phase, String> {
+    let hist = join_histograms(tasks).await?;
+    Ok(Phase {
+        docs: done.load(Ordering::Relaxed),
+        ops: hist.len(),
+        hist,
+        queries: vec![],
     })
 }
 
