@@ -564,7 +564,11 @@ pub(crate) async fn write_on(
     .await;
     outcome.map_err(|e| {
         let mapped = map_error(&e, "writing a batch");
-        if e.is_closed() {
+        // A connection the store ended (a failover, `pg_terminate_backend`)
+        // reports the end as an error before the client sees the socket
+        // close: never hand it out again, or the next write meets "connection
+        // closed" on it.
+        if e.is_closed() || matches!(mapped, EngineError::Unavailable { .. }) {
             drop(Object::take(conn));
         }
         mapped
