@@ -237,6 +237,7 @@ pub fn run_all(factory: EngineFactory<'_>) {
     snapshot_isolation(&factory());
     get_latest_sees_every_commit(&factory());
     get_many_answers_as_get(&factory());
+    insert_acts_as_put(&factory());
     scan_bounds_and_limits(&factory());
     chunked_rescan(&factory());
     transaction_reads_its_writes_and_commits_atomically(&factory());
@@ -315,6 +316,85 @@ fn get_many_answers_as_get(engine: &Arc<dyn Engine>) {
     assert_eq!(expected[1], Some(vec![90]));
     assert_eq!(expected[2], None);
     drop(txn);
+}
+
+/// [`WriteBatch::insert`] has a put's effect, whatever the engine does with
+/// the hint: in a plain batch and in a transaction's batch, enough keys for
+/// a bulk path, a key that exists after all (overwritten), a key the batch
+/// removed first; and a key another commit inserted after a transaction's
+/// snapshot fails the transaction's batch as a put's would, applying none of
+/// it.
+fn insert_acts_as_put(engine: &Arc<dyn Engine>) {
+    let key = |prefix: u8, i: u32| {
+        let mut k = vec![prefix];
+        k.extend_from_slice(&i.to_be_bytes());
+        k
+    };
+    put(engine, &key(b'i', 7), b"old");
+    put(engine, &key(b't', 7), b"old");
+    let mut batch = WriteBatch::new();
+    batch.delete(key(b'i', 300));
+    batch.insert(key(b'i', 300), b"after delete".to_vec());
+    for i in 0..200 {
+        batch.insert(key(b'i', i), i.to_be_bytes().to_vec());
+    }
+    engine.write(batch, Durability::Buffered).unwrap();
+    let snap = snapshot_of(engine);
+    assert_eq!(
+        snap.get(&key(b'i', 7)).unwrap(),
+        Some(7u32.to_be_bytes().to_vec())
+    );
+    assert_eq!(
+        snap.get(&key(b'i', 199)).unwrap(),
+        Some(199u32.to_be_bytes().to_vec())
+    );
+    assert_eq!(
+        snap.get(&key(b'i', 300)).unwrap(),
+        Some(b"after delete".to_vec())
+    );
+    drop(snap);
+    // Through a transaction: all new, then one that exists since before its
+    // snapshot.
+    for (prefix, with_old) in [(b'n', false), (b't', true)] {
+        let txn = begin(engine);
+        let mut batch = WriteBatch::new();
+        for i in 0..200 {
+            if i != 7 || with_old {
+                batch.insert(key(prefix, i), vec![prefix]);
+            }
+        }
+        txn.commit_batch(batch, Durability::Buffered).unwrap();
+        let snap = snapshot_of(engine);
+        let found = snap
+            .scan(
+                Bound::Included(&[prefix][..]),
+                Bound::Excluded(&[prefix + 1][..]),
+                false,
+                usize::MAX,
+            )
+            .unwrap();
+        assert_eq!(found.len(), if with_old { 200 } else { 199 });
+        assert!(
+            found.iter().all(|(_, v)| v == &vec![prefix]),
+            "every key holds the batch's value"
+        );
+    }
+    // A key inserted by another commit after the snapshot: a conflict.
+    let txn = begin(engine);
+    assert_eq!(txn.get(&key(b'c', 50)).unwrap(), None);
+    put(engine, &key(b'c', 50), b"theirs");
+    let mut batch = WriteBatch::new();
+    for i in 0..200 {
+        batch.insert(key(b'c', i), b"mine".to_vec());
+    }
+    assert!(is_conflict(&txn.commit_batch(batch, Durability::Buffered)));
+    let snap = snapshot_of(engine);
+    assert_eq!(snap.get(&key(b'c', 50)).unwrap(), Some(b"theirs".to_vec()));
+    assert_eq!(
+        snap.get(&key(b'c', 0)).unwrap(),
+        None,
+        "a failed batch applies nothing"
+    );
 }
 
 /// A snapshot of `engine`; the engines under test are healthy, so a failure

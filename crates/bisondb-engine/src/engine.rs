@@ -31,6 +31,14 @@ pub enum Durability {
 pub enum BatchOp {
     /// Set `key` to `value`.
     Put(Vec<u8>, Vec<u8>),
+    /// Set `key`, which the writer found absent (a new document's record,
+    /// its `_id` entry, its index entries), to `value`. Engines of one
+    /// process write it as a [`BatchOp::Put`]; an engine other writers share
+    /// may take a cheaper path for keys known to be new (the postgres
+    /// engine's `COPY`) and then fails the whole batch with
+    /// [`EngineError::WriteConflict`] when the key exists after all (another
+    /// server inserted it since the writer's snapshot), applying nothing.
+    Insert(Vec<u8>, Vec<u8>),
     /// Remove `key` (no error when absent).
     Delete(Vec<u8>),
 }
@@ -39,7 +47,7 @@ impl BatchOp {
     /// The key the operation writes.
     pub fn key(&self) -> &[u8] {
         match self {
-            BatchOp::Put(k, _) | BatchOp::Delete(k) => k,
+            BatchOp::Put(k, _) | BatchOp::Insert(k, _) | BatchOp::Delete(k) => k,
         }
     }
 }
@@ -67,6 +75,12 @@ impl WriteBatch {
     /// Queues `key = value`.
     pub fn put(&mut self, key: Vec<u8>, value: Vec<u8>) {
         self.ops.push(BatchOp::Put(key, value));
+    }
+
+    /// Queues `key = value` for a key the writer found absent (see
+    /// [`BatchOp::Insert`]).
+    pub fn insert(&mut self, key: Vec<u8>, value: Vec<u8>) {
+        self.ops.push(BatchOp::Insert(key, value));
     }
 
     /// Queues the removal of `key`.

@@ -126,7 +126,7 @@ impl TxnStore for Inner {
         let mut current = self.current.write();
         for op in batch.into_ops() {
             match op {
-                BatchOp::Put(k, v) => {
+                BatchOp::Put(k, v) | BatchOp::Insert(k, v) => {
                     current.map.insert(k, v);
                 }
                 BatchOp::Delete(k) => {

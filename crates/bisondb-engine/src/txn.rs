@@ -96,7 +96,9 @@ pub trait Transaction: Send {
     ) -> Result<(), EngineError> {
         for op in batch.into_ops() {
             match op {
-                crate::engine::BatchOp::Put(k, v) => self.put(k, v)?,
+                crate::engine::BatchOp::Put(k, v) | crate::engine::BatchOp::Insert(k, v) => {
+                    self.put(k, v)?
+                }
                 crate::engine::BatchOp::Delete(k) => self.delete(k)?,
             }
         }

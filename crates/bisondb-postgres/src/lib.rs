@@ -13,7 +13,11 @@
 //!   together: a `DELETE ... WHERE k = ANY($1)` and an `INSERT ... SELECT
 //!   FROM unnest($1, $2) ON CONFLICT (k) DO UPDATE` carrying every key as
 //!   arrays (never one statement per key); it is durable once it commits, so
-//!   `Durability::Sync` costs nothing more;
+//!   `Durability::Sync` costs nothing more. Inside a transaction (every
+//!   plain write of a shared store is one) keys the writer found absent
+//!   (`BatchOp::Insert`: a new document's record, `_id` and index entries)
+//!   go in by a binary `COPY` when there are at least 64 of them, under a
+//!   savepoint that falls back to the upsert if one exists after all;
 //! - a snapshot is a read-only `REPEATABLE READ` transaction on a connection
 //!   of the pool, held as long as the snapshot (a cursor's scan keeps one);
 //! - a [`bisondb_engine::Transaction`] is a `REPEATABLE READ` transaction

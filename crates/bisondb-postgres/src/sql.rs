@@ -80,6 +80,12 @@ pub fn upsert_many() -> String {
     )
 }
 
+/// Adds rows whose keys are new, in the binary copy format (`k`, `v`); a key
+/// that exists fails the whole copy with a unique violation.
+pub fn copy_in() -> String {
+    format!("COPY {KV_TABLE} (k, v) FROM STDIN WITH BINARY")
+}
+
 /// Sets one key (inside a transaction).
 pub fn upsert_one() -> String {
     format!("INSERT INTO {KV_TABLE} (k, v) VALUES ($1, $2) ON CONFLICT (k) DO UPDATE SET v = excluded.v")

@@ -287,3 +287,37 @@ fn a_write_of_unknown_outcome_moves_the_generation() {
         "a committed write's outcome is known"
     );
 }
+
+/// A batch's keys sorted into what is upserted, what may be copied in (keys
+/// the writer found absent, written by nothing else in the batch) and what
+/// is removed, each once, with its last value.
+#[test]
+fn final_state_keeps_new_keys_apart() {
+    let mut batch = WriteBatch::new();
+    batch.insert(b"n1".to_vec(), b"a".to_vec());
+    batch.put(b"p".to_vec(), b"b".to_vec());
+    batch.delete(b"d".to_vec());
+    batch.insert(b"d".to_vec(), b"after delete".to_vec());
+    batch.put(b"x".to_vec(), b"1".to_vec());
+    batch.insert(b"x".to_vec(), b"2".to_vec());
+    batch.insert(b"n0".to_vec(), b"c".to_vec());
+    batch.insert(b"gone".to_vec(), b"e".to_vec());
+    batch.delete(b"gone".to_vec());
+    let state = crate::engine::final_state(batch);
+    assert_eq!(state.new_keys, vec![b"n0".to_vec(), b"n1".to_vec()]);
+    assert_eq!(state.new_values, vec![b"c".to_vec(), b"a".to_vec()]);
+    assert_eq!(
+        state.keys,
+        vec![b"d".to_vec(), b"p".to_vec(), b"x".to_vec()]
+    );
+    assert_eq!(
+        state.values,
+        vec![b"after delete".to_vec(), b"b".to_vec(), b"2".to_vec()]
+    );
+    assert_eq!(state.gone, vec![b"gone".to_vec()]);
+    // Upserted together (a plain batch, or too few to copy): in key order.
+    let (keys, values, _) = state.all_upserts();
+    let names: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
+    assert_eq!(names, [&b"d"[..], b"n0", b"n1", b"p", b"x"]);
+    assert_eq!(values[1], b"c".to_vec());
+}

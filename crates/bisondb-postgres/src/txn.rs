@@ -18,7 +18,8 @@ use tokio_postgres::error::SqlState;
 use tokio_postgres::types::ToSql;
 
 use crate::engine::{
-    apply_in_transaction, final_state, one_key_statement, open_connection, write_on, Shared,
+    apply_in_transaction, final_state, one_key_statement, open_connection, write_on, FinalState,
+    Shared,
 };
 use crate::error::map_error;
 
@@ -137,9 +138,10 @@ impl Transaction for PgTransaction {
     ) -> Result<(), EngineError> {
         let conn = self.conn()?;
         self.conn = None;
-        let (keys, values, gone) = final_state(batch);
+        let state = final_state(batch);
+        let copy = self.shared.copy_new_keys();
         self.shared.run(async move {
-            let outcome = match apply_in_transaction(&conn, &keys, &values, &gone).await {
+            let outcome = match apply_in_transaction(&conn, state, copy).await {
                 Ok(()) => conn
                     .batch_execute("COMMIT")
                     .await
@@ -171,19 +173,21 @@ impl Transaction for PgTransaction {
         self.conn = None;
         let wrote = self.wrote || !unchecked.is_empty();
         let end = if wrote { "COMMIT" } else { "ROLLBACK" };
-        let (keys, values, gone) = final_state(unchecked);
+        let state = final_state(unchecked);
         let pool = self.shared.pool.clone();
         let committed = self.shared.run(async move {
-            let in_transaction = if keys.is_empty() && gone.is_empty() {
+            let in_transaction = if state.is_empty() {
                 Ok(true)
             } else {
-                unchecked_in_transaction(&conn, &keys, &values, &gone).await
+                // A few count records: copied, as the write after the
+                // `COMMIT` may need them again.
+                unchecked_in_transaction(&conn, state.clone()).await
             };
             let failed = |e: tokio_postgres::Error| map_error(&e, "committing a transaction");
             let outcome = match in_transaction {
                 Ok(applied) => match conn.batch_execute(end).await {
                     Ok(()) if applied => Ok(()),
-                    Ok(()) => write_on(pool, keys, values, gone).await,
+                    Ok(()) => write_on(pool, state).await,
                     Err(e) => Err(failed(e)),
                 },
                 Err(e) => {
@@ -220,12 +224,11 @@ fn release(conn: Arc<Object>) {
 /// still open), `Err` on any other failure.
 async fn unchecked_in_transaction(
     conn: &Object,
-    keys: &[Vec<u8>],
-    values: &[Vec<u8>],
-    gone: &[Vec<u8>],
+    state: FinalState,
 ) -> Result<bool, tokio_postgres::Error> {
     conn.batch_execute("SAVEPOINT bisondb_unchecked").await?;
-    match apply_in_transaction(conn, keys, values, gone).await {
+    // A few count records: never enough for a copy.
+    match apply_in_transaction(conn, state, false).await {
         Ok(()) => {
             conn.batch_execute("RELEASE SAVEPOINT bisondb_unchecked")
                 .await?;

@@ -1285,7 +1285,7 @@ impl Shared {
         let mut b = Batch::with_capacity(&open, ops.len().saturating_add(4));
         for op in ops {
             match op {
-                BatchOp::Put(k, v) if long::is_long(&k) => {
+                BatchOp::Put(k, v) | BatchOp::Insert(k, v) if long::is_long(&k) => {
                     open.note_long();
                     let v = long::stored_value(&k, &v)?;
                     b.insert(
@@ -1299,7 +1299,7 @@ impl Shared {
                     open.note_long();
                     b.remove(&open, open.space_for(&k), long::stored_key(&k).into());
                 }
-                BatchOp::Put(k, v) => {
+                BatchOp::Put(k, v) | BatchOp::Insert(k, v) => {
                     b.insert(&open, open.space_for(&k), stored_key(&k)?, v.into())
                 }
                 BatchOp::Delete(k) => b.remove(&open, open.space_for(&k), stored_key(&k)?),

@@ -128,6 +128,7 @@ pub(crate) fn join(batch: WriteBatch) -> Option<WriteBatch> {
             for op in batch.into_ops() {
                 match op {
                     bisondb_engine::BatchOp::Put(k, v) => joined.put(k, v),
+                    bisondb_engine::BatchOp::Insert(k, v) => joined.insert(k, v),
                     bisondb_engine::BatchOp::Delete(k) => joined.delete(k),
                 }
             }

@@ -1308,7 +1308,7 @@ impl QueuedKeys {
                 .ops()
                 .iter()
                 .filter_map(|op| match op {
-                    BatchOp::Put(k, _) => Some(k.clone()),
+                    BatchOp::Put(k, _) | BatchOp::Insert(k, _) => Some(k.clone()),
                     BatchOp::Delete(_) => None,
                 })
                 .collect()
@@ -1357,7 +1357,10 @@ impl IndexWrites {
         }
         for (ix, e) in self.puts {
             tally.index_entry(ix, e.key.len().saturating_add(e.value.len()), true);
-            batch.put(e.key, e.value);
+            // Entries the document did not have before: new keys, unless
+            // the index holds a stray one (an engine that writes new keys
+            // its own way still handles that, see `BatchOp::Insert`).
+            batch.insert(e.key, e.value);
         }
         for ix in self.multikey {
             if !became.iter().any(|b| b.id == ix.id) {

@@ -863,6 +863,7 @@ impl OpObserver for Oplog {
                     for op in batch.into_ops() {
                         match op {
                             bisondb_storage::BatchOp::Put(k, v) => joined.put(k, v),
+                            bisondb_storage::BatchOp::Insert(k, v) => joined.insert(k, v),
                             bisondb_storage::BatchOp::Delete(k) => joined.delete(k),
                         }
                     }

@@ -228,14 +228,14 @@ pub(super) fn run_of_ops(ops: &[BatchOp]) -> Result<Run, EngineError> {
     let bytes = ops
         .iter()
         .map(|op| match op {
-            BatchOp::Put(k, v) => 9 + k.len() + v.len(),
+            BatchOp::Put(k, v) | BatchOp::Insert(k, v) => 9 + k.len() + v.len(),
             BatchOp::Delete(k) => 5 + k.len(),
         })
         .fold(0usize, usize::saturating_add);
     let mut b = RunBuilder::with_capacity(ops.len(), bytes);
     for op in ops {
         match op {
-            BatchOp::Put(k, v) => b.push(k, Some(v))?,
+            BatchOp::Put(k, v) | BatchOp::Insert(k, v) => b.push(k, Some(v))?,
             BatchOp::Delete(k) => b.push(k, None)?,
         }
     }

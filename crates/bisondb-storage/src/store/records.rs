@@ -207,11 +207,11 @@ impl Collection {
                 // Record first: a one-document batch is then in key order
                 // (records sort before the index region), which the lsm
                 // engine's commit takes without sorting.
-                batch.put(layout::record_key(self.state.id, *rid), doc);
-                batch.put(id_key, encode_rid_value(*rid));
+                batch.insert(layout::record_key(self.state.id, *rid), doc);
+                batch.insert(id_key, encode_rid_value(*rid));
                 *rid = rid.saturating_add(1);
             }
-            None => batch.put(id_key, doc),
+            None => batch.insert(id_key, doc),
         }
     }
 

@@ -295,7 +295,7 @@ impl StoreTxn {
         let txn = txn.as_mut().ok_or_else(ended)?;
         for op in batch.into_ops() {
             match op {
-                BatchOp::Put(k, v) => txn.put(k, v)?,
+                BatchOp::Put(k, v) | BatchOp::Insert(k, v) => txn.put(k, v)?,
                 BatchOp::Delete(k) => txn.delete(k)?,
             }
         }
