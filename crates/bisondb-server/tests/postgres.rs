@@ -307,3 +307,104 @@ async fn store_failures_are_retryable_errors() {
     drop(client);
     server.wait().await;
 }
+
+/// Two servers racing the same insert batches (large enough that the engine
+/// copies their new keys in, with a unique index whose keys the batch reads
+/// at once): per document exactly one insert wins, whether the loser
+/// collides on `_id` (server 1) or on the unique `sku` alone (server 2); the
+/// losers get 11000 and nothing else; a batch that collides within itself
+/// stops at the right document; the counts and indexes validate.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn racing_insert_batches_let_one_insert_win_per_key() {
+    let Some(cluster) = TestCluster::shared() else {
+        return;
+    };
+    let uri = cluster.fresh_schema_uri();
+    let dirs: Vec<_> = (0..3)
+        .map(|_| tempfile::tempdir().unwrap_or_else(|e| panic!("{e}")))
+        .collect();
+    let mut servers = Vec::new();
+    let mut clients = Vec::new();
+    for dir in &dirs {
+        let (server, client) = start(dir.path(), &uri).await;
+        servers.push(server);
+        clients.push(client);
+    }
+    let coll = |c: &Client| c.database("race").collection::<bson::Document>("batches");
+    create_unique(&coll(&clients[0]), "sku").await;
+    const CHUNKS: i32 = 6;
+    const PER: i32 = 150;
+    let mut tasks = Vec::new();
+    for (s, client) in clients.iter().enumerate() {
+        let c = coll(client);
+        tasks.push(tokio::spawn(async move {
+            let mut inserted = 0u64;
+            for chunk in 0..CHUNKS {
+                let docs: Vec<_> = (0..PER)
+                    .map(|j| {
+                        let k = chunk * PER + j;
+                        // Servers 0 and 1 share `_id`s; server 2 only the skus.
+                        let id = if s == 2 { 1_000_000 + k } else { k };
+                        doc! {"_id": id, "sku": format!("s{k}"), "by": s as i32}
+                    })
+                    .collect();
+                match c.insert_many(docs).ordered(false).await {
+                    Ok(r) => inserted += r.inserted_ids.len() as u64,
+                    Err(e) => match *e.kind {
+                        mongodb::error::ErrorKind::InsertMany(ref failure) => {
+                            let errors = failure.write_errors.as_deref().unwrap_or_default();
+                            assert!(errors.iter().all(|w| w.code == 11000), "server {s}: {e}");
+                            assert!(failure.write_concern_error.is_none(), "{e}");
+                            // Unordered: every document but the failed ones.
+                            inserted += (PER as usize - errors.len()) as u64;
+                        }
+                        _ => panic!("server {s}: {e}"),
+                    },
+                }
+            }
+            inserted
+        }));
+    }
+    let mut total = 0;
+    for t in tasks {
+        total += t.await.unwrap_or_else(|e| panic!("{e}"));
+    }
+    let keys = (CHUNKS * PER) as u64;
+    assert_eq!(total, keys, "each key inserted exactly once");
+    for client in &clients {
+        assert_eq!(coll(client).count_documents(doc! {}).await.ok(), Some(keys));
+        assert_eq!(
+            coll(client).estimated_document_count().await.ok(),
+            Some(keys)
+        );
+    }
+    // An ordered batch that collides within itself (unique `sku`) and with
+    // the store (`_id`): it stops at the first, keeping what came before.
+    let docs: Vec<_> = (0..100)
+        .map(|j| doc! {"_id": 5_000_000 + j, "sku": format!("new{}", j.min(70))})
+        .collect();
+    let err = coll(&clients[1])
+        .insert_many(docs)
+        .await
+        .err()
+        .unwrap_or_else(|| panic!("a duplicate sku must fail the batch"));
+    match *err.kind {
+        mongodb::error::ErrorKind::InsertMany(ref failure) => {
+            let errors = failure.write_errors.as_deref().unwrap_or_default();
+            assert_eq!(errors.len(), 1, "{err}");
+            assert_eq!((errors[0].index, errors[0].code), (71, 11000), "{err}");
+        }
+        _ => panic!("{err}"),
+    }
+    let valid = clients[2]
+        .database("race")
+        .run_command(doc! {"validate": "batches"})
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(valid.get_bool("valid").ok(), Some(true), "{valid}");
+    assert_eq!(
+        coll(&clients[0]).count_documents(doc! {}).await.ok(),
+        Some(keys + 71)
+    );
+    drop(servers);
+}

@@ -9,7 +9,7 @@
 //! record in one atomic engine batch. Readers never take the lock: they read
 //! snapshots, and iterators own theirs, so they are `'static` and `Send`.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::ops::Bound;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -23,7 +23,7 @@ use crate::index::{self, Entry, IndexInfo, IndexScan, IndexState};
 use crate::keycode::encode_id;
 use crate::layout::{self, StatsRecord};
 use crate::observer::{Op, OpObserver, Target};
-use bisondb_engine::{BatchOp, Durability, Engine, Snapshot, WriteBatch};
+use bisondb_engine::{BatchOp, Durability, Engine, EngineError, KeyValue, Snapshot, WriteBatch};
 use bisondb_query::matcher::bounds::FieldBounds;
 use key_bounds::BatchHighs;
 pub(crate) use key_bounds::DocKeyBounds;
@@ -417,6 +417,20 @@ impl Collection {
             .flatten();
         let mut highs = BatchHighs::default();
         let indexes = self.state.indexes.read().clone();
+        // The same for the unique indexes' keys, which the index checks
+        // would otherwise read one document at a time.
+        let prefetched = match stored {
+            Some(_) => self.stored_unique_keys(snap.as_ref(), docs, &indexes),
+            None => HashMap::new(),
+        };
+        let snap: Arc<dyn Snapshot> = if prefetched.is_empty() {
+            snap
+        } else {
+            Arc::new(Prefetched {
+                inner: snap,
+                known: prefetched,
+            })
+        };
         // A document, its `_id` entry (record-id collections), its index entries.
         let mut batch = WriteBatch::with_capacity(docs.len() * (2 + indexes.len()) + 1);
         let mut queued = QueuedKeys::default();
@@ -548,6 +562,38 @@ impl Collection {
             .zip(values)
             .filter_map(|(k, v)| v.map(|_| k))
             .collect())
+    }
+
+    /// What `snap` holds under the unique-index keys of `docs`, read in one
+    /// [`Snapshot::get_many`] (empty when there are none, or when the read
+    /// failed: each check then asks on its own).
+    fn stored_unique_keys(
+        &self,
+        snap: &dyn Snapshot,
+        docs: &[&RawDocument],
+        indexes: &[Arc<IndexState>],
+    ) -> HashMap<Vec<u8>, Option<Vec<u8>>> {
+        let unique: Vec<&Arc<IndexState>> = indexes.iter().filter(|ix| ix.spec.unique).collect();
+        if unique.is_empty() {
+            return HashMap::new();
+        }
+        let mut keys: Vec<Vec<u8>> = Vec::new();
+        for doc in docs {
+            let Some(id) = id_of(doc) else { continue };
+            let encoded = encode_id(id);
+            for ix in &unique {
+                // A document whose keys cannot be made fails its own
+                // insert later, with its own error.
+                if let Ok((entries, _)) = index::entries(ix, self.state.id, doc, &encoded) {
+                    keys.extend(entries.into_iter().map(|(e, _)| e.key));
+                }
+            }
+        }
+        let refs: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
+        match snap.get_many(&refs) {
+            Ok(values) => keys.into_iter().zip(values).collect(),
+            Err(_) => HashMap::new(),
+        }
     }
 
     /// The bounds of stored document keys (see [`DocKeyBounds`]), read once per
@@ -1340,6 +1386,36 @@ struct IndexWrites {
     puts: Vec<(u64, Entry)>,
     /// Indexes this document makes multikey.
     multikey: Vec<Arc<IndexState>>,
+}
+
+/// A snapshot with some keys already read (an insert batch's unique-index
+/// keys, fetched at once); other reads go to the snapshot itself.
+struct Prefetched {
+    inner: Arc<dyn Snapshot>,
+    known: HashMap<Vec<u8>, Option<Vec<u8>>>,
+}
+
+impl Snapshot for Prefetched {
+    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, EngineError> {
+        match self.known.get(key) {
+            Some(v) => Ok(v.clone()),
+            None => self.inner.get(key),
+        }
+    }
+
+    fn get_many(&self, keys: &[&[u8]]) -> Result<Vec<Option<Vec<u8>>>, EngineError> {
+        self.inner.get_many(keys)
+    }
+
+    fn scan(
+        &self,
+        start: Bound<&[u8]>,
+        end: Bound<&[u8]>,
+        reverse: bool,
+        limit: usize,
+    ) -> Result<Vec<KeyValue>, EngineError> {
+        self.inner.scan(start, end, reverse, limit)
+    }
 }
 
 impl IndexWrites {
