@@ -8,7 +8,8 @@
 //! SnapshotTooOld), past the window, with another level or
 //! `afterClusterTime` (72), `$out` (72); through the driver's snapshot
 //! sessions too. On the postgres engine (no history: each snapshot holds a
-//! connection) `atClusterTime` is 238 and a snapshot read answers no time.
+//! connection) only the times snapshot reads answered can be read (others
+//! 239), and a transaction at `atClusterTime` is 238.
 
 use crate::common;
 
@@ -273,9 +274,8 @@ async fn a_transaction_at_a_cluster_time_reads_it() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn driver_snapshot_sessions_read_their_first_time() {
-    if !has_history() {
-        return;
-    }
+    // On every engine: without a history too, the session's first read
+    // keeps its snapshot for the later ones.
     let ts = common::start_repl_set().await;
     let c = ts.tcp.database("snap").collection::<Document>("c");
     c.insert_one(doc! {"_id": 1, "x": 1}).await.unwrap();
@@ -302,7 +302,7 @@ async fn driver_snapshot_sessions_read_their_first_time() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn without_a_history_at_cluster_time_is_238() {
+async fn without_a_history_only_answered_times_are_read() {
     if has_history() {
         return;
     }
@@ -310,16 +310,40 @@ async fn without_a_history_at_cluster_time_is_238() {
     let db = ts.tcp.database("snap");
     let ins = run(&db, doc! {"insert": "c", "documents": [{"_id": 1}]}).await;
     let written = ins.get_timestamp("operationTime").unwrap();
+    // A time no snapshot read answered: nothing kept for it.
     expect_code(
         db.run_command(doc! {"find": "c", "readConcern": snapshot(Some(written))})
             .await,
-        238,
+        239,
     );
+    // A read of the present answers its time and keeps its snapshot: a
+    // later read at that time (a snapshot session's) reads it, whatever
+    // was written since.
     let r = run(&db, doc! {"find": "c", "readConcern": snapshot(None)}).await;
     assert_eq!(first_batch(&r).len(), 1);
-    assert!(r
-        .get_document("cursor")
-        .unwrap()
-        .get("atClusterTime")
-        .is_none());
+    let t = cursor_time(&r);
+    assert!(t >= written, "{t:?} covers the acknowledged write {written:?}");
+    run(&db, doc! {"insert": "c", "documents": [{"_id": 2}]}).await;
+    let again = run(&db, doc! {"find": "c", "readConcern": snapshot(Some(t))}).await;
+    assert_eq!(cursor_time(&again), t);
+    assert_eq!(first_batch(&again).len(), 1, "the kept snapshot: {again}");
+    let d = run(
+        &db,
+        doc! {"distinct": "c", "key": "_id", "readConcern": snapshot(Some(t))},
+    )
+    .await;
+    assert_eq!(d.get_array("values").map(Vec::len).ok(), Some(1), "{d}");
+    let now = run(&db, doc! {"find": "c", "readConcern": snapshot(None)}).await;
+    assert_eq!(first_batch(&now).len(), 2);
+    // A transaction at a point in time needs a history.
+    let session = ts.tcp.start_session().await.unwrap();
+    let lsid = session.id().clone();
+    expect_code(
+        db.run_command(doc! {
+            "find": "c", "lsid": lsid, "txnNumber": 1i64, "startTransaction": true,
+            "autocommit": false, "readConcern": snapshot(Some(t)),
+        })
+        .await,
+        238,
+    );
 }

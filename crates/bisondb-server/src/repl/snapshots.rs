@@ -24,8 +24,10 @@
 //! snapshot reads happen).
 //!
 //! On an engine whose snapshots each hold a store connection (postgres),
-//! no history is kept: `atClusterTime` is 238 NotImplemented there and a
-//! snapshot read without it reads the present without answering a time.
+//! no history is kept: a snapshot read of the present answers the cluster
+//! time it covers and keeps its snapshot a while, so a snapshot session's
+//! later reads at that time read it too ([`held_snapshot`]); other times
+//! are 239, and a transaction at `atClusterTime` is 238 NotImplemented.
 //!
 //! Gap: the catalog is the present one: an index built after the read's
 //! time has no keys for the documents the snapshot holds (mongod answers
@@ -77,7 +79,17 @@ pub struct SnapshotHistory {
     /// Whether commits are recorded (read without the lock on every commit).
     active: AtomicBool,
     inner: Mutex<History>,
+    /// On an engine without a history: the snapshots snapshot reads took,
+    /// by the time they answered (see [`held_snapshot`]).
+    held: Mutex<VecDeque<Kept>>,
 }
+
+/// How many snapshots [`held_snapshot`] keeps at most: each holds a store
+/// connection.
+pub const MAX_HELD: usize = 8;
+
+/// How long [`held_snapshot`] keeps one.
+pub const HELD_WINDOW: Duration = Duration::from_secs(60);
 
 impl SnapshotHistory {
     pub fn new(window: Duration) -> SnapshotHistory {
@@ -85,7 +97,29 @@ impl SnapshotHistory {
             window,
             active: AtomicBool::new(false),
             inner: Mutex::new(History::default()),
+            held: Mutex::new(VecDeque::new()),
         }
+    }
+
+    /// Keeps `snap` as the snapshot of time `ts` (replacing an older one
+    /// of the same time), dropping those past [`HELD_WINDOW`] or
+    /// [`MAX_HELD`].
+    fn hold(&self, ts: Timestamp, snap: Arc<dyn Snapshot>) {
+        let now = Instant::now();
+        let mut held = self.held.lock();
+        held.retain(|k| k.ts != ts && now.saturating_duration_since(k.at) <= HELD_WINDOW);
+        held.push_back(Kept { ts, at: now, snap });
+        while held.len() > MAX_HELD {
+            held.pop_front();
+        }
+    }
+
+    /// The snapshot kept for time `ts`, if it still is.
+    fn held(&self, ts: Timestamp) -> Option<Arc<dyn Snapshot>> {
+        let now = Instant::now();
+        let mut held = self.held.lock();
+        held.retain(|k| now.saturating_duration_since(k.at) <= HELD_WINDOW);
+        held.iter().find(|k| k.ts == ts).map(|k| k.snap.clone())
     }
 
     /// Records the state right after a commit whose last oplog entry is
@@ -213,6 +247,46 @@ pub fn snapshot_for(
     }
 }
 
+/// On an engine without a history (postgres, where each snapshot holds a
+/// store connection): a read of the present takes a snapshot, answers the
+/// time it covers (the clock read before it starts: a write's time is
+/// handed out after its commit, so every write this server answered with
+/// a time at or before it is in the snapshot, as a mongos picks its latest
+/// known time) and keeps it, so the session's later reads at that time
+/// (a driver's snapshot session sends the first answer as `atClusterTime`)
+/// read the same snapshot. Only those times can be read, on this server,
+/// for [`HELD_WINDOW`] and while one of the last [`MAX_HELD`]: others are
+/// 239 SnapshotTooOld.
+fn held_snapshot(
+    repl: &ReplState,
+    storage: &bisondb_storage::Storage,
+    at: Option<Timestamp>,
+) -> MongoResult<(Timestamp, Arc<dyn Snapshot>)> {
+    let history = repl.snapshots();
+    match at {
+        Some(t) => history.held(t).map(|snap| (t, snap)).ok_or_else(|| {
+            MongoError::new(
+                ErrorCode::SnapshotTooOld,
+                format!(
+                    "Read timestamp Timestamp({}, {}) is not available: the {} storage engine \
+                     keeps no history, only the times this server's own snapshot reads answered \
+                     in the last {} seconds",
+                    t.time,
+                    t.increment,
+                    storage.engine_name(),
+                    HELD_WINDOW.as_secs()
+                ),
+            )
+        }),
+        None => {
+            let ts = repl.clock().now();
+            let snap = storage.engine().snapshot().map_err(MongoError::from)?;
+            history.hold(ts, snap.clone());
+            Ok((ts, snap))
+        }
+    }
+}
+
 /// `Some(atClusterTime)` when the command asks for `readConcern: {level:
 /// "snapshot"}` (the time `None` when it gives none); `None` otherwise.
 /// `before_command` has checked the read concern's fields.
@@ -249,12 +323,11 @@ pub fn read_at(
     if !repl.is_mongos() {
         repl.require_initiated()?;
     }
-    // Without a history (postgres): the present, as every read, and no
-    // atClusterTime in the reply (drivers then send none).
-    if at.is_none() && state.storage.engine().capabilities().blocking_io {
-        return run(req, ctx);
-    }
-    let (ts, snap) = snapshot_for(repl, &state.storage, at)?;
+    let (ts, snap) = if state.storage.engine().capabilities().blocking_io {
+        held_snapshot(repl, &state.storage, at)?
+    } else {
+        snapshot_for(repl, &state.storage, at)?
+    };
     let reader = bisondb_storage::StoreTxn::read_only(snap);
     let reply = reader.run(|| run(req, ctx))?;
     with_at_cluster_time(reply, ts)
