@@ -19,6 +19,18 @@ use std::sync::{Arc, Mutex, OnceLock, Weak};
 /// The PostgreSQL user the cluster is created with (trust authentication).
 pub const USER: &str = "bisondb";
 
+/// What [`TestCluster::start_with`] adds to a default cluster.
+#[derive(Debug, Default, Clone)]
+pub struct ClusterSetup {
+    /// Files written into the data directory before the start, as
+    /// (name, contents), private to the cluster's user (keys, certificates).
+    pub files: Vec<(String, String)>,
+    /// `name=value` settings passed with `-c` (`ssl=on`, `ssl_cert_file=...`).
+    pub settings: Vec<String>,
+    /// A `pg_hba.conf` replacing initdb's (trust for every user).
+    pub hba: Option<String>,
+}
+
 /// A running private cluster.
 pub struct TestCluster {
     dir: tempfile::TempDir,
@@ -130,6 +142,12 @@ impl TestCluster {
     /// Starts a cluster, or returns `None` after a loud message when the
     /// binaries are missing outside CI. Panics on any other failure.
     pub fn start() -> Option<TestCluster> {
+        TestCluster::start_with(ClusterSetup::default())
+    }
+
+    /// [`TestCluster::start`] with files, settings and a `pg_hba.conf` of
+    /// the caller's (the TLS tests' certificates and `ssl=on`).
+    pub fn start_with(setup: ClusterSetup) -> Option<TestCluster> {
         let Some(bin) = find_binaries() else {
             if in_ci() {
                 panic!(
@@ -181,14 +199,26 @@ impl TestCluster {
                 "--no-instructions",
             ],
         );
+        let data_path = cluster.dir.path().join("data");
+        let mut files = setup.files;
+        if let Some(hba) = setup.hba {
+            files.push(("pg_hba.conf".to_string(), hba));
+        }
+        for (name, text) in &files {
+            cluster.write_private(&data_path.join(name), text);
+        }
         // Durability is not what these tests check: spare the shared disk.
-        let options = format!(
+        let mut options = format!(
             "-p {} -c listen_addresses=127.0.0.1 -c unix_socket_directories={} \
              -c max_connections=400 -c fsync=off -c synchronous_commit=off \
              -c full_page_writes=off",
             cluster.port,
             cluster.dir.path().display()
         );
+        for setting in &setup.settings {
+            options.push_str(" -c ");
+            options.push_str(setting);
+        }
         let log = cluster.dir.path().join("postgres.log");
         let log = log.display().to_string();
         cluster.run(
@@ -198,6 +228,26 @@ impl TestCluster {
             ],
         );
         Some(cluster)
+    }
+
+    /// Writes `text` to `path`, owned by the cluster's user with mode 0600:
+    /// PostgreSQL refuses a private key anyone else can read.
+    fn write_private(&self, path: &Path, text: &str) {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::write(path, text)
+            .and_then(|()| std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)))
+            .unwrap_or_else(|e| panic!("writing {}: {e}", path.display()));
+        if self.as_postgres {
+            let status = Command::new("chown")
+                .arg("postgres:postgres")
+                .arg(path)
+                .status();
+            assert!(
+                status.is_ok_and(|s| s.success()),
+                "chown of {} to postgres",
+                path.display()
+            );
+        }
     }
 
     fn data_dir(&self) -> String {

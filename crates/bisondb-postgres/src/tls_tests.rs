@@ -1,0 +1,238 @@
+//! TLS to a PostgreSQL started with `ssl=on` and a certificate made here by
+//! rcgen (signed by a test CA, named `localhost` only, so `verify-full` by
+//! IP fails where `verify-ca` passes), and a `pg_hba.conf` that takes only
+//! TLS on TCP (`hostssl`), with certificate authentication on `template1`.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use bisondb_engine::{conformance, Engine};
+use rcgen::{
+    BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
+    KeyPair, KeyUsagePurpose,
+};
+
+use crate::testing::{ClusterSetup, TestCluster, USER};
+use crate::{PostgresEngine, TlsSettings};
+
+fn ca(name: &str) -> (rcgen::Certificate, KeyPair) {
+    let key = KeyPair::generate().unwrap_or_else(|e| panic!("{e}"));
+    let mut p = CertificateParams::new(Vec::<String>::new()).unwrap_or_else(|e| panic!("{e}"));
+    let mut dn = DistinguishedName::new();
+    dn.push(DnType::CommonName, name);
+    p.distinguished_name = dn;
+    p.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    p.key_usages = vec![
+        KeyUsagePurpose::KeyCertSign,
+        KeyUsagePurpose::DigitalSignature,
+    ];
+    let cert = p.self_signed(&key).unwrap_or_else(|e| panic!("{e}"));
+    (cert, key)
+}
+
+fn leaf(
+    names: Vec<String>,
+    cn: &str,
+    usage: ExtendedKeyUsagePurpose,
+    (ca, ca_key): &(rcgen::Certificate, KeyPair),
+) -> (String, String) {
+    let key = KeyPair::generate().unwrap_or_else(|e| panic!("{e}"));
+    let mut p = CertificateParams::new(names).unwrap_or_else(|e| panic!("{e}"));
+    p.distinguished_name.push(DnType::CommonName, cn);
+    p.extended_key_usages = vec![usage];
+    let cert = p
+        .signed_by(&key, ca, ca_key)
+        .unwrap_or_else(|e| panic!("{e}"));
+    (cert.pem(), key.serialize_pem())
+}
+
+/// The cluster and the engine side's files.
+struct Fixture {
+    cluster: TestCluster,
+    dir: tempfile::TempDir,
+}
+
+impl Fixture {
+    fn start() -> Option<Fixture> {
+        let ca_pair = ca("BisonDB test CA");
+        let (server_cert, server_key) = leaf(
+            vec!["localhost".into()],
+            "localhost",
+            ExtendedKeyUsagePurpose::ServerAuth,
+            &ca_pair,
+        );
+        // `cert` authentication takes the user from the certificate's CN.
+        let (client_cert, client_key) =
+            leaf(vec![], USER, ExtendedKeyUsagePurpose::ClientAuth, &ca_pair);
+        let other_ca = ca("Some other CA");
+        let ca_pem = ca_pair.0.pem();
+        let setup = ClusterSetup {
+            files: vec![
+                ("server.crt".into(), server_cert),
+                ("server.key".into(), server_key),
+                ("ca.crt".into(), ca_pem.clone()),
+            ],
+            settings: [
+                "ssl=on",
+                "ssl_cert_file=server.crt",
+                "ssl_key_file=server.key",
+                "ssl_ca_file=ca.crt",
+            ]
+            .map(String::from)
+            .to_vec(),
+            hba: Some(
+                "local all all trust\n\
+                 hostssl template1 all 127.0.0.1/32 cert\n\
+                 hostssl all all 127.0.0.1/32 trust\n"
+                    .into(),
+            ),
+        };
+        let cluster = TestCluster::start_with(setup)?;
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let write = |name: &str, text: String| {
+            std::fs::write(dir.path().join(name), text).unwrap_or_else(|e| panic!("{e}"))
+        };
+        write("ca.pem", ca_pem);
+        write("other-ca.pem", other_ca.0.pem());
+        write("client.pem", format!("{client_cert}{client_key}"));
+        Some(Fixture { cluster, dir })
+    }
+
+    fn file(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    /// The URI of `database` through `host` with `params`.
+    fn uri(&self, host: &str, database: &str, params: &str) -> String {
+        format!(
+            "postgresql://{USER}@{host}:{}/{database}?{params}",
+            self.cluster.port()
+        )
+    }
+
+    fn open(&self, uri: &str, tls: &TlsSettings) -> Result<PostgresEngine, String> {
+        PostgresEngine::open_with_tls(uri, 2, tls).map_err(|e| e.to_string())
+    }
+}
+
+fn settings(mode: &str, ca: Option<PathBuf>, pair: Option<PathBuf>) -> TlsSettings {
+    TlsSettings {
+        mode: Some(mode.into()),
+        ca_file: ca,
+        certificate_key_file: pair,
+    }
+}
+
+fn ssl_of(engine: &PostgresEngine) -> String {
+    engine
+        .query_text("SELECT ssl::text FROM pg_stat_ssl WHERE pid = pg_backend_pid()")
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
+#[test]
+fn tls_to_a_postgres_with_ssl_on() {
+    let Some(f) = Fixture::start() else {
+        return;
+    };
+    let ca = || Some(f.file("ca.pem"));
+
+    // verify-full through the name the certificate carries: TLS, and the
+    // engine works over it (the contract's model run, which holds about 30
+    // snapshots, each a connection).
+    let full = PostgresEngine::open_with_tls(
+        &f.uri("localhost", "postgres", "application_name=t"),
+        64,
+        &settings("verify-full", ca(), None),
+    )
+    .map_err(|e| e.to_string())
+    .unwrap_or_else(|e| panic!("verify-full: {e}"));
+    assert_eq!(ssl_of(&full), "true");
+    let engine: Arc<dyn Engine> = Arc::new(full);
+    conformance::check_against_model(&engine, &conformance::random_ops(7, 150));
+    drop(engine);
+
+    // The same from the URI's libpq parameters.
+    let from_uri = f.uri(
+        "localhost",
+        "postgres",
+        &format!(
+            "sslmode=verify-full&sslrootcert={}",
+            f.file("ca.pem").display()
+        ),
+    );
+    let engine = f
+        .open(&from_uri, &TlsSettings::default())
+        .unwrap_or_else(|e| panic!("sslmode=verify-full: {e}"));
+    assert_eq!(ssl_of(&engine), "true");
+
+    // By IP the name does not match: verify-full refuses, verify-ca (the
+    // chain only) and require (nothing) connect.
+    let by_ip = f.uri("127.0.0.1", "postgres", "");
+    let refused = f
+        .open(&by_ip, &settings("verify-full", ca(), None))
+        .err()
+        .unwrap_or_else(|| panic!("verify-full accepted a certificate for another name"));
+    assert!(
+        refused.contains("certificate not valid for name \"127.0.0.1\""),
+        "{refused}"
+    );
+    for (mode, ca) in [("verify-ca", ca()), ("require", None), ("prefer", None)] {
+        let engine = f
+            .open(&by_ip, &settings(mode, ca, None))
+            .unwrap_or_else(|e| panic!("{mode}: {e}"));
+        assert_eq!(ssl_of(&engine), "true", "{mode}");
+    }
+
+    // A CA that did not sign the server's certificate.
+    let wrong = f
+        .open(
+            &f.uri("localhost", "postgres", ""),
+            &settings("verify-full", Some(f.file("other-ca.pem")), None),
+        )
+        .err()
+        .unwrap_or_else(|| panic!("verify-full accepted a certificate of an unknown CA"));
+    assert!(wrong.contains("UnknownIssuer"), "{wrong}");
+    let wrong = f
+        .open(
+            &by_ip,
+            &settings("require", Some(f.file("other-ca.pem")), None),
+        )
+        .err()
+        .unwrap_or_else(|| panic!("require with a CA file did not check the chain"));
+    assert!(wrong.contains("UnknownIssuer"), "{wrong}");
+
+    // hostssl only: a plaintext client is refused.
+    let plain = f
+        .open(&by_ip, &TlsSettings::default())
+        .err()
+        .unwrap_or_else(|| panic!("a plaintext connection was accepted by hostssl only"));
+    assert!(plain.contains("no encryption"), "{plain}");
+
+    // Certificate authentication (mutual TLS): with the client certificate,
+    // from the configuration or the URI, it connects as its CN...
+    let cert_db = f.uri("localhost", "template1", "");
+    let mutual = f
+        .open(
+            &cert_db,
+            &settings("verify-full", ca(), Some(f.file("client.pem"))),
+        )
+        .unwrap_or_else(|e| panic!("mutual TLS: {e}"));
+    let dn = mutual
+        .query_text("SELECT client_dn FROM pg_stat_ssl WHERE pid = pg_backend_pid()")
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(dn, format!("/CN={USER}"));
+    let client = f.file("client.pem").display().to_string();
+    let by_uri = f.uri(
+        "localhost",
+        "template1",
+        &format!("sslmode=require&sslcert={client}&sslkey={client}"),
+    );
+    f.open(&by_uri, &TlsSettings::default())
+        .unwrap_or_else(|e| panic!("sslcert/sslkey: {e}"));
+    // ...and without it is refused.
+    let anonymous = f
+        .open(&cert_db, &settings("verify-full", ca(), None))
+        .err()
+        .unwrap_or_else(|| panic!("certificate authentication passed without a certificate"));
+    assert!(anonymous.contains("certificate"), "{anonymous}");
+}
