@@ -1,113 +1,31 @@
-//! TLS to a PostgreSQL started with `ssl=on` and a certificate made here by
-//! rcgen (signed by a test CA, named `localhost` only, so `verify-full` by
-//! IP fails where `verify-ca` passes), and a `pg_hba.conf` that takes only
-//! TLS on TCP (`hostssl`), with certificate authentication on `template1`.
+//! TLS to a PostgreSQL started with `ssl=on` (`testing::tls::TlsCluster`:
+//! a certificate for `localhost` only, signed by a test CA, and a
+//! `pg_hba.conf` taking TCP only over TLS, with certificate authentication
+//! on `template1`).
 
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use bisondb_engine::{conformance, Engine};
-use rcgen::{
-    BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
-    KeyPair, KeyUsagePurpose,
-};
 
-use crate::testing::{ClusterSetup, TestCluster, USER};
+use crate::testing::tls::TlsCluster;
+use crate::testing::USER;
 use crate::{PostgresEngine, TlsSettings};
 
-fn ca(name: &str) -> (rcgen::Certificate, KeyPair) {
-    let key = KeyPair::generate().unwrap_or_else(|e| panic!("{e}"));
-    let mut p = CertificateParams::new(Vec::<String>::new()).unwrap_or_else(|e| panic!("{e}"));
-    let mut dn = DistinguishedName::new();
-    dn.push(DnType::CommonName, name);
-    p.distinguished_name = dn;
-    p.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    p.key_usages = vec![
-        KeyUsagePurpose::KeyCertSign,
-        KeyUsagePurpose::DigitalSignature,
-    ];
-    let cert = p.self_signed(&key).unwrap_or_else(|e| panic!("{e}"));
-    (cert, key)
-}
-
-fn leaf(
-    names: Vec<String>,
-    cn: &str,
-    usage: ExtendedKeyUsagePurpose,
-    (ca, ca_key): &(rcgen::Certificate, KeyPair),
-) -> (String, String) {
-    let key = KeyPair::generate().unwrap_or_else(|e| panic!("{e}"));
-    let mut p = CertificateParams::new(names).unwrap_or_else(|e| panic!("{e}"));
-    p.distinguished_name.push(DnType::CommonName, cn);
-    p.extended_key_usages = vec![usage];
-    let cert = p
-        .signed_by(&key, ca, ca_key)
-        .unwrap_or_else(|e| panic!("{e}"));
-    (cert.pem(), key.serialize_pem())
-}
-
-/// The cluster and the engine side's files.
-struct Fixture {
-    cluster: TestCluster,
-    dir: tempfile::TempDir,
-}
+/// The cluster of [`TlsCluster`] and engines on it.
+struct Fixture(TlsCluster);
 
 impl Fixture {
     fn start() -> Option<Fixture> {
-        let ca_pair = ca("BisonDB test CA");
-        let (server_cert, server_key) = leaf(
-            vec!["localhost".into()],
-            "localhost",
-            ExtendedKeyUsagePurpose::ServerAuth,
-            &ca_pair,
-        );
-        // `cert` authentication takes the user from the certificate's CN.
-        let (client_cert, client_key) =
-            leaf(vec![], USER, ExtendedKeyUsagePurpose::ClientAuth, &ca_pair);
-        let other_ca = ca("Some other CA");
-        let ca_pem = ca_pair.0.pem();
-        let setup = ClusterSetup {
-            files: vec![
-                ("server.crt".into(), server_cert),
-                ("server.key".into(), server_key),
-                ("ca.crt".into(), ca_pem.clone()),
-            ],
-            settings: [
-                "ssl=on",
-                "ssl_cert_file=server.crt",
-                "ssl_key_file=server.key",
-                "ssl_ca_file=ca.crt",
-            ]
-            .map(String::from)
-            .to_vec(),
-            hba: Some(
-                "local all all trust\n\
-                 hostssl template1 all 127.0.0.1/32 cert\n\
-                 hostssl all all 127.0.0.1/32 trust\n"
-                    .into(),
-            ),
-        };
-        let cluster = TestCluster::start_with(setup)?;
-        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-        let write = |name: &str, text: String| {
-            std::fs::write(dir.path().join(name), text).unwrap_or_else(|e| panic!("{e}"))
-        };
-        write("ca.pem", ca_pem);
-        write("other-ca.pem", other_ca.0.pem());
-        write("client.pem", format!("{client_cert}{client_key}"));
-        Some(Fixture { cluster, dir })
+        TlsCluster::start().map(Fixture)
     }
 
     fn file(&self, name: &str) -> PathBuf {
-        self.dir.path().join(name)
+        self.0.file(name)
     }
 
-    /// The URI of `database` through `host` with `params`.
     fn uri(&self, host: &str, database: &str, params: &str) -> String {
-        format!(
-            "postgresql://{USER}@{host}:{}/{database}?{params}",
-            self.cluster.port()
-        )
+        self.0.uri(host, database, params)
     }
 
     fn open(&self, uri: &str, tls: &TlsSettings) -> Result<PostgresEngine, String> {
