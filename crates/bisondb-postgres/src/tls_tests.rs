@@ -9,7 +9,7 @@ use std::sync::Arc;
 use bisondb_engine::{conformance, Engine};
 
 use crate::testing::tls::TlsCluster;
-use crate::testing::USER;
+use crate::testing::{TestCluster, USER};
 use crate::{PostgresEngine, TlsSettings};
 
 /// The cluster of [`TlsCluster`] and engines on it.
@@ -153,4 +153,21 @@ fn tls_to_a_postgres_with_ssl_on() {
         .err()
         .unwrap_or_else(|| panic!("certificate authentication passed without a certificate"));
     assert!(anonymous.contains("certificate"), "{anonymous}");
+}
+
+/// Against a PostgreSQL without TLS (the shared test cluster): `prefer`
+/// falls back to plaintext, as libpq's; `require` refuses to.
+#[test]
+fn prefer_falls_back_where_require_refuses() {
+    let Some(cluster) = TestCluster::shared() else {
+        return;
+    };
+    let uri = cluster.fresh_schema_uri();
+    let prefer = PostgresEngine::open_with_tls(&uri, 2, &settings("prefer", None, None))
+        .unwrap_or_else(|e| panic!("prefer: {e}"));
+    assert_eq!(ssl_of(&prefer), "false");
+    let Err(e) = PostgresEngine::open_with_tls(&uri, 2, &settings("require", None, None)) else {
+        panic!("require connected without TLS")
+    };
+    assert!(e.to_string().contains("server does not support TLS"), "{e}");
 }
