@@ -345,7 +345,7 @@ pub fn connector(resolved: &Resolved) -> Result<Connector, EngineError> {
             .dangerous()
             .with_custom_certificate_verifier(Arc::new(EncryptOnly(provider))),
     };
-    let config = match &resolved.client_cert {
+    let mut config = match &resolved.client_cert {
         None => builder.with_no_client_auth(),
         Some((cert, key)) => {
             let chain = load_certs(cert, "the client certificate")?;
@@ -360,6 +360,9 @@ pub fn connector(resolved: &Resolved) -> Result<Connector, EngineError> {
                 .map_err(|e| invalid(format!("TLS to PostgreSQL: the client certificate: {e}")))?
         }
     };
+    // PostgreSQL 17's direct TLS (`sslnegotiation=direct`) requires this
+    // ALPN, as libpq 17 sends it; older servers ignore it.
+    config.alpn_protocols = vec![b"postgresql".to_vec()];
     Ok(Some(MakeRustlsConnect::new(config)))
 }
 
