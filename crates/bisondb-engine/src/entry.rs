@@ -32,6 +32,15 @@ pub struct RemoteOptions {
     /// The most connections the engine keeps open; each open snapshot
     /// (a cursor's) and transaction holds one.
     pub pool_size: usize,
+    /// `storage.postgres.tlsMode`: libpq's `sslmode` name, if configured
+    /// (the URI may say it instead).
+    pub tls_mode: Option<String>,
+    /// `storage.postgres.tlsCAFile`: the CA the store's certificate must
+    /// chain to.
+    pub tls_ca_file: Option<PathBuf>,
+    /// `storage.postgres.tlsCertificateKeyFile`: the engine's client
+    /// certificate and key, one PEM file.
+    pub tls_certificate_key_file: Option<PathBuf>,
 }
 
 /// One engine in the table.

@@ -14,13 +14,13 @@ use bisondb_engine::{
 };
 use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod};
 use tokio_postgres::binary_copy::BinaryCopyInWriter;
-use tokio_postgres::config::SslMode;
 use tokio_postgres::error::SqlState;
 use tokio_postgres::types::{ToSql, Type};
 use tokio_postgres::NoTls;
 
 use crate::error::{map_error, pool_error};
 use crate::sql::{self, Edge, Flavor};
+use crate::tls::TlsSettings;
 use crate::txn::PgTransaction;
 
 /// The name `--storageEngine` takes.
@@ -283,20 +283,21 @@ impl Shared {
 impl PostgresEngine {
     /// Connects to the store at `uri` with at most `pool_size` connections,
     /// creating its tables when they are missing; refuses a store written in
-    /// another format and TLS modes it does not implement.
+    /// another format. TLS only as the URI asks (see [`crate::tls`]).
     pub fn open(uri: &str, pool_size: usize) -> Result<PostgresEngine, EngineError> {
-        let config: tokio_postgres::Config = uri.parse().map_err(|e| {
-            EngineError::InvalidArgument(format!(
-                "--postgresUri is not a PostgreSQL connection URI: {e}"
-            ))
-        })?;
-        if config.get_ssl_mode() == SslMode::Require {
-            return Err(EngineError::Unsupported(
-                "sslmode=require in --postgresUri: TLS to PostgreSQL is not implemented by the \
-                 postgres storage engine yet (use sslmode=disable on a trusted network)"
-                    .into(),
-            ));
-        }
+        PostgresEngine::open_with_tls(uri, pool_size, &TlsSettings::default())
+    }
+
+    /// [`PostgresEngine::open`] with the configuration's TLS settings beside
+    /// the URI's (`storage.postgres.tls*`); conflicting ones are refused.
+    pub fn open_with_tls(
+        uri: &str,
+        pool_size: usize,
+        tls: &TlsSettings,
+    ) -> Result<PostgresEngine, EngineError> {
+        let resolved = crate::tls::resolve(uri, tls)?;
+        let connector = crate::tls::connector(&resolved)?;
+        let config = resolved.config;
         if pool_size == 0 {
             return Err(EngineError::InvalidArgument(
                 "storage.postgres.poolSize must be at least 1".into(),
@@ -310,13 +311,13 @@ impl PostgresEngine {
             .map_err(|e| {
                 EngineError::from_io(e, "starting the postgres engine's runtime".into())
             })?;
-        let manager = Manager::from_config(
-            config,
-            NoTls,
-            ManagerConfig {
-                recycling_method: RecyclingMethod::Fast,
-            },
-        );
+        let manager_config = ManagerConfig {
+            recycling_method: RecyclingMethod::Fast,
+        };
+        let manager = match connector {
+            Some(tls) => Manager::from_config(config, tls, manager_config),
+            None => Manager::from_config(config, NoTls, manager_config),
+        };
         let pool = Pool::builder(manager)
             .max_size(pool_size)
             .runtime(deadpool_postgres::Runtime::Tokio1)
@@ -816,5 +817,23 @@ impl Drop for PgSnapshot {
         if let Some(conn) = self.conn.take() {
             self.shared.end_in_background(conn, "ROLLBACK");
         }
+    }
+}
+
+#[cfg(test)]
+impl PostgresEngine {
+    /// The first column of `sql`'s one row, as text, on a connection of the
+    /// pool (the TLS tests ask `pg_stat_ssl` about the engine's own).
+    pub(crate) fn query_text(&self, sql: &'static str) -> Result<String, EngineError> {
+        let pool = self.shared.pool.clone();
+        self.shared.run(async move {
+            let conn = pool.get().await.map_err(pool_error)?;
+            let row = conn
+                .query_one(sql, &[])
+                .await
+                .map_err(|e| EngineError::Io(e.to_string()))?;
+            row.try_get::<_, String>(0)
+                .map_err(|e| EngineError::Io(e.to_string()))
+        })
     }
 }

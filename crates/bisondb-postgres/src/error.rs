@@ -30,13 +30,25 @@ pub fn map_error(e: &tokio_postgres::Error, what: &str) -> EngineError {
         // no reason to retry.
         let network =
             e.is_closed() || std::error::Error::source(e).is_some_and(|s| s.is::<std::io::Error>());
+        // tokio-postgres's message names the kind only ("error performing
+        // TLS handshake"); the reason (a certificate's unknown issuer, a
+        // refused connection) is in its sources.
+        let mut shown = e.to_string();
+        let mut source = std::error::Error::source(e);
+        while let Some(cause) = source {
+            shown.push_str(": ");
+            shown.push_str(&cause.to_string());
+            source = cause.source();
+        }
         if network {
             return unavailable(
                 ErrorCode::HostUnreachable,
-                format!("{what}: the connection to PostgreSQL was lost or could not be made: {e}"),
+                format!(
+                    "{what}: the connection to PostgreSQL was lost or could not be made: {shown}"
+                ),
             );
         }
-        return EngineError::Io(format!("{what}: {e}"));
+        return EngineError::Io(format!("{what}: {shown}"));
     };
     let code = db.code();
     if *code == SqlState::T_R_SERIALIZATION_FAILURE

@@ -35,6 +35,7 @@
 mod engine;
 mod error;
 pub mod sql;
+pub mod tls;
 mod txn;
 
 #[cfg(any(test, feature = "testing"))]
@@ -42,6 +43,9 @@ pub mod testing;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tls_tests;
 
 pub use engine::{PostgresEngine, CAPABILITIES, ENGINE_NAME, FORMAT_VERSION};
 pub use error::map_error;
+pub use tls::{TlsMode, TlsSettings};

@@ -9,6 +9,9 @@
 //! in CI (`CI=true`), where a missing PostgreSQL fails: CI installs it.
 //! PostgreSQL refuses to run as root, so under root the cluster runs as the
 //! `postgres` user (`runuser`), which the package creates.
+//!
+//! [`tls::TlsCluster`] is one started with `ssl=on`, certificates made by
+//! rcgen and a `pg_hba.conf` taking TCP only over TLS, for the TLS tests.
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -18,6 +21,18 @@ use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 /// The PostgreSQL user the cluster is created with (trust authentication).
 pub const USER: &str = "bisondb";
+
+/// What [`TestCluster::start_with`] adds to a default cluster.
+#[derive(Debug, Default, Clone)]
+pub struct ClusterSetup {
+    /// Files written into the data directory before the start, as
+    /// (name, contents), private to the cluster's user (keys, certificates).
+    pub files: Vec<(String, String)>,
+    /// `name=value` settings passed with `-c` (`ssl=on`, `ssl_cert_file=...`).
+    pub settings: Vec<String>,
+    /// A `pg_hba.conf` replacing initdb's (trust for every user).
+    pub hba: Option<String>,
+}
 
 /// A running private cluster.
 pub struct TestCluster {
@@ -130,6 +145,12 @@ impl TestCluster {
     /// Starts a cluster, or returns `None` after a loud message when the
     /// binaries are missing outside CI. Panics on any other failure.
     pub fn start() -> Option<TestCluster> {
+        TestCluster::start_with(ClusterSetup::default())
+    }
+
+    /// [`TestCluster::start`] with files, settings and a `pg_hba.conf` of
+    /// the caller's (the TLS tests' certificates and `ssl=on`).
+    pub fn start_with(setup: ClusterSetup) -> Option<TestCluster> {
         let Some(bin) = find_binaries() else {
             if in_ci() {
                 panic!(
@@ -181,14 +202,26 @@ impl TestCluster {
                 "--no-instructions",
             ],
         );
+        let data_path = cluster.dir.path().join("data");
+        let mut files = setup.files;
+        if let Some(hba) = setup.hba {
+            files.push(("pg_hba.conf".to_string(), hba));
+        }
+        for (name, text) in &files {
+            cluster.write_private(&data_path.join(name), text);
+        }
         // Durability is not what these tests check: spare the shared disk.
-        let options = format!(
+        let mut options = format!(
             "-p {} -c listen_addresses=127.0.0.1 -c unix_socket_directories={} \
              -c max_connections=400 -c fsync=off -c synchronous_commit=off \
              -c full_page_writes=off",
             cluster.port,
             cluster.dir.path().display()
         );
+        for setting in &setup.settings {
+            options.push_str(" -c ");
+            options.push_str(setting);
+        }
         let log = cluster.dir.path().join("postgres.log");
         let log = log.display().to_string();
         cluster.run(
@@ -198,6 +231,26 @@ impl TestCluster {
             ],
         );
         Some(cluster)
+    }
+
+    /// Writes `text` to `path`, owned by the cluster's user with mode 0600:
+    /// PostgreSQL refuses a private key anyone else can read.
+    fn write_private(&self, path: &Path, text: &str) {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::write(path, text)
+            .and_then(|()| std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)))
+            .unwrap_or_else(|e| panic!("writing {}: {e}", path.display()));
+        if self.as_postgres {
+            let status = Command::new("chown")
+                .arg("postgres:postgres")
+                .arg(path)
+                .status();
+            assert!(
+                status.is_ok_and(|s| s.success()),
+                "chown of {} to postgres",
+                path.display()
+            );
+        }
     }
 
     fn data_dir(&self) -> String {
@@ -296,5 +349,126 @@ impl Drop for TestCluster {
         } else {
             Command::new(&path).args(args).output()
         };
+    }
+}
+
+/// TLS fixtures: a cluster started with `ssl=on`, a server certificate made
+/// by rcgen for `localhost` only (so `verify-full` by IP fails where
+/// `verify-ca` passes), signed by a test CA that also signed a client
+/// certificate, and a `pg_hba.conf` taking TCP only over TLS (`hostssl`),
+/// with certificate authentication on `template1`.
+pub mod tls {
+    use std::path::PathBuf;
+
+    use rcgen::{
+        BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose,
+        IsCa, KeyPair, KeyUsagePurpose,
+    };
+
+    use super::{ClusterSetup, TestCluster, USER};
+
+    fn ca(name: &str) -> (rcgen::Certificate, KeyPair) {
+        let key = KeyPair::generate().unwrap_or_else(|e| panic!("{e}"));
+        let mut p = CertificateParams::new(Vec::<String>::new()).unwrap_or_else(|e| panic!("{e}"));
+        let mut dn = DistinguishedName::new();
+        dn.push(DnType::CommonName, name);
+        p.distinguished_name = dn;
+        p.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        p.key_usages = vec![
+            KeyUsagePurpose::KeyCertSign,
+            KeyUsagePurpose::DigitalSignature,
+        ];
+        let cert = p.self_signed(&key).unwrap_or_else(|e| panic!("{e}"));
+        (cert, key)
+    }
+
+    fn leaf(
+        names: Vec<String>,
+        cn: &str,
+        usage: ExtendedKeyUsagePurpose,
+        (ca, ca_key): &(rcgen::Certificate, KeyPair),
+    ) -> (String, String) {
+        let key = KeyPair::generate().unwrap_or_else(|e| panic!("{e}"));
+        let mut p = CertificateParams::new(names).unwrap_or_else(|e| panic!("{e}"));
+        p.distinguished_name.push(DnType::CommonName, cn);
+        p.extended_key_usages = vec![usage];
+        let cert = p
+            .signed_by(&key, ca, ca_key)
+            .unwrap_or_else(|e| panic!("{e}"));
+        (cert.pem(), key.serialize_pem())
+    }
+
+    /// A cluster with `ssl=on` (see the module's documentation) and the
+    /// client side's files: the CA, another CA, a client certificate.
+    pub struct TlsCluster {
+        pub cluster: TestCluster,
+        dir: tempfile::TempDir,
+    }
+
+    impl TlsCluster {
+        /// Starts it, or `None` as [`TestCluster::start`].
+        pub fn start() -> Option<TlsCluster> {
+            let ca_pair = ca("BisonDB test CA");
+            let (server_cert, server_key) = leaf(
+                vec!["localhost".into()],
+                "localhost",
+                ExtendedKeyUsagePurpose::ServerAuth,
+                &ca_pair,
+            );
+            // `cert` authentication takes the user from the certificate's CN.
+            let (client_cert, client_key) = leaf(
+                Vec::new(),
+                USER,
+                ExtendedKeyUsagePurpose::ClientAuth,
+                &ca_pair,
+            );
+            let other_ca = ca("Some other CA");
+            let ca_pem = ca_pair.0.pem();
+            let setup = ClusterSetup {
+                files: vec![
+                    ("server.crt".into(), server_cert),
+                    ("server.key".into(), server_key),
+                    ("ca.crt".into(), ca_pem.clone()),
+                ],
+                settings: [
+                    "ssl=on",
+                    "ssl_cert_file=server.crt",
+                    "ssl_key_file=server.key",
+                    "ssl_ca_file=ca.crt",
+                ]
+                .map(String::from)
+                .to_vec(),
+                hba: Some(
+                    "local all all trust\n\
+                     hostssl template1 all 127.0.0.1/32 cert\n\
+                     hostssl all all 127.0.0.1/32 trust\n"
+                        .into(),
+                ),
+            };
+            let cluster = TestCluster::start_with(setup)?;
+            let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+            let write = |name: &str, text: String| {
+                std::fs::write(dir.path().join(name), text).unwrap_or_else(|e| panic!("{e}"))
+            };
+            write("ca.pem", ca_pem);
+            write("other-ca.pem", other_ca.0.pem());
+            write("client.pem", format!("{client_cert}{client_key}"));
+            Some(TlsCluster { cluster, dir })
+        }
+
+        /// A client-side file: `ca.pem` (the CA that signed the server's and
+        /// the client's certificates), `other-ca.pem` (one that signed neither),
+        /// `client.pem` (a client certificate for [`USER`] and its key).
+        pub fn file(&self, name: &str) -> PathBuf {
+            self.dir.path().join(name)
+        }
+
+        /// The URI of `database` through `host` with `params`.
+        pub fn uri(&self, host: &str, database: &str, params: &str) -> String {
+            format!(
+                "postgresql://{USER}@{host}:{}/{database}?{params}",
+                self.cluster.port()
+            )
+        }
     }
 }

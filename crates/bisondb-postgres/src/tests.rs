@@ -164,10 +164,21 @@ fn refuses_a_store_of_another_format() {
 /// What cannot be honoured is refused when the engine opens.
 #[test]
 fn refuses_what_it_does_not_implement() {
-    assert!(matches!(
-        PostgresEngine::open("postgresql://u@127.0.0.1:1/db?sslmode=require", 4),
-        Err(EngineError::Unsupported(_))
-    ));
+    // libpq TLS settings the engine does not implement, or cannot use
+    // (the TLS tests have the rest: `tls::unit`, `tls_tests`).
+    for uri in [
+        "postgresql://u@127.0.0.1:1/db?sslmode=allow",
+        "postgresql://u@127.0.0.1:1/db?sslmode=require&sslcrl=/crl.pem",
+        "postgresql://u@127.0.0.1:1/db?sslmode=verify-full",
+    ] {
+        assert!(
+            matches!(
+                PostgresEngine::open(uri, 4),
+                Err(EngineError::InvalidArgument(_))
+            ),
+            "{uri}"
+        );
+    }
     assert!(matches!(
         PostgresEngine::open("not a uri at all://", 4),
         Err(EngineError::InvalidArgument(_))

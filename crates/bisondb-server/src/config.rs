@@ -132,8 +132,16 @@ pub struct PostgresConfig {
     /// `storage.postgres.poolSize`: the most connections a server opens
     /// (each open cursor's snapshot and each transaction holds one).
     pub pool_size: usize,
-    /// `storage.postgres.tlsMode`: only `disable` is implemented.
-    pub tls_mode: String,
+    /// `storage.postgres.tlsMode`: libpq's `sslmode` (disable, prefer,
+    /// require, verify-ca, verify-full); unset, the URI's `sslmode` or
+    /// `disable`.
+    pub tls_mode: Option<String>,
+    /// `storage.postgres.tlsCAFile`: the CA file (PEM) the store's
+    /// certificate must chain to (the URI's `sslrootcert`).
+    pub tls_ca_file: Option<PathBuf>,
+    /// `storage.postgres.tlsCertificateKeyFile`: the client certificate and
+    /// its key in one PEM file (the URI's `sslcert`/`sslkey`).
+    pub tls_certificate_key_file: Option<PathBuf>,
 }
 
 impl Default for PostgresConfig {
@@ -141,7 +149,9 @@ impl Default for PostgresConfig {
         PostgresConfig {
             uri: None,
             pool_size: 64,
-            tls_mode: "disable".to_string(),
+            tls_mode: None,
+            tls_ca_file: None,
+            tls_certificate_key_file: None,
         }
     }
 }
@@ -167,15 +177,26 @@ impl PostgresConfig {
             }
             _ => {}
         }
-        if self.tls_mode != "disable" {
+        let tls = bisondb_postgres::TlsSettings {
+            mode: self.tls_mode.clone(),
+            ca_file: self.tls_ca_file.clone(),
+            certificate_key_file: self.tls_certificate_key_file.clone(),
+        };
+        if !is_postgres && tls != bisondb_postgres::TlsSettings::default() {
             return Err(MongoError::new(
                 ErrorCode::InvalidOptions,
                 format!(
-                    "storage.postgres.tlsMode '{}' is not implemented: TLS to PostgreSQL is \
-                     not supported yet; only 'disable' is",
-                    self.tls_mode
+                    "storage.postgres.tlsMode, tlsCAFile and tlsCertificateKeyFile are for \
+                     --storageEngine postgres, not '{engine}'"
                 ),
             ));
+        }
+        // The URI and these settings together, and the files they name, are
+        // checked now: a mistake stops the start, not the first connection.
+        if let Some(uri) = &self.uri {
+            bisondb_postgres::tls::resolve(uri, &tls)
+                .and_then(|resolved| bisondb_postgres::tls::connector(&resolved))
+                .map_err(|e| MongoError::new(ErrorCode::InvalidOptions, e.to_string()))?;
         }
         if !(1..=10_000).contains(&self.pool_size) {
             return Err(MongoError::bad_value(format!(
@@ -573,7 +594,19 @@ impl ServerConfig {
             let s = v
                 .as_str()
                 .ok_or_else(|| bad("storage.postgres.tlsMode", "a string"))?;
-            self.postgres.tls_mode = s.to_string();
+            self.postgres.tls_mode = Some(s.to_string());
+        }
+        if let Some(v) = get("storage.postgres.tlsCAFile") {
+            let s = v
+                .as_str()
+                .ok_or_else(|| bad("storage.postgres.tlsCAFile", "a path"))?;
+            self.postgres.tls_ca_file = Some(PathBuf::from(s));
+        }
+        if let Some(v) = get("storage.postgres.tlsCertificateKeyFile") {
+            let s = v
+                .as_str()
+                .ok_or_else(|| bad("storage.postgres.tlsCertificateKeyFile", "a path"))?;
+            self.postgres.tls_certificate_key_file = Some(PathBuf::from(s));
         }
         if let Some(v) = get("systemLog") {
             self.apply_system_log(v)?;
@@ -875,6 +908,8 @@ pub const YAML_KEYS: &[&str] = &[
     "security.redactClientLogData",
     "storage.journal.commitIntervalMs",
     "storage.postgres.poolSize",
+    "storage.postgres.tlsCAFile",
+    "storage.postgres.tlsCertificateKeyFile",
     "storage.postgres.tlsMode",
     "storage.postgres.uri",
     "systemLog",
@@ -1026,11 +1061,58 @@ mod tests {
         assert_eq!(c.postgres.uri.as_deref(), Some("postgresql://u@h/db"));
         assert_eq!(c.postgres.pool_size, 7);
         assert!(c.validate().is_ok());
-        c.apply_yaml("storage:\n  postgres:\n    tlsMode: require\n")
-            .unwrap();
-        let tls = c.validate().unwrap_err();
-        assert!(tls.message.contains("not implemented"), "{}", tls.message);
-        c.postgres.tls_mode = "disable".into();
+        assert_eq!(c.postgres.tls_mode.as_deref(), Some("disable"));
+        // TLS: the keys, then what validate refuses before the engine opens.
+        c.apply_yaml(
+            "storage:\n  postgres:\n    tlsMode: verify-full\n    tlsCAFile: /nonexistent/ca.pem\n    tlsCertificateKeyFile: /nonexistent/client.pem\n",
+        )
+        .unwrap();
+        assert_eq!(c.postgres.tls_mode.as_deref(), Some("verify-full"));
+        assert_eq!(
+            c.postgres.tls_ca_file.as_deref(),
+            Some(std::path::Path::new("/nonexistent/ca.pem"))
+        );
+        assert_eq!(
+            c.postgres.tls_certificate_key_file.as_deref(),
+            Some(std::path::Path::new("/nonexistent/client.pem"))
+        );
+        let missing = c.validate().unwrap_err();
+        assert!(
+            missing
+                .message
+                .contains("reading the CA file /nonexistent/ca.pem"),
+            "{}",
+            missing.message
+        );
+        c.postgres.tls_ca_file = None;
+        c.postgres.tls_certificate_key_file = None;
+        let no_ca = c.validate().unwrap_err();
+        assert!(no_ca.message.contains("tlsCAFile"), "{}", no_ca.message);
+        c.postgres.tls_mode = Some("bogus".into());
+        let unknown = c.validate().unwrap_err();
+        assert!(
+            unknown.message.contains("'bogus' is not a TLS mode"),
+            "{}",
+            unknown.message
+        );
+        c.postgres.tls_mode = Some("require".into());
+        assert!(c.validate().is_ok(), "require without a CA encrypts only");
+        c.postgres.uri = Some("postgresql://u@h/db?sslmode=disable".into());
+        let conflict = c.validate().unwrap_err();
+        assert!(
+            conflict
+                .message
+                .contains("sslmode=disable but storage.postgres.tlsMode is 'require'"),
+            "{}",
+            conflict.message
+        );
+        c.postgres.uri = Some("postgresql://u@h/db".into());
+        let mut lsm = c.clone();
+        lsm.storage_engine = "lsm".into();
+        lsm.postgres.uri = None;
+        let stray = lsm.validate().unwrap_err();
+        assert!(stray.message.contains("not 'lsm'"), "{}", stray.message);
+        c.postgres.tls_mode = None;
         c.postgres.pool_size = 0;
         assert!(c.validate().is_err());
         assert!(ServerConfig::default()

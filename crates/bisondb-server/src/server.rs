@@ -47,6 +47,9 @@ async fn open_engine(config: &ServerConfig) -> MongoResult<Arc<dyn Engine>> {
         remote: config.postgres.uri.clone().map(|uri| RemoteOptions {
             uri,
             pool_size: config.postgres.pool_size,
+            tls_mode: config.postgres.tls_mode.clone(),
+            tls_ca_file: config.postgres.tls_ca_file.clone(),
+            tls_certificate_key_file: config.postgres.tls_certificate_key_file.clone(),
         }),
     };
     let opened = tokio::task::spawn_blocking(move || (entry.open)(&options))

@@ -5,6 +5,7 @@
 //! once stopped (a collection and index created by one are used by the next),
 //! and lets a second server serve the same store while the first runs.
 
+use bisondb_postgres::testing::tls::TlsCluster;
 use bisondb_postgres::testing::TestCluster;
 use bisondb_server::{PostgresConfig, RunningServer, Server, ServerConfig};
 use bson::doc;
@@ -308,6 +309,7 @@ async fn store_failures_are_retryable_errors() {
     server.wait().await;
 }
 
+<<<<<<< HEAD
 /// Two servers racing the same insert batches (large enough that the engine
 /// copies their new keys in, with a unique index whose keys the batch reads
 /// at once): per document exactly one insert wins, whether the loser
@@ -407,4 +409,66 @@ async fn racing_insert_batches_let_one_insert_win_per_key() {
         Some(keys + 71)
     );
     drop(servers);
+=======
+/// The server reaches its store over TLS (`storage.postgres.tls*`): with
+/// `verify-full` it serves through the driver from a PostgreSQL that takes
+/// TCP only over TLS; with a CA that did not sign the store's certificate, or
+/// settings that contradict the URI, it does not start and says why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_reaches_its_store_over_tls() {
+    let Some(tls) = TlsCluster::start() else {
+        return;
+    };
+    let uri = tls.uri("localhost", "postgres", "");
+    let config = |dir: &std::path::Path, uri: &str, mode: &str, ca: &str| {
+        let mut c = postgres_config(dir, uri);
+        c.postgres.tls_mode = Some(mode.into());
+        c.postgres.tls_ca_file = Some(tls.file(ca));
+        c
+    };
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let server = Server::start(config(dir.path(), &uri, "verify-full", "ca.pem"))
+        .await
+        .unwrap_or_else(|e| panic!("postgres server over TLS: {} ({:?})", e.message, e.code));
+    let client = Client::with_uri_str(tcp_uri(server.port()))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let coll = client.database("db").collection::<bson::Document>("c");
+    coll.insert_one(doc! {"_id": 1, "over": "tls"})
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let found = coll
+        .find_one(doc! {"_id": 1})
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(found, Some(doc! {"_id": 1, "over": "tls"}));
+    server.shutdown();
+    drop(client);
+    server.wait().await;
+
+    let refused = |cfg: ServerConfig| async move {
+        match Server::start(cfg).await {
+            Ok(s) => {
+                s.shutdown();
+                s.wait().await;
+                panic!("the server started")
+            }
+            Err(e) => e.message,
+        }
+    };
+    let other = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let wrong_ca = refused(config(other.path(), &uri, "verify-full", "other-ca.pem")).await;
+    assert!(wrong_ca.contains("UnknownIssuer"), "{wrong_ca}");
+    let conflict = refused(config(
+        other.path(),
+        &format!("{uri}sslmode=disable"),
+        "verify-full",
+        "ca.pem",
+    ))
+    .await;
+    assert!(
+        conflict.contains("conflict: --postgresUri says sslmode=disable"),
+        "{conflict}"
+    );
+>>>>>>> wt-pgtls
 }

@@ -92,9 +92,15 @@ fn open_postgres(options: &OpenOptions) -> Result<Arc<dyn Engine>, EngineError> 
             "--storageEngine postgres needs --postgresUri postgresql://...".into(),
         ));
     };
-    Ok(Arc::new(PostgresEngine::open(
+    let tls = bisondb_postgres::TlsSettings {
+        mode: remote.tls_mode.clone(),
+        ca_file: remote.tls_ca_file.clone(),
+        certificate_key_file: remote.tls_certificate_key_file.clone(),
+    };
+    Ok(Arc::new(PostgresEngine::open_with_tls(
         &remote.uri,
         remote.pool_size,
+        &tls,
     )?))
 }
 
