@@ -309,7 +309,6 @@ async fn store_failures_are_retryable_errors() {
     server.wait().await;
 }
 
-<<<<<<< HEAD
 /// Two servers racing the same insert batches (large enough that the engine
 /// copies their new keys in, with a unique index whose keys the batch reads
 /// at once): per document exactly one insert wins, whether the loser
@@ -409,7 +408,8 @@ async fn racing_insert_batches_let_one_insert_win_per_key() {
         Some(keys + 71)
     );
     drop(servers);
-=======
+}
+
 /// The server reaches its store over TLS (`storage.postgres.tls*`): with
 /// `verify-full` it serves through the driver from a PostgreSQL that takes
 /// TCP only over TLS; with a CA that did not sign the store's certificate, or
@@ -470,5 +470,4 @@ async fn a_server_reaches_its_store_over_tls() {
         conflict.contains("conflict: --postgresUri says sslmode=disable"),
         "{conflict}"
     );
->>>>>>> wt-pgtls
 }

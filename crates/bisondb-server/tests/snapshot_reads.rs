@@ -322,7 +322,10 @@ async fn without_a_history_only_answered_times_are_read() {
     let r = run(&db, doc! {"find": "c", "readConcern": snapshot(None)}).await;
     assert_eq!(first_batch(&r).len(), 1);
     let t = cursor_time(&r);
-    assert!(t >= written, "{t:?} covers the acknowledged write {written:?}");
+    assert!(
+        t >= written,
+        "{t:?} covers the acknowledged write {written:?}"
+    );
     run(&db, doc! {"insert": "c", "documents": [{"_id": 2}]}).await;
     let again = run(&db, doc! {"find": "c", "readConcern": snapshot(Some(t))}).await;
     assert_eq!(cursor_time(&again), t);
