@@ -399,6 +399,13 @@ def db(client, request, transport):
     client.drop_database(name)
 
 
+def bare(reply: dict) -> dict:
+    """A command's reply without `$clusterTime` and `operationTime`, which a
+    mongos (the postgres engine) or a replica-set member adds to every reply
+    as mongod does: for tests comparing a whole reply on any engine."""
+    return {k: v for k, v in reply.items() if k not in ("$clusterTime", "operationTime")}
+
+
 def with_database(uri: str, database: str) -> str:
     """`uri` with its path set to `database` (for clients that take one URI)."""
     parts = urllib.parse.urlsplit(uri)
