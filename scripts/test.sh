@@ -7,7 +7,9 @@
 #   3. .venv with pymongo + pytest           (tests/compat/requirements.txt)
 #   4. mongosh + the Node.js driver          (tests/compat/node, npm ci)
 #   5. pytest tests/compat, once per engine  (real clients against the server:
-#      lsm, the default, then inMemory)
+#      lsm, the default, then inMemory, then postgres: conftest.py starts a
+#      private PostgreSQL cluster for that pass, and the server answers as a
+#      mongos; tests marked not_on_postgres are skipped there with a reason)
 #   6. scripts/failover_patroni.py           (the postgres engine under Patroni:
 #      the primary killed mid-load; about 45 s)
 #   7. scripts/multiserver_kill.py           (three servers over one private
@@ -22,7 +24,7 @@
 #   SKIP_CARGO_TEST=1   skip step 1 (the compat suite still runs)
 #   PYTHON=python3.11   interpreter used to create .venv (default python3)
 #   BISONDB_ENGINE      run the compat suite on this engine only (default: on
-#                       lsm, then on inMemory)
+#                       lsm, then on inMemory, then on postgres)
 #   SKIP_MULTIKILL=1    skip step 7 (also skipped when arguments are given)
 #   SKIP_FAILOVER=1     skip step 6 (also skipped when arguments are given,
 #                       and without CI=true when patroni or etcd is missing)
@@ -130,7 +132,7 @@ done
 if [ -n "${BISONDB_ENGINE:-}" ]; then
   engines=("$BISONDB_ENGINE")
 else
-  engines=(lsm inMemory)
+  engines=(lsm inMemory postgres)
 fi
 pass=0
 for engine in "${engines[@]}"; do
