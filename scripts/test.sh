@@ -9,7 +9,8 @@
 #   5. pytest tests/compat, once per engine  (real clients against the server:
 #      lsm, the default, then inMemory, then postgres: conftest.py starts a
 #      private PostgreSQL cluster for that pass, and the server answers as a
-#      mongos; tests marked not_on_postgres are skipped there with a reason)
+#      mongos; tests marked not_on_postgres are skipped there with a reason;
+#      release build, 2026-12-03: about 150 s, 125 s and 305 s)
 #   6. scripts/failover_patroni.py           (the postgres engine under Patroni:
 #      the primary killed mid-load; about 45 s)
 #   7. scripts/multiserver_kill.py           (three servers over one private
