@@ -8,7 +8,16 @@ reached over both TCP and its Unix domain socket; every test that takes the
 Environment:
   BISONDB_BIN         server binary (default: <repo>/target/release/bisondb,
                       or $CARGO_TARGET_DIR/release/bisondb)
-  BISONDB_ENGINE      value of --storageEngine (default: inMemory)
+  BISONDB_ENGINE      value of --storageEngine (default: inMemory). With
+                      `postgres` a private PostgreSQL cluster is started
+                      for the session (initdb/pg_ctl of
+                      /usr/lib/postgresql/*/bin, as the `postgres` user when
+                      run as root) and each server gets a database of its own
+                      in it (--postgresUri); tests marked
+                      `not_on_postgres(reason)` are skipped with that reason
+  BISONDB_TEST_PORTS  LOW-HIGH: take the servers' (and PostgreSQL's) ports
+                      from this range instead of asking the system for a free
+                      one (for a machine shared with other test runs)
   BISONDB_URI         use an already running server at this URI instead of
                       starting one (TCP transport only, unless
                       BISONDB_SOCKET_URI is set too)
@@ -21,6 +30,8 @@ Environment:
 
 from __future__ import annotations
 
+import glob
+import itertools
 import os
 import re
 import shutil
@@ -77,12 +88,154 @@ def default_binary() -> Path:
     return target / "release" / "bisondb"
 
 
+def _port_range():
+    spec = os.environ.get("BISONDB_TEST_PORTS", "")
+    if not spec:
+        return None
+    low, _, high = spec.partition("-")
+    return itertools.cycle(range(int(low), int(high or low) + 1))
+
+
+_PORTS = _port_range()
+
+
 def free_tcp_port() -> int:
     # The port is released before the server binds it; a collision is possible
     # but unlikely, and shows up as a clear startup failure with the log.
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    if _PORTS is None:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind(("127.0.0.1", 0))
+            return s.getsockname()[1]
+    # BISONDB_TEST_PORTS: the next port of the range that nothing listens on
+    # (the range is walked round-robin, so a port just released by a stopped
+    # server is not handed out again at once).
+    for _ in range(1000):
+        port = next(_PORTS)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        return port
+    raise RuntimeError("no free port in BISONDB_TEST_PORTS")
+
+
+def engine() -> str:
+    """The storage engine of the session's server (BISONDB_ENGINE)."""
+    return os.environ.get("BISONDB_ENGINE", "inMemory")
+
+
+def pg_bin_dir() -> Path | None:
+    """The newest /usr/lib/postgresql/<version>/bin holding initdb."""
+    found = []
+    for d in glob.glob("/usr/lib/postgresql/*/bin"):
+        version = Path(d).parent.name
+        if os.path.isfile(os.path.join(d, "initdb")) and version.isdigit():
+            found.append((int(version), Path(d)))
+    return max(found)[1] if found else None
+
+
+class PostgresCluster:
+    """A private PostgreSQL cluster: the store of the servers of a
+    `BISONDB_ENGINE=postgres` session, each in a database of its own."""
+
+    def __init__(self):
+        self.bin = pg_bin_dir()
+        if self.bin is None:
+            pytest.fail("BISONDB_ENGINE=postgres needs PostgreSQL's server binaries "
+                        "(/usr/lib/postgresql/*/bin/initdb; on Debian: apt-get install postgresql)",
+                        pytrace=False)
+        # initdb refuses to run as root: the package's `postgres` user runs it.
+        self.as_postgres = os.geteuid() == 0
+        # Short and under /tmp: PostgreSQL's socket goes there too.
+        self.dir = Path(tempfile.mkdtemp(prefix="bdbpg", dir="/tmp"))
+        if self.as_postgres:
+            shutil.chown(self.dir, "postgres", "postgres")
+        self.data = self.dir / "data"
+        self.log = self.dir / "postgres.log"
+        self.port = free_tcp_port()
+        self.databases = itertools.count()
+        self.started = False
+
+    def _run(self, program: str, *args: str) -> None:
+        argv = [str(self.bin / program), *args]
+        if self.as_postgres:
+            argv = ["runuser", "-u", "postgres", "--", *argv]
+        done = subprocess.run(argv, cwd=self.dir, stdin=subprocess.DEVNULL,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        if done.returncode != 0:
+            log = self.log.read_text(errors="replace")[-4000:] if self.log.exists() else ""
+            pytest.fail(f"{' '.join(argv)} failed ({done.returncode}):\n"
+                        f"{done.stdout.decode(errors='replace')}\n{log}", pytrace=False)
+
+    def start(self) -> None:
+        self._run("initdb", "-D", str(self.data), "-U", "postgres", "--auth=trust",
+                  "-E", "UTF8", "--no-sync", "--no-instructions")
+        # Durability is not what the suite checks: spare the disk.
+        options = (f"-p {self.port} -c listen_addresses=127.0.0.1 "
+                   f"-c unix_socket_directories={self.dir} -c max_connections=300 "
+                   "-c fsync=off -c synchronous_commit=off -c full_page_writes=off")
+        self._run("pg_ctl", "-D", str(self.data), "-l", str(self.log), "-o", options,
+                  "-w", "-t", "60", "start")
+        self.started = True
+
+    def new_database_uri(self) -> str:
+        """A new empty database, as the --postgresUri of one server."""
+        name = f"bisondb{next(self.databases)}"
+        self._run("psql", "-h", "127.0.0.1", "-p", str(self.port), "-U", "postgres",
+                  "-d", "postgres", "-q", "-c", f"CREATE DATABASE {name}")
+        return f"postgresql://postgres@127.0.0.1:{self.port}/{name}"
+
+    def stop(self) -> None:
+        if self.started and (self.data / "postmaster.pid").exists():
+            self._run("pg_ctl", "-D", str(self.data), "-m", "immediate", "-w", "stop")
+        self.started = False
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+_POSTGRES: PostgresCluster | None = None
+
+
+def postgres_cluster() -> PostgresCluster:
+    """The session's PostgreSQL cluster, started on first use (stopped by
+    pytest_sessionfinish)."""
+    global _POSTGRES
+    if _POSTGRES is None:
+        cluster = PostgresCluster()
+        cluster.start()
+        _POSTGRES = cluster
+    return _POSTGRES
+
+
+def engine_args(name: str) -> list[str]:
+    """`--storageEngine name`, and a store of its own for a postgres server."""
+    args = ["--storageEngine", name]
+    if name == "postgres":
+        args += ["--postgresUri", postgres_cluster().new_database_uri()]
+    return args
+
+
+def pytest_sessionfinish(session, exitstatus):
+    global _POSTGRES
+    if _POSTGRES is not None:
+        _POSTGRES.stop()
+        _POSTGRES = None
+
+
+def pytest_collection_modifyitems(config, items):
+    # `@pytest.mark.not_on_postgres("why")`: what the postgres engine cannot
+    # do (it has no oplog, no local dbpath holding the data, no snapshot
+    # history). Skipped with the reason on that engine, never silently.
+    if engine() != "postgres" or os.environ.get("BISONDB_URI"):
+        return
+    for item in items:
+        marker = item.get_closest_marker("not_on_postgres")
+        if marker is None:
+            continue
+        reason = marker.args[0] if marker.args else marker.kwargs.get("reason", "")
+        if not reason:
+            raise pytest.UsageError(f"{item.nodeid}: not_on_postgres needs a reason")
+        item.add_marker(pytest.mark.skip(reason=f"not on the postgres engine: {reason}"))
 
 
 def socket_uri_for(path: str) -> str:
@@ -140,7 +293,7 @@ def start_server(binary: Path, engine: str, workdir: Path, sockdir: Path,
         "--port", str(port),
         "--bind_ip", "127.0.0.1",
         "--dbpath", str(dbpath),
-        "--storageEngine", engine,
+        *engine_args(engine),
         "--unixSocketPrefix", str(sockdir),
         *extra_args,
     ]
@@ -190,14 +343,13 @@ def bisondb_server():
         yield Server(tcp_uri=external, socket_uri=os.environ.get("BISONDB_SOCKET_URI") or None)
         return
 
-    engine = os.environ.get("BISONDB_ENGINE", "inMemory")
     workdir = Path(tempfile.mkdtemp(prefix="bisondb-compat-"))
     # Unix socket paths are limited to ~107 bytes, so the socket directory is
     # kept short and directly under /tmp whatever TMPDIR says.
     sockdir = Path(tempfile.mkdtemp(prefix="bdb", dir="/tmp"))
     server = None
     try:
-        server = start_server(default_binary(), engine, workdir, sockdir)
+        server = start_server(default_binary(), engine(), workdir, sockdir)
         yield server
     finally:
         if server is not None:
@@ -245,6 +397,13 @@ def db(client, request, transport):
     client.drop_database(name)
     yield client[name]
     client.drop_database(name)
+
+
+def bare(reply: dict) -> dict:
+    """A command's reply without `$clusterTime` and `operationTime`, which a
+    mongos (the postgres engine) or a replica-set member adds to every reply
+    as mongod does: for tests comparing a whole reply on any engine."""
+    return {k: v for k, v in reply.items() if k not in ("$clusterTime", "operationTime")}
 
 
 def with_database(uri: str, database: str) -> str:

@@ -196,6 +196,9 @@ def test_profiler_records_delete_comments_and_its_own_reads(db):
     db.system.profile.drop()
 
 
+@pytest.mark.not_on_postgres(
+    "a mongos takes transaction numbers (the postgres engine answers as one and runs "
+    "the transaction; crates/bisondb-server/tests/mongos.rs tests that)")
 def test_transaction_fields_fail_on_a_standalone(db):
     """A standalone mongod refuses a transaction number (20 IllegalOperation,
     "Transaction numbers are only allowed on a replica set member or mongos":

@@ -32,7 +32,7 @@ from bson import json_util
 from pymongo import MongoClient
 from pymongo.errors import PyMongoError
 
-from conftest import NODE_DIR, _stop, client_env, default_binary, free_tcp_port, require_client
+from conftest import NODE_DIR, _stop, client_env, default_binary, engine_args, free_tcp_port, require_client
 from test_mongosh import require_mongosh
 
 ADMIN_PW = "s3cret-Admin!"
@@ -50,7 +50,7 @@ def auth_server():
     port = free_tcp_port()
     log_path = workdir / "server.log"
     argv = [str(default_binary()), "--port", str(port), "--bind_ip", "127.0.0.1",
-            "--dbpath", str(workdir / "db"), "--storageEngine", engine,
+            "--dbpath", str(workdir / "db"), *engine_args(engine),
             "--unixSocketPrefix", str(sockdir), "--auth", "--logpath", str(log_path)]
     (workdir / "db").mkdir()
     process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,

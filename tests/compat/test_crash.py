@@ -38,10 +38,18 @@ from pymongo.errors import DuplicateKeyError, OperationFailure, PyMongoError
 
 from conftest import default_binary, free_tcp_port
 
-pytestmark = pytest.mark.skipif(
-    os.environ.get("BISONDB_SKIP_CRASH") == "1" or bool(os.environ.get("BISONDB_URI")),
-    reason="crash tests skipped (BISONDB_SKIP_CRASH=1, or an external server is in use)",
-)
+pytestmark = [
+    pytest.mark.skipif(
+        os.environ.get("BISONDB_SKIP_CRASH") == "1" or bool(os.environ.get("BISONDB_URI")),
+        reason="crash tests skipped (BISONDB_SKIP_CRASH=1, or an external server is in use)",
+    ),
+    # The postgres engine keeps no data under --dbpath (PostgreSQL does, and
+    # its durability is PostgreSQL's; scripts/multiserver_kill.py and
+    # scripts/failover_patroni.py kill servers over it instead).
+    pytest.mark.not_on_postgres(
+        "kills and restarts lsm servers on a local dbpath; the store of the postgres "
+        "engine is PostgreSQL (see scripts/multiserver_kill.py)"),
+]
 
 CRASH_RUNS = int(os.environ.get("BISONDB_CRASH_RUNS", "10"))
 WRITER_THREADS = 4

@@ -11,6 +11,8 @@ database. Expected values are mongod 8.0's.
 import pytest
 from pymongo.errors import OperationFailure
 
+from conftest import bare
+
 
 def test_comments_are_recorded(db):
     db.command("profile", 2)
@@ -41,7 +43,7 @@ def test_comments_are_recorded(db):
 
 
 def test_settings_and_errors(db):
-    assert db.command("profile", -1) == {
+    assert bare(db.command("profile", -1)) == {
         "was": 0,
         "slowms": 100,
         "sampleRate": 1.0,

@@ -126,12 +126,18 @@ impl CommandSpec {
     }
 }
 
+/// Commands of mongos that mongod lacks: their handlers answer 59 "no such
+/// command" off mongos mode, and `listCommands` lists them only in it.
+const MONGOS_ONLY: &[&str] = &["checkMetadataConsistency"];
+
 /// `listCommands` lists this table: the registry hands the served entries to
 /// the command, so that `commands/` does not import the registry back.
 fn list_commands(req: &CommandRequest<'_>, ctx: &mut Context<'_>) -> MongoResult<RawDocumentBuf> {
+    let mongos = ctx.state.repl().is_mongos();
     let served = COMMANDS
         .iter()
         .filter(|c| c.handler().is_some())
+        .filter(|c| mongos || !MONGOS_ONLY.contains(&c.name))
         .map(|c| list_commands::Listed {
             name: c.name,
             help: c.help,
@@ -345,6 +351,24 @@ pub static COMMANDS: &[CommandSpec] = &[
         help: "inserts, updates and deletes over several collections",
         privileges: Needs::Computed(needs::bulk_write),
         api_version_1: true,
+    },
+    // Served in mongos mode (the postgres engine); elsewhere the handler
+    // answers 59 "no such command" as mongod, which lacks it.
+    CommandSpec {
+        name: "checkMetadataConsistency",
+        run: Run::Handler(run::<check_metadata_consistency::CheckMetadataConsistency>),
+        alias_of: None,
+        admin_only: false,
+        test_only: false,
+        may_run_long: false,
+        write_concern: false,
+        latency: Latency::Command,
+        txn: Txn::Refused,
+        reply: Reply::Compressible,
+        on_view: OnView::Unaffected,
+        help: "sharding metadata inconsistencies (mongos mode: none, one store)",
+        privileges: Needs::Computed(needs::check_metadata_consistency),
+        api_version_1: false,
     },
     not_supported("checkShardingIndex", Reply::Compressible),
     // Served by convert_to_capped.rs, which copies rather than replaces under this name.

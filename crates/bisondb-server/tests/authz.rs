@@ -850,6 +850,7 @@ const HOST_MANAGER_DBS: &[&str] = &["killCursors"];
 const CLUSTER_MANAGER: &[&str] = &[
     "appendOplogNote",
     "applicationMessage",
+    "checkMetadataConsistency",
     "getDefaultRWConcern",
     "listSessions",
     "replSetConfigure",
@@ -860,6 +861,9 @@ const CLUSTER_MANAGER: &[&str] = &[
     "setDefaultRWConcern",
     "setFeatureCompatibilityVersion",
 ];
+/// clusterManager on every database (7.0: the database- and
+/// collection-level forms of checkMetadataConsistency).
+const CLUSTER_MANAGER_DBS: &[&str] = &["checkMetadataConsistency"];
 const BACKUP: &[&str] = &[
     "appendOplogNote",
     "getParameter",
@@ -943,7 +947,12 @@ fn db_scoped(role: &str) -> bool {
 /// database, on the cluster).
 fn role_actions(role: &str) -> (Vec<&'static str>, Vec<&'static str>, Vec<&'static str>) {
     let cat = |parts: &[&[&'static str]]| parts.concat();
-    let cluster_admin_dbs = cat(&[CLUSTER_MONITOR_DBS, HOST_MANAGER_DBS, &["dropDatabase"]]);
+    let cluster_admin_dbs = cat(&[
+        CLUSTER_MONITOR_DBS,
+        HOST_MANAGER_DBS,
+        CLUSTER_MANAGER_DBS,
+        &["dropDatabase"],
+    ]);
     let cluster_admin = cat(&[CLUSTER_MONITOR, HOST_MANAGER, CLUSTER_MANAGER]);
     match role {
         "read" => (READ.to_vec(), vec![], vec![]),
@@ -961,7 +970,11 @@ fn role_actions(role: &str) -> (Vec<&'static str>, Vec<&'static str>, Vec<&'stat
             CLUSTER_MONITOR.to_vec(),
         ),
         "hostManager" => (vec![], HOST_MANAGER_DBS.to_vec(), HOST_MANAGER.to_vec()),
-        "clusterManager" => (vec![], vec![], CLUSTER_MANAGER.to_vec()),
+        "clusterManager" => (
+            vec![],
+            CLUSTER_MANAGER_DBS.to_vec(),
+            CLUSTER_MANAGER.to_vec(),
+        ),
         "clusterAdmin" => (vec![], cluster_admin_dbs, cluster_admin),
         "backup" => (vec![], BACKUP_DBS.to_vec(), BACKUP.to_vec()),
         "restore" => (vec![], RESTORE_DBS.to_vec(), RESTORE.to_vec()),
@@ -1055,6 +1068,8 @@ fn matrix_row(name: &str, t: &str) -> Option<(Document, Req)> {
             doc! {name: "nx", "toCollection": "nx2", "size": 4096},
             All(&[(Db, "find"), (Db, "insert"), (Db, "createIndex")]),
         ),
+        // A mongos command (59 on this standalone once allowed).
+        "checkMetadataConsistency" => (doc! {name: 1}, All(&[(Db, "checkMetadataConsistency")])),
         "collMod" => (doc! {name: "nx"}, All(&[(Db, "collMod")])),
         "collStats" => (doc! {name: "c"}, All(&[(Db, "collStats")])),
         // A test command without privileges of its own.

@@ -575,3 +575,36 @@ async fn server_status_global_lock() {
         "{a}"
     );
 }
+
+/// `checkMetadataConsistency` is a mongos command: a standalone mongod has
+/// no such command (59), so neither has BisonDB off mongos mode
+/// (`mongos.rs` tests the mongos answer).
+#[tokio::test]
+async fn check_metadata_consistency_is_no_command_on_a_standalone() {
+    let ts = start_standalone().await;
+    for db in ["admin", "cmc"] {
+        let e = ts
+            .tcp
+            .database(db)
+            .run_command(doc! {"checkMetadataConsistency": 1})
+            .await
+            .unwrap_err();
+        assert_eq!(error_code(&e), Some(59), "{db}: {e:?}");
+        assert!(
+            format!("{e:?}").contains("no such command: 'checkMetadataConsistency'"),
+            "{e:?}"
+        );
+    }
+    let listed = ts
+        .tcp
+        .database("admin")
+        .run_command(doc! {"listCommands": 1})
+        .await
+        .unwrap();
+    let commands = listed.get_document("commands").unwrap();
+    assert!(commands.contains_key("find"), "{listed}");
+    assert!(
+        !commands.contains_key("checkMetadataConsistency"),
+        "{listed}"
+    );
+}

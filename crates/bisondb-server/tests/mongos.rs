@@ -136,6 +136,83 @@ async fn hello_answers_as_a_mongos() {
     stop(server, client).await;
 }
 
+/// `checkMetadataConsistency` (the drivers' run-command specification runs
+/// it through `runCursorCommand` on sharded clusters): one store holds
+/// everything, so the cursor of inconsistencies is empty for the cluster, a
+/// database and a collection; its options are checked as mongos does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_metadata_consistency_finds_nothing_on_one_store() {
+    let Some((_cluster, pg)) = store() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let (server, client) = start(dir.path(), &pg).await;
+    let db = client.database("cmc");
+    db.collection::<Document>("c")
+        .insert_one(doc! {"_id": 1})
+        .await
+        .unwrap();
+    for (on, cmd, ns) in [
+        (
+            "admin",
+            doc! {"checkMetadataConsistency": 1},
+            "admin.$cmd.aggregate",
+        ),
+        (
+            "cmc",
+            doc! {"checkMetadataConsistency": 1},
+            "cmc.$cmd.aggregate",
+        ),
+        (
+            "cmc",
+            doc! {"checkMetadataConsistency": 1, "checkIndexes": true, "cursor": {"batchSize": 5}},
+            "cmc.$cmd.aggregate",
+        ),
+        ("cmc", doc! {"checkMetadataConsistency": "c"}, "cmc.c"),
+        (
+            "cmc",
+            doc! {"checkMetadataConsistency": 1, "coll": "c"},
+            "cmc.c",
+        ),
+    ] {
+        let reply = client.database(on).run_command(cmd.clone()).await.unwrap();
+        let cursor = reply
+            .get_document("cursor")
+            .unwrap_or_else(|e| panic!("{cmd}: {e} in {reply}"));
+        assert_eq!(cursor.get_i64("id").ok(), Some(0), "{cmd}: {reply}");
+        assert_eq!(cursor.get_str("ns").ok(), Some(ns), "{cmd}: {reply}");
+        let batch = cursor.get_array("firstBatch").unwrap();
+        assert!(batch.is_empty(), "{cmd}: {reply}");
+    }
+    for bad in [
+        doc! {"checkMetadataConsistency": 1, "checkIndexes": "yes"},
+        doc! {"checkMetadataConsistency": 1, "cursor": {"batchSize": -1}},
+        doc! {"checkMetadataConsistency": 1, "cursor": 1},
+    ] {
+        let e = db.run_command(bad.clone()).await.unwrap_err();
+        assert!(
+            matches!(error_code(&e), Some(2) | Some(14) | Some(51024)),
+            "{bad}: {e:?}"
+        );
+    }
+    let e = db
+        .run_command(doc! {"checkMetadataConsistency": 1, "nosuchoption": 1})
+        .await
+        .unwrap_err();
+    assert_eq!(error_code(&e), Some(40415), "{e:?}");
+    let listed = client
+        .database("admin")
+        .run_command(doc! {"listCommands": 1})
+        .await
+        .unwrap();
+    let commands = listed.get_document("commands").unwrap();
+    assert!(
+        commands.contains_key("checkMetadataConsistency"),
+        "{listed}"
+    );
+    stop(server, client).await;
+}
+
 /// The test-only `onPrimaryTransactionalWrite` fail point: the write
 /// commits, then the connection closes before the reply.
 async fn hang_up_after_next_write(client: &Client) {

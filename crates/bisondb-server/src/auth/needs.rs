@@ -331,6 +331,21 @@ pub fn current_op(req: &CommandRequest<'_>) -> MongoResult<Vec<Required>> {
     Ok(vec![Required::cluster(&[Inprog])])
 }
 
+/// `checkMetadataConsistency`: its action on the cluster (on `admin`, the
+/// whole cluster), on the database, or on the collection it names (a string
+/// first value, or the `coll` field).
+pub fn check_metadata_consistency(req: &CommandRequest<'_>) -> MongoResult<Vec<Required>> {
+    let coll = first_string(req).or(match field(req.body, "coll") {
+        Some(RawBsonRef::String(s)) => Some(s),
+        _ => None,
+    });
+    Ok(vec![match coll {
+        Some(c) => Required::ns(&req.db, c, &[CheckMetadataConsistency]),
+        None if req.db == "admin" => Required::cluster(&[CheckMetadataConsistency]),
+        None => Required::db(&req.db, &[CheckMetadataConsistency]),
+    }])
+}
+
 /// `bulkWrite` (on admin): per namespace of `nsInfo`, the actions of the
 /// operations aimed at it.
 pub fn bulk_write(req: &CommandRequest<'_>) -> MongoResult<Vec<Required>> {

@@ -41,6 +41,7 @@ actions! {
     ChangeOwnPassword = "changeOwnPassword",
     ChangePassword = "changePassword",
     ChangeStream = "changeStream",
+    CheckMetadataConsistency = "checkMetadataConsistency",
     CleanupOrphaned = "cleanupOrphaned",
     CloseAllDatabases = "closeAllDatabases",
     CollMod = "collMod",
@@ -555,6 +556,7 @@ const HOST_MANAGER: &[Action] = &[
 const CLUSTER_MANAGER: &[Action] = &[
     AppendOplogNote,
     ApplicationMessage,
+    CheckMetadataConsistency,
     CleanupOrphaned,
     FlushRouterConfig,
     GetDefaultRWConcern,
@@ -668,6 +670,9 @@ pub fn builtin(role: &Name) -> Option<Vec<Privilege>> {
         "hostManager" => vec![cluster(HOST_MANAGER), any_db(&[KillCursors, KillAnyCursor])],
         "clusterManager" => vec![
             cluster(CLUSTER_MANAGER),
+            // mongod 7.0+: the database- and collection-level forms of
+            // checkMetadataConsistency anywhere.
+            any_db(&[CheckMetadataConsistency]),
             Privilege::new(Resource::ns("config", ""), READ_WRITE),
             Privilege::new(Resource::ns("local", ""), READ_WRITE),
         ],

@@ -16,6 +16,7 @@ pub mod aggregate;
 pub mod authenticate;
 pub mod build_info;
 pub mod bulk_write;
+pub mod check_metadata_consistency;
 pub mod coll_mod;
 pub mod coll_stats;
 pub mod commit_transaction;
