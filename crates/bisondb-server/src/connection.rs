@@ -442,7 +442,7 @@ fn handle(
                         Some(e) => error_reply(&e),
                         None => run_command_with_fail_points(&req, spec, state, conn),
                     };
-                    crate::txn::label_reply(state, req.body, &mut reply);
+                    crate::txn::label_reply(state, &req, &mut reply);
                     (spec, reply)
                 }
                 Err(e) => (None, error_reply(&e)),
