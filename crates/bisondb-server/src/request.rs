@@ -35,6 +35,10 @@ pub struct GenericArgs<'a> {
     pub cluster_time: Option<&'a RawDocument>,
     pub read_concern: Option<&'a RawDocument>,
     pub write_concern: Option<&'a RawDocument>,
+    /// Whether the body has a `txnNumber` / an `autocommit` field (of any
+    /// type): what labelling a reply asks of every command in a set.
+    pub has_txn_number: bool,
+    pub has_autocommit: bool,
 }
 
 impl<'a> GenericArgs<'a> {
@@ -56,6 +60,14 @@ impl<'a> GenericArgs<'a> {
                 "writeConcern" if !seen.2 => {
                     seen.2 = true;
                     &mut out.write_concern
+                }
+                "txnNumber" => {
+                    out.has_txn_number = true;
+                    continue;
+                }
+                "autocommit" => {
+                    out.has_autocommit = true;
+                    continue;
                 }
                 _ => continue,
             };

@@ -27,11 +27,17 @@ impl Default for WriteConcern {
 /// Reads `writeConcern` from a command body. `j: true` and `w: "majority"` wait for
 /// the log sync; `w` greater than 1 cannot be satisfied by a standalone server.
 pub fn write_concern(cmd: &str, body: &RawDocument) -> MongoResult<WriteConcern> {
-    let mut wc = WriteConcern::default();
-    let Some(v) = body
+    let v = body
         .get("writeConcern")
-        .map_err(crate::request::invalid_bson)?
-    else {
+        .map_err(crate::request::invalid_bson)?;
+    write_concern_of(cmd, v)
+}
+
+/// [`write_concern`] of a body's first `writeConcern` field, `v`, found by
+/// a caller that reads the body anyway.
+pub fn write_concern_of(cmd: &str, v: Option<RawBsonRef<'_>>) -> MongoResult<WriteConcern> {
+    let mut wc = WriteConcern::default();
+    let Some(v) = v else {
         return Ok(wc);
     };
     let d = fields::as_doc(cmd, "writeConcern", v)?;
@@ -122,6 +128,10 @@ pub fn parse_write_batch<'a>(
     let n = req.name;
     let mut coll = None;
     let mut ordered = true;
+    // The first `writeConcern`, as `RawDocument::get` finds it: one pass
+    // over the body for both (another scan per write was 1.3k
+    // instructions, 2.4k with a set's `$clusterTime` in the body).
+    let mut wc_field = None;
     for el in req.body.iter() {
         let (k, v) = el.map_err(crate::request::invalid_bson)?;
         match k.as_str() {
@@ -133,6 +143,7 @@ pub fn parse_write_batch<'a>(
                 fields::as_doc(n, "let", v)?;
             }
             k if k == list || also.contains(&k) => {}
+            "writeConcern" if wc_field.is_none() => wc_field = Some(v),
             other => fields::check_known(n, other, &[])?,
         }
     }
@@ -149,7 +160,7 @@ pub fn parse_write_batch<'a>(
             ),
         ));
     }
-    let wc = write_concern(n, req.body)?;
+    let wc = write_concern_of(n, wc_field)?;
     Ok(WriteBatch {
         coll,
         statements,

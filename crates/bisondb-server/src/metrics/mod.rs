@@ -125,8 +125,18 @@ impl GetLastError {
     /// Counts a write command that ran for `took` if `body`'s write concern
     /// made it wait (see [`GetLastError::wtime_num`]).
     pub fn note_write(&self, body: &bson::RawDocument, took: Duration) {
+        let wc = match body.get("writeConcern") {
+            Ok(Some(bson::RawBsonRef::Document(wc))) => Some(wc),
+            _ => None,
+        };
+        self.note_write_concern(wc, took);
+    }
+
+    /// [`GetLastError::note_write`] for a command whose `writeConcern` (the
+    /// first field of that name, when a document) was already read.
+    pub fn note_write_concern(&self, wc: Option<&bson::RawDocument>, took: Duration) {
         use bson::RawBsonRef as R;
-        let Ok(Some(R::Document(wc))) = body.get("writeConcern") else {
+        let Some(wc) = wc else {
             return;
         };
         let waits = wc.iter().flatten().any(|(k, v)| match (k.as_str(), v) {

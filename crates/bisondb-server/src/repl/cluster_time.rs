@@ -391,7 +391,9 @@ pub fn finish_reply(
     };
     let cluster_time = repl.clock().now();
     if let Some((hash, key_id)) = signature(ctx, cluster_time) {
-        let mut signature = RawDocumentBuf::new();
+        // Sized once, as the entries of the oplog: grown from 5 bytes,
+        // these two took eight reallocations per reply.
+        let mut signature = super::oplog::with_capacity(64);
         signature.append(
             cstr!("hash"),
             RawBinaryRef {
@@ -400,7 +402,7 @@ pub fn finish_reply(
             },
         );
         signature.append(cstr!("keyId"), key_id);
-        let mut signed = RawDocumentBuf::new();
+        let mut signed = super::oplog::with_capacity(96);
         signed.append(cstr!("clusterTime"), cluster_time);
         signed.append(cstr!("signature"), signature);
         reply.append(cstr!("$clusterTime"), signed);

@@ -228,18 +228,21 @@ pub fn retries_on(code: i32) -> bool {
 /// already has labels (a fail point's) keeps them.
 pub fn label_reply(
     state: &crate::state::ServerState,
-    body: &bson::RawDocument,
+    req: &crate::request::CommandRequest<'_>,
     reply: &mut RawDocumentBuf,
 ) {
     if !state.repl().takes_txn_numbers() {
         return;
     }
     add_topology_version(state, reply);
-    if !matches!(body.get("txnNumber"), Ok(Some(_))) {
+    // The one pass over the body the request's other generic arguments
+    // share, not two more lookups per command.
+    let args = req.generic();
+    if !args.has_txn_number {
         return;
     }
-    if matches!(body.get("autocommit"), Ok(Some(_))) {
-        transaction::label_reply(body, reply);
+    if args.has_autocommit {
+        transaction::label_reply(req.body, reply);
         return;
     }
     if matches!(reply.get("errorLabels"), Ok(Some(_))) {
