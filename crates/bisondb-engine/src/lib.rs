@@ -36,4 +36,4 @@ pub use engine::{
 pub use entry::{EngineEntry, OpenOptions, RemoteOptions};
 pub use error::EngineError;
 pub use memory::MemoryEngine;
-pub use txn::{LocalTransactions, Transaction};
+pub use txn::{CommitGuard, LocalTransactions, Transaction};

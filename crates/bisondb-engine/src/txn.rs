@@ -104,6 +104,51 @@ pub trait Transaction: Send {
         }
         self.commit(durability)
     }
+
+    /// [`Transaction::commit_batch`], only while `guard` holds: `guard.lock`
+    /// is locked against writers until the commit ends (waiting, long, for a
+    /// transaction that holds it through [`Transaction::lock_key`]), and the
+    /// commit fails with [`EngineError::WriteConflict`], applying nothing,
+    /// when that key was changed by a commit after this transaction's
+    /// snapshot or `guard.key` does not hold `guard.expected` in it. A
+    /// shared store's writes check so that the catalog they planned with is
+    /// still the catalog (`bisondb-storage`'s shared writes). An engine
+    /// owned by one process only compares (the default): nobody else
+    /// changes its catalog under a writer.
+    fn commit_batch_guarded(
+        self: Box<Self>,
+        batch: WriteBatch,
+        durability: Durability,
+        guard: &CommitGuard,
+    ) -> Result<(), EngineError> {
+        if self.get(&guard.key)? != guard.expected {
+            return Err(EngineError::write_conflict(
+                "the catalog changed since the write read it",
+            ));
+        }
+        self.commit_batch(batch, durability)
+    }
+
+    /// Locks `key` against every other writer until this transaction ends,
+    /// waiting (long, not the short wait of a write) while others hold it,
+    /// guarded commits' shared locks included, and returns its value.
+    /// [`EngineError::WriteConflict`] when it was changed by a commit after
+    /// the snapshot. An engine owned by one process only reads it (the
+    /// default): its callers serialize under their own locks.
+    fn lock_key(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>, EngineError> {
+        self.get(key)
+    }
+}
+
+/// What [`Transaction::commit_batch_guarded`] checks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommitGuard {
+    /// Locked (shared) until the commit ends; a change after the snapshot
+    /// is a conflict.
+    pub lock: Vec<u8>,
+    /// Must hold `expected` in the transaction's snapshot.
+    pub key: Vec<u8>,
+    pub expected: Option<Vec<u8>>,
 }
 
 /// What [`LocalTransactions`] needs from an engine: its snapshots and its

@@ -51,19 +51,21 @@ const POOL_WAIT: Duration = Duration::from_secs(30);
 
 /// The statements, built once (prepared once per connection by
 /// `prepare_cached`, which is keyed by their text).
-struct Statements {
-    get: String,
+pub(crate) struct Statements {
+    pub(crate) get: String,
     get_many: String,
     upsert_many: String,
     copy_in: String,
     delete_many: String,
     pub(crate) upsert_one: String,
     pub(crate) delete_one: String,
+    pub(crate) lock_shared: String,
+    pub(crate) lock_exclusive: String,
     /// Indexed by [`scan_index`].
     scans: Vec<String>,
 }
 
-static STATEMENTS: LazyLock<Statements> = LazyLock::new(|| {
+pub(crate) static STATEMENTS: LazyLock<Statements> = LazyLock::new(|| {
     let edges = [Edge::Included, Edge::Excluded, Edge::Unbounded];
     let mut scans = Vec::with_capacity(18);
     for start in edges {
@@ -81,6 +83,8 @@ static STATEMENTS: LazyLock<Statements> = LazyLock::new(|| {
         delete_many: sql::delete_many(),
         upsert_one: sql::upsert_one(),
         delete_one: sql::delete_one(),
+        lock_shared: sql::lock_shared(),
+        lock_exclusive: sql::lock_exclusive(),
         scans,
     }
 });

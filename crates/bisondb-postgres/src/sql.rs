@@ -67,6 +67,18 @@ pub fn get() -> String {
     format!("SELECT v FROM {KV_TABLE} WHERE k = $1")
 }
 
+/// Locks key `$1` against writers until the transaction ends (a guarded
+/// commit: `Transaction::commit_batch_guarded`).
+pub fn lock_shared() -> String {
+    format!("SELECT 1 FROM {KV_TABLE} WHERE k = $1 FOR SHARE")
+}
+
+/// One key's value, the key locked against every other locker until the
+/// transaction ends (`Transaction::lock_key`).
+pub fn lock_exclusive() -> String {
+    format!("SELECT v FROM {KV_TABLE} WHERE k = $1 FOR UPDATE")
+}
+
 /// The keys of `$1` that are present, with their values (in no order).
 pub fn get_many() -> String {
     format!("SELECT k, v FROM {KV_TABLE} WHERE k = ANY($1::BYTEA[])")

@@ -12,14 +12,14 @@
 use std::ops::Bound;
 use std::sync::Arc;
 
-use bisondb_engine::{Durability, EngineError, KeyValue, Transaction, WriteBatch};
+use bisondb_engine::{CommitGuard, Durability, EngineError, KeyValue, Transaction, WriteBatch};
 use deadpool_postgres::Object;
 use tokio_postgres::error::SqlState;
 use tokio_postgres::types::ToSql;
 
 use crate::engine::{
     apply_in_transaction, final_state, one_key_statement, open_connection, write_on, FinalState,
-    Shared,
+    Shared, STATEMENTS,
 };
 use crate::error::map_error;
 
@@ -28,6 +28,15 @@ use crate::error::map_error;
 /// the conflict (a plain write holding the row for its commit is shorter).
 const BEGIN: &str =
     "BEGIN ISOLATION LEVEL REPEATABLE READ; SET LOCAL lock_timeout = '20ms'; SELECT 1";
+
+/// The wait of a lock taken to serialize with a catalog change on another
+/// server (a guarded commit's shared lock, `lock_key`'s exclusive one): as
+/// long as an index build may run, since the writer waits for it as a
+/// writer of the building server waits for its collection's lock.
+const LONG_WAIT: &str = "SET LOCAL lock_timeout = '10min'";
+
+/// Back to the wait of [`BEGIN`] for the transaction's other statements.
+const SHORT_WAIT: &str = "SET LOCAL lock_timeout = '20ms'";
 
 /// An open transaction (see the module doc).
 pub(crate) struct PgTransaction {
@@ -153,6 +162,91 @@ impl Transaction for PgTransaction {
             };
             release(conn);
             outcome
+        })
+    }
+
+    /// The guard's statements go ahead of the batch's in the same round
+    /// trip: the shared lock (its long wait set around it alone), then the
+    /// guarded key's read, then the batch. A lock the store cannot give
+    /// (the key changed after the snapshot) fails the transaction, and the
+    /// batch with it; a guarded key that does not hold what the caller
+    /// expects rolls back what the batch wrote. Either is WriteConflict.
+    fn commit_batch_guarded(
+        mut self: Box<Self>,
+        batch: WriteBatch,
+        _durability: Durability,
+        guard: &CommitGuard,
+    ) -> Result<(), EngineError> {
+        let conn = self.conn()?;
+        self.conn = None;
+        let state = final_state(batch);
+        let copy = self.shared.copy_new_keys();
+        let guard = guard.clone();
+        self.shared.run(async move {
+            let written = async {
+                let lock = conn.prepare_cached(&STATEMENTS.lock_shared).await?;
+                let get = conn.prepare_cached(&STATEMENTS.get).await?;
+                let (lock_params, get_params): (
+                    [&(dyn ToSql + Sync); 1],
+                    [&(dyn ToSql + Sync); 1],
+                ) = ([&guard.lock], [&guard.key]);
+                let (wait, locked, restore, checked, applied) = futures::join!(
+                    conn.batch_execute(LONG_WAIT),
+                    conn.query_opt(&lock, &lock_params),
+                    conn.batch_execute(SHORT_WAIT),
+                    conn.query_opt(&get, &get_params),
+                    apply_in_transaction(&conn, state, copy),
+                );
+                wait?;
+                locked?;
+                restore?;
+                let value = checked?.map(|r| r.try_get::<_, Vec<u8>>(0)).transpose()?;
+                applied?;
+                Ok::<_, tokio_postgres::Error>(value)
+            }
+            .await;
+            let outcome = match written {
+                Ok(value) if value == guard.expected => conn
+                    .batch_execute("COMMIT")
+                    .await
+                    .map_err(|e| map_error(&e, "committing a write")),
+                Ok(_) => {
+                    let _ = conn.batch_execute("ROLLBACK").await;
+                    Err(EngineError::write_conflict(
+                        "WriteConflict: the catalog changed since the write read it",
+                    ))
+                }
+                Err(e) => {
+                    let _ = conn.batch_execute("ROLLBACK").await;
+                    Err(map_error(&e, "writing a batch"))
+                }
+            };
+            release(conn);
+            outcome
+        })
+    }
+
+    fn lock_key(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>, EngineError> {
+        let conn = self.conn()?;
+        let key = key.to_vec();
+        self.shared.run(async move {
+            let statement = conn
+                .prepare_cached(&STATEMENTS.lock_exclusive)
+                .await
+                .map_err(|e| map_error(&e, "preparing a lock"))?;
+            let params: [&(dyn ToSql + Sync); 1] = [&key];
+            let (wait, row, restore) = futures::join!(
+                conn.batch_execute(LONG_WAIT),
+                conn.query_opt(&statement, &params),
+                conn.batch_execute(SHORT_WAIT),
+            );
+            let failed = |e: tokio_postgres::Error| map_error(&e, "locking a key");
+            wait.map_err(failed)?;
+            let row = row.map_err(failed)?;
+            restore.map_err(failed)?;
+            row.map(|r| r.try_get::<_, Vec<u8>>(0))
+                .transpose()
+                .map_err(failed)
         })
     }
 

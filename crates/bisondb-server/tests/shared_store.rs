@@ -255,3 +255,138 @@ async fn servers_over_one_store_share_the_catalog_unique_keys_and_counts() {
         server.wait().await;
     }
 }
+
+/// `validate` on `client`: valid, and every index holds one key per document.
+async fn assert_indexes_complete(client: &Client, coll: &str, names: &[&str], server: usize) {
+    let db = client.database("shop");
+    let count = db
+        .collection::<Document>(coll)
+        .count_documents(doc! {})
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let v = db
+        .run_command(doc! {"validate": coll})
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let keys = v
+        .get_document("keysPerIndex")
+        .unwrap_or_else(|e| panic!("{e}: {v}"));
+    let brief = format!(
+        "keysPerIndex {keys}, warnings {:?}, errors {:?}",
+        v.get_array("warnings").ok(),
+        v.get_array("errors").ok()
+    );
+    assert_eq!(
+        v.get_bool("valid").ok(),
+        Some(true),
+        "server {server}: {brief}"
+    );
+    for name in names {
+        let n = keys
+            .get(*name)
+            .and_then(|b| b.as_i64().or_else(|| b.as_i32().map(i64::from)));
+        assert_eq!(
+            n,
+            Some(count as i64),
+            "server {server}: keys of {name} against {count} documents: {brief}"
+        );
+    }
+}
+
+/// One server writes the collection without pause while another builds a
+/// unique and a non-unique index on it: no write of the first server may be
+/// missing from the indexes (each write either committed before the build
+/// read the documents, or maintains the new index), and the unique index
+/// holds for writes through the first server at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_index_built_on_one_server_holds_the_writes_of_another() {
+    let Some(cluster) = TestCluster::shared() else {
+        return;
+    };
+    let uri = cluster.fresh_schema_uri();
+    let dirs: Vec<_> = (0..2)
+        .map(|_| tempfile::tempdir().unwrap_or_else(|e| panic!("{e}")))
+        .collect();
+    let (_a, writer) = start(dirs[0].path(), &uri).await;
+    let (_b, builder) = start(dirs[1].path(), &uri).await;
+    let writes = writer.database("shop").collection::<Document>("load");
+    // Enough documents that a build takes a while.
+    for chunk in 0..10 {
+        let docs: Vec<_> = (0..500)
+            .map(|j| {
+                let n = chunk * 500 + j;
+                doc! {"_id": n, "u": n, "k": n % 7}
+            })
+            .collect();
+        writes
+            .insert_many(docs)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let load = {
+        let stop = stop.clone();
+        let writes = writes.clone();
+        tokio::spawn(async move {
+            let mut n = 5_000;
+            // Single inserts and small batches, as fast as they go, until
+            // both builds are done and a few more writes went through.
+            let mut after = 0;
+            while after < 20 {
+                if stop.load(std::sync::atomic::Ordering::Acquire) {
+                    after += 1;
+                }
+                if n % 2 == 0 {
+                    writes
+                        .insert_one(doc! {"_id": n, "u": n, "k": n % 7})
+                        .await
+                        .unwrap_or_else(|e| panic!("insert {n}: {e}"));
+                    n += 1;
+                } else {
+                    let docs: Vec<_> = (n..n + 3)
+                        .map(|m| doc! {"_id": m, "u": m, "k": m % 7})
+                        .collect();
+                    writes
+                        .insert_many(docs)
+                        .await
+                        .unwrap_or_else(|e| panic!("insert {n}..: {e}"));
+                    n += 3;
+                }
+            }
+            n
+        })
+    };
+    let built = builder.database("shop").collection::<Document>("load");
+    for (keys, unique) in [(doc! {"u": 1}, true), (doc! {"k": 1}, false)] {
+        let model = mongodb::IndexModel::builder()
+            .keys(keys)
+            .options(
+                mongodb::options::IndexOptions::builder()
+                    .unique(unique)
+                    .build(),
+            )
+            .build();
+        built
+            .create_index(model)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+    stop.store(true, std::sync::atomic::Ordering::Release);
+    let next = load.await.unwrap_or_else(|e| panic!("{e}"));
+    assert!(next > 5_000);
+
+    for (i, client) in [&writer, &builder].into_iter().enumerate() {
+        assert_indexes_complete(client, "load", &["_id_", "u_1", "k_1"], i).await;
+    }
+    // The unique index, built on the other server, refuses a duplicate
+    // written through the writer (of a document written during the build
+    // too).
+    for u in [0, next - 1] {
+        let dup = writes.insert_one(doc! {"_id": -1 - u, "u": u}).await;
+        assert_eq!(
+            dup.err().as_ref().and_then(error_code),
+            Some(11000),
+            "u {u}"
+        );
+    }
+}

@@ -141,6 +141,13 @@ pub(crate) struct CollState {
     /// On a shared store, this server's record of the changes its writes
     /// made to the stats (`store/shared.rs`), under `write_lock`.
     pub(crate) own_stats: Mutex<layout::StatsRecord>,
+    /// On a shared store, the catalog version this collection's entry was
+    /// last read at on its own ([`Collection::reload_entry_locked`]); its
+    /// options and indexes are those of the version that is the larger of
+    /// this and the catalog's. Written under `write_lock`.
+    ///
+    /// [`Collection::reload_entry_locked`]: crate::Collection
+    pub(crate) catalog_version: AtomicU64,
 }
 
 type Key = (String, String);
@@ -154,8 +161,9 @@ struct Inner {
     observer: std::sync::OnceLock<Arc<dyn crate::observer::OpObserver>>,
     /// On a shared store, this server's id (`0`: the store is not shared).
     server: u64,
-    /// On a shared store, the catalog version the map above was read at.
-    version: AtomicU64,
+    /// On a shared store, the catalog version the map above was read at
+    /// (shared with every [`Collection`] handle, whose writes check it).
+    version: Arc<AtomicU64>,
 }
 
 /// A handle on the whole store; cheap to clone and shareable across threads.
@@ -260,7 +268,7 @@ impl Storage {
                 ddl: Mutex::new(next_id),
                 observer: std::sync::OnceLock::new(),
                 server,
-                version: AtomicU64::new(version),
+                version: Arc::new(AtomicU64::new(version)),
             }),
         })
     }
@@ -282,6 +290,20 @@ impl Storage {
         uuid: Option<Uuid>,
         o: impl FnOnce() -> (Document, Option<Document>),
     ) -> Result<(), StorageError> {
+        self.write_catalog_held(batch, None, db, coll, uuid, o)
+    }
+
+    /// [`Storage::write_catalog`] through `held`, a transaction that locked
+    /// the entries the batch changes (see [`Storage::commit_catalog`]).
+    fn write_catalog_held(
+        &self,
+        batch: WriteBatch,
+        mut held: Option<Box<dyn bisondb_engine::Transaction>>,
+        db: &str,
+        coll: &str,
+        uuid: Option<Uuid>,
+        o: impl FnOnce() -> (Document, Option<Document>),
+    ) -> Result<(), StorageError> {
         match self.inner.observer.get() {
             Some(observer) if observer.observes(db) => {
                 let (o, o2) = o();
@@ -295,9 +317,11 @@ impl Storage {
                     o: &o,
                     o2: o2.as_ref(),
                 };
-                observer.commit(target, &[op], batch, &mut |b| self.commit_catalog(b))
+                observer.commit(target, &[op], batch, &mut |b| {
+                    self.commit_catalog(b, held.take())
+                })
             }
-            _ => self.commit_catalog(batch),
+            _ => self.commit_catalog(batch, held),
         }
     }
 
@@ -306,11 +330,42 @@ impl Storage {
     /// applying nothing, when another server changed the catalog since this
     /// one read it (the client runs the command again, which then starts
     /// from the other server's change).
-    fn commit_catalog(&self, mut batch: WriteBatch) -> Result<(), StorageError> {
+    ///
+    /// The entries it changes are locked first ([`Transaction::lock_key`]),
+    /// waiting for the writes of other servers that hold them (each write
+    /// share-locks its collection's entry until it commits,
+    /// `store/shared.rs`): those writes commit first and read nothing
+    /// stale, and every later one fails on the changed entry and runs again
+    /// with it. `held` is a transaction that locked them already (an index
+    /// build holds its collection's entry while it reads the documents).
+    ///
+    /// [`Transaction::lock_key`]: bisondb_engine::Transaction::lock_key
+    fn commit_catalog(
+        &self,
+        mut batch: WriteBatch,
+        held: Option<Box<dyn bisondb_engine::Transaction>>,
+    ) -> Result<(), StorageError> {
         if self.inner.server == 0 {
             return Ok(self.inner.engine.write(batch, Durability::Buffered)?);
         }
-        let txn = self.inner.engine.begin()?;
+        let mut txn = match held {
+            Some(txn) => txn,
+            None => self.inner.engine.begin()?,
+        };
+        let prefix = layout::entry_prefix();
+        let mut entries: Vec<&[u8]> = batch
+            .ops()
+            .iter()
+            .map(|op| op.key())
+            .filter(|k| k.starts_with(&prefix))
+            .collect();
+        // One order on every server, so two changes cannot wait for each
+        // other.
+        entries.sort_unstable();
+        entries.dedup();
+        for key in entries {
+            txn.lock_key(key)?;
+        }
         let stored = match txn.get(&layout::version_key())? {
             Some(v) => layout::decode_u64(&v)?,
             None => 0,
@@ -379,7 +434,7 @@ impl Storage {
         if version == self.inner.version.load(Ordering::Acquire) {
             return Ok(());
         }
-        self.reload_locked(&mut next_id, snap.as_ref())?;
+        self.reload_locked(&mut next_id, snap.as_ref(), version)?;
         self.inner.version.store(version, Ordering::Release);
         tracing::debug!(version, "catalog changed by another server: read again");
         Ok(())
@@ -393,6 +448,7 @@ impl Storage {
         &self,
         next_id: &mut u64,
         snap: &dyn bisondb_engine::Snapshot,
+        version: u64,
     ) -> Result<(), StorageError> {
         if let Some(bytes) = snap.get(&layout::meta_key())? {
             *next_id = (*next_id).max(parse_meta(&bytes)?);
@@ -411,29 +467,11 @@ impl Storage {
                 None => Arc::new(fresh),
             };
             let _w = state.write_lock.lock();
-            let previous = state.indexes.read().clone();
-            let mut list = Vec::with_capacity(index_records.len());
-            for (ix_id, spec, prepare_unique) in index_records {
-                let multikey = snap.get(&index::multikey_key(state.id, ix_id))?.is_some();
-                *next_id = (*next_id).max(ix_id.saturating_add(1));
-                let ix = match previous.iter().find(|i| i.id == ix_id && i.spec == spec) {
-                    Some(ix) => {
-                        if multikey {
-                            ix.multikey.store(true, Ordering::Release);
-                        }
-                        ix.clone()
-                    }
-                    None => Arc::new(IndexState::new(ix_id, spec, multikey).map_err(|e| {
-                        StorageError::corrupt(format!("stored index: {}", e.message))
-                    })?),
-                };
-                ix.prepare_unique.store(prepare_unique, Ordering::Release);
-                list.push(ix);
-            }
-            *state.indexes.write() = Arc::new(list);
-            *state.options.write() = options;
+            let top = apply_entry_locked(snap, &state, index_records, options)?;
+            *next_id = (*next_id).max(top);
             crate::store::load_stats(snap, &state)?;
             *next_id = (*next_id).max(state.id.saturating_add(1));
+            state.catalog_version.store(version, Ordering::Release);
             drop(_w);
             map.insert(key, state);
         }
@@ -490,6 +528,7 @@ impl Storage {
                 Collection::new(
                     self.inner.engine.clone(),
                     self.inner.observer.get().cloned(),
+                    self.inner.version.clone(),
                     s.clone(),
                     d,
                     n,
@@ -509,6 +548,7 @@ impl Storage {
             Collection::new(
                 self.inner.engine.clone(),
                 self.inner.observer.get().cloned(),
+                self.inner.version.clone(),
                 s.clone(),
                 db,
                 name,
@@ -626,6 +666,7 @@ impl Storage {
         Collection::new(
             self.inner.engine.clone(),
             self.inner.observer.get().cloned(),
+            self.inner.version.clone(),
             state,
             db,
             name,
@@ -659,6 +700,7 @@ impl Storage {
             id_usage: crate::index::IndexUsage::new(),
             server,
             own_stats: Mutex::new(layout::StatsRecord::default()),
+            catalog_version: AtomicU64::new(0),
         }
     }
 
@@ -848,6 +890,19 @@ impl Storage {
         if state.dropped.load(Ordering::SeqCst) {
             return Err(StorageError::NamespaceNotFound(format!("{db}.{name}")).into());
         }
+        // On a shared store, other servers' writers of the collection wait
+        // from here until the index is in the catalog, as this server's
+        // wait on the write lock: the entry is locked before the build
+        // reads the documents (its snapshot is taken after), so each write
+        // committed before (the build sees it) or commits after the index
+        // is in the catalog and then maintains it (`store/shared.rs`).
+        let held = if self.inner.server != 0 {
+            let mut txn = self.inner.engine.begin()?;
+            txn.lock_key(&layout::entry_key(db, name))?;
+            Some(txn)
+        } else {
+            None
+        };
         let (multikey, tally) = match coll.build_index_locked(&ix) {
             Ok(m) => m,
             Err(e) => {
@@ -883,7 +938,7 @@ impl Storage {
             }
             (o, None)
         };
-        if let Err(e) = self.write_catalog(batch, db, name, Some(state.uuid), spec_doc) {
+        if let Err(e) = self.write_catalog_held(batch, held, db, name, Some(state.uuid), spec_doc) {
             *state.indexes.write() = previous;
             purge_range(self.inner.engine.as_ref(), index::index_range(state.id, id))?;
             return Err(e.into());
@@ -1060,7 +1115,7 @@ impl Storage {
         let mut batch = WriteBatch::new();
         let written = encode_entry(db, name, &state).and_then(|r| {
             batch.put(layout::entry_key(db, name), r);
-            self.commit_catalog(batch)
+            self.commit_catalog(batch, None)
         });
         if let Err(e) = written {
             ix.prepare_unique.store(old, Ordering::Release);
@@ -1131,7 +1186,7 @@ impl Storage {
                     batch.put(index::multikey_key(state.id, id), Vec::new());
                 }
                 batch.delete(index::multikey_key(state.id, old.id));
-                self.commit_catalog(batch)
+                self.commit_catalog(batch, None)
             });
         if let Err(e) = written {
             *state.indexes.write() = previous;
@@ -1298,6 +1353,74 @@ fn conflict(existing: &IndexSpec, requested: &IndexSpec) -> Result<Option<MongoE
 
 /// Names the catalog key layout cannot represent. Full namespace validation
 /// (mongod's rules and messages) belongs to the server.
+/// Gives `state` the indexes and options of its catalog entry as parsed
+/// (`index_records`, `options`), reading the multikey markers from `snap`;
+/// indexes that did not change keep their state (usage counters, multikey).
+/// The caller holds `state`'s write lock. Returns one above the largest
+/// index id, for the caller's next id.
+fn apply_entry_locked(
+    snap: &dyn bisondb_engine::Snapshot,
+    state: &CollState,
+    index_records: Vec<IndexRecord>,
+    options: Arc<Document>,
+) -> Result<u64, StorageError> {
+    let previous = state.indexes.read().clone();
+    let mut list = Vec::with_capacity(index_records.len());
+    let mut top = 0u64;
+    for (ix_id, spec, prepare_unique) in index_records {
+        let multikey = snap.get(&index::multikey_key(state.id, ix_id))?.is_some();
+        top = top.max(ix_id.saturating_add(1));
+        let ix = match previous.iter().find(|i| i.id == ix_id && i.spec == spec) {
+            Some(ix) => {
+                if multikey {
+                    ix.multikey.store(true, Ordering::Release);
+                }
+                ix.clone()
+            }
+            None => Arc::new(
+                IndexState::new(ix_id, spec, multikey)
+                    .map_err(|e| StorageError::corrupt(format!("stored index: {}", e.message)))?,
+            ),
+        };
+        ix.prepare_unique.store(prepare_unique, Ordering::Release);
+        list.push(ix);
+    }
+    *state.indexes.write() = Arc::new(list);
+    *state.options.write() = options;
+    Ok(top)
+}
+
+/// On a shared store, reads the catalog entry of `db.name` (the collection
+/// `state` is, whose write lock the caller holds) again from `snap`, with
+/// the catalog's version there: a write that lost a race to another
+/// server's catalog change then plans with the collection's indexes as
+/// they are now, without waiting for the next command's refresh of the
+/// whole catalog (which needs locks the writer holds). A collection whose
+/// entry is gone, or is another collection now, was dropped or renamed:
+/// NamespaceNotFound (the next command reads the whole catalog).
+pub(crate) fn reload_entry_locked(
+    snap: &dyn bisondb_engine::Snapshot,
+    state: &CollState,
+    db: &str,
+    name: &str,
+) -> Result<(), StorageError> {
+    let version = match snap.get(&layout::version_key())? {
+        Some(v) => layout::decode_u64(&v)?,
+        None => 0,
+    };
+    let gone = || StorageError::NamespaceNotFound(format!("{db}.{name}"));
+    let bytes = snap.get(&layout::entry_key(db, name))?.ok_or_else(gone)?;
+    let (_, _, fresh, index_records) = parse_entry(&bytes)?;
+    if fresh.id != state.id {
+        return Err(gone());
+    }
+    let options = fresh.options.read().clone();
+    apply_entry_locked(snap, state, index_records, options)?;
+    state.catalog_version.store(version, Ordering::Release);
+    tracing::debug!(db, name, version, "collection's catalog entry read again");
+    Ok(())
+}
+
 fn check_names(db: &str, name: &str) -> Result<(), StorageError> {
     if db.is_empty() || db.contains(['\0', '.']) {
         return Err(StorageError::invalid_argument(format!(
@@ -1547,6 +1670,7 @@ fn parse_entry(
         id_usage: crate::index::IndexUsage::new(),
         server: 0,
         own_stats: Mutex::new(layout::StatsRecord::default()),
+        catalog_version: AtomicU64::new(0),
     };
     Ok((db, name, state, index_records))
 }

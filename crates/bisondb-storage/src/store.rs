@@ -11,7 +11,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::ops::Bound;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use bisondb_error::{ErrorCode, MongoError};
@@ -23,7 +23,9 @@ use crate::index::{self, Entry, IndexInfo, IndexScan, IndexState};
 use crate::keycode::encode_id;
 use crate::layout::{self, StatsRecord};
 use crate::observer::{Op, OpObserver, Target};
-use bisondb_engine::{BatchOp, Durability, Engine, EngineError, KeyValue, Snapshot, WriteBatch};
+use bisondb_engine::{
+    BatchOp, CommitGuard, Durability, Engine, EngineError, KeyValue, Snapshot, WriteBatch,
+};
 use bisondb_query::matcher::bounds::FieldBounds;
 use key_bounds::BatchHighs;
 pub(crate) use key_bounds::DocKeyBounds;
@@ -118,6 +120,8 @@ pub struct Collection {
     /// Records each write in its batch (the oplog), when installed
     /// (`crate::observer`).
     observer: Option<Arc<dyn OpObserver>>,
+    /// The catalog's version as this server read it last (shared stores).
+    catalog_version: Arc<AtomicU64>,
     /// `db.name`, as it was named when this handle was obtained.
     ns: Arc<str>,
     db_len: usize,
@@ -136,6 +140,7 @@ impl Collection {
     pub(crate) fn new(
         engine: Arc<dyn Engine>,
         observer: Option<Arc<dyn OpObserver>>,
+        catalog_version: Arc<AtomicU64>,
         state: Arc<CollState>,
         db: &str,
         name: &str,
@@ -143,6 +148,7 @@ impl Collection {
         Collection {
             engine,
             observer,
+            catalog_version,
             state,
             ns: Arc::from(format!("{db}.{name}")),
             db_len: db.len(),
@@ -365,15 +371,48 @@ impl Collection {
         }
         shared::retrying(
             self.engine.capabilities(),
-            || {
-                shared::run(&self.engine, || self.insert_held(docs, ordered)).unwrap_or_else(|e| {
-                    let mut out = InsertOutcome::default();
-                    out.batch_failed((0..docs.len()).collect(), ordered, e);
-                    out
-                })
+            |again| {
+                self.shared_guard(again)
+                    .and_then(|guard| {
+                        shared::run(&self.engine, Some(guard), || {
+                            self.insert_held(docs, ordered)
+                        })
+                    })
+                    .unwrap_or_else(|e| {
+                        let mut out = InsertOutcome::default();
+                        out.batch_failed((0..docs.len()).collect(), ordered, e);
+                        out
+                    })
             },
             |out| out.errors.iter().any(|(_, e)| shared::lost_race(e)),
         )
+    }
+
+    /// Under the write lock on a shared store: what the write's commit
+    /// checks ([`shared::run`]), the collection's entry read again first
+    /// when the write runs `again` after a lost race (perhaps to a catalog
+    /// change of another server: the write then plans with the indexes it
+    /// has now). The version is read before the write reads the indexes:
+    /// the catalog's refresh publishes its version after the indexes.
+    fn shared_guard(&self, again: bool) -> Result<CommitGuard, StorageError> {
+        if again {
+            let snap = self.engine.snapshot()?;
+            crate::catalog::reload_entry_locked(
+                snap.as_ref(),
+                &self.state,
+                self.db(),
+                self.name(),
+            )?;
+        }
+        let version = self
+            .catalog_version
+            .load(Ordering::Acquire)
+            .max(self.state.catalog_version.load(Ordering::Acquire));
+        Ok(CommitGuard {
+            lock: layout::entry_key(self.db(), self.name()),
+            key: layout::version_key(),
+            expected: (version != 0).then(|| version.to_be_bytes().to_vec()),
+        })
     }
 
     /// [`Collection::insert_locked`] under the write lock (and, on a shared
@@ -891,7 +930,10 @@ impl Collection {
         }
         shared::retrying(
             self.engine.capabilities(),
-            || shared::run(&self.engine, || self.modify_held(id, &mut *f))?,
+            |again| {
+                let guard = self.shared_guard(again)?;
+                shared::run(&self.engine, Some(guard), || self.modify_held(id, &mut *f))?
+            },
             |r| matches!(r, Err(e) if e.code == ErrorCode::WriteConflict),
         )
     }
@@ -1210,7 +1252,10 @@ impl Collection {
         }
         shared::retrying(
             self.engine.capabilities(),
-            || shared::run(&self.engine, || self.delete_held(id))?,
+            |again| {
+                let guard = self.shared_guard(again)?;
+                shared::run(&self.engine, Some(guard), || self.delete_held(id))?
+            },
             |r| matches!(r, Err(e) if shared::lost_race(e)),
         )
     }

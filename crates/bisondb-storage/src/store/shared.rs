@@ -33,7 +33,8 @@ use std::ops::Bound;
 use std::sync::Arc;
 
 use bisondb_engine::{
-    Capabilities, Durability, Engine, EngineError, KeyValue, Snapshot, Transaction, WriteBatch,
+    Capabilities, CommitGuard, Durability, Engine, EngineError, KeyValue, Snapshot, Transaction,
+    WriteBatch,
 };
 use bisondb_error::ErrorCode;
 use parking_lot::Mutex;
@@ -61,6 +62,9 @@ pub(crate) fn current() -> Option<Arc<WriteTxn>> {
 pub(crate) struct WriteTxn {
     /// `None` once committed.
     txn: Mutex<Option<Box<dyn Transaction>>>,
+    /// What the commit checks: the collection's catalog is still the one
+    /// the write planned with (see [`run`]).
+    guard: Option<CommitGuard>,
 }
 
 impl WriteTxn {
@@ -76,19 +80,38 @@ impl WriteTxn {
         let txn = self.txn.lock().take().ok_or_else(|| {
             StorageError::internal("a shared-store write committed twice".to_string())
         })?;
-        Ok(txn.commit_batch(batch, Durability::Buffered)?)
+        match &self.guard {
+            Some(guard) => Ok(txn.commit_batch_guarded(batch, Durability::Buffered, guard)?),
+            None => Ok(txn.commit_batch(batch, Durability::Buffered)?),
+        }
     }
 }
 
 /// Runs `f` (one plain write) in a transaction of `engine` entered on this
 /// thread; a write it does not commit is rolled back. On an engine that is
 /// not shared, or inside a multi-document transaction, `f` just runs.
-pub(crate) fn run<R>(engine: &Arc<dyn Engine>, f: impl FnOnce() -> R) -> Result<R, StorageError> {
+///
+/// The commit checks `guard` ([`Transaction::commit_batch_guarded`]): the
+/// written collection's catalog entry, share-locked, was not changed after
+/// the transaction's snapshot, and the catalog's version in it is the one
+/// the write's indexes were read at. So a write that planned with a stale
+/// catalog (an index another server built, dropped, a collection it
+/// dropped or renamed) fails with WriteConflict, applying nothing, and
+/// runs again ([`retrying`]) once the collection's entry is read again;
+/// and another server's catalog change waits for the writes holding the
+/// lock, so an index build that reads the documents after taking the
+/// entry's lock sees every write that did not see its index.
+pub(crate) fn run<R>(
+    engine: &Arc<dyn Engine>,
+    guard: Option<CommitGuard>,
+    f: impl FnOnce() -> R,
+) -> Result<R, StorageError> {
     if !engine.capabilities().shared || crate::store::txn::in_transaction() || current().is_some() {
         return Ok(f());
     }
     let entered = Arc::new(WriteTxn {
         txn: Mutex::new(Some(engine.begin()?)),
+        guard,
     });
     struct Leave;
     impl Drop for Leave {
@@ -119,13 +142,16 @@ pub(crate) fn lost_race(e: &StorageError) -> bool {
 /// does a write nested in another's transaction (a session record written
 /// with the write it records): its conflict consumed that transaction, so
 /// only the outermost write can run again, in a new one.
+///
+/// `attempt` is told whether it runs again after a lost race (the first
+/// run is `false`): it then reads its collection's catalog entry again.
 pub(crate) fn retrying<R>(
     caps: Capabilities,
-    mut attempt: impl FnMut() -> R,
+    mut attempt: impl FnMut(bool) -> R,
     conflicted: impl Fn(&R) -> bool,
 ) -> R {
     let nested = current().is_some();
-    let mut out = attempt();
+    let mut out = attempt(false);
     if !caps.shared || crate::store::txn::in_transaction() || nested {
         return out;
     }
@@ -133,7 +159,7 @@ pub(crate) fn retrying<R>(
         if !conflicted(&out) {
             break;
         }
-        out = attempt();
+        out = attempt(true);
     }
     out
 }

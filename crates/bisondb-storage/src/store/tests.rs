@@ -950,6 +950,7 @@ fn a_shared_write_adds_to_its_stored_own_stats_record() {
         id_usage: crate::index::IndexUsage::new(),
         server: 3,
         own_stats: parking_lot::Mutex::new(StatsRecord::default()),
+        catalog_version: std::sync::atomic::AtomicU64::new(0),
     };
     let record = |docs: usize| {
         let mut r = StatsRecord::default();
