@@ -28,6 +28,10 @@ pub const PARSERS: &[(&str, Parse)] = &[
     ("buildInfo", p::<build_info::BuildInfo>),
     ("bulkWrite", |r| bulk_write::BulkWrite::parse(r).map(drop)),
     (
+        "checkMetadataConsistency",
+        p::<check_metadata_consistency::CheckMetadataConsistency>,
+    ),
+    (
         "cloneCollectionAsCapped",
         p::<convert_to_capped::ConvertToCapped>,
     ),
