@@ -55,8 +55,9 @@ failures=()
 if [ "${SKIP_CARGO_TEST:-0}" != "1" ]; then
   step "cargo test --workspace"
   # A failing Rust test must not hide the compat suite's results: note it and
-  # go on; the exit status reports it at the end.
-  if ! cargo test --workspace; then
+  # go on; the exit status reports it at the end. `--no-fail-fast`: one
+  # failing crate must not hide the tests of the crates after it either.
+  if ! cargo test --workspace --no-fail-fast; then
     failures+=("cargo test --workspace")
   fi
   # The server's integration tests (the `it` test binary, unified-format
